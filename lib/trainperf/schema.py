@@ -1,0 +1,153 @@
+"""The canonical runs table: every column, its type, unit and meaning.
+
+One row per measured run. Units live in column names (``_s`` seconds,
+``_gb`` gigabytes of 2**30 bytes, ``_per_s`` per second of wall clock,
+``_usd`` US dollars). Importers produce these columns; ``load_runs`` checks
+them; ``derive`` adds the derived ones.
+
+Two prefixes are allowed besides the canonical names:
+
+* ``reported_<column>``: a figure the source printed itself (its own tokens/s,
+  MFU, efficiency ...), kept to be compared with trainperf's recomputation.
+  Fractions (MFU, efficiency, overhead) are stored as fractions, not percent.
+* ``extra_<name>``: any other number or text a source carries that has no
+  canonical column (e.g. a script's total execution time). Kept, never used
+  by the formulas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["str", "int", "float", "bool"]
+Check = Literal["", "positive", "nonnegative", "count", "fraction"]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A canonical column: name, value kind, validity check, and meaning (with unit)."""
+
+    name: str
+    kind: Kind
+    doc: str
+    check: Check = ""
+
+
+def _cols(kind: Kind, check: Check, specs: dict[str, str]) -> list[Column]:
+    return [Column(name, kind, doc, check) for name, doc in specs.items()]
+
+
+IDENTITY: list[Column] = [
+    *_cols("str", "", {
+        "run_id": "unique identifier of the run",
+        "experiment": "group of runs compared together (one scaling study, one sweep)",
+        "platform": "accelerator, e.g. 'NVIDIA H100 SXM', 'AMD MI300X', 'cpu'",
+        "model": "model name",
+        "precision": "bf16, fp16, fp32, tf32 or fp8",
+        "strategy": "single, ddp, fsdp, ...",
+        "flops_convention": "6n, palm or megatron (optional; default: palm when layers, width and seq_len are known, else 6n)",
+        "source": "provenance: where the numbers come from",
+        "baseline_run_id": "optional: the run this one's scaling is measured against (default: fewest devices in the experiment)",
+    }),
+    *_cols("float", "count", {
+        "n_params": "parameters of the model (count)",
+    }),
+    *_cols("int", "count", {
+        "n_layers": "transformer layers",
+        "d_model": "hidden width",
+        "n_heads": "attention heads",
+        "vocab_size": "vocabulary size (tokens)",
+        "seq_len": "sequence length (tokens per sample)",
+        "nodes": "machines in the job",
+        "gpus": "devices (GPUs, or processes on CPU) in the job",
+        "micro_batch_size": "samples per device per forward pass",
+        "grad_accum_steps": "micro-batches per optimizer step",
+        "global_batch_size": "samples per optimizer step, all devices together",
+        "steps": "optimizer steps in the measured window",
+    }),
+    Column("activation_checkpointing", "bool", "activations recomputed in backward (HFU counts it)"),
+    Column("price_per_gpu_hour", "float", "rental price of one device for one hour (USD)", "nonnegative"),
+    Column("flops_per_token", "float", "model FLOPs per token, forward + backward (override of the convention)", "positive"),
+    Column("peak_tflops_per_gpu", "float",
+           "dense peak TFLOP/s of one device at the run's precision (override; e.g. a measured CPU matmul peak)",
+           "positive"),
+]
+
+MEASUREMENTS: list[Column] = [
+    Column("elapsed_s", "float", "wall clock of the measured window, slowest rank (s)", "positive"),
+    Column("tokens", "float", "tokens processed in the measured window, all devices", "nonnegative"),
+    Column("samples", "float", "samples processed in the measured window, all devices", "nonnegative"),
+    Column("tokens_per_s", "float", "published rate where no elapsed time is known (tokens/s, all devices)", "positive"),
+    Column("samples_per_s", "float", "published rate where no elapsed time is known (samples/s, all devices)", "positive"),
+    Column("step_time_s", "float", "published wall time of one optimizer step (s)", "positive"),
+    *_cols("float", "nonnegative", {
+        "data_s": "waiting for the next batch (s)",
+        "h2d_s": "copying the batch to the device (s)",
+        "forward_s": "forward pass (s)",
+        "loss_s": "loss computation (s)",
+        "backward_s": "backward pass (s)",
+        "optimizer_s": "optimizer step (s)",
+        "compute_s": "forward + loss + backward + optimizer, where a source reports only their sum (s)",
+        "comm_s": "gradient communication, total time of the collectives (s)",
+        "comm_exposed_s": "part of comm_s not hidden behind computation (s)",
+        "validation_s": "validation (s)",
+        "peak_memory_gb": "peak device memory (GiB): CUDA allocator peak on GPU, resident set on CPU",
+        "mean_rank_elapsed_s": "mean over ranks of each rank's elapsed time (s); elapsed_s is the slowest rank's",
+    }),
+    Column("train_loss", "float", "training loss at the end of the window"),
+    Column("val_loss", "float", "validation loss at the end of the window"),
+    Column("ranks", "int", "ranks that reported measurements", "count"),
+    Column("slowest_rank", "int", "rank whose elapsed time is elapsed_s", "nonnegative"),
+    Column("rank_imbalance", "float", "slowest rank's elapsed time / fastest rank's (1 = balanced)", "positive"),
+    Column("complete", "bool", "every rank reported every step (False: a rank stopped early)"),
+    Column("warmup_steps", "int", "steps excluded from the window as warm-up", "nonnegative"),
+]
+
+DERIVED: list[Column] = [
+    Column("tokens_per_s", "float", "throughput, all devices (tokens/s)"),
+    Column("tokens_per_s_per_gpu", "float", "throughput per device (tokens/s)"),
+    Column("samples_per_s", "float", "throughput, all devices (samples/s)"),
+    Column("samples_per_s_per_gpu", "float", "throughput per device (samples/s)"),
+    Column("step_time_s", "float", "wall time of one optimizer step (s)"),
+    Column("tokens_per_day", "float", "tokens processed in 24 h at this throughput"),
+    Column("samples_per_day", "float", "samples processed in 24 h at this throughput"),
+    Column("flops_per_token", "float", "model FLOPs per token, forward + backward"),
+    Column("flops_convention_used", "str", "the formula behind flops_per_token: 6n, palm, megatron or given"),
+    Column("tflops_total", "float", "achieved model TFLOP/s, all devices"),
+    Column("tflops_per_gpu", "float", "achieved model TFLOP/s per device"),
+    Column("peak_tflops_per_gpu", "float", "dense peak TFLOP/s of one device at the run's precision"),
+    Column("peak_source", "str", "where peak_tflops_per_gpu comes from"),
+    Column("mfu", "float", "model FLOPs utilisation: tflops_per_gpu / peak_tflops_per_gpu (fraction)"),
+    Column("hfu", "float", "hardware FLOPs utilisation: mfu x 4/3 with activation recomputation (fraction)"),
+    Column("baseline_run_id", "str", "run this one's scaling is measured against"),
+    Column("scaling_basis", "str", "throughput, or elapsed (runs assumed to do equal work)"),
+    Column("scaling_multiplier", "float", "throughput / baseline throughput (x)"),
+    Column("scaling_efficiency", "float", "scaling_multiplier / (gpus / baseline gpus) (fraction)"),
+    Column("serial_fraction", "float", "Karp-Flatt experimentally determined serial fraction"),
+    Column("comm_overhead", "float", "exposed communication / elapsed (fraction of wall time)"),
+    Column("compute_comm_ratio", "float", "compute time / communication time (x)"),
+    Column("gpu_hours", "float", "device-hours of the measured window"),
+    Column("cost_usd", "float", "gpu_hours x price_per_gpu_hour (USD)"),
+    Column("cost_efficiency", "float", "baseline cost per unit of work / this run's (fraction; = efficiency at equal price)"),
+    Column("notes", "str", "why derived values are empty or doubtful, '; '-separated"),
+]
+
+INPUT_COLUMNS: dict[str, Column] = {c.name: c for c in IDENTITY + MEASUREMENTS}
+DERIVED_COLUMNS: dict[str, Column] = {c.name: c for c in DERIVED}
+ALL_COLUMNS: dict[str, Column] = {**DERIVED_COLUMNS, **INPUT_COLUMNS}
+
+REQUIRED: tuple[str, ...] = ("run_id", "gpus")
+"""Columns every runs table must have. A row also needs one measure of speed:
+elapsed_s with tokens or samples (or steps and global_batch_size), or a
+published tokens_per_s / samples_per_s / step_time_s, or elapsed_s alone
+(then runs of one experiment are compared as doing equal work)."""
+
+PHASES: tuple[str, ...] = ("data", "h2d", "forward", "loss", "backward", "optimizer", "comm", "validation")
+"""Phases of a training step, in order; the column of phase P is ``P_s``."""
+
+COMPUTE_PHASES: tuple[str, ...] = ("forward", "loss", "backward", "optimizer")
+
+PREFIXES: tuple[str, ...] = ("reported_", "extra_")
+
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
