@@ -1,7 +1,14 @@
-"""trainperf: measure how fast deep-learning training runs and how well it scales."""
+"""trainperf: measure how fast deep-learning training runs and how well it scales.
 
+The runs table (``load_runs``) and the steps table (``load_steps``) are the
+only shapes that flow between parts; ``derive`` adds every metric. Importing
+``trainperf`` does not import torch: the profiler and the bench load it lazily.
+"""
+
+from trainperf.derive import derive
 from trainperf.errors import DataError, DataWarning
+from trainperf.loading import load_runs
 
 __version__ = "0.1.0"
 
-__all__ = ["DataError", "DataWarning", "__version__"]
+__all__ = ["DataError", "DataWarning", "__version__", "derive", "load_runs"]

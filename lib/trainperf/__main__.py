@@ -1,0 +1,5 @@
+"""``python -m trainperf``."""
+
+from trainperf.cli import main
+
+raise SystemExit(main())

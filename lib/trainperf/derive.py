@@ -1,0 +1,177 @@
+"""``derive``: every derived metric of a runs table, from its inputs only.
+
+Formulas (per run; ``N`` devices = ``gpus``):
+
+* work: ``samples = steps · global_batch_size`` and ``tokens = samples ·
+  seq_len`` where not given (and ``samples = tokens / seq_len``);
+  ``elapsed_s = steps · step_time_s`` where only the step time is given.
+* throughput: ``tokens_per_s = tokens / elapsed_s`` (elapsed: slowest rank),
+  else the published rate, else ``samples_per_s · seq_len``; likewise
+  ``samples_per_s`` (also ``global_batch_size / step_time_s``). Per device:
+  ``/ N``. A published rate that differs from the recomputed one by more
+  than 2 % is noted.
+* ``step_time_s = elapsed_s / steps``; per day: ``rate · 86 400 s``.
+* FLOPs: ``flops_per_token`` from ``trainperf.flops`` (convention recorded in
+  ``flops_convention_used``); ``tflops_total = tokens_per_s ·
+  flops_per_token / 10¹²``; ``tflops_per_gpu = tflops_total / N``.
+* ``mfu = tflops_per_gpu / peak_tflops_per_gpu`` against the **dense** peak
+  at the run's precision (``trainperf.hardware``; a ``peak_tflops_per_gpu``
+  input, e.g. a measured CPU peak, wins). ``hfu = mfu · 4/3`` with activation
+  checkpointing, else ``mfu``.
+* ``compute_s = forward_s + loss_s + backward_s + optimizer_s`` where not
+  given; ``comm_overhead = (comm_exposed_s, else comm_s) / elapsed`` of a
+  typical rank (``mean_rank_elapsed_s`` where known, else ``elapsed_s``);
+  ``compute_comm_ratio = compute_s / comm_s``.
+* ``gpu_hours = N · elapsed_s / 3600``; ``cost_usd = gpu_hours ·
+  price_per_gpu_hour``.
+* scaling per experiment: ``trainperf.scaling.add_scaling``.
+
+A value whose inputs are missing stays NaN and the row's ``notes`` says why;
+an unknown platform also raises a ``DataWarning`` (never a default peak).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from trainperf import flops as flops_mod
+from trainperf.errors import DataWarning
+from trainperf.scaling import add_scaling
+from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS
+
+SECONDS_PER_DAY = 86_400.0
+RATE_TOLERANCE = 0.02
+"""Relative difference between a published and a recomputed rate that is noted."""
+
+
+def derive(runs: pd.DataFrame) -> pd.DataFrame:
+    """Return a copy of ``runs`` (a canonical runs table, e.g. from
+    ``load_runs``) with every derived column of ``trainperf.schema`` added."""
+    out = runs.copy()
+    for name, column in INPUT_COLUMNS.items():
+        if name not in out:
+            out[name] = _empty(len(out), column.kind, out.index)
+    notes: list[list[str]] = [[] for _ in range(len(out))]
+    _fill_work(out)
+    _add_rates(out, notes)
+    _add_flops(out, notes)
+    _add_phases(out)
+    out["gpu_hours"] = out["gpus"] * out["elapsed_s"] / 3600.0
+    out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
+    out = add_scaling(out, notes)
+    out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
+    out.attrs = dict(runs.attrs)
+    return out[_column_order(out)]
+
+
+def _empty(n: int, kind: str, index: pd.Index) -> pd.Series:
+    dtype = {"str": "string", "bool": "boolean"}.get(kind, float)
+    return pd.Series([pd.NA if kind in ("str", "bool") else np.nan] * n, index=index, dtype=dtype)
+
+
+def _fill(out: pd.DataFrame, column: str, values: pd.Series) -> None:
+    """Fill the missing cells of ``column`` with ``values``."""
+    out[column] = out[column].fillna(values)
+
+
+def _fill_work(out: pd.DataFrame) -> None:
+    _fill(out, "samples", out["steps"] * out["global_batch_size"])
+    _fill(out, "tokens", out["samples"] * out["seq_len"])
+    _fill(out, "samples", out["tokens"] / out["seq_len"])
+    _fill(out, "elapsed_s", out["steps"] * out["step_time_s"])
+
+
+def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    for unit in ("tokens", "samples"):
+        measured = out[unit] / out["elapsed_s"]
+        given = out[f"{unit}_per_s"]
+        _note_disagreement(f"{unit}_per_s", given, measured, notes)
+        out[f"{unit}_per_s"] = measured.fillna(given)
+    _fill(out, "tokens_per_s", out["samples_per_s"] * out["seq_len"])
+    _fill(out, "samples_per_s", out["tokens_per_s"] / out["seq_len"])
+    _fill(out, "samples_per_s", out["global_batch_size"] / out["step_time_s"])
+    out["step_time_s"] = (out["elapsed_s"] / out["steps"]).fillna(out["step_time_s"])
+    _fill(out, "step_time_s", out["global_batch_size"] / out["samples_per_s"])
+    for unit in ("tokens", "samples"):
+        out[f"{unit}_per_s_per_gpu"] = out[f"{unit}_per_s"] / out["gpus"]
+        out[f"{unit}_per_day"] = out[f"{unit}_per_s"] * SECONDS_PER_DAY
+
+
+def _note_disagreement(column: str, given: pd.Series, measured: pd.Series, notes: list[list[str]]) -> None:
+    relative = (given - measured).abs() / measured
+    for i in np.flatnonzero((relative > RATE_TOLERANCE).to_numpy()):
+        notes[i].append(f"{column}: given {given.iat[i]:,.6g} differs from measured "
+                        f"{measured.iat[i]:,.6g} by {relative.iat[i]:.1%}; measured kept")
+
+
+def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    per_token, used, peaks, sources = [], [], [], []
+    unknown_platforms: set[str] = set()
+    for i, row in enumerate(out.to_dict("records")):
+        value, convention = flops_mod.flops_per_token(row)
+        per_token.append(value)
+        used.append(convention)
+        if math.isnan(value):
+            notes[i].append(f"flops_per_token: {convention} needs "
+                            f"{', '.join(flops_mod.missing_inputs(row, convention))}")
+        peak, source, why = _peak(row)
+        peaks.append(peak)
+        sources.append(source)
+        if why:
+            notes[i].append(f"mfu: {why}")
+            if why.startswith("platform"):
+                unknown_platforms.add(str(row["platform"]))
+    for name in sorted(unknown_platforms):
+        warnings.warn(f"platform {name!r} is not in the peak table: its runs get no MFU "
+                      "(give peak_tflops_per_gpu to set the peak)", DataWarning, stacklevel=3)
+    out["flops_per_token"] = np.array(per_token, dtype=float)
+    out["flops_convention_used"] = pd.Series(used, index=out.index, dtype="string")
+    out["tflops_total"] = out["tokens_per_s"] * out["flops_per_token"] / 1e12
+    out["tflops_per_gpu"] = out["tflops_total"] / out["gpus"]
+    out["peak_tflops_per_gpu"] = np.array(peaks, dtype=float)
+    out["peak_source"] = pd.Series(sources, index=out.index, dtype="string")
+    out["mfu"] = out["tflops_per_gpu"] / out["peak_tflops_per_gpu"]
+    checkpointing = out["activation_checkpointing"]
+    factor = np.where(checkpointing.fillna(False).to_numpy(bool), flops_mod.RECOMPUTE_FACTOR, 1.0)
+    out["hfu"] = (out["mfu"] * factor).where(checkpointing.notna())
+    for i in np.flatnonzero((out["mfu"].notna() & checkpointing.isna()).to_numpy()):
+        notes[i].append("hfu: activation_checkpointing unknown")
+
+
+def _peak(row: dict) -> tuple[float, object, str]:
+    """Dense peak TFLOP/s of the row's device, its source, and why it is missing."""
+    given = row.get("peak_tflops_per_gpu")
+    if given is not None and not pd.isna(given):
+        return float(given), "given in the run (peak_tflops_per_gpu)", ""
+    platform, precision = row.get("platform"), row.get("precision")
+    if platform is None or pd.isna(platform):
+        return math.nan, pd.NA, "no platform"
+    if precision is None or pd.isna(precision):
+        return math.nan, pd.NA, "no precision"
+    from trainperf.hardware import dense_peak_tflops
+
+    peak = dense_peak_tflops(str(platform), str(precision))
+    if peak is None:
+        if str(platform).lower().startswith("cpu"):
+            return math.nan, pd.NA, "cpu runs need a measured peak_tflops_per_gpu (trainperf.hardware.measure_peak_flops)"
+        return math.nan, pd.NA, f"platform {platform!r} at {precision} is not in the peak table"
+    return peak.tflops, f"{peak.device} {peak.precision} dense: {peak.source}", ""
+
+
+def _add_phases(out: pd.DataFrame) -> None:
+    parts = out[[f"{p}_s" for p in COMPUTE_PHASES]]
+    summed = parts.sum(axis=1, min_count=1).where(out["forward_s"].notna() & out["backward_s"].notna())
+    _fill(out, "compute_s", summed)
+    comm = out["comm_exposed_s"].fillna(out["comm_s"])
+    out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
+    out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
+
+
+def _column_order(out: pd.DataFrame) -> list[str]:
+    """Inputs in schema order, then derived ones, then ``reported_*`` / ``extra_*``."""
+    known = list(dict.fromkeys([*INPUT_COLUMNS, *DERIVED_COLUMNS]))
+    return [c for c in known if c in out] + [c for c in out if c not in known]

@@ -1,0 +1,218 @@
+"""Scaling across devices: multiplier, efficiency, serial fraction, fitted laws.
+
+Within one experiment (runs compared together), the baseline is the run with
+the fewest devices, unless a row names its ``baseline_run_id``. With ``p`` the
+relative device count ``gpus / baseline gpus`` and ``X`` throughput:
+
+* scaling multiplier ``S = X / X_baseline``
+* scaling efficiency ``E = S / p``
+* Karp–Flatt serial fraction ``e = (1/S − 1/p) / (1 − 1/p)`` for ``p > 1``
+  (Karp & Flatt 1990, "Measuring parallel processor performance"); constant
+  ``e`` means Amdahl-like serial work, ``e`` growing with ``p`` means
+  overhead growing with scale (communication).
+* cost efficiency: baseline cost per unit of work / this run's,
+  ``E · price_baseline / price`` (equal to ``E`` at one price).
+
+When no run of an experiment has a throughput (only elapsed times, as in a
+strong-scaling study that reports epoch times), the runs are taken to do
+equal work and ``S = elapsed_baseline / elapsed``; the row's
+``scaling_basis`` says which was used.
+
+Projections beyond the measured scale come from a fitted law, with its error:
+
+* Amdahl: ``S(p) = 1 / (s + (1 − s) / p)``, serial fraction ``s`` in [0, 1];
+* Universal Scalability Law (Gunther 1993):
+  ``S(p) = p / (1 + σ(p − 1) + κ p (p − 1))``, contention ``σ ≥ 0``,
+  coherency ``κ ≥ 0``; ``κ > 0`` gives a peak at ``p* = sqrt((1 − σ)/κ)``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import OptimizeWarning, curve_fit
+
+from trainperf.errors import DataError
+
+
+def amdahl(p: np.ndarray, s: float) -> np.ndarray:
+    """Amdahl's law: multiplier at relative device count ``p`` with serial fraction ``s``."""
+    p = np.asarray(p, dtype=float)
+    return 1.0 / (s + (1.0 - s) / p)
+
+
+def usl(p: np.ndarray, sigma: float, kappa: float) -> np.ndarray:
+    """Universal Scalability Law: multiplier at ``p`` with contention ``sigma`` and coherency ``kappa``."""
+    p = np.asarray(p, dtype=float)
+    return p / (1.0 + sigma * (p - 1.0) + kappa * p * (p - 1.0))
+
+
+LAWS = {
+    "amdahl": (amdahl, ("s",), ([0.0], [1.0]), [0.05]),
+    "usl": (usl, ("sigma", "kappa"), ([0.0, 0.0], [1.0, 1.0]), [0.05, 1e-4]),
+}
+"""name -> (function, parameter names, bounds, initial guess)."""
+
+
+@dataclass
+class ScalingFit:
+    """A scaling law fitted to measured multipliers.
+
+    ``devices`` are relative to the baseline (``p = N / N_baseline``);
+    ``rmse`` is the root-mean-square error of the fitted multiplier over the
+    measured points (x); ``stderr`` the standard error of each parameter
+    (NaN when there are no more points than parameters).
+    """
+
+    law: str
+    params: dict[str, float]
+    stderr: dict[str, float]
+    rmse: float
+    devices: np.ndarray
+    multipliers: np.ndarray
+    covariance: np.ndarray = field(repr=False)
+
+    def predict(self, devices: np.ndarray | float) -> np.ndarray:
+        """Fitted multiplier at relative device count(s) ``devices``."""
+        fn = LAWS[self.law][0]
+        return fn(np.asarray(devices, dtype=float), *self.params.values())
+
+    def band(self, devices: np.ndarray | float, level: float = 0.95,
+             draws: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bound of the fitted multiplier at ``devices``.
+
+        Propagates the parameters' covariance by sampling (``draws`` parameter
+        sets from the fit's normal approximation, clipped to the law's bounds),
+        then widens by the residual RMSE; the central ``level`` of the
+        resulting spread is returned. NaN where the covariance is unknown.
+        """
+        p = np.atleast_1d(np.asarray(devices, dtype=float))
+        if not np.all(np.isfinite(self.covariance)):
+            nan = np.full(p.shape, np.nan)
+            return nan, nan.copy()
+        fn, _, (lo, hi), _ = LAWS[self.law]
+        rng = np.random.default_rng(seed)
+        theta = rng.multivariate_normal(list(self.params.values()), self.covariance, size=draws)
+        theta = np.clip(theta, lo, hi)
+        curves = np.stack([fn(p, *t) for t in theta])
+        tail = (1.0 - level) / 2.0
+        low = np.quantile(curves, tail, axis=0) - self.rmse
+        high = np.quantile(curves, 1.0 - tail, axis=0) + self.rmse
+        return low, high
+
+    def describe(self) -> str:
+        """One line: the law, its parameters with standard errors, and the RMSE."""
+        parts = []
+        for name, value in self.params.items():
+            err = self.stderr[name]
+            parts.append(f"{name} = {value:.4g}" + ("" if math.isnan(err) else f" ± {err:.2g}"))
+        label = {"amdahl": "Amdahl", "usl": "USL"}[self.law]
+        return f"{label}: {', '.join(parts)}; RMSE {self.rmse:.3g}x over {len(self.devices)} points"
+
+
+def fit(devices: np.ndarray, multipliers: np.ndarray, law: str = "usl") -> ScalingFit:
+    """Fit a scaling law (``amdahl`` or ``usl``) to multipliers measured at
+    relative device counts ``devices`` (p = N / N_baseline; include p = 1).
+
+    Raises ``ValueError`` with fewer than two distinct device counts.
+    """
+    if law not in LAWS:
+        raise ValueError(f"unknown scaling law {law!r}; known: {', '.join(LAWS)}")
+    p = np.asarray(devices, dtype=float)
+    s = np.asarray(multipliers, dtype=float)
+    keep = np.isfinite(p) & np.isfinite(s)
+    p, s = p[keep], s[keep]
+    if len(np.unique(p)) < 2:
+        raise ValueError("a scaling fit needs measurements at two or more device counts")
+    fn, names, bounds, guess = LAWS[law]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OptimizeWarning)  # no covariance: handled below
+        params, cov = curve_fit(fn, p, s, p0=guess, bounds=bounds, maxfev=20000)
+    if len(p) <= len(names):
+        cov = np.full((len(names), len(names)), np.nan)
+    residuals = s - fn(p, *params)
+    return ScalingFit(
+        law=law,
+        params=dict(zip(names, map(float, params))),
+        stderr={n: float(math.sqrt(v)) if v >= 0 else math.nan for n, v in zip(names, np.diag(cov))},
+        rmse=float(np.sqrt(np.mean(residuals ** 2))),
+        devices=p,
+        multipliers=s,
+        covariance=cov,
+    )
+
+
+def karp_flatt(multiplier: np.ndarray, devices: np.ndarray) -> np.ndarray:
+    """Karp–Flatt serial fraction ``(1/S − 1/p) / (1 − 1/p)``; NaN where ``p <= 1``."""
+    s = np.asarray(multiplier, dtype=float)
+    p = np.asarray(devices, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = (1.0 / s - 1.0 / p) / (1.0 - 1.0 / p)
+    return np.where(p > 1, e, np.nan)
+
+
+def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
+    """Add ``baseline_run_id``, ``scaling_basis``, ``scaling_multiplier``,
+    ``scaling_efficiency``, ``serial_fraction`` and ``cost_efficiency`` per
+    experiment. ``runs`` needs ``run_id``, ``experiment``, ``gpus`` and the
+    derived throughput columns; the returned frame is a new one. Why a row's
+    scaling stays empty is appended to ``notes[position]``.
+    """
+    out = runs.copy()
+    cols = {c: np.full(len(out), np.nan, dtype=object if c in ("baseline_run_id", "scaling_basis") else float)
+            for c in ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency",
+                      "serial_fraction", "cost_efficiency")}
+    experiments = out["experiment"].fillna("").astype(str).to_numpy()
+    for name in pd.unique(experiments):
+        idx = np.flatnonzero(experiments == name)
+        group = out.iloc[idx]
+        basis, speed = _speed(group)
+        base = _baseline(group)
+        if base is None or basis is None:
+            why = ("no throughput or elapsed time in every run" if basis is None else
+                   "several runs share the fewest devices: set baseline_run_id")
+            for i in idx:
+                notes[i].append(f"scaling: {why}")
+            continue
+        b = group.index.get_loc(base)
+        rel = group["gpus"].to_numpy(float) / group["gpus"].to_numpy(float)[b]
+        mult = speed / speed[b]
+        eff = mult / rel
+        price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(idx), np.nan)
+        cols["baseline_run_id"][idx] = group["run_id"].iloc[b]
+        cols["scaling_basis"][idx] = basis
+        cols["scaling_multiplier"][idx] = mult
+        cols["scaling_efficiency"][idx] = eff
+        cols["serial_fraction"][idx] = karp_flatt(mult, rel)
+        cols["cost_efficiency"][idx] = eff * price[b] / price
+    for c, values in cols.items():
+        out[c] = pd.Series(values, index=out.index, dtype="string" if values.dtype == object else float)
+    return out
+
+
+def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray]:
+    """The experiment's comparable speed per run, and its name."""
+    for col in ("tokens_per_s", "samples_per_s"):
+        if col in group and group[col].notna().all():
+            return "throughput", group[col].to_numpy(float)
+    if "elapsed_s" in group and group["elapsed_s"].notna().all():
+        return "elapsed (equal work assumed)", 1.0 / group["elapsed_s"].to_numpy(float)
+    return None, np.array([])
+
+
+def _baseline(group: pd.DataFrame) -> object | None:
+    """Index label of the baseline run: the named one, else the single run with fewest devices."""
+    if "baseline_run_id" in group:
+        named = group["baseline_run_id"].dropna().unique()
+        if len(named) == 1:
+            hit = group.index[group["run_id"] == named[0]]
+            if len(hit) == 1:
+                return hit[0]
+            raise DataError(f"{named[0]!r} is not a run of experiment {group['experiment'].iloc[0]!r}",
+                            column="baseline_run_id")
+    fewest = group.index[group["gpus"] == group["gpus"].min()]
+    return fewest[0] if len(fewest) == 1 else None

@@ -1,0 +1,81 @@
+"""``trainperf summarize``: the runs with every derived column, as CSV, JSON or Markdown."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import pandas as pd
+
+from trainperf.derive import derive
+from trainperf.errors import DataError
+from trainperf.loading import load_runs
+
+KEY_COLUMNS: tuple[str, ...] = (
+    "run_id", "experiment", "platform", "model", "precision", "gpus", "elapsed_s",
+    "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu", "mfu",
+    "scaling_multiplier", "scaling_efficiency", "comm_overhead", "cost_usd", "notes",
+)
+"""Columns of the Markdown summary unless ``--columns all`` is given."""
+
+
+def summarize(runs: pd.DataFrame, experiment: str | None = None) -> pd.DataFrame:
+    """Derived runs table, optionally restricted to one experiment (DataError if it has no runs)."""
+    derived = derive(runs)
+    if experiment is None:
+        return derived
+    chosen = derived[derived["experiment"] == experiment]
+    if chosen.empty:
+        known = ", ".join(sorted(derived["experiment"].dropna().astype(str).unique()))
+        raise DataError(f"no runs in experiment {experiment!r}; experiments: {known}")
+    return chosen
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table; numbers with thousands separators, empty cells blank."""
+    header = "| " + " | ".join(table.columns) + " |"
+    rule = "| " + " | ".join("---:" if pd.api.types.is_numeric_dtype(table[c]) else "---"
+                             for c in table.columns) + " |"
+    rows = ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+def _cell(value: object) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value).replace("|", "\\|")
+
+
+def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:
+    """``table`` as ``csv``, ``json`` (records) or ``markdown`` text."""
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(json.loads(table.to_json(orient="records")), indent=1)
+    shown = table if columns == "all" else table[[c for c in KEY_COLUMNS if c in table]]
+    return to_markdown(shown)
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``summarize``."""
+    parser = subparsers.add_parser(
+        "summarize", help="print runs with every derived metric",
+        description="Load runs (tables, run folders, logs, or folders of them), derive every metric "
+                    "(throughput, TFLOPS, MFU, scaling, cost) and print the table.")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="runs table, run folder, log, or folder")
+    parser.add_argument("--experiment", help="only the runs of this experiment")
+    parser.add_argument("--format", choices=("markdown", "csv", "json"), default="markdown",
+                        help="output format (default: markdown)")
+    parser.add_argument("--columns", choices=("key", "all"), default=None,
+                        help="markdown: key columns (default) or all; csv and json always print all")
+    parser.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    table = summarize(load_runs(*args.paths), args.experiment)
+    sys.stdout.write(render(table, args.format, args.columns or "key") + "\n")
+    return 0
