@@ -40,6 +40,7 @@ import pandas as pd
 
 from trainperf import flops as flops_mod
 from trainperf.errors import DataWarning
+from trainperf.hardware import dense_peak_tflops, is_cpu
 from trainperf.scaling import add_scaling
 from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS
 
@@ -152,11 +153,9 @@ def _peak(row: dict) -> tuple[float, object, str]:
         return math.nan, pd.NA, "no platform"
     if precision is None or pd.isna(precision):
         return math.nan, pd.NA, "no precision"
-    from trainperf.hardware import dense_peak_tflops
-
     peak = dense_peak_tflops(str(platform), str(precision))
     if peak is None:
-        if str(platform).lower().startswith("cpu"):
+        if is_cpu(str(platform)):
             return math.nan, pd.NA, "cpu runs need a measured peak_tflops_per_gpu (trainperf.hardware.measure_peak_flops)"
         return math.nan, pd.NA, f"platform {platform!r} at {precision} is not in the peak table"
     return peak.tflops, f"{peak.device} {peak.precision} dense: {peak.source}", ""

@@ -1,0 +1,88 @@
+"""derive(): gaps stay empty with a reason, never a silent default."""
+
+import math
+import warnings
+
+import pandas as pd
+import pytest
+
+from trainperf import DataWarning, derive
+from trainperf.loading import check_runs
+
+
+def runs(*rows: dict) -> pd.DataFrame:
+    return check_runs(pd.DataFrame(rows).assign(experiment="e"))
+
+
+def test_unknown_platform_leaves_mfu_empty_with_a_warning_and_a_note():
+    table = runs({"run_id": "a", "gpus": 8, "tokens_per_s": 1e5, "n_params": 1e9,
+                  "platform": "Acme Z9000", "precision": "bf16"})
+    with pytest.warns(DataWarning, match="'Acme Z9000' is not in the peak table"):
+        d = derive(table)
+    assert d["tflops_total"].iloc[0] == pytest.approx(1e5 * 6e9 / 1e12)
+    assert math.isnan(d["mfu"].iloc[0])
+    assert "mfu: platform 'Acme Z9000' at bf16 is not in the peak table" in d["notes"].iloc[0]
+
+
+def test_cpu_runs_use_their_measured_peak_and_say_so_without_it():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning for a cpu run: a note says what is missing
+        d = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 100.0, "n_params": 1e6, "platform": "cpu",
+                         "precision": "fp32"},
+                        {"run_id": "b", "gpus": 2, "tokens_per_s": 150.0, "n_params": 1e6, "platform": "cpu",
+                         "precision": "fp32", "peak_tflops_per_gpu": 0.1}))
+    assert "measured peak_tflops_per_gpu" in d["notes"].iloc[0]
+    # 150 tokens/s * 6e6 FLOPs / 2 devices = 4.5e8 FLOP/s per device = 0.00045 TFLOP/s of 0.1
+    assert d["mfu"].iloc[1] == pytest.approx(0.0045)
+
+
+def test_hfu_counts_recomputation_only_when_checkpointing_is_known():
+    base = {"gpus": 8, "tokens_per_s": 1e5, "n_params": 7e9, "platform": "H100", "precision": "bf16"}
+    d = derive(runs({**base, "run_id": "on", "activation_checkpointing": True},
+                    {**base, "run_id": "off", "activation_checkpointing": False},
+                    {**base, "run_id": "unknown"}))
+    mfu = 1e5 * 42e9 / 8 / 1e12 / 989.5
+    assert d["mfu"].tolist() == pytest.approx([mfu] * 3)
+    assert d["hfu"].iloc[0] == pytest.approx(mfu * 4 / 3)
+    assert d["hfu"].iloc[1] == pytest.approx(mfu)
+    assert math.isnan(d["hfu"].iloc[2]) and "activation_checkpointing unknown" in d["notes"].iloc[2]
+
+
+def test_work_is_inferred_from_steps_and_batch_and_a_contradicting_rate_is_noted():
+    d = derive(runs({"run_id": "a", "gpus": 4, "steps": 100, "global_batch_size": 32, "seq_len": 1024,
+                     "elapsed_s": 50.0, "tokens_per_s": 80_000.0}))
+    # 100 steps * 32 samples * 1024 tokens / 50 s = 65,536 tokens/s; the given 80,000 is 22 % off
+    assert d["tokens"].iloc[0] == 3_276_800
+    assert d["tokens_per_s"].iloc[0] == pytest.approx(65_536)
+    assert d["samples_per_s"].iloc[0] == pytest.approx(64)
+    assert d["step_time_s"].iloc[0] == pytest.approx(0.5)
+    assert "tokens_per_s: given 80,000 differs from measured 65,536 by 22.1%" in d["notes"].iloc[0]
+
+
+def test_phases_give_compute_and_communication_overhead():
+    d = derive(runs({"run_id": "a", "gpus": 2, "tokens": 1e6, "elapsed_s": 10.0, "forward_s": 3.0,
+                     "loss_s": 0.5, "backward_s": 5.0, "optimizer_s": 0.5, "comm_s": 2.0, "comm_exposed_s": 0.5}))
+    assert d["compute_s"].iloc[0] == 9.0
+    assert d["comm_overhead"].iloc[0] == pytest.approx(0.05)  # exposed 0.5 s of 10 s
+    assert d["compute_comm_ratio"].iloc[0] == pytest.approx(4.5)
+
+
+def test_tied_baseline_is_not_guessed_and_a_named_one_is_used():
+    tied = derive(runs({"run_id": "a", "gpus": 4, "tokens_per_s": 100.0},
+                       {"run_id": "b", "gpus": 4, "tokens_per_s": 120.0},
+                       {"run_id": "c", "gpus": 8, "tokens_per_s": 180.0}))
+    assert tied["scaling_multiplier"].isna().all()
+    assert "set baseline_run_id" in tied["notes"].iloc[2]
+    named = derive(runs({"run_id": "a", "gpus": 4, "tokens_per_s": 100.0, "baseline_run_id": "b"},
+                        {"run_id": "b", "gpus": 4, "tokens_per_s": 120.0, "baseline_run_id": "b"},
+                        {"run_id": "c", "gpus": 8, "tokens_per_s": 180.0, "baseline_run_id": "b"}))
+    assert named["scaling_multiplier"].tolist() == pytest.approx([100 / 120, 1.0, 1.5])
+    assert named["scaling_efficiency"].iloc[2] == pytest.approx(0.75)
+
+
+def test_megatron_convention_on_request():
+    d = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 1.0, "n_layers": 2, "d_model": 64,
+                     "seq_len": 128, "vocab_size": 256, "flops_convention": "megatron"}))
+    # 72*2*64^2 + 12*2*64*128 + 4.5*64*256 = 589,824 + 196,608 + 73,728
+    assert d["flops_per_token"].iloc[0] == pytest.approx(860_160)
+    assert d["flops_convention_used"].iloc[0] == "megatron"
