@@ -1,0 +1,386 @@
+"""Peak FLOP/s of accelerators, per precision, and a measured peak for CPUs.
+
+Units: TFLOP/s (10¹² floating-point operations per second, a multiply-add
+counted as 2 operations), per device; :func:`measure_peak_flops` returns
+FLOP/s.
+
+The table holds the **dense** peak of each device at each precision, as MFU
+needs it. Vendor sheets often print the 2:4 structured-sparsity figure, twice
+the dense one (NVIDIA H100 SXM BF16: "1,979 TFLOPS*", * with sparsity; dense
+989.5). Sparse figures are kept in :attr:`Figure.sparse` for reference and are
+never returned by :func:`dense_peak_tflops`. A precision a device lacks (TF32
+on V100 or MI250X, FP8 before Hopper/CDNA3) is absent, never guessed.
+
+``fp32`` is the device's fastest IEEE FP32 matrix rate (CUDA cores on NVIDIA,
+matrix cores where AMD has FP32 ones); ``tf32`` is the NVIDIA / AMD
+TensorFloat-32 tensor-core rate, which PyTorch uses for float32 matmuls only
+when allowed (``torch.backends.cuda.matmul.allow_tf32``).
+
+Platform names are matched tolerantly (:func:`find_device`): vendor words,
+memory type and separators are ignored, so ``"H100"``, ``"h100_80gb"``,
+``"NVIDIA H100 80GB HBM3"`` (what ``torch.cuda.get_device_name`` returns),
+``"H100-SXM5-80GB"`` and ``"NVIDIA H100 SXM"`` all name the H100 SXM. A name
+that leaves the variant open gets the family's default, marked in the table:
+H100 → SXM, H200 → SXM, A100 → SXM 80GB (SXM 40GB has the same peaks),
+V100 → SXM2. Unknown or ambiguous names return ``None``: there is no default
+peak.
+
+CPUs (platform ``"cpu"`` or starting with ``"cpu"``) have no table entry;
+:func:`measure_peak_flops` measures the running machine's dense matmul rate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from types import ModuleType
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from trainperf.errors import DataError
+from trainperf.schema import PRECISIONS
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One precision's peak on one device (TFLOP/s).
+
+    ``dense``: the peak without sparsity, used for MFU. ``sparse``: the 2:4
+    structured-sparsity peak where the vendor prints one (reference only).
+    ``printed``: the figure as the datasheet prints it.
+    """
+
+    dense: float
+    printed: str
+    sparse: float | None = None
+
+
+@dataclass(frozen=True)
+class Device:
+    """An accelerator and its peaks.
+
+    ``family`` (e.g. ``"h100"``), ``form`` (``"sxm"``, ``"pcie"``, ``"nvl"``,
+    ``"oam"``, ``"gcd"``, or ``""`` where the family has one form) and
+    ``memory_gb`` (set only where it tells variants apart) are what names are
+    matched against; ``default`` marks the variant a name that leaves form or
+    memory open refers to. ``figures`` maps precision (``fp32``, ``tf32``,
+    ``bf16``, ``fp16``, ``fp8``) to its :class:`Figure`; ``datasheet`` names
+    the vendor document the figures come from.
+    """
+
+    name: str
+    family: str
+    form: str
+    datasheet: str
+    figures: dict[str, Figure]
+    memory_gb: int | None = None
+    default: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The dense peak of one device at one precision: ``tflops`` (TFLOP/s per
+    device), the canonical ``device`` name, the ``precision``, and ``source``
+    (datasheet and the figure as printed)."""
+
+    tflops: float
+    device: str
+    precision: str
+    source: str
+
+
+def _sparse(sparse_tflops: float, label: str, as_printed: str | None = None) -> Figure:
+    """A figure printed only with 2:4 sparsity: dense is half of it.
+    ``as_printed``: the number as the sheet prints it, where not in TFLOPS."""
+    number = as_printed or f"{sparse_tflops:,g} TFLOPS"
+    return Figure(dense=sparse_tflops / 2, sparse=sparse_tflops,
+                  printed=f"{label} {number} with sparsity (dense: half)")
+
+
+def _dense(tflops: float, label: str, sparse: float | None = None, printed: str | None = None) -> Figure:
+    """A figure printed as a dense peak (with its sparse one where printed)."""
+    text = printed or (f"{label} {tflops:,g} TFLOPS" + (f" | {sparse:,g} TFLOPS with sparsity" if sparse else ""))
+    return Figure(dense=tflops, sparse=sparse, printed=text)
+
+
+def _nvidia_sparse_sheet(fp32: float, tf32_sparse: float, fp16_sparse: float, fp8_sparse: float) -> dict[str, Figure]:
+    """An NVIDIA sheet that prints FP32 dense and the tensor-core figures with sparsity only (Hopper, Ada)."""
+    return {
+        "fp32": _dense(fp32, "FP32"),
+        "tf32": _sparse(tf32_sparse, "TF32 Tensor Core"),
+        "bf16": _sparse(fp16_sparse, "BFLOAT16 Tensor Core"),
+        "fp16": _sparse(fp16_sparse, "FP16 Tensor Core"),
+        "fp8": _sparse(fp8_sparse, "FP8 Tensor Core"),
+    }
+
+
+_AMD_CDNA3 = {
+    "fp32": _dense(163.4, "Peak FP32 Vector and Matrix"),
+    "tf32": _dense(653.7, "Peak TF32", sparse=1307.4),
+    "bf16": _dense(1307.4, "Peak BF16", sparse=2614.9),
+    "fp16": _dense(1307.4, "Peak FP16", sparse=2614.9),
+    "fp8": _dense(2614.9, "Peak FP8", sparse=5229.8),
+}
+"""MI300X and MI325X (same compute die and clocks): dense peaks, with structured sparsity twice."""
+
+
+_V100 = "NVIDIA Tesla V100 GPU Accelerator datasheet"
+_A100 = "NVIDIA A100 Tensor Core GPU datasheet"
+_A100_FIGURES = {
+    "fp32": _dense(19.5, "FP32"),
+    "tf32": _dense(156, "Tensor Float 32 (TF32)", sparse=312),
+    "bf16": _dense(312, "BFLOAT16 Tensor Core", sparse=624),
+    "fp16": _dense(312, "FP16 Tensor Core", sparse=624),
+}
+_H100 = "NVIDIA H100 Tensor Core GPU datasheet"
+_H200 = "NVIDIA H200 Tensor Core GPU datasheet"
+_MI250X = "AMD Instinct MI250X accelerator datasheet"
+_MI355X_CLOCK = "2,516.6 = 2,400 MHz x 256 CUs x 4,096 FLOP/clock"
+
+DEVICES: tuple[Device, ...] = (
+    Device("NVIDIA V100 SXM2", "v100", "sxm", f"{_V100} (V100 SXM2)", default=True, figures={
+        "fp32": _dense(15.7, "Single-Precision"),
+        "fp16": _dense(125, "Tensor Performance (FP16 in, FP32 accumulate)"),
+    }, note="no BF16, TF32 or FP8"),
+    Device("NVIDIA V100 PCIe", "v100", "pcie", f"{_V100} (V100 PCIe)", figures={
+        "fp32": _dense(14, "Single-Precision"),
+        "fp16": _dense(112, "Tensor Performance (FP16 in, FP32 accumulate)"),
+    }, note="no BF16, TF32 or FP8"),
+    Device("NVIDIA V100S PCIe", "v100s", "pcie", f"{_V100} (V100S PCIe)", figures={
+        "fp32": _dense(16.4, "Single-Precision"),
+        "fp16": _dense(130, "Tensor Performance (FP16 in, FP32 accumulate)"),
+    }, note="no BF16, TF32 or FP8"),
+    Device("NVIDIA A100 SXM 40GB", "a100", "sxm", f"{_A100} (A100 40GB SXM)", memory_gb=40,
+           figures=_A100_FIGURES, note="no FP8"),
+    Device("NVIDIA A100 SXM 80GB", "a100", "sxm", f"{_A100} (A100 80GB SXM)", memory_gb=80, default=True,
+           figures=_A100_FIGURES, note="no FP8"),
+    Device("NVIDIA A100 PCIe", "a100", "pcie", f"{_A100} (A100 40GB and 80GB PCIe)",
+           figures=_A100_FIGURES, note="no FP8; same peaks as SXM"),
+    Device("NVIDIA H100 SXM", "h100", "sxm", f"{_H100} (H100 SXM)", default=True,
+           figures=_nvidia_sparse_sheet(67, 989, 1979, 3958)),
+    Device("NVIDIA H100 PCIe", "h100", "pcie", f"{_H100} (H100 PCIe)",
+           figures=_nvidia_sparse_sheet(51, 756, 1513, 3026)),
+    Device("NVIDIA H100 NVL", "h100", "nvl", f"{_H100} (H100 NVL, per GPU)",
+           figures=_nvidia_sparse_sheet(60, 835, 1671, 3341)),
+    Device("NVIDIA H200 SXM", "h200", "sxm", f"{_H200} (H200 SXM)", default=True,
+           figures=_nvidia_sparse_sheet(67, 989, 1979, 3958)),
+    Device("NVIDIA H200 NVL", "h200", "nvl", f"{_H200} (H200 NVL)",
+           figures=_nvidia_sparse_sheet(60, 835, 1671, 3341)),
+    Device("NVIDIA B200", "b200", "", "NVIDIA HGX B200 datasheet (individual Blackwell GPU, 1,000 W)", figures={
+        "fp32": _dense(75, "FP32"),
+        "tf32": _sparse(2200, "TF32 Tensor Core", "2.2 PFLOPS"),
+        "bf16": _sparse(4500, "FP16/BF16 Tensor Core", "4.5 PFLOPS"),
+        "fp16": _sparse(4500, "FP16/BF16 Tensor Core", "4.5 PFLOPS"),
+        "fp8": _sparse(9000, "FP8/FP6 Tensor Core", "9 PFLOPS"),
+    }),
+    Device("NVIDIA L4", "l4", "", "NVIDIA L4 Tensor Core GPU datasheet",
+           figures=_nvidia_sparse_sheet(30.3, 120, 242, 485)),
+    Device("NVIDIA L40S", "l40s", "", "NVIDIA L40S GPU datasheet", figures={
+        "fp32": _dense(91.6, "FP32"),
+        "tf32": _dense(183, "TF32 Tensor Core", sparse=366),
+        "bf16": _dense(362.05, "BF16 Tensor Core", sparse=733),
+        "fp16": _dense(362.05, "FP16 Tensor Core", sparse=733),
+        "fp8": _dense(733, "FP8 Tensor Core", sparse=1466),
+    }, note="the sheet's sparse BF16/FP16 figure (733) is not exactly twice its dense one (362.05)"),
+    Device("AMD MI250X", "mi250x", "oam", f"{_MI250X} (OAM module: 2 GCDs)", default=True, figures={
+        "fp32": _dense(95.7, "Peak FP32 Matrix"),
+        "bf16": _dense(383, "Peak bfloat16"),
+        "fp16": _dense(383, "Peak FP16"),
+    }, note="one module is two GCDs, and PyTorch sees each GCD as a device: a run that counts "
+            "GCDs as gpus should name 'AMD MI250X GCD'; no TF32, FP8 or sparsity"),
+    Device("AMD MI250X GCD", "mi250x", "gcd", f"{_MI250X} (per module; one GCD is half)", figures={
+        "fp32": Figure(95.7 / 2, "Peak FP32 Matrix 95.7 TFLOPS per module of 2 GCDs (one GCD: half)"),
+        "bf16": Figure(383 / 2, "Peak bfloat16 383 TFLOPS per module of 2 GCDs (one GCD: half)"),
+        "fp16": Figure(383 / 2, "Peak FP16 383 TFLOPS per module of 2 GCDs (one GCD: half)"),
+    }, note="half an MI250X module, one PyTorch device"),
+    Device("AMD MI300X", "mi300x", "", "AMD Instinct MI300X accelerator datasheet",
+           figures=_AMD_CDNA3),
+    Device("AMD MI325X", "mi325x", "", "AMD Instinct MI325X accelerator datasheet",
+           figures=_AMD_CDNA3),
+    Device("AMD MI355X", "mi355x", "", "AMD Instinct MI355X accelerator datasheet", figures={
+        "fp32": _dense(157.3, "Peak FP32 Vector"),
+        "bf16": _dense(2516.6, "", sparse=5033.2, printed=f"Peak BF16 2.5 PFLOPS (5.0 with sparsity); {_MI355X_CLOCK}"),
+        "fp16": _dense(2516.6, "", sparse=5033.2, printed=f"Peak FP16 2.5 PFLOPS (5.0 with sparsity); {_MI355X_CLOCK}"),
+        "fp8": _dense(5033.2, "", sparse=10066.3,
+                      printed="Peak FP8 5.0 PFLOPS (10.1 with sparsity); twice the BF16 rate per clock"),
+    }, note="CDNA 4 has no TF32 matrix instructions"),
+)
+
+_PRECISION_ALIASES: dict[str, str] = {
+    **{name: "fp32" for name in ("fp32", "float32", "float", "f32", "32", "single")},
+    **{name: "tf32" for name in ("tf32", "tensorfloat32", "tensorfloat-32")},
+    **{name: "bf16" for name in ("bf16", "bfloat16")},
+    **{name: "fp16" for name in ("fp16", "float16", "half", "f16", "16")},
+    **{name: "fp8" for name in ("fp8", "float8", "f8", "e4m3", "e5m2", "float8_e4m3fn",
+                                "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")},
+}
+
+
+def normalize_precision(name: object) -> str:
+    """The canonical precision (``fp32``, ``tf32``, ``bf16``, ``fp16``, ``fp8``)
+    of a precision's spelling: ``amp_bf16``, ``bfloat16``, ``torch.bfloat16``
+    (``str`` of a torch dtype), ``bf16-mixed`` (Lightning), ``float16``,
+    ``half``, ``float32``, ``amp_fp8``, ``float8_e4m3fn`` ... Case and
+    surrounding spaces are ignored. Raises :class:`DataError` for anything else."""
+    key = str(name).strip().lower().removeprefix("torch.")
+    for prefix in ("amp_", "amp-", "amp "):
+        key = key.removeprefix(prefix)
+    for suffix in ("-mixed", "_mixed", "-true", "_true"):
+        key = key.removesuffix(suffix)
+    if key in _PRECISION_ALIASES:
+        return _PRECISION_ALIASES[key]
+    raise DataError(f"unknown precision {name!r}: expected one of {', '.join(PRECISIONS)} "
+                    "(or a spelling such as amp_bf16, bfloat16, float16, float32, amp_fp8)")
+
+
+_NOISE = {"nvidia", "amd", "tesla", "instinct", "tensor", "core", "gpu", "accelerator",
+          "hbm2", "hbm2e", "hbm3", "hbm3e"}
+_FORMS = {"sxm": "sxm", "sxm2": "sxm", "sxm3": "sxm", "sxm4": "sxm", "sxm5": "sxm",
+          "pcie": "pcie", "pci": "pcie", "nvl": "nvl", "oam": "oam", "gcd": "gcd"}
+_MODEL = re.compile(r"[a-z]+\d+[a-z]*")
+_MEMORY = re.compile(r"(\d+)gb")
+
+
+def _parse(platform: str) -> tuple[str, str, int | None] | None:
+    """``(family, form, memory_gb)`` of a platform name; ``None`` unless it
+    names exactly one model (``"MI250X / MI250"`` names two)."""
+    text = re.sub(r"(\d+)\s*gb\b", r"\1gb", platform.lower())
+    tokens = [t for t in re.split(r"[\s\-_/(),:;]+", text) if t and t not in _NOISE]
+    forms = {_FORMS[t] for t in tokens if t in _FORMS}
+    memories = {int(m.group(1)) for t in tokens if (m := _MEMORY.fullmatch(t))}
+    models = {t for t in tokens if t not in _FORMS and not _MEMORY.fullmatch(t) and _MODEL.fullmatch(t)}
+    if len(models) != 1 or len(forms) > 1 or len(memories) > 1:
+        return None
+    return models.pop(), forms.pop() if forms else "", memories.pop() if memories else None
+
+
+def is_cpu(platform: str) -> bool:
+    """Whether ``platform`` names a CPU (``"cpu"`` or a name starting with it,
+    e.g. ``"cpu (AMD EPYC 7763)"``): no table entry, measure the peak instead."""
+    return platform.strip().lower().startswith("cpu")
+
+
+def find_device(platform: str) -> Device | None:
+    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU).
+
+    Matching ignores case, separators, vendor words and memory type. Form
+    (SXM, PCIe, NVL ...) and memory size pick the variant where given; where
+    a name leaves them open, the family's default: a bare ``"H100"`` is the
+    H100 SXM, ``"H200"`` the H200 SXM, ``"A100"`` the A100 SXM 80GB,
+    ``"V100"`` the V100 SXM2, ``"MI250X"`` the MI250X module (two GCDs).
+    """
+    if is_cpu(platform):
+        return None
+    parsed = _parse(platform)
+    if parsed is None:
+        return None
+    family, form, memory = parsed
+    candidates = [d for d in DEVICES if d.family == family]
+    if form:
+        candidates = [d for d in candidates if d.form == form] or [d for d in candidates if not d.form]
+    if memory is not None:
+        candidates = ([d for d in candidates if d.memory_gb == memory]
+                      or [d for d in candidates if d.memory_gb is None])
+    if len(candidates) > 1:
+        candidates = [d for d in candidates if d.default]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def dense_peak_tflops(platform: str, precision: str) -> Peak | None:
+    """Dense peak TFLOP/s of one ``platform`` device at ``precision`` (any
+    spelling :func:`normalize_precision` accepts; :class:`DataError` for an
+    unknown one). ``None`` where the platform is not in the table (CPUs
+    included: see :func:`measure_peak_flops`) or the device lacks the
+    precision. Never a sparse figure."""
+    canonical = normalize_precision(precision)
+    device = find_device(platform)
+    if device is None or canonical not in device.figures:
+        return None
+    figure = device.figures[canonical]
+    return Peak(tflops=float(figure.dense), device=device.name, precision=canonical,
+                source=f"{device.datasheet}: {figure.printed}")
+
+
+def measure_peak_flops(dtype: torch.dtype | None = None, n: int | None = None, seconds: float = 1.0,
+                       device: str | torch.device = "cpu", threads: int | None = None) -> float:
+    """Measured dense matmul rate of this machine, in FLOP/s (not TFLOP/s).
+
+    Multiplies two random ``n × n`` matrices of ``dtype`` (default
+    ``torch.float32``) with ``torch.mm`` (``2·n³`` FLOPs each): two warm-up
+    products, then timed samples for about ``seconds`` (at least three), and
+    returns the best sample's rate. On CUDA each sample is timed with CUDA
+    events around enough back-to-back products to last about a tenth of
+    ``seconds``, after a synchronize; on CPU with ``time.perf_counter``.
+
+    ``n`` defaults to 1024 on CPU (about 1.2 s in all with the default
+    ``seconds``) and 8192 on CUDA (large enough to approach the tensor-core
+    peak). ``threads`` sets ``torch``'s intra-op thread count for the
+    measurement (restored afterwards); measure with the threads one training
+    process uses, since a CPU run's ``gpus`` counts processes. Other load on
+    the machine lowers the result; the best-of-samples rule limits that, and a
+    single thread is the least sensitive. The result divided by 10¹² is a
+    run's ``peak_tflops_per_gpu``. Raises ``RuntimeError`` for a CUDA device
+    when CUDA is not available.
+    """
+    import torch
+
+    dtype = dtype or torch.float32
+    target = torch.device(device)
+    if target.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("measure_peak_flops: a CUDA device was requested but CUDA is not available")
+    size = n or (8192 if target.type == "cuda" else 1024)
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        best = _best_matmul_seconds(torch, target, dtype, size, seconds)
+    finally:
+        if threads is not None:
+            torch.set_num_threads(saved_threads)
+    return 2.0 * size**3 / best
+
+
+def _best_matmul_seconds(torch: ModuleType, target: torch.device, dtype: torch.dtype, size: int,
+                         seconds: float) -> float:
+    """Seconds of the fastest ``size × size`` product on ``target`` (see :func:`measure_peak_flops`)."""
+    generator = torch.Generator(device=target).manual_seed(0)
+    a = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
+    b = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
+    out = torch.empty(size, size, dtype=dtype, device=target)
+    timer = _cuda_timer(torch, target) if target.type == "cuda" else _cpu_timer
+    first = min(timer(lambda: torch.mm(a, b, out=out), 1) for _ in range(2))
+    reps = max(1, int(seconds / 10 / first)) if target.type == "cuda" else 1
+    best, spent, samples = math.inf, 0.0, 0
+    while samples < 3 or spent < seconds:
+        elapsed = timer(lambda: torch.mm(a, b, out=out), reps)
+        best, spent, samples = min(best, elapsed / reps), spent + elapsed, samples + 1
+    return best
+
+
+def _cpu_timer(work, reps: int) -> float:
+    """Seconds ``reps`` calls of ``work`` take on the CPU."""
+    start = time.perf_counter()
+    for _ in range(reps):
+        work()
+    return time.perf_counter() - start
+
+
+def _cuda_timer(torch: ModuleType, target: torch.device):
+    """A timer like :func:`_cpu_timer` for ``target`` (a CUDA device): CUDA
+    events around the calls, after a synchronize."""
+    def timer(work, reps: int) -> float:
+        with torch.cuda.device(target):
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(reps):
+                work()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1000.0
+    return timer
