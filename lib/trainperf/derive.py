@@ -8,8 +8,8 @@ Formulas (per run; ``N`` devices = ``gpus``):
 * throughput: ``tokens_per_s = tokens / elapsed_s`` (elapsed: slowest rank),
   else the published rate, else ``samples_per_s · seq_len``; likewise
   ``samples_per_s`` (also ``global_batch_size / step_time_s``). Per device:
-  ``/ N``. A published rate that differs from the recomputed one by more
-  than 2 % is noted.
+  ``/ N``. Where two estimates of one rate exist and differ by more than
+  2 %, the first is kept and the row's notes say so.
 * ``step_time_s = elapsed_s / steps``; per day: ``rate · 86 400 s``.
 * FLOPs: ``flops_per_token`` from ``trainperf.flops`` (convention recorded in
   ``flops_convention_used``); ``tflops_total = tokens_per_s ·
@@ -87,14 +87,17 @@ def _fill_work(out: pd.DataFrame) -> None:
 
 
 def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    for unit in ("tokens", "samples"):
-        measured = out[unit] / out["elapsed_s"]
-        given = out[f"{unit}_per_s"]
-        _note_disagreement(f"{unit}_per_s", given, measured, notes)
-        out[f"{unit}_per_s"] = measured.fillna(given)
+    out["tokens_per_s"] = _first_estimate("tokens_per_s", notes, [
+        ("tokens / elapsed_s", out["tokens"] / out["elapsed_s"]),
+        ("the given rate", out["tokens_per_s"]),
+    ])
+    out["samples_per_s"] = _first_estimate("samples_per_s", notes, [
+        ("samples / elapsed_s", out["samples"] / out["elapsed_s"]),
+        ("the given rate", out["samples_per_s"]),
+        ("global_batch_size / step_time_s", out["global_batch_size"] / out["step_time_s"]),
+    ])
     _fill(out, "tokens_per_s", out["samples_per_s"] * out["seq_len"])
     _fill(out, "samples_per_s", out["tokens_per_s"] / out["seq_len"])
-    _fill(out, "samples_per_s", out["global_batch_size"] / out["step_time_s"])
     out["step_time_s"] = (out["elapsed_s"] / out["steps"]).fillna(out["step_time_s"])
     _fill(out, "step_time_s", out["global_batch_size"] / out["samples_per_s"])
     for unit in ("tokens", "samples"):
@@ -102,11 +105,20 @@ def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
         out[f"{unit}_per_day"] = out[f"{unit}_per_s"] * SECONDS_PER_DAY
 
 
-def _note_disagreement(column: str, given: pd.Series, measured: pd.Series, notes: list[list[str]]) -> None:
-    relative = (given - measured).abs() / measured
-    for i in np.flatnonzero((relative > RATE_TOLERANCE).to_numpy()):
-        notes[i].append(f"{column}: given {given.iat[i]:,.6g} differs from measured "
-                        f"{measured.iat[i]:,.6g} by {relative.iat[i]:.1%}; measured kept")
+def _first_estimate(column: str, notes: list[list[str]], estimates: list[tuple[str, pd.Series]]) -> pd.Series:
+    """The first available of several estimates of one rate, in order of trust;
+    every other estimate of the same row that differs by more than 2 % is noted."""
+    chosen = estimates[0][1]
+    label = pd.Series(estimates[0][0], index=chosen.index, dtype=object).where(chosen.notna())
+    for name, values in estimates[1:]:
+        label = label.fillna(pd.Series(name, index=chosen.index, dtype=object).where(values.notna()))
+        chosen = chosen.fillna(values)
+    for name, values in estimates:
+        relative = (values - chosen).abs() / chosen
+        for i in np.flatnonzero((relative > RATE_TOLERANCE).to_numpy()):
+            notes[i].append(f"{column}: {name} gives {values.iat[i]:,.6g}, {relative.iat[i]:.1%} off "
+                            f"the {chosen.iat[i]:,.6g} from {label.iat[i]}, which is kept")
+    return chosen
 
 
 def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:

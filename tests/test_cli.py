@@ -1,0 +1,44 @@
+"""The trainperf command: summarize in every format, and one-line errors with exit code 2."""
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from trainperf.cli import main
+
+SEED_000 = Path(__file__).resolve().parents[1] / "data" / "reference" / "seed_000_throughput.csv"
+
+
+def test_summarize_csv_has_every_derived_column(capsys):
+    assert main(["summarize", str(SEED_000), "--format", "csv"]) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert {"tokens_per_s_per_gpu", "scaling_efficiency", "mfu", "notes"} <= set(table.columns)
+    assert round(table.loc[table["gpus"] == 4, "tokens_per_s"].item()) == 122_599  # seed 000's 4-GPU row
+
+
+def test_summarize_json_and_markdown(capsys):
+    assert main(["summarize", str(SEED_000), "--format", "json", "--experiment", "seed000-scaling"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["gpus"] for r in records] == [1, 4, 8, 16, 32]
+    assert main(["summarize", str(SEED_000)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("| run_id | experiment |") and len(lines) == 2 + 5
+    assert "| 700,970 |" in lines[-1]  # 32 GPUs: 1,081,344,000 tokens / 1542.64 s
+
+
+def test_bad_input_is_one_line_on_stderr_with_exit_code_2(tmp_path):
+    bad = tmp_path / "runs.csv"
+    bad.write_text("run_id,gpus,elapsed_s\na,1,-3\n")
+    done = subprocess.run([sys.executable, "-m", "trainperf", "summarize", str(bad)],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"trainperf: error: {bad}, line 2, row 1, column 'elapsed_s': -3 must be greater than 0"
+
+
+def test_unknown_experiment_lists_the_known_ones(capsys):
+    assert main(["summarize", str(SEED_000), "--experiment", "nope"]) == 2
+    assert "no runs in experiment 'nope'; experiments: seed000-scaling" in capsys.readouterr().err
