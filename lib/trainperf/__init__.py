@@ -8,7 +8,10 @@ only shapes that flow between parts; ``derive`` adds every metric. Importing
 from trainperf.derive import derive
 from trainperf.errors import DataError, DataWarning
 from trainperf.loading import load_runs
+from trainperf.profiler import StepProfiler, export_chrome_trace
+from trainperf.steps import aggregate_steps, load_steps
 
 __version__ = "0.1.0"
 
-__all__ = ["DataError", "DataWarning", "__version__", "derive", "load_runs"]
+__all__ = ["DataError", "DataWarning", "StepProfiler", "__version__", "aggregate_steps", "derive",
+           "export_chrome_trace", "load_runs", "load_steps"]

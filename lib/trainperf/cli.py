@@ -7,6 +7,7 @@ import sys
 
 from trainperf import __version__, summary
 from trainperf.errors import DataError
+from trainperf.profiler import cli as profiler_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,6 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trainperf {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     summary.add_subcommand(subparsers)
+    profiler_cli.add_subcommand(subparsers)
     return parser
 
 

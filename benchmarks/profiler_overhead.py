@@ -1,0 +1,207 @@
+"""Overhead benchmark: what ``StepProfiler`` adds to a training step.
+
+The bench's small GPT (``trainperf.bench.model``) trains on random token
+windows on the CPU, in three variants measured side by side in one process:
+
+* ``plain``: the bare loop;
+* ``trainperf``: the same loop instrumented as the docs show (``batches``,
+  ``step`` with tokens and samples, every phase, the loss handed over), with
+  the default trace file;
+* ``torch.profiler``: the bare loop under ``torch.profiler.profile`` (CPU
+  activities), as a reference point.
+
+Blocks of steps of each variant alternate (A B C A B C ..., the order rotated
+every round), so that the noise of a shared machine falls on all of them
+alike; every step is timed from outside the loop body with
+``time.perf_counter`` (wall) and ``time.thread_time`` (CPU time of the
+training thread: torch runs with one intra-op thread, so all of the step's
+work, the profiler's included, is on it; unlike wall time it does not count
+the time other processes of a shared machine take the core away). Reported:
+median step time of each variant, wall and CPU, its ratio to ``plain`` with
+a 95 % bootstrap interval, and the median of per-round ratios. The verdict is
+taken on CPU time, the measure that the machine's other tenants do not move;
+the wall-clock figures are printed beside it, with their noise. Then the profiler's own cost per step with empty phases
+(the instrumentation alone, no training), which does not depend on the model.
+
+    python benchmarks/profiler_overhead.py [--size small] [--batch 8] [--rounds 20] [--block 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from trainperf import StepProfiler
+from trainperf.bench.model import GPT, model_config
+
+TARGET = 0.01
+"""Largest acceptable overhead on CPU: 1 % of the median step time."""
+
+
+def batches(n: int, batch: int, seq_len: int, vocab: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(n):
+        tokens = torch.randint(vocab, (batch, seq_len + 1), generator=generator)
+        yield tokens[:, :-1], tokens[:, 1:]
+
+
+def now() -> tuple[float, float]:
+    """Wall clock and this thread's CPU time (s)."""
+    return time.perf_counter(), time.thread_time()
+
+
+def lap(start: tuple[float, float], times: list[tuple[float, float]]) -> tuple[float, float]:
+    end = now()
+    times.append((end[0] - start[0], end[1] - start[1]))
+    return end
+
+
+def plain_steps(model: torch.nn.Module, opt: torch.optim.Optimizer, data: Iterator,
+                times: list[tuple[float, float]]) -> None:
+    start = now()
+    for x, y in data:
+        x, y = x.to("cpu"), y.to("cpu")
+        logits = model(x)
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        start = lap(start, times)
+
+
+def profiled_steps(prof: StepProfiler) -> Callable[..., None]:
+    def run(model: torch.nn.Module, opt: torch.optim.Optimizer, data: Iterator,
+            times: list[tuple[float, float]]) -> None:
+        start = now()
+        for x, y in prof.batches(data):
+            with prof.step(tokens=x.numel(), samples=x.shape[0]) as step:
+                with prof.phase("h2d"):
+                    x, y = x.to("cpu"), y.to("cpu")
+                with prof.phase("forward"):
+                    logits = model(x)
+                with prof.phase("loss"):
+                    loss = F.cross_entropy(logits.flatten(0, 1), y.flatten())
+                with prof.phase("backward"):
+                    loss.backward()
+                with prof.phase("optimizer"):
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                step.loss = loss
+            start = lap(start, times)
+    return run
+
+
+def torch_profiled_steps(model: torch.nn.Module, opt: torch.optim.Optimizer, data: Iterator,
+                         times: list[tuple[float, float]]) -> None:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        plain_steps(model, opt, data, times)
+
+
+def empty_step_cost(prof: StepProfiler, steps: int) -> float:
+    """Seconds per step of the instrumentation alone (empty phases)."""
+    start = time.perf_counter()
+    for i in prof.batches(range(steps)):
+        with prof.step(tokens=1024, samples=8) as step:
+            for name in ("h2d", "forward", "loss", "backward", "optimizer"):
+                with prof.phase(name):
+                    pass
+            step.loss = 1.0
+    return (time.perf_counter() - start) / steps
+
+
+def empty_loop_cost(steps: int) -> float:
+    """Seconds per step of the same loop without the profiler."""
+    start = time.perf_counter()
+    for _ in range(steps):
+        for _name in ("h2d", "forward", "loss", "backward", "optimizer"):
+            pass
+    return (time.perf_counter() - start) / steps
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="small", help="bench model size (tiny, small, medium, large)")
+    parser.add_argument("--batch", type=int, default=8, help="samples per step")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of A B C blocks")
+    parser.add_argument("--block", type=int, default=2, help="steps per block")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    config = model_config(args.size)
+    model = GPT(config)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = StepProfiler(Path(tmp) / "overhead", config={"model": f"gpt-{args.size}"}, warmup_steps=0)
+        variants = {"plain": plain_steps, "trainperf": profiled_steps(prof), "torch.profiler": torch_profiled_steps}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+        for name, run in variants.items():  # warm-up: allocator, first-call costs
+            run(model, opt, batches(3, args.batch, config.seq_len, config.vocab_size), [])
+        names = list(variants)
+        for r in range(args.rounds):
+            for name in names[r % 3:] + names[:r % 3]:
+                data = batches(args.block, args.batch, config.seq_len, config.vocab_size)
+                variants[name](model, opt, data, times[name])
+        empty = 20_000
+        cost = min(empty_step_cost(prof, empty) - empty_loop_cost(empty) for _ in range(5))
+        prof.close()
+    print(f"GPT {args.size}: {config.n_params / 1e6:.2f} M parameters, batch {args.batch} x {config.seq_len} "
+          f"tokens, {args.threads} thread(s); {args.rounds} rounds x {args.block} steps per variant, interleaved\n")
+    print(f"{'variant':<16} {'steps':>6} {'wall ms':>9} {'IQR':>7} {'vs plain':>9} {'paired':>8}"
+          f" {'CPU ms':>9} {'IQR':>7} {'vs plain':>9} {'paired':>8}")
+    overheads = {}
+    for name, values in times.items():
+        cells = []
+        for k in (0, 1):  # wall, CPU
+            column = [t[k] for t in values]
+            median, base = statistics.median(column), statistics.median(t[k] for t in times["plain"])
+            q1, _, q3 = statistics.quantiles(column, n=4)
+            paired = paired_ratio(times[name], times["plain"], k, args.block) - 1
+            overheads[name, k] = (median / base - 1, paired)
+            cells.append(f"{median * 1e3:>9.2f} {(q3 - q1) / median:>7.1%} {median / base - 1:>+9.2%} {paired:>+8.2%}")
+        print(f"{name:<16} {len(values):>6} {cells[0]} {cells[1]}")
+    plain = statistics.median(t[0] for t in times["plain"])
+    print("\nIQR: interquartile range / median (the machine's noise). paired: median over rounds of the "
+          "variant's block median / the plain block median of the same round.")
+    print(f"profiler cost per step, empty phases (5 phases + batches + step + loss + lines written): "
+          f"{cost * 1e6:.1f} us = {cost / plain:.3%} of the median plain step")
+    for k, clock in ((0, "wall"), (1, "CPU")):
+        low, high = bootstrap_interval([t[k] for t in times["trainperf"]], [t[k] for t in times["plain"]])
+        ratio, paired = overheads["trainperf", k]
+        print(f"trainperf overhead, {clock}: {ratio:+.2%} (paired {paired:+.2%}; 95 % interval "
+              f"{low:+.2%} .. {high:+.2%})")
+    ratio = overheads["trainperf", 1][0]
+    ok = ratio <= TARGET
+    print(f"verdict on CPU time (target <= {TARGET:.0%}): {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def bootstrap_interval(variant: list[float], plain: list[float], resamples: int = 2000) -> tuple[float, float]:
+    """95 % bootstrap interval of median(variant) / median(plain) - 1."""
+    rng = np.random.default_rng(0)
+    a, b = np.asarray(variant), np.asarray(plain)
+    ratios = (np.median(rng.choice(a, (resamples, len(a))), axis=1)
+              / np.median(rng.choice(b, (resamples, len(b))), axis=1)) - 1
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def paired_ratio(variant: list[tuple[float, float]], plain: list[tuple[float, float]], k: int, block: int) -> float:
+    """Median over rounds of (variant's median step in the round / plain's)."""
+    rounds = len(plain) // block
+    return statistics.median(
+        statistics.median(t[k] for t in variant[r * block:(r + 1) * block])
+        / statistics.median(t[k] for t in plain[r * block:(r + 1) * block]) for r in range(rounds))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

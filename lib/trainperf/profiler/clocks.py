@@ -1,0 +1,83 @@
+"""Clocks that time the phases of a step.
+
+A clock hands out *marks* (points in time) and later turns pairs of marks into
+seconds. On CPU a mark is a ``time.perf_counter()`` reading and is known at
+once. On GPU a mark is a CUDA event recorded on the current stream: it
+completes when the device reaches it, so the time between two marks is device
+time, and it can only be read after both events completed. The profiler keeps
+a step's marks until its last one completed (``ready``, a non-blocking query)
+and resolves them then, several steps at a time: it never synchronizes per
+phase.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Any, Protocol
+
+
+class Clock(Protocol):
+    """What the profiler needs from a clock."""
+
+    def mark(self) -> Any:
+        """A point in time, now (on GPU: now on the current stream)."""
+
+    def ready(self, mark: Any) -> bool:
+        """Whether the mark can be read without waiting."""
+
+    def seconds(self, start: Any, end: Any) -> float:
+        """Seconds from ``start`` to ``end`` (both ready)."""
+
+    def synchronize(self) -> None:
+        """Wait until every mark handed out so far is ready."""
+
+    def release(self, marks: list[Any]) -> None:
+        """Marks that are read and no longer needed (they may be reused)."""
+
+
+class HostClock:
+    """Wall clock of the host process (``time.perf_counter``)."""
+
+    def mark(self) -> float:
+        return perf_counter()
+
+    def ready(self, mark: float) -> bool:
+        return True
+
+    def seconds(self, start: float, end: float) -> float:
+        return end - start
+
+    def synchronize(self) -> None:
+        return None
+
+    def release(self, marks: list[float]) -> None:
+        return None
+
+
+class CudaClock:
+    """Device time from CUDA events on the current stream. Events are pooled
+    and reused once read, so a long run creates a bounded number of them."""
+
+    def __init__(self, cuda: Any) -> None:
+        self._cuda = cuda
+        self._pool: list[Any] = []
+
+    def mark(self) -> Any:
+        try:
+            event = self._pool.pop()
+        except IndexError:
+            event = self._cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def ready(self, mark: Any) -> bool:
+        return bool(mark.query())
+
+    def seconds(self, start: Any, end: Any) -> float:
+        return start.elapsed_time(end) / 1000.0  # elapsed_time is in milliseconds
+
+    def synchronize(self) -> None:
+        self._cuda.synchronize()
+
+    def release(self, marks: list[Any]) -> None:
+        self._pool.extend(marks)

@@ -1,0 +1,131 @@
+"""Gradient communication timing under DDP, through a DDP communication hook.
+
+DDP groups gradients into buckets and all-reduces each bucket as soon as its
+gradients are computed, while backward goes on for earlier layers. The hook
+installed by :func:`watch_ddp` wraps the all-reduce (by default DDP's own
+``allreduce_hook``, which averages like DDP does without a hook) and takes a
+mark when a bucket is handed to it (its gradients are ready) and one when its
+all-reduce completes. From those marks, per step:
+
+* ``comm_s``: the time during which at least one gradient all-reduce was in
+  flight (length of the union of the intervals; queued all-reduces overlap);
+* ``comm_exposed_s``: the part not hidden behind backward. In each backward
+  pass, gradient computation ends when the last bucket is ready; what remains
+  of the all-reduces after that point is exposed:
+  ``max(all-reduce ends) - ready time of the last bucket``, summed over the
+  backward passes of the step (several with gradient accumulation without
+  ``no_sync``).
+
+Under FSDP there is no such hook for the parameter all-gathers and gradient
+reduce-scatters FSDP issues itself: they are measured inside the phases that
+issue them (forward, backward), and ``comm_s`` stays empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainperf.profiler.clocks import Clock
+
+
+class CommInterval:
+    """One gradient all-reduce: marks when it started and ended, and whether
+    its bucket was the last of the backward pass."""
+
+    __slots__ = ("start", "end", "last")
+
+    def __init__(self, start: Any, last: bool) -> None:
+        self.start = start
+        self.end: Any = None
+        self.last = last
+
+
+class DdpCommTimer:
+    """The timing DDP communication hook and the intervals it recorded since
+    the last :meth:`drain`."""
+
+    def __init__(self, clock: Clock, inner_hook: Any, inner_state: Any) -> None:
+        self._clock = clock
+        self._inner_hook = inner_hook
+        self._inner_state = inner_state
+        self._intervals: list[CommInterval] = []
+        self._stopped = False
+
+    def hook(self, state, bucket):  # type: ignore[no-untyped-def]
+        """The DDP communication hook (``state`` is unused: the wrapped hook
+        gets the state it was registered with). Not annotated: DDP rejects a
+        hook whose annotations are not its own types."""
+        if self._stopped:
+            return self._inner_hook(self._inner_state, bucket)
+        interval = CommInterval(self._clock.mark(), bucket.is_last())
+        self._intervals.append(interval)
+        future = self._inner_hook(self._inner_state, bucket)
+
+        def done(fut: Any) -> Any:
+            # runs when the all-reduce completed; on CUDA with the stream that
+            # waits for it current, so the mark lands after it on the device
+            try:
+                interval.end = self._clock.mark()
+            except Exception:  # a timing failure must not fail the all-reduce
+                pass
+            return fut.value()
+
+        return future.then(done)
+
+    def stop(self) -> None:
+        """Stop timing (profiling stopped): the hook only all-reduces."""
+        self._stopped = True
+        self._intervals = []
+
+    def drain(self) -> list[CommInterval]:
+        """The intervals recorded since the last call, in the order the
+        buckets became ready."""
+        intervals, self._intervals = self._intervals, []
+        return intervals
+
+
+def comm_seconds(intervals: list[tuple[float, float, bool]]) -> tuple[float, float]:
+    """``(comm_s, comm_exposed_s)`` from ``(start_s, end_s, last_bucket)``
+    triples in the order the buckets became ready (see the module docstring)."""
+    total = 0.0
+    reach = float("-inf")
+    for start, end in sorted((s, e) for s, e, _ in intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    exposed = 0.0
+    pass_end = float("-inf")
+    for start, end, last in intervals:
+        pass_end = max(pass_end, end)
+        if last:
+            exposed += max(0.0, pass_end - start)
+            pass_end = float("-inf")
+    return total, exposed
+
+
+def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any = None) -> DdpCommTimer:
+    """Register the timing hook on a ``DistributedDataParallel`` model,
+    wrapping ``comm_hook`` (default: DDP's ``allreduce_hook`` on the model's
+    process group). Must be called before the first backward."""
+    if comm_hook is None:
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        comm_hook, comm_state = allreduce_hook, getattr(model, "process_group", None)
+    timer = DdpCommTimer(clock, comm_hook, comm_state)
+    model.register_comm_hook(None, timer.hook)
+    return timer
+
+
+def strategy_of(model: Any) -> str | None:
+    """``ddp``, ``fsdp`` or None for a model that is neither."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    if isinstance(model, DistributedDataParallel):
+        return "ddp"
+    try:
+        from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
+    except ImportError:
+        return None
+    if isinstance(model, (FSDPModule, FullyShardedDataParallel)):
+        return "fsdp"
+    return None

@@ -1,0 +1,120 @@
+"""Where a rank runs, and the run's ``manifest.json``.
+
+The manifest holds the run's configuration (the canonical runs-table columns
+the user passed, which the profiler cannot know: model, precision, ...) and
+its environment: torch version, device name, world size, the host of each
+rank, the number of nodes, the git commit of the working directory when there
+is one.
+
+A *node* is one machine of the job. torchrun numbers its nodes (``GROUP_RANK``);
+the profiler names a node after its host, and adds torchrun's node number when
+one host runs several of them (as in a test that simulates two nodes on one
+machine), so that ``nodes`` counts what torchrun counts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Place:
+    """This process's place in the job."""
+
+    rank: int
+    world_size: int
+    host: str
+    node_rank: int | None
+    local_rank: int | None
+
+
+def this_place(dist: Any) -> Place:
+    """Rank and world size from the initialized process group, else from
+    torchrun's environment variables, else a single process."""
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        rank, world = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    return Place(rank, world, socket.gethostname(), _env_int("GROUP_RANK"), _env_int("LOCAL_RANK"))
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value is not None and value.lstrip("-").isdigit() else None
+
+
+def gather_places(dist: Any, place: Place) -> list[Place]:
+    """Every rank's place, in rank order (a collective when a process group
+    is initialized: every rank must call it; otherwise this rank's only)."""
+    if dist is None or not dist.is_available() or not dist.is_initialized() or place.world_size == 1:
+        return [place]
+    places: list[Any] = [None] * place.world_size
+    dist.all_gather_object(places, place)
+    return places
+
+
+def node_names(places: list[Place]) -> dict[int, str]:
+    """Node name of each rank: the host, with ``#<node_rank>`` added when one
+    host carries several of torchrun's nodes."""
+    node_ranks: dict[str, set[int | None]] = {}
+    for p in places:
+        node_ranks.setdefault(p.host, set()).add(p.node_rank)
+    return {p.rank: (f"{p.host}#{p.node_rank}" if len(node_ranks[p.host]) > 1 else p.host) for p in places}
+
+
+def git_commit(cwd: Path) -> str | None:
+    """The commit checked out in ``cwd``'s git repository, or None."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and commit else None
+
+
+def manifest(config: dict[str, Any], places: list[Place], device_name: str, backend: str | None,
+             strategy: str | None, warmup_steps: int, torch_version: str) -> dict[str, Any]:
+    """The content of ``manifest.json``."""
+    from trainperf import __version__
+
+    nodes = node_names(places)
+    return {
+        "format": "trainperf-run",
+        "version": 1,
+        "config": config,
+        "environment": {
+            "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "trainperf": __version__,
+            "torch": torch_version,
+            "python": platform.python_version(),
+            "platform": sys.platform,
+            "device": device_name,
+            "backend": backend,
+            "strategy": strategy,
+            "world_size": places[0].world_size,
+            "nodes": len(set(nodes.values())),
+            "ranks": [{"rank": p.rank, "host": p.host, "node": nodes[p.rank], "node_rank": p.node_rank,
+                       "local_rank": p.local_rank} for p in places],
+            "git_commit": git_commit(Path.cwd()),
+        },
+        "warmup_steps": warmup_steps,
+    }
+
+
+def write_json(path: Path, content: dict[str, Any]) -> None:
+    """Write a JSON file atomically (a reader never sees half of it)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(content, indent=2, default=str) + "\n")
+    os.replace(partial, path)

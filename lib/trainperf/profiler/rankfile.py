@@ -1,0 +1,275 @@
+"""The per-rank steps file of a run folder: its line format, and a fast reader.
+
+``steps-rank{R}.jsonl`` is JSON lines, written one line per optimizer step as
+the step completes, so that a job killed at any moment keeps every completed
+step:
+
+* line 1, the header: a JSON object ``{"format": "trainperf-steps",
+  "version": 1, "rank": R, "host": ..., "node_rank": ..., "node": ...,
+  "columns": [...]}``;
+* one line per step: a JSON array of the values of ``columns``, in that order
+  (:data:`LINE_COLUMNS`, ``null`` for a value not measured);
+* last line, written by ``StepProfiler.close()`` only: a JSON object
+  ``{"end": true, "steps": N, ...}``. A file without it belongs to a rank that
+  stopped early (killed, crashed, or never closed its profiler).
+
+Arrays without keys keep the lines short (about 150 bytes), and let the reader
+parse a whole file with Arrow's CSV parser after removing the brackets. A file
+that fails that fast path is read line by line, which skips and reports the
+malformed lines (file and line number) and keeps the others.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainperf.schema import PHASES
+
+FORMAT = "trainperf-steps"
+VERSION = 1
+STEPS_FILE = "steps-rank{rank}.jsonl"
+STEPS_FILE_PATTERN = re.compile(r"^steps-rank(\d+)\.jsonl$")
+
+_COMM = PHASES.index("comm")
+LINE_COLUMNS: tuple[str, ...] = (
+    "step", "warmup", "start_s", "step_s",
+    *(f"{p}_s" for p in PHASES[:_COMM + 1]), "comm_exposed_s", *(f"{p}_s" for p in PHASES[_COMM + 1:]),
+    "tokens", "samples", "micro_steps", "loss", "peak_memory_gb",
+)
+"""Values of one step line, in order: ``step`` (optimizer step index, from 0),
+``warmup`` (bool), ``start_s`` (start of the step's window, s since the
+profiler started, rank-local clock), ``step_s`` (wall time of the step, s),
+the phase seconds, ``comm_exposed_s``, ``tokens`` and ``samples`` (processed
+by this rank in the step, every micro-step counted), ``micro_steps``,
+``loss``, ``peak_memory_gb`` (GiB). Times and memory are written with six
+decimals (1 µs, 1 KiB), other numbers exactly."""
+
+INT_COLUMNS = ("step", "micro_steps")
+BOOL_COLUMNS = ("warmup",)
+TIME_DECIMALS = 6
+"""Times are written rounded to 1 µs (six decimals)."""
+
+
+def header_line(rank: int, host: str, node_rank: int | None, node: str) -> bytes:
+    """The first line of a rank's steps file."""
+    header = {"format": FORMAT, "version": VERSION, "rank": rank, "host": host,
+              "node_rank": node_rank, "node": node, "columns": list(LINE_COLUMNS)}
+    return (json.dumps(header) + "\n").encode()
+
+
+def step_line(values: list[Any]) -> bytes:
+    """One step's line: ``values`` in :data:`LINE_COLUMNS` order (None, NaN
+    and infinities are written as ``null``)."""
+    return ("[" + ",".join([f(v) for f, v in zip(_FORMATS, values)]) + "]\n").encode()
+
+
+_FIXED = f"%.{TIME_DECIMALS}f"
+
+
+def _fixed(value: float | None) -> str:
+    return _FIXED % value if value is not None and math.isfinite(value) else "null"
+
+
+def _number(value: float | int | bool | None) -> str:
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value)) if math.isfinite(value) else "null"
+
+
+_FORMATS = tuple(_fixed if name.endswith(("_s", "_gb")) else _number for name in LINE_COLUMNS)
+
+
+def end_line(steps: int, unattributed_s: dict[str, float]) -> bytes:
+    """The closing line: ``steps`` written, and the seconds of phases timed
+    after the last step (they belong to no step)."""
+    end = {"end": True, "steps": steps,
+           "unattributed_s": {k: round(v, TIME_DECIMALS) for k, v in unattributed_s.items()}}
+    return (json.dumps(end) + "\n").encode()
+
+
+@dataclass
+class BadLine:
+    """A line of a steps file that could not be used."""
+
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass
+class RankFile:
+    """One rank's steps file, read: header fields, the step columns (numpy
+    arrays, one entry per good line), whether the rank closed its profiler,
+    and the lines skipped."""
+
+    path: Path
+    rank: int
+    node: str | None
+    columns: dict[str, np.ndarray]
+    closed: bool
+    bad_lines: list[BadLine] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return len(self.columns["step"])
+
+
+def read_rank_file(path: Path) -> RankFile:
+    """Read ``steps-rank{R}.jsonl``. The rank comes from the file name; the
+    node from the header. Malformed or truncated lines (a header or end line
+    that is not the expected JSON object, a step line that is not an array of
+    numbers of the right length) are skipped and listed in ``bad_lines``."""
+    match = STEPS_FILE_PATTERN.match(path.name)
+    if match is None:
+        raise ValueError(f"{path}: not a steps file name (expected steps-rank<R>.jsonl)")
+    data = path.read_bytes()
+    bad: list[BadLine] = []
+    first_end = data.find(b"\n")
+    head, body = (data, b"") if first_end < 0 else (data[:first_end], data[first_end + 1:])
+    header = _header(head, path, bad) if head else None
+    body, end = _split_end(body)
+    closed = end is not None and _is_end(end)
+    if end is not None and not closed:
+        body += end  # not an end marker: read with the other lines (and reported there)
+    columns = _fast_columns(body)
+    if columns is None:
+        columns = _line_by_line(body, path, bad)
+    node = header.get("node") if header else None
+    return RankFile(path, int(match.group(1)), node, columns, closed, bad)
+
+
+def _header(line: bytes, path: Path, bad: list[BadLine]) -> dict[str, Any] | None:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        bad.append(BadLine(path, 1, "not a trainperf-steps header"))
+        return None
+    if header.get("columns") != list(LINE_COLUMNS):
+        raise ValueError(f"{path}: line 1: columns {header.get('columns')} are not those of "
+                         f"trainperf-steps version {VERSION}")
+    return header
+
+
+def _split_end(body: bytes) -> tuple[bytes, bytes | None]:
+    """Split off the last line when it is a JSON object (the end marker)."""
+    stripped = body.rstrip(b"\n")
+    start = stripped.rfind(b"\n") + 1
+    if stripped[start:start + 1] == b"{":
+        return body[:start], body[start:]
+    return body, None
+
+
+def _is_end(line: bytes) -> bool:
+    try:
+        end = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(end, dict) and end.get("end") is True
+
+
+def _fast_columns(body: bytes) -> dict[str, np.ndarray] | None:
+    """Parse every step line at once, or return None if any line is not
+    well-formed (then the caller reads line by line to say which). Every line
+    must be ``[...]``; Arrow's parser rejects a line with a wrong number of
+    values or a value of the wrong type."""
+    if not body:
+        return _empty_columns()
+    if not body.endswith(b"\n"):
+        return None
+    raw = np.frombuffer(body, dtype=np.uint8)
+    ends = np.flatnonzero(raw == ord("\n"))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    if (ends <= starts).any() or (raw[starts] != ord("[")).any() or (raw[ends - 1] != ord("]")).any():
+        return None
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    types = {c: pa.float64() for c in LINE_COLUMNS}
+    types.update({c: pa.int64() for c in INT_COLUMNS})
+    types.update({c: pa.bool_() for c in BOOL_COLUMNS})
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(body.translate(None, b"[]")),
+            read_options=pacsv.ReadOptions(column_names=list(LINE_COLUMNS), use_threads=False),
+            parse_options=pacsv.ParseOptions(newlines_in_values=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, null_values=["null"], true_values=["true"],
+                false_values=["false"], strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if table.num_rows != len(starts) or any(table.column(c).null_count for c in INT_COLUMNS + BOOL_COLUMNS):
+        return None
+    return {c: _to_numpy(table.column(c), c) for c in LINE_COLUMNS}
+
+
+def _to_numpy(column: Any, name: str) -> np.ndarray:
+    if name in INT_COLUMNS or name in BOOL_COLUMNS:
+        return column.to_numpy()
+    return column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
+def _line_by_line(body: bytes, path: Path, bad: list[BadLine]) -> dict[str, np.ndarray]:
+    rows: list[list[Any]] = []
+    for number, line in enumerate(body.split(b"\n"), start=2):
+        if not line:
+            continue
+        reason = _row_problem(line)
+        if reason:
+            bad.append(BadLine(path, number, reason))
+        else:
+            rows.append(json.loads(line))
+    if not rows:
+        return _empty_columns()
+    values = list(zip(*rows))
+    columns = {}
+    for name, column in zip(LINE_COLUMNS, values):
+        if name in INT_COLUMNS:
+            columns[name] = np.array(column, dtype=np.int64)
+        elif name in BOOL_COLUMNS:
+            columns[name] = np.array(column, dtype=bool)
+        else:
+            columns[name] = np.array([np.nan if v is None else v for v in column], dtype=np.float64)
+    return columns
+
+
+def _row_problem(line: bytes) -> str:
+    """Why a step line cannot be used ('' when it can)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return "not valid JSON (truncated or corrupt line)"
+    if not isinstance(row, list) or len(row) != len(LINE_COLUMNS):
+        return f"not an array of {len(LINE_COLUMNS)} values"
+    for name, value in zip(LINE_COLUMNS, row):
+        if name in BOOL_COLUMNS:
+            ok = isinstance(value, bool)
+        elif name in INT_COLUMNS:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        if not ok:
+            return f"bad value {value!r} for {name}"
+    return ""
+
+
+def _empty_columns() -> dict[str, np.ndarray]:
+    return {c: np.empty(0, dtype=np.int64 if c in INT_COLUMNS else bool if c in BOOL_COLUMNS else np.float64)
+            for c in LINE_COLUMNS}

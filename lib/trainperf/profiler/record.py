@@ -1,0 +1,105 @@
+"""One optimizer step as the profiler records it, and its resolution into a
+line of the steps file.
+
+A step's *window* runs from the end of the previous step (for the first step:
+the first thing the profiler timed) to the end of this one, so the windows of
+consecutive steps tile the rank's timeline: ``step_s`` includes the wait for
+the batch, validation and anything else done between two steps, and
+``elapsed = sum(step_s)``. Time in the window outside every timed phase is
+work the profiler was not told about.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainperf.profiler.clocks import Clock
+from trainperf.profiler.comm import CommInterval, comm_seconds
+from trainperf.schema import PHASES
+
+PHASE_INDEX: dict[str, int] = {name: i for i, name in enumerate(PHASES)}
+DATA = PHASE_INDEX["data"]
+COMM = PHASE_INDEX["comm"]
+
+
+class StepRecord:
+    """Marks and counters of one step until it is resolved. ``phases`` holds
+    ``(phase index, start mark, end mark)`` on the step clock; ``data`` holds
+    ``(start, end)`` of the waits for a batch on the host clock."""
+
+    __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm",
+                 "tokens", "samples", "micro_steps", "loss", "peak_memory_gb")
+
+    def __init__(self, index: int, warmup: bool, start: Any, phases: list[tuple[int, Any, Any]],
+                 data: list[tuple[float, float]], tokens: Any, samples: Any, loss: Any) -> None:
+        self.index = index
+        self.warmup = warmup
+        self.start = start
+        self.end: Any = None
+        self.phases = phases
+        self.data = data
+        self.comm: list[CommInterval] = []
+        self.tokens = tokens
+        self.samples = samples
+        self.micro_steps = 0
+        self.loss = loss
+        self.peak_memory_gb: float | None = None
+
+    def marks(self) -> list[Any]:
+        """Marks to give back to the clock once resolved. The end mark is not
+        among them: it is the next step's start."""
+        marks = [self.start]
+        for _, start, end in self.phases:
+            marks += (start, end)
+        for interval in self.comm:
+            marks += (interval.start, interval.end) if interval.end is not None else (interval.start,)
+        return marks
+
+    def ready(self, clock: Clock) -> bool:
+        """Whether every mark of the step can be read without waiting."""
+        return clock.ready(self.end) and all(i.end is None or clock.ready(i.end) for i in self.comm)
+
+
+def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -> tuple[list[Any], tuple[Any, ...]]:
+    """The step's values in ``rankfile.LINE_COLUMNS`` order, and the arguments
+    of its trace line (``trace.trace_line``: every interval as ``(start_s,
+    duration_s)`` since the profiler started, the waits for data on the host
+    clock)."""
+    seconds = clock.seconds
+    totals: list[float | None] = [None] * len(PHASES)
+    trace_phases = []
+    for index, start, end in record.phases:
+        duration = seconds(start, end)
+        totals[index] = (totals[index] or 0.0) + duration
+        trace_phases.append((PHASES[index], seconds(origin, start), duration))
+    trace_data = []
+    for start, end in record.data:
+        totals[DATA] = (totals[DATA] or 0.0) + (end - start)
+        trace_data.append((start - host_origin, end - start))
+    comm = [(seconds(origin, i.start), seconds(origin, i.end), i.last) for i in record.comm if i.end is not None]
+    exposed = None
+    if comm:
+        comm_total, exposed = comm_seconds(comm)
+        totals[COMM] = (totals[COMM] or 0.0) + comm_total
+    start_s = seconds(origin, record.start)
+    step_s = seconds(record.start, record.end)
+    values = [record.index, record.warmup, start_s, step_s, *totals[:COMM + 1], exposed, *totals[COMM + 1:],
+              number(record.tokens), number(record.samples), max(record.micro_steps, 1),
+              number(record.loss), record.peak_memory_gb]
+    trace = (record.index, record.warmup, (start_s, step_s), trace_phases,
+             [(s, e - s) for s, e, _ in comm], trace_data)
+    return values, trace
+
+
+def number(value: Any) -> int | float | None:
+    """A counter or loss as a plain number (tensors read on the host)."""
+    if value is None:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    value = float(value)
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value

@@ -1,0 +1,392 @@
+"""``StepProfiler``: turns a user's own training loop into a trainperf run folder.
+
+::
+
+    prof = StepProfiler("data/runs/my-run", config={"model": "gpt-small", "precision": "bf16"})
+    model = prof.watch(ddp_model)                  # times gradient all-reduces (DDP)
+    for batch in prof.batches(loader):             # times the wait for each batch (data)
+        with prof.step(tokens=n_tokens, samples=n_samples) as step:
+            with prof.phase("h2d"): ...
+            with prof.phase("forward"): ...
+            with prof.phase("loss"): ...
+            with prof.phase("backward"): ...
+            with prof.phase("optimizer"): ...
+            step.loss = loss                       # a tensor is read later, without a sync
+    prof.close()
+
+With gradient accumulation, one ``step`` is one optimizer step and each
+micro-batch calls ``step.micro_step(tokens=..., samples=...)``; its phases add
+up within the step.
+
+The profiler never breaks the job it measures: any failure of its own (a full
+disk, an unwritable folder, an unexpected error) produces one
+:class:`ProfilerWarning`, profiling stops, and every call becomes a no-op
+while training goes on. Exceptions raised by the user's code inside a
+``step`` or ``phase`` pass through untouched.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import deque
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+from trainperf.profiler import environment, rankfile
+from trainperf.profiler.clocks import Clock, CudaClock, HostClock
+from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
+from trainperf.profiler.memory import cuda_peak_reader, host_peak_reader
+from trainperf.profiler.record import DATA, PHASE_INDEX, StepRecord, resolve
+from trainperf.profiler.trace import TRACE_FILE, trace_line
+from trainperf.profiler.writer import LineFile
+from trainperf.schema import PHASES
+
+MAX_PENDING_STEPS = 256
+"""On GPU, steps wait for their CUDA events; past this many the oldest is
+waited for (an event synchronize), which bounds memory if the host runs far
+ahead of the device."""
+
+
+class ProfilerWarning(UserWarning):
+    """The profiler stopped profiling (training goes on), or ignored a call."""
+
+
+class StepProfiler:
+    """Time the steps of a training loop on this rank and write them to
+    ``run_dir`` (``manifest.json`` from rank 0, ``steps-rank{R}.jsonl`` and,
+    with ``trace=True``, ``trace-rank{R}.jsonl`` from every rank).
+
+    ``config``: canonical runs-table columns the profiler cannot know (model,
+    precision, n_params, seq_len, ...). ``warmup_steps``: the first steps are
+    recorded but flagged, and left out of summaries. ``device``: the CUDA
+    device to time on (default: the current one when CUDA is available, else
+    the CPU). Create the profiler on every rank after the process group is
+    initialized: it gathers every rank's host once (a collective).
+    """
+
+    def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
+                 warmup_steps: int = 2, trace: bool = True, device: Any = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.warmup_steps = warmup_steps
+        self._off = True
+        self._warned: set[str] = set()
+        self._steps_file: LineFile | None = None
+        self._trace_file: LineFile | None = None
+        self._comm: DdpCommTimer | None = None
+        self._open: StepRecord | None = None
+        self._carry_phases: list[tuple[int, Any, Any]] = []
+        self._carry_data: list[tuple[float, float]] = []
+        self._pending: deque[StepRecord] = deque()
+        self._window_start: Any = None
+        self._index = 0
+        self.rank = 0
+        try:
+            self._start(dict(config or {}), trace, device)
+            self._off = False
+        except Exception as exc:
+            self._fail("cannot start", exc)
+
+    # -- setup -------------------------------------------------------------
+
+    def _start(self, config: dict[str, Any], trace: bool, device: Any) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self._torch_version = torch.__version__
+        if device is None and torch.cuda.is_available():
+            device = torch.device("cuda", torch.cuda.current_device())
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        self._cuda = device.type == "cuda"
+        self._clock: Clock = CudaClock(torch.cuda) if self._cuda else HostClock()
+        self._read_memory = cuda_peak_reader(torch.cuda, device) if self._cuda else host_peak_reader()
+        self._device_name = torch.cuda.get_device_name(device) if self._cuda else "cpu"
+        self._backend = dist.get_backend() if dist.is_available() and dist.is_initialized() else None
+        place = environment.this_place(dist)
+        self._places = environment.gather_places(dist, place)
+        self.rank = place.rank
+        self._config = config
+        self._strategy: str | None = None if place.world_size > 1 else "single"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_manifest()
+        node = environment.node_names(self._places).get(place.rank, place.host)
+        self._steps_file = LineFile(self.run_dir / rankfile.STEPS_FILE.format(rank=place.rank))
+        self._steps_file.write(rankfile.header_line(place.rank, place.host, place.node_rank, node))
+        if trace:
+            self._trace_file = LineFile(self.run_dir / TRACE_FILE.format(rank=place.rank))
+        self._origin = self._clock.mark()
+        self._host_origin = perf_counter() if self._cuda else self._origin
+
+    def _write_manifest(self) -> None:
+        if self.rank == 0:
+            environment.write_json(self.run_dir / environment.MANIFEST_FILE, environment.manifest(
+                self._config, self._places, self._device_name, self._backend, self._strategy,
+                self.warmup_steps, self._torch_version))
+
+    def watch(self, model: Any, comm_hook: Any = None, comm_state: Any = None) -> Any:
+        """Return ``model`` unchanged, after arranging to time its gradient
+        communication: for ``DistributedDataParallel``, a communication hook
+        wrapping ``comm_hook(comm_state, bucket)`` (default: DDP's averaging
+        all-reduce; pass your own hook here rather than registering it
+        yourself, DDP takes only one). Call before the first backward. For
+        FSDP the strategy is recorded; its communication stays inside the
+        forward and backward phases."""
+        if self._off:
+            return model
+        try:
+            strategy = strategy_of(model)
+            if strategy == "ddp":
+                self._comm = watch_ddp(model, self._clock, comm_hook, comm_state)
+            if strategy is not None and strategy != self._strategy:
+                self._strategy = strategy
+                self._write_manifest()
+        except Exception as exc:
+            self._warn_once("watch", f"communication is not timed: {type(exc).__name__}: {exc}")
+        return model
+
+    # -- the loop ------------------------------------------------------------
+
+    def batches(self, iterable: Iterable[Any]) -> Iterator[Any]:
+        """Yield the items of ``iterable``, timing each wait for the next one
+        as the ``data`` phase (of the open step, else of the next step)."""
+        iterator = iter(iterable)
+        while True:
+            start = None if self._off else self._begin_host_interval()
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            if start is not None and not self._off:
+                self._add_data(start, perf_counter())
+            yield item
+
+    def step(self, tokens: Any = None, samples: Any = None, loss: Any = None) -> _Step | _NoStep:
+        """Context manager around one optimizer step. ``tokens`` and
+        ``samples``: processed by this rank in the step (numbers or tensors);
+        more can be added per micro-batch with ``micro_step``. The returned
+        object takes ``.loss`` (a number, or a tensor read without a sync)."""
+        if self._off:
+            return _NO_STEP
+        if self._open is not None:
+            self._warn_once("nested", "step() called inside an open step: the inner one is not recorded")
+            return _NO_STEP
+        start = self._window_start if self._window_start is not None else self._clock.mark()
+        self._window_start = start
+        record = StepRecord(self._index, self._index < self.warmup_steps, start, self._carry_phases,
+                            self._carry_data, tokens, samples, loss)
+        self._carry_phases, self._carry_data = [], []
+        self._open = record
+        return _Step(self, record)
+
+    def phase(self, name: str) -> _Phase | _NoStep:
+        """Context manager timing one phase: ``data``, ``h2d``, ``forward``,
+        ``loss``, ``backward``, ``optimizer``, ``comm`` or ``validation``.
+        Repeated phases in a step add up; a phase outside any step counts in
+        the next step."""
+        if self._off:
+            return _NO_STEP
+        index = PHASE_INDEX.get(name)
+        if index is None:
+            self._warn_once(f"phase {name}", f"unknown phase {name!r} is not timed; phases: {', '.join(PHASE_INDEX)}")
+            return _NO_STEP
+        if self._window_start is None:
+            self._window_start = self._clock.mark()
+        return _Phase(self, index)
+
+    def close(self) -> None:
+        """Write the steps still waiting for the device and the end line, and
+        close the files. Call it on every rank when training ends."""
+        if self._off:
+            return
+        try:
+            self._flush(wait=True)
+            unattributed: dict[str, float] = {}
+            for index, start, end in self._carry_phases:
+                name = f"{PHASES[index]}_s"
+                unattributed[name] = unattributed.get(name, 0.0) + self._clock.seconds(start, end)
+            if self._carry_data:
+                unattributed["data_s"] = unattributed.get("data_s", 0.0) + sum(e - s for s, e in self._carry_data)
+            assert self._steps_file is not None
+            self._steps_file.write(rankfile.end_line(self._index, unattributed))
+        except Exception as exc:
+            self._fail("cannot close", exc)
+        finally:
+            self._stop()
+
+    def __enter__(self) -> StepProfiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------
+
+    def _begin_host_interval(self) -> float:
+        if self._window_start is None:
+            self._window_start = self._clock.mark()
+        return perf_counter()
+
+    def _add_data(self, start: float, end: float) -> None:
+        target = self._open.data if self._open is not None else self._carry_data
+        target.append((start, end))
+
+    def _add_phase(self, index: int, start: Any, end: Any) -> None:
+        target = self._open.phases if self._open is not None else self._carry_phases
+        target.append((index, start, end))
+
+    def _end_step(self, record: StepRecord, failed: bool) -> None:
+        if self._open is not record:
+            return
+        self._open = None
+        try:
+            if failed:  # the user's code raised: the step did not complete
+                self._window_start = self._clock.mark()
+                if self._comm is not None:
+                    self._comm.drain()
+                return
+            record.tokens, record.samples, record.loss = (
+                _on_host(record.tokens), _on_host(record.samples), _on_host(record.loss))
+            record.end = self._clock.mark()
+            if self._comm is not None:
+                record.comm = self._comm.drain()
+            record.peak_memory_gb = self._read_memory()
+            self._window_start = record.end
+            self._index += 1
+            self._pending.append(record)
+            self._flush(wait=len(self._pending) > MAX_PENDING_STEPS)
+        except Exception as exc:
+            self._fail("cannot record a step", exc)
+
+    def _flush(self, wait: bool) -> None:
+        """Resolve and write the pending steps whose marks are ready (all of
+        them when ``wait``: one synchronize for the lot)."""
+        if wait and self._pending:
+            self._clock.synchronize()
+        while self._pending and self._pending[0].ready(self._clock):
+            record = self._pending.popleft()
+            values, trace = resolve(record, self._clock, self._origin, self._host_origin)
+            assert self._steps_file is not None
+            self._steps_file.write(rankfile.step_line(values))
+            if self._trace_file is not None:
+                self._trace_file.write(trace_line(*trace, data_clock="host" if self._cuda else "step"))
+            self._clock.release(record.marks())
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(f"trainperf profiler: {message}", ProfilerWarning, stacklevel=3)
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        where = f" ({self.run_dir})" if isinstance(exc, OSError) else ""
+        self._warn_once("failed", f"{what}{where}: {type(exc).__name__}: {exc}; "
+                                  "profiling stopped, training goes on")
+        self._stop()
+
+    def _stop(self) -> None:
+        self._off = True
+        self._open = None
+        if self._comm is not None:
+            self._comm.stop()
+        self._pending.clear()
+        for file in (self._steps_file, self._trace_file):
+            if file is not None:
+                try:
+                    file.close()
+                except OSError:
+                    pass
+        self._steps_file = self._trace_file = None
+
+
+def _on_host(value: Any) -> Any:
+    """A CUDA tensor starts its copy to the host now (ordered before the
+    step's end mark, so it is complete when the step is resolved); anything
+    else is kept as it is."""
+    if getattr(value, "is_cuda", False):
+        return value.detach().to("cpu", non_blocking=True)
+    return value
+
+
+class _Step:
+    """The open step (returned by ``StepProfiler.step``)."""
+
+    __slots__ = ("_profiler", "_record")
+
+    def __init__(self, profiler: StepProfiler, record: StepRecord) -> None:
+        self._profiler = profiler
+        self._record = record
+
+    def __enter__(self) -> _Step:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        self._profiler._end_step(self._record, failed=exc_type is not None)
+        return False
+
+    @property
+    def loss(self) -> Any:
+        return self._record.loss
+
+    @loss.setter
+    def loss(self, value: Any) -> None:
+        self._record.loss = value
+
+    def micro_step(self, tokens: Any = None, samples: Any = None) -> None:
+        """Count one micro-batch of gradient accumulation and what it processed."""
+        record = self._record
+        record.micro_steps += 1
+        if tokens is not None:
+            record.tokens = tokens if record.tokens is None else record.tokens + tokens
+        if samples is not None:
+            record.samples = samples if record.samples is None else record.samples + samples
+
+
+class _Phase:
+    """An open phase (returned by ``StepProfiler.phase``). The wait for data is
+    timed on the host clock; every other phase on the step clock."""
+
+    __slots__ = ("_profiler", "_index", "_start")
+
+    def __init__(self, profiler: StepProfiler, index: int) -> None:
+        self._profiler = profiler
+        self._index = index
+
+    def __enter__(self) -> _Phase:
+        self._start = perf_counter() if self._index == DATA else self._profiler._clock.mark()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        profiler = self._profiler
+        if profiler._off:
+            return False
+        if self._index == DATA:
+            profiler._add_data(self._start, perf_counter())
+        else:
+            profiler._add_phase(self._index, self._start, profiler._clock.mark())
+        return False
+
+
+class _NoStep:
+    """What ``step`` and ``phase`` return when profiling is off: does nothing."""
+
+    __slots__ = ()
+
+    @property
+    def loss(self) -> None:
+        return None
+
+    @loss.setter
+    def loss(self, value: Any) -> None:
+        return None
+
+    def __enter__(self) -> _NoStep:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+    def micro_step(self, tokens: Any = None, samples: Any = None) -> None:
+        return None
+
+
+_NO_STEP = _NoStep()

@@ -1,0 +1,89 @@
+"""A tiny training job instrumented with StepProfiler, as a user would write it.
+
+Run by the profiler tests, alone, under ``torchrun`` or as processes started by
+hand (``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT`` set):
+
+    python tests/profiled_training.py RUNS_DIR --strategies ddp,fsdp --steps 4
+
+Each strategy trains in turn and writes the run folder ``RUNS_DIR/<strategy>``.
+Strategies: ``single`` (no process group), ``ddp``, ``fsdp`` (FSDP2
+``fully_shard``), ``local`` (a process group, but every rank trains its own
+model: no collective during training, so one rank can die without stalling
+the others). ``--kill-rank R --kill-at S`` makes rank R kill itself with
+SIGKILL when step S begins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import signal
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainperf import StepProfiler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("runs_dir")
+    parser.add_argument("--strategies", default="single", help="comma-separated: single, ddp, fsdp, local")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--kill-rank", type=int, default=-1)
+    parser.add_argument("--kill-at", type=int, default=-1)
+    parser.add_argument("--step-sleep", type=float, default=0.0, help="extra seconds of 'compute' per step")
+    args = parser.parse_args()
+    strategies = args.strategies.split(",")
+    distributed = strategies != ["single"]
+    if distributed:
+        dist.init_process_group("gloo")
+    for strategy in strategies:
+        train(Path(args.runs_dir) / strategy, strategy, args)
+    if distributed:
+        gc.collect()  # a gloo process group left to interpreter exit can abort the process
+        dist.destroy_process_group()
+
+
+def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    torch.manual_seed(0)
+    model: nn.Module = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+    if strategy == "ddp":
+        # small buckets: several all-reduces per backward
+        model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    elif strategy == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        fully_shard(model)
+    prof = StepProfiler(run_dir, config={"model": "mlp-16-64-64-1", "precision": "fp32"}, warmup_steps=1)
+    model = prof.watch(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(rank)
+    data = [(torch.randn(8, 16, generator=generator), torch.randn(8, 1, generator=generator))
+            for _ in range(args.steps)]
+    for i, (x, y) in enumerate(prof.batches(data)):
+        if rank == args.kill_rank and i == args.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        with prof.step(tokens=x.numel(), samples=x.shape[0]) as step:
+            with prof.phase("forward"):
+                out = model(x)
+                time.sleep(args.step_sleep)
+            with prof.phase("loss"):
+                loss = nn.functional.mse_loss(out, y)
+            with prof.phase("backward"):
+                loss.backward()
+            with prof.phase("optimizer"):
+                opt.step()
+                opt.zero_grad()
+            step.loss = loss
+    prof.close()
+    del model, opt
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""StepProfiler in one process: what it records, the files it writes, and
+that it never breaks the job it measures."""
+
+from __future__ import annotations
+
+import errno
+import json
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import trainperf
+from trainperf import cli
+from trainperf import StepProfiler, export_chrome_trace, load_steps
+from trainperf.profiler import ProfilerWarning, clocks, step_profiler, writer
+from trainperf.steps import read_run
+
+
+class FakeTime:
+    """A perf_counter that only moves when told to: phase times become exact."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_time(monkeypatch):
+    fake = FakeTime()
+    monkeypatch.setattr(clocks, "perf_counter", fake)
+    monkeypatch.setattr(step_profiler, "perf_counter", fake)
+    return fake
+
+
+def accumulation_run(run_dir, fake):
+    """Three optimizer steps of two micro-batches each; the wait for a batch
+    takes 0.5 s, forward 1 s, backward 2 s, the optimizer 0.25 s; a 3 s
+    validation after step 1, outside any step."""
+    def loader():
+        for i in range(3):
+            fake.advance(0.5)
+            yield i
+
+    prof = StepProfiler(run_dir, config={"model": "toy", "precision": "fp32"}, warmup_steps=1)
+    for i, _ in enumerate(prof.batches(loader())):
+        with prof.step() as step:
+            for _micro in range(2):
+                step.micro_step(tokens=100, samples=2)
+                with prof.phase("forward"):
+                    fake.advance(1.0)
+                with prof.phase("backward"):
+                    fake.advance(2.0)
+            with prof.phase("optimizer"):
+                fake.advance(0.25)
+            step.loss = 3.0 - i
+        if i == 1:
+            with prof.phase("validation"):
+                fake.advance(3.0)
+    prof.close()
+
+
+def test_steps_phases_and_accumulation_by_hand(tmp_path, fake_time):
+    accumulation_run(tmp_path / "acc", fake_time)
+    steps = load_steps(tmp_path / "acc")
+    # step = 0.5 data + 2 x (1 + 2) + 0.25 = 6.75 s; step 2 also holds the 3 s validation
+    assert steps["step"].tolist() == [0, 1, 2]
+    assert steps["warmup"].tolist() == [True, False, False]
+    assert steps["start_s"].tolist() == pytest.approx([0.0, 6.75, 13.5])
+    assert steps["step_s"].tolist() == pytest.approx([6.75, 6.75, 9.75])
+    assert steps["data_s"].tolist() == pytest.approx([0.5, 0.5, 0.5])
+    assert steps["forward_s"].tolist() == pytest.approx([2.0, 2.0, 2.0])
+    assert steps["backward_s"].tolist() == pytest.approx([4.0, 4.0, 4.0])
+    assert steps["optimizer_s"].tolist() == pytest.approx([0.25, 0.25, 0.25])
+    assert steps["validation_s"].isna().tolist() == [True, True, False]
+    assert steps["validation_s"].iloc[2] == pytest.approx(3.0)
+    assert steps["h2d_s"].isna().all() and steps["comm_s"].isna().all()
+    assert steps["tokens"].tolist() == [200, 200, 200]  # both micro-steps count
+    assert steps["samples"].tolist() == [4, 4, 4]
+    assert steps["micro_steps"].tolist() == [2, 2, 2]
+    assert steps["loss"].tolist() == [3.0, 2.0, 1.0]
+    assert (steps["peak_memory_gb"] > 0).all()
+    assert steps["run_id"].tolist() == ["acc"] * 3 and steps["rank"].tolist() == [0, 0, 0]
+
+    run = read_run(tmp_path / "acc").runs.iloc[0]
+    # window = steps 1 and 2: from 6.75 s to 13.5 + 9.75 = 23.25 s
+    assert run["elapsed_s"] == pytest.approx(16.5)
+    assert run["forward_s"] == pytest.approx(4.0) and run["backward_s"] == pytest.approx(8.0)
+    assert run["data_s"] == pytest.approx(1.0) and run["validation_s"] == pytest.approx(3.0)
+    assert run["optimizer_s"] == pytest.approx(0.5)
+    assert (run["tokens"], run["samples"], run["steps"], run["warmup_steps"]) == (400, 8, 2, 1)
+    assert run["train_loss"] == 1.0 and run["grad_accum_steps"] == 2
+    assert (run["gpus"], run["nodes"], run["ranks"], run["complete"]) == (1, 1, 1, True)
+    assert (run["model"], run["precision"], run["platform"], run["strategy"]) == ("toy", "fp32", "cpu", "single")
+    assert run["rank_imbalance"] == 1.0 and run["slowest_rank"] == 0
+
+
+def test_manifest_holds_config_and_environment(tmp_path, monkeypatch):
+    repo = Path(__file__).resolve().parent
+    monkeypatch.chdir(repo)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or None
+    prof = StepProfiler(tmp_path / "m", config={"model": "toy", "seq_len": 64})
+    prof.close()
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["config"] == {"model": "toy", "seq_len": 64}
+    env = manifest["environment"]
+    assert env["torch"] == torch.__version__ and env["device"] == "cpu"
+    assert env["world_size"] == 1 and env["nodes"] == 1 and len(env["ranks"]) == 1
+    assert env["git_commit"] == head  # the commit of the working directory (None outside git)
+    assert manifest["warmup_steps"] == 2
+
+
+def test_real_training_loop(tmp_path):
+    """A real model on the real clock: what the loop computed is what was recorded."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(32, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loader():
+        for _ in range(4):
+            time.sleep(0.02)
+            yield torch.randn(16, 32), torch.randn(16, 1)
+
+    losses = []
+    with StepProfiler(tmp_path / "real", warmup_steps=2) as prof:
+        for x, y in prof.batches(loader()):
+            with prof.step(tokens=x.numel(), samples=len(x)) as step:
+                with prof.phase("h2d"):
+                    x, y = x.to("cpu"), y.to("cpu")
+                with prof.phase("forward"):
+                    out = model(x)
+                with prof.phase("loss"):
+                    loss = torch.nn.functional.mse_loss(out, y)
+                with prof.phase("backward"):
+                    loss.backward()
+                with prof.phase("optimizer"):
+                    opt.step()
+                    opt.zero_grad()
+                step.loss = loss
+            losses.append(loss.item())
+    steps = load_steps(tmp_path / "real")
+    assert steps["loss"].tolist() == pytest.approx(losses, abs=1e-6)
+    assert (steps["data_s"] >= 0.02).all()
+    phases = steps[["data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s"]]
+    assert phases.notna().all().all()
+    assert (steps["step_s"] >= phases.sum(axis=1) - 1e-5).all()  # phases lie inside the step's window
+    assert steps["tokens"].tolist() == [512] * 4 and steps["warmup"].tolist() == [True, True, False, False]
+
+
+def test_a_killed_job_keeps_every_completed_step(tmp_path):
+    """Lines reach the OS as each step ends: a process that dies without
+    closing (as with SIGKILL) leaves every completed step readable."""
+    script = f"""
+import os, torch
+from trainperf import StepProfiler
+prof = StepProfiler({str(tmp_path / 'k')!r}, warmup_steps=0)
+for i in range(5):
+    with prof.step(tokens=10):
+        with prof.phase("forward"):
+            pass
+os._exit(9)  # no close, no flush at exit
+"""
+    assert subprocess.run([sys.executable, "-c", script]).returncode == 9
+    with pytest.warns(trainperf.DataWarning, match=r"rank\(s\) 0 stopped early \(rank 0: profiler not closed\)"):
+        run = read_run(tmp_path / "k")
+        row = run.runs.iloc[0]
+    assert run.steps["step"].tolist() == [0, 1, 2, 3, 4]
+    assert not row["complete"] and row["extra_stopped_early_ranks"] == "[0]"
+
+
+def test_chrome_trace_export(tmp_path, fake_time):
+    accumulation_run(tmp_path / "acc", fake_time)
+    (path,) = export_chrome_trace(tmp_path / "acc")
+    assert path.name == "rank0.trace.json"
+    events = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
+    forward = [e for e in events if e["name"] == "forward"]
+    assert len(forward) == 6 and all(e["dur"] == pytest.approx(1e6) for e in forward)  # 1 s in µs
+    steps = [e for e in events if e["cat"] == "step"]
+    assert [e["dur"] for e in steps] == pytest.approx([6.75e6, 6.75e6, 9.75e6])
+    validation = [e for e in events if e["name"] == "validation"]
+    assert validation[0]["ts"] == pytest.approx(13.5e6) and validation[0]["args"]["step"] == 2
+
+
+def test_trace_command(tmp_path, fake_time, capsys):
+    accumulation_run(tmp_path / "acc", fake_time)
+    assert cli.main(["trace", str(tmp_path / "acc"), "--out", str(tmp_path / "traces")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "traces" / "rank0.trace.json")
+    assert cli.main(["trace", str(tmp_path / "missing")]) == 2
+
+
+def test_unwritable_folder_warns_once_and_training_goes_on(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.warns(ProfilerWarning) as caught:
+        prof = StepProfiler(blocker / "run")
+        model = prof.watch(torch.nn.Linear(2, 1))
+        done = 0
+        for x in prof.batches([torch.ones(1, 2)] * 3):
+            with prof.step(tokens=2) as step:
+                with prof.phase("forward"):
+                    step.loss = model(x).sum()
+            done += 1
+        prof.close()
+    assert done == 3
+    assert len(caught) == 1 and "profiling stopped, training goes on" in str(caught[0].message)
+
+
+def test_disk_full_at_start_warns_once(tmp_path):
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "steps-rank0.jsonl").symlink_to("/dev/full")  # every write: ENOSPC
+    with pytest.warns(ProfilerWarning, match="No space left on device") as caught:
+        prof = StepProfiler(tmp_path / "full")
+        for _ in range(3):
+            with prof.step():
+                pass
+        prof.close()
+    assert len(caught) == 1
+
+
+def test_disk_full_mid_run_keeps_earlier_steps(tmp_path, monkeypatch):
+    prof = StepProfiler(tmp_path / "mid", warmup_steps=0, trace=False)
+    real_write = writer.os.write
+    calls = {"n": 0}
+
+    def filling_write(fd, data):
+        calls["n"] += 1
+        if calls["n"] > 3:  # the header and two steps fit, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(writer.os, "write", filling_write)
+    with pytest.warns(ProfilerWarning) as caught:
+        for _ in range(5):
+            with prof.step(tokens=1):
+                pass
+        prof.close()
+    assert len(caught) == 1
+    monkeypatch.undo()
+    run = read_run(tmp_path / "mid")
+    assert run.steps["step"].tolist() == [0, 1, 2]
+    with pytest.warns(trainperf.DataWarning, match="profiler not closed"):
+        assert not run.runs["complete"].iloc[0]
+
+
+def test_user_errors_pass_through_and_the_failed_step_is_not_recorded(tmp_path):
+    prof = StepProfiler(tmp_path / "err", warmup_steps=0)
+    with prof.step():
+        pass
+    with pytest.raises(ZeroDivisionError):
+        with prof.step():
+            with prof.phase("forward"):
+                1 / 0
+    with prof.step():
+        pass
+    prof.close()
+    assert load_steps(tmp_path / "err")["step"].tolist() == [0, 1]
+
+
+def test_unknown_phase_warns_once_and_is_not_timed(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prof = StepProfiler(tmp_path / "u", warmup_steps=0)
+        for _ in range(3):
+            with prof.step():
+                with prof.phase("forwrad"):
+                    pass
+        prof.close()
+    assert [str(w.message).count("unknown phase 'forwrad'") for w in caught] == [1]
+    assert len(load_steps(tmp_path / "u")) == 3
+
+
+def test_import_trainperf_does_not_import_torch():
+    code = "import sys, trainperf; trainperf.StepProfiler; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+class FakeEvent:
+    """A CUDA event on a fake device that runs ``lag`` events behind the host."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def record(self):
+        self.device.recorded += 1
+        self.number = self.device.recorded
+        self.time = self.device.host_time()
+
+    def query(self):
+        return self.number <= self.device.recorded - self.device.lag
+
+    def elapsed_time(self, end):
+        assert self.query() and end.query(), "read before the device reached it"
+        return (end.time - self.time) * 1000.0
+
+
+class FakeCuda:
+    def __init__(self, host_time, lag):
+        self.host_time, self.lag, self.recorded, self.synchronized = host_time, lag, 0, 0
+
+    def Event(self, enable_timing):  # noqa: N802 (torch.cuda's name)
+        return FakeEvent(self)
+
+    def synchronize(self):
+        self.synchronized += 1
+        self.lag = 0
+
+
+def test_device_marks_are_resolved_late_without_a_sync_per_phase(tmp_path, fake_time):
+    """With a device running behind the host, steps wait for their events
+    (non-blocking queries) and are written once the device got there; the
+    only synchronize is at close."""
+    cuda = FakeCuda(fake_time, lag=8)
+    prof = StepProfiler(tmp_path / "gpu", warmup_steps=0)
+    prof._clock = clocks.CudaClock(cuda)
+    prof._origin = prof._clock.mark()
+    lines = tmp_path / "gpu" / "steps-rank0.jsonl"
+    for _ in range(6):
+        with prof.step():
+            with prof.phase("forward"):
+                fake_time.advance(0.5)
+            with prof.phase("backward"):
+                fake_time.advance(1.0)
+    written_before_close = len(lines.read_text().splitlines()) - 1
+    assert cuda.synchronized == 0 and 0 < written_before_close < 6
+    prof.close()
+    assert cuda.synchronized == 1
+    steps = load_steps(tmp_path / "gpu")
+    assert steps["forward_s"].tolist() == pytest.approx([0.5] * 6)
+    assert steps["step_s"].tolist() == pytest.approx([1.5] * 6)

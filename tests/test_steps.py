@@ -1,0 +1,165 @@
+"""The steps table: reading run folders (bad lines included) and aggregating
+steps to runs rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trainperf import DataError, DataWarning, aggregate_steps, load_runs, load_steps
+from trainperf.profiler import rankfile
+from trainperf.steps import STEPS_COLUMNS, read_run, read_run_folder
+
+
+def step_values(step, start, step_s, forward, tokens=100, warmup=False, loss=None):
+    """A steps-file line's values: only forward timed, 8 samples."""
+    values = dict.fromkeys(rankfile.LINE_COLUMNS)
+    values.update(step=step, warmup=warmup, start_s=start, step_s=step_s, forward_s=forward,
+                  tokens=tokens, samples=8, micro_steps=1, loss=loss, peak_memory_gb=1.25)
+    return [values[c] for c in rankfile.LINE_COLUMNS]
+
+
+def write_run(folder, ranks, world_size=None, closed=True, config=None):
+    """A run folder as the profiler writes it; ``ranks`` maps a rank to its
+    list of step values; ranks 0-1 on host a, ranks 2-3 on host b."""
+    folder.mkdir(parents=True)
+    world = world_size or len(ranks)
+    hosts = ["a", "a", "b", "b"]
+    manifest = {"config": config or {"model": "m"}, "warmup_steps": 1,
+                "environment": {"world_size": world, "device": "cpu", "strategy": "ddp",
+                                "ranks": [{"rank": r, "host": hosts[r], "node": hosts[r]} for r in range(world)]}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    for rank, rows in ranks.items():
+        lines = [rankfile.header_line(rank, hosts[rank], None, hosts[rank])]
+        lines += [rankfile.step_line(v) for v in rows]
+        if closed:
+            lines.append(rankfile.end_line(len(rows), {}))
+        (folder / f"steps-rank{rank}.jsonl").write_bytes(b"".join(lines))
+    return folder
+
+
+def two_rank_run(folder, **kwargs):
+    """Rank 0: steps of 1 s with 0.5 s forward; rank 1: 1.5 s with 1 s forward.
+    Step 0 is warm-up."""
+    return write_run(folder, {
+        0: [step_values(i, 1.0 * i, 1.0, 0.5, warmup=i == 0, loss=2.0 - 0.1 * i) for i in range(3)],
+        1: [step_values(i, 1.5 * i, 1.5, 1.0, warmup=i == 0, loss=2.2 - 0.1 * i) for i in range(3)],
+    }, **kwargs)
+
+
+def test_slowest_rank_sets_elapsed_and_imbalance(tmp_path):
+    row = read_run_folder(two_rank_run(tmp_path / "r2")).iloc[0]
+    # window = steps 1-2; rank 0: 1.0 -> 3.0 s = 2 s, rank 1: 1.5 -> 4.5 s = 3 s
+    assert row["elapsed_s"] == pytest.approx(3.0)  # the slowest rank, not the mean (2.5)
+    assert row["mean_rank_elapsed_s"] == pytest.approx(2.5)
+    assert row["slowest_rank"] == 1 and row["rank_imbalance"] == pytest.approx(1.5)
+    assert row["forward_s"] == pytest.approx((2 * 0.5 + 2 * 1.0) / 2)  # mean of rank totals
+    assert row["tokens"] == 400 and row["samples"] == 32  # 2 ranks x 2 steps
+    assert (row["steps"], row["warmup_steps"], row["ranks"], row["gpus"], row["nodes"]) == (2, 1, 2, 2, 1)
+    assert row["train_loss"] == pytest.approx((1.8 + 2.0) / 2)
+    assert row["peak_memory_gb"] == 1.25 and row["complete"]
+    assert row["run_id"] == "r2" and row["experiment"] == tmp_path.name and row["model"] == "m"
+    assert row["strategy"] == "ddp" and row["platform"] == "cpu"
+
+
+def test_load_runs_reads_a_run_folder(tmp_path):
+    runs = load_runs(two_rank_run(tmp_path / "r2"))
+    assert runs["elapsed_s"].tolist() == [pytest.approx(3.0)]
+    assert runs["gpus"].tolist() == [2]
+
+
+def test_nodes_count_distinct_hosts(tmp_path):
+    rows = {r: [step_values(i, i, 1.0, 0.5) for i in range(2)] for r in range(4)}
+    row = read_run_folder(write_run(tmp_path / "r4", rows)).iloc[0]
+    assert (row["gpus"], row["nodes"]) == (4, 2)
+    steps = load_steps(tmp_path / "r4")
+    assert steps.groupby("rank")["node"].first().tolist() == ["a", "a", "b", "b"]
+
+
+def test_rank_that_stopped_early_is_named(tmp_path):
+    folder = write_run(tmp_path / "dead", {
+        0: [step_values(i, i, 1.0, 0.5) for i in range(4)],
+        1: [step_values(i, i, 1.0, 0.5) for i in range(2)],
+    }, world_size=3)
+    files = {p.name: p for p in folder.iterdir()}
+    body = files["steps-rank1.jsonl"].read_bytes()
+    files["steps-rank1.jsonl"].write_bytes(body[:body.rstrip(b"\n").rfind(b"\n") + 1])  # no end line
+    with pytest.warns(DataWarning, match=r"rank\(s\) 1, 2 stopped early \(rank 1: 2 of 4 steps, "
+                                         r"profiler not closed; rank 2: no steps recorded"):
+        row = read_run_folder(folder).iloc[0]
+    assert not row["complete"] and row["extra_stopped_early_ranks"] == "[1, 2]"
+    assert row["ranks"] == 2 and row["gpus"] == 3
+
+
+def test_malformed_and_truncated_lines_are_skipped_counted_and_located(tmp_path):
+    folder = two_rank_run(tmp_path / "bad", closed=False)
+    path = folder / "steps-rank0.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(2, b"this is not json\n")  # line 3
+    lines.insert(3, b"[1,false,2.0]\n")  # line 4: too few values
+    lines.insert(4, b'[1,"no",1.0,1.0,null,null,0.5,null,null,null,null,null,null,100,8,1,null,1.0]\n')  # line 5
+    lines.append(b"[3,false,3.0,1.0,null,nu")  # line 8: cut off mid-write
+    path.write_bytes(b"".join(lines))
+    with pytest.warns(DataWarning) as caught:
+        run = read_run(folder)
+    message = str(caught[0].message)
+    assert message.startswith("skipped 4 malformed line(s) in steps files:")
+    for line in (3, 4, 5, 8):
+        assert f"steps-rank0.jsonl:{line}:" in message
+    assert len(run.bad_lines) == 4
+    assert run.steps[run.steps["rank"] == 0]["step"].tolist() == [0, 1, 2]  # the good lines are kept
+
+
+def test_fast_and_line_by_line_readers_agree(tmp_path):
+    folder = two_rank_run(tmp_path / "ok", closed=False)
+    fast = rankfile.read_rank_file(folder / "steps-rank1.jsonl")
+    with open(folder / "steps-rank1.jsonl", "ab") as f:
+        f.write(b"garbage\n")  # forces the line-by-line reader for the whole file
+    slow = rankfile.read_rank_file(folder / "steps-rank1.jsonl")
+    assert len(slow.bad_lines) == 1 and len(fast.bad_lines) == 0
+    for name in rankfile.LINE_COLUMNS:
+        np.testing.assert_array_equal(fast.columns[name], slow.columns[name])
+        assert fast.columns[name].dtype == slow.columns[name].dtype
+
+
+def test_load_steps_reads_a_folder_of_runs_and_steps_tables(tmp_path):
+    two_rank_run(tmp_path / "all" / "one")
+    two_rank_run(tmp_path / "all" / "two")
+    (tmp_path / "all" / "log.csv").write_text("run_id,rank,step,step_s\nimported,0,0,2.5\nimported,0,1,2.0\n")
+    steps = load_steps(tmp_path / "all")
+    assert list(steps.columns) == list(STEPS_COLUMNS)
+    assert steps.groupby("run_id").size().to_dict() == {"imported": 2, "one": 6, "two": 6}
+    imported = steps[steps["run_id"] == "imported"]
+    assert imported["step_s"].tolist() == [2.5, 2.0] and imported["forward_s"].isna().all()
+
+
+def test_aggregate_steps_without_manifest_uses_step_times(tmp_path):
+    """A steps table from a log importer: no start times, no manifest."""
+    steps = pd.DataFrame({"run_id": ["x"] * 4, "rank": [0, 0, 1, 1], "step": [0, 1, 0, 1],
+                          "warmup": [False] * 4, "step_s": [2.0, 2.0, 3.0, 3.5], "tokens": [10.0] * 4})
+    row = aggregate_steps(steps).iloc[0]
+    assert row["elapsed_s"] == 6.5 and row["slowest_rank"] == 1
+    assert row["rank_imbalance"] == pytest.approx(6.5 / 4.0) and row["tokens"] == 40
+    assert row["gpus"] == 2 and row["complete"]
+
+
+def test_missing_manifest_is_a_data_error(tmp_path):
+    folder = two_rank_run(tmp_path / "r")
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(DataError, match=r"manifest.json: cannot read the run's manifest"):
+        read_run(folder)
+
+
+def test_config_keys_outside_the_schema_become_extra(tmp_path):
+    folder = two_rank_run(tmp_path / "c", config={"model": "m", "dataset": "owt", "reported_mfu": 0.4})
+    row = read_run_folder(folder).iloc[0]
+    assert row["extra_dataset"] == "owt" and row["reported_mfu"] == 0.4
+
+
+def test_run_without_measured_steps_is_a_data_error(tmp_path):
+    folder = write_run(tmp_path / "warm", {0: [step_values(0, 0.0, 1.0, 0.5, warmup=True)]})
+    with pytest.raises(DataError, match=r"warm: no measured steps: 1 step line\(s\), all warm-up"):
+        read_run_folder(folder)
