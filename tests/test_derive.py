@@ -87,3 +87,11 @@ def test_megatron_convention_on_request():
     # 72*2*64^2 + 12*2*64*128 + 4.5*64*256 = 589,824 + 196,608 + 73,728
     assert d["flops_per_token"].iloc[0] == pytest.approx(860_160)
     assert d["flops_convention_used"].iloc[0] == "megatron"
+
+
+def test_a_baseline_that_was_not_loaded_is_noted_and_the_fewest_devices_used():
+    d = derive(runs({"run_id": "b", "gpus": 2, "tokens_per_s": 190.0, "baseline_run_id": "a"},
+                    {"run_id": "c", "gpus": 4, "tokens_per_s": 300.0, "baseline_run_id": "a"}))
+    assert d["baseline_run_id"].tolist() == ["b", "b"]
+    assert d["scaling_multiplier"].tolist() == pytest.approx([1.0, 300 / 190])
+    assert "baseline_run_id 'a' is not among the loaded runs" in d["notes"].iloc[1]

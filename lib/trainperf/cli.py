@@ -7,6 +7,7 @@ import sys
 
 from trainperf import __version__, summary
 from trainperf.errors import DataError
+from trainperf.bench import cli as bench_cli
 from trainperf.profiler import cli as profiler_cli
 
 
@@ -17,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trainperf {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     summary.add_subcommand(subparsers)
+    bench_cli.add_subcommand(subparsers)
     profiler_cli.add_subcommand(subparsers)
     return parser
 

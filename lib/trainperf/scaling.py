@@ -36,7 +36,6 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import OptimizeWarning, curve_fit
 
-from trainperf.errors import DataError
 
 
 def amdahl(p: np.ndarray, s: float) -> np.ndarray:
@@ -171,7 +170,9 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
         idx = np.flatnonzero(experiments == name)
         group = out.iloc[idx]
         basis, speed = _speed(group)
-        base = _baseline(group)
+        base, note = _baseline(group)
+        for i in idx if note else ():
+            notes[i].append(note)
         if base is None or basis is None:
             why = ("no throughput or elapsed time in every run" if basis is None else
                    "several runs share the fewest devices: set baseline_run_id")
@@ -204,15 +205,16 @@ def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray]:
     return None, np.array([])
 
 
-def _baseline(group: pd.DataFrame) -> object | None:
-    """Index label of the baseline run: the named one, else the single run with fewest devices."""
+def _baseline(group: pd.DataFrame) -> tuple[object | None, str]:
+    """Index label of the baseline run (the named one, else the single run with
+    fewest devices; None if that is ambiguous) and a note when the named one is absent."""
+    note = ""
     if "baseline_run_id" in group:
         named = group["baseline_run_id"].dropna().unique()
         if len(named) == 1:
             hit = group.index[group["run_id"] == named[0]]
             if len(hit) == 1:
-                return hit[0]
-            raise DataError(f"{named[0]!r} is not a run of experiment {group['experiment'].iloc[0]!r}",
-                            column="baseline_run_id")
+                return hit[0], note
+            note = f"scaling: baseline_run_id {named[0]!r} is not among the loaded runs; baseline: fewest devices"
     fewest = group.index[group["gpus"] == group["gpus"].min()]
-    return fewest[0] if len(fewest) == 1 else None
+    return (fewest[0] if len(fewest) == 1 else None), note
