@@ -1,0 +1,133 @@
+"""The bench model: a small decoder-only (GPT-style) transformer.
+
+Pre-LayerNorm blocks (Radford et al. 2019, GPT-2): causal multi-head
+self-attention and a 4×-wide GELU MLP, each with a residual connection;
+learned token and position embeddings; the output projection (LM head) shares
+its weight with the token embedding. Linear layers have no bias, so that
+every parameter outside the embeddings and layer norms belongs to a matmul.
+
+Parameters (``L`` layers, width ``d``, vocabulary ``V``, context ``T``)::
+
+    N = L·(12·d² + 4·d)   blocks: Q,K,V,O 4·d², MLP 8·d², two layer norms 4·d
+      + V·d + T·d          token and position embeddings (LM head tied)
+      + 2·d                final layer norm
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of the bench model. ``seq_len`` is the context length in tokens."""
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    seq_len: int
+    vocab_size: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
+
+    @property
+    def n_params(self) -> int:
+        """Parameters of the model (count; the tied LM head counted once)."""
+        L, d, V, T = self.n_layers, self.d_model, self.vocab_size, self.seq_len
+        return L * (12 * d * d + 4 * d) + V * d + T * d + 2 * d
+
+
+MODEL_SIZES: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 64, 4),
+    "small": (4, 256, 4),
+    "medium": (8, 512, 8),
+    "large": (12, 768, 12),
+}
+"""Named sizes: (layers, width, heads). With a 256-byte vocabulary, at their
+default context (:data:`DEFAULT_SEQ_LEN`) they hold about 0.12 M, 3.2 M,
+25 M and 86 M parameters."""
+
+DEFAULT_SEQ_LEN: dict[str, int] = {"tiny": 64, "small": 128, "medium": 256, "large": 512}
+
+
+def model_config(size: str, seq_len: int | None = None, vocab_size: int = 256) -> ModelConfig:
+    """The :class:`ModelConfig` of a named size; ``seq_len`` defaults to the size's own."""
+    if size not in MODEL_SIZES:
+        raise ValueError(f"unknown model size {size!r}; known: {', '.join(MODEL_SIZES)}")
+    n_layers, d_model, n_heads = MODEL_SIZES[size]
+    return ModelConfig(n_layers, d_model, n_heads, seq_len or DEFAULT_SEQ_LEN[size], vocab_size)
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention with a causal mask."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
+        self.out = nn.Linear(config.d_model, config.d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, width = x.shape
+        q, k, v = self.qkv(x).split(width, dim=2)
+        heads = (batch, seq, self.n_heads, width // self.n_heads)
+        q, k, v = (t.view(heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(batch, seq, width))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        d = config.d_model
+        self.ln_attn = nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(config)
+        self.ln_mlp = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d, bias=False), nn.GELU(), nn.Linear(4 * d, d, bias=False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_attn(x))
+        return x + self.mlp(self.ln_mlp(x))
+
+
+class GPT(nn.Module):
+    """Decoder-only transformer: token ids (batch, seq) → logits (batch, seq, vocab)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos_emb = nn.Embedding(config.seq_len, config.d_model)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.ln_out = nn.LayerNorm(config.d_model)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.head.weight = self.tok_emb.weight
+        self.apply(_init_weights)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        seq = idx.shape[1]
+        if seq > self.config.seq_len:
+            raise ValueError(f"sequence of {seq} tokens exceeds the model's context of {self.config.seq_len}")
+        positions = torch.arange(seq, device=idx.device)
+        x = self.tok_emb(idx) + self.pos_emb(positions)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_out(x))
+
+
+def _init_weights(module: nn.Module) -> None:
+    """GPT-2 initialisation: normal(0, 0.02) linear and embedding weights; layer norms keep (1, 0)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+

@@ -1,0 +1,96 @@
+"""Run a sweep plan: measure the CPU peak, launch every run, show progress."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from tqdm import tqdm
+
+from trainperf.bench.flop_count import counted_flops_per_token
+from trainperf.bench.launch import RunFailed, launch
+from trainperf.bench.model import model_config
+from trainperf.bench.spec import RunSpec
+from trainperf.bench.sweeps import Machine, Plan, Settings, with_cpu_peaks
+
+Echo = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    """What a sweep produced: finished runs, failed runs with their error, skipped runs with the reason."""
+
+    finished: list[RunSpec] = field(default_factory=list)
+    failed: list[tuple[RunSpec, str]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def measure_cpu_peaks(precision: str, threads: set[int]) -> dict[int, float]:
+    """Dense matmul peak of this CPU at ``precision`` for each thread count (TFLOP/s)."""
+    import torch
+
+    from trainperf.hardware import measure_peak_flops
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    return {n: measure_peak_flops(dtype=dtype, threads=n) / 1e12 for n in sorted(threads)}
+
+
+def describe(settings: Settings, machine: Machine, sweep_plan: Plan) -> list[str]:
+    """Lines that say what the sweep will do, before it starts."""
+    config = model_config(settings.model, settings.seq_len)
+    where = (f"{machine.devices} x {machine.platform}" if machine.device == "cuda"
+             else f"CPU, {machine.cores} cores")
+    lines = [
+        f"bench on {where}: model {settings.model} ({config.n_params / 1e6:.2f} M parameters, "
+        f"{config.n_layers} layers, width {config.d_model}, context {config.seq_len}), {settings.precision}, "
+        f"{settings.warmup_steps} warm-up + {settings.steps} measured steps per run",
+        f"{len(sweep_plan.runs)} runs in {len({r.experiment for r in sweep_plan.runs})} experiments",
+    ]
+    crowded = sorted({r.nprocs for r in sweep_plan.runs if machine.oversubscribed(r.nprocs)})
+    if crowded:
+        counts = ", ".join(map(str, crowded))
+        lines.append(
+            f"WARNING: runs with {counts} processes outnumber the {machine.cores} CPU cores; the processes "
+            "time-share the cores, so their scaling figures measure oversubscription, not the hardware.")
+    lines += [f"skipped {run_id}: {why}" for run_id, why in sweep_plan.skipped]
+    return lines
+
+
+def run_sweeps(sweep_plan: Plan, settings: Settings, machine: Machine, *, progress: bool = True,
+               timeout_s: float | None = None, echo: Echo = print) -> Outcome:
+    """Measure every run of ``sweep_plan``, one after the other.
+
+    On CPU the matmul peak is measured first, once per thread count the runs
+    use, and recorded in each run (:func:`~trainperf.bench.sweeps.with_cpu_peaks`).
+    Each run also records the model's FLOPs per token as ``FlopCounterMode``
+    counts them (``extra_counted_flops_per_token``), next to the analytic
+    convention ``derive`` applies.
+    A failed run is reported and the sweep goes on; the outcome lists it.
+    """
+    started = time.perf_counter()
+    for line in describe(settings, machine, sweep_plan):
+        echo(line)
+    counted = counted_flops_per_token(model_config(settings.model, settings.seq_len))
+    runs = [replace(r, extra={**r.extra, "extra_counted_flops_per_token": counted}) for r in sweep_plan.runs]
+    if machine.device == "cpu" and runs:
+        peaks = measure_cpu_peaks(settings.precision, {r.threads_per_process for r in runs})
+        echo(f"measured CPU matmul peak ({settings.precision}): " + ", ".join(
+            f"{n} thread(s) {tflops * 1e3:.1f} GFLOP/s" for n, tflops in peaks.items()))
+        runs = with_cpu_peaks(runs, peaks, machine.cores)
+    outcome = Outcome(skipped=list(sweep_plan.skipped))
+    total_steps = sum(r.warmup_steps + r.steps for r in runs)
+    with tqdm(total=total_steps, unit="step", disable=not progress, dynamic_ncols=True) as bar:
+        for spec in runs:
+            bar.set_description(spec.run_id)
+            before = bar.n
+            try:
+                launch(spec, on_step=lambda: bar.update(1), timeout_s=timeout_s)
+                outcome.finished.append(spec)
+            except RunFailed as exc:
+                outcome.failed.append((spec, str(exc)))
+                bar.write(f"FAILED {exc}")
+            bar.update(before + spec.warmup_steps + spec.steps - bar.n)
+    outcome.wall_s = time.perf_counter() - started
+    return outcome

@@ -1,0 +1,75 @@
+"""One bench run: everything a worker needs to train and to describe its run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """A bench run's configuration.
+
+    Batch sizes are in samples (sequences of ``seq_len`` tokens):
+    ``micro_batch_size`` per process per forward pass, ``grad_accum_steps``
+    micro-batches per optimizer step, so ``global_batch_size`` =
+    micro-batch × accumulation steps × processes. ``steps`` are measured
+    optimizer steps; ``warmup_steps`` more run first and are flagged as
+    warm-up. ``device`` is ``cpu`` or ``cuda`` (one GPU per process).
+    ``peak_tflops_per_gpu`` is the dense peak of one process's share of the
+    CPU (TFLOP/s), or None where the platform's published figure applies.
+    ``baseline_run_id``: the run of the experiment this one is compared with
+    (None: the one with the fewest processes).
+    ``extra`` holds ``extra_*`` columns written into the manifest verbatim.
+    """
+
+    experiment: str
+    run_id: str
+    out_dir: str
+    model: str
+    seq_len: int
+    device: str
+    strategy: str
+    nprocs: int
+    micro_batch_size: int
+    grad_accum_steps: int
+    steps: int
+    warmup_steps: int
+    precision: str
+    threads_per_process: int
+    peak_tflops_per_gpu: float | None = None
+    baseline_run_id: str | None = None
+    learning_rate: float = 1e-3
+    seed: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("seq_len", "nprocs", "micro_batch_size", "grad_accum_steps", "steps", "threads_per_process"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must not be negative, got {self.warmup_steps}")
+        if self.precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be cpu or cuda, got {self.device!r}")
+        if self.strategy == "single" and self.nprocs != 1:
+            raise ValueError(f"strategy 'single' runs one process, got {self.nprocs}")
+
+    @property
+    def global_batch_size(self) -> int:
+        """Samples per optimizer step, all processes together."""
+        return self.micro_batch_size * self.grad_accum_steps * self.nprocs
+
+    @property
+    def run_dir(self) -> Path:
+        """The profiler's run folder: ``<out_dir>/<experiment>/<run_id>``."""
+        return Path(self.out_dir) / self.experiment / self.run_id
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        return cls(**json.loads(text))

@@ -1,0 +1,200 @@
+"""The bench sweeps: which runs each one makes, with defaults per machine.
+
+``batch-size``
+    one process; micro-batch × accumulation steps at a constant global
+    batch (seed 003's experiment).
+``scaling``
+    1, 2, 4 processes with DDP, twice: weak scaling (per-process batch fixed,
+    global batch grows with the processes) and strong scaling (global batch
+    fixed, split over the processes) (seeds 000 and 004).
+``strategy``
+    DDP against FSDP at the same process count and batch (seed 002).
+
+Each sweep is one or two experiments, named
+``bench-<platform>-<model>-<precision>-<sweep>``; each run writes one
+profiler run folder ``<out>/<experiment>/<run_id>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, replace
+
+from trainperf.bench.spec import RunSpec
+
+SWEEPS: tuple[str, ...] = ("batch-size", "scaling", "strategy")
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the bench runs on: ``device`` ``cpu`` or ``cuda``; ``devices``:
+    GPUs for cuda, else 0; ``cores``: CPU cores this process may use."""
+
+    device: str
+    platform: str
+    devices: int
+    cores: int
+
+    def max_processes(self) -> int | None:
+        """The most processes a run may start: one per GPU; on CPU no limit (oversubscription is allowed)."""
+        return self.devices if self.device == "cuda" else None
+
+    def oversubscribed(self, nprocs: int) -> bool:
+        """Whether ``nprocs`` CPU processes outnumber the cores (they then time-share them)."""
+        return self.device == "cpu" and nprocs > self.cores
+
+
+def detect_machine(device: str = "auto") -> Machine:
+    """The machine the bench will run on; ``device`` is ``auto`` (GPUs when CUDA is available), ``cpu`` or ``cuda``."""
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    has_cuda = torch.cuda.is_available()
+    if device == "cuda" and not has_cuda:
+        raise ValueError("--device cuda: CUDA is not available on this machine")
+    if device == "cuda" or (device == "auto" and has_cuda):
+        return Machine("cuda", torch.cuda.get_device_name(0), torch.cuda.device_count(), cores)
+    return Machine("cpu", "cpu", 0, cores)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sweep parameters. Batch sizes in samples of ``seq_len`` tokens.
+
+    ``global_batch``: the constant global batch of the batch-size sweep and
+    of strong scaling; ``micro_batches``: micro-batch sizes the batch-size
+    sweep tries (each must divide ``global_batch``); ``per_process_batch``:
+    the micro-batch of weak scaling and of the strategy sweep;
+    ``processes``: process counts of the scaling sweep;
+    ``strategy_processes``: process count of the strategy sweep;
+    ``threads``: intra-op threads per process (None: the cores shared out,
+    ``max(1, cores // processes)``).
+    """
+
+    model: str
+    seq_len: int
+    precision: str
+    steps: int
+    warmup_steps: int
+    global_batch: int
+    micro_batches: tuple[int, ...]
+    per_process_batch: int
+    processes: tuple[int, ...]
+    strategy_processes: int
+    threads: int | None = None
+    learning_rate: float = 1e-3
+    seed: int = 0
+
+
+CPU_DEFAULTS = Settings(
+    model="small", seq_len=128, precision="fp32", steps=8, warmup_steps=2, global_batch=16,
+    micro_batches=(1, 2, 4, 8, 16), per_process_batch=8, processes=(1, 2, 4), strategy_processes=2, threads=1)
+"""Sized so that ``make bench`` (13 runs) takes a few minutes on 2 cores.
+
+One thread per process: on CPU a process on one core plays the part of one
+GPU, so that the scaling sweep adds cores as it adds processes. It also keeps
+the figures sound on a machine shared with other work, where a process's
+OpenMP threads wait for each other whenever one of them is descheduled (on
+a busy 2-core machine two threads trained 3-4x slower than one)."""
+
+GPU_DEFAULTS = Settings(
+    model="large", seq_len=512, precision="bf16", steps=20, warmup_steps=5, global_batch=64,
+    micro_batches=(4, 8, 16, 32, 64), per_process_batch=16, processes=(1, 2, 4), strategy_processes=4)
+
+
+def default_settings(machine: Machine) -> Settings:
+    """GPU defaults (an 86 M-parameter model in bf16) on CUDA, else the CPU defaults;
+    the strategy sweep's process count is capped at the GPUs present."""
+    if machine.device != "cuda":
+        return CPU_DEFAULTS
+    return replace(GPU_DEFAULTS, strategy_processes=min(GPU_DEFAULTS.strategy_processes, machine.devices))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The runs to make, and the ones left out with the reason."""
+
+    runs: list[RunSpec]
+    skipped: list[tuple[str, str]]
+
+
+def plan(settings: Settings, machine: Machine, sweeps: tuple[str, ...], out_dir: str) -> Plan:
+    """Every run of ``sweeps``, in order, without a peak yet (see :func:`with_cpu_peaks`).
+
+    A run needing more processes than GPUs is skipped; on CPU it runs
+    oversubscribed. Runs are compared with the
+    first micro-batch size in the batch-size sweep, with DDP in the strategy
+    sweep, and with the fewest processes in the scaling sweeps.
+    """
+    unknown = [s for s in sweeps if s not in SWEEPS]
+    if unknown:
+        raise ValueError(f"unknown sweep {', '.join(unknown)}; known: {', '.join(SWEEPS)}")
+    prefix = f"bench-{slug(machine.platform)}-{settings.model}-{settings.precision}"
+    runs: list[RunSpec] = []
+    skipped: list[tuple[str, str]] = []
+
+    def add(sweep: str, name: str, strategy: str, nprocs: int, micro: int, accum: int,
+            baseline: str | None = None) -> None:
+        experiment = f"{prefix}-{sweep}"
+        run_id = f"{experiment}-{name}"
+        limit = machine.max_processes()
+        if limit is not None and nprocs > limit:
+            skipped.append((run_id, f"needs {nprocs} GPUs, {limit} present"))
+            return
+        runs.append(RunSpec(
+            experiment=experiment, run_id=run_id, out_dir=out_dir, model=settings.model,
+            seq_len=settings.seq_len, device=machine.device, strategy=strategy, nprocs=nprocs,
+            micro_batch_size=micro, grad_accum_steps=accum, steps=settings.steps,
+            warmup_steps=settings.warmup_steps, precision=settings.precision,
+            threads_per_process=settings.threads or max(1, machine.cores // nprocs),
+            baseline_run_id=None if baseline is None else f"{experiment}-{baseline}",
+            learning_rate=settings.learning_rate, seed=settings.seed,
+            extra={"extra_sweep": sweep, "extra_cpu_cores": machine.cores,
+                   "extra_oversubscribed": machine.oversubscribed(nprocs)}))
+
+    def batch_name(micro: int) -> str:
+        return f"mb{micro}x{settings.global_batch // micro}"
+
+    if "batch-size" in sweeps:
+        for micro in settings.micro_batches:
+            if settings.global_batch % micro:
+                raise ValueError(f"micro-batch {micro} does not divide the global batch {settings.global_batch}")
+            add("batch-size", batch_name(micro), "single", 1, micro, settings.global_batch // micro,
+                baseline=batch_name(settings.micro_batches[0]))
+    if "scaling" in sweeps:
+        for nprocs in settings.processes:
+            add("weak-scaling", f"p{nprocs}", "ddp", nprocs, settings.per_process_batch, 1)
+        for nprocs in settings.processes:
+            if settings.global_batch % nprocs:
+                raise ValueError(f"{nprocs} processes do not divide the global batch {settings.global_batch}")
+            add("strong-scaling", f"p{nprocs}", "ddp", nprocs, settings.global_batch // nprocs, 1)
+    if "strategy" in sweeps:
+        for strategy in ("ddp", "fsdp"):
+            add("strategy", f"{strategy}-p{settings.strategy_processes}", strategy,
+                settings.strategy_processes, settings.per_process_batch, 1,
+                baseline=f"ddp-p{settings.strategy_processes}")
+    return Plan(runs, skipped)
+
+
+def with_cpu_peaks(runs: list[RunSpec], peaks_tflops: dict[int, float], cores: int) -> list[RunSpec]:
+    """``runs`` with the CPU peak of one process as ``peak_tflops_per_gpu``.
+
+    ``peaks_tflops`` maps a thread count to the matmul peak measured with
+    that many threads (TFLOP/s). A process gets ``threads_per_process``
+    threads; when ``nprocs × threads`` exceeds the cores the processes
+    time-share them, and each gets ``cores / (nprocs × threads)`` of its
+    measured peak. The measured figure is kept as ``extra_measured_peak_tflops``.
+    """
+    out = []
+    for run in runs:
+        measured = peaks_tflops[run.threads_per_process]
+        share = min(1.0, cores / (run.nprocs * run.threads_per_process))
+        out.append(replace(run, peak_tflops_per_gpu=measured * share,
+                           extra={**run.extra, "extra_measured_peak_tflops": measured}))
+    return out
+
+
+def slug(text: str) -> str:
+    """``text`` in lower case with runs of other characters than letters and digits as ``-``."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
