@@ -95,3 +95,19 @@ def test_reported_and_extra_columns_are_kept(tmp_path):
                                               "a,8,1000,0.383,01-output\n"))
     assert runs["reported_mfu"].iloc[0] == 0.383
     assert runs["extra_config"].iloc[0] == "01-output"
+
+
+def test_folder_reads_logs_and_skips_text_that_is_no_log(tmp_path):
+    write(tmp_path, "runs.csv", GOOD)
+    write(tmp_path, "notes.txt", "nothing to see here\n")
+    log = write(tmp_path, "train.log", "".join(
+        f"iter {i}: loss {3.0 - i / 100:.4f}, time 120.00ms, mfu 30.00%\n" for i in range(1, 30)))
+    write(tmp_path, "train.log.trainperf.yaml", "run_id: nano\ngpus: 1\nn_params: 1.2e8\nseq_len: 1024\n"
+                                               "global_batch_size: 12\nplatform: A100\nprecision: bf16\n")
+    runs = load_runs(tmp_path)
+    assert sorted(runs["run_id"]) == ["a", "b", "nano"]
+    reasons = dict(runs.attrs["skipped"])
+    assert reasons[str(tmp_path / "notes.txt")].startswith("not a log trainperf can read")
+    assert str(log) in runs.attrs["inputs"]
+    with pytest.raises(DataError, match="notes.txt"):
+        load_runs(tmp_path / "notes.txt")  # named explicitly: an error, not a skip

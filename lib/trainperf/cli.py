@@ -8,6 +8,7 @@ import sys
 from trainperf import __version__, summary
 from trainperf.errors import DataError
 from trainperf.bench import cli as bench_cli
+from trainperf.importers import cli as importers_cli
 from trainperf.profiler import cli as profiler_cli
 
 
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     summary.add_subcommand(subparsers)
     bench_cli.add_subcommand(subparsers)
+    importers_cli.add_subcommand(subparsers)
     profiler_cli.add_subcommand(subparsers)
     return parser
 

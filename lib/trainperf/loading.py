@@ -7,10 +7,12 @@ Accepted inputs, by path:
   columns (``trainperf.schema``);
 * a run folder written by the profiler (it holds ``manifest.json``),
   aggregated to one row;
-* a training log (any other file): handed to ``trainperf.importers``;
-* a folder: every table, run folder and log below it. Steps tables (columns
-  ``rank`` and ``step``) are read by ``load_steps`` instead and listed as
-  skipped; so are files that are no data (``.md``, ``.py``, sidecars).
+* a training log (any other file, or a CSV with a column-mapping sidecar):
+  handed to ``trainperf.importers``;
+* a folder: every table, run folder and log (``.log``, ``.txt``, ``.out``)
+  below it. Steps tables (columns ``rank`` and ``step``) are read by
+  ``load_steps`` instead and listed as skipped; so are other files (``.md``,
+  ``.py``, sidecars) and text files that are no log trainperf can read.
 
 Every value is checked against the schema; the first problem raises
 ``DataError`` naming the file, the row (1-based, as a spreadsheet numbers data
@@ -64,9 +66,11 @@ def load_runs(*paths: str | Path) -> pd.DataFrame:
     return runs
 
 
-def _walk(path: Path, skipped: list[tuple[str, str]]):
+def _walk(path: Path, skipped: list[tuple[str, str]], in_folder: bool = False):
     """Yield ``(path, kind)`` for every input at or below ``path``; kind is
-    ``table``, ``run`` (profiler run folder) or ``log``."""
+    ``table``, ``run`` (profiler run folder) or ``log`` (a CSV with a column
+    mapping sidecar is a log too). A file found in a folder that no importer
+    recognises is listed in ``skipped``; one named explicitly is an error."""
     if path.is_dir():
         if (path / "manifest.json").exists():
             yield path, "run"
@@ -75,17 +79,25 @@ def _walk(path: Path, skipped: list[tuple[str, str]]):
             if child.name.startswith("."):
                 continue
             if child.is_dir() or _is_data_file(child):
-                yield from _walk(child, skipped)
+                yield from _walk(child, skipped, in_folder=True)
             else:
                 skipped.append((str(child), "not a data file"))
         return
-    if path.suffix.lower() in TABLE_SUFFIXES:
+    from trainperf.importers import detect, has_column_mapping
+
+    if path.suffix.lower() in TABLE_SUFFIXES and not has_column_mapping(path):
         if _is_steps_table(path):
             skipped.append((str(path), "steps table (one row per rank per step): read it with load_steps"))
             return
         yield path, "table"
-    else:
-        yield path, "log"
+        return
+    if in_folder:
+        try:
+            detect(path)
+        except DataError as exc:
+            skipped.append((str(path), f"not a log trainperf can read ({exc})"))
+            return
+    yield path, "log"
 
 
 def _is_data_file(path: Path) -> bool:

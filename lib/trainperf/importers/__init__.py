@@ -1,0 +1,91 @@
+"""Log importers: training logs into canonical runs (and steps) tables.
+
+``import_path(path, overrides)`` recognises a file's format by its content
+(the first :data:`SNIFF_BYTES`, then the rest if that is inconclusive) and
+returns an :class:`ImportResult`. Formats (one module each, in
+:data:`FORMATS`): Megatron-LM / Megatron-DeepSpeed (``megatron``), torchtitan
+(``torchtitan``), nanoGPT (``nanogpt``), per-rank epoch timing logs
+(``epoch_timing``), batch-size timing summaries (``timing_summary``), and any
+CSV through a column mapping (``csv_mapping``). What a log does not say comes
+from its sidecar ``<log>.trainperf.yaml`` or ``overrides`` (``settings``).
+``compare_reported`` sets the figures a log printed itself against
+``trainperf.derive``'s recomputation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from trainperf.errors import DataError
+from trainperf.importers.compare import TOLERANCE, compare_reported
+from trainperf.importers.core import Format, ImportResult, Missing, build_result
+from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
+from trainperf.importers.epoch_timing import EpochTiming
+from trainperf.importers.megatron import Megatron
+from trainperf.importers.nanogpt import NanoGPT
+from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
+from trainperf.importers.text import clean, iter_chunks, read_head
+from trainperf.importers.timing_summary import TimingSummary
+from trainperf.importers.torchtitan import Torchtitan
+
+FORMATS: tuple[Format, ...] = (CsvMapping(), Megatron(), Torchtitan(), NanoGPT(), EpochTiming(), TimingSummary())
+"""Every format, in order of preference when two score alike."""
+SNIFF_BYTES = 1 << 20
+
+__all__ = ["FORMATS", "TOLERANCE", "ImportResult", "Missing", "compare_reported", "detect",
+           "has_column_mapping", "import_path", "sidecar_path"]
+
+
+def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ImportResult:
+    """Read one log file into canonical runs (and steps) tables.
+
+    ``overrides`` maps runs columns to values (strings are converted, as from
+    ``--set KEY=VALUE``) and win over the sidecar and the log; the key
+    ``mapping`` names a column-mapping file for a CSV. Raises ``DataError``
+    for a missing or unreadable file, a file no importer recognises (naming
+    the formats tried), a bad sidecar or override, or a log without any
+    measured run.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("no such file" if not path.exists() else "not a file", path=path)
+    settings = load_settings(path, overrides)
+    fmt = detect(path, settings)
+    return build_result(path, fmt, fmt.parse(path, settings), settings)
+
+
+def has_column_mapping(path: str | Path) -> bool:
+    """Whether ``path`` (a CSV) has a sidecar with a ``columns:`` mapping, so
+    that it is read by :func:`import_path` rather than as a canonical table.
+    A sidecar that is not valid YAML raises ``DataError`` naming it."""
+    sidecar = sidecar_path(Path(path))
+    return sidecar.is_file() and "columns" in read_yaml(sidecar)
+
+
+def detect(path: Path, settings: Settings | None = None) -> Format:
+    """The format of ``path``, by content; DataError if none fits."""
+    settings = settings or Settings()
+    head_bytes = read_head(path, SNIFF_BYTES)
+    if b"\x00" in head_bytes[:8192]:
+        raise DataError("a binary file, not a log or a CSV table", path=path)
+    head = clean(head_bytes.decode("utf-8", errors="replace"))
+    fmt = _best(head, settings)
+    if fmt is None and len(head_bytes) == SNIFF_BYTES:
+        for lines in iter_chunks(path):
+            fmt = _best("\n".join(lines), settings, csv=False)
+            if fmt is not None:
+                break
+    if fmt is None:
+        tried = ", ".join(f"{f.name} ({f.title})" for f in FORMATS)
+        hint = (f"; it looks like a CSV table: map its columns in {sidecar_path(path).name} "
+                "(columns: {runs column: CSV column})" if looks_like_csv(head) and settings.columns is None else "")
+        raise DataError(f"not a log trainperf can read; formats tried: {tried}{hint}", path=path)
+    return fmt
+
+
+def _best(text: str, settings: Settings, csv: bool = True) -> Format | None:
+    scores = [(f.sniff(text, settings), -i, f) for i, f in enumerate(FORMATS) if csv or not isinstance(f, CsvMapping)]
+    score, _, fmt = max(scores, key=lambda s: s[:2])
+    return fmt if score > 0 else None

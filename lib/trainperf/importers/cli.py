@@ -1,0 +1,119 @@
+"""``trainperf import``: training logs into a runs table (CSV)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trainperf.errors import DataError, DataWarning
+from trainperf.importers import TOLERANCE, ImportResult, compare_reported, import_path
+from trainperf.importers.settings import MAPPING_KEY
+
+SKIPPED_SHOWN = 5
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``import``."""
+    parser = subparsers.add_parser(
+        "import", help="read training logs (Megatron, torchtitan, nanoGPT, ...) into a runs table",
+        description="Recognise each log's format by its content, read it into canonical runs (one row per "
+                    "run), list the lines it could not read and the fields it still needs, and compare the "
+                    "figures the log printed itself with trainperf's recomputation. Values a log lacks come "
+                    "from its sidecar <log>.trainperf.yaml or from --set.")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="log file (or CSV with a column mapping)")
+    parser.add_argument("--out", required=True, metavar="FILE.csv", help="write the runs table here")
+    parser.add_argument("--steps-out", metavar="FILE.csv",
+                        help="write the steps table (logs that print single steps) here")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="a runs column for every run (e.g. --set gpus=8 --set platform='NVIDIA H100 SXM'); "
+                             "wins over the sidecar and the log")
+    parser.add_argument("--mapping", metavar="FILE.yaml", help="column mapping for a CSV (a 'columns:' section)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="files read in parallel (default 1)")
+    parser.set_defaults(run=_run)
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings as a dict (DataError for one without ``=``)."""
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise DataError(f"--set {item!r}: expected KEY=VALUE")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def _import_quietly(path: str, overrides: dict[str, Any]) -> ImportResult:
+    """``import_path`` with its DataWarnings kept in the result only (printed once by the caller)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        return import_path(path, overrides)
+
+
+def _run(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = parse_overrides(args.overrides)
+    if args.mapping:
+        overrides[MAPPING_KEY] = args.mapping
+    if args.jobs > 1 and len(args.paths) > 1:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(_import_quietly, args.paths, [overrides] * len(args.paths)))
+    else:
+        results = [_import_quietly(path, overrides) for path in args.paths]
+    runs = pd.concat([r.runs for r in results], ignore_index=True)
+    duplicated = runs["run_id"][runs["run_id"].duplicated()]
+    if len(duplicated):
+        raise DataError(f"run_id {duplicated.iloc[0]!r} appears in more than one run: give distinct run_id "
+                        "values in the sidecars")
+    for result in results:
+        _describe(result)
+    _comparisons(runs)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(args.out, index=False)
+    print(f"wrote {len(runs)} run(s) to {args.out}")
+    steps = [r.steps for r in results if r.steps is not None]
+    if args.steps_out:
+        if steps:
+            Path(args.steps_out).parent.mkdir(parents=True, exist_ok=True)
+            pd.concat(steps, ignore_index=True).to_csv(args.steps_out, index=False)
+            print(f"wrote {sum(len(s) for s in steps)} step row(s) to {args.steps_out}")
+        else:
+            print("no steps table: none of the logs prints single steps")
+    return 0
+
+
+def _describe(result: ImportResult) -> None:
+    steps = 0 if result.steps is None else len(result.steps)
+    print(f"{result.path}: {result.format}, {len(result.runs)} run(s), {steps} step row(s), "
+          f"{result.skipped_total} unreadable line(s) of {result.lines}")
+    for file, line, reason in result.skipped[:SKIPPED_SHOWN]:
+        print(f"  skipped {file}:{line}: {reason}")
+    if result.skipped_total > SKIPPED_SHOWN:
+        print(f"  ... and {result.skipped_total - SKIPPED_SHOWN} more")
+    for note in result.warnings:
+        print(f"  warning: {note}", file=sys.stderr)
+    every = set(result.runs["run_id"])
+    for missing in result.missing:
+        why = f"blocks {', '.join(missing.blocks)}" if missing.blocks else missing.note
+        which = "" if set(missing.runs) == every else f" (runs {', '.join(missing.runs)})"
+        print(f"  missing {missing.field}: {why}{which}")
+
+
+def _comparisons(runs: pd.DataFrame) -> None:
+    from trainperf.derive import derive
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        table = compare_reported(derive(runs))
+    if table.empty:
+        return
+    print(f"reported by the log vs recomputed by trainperf (flagged beyond {TOLERANCE:.0%}):")
+    for row in table.itertuples(index=False):
+        flag = "  FLAGGED" if row.flagged else ""
+        print(f"  {row.run_id}  {row.metric}: reported {row.reported:,.6g}, recomputed {row.recomputed:,.6g} "
+              f"({row.relative_difference:+.1%}){flag}")

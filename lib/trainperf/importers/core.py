@@ -1,0 +1,257 @@
+"""The shared core of the importers: what a format parser returns, and how
+its runs become canonical runs rows (sidecar values merged, run ids given,
+typed and checked by ``trainperf.loading.check_runs``), with the list of
+fields still missing and the derived metrics each one blocks."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trainperf.errors import DataError, DataWarning
+from trainperf.flops import REQUIRES
+from trainperf.loading import SPEED_INPUTS, check_runs
+from trainperf.importers.settings import Settings
+from trainperf.steps import STEPS_COLUMNS
+
+Finish = Callable[[Mapping[str, Any]], tuple[dict[str, Any], "pd.DataFrame | None"]]
+"""Turns a run's merged configuration into its measurements (runs columns)
+and its steps rows (or None)."""
+
+
+@dataclass
+class ParsedRun:
+    """One run found in a log: its name in the log (a section title) or None,
+    the line it starts at, what the log states about its configuration
+    (runs columns), and how to measure it once the configuration is merged."""
+
+    name: str | None
+    line: int
+    config: dict[str, Any]
+    finish: Finish
+
+
+@dataclass
+class ParsedLog:
+    """What a format parser read from one file."""
+
+    runs: list[ParsedRun]
+    skipped: list[tuple[str, int, str]]
+    skipped_total: int
+    lines: int
+
+
+class Format:
+    """A log format: recognised by content (:meth:`sniff`), read by :meth:`parse`."""
+
+    name: str = ""
+    title: str = ""
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        """How strongly ``head`` (the cleaned start of a file) looks like this
+        format: the number of its record lines found (0: not this format)."""
+        raise NotImplementedError
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A field neither the log nor the sidecar gives, the derived metrics it
+    blocks, and the runs that lack it."""
+
+    field: str
+    blocks: tuple[str, ...]
+    runs: tuple[str, ...]
+    note: str = ""
+
+    def __str__(self) -> str:
+        what = f"blocks {', '.join(self.blocks)}" if self.blocks else self.note
+        if self.blocks and self.note:
+            what += f" ({self.note})"
+        return f"{self.field}: {what} [runs: {', '.join(self.runs)}]"
+
+
+@dataclass
+class ImportResult:
+    """A log read into canonical tables.
+
+    ``runs``: one row per run in the log; ``steps``: one row per rank per
+    step where the log prints single steps, else None; ``skipped``: ``(file,
+    line, reason)`` of each line that looked like a record but could not be
+    read (and of runs with no measured window), the first
+    ``text.MAX_SKIPPED_KEPT``; ``skipped_total``: how many there were;
+    ``missing``: fields neither the log nor its sidecar give, with the derived
+    metrics each blocks."""
+
+    path: Path
+    format: str
+    runs: pd.DataFrame
+    steps: pd.DataFrame | None
+    skipped: list[tuple[str, int, str]]
+    missing: list[Missing]
+    skipped_total: int = 0
+    lines: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+RATE_FROM_REPORTED = "reported throughput (the log has no timestamps)"
+"""``extra_time_source`` of a run whose rate is the log's own reported rate."""
+
+PER_GPU = ("tokens_per_s_per_gpu", "samples_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
+           "scaling_efficiency", "gpu_hours", "cost_usd")
+FLOPS = ("flops_per_token", "tflops_total", "tflops_per_gpu", "mfu", "hfu")
+TOKEN_RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "tokens_per_day")
+SAMPLE_RATES = ("samples_per_s", "samples_per_s_per_gpu", "samples_per_day")
+PEAK = ("peak_tflops_per_gpu", "mfu", "hfu")
+_SIX_N = "flops_per_token falls back to 6N (no attention term)"
+
+
+def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], str]]:
+    """``(field, blocked derived metrics, note)`` for each input ``row`` lacks
+    that ``derive`` needs (see ``trainperf.derive`` and ``trainperf.flops``)."""
+    def known(name: str) -> bool:
+        return not _missing(row.get(name))
+
+    found: dict[str, tuple[list[str], str]] = {}
+
+    def lack(name: str, blocks: tuple[str, ...], note: str = "") -> None:
+        blocked, old = found.setdefault(name, ([], note))
+        blocked.extend(b for b in blocks if b not in blocked)
+        if note and not old:
+            found[name] = (blocked, note)
+
+    if not known("gpus"):
+        lack("gpus", PER_GPU)
+    has_samples = (known("samples") or known("samples_per_s")
+                   or known("global_batch_size") and (known("steps") or known("step_time_s")))
+    if not (known("tokens") or known("tokens_per_s")):
+        if has_samples:
+            if not known("seq_len"):
+                lack("seq_len", TOKEN_RATES + FLOPS[1:])
+        elif known("steps"):
+            lack("global_batch_size", SAMPLE_RATES + TOKEN_RATES + FLOPS[1:])
+            if not known("seq_len"):
+                lack("seq_len", TOKEN_RATES + FLOPS[1:])
+        else:
+            lack("tokens", TOKEN_RATES + SAMPLE_RATES + FLOPS[1:],
+                 "without it runs of one experiment are compared as doing equal work")
+    if not known("flops_per_token"):
+        convention = row.get("flops_convention")
+        if not _missing(convention):
+            for name in REQUIRES[str(convention)]:
+                if not known(name):
+                    lack(name, FLOPS)
+        else:
+            if not known("n_params"):
+                lack("n_params", FLOPS)
+            for name in ("n_layers", "d_model", "seq_len"):
+                if not known(name):
+                    lack(name, (), _SIX_N)
+    if not known("peak_tflops_per_gpu"):
+        for name in ("platform", "precision"):
+            if not known(name):
+                lack(name, PEAK)
+    if not known("activation_checkpointing"):
+        lack("activation_checkpointing", ("hfu",))
+    if not known("price_per_gpu_hour"):
+        lack("price_per_gpu_hour", ("cost_usd",))
+    return [(name, tuple(blocks), note) for name, (blocks, note) in found.items()]
+
+
+def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings) -> ImportResult:
+    """Canonical runs (and steps) of a parsed log, with the settings merged."""
+    stem = log_stem(path)
+    several = len(parsed.runs) > 1
+    if several and "run_id" in settings.values:
+        names = ", ".join(run_name(r, stem, k, several) for k, r in enumerate(parsed.runs, 1))
+        raise DataError(f"run_id names one run but this log holds {len(parsed.runs)} ({names}): "
+                        "give ids under 'runs:' in the sidecar", path=path, column="run_id")
+    rows: list[dict[str, Any]] = []
+    steps: list[pd.DataFrame] = []
+    skipped = list(parsed.skipped)
+    notes: list[str] = []
+    for k, run in enumerate(parsed.runs, 1):
+        default_id = run_name(run, stem, k, several)
+        explicit = settings.for_run(default_id)
+        config = {**run.config, **explicit}
+        measured, run_steps = run.finish(config)
+        row: dict[str, Any] = {"run_id": default_id, "experiment": stem, "source": str(path), "gpus": math.nan}
+        row.update(run.config)
+        row.update(measured)
+        for key, value in explicit.items():
+            if key == "warmup_steps" and key in measured:
+                continue  # read as the warm-up to exclude; measured says how many steps were
+            said = measured.get(key, run.config.get(key))
+            if not _missing(said) and not _same(said, value):
+                notes.append(f"{path}: run {default_id}: the log says {key}={said!r} but "
+                             f"{settings.origin(default_id, key)} sets {value!r}; using {value!r}")
+            row[key] = value
+        row["extra_log_format"] = fmt.name
+        if not any(not _missing(row.get(c)) for c in SPEED_INPUTS):
+            skipped.append((str(path), run.line, f"run {row['run_id']}: no measured window "
+                                                 "(only warm-up or incomplete records)"))
+            continue
+        rows.append(row)
+        if run_steps is not None and len(run_steps):
+            steps.append(run_steps.assign(run_id=row["run_id"]))
+    for note in notes:
+        warnings.warn(note, DataWarning, stacklevel=3)
+    if not rows:
+        shown = "; ".join(f"line {line}: {reason}" for _, line, reason in skipped[:3])
+        raise DataError(f"read as {fmt.title} but no run has a measured window"
+                        + (f" ({parsed.skipped_total + len(skipped) - len(parsed.skipped)} problem(s); "
+                           f"first: {shown})" if shown else " (no record lines found)"), path=path)
+    runs = check_runs(pd.DataFrame(rows), path)
+    return ImportResult(path=path, format=fmt.name, runs=runs, steps=_steps_table(steps),
+                        skipped=skipped, missing=_missing_list(runs), lines=parsed.lines,
+                        skipped_total=parsed.skipped_total + len(skipped) - len(parsed.skipped),
+                        warnings=notes)
+
+
+def run_name(run: ParsedRun, stem: str, k: int, several: bool) -> str:
+    """The run id a run gets unless the settings name it."""
+    return run.name or (f"{stem}-{k}" if several else stem)
+
+
+def log_stem(path: Path) -> str:
+    """The file name without ``.gz`` and its last suffix (``train.log.gz`` -> ``train``)."""
+    name = path.name.removesuffix(".gz")
+    return Path(name).stem or name
+
+
+def _steps_table(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    if not frames:
+        return None
+    table = pd.concat(frames, ignore_index=True)
+    for name in STEPS_COLUMNS:
+        if name not in table:
+            table[name] = pd.Series("", index=table.index, dtype="string") if name == "node" else math.nan
+    table["run_id"] = table["run_id"].astype("string")
+    return table[list(STEPS_COLUMNS)]
+
+
+def _missing_list(runs: pd.DataFrame) -> list[Missing]:
+    collected: dict[str, tuple[tuple[str, ...], str, list[str]]] = {}
+    for row in runs.to_dict("records"):
+        for name, blocks, note in missing_fields(row):
+            entry = collected.setdefault(name, (blocks, note, []))
+            entry[2].append(str(row["run_id"]))
+    return [Missing(name, blocks, tuple(ids), note) for name, (blocks, note, ids) in collected.items()]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return str(a) == str(b)
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))

@@ -1,0 +1,167 @@
+"""Any CSV table, through a column mapping.
+
+The mapping lives in the CSV's sidecar (``results.csv.trainperf.yaml``) or
+in a file given as the ``mapping`` override (``--mapping FILE``)::
+
+    columns:                      # runs column: CSV column
+      run_id: Configuration
+      gpus: GPUs
+      tokens_per_s: Overall Throughput (tokens/sec)
+      elapsed_s: {column: Elapsed Time (min), scale: 60}
+      reported_mfu: Utilization   # "38.3%" is read as 0.383
+    platform: NVIDIA H100 SXM     # other keys: values for every row
+
+Each data row is one run. Cells are read strictly: thousands separators
+(``1,234``), a leading ``~`` (approximate), a trailing ``%`` (divided by
+100); ``scale`` multiplies the number (units). Empty cells and ``-``,
+``n/a``, ``NA``, ``none`` are missing values. A row with a cell that cannot
+be read (``1,5``, ``fast``) is skipped and reported with its line. Without
+``run_id`` in the mapping, runs are named ``<file>-<row>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainperf.errors import DataError
+from trainperf.importers.core import Format, ParsedLog, ParsedRun, log_stem
+from trainperf.importers.settings import Settings, check_key, coerce
+from trainperf.importers.text import LineError, iter_chunks, number
+from trainperf.schema import INPUT_COLUMNS
+
+BLANK = {"", "-", "--", "—", "n/a", "na", "nan", "none", "null"}
+DELIMITERS = (",", ";", "\t")
+
+
+def delimiter(header: str) -> str | None:
+    """The delimiter of a CSV header line, or None if it has fewer than two cells."""
+    best = max(DELIMITERS, key=header.count)
+    return best if header.count(best) else None
+
+
+def looks_like_csv(head: str) -> bool:
+    """Whether ``head`` starts with a header and a row of as many cells."""
+    lines = [line for line in head.split("\n") if line.strip()][:2]
+    if len(lines) < 2 or (sep := delimiter(lines[0])) is None:
+        return False
+    rows = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=sep))
+    return len(rows) == 2 and len(rows[0]) == len(rows[1]) >= 2
+
+
+def mapping(settings: Settings, path: Path) -> dict[str, tuple[str, float]]:
+    """``{runs column: (CSV column, scale)}`` from the settings (DataError if malformed)."""
+    where = settings.columns_source or path
+    result = {}
+    for target, spec in (settings.columns or {}).items():
+        check_key(target, where)
+        if isinstance(spec, dict):
+            unknown = set(spec) - {"column", "scale"}
+            if "column" not in spec or unknown:
+                raise DataError("a column spec is a CSV column name or {column: NAME, scale: NUMBER}",
+                                path=where, column=target)
+            scale = spec.get("scale", 1.0)
+            if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale):
+                raise DataError(f"scale {scale!r} is not a number", path=where, column=target)
+            result[target] = (str(spec["column"]), float(scale))
+        elif isinstance(spec, (str, int)) and not isinstance(spec, bool):
+            result[target] = (str(spec), 1.0)
+        else:
+            raise DataError("a column spec is a CSV column name or {column: NAME, scale: NUMBER}",
+                            path=where, column=target)
+        if target in settings.values:
+            raise DataError("given both as a mapped column and as a value for every row", path=where,
+                            column=target)
+    return result
+
+
+def cell_value(target: str, text: str, scale: float, where: object) -> Any:
+    """A cell converted for runs column ``target`` (None if blank); LineError if unreadable."""
+    text = text.strip()
+    if text.lower() in BLANK:
+        return None
+    column = INPUT_COLUMNS.get(target)
+    numeric = column.kind in ("int", "float") if column else True
+    if numeric:
+        raw = text.lstrip("~≈ ").strip()
+        percent = raw.endswith("%")
+        try:
+            value = number(raw.removesuffix("%").strip()) * (0.01 if percent else 1.0) * scale
+        except LineError:
+            if column is not None:
+                raise LineError(f"column {target!r}: {text[:40]!r} is not a number") from None
+            return text
+        if column is None:
+            return value
+        text = repr(value)
+    try:
+        return coerce(target, text, where)
+    except DataError as exc:
+        raise LineError(str(exc).split(": ", 1)[-1]) from None
+
+
+class CsvMapping(Format):
+    name = "csv"
+    title = "a CSV table with a column mapping"
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        if settings.columns is None or not looks_like_csv(head):
+            return 0
+        header = next(line for line in head.split("\n") if line.strip())
+        cells = {c.strip() for c in next(csv.reader([header], delimiter=delimiter(header) or ","))}
+        specs = [s["column"] if isinstance(s, dict) else s for s in settings.columns.values()]
+        return 1_000_000 if all(str(s) in cells for s in specs) else 0
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        columns = mapping(settings, path)
+        text = "\n".join("\n".join(lines) for lines in iter_chunks(path)).lstrip("\ufeff")
+        lines = text.split("\n")
+        first = next((i for i, line in enumerate(lines) if line.strip()), None)
+        if first is None:
+            raise DataError("empty file", path=path)
+        sep = delimiter(lines[first]) or ","
+        reader = csv.reader(lines[first:], delimiter=sep)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except csv.Error as exc:
+            raise DataError(f"unreadable CSV header: {exc}", path=path, line=first + 1) from exc
+        index = {}
+        for target, (source, _) in columns.items():
+            if source not in header:
+                raise DataError(f"the mapping names CSV column {source!r}, which the header lacks "
+                                f"(columns: {', '.join(header)})", path=path, column=target)
+            index[target] = header.index(source)
+        stem = log_stem(path)
+        runs, skipped = [], []
+        k = 0
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as exc:
+                skipped.append((str(path), first + reader.line_num, f"unreadable CSV row: {exc}"))
+                continue
+            line = first + reader.line_num
+            if not any(cell.strip() for cell in row):
+                continue
+            k += 1
+            try:
+                if len(row) != len(header):
+                    raise LineError(f"{len(row)} cells, the header has {len(header)}")
+                values = {target: cell_value(target, row[i], columns[target][1], path)
+                          for target, i in index.items()}
+            except LineError as exc:
+                skipped.append((str(path), line, f"row {k}: {exc}"))
+                continue
+            values = {key: value for key, value in values.items() if value is not None}
+            name = str(values.pop("run_id", f"{stem}-{k}"))
+            runs.append(ParsedRun(name, line, values, _nothing))
+        return ParsedLog(runs, skipped, len(skipped), len(lines))
+
+
+def _nothing(config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
+    return {}, None

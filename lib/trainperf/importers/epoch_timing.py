@@ -1,0 +1,221 @@
+"""Per-rank epoch timing logs (the logs behind seed report 004)::
+
+    2024-12-11 16:14:45,135 - Rank 0 -
+        Rank 0 Epoch 0 timing breakdown:
+            Average Loss: 1.22
+            Total epoch time: 1384.64 seconds
+            Data loading time: 6.37 seconds
+            Data movement time: 1.80 seconds
+            Training compute time: 1335.39 seconds
+            Training communication time: 41.09 seconds
+
+A single-process run prints ``Epoch E timing breakdown:`` (rank 0). An
+``Average metrics:`` block holds the same times averaged over the ranks,
+with ``Train loss`` and ``Val loss``; ``Epoch E: train loss X, val loss Y``
+lines (optionally after ``Rank N -``) give the losses. Markdown headings
+(``### training_b64_g2``) separate runs and name them; without headings a
+block that repeats a rank and epoch starts a new run.
+
+Conversions (per run, over all epochs: epoch totals include the warm-up,
+which cannot be separated):
+
+* ``e_r`` = sum of rank r's ``Total epoch time``; ``elapsed_s = max_r e_r``
+  (the slowest rank), ``slowest_rank``, ``mean_rank_elapsed_s``,
+  ``rank_imbalance = max / min``;
+* ``data_s`` (Data loading), ``h2d_s`` (Data movement), ``compute_s``
+  (Training compute: forward, backward and optimizer as one number),
+  ``comm_s`` (Training communication): mean over ranks of each rank's sum;
+* ``gpus`` = the number of ranks when they are 0..N-1 (every rank prints
+  its block), ``ranks``, ``complete`` (every rank printed every epoch);
+* the ``Average metrics`` times are kept as ``reported_mean_rank_elapsed_s``,
+  ``reported_data_s``, ``reported_h2d_s``, ``reported_compute_s``,
+  ``reported_comm_s``;
+* ``train_loss`` / ``val_loss``: the last epoch's loss line, else the
+  ``Average metrics`` block.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from trainperf.importers.core import Format, ParsedLog, ParsedRun
+from trainperf.importers.settings import Settings
+from trainperf.importers.text import NUMBER, LineParser, number
+
+HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(\S.*?)\s*#*\s*$")
+_BLOCK = re.compile(r"(?:Rank\s+(\d+)\s+)?Epoch\s+(\d+)\s+timing breakdown:")
+_AVERAGE = re.compile(r"\bAverage metrics:")
+_KEY = re.compile(r"(Total epoch time|Data loading time|Data movement time|Training compute time|"
+                  r"Training communication time|Average Loss|Train loss|Val loss):(.*)$")
+_VALUE = re.compile(rf"\s*({NUMBER})\s*(?:seconds|s)?\s*$")
+_EPOCH_LOSS = re.compile(rf"Epoch\s+(\d+):\s*train loss\s+({NUMBER})\s*,\s*val loss\s+({NUMBER})")
+FIELDS = {"Total epoch time": "elapsed_s", "Data loading time": "data_s", "Data movement time": "h2d_s",
+          "Training compute time": "compute_s", "Training communication time": "comm_s",
+          "Average Loss": "loss", "Train loss": "train_loss", "Val loss": "val_loss"}
+PHASES = ("data_s", "h2d_s", "compute_s", "comm_s")
+
+
+class _Block:
+    def __init__(self, line: int, rank: int | None, epoch: int | None) -> None:
+        self.line, self.rank, self.epoch = line, rank, epoch
+        self.values: dict[str, float] = {}
+
+
+class _Run:
+    def __init__(self, name: str | None, line: int) -> None:
+        self.name, self.line = name, line
+        self.blocks: dict[tuple[int, int], _Block] = {}
+        self.averages: list[_Block] = []
+        self.losses: dict[int, tuple[float, float]] = {}
+
+    def empty(self) -> bool:
+        return not (self.blocks or self.averages or self.losses)
+
+
+class EpochTimingParser(LineParser):
+    anchors = ("time:", "oss:", "timing breakdown", "Average metrics", "train loss", "#")
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.runs: list[_Run] = []
+        self.section: str | None = None
+        self.repeat = 1
+        self.run = _Run(None, 1)
+        self.block: _Block | None = None
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        line = lines[i]
+        if "timing breakdown" in line:
+            block = _BLOCK.search(line)
+            if block is None:
+                self.skip(number_, "expected '[Rank N] Epoch E timing breakdown:'")
+                return 1
+            self._close()
+            rank, epoch = int(block.group(1) or 0), int(block.group(2))
+            if (rank, epoch) in self.run.blocks:
+                self.repeat += 1
+                self._start_run(f"{self.section}-{self.repeat}" if self.section else None, number_)
+            self.block = _Block(number_, rank, epoch)
+        elif key := _KEY.search(line):
+            self._field(number_, key.group(1), key.group(2))
+        elif "Average metrics" in line:
+            self._close()
+            self.block = _Block(number_, None, None)
+        elif "train loss" in line and (loss := _EPOCH_LOSS.search(line)):
+            self.run.losses[int(loss.group(1))] = (_finite(number(loss.group(2))), _finite(number(loss.group(3))))
+        elif "#" in line and (heading := HEADING.match(line)):
+            self._close()
+            self._start_run(heading.group(1), number_)
+            self.section, self.repeat = heading.group(1), 1
+        return 1
+
+    def _field(self, line: int, key: str, text: str) -> None:
+        value = _VALUE.match(text)
+        if value is None:
+            self.skip(line, f"{key}: {text.strip()[:40]!r} is not a number")
+        elif self.block is None:
+            self.skip(line, f"{key}: outside a 'timing breakdown' or 'Average metrics' block")
+        elif FIELDS[key] in self.block.values:
+            self.skip(line, f"{key}: repeats a field of the block at line {self.block.line}")
+        elif not key.endswith("time"):
+            self.block.values[FIELDS[key]] = _finite(number(value.group(1)))
+        elif not (math.isfinite(seconds := number(value.group(1))) and seconds >= 0):
+            self.skip(line, f"{key}: {seconds:g} seconds is not a duration")
+        else:
+            self.block.values[FIELDS[key]] = seconds
+
+    def _start_run(self, name: str | None, line: int) -> None:
+        if not self.run.empty():
+            self.runs.append(self.run)
+        self.run = _Run(name, line)
+
+    def _close(self) -> None:
+        block, self.block = self.block, None
+        if block is None:
+            return
+        if block.rank is None:
+            self.run.averages.append(block)
+        elif not math.isfinite(block.values.get("elapsed_s", math.nan)) or block.values["elapsed_s"] <= 0:
+            self.skip(block.line, "timing block without a positive 'Total epoch time'")
+        else:
+            self.run.blocks[(block.rank, block.epoch)] = block
+
+    def result(self) -> list[ParsedRun]:
+        self._close()
+        self._start_run(None, 0)
+        return [ParsedRun(run.name, run.line, _config(run), _finisher(run)) for run in self.runs]
+
+
+def _config(run: _Run) -> dict[str, Any]:
+    ranks = sorted({rank for rank, _ in run.blocks})
+    return {"gpus": len(ranks)} if ranks and ranks == list(range(len(ranks))) else {}
+
+
+def _finisher(run: _Run):
+    def finish(config: Mapping[str, Any]):
+        out: dict[str, Any] = {}
+        if run.blocks:
+            out.update(_per_rank(run))
+        averages = run.averages
+        for name, column in (("elapsed_s", "reported_mean_rank_elapsed_s"), *((p, f"reported_{p}") for p in PHASES)):
+            values = [b.values[name] for b in averages if name in b.values]
+            if values and len(values) == len(averages):
+                out[column] = float(sum(values))
+        if run.losses:
+            out["train_loss"], out["val_loss"] = run.losses[max(run.losses)]
+            out = {k: v for k, v in out.items() if not (isinstance(v, float) and math.isnan(v))}
+        else:
+            for name in ("train_loss", "val_loss"):
+                values = [b.values[name] for b in averages if name in b.values]
+                if values:
+                    out[name] = values[-1]
+        if "elapsed_s" in out:
+            out["extra_time_source"] = "epoch times printed by the log"
+        return out, None
+    return finish
+
+
+def _per_rank(run: _Run) -> dict[str, Any]:
+    ranks = sorted({rank for rank, _ in run.blocks})
+    epochs = {r: sorted(e for rank, e in run.blocks if rank == r) for r in ranks}
+    totals = {r: {name: [run.blocks[(r, e)].values.get(name, math.nan) for e in epochs[r]]
+                  for name in ("elapsed_s", *PHASES)} for r in ranks}
+    elapsed = np.array([sum(totals[r]["elapsed_s"]) for r in ranks])
+    out: dict[str, Any] = {
+        "elapsed_s": float(elapsed.max()), "slowest_rank": int(ranks[int(np.argmax(elapsed))]),
+        "mean_rank_elapsed_s": float(elapsed.mean()), "rank_imbalance": float(elapsed.max() / elapsed.min()),
+        "ranks": len(ranks), "extra_epochs": max(len(e) for e in epochs.values()),
+    }
+    if len(ranks) > 1:
+        out["complete"] = len({tuple(e) for e in epochs.values()}) == 1
+    for name in PHASES:
+        sums = [sum(totals[r][name]) for r in ranks]
+        if all(math.isfinite(s) for s in sums):
+            out[name] = float(np.mean(sums))
+    last = [run.blocks[(r, epochs[r][-1])].values.get("loss", math.nan) for r in ranks]
+    if any(math.isfinite(x) for x in last):
+        out["train_loss"] = float(np.nanmean(last))
+    return out
+
+
+def _finite(value: float) -> float:
+    """A loss as printed; NaN for an infinite one (a loss column holds finite numbers)."""
+    return value if math.isfinite(value) else math.nan
+
+
+class EpochTiming(Format):
+    name = "epoch-timing"
+    title = "a per-rank epoch timing log"
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        return len(_BLOCK.findall(head)) + len(_AVERAGE.findall(head))
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        parser = EpochTimingParser(path)
+        parser.read()
+        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)

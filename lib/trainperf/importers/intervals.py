@@ -1,0 +1,212 @@
+"""Step-interval records of a training log and their aggregation to one runs
+row (and steps rows), shared by the Megatron, torchtitan and nanoGPT importers.
+
+A record is one line of a log on one rank: it covers ``n_steps`` optimizer
+steps ending at ``step`` and took ``seconds`` of wall time. Logs that print
+every k-th step with the mean over the k steps (Megatron, torchtitan) give
+records of k steps; logs that print the time of single sampled steps
+(nanoGPT) give records of one step.
+
+Warm-up: with ``w`` warm-up steps (the run's ``warmup_steps``, default 1) a
+record belongs to the measured window only if every step it covers is at
+least ``w`` steps after the first step of the log. The first step of the log
+is the first step its first record covers; where that record's length is
+unknown (a log that starts at step 5000 after a restart) the record itself is
+counted as warm-up. Where the log gives durations, a record whose duration
+is unknown (torchtitan's line at step 1: no earlier timestamp) is not
+measured either. Records flagged ``excluded`` (a step whose time includes
+an evaluation; one whose time another record contains) are left out of the
+window and of the steps table; ``extra_excluded_records`` counts the first kind.
+
+Over the window, per rank ``r``: ``e_r`` = sum of its records' seconds, then
+``elapsed_s = max_r e_r`` (slowest rank), ``slowest_rank``,
+``mean_rank_elapsed_s = mean_r e_r``, ``rank_imbalance = max_r e_r / min_r
+e_r``; ``steps`` = most steps any rank covered; ``samples`` / ``tokens``
+(whole job, as logs print them) from the slowest rank's records, where every
+record gives them; ``train_loss`` = mean over ranks of each rank's last loss;
+``peak_memory_gb`` = the largest of any record; ``warmup_steps`` = steps
+covered by the slowest rank's warm-up records. A figure the log prints
+itself (``reported``) is averaged over the window weighted by each record's
+duration (its ``weight``), so a rate averages to total work / total time.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+FIELDS: tuple[str, ...] = ("rank", "step", "n_steps", "seconds", "weight", "samples", "tokens", "loss",
+                           "memory_gb", "excluded")
+"""Numeric fields of a record, in order; NaN where the log does not say.
+``weight`` is the record's duration or any quantity proportional to it;
+``excluded`` is 1 for a record that is no training measurement (it
+includes an evaluation), 2 for one whose time another record contains."""
+COLUMN = {name: j for j, name in enumerate(FIELDS)}
+
+NAN = math.nan
+BROKEN: tuple[float, ...] = (NAN,)
+"""Marks a rank whose previous record line could not be read: the next
+record's start is unknown, so its length is too."""
+
+
+class Intervals:
+    """The records of one run, each :data:`FIELDS` followed by the figures
+    named in ``reported`` (e.g. ``tflops_per_gpu``), stored as one flat
+    array of doubles (8 bytes a value: a 1 GB log fits in memory)."""
+
+    def __init__(self, reported: tuple[str, ...]) -> None:
+        self.reported = reported
+        self.width = len(FIELDS) + len(reported)
+        self.data = array("d")
+        self.last_step: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.data) // self.width
+
+    def add(self, row: tuple[float, ...]) -> None:
+        """Append a record; its rank and step (``row[0]``, ``row[1]``) are ints."""
+        self.data.extend(row)
+        self.last_step[row[0]] = row[1]  # type: ignore[index]
+
+    def restarts(self, rank: int, step: int) -> bool:
+        """Whether a record of ``rank`` at ``step`` starts a new run (its step
+        does not advance past that rank's last one)."""
+        last = self.last_step.get(rank)
+        return last is not None and step <= last
+
+    def table(self) -> np.ndarray:
+        """The records as a (records x fields) array sharing their memory."""
+        if not self.data:
+            return np.empty((0, self.width))
+        return np.frombuffer(self.data, dtype=float).reshape(-1, self.width)
+
+
+def break_chain(previous: dict[int, tuple[float, ...]], rank: int | None) -> None:
+    """After an unreadable record line of ``rank`` (None: of an unknown rank,
+    so of every rank), the next record of that rank has an unknown length."""
+    for r in ([rank] if rank is not None else list(previous)):
+        previous[r] = BROKEN
+
+
+def aggregate(records: Intervals, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """Measurements of the run's window (a dict of runs columns) and its steps
+    rows (None unless every window record covers exactly one step)."""
+    table = records.table()
+    col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
+    warmup = config.get("warmup_steps")
+    warmup = 1 if warmup is None or _missing(warmup) else int(warmup)
+    first_covered = col["step"] - col["n_steps"] + 1
+    ranks, first_record, group = np.unique(col["rank"], return_index=True, return_inverse=True)
+    start = first_covered[first_record]
+    boundary = np.where(np.isfinite(start), start, col["step"][first_record]) + warmup
+    in_window = np.isfinite(first_covered) & (first_covered >= boundary[group])
+    if np.isfinite(col["seconds"]).any():
+        in_window &= np.isfinite(col["seconds"])
+    excluded = col["excluded"] > 0
+    window = in_window & ~excluded
+    out: dict[str, Any] = {}
+    if (in_window & (col["excluded"] == 1)).any():
+        out["extra_excluded_records"] = int((in_window & (col["excluded"] == 1)).sum())
+    if not window.any():
+        return out, None
+
+    def per_rank(values: np.ndarray) -> np.ndarray:
+        return np.bincount(group[window], weights=values[window], minlength=len(ranks))[present]
+
+    present = np.bincount(group[window], minlength=len(ranks)) > 0
+    seconds, steps = per_rank(col["seconds"]), per_rank(col["n_steps"])
+    reference = int(np.flatnonzero(present)[0])
+    if np.isfinite(seconds).all():
+        slowest = int(np.argmax(seconds))
+        reference = int(np.flatnonzero(present)[slowest])
+        out.update(elapsed_s=float(seconds.max()), slowest_rank=int(ranks[reference]),
+                   mean_rank_elapsed_s=float(seconds.mean()))
+        if seconds.min() > 0:
+            out["rank_imbalance"] = float(seconds.max() / seconds.min())
+    out["steps"] = int(steps.max())
+    out["ranks"] = int(present.sum())
+    if present.sum() > 1:
+        last = np.full(len(ranks), -np.inf)
+        np.maximum.at(last, group[window], col["step"][window])
+        out["complete"] = bool((steps == steps[0]).all() and (last[present] == last[present][0]).all())
+    on_reference = group == reference
+    warm = col["n_steps"][~in_window & (col["excluded"] != 2) & on_reference]
+    if np.isfinite(warm).all():
+        out["warmup_steps"] = int(warm.sum())
+    for name in ("samples", "tokens"):
+        values = col[name][window & on_reference]
+        if np.isfinite(values).all():
+            out[name] = float(values.sum())
+    with_loss = np.flatnonzero(window & np.isfinite(col["loss"]))
+    if len(with_loss):
+        _, last_of_rank = np.unique(group[with_loss][::-1], return_index=True)
+        out["train_loss"] = float(col["loss"][with_loss[::-1][last_of_rank]].mean())
+    memory = col["memory_gb"][window]
+    if np.isfinite(memory).any():
+        out["peak_memory_gb"] = float(np.nanmax(memory))
+    weight = col["weight"][window]
+    for name in records.reported:
+        values = col[name][window]
+        usable = np.isfinite(values) & np.isfinite(weight) & (weight > 0)
+        if usable.any():
+            out[f"reported_{name}"] = float(np.average(values[usable], weights=weight[usable]))
+    return out, _steps_rows(col, window, in_window, excluded, config)
+
+
+def _steps_rows(col: dict[str, np.ndarray], window: np.ndarray, in_window: np.ndarray, excluded: np.ndarray,
+                config: Mapping[str, Any]) -> pd.DataFrame | None:
+    if not (col["n_steps"][window] == 1).all():
+        return None
+    keep = np.flatnonzero((col["n_steps"] == 1) & ~excluded)
+    keep = keep[np.argsort(col["rank"][keep], kind="stable")]  # by rank, each in file order
+    rank, step, seconds = col["rank"][keep], col["step"][keep], col["seconds"][keep]
+    n = len(keep)
+    start = _starts(rank, step, seconds)
+    micro = config.get("grad_accum_steps")
+    single_rank = not n or rank[0] == rank[-1]
+    return pd.DataFrame({
+        "rank": rank.astype(np.int64), "step": step.astype(np.int64),
+        "warmup": ~in_window[keep], "start_s": start, "step_s": seconds,
+        # logs print the whole job's samples and tokens; per rank they are only known when one rank logs
+        "tokens": col["tokens"][keep] if single_rank else np.full(n, np.nan),
+        "samples": col["samples"][keep] if single_rank else np.full(n, np.nan),
+        "micro_steps": np.full(n, np.nan if _missing(micro) else float(micro)),
+        "loss": col["loss"][keep], "peak_memory_gb": col["memory_gb"][keep],
+    })
+
+
+def _starts(rank: np.ndarray, step: np.ndarray, seconds: np.ndarray) -> np.ndarray:
+    """``start_s`` of single-step records sorted by rank (each rank in file
+    order): seconds since the start of the rank's first timed step, summed
+    over the steps before it while they follow one another and are timed;
+    NaN before that step and after a gap."""
+    n = len(step)
+    if n == 0:
+        return np.empty(0)
+    index = np.arange(n)
+    first = np.concatenate([[True], rank[1:] != rank[:-1]])
+    group_first = np.maximum.accumulate(np.where(first, index, 0))
+    timed = np.isfinite(seconds)
+    timed_upto = np.cumsum(timed)
+    started = timed_upto - (timed_upto - timed)[group_first] > 0  # a timed step at or before this one
+    origin = started & ~(np.concatenate([[False], started[:-1]]) & ~first)
+    origin_index = np.maximum.accumulate(np.where(origin, index, 0))
+    previous = np.concatenate([[np.nan], seconds[:-1]])
+    gaps = np.cumsum(started & ~origin & ((np.diff(step, prepend=np.nan) != 1) | ~np.isfinite(previous)))
+    durations = np.where(timed, seconds, 0.0)
+    before = np.cumsum(durations) - durations
+    return np.where(started & (gaps == gaps[origin_index]), before - before[origin_index], np.nan)
+
+
+def finite(value: float) -> float:
+    """``value``, or NaN where it is infinite (runs columns hold finite numbers)."""
+    return value if math.isfinite(value) else NAN
+
+
+def _missing(value: object) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))

@@ -1,0 +1,303 @@
+"""Megatron-LM and Megatron-DeepSpeed logs: ``iteration N/ M | ...`` lines.
+
+``training_log`` prints, every ``log_interval`` iterations, one line of
+``key: value |`` fields::
+
+     [2025-01-15 10:00:07.123456] iteration       20/    1000 | consumed samples:         2560 |
+     elapsed time per iteration (ms): 1302.4 | throughput per GPU (TFLOP/s/GPU): 412.3 |
+     learning rate: 2.997E-05 | global batch size:   128 | lm loss: 7.211433E+00 | loss scale: 1.0 |
+     grad norm: 1.873 | number of skipped iterations:   0 | number of nan iterations:   0 |
+
+(one line in the log). Megatron-DeepSpeed adds ``consumed tokens``, ``actual
+seqlen``, ``samples per second``, ``tokens per gpu per second (tgs)`` and
+``TFLOPs``; older forks print ``elapsed time per iteration (s)``.
+
+Conversions:
+
+* ``elapsed time per iteration`` is the mean over the iterations since the
+  previous line (the ``interval-time`` timer divided by the iterations in the
+  interval), so a line covers ``n = N - N_prev`` iterations and
+  ``n · time`` seconds. The first line of a log covers unknown iterations
+  (a resumed run counts on from its checkpoint) unless it is iteration 1.
+* Recent Megatron-LM also logs iteration 1 alone without resetting its
+  timers: the next line's mean then covers iterations 1..N. When the first
+  line is iteration 1, or the gap to the second line differs from the next
+  gap, the second line is taken to cover the first line's iterations too
+  (and the first line, contained in it, is left out).
+* ``samples`` of a line: the change in ``consumed samples`` (exact under
+  batch-size ramp-up), else ``n · global batch size``; ``tokens``: the change
+  in ``consumed tokens`` where printed.
+* ``throughput per GPU (TFLOP/s/GPU)`` (Megatron-LM: model FLOPs from
+  ``num_floating_point_operations``) and ``TFLOPs`` (Megatron-DeepSpeed: eq. 3
+  of Narayanan et al. with the recomputation factor 4 under activation
+  checkpointing, i.e. hardware FLOPs) are kept as ``reported_tflops_per_gpu``;
+  ``samples per second`` as ``reported_samples_per_s``; ``tgs`` as
+  ``reported_tokens_per_s_per_gpu``.
+* The argument dump (``  seq_length ........ 2048``) gives ``gpus``
+  (``world_size``), ``seq_len``, ``n_layers``, ``d_model``, ``n_heads``,
+  ``micro_batch_size``, ``global_batch_size``, ``grad_accum_steps`` (global
+  batch / (micro batch · data-parallel size)), ``precision`` (``fp8``,
+  ``bf16``, ``fp16``, else ``fp32``) and ``activation_checkpointing``
+  (``recompute_granularity full`` or ``checkpoint_activations``); ``> padded
+  vocab (... new size: V)`` gives ``vocab_size``; ``memory (MB) | ... max
+  allocated: X`` gives ``peak_memory_gb = X / 1024``; ``lm loss value: X``
+  (validation) gives ``val_loss``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from trainperf.importers import intervals
+from trainperf.importers.core import Format, ParsedLog, ParsedRun
+from trainperf.importers.settings import Settings
+from trainperf.importers.text import (NUMBER, LineError, LineParser, number, parse_wrapped, positive,
+                                      rank_prefix, whole)
+
+NAN = math.nan
+REPORTED = ("tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu")
+_ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_FIELDS = re.compile(r"\| (consumed samples|consumed tokens|elapsed time per iteration \((?:ms|s)\)|"
+                     r"global batch size|lm loss|loss|throughput per GPU \(TFLOP/s/GPU\)|TFLOPs|samples per second|"
+                     r"tokens per gpu per second \(tgs\)): ([^|]*)(?=\|)")
+"""The fields read from an iteration line (the others are ignored)."""
+_ARG = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*) \.{3,} (.*?)\s*$")
+_VOCAB = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
+_MEMORY = re.compile(rf"memory \(MB\) \| allocated: (?:{NUMBER}) \| max allocated: ({NUMBER})")
+_VAL_LOSS = re.compile(rf"lm loss value:\s*({NUMBER})")
+_INT_ARGS = {"world_size": "gpus", "seq_length": "seq_len", "num_layers": "n_layers", "hidden_size": "d_model",
+             "num_attention_heads": "n_heads", "micro_batch_size": "micro_batch_size",
+             "global_batch_size": "global_batch_size", "padded_vocab_size": "vocab_size",
+             "tensor_model_parallel_size": "extra_tensor_parallel_size",
+             "pipeline_model_parallel_size": "extra_pipeline_parallel_size",
+             "context_parallel_size": "extra_context_parallel_size",
+             "data_parallel_size": "extra_data_parallel_size", "num_experts": "extra_num_experts"}
+_OTHER_ARGS = ("bf16", "fp16", "fp8", "recompute_granularity", "checkpoint_activations")
+
+
+def parse_iteration(line: str) -> tuple[Any, ...]:
+    """``(rank, iteration, seconds per iteration, consumed samples, consumed
+    tokens, global batch size, loss, tflops_per_gpu, samples_per_s,
+    tokens_per_s_per_gpu)`` of an iteration line (NaN where absent)."""
+    rank, body = rank_prefix(line)
+    match = _ITERATION.search(body)
+    if match is None:
+        raise LineError("no 'iteration N/ M |' field")
+    if _ITERATION.search(body, match.end()):
+        raise LineError("two records on one line (interleaved output of several processes)")
+    rest = body[match.end() - 1:].rstrip()
+    if not rest.endswith("|"):
+        raise LineError("truncated: an iteration line ends with '|'")
+    fields = dict(_FIELDS.findall(rest))
+    if "elapsed time per iteration (ms)" in fields:
+        seconds = _number(fields, "elapsed time per iteration (ms)") / 1000.0
+    else:
+        seconds = _number(fields, "elapsed time per iteration (s)")
+    if math.isnan(seconds):
+        raise LineError("no 'elapsed time per iteration' field")
+    positive(seconds, "elapsed time per iteration")
+    loss = _number(fields, "lm loss")
+    tflops = _number(fields, "throughput per GPU (TFLOP/s/GPU)")
+    return (0 if rank is None else rank, whole(match.group(1), "iteration"), seconds,
+            _count(fields, "consumed samples"), _count(fields, "consumed tokens"),
+            _count(fields, "global batch size"), loss if not math.isnan(loss) else _number(fields, "loss"),
+            tflops if not math.isnan(tflops) else _number(fields, "TFLOPs"), _number(fields, "samples per second"),
+            _number(fields, "tokens per gpu per second (tgs)"))
+
+
+def _number(fields: dict[str, str], key: str) -> float:
+    """The number of field ``key`` (NaN if absent)."""
+    text = fields.get(key)
+    if text is None:
+        return NAN
+    try:
+        return number(text)
+    except LineError as exc:
+        raise LineError(f"{key}: {exc}") from None
+
+
+def _count(fields: dict[str, str], key: str) -> float:
+    value = _number(fields, key)
+    if not math.isnan(value) and not (math.isfinite(value) and value >= 0 and value.is_integer()):
+        raise LineError(f"{key}: {value:g} is not a whole number")
+    return value
+
+
+def _starts_record(text: str) -> bool:
+    return _ITERATION.search(text) is not None
+
+
+class _Run:
+    def __init__(self, line: int, config: dict[str, Any]) -> None:
+        self.line = line
+        self.config = config
+        self.records = intervals.Intervals(REPORTED)
+        self.previous: dict[int, tuple[float, ...]] = {}
+        self.memory_gb = NAN
+        self.val_loss = NAN
+        self.widened = False
+
+
+class MegatronParser(LineParser):
+    anchors = ("iteration", " ...", "padded vocab", "memory (MB)", "lm loss value")
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.args: dict[str, str] = {}
+        self.vocab: int | None = None
+        self.run: _Run | None = None
+        self.done: list[_Run] = []
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        line = lines[i]
+        if "iteration" in line and _ITERATION.search(line):
+            try:
+                parsed, used = parse_wrapped(lines, i, parse_iteration, _starts_record)
+            except LineError as exc:
+                self.skip(number_, f"iteration line: {exc}")
+                if self.run is not None:
+                    intervals.break_chain(self.run.previous, rank_prefix(line)[0])
+                return 1
+            problem = self._add(number_, parsed)
+            if problem:
+                self.skip(number_, f"iteration line: {problem}")
+            return used
+        if "lm loss value" in line:
+            match = _VAL_LOSS.search(line)
+            if match and self.run is not None:
+                self.run.val_loss = intervals.finite(float(match.group(1).replace(",", "")))
+        elif "memory (MB)" in line:
+            match = _MEMORY.search(line)
+            megabytes = float(match.group(1).replace(",", "")) if match else NAN
+            if 0 <= megabytes < math.inf and self.run is not None:
+                self.run.memory_gb = max(_nan_to(self.run.memory_gb, 0.0), megabytes / 1024.0)
+        elif "padded vocab" in line:
+            match = _VOCAB.search(line)
+            if match:
+                self.vocab = int(match.group(1))
+        else:
+            match = _ARG.match(rank_prefix(line)[1])
+            if match and (match.group(1) in _INT_ARGS or match.group(1) in _OTHER_ARGS):
+                self.args[match.group(1)] = match.group(2)
+        return 1
+
+    def _add(self, line: int, parsed: tuple[Any, ...]) -> str:
+        """Add an iteration line's record; a reason if its interval cannot be used."""
+        rank, iteration, seconds, consumed, consumed_tokens, batch, loss, *reported = parsed
+        run = self.run
+        if run is None or run.records.restarts(rank, iteration):
+            if run is not None:
+                self.done.append(run)
+            run = self.run = _Run(line, self._config())
+        previous = run.previous.get(rank)
+        if previous is intervals.BROKEN:
+            n = samples = tokens = NAN
+        elif previous is None:  # only a first line at iteration 1 says where its interval starts
+            n = 1.0 if iteration == 1 else NAN
+            samples = consumed if iteration == 1 else NAN
+            tokens = consumed_tokens if iteration == 1 else NAN
+        else:
+            n = float(iteration - previous[0])
+            samples = consumed - previous[1] if math.isfinite(consumed - previous[1]) else n * batch
+            tokens = consumed_tokens - previous[2]
+            if samples < 0 or tokens < 0:
+                run.previous[rank] = intervals.BROKEN
+                return "consumed samples or tokens went down since the previous line"
+        run.previous[rank] = (iteration, consumed, consumed_tokens)
+        if math.isfinite(batch):
+            run.config["global_batch_size"] = int(batch)
+        duration = n * seconds
+        run.records.add((rank, iteration, n, duration, duration, samples, tokens, loss, NAN, 0.0, *reported))
+        return ""
+
+    def _config(self) -> dict[str, Any]:
+        """Runs columns from the argument dump seen so far."""
+        config: dict[str, Any] = {}
+        for arg, column in _INT_ARGS.items():
+            value = self.args.get(arg)
+            if value is not None and value.isdigit() and int(value) > 0:
+                config[column] = int(value)
+        if self.vocab is not None:
+            config["vocab_size"] = self.vocab
+        args = self.args
+        if args.get("fp8", "None") not in ("None", "False"):
+            config["precision"] = "fp8"
+        elif args.get("bf16") == "True":
+            config["precision"] = "bf16"
+        elif args.get("fp16") == "True":
+            config["precision"] = "fp16"
+        elif "bf16" in args and "fp16" in args:
+            config["precision"] = "fp32"
+        granularity = args.get("recompute_granularity")
+        if granularity not in (None, "None"):
+            config["extra_recompute_granularity"] = granularity
+        if "recompute_granularity" in args or "checkpoint_activations" in args:
+            config["activation_checkpointing"] = (granularity == "full"
+                                                  or args.get("checkpoint_activations") == "True")
+        dp, micro, batch = (config.get("extra_data_parallel_size"), config.get("micro_batch_size"),
+                            config.get("global_batch_size"))
+        if dp and micro and batch and batch % (dp * micro) == 0:
+            config["grad_accum_steps"] = batch // (dp * micro)
+        return config
+
+    def result(self) -> list[ParsedRun]:
+        runs = self.done + ([self.run] if self.run is not None else [])
+        return [ParsedRun(None, run.line, run.config, _finisher(run)) for run in runs]
+
+
+def _finisher(run: _Run):
+    def finish(config: Mapping[str, Any]):
+        if not run.widened:
+            _first_iteration_alone(run.records.table())
+            run.widened = True
+        measured, steps = intervals.aggregate(run.records, config)
+        measured["extra_time_source"] = "iteration times printed by the log"
+        if math.isfinite(run.memory_gb):
+            measured["peak_memory_gb"] = max(run.memory_gb, measured.get("peak_memory_gb", 0.0))
+        if math.isfinite(run.val_loss):
+            measured["val_loss"] = run.val_loss
+        return measured, steps
+    return finish
+
+
+def _first_iteration_alone(table: np.ndarray) -> None:
+    """Where a rank's first line was iteration 1 logged on its own (recent
+    Megatron-LM), its second line's mean covers the first line's iterations
+    too: widen that record (in place) and leave the first out (``excluded`` = 2)."""
+    c = intervals.COLUMN
+    for rank in np.unique(table[:, c["rank"]]):
+        rows = np.flatnonzero(table[:, c["rank"]] == rank)
+        if len(rows) < 2:
+            continue
+        first, second = table[rows[0]], table[rows[1]]
+        gap = second[c["step"]] - first[c["step"]]
+        if not (first[c["step"]] == 1 or (len(rows) > 2 and table[rows[2], c["step"]] - second[c["step"]] != gap)):
+            continue
+        per_iteration = second[c["seconds"]] / second[c["n_steps"]]
+        second[c["n_steps"]] += first[c["n_steps"]]
+        second[c["seconds"]] = second[c["weight"]] = second[c["n_steps"]] * per_iteration
+        second[c["samples"]] += first[c["samples"]]
+        second[c["tokens"]] += first[c["tokens"]]
+        first[c["excluded"]] = 2.0
+
+
+def _nan_to(value: float, default: float) -> float:
+    return default if math.isnan(value) else value
+
+
+class Megatron(Format):
+    name = "megatron"
+    title = "a Megatron-LM / Megatron-DeepSpeed log"
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        return len(_ITERATION.findall(head))
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        parser = MegatronParser(path)
+        parser.read()
+        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)

@@ -1,0 +1,175 @@
+"""nanoGPT logs: ``iter N: loss X, time Yms, mfu Z%``.
+
+``train.py`` prints, every ``log_interval`` iterations (master process only)::
+
+    iter 200: loss 3.2418, time 412.37ms, mfu 38.12%
+
+and, every ``eval_interval`` iterations, before that iteration's own line,
+``step N: train loss X, val loss Y``.
+
+Conversions:
+
+* ``time`` is the wall time of that one iteration (``dt``, between the ends
+  of two consecutive iterations), including all its gradient-accumulation
+  micro-steps: each line is a record of one step; with ``log_interval > 1``
+  the lines are a sample of the steps, and ``elapsed_s`` is the time of the
+  sampled steps (``steps`` counts them, so rates are exact).
+* An iteration that ran an evaluation (its ``step N:`` line precedes it)
+  includes the evaluation's time: it is left out of the window
+  (``extra_excluded_records``) and of the steps table.
+* ``mfu`` is a running average (``0.9 · previous + 0.1 · current`` over the
+  printed iterations) of ``6·N + 12·L·d·T`` FLOPs per token (N: parameters
+  without the position embedding) against the A100 bf16 dense peak of 312
+  TFLOP/s, per process; it prints ``-100.00%`` for the first five
+  iterations (read as not reported). Kept as ``reported_mfu`` (a fraction),
+  with ``reported_peak_tflops_per_gpu = 312``.
+* ``tokens per iteration will be: T`` (whole job, per optimizer step) gives
+  each record's ``tokens``; ``number of parameters: P M`` gives ``n_params``
+  (the count nanoGPT's MFU uses); ``Overriding: key = value`` lines give
+  ``n_layers`` (``n_layer``), ``n_heads`` (``n_head``), ``d_model``
+  (``n_embd``), ``seq_len`` (``block_size``), ``micro_batch_size``
+  (``batch_size``) and ``precision`` (``dtype``). Defaults of ``train.py``
+  that are not printed are not assumed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainperf.errors import DataError
+from trainperf.hardware import normalize_precision
+from trainperf.importers import intervals
+from trainperf.importers.core import Format, ParsedLog, ParsedRun
+from trainperf.importers.settings import Settings
+from trainperf.importers.text import NUMBER, LineError, LineParser, number, parse_wrapped, positive, rank_prefix
+
+NAN = math.nan
+NANOGPT_PEAK_TFLOPS = 312.0
+"""nanoGPT's ``estimate_mfu`` divides by the A100 bf16 dense peak, 312 TFLOP/s."""
+REPORTED = ("mfu",)
+_ITER_START = re.compile(r"iter \d+:")
+_ITER = re.compile(r"iter (\d+): loss (\S+), time (\S+)ms, mfu (\S+)%\s*$")
+_EVAL = re.compile(rf"\bstep (\d+): train loss ({NUMBER}), val loss ({NUMBER})")
+_TOKENS = re.compile(r"tokens per iteration will be: ([\d,]+)")
+_PARAMS = re.compile(rf"number of parameters: ({NUMBER})M")
+_OVERRIDE = re.compile(r"Overriding: (\w+) = (.+?)\s*$")
+_OVERRIDES = {"n_layer": "n_layers", "n_head": "n_heads", "n_embd": "d_model", "block_size": "seq_len",
+              "batch_size": "micro_batch_size"}
+
+
+def parse_iter(line: str) -> tuple[int, float, float, float]:
+    """``(iteration, loss, seconds, mfu fraction or NaN)`` of an iteration line."""
+    body = rank_prefix(line)[1]
+    match = _ITER.search(body)
+    if match is None:
+        raise LineError("expected 'iter N: loss X, time Yms, mfu Z%'")
+    if _ITER_START.search(body, 0, match.start()):
+        raise LineError("two records on one line (interleaved output of several processes)")
+    seconds = positive(number(match.group(3)) / 1000.0, "time")
+    mfu = number(match.group(4)) / 100.0
+    return int(match.group(1)), number(match.group(2)), seconds, mfu if mfu >= 0 else NAN
+
+
+def _starts_record(text: str) -> bool:
+    return _ITER_START.search(text) is not None
+
+
+class _Run:
+    def __init__(self, line: int, config: dict[str, Any]) -> None:
+        self.line = line
+        self.config = config
+        self.records = intervals.Intervals(REPORTED)
+        self.val_loss = NAN
+
+
+class NanoGPTParser(LineParser):
+    anchors = ("iter ", "step ", "tokens per iteration", "number of parameters", "Overriding:")
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.config: dict[str, Any] = {"reported_peak_tflops_per_gpu": NANOGPT_PEAK_TFLOPS}
+        self.tokens = NAN
+        self.run: _Run | None = None
+        self.pending_eval: tuple[int, float] | None = None
+        self.done: list[_Run] = []
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        line = lines[i]
+        if "iter " in line and _ITER_START.search(line):
+            try:
+                parsed, used = parse_wrapped(lines, i, parse_iter, _starts_record)
+            except LineError as exc:
+                self.skip(number_, f"iteration line: {exc}")
+                return 1
+            self._add(number_, *parsed)
+            return used
+        if match := _EVAL.search(line):
+            self.pending_eval = (int(match.group(1)), intervals.finite(float(match.group(3).replace(",", ""))))
+        elif match := _TOKENS.search(line):
+            self.tokens = float(match.group(1).replace(",", ""))
+        elif match := _PARAMS.search(line):
+            millions = float(match.group(1).replace(",", ""))
+            if 0 < millions < math.inf:
+                self.config["n_params"] = millions * 1e6
+            else:
+                self.skip(number_, f"number of parameters: {millions:g}M is not a count")
+        elif match := _OVERRIDE.search(line):
+            self._override(number_, *match.groups())
+        return 1
+
+    def _override(self, line: int, key: str, value: str) -> None:
+        value = value.strip().strip("'\"")
+        if key == "dtype":
+            try:
+                self.config["precision"] = normalize_precision(value)
+            except DataError:
+                self.skip(line, f"Overriding: dtype = {value!r} is not a known precision")
+        elif key in _OVERRIDES:
+            if value.isdigit() and int(value) > 0:
+                self.config[_OVERRIDES[key]] = int(value)
+            else:
+                self.skip(line, f"Overriding: {key} = {value!r} is not a positive whole number")
+
+    def _add(self, line: int, iteration: int, loss: float, seconds: float, mfu: float) -> None:
+        run = self.run
+        if run is None or run.records.restarts(0, iteration):
+            if run is not None:
+                self.done.append(run)
+            run = self.run = _Run(line, dict(self.config))
+        excluded = 0.0
+        if self.pending_eval is not None:
+            evaluated, val_loss = self.pending_eval
+            self.pending_eval = None
+            run.val_loss = val_loss
+            excluded = 1.0 if evaluated == iteration else 0.0
+        run.records.add((0, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, mfu))
+
+    def result(self) -> list[ParsedRun]:
+        runs = self.done + ([self.run] if self.run is not None else [])
+        return [ParsedRun(None, run.line, run.config, _finisher(run)) for run in runs]
+
+
+def _finisher(run: _Run):
+    def finish(config: Mapping[str, Any]):
+        measured, steps = intervals.aggregate(run.records, config)
+        measured["extra_time_source"] = "iteration times printed by the log"
+        if math.isfinite(run.val_loss):
+            measured["val_loss"] = run.val_loss
+        return measured, steps
+    return finish
+
+
+class NanoGPT(Format):
+    name = "nanogpt"
+    title = "a nanoGPT log"
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        return len(_ITER_START.findall(head))
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        parser = NanoGPTParser(path)
+        parser.read()
+        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)

@@ -1,0 +1,187 @@
+"""What a log does not say: the YAML sidecar next to it and CLI overrides.
+
+The sidecar of ``train.log`` is ``train.log.trainperf.yaml``. Its keys are
+canonical runs columns (``trainperf.schema``: ``platform``, ``n_params``,
+``n_layers``, ``d_model``, ``seq_len``, ``gpus``, ``precision``, ...),
+``reported_*`` / ``extra_*`` columns, and three structural keys:
+
+``runs``
+    per-run values, by the run id the importer gives (``{run_id: {key: value}}``);
+    they win over the top-level values.
+``columns``
+    the column mapping of a CSV file (see ``trainperf.importers.csv_mapping``).
+``warmup_steps``
+    (a canonical column) read as input: steps at the start of the log
+    excluded from the measured window (default 1).
+
+Precedence: the log < the sidecar's top level < its ``runs`` entry < the
+overrides given to ``import_path`` (``--set KEY=VALUE``). A value that
+contradicts what the log says wins, with a ``DataWarning``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainperf.errors import DataError
+from trainperf.flops import CONVENTIONS
+from trainperf.hardware import normalize_precision
+from trainperf.loading import FALSE, RANGE_CHECKS, TRUE
+from trainperf.schema import INPUT_COLUMNS, PREFIXES
+
+SIDECAR_SUFFIX = ".trainperf.yaml"
+STRUCTURAL = ("runs", "columns")
+OVERRIDES = "the overrides (--set)"
+MAPPING_KEY = "mapping"
+"""Override naming a column-mapping file (YAML with ``columns:``) for a CSV."""
+
+
+@dataclass
+class Settings:
+    """Values for every run, per-run values (with where each came from, for
+    messages), and a CSV column mapping with the file that holds it."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    origins: dict[tuple[str | None, str], str] = field(default_factory=dict)
+    columns: dict[str, Any] | None = None
+    columns_source: Path | None = None
+
+    def for_run(self, run_id: str) -> dict[str, Any]:
+        """The explicit values of one run (top level, then its ``runs`` entry)."""
+        return {**self.values, **self.runs.get(run_id, {})}
+
+    def origin(self, run_id: str, key: str) -> str:
+        """Where the run's explicit value of ``key`` comes from."""
+        return self.origins.get((run_id, key)) or self.origins.get((None, key), "the settings")
+
+
+def sidecar_path(log: Path) -> Path:
+    """``<log>.trainperf.yaml`` next to ``log``."""
+    return log.with_name(log.name + SIDECAR_SUFFIX)
+
+
+def load_settings(log: Path, overrides: Mapping[str, Any] | None = None) -> Settings:
+    """The sidecar of ``log`` (if there is one) merged with ``overrides``."""
+    settings = Settings()
+    sidecar = sidecar_path(log)
+    if sidecar.exists():
+        _merge(settings, read_yaml(sidecar), sidecar)
+    overrides = dict(overrides or {})
+    mapping = overrides.pop(MAPPING_KEY, None)
+    if mapping is not None:
+        mapping_path = Path(str(mapping))
+        data = read_yaml(mapping_path)
+        if "columns" not in data:
+            raise DataError("a column-mapping file needs a 'columns:' section", path=mapping_path)
+        _merge(settings, data, mapping_path)
+    if overrides:
+        _merge(settings, overrides, OVERRIDES)
+    return settings
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping a YAML file holds (DataError naming the file and line if it is not one)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise DataError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
+                        line=mark.line + 1 if mark is not None else None) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise DataError("expected a mapping of column names to values", path=path)
+    return data
+
+
+def _merge(settings: Settings, data: Mapping[str, Any], where: object) -> None:
+    for key, value in data.items():
+        key = str(key)
+        if key == "runs":
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise DataError("'runs' must map run ids to mappings of column names to values",
+                                path=where, column="runs")
+            for run_id, values in value.items():
+                entry = settings.runs.setdefault(str(run_id), {})
+                for k, v in values.items():
+                    entry[str(k)] = coerce(str(k), v, where)
+                    settings.origins[(str(run_id), str(k))] = str(where)
+        elif key == "columns":
+            if not isinstance(value, dict) or not value:
+                raise DataError("'columns' must map runs columns to CSV column names", path=where,
+                                column="columns")
+            settings.columns = {str(k): v for k, v in value.items()}
+            settings.columns_source = where if isinstance(where, Path) else None
+        else:
+            settings.values[key] = coerce(key, value, where)
+            settings.origins[(None, key)] = str(where)
+
+
+def check_key(key: str, where: object) -> None:
+    """DataError unless ``key`` is a canonical input column or a prefixed one."""
+    if key in INPUT_COLUMNS or key.startswith(PREFIXES):
+        return
+    close = difflib.get_close_matches(key, [*INPUT_COLUMNS, *STRUCTURAL], n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise DataError(f"unknown key: {hint}keys are runs columns (trainperf.schema), 'reported_*' / 'extra_*', "
+                    f"or {', '.join(repr(s) for s in STRUCTURAL)}", path=where, column=key)
+
+
+def coerce(key: str, value: Any, where: object) -> Any:
+    """``value`` converted to the type of column ``key`` and checked (DataError naming ``where``)."""
+    check_key(key, where)
+    column = INPUT_COLUMNS.get(key)
+    if column is None:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        try:
+            return float(str(value).replace(",", ""))
+        except ValueError:
+            return str(value)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise DataError("empty value", path=where, column=key)
+    if column.kind == "str":
+        text = str(value).strip()
+        if key == "precision":
+            try:
+                return normalize_precision(text)
+            except DataError as exc:
+                raise DataError(str(exc).split(": ", 1)[-1], path=where, column=key) from exc
+        if key == "flops_convention":
+            if text.lower() not in CONVENTIONS:
+                raise DataError(f"{text!r} is not one of {', '.join(CONVENTIONS)}", path=where, column=key)
+            return text.lower()
+        return text
+    if column.kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text not in TRUE | FALSE:
+            raise DataError(f"{value!r} is not true or false", path=where, column=key)
+        return text in TRUE
+    try:
+        number = float(str(value).replace(",", "").replace("_", "")) if not isinstance(value, (int, float)) \
+            else float(value)
+    except ValueError:
+        raise DataError(f"{value!r} is not a number", path=where, column=key) from None
+    if not math.isfinite(number):
+        raise DataError(f"{value!r} is not a finite number", path=where, column=key)
+    if column.check:
+        test, text = RANGE_CHECKS[column.check]
+        if not test(number):
+            raise DataError(f"{number:g} {text}", path=where, column=key)
+    if column.kind == "int":
+        if number != int(number):
+            raise DataError(f"{number:g} must be a whole number", path=where, column=key)
+        return int(number)
+    return number

@@ -1,0 +1,268 @@
+"""Reading log text: chunks of cleaned lines, numbers, rank prefixes, timestamps.
+
+Logs are read in chunks of :data:`CHUNK_BYTES` (gzip-compressed files too,
+recognised by their magic bytes). Each chunk is cleaned before it is split
+into lines:
+
+* ANSI escape sequences (colours, cursor movement) are removed;
+* ``\\r\\n`` becomes ``\\n``; a lone ``\\r`` (a progress bar redrawing its
+  line) keeps only the text after the last one, as a terminal shows it.
+
+Line numbers are those of the file (counted by ``\\n``). A parser sees the
+lines of a chunk plus, at its end, :data:`LOOKAHEAD` lines it may read but
+not consume, so a record wrapped over several lines can be joined across a
+chunk boundary (see :class:`LineParser`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import math
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO, TypeVar
+
+from trainperf.errors import DataError
+
+CHUNK_BYTES = 8 << 20
+LOOKAHEAD = 4
+"""Lines kept back at the end of a chunk for joining wrapped records."""
+WRAP_LINES = 2
+"""A record may continue over at most this many following lines."""
+MAX_LINE_BYTES = 64 << 20
+"""A 'line' longer than this is cut: the file is not line-oriented text."""
+MAX_SKIPPED_KEPT = 10_000
+"""Unreadable lines kept with their reason; beyond that they are only counted."""
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_OVERWRITTEN = re.compile(r"[^\n]*\r(?!\n)")
+
+NUMBER = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
+"""A number as logs print it: optional sign, thousands separators (``12,345``),
+decimals, exponent, ``nan`` / ``inf``."""
+_NUMBER = re.compile(rf"(?:{NUMBER})\Z")
+
+_RANK_PREFIX = re.compile(
+    r"\s*(?:\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:|(\d+): )")
+"""Per-rank prefixes added by launchers: ``[rank3]:`` (torchrun ``--tee`` /
+``--local-ranks-filter``), ``[default3]:`` (torchelastic), ``[1,3]<stdout>:``
+(Open MPI ``--tag-output``), ``3: `` (Slurm ``srun --label``)."""
+
+_TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:[.,](\d{1,9}))?")
+
+
+class LineError(Exception):
+    """A line that looks like a record of the format but cannot be read (internal)."""
+
+
+def number(text: str) -> float:
+    """The value of a printed number (see :data:`NUMBER`); :class:`LineError` otherwise."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    text = text.strip()
+    if not _NUMBER.match(text):
+        raise LineError(f"{text[:40]!r} is not a number")
+    return float(text.replace(",", ""))
+
+
+def positive(value: float, what: str) -> float:
+    """``value`` if finite and > 0, else :class:`LineError`."""
+    if not (value > 0 and math.isfinite(value)):
+        raise LineError(f"{what} must be a positive number, not {value:g}")
+    return value
+
+
+def whole(text: str, what: str) -> int:
+    """A non-negative whole number (thousands separators allowed)."""
+    value = number(text)
+    if not (math.isfinite(value) and value >= 0 and value == int(value)):
+        raise LineError(f"{what} must be a whole number, not {text.strip()[:40]!r}")
+    return int(value)
+
+
+def rank_prefix(line: str) -> tuple[int | None, str]:
+    """The rank named by a launcher prefix at the start of ``line`` (or None)
+    and the line without the prefix."""
+    match = _RANK_PREFIX.match(line)
+    if match is None:
+        return None, line
+    return int(match.group(match.lastindex or 1)), line[match.end():]
+
+
+_MINUTE_SECONDS: dict[str, float] = {}
+
+
+def timestamp(text: str) -> float:
+    """Seconds since 1970 (naive local time taken as UTC) of the first
+    ``YYYY-MM-DD HH:MM:SS[.,fraction]`` in ``text``; NaN if there is none."""
+    match = _TIMESTAMP.search(text)
+    if match is None:
+        return math.nan
+    minute, seconds, fraction = match.groups()
+    base = _MINUTE_SECONDS.get(minute)
+    if base is None:
+        try:
+            day = dt.datetime.strptime(minute[:10], "%Y-%m-%d").replace(tzinfo=dt.timezone.utc).timestamp()
+        except ValueError:
+            return math.nan
+        hours, minutes = int(minute[11:13]), int(minute[14:16])
+        if hours > 23 or minutes > 59:
+            return math.nan
+        base = _MINUTE_SECONDS[minute] = day + hours * 3600 + minutes * 60
+    value = base + int(seconds)
+    return value + int(fraction) / 10 ** len(fraction) if fraction else value
+
+
+def _open(path: Path) -> BinaryIO:
+    handle = open(path, "rb")
+    if handle.read(2) == b"\x1f\x8b":
+        handle.close()
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    handle.seek(0)
+    return handle
+
+
+def clean(text: str) -> str:
+    """Text without ANSI escapes and carriage-return overwrites (line count kept)."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if "\r" in text:
+            text = _OVERWRITTEN.sub("", text)
+    return text
+
+
+READ_ERRORS = (OSError, EOFError, zlib.error)
+"""What reading a file can raise (a damaged gzip stream included)."""
+
+
+def read_head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of the (decompressed) file."""
+    try:
+        with _open(path) as handle:
+            return handle.read(size)
+    except READ_ERRORS as exc:
+        raise DataError(f"cannot read: {exc}", path=path) from exc
+
+
+def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[str]]:
+    """The file's cleaned lines, a chunk (a list of whole lines) at a time."""
+    try:
+        yield from _chunks(path, chunk_bytes)
+    except READ_ERRORS as exc:
+        raise DataError(f"cannot read: {exc}", path=path) from exc
+
+
+def _chunks(path: Path, chunk_bytes: int) -> Iterator[list[str]]:
+    with _open(path) as handle:
+        rest = b""
+        while True:
+            data = handle.read(chunk_bytes)
+            if not data:
+                if rest:
+                    yield clean(rest.decode("utf-8", errors="replace")).split("\n")
+                return
+            data = rest + data
+            cut = data.rfind(b"\n")
+            if cut < 0 and len(data) < MAX_LINE_BYTES:
+                rest = data
+                continue
+            if cut < 0:
+                cut = len(data)
+            rest = data[cut + 1:]
+            yield clean(data[:cut].decode("utf-8", errors="replace")).split("\n")
+
+
+class LineParser:
+    """Base of the line-oriented parsers: feeds each line that contains one
+    of :attr:`anchors` to :meth:`handle`; counts the lines it could not read.
+
+    :meth:`handle` gets the chunk's lines, the index of the line and its
+    number in the file, and returns how many lines it consumed (more than one
+    when it joined a wrapped record).
+    """
+
+    anchors: tuple[str, ...] = ()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.skipped: list[tuple[str, int, str]] = []
+        self.skipped_total = 0
+        self.lines = 0
+
+    def handle(self, lines: list[str], i: int, number: int) -> int:
+        raise NotImplementedError
+
+    def skip(self, number: int, reason: str) -> None:
+        """Count a line that could not be read; keep the first ones with their reason."""
+        self.skipped_total += 1
+        if len(self.skipped) < MAX_SKIPPED_KEPT:
+            self.skipped.append((str(self.path), number, reason))
+
+    def consume(self, lines: list[str], first: int, final: bool) -> int:
+        """Parse ``lines`` (the first is line ``first`` of the file); return how
+        many were consumed (all when ``final``, else all but the lookahead)."""
+        stop = len(lines) if final else max(0, len(lines) - LOOKAHEAD)
+        anchors = self.anchors
+        handle = self.handle
+        i = 0
+        while i < stop:
+            line = lines[i]
+            for anchor in anchors:
+                if anchor in line:
+                    i += handle(lines, i, first + i)
+                    break
+            else:
+                i += 1
+        return i
+
+    def read(self) -> None:
+        """Read the whole file."""
+        carry: list[str] = []
+        first = 1
+        chunks = iter_chunks(self.path)
+        pending = next(chunks, None)
+        while pending is not None:
+            following = next(chunks, None)
+            lines = carry + pending if carry else pending
+            used = self.consume(lines, first, following is None)
+            carry = lines[used:]
+            first += used
+            pending = following
+        self.lines = first - 1 + len(carry)
+
+
+T = TypeVar("T")
+
+
+def parse_wrapped(lines: list[str], i: int, parse: Callable[[str], T],
+                  starts_record: Callable[[str], bool]) -> tuple[T, int]:
+    """``parse(lines[i])``, or, when that fails, ``parse`` of the line joined
+    with up to :data:`WRAP_LINES` continuation lines (a continuation does not
+    start a record of its own; a launcher's rank prefix on it is dropped; the
+    pieces are joined as they are, then with a space). Returns the value and
+    the number of lines used; re-raises the first :class:`LineError`."""
+    try:
+        return parse(lines[i]), 1
+    except LineError as error:
+        first_error = error
+    text = lines[i]
+    for extra in range(1, WRAP_LINES + 1):
+        if i + extra >= len(lines):
+            break
+        piece = rank_prefix(lines[i + extra])[1]
+        if not piece.strip() or starts_record(piece):
+            break
+        for joiner in ("", " "):
+            try:
+                return parse(text + joiner + piece), extra + 1
+            except LineError:
+                pass
+        text += piece
+    raise first_error

@@ -1,0 +1,253 @@
+"""torchtitan logs: ``step: N  loss: ...  memory: ...GiB(...%)  tps: ...  tflops: ...  mfu: ...%``.
+
+``MetricsProcessor.log`` prints, at step 1 and every ``log_freq`` steps,
+through the ``[titan] %(asctime)s - %(name)s - %(levelname)s -`` logger
+(colours by ANSI escapes, per-rank ``[rankN]:`` prefixes from torchrun)::
+
+    [rank0]:[titan] 2025-01-15 10:00:12,345 - root - INFO - step: 10  loss:  7.3513
+      grad_norm:  1.2461  memory: 35.18GiB(44.47%)  tps: 6,941  tflops: 402.10  mfu: 40.66%
+
+(one line in the log; ``grad_norm`` and ``tflops`` are absent in older
+versions, which print ``wps`` instead of ``tps``). Fields are read by name,
+in any order; ``mfu`` (always last) must be present, so a truncated line is
+not read.
+
+Conversions:
+
+* ``tps`` (``wps``) is tokens per second **per device**: tokens this rank
+  loaded since the previous line / (seconds · size of the non-data-parallel
+  mesh); kept as ``reported_tokens_per_s_per_gpu``. ``tflops`` (per device)
+  and ``mfu`` (percent, against torchtitan's own peak table, printed once as
+  ``Peak FLOPS used for computing MFU: 9.890e+14``) as
+  ``reported_tflops_per_gpu``, ``reported_mfu`` (a fraction) and
+  ``reported_peak_tflops_per_gpu``. torchtitan's FLOPs per token are
+  ``6 · (parameters - embedding parameters) + 12 · L · h · T``; the parameter
+  count it prints includes the embeddings.
+* A line at step N covers the steps since the previous line (``N - N_prev``;
+  the line at step 1 covers step 1). Its wall time is the difference of the
+  two lines' timestamps (the logger's ``asctime``, millisecond resolution):
+  the interval timer restarts right after each line is printed. Without
+  timestamps the run's ``tokens_per_s`` is the window's reported per-device
+  rate times ``gpus`` (``extra_time_source`` says so, and the reported rates
+  are then not compared: they are the measurement).
+* ``memory`` is the peak *reserved* device memory (GiB) since the previous
+  line, on that rank: ``peak_memory_gb`` is the largest.
+* ``Trainer is initialized with local batch size B, global batch size G,
+  gradient accumulation steps A, sequence length T`` (``Training starts at
+  step 1, with ...`` in older versions) gives ``micro_batch_size``,
+  ``global_batch_size``, ``grad_accum_steps``, ``seq_len``; ``Model M size:
+  P total parameters`` gives ``model`` and ``n_params``; ``Building k-D
+  device mesh with [...], [d1, d2]`` gives ``gpus = d1 · d2 · ...``; ``CUDA
+  capacity: NAME with ...GiB memory`` gives ``platform`` (the device name);
+  ``validate step: N  loss: X`` gives ``val_loss``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainperf.importers import intervals
+from trainperf.importers.core import RATE_FROM_REPORTED, Format, ParsedLog, ParsedRun
+from trainperf.importers.settings import Settings
+from trainperf.importers.text import (NUMBER, LineError, LineParser, number, parse_wrapped, positive,
+                                      rank_prefix, timestamp, whole)
+
+NAN = math.nan
+REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
+_STEP = re.compile(r"step:\s*\d+\s+loss:")
+_USUAL = re.compile(r"step:\s*(\d+)\s+loss:\s*(\S+)\s+(?:grad_norm:\s*\S+\s+)?memory:\s*([-+\d.eE]+)GiB\S*\s+"
+                    r"(?:tps|wps):\s*(\d{1,3}(?:,\d{3})+|\d+)\s+(?:tflops:\s*(\S+)\s+)?mfu:\s*([-+\d.eE]+)%")
+"""The fields in the order torchtitan prints them (other layouts are read field by field)."""
+_PAIR = re.compile(r"(\w+):\s*(\S+)")
+_LEADING_NUMBER = re.compile(NUMBER)
+_BATCH = re.compile(r"local batch size (\d+), global batch size (\d+)(?:, gradient accumulation steps (\d+))?"
+                    r", sequence length (\d+)")
+_MODEL = re.compile(r"Model (.+?) size: ([\d,]+) total parameters")
+_PEAK = re.compile(rf"Peak FLOPS used for computing MFU: ({NUMBER})")
+_MESH = re.compile(r"Building \d+-D device mesh with \[[^\]]*\], \[([\d,\s]+)\]")
+_DEVICE = re.compile(r"(?:CUDA|GPU|ROCM|XPU|NPU) capacity: (.+?) with [\d.]+\s*GiB memory")
+_VALIDATE = re.compile(rf"validate step:\s*\d+\s+loss:\s*({NUMBER})")
+
+
+def parse_step(line: str) -> tuple[Any, ...]:
+    """``(rank, step, loss, memory GiB, tps, tflops, mfu fraction, timestamp)``
+    of a step line (NaN where absent)."""
+    rank, body = rank_prefix(line)
+    match = _STEP.search(body)
+    if match is None:
+        raise LineError("no 'step: N  loss:' fields")
+    at = match.start()
+    if _STEP.search(body, match.end()):
+        raise LineError("two records on one line (interleaved output of several processes)")
+    usual = _USUAL.match(body, at)
+    if usual is not None:
+        step, loss, memory, tps, tflops, mfu = usual.groups()
+        tps = tps.replace(",", "")  # the pattern admits only whole groups of three digits
+    else:
+        fields = dict(_PAIR.findall(body, at))
+        if "mfu" not in fields:
+            raise LineError("truncated: no 'mfu:' field")
+        tps = fields.get("tps", fields.get("wps"))
+        if tps is None:
+            raise LineError("no 'tps:' (or 'wps:') field")
+        step, loss, tflops = fields["step"], fields.get("loss"), fields.get("tflops")
+        memory, mfu = _before(fields.get("memory"), "GiB"), _before(fields["mfu"], "%")
+    rate = positive(_value("tps", tps), "tps")
+    gib = _value("memory", memory)
+    if gib < 0 or gib == math.inf:
+        raise LineError(f"memory: {gib:g} GiB is not a size")
+    return (0 if rank is None else rank, int(step) if step.isdigit() else whole(step, "step"), _value("loss", loss),
+            gib, rate, _value("tflops", tflops), _value("mfu", mfu) / 100.0, timestamp(body[:at]))
+
+
+def _before(text: str | None, unit: str) -> str | None:
+    """The number that ``text`` starts with, which must be followed by ``unit``."""
+    if text is None:
+        return None
+    head = _LEADING_NUMBER.match(text)
+    if head is None or not text.startswith(unit, head.end()):
+        raise LineError(f"{text[:40]!r} is not a number of {unit}")
+    return head.group(0)
+
+
+def _value(key: str, text: str | None) -> float:
+    if text is None:
+        return NAN
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return number(text)
+    except LineError as exc:
+        raise LineError(f"{key}: {exc}") from None
+
+
+def _starts_record(text: str) -> bool:
+    return _STEP.search(text) is not None
+
+
+class _Run:
+    def __init__(self, line: int, config: dict[str, Any]) -> None:
+        self.line = line
+        self.config = config
+        self.records = intervals.Intervals(REPORTED)
+        self.previous: dict[int, tuple[float, ...]] = {}
+        self.val_loss = NAN
+
+
+class TorchtitanParser(LineParser):
+    anchors = ("step:", "batch size", "total parameters", "Peak FLOPS", "device mesh", "capacity:")
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.config: dict[str, Any] = {}
+        self.run: _Run | None = None
+        self.done: list[_Run] = []
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        line = lines[i]
+        if "step:" in line:
+            if "validate step:" in line:
+                match = _VALIDATE.search(line)
+                if match and self.run is not None:
+                    self.run.val_loss = intervals.finite(float(match.group(1).replace(",", "")))
+                return 1
+            if not _STEP.search(line):
+                return 1
+            try:
+                parsed, used = parse_wrapped(lines, i, parse_step, _starts_record)
+            except LineError as exc:
+                self.skip(number_, f"step line: {exc}")
+                if self.run is not None:
+                    intervals.break_chain(self.run.previous, rank_prefix(line)[0])
+                return 1
+            problem = self._add(number_, parsed)
+            if problem:
+                self.skip(number_, f"step line: {problem}")
+            return used
+        self._configure(line)
+        return 1
+
+    def _configure(self, line: str) -> None:
+        config = self.config
+        if match := _BATCH.search(line):
+            micro, batch, accum, seq = match.groups()
+            config.update(micro_batch_size=int(micro), global_batch_size=int(batch), seq_len=int(seq))
+            if accum is not None:
+                config["grad_accum_steps"] = int(accum)
+        elif match := _MODEL.search(line):
+            config.update(model=match.group(1).strip(), n_params=float(match.group(2).replace(",", "")))
+        elif match := _PEAK.search(line):
+            config["reported_peak_tflops_per_gpu"] = float(match.group(1).replace(",", "")) / 1e12
+        elif match := _MESH.search(line):
+            sizes = [int(x) for x in match.group(1).replace(" ", "").split(",") if x]
+            config["gpus"] = math.prod(sizes)
+        elif match := _DEVICE.search(line):
+            config["platform"] = match.group(1).strip()
+        for key in ("gpus", "micro_batch_size", "global_batch_size", "seq_len", "grad_accum_steps", "n_params"):
+            if key in config and not config[key] > 0:
+                del config[key]
+        if self.run is not None and not len(self.run.records):
+            self.run.config.update(config)
+
+    def _add(self, line: int, parsed: tuple[Any, ...]) -> str:
+        """Add a step line's record; a reason if its interval cannot be used."""
+        rank, step, loss, memory, tps, tflops, mfu, when = parsed
+        run = self.run
+        if run is None or run.records.restarts(rank, step):
+            if run is not None:
+                self.done.append(run)
+            run = self.run = _Run(line, dict(self.config))
+        previous = run.previous.get(rank)
+        if previous is None or previous is intervals.BROKEN:
+            n = 1.0 if step == 1 and previous is None else NAN
+            seconds = NAN
+        else:
+            n = float(step - previous[0])
+            seconds = when - previous[1]
+            if seconds <= 0:
+                run.previous[rank] = intervals.BROKEN
+                return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
+        run.previous[rank] = (step, when)
+        weight = seconds if math.isfinite(seconds) else n / tps
+        run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, tps, tflops, mfu))
+        return ""
+
+    def result(self) -> list[ParsedRun]:
+        runs = self.done + ([self.run] if self.run is not None else [])
+        return [ParsedRun(None, run.line, run.config, _finisher(run)) for run in runs]
+
+
+def _finisher(run: _Run):
+    def finish(config: Mapping[str, Any]):
+        measured, steps = intervals.aggregate(run.records, config)
+        if math.isfinite(run.val_loss):
+            measured["val_loss"] = run.val_loss
+        if "elapsed_s" in measured:
+            measured["extra_time_source"] = "log timestamps"
+        elif "reported_tokens_per_s_per_gpu" in measured and _known(config.get("gpus")):
+            measured["tokens_per_s"] = measured["reported_tokens_per_s_per_gpu"] * float(config["gpus"])
+            measured["extra_time_source"] = RATE_FROM_REPORTED
+        return measured, steps
+    return finish
+
+
+def _known(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+class Torchtitan(Format):
+    name = "torchtitan"
+    title = "a torchtitan log"
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        return len(_STEP.findall(head))
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        parser = TorchtitanParser(path)
+        parser.read()
+        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)

@@ -1,0 +1,466 @@
+"""Log importers: each format read from sample logs written in the shape the
+source prints (tests/data/importers/), and from the seed reports; expected
+values are hand calculations written here or figures printed in the seeds.
+Round trips: import -> derive -> the figures the log printed agree with
+trainperf's recomputation (or are flagged, where the log counts differently)."""
+
+import gzip
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trainperf import DataError, DataWarning, derive, load_runs
+from trainperf.cli import main
+from trainperf.importers import compare_reported, has_column_mapping, import_path
+
+DATA = Path(__file__).resolve().parent / "data" / "importers"
+SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+SEED_003 = SEEDS / "003_aa5d9660626bce72.txt"
+SEED_004 = SEEDS / "004_15682117b9bfdde6.txt"
+needs_seeds = pytest.mark.skipif(not SEED_004.exists(), reason="seed reports not available")
+
+
+def one_run(result) -> dict:
+    assert len(result.runs) == 1
+    return result.runs.iloc[0].to_dict()
+
+
+def comparison(derived: pd.DataFrame) -> dict[str, pd.Series]:
+    table = compare_reported(derived)
+    return {row.metric: row for row in table.itertuples(index=False)}
+
+
+def megatron_flops_per_token(layers: int, hidden: int, seq: int, vocab: int) -> float:
+    """Narayanan et al. 2021 eq. 3 per token, without recomputation (written out here)."""
+    return 72 * layers * hidden ** 2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+# --- Megatron-LM -------------------------------------------------------------------------------------------
+
+def test_megatron_lm_window_excludes_the_first_iteration_and_the_interval_that_averages_it():
+    result = import_path(DATA / "megatron_lm.log")
+    run = one_run(result)
+    assert result.format == "megatron" and result.skipped == []
+    # argument dump and vocab line
+    assert (run["gpus"], run["seq_len"], run["n_layers"], run["d_model"], run["n_heads"]) == (8, 2048, 24, 2048, 16)
+    assert (run["vocab_size"], run["precision"], run["activation_checkpointing"]) == (50304, "bf16", False)
+    assert run["grad_accum_steps"] == 64 / (4 * 8)
+    # iteration 1 is logged alone and the line at 10 averages iterations 1..10: both are warm-up;
+    # the window is the lines at 20, 30, 40, 50, each covering 10 iterations
+    assert run["elapsed_s"] == pytest.approx(10 * (1.000 + 1.010 + 0.990 + 1.000))
+    assert run["steps"] == 40 and run["warmup_steps"] == 10
+    assert run["samples"] == 3200 - 640
+    assert run["peak_memory_gb"] == pytest.approx(41984.0 / 1024)
+    assert run["train_loss"] == pytest.approx(9.4) and run["val_loss"] == pytest.approx(8.912345)
+    assert result.steps is None  # lines are 10-iteration means, not single steps
+
+
+def test_megatron_lm_round_trip_reproduces_its_tflops_with_the_megatron_convention():
+    derived = derive(import_path(DATA / "megatron_lm.log").runs)
+    tokens_per_s = 2560 * 2048 / 40.0
+    assert derived["tokens_per_s"].iat[0] == pytest.approx(tokens_per_s)
+    expected = megatron_flops_per_token(24, 2048, 2048, 50304) * tokens_per_s / 8 / 1e12
+    assert derived["tflops_per_gpu"].iat[0] == pytest.approx(expected)
+    tflops = comparison(derived)["tflops_per_gpu"]
+    assert abs(tflops.relative_difference) < 0.002 and not tflops.flagged
+
+
+def test_megatron_lm_warmup_zero_counts_the_averaged_first_interval_once():
+    run = one_run(import_path(DATA / "megatron_lm.log", {"warmup_steps": 0}))
+    # the line at 10 (mean 1887.7 ms over iterations 1..10) joins the window; the line at 1 is inside it
+    assert run["elapsed_s"] == pytest.approx(10 * 1.8877 + 40.0)
+    assert run["steps"] == 50 and run["samples"] == 3200
+
+
+# --- Megatron-DeepSpeed ------------------------------------------------------------------------------------
+
+def test_megatron_deepspeed_reads_prefixed_wrapped_lines_and_reports_the_truncated_one():
+    result = import_path(DATA / "megatron_deepspeed.log")
+    run = one_run(result)
+    assert run["elapsed_s"] == pytest.approx(10 * (2.50 + 2.52 + 2.48))  # the wrapped line at 30 is read
+    assert run["tokens"] == 5_242_880 - 1_310_720 and run["samples"] == 1920
+    assert run["slowest_rank"] == 7  # from the [default7]: prefix
+    assert (run["precision"], run["activation_checkpointing"], run["gpus"]) == ("fp16", True, 16)
+    assert result.skipped_total == 1
+    (file, line, reason), = result.skipped
+    assert file.endswith("megatron_deepspeed.log") and line == 22 and "truncated" in reason
+
+
+def test_megatron_deepspeed_round_trip_samples_agree_and_its_tflops_count_recomputation():
+    derived = derive(import_path(DATA / "megatron_deepspeed.log").runs)
+    compared = comparison(derived)
+    assert derived["samples_per_s"].iat[0] == pytest.approx(1920 / 75.0)
+    assert not compared["samples_per_s"].flagged
+    # its TFLOPs use 4 passes (recomputed forward) where model FLOPs count 3
+    assert compared["tflops_per_gpu"].flagged
+    assert compared["tflops_per_gpu"].recomputed / compared["tflops_per_gpu"].reported == pytest.approx(3 / 4, rel=5e-3)
+
+
+# --- torchtitan --------------------------------------------------------------------------------------------
+
+def test_torchtitan_two_ranks_with_colours_prefixes_and_a_wrapped_line():
+    result = import_path(DATA / "torchtitan.log")
+    run = one_run(result)
+    assert result.format == "torchtitan" and result.skipped_total == 0
+    assert (run["gpus"], run["platform"], run["model"], run["n_params"]) == (2, "NVIDIA H100 80GB HBM3",
+                                                                             "llama3 1B", 1e9)
+    assert (run["micro_batch_size"], run["global_batch_size"], run["seq_len"]) == (2, 4, 4096)
+    assert run["reported_peak_tflops_per_gpu"] == pytest.approx(989.0)
+    # per rank: time between its own lines after step 1; rank 1 is the slowest
+    rank0, rank1 = 9.0 + 10.0 + 10.2 + 10.0, 9.0 + 10.05 + 10.3 + 10.1
+    assert run["elapsed_s"] == pytest.approx(rank1) and run["slowest_rank"] == 1
+    assert run["mean_rank_elapsed_s"] == pytest.approx((rank0 + rank1) / 2)
+    assert run["rank_imbalance"] == pytest.approx(rank1 / rank0)
+    assert run["steps"] == 39 and run["warmup_steps"] == 1 and run["complete"]
+    assert run["peak_memory_gb"] == pytest.approx(36.02)
+    assert run["train_loss"] == pytest.approx((7.3 + 7.299) / 2) and run["val_loss"] == pytest.approx(7.1234)
+
+
+def test_torchtitan_round_trip_tps_agrees_and_the_embedding_gap_in_tflops_is_flagged():
+    derived = derive(import_path(DATA / "torchtitan.log").runs)
+    compared = comparison(derived)
+    per_gpu = 39 * 4 * 4096 / 39.45 / 2
+    assert derived["tokens_per_s_per_gpu"].iat[0] == pytest.approx(per_gpu)
+    # reported: each rank's tokens over its own time (8192 tokens a step a rank)
+    assert compared["tokens_per_s_per_gpu"].reported == pytest.approx(2 * 39 * 8192 / (39.2 + 39.45), rel=2e-4)
+    assert not compared["tokens_per_s_per_gpu"].flagged
+    # torchtitan's FLOPs leave out the embedding parameters (0.1e9 of 1e9 here); trainperf's 6N counts them
+    palm = 6 * 1e9 + 12 * 16 * 2048 * 4096
+    titan = 6 * 0.9e9 + 12 * 16 * 2048 * 4096
+    tflops = compared["tflops_per_gpu"]
+    assert tflops.flagged
+    assert tflops.recomputed / tflops.reported == pytest.approx(palm / titan * per_gpu / compared[
+        "tokens_per_s_per_gpu"].reported, rel=2e-3)
+    assert not compared["peak_tflops_per_gpu"].flagged  # 989 against trainperf's dense 989.5
+
+
+def test_torchtitan_without_timestamps_takes_the_reported_rate_and_does_not_compare_it(tmp_path):
+    log = tmp_path / "titan.log"
+    log.write_text("".join(f"step: {s}  loss:  2.0000  memory: 10.00GiB(12.00%)  tps: {tps:,}  mfu: 40.00%\n"
+                           for s, tps in [(1, 500), (10, 9000), (20, 11000)]))
+    result = import_path(log, {"gpus": 4})
+    run = one_run(result)
+    # window: 9 steps at 9000 and 10 steps at 11000 tokens/s/GPU: time-weighted mean = 19 / (9/9000 + 10/11000)
+    rate = 19 / (9 / 9000 + 10 / 11000)
+    assert run["reported_tokens_per_s_per_gpu"] == pytest.approx(rate)
+    assert run["tokens_per_s"] == pytest.approx(4 * rate)
+    assert "elapsed_s" not in result.runs or pd.isna(run["elapsed_s"])
+    assert "tokens_per_s_per_gpu" not in set(compare_reported(derive(result.runs))["metric"])
+
+
+def test_torchtitan_every_step_logged_gives_a_steps_table_and_a_rank_that_stopped_early(tmp_path):
+    line = "[rank{r}]:[titan] 2025-01-15 10:00:{t} - root - INFO - step: {s}  loss:  2.0000  " \
+           "memory: 10.00GiB(12.00%)  tps: 1,000  tflops: 10.00  mfu: 1.00%"
+    times = {0: ["00,000", "01,000", "02,500", "03,500"], 1: ["00,000", "01,200", "02,400"]}  # rank 1 stops
+    log = tmp_path / "every.log"
+    log.write_text("\n".join(line.format(r=r, t=t, s=s + 1) for r, ts in times.items() for s, t in enumerate(ts)))
+    result = import_path(log)
+    run = one_run(result)
+    assert run["complete"] == False  # noqa: E712
+    assert run["elapsed_s"] == pytest.approx(1.0 + 1.5 + 1.0) and run["steps"] == 3
+    steps = result.steps.set_index(["rank", "step"])
+    assert list(steps["warmup"]) == [True, False, False, False, True, False, False]
+    # step 1 has no earlier line to time it; start_s counts from the first timed step
+    assert list(steps["step_s"]) == pytest.approx([np.nan, 1.0, 1.5, 1.0, np.nan, 1.2, 1.2], nan_ok=True)
+    assert list(steps["start_s"]) == pytest.approx([np.nan, 0.0, 1.0, 2.5, np.nan, 0.0, 1.2], nan_ok=True)
+    assert steps["tokens"].isna().all()  # several ranks log: per-rank tokens unknown
+
+
+# --- nanoGPT -----------------------------------------------------------------------------------------------
+
+def test_nanogpt_sampled_iterations_and_printed_configuration():
+    result = import_path(DATA / "nanogpt.log")
+    run = one_run(result)
+    assert result.format == "nanogpt"
+    assert (run["n_layers"], run["n_heads"], run["d_model"], run["seq_len"], run["micro_batch_size"]) == (
+        12, 12, 768, 1024, 12)
+    assert run["precision"] == "bf16" and run["n_params"] == pytest.approx(123.59e6)
+    # iter 0 (compilation) is warm-up; iters 10..50 are single sampled steps
+    assert run["elapsed_s"] == pytest.approx(0.400 + 0.402 + 0.398 + 0.400 + 0.401)
+    assert run["steps"] == 5 and run["warmup_steps"] == 1 and run["tokens"] == 5 * 491_520
+    steps = result.steps
+    assert list(steps["step"]) == [10, 20, 30, 40, 50] and not steps["warmup"].any()
+    assert list(steps["step_s"]) == pytest.approx([0.400, 0.402, 0.398, 0.400, 0.401])
+
+
+def test_nanogpt_round_trip_mfu_agrees_against_the_a100_peak():
+    derived = derive(import_path(DATA / "nanogpt.log").runs)
+    per_gpu = 5 * 491_520 / 2.001 / 8
+    flops_per_token = 6 * 123.59e6 + 12 * 12 * 768 * 1024
+    assert derived["mfu"].iat[0] == pytest.approx(per_gpu * flops_per_token / 312e12)
+    mfu = comparison(derived)["mfu"]
+    assert abs(mfu.relative_difference) < 0.002 and not mfu.flagged
+
+
+def test_nanogpt_iteration_that_ran_an_evaluation_is_left_out(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("tokens per iteration will be: 1,000\n"
+                   "step 0: train loss 4.0000, val loss 4.1000\n"
+                   "iter 0: loss 4.0000, time 9000.00ms, mfu -100.00%\n"
+                   "iter 10: loss 3.5000, time 100.00ms, mfu 30.00%\n"
+                   "step 20: train loss 3.2000, val loss 3.3000\n"
+                   "iter 20: loss 3.2000, time 2500.00ms, mfu 28.00%\n"
+                   "iter 30: loss 3.0000, time 110.00ms, mfu 29.00%\n")
+    run = one_run(import_path(log))
+    assert run["elapsed_s"] == pytest.approx(0.100 + 0.110) and run["steps"] == 2 and run["tokens"] == 2000
+    assert run["extra_excluded_records"] == 1 and run["val_loss"] == pytest.approx(3.3)
+
+
+# --- seed 004: per-rank epoch timing -------------------------------------------------------------------------
+
+@needs_seeds
+def test_seed_004_slowest_rank_and_the_averages_it_printed():
+    runs = import_path(SEED_004).runs.set_index("run_id")
+    assert list(runs.index) == ["training_b64_g1", "training_b128_g1", "training_b64_g2", "training_b128_g2",
+                                "training_b64_g4", "training_b128_g4"]
+    assert list(runs["gpus"]) == [1, 1, 2, 2, 4, 4]
+    g2 = runs.loc["training_b64_g2"]
+    assert g2["elapsed_s"] == 1384.64 and g2["slowest_rank"] == 0  # the seed used the mean, 1095.70
+    assert g2["mean_rank_elapsed_s"] == pytest.approx((1384.64 + 806.75) / 2)
+    assert g2["reported_mean_rank_elapsed_s"] == 1095.70
+    assert g2["rank_imbalance"] == pytest.approx(1384.64 / 806.75)  # DESIGN: a 1.7x imbalance
+    assert g2["compute_s"] == pytest.approx(1047.59) and g2["comm_s"] == pytest.approx((41.09 + 38.94) / 2)
+    assert (g2["train_loss"], g2["val_loss"]) == (1.22, 1.5059)
+    assert runs.loc["training_b64_g1", "elapsed_s"] == 2233.50
+    assert runs.loc["training_b128_g4", "elapsed_s"] == 706.41
+    compared = compare_reported(derive(runs.reset_index()))
+    assert not compared["flagged"].any() and len(compared) > 0
+
+
+def test_epoch_timing_sample_round_trip_scaling_from_the_slowest_rank():
+    result = import_path(DATA / "epoch_timing.log")
+    runs = result.runs.set_index("run_id")
+    assert list(runs.index) == ["ddp_g1", "ddp_g2"] and list(runs["gpus"]) == [1, 2]
+    assert runs.loc["ddp_g1", "elapsed_s"] == 400.0 + 380.0 and runs.loc["ddp_g1", "extra_epochs"] == 2
+    assert (runs.loc["ddp_g1", "train_loss"], runs.loc["ddp_g1", "val_loss"]) == (1.8, 2.0)  # the last epoch's
+    assert runs.loc["ddp_g2", "elapsed_s"] == 220.0 and runs.loc["ddp_g2", "mean_rank_elapsed_s"] == 205.0
+    derived = derive(result.runs).set_index("run_id")
+    multiplier = (10_000 / 220.0) / (20_000 / 780.0)
+    assert derived.loc["ddp_g2", "scaling_multiplier"] == pytest.approx(multiplier)
+    assert derived.loc["ddp_g2", "scaling_efficiency"] == pytest.approx(multiplier / 2)
+    compared = compare_reported(derived.reset_index())
+    assert set(compared["metric"]) == {"mean_rank_elapsed_s", "data_s", "h2d_s", "compute_s", "comm_s"}
+    assert not compared["flagged"].any()
+
+
+def test_epoch_timing_epochs_sum_and_a_missing_epoch_makes_the_run_incomplete(tmp_path):
+    blocks = []
+    for rank, epoch, total in [(0, 0, 100.0), (1, 0, 110.0), (0, 1, 90.0), (1, 1, 95.0), (2, 0, 120.0)]:
+        blocks.append(f"Rank {rank} Epoch {epoch} timing breakdown:\nTotal epoch time: {total:.2f} seconds\n"
+                      f"Training compute time: {total - 10:.2f} seconds\n")
+    log = tmp_path / "ddp.log"
+    log.write_text("\n".join(blocks) + "Average Loss: oops\n")
+    result = import_path(log)
+    run = one_run(result)
+    assert run["elapsed_s"] == pytest.approx(110.0 + 95.0) and run["slowest_rank"] == 1
+    assert run["gpus"] == 3 and run["complete"] == False  # noqa: E712 (rank 2 has one epoch of two)
+    assert run["compute_s"] == pytest.approx(((90.0 + 80.0) + (100.0 + 85.0) + 110.0) / 3)
+    assert result.skipped_total == 1 and "not a number" in result.skipped[0][2]
+
+
+# --- seed 003: batch-size timing summaries -------------------------------------------------------------------
+
+@needs_seeds
+def test_seed_003_sections_become_runs_with_the_training_loop_time():
+    runs = import_path(SEED_003).runs.set_index("run_id")
+    assert list(runs["micro_batch_size"]) == [16, 32, 64, 128, 256, 512, 1024]
+    assert list(runs["grad_accum_steps"]) == [64, 32, 16, 8, 4, 2, 1]
+    assert (runs["gpus"] == 4).all()
+    first = runs.loc["bs16-accum64"]
+    assert (first["elapsed_s"], first["validation_s"], first["backward_s"], first["loss_s"], first["forward_s"]) == (
+        253.84, 12.97, 111.54, 2.12, 72.86)
+    assert first["extra_backward_mean_s"] == 0.0314 and first["extra_total_execution_s"] == 314.00
+    assert list(runs["reported_tokens_per_s"]) == [2090, 4040, 7760, 11360, 13900, 15250, 16150]
+
+
+def test_timing_summary_round_trip_with_tokens_from_the_sidecar():
+    derived = derive(import_path(DATA / "batch_sweep.md").runs)
+    assert list(derived["tokens_per_s"]) == pytest.approx([655_360 / 100.0, 655_360 / 40.0])
+    compared = compare_reported(derived)
+    assert len(compared) == 2 and not compared["flagged"].any()
+
+
+# --- CSV through a column mapping ---------------------------------------------------------------------------
+
+def test_csv_mapping_round_trip_on_the_seed_000_table():
+    result = import_path(DATA / "scaling.csv")
+    assert result.format == "csv" and len(result.runs) == 5
+    runs = result.runs.set_index("run_id")
+    assert runs.loc["32 GPUs across 8 nodes", "tokens"] == 1_081_344_000
+    assert (runs["steps"] == 1500).all() and (runs["experiment"] == "throughput-scaling").all()
+    derived = derive(result.runs)
+    assert derived["tokens_per_s"].iat[0] == pytest.approx(33_792_000 / 991.38)
+    compared = compare_reported(derived)
+    assert len(compared) == 10 and not compared["flagged"].any()
+    assert has_column_mapping(DATA / "scaling.csv") and not has_column_mapping(DATA / "batch_sweep.md")
+
+
+def test_csv_row_with_an_unreadable_cell_is_skipped_with_its_line(tmp_path):
+    table = tmp_path / "runs.txt"
+    table.write_text("name;devices;secs;mfu\na;8;100;41.5%\nb;8;1,5;40%\nc;16;~90;n/a\n")
+    mapping = tmp_path / "map.yaml"
+    mapping.write_text("columns: {run_id: name, gpus: devices, elapsed_s: secs, reported_mfu: mfu}\n")
+    result = import_path(table, {"mapping": str(mapping)})
+    assert list(result.runs["run_id"]) == ["a", "c"]
+    assert result.runs["reported_mfu"].iat[0] == pytest.approx(0.415)
+    assert result.runs["elapsed_s"].iat[1] == 90
+    (file, line, reason), = result.skipped
+    assert line == 3 and "elapsed_s" in reason
+
+
+def test_csv_without_a_mapping_says_how_to_give_one(tmp_path):
+    table = tmp_path / "results.csv"
+    table.write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(DataError, match="columns"):
+        import_path(table)
+
+
+# --- sidecar, overrides, missing fields ---------------------------------------------------------------------
+
+def test_missing_fields_name_the_metrics_they_block_until_the_sidecar_gives_them(tmp_path):
+    log = tmp_path / "nano.log"
+    shutil.copy(DATA / "nanogpt.log", log)
+    missing = {m.field: m for m in import_path(log).missing}
+    assert {"gpus", "platform"} <= set(missing)
+    assert {"tokens_per_s_per_gpu", "tflops_per_gpu", "mfu"} <= set(missing["gpus"].blocks)
+    assert set(missing["platform"].blocks) == {"peak_tflops_per_gpu", "mfu", "hfu"}
+    assert "n_params" not in missing and "seq_len" not in missing  # the log prints them
+    (tmp_path / "nano.log.trainperf.yaml").write_text("gpus: 8\nplatform: NVIDIA A100 SXM 80GB\n")
+    missing = {m.field for m in import_path(log).missing}
+    assert not {"gpus", "platform"} & missing
+
+
+def test_override_beats_the_log_with_a_warning_and_per_run_entries_beat_the_top_level(tmp_path):
+    log = tmp_path / "mega.log"
+    shutil.copy(DATA / "megatron_lm.log", log)
+    (tmp_path / "mega.log.trainperf.yaml").write_text("seq_len: 1024\nruns:\n  mega: {platform: NVIDIA H100 SXM}\n")
+    with pytest.warns(DataWarning) as caught:
+        run = one_run(import_path(log, {"gpus": "16"}))
+    messages = sorted(str(w.message) for w in caught)
+    assert "the log says gpus=8 but the overrides (--set) sets 16" in messages[0]
+    assert "the log says seq_len=2048 but" in messages[1] and "mega.log.trainperf.yaml sets 1024" in messages[1]
+    assert run["seq_len"] == 1024 and run["gpus"] == 16 and run["platform"] == "NVIDIA H100 SXM"
+
+
+@pytest.mark.parametrize("sidecar, message", [
+    ("sequence_length: 2048\n", "did you mean 'seq_len'"),
+    ("gpus: -1\n", "gpus"),
+    ("precision: fp13\n", "precision"),
+    ("gpus: [\n", "YAML"),
+])
+def test_bad_sidecar_raises_naming_the_sidecar(tmp_path, sidecar, message):
+    log = tmp_path / "nano.log"
+    shutil.copy(DATA / "nanogpt.log", log)
+    (tmp_path / "nano.log.trainperf.yaml").write_text(sidecar)
+    with pytest.raises(DataError, match=message) as error:
+        import_path(log)
+    assert "nano.log.trainperf.yaml" in str(error.value)
+
+
+# --- detection and tolerance --------------------------------------------------------------------------------
+
+def test_detection_is_by_content_not_by_name(tmp_path):
+    disguised = tmp_path / "metrics.csv"
+    shutil.copy(DATA / "torchtitan.log", disguised)
+    assert import_path(disguised).format == "torchtitan"
+    packed = tmp_path / "train.log.gz"
+    packed.write_bytes(gzip.compress((DATA / "nanogpt.log").read_bytes()))
+    assert import_path(packed).format == "nanogpt"
+
+
+def test_records_after_a_long_preamble_are_found(tmp_path):
+    log = tmp_path / "long.log"
+    log.write_text("NCCL INFO setting up channels\n" * 60_000 + (DATA / "nanogpt.log").read_text())
+    assert import_path(log).format == "nanogpt"
+
+
+def test_unknown_and_binary_files_raise_naming_the_formats_tried(tmp_path):
+    prose = tmp_path / "notes.txt"
+    prose.write_text("nothing but prose here\n")
+    with pytest.raises(DataError, match="formats tried: .*megatron.*torchtitan.*nanogpt") as error:
+        import_path(prose)
+    assert "notes.txt" in str(error.value)
+    binary = tmp_path / "weights.bin"
+    binary.write_bytes(b"\x00\x01\x02" * 100)
+    with pytest.raises(DataError, match="binary"):
+        import_path(binary)
+    with pytest.raises(DataError, match="no such file"):
+        import_path(tmp_path / "absent.log")
+
+
+def test_interleaved_line_is_counted_and_its_rank_s_next_interval_is_not_guessed(tmp_path):
+    line = "[rank{r}]:[titan] 2025-01-15 10:00:{t:02d},000 - root - INFO - step: {s}  loss:  2.0000  " \
+           "memory: 10.00GiB(12.00%)  tps: 1,000  mfu: 40.00%"
+    rows = [line.format(r=0, t=t, s=s) for s, t in [(1, 0), (10, 9), (20, 19)]]
+    garbled = line.format(r=0, t=29, s=30)
+    rows.append(garbled[:garbled.index("memory")] + garbled[8:])  # two records run together
+    rows.append(line.format(r=0, t=39, s=40))
+    log = tmp_path / "titan.log"
+    log.write_text("\n".join(rows) + "\n")
+    result = import_path(log)
+    run = one_run(result)
+    assert result.skipped_total == 1 and result.skipped[0][1] == 4 and "interleaved" in result.skipped[0][2]
+    # steps 21..30 are unreadable, so the line at 40 cannot say where its interval starts: left out
+    assert run["steps"] == 9 + 10 and run["elapsed_s"] == pytest.approx(19.0)
+
+
+def test_a_restart_starts_a_new_run(tmp_path):
+    text = "".join(f"iter {i}: loss 3.0000, time 100.00ms, mfu 30.00%\n" for i in (0, 10, 20, 30))
+    log = tmp_path / "restarted.log"
+    log.write_text(text + "".join(f"iter {i}: loss 3.0000, time 200.00ms, mfu 15.00%\n" for i in (20, 30, 40)))
+    runs = import_path(log).runs
+    assert list(runs["run_id"]) == ["restarted-1", "restarted-2"]
+    assert list(runs["elapsed_s"]) == pytest.approx([0.1 * 3, 0.2 * 2])  # iters 10-30 and 30-40
+
+
+def test_run_id_for_a_log_with_several_runs_must_go_under_runs(tmp_path):
+    with pytest.raises(DataError, match="runs:"):
+        import_path(SEED_004 if SEED_004.exists() else DATA / "batch_sweep.md", {"run_id": "x"})
+
+
+# --- compare_reported, load_runs and the CLI ----------------------------------------------------------------
+
+def test_compare_reported_flags_beyond_two_percent():
+    derived = pd.DataFrame({"run_id": ["a", "b", "c"], "mfu": [0.40, 0.40, np.nan],
+                            "reported_mfu": [0.395, 0.45, 0.4], "reported_other": [1.0, 2.0, 3.0]})
+    table = compare_reported(derived)
+    assert list(table["run_id"]) == ["a", "b"]
+    assert list(table["relative_difference"]) == pytest.approx([0.40 / 0.395 - 1, 0.40 / 0.45 - 1])
+    assert list(table["flagged"]) == [False, True]
+
+
+def test_load_runs_reads_a_log_through_the_importers():
+    runs = load_runs(DATA / "torchtitan.log")
+    assert list(runs["run_id"]) == ["torchtitan"] and runs["elapsed_s"].iat[0] == pytest.approx(39.45)
+
+
+def test_cli_import_writes_a_runs_table_load_runs_reads_back(tmp_path, capsys):
+    out, steps = tmp_path / "runs.csv", tmp_path / "steps.csv"
+    assert main(["import", str(DATA / "nanogpt.log"), str(DATA / "megatron_deepspeed.log"),
+                 "--out", str(out), "--steps-out", str(steps), "--set", "price_per_gpu_hour=2"]) == 0
+    printed = capsys.readouterr().out
+    assert "megatron_deepspeed.log:22: iteration line: truncated" in printed
+    assert "tflops_per_gpu" in printed and "FLAGGED" in printed
+    runs = load_runs(out).set_index("run_id")
+    assert runs.loc["nanogpt", "elapsed_s"] == pytest.approx(2.001)
+    assert (runs["price_per_gpu_hour"] == 2).all()
+    assert len(pd.read_csv(steps)) == 5
+
+
+def test_cli_import_reports_bad_input_in_one_line(tmp_path, capsys):
+    (tmp_path / "x.txt").write_text("hello\n")
+    assert main(["import", str(tmp_path / "x.txt"), "--out", str(tmp_path / "o.csv")]) == 2
+    assert "formats tried" in capsys.readouterr().err
+    assert main(["import", str(DATA / "nanogpt.log"), "--out", str(tmp_path / "o.csv"), "--set", "gpus"]) == 2
+
+
+def test_every_sample_imports_without_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for path in sorted(DATA.iterdir()):
+            if not path.name.endswith(".trainperf.yaml"):
+                import_path(path)

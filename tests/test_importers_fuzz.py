@@ -1,0 +1,112 @@
+"""Fuzzing the importers: random, truncated and mixed-up input never raises
+anything but DataError, and only one that rejects the whole file for what it
+is (not a log, no measured run); an unreadable line is skipped, never fatal.
+A line parser raises nothing but its LineError."""
+
+import re
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trainperf import DataError
+from trainperf.importers import import_path
+from trainperf.importers.megatron import parse_iteration
+from trainperf.importers.nanogpt import parse_iter
+from trainperf.importers.text import LineError, number, timestamp
+from trainperf.importers.torchtitan import parse_step
+
+DATA = Path(__file__).resolve().parent / "data" / "importers"
+SAMPLES = sorted(p for p in DATA.iterdir() if not p.name.endswith(".trainperf.yaml"))
+SAMPLE_LINES = [line for p in SAMPLES for line in p.read_text().splitlines()]
+FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+digits = st.text("0123456789,.-+eE naif%|:", max_size=12)
+junk = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@st.composite
+def mangled_line(draw) -> str:
+    """A sample line cut, with a piece replaced by digits or junk, or two lines run together."""
+    line = draw(st.sampled_from(SAMPLE_LINES))
+    i = draw(st.integers(0, len(line)))
+    j = draw(st.integers(i, len(line)))
+    choice = draw(st.integers(0, 3))
+    if choice == 0:
+        return line[:i]
+    if choice == 1:
+        return line[:i] + draw(digits) + line[j:]
+    if choice == 2:
+        return line[:i] + draw(st.sampled_from(SAMPLE_LINES))
+    return line[:i] + draw(junk) + line[j:]
+
+
+@FUZZ
+@given(st.one_of(mangled_line(), junk))
+def test_line_parsers_raise_only_line_errors(text):
+    for parse in (parse_iteration, parse_step, parse_iter):
+        try:
+            parse(text)
+        except LineError:
+            pass
+
+
+@FUZZ
+@given(st.one_of(digits, junk))
+def test_number_and_timestamp_never_fail_otherwise(text):
+    try:
+        number(text)
+    except LineError:
+        pass
+    timestamp(text)
+
+
+WHOLE_FILE = re.compile(r"not a log trainperf can read|no run has a measured window|a binary file|cannot read")
+"""The DataErrors that reject a whole file; a bad value in one line must not."""
+
+
+def import_text(data: bytes, name: str = "fuzz.log", sidecar: str | None = None) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        if sidecar is not None:
+            (Path(tmp) / f"{name}.trainperf.yaml").write_text(sidecar)
+        try:
+            result = import_path(path)
+        except DataError as error:
+            assert WHOLE_FILE.search(str(error)), str(error)
+            return
+        assert len(result.runs) > 0
+        assert result.skipped_total >= len(result.skipped)
+
+
+@FUZZ
+@given(st.lists(st.one_of(mangled_line(), st.sampled_from(SAMPLE_LINES), junk), max_size=40))
+def test_mixed_up_logs_import_or_raise_data_error(lines):
+    import_text("\n".join(lines).encode("utf-8", errors="surrogatepass"))
+
+
+@FUZZ
+@given(st.sampled_from(SAMPLES), st.data())
+def test_truncated_samples_import_or_raise_data_error(path, data):
+    content = path.read_bytes()
+    cut = data.draw(st.integers(0, len(content)))
+    start = data.draw(st.integers(0, cut))
+    sidecar = DATA / f"{path.name}.trainperf.yaml"
+    import_text(content[start:cut], path.name, sidecar.read_text() if sidecar.exists() else None)
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_random_bytes_import_or_raise_data_error(data):
+    import_text(data)
+
+
+@FUZZ
+@given(st.lists(st.lists(st.one_of(digits, junk, st.sampled_from(["8", "1,234", "~5", "40%", "n/a", ""])),
+                         min_size=1, max_size=4), max_size=8))
+def test_csv_with_a_mapping_imports_or_raises_data_error(rows):
+    text = "name,gpus,elapsed,mfu\n" + "\n".join(",".join(row) for row in rows) + "\n"
+    import_text(text.encode("utf-8", errors="surrogatepass"), "table.csv",
+                "columns: {run_id: name, gpus: gpus, elapsed_s: elapsed, reported_mfu: mfu}\n")
