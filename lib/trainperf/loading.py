@@ -199,7 +199,7 @@ def check_runs(raw: pd.DataFrame, path: object = None, first_line: int | None = 
                                        "line": None if first_line is None else first_line + i})
         out[name] = _convert(values, column, where) if column else _convert_extra(values)
     for i in range(len(out)):
-        if not any(c in out and not _isna(out.at[i, c]) for c in SPEED_INPUTS):
+        if not any(c in out and not is_missing(out.at[i, c]) for c in SPEED_INPUTS):
             raise DataError("no measure of speed: give elapsed_s (with tokens or samples), or tokens_per_s, "
                             "samples_per_s or step_time_s", path=path, row=i + 1,
                             line=None if first_line is None else first_line + i)
@@ -307,5 +307,6 @@ def _check_unique(runs: pd.DataFrame) -> None:
                         (f" (in {' and '.join(dict.fromkeys(sources))})" if sources else ""), column="run_id")
 
 
-def _isna(value: object) -> bool:
+def is_missing(value: object) -> bool:
+    """Whether a cell is empty: None, pandas' NA or a float NaN."""
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))

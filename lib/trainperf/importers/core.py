@@ -6,6 +6,7 @@ fields still missing and the derived metrics each one blocks."""
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,8 +17,9 @@ import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
 from trainperf.flops import REQUIRES
-from trainperf.loading import SPEED_INPUTS, check_runs
+from trainperf.loading import SPEED_INPUTS, check_runs, is_missing
 from trainperf.importers.settings import Settings
+from trainperf.importers.text import LineParser
 from trainperf.steps import STEPS_COLUMNS
 
 Finish = Callable[[Mapping[str, Any]], tuple[dict[str, Any], "pd.DataFrame | None"]]
@@ -60,6 +62,32 @@ class Format:
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         raise NotImplementedError
+
+
+class RunParser(LineParser):
+    """A line parser that collects runs: :meth:`result` gives them once the
+    file is read (it may count further skipped lines)."""
+
+    def result(self) -> list[ParsedRun]:
+        raise NotImplementedError
+
+
+class LineFormat(Format):
+    """A format read line by line by :attr:`parser_class` and recognised by
+    the number of matches of :attr:`patterns` (its record or section starts)
+    in the head of a file."""
+
+    patterns: tuple[re.Pattern[str], ...] = ()
+    parser_class: type[RunParser]
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        return sum(len(pattern.findall(head)) for pattern in self.patterns)
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        parser = self.parser_class(path)
+        parser.read()
+        runs = parser.result()
+        return ParsedLog(runs, parser.skipped, parser.skipped_total, parser.lines)
 
 
 @dataclass(frozen=True)
@@ -118,7 +146,7 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
     """``(field, blocked derived metrics, note)`` for each input ``row`` lacks
     that ``derive`` needs (see ``trainperf.derive`` and ``trainperf.flops``)."""
     def known(name: str) -> bool:
-        return not _missing(row.get(name))
+        return not is_missing(row.get(name))
 
     found: dict[str, tuple[list[str], str]] = {}
 
@@ -145,7 +173,7 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
                  "without it runs of one experiment are compared as doing equal work")
     if not known("flops_per_token"):
         convention = row.get("flops_convention")
-        if not _missing(convention):
+        if not is_missing(convention):
             for name in REQUIRES[str(convention)]:
                 if not known(name):
                     lack(name, FLOPS)
@@ -190,12 +218,12 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
             if key == "warmup_steps" and key in measured:
                 continue  # read as the warm-up to exclude; measured says how many steps were
             said = measured.get(key, run.config.get(key))
-            if not _missing(said) and not _same(said, value):
+            if not is_missing(said) and not _same(said, value):
                 notes.append(f"{path}: run {default_id}: the log says {key}={said!r} but "
                              f"{settings.origin(default_id, key)} sets {value!r}; using {value!r}")
             row[key] = value
         row["extra_log_format"] = fmt.name
-        if not any(not _missing(row.get(c)) for c in SPEED_INPUTS):
+        if not any(not is_missing(row.get(c)) for c in SPEED_INPUTS):
             skipped.append((str(path), run.line, f"run {row['run_id']}: no measured window "
                                                  "(only warm-up or incomplete records)"))
             continue
@@ -252,6 +280,3 @@ def _same(a: Any, b: Any) -> bool:
         return math.isclose(float(a), float(b), rel_tol=1e-9)
     return str(a) == str(b)
 
-
-def _missing(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))

@@ -43,9 +43,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from trainperf.importers.core import Format, ParsedLog, ParsedRun
-from trainperf.importers.settings import Settings
-from trainperf.importers.text import NUMBER, LineParser, number
+from trainperf.importers.core import LineFormat, ParsedRun, RunParser
+from trainperf.importers.intervals import finite
+from trainperf.importers.text import NUMBER, number
 
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(\S.*?)\s*#*\s*$")
 _BLOCK = re.compile(r"(?:Rank\s+(\d+)\s+)?Epoch\s+(\d+)\s+timing breakdown:")
@@ -77,7 +77,7 @@ class _Run:
         return not (self.blocks or self.averages or self.losses)
 
 
-class EpochTimingParser(LineParser):
+class EpochTimingParser(RunParser):
     anchors = ("time:", "oss:", "timing breakdown", "Average metrics", "train loss", "#")
 
     def __init__(self, path: Path) -> None:
@@ -107,7 +107,7 @@ class EpochTimingParser(LineParser):
             self._close()
             self.block = _Block(number_, None, None)
         elif "train loss" in line and (loss := _EPOCH_LOSS.search(line)):
-            self.run.losses[int(loss.group(1))] = (_finite(number(loss.group(2))), _finite(number(loss.group(3))))
+            self.run.losses[int(loss.group(1))] = (finite(number(loss.group(2))), finite(number(loss.group(3))))
         elif "#" in line and (heading := HEADING.match(line)):
             self._close()
             self._start_run(heading.group(1), number_)
@@ -123,7 +123,7 @@ class EpochTimingParser(LineParser):
         elif FIELDS[key] in self.block.values:
             self.skip(line, f"{key}: repeats a field of the block at line {self.block.line}")
         elif not key.endswith("time"):
-            self.block.values[FIELDS[key]] = _finite(number(value.group(1)))
+            self.block.values[FIELDS[key]] = finite(number(value.group(1)))
         elif not (math.isfinite(seconds := number(value.group(1))) and seconds >= 0):
             self.skip(line, f"{key}: {seconds:g} seconds is not a duration")
         else:
@@ -203,19 +203,8 @@ def _per_rank(run: _Run) -> dict[str, Any]:
     return out
 
 
-def _finite(value: float) -> float:
-    """A loss as printed; NaN for an infinite one (a loss column holds finite numbers)."""
-    return value if math.isfinite(value) else math.nan
-
-
-class EpochTiming(Format):
+class EpochTiming(LineFormat):
     name = "epoch-timing"
     title = "a per-rank epoch timing log"
-
-    def sniff(self, head: str, settings: Settings) -> int:
-        return len(_BLOCK.findall(head)) + len(_AVERAGE.findall(head))
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = EpochTimingParser(path)
-        parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)
+    patterns = (_BLOCK, _AVERAGE)
+    parser_class = EpochTimingParser

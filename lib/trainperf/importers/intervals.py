@@ -1,5 +1,6 @@
 """Step-interval records of a training log and their aggregation to one runs
-row (and steps rows), shared by the Megatron, torchtitan and nanoGPT importers.
+row (and steps rows), shared by the Megatron, torchtitan and nanoGPT importers
+(whose parsers derive from :class:`IntervalParser`).
 
 A record is one line of a log on one rank: it covers ``n_steps`` optimizer
 steps ending at ``step`` and took ``seconds`` of wall time. Logs that print
@@ -33,12 +34,19 @@ duration (its ``weight``), so a rate averages to total work / total time.
 from __future__ import annotations
 
 import math
+import re
 from array import array
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pandas as pd
+
+from trainperf.importers.core import ParsedRun, RunParser
+from trainperf.loading import is_missing
+from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
 
 FIELDS: tuple[str, ...] = ("rank", "step", "n_steps", "seconds", "weight", "samples", "tokens", "loss",
                            "memory_gb", "excluded")
@@ -93,13 +101,94 @@ def break_chain(previous: dict[int, tuple[float, ...]], rank: int | None) -> Non
         previous[r] = BROKEN
 
 
+class Run:
+    """A run of a step-interval log: the line it starts at, its configuration
+    (runs columns the log stated before it), its records (with the figures
+    named in ``reported``), each rank's last record line that the next one's
+    interval is measured from (``previous``; :data:`BROKEN` after an
+    unreadable one) and its validation loss (NaN until the log prints one)."""
+
+    def __init__(self, line: int, config: dict[str, Any], reported: tuple[str, ...]) -> None:
+        self.line = line
+        self.config = config
+        self.records = Intervals(reported)
+        self.previous: dict[int, tuple[float, ...]] = {}
+        self.val_loss = NAN
+
+
+RunT = TypeVar("RunT", bound=Run)
+
+
+class IntervalParser(RunParser, Generic[RunT]):
+    """Base of the parsers of step-interval logs (Megatron, torchtitan,
+    nanoGPT). A record line starts where :attr:`start` matches; a record whose
+    step does not advance past its rank's last one starts a new run
+    (:meth:`run_at`). Each run is measured by :meth:`finish`."""
+
+    start: re.Pattern[str]
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.run: RunT | None = None
+        self.done: list[RunT] = []
+
+    def new_run(self, line: int) -> RunT:
+        """A run starting at ``line``, with the configuration read so far."""
+        raise NotImplementedError
+
+    def add(self, line: int, parsed: tuple[Any, ...]) -> str:
+        """Add the record read from ``line``; a reason if its interval cannot be used."""
+        raise NotImplementedError
+
+    def finish(self, run: RunT, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+        """The measurements (runs columns) and steps rows of ``run`` under its merged ``config``."""
+        raise NotImplementedError
+
+    def starts_record(self, text: str) -> bool:
+        return self.start.search(text) is not None
+
+    def read_record(self, lines: list[str], i: int, number: int, parse: Callable[[str], tuple[Any, ...]],
+                    what: str) -> int:
+        """Read the record line ``lines[i]`` (line ``number`` of the file; see
+        :func:`~trainperf.importers.text.parse_wrapped`) with ``parse`` and
+        :meth:`add` it; returns the lines used. A line that cannot be read,
+        or whose interval cannot be used, is skipped with ``what`` in the
+        reason; an unreadable one breaks its rank's chain (:func:`break_chain`:
+        what a log whose lines time the steps since the previous line needs)."""
+        try:
+            parsed, used = parse_wrapped(lines, i, parse, self.starts_record)
+        except LineError as exc:
+            self.skip(number, f"{what}: {exc}")
+            if self.run is not None:
+                break_chain(self.run.previous, rank_prefix(lines[i])[0])
+            return 1
+        problem = self.add(number, parsed)
+        if problem:
+            self.skip(number, f"{what}: {problem}")
+        return used
+
+    def run_at(self, line: int, rank: int, step: int) -> RunT:
+        """The run that a record of ``rank`` at ``step`` (read from ``line``)
+        belongs to: the current one, or a new one if the step does not advance."""
+        run = self.run
+        if run is None or run.records.restarts(rank, step):
+            if run is not None:
+                self.done.append(run)
+            run = self.run = self.new_run(line)
+        return run
+
+    def result(self) -> list[ParsedRun]:
+        runs = self.done + ([self.run] if self.run is not None else [])
+        return [ParsedRun(None, run.line, run.config, partial(self.finish, run)) for run in runs]
+
+
 def aggregate(records: Intervals, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """Measurements of the run's window (a dict of runs columns) and its steps
     rows (None unless every window record covers exactly one step)."""
     table = records.table()
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
-    warmup = 1 if warmup is None or _missing(warmup) else int(warmup)
+    warmup = 1 if warmup is None or is_missing(warmup) else int(warmup)
     first_covered = col["step"] - col["n_steps"] + 1
     ranks, first_record, group = np.unique(col["rank"], return_index=True, return_inverse=True)
     start = first_covered[first_record]
@@ -175,7 +264,7 @@ def _steps_rows(col: dict[str, np.ndarray], window: np.ndarray, in_window: np.nd
         # logs print the whole job's samples and tokens; per rank they are only known when one rank logs
         "tokens": col["tokens"][keep] if single_rank else np.full(n, np.nan),
         "samples": col["samples"][keep] if single_rank else np.full(n, np.nan),
-        "micro_steps": np.full(n, np.nan if _missing(micro) else float(micro)),
+        "micro_steps": np.full(n, np.nan if is_missing(micro) else float(micro)),
         "loss": col["loss"][keep], "peak_memory_gb": col["memory_gb"][keep],
     })
 
@@ -207,6 +296,3 @@ def finite(value: float) -> float:
     """``value``, or NaN where it is infinite (runs columns hold finite numbers)."""
     return value if math.isfinite(value) else NAN
 
-
-def _missing(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))

@@ -52,12 +52,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import pandas as pd
 
 from trainperf.importers import intervals
-from trainperf.importers.core import Format, ParsedLog, ParsedRun
-from trainperf.importers.settings import Settings
-from trainperf.importers.text import (NUMBER, LineError, LineParser, number, parse_wrapped, positive,
-                                      rank_prefix, whole)
+from trainperf.importers.core import LineFormat
+from trainperf.importers.text import NUMBER, LineError, field_number, positive, rank_prefix, whole
 
 NAN = math.nan
 REPORTED = ("tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu")
@@ -112,13 +111,7 @@ def parse_iteration(line: str) -> tuple[Any, ...]:
 
 def _number(fields: dict[str, str], key: str) -> float:
     """The number of field ``key`` (NaN if absent)."""
-    text = fields.get(key)
-    if text is None:
-        return NAN
-    try:
-        return number(text)
-    except LineError as exc:
-        raise LineError(f"{key}: {exc}") from None
+    return field_number(key, fields.get(key))
 
 
 def _count(fields: dict[str, str], key: str) -> float:
@@ -128,45 +121,29 @@ def _count(fields: dict[str, str], key: str) -> float:
     return value
 
 
-def _starts_record(text: str) -> bool:
-    return _ITERATION.search(text) is not None
+class _Run(intervals.Run):
+    """A run with the peak memory of its ``memory (MB)`` lines (NaN until
+    one is printed) and whether its first records have been widened."""
 
-
-class _Run:
     def __init__(self, line: int, config: dict[str, Any]) -> None:
-        self.line = line
-        self.config = config
-        self.records = intervals.Intervals(REPORTED)
-        self.previous: dict[int, tuple[float, ...]] = {}
+        super().__init__(line, config, REPORTED)
         self.memory_gb = NAN
-        self.val_loss = NAN
         self.widened = False
 
 
-class MegatronParser(LineParser):
+class MegatronParser(intervals.IntervalParser[_Run]):
     anchors = ("iteration", " ...", "padded vocab", "memory (MB)", "lm loss value")
+    start = _ITERATION
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.args: dict[str, str] = {}
         self.vocab: int | None = None
-        self.run: _Run | None = None
-        self.done: list[_Run] = []
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
         if "iteration" in line and _ITERATION.search(line):
-            try:
-                parsed, used = parse_wrapped(lines, i, parse_iteration, _starts_record)
-            except LineError as exc:
-                self.skip(number_, f"iteration line: {exc}")
-                if self.run is not None:
-                    intervals.break_chain(self.run.previous, rank_prefix(line)[0])
-                return 1
-            problem = self._add(number_, parsed)
-            if problem:
-                self.skip(number_, f"iteration line: {problem}")
-            return used
+            return self.read_record(lines, i, number_, parse_iteration, "iteration line")
         if "lm loss value" in line:
             match = _VAL_LOSS.search(line)
             if match and self.run is not None:
@@ -186,14 +163,12 @@ class MegatronParser(LineParser):
                 self.args[match.group(1)] = match.group(2)
         return 1
 
-    def _add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        """Add an iteration line's record; a reason if its interval cannot be used."""
+    def new_run(self, line: int) -> _Run:
+        return _Run(line, self._config())
+
+    def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         rank, iteration, seconds, consumed, consumed_tokens, batch, loss, *reported = parsed
-        run = self.run
-        if run is None or run.records.restarts(rank, iteration):
-            if run is not None:
-                self.done.append(run)
-            run = self.run = _Run(line, self._config())
+        run = self.run_at(line, rank, iteration)
         previous = run.previous.get(rank)
         if previous is intervals.BROKEN:
             n = samples = tokens = NAN
@@ -245,13 +220,7 @@ class MegatronParser(LineParser):
             config["grad_accum_steps"] = batch // (dp * micro)
         return config
 
-    def result(self) -> list[ParsedRun]:
-        runs = self.done + ([self.run] if self.run is not None else [])
-        return [ParsedRun(None, run.line, run.config, _finisher(run)) for run in runs]
-
-
-def _finisher(run: _Run):
-    def finish(config: Mapping[str, Any]):
+    def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
         if not run.widened:
             _first_iteration_alone(run.records.table())
             run.widened = True
@@ -262,7 +231,6 @@ def _finisher(run: _Run):
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps
-    return finish
 
 
 def _first_iteration_alone(table: np.ndarray) -> None:
@@ -290,14 +258,8 @@ def _nan_to(value: float, default: float) -> float:
     return default if math.isnan(value) else value
 
 
-class Megatron(Format):
+class Megatron(LineFormat):
     name = "megatron"
     title = "a Megatron-LM / Megatron-DeepSpeed log"
-
-    def sniff(self, head: str, settings: Settings) -> int:
-        return len(_ITERATION.findall(head))
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = MegatronParser(path)
-        parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)
+    patterns = (_ITERATION,)
+    parser_class = MegatronParser

@@ -39,12 +39,13 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+import pandas as pd
+
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers import intervals
-from trainperf.importers.core import Format, ParsedLog, ParsedRun
-from trainperf.importers.settings import Settings
-from trainperf.importers.text import NUMBER, LineError, LineParser, number, parse_wrapped, positive, rank_prefix
+from trainperf.importers.core import LineFormat
+from trainperf.importers.text import NUMBER, LineError, number, positive, rank_prefix
 
 NAN = math.nan
 NANOGPT_PEAK_TFLOPS = 312.0
@@ -73,39 +74,20 @@ def parse_iter(line: str) -> tuple[int, float, float, float]:
     return int(match.group(1)), number(match.group(2)), seconds, mfu if mfu >= 0 else NAN
 
 
-def _starts_record(text: str) -> bool:
-    return _ITER_START.search(text) is not None
-
-
-class _Run:
-    def __init__(self, line: int, config: dict[str, Any]) -> None:
-        self.line = line
-        self.config = config
-        self.records = intervals.Intervals(REPORTED)
-        self.val_loss = NAN
-
-
-class NanoGPTParser(LineParser):
+class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
     anchors = ("iter ", "step ", "tokens per iteration", "number of parameters", "Overriding:")
+    start = _ITER_START
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.config: dict[str, Any] = {"reported_peak_tflops_per_gpu": NANOGPT_PEAK_TFLOPS}
         self.tokens = NAN
-        self.run: _Run | None = None
         self.pending_eval: tuple[int, float] | None = None
-        self.done: list[_Run] = []
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
         if "iter " in line and _ITER_START.search(line):
-            try:
-                parsed, used = parse_wrapped(lines, i, parse_iter, _starts_record)
-            except LineError as exc:
-                self.skip(number_, f"iteration line: {exc}")
-                return 1
-            self._add(number_, *parsed)
-            return used
+            return self.read_record(lines, i, number_, parse_iter, "iteration line")
         if match := _EVAL.search(line):
             self.pending_eval = (int(match.group(1)), intervals.finite(float(match.group(3).replace(",", ""))))
         elif match := _TOKENS.search(line):
@@ -133,12 +115,13 @@ class NanoGPTParser(LineParser):
             else:
                 self.skip(line, f"Overriding: {key} = {value!r} is not a positive whole number")
 
-    def _add(self, line: int, iteration: int, loss: float, seconds: float, mfu: float) -> None:
-        run = self.run
-        if run is None or run.records.restarts(0, iteration):
-            if run is not None:
-                self.done.append(run)
-            run = self.run = _Run(line, dict(self.config))
+    def new_run(self, line: int) -> intervals.Run:
+        return intervals.Run(line, dict(self.config), REPORTED)
+
+    def add(self, line: int, parsed: tuple[Any, ...]) -> str:
+        """Add an iteration line's record (each line times its own step, so every interval is usable)."""
+        iteration, loss, seconds, mfu = parsed
+        run = self.run_at(line, 0, iteration)
         excluded = 0.0
         if self.pending_eval is not None:
             evaluated, val_loss = self.pending_eval
@@ -146,30 +129,18 @@ class NanoGPTParser(LineParser):
             run.val_loss = val_loss
             excluded = 1.0 if evaluated == iteration else 0.0
         run.records.add((0, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, mfu))
+        return ""
 
-    def result(self) -> list[ParsedRun]:
-        runs = self.done + ([self.run] if self.run is not None else [])
-        return [ParsedRun(None, run.line, run.config, _finisher(run)) for run in runs]
-
-
-def _finisher(run: _Run):
-    def finish(config: Mapping[str, Any]):
+    def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
         measured, steps = intervals.aggregate(run.records, config)
         measured["extra_time_source"] = "iteration times printed by the log"
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps
-    return finish
 
 
-class NanoGPT(Format):
+class NanoGPT(LineFormat):
     name = "nanogpt"
     title = "a nanoGPT log"
-
-    def sniff(self, head: str, settings: Settings) -> int:
-        return len(_ITER_START.findall(head))
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = NanoGPTParser(path)
-        parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)
+    patterns = (_ITER_START,)
+    parser_class = NanoGPTParser

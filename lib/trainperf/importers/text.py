@@ -70,6 +70,18 @@ def number(text: str) -> float:
     return float(text.replace(",", ""))
 
 
+def field_number(key: str, text: str | None) -> float:
+    """The value of field ``key`` printed as ``text`` (see :func:`number`);
+    NaN where the field is absent (None); :class:`LineError` naming ``key``
+    if it is not a number."""
+    if text is None:
+        return math.nan
+    try:
+        return number(text)
+    except LineError as exc:
+        raise LineError(f"{key}: {exc}") from None
+
+
 def positive(value: float, what: str) -> float:
     """``value`` if finite and > 0, else :class:`LineError`."""
     if not (value > 0 and math.isfinite(value)):

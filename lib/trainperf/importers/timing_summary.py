@@ -32,9 +32,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from trainperf.importers.core import Format, ParsedLog, ParsedRun
-from trainperf.importers.settings import Settings
-from trainperf.importers.text import NUMBER, LineError, LineParser, number, whole
+from trainperf.importers.core import LineFormat, ParsedRun, RunParser
+from trainperf.importers.text import NUMBER, LineError, number, whole
 
 _GPUS = re.compile(r"^\s{0,3}#.*?\bGPUs?\s*[=:]\s*(\d+)", re.IGNORECASE)
 _SECTION = re.compile(r"Batch Size\s*=\s*(\d+)\s*,\s*Accum(?:ulation|\.)?\s*Steps\s*=\s*(\d+)", re.IGNORECASE)
@@ -42,6 +41,7 @@ _KEY = re.compile(r"^\s*[-*]?\s*(Total script execution time|Train worker(?:\.ep
                   r"|Backward pass|Loss computation|Forward pass)\s*:(.*)$")
 _VALUE = re.compile(rf"\s*({NUMBER})\s*(?:s|sec|seconds)?(?:\s*\(mean\s*=\s*({NUMBER})\s*(?:s|sec|seconds)?\))?\s*$")
 _RULE = re.compile(r"^[\s|:\-]+$")
+_EPOCH = re.compile(r"Train worker\.epoch")
 FIELDS = {"Total script execution time": "extra_total_execution_s", "Train worker": "extra_train_worker_s",
           "Train worker.epoch": "extra_epoch_s", "Train worker.epoch.training": "elapsed_s",
           "Train worker.epoch.validation": "validation_s", "Backward pass": "backward_s",
@@ -54,7 +54,7 @@ class _Section:
         self.values: dict[str, float] = {}
 
 
-class TimingSummaryParser(LineParser):
+class TimingSummaryParser(RunParser):
     anchors = ("Batch Size", "Train worker", "execution time", "pass:", "computation:", "GPU", "|")
 
     def __init__(self, path: Path) -> None:
@@ -146,15 +146,8 @@ def _fixed(measured: dict[str, Any]):
     return finish
 
 
-class TimingSummary(Format):
+class TimingSummary(LineFormat):
     name = "timing-summary"
     title = "a batch-size timing summary"
-
-    def sniff(self, head: str, settings: Settings) -> int:
-        return len(_SECTION.findall(head)) + head.count("Train worker.epoch")
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = TimingSummaryParser(path)
-        parser.read()
-        runs = parser.result()
-        return ParsedLog(runs, parser.skipped, parser.skipped_total, parser.lines)
+    patterns = (_SECTION, _EPOCH)
+    parser_class = TimingSummaryParser

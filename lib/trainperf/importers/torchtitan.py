@@ -49,11 +49,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+import pandas as pd
+
 from trainperf.importers import intervals
-from trainperf.importers.core import RATE_FROM_REPORTED, Format, ParsedLog, ParsedRun
-from trainperf.importers.settings import Settings
-from trainperf.importers.text import (NUMBER, LineError, LineParser, number, parse_wrapped, positive,
-                                      rank_prefix, timestamp, whole)
+from trainperf.importers.core import RATE_FROM_REPORTED, LineFormat
+from trainperf.importers.text import NUMBER, LineError, field_number, positive, rank_prefix, timestamp, whole
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
@@ -95,12 +95,13 @@ def parse_step(line: str) -> tuple[Any, ...]:
             raise LineError("no 'tps:' (or 'wps:') field")
         step, loss, tflops = fields["step"], fields.get("loss"), fields.get("tflops")
         memory, mfu = _before(fields.get("memory"), "GiB"), _before(fields["mfu"], "%")
-    rate = positive(_value("tps", tps), "tps")
-    gib = _value("memory", memory)
+    rate = positive(field_number("tps", tps), "tps")
+    gib = field_number("memory", memory)
     if gib < 0 or gib == math.inf:
         raise LineError(f"memory: {gib:g} GiB is not a size")
-    return (0 if rank is None else rank, int(step) if step.isdigit() else whole(step, "step"), _value("loss", loss),
-            gib, rate, _value("tflops", tflops), _value("mfu", mfu) / 100.0, timestamp(body[:at]))
+    return (0 if rank is None else rank, int(step) if step.isdigit() else whole(step, "step"),
+            field_number("loss", loss), gib, rate, field_number("tflops", tflops), field_number("mfu", mfu) / 100.0,
+            timestamp(body[:at]))
 
 
 def _before(text: str | None, unit: str) -> str | None:
@@ -113,40 +114,13 @@ def _before(text: str | None, unit: str) -> str | None:
     return head.group(0)
 
 
-def _value(key: str, text: str | None) -> float:
-    if text is None:
-        return NAN
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return number(text)
-    except LineError as exc:
-        raise LineError(f"{key}: {exc}") from None
-
-
-def _starts_record(text: str) -> bool:
-    return _STEP.search(text) is not None
-
-
-class _Run:
-    def __init__(self, line: int, config: dict[str, Any]) -> None:
-        self.line = line
-        self.config = config
-        self.records = intervals.Intervals(REPORTED)
-        self.previous: dict[int, tuple[float, ...]] = {}
-        self.val_loss = NAN
-
-
-class TorchtitanParser(LineParser):
+class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
     anchors = ("step:", "batch size", "total parameters", "Peak FLOPS", "device mesh", "capacity:")
+    start = _STEP
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.config: dict[str, Any] = {}
-        self.run: _Run | None = None
-        self.done: list[_Run] = []
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
@@ -158,17 +132,7 @@ class TorchtitanParser(LineParser):
                 return 1
             if not _STEP.search(line):
                 return 1
-            try:
-                parsed, used = parse_wrapped(lines, i, parse_step, _starts_record)
-            except LineError as exc:
-                self.skip(number_, f"step line: {exc}")
-                if self.run is not None:
-                    intervals.break_chain(self.run.previous, rank_prefix(line)[0])
-                return 1
-            problem = self._add(number_, parsed)
-            if problem:
-                self.skip(number_, f"step line: {problem}")
-            return used
+            return self.read_record(lines, i, number_, parse_step, "step line")
         self._configure(line)
         return 1
 
@@ -194,14 +158,12 @@ class TorchtitanParser(LineParser):
         if self.run is not None and not len(self.run.records):
             self.run.config.update(config)
 
-    def _add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        """Add a step line's record; a reason if its interval cannot be used."""
+    def new_run(self, line: int) -> intervals.Run:
+        return intervals.Run(line, dict(self.config), REPORTED)
+
+    def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         rank, step, loss, memory, tps, tflops, mfu, when = parsed
-        run = self.run
-        if run is None or run.records.restarts(rank, step):
-            if run is not None:
-                self.done.append(run)
-            run = self.run = _Run(line, dict(self.config))
+        run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)
         if previous is None or previous is intervals.BROKEN:
             n = 1.0 if step == 1 and previous is None else NAN
@@ -217,13 +179,7 @@ class TorchtitanParser(LineParser):
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, tps, tflops, mfu))
         return ""
 
-    def result(self) -> list[ParsedRun]:
-        runs = self.done + ([self.run] if self.run is not None else [])
-        return [ParsedRun(None, run.line, run.config, _finisher(run)) for run in runs]
-
-
-def _finisher(run: _Run):
-    def finish(config: Mapping[str, Any]):
+    def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
         measured, steps = intervals.aggregate(run.records, config)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
@@ -233,21 +189,14 @@ def _finisher(run: _Run):
             measured["tokens_per_s"] = measured["reported_tokens_per_s_per_gpu"] * float(config["gpus"])
             measured["extra_time_source"] = RATE_FROM_REPORTED
         return measured, steps
-    return finish
 
 
 def _known(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
-class Torchtitan(Format):
+class Torchtitan(LineFormat):
     name = "torchtitan"
     title = "a torchtitan log"
-
-    def sniff(self, head: str, settings: Settings) -> int:
-        return len(_STEP.findall(head))
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = TorchtitanParser(path)
-        parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)
+    patterns = (_STEP,)
+    parser_class = TorchtitanParser
