@@ -10,6 +10,7 @@ from trainperf.errors import DataError
 from trainperf.bench import cli as bench_cli
 from trainperf.importers import cli as importers_cli
 from trainperf.profiler import cli as profiler_cli
+from trainperf.report import cli as report_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"trainperf {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     summary.add_subcommand(subparsers)
+    report_cli.add_subcommand(subparsers)
     bench_cli.add_subcommand(subparsers)
     importers_cli.add_subcommand(subparsers)
     profiler_cli.add_subcommand(subparsers)

@@ -1,0 +1,123 @@
+"""Naming and ordering runs for people: configuration labels, the throughput
+unit a set of runs can be compared in, and the best run with its margin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from trainperf.report.html import fmt_int
+
+
+@dataclass(frozen=True)
+class Unit:
+    """The unit runs are compared in: ``tokens`` or ``samples`` (per second)."""
+
+    name: str
+
+    @property
+    def rate(self) -> str:
+        """Column of the all-device rate, e.g. ``tokens_per_s``."""
+        return f"{self.name}_per_s"
+
+    @property
+    def per_device(self) -> str:
+        return f"{self.name}_per_s_per_gpu"
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}/s"
+
+
+def unit_of(runs: pd.DataFrame) -> Unit:
+    """Tokens when every run has a token rate, else samples when every run has
+    a sample rate, else tokens (runs without one show empty rates)."""
+    for name in ("tokens", "samples"):
+        if f"{name}_per_s" in runs and runs[f"{name}_per_s"].notna().all():
+            return Unit(name)
+    return Unit("tokens")
+
+
+def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """``runs`` with experiments in the order they first appear in the data,
+    each sorted by the columns ``by``; a new index from 0, ``attrs`` kept."""
+    first = {name: i for i, name in enumerate(dict.fromkeys(runs["experiment"].astype(str)))}
+    position = runs["experiment"].astype(str).map(first)
+    out = (runs.assign(_experiment_order=position).sort_values(["_experiment_order", *by], kind="stable")
+           .drop(columns="_experiment_order").reset_index(drop=True))
+    out.attrs = runs.attrs
+    return out
+
+
+def _count(value: object, word: str) -> str:
+    n = int(value)
+    return f"{n:,} {word}{'es' if n != 1 and word.endswith('s') else 's' if n != 1 else ''}"
+
+
+def device_word(run: pd.Series) -> str:
+    """What a device is called for this run: ``process`` on CPU, else ``GPU``."""
+    platform = run.get("platform")
+    return "process" if isinstance(platform, str) and platform.strip().lower().startswith("cpu") else "GPU"
+
+
+def label(run: pd.Series, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:
+    """A configuration label: ``4 GPUs across 1 node``, plus the batch,
+    strategy, model and platform where the row has them (except the columns
+    in ``skip``). ``compact``: one part per line, for chart axes."""
+    parts = []
+    if pd.notna(run.get("gpus")):
+        parts.append(_count(run["gpus"], device_word(run)))
+        if pd.notna(run.get("nodes")):
+            nodes = _count(run["nodes"], "node")
+            parts[-1] += f"\n{nodes}" if compact else f" across {nodes}"
+    if pd.notna(run.get("micro_batch_size")) and "micro_batch_size" not in skip:
+        batch = f"micro-batch {fmt_int(run['micro_batch_size'])}"
+        if pd.notna(run.get("grad_accum_steps")):
+            batch += f" × {fmt_int(run['grad_accum_steps'])} accum."
+        parts.append(batch)
+    for column in ("strategy", "model", "platform"):
+        if pd.notna(run.get(column)) and column not in skip:
+            parts.append(str(run[column]))
+    return ("\n" if compact else ", ").join(parts) if parts else str(run["run_id"])
+
+
+LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accum_steps")
+
+
+def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
+    """Labels for ``runs`` that leave out what every run of the same
+    experiment shares (e.g. the platform of a single-platform study); run ids
+    where labels would repeat within an experiment."""
+    groups = runs["experiment"].astype(str) if "experiment" in runs else pd.Series("", index=runs.index)
+    out = pd.Series("", index=runs.index, dtype=object)
+    for _, group in runs.groupby(groups, sort=False):
+        shared = tuple(c for c in LABEL_DETAILS if c in group and len(group) > 1 and group[c].nunique(dropna=False) == 1)
+        texts = [label(r, compact=compact, skip=shared) for _, r in group.iterrows()]
+        if len(set(texts)) < len(texts):
+            texts = [str(r) for r in group["run_id"]]
+        out.loc[group.index] = texts
+    return out.tolist()
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The best run by a column and the margin to the runner-up (a fraction)."""
+
+    best: pd.Series
+    runner_up: pd.Series | None
+    margin: float
+    """best / runner-up − 1 for larger-is-better, runner-up / best − 1 otherwise."""
+
+
+def rank(runs: pd.DataFrame, column: str, *, larger_is_better: bool = True) -> Ranking:
+    """The best run of ``runs`` by ``column`` and its margin over the runner-up."""
+    candidates = runs[runs[column].notna()].sort_values(column, ascending=not larger_is_better)
+    if candidates.empty:
+        raise ValueError(f"no run has {column}")
+    best = candidates.iloc[0]
+    if len(candidates) == 1:
+        return Ranking(best, None, float("nan"))
+    second = candidates.iloc[1]
+    a, b = float(best[column]), float(second[column])
+    return Ranking(best, second, a / b - 1 if larger_is_better else b / a - 1)

@@ -1,0 +1,76 @@
+"""Export an executed report notebook to one self-contained HTML page.
+
+The page is nbconvert's output with the ``trainperf`` template
+(``templates/trainperf``): no code cells and no prompts, figures embedded as
+data URIs, one inline stylesheet, no scripts and no external URL — it opens
+offline. A table of contents is built from the page's ``h2``/``h3`` headings.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from nbconvert import HTMLExporter
+
+TEMPLATES = Path(__file__).with_name("templates")
+CSS = TEMPLATES / "report.css"
+TOC_MARK = "<!--trainperf:toc-->"
+_HEADING = re.compile(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+
+
+@dataclass(frozen=True)
+class PageInfo:
+    """What the page header and footer show: title, trainperf version, generation time."""
+
+    title: str
+    version: str
+    generated: str
+
+
+def stylesheet() -> str:
+    """The stylesheet shared by report pages and the index."""
+    return CSS.read_text()
+
+
+def notebook_to_html(nb: nbformat.NotebookNode, info: PageInfo) -> str:
+    """The executed notebook ``nb`` as a self-contained HTML page."""
+    exporter = HTMLExporter(
+        template_name="trainperf",
+        extra_template_basedirs=[str(TEMPLATES)],
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        anchor_link_text="",
+    )
+    resources = {"trainperf": {"title": info.title, "version": info.version,
+                               "generated": info.generated, "css": stylesheet()}}
+    body, _ = exporter.from_notebook_node(nb, resources=resources)
+    return body.replace(TOC_MARK, table_of_contents(body), 1)
+
+
+def table_of_contents(page: str) -> str:
+    """A nested list linking the ``h2`` and ``h3`` headings (those with an ``id``) of ``page``."""
+    items: list[tuple[int, str, str]] = []
+    for level, anchor, inner in _HEADING.findall(page):
+        text = re.sub(r"<[^>]+>", "", inner).strip()
+        if text:
+            items.append((int(level), anchor, text))
+    out, open_sub = ["<ol>"], False
+    for level, anchor, text in items:
+        if level == 3 and not open_sub and len(out) > 1:
+            out[-1] = out[-1].removesuffix("</li>")
+            out.append("<ol>")
+            open_sub = True
+        elif level == 2 and open_sub:
+            out.append("</ol></li>")
+            open_sub = False
+        # anchor and text are taken from the page, where they are already escaped
+        out.append(f'<li><a href="#{anchor}">{text}</a></li>')
+    if open_sub:
+        out.append("</ol></li>")
+    out.append("</ol>")
+    return "\n".join(out)
+

@@ -1,0 +1,47 @@
+"""The index page of a report build: ``reports/index.html``.
+
+It links every report with its one-line headline (or, for a failed one, the
+error), and shows the generation time, the data sources each report read and
+the trainperf version. Rendered with Jinja2 autoescaping: every string from
+data is escaped.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import jinja2
+
+from trainperf.report.export import TEMPLATES, stylesheet
+from trainperf.report.page import shown_path
+
+if TYPE_CHECKING:
+    from trainperf.report.pipeline import ReportResult
+
+
+def write_index(results: Sequence[ReportResult], path: Path, *, version: str, generated: str) -> Path:
+    """Write the index page for ``results`` to ``path`` and return ``path``."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    reports = [{
+        "name": r.name, "title": r.title, "ok": r.ok, "error": r.error, "seconds": r.seconds,
+        "headline": r.facts.get("headline", ""),
+        "page": _relative(r.html, path.parent), "executed": _relative(r.executed, path.parent),
+    } for r in results]
+    sources: dict[str, list[str]] = {}
+    for r in results:
+        for source in r.facts.get("inputs", []) or []:
+            sources.setdefault(shown_path(str(source)), []).append(r.title)
+    page = env.get_template("index.html.j2").render(
+        reports=reports, failed=sum(not r.ok for r in results), version=version, generated=generated,
+        css=stylesheet(), sources=[{"path": p, "reports": rs} for p, rs in sorted(sources.items())])
+    path.write_text(page)
+    return path
+
+
+def _relative(target: str | None, base: Path) -> str | None:
+    return None if target is None else Path(os.path.relpath(target, base)).as_posix()
+

@@ -1,0 +1,75 @@
+"""Where a run's time goes: its phase times, what is left over, and the wait
+for the slowest rank, in seconds for the measured window or per optimizer step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+PHASE_LABELS = {
+    "data_s": "data loading", "h2d_s": "host-to-device copy", "forward_s": "forward", "loss_s": "loss",
+    "backward_s": "backward", "optimizer_s": "optimizer", "compute_s": "compute",
+    "comm_s": "communication", "comm_exposed_s": "communication (exposed)", "validation_s": "validation",
+}
+OTHER = "other / unattributed"
+IMBALANCE = "waiting for the slowest rank"
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Seconds per phase (columns, in step order) for each run (rows, in the runs' order)."""
+
+    seconds: pd.DataFrame
+    per_step: bool
+    """True: seconds per optimizer step; False: seconds of the whole measured window."""
+
+    @property
+    def unit(self) -> str:
+        return "s per step" if self.per_step else "s in the measured window"
+
+
+def has_phases(runs: pd.DataFrame) -> bool:
+    """Whether any run reports a phase time."""
+    return any(c in runs and runs[c].notna().any() for c in PHASE_LABELS)
+
+
+def optimizer_steps(runs: pd.DataFrame) -> pd.Series:
+    """Optimizer steps in each run's window: ``steps``, else ``samples / global_batch_size``."""
+    steps = runs["steps"] if "steps" in runs else pd.Series(np.nan, index=runs.index)
+    if {"samples", "global_batch_size"} <= set(runs.columns):
+        steps = steps.fillna(runs["samples"] / runs["global_batch_size"])
+    return steps.astype(float)
+
+
+def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> Breakdown:
+    """The phase times of ``runs`` (NaN phases count as 0 in a run that has others).
+
+    Compute is split into forward, loss, backward and optimizer where any run
+    has them, else shown as one ``compute``; communication is the exposed
+    part where known. ``other`` is a typical rank's elapsed time
+    (``mean_rank_elapsed_s``, else ``elapsed_s``) minus the phases; ``waiting
+    for the slowest rank`` is ``elapsed_s − mean_rank_elapsed_s``. Per step
+    when ``per_step`` and every run's step count is known.
+    """
+    split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
+    compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
+    comm = "comm_exposed_s" if "comm_exposed_s" in runs and runs["comm_exposed_s"].notna().any() else "comm_s"
+    wanted = ["data_s", "h2d_s", *compute, comm, "validation_s"]
+    present = [c for c in wanted if c in runs and runs[c].notna().any()]
+    seconds = pd.DataFrame({PHASE_LABELS[c]: runs[c].astype(float).fillna(0.0) for c in present}, index=runs.index)
+    typical = runs["elapsed_s"].astype(float)
+    if "mean_rank_elapsed_s" in runs:
+        typical = runs["mean_rank_elapsed_s"].astype(float).fillna(typical)
+    other = (typical - seconds.sum(axis=1)).clip(lower=0)
+    if other.fillna(0).gt(0.005 * typical.fillna(np.inf)).any():
+        seconds[OTHER] = other.fillna(0.0)
+    if "mean_rank_elapsed_s" in runs:
+        wait = (runs["elapsed_s"] - runs["mean_rank_elapsed_s"]).astype(float).clip(lower=0)
+        if wait.fillna(0).gt(0).any():
+            seconds[IMBALANCE] = wait.fillna(0.0)
+    steps = optimizer_steps(runs)
+    if per_step and steps.notna().all() and (steps > 0).all():
+        return Breakdown(seconds.div(steps, axis=0), True)
+    return Breakdown(seconds, False)
