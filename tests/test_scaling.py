@@ -49,3 +49,14 @@ def test_as_many_points_as_parameters_gives_no_error_band():
 def test_fit_needs_two_device_counts():
     with pytest.raises(ValueError, match="two or more device counts"):
         scaling.fit(np.array([4.0, 4.0]), np.array([1.0, 1.1]), "amdahl")
+
+
+def test_band_widens_by_the_relative_error_and_stays_non_negative():
+    p = np.array([1, 2, 4], dtype=float)
+    measured = np.array([1.0, 1.9, 1.8])  # turns over: a USL fit with large coherency cost
+    fit = scaling.fit(p, measured, "usl")
+    residual = measured - fit.predict(p)
+    assert fit.relative_rmse == pytest.approx(np.sqrt(np.mean((residual / measured) ** 2)))
+    low, high = fit.band(np.array([1.0, 64.0]))
+    assert np.all(low >= 0)
+    assert low[0] <= 1.0 <= high[0]

@@ -63,14 +63,16 @@ class ScalingFit:
 
     ``devices`` are relative to the baseline (``p = N / N_baseline``);
     ``rmse`` is the root-mean-square error of the fitted multiplier over the
-    measured points (x); ``stderr`` the standard error of each parameter
-    (NaN when there are no more points than parameters).
+    measured points (x), ``relative_rmse`` that of the residuals as a
+    fraction of the measured multiplier; ``stderr`` the standard error of
+    each parameter (NaN when there are no more points than parameters).
     """
 
     law: str
     params: dict[str, float]
     stderr: dict[str, float]
     rmse: float
+    relative_rmse: float
     devices: np.ndarray
     multipliers: np.ndarray
     covariance: np.ndarray = field(repr=False)
@@ -86,8 +88,9 @@ class ScalingFit:
 
         Propagates the parameters' covariance by sampling (``draws`` parameter
         sets from the fit's normal approximation, clipped to the law's bounds),
-        then widens by the residual RMSE; the central ``level`` of the
-        resulting spread is returned. NaN where the covariance is unknown.
+        takes the central ``level`` of the resulting spread and widens it by
+        the fit's relative RMSE (a multiplier is never below 0). NaN where the
+        covariance is unknown.
         """
         p = np.atleast_1d(np.asarray(devices, dtype=float))
         if not np.all(np.isfinite(self.covariance)):
@@ -99,8 +102,8 @@ class ScalingFit:
         theta = np.clip(theta, lo, hi)
         curves = np.stack([fn(p, *t) for t in theta])
         tail = (1.0 - level) / 2.0
-        low = np.quantile(curves, tail, axis=0) - self.rmse
-        high = np.quantile(curves, 1.0 - tail, axis=0) + self.rmse
+        low = np.quantile(curves, tail, axis=0) * max(0.0, 1.0 - self.relative_rmse)
+        high = np.quantile(curves, 1.0 - tail, axis=0) * (1.0 + self.relative_rmse)
         return low, high
 
     def describe(self) -> str:
@@ -139,6 +142,7 @@ def fit(devices: np.ndarray, multipliers: np.ndarray, law: str = "usl") -> Scali
         params=dict(zip(names, map(float, params))),
         stderr={n: float(math.sqrt(v)) if v >= 0 else math.nan for n, v in zip(names, np.diag(cov))},
         rmse=float(np.sqrt(np.mean(residuals ** 2))),
+        relative_rmse=float(np.sqrt(np.mean((residuals / s) ** 2))),
         devices=p,
         multipliers=s,
         covariance=cov,

@@ -35,7 +35,7 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
     if not keep.any():
         raise InputError("no experiment has runs at two or more device counts: nothing to compare "
                          f"(experiments: {', '.join(map(str, counts.index))})")
-    out = ordered(runs.loc[keep], ["gpus", "run_id"])
+    out = ordered(runs.loc[keep], ["gpus", "micro_batch_size", "run_id"])
     out.attrs = {**runs.attrs, "skipped": list(runs.attrs.get("skipped", []))}
     for name in counts[counts < 2].index:
         out.attrs["skipped"].append((f"experiment {name}", "measured at one device count only: no scaling"))
@@ -147,7 +147,7 @@ def summary_table(runs: pd.DataFrame) -> Section:
     for name in experiments(runs):
         group = _group(runs, name)
         view = group.assign(configuration=labels(group), ideal=relative_devices(group))
-        columns = [Col("configuration", "Configuration"), Col("gpus", "Devices", "int")]
+        columns = [Col("configuration", "Configuration", wrap=True), Col("gpus", "Devices", "int")]
         for rate, header in (("tokens_per_s", "Tokens/s"), ("samples_per_s", "Samples/s")):
             if view[rate].notna().all():
                 columns.append(Col(rate, header, "int"))
@@ -376,7 +376,7 @@ def fits(runs: pd.DataFrame, project_to_gpus: float | None = None) -> Section:
             Col("usl", "USL: multiplier (95 % band)"), Col("naive", "Straight line", "times"),
             Col("ideal", "Ideal", "times")],
             note="Bands: the fitted parameters' uncertainty propagated to the projection, widened by the fit's "
-                 "RMSE. The straight line extends the last measured point at its efficiency — the "
+                 "relative RMSE. The straight line extends the last measured point at its efficiency — the "
                  "projection a report makes by multiplying one configuration's throughput by the node count."))
         usl = proj.fits["usl"]
         kappa, sigma = usl.params["kappa"], usl.params["sigma"]
@@ -395,7 +395,7 @@ def cost(runs: pd.DataFrame) -> Section:
         return Section([paragraph("No price per device-hour in the data: set the price_per_gpu_hour parameter "
                                   "to see cost and cost efficiency.")])
     view = priced.assign(configuration=labels(priced))
-    columns = [Col("experiment", "Experiment"), Col("configuration", "Configuration"),
+    columns = [Col("experiment", "Experiment"), Col("configuration", "Configuration", wrap=True),
                Col("gpus", "Devices", "int"), Col("price_per_gpu_hour", "Price ($/device-h)", "usd"),
                Col("elapsed_s", "Elapsed (s)", "s"), Col("gpu_hours", "Device-hours", "num"),
                Col("cost_usd", "Cost", "usd"), Col("cost_efficiency", "Cost efficiency", "pct",

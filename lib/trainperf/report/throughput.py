@@ -16,7 +16,7 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs that have a throughput, ordered by experiment and devices."""
     unit = unit_of(runs)
     have = require(runs, unit.rate, f"a throughput in {unit.label}")
-    return ordered(have, ["gpus", "run_id"])
+    return ordered(have, ["gpus", "micro_batch_size", "run_id"])
 
 
 def headline(runs: pd.DataFrame) -> Fragment:
@@ -48,7 +48,7 @@ def summary_table(runs: pd.DataFrame) -> Section:
     names = list(dict.fromkeys(view["experiment"].astype(str)))
     for name in names:
         group = view[view["experiment"].astype(str) == name]
-        columns = [Col("configuration", "Configuration"), Col("gpus", "Devices", "int")]
+        columns = [Col("configuration", "Configuration", wrap=True), Col("gpus", "Devices", "int")]
         if group["tokens"].notna().any():
             columns.append(Col("tokens", "Total tokens", "int"))
         if unit.name == "samples" and group["samples"].notna().any():
