@@ -14,6 +14,7 @@ table. Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import tempfile
 import time
@@ -39,8 +40,12 @@ def megatron_lines(step: int) -> list[str]:
             NOISE[step % 3]]
 
 
+START = datetime.datetime(2025, 1, 15)
+
+
 def torchtitan_lines(step: int) -> list[str]:
-    stamp = f"2025-01-15 {step // 3600 % 24:02d}:{step // 60 % 60:02d}:{step % 60:02d},{step % 1000:03d}"
+    moment = START + datetime.timedelta(seconds=step)  # one step a second, date advancing past midnight
+    stamp = moment.strftime("%Y-%m-%d %H:%M:%S,") + f"{moment.microsecond // 1000:03d}"
     return [f"[rank{rank}]:[titan] {stamp} - root - INFO - \x1b[31mstep: {step:2}  \x1b[32mloss: {2 + 1 / step:7.4f}"
             f"  \x1b[38;2;54;234;195mmemory: 35.18GiB(44.47%)  \x1b[34mtps: {8000 + step % 300:,}  "
             f"\x1b[36mtflops: 400.12  \x1b[35mmfu: 40.46%\x1b[39m" for rank in (0, 1)] + [NOISE[step % 3]]
