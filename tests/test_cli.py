@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from trainperf.cli import main
 
@@ -42,3 +43,15 @@ def test_bad_input_is_one_line_on_stderr_with_exit_code_2(tmp_path):
 def test_unknown_experiment_lists_the_known_ones(capsys):
     assert main(["summarize", str(SEED_000), "--experiment", "nope"]) == 2
     assert "no runs in experiment 'nope'; experiments: seed000-scaling" in capsys.readouterr().err
+
+
+def test_summarize_json_keeps_small_numbers(tmp_path, capsys):
+    # a CPU run: 10 tokens/s * 6e3 FLOPs = 6e4 FLOP/s = 6e-8 TFLOP/s (pandas' to_json rounds it to 0.0000001)
+    runs = tmp_path / "cpu.csv"
+    runs.write_text("run_id,gpus,tokens_per_s,n_params,platform,precision,peak_tflops_per_gpu\n"
+                    "a,1,10,1000,cpu,fp32,0.05\n")
+    assert main(["summarize", str(runs), "--format", "json"]) == 0
+    record, = json.loads(capsys.readouterr().out)
+    assert record["tflops_per_gpu"] == pytest.approx(6e-8, rel=1e-12)
+    assert record["mfu"] == pytest.approx(6e-8 / 0.05, rel=1e-12)
+    assert record["platform"] == "cpu" and record["activation_checkpointing"] is None

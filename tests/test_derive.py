@@ -95,3 +95,52 @@ def test_a_baseline_that_was_not_loaded_is_noted_and_the_fewest_devices_used():
     assert d["baseline_run_id"].tolist() == ["b", "b"]
     assert d["scaling_multiplier"].tolist() == pytest.approx([1.0, 300 / 190])
     assert "baseline_run_id 'a' is not among the loaded runs" in d["notes"].iloc[1]
+
+
+def test_a_run_without_the_experiments_throughput_gets_no_scaling_rather_than_an_elapsed_ratio():
+    # a and b measured tokens: b does 4,000 tokens in 20 s = 200 tokens/s, twice a's 1,000 in 10 s.
+    # c has only an elapsed time; comparing elapsed times (equal work) would make b 10/20 = 0.5x.
+    d = derive(runs({"run_id": "a", "gpus": 1, "tokens": 1000, "elapsed_s": 10.0},
+                    {"run_id": "b", "gpus": 2, "tokens": 4000, "elapsed_s": 20.0},
+                    {"run_id": "c", "gpus": 4, "elapsed_s": 5.0}))
+    assert d["scaling_multiplier"].iloc[:2].tolist() == pytest.approx([1.0, 2.0])
+    assert (d["scaling_basis"] == "throughput").all()
+    assert math.isnan(d["scaling_multiplier"].iloc[2])
+    assert "scaling: no tokens_per_s in this run" in d["notes"].iloc[2]
+    # tokens in one run, samples in the other, no seq_len: not comparable
+    mixed = derive(runs({"run_id": "a", "gpus": 1, "tokens": 1000, "elapsed_s": 10.0},
+                        {"run_id": "b", "gpus": 2, "samples": 4000, "elapsed_s": 20.0}))
+    assert math.isnan(mixed["scaling_multiplier"].iloc[1])
+
+
+def test_a_baseline_without_positive_throughput_gives_no_scaling_instead_of_infinity():
+    d = derive(runs({"run_id": "a", "gpus": 1, "tokens": 0, "elapsed_s": 10.0},
+                    {"run_id": "b", "gpus": 2, "tokens": 4000, "elapsed_s": 20.0}))
+    assert d["scaling_multiplier"].isna().all()
+    assert "the baseline 'a' has no positive tokens_per_s" in d["notes"].iloc[1]
+
+
+def test_runs_naming_different_baselines_are_noted_not_silently_ignored():
+    d = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 100.0, "baseline_run_id": "b"},
+                    {"run_id": "b", "gpus": 2, "tokens_per_s": 150.0, "baseline_run_id": "c"},
+                    {"run_id": "c", "gpus": 4, "tokens_per_s": 300.0}))
+    assert d["baseline_run_id"].tolist() == ["a", "a", "a"]
+    assert "different baseline_run_ids ('b', 'c')" in d["notes"].iloc[0]
+
+
+def test_unknown_gpus_leaves_per_device_figures_empty_with_a_reason():
+    d = derive(runs({"run_id": "a", "gpus": None, "tokens_per_s": 1e5, "n_params": 1e9, "platform": "H100",
+                     "precision": "bf16", "elapsed_s": 10.0}))
+    assert d["tflops_total"].iloc[0] == pytest.approx(1e5 * 6e9 / 1e12)
+    assert math.isnan(d["mfu"].iloc[0]) and math.isnan(d["gpu_hours"].iloc[0])
+    assert "gpus unknown" in d["notes"].iloc[0]
+
+
+def test_an_impossible_mfu_is_noted():
+    # 1.6e9 tokens / 3600 s = 444,444 tokens/s; 6 * 6.7e9 + 12 * 32 * 4096 * 2048 = 4.3421e10 FLOPs per token;
+    # / 8 GPUs = 2,412 TFLOP/s per H100 against a dense 989.5: 2.44, more than the device can do
+    d = derive(runs({"run_id": "a", "gpus": 8, "tokens": 1.6e9, "elapsed_s": 3600.0, "n_params": 6.7e9,
+                     "n_layers": 32, "d_model": 4096, "seq_len": 2048, "platform": "H100", "precision": "bf16",
+                     "activation_checkpointing": False}))
+    assert d["mfu"].iloc[0] == pytest.approx(1.6e9 / 3600 * 4.3421e10 / 8 / 1e12 / 989.5, rel=1e-4)
+    assert "mfu: 2.44 is above 1" in d["notes"].iloc[0]

@@ -111,3 +111,42 @@ def test_folder_reads_logs_and_skips_text_that_is_no_log(tmp_path):
     assert str(log) in runs.attrs["inputs"]
     with pytest.raises(DataError, match="notes.txt"):
         load_runs(tmp_path / "notes.txt")  # named explicitly: an error, not a skip
+
+
+@pytest.mark.parametrize("text, where", [
+    # one field too many: pandas would take the first column as an index and shift every value
+    ("run_id,gpus,tokens,elapsed_s\na,1,1000,10,5\n", "line 2: 5 fields, but the header has 4"),
+    ("run_id,gpus,tokens,elapsed_s\na,1,1000,10\nb,2,10\n", "line 3: 3 fields, but the header has 4"),
+])
+def test_a_csv_row_whose_fields_do_not_match_the_header_is_refused(tmp_path, text, where):
+    path = write(tmp_path, "runs.csv", text)
+    with pytest.raises(DataError, match=where):
+        load_runs(path)
+
+
+def test_csv_line_numbers_count_blank_lines_and_multi_line_cells(tmp_path):
+    # line 1 header, 2 a, 3 blank, 4-5 a quoted cell over two lines, 6 the bad row
+    path = write(tmp_path, "runs.csv", 'run_id,gpus,tokens,elapsed_s,extra_note\na,1,1000,10,x\n\n'
+                                       'b,2,1000,10,"two\nlines"\nc,two,1000,10,y\n')
+    with pytest.raises(DataError, match=r"line 6, row 3, column 'gpus': 'two' is not a number"):
+        load_runs(path)
+
+
+def test_a_column_named_twice_and_a_run_id_twice_in_one_file_are_refused(tmp_path):
+    with pytest.raises(DataError, match="column 'gpus': column named more than once"):
+        load_runs(write(tmp_path, "cols.csv", "run_id,gpus,gpus,elapsed_s\na,1,1,10\n"))
+    with pytest.raises(DataError, match=r"line 4, row 3, column 'run_id': run_id 'a' appears more than once "
+                                        r"\(first in row 1\)"):
+        load_runs(write(tmp_path, "ids.csv", "run_id,gpus,elapsed_s\na,1,10\nb,1,10\na,2,10\n"))
+
+
+def test_json_booleans_and_numbers_are_not_confused(tmp_path):
+    # a JSON column of 1 / 0 with a null becomes 1.0 / NaN in pandas: still true / unknown
+    records = [{"run_id": "a", "gpus": 1, "elapsed_s": 1, "activation_checkpointing": 1},
+               {"run_id": "b", "gpus": 2, "elapsed_s": 1, "activation_checkpointing": None}]
+    runs = load_runs(write(tmp_path, "ok.json", json.dumps(records)))
+    flags = runs["activation_checkpointing"]
+    assert str(flags.dtype) == "boolean" and flags.iloc[0] and flags.isna().iloc[1]
+    # true is no device count
+    with pytest.raises(DataError, match=r"row 1, column 'gpus': 'True' is not a number"):
+        load_runs(write(tmp_path, "bad.json", json.dumps([{"run_id": "a", "gpus": True, "elapsed_s": 1}])))

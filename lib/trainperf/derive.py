@@ -27,7 +27,8 @@ Formulas (per run; ``N`` devices = ``gpus``):
 * scaling per experiment: ``trainperf.scaling.add_scaling``.
 
 A value whose inputs are missing stays NaN and the row's ``notes`` says why;
-an unknown platform also raises a ``DataWarning`` (never a default peak).
+an unknown platform also raises a ``DataWarning`` (never a default peak). An
+MFU above 1 (impossible: wrong inputs) is kept and noted.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
         if name not in out:
             out[name] = _empty(len(out), column.kind, out.index)
     notes: list[list[str]] = [[] for _ in range(len(out))]
+    for i in np.flatnonzero(out["gpus"].isna().to_numpy()):
+        notes[i].append("gpus unknown: no per-device rate, TFLOP/s per device, MFU, GPU-hours, cost "
+                        "or scaling efficiency")
     _fill_work(out)
     _add_rates(out, notes)
     _add_flops(out, notes)
@@ -148,6 +152,9 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
     out["peak_tflops_per_gpu"] = np.array(peaks, dtype=float)
     out["peak_source"] = pd.Series(sources, index=out.index, dtype="string")
     out["mfu"] = out["tflops_per_gpu"] / out["peak_tflops_per_gpu"]
+    for i in np.flatnonzero((out["mfu"] > 1).to_numpy()):
+        notes[i].append(f"mfu: {out['mfu'].iat[i]:.3g} is above 1, more FLOP/s than the device's peak: "
+                        "check tokens, elapsed_s, gpus, n_params and the platform")
     checkpointing = out["activation_checkpointing"]
     factor = np.where(checkpointing.fillna(False).to_numpy(bool), flops_mod.RECOMPUTE_FACTOR, 1.0)
     out["hfu"] = (out["mfu"] * factor).where(checkpointing.notna())

@@ -14,12 +14,16 @@ pass as twice the forward:
     the form MosaicML llm-foundry uses for its published MFU.
 ``megatron``
     Narayanan et al. 2021 ("Efficient Large-Scale Language Model Training on
-    GPU Clusters Using Megatron-LM"), eq. 3, per token:
-    ``72 · L · h² · (1 + T / (6h) + V / (16 · L · h))``. Eq. 3 as printed
-    (``96 · B · s · l · h² · (…)`` per iteration) includes activation
-    recomputation; without it the factor is 72 = 96 · 3/4. The vocabulary
-    term is kept as printed (logits counted with the recomputation factor,
-    an overcount of ``V / (48·L·h)`` relative, below 1 % for most models).
+    GPU Clusters Using Megatron-LM"), eq. 3, per token, with its factor 96
+    (four passes: activation recomputation) replaced by 72 (three passes):
+    ``72 · L · h² · (1 + T / (6h) + V / (16 · L · h))``, as the throughput
+    calculator of Megatron-DeepSpeed computes it (``24 · 3 · B · s · l · h² ·
+    (…)``), so its printed TFLOP/s reproduce. Eq. 3 counts the logit layer
+    without recomputation already (``6·B·s·h·V``), so this form gives it
+    ``4.5 · h · V`` per token instead of ``6 · h · V`` (Megatron-LM's own
+    ``num_floating_point_operations`` counts 6): an undercount of
+    ``1.5 · h · V`` per token, 0.1 % of the total for GPT-3 175B but about
+    7 % for a 12-layer, 768-wide model with a 50k vocabulary.
 
 Hardware FLOPs (HFU) count activation recomputation: one more forward pass,
 so ``4/3`` of the model FLOPs (forward 1 + backward 2 + recomputed forward 1).
@@ -46,7 +50,8 @@ def palm(n_params: float, n_layers: int, d_model: int, seq_len: int) -> float:
 
 
 def megatron(n_layers: int, d_model: int, seq_len: int, vocab_size: int) -> float:
-    """FLOPs per token, Megatron-LM eq. 3 without recomputation:
+    """FLOPs per token, Megatron-LM eq. 3 with three passes instead of four
+    (Megatron-DeepSpeed's form; see the module notes on its logit term):
     ``72·L·h²·(1 + T/(6h) + V/(16·L·h))``."""
     h = float(d_model)
     return 72.0 * n_layers * h * h * (1.0 + seq_len / (6.0 * h) + vocab_size / (16.0 * n_layers * h))

@@ -22,6 +22,7 @@ rows; for CSV also the line) and the column. The result's ``attrs`` hold
 
 from __future__ import annotations
 
+import csv
 import difflib
 import json
 import math
@@ -38,8 +39,10 @@ LOG_SUFFIXES = {".log", ".txt", ".out"}
 """In a folder, files with these endings are read as logs; a file named
 explicitly is read as a log whatever its ending."""
 SPEED_INPUTS = ("elapsed_s", "tokens_per_s", "samples_per_s", "step_time_s")
-TRUE = {"true", "1", "yes", "y", "t"}
-FALSE = {"false", "0", "no", "n", "f"}
+TRUE = {"true", "1", "1.0", "yes", "y", "t"}
+FALSE = {"false", "0", "0.0", "no", "n", "f"}
+"""Spellings of a bool cell (case ignored); ``1.0`` / ``0.0`` are what a JSON
+column of 1 / 0 with a null in it becomes."""
 
 
 def load_runs(*paths: str | Path) -> pd.DataFrame:
@@ -126,8 +129,8 @@ def _read(path: Path, kind: str) -> pd.DataFrame:
         from trainperf.importers import import_path
 
         return check_runs(import_path(path).runs, path)
-    raw = _read_raw(path)
-    table = check_runs(raw, path, first_line=2 if path.suffix.lower() == ".csv" else None)
+    raw, lines = _read_csv(path) if path.suffix.lower() == ".csv" else (_read_raw(path), None)
+    table = check_runs(raw, path, lines=lines)
     if "experiment" not in raw.columns:
         table["experiment"] = pd.Series(path.stem, index=table.index, dtype="string")
     if "source" not in raw.columns:
@@ -135,14 +138,44 @@ def _read(path: Path, kind: str) -> pd.DataFrame:
     return table
 
 
+def _read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
+    """A CSV file's cells as strings, and the file line each data row starts on.
+
+    Blank lines are skipped; a row whose field count differs from the
+    header's (a stray or missing comma would shift every later value into the
+    wrong column) and a column named twice are errors."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle, skipinitialspace=True)
+            header: list[str] | None = None
+            rows: list[list[str]] = []
+            lines: list[int] = []
+            start = 1
+            for record in reader:
+                if record and any(field.strip() for field in record) or len(record) > 1:
+                    if header is None:
+                        header = [name.strip() for name in record]
+                    else:
+                        if len(record) != len(header):
+                            raise DataError(f"{len(record)} fields, but the header has {len(header)} "
+                                            "(a stray or missing comma?)", path=path, line=start)
+                        rows.append(record)
+                        lines.append(start)
+                start = reader.line_num + 1
+    except (csv.Error, OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read as a csv table: {exc}", path=path) from exc
+    if header is None:
+        raise DataError("empty file: no header and no rows", path=path)
+    twice = sorted({name for name in header if header.count(name) > 1})
+    if twice:
+        raise DataError("column named more than once", path=path, column=twice[0])
+    return pd.DataFrame(rows, columns=header, dtype="string"), lines
+
+
 def _read_raw(path: Path) -> pd.DataFrame:
-    """Read a table file without interpreting values (strings, or Parquet's own types)."""
+    """Read a JSON or Parquet table file without interpreting values (Parquet keeps its own types)."""
     suffix = path.suffix.lower()
     try:
-        if suffix == ".csv":
-            if path.stat().st_size == 0:
-                raise DataError("empty file: no header and no rows", path=path)
-            return pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
         if suffix == ".parquet":
             return pd.read_parquet(path)
         return pd.DataFrame(_json_records(path))
@@ -181,28 +214,36 @@ def _json_records(path: Path) -> list[dict]:
     return data
 
 
-def check_runs(raw: pd.DataFrame, path: object = None, first_line: int | None = None) -> pd.DataFrame:
+def check_runs(raw: pd.DataFrame, path: object = None, lines: list[int] | None = None) -> pd.DataFrame:
     """Check a runs table against the schema and return it with typed columns.
 
-    ``raw`` may hold strings (as read from CSV) or typed values. ``first_line``
-    is the file line of the first data row, for error messages (CSV: 2).
+    ``raw`` may hold strings (as read from CSV) or typed values. ``lines``
+    holds the file line of each data row, for error messages (CSV).
     Raises ``DataError`` naming ``path``, row and column of the first problem.
     """
     if len(raw) == 0:
         raise DataError("empty table: a header but no rows", path=path)
     _check_columns(list(raw.columns), path)
+
+    def at(i: int) -> dict:
+        return {"path": path, "row": i + 1, "line": None if lines is None else lines[i]}
+
     out = pd.DataFrame(index=pd.RangeIndex(len(raw)))
     for name in raw.columns:
         values = raw[name].reset_index(drop=True)
         column = INPUT_COLUMNS.get(name)
-        where = (lambda i, name=name: {"path": path, "row": i + 1, "column": name,
-                                       "line": None if first_line is None else first_line + i})
+        where = (lambda i, name=name: {**at(i), "column": name})
         out[name] = _convert(values, column, where) if column else _convert_extra(values)
     for i in range(len(out)):
         if not any(c in out and not is_missing(out.at[i, c]) for c in SPEED_INPUTS):
             raise DataError("no measure of speed: give elapsed_s (with tokens or samples), or tokens_per_s, "
-                            "samples_per_s or step_time_s", path=path, row=i + 1,
-                            line=None if first_line is None else first_line + i)
+                            "samples_per_s or step_time_s", **at(i))
+    repeated = np.flatnonzero(out["run_id"].duplicated().to_numpy())
+    if len(repeated):
+        i = int(repeated[0])
+        first = int(np.flatnonzero((out["run_id"] == out["run_id"].iat[i]).to_numpy())[0])
+        raise DataError(f"run_id {out['run_id'].iat[i]!r} appears more than once (first in row {first + 1})",
+                        **at(i), column="run_id")
     return out
 
 
@@ -252,13 +293,13 @@ def _convert(values: pd.Series, column: Column, where) -> pd.Series:
         bad = ~blank & ~text.isin(TRUE | FALSE)
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise DataError(f"{values.iat[i]!r} is not true or false", **where(i))
+            raise DataError(f"'{values.iat[i]}' is not true or false", **where(i))
         return text.isin(TRUE).astype("boolean").mask(blank)
     numbers = pd.to_numeric(values.mask(blank), errors="coerce").astype(float)
-    bad = ~blank & numbers.isna()
+    bad = ~blank & (numbers.isna() | values.map(lambda v: isinstance(v, (bool, np.bool_))))
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataError(f"{values.iat[i]!r} is not a number", **where(i))
+        raise DataError(f"'{values.iat[i]}' is not a number", **where(i))
     _check_range(numbers, column, where)
     return numbers
 

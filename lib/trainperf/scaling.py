@@ -13,10 +13,14 @@ relative device count ``gpus / baseline gpus`` and ``X`` throughput:
 * cost efficiency: baseline cost per unit of work / this run's,
   ``E · price_baseline / price`` (equal to ``E`` at one price).
 
-When no run of an experiment has a throughput (only elapsed times, as in a
-strong-scaling study that reports epoch times), the runs are taken to do
-equal work and ``S = elapsed_baseline / elapsed``; the row's
-``scaling_basis`` says which was used.
+The speed compared is tokens/s, else samples/s (the one more runs have;
+tokens/s on a tie). When no run of an experiment has a throughput (only
+elapsed times, as in a strong-scaling study that reports epoch times), the
+runs are taken to do equal work and ``S = elapsed_baseline / elapsed``; the
+row's ``scaling_basis`` says which was used. A run that lacks the speed its
+experiment is compared by gets no scaling (never a mix of bases), and
+neither does an experiment whose baseline has no positive speed; the row's
+notes say why.
 
 Projections beyond the measured scale come from a fitted law, with its error:
 
@@ -173,17 +177,23 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
     for name in pd.unique(experiments):
         idx = np.flatnonzero(experiments == name)
         group = out.iloc[idx]
-        basis, speed = _speed(group)
+        basis, speed, measure = _speed(group)
         base, note = _baseline(group)
         for i in idx if note else ():
             notes[i].append(note)
         if base is None or basis is None:
-            why = ("no throughput or elapsed time in every run" if basis is None else
+            why = ("no throughput or elapsed time in any run" if basis is None else
                    "several runs share the fewest devices: set baseline_run_id")
             for i in idx:
                 notes[i].append(f"scaling: {why}")
             continue
         b = group.index.get_loc(base)
+        if not speed[b] > 0:
+            for i in idx:
+                notes[i].append(f"scaling: the baseline {group['run_id'].iloc[b]!r} has no positive {measure}")
+            continue
+        for i in idx[np.isnan(speed)]:
+            notes[i].append(f"scaling: no {measure} in this run, and its experiment is compared by {measure}")
         rel = group["gpus"].to_numpy(float) / group["gpus"].to_numpy(float)[b]
         mult = speed / speed[b]
         eff = mult / rel
@@ -199,19 +209,23 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
     return out
 
 
-def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray]:
-    """The experiment's comparable speed per run, and its name."""
-    for col in ("tokens_per_s", "samples_per_s"):
-        if col in group and group[col].notna().all():
-            return "throughput", group[col].to_numpy(float)
-    if "elapsed_s" in group and group["elapsed_s"].notna().all():
-        return "elapsed (equal work assumed)", 1.0 / group["elapsed_s"].to_numpy(float)
-    return None, np.array([])
+def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:
+    """The experiment's comparable speed per run (NaN where a run lacks it),
+    the basis (``throughput`` or ``elapsed (equal work assumed)``; None when
+    no run has either) and the measure compared, for notes."""
+    counts = {c: int(group[c].notna().sum()) for c in ("tokens_per_s", "samples_per_s") if c in group}
+    if counts and max(counts.values()) > 0:
+        column = max(counts, key=counts.__getitem__)  # the first of equal counts: tokens/s
+        return "throughput", group[column].to_numpy(float), column
+    if "elapsed_s" in group and group["elapsed_s"].notna().any():
+        return "elapsed (equal work assumed)", 1.0 / group["elapsed_s"].to_numpy(float), "elapsed_s"
+    return None, np.array([]), ""
 
 
 def _baseline(group: pd.DataFrame) -> tuple[object | None, str]:
     """Index label of the baseline run (the named one, else the single run with
-    fewest devices; None if that is ambiguous) and a note when the named one is absent."""
+    fewest devices; None if that is ambiguous) and a note when the named one is
+    absent or the runs name different ones (an experiment has one baseline)."""
     note = ""
     if "baseline_run_id" in group:
         named = group["baseline_run_id"].dropna().unique()
@@ -220,5 +234,8 @@ def _baseline(group: pd.DataFrame) -> tuple[object | None, str]:
             if len(hit) == 1:
                 return hit[0], note
             note = f"scaling: baseline_run_id {named[0]!r} is not among the loaded runs; baseline: fewest devices"
+        elif len(named) > 1:
+            note = (f"scaling: the runs name different baseline_run_ids ({', '.join(map(repr, sorted(named)))}) "
+                    "but an experiment has one baseline; baseline: fewest devices")
     fewest = group.index[group["gpus"] == group["gpus"].min()]
     return (fewest[0] if len(fewest) == 1 else None), note

@@ -50,12 +50,24 @@ def _cell(value: object) -> str:
     return str(value).replace("|", "\\|")
 
 
+def _json_value(value: object) -> object:
+    """A cell as a JSON value at full precision: numbers as numbers, empty or non-finite as null."""
+    if value is None or value is pd.NA:
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
 def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:
     """``table`` as ``csv``, ``json`` (records) or ``markdown`` text."""
     if fmt == "csv":
         return table.to_csv(index=False)
     if fmt == "json":
-        return json.dumps(json.loads(table.to_json(orient="records")), indent=1)
+        records = [dict(zip(table.columns, map(_json_value, row))) for row in table.itertuples(index=False)]
+        return json.dumps(records, indent=1)
     shown = table if columns == "all" else table[[c for c in KEY_COLUMNS if c in table]]
     return to_markdown(shown)
 
