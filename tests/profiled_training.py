@@ -11,6 +11,10 @@ Strategies: ``single`` (no process group), ``ddp``, ``fsdp`` (FSDP2
 model: no collective during training, so one rank can die without stalling
 the others). ``--kill-rank R --kill-at S`` makes rank R kill itself with
 SIGKILL when step S begins.
+
+Under ``ddp`` the job also trains the same model on the same batches with
+DDP's own gradient averaging (no communication hook) and fails unless both
+end with the same weights: the profiler's hook must average as DDP does.
 """
 
 from __future__ import annotations
@@ -49,13 +53,21 @@ def main() -> None:
         dist.destroy_process_group()
 
 
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+
+
+def ddp(model: nn.Module) -> nn.Module:
+    # small buckets: several all-reduces per backward
+    return nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+
+
 def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
     rank = dist.get_rank() if dist.is_initialized() else 0
-    torch.manual_seed(0)
-    model: nn.Module = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+    model = mlp()
     if strategy == "ddp":
-        # small buckets: several all-reduces per backward
-        model = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+        model = ddp(model)
     elif strategy == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
@@ -82,7 +94,25 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
                 opt.zero_grad()
             step.loss = loss
     prof.close()
+    if strategy == "ddp":
+        assert_same_weights(model, trained_without_hook(data))
     del model, opt
+
+
+def trained_without_hook(data: list[tuple[torch.Tensor, torch.Tensor]]) -> nn.Module:
+    """The DDP model trained on ``data`` with DDP's built-in gradient averaging."""
+    model = ddp(mlp())
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x, y in data:
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+    return model
+
+
+def assert_same_weights(model: nn.Module, reference: nn.Module) -> None:
+    for (name, got), expected in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(got, expected, msg=lambda m, name=name: f"{name}: {m}")
 
 
 if __name__ == "__main__":

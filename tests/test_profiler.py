@@ -17,7 +17,7 @@ import torch
 import trainperf
 from trainperf import cli
 from trainperf import StepProfiler, export_chrome_trace, load_steps
-from trainperf.profiler import ProfilerWarning, clocks, step_profiler, writer
+from trainperf.profiler import ProfilerWarning, clocks, comm, step_profiler, writer
 from trainperf.steps import read_run
 
 
@@ -278,6 +278,21 @@ def test_unknown_phase_warns_once_and_is_not_timed(tmp_path):
     assert len(load_steps(tmp_path / "u")) == 3
 
 
+def test_comm_seconds_by_hand():
+    """Two backward passes (accumulation without no_sync). Pass 1: buckets
+    ready at 0, 1, 2.5 s (the last), their all-reduces end at 2, 3, 4 s;
+    pass 2: ready at 10 and 11.5 s (the last), ending at 11 and 12 s."""
+    intervals = [(0.0, 2.0, False), (1.0, 3.0, False), (2.5, 4.0, True),
+                 (10.0, 11.0, False), (11.5, 12.0, True)]
+    total, exposed = comm.comm_seconds(intervals)
+    # in flight: 0 -> 4 s, then 10 -> 11 s and 11.5 -> 12 s (the gap is not communication)
+    assert total == pytest.approx(4.0 + 1.0 + 0.5)
+    # after the last bucket was ready: 4 - 2.5 s, then 12 - 11.5 s
+    assert exposed == pytest.approx(1.5 + 0.5)
+    # an earlier bucket still in flight after the last one finished is exposed too
+    assert comm.comm_seconds([(0.0, 5.0, False), (1.0, 2.0, True)]) == pytest.approx((5.0, 4.0))
+
+
 def test_import_trainperf_does_not_import_torch():
     code = "import sys, trainperf; trainperf.StepProfiler; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -290,7 +305,8 @@ class FakeEvent:
     def __init__(self, device):
         self.device = device
 
-    def record(self):
+    def record(self, stream):
+        assert stream == ("stream", "cuda:1"), "recorded on another device's stream"
         self.device.recorded += 1
         self.number = self.device.recorded
         self.time = self.device.host_time()
@@ -310,7 +326,11 @@ class FakeCuda:
     def Event(self, enable_timing):  # noqa: N802 (torch.cuda's name)
         return FakeEvent(self)
 
-    def synchronize(self):
+    def current_stream(self, device):
+        return ("stream", device)
+
+    def synchronize(self, device):
+        assert device == "cuda:1"
         self.synchronized += 1
         self.lag = 0
 
@@ -318,10 +338,10 @@ class FakeCuda:
 def test_device_marks_are_resolved_late_without_a_sync_per_phase(tmp_path, fake_time):
     """With a device running behind the host, steps wait for their events
     (non-blocking queries) and are written once the device got there; the
-    only synchronize is at close."""
+    only synchronize is at close. Marks go on the timed device's stream."""
     cuda = FakeCuda(fake_time, lag=8)
     prof = StepProfiler(tmp_path / "gpu", warmup_steps=0)
-    prof._clock = clocks.CudaClock(cuda)
+    prof._clock = clocks.CudaClock(cuda, "cuda:1")
     prof._origin = prof._clock.mark()
     lines = tmp_path / "gpu" / "steps-rank0.jsonl"
     for _ in range(6):

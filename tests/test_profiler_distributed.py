@@ -7,12 +7,15 @@ timeout; every process must exit 0 (except the one killed on purpose).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,42 @@ TIMEOUT_S = 240
 STEPS = 4
 
 
+def run_jobs(commands: list[list[str]], envs: list[dict[str, str]]) -> list[tuple[int, str]]:
+    """Run the commands side by side; return each one's exit code and output
+    (kept in files: a full pipe could stall one process while another waits
+    for it in a collective). Past ``TIMEOUT_S`` every process still running
+    gets SIGTERM (torchrun passes it on to its workers, which run in sessions
+    of their own and would outlive a SIGKILL of torchrun), then SIGKILL, and
+    the test fails."""
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(tempfile.TemporaryFile("w+")) for _ in commands]
+        processes = [subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+                     for command, env, log in zip(commands, envs, logs)]
+        deadline = time.monotonic() + TIMEOUT_S
+        timed_out = False
+        try:
+            for process in processes:
+                process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.terminate()
+                    try:
+                        process.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait()
+        outputs = []
+        for log in logs:
+            log.seek(0)
+            outputs.append(log.read())
+    if timed_out:
+        pytest.fail(f"still running after {TIMEOUT_S} s: " + "\n".join(o[-2000:] for o in outputs))
+    return [(process.returncode, output) for process, output in zip(processes, outputs)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -40,8 +79,8 @@ def environment() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
-def assert_exit_0(process: subprocess.CompletedProcess | subprocess.Popen, output: str = "") -> None:
-    assert process.returncode == 0, f"exit {process.returncode}:\n{output[-3000:]}"
+def assert_exit_0(code: int, output: str) -> None:
+    assert code == 0, f"exit {code}:\n{output[-3000:]}"
 
 
 def assert_intact(path: Path, steps: int) -> None:
@@ -51,10 +90,10 @@ def assert_intact(path: Path, steps: int) -> None:
 
 
 def test_ddp_and_fsdp_on_two_processes(tmp_path):
-    out = subprocess.run([*TORCHRUN, "--nproc_per_node=2", f"--master_port={free_port()}", str(SCRIPT),
-                          str(tmp_path), "--strategies", "ddp,fsdp", "--steps", str(STEPS)],
-                         env=environment(), capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert_exit_0(out, out.stdout + out.stderr)
+    # --standalone: torchrun binds a free port itself (no port chosen here that another job could take)
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
+                                   "--strategies", "ddp,fsdp", "--steps", str(STEPS)]], [environment()])
+    assert_exit_0(code, output)  # under DDP, also: the profiler's hook averaged as DDP does
     for strategy in ("ddp", "fsdp"):
         for rank in (0, 1):
             assert_intact(tmp_path / strategy / f"steps-rank{rank}.jsonl", STEPS)
@@ -75,14 +114,11 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
 
 def test_two_nodes_map_ranks_to_their_node(tmp_path):
     port = free_port()
-    nodes = [subprocess.Popen([*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
-                               f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=trainperf-test", str(SCRIPT),
-                               str(tmp_path), "--strategies", "ddp", "--steps", str(STEPS)],
-                              env=environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(2)]
-    outputs = [node.communicate(timeout=TIMEOUT_S)[0] for node in nodes]
-    for node, output in zip(nodes, outputs):
-        assert_exit_0(node, output)
+    command = [*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+               f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=trainperf-test", str(SCRIPT),
+               str(tmp_path), "--strategies", "ddp", "--steps", str(STEPS)]
+    for code, output in run_jobs([command, command], [environment(), environment()]):
+        assert_exit_0(code, output)
     run_dir = tmp_path / "ddp"
     manifest = json.loads((run_dir / "manifest.json").read_text())
     ranks = manifest["environment"]["ranks"]
@@ -102,16 +138,13 @@ def test_rank_killed_mid_run_leaves_the_others_intact(tmp_path):
     """Two processes started by hand (torchrun would stop the survivor);
     rank 1 kills itself with SIGKILL when step 3 of 8 begins."""
     port, steps = free_port(), 8
-    processes = [subprocess.Popen([sys.executable, str(SCRIPT), str(tmp_path), "--strategies", "local",
-                                   "--steps", str(steps), "--kill-rank", "1", "--kill-at", "3",
-                                   "--step-sleep", "0.05"],
-                                  env={**environment(), "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
-                                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-                 for rank in (0, 1)]
-    outputs = [p.communicate(timeout=TIMEOUT_S)[0] for p in processes]
-    assert_exit_0(processes[0], outputs[0])
-    assert processes[1].returncode == -signal.SIGKILL
+    command = [sys.executable, str(SCRIPT), str(tmp_path), "--strategies", "local", "--steps", str(steps),
+               "--kill-rank", "1", "--kill-at", "3", "--step-sleep", "0.05"]
+    envs = [{**environment(), "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)} for rank in (0, 1)]
+    (code0, output0), (code1, output1) = run_jobs([command, command], envs)
+    assert_exit_0(code0, output0)
+    assert code1 == -signal.SIGKILL, output1
     run_dir = tmp_path / "local"
     assert_intact(run_dir / "steps-rank0.jsonl", steps)
     killed = rankfile.read_rank_file(run_dir / "steps-rank1.jsonl")

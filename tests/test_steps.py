@@ -125,6 +125,22 @@ def test_fast_and_line_by_line_readers_agree(tmp_path):
         assert fast.columns[name].dtype == slow.columns[name].dtype
 
 
+@pytest.mark.parametrize("corrupt", [b"[[1],false,", b'[1,"false",'])
+def test_a_nested_array_or_a_string_is_a_bad_line_on_the_fast_path_too(tmp_path, corrupt):
+    """Once its brackets are removed, ``[[1],false,...`` or a quoted value
+    would parse as CSV: the fast reader must not accept what the line-by-line
+    reader rejects."""
+    folder = two_rank_run(tmp_path / "n", closed=False)
+    path = folder / "steps-rank0.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert lines[2].startswith(b"[1,false,")
+    lines[2] = corrupt + lines[2][len(b"[1,false,"):]  # line 3
+    path.write_bytes(b"".join(lines))
+    read = rankfile.read_rank_file(path)
+    assert [b.line for b in read.bad_lines] == [3]
+    assert read.columns["step"].tolist() == [0, 2]
+
+
 def test_load_steps_reads_a_folder_of_runs_and_steps_tables(tmp_path):
     two_rank_run(tmp_path / "all" / "one")
     two_rank_run(tmp_path / "all" / "two")

@@ -55,11 +55,15 @@ class HostClock:
 
 
 class CudaClock:
-    """Device time from CUDA events on the current stream. Events are pooled
-    and reused once read, so a long run creates a bounded number of them."""
+    """Device time from CUDA events on the current stream of ``device`` (the
+    timed device, even where it is not the current device; in a DDP
+    communication hook's completion callback, the current stream is the one
+    that waits for the all-reduce). Events are pooled and reused once read,
+    so a long run creates a bounded number of them."""
 
-    def __init__(self, cuda: Any) -> None:
+    def __init__(self, cuda: Any, device: Any) -> None:
         self._cuda = cuda
+        self._device = device
         self._pool: list[Any] = []
 
     def mark(self) -> Any:
@@ -67,7 +71,7 @@ class CudaClock:
             event = self._pool.pop()
         except IndexError:
             event = self._cuda.Event(enable_timing=True)
-        event.record()
+        event.record(self._cuda.current_stream(self._device))
         return event
 
     def ready(self, mark: Any) -> bool:
@@ -77,7 +81,7 @@ class CudaClock:
         return start.elapsed_time(end) / 1000.0  # elapsed_time is in milliseconds
 
     def synchronize(self) -> None:
-        self._cuda.synchronize()
+        self._cuda.synchronize(self._device)
 
     def release(self, marks: list[Any]) -> None:
         self._pool.extend(marks)

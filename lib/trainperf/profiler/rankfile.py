@@ -187,8 +187,10 @@ def _is_end(line: bytes) -> bool:
 def _fast_columns(body: bytes) -> dict[str, np.ndarray] | None:
     """Parse every step line at once, or return None if any line is not
     well-formed (then the caller reads line by line to say which). Every line
-    must be ``[...]``; Arrow's parser rejects a line with a wrong number of
-    values or a value of the wrong type."""
+    must be ``[...]`` with no other bracket and no quote (a nested array or a
+    string is not a value of a step line, and would pass Arrow's parser once
+    the brackets are removed); Arrow's parser rejects a line with a wrong
+    number of values or a value of the wrong type."""
     if not body:
         return _empty_columns()
     if not body.endswith(b"\n"):
@@ -197,6 +199,9 @@ def _fast_columns(body: bytes) -> dict[str, np.ndarray] | None:
     ends = np.flatnonzero(raw == ord("\n"))
     starts = np.concatenate(([0], ends[:-1] + 1))
     if (ends <= starts).any() or (raw[starts] != ord("[")).any() or (raw[ends - 1] != ord("]")).any():
+        return None
+    counts = np.bincount(raw, minlength=256)
+    if counts[ord("[")] != len(starts) or counts[ord("]")] != len(starts) or counts[ord('"')]:
         return None
     import pyarrow as pa
     import pyarrow.csv as pacsv

@@ -44,9 +44,9 @@ from trainperf.profiler.writer import LineFile
 from trainperf.schema import PHASES
 
 MAX_PENDING_STEPS = 256
-"""On GPU, steps wait for their CUDA events; past this many the oldest is
-waited for (an event synchronize), which bounds memory if the host runs far
-ahead of the device."""
+"""On GPU, steps wait for their CUDA events; past this many the device is
+synchronized once and they are all written, which bounds memory if the host
+runs far ahead of the device."""
 
 
 class ProfilerWarning(UserWarning):
@@ -99,7 +99,7 @@ class StepProfiler:
             device = torch.device("cuda", torch.cuda.current_device())
         device = torch.device(device) if device is not None else torch.device("cpu")
         self._cuda = device.type == "cuda"
-        self._clock: Clock = CudaClock(torch.cuda) if self._cuda else HostClock()
+        self._clock: Clock = CudaClock(torch.cuda, device) if self._cuda else HostClock()
         self._read_memory = cuda_peak_reader(torch.cuda, device) if self._cuda else host_peak_reader()
         self._device_name = torch.cuda.get_device_name(device) if self._cuda else "cpu"
         self._backend = dist.get_backend() if dist.is_available() and dist.is_initialized() else None
