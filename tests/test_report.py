@@ -123,6 +123,79 @@ def test_sparse_peaks_and_winner_of_seed_001():
     assert qwen["margin"] == pytest.approx(87_933 / 78_877 - 1)  # same 8 GPUs: per device = total
 
 
+def test_highest_mfu_tile_compares_datasheet_peaks_only():
+    """A CPU run's MFU against its own measured peak (data/runs, ~70-80 %) is
+    not 'the highest MFU' next to GPU MFUs against datasheet peaks."""
+    from trainperf.report.platforms import comparable, headline, own_peak_platforms
+
+    runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv"), str(ROOT / "data" / "runs")],
+                                experiments=["seed001-peak", "bench-cpu-small-fp32-batch-size"]))
+    assert own_peak_platforms(runs) == ["cpu"]
+    tile = re.search(r"<b>([^<]+)</b><span>highest MFU ([^<]+)</span>", headline(runs).html)
+    # seed 001, H100 + Qwen: 78,877 tokens/s x 6 x 7.6e9 FLOPs / 8 GPUs = 449.6 TFLOP/s; / 989.5 dense = 45.4 %
+    assert tile.groups() == ("45.4 %", "(datasheet dense peak): NVIDIA H100 SXM, Qwen 2.5 7B")
+
+
+def test_karp_flatt_trend_of_seed_000_moves_both_ways():
+    from trainperf.report.scaling import serial_trend
+
+    # seed 000 tokens/s at 1, 4, 8, 16, 32 GPUs; e = (1/S - 1/p) / (1 - 1/p):
+    # 0.0374, 0.0463, 0.0304, 0.0179 -- up, then down: no single trend
+    rates, gpus = np.array([34_086, 122_599, 205_908, 374_571, 700_972]), np.array([1, 4, 8, 16, 32])
+    speedup = rates[1:] / rates[0]
+    e = (1 / speedup - 1 / gpus[1:]) / (1 - 1 / gpus[1:])
+    assert e[1] > e[0] and e[3] < e[2]
+    assert serial_trend(e) == "moves both ways"
+    assert serial_trend(np.array([0.02, 0.03, 0.05])) == "grows"
+    assert serial_trend(np.array([0.0111, 0.00889, 0.00645, 0.0067])) == "falls"  # seed 002, 8-64 GPUs
+    assert serial_trend(np.array([0.142, 0.119])) == "stays about constant"  # within 1.2x
+
+
+def test_batch_sweep_does_not_say_throughput_stops_improving():
+    from trainperf.report.batch_size import headline, sweeps, throughput_chart
+
+    runs = sweeps(open_runs([str(REFERENCE / "seed_003_batch_size.csv")]))
+    shown = headline(runs).html + "".join(getattr(p, "html", "") for p in throughput_chart(runs).parts)
+    assert "stops improving" not in shown
+    assert "no step of the sweep gains 10 % or more" in shown
+    # after micro-batch 256 (13,900 tokens/s) the sweep still reaches 16,150 at 1,024: 16.2 % more
+    assert "the fastest later configuration, micro-batch 1,024 × 1 accumulation, is 16.2 % faster in all" in shown
+
+
+def test_efficiency_column_only_for_experiments_at_several_device_counts():
+    from trainperf.report.throughput import measured, summary_table
+
+    runs = measured(open_runs([str(REFERENCE / "seed_000_throughput.csv"), str(ROOT / "data" / "runs")],
+                              experiments=["seed000-scaling", "bench-cpu-small-fp32-batch-size"]))
+    tables = [p.html for p in summary_table(runs).parts if "<table" in p.html]
+    assert len(tables) == 2
+    assert "Per-device rate vs. baseline" in tables[0] and "89.9 %" in tables[0]  # 30,650 / 34,086, seed 000
+    assert "Per-device rate vs. baseline" not in tables[1]  # one device count: nothing was scaled
+
+
+def test_unknown_experiment_error_names_a_few_experiments_only():
+    with pytest.raises(InputError) as caught:
+        open_runs([str(REFERENCE / "llmfoundry_mpt.csv")], experiments=["nope"])
+    message = str(caught.value)
+    assert re.search(r", … \(\d+ in all\) \(parameter experiments\)$", message), message
+    assert message.count("mpt-") == 12
+
+
+def test_charts_keep_labels_readable():
+    from trainperf.report import plots
+
+    stacked = plots.stacked_bars(["1 GPU", "2 GPUs"], {"compute": [10.0, 5.0], "waiting": [0.0, 3.0]},
+                                 title="t", ylabel="s")
+    assert stacked.figure.axes[0].get_ylim()[1] >= 10.0 * 1.05  # room for the total above the tallest bar
+    long = [f"1 process\n1 node\nmicro-batch {m} × {16 // m} accum." for m in (1, 2, 4, 8, 16)]
+    bars = plots.bars_with_line(long, [1.0] * 5, [1.0] * 5, bar_label="b", line_label="l", title="t",
+                                bar_unit="u", line_unit="v")
+    assert bars.figure.axes[0].get_xticklabels()[0].get_rotation() == 30
+    short = plots.bars_with_line(["1 GPU", "4 GPUs"], [1.0, 2.0], [1.0, 0.5], bar_label="b", line_label="l",
+                                 title="t", bar_unit="u", line_unit="v")
+    assert short.figure.axes[0].get_xticklabels()[0].get_rotation() == 0
+
+
 def test_rank_times_of_seed_004():
     from trainperf.report.scaling import rank_times
 
@@ -312,6 +385,7 @@ def test_reports_render_in_chromium(embedded, chromium):
         found = check_page(embedded / f"{name}.html", screenshot=shots / f"{name}.png")
         assert found.console_errors == [], (name, found.console_errors)
         assert found.broken_images == [] and found.dialogs == [] and found.external_urls == []
+        assert found.wide_tables == [], (name, found.wide_tables)
         assert found.scripts == 0
         assert found.images >= (0 if name == "index" else 2)
         assert found.screenshot is not None and found.screenshot.stat().st_size > 10_000

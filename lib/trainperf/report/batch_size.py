@@ -56,8 +56,9 @@ def config_label(run: pd.Series, compact: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Plateau:
-    """Where throughput stops improving: the first configuration after which
-    no step along the sweep gains ``min_gain`` or more."""
+    """Where larger micro-batches stop paying: the first configuration after
+    which no single step along the sweep gains ``min_gain`` or more.
+    Throughput may still rise a little after it (or fall)."""
 
     index: int | None
     """Position in the sweep of that configuration; ``None``: still improving at the end."""
@@ -101,7 +102,8 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10) -> Fragment:
     if found.index is not None:
         text += "; beyond {knee}, each step adds less than {gain}"
         values |= {"knee": config_label(group.iloc[found.index]), "gain": fmt_pct(min_gain, 0)}
-        figures.append((config_label(group.iloc[found.index], compact=True), "where throughput stops improving"))
+        figures.append((config_label(group.iloc[found.index], compact=True),
+                        f"after it, no step of the sweep gains {fmt_pct(min_gain, 0)} or more"))
     return join([banner(text + ".", **values), key_figures(figures)])
 
 
@@ -186,10 +188,16 @@ def throughput_chart(runs: pd.DataFrame, min_gain: float = 0.10) -> Section:
             title=f"Throughput per configuration (micro-batch × accumulation) — {name}",
             bar_unit=f"{unit.label}, all devices", line_unit="gain over previous (%)"))
         if found.index is not None:
-            out.append(callout("Throughput stops improving at <strong>{knee}</strong>: from there on each step of "
-                               "the sweep adds less than {gain} (gains: {gains}).", "info",
+            rates = group[unit.rate].to_numpy(float)
+            after = rates[found.index:]
+            beyond = ("none of the later configurations is faster." if after.argmax() == 0 else
+                      "the fastest later configuration, {best}, is {total} faster in all.")
+            out.append(callout("After <strong>{knee}</strong> no step of the sweep adds {gain} or more (gains: "
+                               "{gains}); " + beyond, "info",
                                knee=config_label(group.iloc[found.index]), gain=fmt_pct(min_gain, 0),
-                               gains=", ".join(fmt_pct(g) for g in found.gains[found.index + 1:])))
+                               gains=", ".join(fmt_pct(g) for g in found.gains[found.index + 1:]),
+                               best=config_label(group.iloc[found.index + int(after.argmax())]),
+                               total=fmt_pct(after.max() / after[0] - 1)))
         else:
             out.append(callout("Throughput is still improving at the end of the sweep: the last step adds "
                                "{gain}. Larger micro-batches may pay further.", "good",

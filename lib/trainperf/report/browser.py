@@ -5,8 +5,8 @@ Chromium is driven over its DevTools protocol on a pipe
 descriptors 3 and 4), so no network port and no extra package is needed.
 :func:`check_page` loads a page from disk and returns what the console
 reported (errors, failed loads, uncaught exceptions), every image that did
-not decode, the scripts on the page, any dialog a script opened, and
-optionally a full-page screenshot.
+not decode, the scripts on the page, any dialog a script opened, the tables
+too wide for the page, and optionally a full-page screenshot.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ CHECK_SCRIPT = """(async () => {
   return {
     images: images.length, broken: broken, scripts: document.scripts.length,
     external: links.filter(u => /^(https?:)?\\/\\//i.test(u)),
+    wide_tables: Array.from(document.querySelectorAll('.tp-table-wrap'))
+      .filter(w => w.scrollWidth > w.clientWidth + 1)
+      .map(w => (w.querySelector('caption, th') || w).innerText.slice(0, 60)),
     title: document.title, height: document.documentElement.scrollHeight,
     text: document.body ? document.body.innerText : ''
   };
@@ -63,6 +66,8 @@ class PageCheck:
     dialogs: list[str] = field(default_factory=list)
     scripts: int = 0
     external_urls: list[str] = field(default_factory=list)
+    wide_tables: list[str] = field(default_factory=list)
+    """Tables wider than the page column (they scroll sideways): their caption or first header."""
     text: str = ""
     screenshot: Path | None = None
 
@@ -185,7 +190,8 @@ class _DevTools:
         found = self.send("Runtime.evaluate", {"expression": CHECK_SCRIPT, "awaitPromise": True,
                                                "returnByValue": True}, session)["result"]["value"]
         result = PageCheck(url, title=found["title"], images=found["images"], broken_images=found["broken"],
-                           scripts=found["scripts"], external_urls=found["external"], text=found["text"])
+                           scripts=found["scripts"], external_urls=found["external"], text=found["text"],
+                           wide_tables=found["wide_tables"])
         for event in self.events:
             self._collect(event, result)
         if screenshot is not None:

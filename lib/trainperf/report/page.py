@@ -35,6 +35,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[3]
 HEADER_VALUES = 6
 """Experiments, platforms or models named in a report's header before it counts the rest."""
 
+NAMES_IN_ERRORS = 12
+"""Experiments or platforms an error message names before it counts the rest."""
+
 REPORTED_SHOWN = 12
 """Largest differences listed one by one in the data-quality section."""
 
@@ -147,8 +150,10 @@ def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
     found = list(dict.fromkeys(present))
     for name in names:
         if name not in found:
+            listed = ", ".join(found[:NAMES_IN_ERRORS]) + (f", … ({len(found)} in all)"
+                                                            if len(found) > NAMES_IN_ERRORS else "")
             raise InputError(f"{column} {name!r} has no runs in the data; "
-                             f"{column}s found: {', '.join(found) or 'none'} (parameter {column}s)")
+                             f"{column}s found: {listed or 'none'} (parameter {column}s)")
     keep = runs[column].isin(names).fillna(False).to_numpy(bool) if column in runs else []
     left_out = runs.loc[~keep]
     if len(left_out):

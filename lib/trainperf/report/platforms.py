@@ -5,10 +5,13 @@ and the winner per model with its margin."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
-from trainperf.hardware import find_device, normalize_precision
+from trainperf.errors import DataError
+from trainperf.hardware import dense_peak_tflops, find_device, normalize_precision
 from trainperf.report import plots
 from trainperf.report.configs import rank
 from trainperf.report.html import (Col, Fragment, Section, callout, fmt_big, fmt_int, fmt_pct, fmt_short,
@@ -90,17 +93,42 @@ def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_id", "platform", "source_peak", "dense_peak", "reported_mfu", "mfu"])
 
 
+def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
+    """Whether each run's MFU divides by its device's datasheet dense peak
+    (``trainperf.hardware``), rather than by a peak given in the run, such as
+    one measured on a CPU. MFUs of the two kinds do not compare."""
+    out = []
+    for platform, precision, peak in zip(runs["platform"], runs["precision"], runs["peak_tflops_per_gpu"]):
+        if pd.isna(platform) or pd.isna(precision) or pd.isna(peak):
+            out.append(False)
+            continue
+        try:
+            sheet = dense_peak_tflops(str(platform), str(precision))
+        except DataError:
+            sheet = None
+        out.append(sheet is not None and math.isclose(sheet.tflops, float(peak), rel_tol=1e-6))
+    return np.array(out, dtype=bool)
+
+
 def headline(runs: pd.DataFrame) -> Fragment:
-    """The first model's winner and margin; the best MFU; the peak daily capacity."""
+    """The first model's winner and margin; the best MFU against a datasheet
+    peak (a run's own peak, e.g. a CPU's measured one, only when no run has a
+    datasheet peak); the peak daily capacity."""
     found = winners(runs)
     top = runs.loc[runs["tokens_per_s"].idxmax()]
     figures = [(fmt_int(top["tokens_per_s"]), f"peak tokens/s: {top['platform_key']}, {top['model']}, "
                                               f"{fmt_int(top['gpus'])} devices"),
                (fmt_big(top["tokens_per_day"]), "tokens per day at that peak")]
-    if runs["mfu"].notna().any():
+    sheet = datasheet_peak(runs)
+    rated = runs[sheet & runs["mfu"].notna().to_numpy(bool)]
+    if len(rated):
+        best_mfu = rated.loc[rated["mfu"].idxmax()]
+        figures.append((fmt_pct(best_mfu["mfu"]), f"highest MFU (datasheet dense peak): "
+                                                  f"{best_mfu['platform_key']}, {best_mfu['model']}"))
+    elif runs["mfu"].notna().any():
         best_mfu = runs.loc[runs["mfu"].idxmax()]
-        figures.append((fmt_pct(best_mfu["mfu"]), f"highest MFU (dense peak): {best_mfu['platform_key']}, "
-                                                  f"{best_mfu['model']}"))
+        figures.append((fmt_pct(best_mfu["mfu"]), f"highest MFU (against the peak given in the run): "
+                                                  f"{best_mfu['platform_key']}, {best_mfu['model']}"))
     if found.empty:
         line = banner("Peak throughput {rate} tokens/s: {platform} with {model}.", rate=fmt_int(top["tokens_per_s"]),
                       platform=top["platform_key"], model=top["model"])
@@ -134,7 +162,7 @@ def peak_table(runs: pd.DataFrame) -> Section:
     sparse = set(sparse_peak_runs(runs)["run_id"].astype(str))
     view = view.assign(mfu_text=[fmt_pct(m) + (" *" if str(r) in sparse else "")
                                  for m, r in zip(view["mfu"], view["run_id"])])
-    throughput = [Col("platform_key", "Platform"), Col("model", "Model"), Col("configs", "Configs", "int"),
+    throughput = [Col("platform_key", "Platform", wrap=True), Col("model", "Model"), Col("configs", "Configs", "int"),
                   Col("tokens_per_s", "Peak tokens/s", "int"), Col("gpus", "Devices at peak", "int"),
                   Col("tokens_per_s_per_gpu", "Tokens/s per device at peak", "int"),
                   Col("best_per_device", "Best tokens/s per device", "int",
@@ -145,7 +173,7 @@ def peak_table(runs: pd.DataFrame) -> Section:
         view = view.assign(usd_per_million=view["price_per_gpu_hour"] * view["gpus"] / 3600
                            / view["tokens_per_s"] * 1e6)
         throughput.append(Col("usd_per_million", "$ per million tokens", "usd"))
-    compute = [Col("platform_key", "Platform"), Col("model", "Model"), Col("precision", "Precision"),
+    compute = [Col("platform_key", "Platform", wrap=True), Col("model", "Model"), Col("precision", "Precision"),
                Col("tflops_total", "TFLOP/s total", "sig"), Col("tflops_per_gpu", "TFLOP/s per device", "sig4"),
                Col("peak_tflops_per_gpu", "Dense peak per device", "sig4"), Col("mfu_text", "MFU (dense peak)"),
                Col("hfu", "HFU", "pct", help="with activation recomputation counted (× 4/3)"),
@@ -154,6 +182,10 @@ def peak_table(runs: pd.DataFrame) -> Section:
             "device / the dense peak at the run's precision.")
     if sparse:
         note += " * the source printed an MFU against the sparse peak (see the note above)."
+    own = own_peak_platforms(runs)
+    if own:
+        note += (f" {', '.join(own)}: the peak is the one given in the run (for a CPU, a measured matmul rate), not "
+                 "a datasheet figure; its MFU does not compare with the others.")
     return Section([table(view, throughput, caption="Throughput and capacity"),
                     table(view, compute, caption="Compute: achieved TFLOP/s and utilisation", note=note)])
 
@@ -163,8 +195,8 @@ def winner_table(runs: pd.DataFrame) -> Fragment:
     found = winners(runs)
     if found.empty:
         return paragraph("No model was measured on two or more platforms: there is no winner to name.")
-    return table(found, [Col("model", "Model"), Col("winner", "Winner"),
-                         Col("winner_rate", "Tokens/s per device", "int"), Col("runner_up", "Runner-up"),
+    return table(found, [Col("model", "Model"), Col("winner", "Winner", wrap=True),
+                         Col("winner_rate", "Tokens/s per device", "int"), Col("runner_up", "Runner-up", wrap=True),
                          Col("runner_up_rate", "Runner-up tokens/s per device", "int"),
                          Col("margin", "Margin", "pct"), Col("winner_mfu", "Winner MFU", "pct"),
                          Col("runner_up_mfu", "Runner-up MFU", "pct")],
@@ -180,13 +212,39 @@ def comparison_charts(runs: pd.DataFrame) -> Section:
     models = list(dict.fromkeys(view["model"].astype(str)))
     keys = list(dict.fromkeys(view["platform_key"].astype(str)))
     relative = {k: [_cell(view, k, m, "relative") for m in models] for k in keys}
-    mfu = {k: [_cell(view, k, m, "mfu") for m in models] for k in keys}
+    own = own_peak_platforms(runs)
+    mfu = {_mfu_label(k, own): [_cell(view, k, m, "mfu") for m in models] for k in keys}
     return Section([
         plots.grouped_bars(models, relative, title="Per-device throughput relative to the model's fastest platform",
                            ylabel="best tokens/s per device (fastest = 100 %)", percent=True),
         plots.grouped_bars(models, mfu, title="MFU against dense peaks at the peak configuration",
                            ylabel="MFU", percent=True),
+        own_peak_note(runs),
     ])
+
+
+OWN_PEAK = " (own peak)"
+"""Marks a platform whose MFU divides by a peak given in its runs, not a datasheet's."""
+
+
+def own_peak_platforms(runs: pd.DataFrame) -> list[str]:
+    """Platform keys with an MFU computed against a peak given in the run (e.g. measured on a CPU)."""
+    own = runs[~datasheet_peak(runs) & runs["mfu"].notna().to_numpy(bool)]
+    return list(dict.fromkeys(own["platform_key"].astype(str)))
+
+
+def _mfu_label(key: str, own: list[str]) -> str:
+    return key + OWN_PEAK if key in own else key
+
+
+def own_peak_note(runs: pd.DataFrame) -> Fragment:
+    """Which platforms' MFU is against a peak given in the run, and why it does not compare."""
+    own = own_peak_platforms(runs)
+    if not own:
+        return Fragment("")
+    return paragraph("{names}: MFU against the peak given in the run (for a CPU, a measured matmul rate), not "
+                     "a datasheet figure — marked “own peak” and not comparable with the datasheet MFUs of the "
+                     "other platforms.", names=", ".join(own))
 
 
 def _cell(view: pd.DataFrame, key: str, model: str, column: str) -> float:
@@ -198,10 +256,12 @@ def distributions(runs: pd.DataFrame) -> Section:
     """The spread over configurations: MFU per platform, and per-device
     throughput per platform × model where that has several configurations."""
     out: list = []
-    mfu = {k: g["mfu"].dropna().to_numpy() for k, g in runs.groupby("platform_key", sort=False)}
+    own = own_peak_platforms(runs)
+    mfu = {_mfu_label(k, own): g["mfu"].dropna().to_numpy() for k, g in runs.groupby("platform_key", sort=False)}
     mfu = {k: v for k, v in mfu.items() if len(v)}
     if mfu:
         out.append(plots.distribution(mfu, title="MFU over every configuration, per platform", ylabel="MFU (fraction)"))
+        out.append(own_peak_note(runs))
     groups = {f"{k}\n{m}": g["tokens_per_s_per_gpu"].to_numpy()
               for (k, m), g in runs.groupby(["platform_key", "model"], sort=False) if len(g) >= 2}
     if groups:
@@ -255,7 +315,7 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
                 bounds = True
         rows.append(row)
     frame = pd.DataFrame(rows)
-    columns = [Col("platform_key", "Platform"), Col("model", "Model"), Col("measured", "Devices measured")] + [
+    columns = [Col("platform_key", "Platform", wrap=True), Col("model", "Model"), Col("measured", "Devices measured")] + [
         Col(f"n{n}", f"{n} node{'s' if n > 1 else ''} ({n * gpus_per_node} devices)", wrap=True)
         for n in project_nodes]
     out: list = [table(frame, columns, note=f"Tokens per second and per day; {gpus_per_node} devices per node. "

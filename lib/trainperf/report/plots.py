@@ -112,8 +112,8 @@ def bars_with_line(labels: Sequence[str], bars: Sequence[float], line: Sequence[
     x = np.arange(len(labels))
     bar_art = ax.bar(x, bars, color=PALETTE[0], width=0.62, label=bar_label)
     ax.bar_label(bar_art, labels=[f"{v:,.0f}" for v in bars], fontsize=8, padding=2, color="#3c4556")
-    ax.set_xticks(x, [literal(s) for s in labels], rotation=0 if len(labels) <= 8 else 30,
-                  ha="center" if len(labels) <= 8 else "right")
+    tilt = _crowded(labels, 8)
+    ax.set_xticks(x, [literal(s) for s in labels], rotation=30 if tilt else 0, ha="right" if tilt else "center")
     ax.set_ylabel(bar_unit)
     thousands(ax)
     ax.margins(y=0.12)
@@ -183,12 +183,14 @@ def stacked_bars(labels: Sequence[str], parts: Mapping[str, Sequence[float]], *,
         for xi, total in zip(x, bottom):
             ax.annotate(_compact(total), (xi, total), xytext=(0, 2), textcoords="offset points",
                         ha="center", va="bottom", fontsize=8, color="#3c4556")
-    ax.set_xticks(x, [literal(s) for s in labels], rotation=0 if len(labels) <= 7 else 30,
-                  ha="center" if len(labels) <= 7 else "right")
+    tilt = _crowded(labels, 7)
+    ax.set_xticks(x, [literal(s) for s in labels], rotation=30 if tilt else 0, ha="right" if tilt else "center")
     ax.set_ylabel(ylabel)
     if percent:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{100 * v:.0f} %"))
-    ax.margins(y=0.1)
+    # explicit: a zero-height top segment is a "sticky edge" that margins() cannot pass,
+    # which put the total labels of the tallest bar under the title
+    ax.set_ylim(0, (bottom.max() if bottom.size and bottom.max() > 0 else 1.0) * 1.1)
     ax.set_title(literal(title), loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return Chart(fig)
@@ -313,6 +315,17 @@ def rank_spread(runs: Sequence[str], ranks: Sequence[Sequence[float]], slowest: 
     ax.set_title(literal(title), loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return Chart(fig)
+
+
+TICK_CHARS = 80
+"""Characters of the widest line of tick labels that fit side by side across a chart, upright."""
+
+
+def _crowded(labels: Sequence[str], most: int) -> bool:
+    """Whether category labels need tilting: more than ``most`` of them, or
+    their longest lines together wider than :data:`TICK_CHARS`."""
+    widest = max((len(line) for text in labels for line in str(text).split("\n")), default=0)
+    return len(labels) > most or widest * len(labels) > TICK_CHARS
 
 
 def _compact(value: float) -> str:

@@ -311,6 +311,28 @@ def _imbalance_table(runs: pd.DataFrame) -> Fragment:
                         Col("rank_imbalance", "Imbalance", "times")])
 
 
+TREND_STEP = 1.2
+"""Factor by which the serial fraction must change, step to step or end to end, to count as a change."""
+
+
+def serial_trend(e: np.ndarray) -> str:
+    """How the Karp–Flatt serial fraction ``e`` (in order of devices) moves:
+    ``moves both ways`` when one step rises and another falls by more than
+    :data:`TREND_STEP`; else ``grows`` or ``falls`` when the last value is
+    :data:`TREND_STEP` times the first or more (or less); else ``stays about constant``."""
+    e = np.asarray(e, dtype=float)
+    if not (e > 0).all():  # a superlinear run gives e ≤ 0: compare differences instead of ratios
+        return "grows" if e[-1] > e[0] else "falls" if e[-1] < e[0] else "stays about constant"
+    ratios = e[1:] / e[:-1]
+    if (ratios > TREND_STEP).any() and (ratios < 1 / TREND_STEP).any():
+        return "moves both ways"
+    if e[-1] > e[0] * TREND_STEP:
+        return "grows"
+    if e[-1] < e[0] / TREND_STEP:
+        return "falls"
+    return "stays about constant"
+
+
 def serial_fraction(runs: pd.DataFrame) -> Section:
     """The Karp–Flatt serial fraction against devices, and how to read its trend."""
     series = {}
@@ -324,13 +346,19 @@ def serial_fraction(runs: pd.DataFrame) -> Section:
     notes = []
     for name, (p, e) in series.items():
         if len(e) >= 2:
-            trend = "grows" if e[-1] > e[0] * 1.2 else ("falls" if e[-1] < e[0] / 1.2 else "stays about constant")
+            trend = serial_trend(e)
             meaning = {"grows": "overhead grows with scale (communication, synchronisation) — Amdahl's law "
                                 "alone will be optimistic",
                        "falls": "the baseline carries a cost the larger runs amortise (or the work per device "
                                 "changes)",
-                       "stays about constant": "a fixed serial part limits scaling, as Amdahl's law assumes"}[trend]
-            notes.append(f"{name}: e {trend} from {fmt_sig(e[0])} to {fmt_sig(e[-1])} — {meaning}.")
+                       "stays about constant": "a fixed serial part limits scaling, as Amdahl's law assumes",
+                       "moves both ways": "no single serial part explains these runs; other changes between them "
+                                          "(nodes, strategy, noise) weigh more"}[trend]
+            values = " → ".join(fmt_sig(v) for v in e)
+            caveat = " Two values only: a weak indication." if len(e) == 2 and trend != "moves both ways" else ""
+            where = ", ".join(f"{x:g}" for x in p)
+            notes.append(f"{name}: e {trend} ({values} at {where}× the baseline "
+                         f"devices) — {meaning}.{caveat}")
     return Section([plots.lines(series, title="Karp–Flatt serial fraction", xlabel="devices relative to the baseline",
                                 ylabel="serial fraction e", log_x=True), bullet_list(notes)])
 

@@ -59,12 +59,14 @@ def summary_table(runs: pd.DataFrame) -> Section:
                     Col(unit.per_device, f"Per device ({unit.label})", "int")]
         if group["step_time_s"].notna().any():
             columns.append(Col("step_time_s", "Time per step (s)", "num4"))
-        if group["scaling_efficiency"].notna().any():
+        if group["scaling_efficiency"].notna().any() and group["gpus"].nunique() > 1:
             columns.append(Col("scaling_efficiency", "Per-device rate vs. baseline", "pct",
                                help="scaling efficiency: multiplier / (devices / baseline devices)"))
         out.append(table(group, columns, caption=name if len(names) > 1 else "",
                          highlight=[i == best for i in group.index]))
-    out.append(paragraph("Elapsed time is the slowest rank's. Highlighted: the highest throughput of the report."))
+    out.append(paragraph("Elapsed time is the slowest rank's. Highlighted: the highest throughput of the report. "
+                         "The per-device rate against the baseline is shown for experiments run at several "
+                         "device counts only."))
     return Section(out)
 
 
