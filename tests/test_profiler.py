@@ -17,7 +17,7 @@ import torch
 import trainperf
 from trainperf import cli
 from trainperf import StepProfiler, export_chrome_trace, load_steps
-from trainperf.profiler import ProfilerWarning, clocks, comm, step_profiler, writer
+from trainperf.profiler import ProfilerWarning, clocks, comm, record, step_profiler, writer
 from trainperf.steps import read_run
 
 
@@ -291,6 +291,15 @@ def test_comm_seconds_by_hand():
     assert exposed == pytest.approx(1.5 + 0.5)
     # an earlier bucket still in flight after the last one finished is exposed too
     assert comm.comm_seconds([(0.0, 5.0, False), (1.0, 2.0, True)]) == pytest.approx((5.0, 4.0))
+    assert comm.exposed_intervals(intervals) == [(2.5, 4.0), (11.5, 12.0)]
+
+
+def test_exposed_communication_is_taken_out_of_backward_once():
+    """Backward timed 1 -> 4.2 s and 9 -> 12.1 s; the exposed waits 2.5 -> 4 s and
+    11.5 -> 12 s lie inside it, so backward keeps 3.2 - 1.5 + 3.1 - 0.5 = 4.3 s."""
+    backward = [(1.0, 4.2), (9.0, 12.1)]
+    assert record.overlap(backward, [(2.5, 4.0), (11.5, 12.0)]) == pytest.approx(2.0)
+    assert record.overlap(backward, [(4.5, 5.0)]) == 0.0  # a wait after backward returned is not in it
 
 
 def test_import_trainperf_does_not_import_torch():

@@ -16,6 +16,11 @@ all-reduce completes. From those marks, per step:
   backward passes of the step (several with gradient accumulation without
   ``no_sync``).
 
+DDP's ``backward()`` returns only once every all-reduce has completed, so
+the exposed stretch lies inside the ``backward`` phase as the user times it;
+the profiler reports it once, as ``comm_exposed_s``, and takes it out of
+``backward_s``: the phases then add up to the step.
+
 Under FSDP there is no such hook for the parameter all-gathers and gradient
 reduce-scatters FSDP issues itself: they are measured inside the phases that
 issue them (forward, backward), and ``comm_s`` stays empty.
@@ -93,14 +98,21 @@ def comm_seconds(intervals: list[tuple[float, float, bool]]) -> tuple[float, flo
         if end > reach:
             total += end - max(start, reach)
             reach = end
-    exposed = 0.0
+    return total, sum(end - start for start, end in exposed_intervals(intervals))
+
+
+def exposed_intervals(intervals: list[tuple[float, float, bool]]) -> list[tuple[float, float]]:
+    """Per backward pass, ``(ready time of the last bucket, last all-reduce
+    end)``: the stretch in which the rank only waits for communication (s)."""
+    exposed = []
     pass_end = float("-inf")
     for start, end, last in intervals:
         pass_end = max(pass_end, end)
         if last:
-            exposed += max(0.0, pass_end - start)
+            if pass_end > start:
+                exposed.append((start, pass_end))
             pass_end = float("-inf")
-    return total, exposed
+    return exposed
 
 
 def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any = None) -> DdpCommTimer:

@@ -6,7 +6,9 @@ the first thing the profiler timed) to the end of this one, so the windows of
 consecutive steps tile the rank's timeline: ``step_s`` includes the wait for
 the batch, validation and anything else done between two steps, and
 ``elapsed = sum(step_s)``. Time in the window outside every timed phase is
-work the profiler was not told about.
+work the profiler was not told about. Exposed gradient communication, which
+DDP waits for inside ``backward()``, is counted once, as ``comm_exposed_s``,
+not also in ``backward_s``.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from trainperf.profiler.clocks import Clock
-from trainperf.profiler.comm import CommInterval, comm_seconds
+from trainperf.profiler.comm import CommInterval, comm_seconds, exposed_intervals
 from trainperf.schema import PHASES
 
 PHASE_INDEX: dict[str, int] = {name: i for i, name in enumerate(PHASES)}
 DATA = PHASE_INDEX["data"]
 COMM = PHASE_INDEX["comm"]
+BACKWARD = PHASE_INDEX["backward"]
 
 
 class StepRecord:
@@ -68,10 +71,13 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
     seconds = clock.seconds
     totals: list[float | None] = [None] * len(PHASES)
     trace_phases = []
+    backward_spans = []
     for index, start, end in record.phases:
         duration = seconds(start, end)
         totals[index] = (totals[index] or 0.0) + duration
         trace_phases.append((PHASES[index], seconds(origin, start), duration))
+        if index == BACKWARD:
+            backward_spans.append((seconds(origin, start), seconds(origin, end)))
     trace_data = []
     for start, end in record.data:
         totals[DATA] = (totals[DATA] or 0.0) + (end - start)
@@ -81,6 +87,8 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
     if comm:
         comm_total, exposed = comm_seconds(comm)
         totals[COMM] = (totals[COMM] or 0.0) + comm_total
+        if totals[BACKWARD] is not None:
+            totals[BACKWARD] -= overlap(backward_spans, exposed_intervals(comm))
     start_s = seconds(origin, record.start)
     step_s = seconds(record.start, record.end)
     values = [record.index, record.warmup, start_s, step_s, *totals[:COMM + 1], exposed, *totals[COMM + 1:],
@@ -89,6 +97,12 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
     trace = (record.index, record.warmup, (start_s, step_s), trace_phases,
              [(s, e - s) for s, e, _ in comm], trace_data)
     return values, trace
+
+
+def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]]) -> float:
+    """Total length (s) of the intersections of two lists of ``(start, end)`` intervals,
+    each list made of disjoint intervals."""
+    return sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in spans for s2, e2 in others)
 
 
 def number(value: Any) -> int | float | None:
