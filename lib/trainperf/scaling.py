@@ -117,7 +117,7 @@ class ScalingFit:
             err = self.stderr[name]
             parts.append(f"{name} = {value:.4g}" + ("" if math.isnan(err) else f" ± {err:.2g}"))
         label = {"amdahl": "Amdahl", "usl": "USL"}[self.law]
-        return f"{label}: {', '.join(parts)}; RMSE {self.rmse:.3g}x over {len(self.devices)} points"
+        return f"{label}: {', '.join(parts)}; RMSE {self.rmse:.3g}× over {len(self.devices)} points"
 
 
 def fit(devices: np.ndarray, multipliers: np.ndarray, law: str = "usl") -> ScalingFit:
