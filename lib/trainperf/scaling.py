@@ -94,7 +94,11 @@ class ScalingFit:
         sets from the fit's normal approximation, clipped to the law's bounds),
         takes the central ``level`` of the resulting spread and widens it by
         the fit's relative RMSE (a multiplier is never below 0). NaN where the
-        covariance is unknown.
+        covariance is unknown. Where a parameter sits at its bound (USL
+        ``kappa = 0``: no retrograde term in the data), its draws can only move
+        one way, so the band is one-sided: the estimate is near its upper edge,
+        and the lower edge shows how much retrograde scaling the few points
+        cannot rule out.
         """
         p = np.atleast_1d(np.asarray(devices, dtype=float))
         if not np.all(np.isfinite(self.covariance)):
