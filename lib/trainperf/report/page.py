@@ -67,12 +67,9 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
     runs left out by the selection included), ``warnings`` and
     ``overrides``. Raises :class:`InputError` naming the parameter.
     """
-    paths = [data] if isinstance(data, (str, Path)) else list(data)
+    paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
-    for path in paths:
-        if not Path(path).exists():
-            raise InputError(f"{Path(path).resolve()}: no such file or folder (parameter data)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -95,6 +92,15 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
     return derived
 
 
+def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -> list[str | Path]:
+    """``paths`` as a list; InputError naming ``parameter`` for one that does not exist."""
+    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
+    for path in given:
+        if not Path(path).exists():
+            raise InputError(f"{Path(path).resolve()}: no such file or folder (parameter {parameter})")
+    return given
+
+
 def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.DataFrame | None:
     """The steps table (one row per rank per step) of ``paths``, restricted to
     the selected ``runs``; ``None`` when no path is given. Its ``attrs`` hold
@@ -102,12 +108,9 @@ def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.Data
     :class:`InputError` naming the parameter."""
     from trainperf import load_steps
 
-    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
+    given = _existing(paths, "steps")
     if not given:
         return None
-    for path in given:
-        if not Path(path).exists():
-            raise InputError(f"{Path(path).resolve()}: no such file or folder (parameter steps)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
