@@ -144,3 +144,14 @@ def test_an_impossible_mfu_is_noted():
                      "activation_checkpointing": False}))
     assert d["mfu"].iloc[0] == pytest.approx(1.6e9 / 3600 * 4.3421e10 / 8 / 1e12 / 989.5, rel=1e-4)
     assert "mfu: 2.44 is above 1" in d["notes"].iloc[0]
+
+
+def test_a_step_time_or_token_count_that_contradicts_the_run_is_noted():
+    d = derive(runs({"run_id": "a", "gpus": 8, "steps": 100, "global_batch_size": 64, "seq_len": 2048,
+                     "tokens": 10_000_000.0, "elapsed_s": 200.0, "step_time_s": 2.5}))
+    # 100 steps of 64 x 2048 tokens = 13,107,200 tokens, 31 % more than the 10,000,000 counted
+    assert d["tokens"].iloc[0] == 10_000_000
+    assert "tokens: steps · global_batch_size · seq_len gives 1.31072e+07, 31.1% off" in d["notes"].iloc[0]
+    # 200 s / 100 steps = 2.0 s per step; the published 2.5 s is 25 % off
+    assert d["step_time_s"].iloc[0] == pytest.approx(2.0)
+    assert "step_time_s: the given step time gives 2.5, 25.0% off the 2 from elapsed_s / steps" in d["notes"].iloc[0]

@@ -8,9 +8,12 @@ Formulas (per run; ``N`` devices = ``gpus``):
 * throughput: ``tokens_per_s = tokens / elapsed_s`` (elapsed: slowest rank),
   else the published rate, else ``samples_per_s · seq_len``; likewise
   ``samples_per_s`` (also ``global_batch_size / step_time_s``). Per device:
-  ``/ N``. Where two estimates of one rate exist and differ by more than
-  2 %, the first is kept and the row's notes say so.
-* ``step_time_s = elapsed_s / steps``; per day: ``rate · 86 400 s``.
+  ``/ N``.
+* ``step_time_s = elapsed_s / steps``, else the published step time, else
+  ``global_batch_size / samples_per_s``; per day: ``rate · 86 400 s``.
+* Where a row gives two independent estimates of one quantity (a count, a
+  rate, the step time) that differ by more than 2 %, the first in the order
+  above is kept and the row's notes say so.
 * FLOPs: ``flops_per_token`` from ``trainperf.flops`` (convention recorded in
   ``flops_convention_used``); ``tflops_total = tokens_per_s ·
   flops_per_token / 10¹²``; ``tflops_per_gpu = tflops_total / N``.
@@ -61,7 +64,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     for i in np.flatnonzero(out["gpus"].isna().to_numpy()):
         notes[i].append("gpus unknown: no per-device rate, TFLOP/s per device, MFU, GPU-hours, cost "
                         "or scaling efficiency")
-    _fill_work(out)
+    _fill_work(out, notes)
     _add_rates(out, notes)
     _add_flops(out, notes)
     _add_phases(out)
@@ -83,10 +86,18 @@ def _fill(out: pd.DataFrame, column: str, values: pd.Series) -> None:
     out[column] = out[column].fillna(values)
 
 
-def _fill_work(out: pd.DataFrame) -> None:
-    _fill(out, "samples", out["steps"] * out["global_batch_size"])
-    _fill(out, "tokens", out["samples"] * out["seq_len"])
-    _fill(out, "samples", out["tokens"] / out["seq_len"])
+def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    from_steps = out["steps"] * out["global_batch_size"]
+    out["tokens"] = _first_estimate("tokens", notes, [
+        ("the given count", out["tokens"]),
+        ("samples · seq_len", out["samples"] * out["seq_len"]),
+        ("steps · global_batch_size · seq_len", from_steps * out["seq_len"]),
+    ])
+    out["samples"] = _first_estimate("samples", notes, [
+        ("the given count", out["samples"]),
+        ("steps · global_batch_size", from_steps),
+        ("tokens / seq_len", out["tokens"] / out["seq_len"]),
+    ])
     _fill(out, "elapsed_s", out["steps"] * out["step_time_s"])
 
 
@@ -102,16 +113,20 @@ def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
     ])
     _fill(out, "tokens_per_s", out["samples_per_s"] * out["seq_len"])
     _fill(out, "samples_per_s", out["tokens_per_s"] / out["seq_len"])
-    out["step_time_s"] = (out["elapsed_s"] / out["steps"]).fillna(out["step_time_s"])
-    _fill(out, "step_time_s", out["global_batch_size"] / out["samples_per_s"])
+    out["step_time_s"] = _first_estimate("step_time_s", notes, [
+        ("elapsed_s / steps", out["elapsed_s"] / out["steps"]),
+        ("the given step time", out["step_time_s"]),
+        ("global_batch_size / samples_per_s", out["global_batch_size"] / out["samples_per_s"]),
+    ])
     for unit in ("tokens", "samples"):
         out[f"{unit}_per_s_per_gpu"] = out[f"{unit}_per_s"] / out["gpus"]
         out[f"{unit}_per_day"] = out[f"{unit}_per_s"] * SECONDS_PER_DAY
 
 
 def _first_estimate(column: str, notes: list[list[str]], estimates: list[tuple[str, pd.Series]]) -> pd.Series:
-    """The first available of several estimates of one rate, in order of trust;
-    every other estimate of the same row that differs by more than 2 % is noted."""
+    """The first available of several estimates of one quantity, in order of
+    trust; every other estimate of the same row that differs by more than 2 %
+    is noted."""
     chosen = estimates[0][1]
     label = pd.Series(estimates[0][0], index=chosen.index, dtype=object).where(chosen.notna())
     for name, values in estimates[1:]:
