@@ -123,6 +123,17 @@ def test_sparse_peaks_and_winner_of_seed_001():
     assert qwen["margin"] == pytest.approx(87_933 / 78_877 - 1)  # same 8 GPUs: per device = total
 
 
+def test_one_device_at_two_precisions_is_not_its_own_runner_up():
+    """MPT-3B ran on H100 at fp8 and at bf16 and on A100 at bf16 (published MPT
+    table): the contest is H100 against A100, H100 at its faster precision."""
+    from trainperf.report.platforms import comparable, winners
+
+    runs = comparable(open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
+    mpt3b = winners(runs).set_index("model").loc["MPT-3B"]
+    assert mpt3b["winner"] == "NVIDIA H100 SXM 80GB · fp8"
+    assert mpt3b["runner_up"].startswith("NVIDIA A100")
+
+
 def test_highest_mfu_tile_compares_datasheet_peaks_only():
     """A CPU run's MFU against its own measured peak (data/runs, ~70-80 %) is
     not 'the highest MFU' next to GPU MFUs against datasheet peaks."""

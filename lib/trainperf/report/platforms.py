@@ -54,13 +54,16 @@ def peaks(runs: pd.DataFrame) -> pd.DataFrame:
 
 def winners(runs: pd.DataFrame) -> pd.DataFrame:
     """Per model measured on two or more platforms: the platform with the
-    highest per-device throughput, the runner-up and the margin."""
+    highest per-device throughput, the runner-up and the margin. Platforms are
+    compared with each other, each at its fastest precision (the label says
+    which): one device at fp8 and at bf16 is not two contenders."""
     table_ = peaks(runs)
     rows = []
     for model, group in table_.groupby("model", sort=False):
-        if group["platform_key"].nunique() < 2:
+        fastest = group.loc[group.groupby("platform", sort=False)["best_per_device"].idxmax()]
+        if len(fastest) < 2:
             continue
-        ranking = rank(group, "best_per_device")
+        ranking = rank(fastest, "best_per_device")
         rows.append({"model": model, "winner": ranking.best["platform_key"],
                      "winner_rate": ranking.best["best_per_device"],
                      "runner_up": ranking.runner_up["platform_key"],
