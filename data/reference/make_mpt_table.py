@@ -12,10 +12,11 @@ INPUT defaults to ``../shared/reference/llmfoundry_mpt_benchmarks.csv`` beside
 the repository. The script is deterministic: rerunning it rewrites the same file.
 
 Before writing, it checks that every published MFU (and HFU) reproduces from the
-row's own inputs: ``(6·n_params + 12·n_layers·d_model·seq_len) · tokens_per_s /
-(gpus · peak)``, peak the dense one of ``trainperf.hardware`` (BF16 989.5 TFLOP/s
-on H100 SXM, 312 on A100, FP8 1979 on H100), HFU ``× 4/3`` with activation
-checkpointing, within 0.01 percentage point. It exits non-zero when a check fails.
+row's own inputs as ``trainperf.derive`` computes them: ``(6·n_params +
+12·n_layers·d_model·seq_len) · tokens_per_s / (gpus · peak)`` (the PaLM
+convention of ``trainperf.flops``), peak the dense one of ``trainperf.hardware``
+(BF16 989.5 TFLOP/s on H100 SXM, 312 on A100, FP8 1979 on H100), HFU ``× 4/3``
+with activation checkpointing, within 0.01 percentage point. It exits non-zero when a check fails.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from trainperf.flops import RECOMPUTE_FACTOR, palm
-from trainperf.hardware import dense_peak_tflops, normalize_precision
+from trainperf.derive import derive
+from trainperf.hardware import normalize_precision
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_INPUT = HERE.parents[2] / "shared" / "reference" / "llmfoundry_mpt_benchmarks.csv"
@@ -87,15 +88,12 @@ def check(runs: pd.DataFrame) -> list[str]:
         problems.append(f"experiments with two rows at one GPU count: {sorted(set(twice['experiment']))}")
     if (runs["nodes"] * GPUS_PER_NODE != runs["gpus"]).any():
         problems.append("a GPU count that is not a multiple of 8")
-    for row in runs.to_dict("records"):
-        peak = dense_peak_tflops(row["platform"], row["precision"])
-        if peak is None:
+    for row in derive(runs).to_dict("records"):
+        if pd.isna(row["mfu"]):
             problems.append(f"{row['run_id']}: no dense peak for {row['platform']} {row['precision']}")
             continue
-        flops = palm(row["n_params"], row["n_layers"], row["d_model"], row["seq_len"])
-        mfu = flops * row["tokens_per_s"] / (row["gpus"] * peak.tflops * 1e12)
-        hfu = mfu * (RECOMPUTE_FACTOR if row["activation_checkpointing"] else 1.0)
-        for name, value in (("mfu", mfu), ("hfu", hfu)):
+        for name in ("mfu", "hfu"):
+            value = row[name]
             error_pp = abs(value - row[f"reported_{name}"]) * 100
             if error_pp > TOLERANCE_PP:
                 problems.append(f"{row['run_id']}: {name} {value:.4%} vs published "

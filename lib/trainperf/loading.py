@@ -108,15 +108,11 @@ def _is_data_file(path: Path) -> bool:
 
 
 def _is_steps_table(path: Path) -> bool:
-    if path.suffix.lower() == ".csv" and path.stat().st_size > 0:
-        columns = pd.read_csv(path, nrows=0).columns
-    elif path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
+    if path.suffix.lower() in (".csv", ".parquet"):
+        from trainperf.steps import has_steps_columns
 
-        columns = pq.read_schema(path).names
-    else:
-        columns = _read_raw(path).columns
-    return {"rank", "step"} <= set(columns)
+        return has_steps_columns(path)
+    return {"rank", "step"} <= set(_read_raw(path).columns)
 
 
 def _read(path: Path, kind: str) -> pd.DataFrame:
@@ -308,7 +304,6 @@ RANGE_CHECKS = {
     "positive": (lambda x: x > 0, "must be greater than 0"),
     "nonnegative": (lambda x: x >= 0, "must not be negative"),
     "count": (lambda x: x >= 1, "must be a count of at least 1"),
-    "fraction": (lambda x: (x >= 0) & (x <= 1), "must be a fraction between 0 and 1"),
 }
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Kind = Literal["str", "int", "float", "bool"]
-Check = Literal["", "positive", "nonnegative", "count", "fraction"]
+Check = Literal["", "positive", "nonnegative", "count"]
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,6 @@ DERIVED: list[Column] = [
 
 INPUT_COLUMNS: dict[str, Column] = {c.name: c for c in IDENTITY + MEASUREMENTS}
 DERIVED_COLUMNS: dict[str, Column] = {c.name: c for c in DERIVED}
-ALL_COLUMNS: dict[str, Column] = {**DERIVED_COLUMNS, **INPUT_COLUMNS}
 
 REQUIRED: tuple[str, ...] = ("run_id", "gpus")
 """Columns every runs table must have. A row also needs one measure of speed:

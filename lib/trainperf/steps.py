@@ -27,8 +27,10 @@ import numpy as np
 import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
+from trainperf.loading import FALSE, TRUE
 from trainperf.profiler.environment import MANIFEST_FILE
-from trainperf.profiler.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, RankFile, read_rank_file
+from trainperf.profiler.rankfile import (LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, RankFile, read_rank_file,
+                                        warn_bad_lines)
 from trainperf.schema import INPUT_COLUMNS, PHASES, PREFIXES
 
 PHASE_COLUMNS: tuple[str, ...] = (*(f"{p}_s" for p in PHASES), "comm_exposed_s", "compute_s")
@@ -39,7 +41,6 @@ STEPS_COLUMNS: tuple[str, ...] = (
 )
 """Columns of the steps table, in order."""
 STEPS_TABLE_SUFFIXES = (".csv", ".parquet")
-BAD_LINES_SHOWN = 10
 READ_THREADS = 4
 
 
@@ -84,7 +85,7 @@ def read_run(path: str | Path) -> RunFolder:
     nodes = {r["rank"]: r.get("node") for r in manifest.get("environment", {}).get("ranks", [])}
     steps = _steps_table(str(config["run_id"]), [(f.rank, f.node or nodes.get(f.rank), f.columns) for f in rank_files])
     bad = [b for f in rank_files for b in f.bad_lines]
-    _warn_bad_lines(bad)
+    warn_bad_lines(bad, "steps files", stacklevel=2)
     return RunFolder(path, manifest, steps, bad)
 
 
@@ -135,12 +136,12 @@ def _steps_inputs(path: Path) -> list[Path]:
             continue
         if child.is_dir():
             found += _steps_inputs(child)
-        elif child.suffix.lower() in STEPS_TABLE_SUFFIXES and _has_steps_columns(child):
+        elif child.suffix.lower() in STEPS_TABLE_SUFFIXES and has_steps_columns(child):
             found.append(child)
     return found
 
 
-def _has_steps_columns(path: Path) -> bool:
+def has_steps_columns(path: Path) -> bool:
     """Whether a CSV or Parquet file is a steps table (has ``rank`` and ``step``)."""
     if path.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
@@ -153,7 +154,9 @@ def _has_steps_columns(path: Path) -> bool:
 
 def _read_steps_table(path: Path) -> pd.DataFrame:
     """A steps-table file with the steps columns, typed (DataError naming the
-    row and column of a value that is not a number)."""
+    row and column of a value that is not a number, or a ``warmup`` that is
+    not a bool spelled as ``trainperf.loading`` accepts; a missing ``warmup``
+    is False)."""
     try:
         raw = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
     except (ValueError, OSError) as exc:
@@ -171,16 +174,22 @@ def _read_steps_table(path: Path) -> pd.DataFrame:
         if name in ("run_id", "node"):
             out[name] = values.astype("str")
         elif name == "warmup":
-            out[name] = values.astype(str).str.lower().isin(["true", "1", "yes"])
+            spelled = values.astype(str).str.strip().str.lower()
+            _raise_first(values, values.notna() & ~spelled.isin(TRUE | FALSE), "not a bool", path, name)
+            out[name] = spelled.isin(TRUE)
         else:
             numbers = pd.to_numeric(values, errors="coerce")
-            bad = numbers.isna() & values.notna()
-            if bad.any():
-                row = int(np.flatnonzero(bad.to_numpy())[0])
-                raise DataError(f"not a number: {values.iloc[row]!r}", path=path, row=row + 1, column=name,
-                                line=row + 2 if path.suffix.lower() == ".csv" else None)
+            _raise_first(values, numbers.isna() & values.notna(), "not a number", path, name)
             out[name] = numbers.astype("int64" if name in ("rank", "step") else "float64")
     return out
+
+
+def _raise_first(values: pd.Series, bad: pd.Series, problem: str, path: Path, column: str) -> None:
+    """DataError naming the first row (and CSV line) where ``bad`` holds."""
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataError(f"{problem}: {values.iloc[row]!r}", path=path, row=row + 1, column=column,
+                        line=row + 2 if path.suffix.lower() == ".csv" else None)
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
@@ -220,14 +229,6 @@ def _repeat_strings(values: list[str], counts: np.ndarray) -> pd.Series:
     return pd.Series(strings, dtype=pd.StringDtype("pyarrow", na_value=np.nan))
 
 
-def _warn_bad_lines(bad: list[BadLine]) -> None:
-    if not bad:
-        return
-    shown = "; ".join(map(str, bad[:BAD_LINES_SHOWN]))
-    more = f"; and {len(bad) - BAD_LINES_SHOWN} more" if len(bad) > BAD_LINES_SHOWN else ""
-    warnings.warn(f"skipped {len(bad)} malformed line(s) in steps files: {shown}{more}", DataWarning, stacklevel=3)
-
-
 def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
     """One canonical runs row per ``run_id`` of a steps table.
 
@@ -243,7 +244,7 @@ def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, An
     * ``tokens``, ``samples``: sums over ranks and steps;
     * ``steps``: optimizer steps in the window (most any rank recorded);
       ``warmup_steps``: steps flagged warm-up; ``ranks``: ranks with rows;
-    * ``peak_memory_gb``: the largest of any rank; ``train_loss``: mean over
+    * ``peak_memory_gb``: the largest of any rank (GiB); ``train_loss``: mean over
       ranks of each rank's last recorded loss;
     * ``complete``: every expected rank (``0 .. world_size - 1`` from the
       manifest, else the ranks present) recorded as many steps as the most

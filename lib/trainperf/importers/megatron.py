@@ -56,7 +56,7 @@ import pandas as pd
 
 from trainperf.importers import intervals
 from trainperf.importers.core import LineFormat
-from trainperf.importers.text import NUMBER, LineError, field_number, positive, rank_prefix, whole
+from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
 
 NAN = math.nan
 REPORTED = ("tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu")
@@ -147,10 +147,10 @@ class MegatronParser(intervals.IntervalParser[_Run]):
         if "lm loss value" in line:
             match = _VAL_LOSS.search(line)
             if match and self.run is not None:
-                self.run.val_loss = intervals.finite(float(match.group(1).replace(",", "")))
+                self.run.val_loss = intervals.finite(number(match.group(1)))
         elif "memory (MB)" in line:
             match = _MEMORY.search(line)
-            megabytes = float(match.group(1).replace(",", "")) if match else NAN
+            megabytes = number(match.group(1)) if match else NAN
             if 0 <= megabytes < math.inf and self.run is not None:
                 self.run.memory_gb = max(_nan_to(self.run.memory_gb, 0.0), megabytes / 1024.0)
         elif "padded vocab" in line:

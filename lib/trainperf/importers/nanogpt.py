@@ -89,11 +89,11 @@ class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
         if "iter " in line and _ITER_START.search(line):
             return self.read_record(lines, i, number_, parse_iter, "iteration line")
         if match := _EVAL.search(line):
-            self.pending_eval = (int(match.group(1)), intervals.finite(float(match.group(3).replace(",", ""))))
+            self.pending_eval = (int(match.group(1)), intervals.finite(number(match.group(3))))
         elif match := _TOKENS.search(line):
             self.tokens = float(match.group(1).replace(",", ""))
         elif match := _PARAMS.search(line):
-            millions = float(match.group(1).replace(",", ""))
+            millions = number(match.group(1))
             if 0 < millions < math.inf:
                 self.config["n_params"] = millions * 1e6
             else:

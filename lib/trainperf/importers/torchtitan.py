@@ -53,7 +53,9 @@ import pandas as pd
 
 from trainperf.importers import intervals
 from trainperf.importers.core import RATE_FROM_REPORTED, LineFormat
-from trainperf.importers.text import NUMBER, LineError, field_number, positive, rank_prefix, timestamp, whole
+from trainperf.importers.text import (NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp,
+                                      whole)
+from trainperf.loading import is_missing
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
@@ -128,7 +130,7 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
             if "validate step:" in line:
                 match = _VALIDATE.search(line)
                 if match and self.run is not None:
-                    self.run.val_loss = intervals.finite(float(match.group(1).replace(",", "")))
+                    self.run.val_loss = intervals.finite(number(match.group(1)))
                 return 1
             if not _STEP.search(line):
                 return 1
@@ -146,7 +148,7 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
         elif match := _MODEL.search(line):
             config.update(model=match.group(1).strip(), n_params=float(match.group(2).replace(",", "")))
         elif match := _PEAK.search(line):
-            config["reported_peak_tflops_per_gpu"] = float(match.group(1).replace(",", "")) / 1e12
+            config["reported_peak_tflops_per_gpu"] = number(match.group(1)) / 1e12
         elif match := _MESH.search(line):
             sizes = [int(x) for x in match.group(1).replace(" ", "").split(",") if x]
             config["gpus"] = math.prod(sizes)
@@ -185,14 +187,10 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
             measured["val_loss"] = run.val_loss
         if "elapsed_s" in measured:
             measured["extra_time_source"] = "log timestamps"
-        elif "reported_tokens_per_s_per_gpu" in measured and _known(config.get("gpus")):
+        elif "reported_tokens_per_s_per_gpu" in measured and not is_missing(config.get("gpus")):
             measured["tokens_per_s"] = measured["reported_tokens_per_s_per_gpu"] * float(config["gpus"])
             measured["extra_time_source"] = RATE_FROM_REPORTED
         return measured, steps
-
-
-def _known(value: object) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 class Torchtitan(LineFormat):
