@@ -179,3 +179,14 @@ def test_run_without_measured_steps_is_a_data_error(tmp_path):
     folder = write_run(tmp_path / "warm", {0: [step_values(0, 0.0, 1.0, 0.5, warmup=True)]})
     with pytest.raises(DataError, match=r"warm: no measured steps: 1 step line\(s\), all warm-up"):
         read_run_folder(folder)
+
+
+def test_steps_table_warmup_spellings_and_a_bad_one(tmp_path):
+    """A warm-up column of 1 / 0 with a gap reads back as floats (1.0, blank);
+    anything that is no bool is an error naming its line."""
+    table = tmp_path / "log.csv"
+    table.write_text("run_id,rank,step,warmup,step_s\nx,0,0,1.0,2.0\nx,0,1,,2.0\nx,0,2,0.0,1.0\n")
+    assert load_steps(table)["warmup"].tolist() == [True, False, False]
+    table.write_text("run_id,rank,step,warmup\nx,0,0,maybe\n")
+    with pytest.raises(DataError, match=r"log.csv, line 2, row 1, column 'warmup': not a bool: 'maybe'"):
+        load_steps(table)

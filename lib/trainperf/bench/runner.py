@@ -19,7 +19,8 @@ Echo = Callable[[str], None]
 
 @dataclass
 class Outcome:
-    """What a sweep produced: finished runs, failed runs with their error, skipped runs with the reason."""
+    """What a sweep produced: finished runs, failed runs with their error, skipped runs with the reason,
+    and ``wall_s``, the seconds the whole sweep took (wall clock)."""
 
     finished: list[RunSpec] = field(default_factory=list)
     failed: list[tuple[RunSpec, str]] = field(default_factory=list)

@@ -1,4 +1,5 @@
-"""The per-rank steps file of a run folder: its line format, and a fast reader.
+"""The per-rank steps file of a run folder: its line format, a fast reader,
+and the warning that reports the lines a reader skipped.
 
 ``steps-rank{R}.jsonl`` is JSON lines, written one line per optimizer step as
 the step completes, so that a job killed at any moment keeps every completed
@@ -25,12 +26,14 @@ import io
 import json
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from trainperf.errors import DataWarning
 from trainperf.schema import PHASES
 
 FORMAT = "trainperf-steps"
@@ -109,6 +112,23 @@ class BadLine:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.reason}"
+
+
+BAD_LINES_SHOWN = 10
+"""How many skipped lines a warning names (it counts them all)."""
+
+
+def warn_bad_lines(bad: list[BadLine], files: str, stacklevel: int = 2) -> None:
+    """One DataWarning counting the skipped lines of ``files`` (e.g. ``steps
+    files``) and naming the first :data:`BAD_LINES_SHOWN` (file and line);
+    nothing when ``bad`` is empty. ``stacklevel`` as for ``warnings.warn``,
+    counted from the caller."""
+    if not bad:
+        return
+    shown = "; ".join(map(str, bad[:BAD_LINES_SHOWN]))
+    more = f"; and {len(bad) - BAD_LINES_SHOWN} more" if len(bad) > BAD_LINES_SHOWN else ""
+    warnings.warn(f"skipped {len(bad)} malformed line(s) in {files}: {shown}{more}", DataWarning,
+                  stacklevel=stacklevel + 1)
 
 
 @dataclass

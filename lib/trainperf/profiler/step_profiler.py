@@ -171,9 +171,7 @@ class StepProfiler:
         if self._open is not None:
             self._warn_once("nested", "step() called inside an open step: the inner one is not recorded")
             return _NO_STEP
-        start = self._window_start if self._window_start is not None else self._clock.mark()
-        self._window_start = start
-        record = StepRecord(self._index, self._index < self.warmup_steps, start, self._carry_phases,
+        record = StepRecord(self._index, self._index < self.warmup_steps, self._window(), self._carry_phases,
                             self._carry_data, tokens, samples, loss)
         self._carry_phases, self._carry_data = [], []
         self._open = record
@@ -190,8 +188,7 @@ class StepProfiler:
         if index is None:
             self._warn_once(f"phase {name}", f"unknown phase {name!r} is not timed; phases: {', '.join(PHASE_INDEX)}")
             return _NO_STEP
-        if self._window_start is None:
-            self._window_start = self._clock.mark()
+        self._window()
         return _Phase(self, index)
 
     def close(self) -> None:
@@ -222,9 +219,15 @@ class StepProfiler:
 
     # -- internals -----------------------------------------------------------
 
-    def _begin_host_interval(self) -> float:
+    def _window(self) -> Any:
+        """The start mark of the next step's window: the end of the last step
+        (or of a failed one), or now when nothing has been timed yet."""
         if self._window_start is None:
             self._window_start = self._clock.mark()
+        return self._window_start
+
+    def _begin_host_interval(self) -> float:
+        self._window()
         return perf_counter()
 
     def _add_data(self, start: float, end: float) -> None:

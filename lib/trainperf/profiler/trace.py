@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from pathlib import Path
 from typing import Any
 
-from trainperf.errors import DataError, DataWarning
+from trainperf.errors import DataError
+from trainperf.profiler.rankfile import BadLine, warn_bad_lines
 
 TRACE_FILE = "trace-rank{rank}.jsonl"
 TRACE_FILE_PATTERN = re.compile(r"^trace-rank(\d+)\.jsonl$")
@@ -57,20 +57,19 @@ def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None) 
         raise DataError("no trace-rank<R>.jsonl files (the run was profiled with trace=False?)", path=run_dir)
     out = Path(out_dir) if out_dir is not None else run_dir
     out.mkdir(parents=True, exist_ok=True)
-    written, bad = [], []
+    written: list[Path] = []
+    bad: list[BadLine] = []
     for rank, source in sources:
         events = _metadata(rank)
         for number, line in enumerate(source.read_text(errors="replace").splitlines(), start=1):
             try:
                 events += _events(rank, json.loads(line))
             except (ValueError, TypeError, KeyError, IndexError) as exc:
-                bad.append(f"{source}:{number}: {type(exc).__name__}: {exc}")
+                bad.append(BadLine(source, number, f"{type(exc).__name__}: {exc}"))
         target = out / CHROME_FILE.format(rank=rank)
         target.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
         written.append(target)
-    if bad:
-        shown = "; ".join(bad[:10]) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
-        warnings.warn(f"skipped {len(bad)} malformed trace line(s): {shown}", DataWarning, stacklevel=2)
+    warn_bad_lines(bad, "trace files")
     return written
 
 
