@@ -277,7 +277,8 @@ EXPECTED_EMBEDDED = {
     # seed 000: 135,168,000 tokens / 1102.52 s = 122,599 tokens/s at 4 GPUs; 30,650 per GPU
     "throughput": ["122,599", "30,650", "4 GPUs across 1 node"],
     # seed 004: 2233.50 s / 1384.64 s (slowest rank) = 1.61x, not the 2.04x of averaged ranks;
-    # rank 0 / rank 1 = 1384.64 / 806.75 = 1.72x; seed 002: 184,320 / 1,150 = 160.3x at 256 GPUs
+    # rank 0 / rank 1 = 1384.64 / 806.75 = 1.72x; seed 002: 184,320 / 1,150 = 160.3x at 256 GPUs,
+    # and its 64-GPU job costs $3,072 (the seed's cost table: 64 GPUs x 16 h x $3.00 per GPU-hour)
     "scaling": ["1.61×", "1.72×", "160.3×", "Amdahl", "USL", "Straight line", "$3,072.00"],
     # seed 003: 16,150 tokens/s at micro-batch 1024, 16,150 / 15,250 - 1 = 5.9 % ahead of 512
     "batch_size": ["16,150", "5.9 %", "micro-batch 1,024 × 1 accumulation"],
@@ -332,11 +333,13 @@ def test_index_links_every_report_with_its_headline(embedded):
 EXPECTED_TINY = {
     # 819,200 tokens / 40 s = 20,480; 6,553,600 / 52 s = 126,031
     "throughput": ["20,480", "126,031"],
-    # 8 GPUs: (6,553,600 / 52) / (819,200 / 40) = 6.15x; rank spread of ts-g4: 45.0 / 43.5 = 1.03x
+    # 8 GPUs: (6,553,600 / 52) / (819,200 / 40) = 6.15x; rank spread of ts-g4: 45.0 / 43.5 = 1.03x;
+    # the fixture's price of $2.00 per device-hour in the cost table
     "scaling": ["6.15×", "1.03×", "$2.00"],
     # 1,048,576 tokens / 57 s = 18,396; 60 / 57 - 1 = 5.3 % ahead of micro-batch 16 x 2
     "batch_size": ["18,396", "5.3 %", "micro-batch 16 × 2 accumulation"],
-    # H100: 100,000 / 8 = 12,500 tokens/s per device, twice the 6,250 of the unknown platform
+    # H100: 100,000 / 8 = 12,500 tokens/s per device, twice the 6,250 of the unknown platform:
+    # a 100.0 % margin
     "platforms": ["12,500", "100.0 %", "Sparse peaks in the source", XSS_PLATFORM],
 }
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report import plots
-from trainperf.report.configs import ordered, rank, unit_of
+from trainperf.report.configs import experiment_runs, experiments, ordered, rank, unit_of
 from trainperf.report.html import (Col, Fragment, Section, callout, fmt_int, fmt_pct, heading,
                                    headline as banner, join, key_figures, paragraph, table)
 from trainperf.report.page import InputError, require
@@ -35,14 +35,6 @@ def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
         (f"experiment {name}", "not a micro-batch sweep (one micro-batch size, or several device counts)")
         for name in shape.index[~is_sweep]]}
     return out
-
-
-def experiments(runs: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(runs["experiment"].astype(str)))
-
-
-def _group(runs: pd.DataFrame, name: str) -> pd.DataFrame:
-    return runs[runs["experiment"].astype(str) == name]
 
 
 def config_label(run: pd.Series, compact: bool = False) -> str:
@@ -89,7 +81,7 @@ def _time_to_train(group: pd.DataFrame, train_tokens: float | None) -> tuple[pd.
 def headline(runs: pd.DataFrame, min_gain: float = 0.10) -> Fragment:
     """The best configuration of the (first) sweep, its margin, and where throughput plateaus."""
     unit = unit_of(runs)
-    group = _group(runs, experiments(runs)[0]).reset_index(drop=True)
+    group = experiment_runs(runs, experiments(runs)[0]).reset_index(drop=True)
     ranking = rank(group, unit.rate)
     text = "Best: {best} at {rate} " + unit.label
     values = {"best": config_label(ranking.best), "rate": fmt_int(ranking.best[unit.rate])}
@@ -112,7 +104,7 @@ def sweep_table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain:
     unit = unit_of(runs)
     out = []
     for name in experiments(runs):
-        group = _group(runs, name)
+        group = experiment_runs(runs, name)
         found = plateau(group[unit.rate].to_numpy(), min_gain)
         ttt, ttt_header = _time_to_train(group, train_tokens)
         view = group.assign(configuration=[config_label(r) for _, r in group.iterrows()],
@@ -138,7 +130,7 @@ def phase_breakdown(runs: pd.DataFrame) -> Section:
     and per step — or as shares of the window where the step count is unknown."""
     out: list = []
     for name in experiments(runs):
-        group = _group(runs, name)
+        group = experiment_runs(runs, name)
         if len(experiments(runs)) > 1:
             out.append(heading(f"Phases — {name}"))
         if not has_phases(group):
@@ -179,7 +171,7 @@ def throughput_chart(runs: pd.DataFrame, min_gain: float = 0.10) -> Section:
     unit = unit_of(runs)
     out: list = []
     for name in experiments(runs):
-        group = _group(runs, name)
+        group = experiment_runs(runs, name)
         found = plateau(group[unit.rate].to_numpy(), min_gain)
         ticks = [config_label(r, compact=True) for _, r in group.iterrows()]
         out.append(plots.bars_with_line(

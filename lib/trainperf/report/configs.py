@@ -1,5 +1,6 @@
-"""Naming and ordering runs for people: configuration labels, the throughput
-unit a set of runs can be compared in, and the best run with its margin."""
+"""Naming, grouping and ordering runs for people: the experiments in data
+order, configuration labels, the throughput unit a set of runs can be
+compared in, and the best run with its margin."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from trainperf.hardware import is_cpu
 from trainperf.report.html import fmt_int
 
 
@@ -39,10 +41,20 @@ def unit_of(runs: pd.DataFrame) -> Unit:
     return Unit("tokens")
 
 
+def experiments(runs: pd.DataFrame) -> list[str]:
+    """The experiments of ``runs`` in the order they first appear."""
+    return list(dict.fromkeys(runs["experiment"].astype(str)))
+
+
+def experiment_runs(runs: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The runs of experiment ``name``, in their order."""
+    return runs[runs["experiment"].astype(str) == name]
+
+
 def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """``runs`` with experiments in the order they first appear in the data,
     each sorted by the columns ``by``; a new index from 0, ``attrs`` kept."""
-    first = {name: i for i, name in enumerate(dict.fromkeys(runs["experiment"].astype(str)))}
+    first = {name: i for i, name in enumerate(experiments(runs))}
     position = runs["experiment"].astype(str).map(first)
     out = (runs.assign(_experiment_order=position).sort_values(["_experiment_order", *by], kind="stable")
            .drop(columns="_experiment_order").reset_index(drop=True))
@@ -58,7 +70,7 @@ def _count(value: object, word: str) -> str:
 def device_word(run: pd.Series) -> str:
     """What a device is called for this run: ``process`` on CPU, else ``GPU``."""
     platform = run.get("platform")
-    return "process" if isinstance(platform, str) and platform.strip().lower().startswith("cpu") else "GPU"
+    return "process" if isinstance(platform, str) and is_cpu(platform) else "GPU"
 
 
 def label(run: pd.Series, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:

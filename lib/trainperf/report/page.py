@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -70,12 +71,8 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            runs = load_runs(*paths)
-        except DataError as exc:
-            raise InputError(str(exc)) from None
+    with _reading() as caught:
+        runs = load_runs(*paths)
         skipped = list(runs.attrs.get("skipped", []))
         inputs = [str(Path(p).resolve()) for p in runs.attrs.get("inputs", [])]
         runs = _select(runs, "experiment", experiments, skipped)
@@ -83,13 +80,24 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
         runs, overrides = _override(runs, baseline=baseline, precision=precision,
                                     price_per_gpu_hour=price_per_gpu_hour)
         runs.attrs = {}
-        try:
-            derived = derive(runs)
-        except DataError as exc:
-            raise InputError(str(exc)) from None
+        derived = derive(runs)
     derived.attrs = {"inputs": inputs, "skipped": skipped, "overrides": overrides,
                      "warnings": list(dict.fromkeys(str(w.message) for w in caught))}
     return derived
+
+
+@contextmanager
+def _reading() -> Iterator[list[warnings.WarningMessage]]:
+    """Record every warning raised inside (the yielded list) and turn a
+    :class:`DataError` of the data into an :class:`InputError`."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield caught
+        except InputError:
+            raise
+        except DataError as exc:
+            raise InputError(str(exc)) from None
 
 
 def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -> list[str | Path]:
@@ -111,12 +119,8 @@ def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.Data
     given = _existing(paths, "steps")
     if not given:
         return None
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            steps = load_steps(*given)
-        except DataError as exc:
-            raise InputError(str(exc)) from None
+    with _reading() as caught:
+        steps = load_steps(*given)
     keep = steps["run_id"].astype(str).isin(set(runs["run_id"].astype(str))).to_numpy(bool)
     skipped = []
     if (~keep).any():

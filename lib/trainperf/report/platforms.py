@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from trainperf.derive import SECONDS_PER_DAY
 from trainperf.errors import DataError
 from trainperf.hardware import dense_peak_tflops, find_device, normalize_precision
 from trainperf.report import plots
@@ -17,7 +18,7 @@ from trainperf.report.configs import rank
 from trainperf.report.html import (Col, Fragment, Section, callout, fmt_big, fmt_int, fmt_pct, fmt_short,
                                    headline as banner, join, key_figures, paragraph, table)
 from trainperf.report.page import require
-from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
+from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project, usd_per_million
 
 SPARSE_MATCH = 0.02
 """Relative tolerance within which a source's peak counts as the vendor's 2:4-sparse figure."""
@@ -173,8 +174,7 @@ def peak_table(runs: pd.DataFrame) -> Section:
                   Col("tokens_per_day", "Tokens per day at peak", "big"),
                   Col("samples_per_day", "Samples per day at peak", "big")]
     if view["price_per_gpu_hour"].notna().any():
-        view = view.assign(usd_per_million=view["price_per_gpu_hour"] * view["gpus"] / 3600
-                           / view["tokens_per_s"] * 1e6)
+        view = view.assign(usd_per_million=usd_per_million(view, "tokens_per_s"))
         throughput.append(Col("usd_per_million", "$ per million tokens", "usd"))
     compute = [Col("platform_key", "Platform", wrap=True), Col("model", "Model"), Col("precision", "Precision"),
                Col("tflops_total", "TFLOP/s total", "sig"), Col("tflops_per_gpu", "TFLOP/s per device", "sig4"),
@@ -303,18 +303,18 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
             gpus = nodes * gpus_per_node
             if gpus in series.index:
                 rate = float(series[gpus])
-                row[f"n{nodes}"] = f"{fmt_short(rate)}/s · {fmt_short(rate * 86400)}/day"
+                row[f"n{nodes}"] = f"{fmt_short(rate)}/s · {fmt_short(rate * SECONDS_PER_DAY)}/day"
             elif gpus < base_gpus:
                 row[f"n{nodes}"] = "– (below the measured range)"
             elif fitted is not None:
                 lo, hi = fitted.band(gpus / base_gpus, BAND_LEVEL)
                 rate = fitted.predict(gpus / base_gpus).item() * base_rate
-                row[f"n{nodes}"] = (f"≈ {fmt_short(rate)}/s · {fmt_short(rate * 86400)}/day "
+                row[f"n{nodes}"] = (f"≈ {fmt_short(rate)}/s · {fmt_short(rate * SECONDS_PER_DAY)}/day "
                                     f"({LAWS[fitted.law]}, 95 %: {fmt_short(max(lo[0], 0.0) * base_rate)}–"
                                     f"{fmt_short(hi[0] * base_rate)}/s)")
             else:
                 rate = float(group["tokens_per_s_per_gpu"].max()) * gpus
-                row[f"n{nodes}"] = f"≤ {fmt_short(rate)}/s · {fmt_short(rate * 86400)}/day"
+                row[f"n{nodes}"] = f"≤ {fmt_short(rate)}/s · {fmt_short(rate * SECONDS_PER_DAY)}/day"
                 bounds = True
         rows.append(row)
     frame = pd.DataFrame(rows)

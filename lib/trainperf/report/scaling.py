@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report import plots
-from trainperf.report.configs import labels, ordered
+from trainperf.report.configs import experiment_runs, experiments, labels, ordered
 from trainperf.report.html import (Col, Fragment, Section, callout, fmt_int, fmt_num, fmt_pct, fmt_sig,
                                    fmt_times, fmt_usd, bullet_list, heading, headline as banner, join,
                                    key_figures, paragraph, table)
@@ -40,14 +40,6 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
     for name in counts[counts < 2].index:
         out.attrs["skipped"].append((f"experiment {name}", "measured at one device count only: no scaling"))
     return out
-
-
-def experiments(runs: pd.DataFrame) -> list[str]:
-    return list(dict.fromkeys(runs["experiment"].astype(str)))
-
-
-def _group(runs: pd.DataFrame, name: str) -> pd.DataFrame:
-    return runs[runs["experiment"].astype(str) == name]
 
 
 def relative_devices(group: pd.DataFrame) -> np.ndarray:
@@ -91,7 +83,7 @@ def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> lis
     devices (default: 8 × the largest measured)."""
     out = []
     for name in experiments(runs):
-        group = _group(runs, name).dropna(subset=["scaling_multiplier"])
+        group = experiment_runs(runs, name).dropna(subset=["scaling_multiplier"])
         p = relative_devices(group)
         if len(np.unique(p)) < MIN_FIT_POINTS:
             continue
@@ -117,8 +109,12 @@ def projection_targets(projection: Projection) -> list[float]:
 
 def headline(runs: pd.DataFrame, project_to_gpus: float | None = None) -> Fragment:
     """The largest measured scale-up, its efficiency, and the fitted projection vs. the naive line."""
-    widest = max(experiments(runs), key=lambda n: _group(runs, n)["gpus"].max() / _group(runs, n)["gpus"].min())
-    group = _group(runs, widest)
+    def scale_up(name: str) -> float:
+        gpus = experiment_runs(runs, name)["gpus"]
+        return gpus.max() / gpus.min()
+
+    widest = max(experiments(runs), key=scale_up)
+    group = experiment_runs(runs, widest)
     top = group.loc[group["gpus"].idxmax()]
     base = group.loc[group["gpus"].idxmin()]
     parts = [banner("{experiment}: {multiplier} faster on {gpus} devices than on {base} "
@@ -145,7 +141,7 @@ def summary_table(runs: pd.DataFrame) -> Section:
     efficiency, Karp–Flatt serial fraction."""
     out = []
     for name in experiments(runs):
-        group = _group(runs, name)
+        group = experiment_runs(runs, name)
         view = group.assign(configuration=labels(group), ideal=relative_devices(group))
         columns = [Col("configuration", "Configuration", wrap=True), Col("gpus", "Devices", "int")]
         for rate, header in (("tokens_per_s", "Tokens/s"), ("samples_per_s", "Samples/s")):
@@ -170,7 +166,7 @@ def configuration_changes(runs: pd.DataFrame) -> Fragment:
     """A warning for each experiment whose runs differ in more than the device count."""
     out = []
     for name in experiments(runs):
-        group = _group(runs, name)
+        group = experiment_runs(runs, name)
         changes = []
         columns = [("strategy", "strategy"), ("precision", "precision"), ("model", "model"), ("platform", "platform")]
         if not _batch_is_scaled_consistently(group):
@@ -203,7 +199,7 @@ def multiplier_charts(runs: pd.DataFrame) -> Section:
     """Multiplier vs. the ideal, and efficiency, against relative devices, every experiment together."""
     series, efficiency, all_p = {}, {}, []
     for name in experiments(runs):
-        group = _group(runs, name)
+        group = experiment_runs(runs, name)
         p = relative_devices(group)
         all_p.extend(p)
         series[name] = (p, group["scaling_multiplier"].to_numpy(float))
@@ -223,7 +219,7 @@ def time_breakdown(runs: pd.DataFrame) -> Section:
     communication overhead and compute/communication ratio."""
     out: list = []
     for name in experiments(runs):
-        group = _group(runs, name)
+        group = experiment_runs(runs, name)
         out.append(heading(f"Time breakdown — {name}"))
         if not has_phases(group):
             steps = "; time per step: " + ", ".join(
@@ -337,7 +333,7 @@ def serial_fraction(runs: pd.DataFrame) -> Section:
     """The Karp–Flatt serial fraction against devices, and how to read its trend."""
     series = {}
     for name in experiments(runs):
-        group = _group(runs, name)
+        group = experiment_runs(runs, name)
         known = group["serial_fraction"].notna().to_numpy(bool)
         if known.any():
             series[name] = (relative_devices(group)[known], group["serial_fraction"].to_numpy(float)[known])
@@ -416,6 +412,13 @@ def fits(runs: pd.DataFrame, project_to_gpus: float | None = None) -> Section:
     return Section(out)
 
 
+def usd_per_million(runs: pd.DataFrame, rate: str) -> pd.Series:
+    """USD per million units of work (tokens or samples, the unit of the
+    ``rate`` column, per second): ``price_per_gpu_hour · gpus / 3600 s/h /
+    rate · 10⁶``."""
+    return runs["price_per_gpu_hour"] * runs["gpus"] / 3600 / runs[rate] * 1e6
+
+
 def cost(runs: pd.DataFrame) -> Section:
     """Cost of each run and cost efficiency, where a price per device-hour is known."""
     priced = runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
@@ -431,13 +434,12 @@ def cost(runs: pd.DataFrame) -> Section:
     unit_cost = []
     for rate in ("tokens_per_s", "samples_per_s"):
         if view[rate].notna().all():
-            per = view["price_per_gpu_hour"] * view["gpus"] / 3600 / view[rate] * 1e6
-            view = view.assign(**{f"usd_per_million_{rate}": per})
+            view = view.assign(**{f"usd_per_million_{rate}": usd_per_million(view, rate)})
             unit_cost.append(Col(f"usd_per_million_{rate}", f"$ per million {rate.split('_')[0]}", "usd"))
             break
     parts: list = []
     for name in experiments(view):
-        group = _group(view, name)
+        group = experiment_runs(view, name)
         top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
         if top.name != base.name and pd.notna(top["cost_efficiency"]) and top["cost_efficiency"] > 0:
             parts.append(paragraph(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from trainperf.report import plots
-from trainperf.report.configs import labels, ordered, rank, unit_of
+from trainperf.report.configs import experiment_runs, experiments, labels, ordered, rank, unit_of
 from trainperf.report.html import (Col, Fragment, Section, fmt_int, fmt_pct, heading, headline as banner, join,
                                    key_figures, paragraph, table)
 from trainperf.report.page import require
@@ -45,9 +45,9 @@ def summary_table(runs: pd.DataFrame) -> Section:
     view = runs.assign(configuration=labels(runs))
     best = rank(view, unit.rate).best.name
     out = []
-    names = list(dict.fromkeys(view["experiment"].astype(str)))
+    names = experiments(view)
     for name in names:
-        group = view[view["experiment"].astype(str) == name]
+        group = experiment_runs(view, name)
         columns = [Col("configuration", "Configuration", wrap=True), Col("gpus", "Devices", "int")]
         if group["tokens"].notna().any():
             columns.append(Col("tokens", "Total tokens", "int"))
@@ -75,10 +75,10 @@ def charts(runs: pd.DataFrame) -> Section:
     as a line, then the per-device rate against devices with its baseline level."""
     unit = unit_of(runs)
     out: list = []
-    experiments = list(dict.fromkeys(runs["experiment"].astype(str)))
-    for name in experiments:
-        group = runs[runs["experiment"].astype(str) == name]
-        if len(experiments) > 1:
+    names = experiments(runs)
+    for name in names:
+        group = experiment_runs(runs, name)
+        if len(names) > 1:
             out.append(heading(f"Experiment {name}"))
         out.append(plots.bars_with_line(
             labels(group, compact=True), group[unit.rate].tolist(), group[unit.per_device].tolist(),
