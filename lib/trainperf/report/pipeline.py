@@ -24,6 +24,7 @@ import trainperf
 from trainperf.report.export import PageInfo, notebook_to_html
 from trainperf.report.html import FACTS_KEY
 from trainperf.report.index import write_index
+from trainperf.report.kernels import IPCKernelManager
 from trainperf.report.parameters import ParameterError, declared_parameters
 
 KERNEL = "trainperf"
@@ -165,7 +166,7 @@ def run_job(job: Job) -> ReportResult:
             str(job.source), str(executed), parameters=dict(job.parameters), kernel_name=KERNEL,
             cwd=str(job.source.parent), progress_bar=False, log_output=False,
             request_save_on_cell_execute=False, execution_timeout=CELL_TIMEOUT_S,
-            extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+            extra_arguments=["--IPKernelApp.log_level=CRITICAL"], kernel_manager_class=IPCKernelManager)
     except PapermillExecutionError as exc:
         error = describe_failure(job.source, executed, f"{exc.ename}: {exc.evalue}")
     except Exception as exc:  # noqa: BLE001 -- a report that cannot start is reported, not raised
