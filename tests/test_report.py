@@ -31,6 +31,8 @@ from trainperf.report.pipeline import NOTEBOOKS, REPORTS, build, plan
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "data" / "reference"
 TINY = Path(__file__).resolve().parent / "data" / "report_tiny"
+SCREENSHOTS = Path(os.environ["TRAINPERF_SCREENSHOTS"]) if os.environ.get("TRAINPERF_SCREENSHOTS") else None
+"""Where the browser tests keep their screenshots; default: beside the pages, in pytest's temporary folder."""
 XSS_PLATFORM = "<script>alert(1)</script>"
 XSS_RUN = "xss-<img src=x onerror=alert(2)>"
 
@@ -70,10 +72,11 @@ def test_plan_rejects_unknown_reports_and_parameters(tmp_path):
         plan(["nope"], out_dir=tmp_path)
     with pytest.raises(ParameterError, match="no selected report has a parameter 'min_gain'"):
         plan(["throughput"], parameters=[("min_gain", "0.2")], out_dir=tmp_path)
-    jobs = plan(["throughput", "batch_size"], parameters=[("min_gain", "0.2")], data=["x.csv"], out_dir=tmp_path)
+    jobs = plan(["throughput", "batch_size"], parameters=[("min_gain", "0.2")], data=[TINY / "runs.csv"],
+                out_dir=tmp_path)
     assert [dict(j.parameters) for j in jobs] == [
-        {"data": [str(Path("x.csv").resolve())]},
-        {"data": [str(Path("x.csv").resolve())], "min_gain": 0.2}]
+        {"data": [str(TINY / "runs.csv")]},
+        {"data": [str(TINY / "runs.csv")], "min_gain": 0.2}]
 
 
 # --- HTML pieces -----------------------------------------------------------------
@@ -394,7 +397,7 @@ def chromium():
 def test_reports_render_in_chromium(embedded, chromium):
     from trainperf.report.browser import check_page
 
-    shots = ROOT / "reports" / "screenshots"
+    shots = SCREENSHOTS or embedded / "screenshots"
     for name in ["index", *REPORTS]:
         found = check_page(embedded / f"{name}.html", screenshot=shots / f"{name}.png")
         assert found.console_errors == [], (name, found.console_errors)
@@ -410,7 +413,7 @@ def test_escaped_strings_run_no_script_in_chromium(tiny, chromium):
     from trainperf.report.browser import check_page
 
     for name in ("platforms", "throughput"):
-        found = check_page(tiny / f"{name}.html", screenshot=ROOT / "reports" / "screenshots" / f"tiny-{name}.png")
+        found = check_page(tiny / f"{name}.html", screenshot=(SCREENSHOTS or tiny / "screenshots") / f"tiny-{name}.png")
         assert found.dialogs == [] and found.scripts == 0 and found.console_errors == []
         assert XSS_PLATFORM in found.text
     assert XSS_RUN in check_page(tiny / "throughput.html").text

@@ -69,6 +69,13 @@ def load_runs(*paths: str | Path) -> pd.DataFrame:
     return runs
 
 
+def holds_inputs(path: str | Path) -> bool:
+    """Whether ``path`` is, or is a folder holding, a runs table, run folder or log
+    (what :func:`load_runs` reads); False for a missing path or an empty folder."""
+    path = Path(path)
+    return path.exists() and next(_walk(path, []), None) is not None
+
+
 def _walk(path: Path, skipped: list[tuple[str, str]], in_folder: bool = False):
     """Yield ``(path, kind)`` for every input at or below ``path``; kind is
     ``table``, ``run`` (profiler run folder) or ``log`` (a CSV with a column

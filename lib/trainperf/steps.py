@@ -141,6 +141,15 @@ def _steps_inputs(path: Path) -> list[Path]:
     return found
 
 
+def holds_steps(path: str | Path) -> bool:
+    """Whether ``path`` is a steps table, a run folder, or a folder holding
+    them (what :func:`load_steps` reads)."""
+    path = Path(path)
+    if path.is_file():
+        return path.suffix.lower() in STEPS_TABLE_SUFFIXES and has_steps_columns(path)
+    return path.is_dir() and bool(_steps_inputs(path))
+
+
 def has_steps_columns(path: Path) -> bool:
     """Whether a CSV or Parquet file is a steps table (has ``rank`` and ``step``)."""
     if path.suffix.lower() == ".parquet":

@@ -20,8 +20,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "report", help="build the HTML reports (papermill + nbconvert) and reports/index.html",
         description="Run the report notebooks with papermill, export them to self-contained HTML "
-                    "and write an index page. Exits 1 when a report fails (the others are still "
-                    "built), 2 on bad arguments.")
+                    "and write an index page. A report the data cannot answer gets a short page "
+                    "saying what is missing (not a failure). Exits 1 when a report fails (the "
+                    "others are still built), 2 on bad arguments.")
     parser.add_argument("--data", nargs="+", metavar="PATH",
                         help="runs tables, run folders, logs or folders of them, for every report "
                              "(default: each notebook's own data parameter)")
@@ -43,17 +44,25 @@ def run(args: argparse.Namespace) -> int:
     try:
         jobs = plan(args.only, data=args.data, parameters=[tuple(p) for p in args.parameter],
                     out_dir=args.out, notebooks_dir=NOTEBOOKS)
-        print(f"building {len(jobs)} report(s) into {args.out}/ with {args.jobs} at a time")
+        print(f"building {count(len(jobs), 'report')} into {args.out}/ with {args.jobs} at a time")
         result = build(jobs, workers=args.jobs, on_done=_print_result)
     except ParameterError as exc:
         print(f"trainperf report: error: {exc}", file=sys.stderr)
         return 2
-    print(f"index: {result.index}  ({len(result.reports)} reports in {result.seconds:.1f} s)")
+    print(f"index: {result.index}  ({count(len(result.reports), 'report')} in {result.seconds:.1f} s)")
+    for report in result.reports:
+        if report.not_applicable:
+            print(f"trainperf report: {report.name} is not applicable to this data: {report.not_applicable}")
     for failed in result.failed:
         print(f"trainperf report: {failed.name} failed: {failed.error}", file=sys.stderr)
     return 1 if result.failed else 0
 
 
+def count(n: int, noun: str) -> str:
+    """``1 report``, ``2 reports``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _print_result(result: ReportResult) -> None:
-    status = "ok" if result.ok else "FAILED"
+    status = "n/a" if result.not_applicable else "ok" if result.ok else "FAILED"
     print(f"  {result.name:<12} {status:<6} {result.seconds:6.1f} s  {result.html or '(no page)'}", flush=True)

@@ -1,7 +1,7 @@
 """The index page of a report build: ``reports/index.html``.
 
 It links every report with its one-line headline (or, for a failed one, the
-error), and shows the generation time, the data sources each report read and
+error; for one the data cannot answer, "not applicable" and what is missing), and shows the generation time, the data sources each report read and
 the trainperf version. Rendered with Jinja2 autoescaping: every string from
 data is escaped.
 """
@@ -28,6 +28,7 @@ def write_index(results: Sequence[ReportResult], path: Path, *, version: str, ge
                              undefined=jinja2.StrictUndefined)
     reports = [{
         "name": r.name, "title": r.title, "ok": r.ok, "error": r.error, "seconds": r.seconds,
+        "not_applicable": r.not_applicable,
         "headline": r.facts.get("headline", ""),
         "page": _relative(r.html, path.parent), "executed": _relative(r.executed, path.parent),
     } for r in results]
@@ -36,7 +37,8 @@ def write_index(results: Sequence[ReportResult], path: Path, *, version: str, ge
         for source in r.facts.get("inputs", []) or []:
             sources.setdefault(shown_path(str(source)), []).append(r.title)
     page = env.get_template("index.html.j2").render(
-        reports=reports, failed=sum(not r.ok for r in results), version=version, generated=generated,
+        reports=reports, failed=sum(not r.ok for r in results),
+        not_applicable=sum(r.not_applicable is not None for r in results), version=version, generated=generated,
         css=stylesheet(), sources=[{"path": p, "reports": rs} for p, rs in sorted(sources.items())])
     path.write_text(page)
     return path

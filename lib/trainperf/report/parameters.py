@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PARAMETERS_TAG = "parameters"
+PATH_PARAMETERS = ("data", "steps")
+"""Parameters whose values are paths: relative ones given on the command line
+are taken from the current folder (the notebooks run in ``notebooks/``)."""
 
 
 class ParameterError(ValueError):
@@ -100,8 +103,18 @@ def convert_cli_parameters(path: str | Path, pairs: list[tuple[str, str]]) -> di
         if name not in declared:
             raise ParameterError(f"{Path(path).name} has no parameter {name!r}; "
                                  f"its parameters: {', '.join(declared)}")
-        values[name] = declared[name].convert(text)
+        values[name] = resolve_paths(name, declared[name].convert(text))
     return values
+
+
+def resolve_paths(name: str, value: object) -> object:
+    """``value`` of parameter ``name`` with relative paths made absolute from
+    the current folder when ``name`` is one of :data:`PATH_PARAMETERS`."""
+    if name not in PATH_PARAMETERS or value is None:
+        return value
+    if isinstance(value, str):
+        return str(Path(value).resolve())
+    return [str(Path(v).resolve()) for v in value]
 
 
 def _annotation_types(node: ast.expr) -> tuple[str, ...]:

@@ -3,9 +3,12 @@ to HTML, and write an index page linking them.
 
 Notebooks run in parallel (``jobs`` at a time, each in its own process and
 kernel). A notebook that fails does not stop the others: its executed copy
-and its page (up to the failing cell) are still written, the index marks it
-failed with the error, and :class:`BuildResult` names the notebook, the cell
-and the error.
+and its page (up to the failing cell, with the error in one line at the top)
+are still written, the index marks it failed with the error, and
+:class:`BuildResult` names the notebook, the cell and the error. A notebook
+that raises :class:`~trainperf.report.applicability.NotApplicable` (its data
+cannot answer it) gets a short page saying what is missing and is marked
+"not applicable" in the index; that is not a failure.
 """
 
 from __future__ import annotations
@@ -18,14 +21,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import html as html_text
+
 import nbformat
 
 import trainperf
+from trainperf.report.applicability import NotApplicable
 from trainperf.report.export import PageInfo, notebook_to_html
 from trainperf.report.html import FACTS_KEY
 from trainperf.report.index import write_index
 from trainperf.report.kernels import IPCKernelManager
-from trainperf.report.parameters import ParameterError, declared_parameters
+from trainperf.loading import holds_inputs
+from trainperf.report.parameters import ParameterError, declared_parameters, resolve_paths
+from trainperf.steps import holds_steps
 
 KERNEL = "trainperf"
 """Jupyter kernel the notebooks run in: the project's venv, registered by ``make setup``."""
@@ -37,6 +45,9 @@ REPORTS: tuple[str, ...] = ("throughput", "scaling", "batch_size", "platforms")
 """The reports, in the order the index lists them."""
 
 CELL_TIMEOUT_S = 600
+
+ERROR_BANNER_TAG = "papermill-error-cell-tag"
+"""Tag of the cells papermill adds to an executed notebook that raised ("An Exception was encountered ...")."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +72,8 @@ class ReportResult:
     seconds: float
     error: str | None = None
     facts: dict[str, object] = field(default_factory=dict)
+    not_applicable: str | None = None
+    """What the data lacks, when the report raised ``NotApplicable`` (not a failure)."""
 
     @property
     def ok(self) -> bool:
@@ -95,12 +108,17 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
          notebooks_dir: Path = NOTEBOOKS) -> list[Job]:
     """The jobs for reports ``names`` (default: all), with typed parameters.
 
-    ``data`` (paths, made absolute) replaces every notebook's ``data``
-    parameter; each ``(NAME, VALUE)`` in ``parameters`` goes, converted to the
-    declared type, to every selected notebook that declares ``NAME``. Raises
-    ``ParameterError`` for an unknown report, or a parameter no selected
-    notebook declares or whose value does not fit.
+    ``data`` (paths, made absolute) replaces every data input of every
+    notebook: its ``data`` parameter, and its ``steps`` parameter (per-rank
+    steps) with those of the paths that hold run folders or steps tables
+    (``[]`` when none does). Each ``(NAME, VALUE)`` in ``parameters`` goes,
+    converted to the declared type, to every selected notebook that declares
+    ``NAME`` (a path parameter's relative paths are taken from the current
+    folder, as ``data``'s are). Raises ``ParameterError`` for an unknown
+    report, a missing path or a folder with nothing to read in ``data``, or a
+    parameter no selected notebook declares or whose value does not fit.
     """
+    data_paths = check_data(data or ())
     known = available_reports(notebooks_dir)
     names = list(names or known)
     unknown = [n for n in names if n not in known]
@@ -115,13 +133,27 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
     jobs = []
     for name in names:
         values: dict[str, object] = {}
-        if data:
-            values["data"] = [str(Path(p).resolve()) for p in data]
+        if data_paths:
+            values["data"] = [str(p) for p in data_paths]
+            if "steps" in declared[name]:
+                values["steps"] = [str(p) for p in data_paths if holds_steps(p)]
         for pname, text in parameters:
             if pname in declared[name]:
-                values[pname] = declared[name][pname].convert(text)
+                values[pname] = resolve_paths(pname, declared[name][pname].convert(text))
         jobs.append(Job(name, notebooks_dir / f"{name}.ipynb", values, Path(out_dir).resolve(), generated))
     return jobs
+
+
+def check_data(paths: Sequence[str | Path]) -> list[Path]:
+    """``paths`` made absolute; ``ParameterError`` (one line) for a path that
+    does not exist or a folder holding no runs table, run folder or log."""
+    resolved = [Path(p).resolve() for p in paths]
+    for given, path in zip(paths, resolved):
+        if not path.exists():
+            raise ParameterError(f"--data {given}: no such file or folder")
+        if not holds_inputs(path):
+            raise ParameterError(f"--data {given}: the folder holds no runs table, run folder or log")
+    return resolved
 
 
 def build(jobs: Sequence[Job], *, workers: int = 2,
@@ -160,7 +192,7 @@ def run_job(job: Job) -> ReportResult:
     start = time.perf_counter()
     executed = job.out_dir / f"{job.name}.ipynb"
     page = job.out_dir / f"{job.name}.html"
-    error = None
+    error = not_applicable = None
     try:
         papermill.execute_notebook(
             str(job.source), str(executed), parameters=dict(job.parameters), kernel_name=KERNEL,
@@ -168,7 +200,10 @@ def run_job(job: Job) -> ReportResult:
             request_save_on_cell_execute=False, execution_timeout=CELL_TIMEOUT_S,
             extra_arguments=["--IPKernelApp.log_level=CRITICAL"], kernel_manager_class=IPCKernelManager)
     except PapermillExecutionError as exc:
-        error = describe_failure(job.source, executed, f"{exc.ename}: {exc.evalue}")
+        if exc.ename == NotApplicable.__name__:
+            not_applicable = exc.evalue
+        else:
+            error = describe_failure(job.source, executed, f"{exc.ename}: {exc.evalue}")
     except Exception as exc:  # noqa: BLE001 -- a report that cannot start is reported, not raised
         error = f"{_display(job.source)}: {type(exc).__name__}: {exc}"
     if not executed.exists():
@@ -176,9 +211,36 @@ def run_job(job: Job) -> ReportResult:
     nb = nbformat.read(str(executed), as_version=4)
     facts = collect_facts(nb)
     title = str(facts.get("title") or job.name)
+    if not_applicable is not None:
+        nb = cut_at_error(nb, f"Not applicable: {not_applicable}", "warn")
+    elif error is not None:
+        nb = cut_at_error(nb, f"This report failed: {error}", "bad")
     page.write_text(notebook_to_html(nb, PageInfo(title, trainperf.__version__, job.generated)))
     return ReportResult(job.name, str(job.source), str(executed), str(page),
-                        time.perf_counter() - start, error, facts)
+                        time.perf_counter() - start, error, facts, not_applicable)
+
+
+def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.NotebookNode:
+    """The executed ``nb``, cut in place for the page of a report that stopped:
+    ``notice`` (one line) first, then the cells before the one that raised,
+    without papermill's error banner and without headings that no output
+    follows; ``kind`` is the callout style (``warn``, ``bad``)."""
+    cells, headings = [], []
+    for cell in nb.cells:
+        if ERROR_BANNER_TAG in cell.get("metadata", {}).get("tags", []):
+            continue
+        if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            break
+        if cell.cell_type == "markdown":
+            headings.append(cell)
+        elif cell.get("outputs"):
+            cells += [*headings, cell]
+            headings = []
+    banner = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
+        "display_data", {"text/html": f'<div class="tp-callout tp-{kind}">{html_text.escape(notice)}</div>',
+                         "text/plain": notice})])
+    nb.cells = [banner, *cells]
+    return nb
 
 
 def collect_facts(nb: nbformat.NotebookNode) -> dict[str, object]:

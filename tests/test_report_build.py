@@ -1,0 +1,147 @@
+"""Building reports: what a report the data cannot answer and a failing one
+give (pages, index, exit status, messages), how ``--data`` and ``-p`` paths
+are taken, and input refused before any kernel starts.
+
+The notebooks here are small fixtures (tests/data/report_fixtures): one that
+raises ``NotApplicable`` and one that divides by zero in its fifth cell.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from trainperf.cli import main
+from trainperf.report import pipeline
+from trainperf.report.parameters import ParameterError
+from trainperf.report.pipeline import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "data" / "report_fixtures"
+TINY = Path(__file__).resolve().parent / "data" / "report_tiny"
+RUN_FOLDERS = ROOT / "data" / "runs" / "bench-cpu-small-fp32-strong-scaling"
+MISSING = "no run has micro_batch_size: give the column, or profile with prof.step(samples=...)"
+
+
+def _visible(page: str) -> str:
+    import html
+
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Both fixture notebooks built with the command line; (exit status, stdout, stderr, out dir)."""
+    out = tmp_path_factory.mktemp("fixture-reports")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline, "NOTEBOOKS", FIXTURES)
+        mp.chdir(ROOT)
+        capture = _Capture()
+        with capture:
+            status = main(["report", "--out", str(out)])
+    return status, capture.out, capture.err, out
+
+
+class _Capture:
+    """stdout and stderr of a block, as text (the module fixture cannot use capsys)."""
+
+    def __enter__(self):
+        import contextlib
+        import io
+
+        self._out, self._err = io.StringIO(), io.StringIO()
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(contextlib.redirect_stdout(self._out))
+        self._stack.enter_context(contextlib.redirect_stderr(self._err))
+
+    def __exit__(self, *exc):
+        self._stack.close()
+        self.out, self.err = self._out.getvalue(), self._err.getvalue()
+
+
+@pytest.mark.slow
+def test_failure_exits_1_and_names_notebook_cell_and_error(built):
+    status, out, err, _ = built
+    assert status == 1
+    assert err.strip().splitlines() == [
+        "trainperf report: broken failed: tests/data/report_fixtures/broken.ipynb, cell 5 (`ratio = 1 / 0`): "
+        "ZeroDivisionError: division by zero"]
+    assert re.search(r"broken\s+FAILED", out) and re.search(r"not_applicable\s+n/a", out)
+    assert "building 2 reports" in out and "(2 reports in" in out
+
+
+@pytest.mark.slow
+def test_failed_page_has_one_error_line_and_no_empty_sections(built):
+    out_dir = built[3]
+    page = (out_dir / "broken.html").read_text()
+    text = _visible(page)
+    assert text.count("This report failed: tests/data/report_fixtures/broken.ipynb, cell 5") == 1
+    assert "An Exception was encountered" not in text and "Traceback" not in text
+    assert "read 3 runs" in text and "Inputs" in text  # what ran before the error stays
+    assert "Summary" not in text and "Details" not in text and "never shown" not in text
+
+
+@pytest.mark.slow
+def test_not_applicable_report_is_a_short_page_marked_in_the_index(built):
+    _, out, _, out_dir = built
+    assert f"not_applicable is not applicable to this data: {MISSING}" in out
+    text = _visible((out_dir / "not_applicable.html").read_text())
+    assert f"Not applicable: {MISSING}" in text
+    assert "Summary" not in text and "The sweep" not in text and "Traceback" not in text
+    index = (out_dir / "index.html").read_text()
+    card = re.search(r'<section class="tp-card" id="report-not_applicable">(.*?)</section>', index, re.S)
+    assert card and "not applicable" in card.group(1) and MISSING in _visible(card.group(1))
+    assert "1 failed" in _visible(index) and "1 not applicable" in _visible(index)
+
+
+@pytest.mark.slow
+def test_not_applicable_alone_exits_0(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(pipeline, "NOTEBOOKS", FIXTURES)
+    assert main(["report", "--only", "not_applicable", "--out", str(tmp_path)]) == 0
+    assert "building 1 report into" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("given, message", [
+    ("no/such/runs.csv", "--data no/such/runs.csv: no such file or folder"),
+    ("empty", "--data empty: the folder holds no runs table, run folder or log"),
+])
+def test_bad_data_is_refused_in_one_line_before_any_kernel(given, message, tmp_path, monkeypatch, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("not data\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(pipeline, "build", lambda *a, **k: pytest.fail("a kernel was started"))
+    start = time.perf_counter()
+    assert main(["report", "--data", given, "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"trainperf report: error: {message}\n"
+    assert time.perf_counter() - start < 5
+
+
+def test_data_replaces_the_per_rank_steps_too():
+    table = TINY / "runs.csv"
+    (scaling,) = plan(["scaling"], data=[table, RUN_FOLDERS])
+    assert scaling.parameters["data"] == [str(table), str(RUN_FOLDERS)]
+    assert scaling.parameters["steps"] == [str(RUN_FOLDERS)]  # the runs table holds no steps
+    (scaling,) = plan(["scaling"], data=[table])
+    assert scaling.parameters["steps"] == []  # never the embedded seed ranks
+    (throughput,) = plan(["throughput"], data=[table])
+    assert "steps" not in throughput.parameters
+
+
+def test_path_parameters_resolve_against_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (scaling,) = plan(["scaling"], parameters=[("steps", "ranks.csv"), ("data", '["a.csv", "/abs/b.csv"]'),
+                                               ("title", "a/b")])
+    assert scaling.parameters["steps"] == [str(tmp_path / "ranks.csv")]
+    assert scaling.parameters["data"] == [str(tmp_path / "a.csv"), "/abs/b.csv"]
+    assert scaling.parameters["title"] == "a/b"  # not a path parameter
+
+
+def test_data_given_explicitly_wins_over_steps_from_data():
+    (scaling,) = plan(["scaling"], data=[RUN_FOLDERS], parameters=[("steps", str(TINY / "ranks.csv"))])
+    assert scaling.parameters["steps"] == [str(TINY / "ranks.csv")]
+    with pytest.raises(ParameterError, match="no such file"):
+        plan(["scaling"], data=[RUN_FOLDERS / "nope"])
