@@ -28,14 +28,15 @@ setup: $(STAMP) ## create .venv, install pinned requirements, register the Jupyt
 report: $(STAMP) ## build every HTML report from the embedded data into reports/
 	$(PY) -m trainperf report --jobs $(JOBS)
 
-test: $(STAMP) ## run the whole test suite (slow multi-process tests included)
+test: $(STAMP) ## run the whole test suite (slow multi-process tests included; installs Chromium if missing)
+	$(PY) -m trainperf.report.browser_install
 	$(PY) -m pytest -n $(JOBS) -q
 
 test-fast: $(STAMP) ## run the tests, skipping the slow multi-process ones
 	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
 
-lab: $(STAMP) ## open JupyterLab on notebooks/
-	$(VENV)/bin/jupyter lab notebooks/
+lab: $(STAMP) ## open JupyterLab on notebooks/ (prints its URL; extra flags: make lab ARGS="--port 9000")
+	$(PY) -m trainperf.report.lab $(ARGS)
 
 bench: $(STAMP) ## measure the default sweeps on this machine into data/runs/
 	$(PY) -m trainperf bench
