@@ -145,3 +145,13 @@ def test_data_given_explicitly_wins_over_steps_from_data():
     assert scaling.parameters["steps"] == [str(TINY / "ranks.csv")]
     with pytest.raises(ParameterError, match="no such file"):
         plan(["scaling"], data=[RUN_FOLDERS / "nope"])
+
+
+@pytest.mark.slow
+def test_data_warnings_in_a_notebook_are_one_line(built):
+    import nbformat
+
+    executed = nbformat.read(str(built[3] / "broken.ipynb"), as_version=4)
+    streams = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", [])
+                      if o.get("output_type") == "stream" and o.get("name") == "stderr")
+    assert streams == "DataWarning: rank 1 stopped early\n"

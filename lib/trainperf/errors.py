@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 
 class DataError(ValueError):
     """Input data that trainperf cannot use.
@@ -28,3 +30,22 @@ class DataError(ValueError):
 class DataWarning(UserWarning):
     """Data trainperf can use, but with a gap the user should know about
     (an unknown platform leaves MFU empty, a rank stopped early, ...)."""
+
+
+def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                   line: str | None = None) -> str:
+    """``DataWarning: message`` for a :class:`DataWarning` (a user's data, not
+    trainperf's source, is what it is about: no file name, line number or source
+    line); other warnings as Python formats them."""
+    if issubclass(category, DataWarning):
+        return f"{category.__name__}: {message}\n"
+    return _python_format_warning(message, category, filename, lineno, line)
+
+
+def install_warning_format() -> None:
+    """Make :func:`format_warning` Python's ``warnings.formatwarning`` (done on
+    ``import trainperf``; the command line and notebook kernels show warnings through it)."""
+    warnings.formatwarning = format_warning
+
+
+_python_format_warning = warnings.formatwarning

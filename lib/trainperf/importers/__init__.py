@@ -78,11 +78,18 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
             if fmt is not None:
                 break
     if fmt is None:
-        tried = ", ".join(f"{f.name} ({f.title})" for f in FORMATS)
-        hint = (f"; it looks like a CSV table: map its columns in {sidecar_path(path).name} "
-                "(columns: {runs column: CSV column})" if looks_like_csv(head) and settings.columns is None else "")
-        raise DataError(f"not a log trainperf can read; formats tried: {tried}{hint}", path=path)
+        raise DataError(f"not a log trainperf can read; {readable_formats()}"
+                        + (f"; it parses as a CSV table: map its columns in {sidecar_path(path).name} "
+                           "(columns: {runs column: CSV column})" if looks_like_csv(head)
+                           and settings.columns is None else ""), path=path)
     return fmt
+
+
+def readable_formats() -> str:
+    """What trainperf reads, in one sentence built from :data:`FORMATS`."""
+    logs = ", ".join(f"{f.name} ({f.title})" for f in FORMATS)
+    return ("it reads runs tables (CSV, JSON, JSON lines or Parquet with the runs columns), "
+            f"profiler run folders and logs; formats tried: {logs}")
 
 
 def _best(text: str, settings: Settings, csv: bool = True) -> Format | None:

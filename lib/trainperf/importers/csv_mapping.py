@@ -43,13 +43,27 @@ def delimiter(header: str) -> str | None:
     return best if header.count(best) else None
 
 
-def looks_like_csv(head: str) -> bool:
-    """Whether ``head`` starts with a header and a row of as many cells."""
-    lines = [line for line in head.split("\n") if line.strip()][:2]
+def looks_like_csv(head: str, rows: int = 20) -> bool:
+    """Whether ``head`` parses as a CSV table: a header of distinct names (no
+    cell a number), then rows with as many cells, each holding at least one
+    number (the first ``rows`` are checked). A log whose lines merely contain
+    commas is not one."""
+    lines = [line for line in head.split("\n") if line.strip()][:rows + 1]
     if len(lines) < 2 or (sep := delimiter(lines[0])) is None:
         return False
-    rows = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=sep))
-    return len(rows) == 2 and len(rows[0]) == len(rows[1]) >= 2
+    header, *body = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=sep))
+    names = [cell.strip() for cell in header]
+    if len(names) < 2 or len(set(names)) < len(names) or any(not n or _is_number(n) for n in names):
+        return False
+    return all(len(row) == len(header) and any(_is_number(cell) for cell in row) for row in body)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        number(text)
+    except LineError:
+        return False
+    return True
 
 
 def mapping(settings: Settings, path: Path) -> dict[str, tuple[str, float]]:
