@@ -216,7 +216,7 @@ def test_unwritable_folder_warns_once_and_training_goes_on(tmp_path):
 
 def test_disk_full_at_start_warns_once(tmp_path):
     (tmp_path / "full").mkdir()
-    (tmp_path / "full" / "steps-rank0.jsonl").symlink_to("/dev/full")  # every write: ENOSPC
+    (tmp_path / "full" / "manifest.json.partial").symlink_to("/dev/full")  # every write: ENOSPC
     with pytest.warns(ProfilerWarning, match="No space left on device") as caught:
         prof = StepProfiler(tmp_path / "full")
         for _ in range(3):

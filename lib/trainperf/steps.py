@@ -264,8 +264,14 @@ def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, An
     ``manifests`` maps a run_id to its run manifest (``manifest.json``'s
     content): its ``config`` keys become columns (non-canonical keys as
     ``extra_<key>``); ``gpus`` is the world size and ``nodes`` the number of
-    distinct nodes; ``platform``, ``strategy`` and ``grad_accum_steps`` (the
-    median of ``micro_steps``) fill in where the config has none.
+    distinct nodes; ``platform``, ``strategy``, ``peak_tflops_per_gpu`` (a CPU
+    run's measured peak) and the batch facts fill in where the config has
+    none: ``grad_accum_steps`` (the median of ``micro_steps``),
+    ``micro_batch_size`` (the median of ``samples / micro_steps``: samples
+    per micro-step on one rank) and ``global_batch_size`` (the median over
+    steps of the samples all ranks processed in the step, divided by
+    ``tensor_parallel · pipeline_parallel · context_parallel``, whose ranks
+    share their samples).
     """
     manifests = manifests or {}
     missing = [c for c in ("run_id", "rank", "step") if c not in steps.columns]
@@ -355,12 +361,31 @@ def _fill_environment(row: dict[str, Any], config: Mapping[str, Any], environmen
             warnings.warn(f"run {row['run_id']}: config says {key}={config[key]!r}, the run had {value}; "
                           f"using {value}", DataWarning, stacklevel=4)
         row[key] = int(value)
-    defaults = {"platform": environment.get("device"), "strategy": environment.get("strategy")}
-    if "micro_steps" in window and window["micro_steps"].notna().any():
-        defaults["grad_accum_steps"] = int(window["micro_steps"].median())
+    defaults = {"platform": environment.get("device"), "strategy": environment.get("strategy"),
+                "peak_tflops_per_gpu": (environment.get("cpu_peak") or {}).get("tflops"),
+                **_batch_facts(config, window)}
     for key, value in defaults.items():
         if key not in config and value is not None:
             row[key] = value
+
+
+def _batch_facts(config: Mapping[str, Any], window: pd.DataFrame) -> dict[str, Any]:
+    """grad_accum_steps, micro_batch_size and global_batch_size of the measured
+    window (see :func:`aggregate_steps`); the batch sizes only where steps carry samples."""
+    facts: dict[str, Any] = {}
+    accumulated = "micro_steps" in window and window["micro_steps"].notna().any()
+    if accumulated:
+        facts["grad_accum_steps"] = int(window["micro_steps"].median())
+    if "samples" not in window or not window["samples"].notna().any():
+        return facts
+    samples = window["samples"].astype(float)
+    micro = window["micro_steps"].astype(float).fillna(1.0).clip(lower=1.0) if accumulated else 1.0
+    facts["micro_batch_size"] = float((samples / micro).median())
+    model_parallel = 1.0
+    for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
+        model_parallel *= float(config.get(key) or 1)
+    facts["global_batch_size"] = float(samples.groupby(window["step"]).sum(min_count=1).median()) / model_parallel
+    return facts
 
 
 def _stopped_early(counts: pd.Series, manifest: Mapping[str, Any]) -> dict[int, str]:

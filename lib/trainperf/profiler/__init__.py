@@ -6,7 +6,8 @@ Importing this package does not import torch; ``StepProfiler`` does when it
 is created.
 """
 
+from trainperf.profiler.folder import RunFolderInUse
 from trainperf.profiler.step_profiler import ProfilerWarning, StepProfiler
 from trainperf.profiler.trace import export_chrome_trace
 
-__all__ = ["ProfilerWarning", "StepProfiler", "export_chrome_trace"]
+__all__ = ["ProfilerWarning", "RunFolderInUse", "StepProfiler", "export_chrome_trace"]

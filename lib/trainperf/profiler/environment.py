@@ -85,8 +85,10 @@ def git_commit(cwd: Path) -> str | None:
 
 
 def manifest(config: dict[str, Any], places: list[Place], device_name: str, backend: str | None,
-             strategy: str | None, warmup_steps: int, torch_version: str) -> dict[str, Any]:
-    """The content of ``manifest.json``."""
+             strategy: str | None, warmup_steps: int, torch_version: str,
+             cpu_peak: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The content of ``manifest.json``; ``cpu_peak``: the CPU's measured
+    matmul peak (``trainperf.profiler.cpu_peak``), a CPU run's peak for MFU."""
     from trainperf import __version__
 
     nodes = node_names(places)
@@ -108,6 +110,7 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
             "ranks": [{"rank": p.rank, "host": p.host, "node": nodes[p.rank], "node_rank": p.node_rank,
                        "local_rank": p.local_rank} for p in places],
             "git_commit": git_commit(Path.cwd()),
+            **({"cpu_peak": cpu_peak} if cpu_peak else {}),
         },
         "warmup_steps": warmup_steps,
     }

@@ -34,9 +34,11 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-from trainperf.profiler import environment, rankfile
+from trainperf.profiler import environment, folder, rankfile
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock
 from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
+from trainperf.profiler.cpu_peak import cpu_peak
+from trainperf.profiler.folder import RunFolderInUse
 from trainperf.profiler.memory import cuda_peak_reader, host_peak_reader
 from trainperf.profiler.record import DATA, PHASE_INDEX, StepRecord, resolve
 from trainperf.profiler.trace import TRACE_FILE, trace_line
@@ -64,10 +66,16 @@ class StepProfiler:
     device to time on (default: the current one when CUDA is available, else
     the CPU). Create the profiler on every rank after the process group is
     initialized: it gathers every rank's host once (a collective).
+
+    ``run_dir`` must not hold another run: a folder with another run's files
+    raises :class:`RunFolderInUse` on every rank, before anything is written;
+    ``overwrite=True`` removes that run's files first. On CPU, the machine's
+    matmul peak (``peak_tflops_per_gpu``, for MFU) is measured once per
+    machine and recorded in the manifest unless ``config`` gives one.
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
-                 warmup_steps: int = 2, trace: bool = True, device: Any = None) -> None:
+                 warmup_steps: int = 2, trace: bool = True, device: Any = None, overwrite: bool = False) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
         self._off = True
@@ -83,14 +91,16 @@ class StepProfiler:
         self._index = 0
         self.rank = 0
         try:
-            self._start(dict(config or {}), trace, device)
+            self._start(dict(config or {}), trace, device, overwrite)
             self._off = False
+        except RunFolderInUse:
+            raise
         except Exception as exc:
             self._fail("cannot start", exc)
 
     # -- setup -------------------------------------------------------------
 
-    def _start(self, config: dict[str, Any], trace: bool, device: Any) -> None:
+    def _start(self, config: dict[str, Any], trace: bool, device: Any, overwrite: bool) -> None:
         import torch
         import torch.distributed as dist
 
@@ -106,8 +116,10 @@ class StepProfiler:
         place = environment.this_place(dist)
         self._places = environment.gather_places(dist, place)
         self.rank = place.rank
+        folder.claim(self.run_dir, overwrite, dist, place.rank, place.world_size)
         self._config = config
         self._strategy: str | None = None if place.world_size > 1 else "single"
+        self._cpu_peak = self._measure_cpu_peak() if not self._cuda and self.rank == 0 else None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
         node = environment.node_names(self._places).get(place.rank, place.host)
@@ -122,7 +134,17 @@ class StepProfiler:
         if self.rank == 0:
             environment.write_json(self.run_dir / environment.MANIFEST_FILE, environment.manifest(
                 self._config, self._places, self._device_name, self._backend, self._strategy,
-                self.warmup_steps, self._torch_version))
+                self.warmup_steps, self._torch_version, cpu_peak=self._cpu_peak))
+
+    def _measure_cpu_peak(self) -> dict[str, Any] | None:
+        """This machine's CPU peak (cached per machine), unless the config gives one."""
+        if "peak_tflops_per_gpu" in self._config:
+            return None
+        try:
+            return cpu_peak(self._config.get("precision"))
+        except Exception as exc:
+            self._warn_once("peak", f"CPU peak not measured, MFU stays empty: {type(exc).__name__}: {exc}")
+            return None
 
     def watch(self, model: Any, comm_hook: Any = None, comm_state: Any = None) -> Any:
         """Return ``model`` unchanged, after arranging to time its gradient

@@ -1,0 +1,99 @@
+"""What a profiled run records for the reports: the CPU peak behind a CPU
+run's MFU, the batch facts (micro-batch, accumulation, global batch), and one
+run per folder."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import trainperf
+from trainperf import StepProfiler
+from trainperf.profiler import RunFolderInUse
+from trainperf.profiler.cpu_peak import CACHE_FILE, cpu_model
+from trainperf.steps import aggregate_steps
+
+N_PARAMS = 1_000_000
+
+
+def _profile(run_dir, steps=4, micro=1, samples=8, seq_len=16, **kwargs):
+    prof = StepProfiler(run_dir, config={"precision": "fp32", "n_params": N_PARAMS, "seq_len": seq_len},
+                        warmup_steps=1, trace=False, **kwargs)
+    x = torch.randn(samples, 32)
+    for _ in range(steps):
+        with prof.step() as step:
+            for _ in range(micro):
+                (x @ x.T).sum()
+                step.micro_step(tokens=samples * seq_len, samples=samples)
+    prof.close()
+    return json.loads((run_dir / "manifest.json").read_text())
+
+
+def test_cpu_run_records_the_measured_peak_and_gets_mfu(tmp_path, machine_cache):
+    manifest = _profile(tmp_path / "a")
+    peak = manifest["environment"]["cpu_peak"]
+    cached = json.loads((machine_cache / CACHE_FILE).read_text())
+    key = f"{cpu_model()}|{peak['cores']}|{torch.__version__}|{torch.get_num_threads()}|float32"
+    assert cached[key] == peak["tflops"] and peak["tflops"] > 0 and peak["dtype"] == "float32"
+    run = trainperf.derive(trainperf.load_runs(tmp_path / "a")).iloc[0]
+    assert run["peak_tflops_per_gpu"] == peak["tflops"]
+    # 6 N FLOPs per token (no layers given) over the run's own tokens/s, against the recorded peak
+    assert run["mfu"] == pytest.approx(run["tokens_per_s"] * 6 * N_PARAMS / 1e12 / peak["tflops"], rel=1e-6)
+    assert "cpu runs need a measured" not in str(run.get("notes") or "")
+    again = _profile(tmp_path / "b")["environment"]["cpu_peak"]
+    assert again["cached"] is True and again["tflops"] == peak["tflops"]  # measured once per machine
+
+
+def test_a_peak_given_in_the_config_is_not_measured(tmp_path, monkeypatch):
+    import trainperf.profiler.step_profiler as step_profiler
+
+    monkeypatch.setattr(step_profiler, "cpu_peak", lambda precision: pytest.fail("measured"))
+    prof = StepProfiler(tmp_path / "r", config={"peak_tflops_per_gpu": 0.5}, trace=False)
+    prof.close()
+    assert "cpu_peak" not in json.loads((tmp_path / "r" / "manifest.json").read_text())["environment"]
+
+
+def test_profiled_run_records_its_batch_facts(tmp_path):
+    _profile(tmp_path / "acc", micro=3, samples=4)
+    run = trainperf.load_runs(tmp_path / "acc").iloc[0]
+    assert (run["micro_batch_size"], run["grad_accum_steps"], run["global_batch_size"]) == (4, 3, 12)
+
+
+def test_batch_facts_sum_data_parallel_ranks_only():
+    # two ranks, 3 measured steps each of 2 micro-steps of 8 samples: 16 samples per rank per step
+    steps = pd.DataFrame({
+        "run_id": "r", "rank": np.repeat([0, 1], 3), "step": np.tile([0, 1, 2], 2), "warmup": False,
+        "step_s": 1.0, "samples": 16.0, "micro_steps": 2})
+    row = aggregate_steps(steps).iloc[0]
+    assert (row["micro_batch_size"], row["grad_accum_steps"], row["global_batch_size"]) == (8, 2, 32)
+    manifests = {"r": {"config": {"tensor_parallel": 2}}}  # both ranks hold one model replica
+    assert aggregate_steps(steps, manifests).iloc[0]["global_batch_size"] == 16
+    given = {"r": {"config": {"micro_batch_size": 5}}}
+    assert aggregate_steps(steps, given).iloc[0]["micro_batch_size"] == 5  # the config wins
+
+
+def test_a_folder_holding_another_run_is_refused(tmp_path):
+    run_dir = tmp_path / "run"
+    _profile(run_dir)
+    (run_dir / "steps-rank1.jsonl").write_text((run_dir / "steps-rank0.jsonl").read_text())  # a 2-rank run's
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    with pytest.raises(RunFolderInUse, match=rf"^{run_dir} already holds a run \(manifest\.json, "
+                                             r"steps-rank0\.jsonl, steps-rank1\.jsonl\).*overwrite=True"):
+        _profile(run_dir)
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before  # nothing written
+
+
+def test_overwrite_replaces_the_old_run_entirely(tmp_path):
+    run_dir = tmp_path / "run"
+    _profile(run_dir)
+    (run_dir / "steps-rank1.jsonl").write_text((run_dir / "steps-rank0.jsonl").read_text())
+    _profile(run_dir, steps=5, overwrite=True)
+    assert not (run_dir / "steps-rank1.jsonl").exists()
+    run = trainperf.load_runs(run_dir).iloc[0]
+    assert (run["gpus"], run["ranks"], run["steps"]) == (1, 1, 4)  # 5 steps, 1 of them warm-up
+    assert not math.isnan(run["elapsed_s"])
