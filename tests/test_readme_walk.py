@@ -46,8 +46,18 @@ loader = [(torch.randn(8, 1, 8, 8, generator=g), torch.randint(0, 10, (8,), gene
 
 
 def _block(language: str, containing: str) -> str:
-    blocks = re.findall(rf"```{language}\n(.*?)```", README, re.S)
-    (found,) = [b for b in blocks if containing in b]
+    """The README's one fenced block in ``language`` ("" for none) that contains ``containing``."""
+    blocks, current, open_language = [], [], None
+    for line in README.splitlines():
+        if line.startswith("```"):
+            if open_language is None:
+                open_language, current = line[3:].strip(), []
+            else:
+                blocks.append((open_language, "\n".join(current) + "\n"))
+                open_language = None
+        elif open_language is not None:
+            current.append(line)
+    (found,) = [text for lang, text in blocks if lang == language and containing in text]
     return found
 
 
