@@ -97,3 +97,17 @@ def test_overwrite_replaces_the_old_run_entirely(tmp_path):
     run = trainperf.load_runs(run_dir).iloc[0]
     assert (run["gpus"], run["ranks"], run["steps"]) == (1, 1, 4)  # 5 steps, 1 of them warm-up
     assert not math.isnan(run["elapsed_s"])
+
+
+def test_without_a_process_group_rank_0_leaves_the_other_ranks_files_alone(tmp_path, monkeypatch):
+    """Ranks started by torchrun but never joined in a process group cannot
+    agree: rank 0 must not take rank 1's fresh file for another run's."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "steps-rank1.jsonl").write_text("")  # rank 1 of this job was faster
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    _profile(run_dir)
+    assert (run_dir / "steps-rank0.jsonl").exists() and (run_dir / "steps-rank1.jsonl").exists()
+    with pytest.raises(RunFolderInUse):  # but its own files and the manifest are another run's
+        _profile(run_dir)

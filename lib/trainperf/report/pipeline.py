@@ -13,6 +13,7 @@ cannot answer it) gets a short page saying what is missing and is marked
 
 from __future__ import annotations
 
+import html as html_text
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -21,17 +22,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-import html as html_text
-
 import nbformat
 
 import trainperf
+from trainperf.loading import holds_inputs
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.export import PageInfo, notebook_to_html
 from trainperf.report.html import FACTS_KEY
 from trainperf.report.index import write_index
 from trainperf.report.kernels import IPCKernelManager
-from trainperf.loading import holds_inputs
 from trainperf.report.parameters import ParameterError, declared_parameters, resolve_paths
 from trainperf.steps import holds_steps
 
