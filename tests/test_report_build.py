@@ -88,12 +88,16 @@ def test_failed_page_has_one_error_line_and_no_empty_sections(built):
 def test_not_applicable_report_is_a_short_page_marked_in_the_index(built):
     _, out, _, out_dir = built
     assert f"not_applicable is not applicable to this data: {MISSING}" in out
-    text = _visible((out_dir / "not_applicable.html").read_text())
+    page = (out_dir / "not_applicable.html").read_text()
+    text = _visible(page)
     assert f"Not applicable: {MISSING}" in text
     assert "Summary" not in text and "The sweep" not in text and "Traceback" not in text
+    assert "<title>Sweep of a fixture" in page  # the title parameter, though the notebook stopped before its header
+    assert 'class="tp-toc"' not in page  # no contents box without sections
     index = (out_dir / "index.html").read_text()
     card = re.search(r'<section class="tp-card" id="report-not_applicable">(.*?)</section>', index, re.S)
     assert card and "not applicable" in card.group(1) and MISSING in _visible(card.group(1))
+    assert "Sweep of a fixture" in _visible(card.group(1))
     assert "1 failed" in _visible(index) and "1 not applicable" in _visible(index)
 
 

@@ -18,6 +18,7 @@ from nbconvert import HTMLExporter
 TEMPLATES = Path(__file__).with_name("templates")
 CSS = TEMPLATES / "report.css"
 TOC_MARK = "<!--trainperf:toc-->"
+_TOC_NAV = re.compile(r'<nav\b[^>]*class="tp-toc"[^>]*>.*?</nav>\s*', re.S)
 _HEADING = re.compile(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 
 
@@ -48,7 +49,10 @@ def notebook_to_html(nb: nbformat.NotebookNode, info: PageInfo) -> str:
     resources = {"trainperf": {"title": info.title, "version": info.version,
                                "generated": info.generated, "css": stylesheet()}}
     body, _ = exporter.from_notebook_node(nb, resources=resources)
-    return body.replace(TOC_MARK, table_of_contents(body), 1)
+    toc = table_of_contents(body)
+    if "<li>" not in toc:  # a page without sections (a report that stopped early): no contents box
+        return _TOC_NAV.sub("", body, count=1)
+    return body.replace(TOC_MARK, toc, 1)
 
 
 def table_of_contents(page: str) -> str:

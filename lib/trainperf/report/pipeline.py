@@ -209,7 +209,9 @@ def run_job(job: Job) -> ReportResult:
         return ReportResult(job.name, str(job.source), None, None, time.perf_counter() - start, error)
     nb = nbformat.read(str(executed), as_version=4)
     facts = collect_facts(nb)
-    title = str(facts.get("title") or job.name)
+    if "title" not in facts:  # stopped before its header: the title it was given
+        facts["title"] = job.parameters.get("title") or _declared_title(job.source)
+    title = str(facts["title"] or job.name)
     if not_applicable is not None:
         nb = cut_at_error(nb, f"Not applicable: {not_applicable}", "warn")
     elif error is not None:
@@ -264,6 +266,11 @@ def describe_failure(source: Path, executed: Path, error: str) -> str:
             where = f"cell {ids.index(cell.get('id')) + 1}" if cell.get("id") in ids else "injected parameters cell"
             return f"{_display(source)}, {where} (`{first.strip()}`): {error}"
     return f"{_display(source)}: {error}"
+
+
+def _declared_title(source: Path) -> object:
+    declared = declared_parameters(source).get("title")
+    return declared.default if declared else None
 
 
 def _display(path: Path) -> str:
