@@ -159,3 +159,38 @@ def test_data_warnings_in_a_notebook_are_one_line(built):
     streams = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", [])
                       if o.get("output_type") == "stream" and o.get("name") == "stderr")
     assert streams == "DataWarning: rank 1 stopped early\n"
+
+
+@pytest.mark.slow
+def test_kernels_started_together_share_no_address():
+    """The build's kernels listen on Unix sockets of their own (IPC), not on TCP
+    ports picked and released before the kernel binds them; the sockets are
+    removed at shutdown. benchmarks/kernel_start.py is the stress version."""
+    import asyncio
+    import glob
+
+    from trainperf.report.kernels import IPCKernelManager
+
+    async def start_run_stop() -> tuple[str, str, list[str], str]:
+        km = IPCKernelManager(kernel_name=pipeline.KERNEL)
+        await km.start_kernel(extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+        try:
+            client = km.client()
+            client.start_channels()
+            await client.wait_for_ready(timeout=120)
+            reply = await client.execute_interactive("6 * 7", timeout=120, output_hook=lambda msg: None)
+            client.stop_channels()
+            return km.transport, km.ip, sorted(glob.glob(f"{km.ip}-*")), reply["content"]["status"]
+        finally:
+            await km.shutdown_kernel(now=True)
+
+    async def together():
+        return await asyncio.gather(*(start_run_stop() for _ in range(4)))
+
+    results = asyncio.run(together())
+    assert [r[0] for r in results] == ["ipc"] * 4 and [r[3] for r in results] == ["ok"] * 4
+    assert len({r[1] for r in results}) == 4  # one socket path per kernel
+    assert all(len(r[2]) == 5 for r in results)  # shell, iopub, stdin, control, heartbeat
+    assert not [p for r in results for p in glob.glob(f"{r[1]}-*")]  # removed at shutdown
+    run_job_source = Path(pipeline.__file__).read_text()
+    assert "kernel_manager_class=IPCKernelManager" in run_job_source
