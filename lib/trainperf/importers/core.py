@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
-from trainperf.flops import REQUIRES
+from trainperf.flops import missing_inputs
 from trainperf.loading import SPEED_INPUTS, check_runs, is_missing
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineParser
@@ -133,6 +133,11 @@ class ImportResult:
 RATE_FROM_REPORTED = "reported throughput (the log has no timestamps)"
 """``extra_time_source`` of a run whose rate is the log's own reported rate."""
 
+REPORTED_CONVENTION = "extra_reported_flops_convention"
+"""Column naming the FLOPs convention (``trainperf.flops``) of the figures a
+log printed itself: its ``reported_*`` FLOP/s and MFU are compared with
+trainperf's under that convention."""
+
 PER_GPU = ("tokens_per_s_per_gpu", "samples_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
            "scaling_efficiency", "gpu_hours", "cost_usd")
 FLOPS = ("flops_per_token", "tflops_total", "tflops_per_gpu", "mfu", "hfu")
@@ -158,13 +163,13 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
 
     if not known("gpus"):
         lack("gpus", PER_GPU)
-    has_samples = (known("samples") or known("samples_per_s")
-                   or known("global_batch_size") and (known("steps") or known("step_time_s")))
+    batch = known("global_batch_size") or known("micro_batch_size") and known("grad_accum_steps") and known("gpus")
+    has_samples = known("samples") or known("samples_per_s") or batch and (known("steps") or known("step_time_s"))
     if not (known("tokens") or known("tokens_per_s")):
         if has_samples:
             if not known("seq_len"):
                 lack("seq_len", TOKEN_RATES + FLOPS[1:])
-        elif known("steps"):
+        elif known("steps") and not batch:
             lack("global_batch_size", SAMPLE_RATES + TOKEN_RATES + FLOPS[1:])
             if not known("seq_len"):
                 lack("seq_len", TOKEN_RATES + FLOPS[1:])
@@ -174,11 +179,10 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
     if not known("flops_per_token"):
         convention = row.get("flops_convention")
         if not is_missing(convention):
-            for name in REQUIRES[str(convention)]:
-                if not known(name):
-                    lack(name, FLOPS)
+            for name in missing_inputs(row, str(convention)):
+                lack(name, FLOPS)
         else:
-            if not known("n_params"):
+            if not (known("n_params") or known("n_active_params")):
                 lack("n_params", FLOPS)
             for name in ("n_layers", "d_model", "seq_len"):
                 if not known(name):

@@ -52,7 +52,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import intervals
-from trainperf.importers.core import RATE_FROM_REPORTED, LineFormat
+from trainperf.importers.core import RATE_FROM_REPORTED, REPORTED_CONVENTION, LineFormat
 from trainperf.importers.text import (NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp,
                                       whole)
 from trainperf.loading import is_missing
@@ -185,6 +185,7 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
         measured, steps = intervals.aggregate(run.records, config)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
+        measured[REPORTED_CONVENTION] = "torchtitan"
         if "elapsed_s" in measured:
             measured["extra_time_source"] = "log timestamps"
         elif "reported_tokens_per_s_per_gpu" in measured and not is_missing(config.get("gpus")):
