@@ -57,6 +57,8 @@ includes an evaluation), 2 for one whose time another record contains."""
 COLUMN = {name: j for j, name in enumerate(FIELDS)}
 
 NAN = math.nan
+COPY_STRIDE = 1_000_000
+"""Rank offset of the copies of a labelled rank's line (see :meth:`IntervalParser.rank_of`)."""
 BROKEN: tuple[float, ...] = (NAN,)
 """Marks a rank whose previous record line could not be read: the next
 record's start is unknown, so its length is too."""
@@ -131,6 +133,19 @@ class IntervalParser(RunParser, Generic[RunT]):
         super().__init__(path)
         self.run: RunT | None = None
         self.done: list[RunT] = []
+        self.copies: dict[int | None, tuple[int, int]] = {}
+
+    def rank_of(self, rank: int | None, step: int) -> int:
+        """The rank a record of ``step`` belongs to, given the rank its line's
+        launcher prefix names (None: no prefix). Several ranks print the same
+        step: where no prefix tells them apart, the k-th line of one step in a
+        row is rank k (unlabelled) or rank ``label + k·COPY_STRIDE`` (under one
+        label, e.g. ``srun -l``'s task of a node whose processes add no prefix
+        of their own), not a new run."""
+        last, copies = self.copies.get(rank, (-1, 0))
+        copies = copies + 1 if step == last else 0
+        self.copies[rank] = (step, copies)
+        return (0 if rank is None else rank) + copies * (1 if rank is None else COPY_STRIDE)
 
     def new_run(self, line: int) -> RunT:
         """A run starting at ``line``, with the configuration read so far."""

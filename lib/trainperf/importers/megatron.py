@@ -90,7 +90,8 @@ _OTHER_ARGS = ("bf16", "fp16", "fp8", "recompute_granularity", "checkpoint_activ
 def parse_iteration(line: str) -> tuple[Any, ...]:
     """``(rank, iteration, seconds per iteration, consumed samples, consumed
     tokens, global batch size, loss, tflops_per_gpu, samples_per_s,
-    tokens_per_s_per_gpu)`` of an iteration line (NaN where absent)."""
+    tokens_per_s_per_gpu)`` of an iteration line (NaN where absent; rank None
+    without a launcher prefix)."""
     rank, body = rank_prefix(line)
     match = _ITERATION.search(body)
     if match is None:
@@ -110,7 +111,7 @@ def parse_iteration(line: str) -> tuple[Any, ...]:
     positive(seconds, "elapsed time per iteration")
     loss = _number(fields, "lm loss")
     tflops = _number(fields, "throughput per GPU (TFLOP/s/GPU)")
-    return (0 if rank is None else rank, whole(match.group(1), "iteration"), seconds,
+    return (rank, whole(match.group(1), "iteration"), seconds,
             _count(fields, "consumed samples"), _count(fields, "consumed tokens"),
             _count(fields, "global batch size"), loss if not math.isnan(loss) else _number(fields, "loss"),
             tflops if not math.isnan(tflops) else _number(fields, "TFLOPs"), _number(fields, "samples per second"),
@@ -178,7 +179,8 @@ class MegatronParser(intervals.IntervalParser[_Run]):
         return _Run(line, self._config())
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        rank, iteration, seconds, consumed, consumed_tokens, batch, loss, *reported = parsed
+        label, iteration, seconds, consumed, consumed_tokens, batch, loss, *reported = parsed
+        rank = self.rank_of(label, iteration)
         run = self.run_at(line, rank, iteration)
         previous = run.previous.get(rank)
         if previous is intervals.BROKEN:

@@ -121,14 +121,16 @@ class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add an iteration line's record (each line times its own step, so every interval is usable)."""
         iteration, loss, seconds, mfu = parsed
-        run = self.run_at(line, 0, iteration)
+        rank = self.rank_of(None, iteration)
+        run = self.run_at(line, rank, iteration)
         excluded = 0.0
         if self.pending_eval is not None:
             evaluated, val_loss = self.pending_eval
-            self.pending_eval = None
             run.val_loss = val_loss
             excluded = 1.0 if evaluated == iteration else 0.0
-        run.records.add((0, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, mfu))
+            if evaluated != iteration:  # every rank's line of the evaluated iteration is excluded
+                self.pending_eval = None
+        run.records.add((rank, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, mfu))
         return ""
 
     def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
