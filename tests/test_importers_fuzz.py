@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from trainperf import DataError
 from trainperf.importers import import_path
+from trainperf.importers.llmc import parse_step as parse_llmc_step
 from trainperf.importers.megatron import parse_iteration
 from trainperf.importers.nanogpt import parse_iter
 from trainperf.importers.text import LineError, number, timestamp
@@ -45,7 +46,7 @@ def mangled_line(draw) -> str:
 @FUZZ
 @given(st.one_of(mangled_line(), junk))
 def test_line_parsers_raise_only_line_errors(text):
-    for parse in (parse_iteration, parse_step, parse_iter):
+    for parse in (parse_iteration, parse_step, parse_iter, parse_llmc_step):
         try:
             parse(text)
         except LineError:
