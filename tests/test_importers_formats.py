@@ -55,3 +55,62 @@ def test_llmc_older_lines_and_unknown_mfu(tmp_path):
     assert run["steps"] == 5 and run["elapsed_s"] == pytest.approx((102 + 103 + 104 + 105 + 99) / 1000)
     assert run["tokens_per_s"] == pytest.approx(5 * 256 / run["elapsed_s"])
     assert "reported_mfu" not in run or run["reported_mfu"] != run["reported_mfu"]  # -100 % means unknown
+
+
+# --- Hugging Face Trainer ----------------------------------------------------------------------------------
+
+def test_hf_trainer_real_log_reproduces_its_samples_per_second():
+    path = DATA / "hf_trainer_gaudi_mrpc.log"
+    run = one_run(path)
+    assert import_path(path).format == "hf_trainer"
+    # 3,668 MRPC pairs x 3 epochs in 159.0603 s; 345 steps of 32 (115 a epoch, the last batch short)
+    assert run["elapsed_s"] == 159.0603 and run["samples"] == 3668 * 3 and run["steps"] == 345
+    assert run["samples_per_s"] == pytest.approx(69.181, rel=1e-4)
+    assert run["tokens_per_s"] == pytest.approx(3668 * 3 * 128 / 159.0603)
+    assert "first steps" in run["extra_time_source"]
+    assert not compared(path)["samples_per_s"].flagged
+
+
+HF_LOG = """\
+[INFO|trainer.py:2405] 2025-03-06 12:04:09,913 >> ***** Running training *****
+[INFO|trainer.py:2406] 2025-03-06 12:04:09,913 >>   Num examples = 5,498
+[INFO|trainer.py:2407] 2025-03-06 12:04:09,914 >>   Num Epochs = 1
+[INFO|trainer.py:2408] 2025-03-06 12:04:09,914 >>   Instantaneous batch size per device = 8
+[INFO|trainer.py:2411] 2025-03-06 12:04:09,914 >>   Total train batch size (w. parallel, distributed & accumulation) = 256
+[INFO|trainer.py:2412] 2025-03-06 12:04:09,914 >>   Gradient Accumulation steps = 4
+[INFO|trainer.py:2413] 2025-03-06 12:04:09,914 >>   Total optimization steps = 20
+[INFO|trainer.py:2414] 2025-03-06 12:04:09,915 >>   Number of trainable parameters = 951,975,936
+{'loss': '1.2', 'grad_norm': '0.5', 'learning_rate': '1e-05', 'num_input_tokens_seen': 5242880, 'train_runtime': 52.1, 'train_tokens_per_second': 100631.477, 'epoch': '0.5'}
+  0%|          | 0/20 [00:00<?, ?it/s]\r 50%|#####     | 10/20 [00:52<00:50,  5.0s/it]
+{'loss': '1.1', 'grad_norm': '0.4', 'learning_rate': '5e-06', 'num_input_tokens_seen': 10485760, 'train_runtime': 102.0, 'train_tokens_per_second': 102801.569, 'epoch': '1.0'}
+{'train_runtime': 104.0, 'train_samples_per_second': 49.231, 'train_steps_per_second': 0.192, 'train_loss': 1.15, 'epoch': 1.0}
+***** train metrics *****
+  epoch                    =        1.0
+  total_flos               =  1234567GF
+  train_loss               =       1.15
+  train_runtime            = 0:01:44.00
+  train_samples_per_second =     49.231
+  train_steps_per_second   =      0.192
+"""
+
+
+def test_hf_trainer_header_dicts_and_metrics_block_with_logger_prefixes(tmp_path):
+    log = tmp_path / "sft.log"
+    log.write_text(HF_LOG)
+    run = one_run(log, {"seq_len": 2048})
+    # 256 / (8 x 4) = 8 data-parallel processes; the trainable count (an FSDP shard here) is not the model size
+    assert (run["micro_batch_size"], run["global_batch_size"], run["grad_accum_steps"], run["gpus"]) == (8, 256, 4, 8)
+    assert run["extra_trainable_params"] == 951_975_936 and run["n_params"] != run["n_params"]
+    assert run["elapsed_s"] == 104.0 and run["steps"] == 20 and run["samples"] == round(49.231 * 104.0)
+    # tokens counted by the Trainer (gathered from every process) win over samples x seq_len
+    assert run["tokens"] == 10_485_760 and run["tokens_per_s"] == pytest.approx(10_485_760 / 104.0)
+    assert run["reported_tokens_per_s"] == pytest.approx(102801.569) and run["train_loss"] == pytest.approx(1.1)
+
+
+def test_hf_trainer_final_tokens_per_second_is_per_device_and_two_headers_are_two_runs(tmp_path):
+    log = tmp_path / "two.log"
+    second = HF_LOG.replace("'train_runtime': 104.0,", "'train_runtime': 104.0, 'train_tokens_per_second': 12600.0,")
+    log.write_text(HF_LOG + second)
+    result = import_path(log, {"seq_len": 2048})
+    assert len(result.runs) == 2
+    assert result.runs["reported_tokens_per_s_per_gpu"].iloc[1] == 12600.0

@@ -17,6 +17,7 @@ from trainperf.importers.text import rank_prefix
 DATA = Path(__file__).resolve().parent / "data" / "importers"
 PLAIN = {
     # format: (sample log, lines of one rank only)
+    "hf_trainer": ("hf_trainer_gaudi_mrpc.log", None),
     "llmc": ("llmc_gpt2_1558m.log", None),
     "megatron": ("megatron_lm.log", None),
     "nanogpt": ("nanogpt.log", None),

@@ -4,7 +4,8 @@
 (the first :data:`SNIFF_BYTES`, then the rest if that is inconclusive) and
 returns an :class:`ImportResult`. Formats (one module each, in
 :data:`FORMATS`): Megatron-LM / Megatron-DeepSpeed (``megatron``), torchtitan
-(``torchtitan``), nanoGPT (``nanogpt``), llm.c (``llmc``), per-rank epoch timing logs
+(``torchtitan``), nanoGPT (``nanogpt``), llm.c (``llmc``), Hugging Face Trainer
+(``hf_trainer``), per-rank epoch timing logs
 (``epoch_timing``), batch-size timing summaries (``timing_summary``), and any
 CSV through a column mapping (``csv_mapping``). What a log does not say comes
 from its sidecar ``<log>.trainperf.yaml`` or ``overrides`` (``settings``).
@@ -23,6 +24,7 @@ from trainperf.importers.compare import TOLERANCE, compare_reported
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
 from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
 from trainperf.importers.epoch_timing import EpochTiming
+from trainperf.importers.hf_trainer import HFTrainer
 from trainperf.importers.llmc import Llmc
 from trainperf.importers.megatron import Megatron
 from trainperf.importers.nanogpt import NanoGPT
@@ -31,8 +33,8 @@ from trainperf.importers.text import clean, iter_chunks, read_head
 from trainperf.importers.timing_summary import TimingSummary
 from trainperf.importers.torchtitan import Torchtitan
 
-FORMATS: tuple[Format, ...] = (CsvMapping(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), EpochTiming(),
-                               TimingSummary())
+FORMATS: tuple[Format, ...] = (CsvMapping(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
+                               EpochTiming(), TimingSummary())
 """Every format, in order of preference when two score alike."""
 SNIFF_BYTES = 1 << 20
 
