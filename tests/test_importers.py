@@ -485,5 +485,5 @@ def test_every_sample_imports_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for path in sorted(DATA.iterdir()):
-            if not path.name.endswith(".trainperf.yaml"):
+            if not path.name.endswith(".trainperf.yaml") and path.name != "README.md":
                 import_path(path)

@@ -114,3 +114,50 @@ def test_hf_trainer_final_tokens_per_second_is_per_device_and_two_headers_are_tw
     result = import_path(log, {"seq_len": 2048})
     assert len(result.runs) == 2
     assert result.runs["reported_tokens_per_s_per_gpu"].iloc[1] == 12600.0
+
+
+# --- MaxText -----------------------------------------------------------------------------------------------
+
+def test_maxtext_real_line_gives_its_tokens_per_second_per_device():
+    path = DATA / "maxtext_mixtral_8x7b_v6e.log"
+    run = one_run(path)
+    assert import_path(path).format == "maxtext"
+    # one line quoted from step 19 of a long run: measured whole; total_weights tokens in 8.982 s on 256 chips
+    assert run["steps"] == 1 and run["tokens"] == 8_388_608
+    assert run["tokens_per_s_per_gpu"] == pytest.approx(3648.273, rel=1e-4)
+    assert not compared(path)["tokens_per_s_per_gpu"].flagged
+    # Mixtral counted with the 12.9e9 parameters a token uses: PaLM FLOPs over the v6e's 918 TFLOP/s
+    assert run["mfu"] == pytest.approx((6 * 12.9e9 + 12 * 32 * 4096 * 4096) * 3648.273 / 918e12, rel=1e-3)
+
+
+def test_maxtext_step_zero_is_warm_up_and_without_token_counts_the_rate_times_devices_is_used(tmp_path):
+    log = tmp_path / "maxtext.log"
+    log.write_text("".join(f"I0804 08:14:{s:02d}.000 1 metric_logger.py:196] completed step: {s}, seconds: "
+                           f"{30.0 if s == 0 else 0.5}, TFLOP/s/device: 200.0, Tokens/s/device: 25000.0, "
+                           f"loss: {9.0 - s}\n" for s in range(4)) + "eval metrics after step: 3, loss=8.5, x=1\n")
+    run = one_run(log, {"gpus": 16})
+    assert run["steps"] == 3 and run["elapsed_s"] == pytest.approx(1.5) and run["val_loss"] == 8.5
+    assert run["tokens_per_s"] == pytest.approx(25000.0 * 16) and "reported throughput" in run["extra_time_source"]
+
+
+# --- NeMo --------------------------------------------------------------------------------------------------
+
+def test_nemo_real_progress_bar_line_reproduces_the_recipe_throughput_and_mfu():
+    path = DATA / "nemo_nemotron4_15b.log"
+    run = one_run(path)
+    assert import_path(path).format == "nemo"
+    # the recipe: 4096 * 256 / 3.13 = 335,008 tokens/s; MFU = 256 * 434.5e12 / 3.13 / 64 / 989e12
+    assert run["tokens_per_s"] == pytest.approx(4096 * 256 / 3.13)
+    assert run["flops_per_token"] * 4096 == pytest.approx(434.5e12, rel=1e-3)
+    assert run["mfu"] == pytest.approx(256 * 434.5e12 / 3.13 / 64 / 989e12, rel=2e-3)
+
+
+def test_nemo2_lines_take_samples_from_consumed_samples_and_leave_step_zero_out(tmp_path):
+    log = tmp_path / "nemo2.log"
+    log.write_text("".join(f"Training epoch 0, iteration {s}/249 | lr: 1e-06 | global_batch_size: 8 | "
+                           f"global_step: {s} | reduced_train_loss: 1.{s} | train_step_timing in s: "
+                           f"{7.0 if s == 0 else 1.5}" + (f" | consumed_samples: {8 * (s + 1)}" if s else "") + "\n"
+                           for s in range(5)))
+    run = one_run(log, {"seq_len": 2048, "gpus": 8})
+    assert run["steps"] == 4 and run["elapsed_s"] == pytest.approx(6.0) and run["samples"] == 32
+    assert run["tokens_per_s"] == pytest.approx(32 * 2048 / 6.0) and run["global_batch_size"] == 8

@@ -19,8 +19,10 @@ PLAIN = {
     # format: (sample log, lines of one rank only)
     "hf_trainer": ("hf_trainer_gaudi_mrpc.log", None),
     "llmc": ("llmc_gpt2_1558m.log", None),
+    "maxtext": ("maxtext_mixtral_8x7b_v6e.log", None),
     "megatron": ("megatron_lm.log", None),
     "nanogpt": ("nanogpt.log", None),
+    "nemo": ("nemo_nemotron4_15b.log", None),
     "torchtitan": ("torchtitan.log", "[rank0]:"),
 }
 """Sample logs of one rank (a prefix keeps only that rank's lines, without it)."""

@@ -5,7 +5,7 @@
 returns an :class:`ImportResult`. Formats (one module each, in
 :data:`FORMATS`): Megatron-LM / Megatron-DeepSpeed (``megatron``), torchtitan
 (``torchtitan``), nanoGPT (``nanogpt``), llm.c (``llmc``), Hugging Face Trainer
-(``hf_trainer``), per-rank epoch timing logs
+(``hf_trainer``), MaxText (``maxtext``), NeMo (``nemo``), per-rank epoch timing logs
 (``epoch_timing``), batch-size timing summaries (``timing_summary``), and any
 CSV through a column mapping (``csv_mapping``). What a log does not say comes
 from its sidecar ``<log>.trainperf.yaml`` or ``overrides`` (``settings``).
@@ -26,16 +26,19 @@ from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
 from trainperf.importers.epoch_timing import EpochTiming
 from trainperf.importers.hf_trainer import HFTrainer
 from trainperf.importers.llmc import Llmc
+from trainperf.importers.maxtext import MaxText
 from trainperf.importers.megatron import Megatron
 from trainperf.importers.nanogpt import NanoGPT
+from trainperf.importers.nemo import NeMo
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
 from trainperf.importers.text import clean, iter_chunks, read_head
 from trainperf.importers.timing_summary import TimingSummary
 from trainperf.importers.torchtitan import Torchtitan
 
-FORMATS: tuple[Format, ...] = (CsvMapping(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
-                               EpochTiming(), TimingSummary())
-"""Every format, in order of preference when two score alike."""
+FORMATS: tuple[Format, ...] = (CsvMapping(), NeMo(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
+                               MaxText(), EpochTiming(), TimingSummary())
+"""Every format, in order of preference when two score alike (NeMo 2 lines also look like
+Megatron iteration lines: NeMo first)."""
 SNIFF_BYTES = 1 << 20
 
 __all__ = ["FORMATS", "TOLERANCE", "ImportResult", "Missing", "compare_reported", "detect",

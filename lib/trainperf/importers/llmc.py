@@ -146,9 +146,8 @@ class LlmcParser(intervals.IntervalParser[intervals.Run]):
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add a step line's record (each line times its own step)."""
         label, step, loss, seconds, rate, mfu = parsed
-        rank = self.rank_of(label, step)
-        run = self.run_at(line, rank, step)
-        run.records.add((rank, step, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, 0.0, rate, mfu))
+        intervals.step_time_records(self, line, self.rank_of(label, step), step, seconds, self.tokens, NAN, loss,
+                                    (rate, mfu))
         return ""
 
     def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:

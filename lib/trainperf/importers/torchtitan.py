@@ -54,7 +54,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import intervals
-from trainperf.importers.core import RATE_FROM_REPORTED, REPORTED_CONVENTION, LineFormat
+from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
 from trainperf.importers.text import (NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp,
                                       whole)
 from trainperf.loading import is_missing
@@ -198,9 +198,7 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
         measured[REPORTED_CONVENTION] = "torchtitan"
         if "elapsed_s" in measured:
             measured["extra_time_source"] = "log timestamps"
-        elif "reported_tokens_per_s_per_gpu" in measured and not is_missing(config.get("gpus")):
-            measured["tokens_per_s"] = measured["reported_tokens_per_s_per_gpu"] * float(config["gpus"])
-            measured["extra_time_source"] = RATE_FROM_REPORTED
+        rate_from_reported(measured, config)
         return measured, steps
 
 
