@@ -161,3 +161,58 @@ def test_nemo2_lines_take_samples_from_consumed_samples_and_leave_step_zero_out(
     run = one_run(log, {"seq_len": 2048, "gpus": 8})
     assert run["steps"] == 4 and run["elapsed_s"] == pytest.approx(6.0) and run["samples"] == 32
     assert run["tokens_per_s"] == pytest.approx(32 * 2048 / 6.0) and run["global_batch_size"] == 8
+
+
+# --- DeepSpeed ---------------------------------------------------------------------------------------------
+
+def test_deepspeed_real_log_times_steps_by_its_timestamps_and_agrees_with_its_samples_per_second():
+    path = DATA / "deepspeed_chat_opt350m_reward.log"
+    run = one_run(path)
+    assert import_path(path).format == "deepspeed"
+    # the line at step 10 is warm-up; steps 11..470 between 01:55:23.714 and 02:14:31.380, 64 samples a step
+    assert run["steps"] == 460 and run["elapsed_s"] == pytest.approx(1147.666)
+    assert run["global_batch_size"] == 16 * 4 * 1 and run["samples"] == 460 * 64
+    assert run["peak_memory_gb"] == 38.49
+    # its own CurrSamplesPerSec leaves data loading out: within a percent of the wall-clock rate here
+    assert abs(compared(path)["samples_per_s"].relative_difference) < 0.01
+
+
+DS_LOG = """\
+[2024-05-01 10:00:00,000] [INFO] [launch.py:256:main] dist_world_size=8
+[2024-05-01 10:00:05,000] [INFO] [config.py:988:print]   gradient_accumulation_steps .. 2
+[2024-05-01 10:00:05,000] [INFO] [config.py:988:print]   train_batch_size ............. 64
+[2024-05-01 10:00:05,000] [INFO] [config.py:988:print]   train_micro_batch_size_per_gpu  4
+{lines}"""
+
+
+def ds_lines(timestamps: bool) -> str:
+    out = []
+    for step in range(1, 7):
+        fwd, bwd, opt = (900.0, 1800.0, 300.0) if step == 1 else (100.0, 200.0, 50.0)
+        out.append(f"[Rank 0] time (ms) | fwd_microstep: {fwd / 2} | bwd_microstep: {bwd / 2} | step_microstep: 1.0")
+        out.append(f"[Rank 0] time (ms) | fwd: {fwd} | bwd: {bwd} | bwd_inner: 1.0 | bwd_allreduce: 2.0 | step: {opt}")
+        if step % 2 == 0:
+            stamp = f"[2024-05-01 10:01:{step:02d},000] [INFO] [timer.py:260:stop] " if timestamps else ""
+            out.append(f"{stamp}epoch=0/micro_step={2 * step}/global_step={step}, RunningAvgSamplesPerSec=150.0, "
+                       f"CurrSamplesPerSec=160.0, MemAllocated=4.3GB, MaxMemAllocated=20.5GB")
+    return "\n".join(out) + "\n"
+
+
+def test_deepspeed_config_dump_world_size_and_wall_clock_breakdown(tmp_path):
+    log = tmp_path / "ds.log"
+    log.write_text(DS_LOG.format(lines=ds_lines(timestamps=True)))
+    run = one_run(log, {"seq_len": 1024})
+    assert (run["gpus"], run["global_batch_size"], run["micro_batch_size"], run["grad_accum_steps"]) == (8, 64, 4, 2)
+    # lines at steps 2, 4 and 6, two seconds apart: steps 3..6 in 4 s
+    assert run["steps"] == 4 and run["elapsed_s"] == pytest.approx(4.0)
+    assert run["samples_per_s"] == pytest.approx(4 * 64 / 4.0)
+    # the breakdown's first step is warm-up; the mean of the others times the 4 steps of the window
+    assert (run["forward_s"], run["backward_s"], run["optimizer_s"]) == pytest.approx((0.4, 0.8, 0.2))
+
+
+def test_deepspeed_without_timestamps_takes_its_global_samples_per_second(tmp_path):
+    log = tmp_path / "ds.log"
+    log.write_text(ds_lines(timestamps=False))
+    run = one_run(log, {"seq_len": 1024, "gpus": 8})
+    assert run["samples_per_s"] == pytest.approx(160.0) and run["tokens_per_s"] == pytest.approx(160.0 * 1024)
+    assert "reported throughput" in run["extra_time_source"]

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from trainperf import DataError
 from trainperf.importers import import_path
+from trainperf.importers.deepspeed import parse_timer
 from trainperf.importers.llmc import parse_step as parse_llmc_step
 from trainperf.importers.maxtext import parse_step as parse_maxtext_step
 from trainperf.importers.megatron import parse_iteration
@@ -48,7 +49,8 @@ def mangled_line(draw) -> str:
 @FUZZ
 @given(st.one_of(mangled_line(), junk))
 def test_line_parsers_raise_only_line_errors(text):
-    for parse in (parse_iteration, parse_step, parse_iter, parse_llmc_step, parse_maxtext_step, parse_nemo_step):
+    for parse in (parse_iteration, parse_step, parse_iter, parse_llmc_step, parse_maxtext_step, parse_nemo_step,
+                  parse_timer):
         try:
             parse(text)
         except LineError:

@@ -17,6 +17,7 @@ from trainperf.importers.text import rank_prefix
 DATA = Path(__file__).resolve().parent / "data" / "importers"
 PLAIN = {
     # format: (sample log, lines of one rank only)
+    "deepspeed": ("deepspeed_chat_opt350m_reward.log", None),
     "hf_trainer": ("hf_trainer_gaudi_mrpc.log", None),
     "llmc": ("llmc_gpt2_1558m.log", None),
     "maxtext": ("maxtext_mixtral_8x7b_v6e.log", None),

@@ -5,7 +5,8 @@
 returns an :class:`ImportResult`. Formats (one module each, in
 :data:`FORMATS`): Megatron-LM / Megatron-DeepSpeed (``megatron``), torchtitan
 (``torchtitan``), nanoGPT (``nanogpt``), llm.c (``llmc``), Hugging Face Trainer
-(``hf_trainer``), MaxText (``maxtext``), NeMo (``nemo``), per-rank epoch timing logs
+(``hf_trainer``), MaxText (``maxtext``), NeMo (``nemo``),
+DeepSpeed (``deepspeed``), per-rank epoch timing logs
 (``epoch_timing``), batch-size timing summaries (``timing_summary``), and any
 CSV through a column mapping (``csv_mapping``). What a log does not say comes
 from its sidecar ``<log>.trainperf.yaml`` or ``overrides`` (``settings``).
@@ -23,6 +24,7 @@ from trainperf.errors import DataError
 from trainperf.importers.compare import TOLERANCE, compare_reported
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
 from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
+from trainperf.importers.deepspeed import DeepSpeed
 from trainperf.importers.epoch_timing import EpochTiming
 from trainperf.importers.hf_trainer import HFTrainer
 from trainperf.importers.llmc import Llmc
@@ -36,7 +38,7 @@ from trainperf.importers.timing_summary import TimingSummary
 from trainperf.importers.torchtitan import Torchtitan
 
 FORMATS: tuple[Format, ...] = (CsvMapping(), NeMo(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
-                               MaxText(), EpochTiming(), TimingSummary())
+                               MaxText(), DeepSpeed(), EpochTiming(), TimingSummary())
 """Every format, in order of preference when two score alike (NeMo 2 lines also look like
 Megatron iteration lines: NeMo first)."""
 SNIFF_BYTES = 1 << 20
