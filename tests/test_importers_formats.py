@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainperf import derive
+from trainperf import derive, load_runs
 from trainperf.importers import compare_reported, import_path
 
 DATA = Path(__file__).resolve().parent / "data" / "importers"
@@ -216,3 +216,29 @@ def test_deepspeed_without_timestamps_takes_its_global_samples_per_second(tmp_pa
     run = one_run(log, {"seq_len": 1024, "gpus": 8})
     assert run["samples_per_s"] == pytest.approx(160.0) and run["tokens_per_s"] == pytest.approx(160.0 * 1024)
     assert "reported throughput" in run["extra_time_source"]
+
+
+# --- Lightning CSVLogger with ThroughputMonitor ------------------------------------------------------------
+
+def test_lightning_metrics_csv_window_runs_from_the_first_logged_row_to_the_last():
+    path = DATA / "lightning_metrics.csv"
+    run = one_run(path)
+    assert import_path(path).format == "lightning_csv"
+    # rows at steps 4 and 39 of the file: train/time 0.1886847199998556 -> 1.043631896999841
+    assert run["elapsed_s"] == pytest.approx(1.043631896999841 - 0.1886847199998556)
+    assert (run["steps"], run["samples"], run["tokens"]) == (35, 320 - 40, 20800 - 2600)
+    assert run["train_loss"] == pytest.approx(5.657825946807861)
+    # load_runs reads a metrics.csv through the importer, not as a canonical table
+    assert list(load_runs(path)["elapsed_s"]) == pytest.approx([run["elapsed_s"]])
+
+
+def test_lightning_world_size_from_global_and_device_rates_with_a_pipe_separator(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text("epoch,step,train|time,train|samples,train|lengths,train|device|samples_per_sec,"
+                    "train|samples_per_sec,train_loss\n"
+                    "0,9,2.0,80,40960,40.0,160.0,\n0,9,,,,,,3.5\n"
+                    "0,19,4.0,160,81920,40.0,160.0,\n0,19,,,,,,3.1\n")
+    run = one_run(path)
+    assert run["gpus"] == 4 and run["elapsed_s"] == 2.0 and run["steps"] == 10
+    assert run["samples"] == 80 * 4 and run["tokens_per_s"] == pytest.approx(40960 * 4 / 2.0)
+    assert run["train_loss"] == 3.1

@@ -19,6 +19,7 @@ PLAIN = {
     # format: (sample log, lines of one rank only)
     "deepspeed": ("deepspeed_chat_opt350m_reward.log", None),
     "hf_trainer": ("hf_trainer_gaudi_mrpc.log", None),
+    "lightning_csv": ("lightning_metrics.csv", None),
     "llmc": ("llmc_gpt2_1558m.log", None),
     "maxtext": ("maxtext_mixtral_8x7b_v6e.log", None),
     "megatron": ("megatron_lm.log", None),
