@@ -242,3 +242,31 @@ def test_lightning_world_size_from_global_and_device_rates_with_a_pipe_separator
     assert run["gpus"] == 4 and run["elapsed_s"] == 2.0 and run["steps"] == 10
     assert run["samples"] == 80 * 4 and run["tokens_per_s"] == pytest.approx(40960 * 4 / 2.0)
     assert run["train_loss"] == 3.1
+
+
+# --- Composer / llm-foundry --------------------------------------------------------------------------------
+
+def test_composer_real_block_gives_its_global_tokens_per_second_on_sixteen_devices():
+    path = DATA / "composer_mpt30b_mi300x.log"
+    run = one_run(path)
+    assert import_path(path).format == "composer"
+    # num_gpus_per_node 8 x num_nodes 2; one block: no interval to time, so its window rate is the measurement
+    assert (run["gpus"], run["nodes"]) == (16, 2)
+    assert run["tokens_per_s"] == pytest.approx(20082.8418)
+    assert run["tokens_per_s_per_gpu"] == pytest.approx(1255.1776, rel=1e-4)  # as its device/ figure says
+    assert run["train_loss"] == 8.4213
+
+
+def test_composer_blocks_are_intervals_of_its_cumulative_counters(tmp_path):
+    log = tmp_path / "foundry.log"
+    blocks = []
+    for i, (batch, hours) in enumerate([(1, 0.01), (11, 0.02), (21, 0.03), (31, 0.04)]):
+        blocks.append(f"[batch={batch}/40]:   Train time/batch: {batch - 1}    Train time/sample: {(batch - 1) * 8}"
+                      f"    Train time/token: {(batch - 1) * 8 * 2048}    Train loss/train/total: {3 - i / 10}\n"
+                      f"\t Train throughput/tokens_per_sec: 45000.0    Train time/train: {hours:.4f}\n")
+    log.write_text("".join(blocks) + "[Eval batch=3/3] Eval metrics/eval/LanguageCrossEntropy: 0.0154\n")
+    run = one_run(log, {"gpus": 8, "seq_len": 2048})
+    # the first block is warm-up; three blocks of 10 batches, 36 s each
+    assert run["steps"] == 30 and run["elapsed_s"] == pytest.approx(108.0)
+    assert run["tokens"] == 30 * 8 * 2048 and run["tokens_per_s"] == pytest.approx(30 * 8 * 2048 / 108.0)
+    assert run["train_loss"] == pytest.approx(2.7)

@@ -6,7 +6,7 @@ returns an :class:`ImportResult`. Formats (one module each, in
 :data:`FORMATS`): Megatron-LM / Megatron-DeepSpeed (``megatron``), torchtitan
 (``torchtitan``), nanoGPT (``nanogpt``), llm.c (``llmc``), Hugging Face Trainer
 (``hf_trainer``), MaxText (``maxtext``), NeMo (``nemo``),
-DeepSpeed (``deepspeed``), Lightning's CSVLogger with ThroughputMonitor
+DeepSpeed (``deepspeed``), Composer / llm-foundry (``composer``), Lightning's CSVLogger with ThroughputMonitor
 (``lightning_csv``), per-rank epoch timing logs
 (``epoch_timing``), batch-size timing summaries (``timing_summary``), and any
 CSV through a column mapping (``csv_mapping``). What a log does not say comes
@@ -23,6 +23,7 @@ from typing import Any
 
 from trainperf.errors import DataError
 from trainperf.importers.compare import TOLERANCE, compare_reported
+from trainperf.importers.composer import Composer
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
 from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
 from trainperf.importers.deepspeed import DeepSpeed
@@ -40,7 +41,7 @@ from trainperf.importers.timing_summary import TimingSummary
 from trainperf.importers.torchtitan import Torchtitan
 
 FORMATS: tuple[Format, ...] = (CsvMapping(), LightningCsv(), NeMo(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
-                               MaxText(), DeepSpeed(), EpochTiming(), TimingSummary())
+                               MaxText(), DeepSpeed(), Composer(), EpochTiming(), TimingSummary())
 """Every format, in order of preference when two score alike (NeMo 2 lines also look like
 Megatron iteration lines: NeMo first)."""
 SNIFF_BYTES = 1 << 20
