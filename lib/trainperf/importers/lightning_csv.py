@@ -66,14 +66,16 @@ class LightningCsv(Format):
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         text = "\n".join(line for chunk in iter_chunks(path) for line in chunk)
         try:
-            table = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+            table = pd.read_csv(io.StringIO(text))
         except (pd.errors.ParserError, ValueError) as exc:
             raise DataError(f"not a readable CSV table: {exc}", path=path) from exc
         sep = "|" if "train|time" in table.columns else "/"
-        numbers = table.apply(pd.to_numeric, errors="coerce")
-        rows = numbers[numbers[f"train{sep}time"].notna()]
-        skipped = [(str(path), int(i) + 2, f"train{sep}time: {table.at[i, f'train{sep}time']!r} is not a number")
-                   for i in table.index if table.at[i, f"train{sep}time"].strip() and i not in rows.index]
+        time = f"train{sep}time"
+        numbers = table.apply(lambda c: c if pd.api.types.is_numeric_dtype(c) else pd.to_numeric(c, errors="coerce"))
+        rows = numbers[numbers[time].notna()]
+        bad = table[time].notna() & numbers[time].isna()
+        skipped = [(str(path), int(i) + 2, f"{time}: {table.at[i, time]!r} is not a number")
+                   for i in table.index[bad.to_numpy()]]
         lines = text.count("\n") + 1
         return ParsedLog([ParsedRun(None, 2, {}, lambda config: (_measure(numbers, rows, sep, config), None))],
                          skipped, len(skipped), lines)

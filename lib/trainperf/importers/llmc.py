@@ -49,6 +49,9 @@ from trainperf.importers.text import NUMBER, LineError, field_number, number, po
 NAN = math.nan
 REPORTED = ("tokens_per_s", "mfu")
 _STEP = re.compile(r"\bstep\s+(\d+)/(\d+)\s*[|:]")
+_USUAL = re.compile(r"\bstep\s+(\d+)/\d+ \| loss (\S+) [^|]*\| norm [^|]*\| lr [^|]*\| (\S+) ms \| (\S+)% [\w ]*MFU \| "
+                    r"(\S+) tok/s\s*$")
+"""The fields in the order llm.c prints them today (other layouts are read field by field)."""
 _LOSS = re.compile(rf"\bloss\s+({NUMBER})")
 _MS = re.compile(rf"\(?({NUMBER})\s*ms\b")
 _MFU = re.compile(rf"({NUMBER})%\s*[\w ]*MFU")
@@ -67,6 +70,12 @@ _INT_ROWS = {"num_layers L": "n_layers", "num_heads NH": "n_heads", "channels C"
 def parse_step(line: str) -> tuple[Any, ...]:
     """``(rank, step, loss, seconds, tok/s, mfu fraction)`` of a step line (NaN where absent)."""
     rank, body = rank_prefix(line)
+    usual = _USUAL.search(body)
+    if usual is not None and body.count("step ") == 1:
+        step, loss, ms, mfu, rate = usual.groups()
+        mfu_value = field_number("MFU", mfu) / 100.0
+        return (rank, int(step), field_number("loss", loss), positive(field_number("ms", ms) / 1000.0, "step time"),
+                field_number("tok/s", rate), mfu_value if mfu_value >= 0 else NAN)
     match = _STEP.search(body)
     if match is None:
         raise LineError("no 'step N/M |' field")
