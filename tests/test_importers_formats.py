@@ -270,3 +270,16 @@ def test_composer_blocks_are_intervals_of_its_cumulative_counters(tmp_path):
     assert run["steps"] == 30 and run["elapsed_s"] == pytest.approx(108.0)
     assert run["tokens"] == 30 * 8 * 2048 and run["tokens_per_s"] == pytest.approx(30 * 8 * 2048 / 108.0)
     assert run["train_loss"] == pytest.approx(2.7)
+
+
+# --- the printed rate where counts are unknown ------------------------------------------------------------
+
+def test_megatron_deepspeed_tokens_per_gpu_is_used_when_the_sequence_length_is_unknown(tmp_path):
+    log = tmp_path / "mds.log"
+    log.write_text("".join(f" iteration {i:8d}/ 1000 | consumed samples: {64 * i:12d} | elapsed time per iteration "
+                           f"(ms): 2000.0 | global batch size: 64 | lm loss: 9.0E+00 | samples per second: 32.0 | "
+                           f"tokens per gpu per second (tgs): 8192.0 | TFLOPs: 100.0 |\n" for i in (10, 20, 30)))
+    run = one_run(log, {"gpus": 16})
+    # samples are counted (consumed samples); tokens are not (no seq_length): 8192 tokens/s a GPU x 16
+    assert run["samples_per_s"] == pytest.approx(64 * 10 / 20.0)
+    assert run["tokens_per_s"] == pytest.approx(8192.0 * 16)

@@ -135,24 +135,29 @@ RATE_FROM_REPORTED = "reported throughput (the log gives no token or sample coun
 
 
 def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> None:
-    """Where a run's window gives no token or sample counts (and its batch
-    size does not give them either), the log's own
-    rate is its throughput: ``reported_tokens_per_s`` (global), else
-    ``reported_tokens_per_s_per_gpu`` × ``gpus`` (likewise for samples);
-    ``extra_time_source`` then says so (and those figures are not compared)."""
-    batch = not is_missing(config.get("global_batch_size")) or all(
-        not is_missing(config.get(k)) for k in ("micro_batch_size", "grad_accum_steps", "gpus"))
-    if "tokens" in measured or "samples" in measured or batch and "steps" in measured:
-        return
+    """Where a run's window gives no token (or sample) counts and its
+    configuration cannot give them (samples · ``seq_len``; steps ·
+    ``global_batch_size``, or micro-batch · accumulation · devices), the
+    log's own rate is its throughput: ``reported_tokens_per_s`` (global),
+    else ``reported_tokens_per_s_per_gpu`` × ``gpus`` (likewise for samples);
+    ``extra_time_source`` then says so (and rates are not compared)."""
+    def known(name: str) -> bool:
+        return not is_missing(config.get(name))
+
+    batch = known("global_batch_size") or all(known(k) for k in ("micro_batch_size", "grad_accum_steps", "gpus"))
+    samples = "samples" in measured or batch and "steps" in measured
+    counted = {"samples": samples, "tokens": "tokens" in measured or samples and known("seq_len")}
     gpus = config.get("gpus")
     for unit in ("tokens", "samples"):
+        if counted[unit]:
+            continue
         rate = measured.get(f"reported_{unit}_per_s", math.nan)
-        if not rate > 0 and not is_missing(gpus):
+        if not rate > 0 and known("gpus"):
             rate = measured.get(f"reported_{unit}_per_s_per_gpu", math.nan) * float(gpus)
         if rate > 0:
             measured[f"{unit}_per_s"] = rate
             measured["extra_time_source"] = RATE_FROM_REPORTED
-            return
+
 
 REPORTED_CONVENTION = "extra_reported_flops_convention"
 """Column naming the FLOPs convention (``trainperf.flops``) of the figures a

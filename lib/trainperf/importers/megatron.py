@@ -62,7 +62,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.importers import intervals
-from trainperf.importers.core import REPORTED_CONVENTION, LineFormat
+from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
 from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
 
 NAN = math.nan
@@ -251,6 +251,7 @@ class MegatronParser(intervals.IntervalParser[_Run]):
             measured["peak_memory_gb"] = max(run.memory_gb, measured.get("peak_memory_gb", 0.0))
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
+        rate_from_reported(measured, config)
         return measured, steps
 
 
