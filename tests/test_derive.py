@@ -104,6 +104,13 @@ def test_data_parallel_and_global_batch_from_micro_batch_and_accumulation():
     assert d["tokens_per_s"].iat[0] == pytest.approx(5 * 128 * 1024 / 10.0)
 
 
+def test_degrees_that_do_not_divide_the_devices_are_noted_and_unknown_devices_are_not():
+    d = derive(runs({"run_id": "a", "gpus": 12, "tensor_parallel": 8, "tokens_per_s": 1.0},
+                    {"run_id": "b", "tensor_parallel": 8, "tokens_per_s": 1.0}))
+    assert pd.isna(d["data_parallel"]).all()
+    assert "not a multiple" in d["notes"].iat[0] and "not a multiple" not in d["notes"].iat[1]
+
+
 def test_a_nanogpt_style_row_with_micro_batch_and_accumulation_gets_tokens_per_second():
     # nanoGPT's train_gpt2.py config: batch_size 12, block_size 1024, 5 accumulation steps per process on 8 GPUs
     # gives "tokens per iteration will be: 491,520"; at 0.25 s per iteration that is 1,966,080 tokens/s

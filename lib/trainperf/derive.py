@@ -100,7 +100,7 @@ def _fill(out: pd.DataFrame, column: str, values: pd.Series) -> None:
 def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
     model_parallel = out[list(PARALLEL_DEGREES)].astype(float).fillna(1.0).prod(axis=1)
     out["data_parallel"] = out["gpus"] / model_parallel
-    uneven = out["data_parallel"] % 1 != 0
+    uneven = out["data_parallel"].notna() & (out["data_parallel"] % 1 != 0)
     for i in np.flatnonzero(uneven.to_numpy()):
         notes[i].append(f"data_parallel: gpus {out['gpus'].iat[i]:g} is not a multiple of tensor x pipeline x "
                         f"context parallel ({model_parallel.iat[i]:g}): check the degrees")
