@@ -1,8 +1,9 @@
 """Import speed: generate mixed training-log text, time ``trainperf.importers``.
 
 Writes Megatron-LM, torchtitan (two ranks, colours, ``[rankN]:`` prefixes,
-timestamps), nanoGPT and epoch-timing logs, each interleaved with the noise
-real logs carry (NCCL and warning lines), into a temporary folder, then
+timestamps), nanoGPT, epoch-timing, llm.c, Hugging Face Trainer, MaxText, NeMo,
+DeepSpeed (``srun -l`` labels), Composer logs and a Lightning ``metrics.csv``,
+each interleaved with the noise real logs carry (NCCL and warning lines), into a temporary folder, then
 imports every file, first one after another in this process, then with a
 pool of ``--jobs`` processes (as ``trainperf import --jobs``), and prints a
 table. Usage::
@@ -23,7 +24,9 @@ from pathlib import Path
 
 from trainperf.importers import import_path
 
-SHARES = {"megatron": 0.35, "torchtitan": 0.35, "nanogpt": 0.2, "epoch-timing": 0.1}
+SHARES = {"megatron": 0.22, "torchtitan": 0.2, "nanogpt": 0.1, "epoch-timing": 0.05, "llmc": 0.07,
+          "hf_trainer": 0.07, "maxtext": 0.07, "nemo": 0.07, "deepspeed": 0.07, "composer": 0.05,
+          "lightning_csv": 0.03}
 FILE_MB = 64
 NOISE = ("NCCL INFO Channel 03/32 :    0   1   2   3   4   5   6   7",
          "/usr/lib/python3/site-packages/torch/utils/checkpoint.py:90: UserWarning: None of the inputs have "
@@ -64,8 +67,63 @@ def epoch_lines(step: int) -> list[str]:
     return block + [NOISE[step % 3]]
 
 
+def llmc_lines(step: int) -> list[str]:
+    return [f"step {step:4d}/{10 ** 8} | loss {2 + 1 / step:.6f} (+0.01z)| norm 0.2776 (+0.10z)| lr 6.00e-04 | "
+            f"{2749.0 + step % 7:.2f} ms | 47.3% bf16 MFU | {381369 + step % 11:.0f} tok/s", NOISE[step % 3]]
+
+
+def hf_trainer_lines(step: int) -> list[str]:
+    lines = [f"{{'loss': {2 + 1 / step:.4f}, 'grad_norm': 0.51, 'learning_rate': 2e-05, 'epoch': {step / 1e5:.4f}}}",
+             NOISE[step % 3]]
+    if step % 1000 == 0:  # final metrics as Trainer prints them; the last ones count
+        lines.append(f"{{'train_runtime': {step * 0.5:.4f}, 'train_samples_per_second': 64.0, "
+                     f"'train_steps_per_second': 2.0, 'train_loss': 2.1, 'epoch': {step / 1e5:.4f}}}")
+    return lines
+
+
+def maxtext_lines(step: int) -> list[str]:
+    return [f"I0115 10:00:00.000000 140 metric_logger.py:196] completed step: {step}, seconds: {8.982 + step % 5 / 1000}, "
+            f"TFLOP/s/device: 302.566, Tokens/s/device: 3648.273, total_weights: 8388608, loss: {1 / step:.3f}",
+            NOISE[step % 3]]
+
+
+def nemo_lines(step: int) -> list[str]:
+    return [f"Training epoch 0, iteration {step}/{10 ** 8} | lr: 1.961e-06 | global_batch_size: 256 | "
+            f"global_step: {step} | reduced_train_loss: {2 + 1 / step:.3f} | train_step_timing in s: "
+            f"{3.13 + step % 3 / 100:.3f} | consumed_samples: {256 * (step + 1)}", NOISE[step % 3]]
+
+
+def deepspeed_lines(step: int) -> list[str]:
+    moment = START + datetime.timedelta(seconds=2.5 * step)
+    stamp = moment.strftime("%Y-%m-%d %H:%M:%S,") + f"{moment.microsecond // 1000:03d}"
+    return [f"0: [{stamp}] [INFO] [timer.py:260:stop] epoch=0/micro_step={4 * step}/global_step={step}, "
+            f"RunningAvgSamplesPerSec=25.72280894083983, CurrSamplesPerSec={25.7 + step % 3 / 10}, "
+            "MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
+            f"0: [Rank 0] time (ms) | fwd: 612.31 | bwd: 1201.77 | bwd_inner: 1150.02 | bwd_allreduce: 51.70 | "
+            f"step: {88.4 + step % 5:.2f}", NOISE[step % 3]]
+
+
+def composer_lines(step: int) -> list[str]:
+    return [f"[batch={step}/{10 ** 8}]:", f"\t Train time/batch: {step - 1}", f"\t Train time/sample: {(step - 1) * 1024}",
+            f"\t Train time/token: {(step - 1) * 1024 * 8192}", f"\t Train loss/train/total: {2 + 1 / step:.4f}",
+            "\t Train throughput/tokens_per_sec: 20082.8418", f"\t Train time/train: {step / 100:.4f}",
+            NOISE[step % 3]]
+
+
+def lightning_lines(step: int) -> list[str]:
+    return [f"0,{step * 5 - 1},{step * 5},48.2,25087.7,385.9,{step * 2600},{step * 40},{step * 0.12:.6f},",
+            f"0,{step * 5 - 1},,,,,,,,{5 + 1 / step:.6f}"]
+
+
+HEADERS = {"lightning_csv": "epoch,step,train/batches,train/device/batches_per_sec,train/device/items_per_sec,"
+                            "train/device/samples_per_sec,train/lengths,train/samples,train/time,train_loss\n"}
+"""First lines of the formats that have a header."""
+SUFFIXES = {"lightning_csv": ".csv"}
+
 GENERATORS = {"megatron": megatron_lines, "torchtitan": torchtitan_lines, "nanogpt": nanogpt_lines,
-              "epoch-timing": epoch_lines}
+              "epoch-timing": epoch_lines, "llmc": llmc_lines, "hf_trainer": hf_trainer_lines,
+              "maxtext": maxtext_lines, "nemo": nemo_lines, "deepspeed": deepspeed_lines,
+              "composer": composer_lines, "lightning_csv": lightning_lines}
 
 
 def write_logs(folder: Path, total_mb: float) -> list[Path]:
@@ -76,8 +134,9 @@ def write_logs(folder: Path, total_mb: float) -> list[Path]:
         index = 0
         while remaining > 0:
             size = min(remaining, FILE_MB * 2 ** 20)
-            path = folder / f"{name}-{index}.log"
+            path = folder / f"{name}-{index}{SUFFIXES.get(name, '.log')}"
             with open(path, "w") as handle:
+                handle.write(HEADERS.get(name, ""))
                 written, step, lines = 0, 1, []
                 while written < size:
                     text = "\n".join(GENERATORS[name](step)) + "\n"

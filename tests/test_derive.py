@@ -81,12 +81,54 @@ def test_tied_baseline_is_not_guessed_and_a_named_one_is_used():
     assert named["scaling_efficiency"].iloc[2] == pytest.approx(0.75)
 
 
-def test_megatron_convention_on_request():
+def test_megatron_deepspeed_convention_on_request():
     d = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 1.0, "n_layers": 2, "d_model": 64,
-                     "seq_len": 128, "vocab_size": 256, "flops_convention": "megatron"}))
+                     "seq_len": 128, "vocab_size": 256, "flops_convention": "megatron-deepspeed"}))
     # 72*2*64^2 + 12*2*64*128 + 4.5*64*256 = 589,824 + 196,608 + 73,728
     assert d["flops_per_token"].iloc[0] == pytest.approx(860_160)
-    assert d["flops_convention_used"].iloc[0] == "megatron"
+    assert d["flops_convention_used"].iloc[0] == "megatron-deepspeed"
+
+
+def test_megatron_convention_halves_causal_attention_and_counts_logits_six_times():
+    d = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 1.0, "n_layers": 2, "d_model": 64,
+                     "seq_len": 128, "vocab_size": 256, "flops_convention": "megatron"}))
+    # 72*2*64^2 + 6*2*64*128 + 6*64*256 = 589,824 + 98,304 + 98,304
+    assert d["flops_per_token"].iloc[0] == pytest.approx(786_432)
+
+
+def test_data_parallel_and_global_batch_from_micro_batch_and_accumulation():
+    d = derive(runs({"run_id": "a", "gpus": 16, "tensor_parallel": 2, "pipeline_parallel": 2, "elapsed_s": 10.0,
+                     "steps": 5, "micro_batch_size": 4, "grad_accum_steps": 8, "seq_len": 1024}))
+    assert d["data_parallel"].iat[0] == 4
+    assert d["global_batch_size"].iat[0] == 4 * 8 * 4
+    assert d["tokens_per_s"].iat[0] == pytest.approx(5 * 128 * 1024 / 10.0)
+
+
+def test_degrees_that_do_not_divide_the_devices_are_noted_and_unknown_devices_are_not():
+    d = derive(runs({"run_id": "a", "gpus": 12, "tensor_parallel": 8, "tokens_per_s": 1.0},
+                    {"run_id": "b", "tensor_parallel": 8, "tokens_per_s": 1.0}))
+    assert pd.isna(d["data_parallel"]).all()
+    assert "not a multiple" in d["notes"].iat[0] and "not a multiple" not in d["notes"].iat[1]
+
+
+def test_a_nanogpt_style_row_with_micro_batch_and_accumulation_gets_tokens_per_second():
+    # nanoGPT's train_gpt2.py config: batch_size 12, block_size 1024, 5 accumulation steps per process on 8 GPUs
+    # gives "tokens per iteration will be: 491,520"; at 0.25 s per iteration that is 1,966,080 tokens/s
+    d = derive(runs({"run_id": "a", "gpus": 8, "elapsed_s": 2.5, "steps": 10, "micro_batch_size": 12,
+                     "grad_accum_steps": 5, "seq_len": 1024}))
+    assert d["tokens_per_s"].iat[0] == pytest.approx(491_520 / 0.25)
+
+
+def test_an_mfu_above_three_quarters_of_the_dense_peak_is_noted_with_its_likely_causes():
+    # Mixtral 8x7B counted with all 46.7e9 parameters instead of the 12.9e9 each token uses
+    row = {"run_id": "moe", "gpus": 8, "tokens_per_s": 8 * 3000.0, "n_params": 46.7e9, "platform": "NVIDIA H100 SXM",
+           "precision": "bf16"}
+    noted = derive(runs(row))
+    assert noted["mfu"].iat[0] == pytest.approx(6 * 46.7e9 * 3000 / 989.5e12, rel=1e-3)  # 0.85
+    assert "n_active_params" in noted["notes"].iat[0] and "gpus" in noted["notes"].iat[0]
+    active = derive(runs({**row, "n_active_params": 12.9e9}))
+    assert active["mfu"].iat[0] == pytest.approx(6 * 12.9e9 * 3000 / 989.5e12, rel=1e-3)
+    assert pd.isna(active["notes"].iat[0]) or "implausible" not in active["notes"].iat[0]
 
 
 def test_a_baseline_that_was_not_loaded_is_noted_and_the_fewest_devices_used():

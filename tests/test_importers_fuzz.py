@@ -12,7 +12,11 @@ from hypothesis import strategies as st
 
 from trainperf import DataError
 from trainperf.importers import import_path
+from trainperf.importers.deepspeed import parse_timer
+from trainperf.importers.llmc import parse_step as parse_llmc_step
+from trainperf.importers.maxtext import parse_step as parse_maxtext_step
 from trainperf.importers.megatron import parse_iteration
+from trainperf.importers.nemo import parse_step as parse_nemo_step
 from trainperf.importers.nanogpt import parse_iter
 from trainperf.importers.text import LineError, number, timestamp
 from trainperf.importers.torchtitan import parse_step
@@ -45,7 +49,8 @@ def mangled_line(draw) -> str:
 @FUZZ
 @given(st.one_of(mangled_line(), junk))
 def test_line_parsers_raise_only_line_errors(text):
-    for parse in (parse_iteration, parse_step, parse_iter):
+    for parse in (parse_iteration, parse_step, parse_iter, parse_llmc_step, parse_maxtext_step, parse_nemo_step,
+                  parse_timer):
         try:
             parse(text)
         except LineError:

@@ -2,6 +2,10 @@
 
 Formulas (per run; ``N`` devices = ``gpus``):
 
+* parallelism: ``data_parallel = gpus / (tensor_parallel · pipeline_parallel
+  · context_parallel)`` (each degree 1 where not given);
+  ``global_batch_size = micro_batch_size · grad_accum_steps · data_parallel``
+  where not given.
 * work: ``samples = steps · global_batch_size`` and ``tokens = samples ·
   seq_len`` where not given (and ``samples = tokens / seq_len``);
   ``elapsed_s = steps · step_time_s`` where only the step time is given.
@@ -20,7 +24,9 @@ Formulas (per run; ``N`` devices = ``gpus``):
 * ``mfu = tflops_per_gpu / peak_tflops_per_gpu`` against the **dense** peak
   at the run's precision (``trainperf.hardware``; a ``peak_tflops_per_gpu``
   input, e.g. a measured CPU peak, wins). ``hfu = mfu · 4/3`` with activation
-  checkpointing, else ``mfu``.
+  checkpointing, else ``mfu``. An MFU above :data:`PLAUSIBLE_MFU` of a
+  dense peak is noted with its likely causes (a mixture-of-experts model
+  counted with all its parameters, a wrong device count, a wrong peak).
 * ``compute_s = forward_s + loss_s + backward_s + optimizer_s`` where not
   given; ``comm_overhead = (comm_exposed_s, else comm_s) / elapsed`` of a
   typical rank (``mean_rank_elapsed_s`` where known, else ``elapsed_s``);
@@ -49,6 +55,10 @@ from trainperf.scaling import add_scaling
 from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS
 
 SECONDS_PER_DAY = 86_400.0
+PLAUSIBLE_MFU = 0.75
+"""MFU above this fraction of a dense peak is implausible for training and is noted."""
+PARALLEL_DEGREES = ("tensor_parallel", "pipeline_parallel", "context_parallel")
+"""Model-parallel degrees that divide the devices into data-parallel replicas."""
 RATE_TOLERANCE = 0.02
 """Relative difference between a published and a recomputed rate that is noted."""
 
@@ -64,6 +74,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     for i in np.flatnonzero(out["gpus"].isna().to_numpy()):
         notes[i].append("gpus unknown: no per-device rate, TFLOP/s per device, MFU, GPU-hours, cost "
                         "or scaling efficiency")
+    _add_parallelism(out, notes)
     _fill_work(out, notes)
     _add_rates(out, notes)
     _add_flops(out, notes)
@@ -84,6 +95,21 @@ def _empty(n: int, kind: str, index: pd.Index) -> pd.Series:
 def _fill(out: pd.DataFrame, column: str, values: pd.Series) -> None:
     """Fill the missing cells of ``column`` with ``values``."""
     out[column] = out[column].fillna(values)
+
+
+def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    model_parallel = out[list(PARALLEL_DEGREES)].astype(float).fillna(1.0).prod(axis=1)
+    out["data_parallel"] = out["gpus"] / model_parallel
+    uneven = out["data_parallel"].notna() & (out["data_parallel"] % 1 != 0)
+    for i in np.flatnonzero(uneven.to_numpy()):
+        notes[i].append(f"data_parallel: gpus {out['gpus'].iat[i]:g} is not a multiple of tensor x pipeline x "
+                        f"context parallel ({model_parallel.iat[i]:g}): check the degrees")
+    out["data_parallel"] = out["data_parallel"].where(~uneven)
+    from_micro = out["micro_batch_size"] * out["grad_accum_steps"] * out["data_parallel"]
+    out["global_batch_size"] = _first_estimate("global_batch_size", notes, [
+        ("the given size", out["global_batch_size"].astype(float)),
+        ("micro_batch_size · grad_accum_steps · data_parallel", from_micro),
+    ])
 
 
 def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -167,14 +193,26 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
     out["peak_tflops_per_gpu"] = np.array(peaks, dtype=float)
     out["peak_source"] = pd.Series(sources, index=out.index, dtype="string")
     out["mfu"] = out["tflops_per_gpu"] / out["peak_tflops_per_gpu"]
-    for i in np.flatnonzero((out["mfu"] > 1).to_numpy()):
-        notes[i].append(f"mfu: {out['mfu'].iat[i]:.3g} is above 1, more FLOP/s than the device's peak: "
-                        "check tokens, elapsed_s, gpus, n_params and the platform")
+    for i in np.flatnonzero((out["mfu"] > PLAUSIBLE_MFU).to_numpy()):
+        notes[i].append(_implausible_mfu(out.iloc[i]))
     checkpointing = out["activation_checkpointing"]
     factor = np.where(checkpointing.fillna(False).to_numpy(bool), flops_mod.RECOMPUTE_FACTOR, 1.0)
     out["hfu"] = (out["mfu"] * factor).where(checkpointing.notna())
     for i in np.flatnonzero((out["mfu"].notna() & checkpointing.isna()).to_numpy()):
         notes[i].append("hfu: activation_checkpointing unknown")
+
+
+def _implausible_mfu(row: pd.Series) -> str:
+    """Why an MFU above :data:`PLAUSIBLE_MFU` is doubtful, naming the likely causes."""
+    above = "is above 1, more FLOP/s than the device's peak" if row["mfu"] > 1 else \
+        f"is above {PLAUSIBLE_MFU:g} of the dense peak, which training rarely exceeds"
+    causes = []
+    if pd.isna(row.get("n_active_params")):
+        causes.append("a mixture-of-experts model counts only the parameters each token uses: give n_active_params")
+    causes.append(f"gpus ({row['gpus']:g}) must count every device of the job")
+    causes.append(f"the peak ({row['peak_tflops_per_gpu']:g} TFLOP/s) must be the dense one at the run's precision")
+    causes.append("tokens or elapsed_s may cover different windows")
+    return f"mfu: {row['mfu']:.3g} {above}; likely causes: " + "; ".join(causes)
 
 
 def _peak(row: dict) -> tuple[float, object, str]:

@@ -93,9 +93,9 @@ def _walk(path: Path, skipped: list[tuple[str, str]], in_folder: bool = False):
             else:
                 skipped.append((str(child), "not a data file"))
         return
-    from trainperf.importers import detect, has_column_mapping
+    from trainperf.importers import detect, reads_as_log
 
-    if path.suffix.lower() in TABLE_SUFFIXES and not has_column_mapping(path):
+    if path.suffix.lower() in TABLE_SUFFIXES and not reads_as_log(path):
         if _is_steps_table(path):
             skipped.append((str(path), "steps table (one row per rank per step): read it with load_steps"))
             return

@@ -46,12 +46,15 @@ IDENTITY: list[Column] = [
         "model": "model name",
         "precision": "bf16, fp16, fp32, tf32 or fp8",
         "strategy": "single, ddp, fsdp, ...",
-        "flops_convention": "6n, palm or megatron (optional; default: palm when layers, width and seq_len are known, else 6n)",
+        "flops_convention": "6n, palm, megatron, megatron-deepspeed, torchtitan or llmc (optional; default: palm "
+                            "when layers, width and seq_len are known, else 6n; see trainperf.flops)",
         "source": "provenance: where the numbers come from",
         "baseline_run_id": "optional: the run this one's scaling is measured against (default: fewest devices in the experiment)",
     }),
     *_cols("float", "count", {
         "n_params": "parameters of the model (count)",
+        "n_active_params": "parameters used per token (count): differs from n_params for mixture-of-experts "
+                           "models; FLOPs use it when given",
     }),
     *_cols("int", "count", {
         "n_layers": "transformer layers",
@@ -61,11 +64,21 @@ IDENTITY: list[Column] = [
         "seq_len": "sequence length (tokens per sample)",
         "nodes": "machines in the job",
         "gpus": "devices (GPUs, or processes on CPU) in the job",
+        "tensor_parallel": "tensor-parallel degree (default 1)",
+        "pipeline_parallel": "pipeline-parallel degree (default 1)",
+        "context_parallel": "context- (sequence-) parallel degree (default 1)",
+        "expert_parallel": "expert-parallel degree (default 1; experts are spread over data-parallel ranks)",
         "micro_batch_size": "samples per device per forward pass",
         "grad_accum_steps": "micro-batches per optimizer step",
         "global_batch_size": "samples per optimizer step, all devices together",
         "steps": "optimizer steps in the measured window",
+        "num_query_groups": "key/value heads under grouped-query attention (default: n_heads; megatron FLOPs)",
+        "ffn_hidden_size": "width of the MLP's hidden layer (default 4 x d_model; megatron FLOPs)",
+        "num_experts": "experts per mixture-of-experts layer (megatron FLOPs: every layer is one)",
+        "moe_router_topk": "experts each token is routed to (Megatron-LM's default 2; megatron FLOPs)",
+        "moe_ffn_hidden_size": "hidden width of one expert's MLP (default ffn_hidden_size; megatron FLOPs)",
     }),
+    Column("swiglu", "bool", "the MLP is a gated linear unit (SwiGLU: three matrices instead of two; megatron FLOPs)"),
     Column("activation_checkpointing", "bool", "activations recomputed in backward (HFU counts it)"),
     Column("price_per_gpu_hour", "float", "rental price of one device for one hour (USD)", "nonnegative"),
     Column("flops_per_token", "float", "model FLOPs per token, forward + backward (override of the convention)", "positive"),
@@ -105,6 +118,9 @@ MEASUREMENTS: list[Column] = [
 ]
 
 DERIVED: list[Column] = [
+    Column("data_parallel", "float", "data-parallel degree: gpus / (tensor_parallel x pipeline_parallel x context_parallel)"),
+    Column("global_batch_size", "float", "samples per optimizer step: micro_batch_size x grad_accum_steps x data_parallel "
+                                         "where not given"),
     Column("tokens_per_s", "float", "throughput, all devices (tokens/s)"),
     Column("tokens_per_s_per_gpu", "float", "throughput per device (tokens/s)"),
     Column("samples_per_s", "float", "throughput, all devices (samples/s)"),
@@ -113,7 +129,7 @@ DERIVED: list[Column] = [
     Column("tokens_per_day", "float", "tokens processed in 24 h at this throughput"),
     Column("samples_per_day", "float", "samples processed in 24 h at this throughput"),
     Column("flops_per_token", "float", "model FLOPs per token, forward + backward"),
-    Column("flops_convention_used", "str", "the formula behind flops_per_token: 6n, palm, megatron or given"),
+    Column("flops_convention_used", "str", "the formula behind flops_per_token (a trainperf.flops convention) or given"),
     Column("tflops_total", "float", "achieved model TFLOP/s, all devices"),
     Column("tflops_per_gpu", "float", "achieved model TFLOP/s per device"),
     Column("peak_tflops_per_gpu", "float", "dense peak TFLOP/s of one device at the run's precision"),

@@ -4,7 +4,10 @@
 (the first :data:`SNIFF_BYTES`, then the rest if that is inconclusive) and
 returns an :class:`ImportResult`. Formats (one module each, in
 :data:`FORMATS`): Megatron-LM / Megatron-DeepSpeed (``megatron``), torchtitan
-(``torchtitan``), nanoGPT (``nanogpt``), per-rank epoch timing logs
+(``torchtitan``), nanoGPT (``nanogpt``), llm.c (``llmc``), Hugging Face Trainer
+(``hf_trainer``), MaxText (``maxtext``), NeMo (``nemo``),
+DeepSpeed (``deepspeed``), Composer / llm-foundry (``composer``), Lightning's CSVLogger with ThroughputMonitor
+(``lightning_csv``), per-rank epoch timing logs
 (``epoch_timing``), batch-size timing summaries (``timing_summary``), and any
 CSV through a column mapping (``csv_mapping``). What a log does not say comes
 from its sidecar ``<log>.trainperf.yaml`` or ``overrides`` (``settings``).
@@ -20,22 +23,31 @@ from typing import Any
 
 from trainperf.errors import DataError
 from trainperf.importers.compare import TOLERANCE, compare_reported
+from trainperf.importers.composer import Composer
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
 from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
+from trainperf.importers.deepspeed import DeepSpeed
 from trainperf.importers.epoch_timing import EpochTiming
+from trainperf.importers.hf_trainer import HFTrainer
+from trainperf.importers.lightning_csv import LightningCsv
+from trainperf.importers.llmc import Llmc
+from trainperf.importers.maxtext import MaxText
 from trainperf.importers.megatron import Megatron
 from trainperf.importers.nanogpt import NanoGPT
+from trainperf.importers.nemo import NeMo
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
 from trainperf.importers.text import clean, iter_chunks, read_head
 from trainperf.importers.timing_summary import TimingSummary
 from trainperf.importers.torchtitan import Torchtitan
 
-FORMATS: tuple[Format, ...] = (CsvMapping(), Megatron(), Torchtitan(), NanoGPT(), EpochTiming(), TimingSummary())
-"""Every format, in order of preference when two score alike."""
+FORMATS: tuple[Format, ...] = (CsvMapping(), LightningCsv(), NeMo(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
+                               MaxText(), DeepSpeed(), Composer(), EpochTiming(), TimingSummary())
+"""Every format, in order of preference when two score alike (NeMo 2 lines also look like
+Megatron iteration lines: NeMo first)."""
 SNIFF_BYTES = 1 << 20
 
 __all__ = ["FORMATS", "TOLERANCE", "ImportResult", "Missing", "compare_reported", "detect",
-           "has_column_mapping", "import_path", "sidecar_path"]
+           "has_column_mapping", "import_path", "reads_as_log", "sidecar_path"]
 
 
 def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ImportResult:
@@ -62,6 +74,19 @@ def has_column_mapping(path: str | Path) -> bool:
     A sidecar that is not valid YAML raises ``DataError`` naming it."""
     sidecar = sidecar_path(Path(path))
     return sidecar.is_file() and "columns" in read_yaml(sidecar)
+
+
+def reads_as_log(path: str | Path) -> bool:
+    """Whether a table file (CSV) is read by :func:`import_path` rather than as
+    a canonical table: it has a column mapping, or an importer recognises its
+    header (a Lightning ``metrics.csv``)."""
+    path = Path(path)
+    if has_column_mapping(path):
+        return True
+    if path.suffix.lower() != ".csv":
+        return False
+    head = clean(read_head(path, 1 << 16).decode("utf-8", errors="replace"))
+    return LightningCsv().sniff(head, Settings()) > 0
 
 
 def detect(path: Path, settings: Settings | None = None) -> Format:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
-from trainperf.flops import REQUIRES
+from trainperf.flops import missing_inputs
 from trainperf.loading import SPEED_INPUTS, check_runs, is_missing
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineParser
@@ -130,8 +130,39 @@ class ImportResult:
     warnings: list[str] = field(default_factory=list)
 
 
-RATE_FROM_REPORTED = "reported throughput (the log has no timestamps)"
+RATE_FROM_REPORTED = "reported throughput (the log gives no token or sample counts)"
 """``extra_time_source`` of a run whose rate is the log's own reported rate."""
+
+
+def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Where a run's window gives no token (or sample) counts and its
+    configuration cannot give them (samples · ``seq_len``; steps ·
+    ``global_batch_size``, or micro-batch · accumulation · devices), the
+    log's own rate is its throughput: ``reported_tokens_per_s`` (global),
+    else ``reported_tokens_per_s_per_gpu`` × ``gpus`` (likewise for samples);
+    ``extra_time_source`` then says so (and rates are not compared)."""
+    def known(name: str) -> bool:
+        return not is_missing(config.get(name))
+
+    batch = known("global_batch_size") or all(known(k) for k in ("micro_batch_size", "grad_accum_steps", "gpus"))
+    samples = "samples" in measured or batch and "steps" in measured
+    counted = {"samples": samples, "tokens": "tokens" in measured or samples and known("seq_len")}
+    gpus = config.get("gpus")
+    for unit in ("tokens", "samples"):
+        if counted[unit]:
+            continue
+        rate = measured.get(f"reported_{unit}_per_s", math.nan)
+        if not rate > 0 and known("gpus"):
+            rate = measured.get(f"reported_{unit}_per_s_per_gpu", math.nan) * float(gpus)
+        if rate > 0:
+            measured[f"{unit}_per_s"] = rate
+            measured["extra_time_source"] = RATE_FROM_REPORTED
+
+
+REPORTED_CONVENTION = "extra_reported_flops_convention"
+"""Column naming the FLOPs convention (``trainperf.flops``) of the figures a
+log printed itself: its ``reported_*`` FLOP/s and MFU are compared with
+trainperf's under that convention."""
 
 PER_GPU = ("tokens_per_s_per_gpu", "samples_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
            "scaling_efficiency", "gpu_hours", "cost_usd")
@@ -158,13 +189,13 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
 
     if not known("gpus"):
         lack("gpus", PER_GPU)
-    has_samples = (known("samples") or known("samples_per_s")
-                   or known("global_batch_size") and (known("steps") or known("step_time_s")))
+    batch = known("global_batch_size") or known("micro_batch_size") and known("grad_accum_steps") and known("gpus")
+    has_samples = known("samples") or known("samples_per_s") or batch and (known("steps") or known("step_time_s"))
     if not (known("tokens") or known("tokens_per_s")):
         if has_samples:
             if not known("seq_len"):
                 lack("seq_len", TOKEN_RATES + FLOPS[1:])
-        elif known("steps"):
+        elif known("steps") and not batch:
             lack("global_batch_size", SAMPLE_RATES + TOKEN_RATES + FLOPS[1:])
             if not known("seq_len"):
                 lack("seq_len", TOKEN_RATES + FLOPS[1:])
@@ -174,11 +205,10 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
     if not known("flops_per_token"):
         convention = row.get("flops_convention")
         if not is_missing(convention):
-            for name in REQUIRES[str(convention)]:
-                if not known(name):
-                    lack(name, FLOPS)
+            for name in missing_inputs(row, str(convention)):
+                lack(name, FLOPS)
         else:
-            if not known("n_params"):
+            if not (known("n_params") or known("n_active_params")):
                 lack("n_params", FLOPS)
             for name in ("n_layers", "d_model", "seq_len"):
                 if not known(name):

@@ -57,6 +57,8 @@ includes an evaluation), 2 for one whose time another record contains."""
 COLUMN = {name: j for j, name in enumerate(FIELDS)}
 
 NAN = math.nan
+COPY_STRIDE = 1_000_000
+"""Rank offset of the copies of a labelled rank's line (see :meth:`IntervalParser.rank_of`)."""
 BROKEN: tuple[float, ...] = (NAN,)
 """Marks a rank whose previous record line could not be read: the next
 record's start is unknown, so its length is too."""
@@ -131,6 +133,19 @@ class IntervalParser(RunParser, Generic[RunT]):
         super().__init__(path)
         self.run: RunT | None = None
         self.done: list[RunT] = []
+        self.copies: dict[int | None, tuple[int, int]] = {}
+
+    def rank_of(self, rank: int | None, step: int) -> int:
+        """The rank a record of ``step`` belongs to, given the rank its line's
+        launcher prefix names (None: no prefix). Several ranks print the same
+        step: where no prefix tells them apart, the k-th line of one step in a
+        row is rank k (unlabelled) or rank ``label + k·COPY_STRIDE`` (under one
+        label, e.g. ``srun -l``'s task of a node whose processes add no prefix
+        of their own), not a new run."""
+        last, copies = self.copies.get(rank, (-1, 0))
+        copies = copies + 1 if step == last else 0
+        self.copies[rank] = (step, copies)
+        return (0 if rank is None else rank) + copies * (1 if rank is None else COPY_STRIDE)
 
     def new_run(self, line: int) -> RunT:
         """A run starting at ``line``, with the configuration read so far."""
@@ -182,9 +197,15 @@ class IntervalParser(RunParser, Generic[RunT]):
         return [ParsedRun(None, run.line, run.config, partial(self.finish, run)) for run in runs]
 
 
-def aggregate(records: Intervals, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+def aggregate(records: Intervals, config: Mapping[str, Any],
+              origin: float | None = None) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """Measurements of the run's window (a dict of runs columns) and its steps
-    rows (None unless every window record covers exactly one step)."""
+    rows (None unless every window record covers exactly one step).
+
+    ``origin``: the number of a training job's first step, for logs that
+    number steps from it (MaxText, NeMo): a log that starts more than the
+    warm-up past it (a progress bar that kept only its last step; a log cut
+    at its start) shows no warm-up, so all its records are measured."""
     table = records.table()
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
@@ -192,6 +213,8 @@ def aggregate(records: Intervals, config: Mapping[str, Any]) -> tuple[dict[str, 
     first_covered = col["step"] - col["n_steps"] + 1
     ranks, first_record, group = np.unique(col["rank"], return_index=True, return_inverse=True)
     start = first_covered[first_record]
+    if origin is not None:
+        start = np.where(start >= origin + warmup, start - warmup, start)
     boundary = np.where(np.isfinite(start), start, col["step"][first_record]) + warmup
     in_window = np.isfinite(first_covered) & (first_covered >= boundary[group])
     if np.isfinite(col["seconds"]).any():
@@ -296,3 +319,14 @@ def finite(value: float) -> float:
     """``value``, or NaN where it is infinite (runs columns hold finite numbers)."""
     return value if math.isfinite(value) else NAN
 
+
+
+def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step: int, seconds: float,
+                      tokens: float, samples: float, loss: float, reported: tuple[float, ...]) -> Run:
+    """Add the record of a line of ``rank`` (see :meth:`IntervalParser.rank_of`)
+    that times one step (``seconds``: that step's wall time) to ``parser``'s
+    run, and return the run; the step's ``tokens`` / ``samples`` are the
+    whole job's (NaN where unknown)."""
+    run = parser.run_at(line, rank, step)
+    run.records.add((rank, step, 1.0, seconds, seconds, samples, tokens, loss, NAN, 0.0, *reported))
+    return run

@@ -28,13 +28,20 @@ Conversions:
   batch-size ramp-up), else ``n · global batch size``; ``tokens``: the change
   in ``consumed tokens`` where printed.
 * ``throughput per GPU (TFLOP/s/GPU)`` (Megatron-LM: model FLOPs from
-  ``num_floating_point_operations``) and ``TFLOPs`` (Megatron-DeepSpeed: eq. 3
-  of Narayanan et al. with the recomputation factor 4 under activation
-  checkpointing, i.e. hardware FLOPs) are kept as ``reported_tflops_per_gpu``;
+  ``num_floating_point_operations``, the ``megatron`` convention) and
+  ``TFLOPs`` (Megatron-DeepSpeed: eq. 3 of Narayanan et al. with the
+  recomputation factor 4 under activation checkpointing, i.e. hardware FLOPs;
+  the ``megatron-deepspeed`` convention) are kept as ``reported_tflops_per_gpu``
+  with the convention in ``extra_reported_flops_convention``;
   ``samples per second`` as ``reported_samples_per_s``; ``tgs`` as
   ``reported_tokens_per_s_per_gpu``.
 * The argument dump (``  seq_length ........ 2048``) gives ``gpus``
-  (``world_size``), ``seq_len``, ``n_layers``, ``d_model``, ``n_heads``,
+  (``world_size``), the parallel degrees (``tensor_model_parallel_size``,
+  ``pipeline_model_parallel_size``, ``context_parallel_size``,
+  ``expert_model_parallel_size``), the shape the ``megatron`` FLOPs use
+  (``ffn_hidden_size``, ``swiglu``, ``num_query_groups`` under
+  ``group_query_attention``, ``num_experts``, ``moe_router_topk``,
+  ``moe_ffn_hidden_size``), ``seq_len``, ``n_layers``, ``d_model``, ``n_heads``,
   ``micro_batch_size``, ``global_batch_size``, ``grad_accum_steps`` (global
   batch / (micro batch · data-parallel size)), ``precision`` (``fp8``,
   ``bf16``, ``fp16``, else ``fp32``) and ``activation_checkpointing``
@@ -55,7 +62,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.importers import intervals
-from trainperf.importers.core import LineFormat
+from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
 from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
 
 NAN = math.nan
@@ -72,17 +79,19 @@ _VAL_LOSS = re.compile(rf"lm loss value:\s*({NUMBER})")
 _INT_ARGS = {"world_size": "gpus", "seq_length": "seq_len", "num_layers": "n_layers", "hidden_size": "d_model",
              "num_attention_heads": "n_heads", "micro_batch_size": "micro_batch_size",
              "global_batch_size": "global_batch_size", "padded_vocab_size": "vocab_size",
-             "tensor_model_parallel_size": "extra_tensor_parallel_size",
-             "pipeline_model_parallel_size": "extra_pipeline_parallel_size",
-             "context_parallel_size": "extra_context_parallel_size",
-             "data_parallel_size": "extra_data_parallel_size", "num_experts": "extra_num_experts"}
-_OTHER_ARGS = ("bf16", "fp16", "fp8", "recompute_granularity", "checkpoint_activations")
+             "tensor_model_parallel_size": "tensor_parallel", "pipeline_model_parallel_size": "pipeline_parallel",
+             "context_parallel_size": "context_parallel", "expert_model_parallel_size": "expert_parallel",
+             "ffn_hidden_size": "ffn_hidden_size", "num_experts": "num_experts",
+             "moe_router_topk": "moe_router_topk", "moe_ffn_hidden_size": "moe_ffn_hidden_size"}
+_OTHER_ARGS = ("bf16", "fp16", "fp8", "recompute_granularity", "checkpoint_activations", "data_parallel_size",
+               "swiglu", "group_query_attention", "num_query_groups")
 
 
 def parse_iteration(line: str) -> tuple[Any, ...]:
     """``(rank, iteration, seconds per iteration, consumed samples, consumed
     tokens, global batch size, loss, tflops_per_gpu, samples_per_s,
-    tokens_per_s_per_gpu)`` of an iteration line (NaN where absent)."""
+    tokens_per_s_per_gpu)`` of an iteration line (NaN where absent; rank None
+    without a launcher prefix)."""
     rank, body = rank_prefix(line)
     match = _ITERATION.search(body)
     if match is None:
@@ -102,7 +111,7 @@ def parse_iteration(line: str) -> tuple[Any, ...]:
     positive(seconds, "elapsed time per iteration")
     loss = _number(fields, "lm loss")
     tflops = _number(fields, "throughput per GPU (TFLOP/s/GPU)")
-    return (0 if rank is None else rank, whole(match.group(1), "iteration"), seconds,
+    return (rank, whole(match.group(1), "iteration"), seconds,
             _count(fields, "consumed samples"), _count(fields, "consumed tokens"),
             _count(fields, "global batch size"), loss if not math.isnan(loss) else _number(fields, "loss"),
             tflops if not math.isnan(tflops) else _number(fields, "TFLOPs"), _number(fields, "samples per second"),
@@ -139,10 +148,13 @@ class MegatronParser(intervals.IntervalParser[_Run]):
         super().__init__(path)
         self.args: dict[str, str] = {}
         self.vocab: int | None = None
+        self.convention = "megatron"
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
         if "iteration" in line and _ITERATION.search(line):
+            if "| TFLOPs:" in line:
+                self.convention = "megatron-deepspeed"
             return self.read_record(lines, i, number_, parse_iteration, "iteration line")
         if "lm loss value" in line:
             match = _VAL_LOSS.search(line)
@@ -167,7 +179,8 @@ class MegatronParser(intervals.IntervalParser[_Run]):
         return _Run(line, self._config())
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        rank, iteration, seconds, consumed, consumed_tokens, batch, loss, *reported = parsed
+        label, iteration, seconds, consumed, consumed_tokens, batch, loss, *reported = parsed
+        rank = self.rank_of(label, iteration)
         run = self.run_at(line, rank, iteration)
         previous = run.previous.get(rank)
         if previous is intervals.BROKEN:
@@ -211,11 +224,17 @@ class MegatronParser(intervals.IntervalParser[_Run]):
         granularity = args.get("recompute_granularity")
         if granularity not in (None, "None"):
             config["extra_recompute_granularity"] = granularity
+        if args.get("swiglu") in ("True", "False"):
+            config["swiglu"] = args["swiglu"] == "True"
+        groups = args.get("num_query_groups", "")
+        if args.get("group_query_attention") == "True" and groups.isdigit() and int(groups) > 0:
+            config["num_query_groups"] = int(groups)
         if "recompute_granularity" in args or "checkpoint_activations" in args:
             config["activation_checkpointing"] = (granularity == "full"
                                                   or args.get("checkpoint_activations") == "True")
-        dp, micro, batch = (config.get("extra_data_parallel_size"), config.get("micro_batch_size"),
-                            config.get("global_batch_size"))
+        dp_text = args.get("data_parallel_size", "")
+        dp = int(dp_text) if dp_text.isdigit() else None
+        micro, batch = config.get("micro_batch_size"), config.get("global_batch_size")
         if dp and micro and batch and batch % (dp * micro) == 0:
             config["grad_accum_steps"] = batch // (dp * micro)
         return config
@@ -226,10 +245,13 @@ class MegatronParser(intervals.IntervalParser[_Run]):
             run.widened = True
         measured, steps = intervals.aggregate(run.records, config)
         measured["extra_time_source"] = "iteration times printed by the log"
+        if "reported_tflops_per_gpu" in measured:
+            measured[REPORTED_CONVENTION] = self.convention
         if math.isfinite(run.memory_gb):
             measured["peak_memory_gb"] = max(run.memory_gb, measured.get("peak_memory_gb", 0.0))
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
+        rate_from_reported(measured, config)
         return measured, steps
 
 

@@ -44,7 +44,7 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers import intervals
-from trainperf.importers.core import LineFormat
+from trainperf.importers.core import REPORTED_CONVENTION, LineFormat
 from trainperf.importers.text import NUMBER, LineError, number, positive, rank_prefix
 
 NAN = math.nan
@@ -121,19 +121,22 @@ class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add an iteration line's record (each line times its own step, so every interval is usable)."""
         iteration, loss, seconds, mfu = parsed
-        run = self.run_at(line, 0, iteration)
+        rank = self.rank_of(None, iteration)
+        run = self.run_at(line, rank, iteration)
         excluded = 0.0
         if self.pending_eval is not None:
             evaluated, val_loss = self.pending_eval
-            self.pending_eval = None
             run.val_loss = val_loss
             excluded = 1.0 if evaluated == iteration else 0.0
-        run.records.add((0, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, mfu))
+            if evaluated != iteration:  # every rank's line of the evaluated iteration is excluded
+                self.pending_eval = None
+        run.records.add((rank, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, mfu))
         return ""
 
     def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
         measured, steps = intervals.aggregate(run.records, config)
         measured["extra_time_source"] = "iteration times printed by the log"
+        measured[REPORTED_CONVENTION] = "palm"
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps

@@ -49,7 +49,10 @@ _RANK_PREFIX = re.compile(
     r"\s*(?:\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:|(\d+): )")
 """Per-rank prefixes added by launchers: ``[rank3]:`` (torchrun ``--tee`` /
 ``--local-ranks-filter``), ``[default3]:`` (torchelastic), ``[1,3]<stdout>:``
-(Open MPI ``--tag-output``), ``3: `` (Slurm ``srun --label``)."""
+(Open MPI ``--tag-output``), ``3: `` (Slurm ``srun --label``). They nest
+(``0: [rank3]:`` from torchrun under ``srun -l``): the innermost names the rank."""
+_LEADING_TIME = re.compile(r"\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?(?= )")
+"""A timestamp a log collector writes before the launcher's prefix."""
 
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 
@@ -98,12 +101,25 @@ def whole(text: str, what: str) -> int:
 
 
 def rank_prefix(line: str) -> tuple[int | None, str]:
-    """The rank named by a launcher prefix at the start of ``line`` (or None)
-    and the line without the prefix."""
+    """The rank named by the launcher prefixes at the start of ``line`` (the
+    innermost of nested ones; None without any) and the line without them (a
+    collector's timestamp before them is kept)."""
     match = _RANK_PREFIX.match(line)
+    kept = ""
     if match is None:
-        return None, line
-    return int(match.group(match.lastindex or 1)), line[match.end():]
+        stamp = _LEADING_TIME.match(line) if line[:1] in "[0123456789 " else None
+        if stamp is None:
+            return None, line
+        match = _RANK_PREFIX.match(line, stamp.end())
+        if match is None:
+            return None, line
+        kept = line[:stamp.end()] + " "
+    rank = None
+    while match is not None:
+        rank = int(match.group(match.lastindex or 1))
+        end = match.end()
+        match = _RANK_PREFIX.match(line, end)
+    return rank, kept + line[end:]
 
 
 _MINUTE_SECONDS: dict[str, float] = {}
@@ -186,9 +202,10 @@ def _chunks(path: Path, chunk_bytes: int) -> Iterator[list[str]]:
                 rest = data
                 continue
             if cut < 0:
-                cut = len(data)
+                cut = len(data) - 1
             rest = data[cut + 1:]
-            yield clean(data[:cut].decode("utf-8", errors="replace")).split("\n")
+            # cleaned with its final newline, so a CRLF at the cut is not read as a lone carriage return
+            yield clean(data[:cut + 1].decode("utf-8", errors="replace")).removesuffix("\n").split("\n")
 
 
 class LineParser:

@@ -37,7 +37,9 @@ Conversions:
   step 1, with ...`` in older versions) gives ``micro_batch_size``,
   ``global_batch_size``, ``grad_accum_steps``, ``seq_len``; ``Model M size:
   P total parameters`` gives ``model`` and ``n_params``; ``Building k-D
-  device mesh with [...], [d1, d2]`` gives ``gpus = d1 · d2 · ...``; ``CUDA
+  device mesh with ['dp_shard', 'tp', ...], [d1, d2, ...]`` gives ``gpus = d1 · d2 · ...``
+  (an ``ep`` dimension, carved out of the others, left out of the product) and
+  the degrees of its ``tp``, ``pp``, ``cp`` and ``ep`` dimensions; ``CUDA
   capacity: NAME with ...GiB memory`` gives ``platform`` (the device name);
   ``validate step: N  loss: X`` gives ``val_loss``.
 """
@@ -52,7 +54,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import intervals
-from trainperf.importers.core import RATE_FROM_REPORTED, LineFormat
+from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
 from trainperf.importers.text import (NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp,
                                       whole)
 from trainperf.loading import is_missing
@@ -69,14 +71,17 @@ _BATCH = re.compile(r"local batch size (\d+), global batch size (\d+)(?:, gradie
                     r", sequence length (\d+)")
 _MODEL = re.compile(r"Model (.+?) size: ([\d,]+) total parameters")
 _PEAK = re.compile(rf"Peak FLOPS used for computing MFU: ({NUMBER})")
-_MESH = re.compile(r"Building \d+-D device mesh with \[[^\]]*\], \[([\d,\s]+)\]")
+_MESH = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\], \[([\d,\s]+)\]")
+_MESH_DEGREES = {"tp": "tensor_parallel", "pp": "pipeline_parallel", "cp": "context_parallel",
+                 "ep": "expert_parallel"}
+"""torchtitan's mesh dimension names and the degrees they give."""
 _DEVICE = re.compile(r"(?:CUDA|GPU|ROCM|XPU|NPU) capacity: (.+?) with [\d.]+\s*GiB memory")
 _VALIDATE = re.compile(rf"validate step:\s*\d+\s+loss:\s*({NUMBER})")
 
 
 def parse_step(line: str) -> tuple[Any, ...]:
     """``(rank, step, loss, memory GiB, tps, tflops, mfu fraction, timestamp)``
-    of a step line (NaN where absent)."""
+    of a step line (NaN where absent; rank None without a launcher prefix)."""
     rank, body = rank_prefix(line)
     match = _STEP.search(body)
     if match is None:
@@ -101,7 +106,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
     gib = field_number("memory", memory)
     if gib < 0 or gib == math.inf:
         raise LineError(f"memory: {gib:g} GiB is not a size")
-    return (0 if rank is None else rank, int(step) if step.isdigit() else whole(step, "step"),
+    return (rank, int(step) if step.isdigit() else whole(step, "step"),
             field_number("loss", loss), gib, rate, field_number("tflops", tflops), field_number("mfu", mfu) / 100.0,
             timestamp(body[:at]))
 
@@ -150,8 +155,12 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
         elif match := _PEAK.search(line):
             config["reported_peak_tflops_per_gpu"] = number(match.group(1)) / 1e12
         elif match := _MESH.search(line):
-            sizes = [int(x) for x in match.group(1).replace(" ", "").split(",") if x]
-            config["gpus"] = math.prod(sizes)
+            names = [x.strip().strip("'\"") for x in match.group(1).split(",")]
+            sizes = [int(x) for x in match.group(2).replace(" ", "").split(",") if x]
+            if len(names) == len(sizes):
+                degrees = dict(zip(names, sizes))
+                config["gpus"] = math.prod(size for name, size in degrees.items() if name != "ep")
+                config.update({_MESH_DEGREES[name]: size for name, size in degrees.items() if name in _MESH_DEGREES})
         elif match := _DEVICE.search(line):
             config["platform"] = match.group(1).strip()
         for key in ("gpus", "micro_batch_size", "global_batch_size", "seq_len", "grad_accum_steps", "n_params"):
@@ -164,7 +173,8 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
         return intervals.Run(line, dict(self.config), REPORTED)
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        rank, step, loss, memory, tps, tflops, mfu, when = parsed
+        label, step, loss, memory, tps, tflops, mfu, when = parsed
+        rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)
         if previous is None or previous is intervals.BROKEN:
@@ -185,11 +195,10 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
         measured, steps = intervals.aggregate(run.records, config)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
+        measured[REPORTED_CONVENTION] = "torchtitan"
         if "elapsed_s" in measured:
             measured["extra_time_source"] = "log timestamps"
-        elif "reported_tokens_per_s_per_gpu" in measured and not is_missing(config.get("gpus")):
-            measured["tokens_per_s"] = measured["reported_tokens_per_s_per_gpu"] * float(config["gpus"])
-            measured["extra_time_source"] = RATE_FROM_REPORTED
+        rate_from_reported(measured, config)
         return measured, steps
 
 

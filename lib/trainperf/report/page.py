@@ -18,16 +18,10 @@ import pandas as pd
 
 from trainperf import derive, load_runs
 from trainperf.errors import DataError
+from trainperf.flops import FORMULAS
 from trainperf.report.html import Col, Fragment, bullet_list, esc, heading, join, paragraph, table
 
-CONVENTIONS = {
-    "6n": "6·N — 6 FLOPs per parameter per token, forward + backward (Kaplan et al. 2020); attention ignored",
-    "palm": "6·N + 12·L·d·T — PaLM appendix B (Chowdhery et al. 2022): attention scores over T tokens "
-            "included, causal mask not halved",
-    "megatron": "72·L·h²·(1 + T/6h + V/16Lh) per token — Megatron-LM eq. 3 (Narayanan et al. 2021) "
-                "without activation recomputation",
-    "given": "flops_per_token as given in the data",
-}
+CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]

@@ -1,0 +1,141 @@
+"""Composer / llm-foundry console logs: ``[batch=N/M]:`` blocks of ``Train key: value``.
+
+Composer's ``ConsoleLogger`` prints, every ``console_log_interval`` batches
+(rank 0), a block of the metrics logged since (one per line, or several on
+a line)::
+
+    [epoch=1][batch=5/5]:
+             Train time/batch: 4
+             Train time/sample: 4096
+             Train time/token: 29254495
+             Train loss/train/total: 8.4213
+             Train throughput/samples_per_sec: 2.7330
+             Train throughput/device/samples_per_sec: 0.1708
+             Train throughput/tokens_per_sec: 20082.8418
+             Train throughput/device/tokens_per_sec: 1255.1776
+             Train time/train: 0.5249
+
+What the figures mean (``composer.callbacks.SpeedMonitor``):
+
+* ``time/batch``, ``time/sample``, ``time/token``: the whole job's optimizer
+  steps (batches), samples and tokens since the start; ``time/train``: the
+  training wall clock since the start, in hours (validation left out),
+  printed to 4 decimals (0.36 s).
+* A block is a record of the batches since the previous block: ``n``, its
+  seconds, samples and tokens are the differences of those counters; the
+  first block is warm-up.
+* ``throughput/tokens_per_sec`` / ``samples_per_sec`` (whole job; ``device/``
+  ones per device) are averages over the monitor's window (default 100
+  batches): kept as ``reported_tokens_per_s`` / ``reported_samples_per_s``
+  (``throughput/device/mfu`` as ``reported_mfu``). With a single block (no
+  interval to measure) the last block's rate is the run's throughput.
+* Blocks of one batch printed again (by other ranks) are copies, not a new
+  run; a batch count that goes back starts a new run.
+* The configuration printed at the start (``num_gpus_per_node: 8``,
+  ``num_nodes: 2``) gives ``gpus`` and ``nodes``; ``loss/train/total`` gives
+  ``train_loss``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainperf.importers import intervals
+from trainperf.importers.core import LineFormat, ParsedRun, RunParser, rate_from_reported
+from trainperf.importers.text import NUMBER, LineError, number, rank_prefix
+
+NAN = math.nan
+REPORTED = ("tokens_per_s", "samples_per_s", "mfu")
+_BLOCK = re.compile(r"^\s*(?:\[epoch=\d+\])?\[batch=(\d+)/\d+\]:")
+_FIELD = re.compile(rf"\bTrain ([\w/.\-]+): ({NUMBER})(?=\s|$)")
+_SETTING = re.compile(r"^\s*(num_gpus_per_node|num_nodes): (\d+)\s*$")
+_KEYS = {"time/batch": "batch", "time/sample": "samples", "time/token": "tokens", "time/train": "hours",
+         "loss/train/total": "loss", "throughput/tokens_per_sec": "tokens_per_s",
+         "throughput/samples_per_sec": "samples_per_s", "throughput/device/mfu": "mfu"}
+
+
+class _Run:
+    def __init__(self, line: int) -> None:
+        self.line = line
+        self.blocks: list[dict[str, float]] = []
+
+
+class ComposerParser(RunParser):
+    anchors = ("[batch=", "Train ", "num_gpus_per_node", "num_nodes")
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.runs: list[_Run] = []
+        self.config: dict[str, Any] = {}
+        self.block: dict[str, float] | None = None
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        body = rank_prefix(lines[i])[1]
+        if match := _BLOCK.match(body):
+            self.block = {"step": float(match.group(1))}
+            last = self.runs[-1].blocks[-1]["step"] if self.runs and self.runs[-1].blocks else None
+            if last == self.block["step"]:
+                self.block = self.runs[-1].blocks[-1]  # another rank's copy of the block: the same fields
+                return 1
+            if last is None or last > self.block["step"]:
+                self.runs.append(_Run(number_))
+            self.runs[-1].blocks.append(self.block)
+        elif match := _SETTING.match(body):
+            self.config[match.group(1)] = int(match.group(2))
+        if self.block is not None and "Train " in body:
+            for key, value in _FIELD.findall(body):
+                if key in _KEYS:
+                    try:
+                        self.block[_KEYS[key]] = number(value)
+                    except LineError as exc:
+                        self.skip(number_, f"{key}: {exc}")
+        return 1
+
+    def result(self) -> list[ParsedRun]:
+        config: dict[str, Any] = {}
+        if self.config.get("num_gpus_per_node", 0) > 0 and self.config.get("num_nodes", 0) > 0:
+            config = {"gpus": self.config["num_gpus_per_node"] * self.config["num_nodes"],
+                      "nodes": self.config["num_nodes"]}
+        return [ParsedRun(None, run.line, dict(config), lambda merged, run=run: _measure(run, merged))
+                for run in self.runs]
+
+
+def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
+    records = intervals.Intervals(REPORTED)
+    previous: dict[str, float] | None = None
+    for block in run.blocks:
+        step = block.get("batch", block["step"])
+        reported = tuple(block.get(name, NAN) for name in REPORTED)
+        if previous is None:
+            n = seconds = samples = tokens = NAN
+        else:
+            n = step - previous.get("batch", previous["step"])
+            seconds = (block.get("hours", NAN) - previous.get("hours", NAN)) * 3600.0
+            samples = block.get("samples", NAN) - previous.get("samples", NAN)
+            tokens = block.get("tokens", NAN) - previous.get("tokens", NAN)
+        if not (n > 0 and seconds > 0):
+            n = seconds = NAN
+        weight = seconds if math.isfinite(seconds) else 1.0
+        records.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, *reported))
+        previous = block
+    measured, _ = intervals.aggregate(records, config)
+    last = run.blocks[-1]
+    for name in REPORTED:
+        if f"reported_{name}" not in measured and math.isfinite(last.get(name, NAN)):
+            measured[f"reported_{name}"] = last[name]
+    if "elapsed_s" in measured:
+        measured["extra_time_source"] = "time/train of the SpeedMonitor (hours, 4 decimals)"
+    if "train_loss" not in measured and math.isfinite(last.get("loss", NAN)):
+        measured["train_loss"] = last["loss"]
+    rate_from_reported(measured, config)
+    return measured, None
+
+
+class Composer(LineFormat):
+    name = "composer"
+    title = "a Composer / llm-foundry console log"
+    patterns = (re.compile(r"\[batch=\d+/\d+\]:"),)
+    parser_class = ComposerParser

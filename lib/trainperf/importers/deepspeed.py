@@ -1,0 +1,159 @@
+"""DeepSpeed logs: ``ThroughputTimer`` lines (``RunningAvgSamplesPerSec``) and
+``wall_clock_breakdown`` timings.
+
+``DeepSpeedEngine`` prints, every ``steps_per_print`` optimizer steps (rank 0,
+through its logger)::
+
+    [2023-11-07 02:13:41,417] [INFO] [timer.py:260:stop] epoch=0/micro_step=1800/global_step=450,
+    RunningAvgSamplesPerSec=25.72280894083983, CurrSamplesPerSec=25.811997512605966, MemAllocated=4.32GB,
+    MaxMemAllocated=38.49GB
+
+(one line; older versions print ``0/20, RunningAvgSamplesPerSec=...``) and,
+with ``wall_clock_breakdown``, after every optimizer step::
+
+    [Rank 0] time (ms) | fwd: 612.31 | bwd: 1201.77 | bwd_inner: 1150.02 | bwd_allreduce: 51.70 | step: 88.40
+
+Conversions:
+
+* The timer lines are records of ``N - N_prev`` steps timed by the logger's
+  timestamps (wall clock, data loading and logging included), like
+  torchtitan's; the first line covers unknown steps and is warm-up.
+* ``CurrSamplesPerSec`` is ``train_batch_size`` (the whole job's samples per
+  optimizer step) over that one step's time between the engine's
+  ``forward`` and ``step`` calls (data loading excluded): global, kept as
+  ``reported_samples_per_s`` (averaged over the window, weighted by each
+  record's duration). ``RunningAvgSamplesPerSec`` is the same since step 2.
+  Without timestamps, or without a batch size to count samples, the
+  reported rate is the run's throughput.
+* The configuration dump (``train_batch_size ..... 64``,
+  ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``) gives
+  ``global_batch_size``, ``micro_batch_size`` and ``grad_accum_steps``; the
+  launcher's ``dist_world_size=8`` gives ``gpus``; ``MaxMemAllocated`` gives
+  ``peak_memory_gb``.
+* ``time (ms) | fwd: ... | bwd: ... | step: ...`` (one optimizer step each;
+  ``forward`` / ``backward`` / ``optimizer_step`` in older versions) give
+  ``forward_s``, ``backward_s`` and ``optimizer_s``: the mean of the printed
+  steps after the first ``warmup_steps``, times the window's steps.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from trainperf.importers import intervals
+from trainperf.importers.core import LineFormat, rate_from_reported
+from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp
+from trainperf.loading import is_missing
+
+NAN = math.nan
+REPORTED = ("samples_per_s",)
+_TIMER = re.compile(rf"(?:global_step=(\d+)|\b\d+/(\d+)),\s*(?:RunningAvg)?SamplesPerSec=({NUMBER})")
+_CURRENT = re.compile(rf"CurrSamplesPerSec=({NUMBER})")
+_MEMORY = re.compile(rf"MaxMemAllocated=({NUMBER})\s*GB")
+_CONFIG = re.compile(r"\b(train_batch_size|train_micro_batch_size_per_gpu|gradient_accumulation_steps)\s+"
+                     r"(?:\.+\s+)?(\d+)\s*$")
+"""A line of the configuration dump: the name, dots padding it to a width (none for long names), the value."""
+_CONFIG_COLUMNS = {"train_batch_size": "global_batch_size", "train_micro_batch_size_per_gpu": "micro_batch_size",
+                   "gradient_accumulation_steps": "grad_accum_steps"}
+_WORLD = re.compile(r"dist_world_size=(\d+)")
+_BREAKDOWN = re.compile(rf"\b(fwd|bwd|step|forward|backward|optimizer_step):\s*({NUMBER})(?=\s*(?:\||$))")
+_PHASES = {"fwd": "forward_s", "forward": "forward_s", "bwd": "backward_s", "backward": "backward_s",
+           "step": "optimizer_s", "optimizer_step": "optimizer_s"}
+
+
+def parse_timer(line: str) -> tuple[Any, ...]:
+    """``(rank, global step, current samples/s, peak GiB, timestamp)`` of a ThroughputTimer line."""
+    rank, body = rank_prefix(line)
+    match = _TIMER.search(body)
+    if match is None:
+        raise LineError("no 'global_step=N, RunningAvgSamplesPerSec=' fields")
+    if _TIMER.search(body, match.end()):
+        raise LineError("two records on one line (interleaved output of several processes)")
+    step = int(match.group(1) or match.group(2))
+    current = _CURRENT.search(body, match.end())
+    rate = positive(number(current.group(1) if current else match.group(3)), "samples per second")
+    memory = _MEMORY.search(body, match.end())
+    return (rank, step, rate, field_number("MaxMemAllocated", memory.group(1) if memory else None),
+            timestamp(body[:match.start()]))
+
+
+class _Run(intervals.Run):
+    def __init__(self, line: int, config: dict[str, Any]) -> None:
+        super().__init__(line, config, REPORTED)
+        self.phases: list[dict[str, float]] = []
+
+
+class DeepSpeedParser(intervals.IntervalParser[_Run]):
+    anchors = ("SamplesPerSec=", "time (ms)", "train_batch_size", "train_micro_batch_size_per_gpu",
+               "gradient_accumulation_steps", "dist_world_size=")
+    start = _TIMER
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.config: dict[str, Any] = {}
+        self.pending_phases: list[dict[str, float]] = []
+        """Breakdown lines printed before the first throughput line (they belong to the first run)."""
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        line = lines[i]
+        if "SamplesPerSec=" in line:
+            return self.read_record(lines, i, number_, parse_timer, "throughput line")
+        if "time (ms)" in line:
+            phases = {_PHASES[k]: number(v) / 1000.0 for k, v in _BREAKDOWN.findall(line)}
+            if phases:
+                (self.run.phases if self.run is not None else self.pending_phases).append(phases)
+        elif match := _CONFIG.search(line):
+            self.config[_CONFIG_COLUMNS[match.group(1)]] = int(match.group(2))
+        elif match := _WORLD.search(line):
+            self.config["gpus"] = int(match.group(1))
+        return 1
+
+    def new_run(self, line: int) -> _Run:
+        run = _Run(line, {k: v for k, v in self.config.items() if v > 0})
+        run.phases.extend(self.pending_phases)
+        self.pending_phases.clear()
+        return run
+
+    def add(self, line: int, parsed: tuple[Any, ...]) -> str:
+        label, step, rate, memory, when = parsed
+        rank = self.rank_of(label, step)
+        run = self.run_at(line, rank, step)
+        previous = run.previous.get(rank)
+        n = seconds = NAN
+        if previous is not None and previous is not intervals.BROKEN:
+            n = float(step - previous[0])
+            seconds = when - previous[1]
+            if seconds <= 0:
+                run.previous[rank] = intervals.BROKEN
+                return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
+        run.previous[rank] = (step, when)
+        weight = seconds if math.isfinite(seconds) else 1.0 / rate
+        run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, rate))
+        return ""
+
+    def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+        measured, steps = intervals.aggregate(run.records, config)
+        if "elapsed_s" in measured:
+            measured["extra_time_source"] = "log timestamps"
+        rate_from_reported(measured, config)
+        warmup = config.get("warmup_steps")
+        warmup = 1 if is_missing(warmup) else int(warmup)
+        timed = run.phases[warmup:]
+        if timed and "steps" in measured:
+            for column in ("forward_s", "backward_s", "optimizer_s"):
+                values = [p[column] for p in timed if column in p]
+                if values:
+                    measured[column] = sum(values) / len(values) * measured["steps"]
+        return measured, steps
+
+
+class DeepSpeed(LineFormat):
+    name = "deepspeed"
+    title = "a DeepSpeed log"
+    patterns = (_TIMER,)
+    parser_class = DeepSpeedParser

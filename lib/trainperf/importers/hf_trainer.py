@@ -1,0 +1,187 @@
+"""Hugging Face Transformers ``Trainer`` logs: the ``***** Running training *****``
+header, the per-logging-step dicts and the final ``train_runtime`` metrics.
+
+``Trainer.train`` logs (through ``logging``, often behind a prefix such as
+``[INFO|trainer.py:2405] 2025-03-06 12:04:09,913 >>``)::
+
+    ***** Running training *****
+      Num examples = 3,668
+      Num Epochs = 3
+      Instantaneous batch size per device = 32
+      Total train batch size (w. parallel, distributed & accumulation) = 32
+      Gradient Accumulation steps = 1
+      Total optimization steps = 345
+      Number of trainable parameters = 335,143,938
+    {'loss': 0.5123, 'grad_norm': 3.1, 'learning_rate': 2e-05, 'epoch': 1.0}
+    {'train_runtime': 159.0603, 'train_samples_per_second': 69.181, 'train_steps_per_second': 2.169,
+     'train_loss': 0.3333, 'epoch': 3.0}
+
+and example scripts print the same metrics again as a ``***** train metrics
+*****`` block of ``  train_runtime = 0:02:39.06`` lines. Values may be
+quoted (``'loss': '0.1324'``); a dict may be spread over several lines.
+
+What the figures mean (``transformers.trainer_utils.speed_metrics``):
+
+* ``train_runtime`` (s, or ``h:mm:ss.ss`` in the block) is the wall time
+  of the whole ``train()`` call: it includes the first steps (compilation,
+  warm-up) and the time after the last step (the final save, an evaluation
+  at the end), so throughput from it is a lower bound of the steady rate.
+  It is ``elapsed_s``; ``extra_time_source`` says so.
+* ``train_samples_per_second`` is the whole job's samples (``Num examples
+  × epochs``, or ``max_steps × total batch``) over ``train_runtime``:
+  global. ``samples`` = rate × runtime; the rate is kept as
+  ``reported_samples_per_s``.
+* ``train_steps_per_second`` is optimizer steps over ``train_runtime``:
+  ``steps`` = rate × runtime (the header's ``Total optimization steps``
+  where they agree).
+* ``train_tokens_per_second`` in the final metrics
+  (``include_tokens_per_second``) counts the tokens of one process's
+  dataloader: per device, kept as ``reported_tokens_per_s_per_gpu``. In a
+  per-step dict beside ``num_input_tokens_seen`` it is that count over the
+  time since the start: tokens gathered from every process, global
+  (``reported_tokens_per_s``). ``num_input_tokens_seen`` (global) gives
+  ``tokens``.
+* The header gives ``micro_batch_size`` (batch size per device),
+  ``global_batch_size`` (total train batch size), ``grad_accum_steps`` and
+  ``gpus`` = total / (per device × accumulation): the data-parallel
+  processes (all devices under DDP, FSDP or ZeRO; give ``gpus`` and the
+  parallel degrees in the sidecar under tensor parallelism). ``Number of
+  trainable parameters`` is not the model's size (a shard under FSDP in some
+  versions, the adapters only under LoRA): kept as
+  ``extra_trainable_params``, never as ``n_params``.
+* ``train_loss`` is the last logged ``loss`` (else the run's mean
+  ``train_loss``).
+
+A new header starts a new run; a run without final metrics has no measured
+window.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainperf.importers.core import LineFormat, ParsedRun, RunParser
+from trainperf.importers.text import LineError, number
+
+NAN = math.nan
+_HEADER = re.compile(r"\*{5} Running training \*{5}")
+_SETTINGS = {
+    "Num examples": "extra_num_examples", "Num Epochs": "extra_num_epochs",
+    "Instantaneous batch size per device": "micro_batch_size",
+    "Total train batch size (w. parallel, distributed & accumulation)": "global_batch_size",
+    "Gradient Accumulation steps": "grad_accum_steps", "Total optimization steps": "extra_max_steps",
+    "Number of trainable parameters": "extra_trainable_params",
+}
+_SETTING = re.compile(r"\s(" + "|".join(re.escape(k) for k in _SETTINGS) + r") = ([\d,]+)\s*$")
+METRICS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_tokens_per_second",
+           "num_input_tokens_seen", "train_loss", "loss")
+_METRIC = re.compile(r"(?:(?<=[{\s,])|^)'?(" + "|".join(METRICS) + r")'?\s*[:=]\s*'?([-+\w.:]+)")
+_CLOCK = re.compile(r"(\d+):(\d\d):(\d\d(?:\.\d*)?)\Z")
+
+
+def metric_value(text: str) -> float:
+    """A metric as the Trainer prints it: a number, or ``h:mm:ss.ss`` (seconds)."""
+    clock = _CLOCK.match(text)
+    if clock:
+        hours, minutes, seconds = clock.groups()
+        return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+    return number(text)
+
+
+class _Run:
+    def __init__(self, line: int) -> None:
+        self.line = line
+        self.config: dict[str, Any] = {}
+        self.final: dict[str, float] = {}
+        self.tokens_seen = NAN
+        self.global_tokens_per_s = NAN
+        self.loss = NAN
+
+
+class HFTrainerParser(RunParser):
+    anchors = ("Running training", " = ", "train_runtime", "train_samples_per_second", "train_steps_per_second",
+               "train_tokens_per_second", "num_input_tokens_seen", "loss")
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.runs: list[_Run] = []
+
+    def current(self, line: int) -> _Run:
+        if not self.runs:
+            self.runs.append(_Run(line))
+        return self.runs[-1]
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        line = lines[i]
+        if _HEADER.search(line):
+            self.runs.append(_Run(number_))
+            return 1
+        if " = " in line and (setting := _SETTING.search(line)):
+            key, value = setting.groups()
+            self.current(number_).config[_SETTINGS[key]] = int(value.replace(",", ""))
+        found = _METRIC.findall(line)
+        if not found:
+            return 1
+        run = self.current(number_)
+        values: dict[str, float] = {}
+        for key, text in found:
+            try:
+                values[key] = metric_value(text)
+            except LineError as exc:
+                self.skip(number_, f"{key}: {exc}")
+        if "num_input_tokens_seen" in values:
+            run.tokens_seen = values["num_input_tokens_seen"]
+            if "train_tokens_per_second" in values:
+                run.global_tokens_per_s = values.pop("train_tokens_per_second")
+        if "loss" in values:
+            run.loss = values["loss"]
+        if "train_samples_per_second" in values or "train_steps_per_second" in values or "train_loss" in values \
+                or ("train_runtime" in values and "num_input_tokens_seen" not in values):
+            run.final.update(values)
+        return 1
+
+    def result(self) -> list[ParsedRun]:
+        return [ParsedRun(None, run.line, dict(run.config), lambda config, run=run: _measure(run, config))
+                for run in self.runs]
+
+
+def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
+    final = run.final
+    runtime = final.get("train_runtime", NAN)
+    out: dict[str, Any] = {}
+    if not (runtime > 0 and math.isfinite(runtime)):
+        return out, None
+    out["elapsed_s"] = runtime
+    out["extra_time_source"] = ("train_runtime: the whole train() call, first steps and the time after the last "
+                                "step included")
+    samples_rate, steps_rate = final.get("train_samples_per_second", NAN), final.get("train_steps_per_second", NAN)
+    if samples_rate > 0:
+        out["samples"] = float(round(samples_rate * runtime))
+        out["reported_samples_per_s"] = samples_rate
+    if steps_rate > 0:
+        steps = steps_rate * runtime
+        max_steps = config.get("extra_max_steps", NAN)
+        out["steps"] = int(max_steps if abs(max_steps - steps) <= max(1.0, 0.01 * steps) else round(steps))
+    if math.isfinite(run.tokens_seen) and run.tokens_seen > 0:
+        out["tokens"] = run.tokens_seen
+    if math.isfinite(run.global_tokens_per_s):
+        out["reported_tokens_per_s"] = run.global_tokens_per_s
+    if final.get("train_tokens_per_second", NAN) > 0:
+        out["reported_tokens_per_s_per_gpu"] = final["train_tokens_per_second"]
+    loss = run.loss if math.isfinite(run.loss) else final.get("train_loss", NAN)
+    if math.isfinite(loss):
+        out["train_loss"] = loss
+    micro, total, accum = (config.get(k) for k in ("micro_batch_size", "global_batch_size", "grad_accum_steps"))
+    if micro and total and accum and total % (micro * accum) == 0:
+        out["gpus"] = total // (micro * accum)
+    return out, None
+
+
+class HFTrainer(LineFormat):
+    name = "hf_trainer"
+    title = "a Hugging Face Trainer log"
+    patterns = (_HEADER, re.compile(r"'train_runtime'|\btrain_runtime\s+="), re.compile(r"\{'loss': "))
+    parser_class = HFTrainerParser

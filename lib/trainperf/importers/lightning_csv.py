@@ -1,0 +1,116 @@
+"""Lightning's ``CSVLogger`` ``metrics.csv`` with ``ThroughputMonitor`` columns.
+
+``lightning.pytorch.callbacks.ThroughputMonitor`` logs, every
+``log_every_n_steps`` steps, beside the module's own metrics (on rows of
+their own)::
+
+    epoch,step,train/batches,train/device/batches_per_sec,train/device/items_per_sec,
+    train/device/samples_per_sec,train/lengths,train/samples,train/time,train_loss
+    0,4,5,48.2,25087.7,385.96,2600,40,0.18868,
+    0,4,,,,,,,,5.706
+
+(``|`` instead of ``/`` with ``separator="|"``).
+
+What the columns mean (``lightning.fabric.utilities.throughput``), per
+device — the counters of the process that logs (rank 0):
+
+* ``train/time``: seconds since training started, validation left out;
+  ``train/batches``, ``train/samples``, ``train/lengths``: micro-batches,
+  samples and items (tokens, through ``length_fn``) seen so far by that
+  process; ``step``: optimizer steps.
+* The first row is warm-up: the window runs from it to the last row, so
+  ``elapsed_s``, ``steps`` and the per-device counts are differences between
+  the two. ``samples`` / ``tokens`` are the per-device counts times ``gpus``
+  (the world size: from the sidecar, else the ratio of the global
+  ``train/samples_per_sec`` to ``train/device/samples_per_sec``, which
+  Lightning logs only with more than one device).
+* ``train/device/samples_per_sec``, ``…/items_per_sec`` (rolling averages over
+  ``window_size`` updates) and ``…/mfu`` (against the ``available_flops`` the
+  user gave) of the last row are kept as ``reported_samples_per_s_per_gpu``,
+  ``reported_tokens_per_s_per_gpu`` and ``reported_mfu``.
+* ``train_loss`` (or ``loss``, ``train/loss``): its last value.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from trainperf.errors import DataError
+from trainperf.importers.core import Format, ParsedLog, ParsedRun
+from trainperf.importers.settings import Settings
+from trainperf.importers.text import iter_chunks
+from trainperf.loading import is_missing
+
+_HEADER = re.compile(r"^[^\n]*\btrain[/|]time\b[^\n]*$", re.MULTILINE)
+_LOSS = ("train_loss", "loss", "train/loss", "train|loss", "train_loss_step")
+_REPORTED = {"device{}samples_per_sec": "reported_samples_per_s_per_gpu",
+             "device{}items_per_sec": "reported_tokens_per_s_per_gpu", "device{}mfu": "reported_mfu"}
+
+
+class LightningCsv(Format):
+    name = "lightning_csv"
+    title = "a Lightning CSVLogger metrics.csv with ThroughputMonitor columns"
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        header = head.split("\n", 1)[0]
+        if not _HEADER.match(header) or not re.search(r"\btrain[/|]samples\b", header):
+            return 0
+        return max(1, head.count("\n"))
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        text = "\n".join(line for chunk in iter_chunks(path) for line in chunk)
+        try:
+            table = pd.read_csv(io.StringIO(text))
+        except (pd.errors.ParserError, ValueError) as exc:
+            raise DataError(f"not a readable CSV table: {exc}", path=path) from exc
+        sep = "|" if "train|time" in table.columns else "/"
+        time = f"train{sep}time"
+        numbers = table.apply(lambda c: c if pd.api.types.is_numeric_dtype(c) else pd.to_numeric(c, errors="coerce"))
+        rows = numbers[numbers[time].notna()]
+        bad = table[time].notna() & numbers[time].isna()
+        skipped = [(str(path), int(i) + 2, f"{time}: {table.at[i, time]!r} is not a number")
+                   for i in table.index[bad.to_numpy()]]
+        lines = text.count("\n") + 1
+        return ParsedLog([ParsedRun(None, 2, {}, lambda config: (_measure(numbers, rows, sep, config), None))],
+                         skipped, len(skipped), lines)
+
+
+def _measure(numbers: pd.DataFrame, rows: pd.DataFrame, sep: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if len(rows) < 2:
+        return out
+    first, last = rows.iloc[0], rows.iloc[-1]
+
+    def delta(column: str) -> float:
+        name = f"train{sep}{column}" if column != "step" else "step"
+        return float(last[name] - first[name]) if name in rows else math.nan
+
+    elapsed = delta("time")
+    if not elapsed > 0:
+        return out
+    out.update(elapsed_s=elapsed, extra_time_source="train/time of ThroughputMonitor (validation left out)")
+    if math.isfinite(delta("step")) and delta("step") > 0:
+        out["steps"] = int(delta("step"))
+    gpus = config.get("gpus")
+    ratio = last.get(f"train{sep}samples_per_sec", math.nan) / last.get(f"train{sep}device{sep}samples_per_sec",
+                                                                       math.nan)
+    if is_missing(gpus) and ratio > 0 and math.isfinite(ratio):
+        gpus = out["gpus"] = int(round(ratio))
+    for column, name in (("samples", "samples"), ("lengths", "tokens")):
+        if not is_missing(gpus) and delta(column) >= 0:
+            out[name] = delta(column) * float(gpus)
+    for column, name in _REPORTED.items():
+        value = last.get(f"train{sep}{column.format(sep)}", math.nan)
+        if math.isfinite(value):
+            out[name] = float(value)
+    for column in _LOSS:
+        if column in numbers and numbers[column].notna().any():
+            out["train_loss"] = float(numbers[column].dropna().iloc[-1])
+            break
+    return out
