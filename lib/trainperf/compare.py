@@ -29,7 +29,7 @@ from trainperf.errors import DataError
 from trainperf.loading import load_runs
 from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, SAME, SLOWER, Difference, log_interval, relative_difference,
                              resample_runs, t_quantile, verdict, welch_dof)
-from trainperf.steps import STEPS_TABLE_SUFFIXES, _steps_inputs, has_steps_columns, load_steps
+from trainperf.steps import STEPS_TABLE_SUFFIXES, _steps_inputs, aggregate_steps, has_steps_columns, load_steps
 
 PHASES = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "comm_s", "comm_exposed_s")
 """Phase columns compared, where both sides timed them in every measured step."""
@@ -63,7 +63,10 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0) -> 
     for path in paths:
         if not path.exists():
             raise DataError("no such file or folder", path=path)
-    runs = derive(load_runs(*paths))
+    tables = [p for p in paths if p.is_file() and _holds_steps(p)]  # load_runs leaves steps tables to load_steps
+    others = [p for p in paths if p not in tables]
+    frames = ([load_runs(*others)] if others else []) + ([aggregate_steps(load_steps(*tables))] if tables else [])
+    runs = derive(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
     _check_repeats(runs, label or ", ".join(map(str, paths)))
     side = Side(label or ", ".join(map(str, paths)), runs)
     if any(_holds_steps(p) for p in paths):
