@@ -1,6 +1,9 @@
 """trainperf compare on real run folders from data/runs, with injected slowdowns, and on runs tables."""
 
+import html
+import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -129,3 +132,32 @@ def test_runs_table_repeats_give_a_t_interval(tmp_path):
 def test_min_effect_must_be_a_fraction():
     with pytest.raises(DataError, match="min_effect"):
         compare.compare(compare.read_side(P2), compare.read_side(P2), min_effect=-1)
+
+
+def test_compare_notebook_has_a_literal_parameters_cell_and_no_outputs():
+    from trainperf.report.parameters import declared_parameters
+    from trainperf.report.pipeline import NOTEBOOKS
+
+    notebook = json.loads((NOTEBOOKS / "compare.ipynb").read_text())
+    code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert code[0]["metadata"].get("tags") == ["parameters"] and not any(c.get("outputs") for c in code)
+    assert {"baseline", "candidate", "min_effect", "seed", "title"} <= set(declared_parameters(NOTEBOOKS / "compare.ipynb"))
+    assert all(len("".join(c["source"]).splitlines()) <= 15 for c in code)
+
+
+@pytest.mark.slow
+def test_compare_report_renders_the_verdict_of_ddp_against_fsdp(tmp_path):
+    from trainperf.report.pipeline import build, plan
+
+    result = build(plan(["compare"], out_dir=tmp_path), workers=1)
+    assert not result.failed, result.failed[0].error
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", (tmp_path / "compare.html").read_text())))
+    # by hand from the run folders: tokens over the sum of each step's slowest rank
+    rates = []
+    for name in ("ddp-p2", "fsdp-p2"):
+        steps = trainperf.load_steps(RUNS / "bench-cpu-small-fp32-strategy" / f"bench-cpu-small-fp32-strategy-{name}")
+        steps = steps[~steps["warmup"]]
+        rates.append(steps["tokens"].sum() / steps.groupby("step")["step_s"].max().sum())
+    assert f"slower: candidate tokens/s {rates[1] / rates[0] - 1:+.1%} vs baseline" in text
+    assert "within each run only" in text and "Which phase moved" in text
+    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', (tmp_path / "compare.html").read_text())) >= 3
