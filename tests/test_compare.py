@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats as scipy_stats
 
 import trainperf
 from trainperf import compare, stats
@@ -116,6 +117,7 @@ def test_runs_table_rows_single_row_per_side_gives_no_interval(tmp_path, capsys)
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == "no detectable difference (no repeats or steps): candidate tokens/s -30.0% vs baseline (no interval)"
     assert any("only the run-to-run variance across repeats" in line for line in out)
+    assert any("no interval can be computed" in line for line in out)
 
 
 def test_runs_table_repeats_give_a_t_interval(tmp_path):
@@ -161,3 +163,20 @@ def test_compare_report_renders_the_verdict_of_ddp_against_fsdp(tmp_path):
     assert f"slower: candidate tokens/s {rates[1] / rates[0] - 1:+.1%} vs baseline" in text
     assert "within each run only" in text and "Which phase moved" in text
     assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', (tmp_path / "compare.html").read_text())) >= 3
+
+
+def test_a_single_run_against_repeats_borrows_their_spread(tmp_path):
+    base, cand = [1000.0, 1020.0, 990.0, 1010.0], [930.0]
+    result = compare.compare(compare.read_side(runs_table(tmp_path, "a", base)),
+                             compare.read_side(runs_table(tmp_path, "b", cand)))
+    relative_sd = np.std(base, ddof=1) / np.mean(base)
+    se = math.hypot(relative_sd / 2, relative_sd)  # the mean of 4 runs against one run
+    t = scipy_stats.t.ppf(0.975, 3)
+    assert result.difference.high == pytest.approx(930 / np.mean(base) * math.exp(t * se) - 1)
+    assert result.verdict == "slower" and any("as much as the other side's 4 repeats" in n for n in result.notes)
+
+
+def test_command_line_values_are_checked(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", str(P2), str(P2), "--min-effect", "5"])
+    assert exit_info.value.code == 2 and "a fraction in [0, 1)" in capsys.readouterr().err

@@ -135,7 +135,6 @@ class Estimate:
     means: dict[str, float] = field(default_factory=dict)
     errors: dict[str, float] = field(default_factory=dict)
     slowest_share: dict[str, float] = field(default_factory=dict)
-    replicates: np.ndarray | None = None
 
     def interval(self, level: float = LEVEL) -> tuple[float, float]:
         """The throughput's interval (NaN when none can be computed)."""
@@ -169,7 +168,6 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
         means={c: float(point[:, i].mean()) for i, c in enumerate(names) if c != "work"},
         errors={c: float(np.std(rep[..., i].mean(axis=1), ddof=1)) for i, c in enumerate(names) if c != "work"},
         slowest_share=shares,
-        replicates=rep_throughput,
     )
 
 
@@ -334,10 +332,20 @@ def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Compari
                                    est[1].throughput, est[1].se_log, est[1].dof)
         notes.append("Intervals: t intervals on the log scale from the spread of the repeats.")
         call = verdict(diff, min_effect)
+    elif any(e.runs > 1 for e in est):
+        repeated, single = (est[0], est[1]) if est[0].runs > 1 else (est[1], est[0])
+        spread = repeated.se_log * math.sqrt(repeated.runs)  # relative sd of one run
+        single.se_log, single.dof = spread, repeated.dof
+        ratio = est[1].throughput / est[0].throughput  # one spread estimate: its degrees of freedom, no Welch
+        low, high = log_interval(ratio, math.hypot(est[0].se_log, est[1].se_log), repeated.dof)
+        diff = Difference(ratio - 1.0, low - 1.0, high - 1.0, repeated.dof)
+        notes.append(f"One side has a single run: it is taken to vary from run to run as much as the other side's "
+                     f"{repeated.runs} repeats do.")
+        call = verdict(diff, min_effect)
     else:
         ratio = est[1].throughput / est[0].throughput - 1.0
         diff = Difference(ratio, math.nan, math.nan, math.nan)
-        notes.append("A side has a single runs-table row and no steps: no interval can be computed.")
+        notes.append("Each side has a single runs-table row and no steps: no interval can be computed.")
         call, qualifier = SAME, " (no repeats or steps)"
     empty = pd.DataFrame()
     return Comparison(baseline.label, candidate.label, rate.removesuffix("_per_s"), min_effect, _sides_table(est),

@@ -19,11 +19,11 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
                     "2 bad input.")
     p.add_argument("baseline", metavar="BASELINE")
     p.add_argument("candidate", metavar="CANDIDATE")
-    p.add_argument("--min-effect", type=float, default=MIN_EFFECT, metavar="FRACTION",
+    p.add_argument("--min-effect", type=_fraction, default=MIN_EFFECT, metavar="FRACTION",
                    help=f"smallest relative change in throughput called faster or slower (default {MIN_EFFECT})")
-    p.add_argument("--warmup", type=int, default=0, metavar="STEPS",
+    p.add_argument("--warmup", type=_count(0), default=0, metavar="STEPS",
                    help="steps to drop at the start of each run, on top of those recorded as warm-up")
-    p.add_argument("--draws", type=int, default=DRAWS, help=f"bootstrap replicates per side (default {DRAWS})")
+    p.add_argument("--draws", type=_count(100), default=DRAWS, help=f"bootstrap replicates per side (default {DRAWS})")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0): the same inputs and seed "
                                                        "give the same result")
     p.set_defaults(run=_run)
@@ -55,3 +55,19 @@ def _run(args: argparse.Namespace) -> int:
     result = compare(baseline, candidate, min_effect=args.min_effect, draws=args.draws, seed=args.seed)
     print(render(result))
     return result.exit_code
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"a fraction in [0, 1) is expected (0.02 = 2 %), got {text}")
+    return value
+
+
+def _count(least: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+    return parse
