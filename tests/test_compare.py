@@ -102,6 +102,10 @@ def test_repeats_use_the_hierarchical_interval(tmp_path):
     assert "hierarchical" in three.notes[0] and "within each run only" in one.notes[0]
     width = lambda r: r.sides["high"].iloc[0] / r.sides["low"].iloc[0] - 1  # noqa: E731
     assert width(three) > 3 * width(one)  # the runs differ by up to 13 %: much more than their steps
+    # the single candidate run is taken to vary from run to run as the three repeats do
+    assert any("as much as the other side's 3 repeats" in note for note in three.notes)
+    spread = three.difference.high - three.difference.low
+    assert spread > 3 * (one.difference.high - one.difference.low)
 
 
 def runs_table(tmp_path, name, rates):

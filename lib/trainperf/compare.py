@@ -257,9 +257,9 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
     ranks = list(next(iter(rank_sets))) if len(rank_sets) == 1 else []
     columns = phases + ranks
     est = [estimate_steps(s, unit, columns, draws, seed + i) for i, s in enumerate(sides)]
-    diff = relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
-                               est[1].throughput, est[1].se_log, est[1].dof)
     notes = [_scope_steps(est)]
+    diff, note = _difference(est)
+    notes += [note] if note else []
     if len(rank_sets) > 1:
         notes.append("The runs have different ranks: no per-rank comparison.")
     for s in sides:
@@ -317,6 +317,25 @@ def _sides_table(est: list[Estimate]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _difference(est: list[Estimate]) -> tuple[Difference, str]:
+    """Candidate / baseline − 1 with its interval, and a note when one side has
+    a single run and the other repeats: the single run is then taken to vary
+    from run to run as much as one of the repeats (SE × √runs), on the repeats'
+    degrees of freedom (one spread estimate: no Welch)."""
+    if (est[0].runs > 1) == (est[1].runs > 1):
+        return relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
+                                   est[1].throughput, est[1].se_log, est[1].dof), ""
+    repeated, single = (est[0], est[1]) if est[0].runs > 1 else (est[1], est[0])
+    single.se_log = max(single.se_log if math.isfinite(single.se_log) else 0.0,
+                        repeated.se_log * math.sqrt(repeated.runs))
+    single.dof = repeated.dof
+    ratio = est[1].throughput / est[0].throughput
+    low, high = log_interval(ratio, math.hypot(est[0].se_log, est[1].se_log), repeated.dof)
+    note = (f"One side has a single run: it is taken to vary from run to run as much as the other side's "
+            f"{repeated.runs} repeats do.")
+    return Difference(ratio - 1.0, low - 1.0, high - 1.0, repeated.dof), note
+
+
 def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Comparison:
     sides = (baseline, candidate)
     rate = next((r for r in RATES.values() if all(r in s.runs and s.runs[r].notna().all() for s in sides)), None)
@@ -327,20 +346,9 @@ def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Compari
     notes = ["No per-step data on both sides: only the run-to-run variance across repeats is available; "
              "step-to-step correlation and phases are not used."]
     qualifier = ""
-    if all(e.runs > 1 for e in est):
-        diff = relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
-                                   est[1].throughput, est[1].se_log, est[1].dof)
-        notes.append("Intervals: t intervals on the log scale from the spread of the repeats.")
-        call = verdict(diff, min_effect)
-    elif any(e.runs > 1 for e in est):
-        repeated, single = (est[0], est[1]) if est[0].runs > 1 else (est[1], est[0])
-        spread = repeated.se_log * math.sqrt(repeated.runs)  # relative sd of one run
-        single.se_log, single.dof = spread, repeated.dof
-        ratio = est[1].throughput / est[0].throughput  # one spread estimate: its degrees of freedom, no Welch
-        low, high = log_interval(ratio, math.hypot(est[0].se_log, est[1].se_log), repeated.dof)
-        diff = Difference(ratio - 1.0, low - 1.0, high - 1.0, repeated.dof)
-        notes.append(f"One side has a single run: it is taken to vary from run to run as much as the other side's "
-                     f"{repeated.runs} repeats do.")
+    if any(e.runs > 1 for e in est):
+        diff, note = _difference(est)
+        notes.append(note or "Intervals: t intervals on the log scale from the spread of the repeats.")
         call = verdict(diff, min_effect)
     else:
         ratio = est[1].throughput / est[0].throughput - 1.0
