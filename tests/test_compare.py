@@ -4,6 +4,7 @@ import html
 import json
 import math
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ from trainperf import compare, stats
 from trainperf.cli import main
 from trainperf.errors import DataError
 
-RUNS = __import__("pathlib").Path(__file__).parent.parent / "data" / "runs"
+RUNS = Path(__file__).parent.parent / "data" / "runs"
 P2 = RUNS / "bench-cpu-small-fp32-strong-scaling" / "bench-cpu-small-fp32-strong-scaling-p2"
 P4 = RUNS / "bench-cpu-small-fp32-strong-scaling" / "bench-cpu-small-fp32-strong-scaling-p4"
 
