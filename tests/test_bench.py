@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainperf import derive, load_runs, load_steps
+from trainperf import compare, derive, intervals, load_runs, load_steps
 from trainperf.bench.corpus import RandomWindows, corpus_bytes, train_val_split
 from trainperf.bench.flop_count import counted_flops_per_token
 from trainperf.bench.launch import RunFailed, launch
@@ -135,7 +135,8 @@ def _by_experiment(runs: list[RunSpec]) -> dict[str, list[RunSpec]]:
 
 
 def test_default_cpu_plan_has_the_three_sweeps_of_the_seeds() -> None:
-    sweeps = _by_experiment(plan(default_settings(CPU_2), CPU_2, ("batch-size", "scaling", "strategy"), "out").runs)
+    once = replace(default_settings(CPU_2), repeats=1)
+    sweeps = _by_experiment(plan(once, CPU_2, ("batch-size", "scaling", "strategy"), "out").runs)
     batch = sweeps["batch-size"]
     assert [(r.micro_batch_size, r.grad_accum_steps) for r in batch] == [(1, 16), (2, 8), (4, 4), (8, 2), (16, 1)]
     assert {r.global_batch_size for r in batch} == {16}
@@ -153,6 +154,24 @@ def test_default_cpu_plan_has_the_three_sweeps_of_the_seeds() -> None:
     assert {(r.nprocs, r.threads_per_process, r.extra["extra_oversubscribed"]) for r in every} == {
         (1, 1, False), (2, 1, False), (4, 1, True)}
     assert all(r.run_dir == Path("out") / r.experiment / r.run_id for r in every)
+
+
+def test_default_plan_measures_every_configuration_twice_as_repeats() -> None:
+    settings = default_settings(CPU_2)
+    assert settings.repeats == 2
+    runs = plan(settings, CPU_2, ("batch-size", "scaling", "strategy"), "out").runs
+    assert len(runs) == 26 and len({r.run_id for r in runs}) == 26
+    # a whole pass, then the next: the first 13 are repeat 1
+    assert [r.extra["extra_repeat"] for r in runs] == [1] * 13 + [2] * 13
+    for first, second in zip(runs[:13], runs[13:]):
+        assert first.extra["extra_configuration"] == second.extra["extra_configuration"] == first.run_id[:-3]
+        assert (first.run_id, second.run_id) == (f"{first.run_id[:-3]}-r1", f"{first.run_id[:-3]}-r2")
+        assert replace(first, run_id="", extra={}) == replace(second, run_id="", extra={})  # same configuration
+    # one baseline per experiment: the first repeat of the fewest processes (or of the named baseline)
+    assert {r.baseline_run_id for r in runs if r.experiment.endswith("strong-scaling")} == {
+        "bench-cpu-small-fp32-strong-scaling-p1-r1"}
+    assert {r.baseline_run_id for r in runs if r.experiment.endswith("strategy")} == {
+        "bench-cpu-small-fp32-strategy-ddp-p2-r1"}
 
 
 def test_gpu_plan_skips_runs_needing_more_gpus_than_present() -> None:
@@ -228,7 +247,7 @@ def test_smoke_sweep_through_torchrun_writes_loadable_consistent_runs(tmp_path: 
     done = subprocess.run(
         [sys.executable, "-m", "trainperf", "bench", "--device", "cpu", "--model", "tiny", "--steps", str(steps),
          "--warmup-steps", str(warmup), "--global-batch", "4", "--micro-batches", "2", "--per-process-batch", "2",
-         "--processes", "1,2", "--strategy-processes", "2", "--out", str(tmp_path), "--no-progress"],
+         "--processes", "1,2", "--strategy-processes", "2", "--repeats", "1", "--out", str(tmp_path), "--no-progress"],
         capture_output=True, text=True, timeout=540, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "7 runs written" in done.stdout
@@ -259,6 +278,24 @@ def test_smoke_sweep_through_torchrun_writes_loadable_consistent_runs(tmp_path: 
         assert 0 < run["mfu"] < 1
         # tiny (L = 2, d = 64, T = 64, V = 256): 3 × (L·(24·d² + 4·T·d) + 2·d·V) = 3 × 262,144
         assert config["extra_counted_flops_per_token"] == 786_432
+
+
+@pytest.mark.slow
+def test_repeats_of_a_tiny_configuration_are_compared_as_repeats(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trainperf", "bench", "--device", "cpu", "--model", "tiny", "--steps", "4",
+         "--warmup-steps", "1", "--sweep", "batch-size", "--global-batch", "2", "--micro-batches", "2",
+         "--repeats", "2", "--out", str(tmp_path), "--no-progress"],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = derive(load_runs(tmp_path))
+    assert sorted(runs["run_id"]) == ["bench-cpu-tiny-fp32-batch-size-mb2x1-r1", "bench-cpu-tiny-fp32-batch-size-mb2x1-r2"]
+    assert set(runs["extra_configuration"]) == {"bench-cpu-tiny-fp32-batch-size-mb2x1"}
+    assert sorted(runs["extra_repeat"]) == [1, 2] and runs["experiment"].nunique() == 1
+    side = compare.read_side(tmp_path)  # accepted as repeats of one configuration
+    assert len(side.steps) == 2
+    table = intervals.configuration_intervals(runs, load_steps(tmp_path))
+    assert len(table) == 1 and table["runs"].iloc[0] == 2 and table["low"].iloc[0] < table["high"].iloc[0]
 
 
 @pytest.mark.slow

@@ -28,6 +28,8 @@ from trainperf.report.page import InputError, open_runs, open_steps
 from trainperf.report.parameters import ParameterError, convert_cli_parameters, declared_parameters
 from trainperf.report.pipeline import NOTEBOOKS, REPORTS, build, plan
 
+RUNS_REPORTS = [r for r in REPORTS if r != "compare"]  # reports over a runs table (compare: tests/test_compare.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "data" / "reference"
 TINY = Path(__file__).resolve().parent / "data" / "report_tiny"
@@ -39,7 +41,7 @@ XSS_RUN = "xss-<img src=x onerror=alert(2)>"
 
 # --- notebooks and parameters -----------------------------------------------------
 
-@pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.parametrize("name", RUNS_REPORTS)
 def test_notebook_opens_with_a_literal_parameters_cell_and_no_outputs(name):
     notebook = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
@@ -292,7 +294,7 @@ EXPECTED_EMBEDDED = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.parametrize("name", RUNS_REPORTS)
 def test_embedded_report_shows_its_figures(embedded, name):
     page = _page(embedded, name)
     text = _visible(page)
@@ -348,7 +350,7 @@ EXPECTED_TINY = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", REPORTS)
+@pytest.mark.parametrize("name", RUNS_REPORTS)
 def test_tiny_fixture_report(tiny, name):
     text = _visible(_page(tiny, name))
     for expected in EXPECTED_TINY[name]:

@@ -1,7 +1,11 @@
 """Scaling laws, Karp-Flatt and fits against hand calculations."""
 
+from pathlib import Path
+
 import numpy as np
+import pandas as pd
 import pytest
+from scipy import stats
 
 from trainperf import scaling
 
@@ -37,11 +41,12 @@ def test_amdahl_fit_of_a_pure_amdahl_curve():
     p = np.array([1, 2, 4, 8, 16], dtype=float)
     fit = scaling.fit(p, scaling.amdahl(p, 0.1), "amdahl")
     assert fit.params["s"] == pytest.approx(0.1, abs=1e-4)
+    assert fit.params["gamma"] == pytest.approx(1.0, abs=1e-4)
     assert fit.rmse < 1e-4
 
 
 def test_as_many_points_as_parameters_gives_no_error_band():
-    fit = scaling.fit(np.array([1.0, 2.0]), np.array([1.0, 1.9]), "usl")
+    fit = scaling.fit(np.array([1.0, 2.0, 4.0]), np.array([1.0, 1.9, 3.2]), "usl")
     low, high = fit.band(4.0)
     assert np.isnan(low).all() and np.isnan(high).all()
 
@@ -52,11 +57,65 @@ def test_fit_needs_two_device_counts():
 
 
 def test_band_widens_by_the_relative_error_and_stays_non_negative():
-    p = np.array([1, 2, 4], dtype=float)
-    measured = np.array([1.0, 1.9, 1.8])  # turns over: a USL fit with large coherency cost
+    p = np.array([1, 2, 4, 8], dtype=float)
+    measured = np.array([1.0, 1.9, 1.8, 1.1])  # turns over: a USL fit with large coherency cost
     fit = scaling.fit(p, measured, "usl")
     residual = measured - fit.predict(p)
     assert fit.relative_rmse == pytest.approx(np.sqrt(np.mean((residual / measured) ** 2)))
     low, high = fit.band(np.array([1.0, 64.0]))
     assert np.all(low >= 0)
     assert low[0] <= 1.0 <= high[0]
+
+
+USL_DATA = Path(__file__).parent / "data" / "usl"  # the R package usl's data sets; sources in README.md there
+
+
+def test_usl_fit_reproduces_the_usl_package_on_specsdm91():
+    # usl 3.0.3 tests/summary.Rout.save and tests/predict.Rout.save
+    data = pd.read_csv(USL_DATA / "specsdm91.csv")
+    fit = scaling.fit(data["load"], data["throughput"], "usl")
+    published = {"sigma": (2.773e-02, 9.122e-03), "kappa": (1.044e-04, 1.988e-05), "gamma": (9.000e+01, 1.421e+01)}
+    for name, (estimate, stderr) in published.items():
+        assert fit.params[name] == pytest.approx(estimate, rel=0.01)
+        assert fit.stderr[name] == pytest.approx(stderr, rel=0.01)
+    assert fit.predict(data["load"]) == pytest.approx([90, 1078, 1541, 1850, 1879, 1822, 1646], abs=0.6)
+    residual_se = np.sqrt(np.sum((data["throughput"] - fit.predict(data["load"])) ** 2) / (7 - 3))
+    assert residual_se == pytest.approx(82.85, rel=0.01)
+    assert fit.multiplier(1.0) == pytest.approx(1.0)
+    assert fit.multiplier(216.0) == pytest.approx(fit.predict(216.0) / fit.params["gamma"])
+
+
+def test_usl_fit_reproduces_the_usl_package_on_raytracer():
+    # usl 3.0.3 tests/confint.Rout.save: usl(throughput ~ processors, raytracer[1:6, ]);
+    # its confint is estimate ± qt(0.95, n - 1) · stderr, which gives the standard errors back
+    data = pd.read_csv(USL_DATA / "raytracer.csv").iloc[:6]
+    fit = scaling.fit(data["processors"], data["throughput"], "usl")
+    published = {"sigma": (0.02444, 0.00754, 0.04135), "kappa": (0.00163, 0.00110, 0.00215),
+                 "gamma": (20.85605, 19.26717, 22.44492)}
+    t = stats.t.ppf(0.95, len(data) - 1)
+    for name, (estimate, low, high) in published.items():
+        assert fit.params[name] == pytest.approx(estimate, rel=0.01)
+        assert fit.stderr[name] == pytest.approx((high - low) / 2 / t, rel=0.01)
+        lo, hi = fit.intervals[name]
+        assert lo <= low and high <= hi  # ours: t(0.975, n - 3), wider than the package's print
+    table = fit.table()
+    assert list(table["parameter"]) == ["sigma", "kappa", "gamma"]
+
+
+def test_gamma_is_fitted_not_taken_from_the_first_measurement():
+    # a slow single-device run (20 % low) does not drag the whole curve down with it
+    p = np.array([1, 2, 4, 8, 16, 32], dtype=float)
+    throughput = 1000 * scaling.usl(p, 0.05, 0.001)
+    throughput[0] *= 0.8
+    fit = scaling.fit(p, throughput, "usl")
+    assert fit.params["gamma"] == pytest.approx(1000, rel=0.05)
+
+
+def test_a_baseline_of_several_devices_fits_the_same_law():
+    # measured from 8 devices only: gamma is the extrapolated single-device throughput
+    n = np.array([8, 16, 32, 64, 128], dtype=float)
+    fit = scaling.fit(n, 50 * scaling.usl(n, 0.02, 0.0002), "usl")
+    assert fit.params["sigma"] == pytest.approx(0.02, rel=1e-3)
+    assert fit.params["kappa"] == pytest.approx(0.0002, rel=1e-3)
+    assert fit.params["gamma"] == pytest.approx(50, rel=1e-3)
+    assert fit.predict(256.0) == pytest.approx(50 * scaling.usl(256.0, 0.02, 0.0002), rel=1e-3)

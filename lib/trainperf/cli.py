@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from trainperf import __version__, summary
+from trainperf import __version__, compare_cli, summary
 from trainperf.errors import DataError
 from trainperf.bench import cli as bench_cli
 from trainperf.importers import cli as importers_cli
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_subcommand(subparsers)
     report_cli.add_subcommand(subparsers)
     bench_cli.add_subcommand(subparsers)
+    compare_cli.add_subcommand(subparsers)
     importers_cli.add_subcommand(subparsers)
     profiler_cli.add_subcommand(subparsers)
     return parser

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 from scipy.optimize import OptimizeWarning, curve_fit
-
 
 
 def amdahl(p: np.ndarray, s: float) -> np.ndarray:
@@ -56,44 +56,63 @@ def usl(p: np.ndarray, sigma: float, kappa: float) -> np.ndarray:
 
 LAWS = {
     "amdahl": (amdahl, ("s",), ([0.0], [1.0]), [0.05]),
-    "usl": (usl, ("sigma", "kappa"), ([0.0, 0.0], [1.0, 1.0]), [0.05, 1e-4]),
+    "usl": (usl, ("sigma", "kappa"), ([0.0, 0.0], [1.0, 1.0]), [0.01, 1e-4]),
 }
-"""name -> (function, parameter names, bounds, initial guess)."""
+"""name -> (multiplier function, its parameter names, bounds, initial guess).
+The fitted model is ``X(N) = gamma · law(N)``: ``gamma`` (throughput of one
+device, the units of the data) is fitted too, bounded below by 0."""
 
 
 @dataclass
 class ScalingFit:
-    """A scaling law fitted to measured multipliers.
+    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)``.
 
-    ``devices`` are relative to the baseline (``p = N / N_baseline``);
-    ``rmse`` is the root-mean-square error of the fitted multiplier over the
-    measured points (x), ``relative_rmse`` that of the residuals as a
-    fraction of the measured multiplier; ``stderr`` the standard error of
-    each parameter (NaN when there are no more points than parameters).
+    As the R package ``usl`` (v3, Moeding & Gunther) does, the single-device
+    throughput ``gamma`` (γ) is a fitted parameter, so the fit does not inherit
+    the noise of one baseline measurement. ``devices`` are in the units the
+    fit was given (device counts, or counts relative to a baseline: then γ is
+    the baseline's fitted throughput); ``throughput`` in any unit (tokens/s,
+    or multipliers: then γ ≈ 1). ``params``: the law's parameters then
+    ``gamma``; ``stderr``: their standard errors (NaN when there are no more
+    points than parameters); ``intervals``: 95 % intervals
+    ``estimate ± t(0.975, n − k) · stderr`` clipped to the parameter's bounds
+    (``usl``'s ``confint`` prints ``± t(0.95, n − 1) · stderr``, a narrower
+    interval). ``rmse``: root-mean-square error of the fitted throughput
+    (units of ``throughput``); ``relative_rmse``: of the residuals as a
+    fraction of the measured throughput.
     """
 
     law: str
     params: dict[str, float]
     stderr: dict[str, float]
+    intervals: dict[str, tuple[float, float]]
     rmse: float
     relative_rmse: float
     devices: np.ndarray
-    multipliers: np.ndarray
+    throughput: np.ndarray
     covariance: np.ndarray = field(repr=False)
 
     def predict(self, devices: np.ndarray | float) -> np.ndarray:
-        """Fitted multiplier at relative device count(s) ``devices``."""
+        """Fitted throughput ``γ · S(N)`` at device count(s) ``devices`` (units of the data)."""
+        return self._curve(np.asarray(devices, dtype=float), list(self.params.values()))
+
+    def multiplier(self, devices: np.ndarray | float) -> np.ndarray:
+        """Fitted multiplier ``S(N) = X(N) / γ``: throughput relative to one device (``N = 1``)."""
         fn = LAWS[self.law][0]
-        return fn(np.asarray(devices, dtype=float), *self.params.values())
+        return fn(np.asarray(devices, dtype=float), *list(self.params.values())[:-1])
+
+    def _curve(self, devices: np.ndarray, theta: list[float] | np.ndarray) -> np.ndarray:
+        fn = LAWS[self.law][0]
+        return theta[-1] * fn(devices, *theta[:-1])
 
     def band(self, devices: np.ndarray | float, level: float = 0.95,
              draws: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper bound of the fitted multiplier at ``devices``.
+        """Lower and upper bound of the fitted throughput at ``devices``.
 
         Propagates the parameters' covariance by sampling (``draws`` parameter
         sets from the fit's normal approximation, clipped to the law's bounds),
         takes the central ``level`` of the resulting spread and widens it by
-        the fit's relative RMSE (a multiplier is never below 0). NaN where the
+        the fit's relative RMSE (throughput is never below 0). NaN where the
         covariance is unknown. Where a parameter sits at its bound (USL
         ``kappa = 0``: no retrograde term in the data), its draws can only move
         one way, so the band is one-sided: the estimate is near its upper edge,
@@ -104,15 +123,21 @@ class ScalingFit:
         if not np.all(np.isfinite(self.covariance)):
             nan = np.full(p.shape, np.nan)
             return nan, nan.copy()
-        fn, _, (lo, hi), _ = LAWS[self.law]
+        lo, hi = _bounds(self.law)
         rng = np.random.default_rng(seed)
         theta = rng.multivariate_normal(list(self.params.values()), self.covariance, size=draws)
         theta = np.clip(theta, lo, hi)
-        curves = np.stack([fn(p, *t) for t in theta])
+        curves = np.stack([self._curve(p, t) for t in theta])
         tail = (1.0 - level) / 2.0
         low = np.quantile(curves, tail, axis=0) * max(0.0, 1.0 - self.relative_rmse)
         high = np.quantile(curves, 1.0 - tail, axis=0) * (1.0 + self.relative_rmse)
         return low, high
+
+    def table(self) -> pd.DataFrame:
+        """One row per parameter: ``parameter``, ``estimate``, ``stderr``, ``low``, ``high`` (95 %)."""
+        return pd.DataFrame([{"parameter": name, "estimate": value, "stderr": self.stderr[name],
+                              "low": self.intervals[name][0], "high": self.intervals[name][1]}
+                             for name, value in self.params.items()])
 
     def describe(self) -> str:
         """One line: the law, its parameters with standard errors, and the RMSE."""
@@ -121,38 +146,60 @@ class ScalingFit:
             err = self.stderr[name]
             parts.append(f"{name} = {value:.4g}" + ("" if math.isnan(err) else f" ± {err:.2g}"))
         label = {"amdahl": "Amdahl", "usl": "USL"}[self.law]
-        return f"{label}: {', '.join(parts)}; RMSE {self.rmse:.3g}× over {len(self.devices)} points"
+        return f"{label}: {', '.join(parts)}; RMSE {self.rmse:.3g} over {len(self.devices)} points"
 
 
-def fit(devices: np.ndarray, multipliers: np.ndarray, law: str = "usl") -> ScalingFit:
-    """Fit a scaling law (``amdahl`` or ``usl``) to multipliers measured at
-    relative device counts ``devices`` (p = N / N_baseline; include p = 1).
+def _bounds(law: str) -> tuple[list[float], list[float]]:
+    """Lower and upper bounds of the law's parameters followed by ``gamma``'s."""
+    lo, hi = LAWS[law][2]
+    return [*lo, 0.0], [*hi, np.inf]
 
-    Raises ``ValueError`` with fewer than two distinct device counts.
+
+def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> ScalingFit:
+    """Fit ``X(N) = γ · S(N)`` (``S``: ``amdahl`` or ``usl``) by least squares
+    on the throughput ``X`` measured at device counts ``devices`` (absolute, or
+    relative to a baseline), estimating ``γ`` with the law's parameters.
+
+    The start values are ``usl``'s: ``γ = max(X / N)``, ``σ = 0.01``,
+    ``κ = 10⁻⁴`` (Amdahl ``s = 0.05``). Raises ``ValueError`` with fewer
+    than two distinct device counts.
     """
     if law not in LAWS:
         raise ValueError(f"unknown scaling law {law!r}; known: {', '.join(LAWS)}")
     p = np.asarray(devices, dtype=float)
-    s = np.asarray(multipliers, dtype=float)
-    keep = np.isfinite(p) & np.isfinite(s)
-    p, s = p[keep], s[keep]
+    x = np.asarray(throughput, dtype=float)
+    keep = np.isfinite(p) & np.isfinite(x)
+    p, x = p[keep], x[keep]
     if len(np.unique(p)) < 2:
         raise ValueError("a scaling fit needs measurements at two or more device counts")
-    fn, names, bounds, guess = LAWS[law]
+    fn, law_names, _, guess = LAWS[law]
+    names = (*law_names, "gamma")
+
+    def model(n, *theta):
+        return theta[-1] * fn(n, *theta[:-1])
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)  # no covariance: handled below
-        params, cov = curve_fit(fn, p, s, p0=guess, bounds=bounds, maxfev=20000)
-    if len(p) <= len(names):
+        params, cov = curve_fit(model, p, x, p0=[*guess, float(np.max(x / p))], bounds=_bounds(law),
+                                x_scale="jac", maxfev=20000)
+    dof = len(p) - len(names)
+    if dof <= 0:
         cov = np.full((len(names), len(names)), np.nan)
-    residuals = s - fn(p, *params)
+    stderr = {n: float(math.sqrt(v)) if v >= 0 else math.nan for n, v in zip(names, np.diag(cov))}
+    t = float(stats.t.ppf(0.975, dof)) if dof > 0 else math.nan
+    lo, hi = _bounds(law)
+    intervals = {n: (max(lo[i], float(params[i]) - t * stderr[n]), min(hi[i], float(params[i]) + t * stderr[n]))
+                 for i, n in enumerate(names)}
+    residuals = x - model(p, *params)
     return ScalingFit(
         law=law,
         params=dict(zip(names, map(float, params))),
-        stderr={n: float(math.sqrt(v)) if v >= 0 else math.nan for n, v in zip(names, np.diag(cov))},
+        stderr=stderr,
+        intervals=intervals,
         rmse=float(np.sqrt(np.mean(residuals ** 2))),
-        relative_rmse=float(np.sqrt(np.mean((residuals / s) ** 2))),
+        relative_rmse=float(np.sqrt(np.mean((residuals / x) ** 2))),
         devices=p,
-        multipliers=s,
+        throughput=x,
         covariance=cov,
     )
 

@@ -72,6 +72,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=_positive,
                         help="intra-op (OpenMP) threads per process (default: 1 on CPU, where one process on one "
                              "core stands for one device; on GPU the cores shared out among the processes)")
+    parser.add_argument("--repeats", type=_positive,
+                        help="runs of each configuration, recorded as repeats of it (extra_repeat, "
+                             f"extra_configuration) so that comparisons see run-to-run variance ({both('repeats')})")
     parser.add_argument("--learning-rate", type=float, help=f"AdamW learning rate ({both('learning_rate')})")
     parser.add_argument("--seed", type=int, help=f"seed of weights and data order ({both('seed')})")
     parser.add_argument("--timeout", type=float, default=900.0,
@@ -87,7 +90,7 @@ def settings_from(args: argparse.Namespace, defaults: Settings) -> Settings:
 
     chosen = {name: getattr(args, name) for name in (
         "model", "seq_len", "precision", "steps", "warmup_steps", "global_batch", "micro_batches",
-        "per_process_batch", "processes", "strategy_processes", "threads", "learning_rate", "seed")
+        "per_process_batch", "processes", "strategy_processes", "threads", "learning_rate", "seed", "repeats")
         if getattr(args, name) is not None}
     if "model" in chosen and "seq_len" not in chosen:
         chosen["seq_len"] = DEFAULT_SEQ_LEN[chosen["model"]]

@@ -69,7 +69,8 @@ class Settings:
     ``processes``: process counts of the scaling sweep;
     ``strategy_processes``: process count of the strategy sweep;
     ``threads``: intra-op threads per process (None: the cores shared out,
-    ``max(1, cores // processes)``).
+    ``max(1, cores // processes)``); ``repeats``: runs of each configuration
+    (repeats make run-to-run variance measurable: see docs/statistics.md).
     """
 
     model: str
@@ -85,12 +86,13 @@ class Settings:
     threads: int | None = None
     learning_rate: float = 1e-3
     seed: int = 0
+    repeats: int = 2
 
 
 CPU_DEFAULTS = Settings(
     model="small", seq_len=128, precision="fp32", steps=8, warmup_steps=2, global_batch=16,
     micro_batches=(1, 2, 4, 8, 16), per_process_batch=8, processes=(1, 2, 4), strategy_processes=2, threads=1)
-"""Sized so that ``make bench`` (13 runs) takes a few minutes on 2 cores.
+"""Sized so that ``make bench`` (13 configurations, each measured twice) takes a few minutes on 2 cores.
 
 One thread per process: on CPU a process on one core plays the part of one
 GPU, so that the scaling sweep adds cores as it adds processes. It also keeps
@@ -174,7 +176,30 @@ def plan(settings: Settings, machine: Machine, sweeps: tuple[str, ...], out_dir:
             add("strategy", f"{strategy}-p{settings.strategy_processes}", strategy,
                 settings.strategy_processes, settings.per_process_batch, 1,
                 baseline=f"ddp-p{settings.strategy_processes}")
-    return Plan(runs, skipped)
+    return Plan(with_repeats(runs, settings.repeats), skipped)
+
+
+def with_repeats(runs: list[RunSpec], repeats: int) -> list[RunSpec]:
+    """Each run ``repeats`` times, as repeats of one configuration: run ids
+    ``<run_id>-r<i>`` (i from 1), the configuration's run id in
+    ``extra_configuration`` and ``extra_repeat = i``, the same experiment,
+    seed and settings. Whole passes follow each other (every configuration
+    once, then again), so a slow period of the machine spreads over
+    configurations instead of hitting one. Baselines name the first repeat of
+    the baseline configuration (the fewest processes where none is named), as
+    an experiment has one baseline. ``repeats = 1`` leaves ``runs`` as they are."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    if repeats == 1:
+        return runs
+    fewest: dict[str, RunSpec] = {}
+    for run in runs:
+        if run.experiment not in fewest or run.nprocs < fewest[run.experiment].nprocs:
+            fewest[run.experiment] = run
+    return [replace(run, run_id=f"{run.run_id}-r{i}",
+                    baseline_run_id=f"{run.baseline_run_id or fewest[run.experiment].run_id}-r1",
+                    extra={**run.extra, "extra_configuration": run.run_id, "extra_repeat": i})
+            for i in range(1, repeats + 1) for run in runs]
 
 
 def with_cpu_peaks(runs: list[RunSpec], peaks_tflops: dict[int, float], cores: int) -> list[RunSpec]:

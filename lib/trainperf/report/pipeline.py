@@ -40,7 +40,7 @@ KERNEL = "trainperf"
 NOTEBOOKS = Path(trainperf.__file__).resolve().parents[2] / "notebooks"
 """The report notebooks of this checkout."""
 
-REPORTS: tuple[str, ...] = ("throughput", "scaling", "batch_size", "platforms")
+REPORTS: tuple[str, ...] = ("throughput", "scaling", "batch_size", "platforms", "compare")
 """The reports, in the order the index lists them."""
 
 CELL_TIMEOUT_S = 600

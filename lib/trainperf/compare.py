@@ -1,0 +1,360 @@
+"""Did a change make training faster? A baseline against a candidate, with intervals.
+
+Each side is one configuration: one run, or several runs that are repeats of
+it (folders of run folders, runs tables, logs — what ``load_runs`` and
+``load_steps`` read). With per-step data, the measured steps (warm-up
+excluded) give each run's job step time per step — the slowest rank's, as a
+job waits for it — and its tokens (else samples) per step; a run's throughput
+is its work over its time. Intervals come from :mod:`trainperf.stats`: a block
+bootstrap within runs, hierarchical over repeats. Without steps, only the
+spread of repeats in the runs table is known.
+
+The verdict is ``faster`` / ``slower`` only when the interval of the relative
+difference in throughput excludes 0 and the estimate is at least the minimum
+effect (default :data:`trainperf.stats.MIN_EFFECT`, 2 %); otherwise ``no
+detectable difference``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from trainperf.derive import derive
+from trainperf.errors import DataError
+from trainperf.loading import load_runs
+from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, SAME, SLOWER, Difference, log_interval, relative_difference,
+                             resample_runs, t_quantile, verdict, welch_dof)
+from trainperf.steps import STEPS_TABLE_SUFFIXES, _steps_inputs, aggregate_steps, has_steps_columns, load_steps
+
+PHASES = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "comm_s", "comm_exposed_s")
+"""Phase columns compared, where both sides timed them in every measured step."""
+CONFIG_KEY = ("platform", "model", "n_params", "precision", "strategy", "gpus", "nodes", "tensor_parallel",
+              "pipeline_parallel", "micro_batch_size", "grad_accum_steps", "global_batch_size", "seq_len",
+              "activation_checkpointing")
+"""Columns that runs must share to be repeats of one configuration."""
+RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
+
+
+@dataclass
+class Side:
+    """One side of a comparison: its runs rows and, where recorded, measured steps
+    (one frame per run: ``step``, ``step_time_s`` of the slowest rank, ``work``
+    tokens or samples of all ranks, phase seconds as the mean over ranks, and
+    ``rank_<r>_s`` each rank's step time)."""
+
+    label: str
+    runs: pd.DataFrame
+    steps: dict[str, pd.DataFrame] = field(default_factory=dict)
+    dropped_steps: int = 0
+
+
+def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0) -> Side:
+    """Read one side. Steps are used where the inputs hold them (run folders,
+    steps tables), after each run's warm-up and ``warmup`` more steps.
+    DataError when the runs are not repeats of one configuration."""
+    if not paths:
+        raise DataError("no input given for a side of the comparison")
+    paths = tuple(Path(p) for p in paths)
+    for path in paths:
+        if not path.exists():
+            raise DataError("no such file or folder", path=path)
+    tables = [p for p in paths if p.is_file() and _holds_steps(p)]  # load_runs leaves steps tables to load_steps
+    others = [p for p in paths if p not in tables]
+    frames = ([load_runs(*others)] if others else []) + ([aggregate_steps(load_steps(*tables))] if tables else [])
+    runs = derive(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
+    _check_repeats(runs, label or ", ".join(map(str, paths)))
+    side = Side(label or ", ".join(map(str, paths)), runs)
+    if any(_holds_steps(p) for p in paths):
+        side.steps, side.dropped_steps = job_steps(load_steps(*paths), warmup)
+    return side
+
+
+def _holds_steps(path: Path) -> bool:
+    return any(item.is_dir() or (item.suffix.lower() in STEPS_TABLE_SUFFIXES and has_steps_columns(item))
+               for item in _steps_inputs(path))
+
+
+def _check_repeats(runs: pd.DataFrame, label: str) -> None:
+    for column in CONFIG_KEY:
+        if column in runs:
+            values = runs[column].dropna().astype(str).unique()
+            if len(values) > 1:
+                raise DataError(f"the runs of one side must be repeats of one configuration, but they differ in "
+                                f"{column!r} ({', '.join(sorted(values))}); compare one configuration per side",
+                                path=label)
+
+
+def job_steps(steps: pd.DataFrame, warmup: int = 0) -> tuple[dict[str, pd.DataFrame], int]:
+    """Per run, the job's measured steps (see :class:`Side`), and how many
+    steps were dropped because some rank did not record them. ``warmup``: steps
+    dropped at the start of each run on top of those flagged warm-up."""
+    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    out, dropped = {}, 0
+    for run_id, run in measured.groupby("run_id", sort=True, observed=True):
+        run = run[run["step"] >= run["step"].min() + warmup]
+        by_step = run.groupby("step", sort=True)
+        ranks = sorted(run["rank"].unique())
+        complete = by_step["rank"].nunique() == len(ranks)
+        dropped += int((~complete).sum())
+        frame = pd.DataFrame({"step_time_s": by_step["step_s"].max()})
+        for unit in RATES:
+            if unit in run and run[unit].notna().all():
+                frame[unit] = by_step[unit].sum()
+        for phase in PHASES:
+            if phase in run and run[phase].notna().all():
+                frame[phase] = by_step[phase].mean()
+        wide = run.pivot_table(index="step", columns="rank", values="step_s", aggfunc="max")
+        for rank in ranks:
+            frame[f"rank_{int(rank)}_s"] = wide[rank]
+        frame = frame[complete.to_numpy()].reset_index()
+        if frame["step_time_s"].isna().any():
+            bad = frame.loc[frame["step_time_s"].isna(), "step"].iloc[0]
+            raise DataError(f"step {bad} has no step_s", path=f"run {run_id}")
+        if len(frame) < 2:
+            raise DataError(f"{len(frame)} measured step(s) after the warm-up: at least 2 are needed",
+                            path=f"run {run_id}")
+        out[str(run_id)] = frame
+    return out, dropped
+
+
+@dataclass
+class Estimate:
+    """A side's throughput with the uncertainty of its log (``se_log``, ``dof``)
+    and, with steps, per-quantity means and standard errors (phases, ranks)."""
+
+    throughput: float
+    se_log: float
+    dof: float
+    runs: int
+    steps: int
+    means: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, float] = field(default_factory=dict)
+    slowest_share: dict[str, float] = field(default_factory=dict)
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+        """The throughput's interval (NaN when none can be computed)."""
+        return log_interval(self.throughput, self.se_log, self.dof, level) if self.dof > 0 else (math.nan, math.nan)
+
+
+def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int = DRAWS, seed: int = 0) -> Estimate:
+    """Throughput (``unit`` per second; steps per second when ``unit`` is None)
+    and the means of ``columns`` (seconds per step) of a side, by the
+    hierarchical block bootstrap of :func:`trainperf.stats.resample_runs`."""
+    frames = list(side.steps.values())
+    work = [f[unit].to_numpy(float) if unit else np.ones(len(f)) for f in frames]
+    matrices = [np.column_stack([f["step_time_s"].to_numpy(float), w, *(f[c].to_numpy(float) for c in columns)])
+                for f, w in zip(frames, work)]
+    point = np.array([m.mean(axis=0) for m in matrices])
+    resampled = resample_runs(matrices, draws=draws, seed=seed)
+    rep = resampled.replicates  # (draws, slots, 2 + len(columns))
+    names = ["step_time_s", "work", *columns]
+    rep_throughput = (rep[..., 1] / rep[..., 0]).mean(axis=1)
+    shares = {}
+    ranks = [c for c in columns if c.startswith("rank_")]
+    if len(ranks) > 1:
+        slowest = pd.concat([f[ranks] for f in frames]).idxmax(axis=1).value_counts(normalize=True)
+        shares = {r: float(slowest.get(r, 0.0)) for r in ranks}
+    return Estimate(
+        throughput=float((point[:, 1] / point[:, 0]).mean()),
+        se_log=float(np.std(np.log(rep_throughput), ddof=1)),
+        dof=resampled.dof,
+        runs=len(frames),
+        steps=sum(len(f) for f in frames),
+        means={c: float(point[:, i].mean()) for i, c in enumerate(names) if c != "work"},
+        errors={c: float(np.std(rep[..., i].mean(axis=1), ddof=1)) for i, c in enumerate(names) if c != "work"},
+        slowest_share=shares,
+    )
+
+
+def estimate_runs(side: Side, rate: str) -> Estimate:
+    """Throughput from runs-table rows only: the mean of the repeats' ``rate``,
+    with ``se_log = sd / (√R · mean)`` and ``R − 1`` degrees of freedom (none for one row)."""
+    values = side.runs[rate].to_numpy(float)
+    if np.isnan(values).any():
+        row = int(np.flatnonzero(np.isnan(values))[0])
+        raise DataError(f"run {side.runs['run_id'].iloc[row]!r} has no {rate}", path=side.label)
+    mean = float(values.mean())
+    r = len(values)
+    se_log = float(values.std(ddof=1) / (math.sqrt(r) * mean)) if r > 1 else math.nan
+    return Estimate(throughput=mean, se_log=se_log, dof=float(r - 1), runs=r, steps=0)
+
+
+@dataclass
+class Comparison:
+    """A baseline against a candidate.
+
+    ``sides``: one row per side (``side``, ``runs``, ``steps``, ``throughput``,
+    ``low``, ``high``: ``unit`` per second, 95 %); ``difference``: candidate /
+    baseline − 1 with its interval (fractions); ``phases`` and ``ranks``: one
+    row per phase / rank with ``baseline_s``, ``candidate_s`` (seconds per
+    step), ``delta_s`` with ``low_s`` / ``high_s``, ``delta_pct`` (of the
+    baseline step time, fraction) and ``moved``; ``step_times``: tidy per-step
+    job step times of both sides (``side``, ``run_id``, ``step``,
+    ``step_time_s``); ``notes``: what the intervals cover, sentences.
+    """
+
+    baseline: str
+    candidate: str
+    unit: str
+    min_effect: float
+    sides: pd.DataFrame
+    difference: Difference
+    verdict: str
+    phases: pd.DataFrame
+    ranks: pd.DataFrame
+    step_times: pd.DataFrame
+    notes: list[str]
+    qualifier: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        """0: no regression; 1: the candidate is significantly slower."""
+        return 1 if self.verdict == SLOWER else 0
+
+    def headline(self) -> str:
+        """The verdict and the figure, one line."""
+        d = self.difference
+        figure = f"candidate {self.unit}/s {d.estimate:+.1%} vs baseline"
+        if math.isfinite(d.low):
+            figure += f" (95 % interval {d.low:+.1%} to {d.high:+.1%}; minimum effect {self.min_effect:.0%})"
+        else:
+            figure += " (no interval)"
+        return f"{self.verdict}{self.qualifier}: {figure}"
+
+
+def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, draws: int = DRAWS,
+            seed: int = 0) -> Comparison:
+    """Compare two sides (see the module docstring). Deterministic for a ``seed``."""
+    if min_effect < 0:
+        raise DataError(f"min_effect must be a fraction >= 0, got {min_effect}")
+    sides = (baseline, candidate)
+    if all(s.steps for s in sides):
+        return _compare_steps(baseline, candidate, min_effect, draws, seed)
+    return _compare_runs(baseline, candidate, min_effect)
+
+
+def _common_unit(sides: tuple[Side, Side]) -> str | None:
+    for unit in RATES:
+        if all(unit in f for s in sides for f in s.steps.values()):
+            return unit
+    return None
+
+
+def _common(sides: tuple[Side, Side], names: tuple[str, ...] | list[str]) -> list[str]:
+    return [c for c in names if all(c in f for s in sides for f in s.steps.values())]
+
+
+def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: int, seed: int) -> Comparison:
+    sides = (baseline, candidate)
+    unit = _common_unit(sides)
+    phases = _common(sides, PHASES)
+    rank_sets = {tuple(c for c in f if c.startswith("rank_")) for s in sides for f in s.steps.values()}
+    ranks = list(next(iter(rank_sets))) if len(rank_sets) == 1 else []
+    columns = phases + ranks
+    est = [estimate_steps(s, unit, columns, draws, seed + i) for i, s in enumerate(sides)]
+    notes = [_scope_steps(est)]
+    diff, note = _difference(est)
+    notes += [note] if note else []
+    if len(rank_sets) > 1:
+        notes.append("The runs have different ranks: no per-rank comparison.")
+    for s in sides:
+        if s.dropped_steps:
+            notes.append(f"{s.label}: {s.dropped_steps} step(s) left out because not every rank recorded them.")
+    base_step = est[0].means["step_time_s"]
+    phase_rows = [_delta_row(c.removesuffix("_s"), c, est, base_step, min_effect) for c in ["step_time_s", *phases]]
+    rank_rows = [_delta_row(c.removeprefix("rank_").removesuffix("_s"), c, est, base_step, min_effect)
+                 | {"baseline_slowest": est[0].slowest_share.get(c, math.nan),
+                    "candidate_slowest": est[1].slowest_share.get(c, math.nan)} for c in ranks]
+    notes += _stragglers(rank_rows)
+    steps = pd.concat([f.assign(side=name, run_id=run_id)[["side", "run_id", "step", "step_time_s"]]
+                       for name, s in zip(("baseline", "candidate"), sides) for run_id, f in s.steps.items()],
+                      ignore_index=True)
+    return Comparison(baseline.label, candidate.label, unit or "step", min_effect, _sides_table(est),
+                      diff, verdict(diff, min_effect), pd.DataFrame(phase_rows).rename(columns={"name": "phase"}),
+                      pd.DataFrame(rank_rows).rename(columns={"name": "rank"}), steps, notes)
+
+
+def _delta_row(name: str, column: str, est: list[Estimate], base_step: float, min_effect: float) -> dict:
+    a, b = est[0].means[column], est[1].means[column]
+    se_a, se_b = est[0].errors[column], est[1].errors[column]
+    dof = welch_dof(se_a, est[0].dof, se_b, est[1].dof)
+    half = t_quantile(dof) * math.hypot(se_a, se_b) if math.isfinite(dof) else math.nan
+    delta = b - a
+    moved = bool(abs(delta) > half and abs(delta) >= min_effect * base_step)
+    return {"name": name, "baseline_s": a, "candidate_s": b, "delta_s": delta, "low_s": delta - half,
+            "high_s": delta + half, "delta_pct": delta / base_step, "moved": moved}
+
+
+def _stragglers(rank_rows: list[dict]) -> list[str]:
+    if len(rank_rows) < 2:
+        return []
+    top = max(rank_rows, key=lambda r: r["candidate_slowest"])
+    note = (f"Rank {top['name']} is the slowest in {top['candidate_slowest']:.0%} of the "
+            f"candidate's steps (baseline: {top['baseline_slowest']:.0%}).")
+    return [note] if top["candidate_slowest"] >= max(0.5, 1.5 / len(rank_rows)) else []
+
+
+def _scope_steps(est: list[Estimate]) -> str:
+    if all(e.runs == 1 for e in est):
+        return ("One run per side: the intervals cover step-to-step noise within each run only (circular block "
+                "bootstrap), not the run-to-run variance of repeats, which is often larger; record repeats "
+                "(trainperf bench --repeats) to include it.")
+    return (f"{est[0].runs} baseline and {est[1].runs} candidate run(s): the intervals resample runs, then blocks of "
+            "steps within runs (hierarchical block bootstrap), so run-to-run variance is included.")
+
+
+def _sides_table(est: list[Estimate]) -> pd.DataFrame:
+    rows = []
+    for name, e in zip(("baseline", "candidate"), est):
+        low, high = e.interval()
+        rows.append({"side": name, "runs": e.runs, "steps": e.steps, "throughput": e.throughput,
+                     "low": low, "high": high})
+    return pd.DataFrame(rows)
+
+
+def _difference(est: list[Estimate]) -> tuple[Difference, str]:
+    """Candidate / baseline − 1 with its interval, and a note when one side has
+    a single run and the other repeats: the single run is then taken to vary
+    from run to run as much as one of the repeats (SE × √runs), on the repeats'
+    degrees of freedom (one spread estimate: no Welch)."""
+    if (est[0].runs > 1) == (est[1].runs > 1):
+        return relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
+                                   est[1].throughput, est[1].se_log, est[1].dof), ""
+    repeated, single = (est[0], est[1]) if est[0].runs > 1 else (est[1], est[0])
+    single.se_log = max(single.se_log if math.isfinite(single.se_log) else 0.0,
+                        repeated.se_log * math.sqrt(repeated.runs))
+    single.dof = repeated.dof
+    ratio = est[1].throughput / est[0].throughput
+    low, high = log_interval(ratio, math.hypot(est[0].se_log, est[1].se_log), repeated.dof)
+    note = (f"One side has a single run: it is taken to vary from run to run as much as the other side's "
+            f"{repeated.runs} repeats do.")
+    return Difference(ratio - 1.0, low - 1.0, high - 1.0, repeated.dof), note
+
+
+def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Comparison:
+    sides = (baseline, candidate)
+    rate = next((r for r in RATES.values() if all(r in s.runs and s.runs[r].notna().all() for s in sides)), None)
+    if rate is None:
+        raise DataError("neither tokens/s nor samples/s is known for every run of both sides",
+                        path=f"{baseline.label} vs {candidate.label}")
+    est = [estimate_runs(s, rate) for s in sides]
+    notes = ["No per-step data on both sides: only the run-to-run variance across repeats is available; "
+             "step-to-step correlation and phases are not used."]
+    qualifier = ""
+    if any(e.runs > 1 for e in est):
+        diff, note = _difference(est)
+        notes.append(note or "Intervals: t intervals on the log scale from the spread of the repeats.")
+        call = verdict(diff, min_effect)
+    else:
+        ratio = est[1].throughput / est[0].throughput - 1.0
+        diff = Difference(ratio, math.nan, math.nan, math.nan)
+        notes.append("Each side has a single runs-table row and no steps: no interval can be computed.")
+        call, qualifier = SAME, " (no repeats or steps)"
+    empty = pd.DataFrame()
+    return Comparison(baseline.label, candidate.label, rate.removesuffix("_per_s"), min_effect, _sides_table(est),
+                      diff, call, empty, empty, empty, notes, qualifier)

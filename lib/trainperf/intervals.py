@@ -1,0 +1,129 @@
+"""Throughput with a 95 % interval per configuration, and whether two configurations differ.
+
+Runs that are repeats of one configuration are grouped: by
+``extra_configuration`` where the runs carry it (``trainperf bench
+--repeats``), else by the experiment and the configuration columns
+(:data:`trainperf.compare.CONFIG_KEY`). Each configuration's interval comes
+from :mod:`trainperf.stats` as in ``trainperf compare``: from its steps where
+given (block bootstrap, hierarchical over repeats), else from the spread of
+its repeats; a single run without steps has none. A report says a
+configuration is better than another only when :func:`distinguish` does;
+otherwise they are *indistinguishable*.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from trainperf.compare import CONFIG_KEY, RATES, Side, estimate_runs, estimate_steps, job_steps
+from trainperf.stats import DRAWS, FASTER, MIN_EFFECT, SAME, Difference, relative_difference, verdict
+
+INTERVAL_COLUMNS = ("experiment", "configuration", "runs", "steps", "unit", "throughput", "low", "high",
+                    "se_log", "dof", "basis", "run_ids")
+"""Columns of :func:`configuration_intervals`."""
+
+
+def configuration_keys(runs: pd.DataFrame) -> pd.Series:
+    """Per run, the name of the configuration it repeats: ``extra_configuration``
+    where given, else its experiment and configuration columns."""
+    explicit = runs["extra_configuration"] if "extra_configuration" in runs else pd.Series(pd.NA, index=runs.index)
+    columns = [c for c in ("experiment", *CONFIG_KEY) if c in runs]
+    implicit = runs[columns].astype("string").fillna("").agg("|".join, axis=1) if columns else runs["run_id"]
+    experiment = runs["experiment"].astype("string").fillna("") if "experiment" in runs else ""
+    return (experiment + "|" + explicit.astype("string")).fillna(implicit)
+
+
+def configuration_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None, draws: int = DRAWS,
+                            seed: int = 0) -> pd.DataFrame:
+    """One row per configuration of a derived runs table: ``throughput`` (mean
+    over its repeats, ``unit`` per second: tokens, else samples) with its 95 %
+    interval ``low``–``high`` (NaN for one run without steps), ``se_log`` and
+    ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers),
+    ``runs``, ``steps`` (measured steps used) and ``run_ids``. ``steps``: the
+    steps table of (some of) the runs; a configuration uses steps only when
+    every one of its runs has them. Deterministic for a ``seed``."""
+    frames = job_steps(steps)[0] if steps is not None and len(steps) else {}
+    keys = configuration_keys(runs)
+    rows = []
+    for i, key in enumerate(pd.unique(keys)):
+        group = runs[keys == key]
+        ids = [str(r) for r in group["run_id"]]
+        name = (group["extra_configuration"].iloc[0] if "extra_configuration" in group
+                and pd.notna(group["extra_configuration"].iloc[0]) else ids[0])
+        row = {"experiment": group["experiment"].iloc[0] if "experiment" in group else pd.NA,
+               "configuration": name, "runs": len(ids), "run_ids": ", ".join(ids)}
+        side = Side(name, group, {r: frames[r] for r in ids if r in frames})
+        unit = next((u for u in RATES if side.steps and all(u in f for f in side.steps.values())), None)
+        if len(side.steps) == len(ids):
+            est = estimate_steps(side, unit, [], draws, seed + i)
+            row |= {"unit": unit or "step", "basis": "steps, repeats" if len(ids) > 1 else "steps of one run"}
+        else:
+            rate = next((r for r in RATES.values() if r in group and group[r].notna().all()), None)
+            if rate is None:
+                continue
+            est = estimate_runs(side, rate)
+            row |= {"unit": rate.removesuffix("_per_s"),
+                    "basis": "repeats, no steps" if len(ids) > 1 else "one run, no steps: no interval"}
+        low, high = est.interval()
+        rows.append(row | {"steps": est.steps, "throughput": est.throughput, "low": low, "high": high,
+                           "se_log": est.se_log, "dof": est.dof})
+    return pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS))
+
+
+@dataclass(frozen=True)
+class Distinction:
+    """``b`` against ``a``: relative difference of throughput with its interval,
+    the verdict (``faster``/``slower``/``no detectable difference``) and a sentence."""
+
+    a: str
+    b: str
+    difference: Difference
+    verdict: str
+    sentence: str
+
+    @property
+    def distinguishable(self) -> bool:
+        return self.verdict != SAME
+
+
+def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Distinction:
+    """Whether configuration ``b`` of a :func:`configuration_intervals` table is
+    faster or slower than ``a``, or indistinguishable from it (within the noise,
+    or below the minimum effect)."""
+    rows = table.set_index("configuration")
+    x, y = rows.loc[a], rows.loc[b]
+    if x["unit"] != y["unit"]:
+        raise ValueError(f"{a!r} is measured in {x['unit']}/s and {b!r} in {y['unit']}/s: not comparable")
+    if x["dof"] > 0 and y["dof"] > 0 and math.isfinite(x["se_log"]) and math.isfinite(y["se_log"]):
+        d = relative_difference(x["throughput"], x["se_log"], x["dof"], y["throughput"], y["se_log"], y["dof"])
+    else:
+        d = Difference(y["throughput"] / x["throughput"] - 1.0, math.nan, math.nan, math.nan)
+    call = verdict(d, min_effect)
+    figure = f"{d.estimate:+.1%}" + (f" (95 % interval {d.low:+.1%} to {d.high:+.1%})" if math.isfinite(d.low)
+                                      else " (no interval: one run without steps)")
+    if call == SAME:
+        sentence = f"{b} and {a} are indistinguishable: {figure}, within the noise or below {min_effect:.0%}."
+    else:
+        sentence = f"{b} is {'faster' if call == FASTER else 'slower'} than {a}: {figure}."
+    return Distinction(a, b, d, call, sentence)
+
+
+def against_best(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
+    """``table`` with, per configuration, the verdict against the fastest one of its
+    experiment (``vs_best``: relative difference; ``vs_best_low``/``vs_best_high``;
+    ``tied_with_best``: indistinguishable from it, True for the fastest itself)."""
+    out = table.copy()
+    for column in ("vs_best", "vs_best_low", "vs_best_high"):
+        out[column] = math.nan
+    out["tied_with_best"] = False
+    for _, group in out.groupby("experiment", dropna=False, sort=False):
+        best = group.loc[group["throughput"].idxmax(), "configuration"]
+        for index, row in group.iterrows():
+            result = distinguish(out, best, row["configuration"], min_effect)
+            d = result.difference
+            out.loc[index, ["vs_best", "vs_best_low", "vs_best_high"]] = [d.estimate, d.low, d.high]
+            out.loc[index, "tied_with_best"] = not result.distinguishable
+    return out

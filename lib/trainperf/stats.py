@@ -1,0 +1,195 @@
+"""Intervals for training speed that respect how it varies.
+
+Step times are correlated (a slow stretch lasts several steps) and runs of one
+configuration differ from each other (machine load, placement, clocks), often
+by more than their steps do. The intervals here account for both:
+
+* **Within a run**: the circular block bootstrap (Politis & Romano 1992)
+  resamples blocks of consecutive steps, so step-to-step correlation is kept.
+  The block length follows the rule of Politis & White (2004) with the
+  correction of Patton, Politis & White (2009), computed on the run's
+  step-time series: about ``n^(1/3)`` times a factor that grows with the
+  autocorrelation, 1 for uncorrelated steps, at most ``min(3·√n, n/3)``.
+* **Across repeats** of one configuration: the bootstrap is hierarchical —
+  each replicate draws the runs with replacement, then blocks of steps within
+  each drawn run — so run-to-run variance enters the interval.
+* **Runs-table rows only** (no steps): only the spread of repeats is known;
+  with a single row per side no interval exists.
+
+An interval is ``exp(log x̂ ± t(0.975, ν) · SE)`` on the log scale (SE: the
+bootstrap standard deviation of ``log x``), with ``ν`` the number of
+independent pieces less one: runs − 1 with repeats, blocks − 1 within one
+run; for a difference of two sides ν is Welch–Satterthwaite's. The t quantile
+keeps small samples (a few blocks, two repeats) from looking certain.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import t as student_t
+
+LEVEL = 0.95
+"""Confidence level of every interval."""
+DRAWS = 2000
+"""Bootstrap replicates per side."""
+
+
+def block_length(series: np.ndarray) -> int:
+    """Block length (steps) for a circular block bootstrap of ``series``:
+    Politis & White (2004) with Patton, Politis & White (2009)'s correction.
+
+    ``b = (2 G² / D)^(1/3) · n^(1/3)`` with ``G = Σ λ(k/M) |k| R(k)``,
+    ``D = 4/3 (Σ λ(k/M) R(k))²`` (flat-top kernel ``λ``, autocovariances
+    ``R``, ``M`` twice the last significantly autocorrelated lag), clipped to
+    ``[1, min(3√n, n/3)]``; 1 for fewer than 4 steps.
+    """
+    x = np.asarray(series, dtype=float)
+    n = len(x)
+    if n < 4:
+        return 1
+    xc = x - x.mean()
+    acov = np.array([np.dot(xc[: n - k], xc[k:]) / n for k in range(n)])
+    if acov[0] <= 0:
+        return 1
+    rho = acov / acov[0]
+    kn = max(5, math.ceil(math.sqrt(math.log10(n))))
+    m_max = math.ceil(math.sqrt(n)) + kn
+    b_max = max(1, math.ceil(min(3 * math.sqrt(n), n / 3)))
+    threshold = 2.0 * math.sqrt(math.log10(n) / n)
+    insignificant = np.abs(rho[1:]) < threshold  # lag k at index k - 1
+    m_hat = None
+    for m in range(0, min(m_max, n - 1)):
+        window = insignificant[m: m + kn]
+        if len(window) and window.all():
+            m_hat = m
+            break
+    if m_hat is None:
+        significant = np.flatnonzero(~insignificant[: m_max])
+        m_hat = int(significant[-1]) + 1 if len(significant) else 0
+    big_m = min(2 * m_hat, n - 1)
+    if big_m == 0:
+        return 1
+    lags = np.arange(-big_m, big_m + 1)
+    t = np.abs(lags) / big_m
+    kernel = np.where(t <= 0.5, 1.0, 2.0 * (1.0 - t))
+    r = acov[np.abs(lags)]
+    g = np.sum(kernel * np.abs(lags) * r)
+    d = 4.0 / 3.0 * np.sum(kernel * r) ** 2
+    if d <= 0:
+        return 1
+    b = (2.0 * g ** 2 / d) ** (1.0 / 3.0) * n ** (1.0 / 3.0)
+    return int(min(max(1, round(b)), b_max))
+
+
+def block_means(matrix: np.ndarray, block: int, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Circular block bootstrap of a run's steps: ``draws`` replicates of the
+    column means of ``matrix`` (steps × quantities, no NaN), each built from
+    ``ceil(n / block)`` blocks of ``block`` consecutive steps (wrapping at the
+    end), cut to ``n`` steps. Shape ``(draws, quantities)``."""
+    m = np.asarray(matrix, dtype=float)
+    n = len(m)
+    block = max(1, min(block, n))
+    blocks = math.ceil(n / block)
+    last = n - (blocks - 1) * block
+    wrapped = np.concatenate([m, m[:block]])
+    cum = np.vstack([np.zeros((1, m.shape[1])), np.cumsum(wrapped, axis=0)])
+    starts = rng.integers(0, n, size=(draws, blocks))
+    lengths = np.full(blocks, block)
+    lengths[-1] = last
+    sums = cum[starts + lengths] - cum[starts]  # (draws, blocks, quantities)
+    return sums.sum(axis=1) / n
+
+
+@dataclass
+class Resampled:
+    """Bootstrap replicates of one side (a configuration's runs).
+
+    ``replicates``: ``(draws, slots, quantities)`` column means of each run
+    drawn into each slot (slots = runs of the side); ``dof``: the independent
+    pieces less one (runs − 1 with repeats, blocks − 1 in a single run);
+    ``blocks``: the block length of each run (steps).
+    """
+
+    replicates: np.ndarray
+    dof: float
+    blocks: list[int]
+
+
+def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0,
+                  time_column: int = 0) -> Resampled:
+    """Hierarchical bootstrap of one side: each replicate draws ``len(runs)``
+    runs with replacement, then resamples blocks of steps within each drawn run
+    (block length from :func:`block_length` of the run's ``time_column``).
+    ``runs``: one ``steps × quantities`` matrix per run. Deterministic for a ``seed``."""
+    rng = np.random.default_rng(seed)
+    slots = len(runs)
+    blocks = [block_length(r[:, time_column]) for r in runs]
+    per_run = np.stack([block_means(r, b, draws * slots, rng).reshape(draws, slots, -1)
+                        for r, b in zip(runs, blocks)])  # (runs, draws, slots, quantities)
+    if slots == 1:
+        chosen = np.zeros((draws, 1), dtype=int)
+        dof = max(1.0, len(runs[0]) / blocks[0] - 1.0)
+    else:
+        chosen = rng.integers(0, slots, size=(draws, slots))
+        dof = float(slots - 1)
+    replicates = per_run[chosen, np.arange(draws)[:, None], np.arange(slots)[None, :]]
+    return Resampled(replicates=replicates, dof=dof, blocks=blocks)
+
+
+def t_quantile(dof: float, level: float = LEVEL) -> float:
+    """Two-sided Student t quantile for ``level`` with ``dof`` degrees of freedom (NaN when none)."""
+    return float(student_t.ppf(0.5 + level / 2, dof)) if dof > 0 and math.isfinite(dof) else math.nan
+
+
+def log_interval(estimate: float, se_log: float, dof: float, level: float = LEVEL) -> tuple[float, float]:
+    """``exp(log estimate ± t · se_log)``: an interval for a positive quantity."""
+    half = t_quantile(dof, level) * se_log
+    return estimate * math.exp(-half), estimate * math.exp(half)
+
+
+def welch_dof(se_a: float, dof_a: float, se_b: float, dof_b: float) -> float:
+    """Welch–Satterthwaite degrees of freedom of a difference of two independent estimates."""
+    num = (se_a ** 2 + se_b ** 2) ** 2
+    den = (se_a ** 4 / dof_a if dof_a > 0 else 0.0) + (se_b ** 4 / dof_b if dof_b > 0 else 0.0)
+    return num / den if den > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Relative difference ``b / a − 1`` of two positive estimates, with its interval (fractions)."""
+
+    estimate: float
+    low: float
+    high: float
+    dof: float
+
+
+def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_log_b: float, dof_b: float,
+                        level: float = LEVEL) -> Difference:
+    """``b / a − 1`` with the interval ``exp(log(b/a) ± t(ν) · √(se_a² + se_b²)) − 1`` (independent sides, Welch ν)."""
+    ratio = b / a
+    se = math.hypot(se_log_a, se_log_b)
+    dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b)
+    low, high = log_interval(ratio, se, dof, level) if math.isfinite(dof) else (math.nan, math.nan)
+    return Difference(ratio - 1.0, low - 1.0, high - 1.0, dof)
+
+
+MIN_EFFECT = 0.02
+"""Default minimum effect: a relative difference in throughput smaller than 2 % is not called a change."""
+FASTER, SLOWER, SAME = "faster", "slower", "no detectable difference"
+
+
+def verdict(difference: Difference, min_effect: float = MIN_EFFECT) -> str:
+    """``faster`` / ``slower`` when the interval excludes 0 **and** the estimate is
+    at least ``min_effect`` (a fraction) from 0; otherwise ``no detectable difference``."""
+    d = difference
+    if not (math.isfinite(d.low) and math.isfinite(d.high)):
+        return SAME
+    if d.low > 0 and d.estimate >= min_effect:
+        return FASTER
+    if d.high < 0 and d.estimate <= -min_effect:
+        return SLOWER
+    return SAME

@@ -1,0 +1,73 @@
+"""Throughput intervals per configuration and the 'indistinguishable' helper."""
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+import trainperf
+from trainperf import intervals
+
+RUNS = Path(__file__).parent.parent / "data" / "runs"
+
+
+def repeats_table(rates: dict[str, list[float]], extra: bool = False) -> pd.DataFrame:
+    rows = []
+    for config, values in rates.items():
+        for i, rate in enumerate(values):
+            row = {"run_id": f"{config}-r{i + 1}", "experiment": "sweep", "gpus": 8,
+                   "micro_batch_size": int(config.removeprefix("mb")), "tokens": 1e6, "elapsed_s": 1e6 / rate}
+            if extra:
+                row |= {"extra_configuration": config, "extra_repeat": i + 1}
+            rows.append(row)
+    return trainperf.derive(pd.DataFrame(rows))
+
+
+def test_repeats_group_by_configuration_with_a_t_interval():
+    table = intervals.configuration_intervals(repeats_table({"mb4": [1000, 1040, 980], "mb8": [1500, 1490, 1530]}))
+    assert list(table["runs"]) == [3, 3] and set(table["basis"]) == {"repeats, no steps"}
+    row = table.iloc[0]
+    x = np.array([1000, 1040, 980.0])
+    half = scipy_stats.t.ppf(0.975, 2) * x.std(ddof=1) / (math.sqrt(3) * x.mean())
+    assert row["throughput"] == pytest.approx(x.mean())
+    assert (row["low"], row["high"]) == pytest.approx((x.mean() * math.exp(-half), x.mean() * math.exp(half)))
+
+
+def test_extra_configuration_names_the_repeats():
+    table = intervals.configuration_intervals(repeats_table({"mb4": [1000, 1010]}, extra=True))
+    assert list(table["configuration"]) == ["mb4"] and table["run_ids"].iloc[0] == "mb4-r1, mb4-r2"
+
+
+def test_within_the_noise_is_indistinguishable_and_beyond_it_is_not():
+    table = intervals.configuration_intervals(repeats_table(
+        {"mb4": [1000, 1100, 950], "mb8": [1030, 980, 1090], "mb16": [1500, 1490, 1530]}))
+    close = intervals.distinguish(table, "mb4-r1", "mb8-r1")
+    assert not close.distinguishable and "indistinguishable" in close.sentence
+    far = intervals.distinguish(table, "mb4-r1", "mb16-r1")
+    assert far.verdict == "faster" and far.sentence.startswith("mb16-r1 is faster than mb4-r1: +")
+    best = intervals.against_best(table).set_index("configuration")
+    assert list(best["tied_with_best"]) == [False, False, True]
+
+
+def test_a_single_run_without_steps_has_no_interval_and_is_never_called_faster():
+    table = intervals.configuration_intervals(repeats_table({"mb4": [1000], "mb8": [1300]}))
+    assert table["low"].isna().all() and set(table["basis"]) == {"one run, no steps: no interval"}
+    result = intervals.distinguish(table, "mb4-r1", "mb8-r1")
+    assert not result.distinguishable and "no interval" in result.sentence
+
+
+def test_real_runs_with_steps_get_block_bootstrap_intervals():
+    runs = trainperf.derive(trainperf.load_runs(RUNS / "bench-cpu-small-fp32-batch-size"))
+    table = intervals.configuration_intervals(runs, trainperf.load_steps(RUNS / "bench-cpu-small-fp32-batch-size"))
+    assert len(table) == 5 and set(table["basis"]) == {"steps of one run"}
+    assert (table["low"] < table["throughput"]).all() and (table["throughput"] < table["high"]).all()
+    # the measured sweep: mb4x4 (3,183 tokens/s) and mb8x2 (3,156) differ by less than their noise
+    result = intervals.distinguish(table, "bench-cpu-small-fp32-batch-size-mb4x4",
+                                   "bench-cpu-small-fp32-batch-size-mb8x2")
+    assert not result.distinguishable
+    # ... while mb1x16 (2,784) is clearly slower than mb4x4
+    assert intervals.distinguish(table, "bench-cpu-small-fp32-batch-size-mb4x4",
+                                 "bench-cpu-small-fp32-batch-size-mb1x16").verdict == "slower"

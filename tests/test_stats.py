@@ -1,0 +1,107 @@
+"""Known-answer statistics: block length, bootstrap coverage on AR(1) series, hierarchy, verdicts."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from trainperf import stats
+
+
+def ar1(rng, n, phi, sd=1.0):
+    """AR(1) series x_t = phi x_(t-1) + e_t, started from its stationary distribution."""
+    e = rng.normal(0, sd, n)
+    x = np.empty(n)
+    x[0] = e[0] / math.sqrt(1 - phi ** 2)
+    for t in range(1, n):
+        x[t] = phi * x[t - 1] + e[t]
+    return x
+
+
+def test_block_length_matches_the_ar1_optimum():
+    # For AR(1) the circular-block-bootstrap optimum of Politis & White (2004) is
+    # b = (6 phi^2 / (1 - phi^2)^2)^(1/3) n^(1/3): 13.9 steps for phi = 0.5, n = 1000.
+    rng = np.random.default_rng(3)
+    phi, n = 0.5, 1000
+    expected = (6 * phi ** 2 / (1 - phi ** 2) ** 2) ** (1 / 3) * n ** (1 / 3)
+    found = [stats.block_length(ar1(rng, n, phi)) for _ in range(20)]
+    assert expected == pytest.approx(13.9, abs=0.05)
+    assert np.median(found) == pytest.approx(expected, rel=0.35)
+    white = [stats.block_length(rng.normal(size=n)) for _ in range(20)]
+    assert np.median(white) <= 2  # uncorrelated steps: (almost) no blocks needed
+    assert stats.block_length(np.ones(50)) == 1 and stats.block_length(np.array([1.0, 2.0])) == 1
+
+
+def coverage(phi, block=None, trials=200, n=120, seed=11):
+    """Share of trials whose 95 % interval for throughput (1 / mean step time) covers the truth."""
+    rng = np.random.default_rng(seed)
+    truth, hits = 1.0, 0
+    for i in range(trials):
+        time = 1.0 + 0.1 * ar1(rng, n, phi)
+        run = np.column_stack([time, np.ones(n)])
+        if block is None:
+            res = stats.resample_runs([run], draws=400, seed=i)
+        else:  # forced block length: the plain (iid) bootstrap when 1
+            rep = stats.block_means(run, block, 400, np.random.default_rng(i))[:, None, :]
+            res = stats.Resampled(rep, n / block - 1, [block])
+        throughput = res.replicates[..., 1] / res.replicates[..., 0]
+        se = np.std(np.log(throughput[:, 0]), ddof=1)
+        low, high = stats.log_interval(n / time.sum(), se, res.dof)
+        hits += low <= truth <= high
+    return hits / trials
+
+
+def test_block_bootstrap_interval_covers_95_percent_of_ar1_series():
+    assert 0.90 <= coverage(phi=0.5) <= 0.99
+    # the plain bootstrap ignores the correlation: intervals too narrow by sqrt((1 + phi)/(1 - phi)) = sqrt(3)
+    assert coverage(phi=0.5, block=1) < 0.85
+
+
+def test_repeats_bring_run_to_run_variance_into_the_interval():
+    # 5 runs per trial; each run's speed is offset by a run effect (sd 5 %) that steps cannot see
+    rng = np.random.default_rng(5)
+    hits, trials, widths = 0, 150, []
+    for i in range(trials):
+        runs = [np.column_stack([(1 + rng.normal(0, 0.05)) * (1 + 0.02 * rng.normal(size=40)), np.ones(40)])
+                for _ in range(5)]
+        res = stats.resample_runs(runs, draws=300, seed=i)
+        rep = (res.replicates[..., 1] / res.replicates[..., 0]).mean(axis=1)
+        estimate = np.mean([1 / r[:, 0].mean() for r in runs])
+        low, high = stats.log_interval(estimate, np.std(np.log(rep), ddof=1), res.dof)
+        widths.append(high / low - 1)
+        hits += low <= 1.0 <= high  # the true mean speed: 1 step/s (to first order in the run effect)
+    assert res.dof == 4
+    assert 0.88 <= hits / trials <= 1.0
+    assert np.median(widths) > 0.08  # ± t(4) · 5 % / sqrt(5) ≈ ± 6 %: wider than the steps alone (± 1 %)
+
+
+def test_relative_difference_by_hand():
+    d = stats.relative_difference(100.0, 0.02, 9.0, 90.0, 0.03, 9.0)
+    se = math.hypot(0.02, 0.03)
+    nu = se ** 4 / (0.02 ** 4 / 9 + 0.03 ** 4 / 9)
+    t = scipy_stats.t.ppf(0.975, nu)
+    assert d.estimate == pytest.approx(-0.1)
+    assert d.low == pytest.approx(0.9 * math.exp(-t * se) - 1)
+    assert d.high == pytest.approx(0.9 * math.exp(t * se) - 1)
+    assert d.dof == pytest.approx(nu)
+
+
+@pytest.mark.parametrize("estimate, low, high, expected", [
+    (-0.10, -0.15, -0.05, "slower"),
+    (0.10, 0.05, 0.15, "faster"),
+    (-0.01, -0.015, -0.005, "no detectable difference"),  # clear, but below the 2 % minimum effect
+    (-0.10, -0.25, 0.05, "no detectable difference"),  # large, but the interval includes 0
+    (-0.10, math.nan, math.nan, "no detectable difference"),
+])
+def test_verdict_needs_clarity_and_the_minimum_effect(estimate, low, high, expected):
+    assert stats.verdict(stats.Difference(estimate, low, high, 10.0)) == expected
+
+
+def test_block_means_is_deterministic_and_keeps_the_mean():
+    m = np.column_stack([np.arange(10.0), np.ones(10)])
+    a = stats.block_means(m, 3, 1000, np.random.default_rng(0))
+    b = stats.block_means(m, 3, 1000, np.random.default_rng(0))
+    assert np.array_equal(a, b)
+    assert a[:, 1] == pytest.approx(np.ones(1000))
+    assert a[:, 0].mean() == pytest.approx(4.5, abs=0.1)
