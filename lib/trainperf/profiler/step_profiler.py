@@ -35,6 +35,7 @@ from time import perf_counter
 from typing import Any
 
 from trainperf.profiler import environment, rankfile
+from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, CollectiveSampler
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock
 from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
 from trainperf.profiler.memory import cuda_peak_reader, host_peak_reader
@@ -64,10 +65,18 @@ class StepProfiler:
     device to time on (default: the current one when CUDA is available, else
     the CPU). Create the profiler on every rank after the process group is
     initialized: it gathers every rank's host once (a collective).
+    ``comm_sample_every``, ``comm_sample_steps``: under FSDP, communication
+    is measured by ``torch.profiler`` windows of that many steps every that
+    many steps (``collectives.py``).
+
+    Every step and phase is also a ``torch.profiler.record_function`` range
+    (``trainperf/step``, ``trainperf/forward``, ...), so a torch.profiler or
+    Perfetto trace of the job shows them beside the kernels.
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
-                 warmup_steps: int = 2, trace: bool = True, device: Any = None) -> None:
+                 warmup_steps: int = 2, trace: bool = True, device: Any = None,
+                 comm_sample_every: int = DEFAULT_EVERY, comm_sample_steps: int = DEFAULT_STEPS) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
         self._off = True
@@ -75,6 +84,8 @@ class StepProfiler:
         self._steps_file: LineFile | None = None
         self._trace_file: LineFile | None = None
         self._comm: DdpCommTimer | None = None
+        self._sampler: CollectiveSampler | None = None
+        self._sampling = (comm_sample_every, comm_sample_steps)
         self._open: StepRecord | None = None
         self._carry_phases: list[tuple[int, Any, Any]] = []
         self._carry_data: list[tuple[float, float]] = []
@@ -95,6 +106,8 @@ class StepProfiler:
         import torch.distributed as dist
 
         self._torch_version = torch.__version__
+        self._torch = torch
+        self._record_function = torch.profiler.record_function
         if device is None and torch.cuda.is_available():
             device = torch.device("cuda", torch.cuda.current_device())
         device = torch.device(device) if device is not None else torch.device("cpu")
@@ -130,20 +143,39 @@ class StepProfiler:
         wrapping ``comm_hook(comm_state, bucket)`` (default: DDP's averaging
         all-reduce; pass your own hook here rather than registering it
         yourself, DDP takes only one). Call before the first backward. For
-        FSDP the strategy is recorded; its communication stays inside the
-        forward and backward phases."""
+        FSDP, communication is sampled with torch.profiler
+        (``collectives.py``); it also stays inside the forward and backward
+        phases."""
         if self._off:
             return model
         try:
             strategy = strategy_of(model)
             if strategy == "ddp":
                 self._comm = watch_ddp(model, self._clock, comm_hook, comm_state)
+            elif strategy == "fsdp" and self._sampler is None:
+                self._sampler = CollectiveSampler(self._torch, self._cuda, self.warmup_steps, *self._sampling)
+                self._config["comm_measurement"] = self._sampler.describe()
+                self._write_manifest()
             if strategy is not None and strategy != self._strategy:
                 self._strategy = strategy
                 self._write_manifest()
         except Exception as exc:
             self._warn_once("watch", f"communication is not timed: {type(exc).__name__}: {exc}")
         return model
+
+    def update_config(self, values: dict[str, Any]) -> None:
+        """Add run columns to the manifest's ``config`` once they are known
+        (e.g. the sequence length, from the first batch); the values given
+        when the profiler was created win."""
+        if self._off:
+            return
+        try:
+            added = {k: v for k, v in values.items() if k not in self._config}
+            if added:
+                self._config.update(added)
+                self._write_manifest()
+        except Exception as exc:
+            self._fail("cannot update the manifest", exc)
 
     # -- the loop ------------------------------------------------------------
 
@@ -154,7 +186,8 @@ class StepProfiler:
         while True:
             start = None if self._off else self._begin_host_interval()
             try:
-                item = next(iterator)
+                with self._record_function("trainperf/data") if start is not None else _NO_STEP:
+                    item = next(iterator)
             except StopIteration:
                 return
             if start is not None and not self._off:
@@ -175,7 +208,13 @@ class StepProfiler:
                             self._carry_data, tokens, samples, loss)
         self._carry_phases, self._carry_data = [], []
         self._open = record
-        return _Step(self, record)
+        if self._sampler is not None and self._sampler.sampled(record.index) and not self._sampler.active:
+            try:
+                self._sampler.start()
+            except Exception as exc:
+                self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
+                self._sampler = None
+        return _Step(self, record, self._record_function("trainperf/step"))
 
     def phase(self, name: str) -> _Phase | _NoStep:
         """Context manager timing one phase: ``data``, ``h2d``, ``forward``,
@@ -197,6 +236,7 @@ class StepProfiler:
         if self._off:
             return
         try:
+            self._end_window()
             self._flush(wait=True)
             unattributed: dict[str, float] = {}
             for index, start, end in self._carry_phases:
@@ -257,9 +297,32 @@ class StepProfiler:
             self._window_start = record.end
             self._index += 1
             self._pending.append(record)
+            if self._sampler is not None:
+                self._sample(record)
             self._flush(wait=len(self._pending) > MAX_PENDING_STEPS)
         except Exception as exc:
             self._fail("cannot record a step", exc)
+
+    def _sample(self, record: StepRecord) -> None:
+        """Under a sampling window, hold the step until the window ends;
+        otherwise give it the latest window's communication estimate."""
+        assert self._sampler is not None
+        if self._sampler.active and self._sampler.sampled(record.index):
+            record.waiting = True
+            if self._sampler.last_of_window(record.index):
+                self._end_window()
+        else:
+            record.estimate = self._sampler.estimate
+
+    def _end_window(self) -> None:
+        """Close an open sampling window and give its estimate to the steps
+        held for it."""
+        if self._sampler is None or not self._sampler.active:
+            return
+        estimate = self._sampler.stop()
+        for held in self._pending:
+            if held.waiting:
+                held.waiting, held.estimate = False, estimate
 
     def _flush(self, wait: bool) -> None:
         """Resolve and write the pending steps whose marks are ready (all of
@@ -291,6 +354,11 @@ class StepProfiler:
         self._open = None
         if self._comm is not None:
             self._comm.stop()
+        if self._sampler is not None:
+            try:
+                self._sampler.cancel()
+            except Exception:
+                pass
         self._pending.clear()
         for file in (self._steps_file, self._trace_file):
             if file is not None:
@@ -313,16 +381,19 @@ def _on_host(value: Any) -> Any:
 class _Step:
     """The open step (returned by ``StepProfiler.step``)."""
 
-    __slots__ = ("_profiler", "_record")
+    __slots__ = ("_profiler", "_record", "_range")
 
-    def __init__(self, profiler: StepProfiler, record: StepRecord) -> None:
+    def __init__(self, profiler: StepProfiler, record: StepRecord, trace_range: Any) -> None:
         self._profiler = profiler
         self._record = record
+        self._range = trace_range
+        trace_range.__enter__()
 
     def __enter__(self) -> _Step:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        self._range.__exit__(None, None, None)
         self._profiler._end_step(self._record, failed=exc_type is not None)
         return False
 
@@ -348,17 +419,20 @@ class _Phase:
     """An open phase (returned by ``StepProfiler.phase``). The wait for data is
     timed on the host clock; every other phase on the step clock."""
 
-    __slots__ = ("_profiler", "_index", "_start")
+    __slots__ = ("_profiler", "_index", "_start", "_range")
 
     def __init__(self, profiler: StepProfiler, index: int) -> None:
         self._profiler = profiler
         self._index = index
+        self._range = profiler._record_function(f"trainperf/{PHASES[index]}")
 
     def __enter__(self) -> _Phase:
+        self._range.__enter__()
         self._start = perf_counter() if self._index == DATA else self._profiler._clock.mark()
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        self._range.__exit__(None, None, None)
         profiler = self._profiler
         if profiler._off:
             return False

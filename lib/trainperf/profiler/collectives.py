@@ -1,0 +1,176 @@
+"""Communication of strategies that issue their own collectives (FSDP2
+``fully_shard``, the older ``FullyShardedDataParallel``, any collective),
+from short sampled ``torch.profiler`` windows.
+
+DDP hands its gradient all-reduces to a communication hook (``comm.py``);
+FSDP has no such hook for its parameter all-gathers and gradient
+reduce-scatters. Every ``every`` optimizer steps, starting at the first
+measured step, the profiler runs ``torch.profiler`` for ``steps`` steps and
+reads the collectives it recorded:
+
+* on CPU with gloo, the ``gloo:<collective>`` ranges that gloo's worker
+  threads record while they run a collective; compute is the ``aten::`` ops
+  of the training thread;
+* on GPU with NCCL, the NCCL kernels (``nccl...``) on the device timeline;
+  compute is every other kernel and memory operation on the device.
+
+Per window (seconds per step, the window's mean):
+
+* ``comm_s``: length of the union of the collective intervals;
+* ``comm_exposed_s``: the part of that union during which no compute ran
+  (the rank waits for communication only).
+
+Each sampled step gets its window's values, and every following step the
+latest window's values, until the next window (the sampling is stated in the
+run's manifest). The estimate covers the whole step: under FSDP the exposed
+waits lie inside the ``forward`` and ``backward`` phases the user times and
+are not taken out of them (unlike DDP's measured all-reduces).
+
+Why ``torch.profiler`` rather than wrapping FSDP's collective calls: the
+collective records (gloo's ranges, NCCL's kernels) are what Kineto has
+emitted for every collective since torch 1.8, for FSDP2, FSDP1, DDP and
+user code alike, while the functions FSDP calls internally (and their
+streams) change between torch releases.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULT_EVERY = 100
+"""Steps between the starts of two sampled windows."""
+DEFAULT_STEPS = 2
+"""Steps per sampled window."""
+
+
+def is_collective(name: str, on_device: bool) -> bool:
+    """Whether a profiler record is a collective running: a gloo worker's
+    ``gloo:...`` range (host) or an NCCL kernel (device)."""
+    return ("nccl" in name.lower()) if on_device else name.startswith("gloo:")
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``(start, end)`` intervals as disjoint sorted intervals."""
+    out: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(s, e) for s, e in out]
+
+
+def exposed_length(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
+    """Length of the union of ``comm`` not covered by the union of ``compute``."""
+    busy = merged(compute)
+    total = 0.0
+    for start, end in merged(comm):
+        covered = sum(max(0.0, min(end, e) - max(start, s)) for s, e in busy)
+        total += (end - start) - covered
+    return total
+
+
+def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tuple[float, float] | None,
+                   thread: int | None) -> tuple[float, float]:
+    """``(comm_s, comm_exposed_s)`` of a window from profiler records
+    ``(name, on_device, thread, start_us, end_us)``. ``span``: the host time
+    of the sampled steps (µs), to which host records are clipped (None: no
+    clipping). ``thread``: the training thread, whose ``aten::`` ops are the
+    host compute; on the device every non-collective record is compute."""
+    on_device = any(d and is_collective(n, True) for n, d, _, _, _ in events)
+    comm, compute = [], []
+    for name, device, tid, start, end in events:
+        if device != on_device:
+            continue
+        if span is not None and not device:
+            start, end = max(start, span[0]), min(end, span[1])
+            if end <= start:
+                continue
+        if is_collective(name, device):
+            comm.append((start, end))
+        elif device or (tid == thread and name.startswith("aten::")):
+            compute.append((start, end))
+    return union_length(comm) / 1e6, exposed_length(comm, compute) / 1e6
+
+
+STEP_RANGE = "trainperf/step"
+
+
+class CollectiveSampler:
+    """Runs ``torch.profiler`` over ``steps`` optimizer steps every
+    ``every`` steps from step ``first``, and turns each window into a
+    per-step estimate of ``(comm_s, comm_exposed_s)``."""
+
+    def __init__(self, torch: Any, cuda: bool, first: int, every: int = DEFAULT_EVERY,
+                 steps: int = DEFAULT_STEPS) -> None:
+        if every < 1 or not 1 <= steps <= every:
+            raise ValueError(f"sampling {steps} steps every {every}: need 1 <= steps <= every")
+        self._torch = torch
+        self._cuda = cuda
+        self.first, self.every, self.steps = first, every, steps
+        self._profile: Any = None
+        self.estimate: tuple[float, float] | None = None
+
+    def describe(self) -> str:
+        """The sampling, in words (for the manifest)."""
+        return (f"torch.profiler windows of {self.steps} step(s) every {self.every} steps from step {self.first}; "
+                "each step carries the latest window's mean")
+
+    def sampled(self, index: int) -> bool:
+        return index >= self.first and (index - self.first) % self.every < self.steps
+
+    def last_of_window(self, index: int) -> bool:
+        return self.sampled(index) and (index - self.first) % self.every == self.steps - 1
+
+    @property
+    def active(self) -> bool:
+        return self._profile is not None
+
+    def start(self) -> bool:
+        """Start a window; False (nothing started) when a torch.profiler is
+        already running (the user's own: it is left alone)."""
+        torch = self._torch
+        if torch.autograd.profiler._is_profiler_enabled:
+            return False
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self._cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self._profile = torch.profiler.profile(activities=activities)
+        self._profile.start()
+        return True
+
+    def stop(self) -> tuple[float, float]:
+        """End the window; return and remember its per-step estimate."""
+        profile, self._profile = self._profile, None
+        if self._cuda:
+            self._torch.cuda.synchronize()
+        profile.stop()
+        records, steps = [], []
+        for event in profile.events():
+            on_device = str(event.device_type).endswith("CUDA")
+            interval = (event.name, on_device, event.thread, event.time_range.start, event.time_range.end)
+            if event.name == STEP_RANGE and not on_device:
+                steps.append(interval)
+            records.append(interval)
+        span = (min(s[3] for s in steps), max(s[4] for s in steps)) if steps else None
+        thread = steps[0][2] if steps else None
+        comm, exposed = window_seconds(records, span, thread)
+        count = max(len(steps), 1)
+        self.estimate = (comm / count, exposed / count)
+        return self.estimate
+
+    def cancel(self) -> None:
+        """Stop a window without reading it (profiling stopped)."""
+        profile, self._profile = self._profile, None
+        if profile is not None:
+            profile.stop()
