@@ -32,24 +32,32 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=16)
     args = parser.parse_args()
+    train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len)
+
+
+def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int) -> float:
+    """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
+    sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
+    return the training loss the ``Trainer`` reports (mean over steps)."""
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    n = args.batch * args.accum * args.steps * world
-    ids = torch.randint(VOCAB, (n, args.seq_len), generator=torch.Generator().manual_seed(1))
+    n = batch * accum * steps * world
+    ids = torch.randint(VOCAB, (n, seq_len), generator=torch.Generator().manual_seed(1))
     dataset = [{"input_ids": row, "labels": row} for row in ids]
     with tempfile.TemporaryDirectory() as out:
         training = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=args.batch, gradient_accumulation_steps=args.accum,
-            max_steps=args.steps, report_to="none", use_cpu=True, save_strategy="no", logging_strategy="no",
+            output_dir=out, per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
+            max_steps=steps, report_to="none", use_cpu=True, save_strategy="no", logging_strategy="no",
             disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3)
         trainer = Trainer(model=model, args=training, train_dataset=dataset,
-                          callbacks=[HFCallback(args.run_dir, config={"experiment": "hf"}, warmup_steps=1)])
-        trainer.train()
+                          callbacks=[HFCallback(run_dir, config={"experiment": "hf", "model": "tiny-gpt2"}, warmup_steps=1)])
+        loss = trainer.train().training_loss
     del trainer, model
     gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()
+    return loss
 
 
 if __name__ == "__main__":

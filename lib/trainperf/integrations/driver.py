@@ -187,8 +187,13 @@ def wrapper_of(model: Any) -> Any:
         wrappers += (FullyShardedDataParallel,)
     except ImportError:
         pass
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
     for candidate in gc.get_objects():
-        if isinstance(candidate, wrappers) and candidate.module is model:
+        # type(), not isinstance(): some objects warn when their __class__ is read
+        if issubclass(type(candidate), wrappers) and candidate.module is model:
             return candidate
     return None
 
