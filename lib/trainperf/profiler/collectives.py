@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainperf.profiler.comm import union_length
+
 DEFAULT_EVERY = 100
 """Steps between the starts of two sampled windows."""
 DEFAULT_STEPS = 2
@@ -47,16 +49,6 @@ def is_collective(name: str, on_device: bool) -> bool:
     """Whether a profiler record is a collective running: a gloo worker's
     ``gloo:...`` range (host) or an NCCL kernel (device)."""
     return ("nccl" in name.lower()) if on_device else name.startswith("gloo:")
-
-
-def union_length(intervals: list[tuple[float, float]]) -> float:
-    """Length of the union of ``(start, end)`` intervals."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
 
 
 def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -71,11 +63,17 @@ def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def exposed_length(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
-    """Length of the union of ``comm`` not covered by the union of ``compute``."""
+    """Length of the union of ``comm`` not covered by the union of ``compute``
+    (one sweep over both, sorted)."""
     busy = merged(compute)
-    total = 0.0
+    total, first = 0.0, 0
     for start, end in merged(comm):
-        covered = sum(max(0.0, min(end, e) - max(start, s)) for s, e in busy)
+        while first < len(busy) and busy[first][1] <= start:
+            first += 1
+        covered, k = 0.0, first
+        while k < len(busy) and busy[k][0] < end:
+            covered += min(end, busy[k][1]) - max(start, busy[k][0])
+            k += 1
         total += (end - start) - covered
     return total
 

@@ -1,0 +1,133 @@
+"""The profiler in traces people already read, and communication measured
+from torch.profiler windows: ``trainperf/<phase>`` ranges in a user's own
+torch.profiler trace, the Chrome trace export that Perfetto opens, and the
+arithmetic that turns collective records into ``comm_s`` and
+``comm_exposed_s``."""
+
+from __future__ import annotations
+
+import json
+import numbers
+
+import pytest
+import torch
+
+from trainperf import StepProfiler, export_chrome_trace
+from trainperf.profiler import collectives
+
+
+def profiled_steps(run_dir, steps=2, **options):
+    """A tiny model trained for ``steps`` steps under the profiler."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(torch.randn(4, 8), torch.randn(4, 1)) for _ in range(steps)]
+    with StepProfiler(run_dir, warmup_steps=0, **options) as prof:
+        for x, y in prof.batches(data):
+            with prof.step(samples=len(x)):
+                with prof.phase("forward"):
+                    out = model(x)
+                with prof.phase("loss"):
+                    loss = torch.nn.functional.mse_loss(out, y)
+                with prof.phase("backward"):
+                    loss.backward()
+                with prof.phase("optimizer"):
+                    opt.step()
+                    opt.zero_grad()
+
+
+def test_phases_are_ranges_in_a_users_torch_profiler_trace(tmp_path):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as user_profile:
+        profiled_steps(tmp_path / "run")
+    ranges = {}
+    for event in user_profile.events():
+        ranges.setdefault(event.name, []).append(event)
+    for name in ("step", "forward", "loss", "backward", "optimizer"):
+        assert len(ranges.get(f"trainperf/{name}", [])) == 2, name
+    assert len(ranges["trainperf/data"]) == 3  # two batches, then the wait that finds the loader empty
+    # the kernels of a phase lie inside its range
+    (forward,) = [e for e in ranges["trainperf/forward"][:1]]
+    linears = [e for e in ranges["aten::linear"] if e.time_range.start >= forward.time_range.start]
+    assert linears and linears[0].time_range.end <= forward.time_range.end
+    step = ranges["trainperf/step"][0]
+    assert step.time_range.start <= forward.time_range.start and forward.time_range.end <= step.time_range.end
+    # the exported trace is the user's own: it holds the ranges too
+    user_profile.export_chrome_trace(str(tmp_path / "user.json"))
+    names = {e.get("name") for e in json.loads((tmp_path / "user.json").read_text())["traceEvents"]}
+    assert {"trainperf/step", "trainperf/backward"} <= names
+
+
+def test_chrome_trace_export_follows_the_trace_event_format(tmp_path):
+    """What Perfetto's JSON importer and chrome://tracing read (Trace Event
+    Format, https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU,
+    and https://perfetto.dev/docs/getting-started/other-formats): an object
+    with ``traceEvents``; complete events ``ph: "X"`` with ``name``, numeric
+    ``ts`` and ``dur`` in microseconds, integer ``pid`` and ``tid``; metadata
+    events ``ph: "M"`` naming processes and threads; ``displayTimeUnit`` ms or ns."""
+    profiled_steps(tmp_path / "run", steps=3)
+    (path,) = export_chrome_trace(tmp_path / "run")
+    trace = json.loads(path.read_text())
+    assert trace["displayTimeUnit"] in ("ms", "ns")
+    events = trace["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    metadata = [e for e in events if e["ph"] == "M"]
+    assert len(complete) + len(metadata) == len(events)
+    for event in complete:
+        assert isinstance(event["name"], str) and isinstance(event["pid"], int) and isinstance(event["tid"], int)
+        assert isinstance(event["ts"], numbers.Real) and isinstance(event["dur"], numbers.Real)
+        assert event["ts"] >= 0 and event["dur"] >= 0
+    named_threads = {e["tid"] for e in metadata if e["name"] == "thread_name"}
+    assert {e["tid"] for e in complete} <= named_threads
+    assert any(e["name"] == "process_name" for e in metadata)
+    assert sum(e["cat"] == "step" for e in complete) == 3
+
+
+def test_window_communication_by_hand():
+    """Host records (µs) of a window on the training thread 1, gloo on
+    threads 2 and 3: all-gathers 0 -> 40 and 30 -> 60 (union 60 µs), a
+    reduce 100 -> 130; the training thread computes 10 -> 20 and 50 -> 110.
+    Exposed: 0 -> 10, 20 -> 50 and 110 -> 130 = 60 µs. A record of another
+    thread (a data loader's aten op) is not compute of the training thread;
+    a record after the sampled steps is clipped away."""
+    records = [
+        ("gloo:all_gather", False, 2, 0.0, 40.0),
+        ("gloo:all_gather", False, 3, 30.0, 60.0),
+        ("gloo:all_reduce", False, 2, 100.0, 130.0),
+        ("aten::mm", False, 1, 10.0, 20.0),
+        ("aten::add", False, 1, 50.0, 110.0),
+        ("aten::mul", False, 1, 52.0, 54.0),  # nested in the add: counted once
+        ("aten::copy_", False, 4, 0.0, 130.0),  # another thread
+        ("FSDP::all_gather", False, 1, 0.0, 130.0),  # a range, not compute
+        ("gloo:all_reduce", False, 2, 200.0, 300.0),  # after the steps
+    ]
+    comm, exposed = collectives.window_seconds(records, span=(0.0, 150.0), thread=1)
+    assert comm == pytest.approx((60 + 30) * 1e-6)
+    assert exposed == pytest.approx((10 + 30 + 20) * 1e-6)
+
+
+def test_window_communication_on_the_device_by_hand():
+    """Device records: NCCL kernels 0 -> 50 and 80 -> 100 µs; compute kernels
+    20 -> 90. Host records are ignored once the device has collectives."""
+    records = [
+        ("ncclDevKernel_AllGather_RING_LL", True, 7, 0.0, 50.0),
+        ("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", True, 8, 80.0, 100.0),
+        ("ampere_sgemm_128x64_tn", True, 7, 20.0, 90.0),
+        ("aten::mm", False, 1, 0.0, 1000.0),
+    ]
+    comm, exposed = collectives.window_seconds(records, span=None, thread=1)
+    assert comm == pytest.approx(70e-6)
+    assert exposed == pytest.approx((20 + 10) * 1e-6)
+
+
+def test_sampling_schedule():
+    sampler = collectives.CollectiveSampler(torch, cuda=False, first=2, every=10, steps=3)
+    assert [i for i in range(30) if sampler.sampled(i)] == [2, 3, 4, 12, 13, 14, 22, 23, 24]
+    assert [i for i in range(30) if sampler.last_of_window(i)] == [4, 14, 24]
+    with pytest.raises(ValueError, match="1 <= steps <= every"):
+        collectives.CollectiveSampler(torch, cuda=False, first=0, every=2, steps=3)
+
+
+def test_a_users_own_torch_profiler_is_left_alone(tmp_path):
+    sampler = collectives.CollectiveSampler(torch, cuda=False, first=0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert sampler.start() is False and not sampler.active
