@@ -12,7 +12,7 @@ import numbers
 import pytest
 import torch
 
-from trainperf import StepProfiler, export_chrome_trace
+from trainperf import StepProfiler, export_chrome_trace, load_steps
 from trainperf.profiler import collectives
 
 
@@ -120,14 +120,44 @@ def test_window_communication_on_the_device_by_hand():
 
 
 def test_sampling_schedule():
-    sampler = collectives.CollectiveSampler(torch, cuda=False, first=2, every=10, steps=3)
+    sampler = collectives.CollectiveSampler(torch, cuda=False, warmup_steps=2, every=10, steps=3)
     assert [i for i in range(30) if sampler.sampled(i)] == [2, 3, 4, 12, 13, 14, 22, 23, 24]
     assert [i for i in range(30) if sampler.last_of_window(i)] == [4, 14, 24]
+    # a warm-up longer than a window ends with the first window (step 0 is never sampled)
+    sampler = collectives.CollectiveSampler(torch, cuda=False, warmup_steps=5, every=10, steps=3)
+    assert [i for i in range(15) if sampler.sampled(i)] == [2, 3, 4, 12, 13, 14]
     with pytest.raises(ValueError, match="1 <= steps <= every"):
-        collectives.CollectiveSampler(torch, cuda=False, first=0, every=2, steps=3)
+        collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0, every=2, steps=3)
 
 
 def test_a_users_own_torch_profiler_is_left_alone(tmp_path):
-    sampler = collectives.CollectiveSampler(torch, cuda=False, first=0)
+    sampler = collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         assert sampler.start() is False and not sampler.active
+
+
+def test_any_collective_is_sampled_on_request(tmp_path):
+    """``comm_sampling=True`` without FSDP: a one-process gloo group whose
+    all-reduces the job issues itself. Windows of 2 steps every 4 from step 0
+    (no warm-up): every step carries its window's estimate, and the steps of
+    a window are written once it ended."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        tensor = torch.ones(1 << 16)
+        with StepProfiler(tmp_path / "run", warmup_steps=0, comm_sampling=True, comm_sample_every=4,
+                          comm_sample_steps=2) as prof:
+            for _ in range(6):
+                with prof.step():
+                    with prof.phase("forward"):
+                        dist.all_reduce(tensor)
+    finally:
+        dist.destroy_process_group()
+    steps = load_steps(tmp_path / "run")
+    assert (steps["comm_s"] > 0).all()
+    # steps 0-1 sampled, 2-3 carry their estimate; steps 4-5 the second window's
+    assert steps["comm_s"].iloc[0] == steps["comm_s"].iloc[3] and steps["comm_s"].iloc[4] == steps["comm_s"].iloc[5]
+    assert (steps["comm_s"] <= steps["step_s"]).all() and (steps["comm_exposed_s"] <= steps["comm_s"]).all()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["comm_measurement"].startswith("torch.profiler windows of 2 step(s) every 4 steps")

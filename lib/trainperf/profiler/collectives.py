@@ -4,9 +4,12 @@ from short sampled ``torch.profiler`` windows.
 
 DDP hands its gradient all-reduces to a communication hook (``comm.py``);
 FSDP has no such hook for its parameter all-gathers and gradient
-reduce-scatters. Every ``every`` optimizer steps, starting at the first
-measured step, the profiler runs ``torch.profiler`` for ``steps`` steps and
-reads the collectives it recorded:
+reduce-scatters. Every ``every`` optimizer steps the profiler runs
+``torch.profiler`` for ``steps`` steps and reads the collectives it recorded.
+The first window is the end of the warm-up when the warm-up is longer than a
+window (the very first step, with its one-time costs, is never sampled), so
+the measured steps of a short run are not slowed by the sampling; else it
+starts with the first measured step. What is read:
 
 * on CPU with gloo, the ``gloo:<collective>`` ranges that gloo's worker
   threads record while they run a collective; compute is the ``aten::`` ops
@@ -27,10 +30,10 @@ waits lie inside the ``forward`` and ``backward`` phases the user times and
 are not taken out of them (unlike DDP's measured all-reduces).
 
 Why ``torch.profiler`` rather than wrapping FSDP's collective calls: the
-collective records (gloo's ranges, NCCL's kernels) are what Kineto has
-emitted for every collective since torch 1.8, for FSDP2, FSDP1, DDP and
-user code alike, while the functions FSDP calls internally (and their
-streams) change between torch releases.
+collective records (gloo's ranges, NCCL's kernels) come from the process
+group backends, whoever issues the collective (FSDP2, FSDP, DDP, user code),
+while the functions FSDP calls internally (and their streams) change between
+torch releases.
 """
 
 from __future__ import annotations
@@ -104,18 +107,33 @@ def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tupl
 STEP_RANGE = "trainperf/step"
 
 
+def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
+    """``(name, on_device, thread, start_us, end_us)`` of every record of a
+    stopped ``torch.profiler.profile``, read from Kineto's raw results (tens
+    of milliseconds for a few thousand records, where building
+    ``profile.events()`` takes about a second); ``events()`` where the raw
+    results are not there."""
+    results = getattr(getattr(profile, "profiler", None), "kineto_results", None)
+    if results is not None and hasattr(results, "events"):
+        return [(e.name(), str(e.device_type()).endswith("CUDA"), e.start_thread_id(),
+                 e.start_ns() / 1e3, (e.start_ns() + e.duration_ns()) / 1e3) for e in results.events()]
+    return [(e.name, str(e.device_type).endswith("CUDA"), e.thread, e.time_range.start, e.time_range.end)
+            for e in profile.events()]
+
+
 class CollectiveSampler:
     """Runs ``torch.profiler`` over ``steps`` optimizer steps every
-    ``every`` steps from step ``first``, and turns each window into a
-    per-step estimate of ``(comm_s, comm_exposed_s)``."""
+    ``every`` steps from step ``first`` (see the module docstring), and turns
+    each window into a per-step estimate of ``(comm_s, comm_exposed_s)``."""
 
-    def __init__(self, torch: Any, cuda: bool, first: int, every: int = DEFAULT_EVERY,
+    def __init__(self, torch: Any, cuda: bool, warmup_steps: int, every: int = DEFAULT_EVERY,
                  steps: int = DEFAULT_STEPS) -> None:
         if every < 1 or not 1 <= steps <= every:
             raise ValueError(f"sampling {steps} steps every {every}: need 1 <= steps <= every")
         self._torch = torch
         self._cuda = cuda
-        self.first, self.every, self.steps = first, every, steps
+        self.every, self.steps = every, steps
+        self.first = warmup_steps - steps if warmup_steps > steps else warmup_steps
         self._profile: Any = None
         self.estimate: tuple[float, float] | None = None
 
@@ -153,13 +171,8 @@ class CollectiveSampler:
         if self._cuda:
             self._torch.cuda.synchronize()
         profile.stop()
-        records, steps = [], []
-        for event in profile.events():
-            on_device = str(event.device_type).endswith("CUDA")
-            interval = (event.name, on_device, event.thread, event.time_range.start, event.time_range.end)
-            if event.name == STEP_RANGE and not on_device:
-                steps.append(interval)
-            records.append(interval)
+        records = kineto_records(profile)
+        steps = [r for r in records if r[0] == STEP_RANGE and not r[1]]
         span = (min(s[3] for s in steps), max(s[4] for s in steps)) if steps else None
         thread = steps[0][2] if steps else None
         comm, exposed = window_seconds(records, span, thread)

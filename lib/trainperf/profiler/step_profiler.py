@@ -65,18 +65,20 @@ class StepProfiler:
     device to time on (default: the current one when CUDA is available, else
     the CPU). Create the profiler on every rank after the process group is
     initialized: it gathers every rank's host once (a collective).
-    ``comm_sample_every``, ``comm_sample_steps``: under FSDP, communication
-    is measured by ``torch.profiler`` windows of that many steps every that
-    many steps (``collectives.py``).
+    ``comm_sampling``: measure communication with sampled ``torch.profiler``
+    windows (``collectives.py``) of ``comm_sample_steps`` steps every
+    ``comm_sample_every`` steps: None (default) under FSDP, True always (any
+    collective: tensor parallelism, your own), False never.
 
-    Every step and phase is also a ``torch.profiler.record_function`` range
-    (``trainperf/step``, ``trainperf/forward``, ...), so a torch.profiler or
-    Perfetto trace of the job shows them beside the kernels.
+    While a ``torch.profiler`` records, every step and phase is also a
+    ``record_function`` range (``trainperf/step``, ``trainperf/forward``, ...),
+    so its trace shows them beside the kernels.
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
                  warmup_steps: int = 2, trace: bool = True, device: Any = None,
-                 comm_sample_every: int = DEFAULT_EVERY, comm_sample_steps: int = DEFAULT_STEPS) -> None:
+                 comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
+                 comm_sample_steps: int = DEFAULT_STEPS) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
         self._off = True
@@ -86,6 +88,7 @@ class StepProfiler:
         self._comm: DdpCommTimer | None = None
         self._sampler: CollectiveSampler | None = None
         self._sampling = (comm_sample_every, comm_sample_steps)
+        self._sample_comm = comm_sampling
         self._open: StepRecord | None = None
         self._carry_phases: list[tuple[int, Any, Any]] = []
         self._carry_data: list[tuple[float, float]] = []
@@ -108,6 +111,8 @@ class StepProfiler:
         self._torch_version = torch.__version__
         self._torch = torch
         self._record_function = torch.profiler.record_function
+        # a range costs tens of µs even with no profiler recording: open ranges only while one records
+        self._recording = getattr(torch._C._autograd, "_profiler_enabled", lambda: True)
         if device is None and torch.cuda.is_available():
             device = torch.device("cuda", torch.cuda.current_device())
         device = torch.device(device) if device is not None else torch.device("cpu")
@@ -129,6 +134,8 @@ class StepProfiler:
         if trace:
             self._trace_file = LineFile(self.run_dir / TRACE_FILE.format(rank=place.rank))
         self._origin = self._clock.mark()
+        if self._sample_comm:
+            self._start_sampling()
         self._host_origin = perf_counter() if self._cuda else self._origin
 
     def _write_manifest(self) -> None:
@@ -152,16 +159,21 @@ class StepProfiler:
             strategy = strategy_of(model)
             if strategy == "ddp":
                 self._comm = watch_ddp(model, self._clock, comm_hook, comm_state)
-            elif strategy == "fsdp" and self._sampler is None:
-                self._sampler = CollectiveSampler(self._torch, self._cuda, self.warmup_steps, *self._sampling)
-                self._config["comm_measurement"] = self._sampler.describe()
-                self._write_manifest()
+            elif strategy == "fsdp" and self._sample_comm is None:
+                self._start_sampling()
             if strategy is not None and strategy != self._strategy:
                 self._strategy = strategy
                 self._write_manifest()
         except Exception as exc:
             self._warn_once("watch", f"communication is not timed: {type(exc).__name__}: {exc}")
         return model
+
+    def _start_sampling(self) -> None:
+        """Sample communication from now on, and say how in the manifest."""
+        if self._sampler is None:
+            self._sampler = CollectiveSampler(self._torch, self._cuda, self.warmup_steps, *self._sampling)
+            self._config["comm_measurement"] = self._sampler.describe()
+            self._write_manifest()
 
     def update_config(self, values: dict[str, Any]) -> None:
         """Add run columns to the manifest's ``config`` once they are known
@@ -186,7 +198,7 @@ class StepProfiler:
         while True:
             start = None if self._off else self._begin_host_interval()
             try:
-                with self._record_function("trainperf/data") if start is not None else _NO_STEP:
+                with self._range("data") if start is not None else _NO_STEP:
                     item = next(iterator)
             except StopIteration:
                 return
@@ -214,7 +226,7 @@ class StepProfiler:
             except Exception as exc:
                 self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
                 self._sampler = None
-        return _Step(self, record, self._record_function("trainperf/step"))
+        return _Step(self, record, self._range("step"))
 
     def phase(self, name: str) -> _Phase | _NoStep:
         """Context manager timing one phase: ``data``, ``h2d``, ``forward``,
@@ -265,6 +277,11 @@ class StepProfiler:
         if self._window_start is None:
             self._window_start = self._clock.mark()
         return self._window_start
+
+    def _range(self, name: str) -> Any:
+        """A ``trainperf/<name>`` record_function range while a torch
+        profiler records, else a context manager that does nothing."""
+        return self._record_function(f"trainperf/{name}") if self._recording() else _NO_STEP
 
     def _begin_host_interval(self) -> float:
         self._window()
@@ -424,7 +441,7 @@ class _Phase:
     def __init__(self, profiler: StepProfiler, index: int) -> None:
         self._profiler = profiler
         self._index = index
-        self._range = profiler._record_function(f"trainperf/{PHASES[index]}")
+        self._range = profiler._range(PHASES[index])
 
     def __enter__(self) -> _Phase:
         self._range.__enter__()
