@@ -11,6 +11,7 @@ import argparse
 import gc
 import os
 import tempfile
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -49,9 +50,10 @@ def main() -> None:
     train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len)
 
 
-def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int) -> None:
+def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, **callback_options: Any) -> int:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
-    sequences of ``seq_len`` tokens on every rank, writing ``run_dir``."""
+    sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
+    return the optimizer steps Lightning took."""
     torch.manual_seed(0)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     n = batch * accum * steps * world
@@ -62,12 +64,15 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int) -> Non
             accelerator="cpu", devices=world, strategy="ddp" if world > 1 else "auto", max_steps=steps,
             accumulate_grad_batches=accum, logger=False, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, default_root_dir=out,
-            callbacks=[LightningCallback(run_dir, config={"experiment": "lightning", "model": "tiny-gpt2"}, warmup_steps=1)])
+            callbacks=[LightningCallback(run_dir, config={"experiment": "lightning", "model": "tiny-gpt2"},
+                                         warmup_steps=1, **callback_options)])
         trainer.fit(TinyGPT(), loader)
+        taken = trainer.global_step
     del trainer
     gc.collect()
     if dist.is_initialized():
         dist.destroy_process_group()
+    return taken
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from trainperf import StepProfiler, load_runs, load_steps
-from trainperf.profiler import rankfile
+from trainperf.profiler import ProfilerWarning, rankfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -81,6 +81,15 @@ def test_hf_trainer_single_process(tmp_path, accum):
 def test_lightning_single_process(tmp_path, accum):
     lightning_training.train(str(tmp_path), BATCH, accum, STEPS, SEQ_LEN)
     assert_run(tmp_path, "lightning", accum, world=1, strategy="single")
+
+
+def test_a_failing_callback_warns_and_training_goes_on(tmp_path):
+    def broken(batch):
+        raise ZeroDivisionError("token counter")
+
+    with pytest.warns(ProfilerWarning, match="on_train_batch_start failed: ZeroDivisionError: token counter"):
+        assert lightning_training.train(str(tmp_path), BATCH, 1, 2, SEQ_LEN, count_tokens=broken) == 2
+    assert rankfile.read_rank_file(tmp_path / "steps-rank0.jsonl").closed  # stopped cleanly
 
 
 def test_model_facts_and_config_precedence(tmp_path):

@@ -12,13 +12,36 @@ batch["attention_mask"].sum()``).
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from trainperf.profiler import StepProfiler
+from trainperf.profiler import ProfilerWarning, StepProfiler
 
 TokenCounter = Callable[[Any], Any]
+Hook = TypeVar("Hook", bound=Callable[..., Any])
+
+
+def guarded(hook: Hook) -> Hook:
+    """A callback hook that never breaks the training job: an exception of
+    its own becomes one ``ProfilerWarning``, the callback stops profiling
+    (``self.stop()``) and training goes on."""
+
+    @functools.wraps(hook)
+    def run(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            hook(self, *args, **kwargs)
+        except Exception as exc:
+            warnings.warn(f"trainperf {type(self).__name__}: {hook.__name__} failed: {type(exc).__name__}: {exc}; "
+                          "profiling stopped, training goes on", ProfilerWarning, stacklevel=2)
+            try:
+                self.stop()
+            except Exception:
+                pass
+
+    return run  # type: ignore[return-value]
 
 
 class HookedProfiler:

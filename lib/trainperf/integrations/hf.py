@@ -32,8 +32,8 @@ from typing import Any
 import transformers
 from transformers import TrainerCallback
 
-from trainperf.integrations.driver import HookedProfiler, TokenCounter, batch_counts, global_batch, model_facts, \
-    wrapper_of
+from trainperf.integrations.driver import (HookedProfiler, TokenCounter, batch_counts, global_batch, guarded,
+                                           model_facts, wrapper_of)
 
 
 def precision_of(args: Any) -> str:
@@ -78,6 +78,7 @@ class HFCallback(TrainerCallback):
 
     # -- Trainer events ----------------------------------------------------
 
+    @guarded
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        train_dataloader: Any = None, **kwargs: Any) -> None:
         accum = args.gradient_accumulation_steps
@@ -94,33 +95,43 @@ class HFCallback(TrainerCallback):
         if train_dataloader is not None:
             _time_batches(train_dataloader, hooked.profiler)
 
+    @guarded
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:
             self._hooked.begin_step()
 
+    @guarded
     def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:
             self._hooked.end("backward")
 
+    @guarded
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:
             self._hooked.end("backward")
             self._hooked.begin("optimizer")
 
+    @guarded
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:
             self._hooked.end_step()
 
+    @guarded
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Remove the model hooks and close the profiler (the files are complete)."""
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        if self._hooked is not None:
-            self._hooked.close()
-            self._hooked = None
+        hooked, self._hooked = self._hooked, None
+        if hooked is not None:
+            hooked.close()
 
     # -- model hooks ---------------------------------------------------------
 
+    @guarded
     def _before_forward(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         hooked = self._hooked
         if hooked is None or not hooked.in_step or not module.training:
@@ -135,6 +146,7 @@ class HFCallback(TrainerCallback):
         hooked.end("backward")
         hooked.begin("forward")
 
+    @guarded
     def _after_forward(self, module: Any, args: tuple[Any, ...], output: Any) -> None:
         hooked = self._hooked
         if hooked is None or not hooked.in_step or not module.training:

@@ -34,7 +34,7 @@ from typing import Any
 import lightning
 from lightning.pytorch.callbacks import Callback
 
-from trainperf.integrations.driver import HookedProfiler, TokenCounter, batch_counts, global_batch, model_facts
+from trainperf.integrations.driver import HookedProfiler, TokenCounter, batch_counts, global_batch, guarded, model_facts
 
 STRATEGIES = {"DDPStrategy": "ddp", "FSDPStrategy": "fsdp", "ModelParallelStrategy": "fsdp",
               "DeepSpeedStrategy": "deepspeed", "SingleDeviceStrategy": "single"}
@@ -83,6 +83,7 @@ class LightningCallback(Callback):
         self._step_began_at = 0
         self._batch_known = False
 
+    @guarded
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._accum = trainer.accumulate_grad_batches
         self._world = trainer.world_size
@@ -92,10 +93,12 @@ class LightningCallback(Callback):
         self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
         self._hooked.profiler.watch(trainer.strategy.model if trainer.strategy.model is not None else pl_module)
 
+    @guarded
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         if self._hooked is not None:
             self._hooked.begin("data")
 
+    @guarded
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         hooked = self._hooked
         if hooked is None:
@@ -114,19 +117,23 @@ class LightningCallback(Callback):
             hooked.profiler.update_config(facts)
         hooked.begin("forward")
 
+    @guarded
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
         if self._hooked is not None:
             self._hooked.end("forward")
             self._hooked.begin("backward")
 
+    @guarded
     def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
         if self._hooked is not None:
             self._hooked.end("backward")
 
+    @guarded
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         if self._hooked is not None:
             self._hooked.begin("optimizer")
 
+    @guarded
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         hooked = self._hooked
         if hooked is None:
@@ -139,14 +146,17 @@ class LightningCallback(Callback):
             hooked.end_step()
         hooked.begin("data")
 
+    @guarded
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
-        self._close()
+        self.stop()
 
+    @guarded
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        self._close()
+        self.stop()
 
-    def _close(self) -> None:
-        if self._hooked is not None:
-            self._hooked.end("data")
-            self._hooked.close()
-            self._hooked = None
+    def stop(self) -> None:
+        """Close the profiler (the files are complete)."""
+        hooked, self._hooked = self._hooked, None
+        if hooked is not None:
+            hooked.end("data")
+            hooked.close()

@@ -115,10 +115,16 @@ def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
     results are not there."""
     results = getattr(getattr(profile, "profiler", None), "kineto_results", None)
     if results is not None and hasattr(results, "events"):
-        return [(e.name(), str(e.device_type()).endswith("CUDA"), e.start_thread_id(),
-                 e.start_ns() / 1e3, (e.start_ns() + e.duration_ns()) / 1e3) for e in results.events()]
+        records = []
+        for e in results.events():
+            on_device = str(e.device_type()).endswith("CUDA")
+            if on_device and getattr(e, "is_user_annotation", lambda: False)():
+                continue  # a record_function range drawn on the device timeline: not work
+            records.append((e.name(), on_device, e.start_thread_id(), e.start_ns() / 1e3,
+                            (e.start_ns() + e.duration_ns()) / 1e3))
+        return records
     return [(e.name, str(e.device_type).endswith("CUDA"), e.thread, e.time_range.start, e.time_range.end)
-            for e in profile.events()]
+            for e in profile.events() if not (str(e.device_type).endswith("CUDA") and e.is_user_annotation)]
 
 
 class CollectiveSampler:
