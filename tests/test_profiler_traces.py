@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from trainperf import StepProfiler, export_chrome_trace, load_steps
-from trainperf.profiler import collectives
+from trainperf.profiler import ProfilerWarning, collectives
 
 
 def profiled_steps(run_dir, steps=2, **options):
@@ -161,3 +161,19 @@ def test_any_collective_is_sampled_on_request(tmp_path):
     assert (steps["comm_s"] <= steps["step_s"]).all() and (steps["comm_exposed_s"] <= steps["comm_s"]).all()
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["config"]["comm_measurement"].startswith("torch.profiler windows of 2 step(s) every 4 steps")
+
+
+def test_a_failing_window_stops_the_sampling_not_the_profiler(tmp_path, monkeypatch):
+    def broken(self):
+        raise RuntimeError("no records")
+
+    monkeypatch.setattr(collectives.CollectiveSampler, "stop", broken)
+    with pytest.warns(ProfilerWarning, match="communication is not sampled: RuntimeError: no records"):
+        with StepProfiler(tmp_path / "run", warmup_steps=0, comm_sampling=True, comm_sample_every=2,
+                          comm_sample_steps=1) as prof:
+            for _ in range(4):
+                with prof.step(samples=1):
+                    with prof.phase("forward"):
+                        torch.ones(4).sum()
+    steps = load_steps(tmp_path / "run")
+    assert len(steps) == 4 and steps["comm_s"].isna().all() and (steps["forward_s"] > 0).all()

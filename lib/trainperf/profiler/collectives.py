@@ -173,10 +173,11 @@ class CollectiveSampler:
 
     def stop(self) -> tuple[float, float]:
         """End the window; return and remember its per-step estimate."""
-        profile, self._profile = self._profile, None
+        profile = self._profile
         if self._cuda:
             self._torch.cuda.synchronize()
         profile.stop()
+        self._profile = None
         records = kineto_records(profile)
         steps = [r for r in records if r[0] == STEP_RANGE and not r[1]]
         span = (min(s[3] for s in steps), max(s[4] for s in steps)) if steps else None

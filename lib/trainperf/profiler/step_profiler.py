@@ -336,7 +336,15 @@ class StepProfiler:
         held for it."""
         if self._sampler is None or not self._sampler.active:
             return
-        estimate = self._sampler.stop()
+        try:
+            estimate = self._sampler.stop()
+        except Exception as exc:  # sampling stops; the profiler goes on
+            self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
+            try:
+                self._sampler.cancel()
+            except Exception:
+                pass
+            self._sampler, estimate = None, None
         for held in self._pending:
             if held.waiting:
                 held.waiting, held.estimate = False, estimate
