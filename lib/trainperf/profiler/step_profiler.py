@@ -307,6 +307,8 @@ class StepProfiler:
                 return
             record.tokens, record.samples, record.loss = (
                 _on_host(record.tokens), _on_host(record.samples), _on_host(record.loss))
+            if self._sampler is not None:
+                self._sample(record)
             record.end = self._clock.mark()
             if self._comm is not None:
                 record.comm = self._comm.drain()
@@ -314,28 +316,29 @@ class StepProfiler:
             self._window_start = record.end
             self._index += 1
             self._pending.append(record)
-            if self._sampler is not None:
-                self._sample(record)
             self._flush(wait=len(self._pending) > MAX_PENDING_STEPS)
         except Exception as exc:
             self._fail("cannot record a step", exc)
 
     def _sample(self, record: StepRecord) -> None:
-        """Under a sampling window, hold the step until the window ends;
-        otherwise give it the latest window's communication estimate."""
+        """Before the step's end mark: under a sampling window, hold the step
+        until the window ends, or end the window with its last step (so that
+        reading the window costs a sampled step, not the next one); otherwise
+        give the step the latest window's communication estimate."""
         assert self._sampler is not None
         if self._sampler.active and self._sampler.sampled(record.index):
-            record.waiting = True
             if self._sampler.last_of_window(record.index):
-                self._end_window()
+                record.estimate = self._end_window()
+            else:
+                record.waiting = True
         else:
             record.estimate = self._sampler.estimate
 
-    def _end_window(self) -> None:
-        """Close an open sampling window and give its estimate to the steps
-        held for it."""
+    def _end_window(self) -> tuple[float, float] | None:
+        """Close an open sampling window, give its estimate to the steps held
+        for it, and return it."""
         if self._sampler is None or not self._sampler.active:
-            return
+            return None
         try:
             estimate = self._sampler.stop()
         except Exception as exc:  # sampling stops; the profiler goes on
@@ -348,6 +351,7 @@ class StepProfiler:
         for held in self._pending:
             if held.waiting:
                 held.waiting, held.estimate = False, estimate
+        return estimate
 
     def _flush(self, wait: bool) -> None:
         """Resolve and write the pending steps whose marks are ready (all of
