@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import numbers
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -119,13 +120,59 @@ def test_window_communication_on_the_device_by_hand():
     assert exposed == pytest.approx((20 + 10) * 1e-6)
 
 
-def test_sampling_schedule():
-    sampler = collectives.CollectiveSampler(torch, cuda=False, warmup_steps=2, every=10, steps=3)
-    assert [i for i in range(30) if sampler.sampled(i)] == [2, 3, 4, 12, 13, 14, 22, 23, 24]
-    assert [i for i in range(30) if sampler.last_of_window(i)] == [4, 14, 24]
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_torch(clock: FakeClock, read_s: float) -> SimpleNamespace:
+    """Just what CollectiveSampler uses of torch: a profile with no records
+    whose stop takes ``read_s`` seconds."""
+
+    class Profile:
+        def __init__(self, activities):
+            self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: []))
+
+        def start(self):
+            pass
+
+        def stop(self):
+            clock.now += read_s
+
+    return SimpleNamespace(autograd=SimpleNamespace(profiler=SimpleNamespace(_is_profiler_enabled=False)),
+                           profiler=SimpleNamespace(profile=Profile, ProfilerActivity=SimpleNamespace(CPU="cpu")))
+
+
+def window_starts(monkeypatch, warmup_steps: int, read_s: float, steps: int = 100) -> list[int]:
+    """Drive a sampler (windows of 2 steps, every 10 or more) over steps of
+    1 s each; return the steps that started a window."""
+    clock = FakeClock()
+    monkeypatch.setattr(collectives, "perf_counter", clock)
+    sampler = collectives.CollectiveSampler(fake_torch(clock, read_s), cuda=False, warmup_steps=warmup_steps,
+                                            every=10, steps=2)
+    starts = []
+    for index in range(steps):
+        if not sampler.active and sampler.due(index):
+            assert sampler.start(index)
+            starts.append(index)
+        clock.now += 1.0
+        if sampler.last_of_window(index):
+            sampler.stop()
+    return starts
+
+
+def test_sampling_schedule(monkeypatch):
+    # a window that costs nothing: every 10 steps from the first measured step
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.0) == [2, 12, 22, 32, 42, 52, 62, 72, 82, 92]
     # a warm-up longer than a window ends with the first window (step 0 is never sampled)
-    sampler = collectives.CollectiveSampler(torch, cuda=False, warmup_steps=5, every=10, steps=3)
-    assert [i for i in range(15) if sampler.sampled(i)] == [2, 3, 4, 12, 13, 14]
+    assert window_starts(monkeypatch, warmup_steps=5, read_s=0.0)[:2] == [3, 13]
+    # a window costing 0.203 s more than two 1 s steps waits until that is at most 0.5 % of the time
+    # since it ended: 0.203 / 0.005 = 40.6 s, so 41 steps after its last step (window 2-3: next at
+    # 4 + 41 = 45; window 45-46: next at 47 + 41 = 88)
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203) == [2, 45, 88]
     with pytest.raises(ValueError, match="1 <= steps <= every"):
         collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0, every=2, steps=3)
 
@@ -133,14 +180,14 @@ def test_sampling_schedule():
 def test_a_users_own_torch_profiler_is_left_alone(tmp_path):
     sampler = collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
-        assert sampler.start() is False and not sampler.active
+        assert sampler.start(0) is False and not sampler.active
 
 
 def test_any_collective_is_sampled_on_request(tmp_path):
     """``comm_sampling=True`` without FSDP: a one-process gloo group whose
-    all-reduces the job issues itself. Windows of 2 steps every 4 from step 0
-    (no warm-up): every step carries its window's estimate, and the steps of
-    a window are written once it ended."""
+    all-reduces the job issues itself. A window of 2 steps from step 0 (no
+    warm-up), the next 4 steps later at the earliest: every step carries an
+    estimate, and the steps of a window are written once it ended."""
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
@@ -156,8 +203,8 @@ def test_any_collective_is_sampled_on_request(tmp_path):
         dist.destroy_process_group()
     steps = load_steps(tmp_path / "run")
     assert (steps["comm_s"] > 0).all()
-    # steps 0-1 sampled, 2-3 carry their estimate; steps 4-5 the second window's
-    assert steps["comm_s"].iloc[0] == steps["comm_s"].iloc[3] and steps["comm_s"].iloc[4] == steps["comm_s"].iloc[5]
+    # steps 0-1 are the first window; 2-3 carry its estimate (no window may start before step 4)
+    assert steps["comm_s"].iloc[:4].nunique() == 1
     assert (steps["comm_s"] <= steps["step_s"]).all() and (steps["comm_exposed_s"] <= steps["comm_s"]).all()
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert manifest["config"]["comm_measurement"].startswith("torch.profiler windows of 2 step(s) every 4 steps")

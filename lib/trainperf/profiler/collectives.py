@@ -4,8 +4,13 @@ from short sampled ``torch.profiler`` windows.
 
 DDP hands its gradient all-reduces to a communication hook (``comm.py``);
 FSDP has no such hook for its parameter all-gathers and gradient
-reduce-scatters. Every ``every`` optimizer steps the profiler runs
+reduce-scatters. Every ``every`` optimizer steps or more the profiler runs
 ``torch.profiler`` for ``steps`` steps and reads the collectives it recorded.
+A window starts once at least ``every`` steps passed since the last one
+started *and* the last window's cost (its host time minus that of as many
+ordinary steps) is at most :data:`BUDGET` of the time since it ended: short
+steps, whose ops ``torch.profiler`` slows most, are sampled less often, so
+the sampling costs at most 0.5 % of the run (the first window aside).
 The first window is the end of the warm-up when the warm-up is longer than a
 window (the very first step, with its one-time costs, is never sampled), so
 the measured steps of a short run are not slowed by the sampling; else it
@@ -38,14 +43,19 @@ torch releases.
 
 from __future__ import annotations
 
+from time import perf_counter
 from typing import Any
 
 from trainperf.profiler.comm import union_length
 
 DEFAULT_EVERY = 100
-"""Steps between the starts of two sampled windows."""
+"""Fewest steps between the starts of two sampled windows."""
 DEFAULT_STEPS = 2
 """Steps per sampled window."""
+BUDGET = 0.005
+"""Largest share of the run's time a window may cost (its steps' slowdown
+under ``torch.profiler`` and the reading of its records), half of the
+profiler's 1 % target."""
 
 
 def is_collective(name: str, on_device: bool) -> bool:
@@ -142,28 +152,43 @@ class CollectiveSampler:
         self.first = warmup_steps - steps if warmup_steps > steps else warmup_steps
         self._profile: Any = None
         self.estimate: tuple[float, float] | None = None
+        self._start_index: int | None = None
+        self._started_at = 0.0
+        self._window_s = 0.0
+        self._ended_at = 0.0
 
     def describe(self) -> str:
         """The sampling, in words (for the manifest)."""
-        return (f"torch.profiler windows of {self.steps} step(s) every {self.every} steps from step {self.first}; "
+        return (f"torch.profiler windows of {self.steps} step(s) every {self.every} steps or more from step "
+                f"{self.first} (a window costs at most {BUDGET:.1%} of the time between windows); "
                 "each step carries the latest window's mean")
 
-    def sampled(self, index: int) -> bool:
-        return index >= self.first and (index - self.first) % self.every < self.steps
+    def due(self, index: int) -> bool:
+        """Whether a window starts with step ``index`` (see the module docstring)."""
+        if self._start_index is None:
+            return index >= self.first
+        since_end = index - (self._start_index + self.steps)
+        if index - self._start_index < self.every or since_end < 1:
+            return False
+        elapsed = perf_counter() - self._ended_at
+        cost = self._window_s - self.steps * elapsed / since_end
+        return cost <= BUDGET * elapsed
 
     def last_of_window(self, index: int) -> bool:
-        return self.sampled(index) and (index - self.first) % self.every == self.steps - 1
+        """Whether step ``index`` ends the open window."""
+        return self.active and index == self._start_index + self.steps - 1
 
     @property
     def active(self) -> bool:
         return self._profile is not None
 
-    def start(self) -> bool:
-        """Start a window; False (nothing started) when a torch.profiler is
-        already running (the user's own: it is left alone)."""
+    def start(self, index: int) -> bool:
+        """Start a window with step ``index``; False (nothing started) when a
+        torch.profiler is already running (the user's own: it is left alone)."""
         torch = self._torch
         if torch.autograd.profiler._is_profiler_enabled:
             return False
+        self._start_index, self._started_at = index, perf_counter()
         activities = [torch.profiler.ProfilerActivity.CPU]
         if self._cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -185,6 +210,8 @@ class CollectiveSampler:
         comm, exposed = window_seconds(records, span, thread)
         count = max(len(steps), 1)
         self.estimate = (comm / count, exposed / count)
+        self._ended_at = perf_counter()
+        self._window_s = self._ended_at - self._started_at
         return self.estimate
 
     def cancel(self) -> None:

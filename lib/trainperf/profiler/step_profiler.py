@@ -220,9 +220,9 @@ class StepProfiler:
                             self._carry_data, tokens, samples, loss)
         self._carry_phases, self._carry_data = [], []
         self._open = record
-        if self._sampler is not None and self._sampler.sampled(record.index) and not self._sampler.active:
+        if self._sampler is not None and not self._sampler.active and self._sampler.due(record.index):
             try:
-                self._sampler.start()
+                self._sampler.start(record.index)
             except Exception as exc:
                 self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
                 self._sampler = None
@@ -326,7 +326,7 @@ class StepProfiler:
         reading the window costs a sampled step, not the next one); otherwise
         give the step the latest window's communication estimate."""
         assert self._sampler is not None
-        if self._sampler.active and self._sampler.sampled(record.index):
+        if self._sampler.active:
             if self._sampler.last_of_window(record.index):
                 record.estimate = self._end_window()
             else:
