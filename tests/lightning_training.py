@@ -35,6 +35,9 @@ class TinyGPT(L.LightningModule):
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         return self.model(input_ids=batch, labels=batch).loss
 
+    def validation_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        return self.model(input_ids=batch, labels=batch).loss
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
@@ -50,10 +53,12 @@ def main() -> None:
     train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len)
 
 
-def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, **callback_options: Any) -> int:
+def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, validate_every: int | None = None,
+          **callback_options: Any) -> int:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
-    sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
-    return the optimizer steps Lightning took."""
+    sequences of ``seq_len`` tokens on every rank, writing ``run_dir``
+    (validating on two batches every ``validate_every`` batches); return the
+    optimizer steps Lightning took."""
     torch.manual_seed(0)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     n = batch * accum * steps * world
@@ -64,9 +69,11 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, **call
             accelerator="cpu", devices=world, strategy="ddp" if world > 1 else "auto", max_steps=steps,
             accumulate_grad_batches=accum, logger=False, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, default_root_dir=out,
+            val_check_interval=validate_every, limit_val_batches=2 if validate_every else 0,
+            num_sanity_val_steps=0,
             callbacks=[LightningCallback(run_dir, config={"experiment": "lightning", "model": "tiny-gpt2"},
                                          warmup_steps=1, **callback_options)])
-        trainer.fit(TinyGPT(), loader)
+        trainer.fit(TinyGPT(), loader, loader if validate_every else None)
         taken = trainer.global_step
     del trainer
     gc.collect()

@@ -83,6 +83,15 @@ def test_lightning_single_process(tmp_path, accum):
     assert_run(tmp_path, "lightning", accum, world=1, strategy="single")
 
 
+def test_lightning_validation_during_training_is_its_own_phase(tmp_path):
+    """Validation after batches 2 and 4 (of 4 steps): the steps that follow
+    carry it as ``validation_s``, not as a wait for data."""
+    lightning_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, validate_every=2)
+    steps = load_steps(tmp_path).set_index("step")
+    assert steps["validation_s"].notna().tolist() == [False, False, True, False]
+    assert steps.loc[2, "validation_s"] > steps.loc[2, "data_s"]
+
+
 def test_a_failing_callback_warns_and_training_goes_on(tmp_path):
     def broken(batch):
         raise ZeroDivisionError("token counter")

@@ -17,6 +17,8 @@ Lightning's hooks let the callback see, per micro-batch:
 * ``backward``: ``on_before_backward`` to ``on_after_backward``;
 * ``optimizer``: ``on_before_optimizer_step`` to the end of the batch
   (optimizer step and zeroing of gradients);
+* ``validation``: a validation run during training (``on_validation_start``
+  to ``on_validation_end``), in the step that follows it;
 * ``comm_s``/``comm_exposed_s``: DDP's gradient all-reduces (the
   communication hook of ``StepProfiler.watch`` on the strategy's wrapped
   model), FSDP's collectives (sampled).
@@ -145,6 +147,18 @@ class LightningCallback(Callback):
         if trainer.global_step != self._step_began_at:
             hooked.end_step()
         hooked.begin("data")
+
+    @guarded
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        if self._hooked is not None:  # only between on_train_start and on_train_end
+            self._hooked.end("data")
+            self._hooked.begin("validation")
+
+    @guarded
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        if self._hooked is not None:
+            self._hooked.end("validation")
+            self._hooked.begin("data")
 
     @guarded
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
