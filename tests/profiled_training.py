@@ -7,7 +7,7 @@ hand (``RANK``/``WORLD_SIZE``/``MASTER_ADDR``/``MASTER_PORT`` set):
 
 Each strategy trains in turn and writes the run folder ``RUNS_DIR/<strategy>``.
 Strategies: ``single`` (no process group), ``ddp``, ``fsdp`` (FSDP2
-``fully_shard``), ``local`` (a process group, but every rank trains its own
+``fully_shard``), ``fsdp1`` (the older ``FullyShardedDataParallel``), ``local`` (a process group, but every rank trains its own
 model: no collective during training, so one rank can die without stalling
 the others). ``--kill-rank R --kill-at S`` makes rank R kill itself with
 SIGKILL when step S begins.
@@ -36,11 +36,12 @@ from trainperf import StepProfiler
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("runs_dir")
-    parser.add_argument("--strategies", default="single", help="comma-separated: single, ddp, fsdp, local")
+    parser.add_argument("--strategies", default="single", help="comma-separated: single, ddp, fsdp, fsdp1, local")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--kill-rank", type=int, default=-1)
     parser.add_argument("--kill-at", type=int, default=-1)
     parser.add_argument("--step-sleep", type=float, default=0.0, help="extra seconds of 'compute' per step")
+    parser.add_argument("--slow-rank", type=int, default=-1, help="only this rank sleeps --step-sleep (a straggler)")
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     distributed = strategies != ["single"]
@@ -72,6 +73,10 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
         from torch.distributed.fsdp import fully_shard
 
         fully_shard(model)
+    elif strategy == "fsdp1":
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
     prof = StepProfiler(run_dir, config={"model": "mlp-16-64-64-1", "precision": "fp32"}, warmup_steps=1)
     model = prof.watch(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -84,7 +89,8 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
         with prof.step(tokens=x.numel(), samples=x.shape[0]) as step:
             with prof.phase("forward"):
                 out = model(x)
-                time.sleep(args.step_sleep)
+                if args.slow_rank in (-1, rank):
+                    time.sleep(args.step_sleep)
             with prof.phase("loss"):
                 loss = nn.functional.mse_loss(out, y)
             with prof.phase("backward"):

@@ -266,6 +266,8 @@ def test_smoke_sweep_through_torchrun_writes_loadable_consistent_runs(tmp_path: 
         assert len(steps_table) == nprocs * (warmup + steps)
         measured = steps_table[~steps_table["warmup"]]
         assert (measured["micro_steps"] == config["grad_accum_steps"]).all()
+        if nprocs > 1:  # DDP: the all-reduce hook; FSDP: sampled torch.profiler windows
+            assert (measured["comm_s"] > 0).all() and (measured["comm_exposed_s"] <= measured["comm_s"] + 1e-6).all()
         # tokens of the measured window: steps × global batch × context, by hand
         assert run["tokens"] == steps * config["global_batch_size"] * seq_len
         assert measured["tokens"].sum() == run["tokens"]

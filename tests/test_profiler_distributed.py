@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from trainperf import DataWarning, load_runs, load_steps
+from trainperf import DataWarning, find_straggler, load_runs, load_steps
 from trainperf.profiler import rankfile
 from trainperf.steps import read_run
 
@@ -92,9 +92,9 @@ def assert_intact(path: Path, steps: int) -> None:
 def test_ddp_and_fsdp_on_two_processes(tmp_path):
     # --standalone: torchrun binds a free port itself (no port chosen here that another job could take)
     ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
-                                   "--strategies", "ddp,fsdp", "--steps", str(STEPS)]], [environment()])
+                                   "--strategies", "ddp,fsdp,fsdp1", "--steps", str(STEPS)]], [environment()])
     assert_exit_0(code, output)  # under DDP, also: the profiler's hook averaged as DDP does
-    for strategy in ("ddp", "fsdp"):
+    for strategy in ("ddp", "fsdp", "fsdp1"):
         for rank in (0, 1):
             assert_intact(tmp_path / strategy / f"steps-rank{rank}.jsonl", STEPS)
     steps = load_steps(tmp_path / "ddp")
@@ -108,11 +108,36 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
     assert (timed.sum(axis=1) <= measured["step_s"] + 1e-6).all()
     runs = load_runs(tmp_path).set_index("run_id")
     assert runs.loc["ddp", "strategy"] == "ddp" and runs.loc["fsdp", "strategy"] == "fsdp"
-    assert runs["gpus"].tolist() == [2, 2] and runs["nodes"].tolist() == [1, 1]
+    assert runs.loc["fsdp1", "strategy"] == "fsdp"
+    assert runs["gpus"].tolist() == [2, 2, 2] and runs["nodes"].tolist() == [1, 1, 1]
     assert runs["complete"].all() and (runs["steps"] == STEPS - 1).all()
-    # FSDP issues its own collectives: no communication hook, comm not separated
-    assert load_steps(tmp_path / "fsdp")["comm_s"].isna().all()
     assert runs.loc["fsdp", "tokens"] == 2 * (STEPS - 1) * 8 * 16
+    # FSDP2 and FSDP issue their own collectives: sampled with torch.profiler (steps 1 and 2 of
+    # STEPS = 4, warm-up 1), every measured step of every rank carries the window's estimate
+    for strategy in ("fsdp", "fsdp1"):
+        sampled = load_steps(tmp_path / strategy)
+        measured = sampled[~sampled["warmup"]]
+        assert (measured["comm_s"] > 0).all() and sampled.loc[sampled["warmup"], "comm_s"].isna().all()
+        assert (measured["comm_exposed_s"] <= measured["comm_s"] + 1e-6).all()
+        assert (measured["comm_s"] <= measured["step_s"]).all()
+        assert measured.groupby("rank")["comm_s"].nunique().eq(1).all()  # one window: one estimate per rank
+        manifest = json.loads((tmp_path / strategy / "manifest.json").read_text())
+        assert "windows of 2 step(s) every 100 steps or more from step 1" in manifest["config"]["comm_measurement"]
+
+
+def test_the_slowed_rank_is_named_from_the_communication_waits(tmp_path):
+    """Rank 1 sleeps 0.15 s in each forward. Every rank's step then takes as
+    long (the all-reduce waits for rank 1), but rank 0 waits about 0.15 s per
+    step in it, and rank 1 hardly at all."""
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
+                                   "--strategies", "ddp", "--steps", str(STEPS), "--step-sleep", "0.15",
+                                   "--slow-rank", "1"]], [environment()])
+    assert_exit_0(code, output)
+    per_rank, sentence = find_straggler(load_steps(tmp_path / "ddp"))
+    assert per_rank["straggler"].tolist() == [False, True]
+    assert per_rank.loc[0, "comm_exposed_s"] > 0.1 > per_rank.loc[1, "comm_exposed_s"]
+    assert per_rank.loc[1, "wait_gap_s"] == pytest.approx(0.15, abs=0.05)  # rank 0 waits that much for it
+    assert sentence.startswith("Run ddp: rank 1 is the straggler.")
 
 
 def test_two_nodes_map_ranks_to_their_node(tmp_path):

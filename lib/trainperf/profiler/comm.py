@@ -22,8 +22,8 @@ the profiler reports it once, as ``comm_exposed_s``, and takes it out of
 ``backward_s``: the phases then add up to the step.
 
 Under FSDP there is no such hook for the parameter all-gathers and gradient
-reduce-scatters FSDP issues itself: they are measured inside the phases that
-issue them (forward, backward), and ``comm_s`` stays empty.
+reduce-scatters FSDP issues itself: they are sampled with ``torch.profiler``
+(``collectives.py``).
 """
 
 from __future__ import annotations
@@ -92,13 +92,18 @@ class DdpCommTimer:
 def comm_seconds(intervals: list[tuple[float, float, bool]]) -> tuple[float, float]:
     """``(comm_s, comm_exposed_s)`` from ``(start_s, end_s, last_bucket)``
     triples in the order the buckets became ready (see the module docstring)."""
-    total = 0.0
-    reach = float("-inf")
-    for start, end in sorted((s, e) for s, e, _ in intervals):
+    total = union_length([(s, e) for s, e, _ in intervals])
+    return total, sum(end - start for start, end in exposed_intervals(intervals))
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
         if end > reach:
             total += end - max(start, reach)
             reach = end
-    return total, sum(end - start for start, end in exposed_intervals(intervals))
+    return total
 
 
 def exposed_intervals(intervals: list[tuple[float, float, bool]]) -> list[tuple[float, float]]:

@@ -28,10 +28,13 @@ BACKWARD = PHASE_INDEX["backward"]
 class StepRecord:
     """Marks and counters of one step until it is resolved. ``phases`` holds
     ``(phase index, start mark, end mark)`` on the step clock; ``data`` holds
-    ``(start, end)`` of the waits for a batch on the host clock."""
+    ``(start, end)`` of the waits for a batch on the host clock. ``estimate``:
+    ``(comm_s, comm_exposed_s)`` from a sampled window (``collectives.py``),
+    used where no collective was timed; ``waiting``: the step waits for the
+    end of its window before it can be resolved."""
 
     __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm",
-                 "tokens", "samples", "micro_steps", "loss", "peak_memory_gb")
+                 "tokens", "samples", "micro_steps", "loss", "peak_memory_gb", "estimate", "waiting")
 
     def __init__(self, index: int, warmup: bool, start: Any, phases: list[tuple[int, Any, Any]],
                  data: list[tuple[float, float]], tokens: Any, samples: Any, loss: Any) -> None:
@@ -47,6 +50,8 @@ class StepRecord:
         self.micro_steps = 0
         self.loss = loss
         self.peak_memory_gb: float | None = None
+        self.estimate: tuple[float, float] | None = None
+        self.waiting = False
 
     def marks(self) -> list[Any]:
         """Marks to give back to the clock once resolved. The end mark is not
@@ -60,7 +65,7 @@ class StepRecord:
 
     def ready(self, clock: Clock) -> bool:
         """Whether every mark of the step can be read without waiting."""
-        return clock.ready(self.end) and all(i.end is None or clock.ready(i.end) for i in self.comm)
+        return not self.waiting and clock.ready(self.end) and all(i.end is None or clock.ready(i.end) for i in self.comm)
 
 
 def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -> tuple[list[Any], tuple[Any, ...]]:
@@ -89,6 +94,8 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
         totals[COMM] = (totals[COMM] or 0.0) + comm_total
         if totals[BACKWARD] is not None:
             totals[BACKWARD] -= overlap(backward_spans, exposed_intervals(comm))
+    elif record.estimate is not None:
+        totals[COMM], exposed = record.estimate
     start_s = seconds(origin, record.start)
     step_s = seconds(record.start, record.end)
     values = [record.index, record.warmup, start_s, step_s, *totals[:COMM + 1], exposed, *totals[COMM + 1:],

@@ -35,6 +35,7 @@ from time import perf_counter
 from typing import Any
 
 from trainperf.profiler import environment, folder, rankfile
+from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, CollectiveSampler
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock
 from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
 from trainperf.profiler.cpu_peak import cpu_peak
@@ -72,10 +73,21 @@ class StepProfiler:
     ``overwrite=True`` removes that run's files first. On CPU, the machine's
     matmul peak (``peak_tflops_per_gpu``, for MFU) is measured once per
     machine and recorded in the manifest unless ``config`` gives one.
+
+    ``comm_sampling``: measure communication with sampled ``torch.profiler``
+    windows (``collectives.py``) of ``comm_sample_steps`` steps every
+    ``comm_sample_every`` steps: None (default) under FSDP, True always (any
+    collective: tensor parallelism, your own), False never.
+
+    While a ``torch.profiler`` records, every step and phase is also a
+    ``record_function`` range (``trainperf/step``, ``trainperf/forward``, ...),
+    so its trace shows them beside the kernels.
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
-                 warmup_steps: int = 2, trace: bool = True, device: Any = None, overwrite: bool = False) -> None:
+                 warmup_steps: int = 2, trace: bool = True, device: Any = None, overwrite: bool = False,
+                 comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
+                 comm_sample_steps: int = DEFAULT_STEPS) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
         self._off = True
@@ -83,6 +95,9 @@ class StepProfiler:
         self._steps_file: LineFile | None = None
         self._trace_file: LineFile | None = None
         self._comm: DdpCommTimer | None = None
+        self._sampler: CollectiveSampler | None = None
+        self._sampling = (comm_sample_every, comm_sample_steps)
+        self._sample_comm = comm_sampling
         self._open: StepRecord | None = None
         self._carry_phases: list[tuple[int, Any, Any]] = []
         self._carry_data: list[tuple[float, float]] = []
@@ -105,6 +120,10 @@ class StepProfiler:
         import torch.distributed as dist
 
         self._torch_version = torch.__version__
+        self._torch = torch
+        self._record_function = torch.profiler.record_function
+        # a range costs tens of µs even with no profiler recording: open ranges only while one records
+        self._recording = getattr(torch._C._autograd, "_profiler_enabled", lambda: True)
         if device is None and torch.cuda.is_available():
             device = torch.device("cuda", torch.cuda.current_device())
         device = torch.device(device) if device is not None else torch.device("cpu")
@@ -128,6 +147,8 @@ class StepProfiler:
         if trace:
             self._trace_file = LineFile(self.run_dir / TRACE_FILE.format(rank=place.rank))
         self._origin = self._clock.mark()
+        if self._sample_comm:
+            self._start_sampling()
         self._host_origin = perf_counter() if self._cuda else self._origin
 
     def _write_manifest(self) -> None:
@@ -152,20 +173,44 @@ class StepProfiler:
         wrapping ``comm_hook(comm_state, bucket)`` (default: DDP's averaging
         all-reduce; pass your own hook here rather than registering it
         yourself, DDP takes only one). Call before the first backward. For
-        FSDP the strategy is recorded; its communication stays inside the
-        forward and backward phases."""
+        FSDP, communication is sampled with torch.profiler
+        (``collectives.py``); it also stays inside the forward and backward
+        phases."""
         if self._off:
             return model
         try:
             strategy = strategy_of(model)
             if strategy == "ddp":
                 self._comm = watch_ddp(model, self._clock, comm_hook, comm_state)
+            elif strategy == "fsdp" and self._sample_comm is None:
+                self._start_sampling()
             if strategy is not None and strategy != self._strategy:
                 self._strategy = strategy
                 self._write_manifest()
         except Exception as exc:
             self._warn_once("watch", f"communication is not timed: {type(exc).__name__}: {exc}")
         return model
+
+    def _start_sampling(self) -> None:
+        """Sample communication from now on, and say how in the manifest."""
+        if self._sampler is None:
+            self._sampler = CollectiveSampler(self._torch, self._cuda, self.warmup_steps, *self._sampling)
+            self._config["comm_measurement"] = self._sampler.describe()
+            self._write_manifest()
+
+    def update_config(self, values: dict[str, Any]) -> None:
+        """Add run columns to the manifest's ``config`` once they are known
+        (e.g. the sequence length, from the first batch); the values given
+        when the profiler was created win."""
+        if self._off:
+            return
+        try:
+            added = {k: v for k, v in values.items() if k not in self._config}
+            if added:
+                self._config.update(added)
+                self._write_manifest()
+        except Exception as exc:
+            self._fail("cannot update the manifest", exc)
 
     # -- the loop ------------------------------------------------------------
 
@@ -176,7 +221,8 @@ class StepProfiler:
         while True:
             start = None if self._off else self._begin_host_interval()
             try:
-                item = next(iterator)
+                with self._range("data") if start is not None else _NO_STEP:
+                    item = next(iterator)
             except StopIteration:
                 return
             if start is not None and not self._off:
@@ -197,7 +243,13 @@ class StepProfiler:
                             self._carry_data, tokens, samples, loss)
         self._carry_phases, self._carry_data = [], []
         self._open = record
-        return _Step(self, record)
+        if self._sampler is not None and not self._sampler.active and self._sampler.due(record.index):
+            try:
+                self._sampler.start(record.index)
+            except Exception as exc:
+                self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
+                self._sampler = None
+        return _Step(self, record, self._range("step"))
 
     def phase(self, name: str) -> _Phase | _NoStep:
         """Context manager timing one phase: ``data``, ``h2d``, ``forward``,
@@ -219,6 +271,7 @@ class StepProfiler:
         if self._off:
             return
         try:
+            self._end_window()
             self._flush(wait=True)
             unattributed: dict[str, float] = {}
             for index, start, end in self._carry_phases:
@@ -248,6 +301,11 @@ class StepProfiler:
             self._window_start = self._clock.mark()
         return self._window_start
 
+    def _range(self, name: str) -> Any:
+        """A ``trainperf/<name>`` record_function range while a torch
+        profiler records, else a context manager that does nothing."""
+        return self._record_function(f"trainperf/{name}") if self._recording() else _NO_STEP
+
     def _begin_host_interval(self) -> float:
         self._window()
         return perf_counter()
@@ -272,6 +330,8 @@ class StepProfiler:
                 return
             record.tokens, record.samples, record.loss = (
                 _on_host(record.tokens), _on_host(record.samples), _on_host(record.loss))
+            if self._sampler is not None:
+                self._sample(record)
             record.end = self._clock.mark()
             if self._comm is not None:
                 record.comm = self._comm.drain()
@@ -282,6 +342,39 @@ class StepProfiler:
             self._flush(wait=len(self._pending) > MAX_PENDING_STEPS)
         except Exception as exc:
             self._fail("cannot record a step", exc)
+
+    def _sample(self, record: StepRecord) -> None:
+        """Before the step's end mark: under a sampling window, hold the step
+        until the window ends, or end the window with its last step (so that
+        reading the window costs a sampled step, not the next one); otherwise
+        give the step the latest window's communication estimate."""
+        assert self._sampler is not None
+        if self._sampler.active:
+            if self._sampler.last_of_window(record.index):
+                record.estimate = self._end_window()
+            else:
+                record.waiting = True
+        else:
+            record.estimate = self._sampler.estimate
+
+    def _end_window(self) -> tuple[float, float] | None:
+        """Close an open sampling window, give its estimate to the steps held
+        for it, and return it."""
+        if self._sampler is None or not self._sampler.active:
+            return None
+        try:
+            estimate = self._sampler.stop()
+        except Exception as exc:  # sampling stops; the profiler goes on
+            self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
+            try:
+                self._sampler.cancel()
+            except Exception:
+                pass
+            self._sampler, estimate = None, None
+        for held in self._pending:
+            if held.waiting:
+                held.waiting, held.estimate = False, estimate
+        return estimate
 
     def _flush(self, wait: bool) -> None:
         """Resolve and write the pending steps whose marks are ready (all of
@@ -313,6 +406,11 @@ class StepProfiler:
         self._open = None
         if self._comm is not None:
             self._comm.stop()
+        if self._sampler is not None:
+            try:
+                self._sampler.cancel()
+            except Exception:
+                pass
         self._pending.clear()
         for file in (self._steps_file, self._trace_file):
             if file is not None:
@@ -335,16 +433,19 @@ def _on_host(value: Any) -> Any:
 class _Step:
     """The open step (returned by ``StepProfiler.step``)."""
 
-    __slots__ = ("_profiler", "_record")
+    __slots__ = ("_profiler", "_record", "_range")
 
-    def __init__(self, profiler: StepProfiler, record: StepRecord) -> None:
+    def __init__(self, profiler: StepProfiler, record: StepRecord, trace_range: Any) -> None:
         self._profiler = profiler
         self._record = record
+        self._range = trace_range
+        trace_range.__enter__()
 
     def __enter__(self) -> _Step:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        self._range.__exit__(None, None, None)
         self._profiler._end_step(self._record, failed=exc_type is not None)
         return False
 
@@ -370,17 +471,20 @@ class _Phase:
     """An open phase (returned by ``StepProfiler.phase``). The wait for data is
     timed on the host clock; every other phase on the step clock."""
 
-    __slots__ = ("_profiler", "_index", "_start")
+    __slots__ = ("_profiler", "_index", "_start", "_range")
 
     def __init__(self, profiler: StepProfiler, index: int) -> None:
         self._profiler = profiler
         self._index = index
+        self._range = profiler._range(PHASES[index])
 
     def __enter__(self) -> _Phase:
+        self._range.__enter__()
         self._start = perf_counter() if self._index == DATA else self._profiler._clock.mark()
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        self._range.__exit__(None, None, None)
         profiler = self._profiler
         if profiler._off:
             return False

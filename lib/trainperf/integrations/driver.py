@@ -1,0 +1,231 @@
+"""What both framework callbacks share: a ``StepProfiler`` driven from hooks
+(a step or phase opened in one hook and closed in another), what a batch
+holds (samples, tokens, sequence length), and the model facts a framework
+exposes.
+
+Tokens are the positions the model computes on: the ``input_ids`` of a batch
+(or its first integer tensor of two or more dimensions), padding included,
+because the accelerator spends the same work on a padded position; a job
+that wants only real tokens passes ``count_tokens`` (e.g. ``lambda batch:
+batch["attention_mask"].sum()``).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from trainperf.profiler import ProfilerWarning, StepProfiler
+
+TokenCounter = Callable[[Any], Any]
+Hook = TypeVar("Hook", bound=Callable[..., Any])
+
+
+def guarded(hook: Hook) -> Hook:
+    """A callback hook that never breaks the training job: an exception of
+    its own becomes one ``ProfilerWarning``, the callback stops profiling
+    (``self.stop()``) and training goes on."""
+
+    @functools.wraps(hook)
+    def run(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            hook(self, *args, **kwargs)
+        except Exception as exc:
+            warnings.warn(f"trainperf {type(self).__name__}: {hook.__name__} failed: {type(exc).__name__}: {exc}; "
+                          "profiling stopped, training goes on", ProfilerWarning, stacklevel=2)
+            try:
+                self.stop()
+            except Exception:
+                pass
+
+    return run  # type: ignore[return-value]
+
+
+class HookedProfiler:
+    """A ``StepProfiler`` whose steps and phases open and close in separate
+    framework hooks. Every call is a no-op when no step is open where one is
+    needed, so a hook that fires outside training (evaluation) does nothing."""
+
+    def __init__(self, run_dir: str | Path, config: dict[str, Any], options: dict[str, Any]) -> None:
+        self.profiler = StepProfiler(run_dir, config, **options)
+        self._step: Any = None
+        self._phases: dict[str, Any] = {}
+        self._losses: list[Any] = []
+        self._loss_parts = False
+
+    @property
+    def in_step(self) -> bool:
+        return self._step is not None
+
+    def begin_step(self) -> None:
+        if self._step is None:
+            self._step = self.profiler.step()
+            self._step.__enter__()
+            self._losses = []
+
+    def end_step(self) -> None:
+        """Close the open phases (but a wait for data) and the step, with the
+        loss of its micro-batches: their sum when each is a part of the step's
+        loss, else their mean."""
+        if self._step is None:
+            return
+        for name in [n for n in self._phases if n != "data"]:
+            self.end(name)
+        if self._losses:
+            self._step.loss = sum(self._losses) / (1 if self._loss_parts else len(self._losses))
+        step, self._step = self._step, None
+        step.__exit__(None, None, None)
+
+    def begin(self, phase: str) -> None:
+        if phase not in self._phases:
+            timer = self.profiler.phase(phase)
+            timer.__enter__()
+            self._phases[phase] = timer
+
+    def end(self, phase: str) -> None:
+        timer = self._phases.pop(phase, None)
+        if timer is not None:
+            timer.__exit__(None, None, None)
+
+    def micro_batch(self, samples: Any, tokens: Any) -> None:
+        """Count one micro-batch of the open step."""
+        if self._step is not None:
+            self._step.micro_step(tokens=tokens, samples=samples)
+
+    def add_loss(self, loss: Any, part: bool = False) -> None:
+        """A micro-batch's loss; ``part``: already divided by the step's
+        total (the step's loss is the sum of the parts)."""
+        if self._step is not None and loss is not None:
+            self._losses.append(loss.detach() if hasattr(loss, "detach") else loss)
+            self._loss_parts = part
+
+    def close(self) -> None:
+        self.end_step()
+        for name in list(self._phases):
+            self.end(name)
+        self.profiler.close()
+
+
+def batch_counts(batch: Any, count_tokens: TokenCounter | None = None) -> tuple[int | None, Any, int | None]:
+    """``(samples, tokens, seq_len)`` of one micro-batch: from ``input_ids``
+    in a mapping, else from the first tensor found (a tuple or list is
+    searched in order). ``tokens`` and ``seq_len`` only for integer tensors
+    of two or more dimensions (token ids); ``count_tokens(batch)`` overrides
+    the token count."""
+    ids = _token_ids(batch)
+    tensor = ids if ids is not None else _first_tensor(batch)
+    samples = int(tensor.shape[0]) if tensor is not None and tensor.dim() > 0 else None
+    tokens = ids.numel() if ids is not None else None
+    seq_len = int(ids.shape[-1]) if ids is not None else None
+    if count_tokens is not None:
+        tokens = count_tokens(batch)
+    return samples, tokens, seq_len
+
+
+def _token_ids(batch: Any) -> Any:
+    if isinstance(batch, Mapping):
+        if "input_ids" in batch:
+            return batch["input_ids"]
+        batch = list(batch.values())
+    tensor = _first_tensor(batch)
+    if tensor is not None and tensor.dim() >= 2 and not tensor.is_floating_point() and not tensor.is_complex():
+        return tensor
+    return None
+
+
+def _first_tensor(batch: Any) -> Any:
+    if hasattr(batch, "dim") and hasattr(batch, "shape"):
+        return batch
+    if isinstance(batch, Mapping):
+        batch = list(batch.values())
+    if isinstance(batch, (list, tuple)):
+        for item in batch:
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+CONFIG_NAMES: dict[str, tuple[str, ...]] = {
+    "n_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "d_model": ("hidden_size", "n_embd", "d_model"),
+    "n_heads": ("num_attention_heads", "n_head", "n_heads"),
+    "vocab_size": ("vocab_size",),
+}
+"""Run columns and the attribute names of a model configuration (transformers
+style) that hold them, first match wins. ``max_position_embeddings`` is the
+longest sequence the model accepts, not the one trained on: the sequence
+length comes from the batches."""
+
+
+def model_facts(model: Any) -> dict[str, Any]:
+    """``n_params``, ``model`` and what a transformers-style ``config`` of the
+    model (or of its first submodule that has one) gives: ``n_layers``,
+    ``d_model``, ``n_heads``, ``vocab_size``. Parameters are counted once
+    (tied weights), at their full size under FSDP2 (DTensor)."""
+    facts: dict[str, Any] = {}
+    parameters = getattr(model, "parameters", None)
+    if parameters is not None:
+        facts["n_params"] = sum(p.numel() for p in parameters())
+    config = _config_of(model)
+    if config is not None:
+        for column, names in CONFIG_NAMES.items():
+            for name in names:
+                value = getattr(config, name, None)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    facts[column] = value
+                    break
+        name = getattr(config, "name_or_path", None) or getattr(config, "_name_or_path", None)
+        facts["model"] = name or getattr(config, "model_type", None) or type(model).__name__
+    elif model is not None:
+        facts["model"] = type(model).__name__
+    return facts
+
+
+def _config_of(model: Any) -> Any:
+    modules = model.modules() if hasattr(model, "modules") else [model]
+    for module in modules:
+        config = getattr(module, "config", None)
+        if config is not None and any(hasattr(config, n) for names in CONFIG_NAMES.values() for n in names):
+            return config
+    return None
+
+
+def wrapper_of(model: Any) -> Any:
+    """The ``DistributedDataParallel`` or ``FullyShardedDataParallel`` that
+    wraps ``model`` (frameworks hand callbacks the bare model), or None.
+    Found among the objects the garbage collector tracks: one pass, once
+    per run."""
+    import gc
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    wrappers: tuple[type, ...] = (DistributedDataParallel,)
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        wrappers += (FullyShardedDataParallel,)
+    except ImportError:
+        pass
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    for candidate in gc.get_objects():
+        # type(), not isinstance(): some objects warn when their __class__ is read
+        if issubclass(type(candidate), wrappers) and candidate.module is model:
+            return candidate
+    return None
+
+
+def global_batch(micro_batch_size: int | None, grad_accum_steps: int, world_size: int) -> dict[str, Any]:
+    """``micro_batch_size``, ``grad_accum_steps`` and ``global_batch_size``
+    (samples per optimizer step over every data-parallel rank)."""
+    facts: dict[str, Any] = {"grad_accum_steps": grad_accum_steps}
+    if micro_batch_size is not None:
+        facts["micro_batch_size"] = micro_batch_size
+        facts["global_batch_size"] = micro_batch_size * grad_accum_steps * world_size
+    return facts

@@ -1,0 +1,171 @@
+"""``HFCallback``: profile a Hugging Face ``Trainer`` run.
+
+::
+
+    trainer = Trainer(model, args, train_dataset=..., callbacks=[HFCallback("data/runs/my-run")])
+    trainer.train()
+
+One step is one optimizer step (``gradient_accumulation_steps`` micro-batches
+on each rank). What the ``Trainer``'s hooks and the model let the callback see:
+
+* ``data``: each wait for a batch of the training dataloader (the
+  ``Trainer`` fetches a step's micro-batches before the step begins);
+* ``forward``: each forward pass of the model (the loss included, computed
+  inside the model when the batch has labels), from forward hooks;
+* ``backward``: from the end of each forward pass to the end of its
+  micro-batch (backward, loss scaling, gradient clipping);
+* ``optimizer``: optimizer step, scheduler step and zeroing of gradients;
+* ``comm_s``/``comm_exposed_s``: DDP's gradient all-reduces (the
+  communication hook of ``StepProfiler.watch``), FSDP's collectives (sampled).
+
+Tokens and samples are counted from the ``input_ids`` each forward pass
+receives (see ``driver.py``); the step's loss is the one the ``Trainer``
+logs (the sum of the micro-batches' parts when it passes the model
+``num_items_in_batch``, else their mean).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import transformers
+from transformers import TrainerCallback
+
+from trainperf.integrations.driver import (HookedProfiler, TokenCounter, batch_counts, global_batch, guarded,
+                                           model_facts, wrapper_of)
+
+
+def precision_of(args: Any) -> str:
+    """The run's precision from ``TrainingArguments``."""
+    if getattr(args, "bf16", False):
+        return "bf16"
+    if getattr(args, "fp16", False):
+        return "fp16"
+    return "tf32" if getattr(args, "tf32", None) else "fp32"
+
+
+def strategy_of(args: Any) -> str:
+    """``deepspeed``, ``fsdp``, ``ddp`` or ``single`` from ``TrainingArguments``."""
+    if getattr(args, "deepspeed", None):
+        return "deepspeed"
+    if getattr(args, "fsdp", None):
+        return "fsdp"
+    return "ddp" if args.world_size > 1 else "single"
+
+
+class HFCallback(TrainerCallback):
+    """Write a trainperf run folder for a ``Trainer`` run (every rank).
+
+    ``config``: run columns, which win over what the callback detects
+    (framework and version, batch sizes, accumulation, precision, strategy,
+    model facts from the model's ``config``, sequence length from the first
+    batch). ``count_tokens``: tokens of a micro-batch (default: ``input_ids``
+    elements, padding included). ``profiler_options``: ``StepProfiler``'s
+    (``warmup_steps``, ``trace``, ``device``, ...)."""
+
+    def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
+                 count_tokens: TokenCounter | None = None, **profiler_options: Any) -> None:
+        self.run_dir = Path(run_dir)
+        self.config = dict(config or {})
+        self.count_tokens = count_tokens
+        self.profiler_options = profiler_options
+        self._hooked: HookedProfiler | None = None
+        self._handles: list[Any] = []
+        self._seq_len_known = "seq_len" in self.config
+        self._loss_part = False
+        self._part_scale = 1
+
+    # -- Trainer events ----------------------------------------------------
+
+    @guarded
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
+                       train_dataloader: Any = None, **kwargs: Any) -> None:
+        accum = args.gradient_accumulation_steps
+        detected = {"framework": "transformers", "framework_version": transformers.__version__,
+                    "precision": precision_of(args), "strategy": strategy_of(args),
+                    **global_batch(args.per_device_train_batch_size, accum, args.world_size), **model_facts(model)}
+        # averaged over devices, a micro-batch's part of the loss is scaled by the world size
+        self._part_scale = args.world_size if getattr(args, "average_tokens_across_devices", False) else 1
+        hooked = self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
+        if model is not None:
+            hooked.profiler.watch(wrapper_of(model) or model)
+            self._handles = [model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
+                             model.register_forward_hook(self._after_forward)]
+        if train_dataloader is not None:
+            _time_batches(train_dataloader, hooked.profiler)
+
+    @guarded
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._hooked is not None:
+            self._hooked.begin_step()
+
+    @guarded
+    def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._hooked is not None:
+            self._hooked.end("backward")
+
+    @guarded
+    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._hooked is not None:
+            self._hooked.end("backward")
+            self._hooked.begin("optimizer")
+
+    @guarded
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._hooked is not None:
+            self._hooked.end_step()
+
+    @guarded
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Remove the model hooks and close the profiler (the files are complete)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        hooked, self._hooked = self._hooked, None
+        if hooked is not None:
+            hooked.close()
+
+    # -- model hooks ---------------------------------------------------------
+
+    @guarded
+    def _before_forward(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        hooked = self._hooked
+        if hooked is None or not hooked.in_step or not module.training:
+            return
+        samples, tokens, seq_len = batch_counts(kwargs if kwargs else args, self.count_tokens)
+        hooked.micro_batch(samples, tokens)
+        # the Trainer passes the step's item count: the model's loss is then this micro-batch's part
+        self._loss_part = kwargs.get("num_items_in_batch") is not None
+        if not self._seq_len_known and seq_len is not None:
+            self._seq_len_known = True
+            hooked.profiler.update_config({"seq_len": seq_len})
+        hooked.end("backward")
+        hooked.begin("forward")
+
+    @guarded
+    def _after_forward(self, module: Any, args: tuple[Any, ...], output: Any) -> None:
+        hooked = self._hooked
+        if hooked is None or not hooked.in_step or not module.training:
+            return
+        hooked.end("forward")
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        if loss is not None and self._loss_part:
+            loss = loss.detach() * self._part_scale
+        hooked.add_loss(loss, part=self._loss_part)
+        hooked.begin("backward")
+
+
+def _time_batches(loader: Any, profiler: Any) -> None:
+    """Make iterating ``loader`` time each wait for a batch (``data``): the
+    torch ``DataLoader`` inside it (accelerate's ``base_dataloader``) gets an
+    iterator that goes through ``profiler.batches``. Left alone (no ``data``
+    phase) with persistent workers, whose iterator the loader reuses."""
+    inner = getattr(loader, "base_dataloader", loader)
+    original = getattr(inner, "_get_iterator", None)
+    if original is None or getattr(inner, "persistent_workers", False):
+        return
+    inner._get_iterator = lambda: profiler.batches(original())

@@ -1,0 +1,221 @@
+"""Communication of strategies that issue their own collectives (FSDP2
+``fully_shard``, the older ``FullyShardedDataParallel``, any collective),
+from short sampled ``torch.profiler`` windows.
+
+DDP hands its gradient all-reduces to a communication hook (``comm.py``);
+FSDP has no such hook for its parameter all-gathers and gradient
+reduce-scatters. Every ``every`` optimizer steps or more the profiler runs
+``torch.profiler`` for ``steps`` steps and reads the collectives it recorded.
+A window starts once at least ``every`` steps passed since the last one
+started *and* the last window's cost (its host time minus that of as many
+ordinary steps) is at most :data:`BUDGET` of the time since it ended: short
+steps, whose ops ``torch.profiler`` slows most, are sampled less often, so
+the sampling costs at most 0.5 % of the run (the first window aside).
+The first window is the end of the warm-up when the warm-up is longer than a
+window (the very first step, with its one-time costs, is never sampled), so
+the measured steps of a short run are not slowed by the sampling; else it
+starts with the first measured step. What is read:
+
+* on CPU with gloo, the ``gloo:<collective>`` ranges that gloo's worker
+  threads record while they run a collective; compute is the ``aten::`` ops
+  of the training thread;
+* on GPU with NCCL, the NCCL kernels (``nccl...``) on the device timeline;
+  compute is every other kernel and memory operation on the device.
+
+Per window (seconds per step, the window's mean):
+
+* ``comm_s``: length of the union of the collective intervals;
+* ``comm_exposed_s``: the part of that union during which no compute ran
+  (the rank waits for communication only).
+
+Each sampled step gets its window's values, and every following step the
+latest window's values, until the next window (the sampling is stated in the
+run's manifest). The estimate covers the whole step: under FSDP the exposed
+waits lie inside the ``forward`` and ``backward`` phases the user times and
+are not taken out of them (unlike DDP's measured all-reduces).
+
+Why ``torch.profiler`` rather than wrapping FSDP's collective calls: the
+collective records (gloo's ranges, NCCL's kernels) come from the process
+group backends, whoever issues the collective (FSDP2, FSDP, DDP, user code),
+while the functions FSDP calls internally (and their streams) change between
+torch releases.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import Any
+
+from trainperf.profiler.comm import union_length
+
+DEFAULT_EVERY = 100
+"""Fewest steps between the starts of two sampled windows."""
+DEFAULT_STEPS = 2
+"""Steps per sampled window."""
+BUDGET = 0.005
+"""Largest share of the run's time a window may cost (its steps' slowdown
+under ``torch.profiler`` and the reading of its records), half of the
+profiler's 1 % target."""
+
+
+def is_collective(name: str, on_device: bool) -> bool:
+    """Whether a profiler record is a collective running: a gloo worker's
+    ``gloo:...`` range (host) or an NCCL kernel (device)."""
+    return ("nccl" in name.lower()) if on_device else name.startswith("gloo:")
+
+
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``(start, end)`` intervals as disjoint sorted intervals."""
+    out: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(s, e) for s, e in out]
+
+
+def exposed_length(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
+    """Length of the union of ``comm`` not covered by the union of ``compute``
+    (one sweep over both, sorted)."""
+    busy = merged(compute)
+    total, first = 0.0, 0
+    for start, end in merged(comm):
+        while first < len(busy) and busy[first][1] <= start:
+            first += 1
+        covered, k = 0.0, first
+        while k < len(busy) and busy[k][0] < end:
+            covered += min(end, busy[k][1]) - max(start, busy[k][0])
+            k += 1
+        total += (end - start) - covered
+    return total
+
+
+def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tuple[float, float] | None,
+                   thread: int | None) -> tuple[float, float]:
+    """``(comm_s, comm_exposed_s)`` of a window from profiler records
+    ``(name, on_device, thread, start_us, end_us)``. ``span``: the host time
+    of the sampled steps (µs), to which host records are clipped (None: no
+    clipping). ``thread``: the training thread, whose ``aten::`` ops are the
+    host compute; on the device every non-collective record is compute."""
+    on_device = any(d and is_collective(n, True) for n, d, _, _, _ in events)
+    comm, compute = [], []
+    for name, device, tid, start, end in events:
+        if device != on_device:
+            continue
+        if span is not None and not device:
+            start, end = max(start, span[0]), min(end, span[1])
+            if end <= start:
+                continue
+        if is_collective(name, device):
+            comm.append((start, end))
+        elif device or (tid == thread and name.startswith("aten::")):
+            compute.append((start, end))
+    return union_length(comm) / 1e6, exposed_length(comm, compute) / 1e6
+
+
+STEP_RANGE = "trainperf/step"
+
+
+def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
+    """``(name, on_device, thread, start_us, end_us)`` of every record of a
+    stopped ``torch.profiler.profile``, read from Kineto's raw results (tens
+    of milliseconds for a few thousand records, where building
+    ``profile.events()`` takes about a second); ``events()`` where the raw
+    results are not there."""
+    results = getattr(getattr(profile, "profiler", None), "kineto_results", None)
+    if results is not None and hasattr(results, "events"):
+        records = []
+        for e in results.events():
+            on_device = str(e.device_type()).endswith("CUDA")
+            if on_device and getattr(e, "is_user_annotation", lambda: False)():
+                continue  # a record_function range drawn on the device timeline: not work
+            records.append((e.name(), on_device, e.start_thread_id(), e.start_ns() / 1e3,
+                            (e.start_ns() + e.duration_ns()) / 1e3))
+        return records
+    return [(e.name, str(e.device_type).endswith("CUDA"), e.thread, e.time_range.start, e.time_range.end)
+            for e in profile.events() if not (str(e.device_type).endswith("CUDA") and e.is_user_annotation)]
+
+
+class CollectiveSampler:
+    """Runs ``torch.profiler`` over ``steps`` optimizer steps every
+    ``every`` steps from step ``first`` (see the module docstring), and turns
+    each window into a per-step estimate of ``(comm_s, comm_exposed_s)``."""
+
+    def __init__(self, torch: Any, cuda: bool, warmup_steps: int, every: int = DEFAULT_EVERY,
+                 steps: int = DEFAULT_STEPS) -> None:
+        if every < 1 or not 1 <= steps <= every:
+            raise ValueError(f"sampling {steps} steps every {every}: need 1 <= steps <= every")
+        self._torch = torch
+        self._cuda = cuda
+        self.every, self.steps = every, steps
+        self.first = warmup_steps - steps if warmup_steps > steps else warmup_steps
+        self._profile: Any = None
+        self.estimate: tuple[float, float] | None = None
+        self._start_index: int | None = None
+        self._started_at = 0.0
+        self._window_s = 0.0
+        self._ended_at = 0.0
+
+    def describe(self) -> str:
+        """The sampling, in words (for the manifest)."""
+        return (f"torch.profiler windows of {self.steps} step(s) every {self.every} steps or more from step "
+                f"{self.first} (a window costs at most {BUDGET:.1%} of the time between windows); "
+                "each step carries the latest window's mean")
+
+    def due(self, index: int) -> bool:
+        """Whether a window starts with step ``index`` (see the module docstring)."""
+        if self._start_index is None:
+            return index >= self.first
+        since_end = index - (self._start_index + self.steps)
+        if index - self._start_index < self.every or since_end < 1:
+            return False
+        elapsed = perf_counter() - self._ended_at
+        cost = self._window_s - self.steps * elapsed / since_end
+        return cost <= BUDGET * elapsed
+
+    def last_of_window(self, index: int) -> bool:
+        """Whether step ``index`` ends the open window."""
+        return self.active and index == self._start_index + self.steps - 1
+
+    @property
+    def active(self) -> bool:
+        return self._profile is not None
+
+    def start(self, index: int) -> bool:
+        """Start a window with step ``index``; False (nothing started) when a
+        torch.profiler is already running (the user's own: it is left alone)."""
+        torch = self._torch
+        if torch.autograd.profiler._is_profiler_enabled:
+            return False
+        self._start_index, self._started_at = index, perf_counter()
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self._cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self._profile = torch.profiler.profile(activities=activities)
+        self._profile.start()
+        return True
+
+    def stop(self) -> tuple[float, float]:
+        """End the window; return and remember its per-step estimate."""
+        profile = self._profile
+        if self._cuda:
+            self._torch.cuda.synchronize()
+        profile.stop()
+        self._profile = None
+        records = kineto_records(profile)
+        steps = [r for r in records if r[0] == STEP_RANGE and not r[1]]
+        span = (min(s[3] for s in steps), max(s[4] for s in steps)) if steps else None
+        thread = steps[0][2] if steps else None
+        comm, exposed = window_seconds(records, span, thread)
+        count = max(len(steps), 1)
+        self.estimate = (comm / count, exposed / count)
+        self._ended_at = perf_counter()
+        self._window_s = self._ended_at - self._started_at
+        return self.estimate
+
+    def cancel(self) -> None:
+        """Stop a window without reading it (profiling stopped)."""
+        profile, self._profile = self._profile, None
+        if profile is not None:
+            profile.stop()

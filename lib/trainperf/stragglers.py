@@ -1,0 +1,71 @@
+"""Which rank holds a data-parallel job back.
+
+Under DDP every rank waits in the gradient all-reduce until the slowest rank
+has its gradients ready, so every rank's step takes as long as the slowest
+rank's and per-rank step or backward times look equal: the slow rank hides.
+What differs is the wait. A rank that computes longer arrives last at the
+all-reduce and waits least; the others wait for it. The communication a rank
+waits for (``comm_exposed_s``, the all-reduce time left after its own
+backward finished) names the straggler: the rank that waits least, when its
+wait is clearly below the others'.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+MIN_GAP_SHARE = 0.05
+"""A rank is named the straggler only when it waits less than the other
+ranks (their median) by at least this share of the median step time."""
+
+
+def find_straggler(steps: pd.DataFrame, run_id: str | None = None,
+                   min_gap_share: float = MIN_GAP_SHARE) -> tuple[pd.DataFrame, str]:
+    """Per-rank communication waits of one run and the straggler they name.
+
+    ``steps``: a steps table (``trainperf.load_steps``); ``run_id`` picks a
+    run when it holds several. Warm-up steps are left out. Returns one row per
+    rank, ``run_id, rank, node, steps, step_s, comm_exposed_s, busy_s,
+    wait_gap_s, straggler`` (medians over steps, seconds: ``busy_s`` =
+    ``step_s - comm_exposed_s``; ``wait_gap_s``: how much less the rank waits
+    than the median of the other ranks), and a sentence naming the straggler,
+    or saying why none is named."""
+    if run_id is None:
+        runs = steps["run_id"].unique()
+        if len(runs) != 1:
+            raise ValueError(f"the steps table holds {len(runs)} runs ({', '.join(map(str, runs))}): pass run_id")
+        run_id = str(runs[0])
+    run = steps[(steps["run_id"] == run_id) & ~steps["warmup"].astype(bool)]
+    if run.empty:
+        raise ValueError(f"run {run_id!r}: no measured (non-warm-up) steps")
+    per_rank = (run.groupby("rank", sort=True)
+                .agg(node=("node", "first"), steps=("step", "size"), step_s=("step_s", "median"),
+                     comm_exposed_s=("comm_exposed_s", "median"))
+                .reset_index())
+    per_rank.insert(0, "run_id", run_id)
+    per_rank["busy_s"] = per_rank["step_s"] - per_rank["comm_exposed_s"]
+    waits = per_rank["comm_exposed_s"]
+    per_rank["wait_gap_s"] = [waits.drop(i).median() - waits[i] if len(waits) > 1 else float("nan")
+                              for i in per_rank.index]
+    per_rank["straggler"] = False
+    if len(per_rank) < 2:
+        return per_rank, f"Run {run_id}: one rank, no straggler to find."
+    if waits.isna().all():
+        return per_rank, (f"Run {run_id}: no communication waits measured (comm_exposed_s is empty), "
+                          "so no straggler can be named.")
+    slow = int(waits.idxmin())
+    gap = per_rank.at[slow, "wait_gap_s"]
+    step = per_rank["step_s"].median()
+    rank = int(per_rank.at[slow, "rank"])
+    if not gap >= min_gap_share * step:
+        return per_rank, (f"Run {run_id}: no straggler. The ranks wait {_ms(waits.min())} to {_ms(waits.max())} "
+                          f"per step for communication (median), a spread below {min_gap_share:.0%} of a "
+                          f"{_ms(step)} step.")
+    per_rank.loc[slow, "straggler"] = True
+    return per_rank, (f"Run {run_id}: rank {rank} is the straggler. It waits {_ms(waits[slow])} per step for "
+                      f"communication, the other ranks {_ms(waits.drop(slow).median())} (median): they wait "
+                      f"{_ms(gap)} per step for it, {gap / step:.0%} of a {_ms(step)} step.")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"

@@ -1,0 +1,64 @@
+"""A tiny GPT-2 trained by the Hugging Face ``Trainer`` with ``HFCallback``
+(no download: the model is built from a config). Run alone or under
+``torchrun`` (CPU, gloo):
+
+    python tests/hf_training.py RUN_DIR --batch 2 --accum 3 --steps 4 --seq-len 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import tempfile
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
+
+from trainperf.integrations import HFCallback  # noqa: E402
+
+VOCAB = 128
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("run_dir")
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--accum", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--seq-len", type=int, default=16)
+    args = parser.parse_args()
+    train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len)
+
+
+def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int) -> float:
+    """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
+    sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
+    return the training loss the ``Trainer`` reports (mean over steps)."""
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    n = batch * accum * steps * world
+    ids = torch.randint(VOCAB, (n, seq_len), generator=torch.Generator().manual_seed(1))
+    dataset = [{"input_ids": row, "labels": row} for row in ids]
+    with tempfile.TemporaryDirectory() as out:
+        training = TrainingArguments(
+            output_dir=out, per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
+            max_steps=steps, report_to="none", use_cpu=True, save_strategy="no", logging_strategy="no",
+            disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3)
+        trainer = Trainer(model=model, args=training, train_dataset=dataset,
+                          callbacks=[HFCallback(run_dir, config={"experiment": "hf", "model": "tiny-gpt2"}, warmup_steps=1)])
+        loss = trainer.train().training_loss
+    del trainer, model
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return loss
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""HFCallback and LightningCallback on real Trainer and Lightning runs of a
+tiny GPT-2 built from a config: the run folders they write hold one line per
+optimizer step, with every micro-batch of every rank counted.
+
+Expected counts are independent arithmetic on what the jobs are configured
+with: per optimizer step a rank processes ``batch * accum`` sequences of
+``seq_len`` tokens; the run, ``world`` times that per step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainperf import StepProfiler, load_runs, load_steps
+from trainperf.profiler import ProfilerWarning, rankfile
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).parent))
+
+import hf_training  # noqa: E402
+import lightning_training  # noqa: E402
+
+BATCH, SEQ_LEN, STEPS = 2, 12, 3
+WARMUP = 1  # both training scripts profile with warmup_steps=1
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+TIMEOUT_S = 300
+
+
+def assert_run(run_dir: Path, framework: str, accum: int, world: int, strategy: str) -> None:
+    """The folder is one complete run of ``STEPS`` optimizer steps on
+    ``world`` ranks, whose tokens, samples and batch facts are what the job
+    was configured with."""
+    for rank in range(world):
+        read = rankfile.read_rank_file(run_dir / f"steps-rank{rank}.jsonl")
+        assert read.bad_lines == [] and read.closed and read.steps == STEPS
+    steps = load_steps(run_dir)
+    assert len(steps) == STEPS * world
+    assert (steps["micro_steps"] == accum).all()
+    assert (steps["samples"] == BATCH * accum).all()
+    assert (steps["tokens"] == BATCH * accum * SEQ_LEN).all()
+    for phase in ("forward_s", "backward_s", "optimizer_s"):
+        assert (steps[phase] > 0).all(), phase
+    # a wait for a batch counts in the step it precedes; a loader that fetches ahead
+    # (accelerate's, Lightning's) leaves none in some steps
+    assert steps["data_s"].notna().any() and steps["data_s"].dropna().gt(0).all()
+    timed = steps[["data_s", "forward_s", "backward_s", "optimizer_s"]].sum(axis=1)
+    assert (timed <= steps["step_s"] + 1e-6).all()
+    (row,) = load_runs(run_dir).to_dict("records")
+    measured = STEPS - WARMUP
+    assert row["steps"] == measured and row["gpus"] == world and row["complete"]
+    assert row["tokens"] == BATCH * accum * world * SEQ_LEN * measured
+    assert row["samples"] == BATCH * accum * world * measured
+    assert row["global_batch_size"] == BATCH * accum * world
+    assert row["micro_batch_size"] == BATCH and row["grad_accum_steps"] == accum
+    assert row["strategy"] == strategy and row["precision"] == "fp32"
+    assert row["extra_framework"] == framework
+    assert row["model"] == "tiny-gpt2"  # given in config: wins over the detected "gpt2"
+    # the model facts come from the model's config; the sequence length from the batches
+    assert (row["n_layers"], row["d_model"], row["n_heads"], row["vocab_size"], row["seq_len"]) == (2, 32, 2, 128,
+                                                                                                   SEQ_LEN)
+    if strategy == "ddp":
+        assert (steps.loc[~steps["warmup"], "comm_s"] > 0).all()
+
+
+@pytest.mark.parametrize("accum", [1, 3])
+def test_hf_trainer_single_process(tmp_path, accum):
+    trainer_loss = hf_training.train(str(tmp_path), BATCH, accum, STEPS, SEQ_LEN)
+    assert_run(tmp_path, "transformers", accum, world=1, strategy="single")
+    # the step losses are the Trainer's: their mean is the training loss it reports
+    assert load_steps(tmp_path)["loss"].mean() == pytest.approx(trainer_loss, rel=1e-5)
+
+
+@pytest.mark.parametrize("accum", [1, 3])
+def test_lightning_single_process(tmp_path, accum):
+    lightning_training.train(str(tmp_path), BATCH, accum, STEPS, SEQ_LEN)
+    assert_run(tmp_path, "lightning", accum, world=1, strategy="single")
+
+
+def test_lightning_validation_during_training_is_its_own_phase(tmp_path):
+    """Validation after batches 2 and 4 (of 4 steps): the steps that follow
+    carry it as ``validation_s``, not as a wait for data."""
+    lightning_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, validate_every=2)
+    steps = load_steps(tmp_path).set_index("step")
+    assert steps["validation_s"].notna().tolist() == [False, False, True, False]
+    assert steps.loc[2, "validation_s"] > steps.loc[2, "data_s"]
+
+
+def test_a_failing_callback_warns_and_training_goes_on(tmp_path):
+    def broken(batch):
+        raise ZeroDivisionError("token counter")
+
+    with pytest.warns(ProfilerWarning, match="on_train_batch_start failed: ZeroDivisionError: token counter"):
+        assert lightning_training.train(str(tmp_path), BATCH, 1, 2, SEQ_LEN, count_tokens=broken) == 2
+    assert rankfile.read_rank_file(tmp_path / "steps-rank0.jsonl").closed  # stopped cleanly
+
+
+def test_model_facts_and_config_precedence(tmp_path):
+    from trainperf.integrations.driver import model_facts
+
+    import transformers
+
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=3, n_embd=16, n_head=4, vocab_size=64,
+                                                                 n_positions=1024))
+    facts = model_facts(model)
+    assert (facts["n_layers"], facts["d_model"], facts["n_heads"], facts["vocab_size"]) == (3, 16, 4, 64)
+    assert "seq_len" not in facts  # n_positions (max_position_embeddings) is not the trained length
+    assert facts["n_params"] == sum(p.numel() for p in model.parameters())
+    # values given when the profiler was created win over those learnt later from the batches
+    prof = StepProfiler(tmp_path, config={"seq_len": 99})
+    prof.update_config({"seq_len": 12, "micro_batch_size": 2})
+    prof.close()
+    config = json.loads((tmp_path / "manifest.json").read_text())["config"]
+    assert config["seq_len"] == 99 and config["micro_batch_size"] == 2
+
+
+def test_import_integrations_needs_no_framework():
+    code = ("import sys, trainperf, trainperf.integrations; "
+            "print('transformers' in sys.modules, 'lightning' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def torchrun(script: str, run_dir: Path, accum: int) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    command = [*TORCHRUN, str(Path(__file__).with_name(script)), str(run_dir), "--batch", str(BATCH),
+               "--accum", str(accum), "--steps", str(STEPS), "--seq-len", str(SEQ_LEN)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_hf_trainer_ddp_two_ranks(tmp_path):
+    torchrun("hf_training.py", tmp_path, accum=2)
+    assert_run(tmp_path, "transformers", 2, world=2, strategy="ddp")
+
+
+@pytest.mark.slow
+def test_lightning_ddp_two_ranks(tmp_path):
+    torchrun("lightning_training.py", tmp_path, accum=2)
+    assert_run(tmp_path, "lightning", 2, world=2, strategy="ddp")

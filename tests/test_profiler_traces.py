@@ -1,0 +1,226 @@
+"""The profiler in traces people already read, and communication measured
+from torch.profiler windows: ``trainperf/<phase>`` ranges in a user's own
+torch.profiler trace, the Chrome trace export that Perfetto opens, and the
+arithmetic that turns collective records into ``comm_s`` and
+``comm_exposed_s``."""
+
+from __future__ import annotations
+
+import json
+import numbers
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from trainperf import StepProfiler, export_chrome_trace, load_steps
+from trainperf.profiler import ProfilerWarning, collectives
+
+
+def profiled_steps(run_dir, steps=2, **options):
+    """A tiny model trained for ``steps`` steps under the profiler."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = [(torch.randn(4, 8), torch.randn(4, 1)) for _ in range(steps)]
+    with StepProfiler(run_dir, warmup_steps=0, **options) as prof:
+        for x, y in prof.batches(data):
+            with prof.step(samples=len(x)):
+                with prof.phase("forward"):
+                    out = model(x)
+                with prof.phase("loss"):
+                    loss = torch.nn.functional.mse_loss(out, y)
+                with prof.phase("backward"):
+                    loss.backward()
+                with prof.phase("optimizer"):
+                    opt.step()
+                    opt.zero_grad()
+
+
+def test_phases_are_ranges_in_a_users_torch_profiler_trace(tmp_path):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as user_profile:
+        profiled_steps(tmp_path / "run")
+    ranges = {}
+    for event in user_profile.events():
+        ranges.setdefault(event.name, []).append(event)
+    for name in ("step", "forward", "loss", "backward", "optimizer"):
+        assert len(ranges.get(f"trainperf/{name}", [])) == 2, name
+    assert len(ranges["trainperf/data"]) == 3  # two batches, then the wait that finds the loader empty
+    # the kernels of a phase lie inside its range
+    (forward,) = [e for e in ranges["trainperf/forward"][:1]]
+    linears = [e for e in ranges["aten::linear"] if e.time_range.start >= forward.time_range.start]
+    assert linears and linears[0].time_range.end <= forward.time_range.end
+    step = ranges["trainperf/step"][0]
+    assert step.time_range.start <= forward.time_range.start and forward.time_range.end <= step.time_range.end
+    # the exported trace is the user's own: it holds the ranges too
+    user_profile.export_chrome_trace(str(tmp_path / "user.json"))
+    names = {e.get("name") for e in json.loads((tmp_path / "user.json").read_text())["traceEvents"]}
+    assert {"trainperf/step", "trainperf/backward"} <= names
+
+
+def test_chrome_trace_export_follows_the_trace_event_format(tmp_path):
+    """What Perfetto's JSON importer and chrome://tracing read (Trace Event
+    Format, https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU,
+    and https://perfetto.dev/docs/getting-started/other-formats): an object
+    with ``traceEvents``; complete events ``ph: "X"`` with ``name``, numeric
+    ``ts`` and ``dur`` in microseconds, integer ``pid`` and ``tid``; metadata
+    events ``ph: "M"`` naming processes and threads; ``displayTimeUnit`` ms or ns."""
+    profiled_steps(tmp_path / "run", steps=3)
+    (path,) = export_chrome_trace(tmp_path / "run")
+    trace = json.loads(path.read_text())
+    assert trace["displayTimeUnit"] in ("ms", "ns")
+    events = trace["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    metadata = [e for e in events if e["ph"] == "M"]
+    assert len(complete) + len(metadata) == len(events)
+    for event in complete:
+        assert isinstance(event["name"], str) and isinstance(event["pid"], int) and isinstance(event["tid"], int)
+        assert isinstance(event["ts"], numbers.Real) and isinstance(event["dur"], numbers.Real)
+        assert event["ts"] >= 0 and event["dur"] >= 0
+    named_threads = {e["tid"] for e in metadata if e["name"] == "thread_name"}
+    assert {e["tid"] for e in complete} <= named_threads
+    assert any(e["name"] == "process_name" for e in metadata)
+    assert sum(e["cat"] == "step" for e in complete) == 3
+
+
+def test_window_communication_by_hand():
+    """Host records (µs) of a window on the training thread 1, gloo on
+    threads 2 and 3: all-gathers 0 -> 40 and 30 -> 60 (union 60 µs), a
+    reduce 100 -> 130; the training thread computes 10 -> 20 and 50 -> 110.
+    Exposed: 0 -> 10, 20 -> 50 and 110 -> 130 = 60 µs. A record of another
+    thread (a data loader's aten op) is not compute of the training thread;
+    a record after the sampled steps is clipped away."""
+    records = [
+        ("gloo:all_gather", False, 2, 0.0, 40.0),
+        ("gloo:all_gather", False, 3, 30.0, 60.0),
+        ("gloo:all_reduce", False, 2, 100.0, 130.0),
+        ("aten::mm", False, 1, 10.0, 20.0),
+        ("aten::add", False, 1, 50.0, 110.0),
+        ("aten::mul", False, 1, 52.0, 54.0),  # nested in the add: counted once
+        ("aten::copy_", False, 4, 0.0, 130.0),  # another thread
+        ("FSDP::all_gather", False, 1, 0.0, 130.0),  # a range, not compute
+        ("gloo:all_reduce", False, 2, 200.0, 300.0),  # after the steps
+    ]
+    comm, exposed = collectives.window_seconds(records, span=(0.0, 150.0), thread=1)
+    assert comm == pytest.approx((60 + 30) * 1e-6)
+    assert exposed == pytest.approx((10 + 30 + 20) * 1e-6)
+
+
+def test_window_communication_on_the_device_by_hand():
+    """Device records: NCCL kernels 0 -> 50 and 80 -> 100 µs; compute kernels
+    20 -> 90. Host records are ignored once the device has collectives."""
+    records = [
+        ("ncclDevKernel_AllGather_RING_LL", True, 7, 0.0, 50.0),
+        ("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", True, 8, 80.0, 100.0),
+        ("ampere_sgemm_128x64_tn", True, 7, 20.0, 90.0),
+        ("aten::mm", False, 1, 0.0, 1000.0),
+    ]
+    comm, exposed = collectives.window_seconds(records, span=None, thread=1)
+    assert comm == pytest.approx(70e-6)
+    assert exposed == pytest.approx((20 + 10) * 1e-6)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_torch(clock: FakeClock, read_s: float) -> SimpleNamespace:
+    """Just what CollectiveSampler uses of torch: a profile with no records
+    whose stop takes ``read_s`` seconds."""
+
+    class Profile:
+        def __init__(self, activities):
+            self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: []))
+
+        def start(self):
+            pass
+
+        def stop(self):
+            clock.now += read_s
+
+    return SimpleNamespace(autograd=SimpleNamespace(profiler=SimpleNamespace(_is_profiler_enabled=False)),
+                           profiler=SimpleNamespace(profile=Profile, ProfilerActivity=SimpleNamespace(CPU="cpu")))
+
+
+def window_starts(monkeypatch, warmup_steps: int, read_s: float, steps: int = 100) -> list[int]:
+    """Drive a sampler (windows of 2 steps, every 10 or more) over steps of
+    1 s each; return the steps that started a window."""
+    clock = FakeClock()
+    monkeypatch.setattr(collectives, "perf_counter", clock)
+    sampler = collectives.CollectiveSampler(fake_torch(clock, read_s), cuda=False, warmup_steps=warmup_steps,
+                                            every=10, steps=2)
+    starts = []
+    for index in range(steps):
+        if not sampler.active and sampler.due(index):
+            assert sampler.start(index)
+            starts.append(index)
+        clock.now += 1.0
+        if sampler.last_of_window(index):
+            sampler.stop()
+    return starts
+
+
+def test_sampling_schedule(monkeypatch):
+    # a window that costs nothing: every 10 steps from the first measured step
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.0) == [2, 12, 22, 32, 42, 52, 62, 72, 82, 92]
+    # a warm-up longer than a window ends with the first window (step 0 is never sampled)
+    assert window_starts(monkeypatch, warmup_steps=5, read_s=0.0)[:2] == [3, 13]
+    # a window costing 0.203 s more than two 1 s steps waits until that is at most 0.5 % of the time
+    # since it ended: 0.203 / 0.005 = 40.6 s, so 41 steps after its last step (window 2-3: next at
+    # 4 + 41 = 45; window 45-46: next at 47 + 41 = 88)
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203) == [2, 45, 88]
+    with pytest.raises(ValueError, match="1 <= steps <= every"):
+        collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0, every=2, steps=3)
+
+
+def test_a_users_own_torch_profiler_is_left_alone(tmp_path):
+    sampler = collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        assert sampler.start(0) is False and not sampler.active
+
+
+def test_any_collective_is_sampled_on_request(tmp_path):
+    """``comm_sampling=True`` without FSDP: a one-process gloo group whose
+    all-reduces the job issues itself. A window of 2 steps from step 0 (no
+    warm-up), the next 4 steps later at the earliest: every step carries an
+    estimate, and the steps of a window are written once it ended."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        tensor = torch.ones(1 << 16)
+        with StepProfiler(tmp_path / "run", warmup_steps=0, comm_sampling=True, comm_sample_every=4,
+                          comm_sample_steps=2) as prof:
+            for _ in range(6):
+                with prof.step():
+                    with prof.phase("forward"):
+                        dist.all_reduce(tensor)
+    finally:
+        dist.destroy_process_group()
+    steps = load_steps(tmp_path / "run")
+    assert (steps["comm_s"] > 0).all()
+    # steps 0-1 are the first window; 2-3 carry its estimate (no window may start before step 4)
+    assert steps["comm_s"].iloc[:4].nunique() == 1
+    assert (steps["comm_s"] <= steps["step_s"]).all() and (steps["comm_exposed_s"] <= steps["comm_s"]).all()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["comm_measurement"].startswith("torch.profiler windows of 2 step(s) every 4 steps")
+
+
+def test_a_failing_window_stops_the_sampling_not_the_profiler(tmp_path, monkeypatch):
+    def broken(self):
+        raise RuntimeError("no records")
+
+    monkeypatch.setattr(collectives.CollectiveSampler, "stop", broken)
+    with pytest.warns(ProfilerWarning, match="communication is not sampled: RuntimeError: no records"):
+        with StepProfiler(tmp_path / "run", warmup_steps=0, comm_sampling=True, comm_sample_every=2,
+                          comm_sample_steps=1) as prof:
+            for _ in range(4):
+                with prof.step(samples=1):
+                    with prof.phase("forward"):
+                        torch.ones(4).sum()
+    steps = load_steps(tmp_path / "run")
+    assert len(steps) == 4 and steps["comm_s"].isna().all() and (steps["forward_s"] > 0).all()
