@@ -176,7 +176,7 @@ def test_embedded_report_shows_its_figures(embedded, name):
     text = _visible(page)
     for expected in EXPECTED_EMBEDDED[name]:
         assert expected in text, f"{name}: {expected!r} missing"
-    assert len(re.findall(r'<table id="T_\w+" class="tp-table', page)) >= 2
+    assert len(re.findall(r'<table [^>]*class="tp-table', page)) >= 2
     images = re.findall(r"<img [^>]+>", page)
     assert len(images) >= 2 and all('src="data:image/png;base64,' in i and ' alt="' in i for i in images)
     assert "Data quality" in text and "Conventions" in text and "Inputs read" in text
