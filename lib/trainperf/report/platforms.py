@@ -198,21 +198,20 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
         series = group.groupby("gpus")["tokens_per_s"].max().sort_index()
         base_gpus, base_rate = float(series.index[0]), float(series.iloc[0])
         p = series.index.to_numpy(float) / base_gpus
-        fitted = None
+        fitted, relative = None, np.array(project_nodes, dtype=float) * gpus_per_node / base_gpus
         if len(p) >= MIN_FIT_POINTS:
-            target = max(project_nodes) * gpus_per_node / base_gpus
-            fitted = project(f"{key} {model}", p, series.to_numpy(float) / base_rate, max(target, p.max() * 2),
-                             base_gpus).best
-        for nodes in project_nodes:
+            fitted = project(f"{key} {model}", p, series.to_numpy(float) / base_rate,
+                             max(relative.max(), p.max() * 2), base_gpus).best
+            bands = fitted.band(relative, BAND_LEVEL)  # once for every node count
+        for i, nodes in enumerate(project_nodes):
             gpus, low, high = nodes * gpus_per_node, np.nan, np.nan
             if gpus in series.index:
                 rate, basis = float(series[gpus]), "measured"
             elif gpus < base_gpus:
                 rate, basis = np.nan, "below the measured range"
             elif fitted is not None:
-                lo, hi = fitted.band(gpus / base_gpus, BAND_LEVEL)
-                rate, basis = fitted.predict(gpus / base_gpus).item() * base_rate, f"fitted ({LAWS[fitted.law]})"
-                low, high = max(lo[0], 0.0) * base_rate, hi[0] * base_rate
+                rate, basis = fitted.predict(relative[i]).item() * base_rate, f"fitted ({LAWS[fitted.law]})"
+                low, high = max(bands[0][i], 0.0) * base_rate, bands[1][i] * base_rate
             else:
                 rate, basis = float(group["tokens_per_s_per_gpu"].max()) * gpus, "upper bound"
             rows.append({"platform_key": key, "model": model, "nodes": nodes, "devices": gpus, "tokens_per_s": rate,

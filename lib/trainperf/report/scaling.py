@@ -363,15 +363,15 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
 def projected(found: list[Projection]) -> pd.DataFrame:
     """Per experiment and projected device count (doublings up to the
     target): each law's multiplier with its 95 % band, the straight line and the ideal."""
-    rows = []
+    parts = []
     for proj in found:
-        for p in proj.targets():
-            row = {"experiment": proj.experiment, "devices": p * proj.base_gpus}
-            for law, f in proj.fits.items():
-                low, high = f.band(p, BAND_LEVEL)
-                row |= {law: f.predict(p).item(), f"{law}_low": low[0], f"{law}_high": high[0]}
-            rows.append(row | {"naive": proj.naive(p).item(), "ideal": p})
-    return pd.DataFrame(rows)
+        p = np.array(proj.targets())
+        part = pd.DataFrame({"experiment": proj.experiment, "devices": p * proj.base_gpus})
+        for law, f in proj.fits.items():
+            low, high = f.band(p, BAND_LEVEL)  # one call per law: each draws the parameters anew
+            part = part.assign(**{law: f.predict(p), f"{law}_low": low, f"{law}_high": high})
+        parts.append(part.assign(naive=proj.naive(p), ideal=p))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def parameter_text(value: float, stderr: float) -> str:
