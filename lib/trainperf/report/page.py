@@ -39,7 +39,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[3]
 """The checkout the package is installed from (editable install): paths below it are shown relative."""
 
 HEADER_VALUES = 8
-"""Experiments, platforms or models named in a report's header before it counts the rest."""
+"""Experiments named in a report's header before it counts the rest (platforms and models: all)."""
 
 NAMES_IN_ERRORS = 12
 """Experiments or platforms an error message names before it counts the rest."""
@@ -240,7 +240,8 @@ def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.Data
     parts = [f"{len(runs)} run{'s' if len(runs) != 1 else ''}"]
     for column in ("experiment", "platform", "model"):
         found = values(runs, column)
-        shown = ", ".join(found[:HEADER_VALUES]) + (f", … ({len(found)} in all)" if len(found) > HEADER_VALUES else "")
+        most = HEADER_VALUES if column == "experiment" else len(found)
+        shown = ", ".join(found[:most]) + (f", … ({len(found)} in all)" if len(found) > most else "")
         parts.append(f"{column}{'s' if len(found) > 1 else ''}: {shown}")
     inputs = list(runs.attrs.get("inputs", [])) + list(steps.attrs.get("inputs", []) if steps is not None else [])
     return page_title(title, " · ".join(parts) + (f"\n{subtitle}" if subtitle else ""),
