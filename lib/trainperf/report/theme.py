@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 from pandas.io.formats.style import Styler
 
 from trainperf.report.html import (Html, esc, fmt_big, fmt_int, fmt_num, fmt_pct, fmt_seconds, fmt_sig, fmt_times,
@@ -148,6 +148,8 @@ def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
             return f"{value * 100:,.{decimals}f} %"
         return f"{value:,.{decimals}f}" + ("×" if kind == "times" else "")
     target.set_major_formatter(FuncFormatter(label))
+    if target.get_scale() == "log":  # plain labels at the decades only: no 10^x mathtext, no minor labels
+        target.set_minor_formatter(NullFormatter())
 
 
 def fit_x_labels(ax: Axes) -> None:
