@@ -170,8 +170,9 @@ def rank_times(steps: pd.DataFrame) -> pd.DataFrame:
 
 def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
     """Per rank of each run with two or more ranks in ``steps``: rows
-    ``experiment, run_id, rank, elapsed_s, slowest`` (in the runs' order)."""
-    columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest"]
+    ``experiment, run_id, rank, elapsed_s, slowest, of_slowest`` (the rank's
+    elapsed time as a fraction of its run's slowest rank), in the runs' order."""
+    columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
     if steps is None or steps.empty:
         return pd.DataFrame(columns=columns)
     times = rank_times(steps).groupby("run_id").filter(lambda g: len(g) > 1)
@@ -179,8 +180,9 @@ def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
     times = times[times["run_id"].isin(order)].assign(order=lambda t: t["run_id"].map(order))
     times = times.sort_values(["order", "rank"]).reset_index(drop=True)
     experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
-    slowest = times["elapsed_s"].eq(times.groupby("run_id")["elapsed_s"].transform("max"))
-    return times.assign(experiment=times["run_id"].map(experiment), slowest=slowest)[columns]
+    top = times.groupby("run_id")["elapsed_s"].transform("max")
+    return times.assign(experiment=times["run_id"].map(experiment), slowest=times["elapsed_s"].eq(top),
+                        of_slowest=times["elapsed_s"] / top)[columns]
 
 
 def rank_summary(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
