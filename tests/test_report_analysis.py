@@ -214,6 +214,13 @@ def test_batch_sweep_headline_names_its_experiment_and_does_not_say_it_stops_imp
     assert "the fastest later configuration, micro-batch 1,024 × 1 accumulation, is 16.2 % faster in all" in notes
 
 
+def test_scaling_report_without_several_device_counts_is_not_applicable():
+    from trainperf.report.scaling import studies
+
+    with pytest.raises(NotApplicable, match=r"no experiment has runs at two or more device counts \(column gpus\)"):
+        studies(open_runs([str(TINY / "runs.csv")], experiments=["tiny-sweep"]))
+
+
 def test_batch_size_report_without_micro_batch_is_not_applicable():
     from trainperf.report.batch_size import sweeps
 

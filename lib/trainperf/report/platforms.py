@@ -215,7 +215,8 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
             else:
                 rate, basis = float(group["tokens_per_s_per_gpu"].max()) * gpus, "upper bound"
             rows.append({"platform_key": key, "model": model, "nodes": nodes, "devices": gpus, "tokens_per_s": rate,
-                         "tokens_per_s_low": low, "tokens_per_s_high": high, "tokens_per_day": rate * SECONDS_PER_DAY, "basis": basis,
+                         "tokens_per_s_low": low, "tokens_per_s_high": high,
+                         "tokens_per_day": rate * SECONDS_PER_DAY, "basis": basis,
                          "measured": f"{fmt_int(series.index.min())}–{fmt_int(series.index.max())}"})
     return pd.DataFrame(rows, columns=["platform_key", "model", "nodes", "devices", "tokens_per_s",
                                        "tokens_per_s_low", "tokens_per_s_high", "tokens_per_day", "basis", "measured"])

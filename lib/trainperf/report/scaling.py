@@ -204,7 +204,8 @@ def rank_summary(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame
     else:
         return pd.DataFrame(columns=["run_id", "ranks", "slowest_rank", "slowest_s", "mean_s", "fastest_s",
                                      "imbalance", "mean_understates"])
-    return out.assign(imbalance=out["slowest_s"] / out["fastest_s"], mean_understates=1 - out["mean_s"] / out["slowest_s"])
+    return out.assign(imbalance=out["slowest_s"] / out["fastest_s"],
+                      mean_understates=1 - out["mean_s"] / out["slowest_s"])
 
 
 def rank_note(runs: pd.DataFrame, steps: pd.DataFrame | None, per_rank: pd.DataFrame) -> str:
@@ -358,8 +359,8 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
         for frame in rows[-4:]:
             frame.insert(0, "experiment", proj.experiment)
             frame["devices"] = frame["relative"] * proj.base_gpus
-    return pd.concat(rows, ignore_index=True)[["experiment", "devices", "relative", "curve", "multiplier", "low", "high"]] \
-        if rows else pd.DataFrame(columns=["experiment", "devices", "relative", "curve", "multiplier", "low", "high"])
+    columns = ["experiment", "devices", "relative", "curve", "multiplier", "low", "high"]
+    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
 
 def projected(found: list[Projection]) -> pd.DataFrame:

@@ -36,7 +36,8 @@ SERIES = ("#2456a6", "#e07b39", "#2a9d8f", "#c44e52", "#8172b3", "#937860", "#d1
           "#b8a02c", "#3fa7d6")
 """Colours of other series (experiments, platforms, laws), in order."""
 
-RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold", "axes.titlelocation": "left", "axes.spines.top": False,
+RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold", "axes.titlelocation": "left",
+      "axes.spines.top": False,
       "axes.spines.right": False, "legend.frameon": False}
 """Matplotlib settings on top of seaborn's ``whitegrid`` theme."""
 
