@@ -1,9 +1,12 @@
 """What every report page has: its inputs opened and checked against the
-notebook's parameters, a header, and a closing data-quality section.
+notebook's parameters, a header, and a closing data-quality section (as
+frames and sentences: inputs, what was skipped, empty values, conventions,
+the sources' own figures against trainperf's).
 
 A bad parameter (a path that does not exist, an experiment or platform with
 no runs, an unknown precision) raises :class:`InputError`, which a notebook
-shows as one line, not a traceback.
+shows as one line, not a traceback; data that cannot answer the report
+raises :class:`~trainperf.report.applicability.NotApplicable`.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from trainperf import derive, load_runs
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
-from trainperf.report.html import Col, Fragment, bullet_list, esc, heading, join, paragraph, table
+from trainperf.report.applicability import NotApplicable
+from trainperf.report.html import Html, title as page_title
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
@@ -27,17 +32,19 @@ CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 """The checkout the package is installed from (editable install): paths below it are shown relative."""
 
-HEADER_VALUES = 6
-"""Experiments, platforms or models named in a report's header before it counts the rest."""
+HEADER_VALUES = 8
+"""Experiments named in a report's header before it counts the rest (platforms and models: all)."""
 
 NAMES_IN_ERRORS = 12
 """Experiments or platforms an error message names before it counts the rest."""
 
-REPORTED_SHOWN = 12
-"""Largest differences listed one by one in the data-quality section."""
+NO_DIFFERENCES = ("Every figure the sources printed themselves (reported_* columns) agrees with trainperf's "
+                  "recomputation within 0.5 % or the last digit printed, or none was given.")
+"""What the data-quality section says when :func:`reported_differences` finds none."""
 
 REPORTED_TOLERANCE = 0.005
-"""Relative difference between a source's own figure and trainperf's that is listed."""
+"""Relative difference between a source's own figure and trainperf's that is listed
+(when it is also beyond the precision the source printed)."""
 
 
 class InputError(DataError):
@@ -195,15 +202,14 @@ def _override(runs: pd.DataFrame, *, baseline: str | None, precision: str | None
     return out, applied
 
 
-def require(runs: pd.DataFrame, column: str, what: str) -> pd.DataFrame:
+def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataFrame:
     """The runs with a value in ``column``; the others are listed in
-    ``attrs['skipped']``. :class:`InputError` saying the report needs
-    ``what`` when no run has it."""
+    ``attrs['skipped']``. :class:`NotApplicable` saying that no run has
+    ``what`` and how to ``supply`` it when none has."""
     present = runs[column].notna().to_numpy(bool) if column in runs else [False] * len(runs)
     have = runs[present]
     if have.empty:
-        raise InputError(f"none of the {len(runs)} selected run(s) has {what} ({column}): "
-                         "this report has nothing to show")
+        raise NotApplicable(f"none of the {len(runs)} selected run(s) has {what} ({column}): {supply}")
     missing = runs.loc[~pd.Series(present, index=runs.index), "run_id"].astype(str).tolist()
     skipped = list(runs.attrs.get("skipped", []))
     if missing:
@@ -214,74 +220,92 @@ def require(runs: pd.DataFrame, column: str, what: str) -> pd.DataFrame:
     return have
 
 
-def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.DataFrame | None = None) -> Fragment:
-    """The report's title and what it covers; records the title and the inputs
-    (of the runs, and of the per-rank ``steps`` when given) for the index."""
+def values(runs: pd.DataFrame, column: str) -> list[str]:
+    """The distinct values of ``column`` in data order, ``unknown`` for runs without one."""
+    if column not in runs:
+        return ["unknown"] if len(runs) else []
+    return list(dict.fromkeys(runs[column].astype("string").fillna("unknown")))
+
+
+def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.DataFrame | None = None) -> Html:
+    """The report's title and what it covers (every experiment, platform and
+    model, ``unknown`` included); records the title and the inputs (of the
+    runs, and of the per-rank ``steps`` when given) for the index."""
     parts = [f"{len(runs)} run{'s' if len(runs) != 1 else ''}"]
-    for column, label in (("experiment", "experiment"), ("platform", "platform"), ("model", "model")):
-        if column in runs:
-            values = list(dict.fromkeys(runs[column].dropna().astype(str)))
-            if values:
-                shown = ", ".join(values[:HEADER_VALUES]) + (f", … ({len(values)} in all)"
-                                                            if len(values) > HEADER_VALUES else "")
-                parts.append(f"{label}{'s' if len(values) > 1 else ''}: {shown}")
-    lines = f"<h1>{esc(title)}</h1><p class=\"tp-subtitle\">{esc(' · '.join(parts))}</p>"
-    if subtitle:
-        lines += f"<p>{esc(subtitle)}</p>"
+    for column in ("experiment", "platform", "model"):
+        found = values(runs, column)
+        most = HEADER_VALUES if column == "experiment" else len(found)
+        shown = ", ".join(found[:most]) + (f", … ({len(found)} in all)" if len(found) > most else "")
+        parts.append(f"{column}{'s' if len(found) > 1 else ''}: {shown}")
     inputs = list(runs.attrs.get("inputs", [])) + list(steps.attrs.get("inputs", []) if steps is not None else [])
-    return Fragment(lines, title, {"title": title, "inputs": list(dict.fromkeys(inputs))})
+    return page_title(title, " · ".join(parts) + (f"\n{subtitle}" if subtitle else ""),
+                      {"title": title, "inputs": list(dict.fromkeys(inputs))})
 
 
-def data_quality(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> Fragment:
-    """The closing section: inputs read, what was skipped and why, values that
-    stay empty or doubtful, the conventions used (FLOPs formula, peak table
-    entries) and the source's own figures that differ from trainperf's."""
-    attrs = runs.attrs
-    parts = [heading("Inputs read"), bullet_list([shown_path(p) for p in attrs.get("inputs", [])])]
+def inputs_read(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
+    """The inputs read, as shown paths, and a line on the per-rank steps when given."""
+    out = [shown_path(p) for p in runs.attrs.get("inputs", [])]
     if steps is not None:
-        parts.append(paragraph("Per-rank steps: {n} rows of {r} run(s) from {src}.", n=f"{len(steps):,}",
-                               r=steps["run_id"].nunique(),
-                               src=", ".join(shown_path(p) for p in steps.attrs.get("inputs", [])) or "–"))
-    parts.append(heading("Skipped and why"))
-    skipped = list(attrs.get("skipped", [])) + list((steps.attrs.get("skipped", []) if steps is not None else []))
-    parts.append(table(pd.DataFrame(skipped, columns=["where", "reason"]),
-                       [Col("where", "Input", wrap=True), Col("reason", "Reason", wrap=True)]) if skipped
-                 else paragraph("Nothing was skipped."))
-    if attrs.get("overrides"):
-        parts += [paragraph("Parameters that changed the data:"), bullet_list(attrs["overrides"])]
-    if attrs.get("warnings"):
-        parts += [paragraph("Warnings:"), bullet_list(attrs["warnings"])]
-    notes = note_counts(runs)
-    parts.append(heading("Empty or doubtful values"))
-    parts.append(table(notes, [Col("note", "Why a value is empty or doubtful", wrap=True),
-                               Col("runs", "Runs", "int"), Col("examples", "For example", wrap=True)]) if len(notes)
-                 else paragraph("Every derived value of every run could be computed."))
-    parts += [heading("Conventions"), conventions(runs)]
-    differences = reported_differences(runs)
-    parts.append(heading("Source figures vs trainperf"))
-    if differences.empty:
-        parts.append(paragraph("Every figure the sources printed themselves (reported_* columns) agrees with "
-                               "trainperf's recomputation within {tol}, or none was given.",
-                               tol=f"{REPORTED_TOLERANCE:.1%}"))
-    else:
-        summary = (differences.assign(size=differences["difference"].abs())
-                   .groupby("figure", sort=False)
-                   .agg(runs=("run_id", "size"), largest=("size", "max")).reset_index())
-        parts.append(table(summary, [Col("figure", "Figure"), Col("runs", f"Runs differing by more than "
-                                                                          f"{REPORTED_TOLERANCE:.1%}", "int"),
-                                     Col("largest", "Largest difference", "pct")]))
-        largest = differences.reindex(differences["difference"].abs().sort_values(ascending=False).index)
-        parts.append(table(largest.head(REPORTED_SHOWN), [
-            Col("run_id", "Run"), Col("figure", "Figure"), Col("reported", "Source printed", "sig"),
-            Col("trainperf", "trainperf", "sig"), Col("difference", "Difference", "pct")],
-            caption=f"The {min(REPORTED_SHOWN, len(largest))} largest differences",
-            note="Fractions (MFU, efficiency, overhead) as fractions. trainperf recomputes every figure from "
-                 "the run's inputs; where they differ, the report uses trainperf's."))
-    unchecked = unverifiable_figures(runs)
-    if unchecked:
-        parts += [paragraph("Figures the sources printed that trainperf cannot recompute from their data "
-                            "(shown nowhere above):"), bullet_list(unchecked)]
-    return join(parts)
+        out.append(f"per-rank steps: {len(steps):,} rows of {steps['run_id'].nunique()} run(s) from "
+                   + (", ".join(shown_path(p) for p in steps.attrs.get("inputs", [])) or "–"))
+    return out
+
+
+def skipped(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """What was left out and why: rows ``where, reason`` (parameters that
+    changed the data and warnings raised while reading come last)."""
+    rows = list(runs.attrs.get("skipped", [])) + list(steps.attrs.get("skipped", []) if steps is not None else [])
+    rows += [("parameters", text) for text in runs.attrs.get("overrides", [])]
+    rows += [("warning while reading", text) for text in runs.attrs.get("warnings", [])]
+    return pd.DataFrame(rows, columns=["where", "reason"])
+
+
+def note_counts(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
+    """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated)
+    with how many runs carry each and up to three of their run ids. Without
+    ``scaling``, notes about the scaling multiplier are left out (for a
+    report that shows none)."""
+    rows: dict[str, list[str]] = {}
+    if "notes" in runs:
+        for run_id, text in zip(runs["run_id"], runs["notes"]):
+            if pd.notna(text):
+                for note in str(text).split("; "):
+                    if scaling or not note.startswith("scaling:"):
+                        rows.setdefault(note, []).append(str(run_id))
+    return pd.DataFrame([(note, len(ids), ", ".join(ids[:3]) + (", …" if len(ids) > 3 else ""))
+                         for note, ids in rows.items()], columns=["note", "runs", "examples"])
+
+
+def conventions(runs: pd.DataFrame) -> list[str]:
+    """The FLOPs conventions behind the runs' figures — counting only runs
+    whose FLOPs could be computed, and saying how many could not — and the fixed rules."""
+    out = []
+    if "flops_convention_used" in runs and "flops_per_token" in runs:
+        for name, group in runs.groupby(runs["flops_convention_used"].astype("string"), sort=False):
+            done = int(group["flops_per_token"].notna().sum())
+            text = f"FLOPs per token, {name}: {CONVENTIONS.get(str(name), name)}"
+            count = f"{done} run{'s' if done != 1 else ''}"
+            if done < len(group):
+                count += (f"; not computed for {len(group) - done}, see “Empty or doubtful values”")
+            out.append(f"{text} ({count})")
+    return out + [
+        "Elapsed time of a run is its slowest rank's wall clock, never the mean over ranks.",
+        "Scaling multiplier = throughput / baseline throughput; baseline = the run with the fewest devices "
+        "in its experiment unless one is named; efficiency = multiplier / (devices / baseline devices).",
+        "MFU = achieved model TFLOP/s per device / dense peak at the run's precision; HFU counts activation "
+        "recomputation (× 4/3).",
+        "Per-device figures divide by every device of the job; tokens per day = tokens/s × 86,400 s.",
+    ]
+
+
+def peak_entries(runs: pd.DataFrame) -> pd.DataFrame:
+    """The peak-table entries used for MFU (dense, never 2:4-sparse): rows
+    ``platform, precision, peak_tflops_per_gpu, peak_source, runs``."""
+    if "peak_tflops_per_gpu" not in runs:
+        return pd.DataFrame(columns=["platform", "precision", "peak_tflops_per_gpu", "peak_source", "runs"])
+    return (runs[runs["peak_tflops_per_gpu"].notna()]
+            .groupby(["platform", "precision", "peak_tflops_per_gpu", "peak_source"], dropna=False)
+            .size().reset_index(name="runs"))
 
 
 def unverifiable_figures(runs: pd.DataFrame) -> list[str]:
@@ -294,61 +318,48 @@ def unverifiable_figures(runs: pd.DataFrame) -> list[str]:
             if orphan.any():
                 out.append(f"{name}: printed for {int(orphan.sum())} run(s) "
                            f"({', '.join(runs.loc[orphan, 'run_id'].astype(str).head(3))}"
-                           f"{', …' if orphan.sum() > 3 else ''})")
+                           f"{', …' if orphan.sum() > 3 else ''}) — trainperf cannot recompute it from their data")
     return out
 
 
-def note_counts(runs: pd.DataFrame) -> pd.DataFrame:
-    """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated)
-    with how many runs carry each and up to three of their run ids."""
-    rows: dict[str, list[str]] = {}
-    if "notes" in runs:
-        for run_id, text in zip(runs["run_id"], runs["notes"]):
-            if pd.notna(text):
-                for note in str(text).split("; "):
-                    rows.setdefault(note, []).append(str(run_id))
-    return pd.DataFrame([(note, len(ids), ", ".join(ids[:3]) + (", …" if len(ids) > 3 else ""))
-                         for note, ids in rows.items()], columns=["note", "runs", "examples"])
-
-
-def conventions(runs: pd.DataFrame) -> Fragment:
-    """The FLOPs conventions and peak-table entries behind the runs' figures, and the fixed rules."""
-    parts = []
-    if "flops_convention_used" in runs:
-        used = runs["flops_convention_used"].dropna().astype(str).value_counts()
-        parts.append(bullet_list([f"FLOPs per token, {name} ({count} run{'s' if count > 1 else ''}): "
-                                  f"{CONVENTIONS.get(name, name)}" for name, count in used.items()]))
-    if "peak_tflops_per_gpu" in runs:
-        peaks = (runs[runs["peak_tflops_per_gpu"].notna()]
-                 .groupby(["platform", "precision", "peak_tflops_per_gpu", "peak_source"], dropna=False)
-                 .size().reset_index(name="runs"))
-        if len(peaks):
-            parts.append(table(peaks, [Col("platform", "Platform"), Col("precision", "Precision"),
-                                       Col("peak_tflops_per_gpu", "Dense peak (TFLOP/s per device)", "sig4"),
-                                       Col("peak_source", "Source", wrap=True), Col("runs", "Runs", "int")],
-                               caption="Peak table entries used for MFU (dense, never 2:4-sparse)"))
-    parts.append(bullet_list([
-        "Elapsed time of a run is its slowest rank's wall clock, never the mean over ranks.",
-        "Scaling multiplier = throughput / baseline throughput; baseline = the run with the fewest devices "
-        "in its experiment unless one is named; efficiency = multiplier / (devices / baseline devices).",
-        "MFU = achieved model TFLOP/s per device / dense peak at the run's precision; HFU counts activation "
-        "recomputation (× 4/3).",
-        "Per-device figures divide by every device of the job; tokens per day = tokens/s × 86,400 s.",
-    ]))
-    return join(parts)
+def printed_precision(values: pd.Series) -> pd.Series:
+    """One unit of the last digit each value shows when printed plainly
+    (``0`` → 1, ``0.56`` → 0.01, ``122599`` → 1, ``7.6e9`` → 10⁸: trailing zeros
+    of a whole number count as rounding): what a
+    figure printed by a source may lose to rounding or truncation."""
+    def unit(x: float) -> float:
+        if not np.isfinite(x):
+            return np.nan
+        text = np.format_float_positional(abs(x), trim="-")
+        if "." in text:
+            return 10.0 ** -len(text.split(".")[1])
+        return 10.0 ** (len(text) - len(text.rstrip("0"))) if text != "0" else 1.0
+    return values.astype(float).map(unit)
 
 
 def reported_differences(runs: pd.DataFrame, tolerance: float = REPORTED_TOLERANCE) -> pd.DataFrame:
     """Rows ``run_id, figure, reported, trainperf, difference`` for every
     ``reported_<column>`` that differs from trainperf's ``<column>`` by more
-    than ``tolerance`` (relative)."""
+    than ``tolerance`` (relative) and by more than the rounding of the
+    printed figure (:func:`printed_precision`). ``difference`` is
+    (source − trainperf) / trainperf, largest first."""
     rows = []
     for column in runs.columns:
         name = column.removeprefix("reported_")
         if not column.startswith("reported_") or name not in runs or not pd.api.types.is_numeric_dtype(runs[column]):
             continue
         reported, ours = runs[column].astype(float), pd.to_numeric(runs[name], errors="coerce").astype(float)
-        relative = (reported - ours) / ours
-        for i in (relative.abs() > tolerance).to_numpy().nonzero()[0]:
-            rows.append((runs["run_id"].iat[i], name, reported.iat[i], ours.iat[i], relative.iat[i]))
-    return pd.DataFrame(rows, columns=["run_id", "figure", "reported", "trainperf", "difference"])
+        gap = reported - ours
+        beyond = (gap.abs() > tolerance * ours.abs()) & (gap.abs() > printed_precision(reported))
+        for i in beyond.to_numpy().nonzero()[0]:
+            rows.append((runs["run_id"].iat[i], name, reported.iat[i], ours.iat[i], gap.iat[i] / ours.iat[i]))
+    out = pd.DataFrame(rows, columns=["run_id", "figure", "reported", "trainperf", "difference"])
+    return out.reindex(out["difference"].abs().sort_values(ascending=False).index).reset_index(drop=True)
+
+
+def difference_summary(differences: pd.DataFrame) -> pd.DataFrame:
+    """Per figure: how many runs differ and the largest difference (signed, source − trainperf)."""
+    if differences.empty:
+        return pd.DataFrame(columns=["figure", "runs", "difference"])
+    first = differences.groupby("figure", sort=False).agg(runs=("run_id", "size"), difference=("difference", "first"))
+    return first.reset_index()

@@ -4,12 +4,14 @@ A report notebook's first code cell is tagged ``parameters`` and holds only
 assignments of literals, optionally annotated::
 
     data = ["../data/reference/seed_000_throughput.csv"]   # runs tables, folders, logs
-    baseline: str | None = None                              # run_id to scale against
+    baseline = None                                          # str: run_id to scale against
 
 papermill injects new values after that cell. Values given on the command
 line as text (``-p NAME VALUE``) are converted to the parameter's declared
 type, so a string stays a string (``-p title 1.10`` gives ``"1.10"``, not
-``1.1``): the type is the annotation's when there is one, else the default's.
+``1.1``): the type is the annotation's when there is one, else the default's;
+a ``None`` default whose help starts with a type name and a colon
+(``# float: USD per hour``) takes ``None`` or that type.
 """
 
 from __future__ import annotations
@@ -88,6 +90,9 @@ def declared_parameters(path: str | Path) -> dict[str, Declared]:
             raise ParameterError(f"{path}: parameters cell line {stmt.lineno}: "
                                  f"{name} must be a literal") from exc
         comment = lines[stmt.end_lineno - 1][stmt.end_col_offset:].partition("#")[2].strip()
+        hinted = comment.partition(":")[0].strip() if default is None else ""
+        if not types and hinted in _CONVERTERS:  # `x = None  # float: ...`: None or the type the help names
+            types = ("None", hinted)
         out[name] = Declared(name, default, types or (_type_of(default),), comment)
     return out
 

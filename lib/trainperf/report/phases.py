@@ -73,3 +73,17 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> Breakdown:
     if per_step and steps.notna().all() and (steps > 0).all():
         return Breakdown(seconds.div(steps, axis=0), True)
     return Breakdown(seconds, False)
+
+
+def long_form(runs: pd.DataFrame, configuration: list[str], *, per_step: bool = True) -> pd.DataFrame:
+    """The :func:`breakdown` of ``runs`` as rows ``experiment, run_id,
+    configuration, gpus, phase, seconds, share, unit`` (one per run and
+    phase, phases in step order; ``share``: of the run's total;
+    ``unit``: ``s per step`` or ``s in the measured window``), for seaborn."""
+    parts = breakdown(runs, per_step=per_step)
+    wide = parts.seconds.assign(run_id=runs["run_id"].astype(str), experiment=runs["experiment"].astype(str),
+                                configuration=configuration, gpus=runs["gpus"])
+    out = wide.melt(id_vars=["experiment", "run_id", "configuration", "gpus"], var_name="phase",
+                    value_name="seconds")
+    total = out.groupby("run_id", sort=False)["seconds"].transform("sum")
+    return out.assign(share=out["seconds"] / total, unit=parts.unit)

@@ -12,25 +12,24 @@ import pandas as pd
 
 from trainperf.derive import SECONDS_PER_DAY
 from trainperf.errors import DataError
-from trainperf.hardware import dense_peak_tflops, find_device, normalize_precision
-from trainperf.report import plots
+from trainperf.hardware import dense_peak_tflops, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
-from trainperf.report.html import (Col, Fragment, Section, callout, fmt_big, fmt_int, fmt_pct, fmt_short,
-                                   headline as banner, join, key_figures, paragraph, table)
 from trainperf.report.page import require
+from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project, usd_per_million
 
 SPARSE_MATCH = 0.02
 """Relative tolerance within which a source's peak counts as the vendor's 2:4-sparse figure."""
-MAX_BOXES = 16
-"""Most groups drawn in one distribution chart."""
 
 
 def comparable(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with a platform, a model and a token rate, with ``platform_key``
     (the platform, plus the precision where a platform ran several)."""
-    have = require(require(require(runs, "platform", "a platform"), "model", "a model"),
-                   "tokens_per_s", "a throughput in tokens/s")
+    have = require(require(require(runs, "platform", "a platform", "give the column platform (e.g. NVIDIA H100 "
+                                                             "SXM, cpu)"), "model", "a model", "give the column model"),
+                   "tokens_per_s", "a throughput in tokens/s",
+                   "give tokens and elapsed_s or tokens_per_s, or record tokens with StepProfiler "
+                   "(prof.step(tokens=...))")
     precisions = have.groupby("platform")["precision"].nunique()
     several = have["platform"].map(precisions).fillna(0).gt(1).to_numpy(bool)
     key = have["platform"].astype(str).where(~several, have["platform"].astype(str) + " · "
@@ -50,7 +49,8 @@ def peaks(runs: pd.DataFrame) -> pd.DataFrame:
         best["configs"] = len(group)
         best["best_per_device"] = group["tokens_per_s_per_gpu"].max()
         rows.append(best)
-    return pd.DataFrame(rows).reset_index(drop=True)
+    out = pd.DataFrame(rows).reset_index(drop=True)
+    return out.assign(relative=out["best_per_device"] / out.groupby("model")["best_per_device"].transform("max"))
 
 
 def winners(runs: pd.DataFrame) -> pd.DataFrame:
@@ -114,7 +114,7 @@ def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
     return np.array(out, dtype=bool)
 
 
-def headline(runs: pd.DataFrame) -> Fragment:
+def headline(runs: pd.DataFrame) -> Html:
     """The first model's winner and margin; the best MFU against a datasheet
     peak (a run's own peak, e.g. a CPU's measured one, only when no run has a
     datasheet peak); the peak daily capacity."""
@@ -123,111 +123,34 @@ def headline(runs: pd.DataFrame) -> Fragment:
     figures = [(fmt_int(top["tokens_per_s"]), f"peak tokens/s: {top['platform_key']}, {top['model']}, "
                                               f"{fmt_int(top['gpus'])} devices"),
                (fmt_big(top["tokens_per_day"]), "tokens per day at that peak")]
-    sheet = datasheet_peak(runs)
-    rated = runs[sheet & runs["mfu"].notna().to_numpy(bool)]
+    rated = runs[datasheet_peak(runs) & runs["mfu"].notna().to_numpy(bool)]
+    kind = "datasheet dense peak"
+    if rated.empty:
+        rated, kind = runs[runs["mfu"].notna()], "against the peak given in the run"
     if len(rated):
         best_mfu = rated.loc[rated["mfu"].idxmax()]
-        figures.append((fmt_pct(best_mfu["mfu"]), f"highest MFU (datasheet dense peak): "
-                                                  f"{best_mfu['platform_key']}, {best_mfu['model']}"))
-    elif runs["mfu"].notna().any():
-        best_mfu = runs.loc[runs["mfu"].idxmax()]
-        figures.append((fmt_pct(best_mfu["mfu"]), f"highest MFU (against the peak given in the run): "
-                                                  f"{best_mfu['platform_key']}, {best_mfu['model']}"))
+        figures.append((fmt_pct(best_mfu["mfu"]), f"highest MFU ({kind}): {best_mfu['platform_key']}, "
+                                                  f"{best_mfu['model']}"))
     if found.empty:
-        line = banner("Peak throughput {rate} tokens/s: {platform} with {model}.", rate=fmt_int(top["tokens_per_s"]),
-                      platform=top["platform_key"], model=top["model"])
+        text = f"Peak throughput {fmt_int(top['tokens_per_s'])} tokens/s: {top['platform_key']} with {top['model']}."
     else:
         w = found.iloc[0]
-        line = banner("{model}: {winner} is {margin} faster per device than {runner} "
-                      "({a} vs {b} tokens/s per device).", model=w["model"], winner=w["winner"],
-                      margin=fmt_pct(w["margin"]), runner=w["runner_up"], a=fmt_int(w["winner_rate"]),
-                      b=fmt_int(w["runner_up_rate"]))
-    return join([line, key_figures(figures)])
+        text = (f"{w['model']}: {w['winner']} is {fmt_pct(w['margin'])} faster per device than {w['runner_up']} "
+                f"({fmt_int(w['winner_rate'])} vs {fmt_int(w['runner_up_rate'])} tokens/s per device).")
+    return banner(text, figures)
 
 
-def sparse_note(runs: pd.DataFrame) -> Fragment:
-    """A visible note for every run whose source computed MFU against a sparse peak."""
+def sparse_note(runs: pd.DataFrame) -> str:
+    """A sentence on every run whose source computed MFU against a 2:4-sparse peak."""
     found = sparse_peak_runs(runs)
     if found.empty:
-        return paragraph("No source in the data divided by a 2:4-sparse peak: published MFU figures and "
-                         "trainperf's use the same kind of peak.")
+        return ("No source in the data divided by a 2:4-sparse peak: published MFU figures and trainperf's use "
+                "the same kind of peak.")
     items = "; ".join(f"{r.run_id} ({r.platform}): {r.source_peak:,.0f} sparse → {r.dense_peak:,.1f} dense, "
                       f"MFU {fmt_pct(r.reported_mfu)} → {fmt_pct(r.mfu)}" for r in found.itertuples())
-    return callout("<strong>Sparse peaks in the source.</strong> The source computed MFU against the vendor's "
-                   "2:4 structured-sparsity peak, twice the dense one, for {n} run(s). Training runs dense "
-                   "matmuls, so trainperf divides by the dense peak: {items}.", "warn",
-                   n=len(found), items=items)
-
-
-def peak_table(runs: pd.DataFrame) -> Section:
-    """Platform × model: peak throughput, per-device rates and daily capacity;
-    then achieved TFLOP/s and MFU against the dense peak."""
-    view = peaks(runs)
-    sparse = set(sparse_peak_runs(runs)["run_id"].astype(str))
-    view = view.assign(mfu_text=[fmt_pct(m) + (" *" if str(r) in sparse else "")
-                                 for m, r in zip(view["mfu"], view["run_id"])])
-    throughput = [Col("platform_key", "Platform", wrap=True), Col("model", "Model"), Col("configs", "Configs", "int"),
-                  Col("tokens_per_s", "Peak tokens/s", "int"), Col("gpus", "Devices at peak", "int"),
-                  Col("tokens_per_s_per_gpu", "Tokens/s per device at peak", "int"),
-                  Col("best_per_device", "Best tokens/s per device", "int",
-                      help="the highest per-device rate of any configuration"),
-                  Col("tokens_per_day", "Tokens per day at peak", "big"),
-                  Col("samples_per_day", "Samples per day at peak", "big")]
-    if view["price_per_gpu_hour"].notna().any():
-        view = view.assign(usd_per_million=usd_per_million(view, "tokens_per_s"))
-        throughput.append(Col("usd_per_million", "$ per million tokens", "usd"))
-    compute = [Col("platform_key", "Platform", wrap=True), Col("model", "Model"), Col("precision", "Precision"),
-               Col("tflops_total", "TFLOP/s total", "sig"), Col("tflops_per_gpu", "TFLOP/s per device", "sig4"),
-               Col("peak_tflops_per_gpu", "Dense peak per device", "sig4"), Col("mfu_text", "MFU (dense peak)"),
-               Col("hfu", "HFU", "pct", help="with activation recomputation counted (× 4/3)"),
-               Col("flops_convention_used", "FLOPs formula")]
-    note = ("Peak: the run with the highest tokens/s of each platform × model. MFU: achieved model TFLOP/s per "
-            "device / the dense peak at the run's precision.")
-    if sparse:
-        note += " * the source printed an MFU against the sparse peak (see the note above)."
-    own = own_peak_platforms(runs)
-    if own:
-        note += (f" {', '.join(own)}: the peak is the one given in the run (for a CPU, a measured matmul rate), not "
-                 "a datasheet figure; its MFU does not compare with the others.")
-    return Section([table(view, throughput, caption="Throughput and capacity"),
-                    table(view, compute, caption="Compute: achieved TFLOP/s and utilisation", note=note)])
-
-
-def winner_table(runs: pd.DataFrame) -> Fragment:
-    """The winner per model (per-device throughput) with its margin, and both MFUs."""
-    found = winners(runs)
-    if found.empty:
-        return paragraph("No model was measured on two or more platforms: there is no winner to name.")
-    return table(found, [Col("model", "Model"), Col("winner", "Winner", wrap=True),
-                         Col("winner_rate", "Tokens/s per device", "int"), Col("runner_up", "Runner-up", wrap=True),
-                         Col("runner_up_rate", "Runner-up tokens/s per device", "int"),
-                         Col("margin", "Margin", "pct"), Col("winner_mfu", "Winner MFU", "pct"),
-                         Col("runner_up_mfu", "Runner-up MFU", "pct")],
-                 note="Platforms are compared per device (each platform's best configuration), so a platform "
-                      "measured on more devices does not win by size alone.")
-
-
-def comparison_charts(runs: pd.DataFrame) -> Section:
-    """Per-device throughput and MFU per model, one bar per platform (best configuration)."""
-    view = peaks(runs)
-    fastest = view.groupby("model")["best_per_device"].transform("max")
-    view = view.assign(relative=view["best_per_device"] / fastest)
-    models = list(dict.fromkeys(view["model"].astype(str)))
-    keys = list(dict.fromkeys(view["platform_key"].astype(str)))
-    relative = {k: [_cell(view, k, m, "relative") for m in models] for k in keys}
-    own = own_peak_platforms(runs)
-    mfu = {_mfu_label(k, own): [_cell(view, k, m, "mfu") for m in models] for k in keys}
-    return Section([
-        plots.grouped_bars(models, relative, title="Per-device throughput relative to the model's fastest platform",
-                           ylabel="best tokens/s per device (fastest = 100 %)", percent=True),
-        plots.grouped_bars(models, mfu, title="MFU against dense peaks at the peak configuration",
-                           ylabel="MFU", percent=True),
-        own_peak_note(runs),
-    ])
-
-
-OWN_PEAK = " (own peak)"
-"""Marks a platform whose MFU divides by a peak given in its runs, not a datasheet's."""
+    return (f"Sparse peaks in the source. The source computed MFU against the vendor's 2:4 structured-sparsity "
+            f"peak, twice the dense one, for {len(found)} run(s). Training runs dense matmuls, so trainperf "
+            f"divides by the dense peak: {items}.")
 
 
 def own_peak_platforms(runs: pd.DataFrame) -> list[str]:
@@ -236,109 +159,98 @@ def own_peak_platforms(runs: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(own["platform_key"].astype(str)))
 
 
-def _mfu_label(key: str, own: list[str]) -> str:
-    return key + OWN_PEAK if key in own else key
-
-
-def own_peak_note(runs: pd.DataFrame) -> Fragment:
-    """Which platforms' MFU is against a peak given in the run, and why it does not compare."""
+def mfu_notes(runs: pd.DataFrame) -> list[str]:
+    """Which MFUs do not compare with the others: those against a sparse peak in the source, and those
+    against a peak given in the run."""
+    out = []
+    if len(sparse_peak_runs(runs)):
+        out.append("MFU: trainperf's, against the dense peak; the sources of "
+                   f"{', '.join(sparse_peak_runs(runs)['run_id'].astype(str))} printed one against the sparse peak.")
     own = own_peak_platforms(runs)
-    if not own:
-        return Fragment("")
-    return paragraph("{names}: MFU against the peak given in the run (for a CPU, a measured matmul rate), not "
-                     "a datasheet figure — marked “own peak” and not comparable with the datasheet MFUs of the "
-                     "other platforms.", names=", ".join(own))
+    if own:
+        out.append(f"{', '.join(own)}: MFU against the peak given in the run (for a CPU, a measured matmul rate), "
+                   "not a datasheet figure — marked “own peak” in the charts and not comparable with the others.")
+    return out
 
 
-def _cell(view: pd.DataFrame, key: str, model: str, column: str) -> float:
-    hit = view[(view["platform_key"].astype(str) == key) & (view["model"].astype(str) == model)]
-    return float(hit[column].iloc[0]) if len(hit) and pd.notna(hit[column].iloc[0]) else float("nan")
+def mfu_label(runs: pd.DataFrame) -> pd.Series:
+    """The platform key of each run, with “ (own peak)” where its MFU is against a peak given in the run."""
+    own = set(own_peak_platforms(runs))
+    return runs["platform_key"].astype(str).map(lambda k: f"{k} (own peak)" if k in own else k)
 
 
-def distributions(runs: pd.DataFrame) -> Section:
-    """The spread over configurations: MFU per platform, and per-device
-    throughput per platform × model where that has several configurations."""
-    out: list = []
-    own = own_peak_platforms(runs)
-    mfu = {_mfu_label(k, own): g["mfu"].dropna().to_numpy() for k, g in runs.groupby("platform_key", sort=False)}
-    mfu = {k: v for k, v in mfu.items() if len(v)}
-    if mfu:
-        out.append(plots.distribution(mfu, title="MFU over every configuration, per platform", ylabel="MFU (fraction)"))
-        out.append(own_peak_note(runs))
-    groups = {f"{k}\n{m}": g["tokens_per_s_per_gpu"].to_numpy()
-              for (k, m), g in runs.groupby(["platform_key", "model"], sort=False) if len(g) >= 2}
-    if groups:
-        largest = sorted(groups, key=lambda name: -len(groups[name]))[:MAX_BOXES]
-        shown = {name: groups[name] for name in groups if name in largest}
-        out.append(plots.distribution(shown, title="Tokens/s per device over configurations",
-                                      ylabel="tokens/s per device"))
-        if len(groups) > MAX_BOXES:
-            out.append(paragraph("Showing the {n} platform × model pairs with the most configurations of {total}.",
-                                 n=MAX_BOXES, total=len(groups)))
-    else:
-        out.append(paragraph("Every platform × model pair has a single configuration: no spread to show."))
-    return Section(out)
+def is_accelerator(platforms: pd.Series) -> np.ndarray:
+    """False for CPU platforms (``trainperf.hardware.is_cpu``), whose runs are not projected to nodes of accelerators."""
+    return np.array([not (isinstance(p, str) and is_cpu(p)) for p in platforms], dtype=bool)
 
 
-def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> Section:
-    """Tokens/s and tokens per day at ``project_nodes`` nodes of
-    ``gpus_per_node`` devices, per platform × model: measured where a run
-    has that size, else projected by the best-fitting scaling law (with its
-    95 % band) where the pair was measured at enough device counts, else the
-    linear upper bound — marked as such."""
-    rows, bounds = [], False
-    for (key, model), group in runs.groupby(["platform_key", "model"], sort=False):
+def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
+    """Per accelerator platform × model and node count: ``devices``,
+    ``tokens_per_s`` and ``tokens_per_day``, how it was obtained (``basis``:
+    ``measured``, ``fitted`` by the best of Amdahl and USL with its 95 %
+    band ``low``/``high`` where the pair was measured at
+    :data:`~trainperf.report.scaling.MIN_FIT_POINTS` or more device counts,
+    else ``upper bound``: the best per-device rate × devices) and the devices
+    ``measured``. CPU runs are left out: a CPU benchmark is no node of accelerators."""
+    rows = []
+    accelerators = runs[is_accelerator(runs["platform"])]
+    for (key, model), group in accelerators.groupby(["platform_key", "model"], sort=False):
         series = group.groupby("gpus")["tokens_per_s"].max().sort_index()
         base_gpus, base_rate = float(series.index[0]), float(series.iloc[0])
         p = series.index.to_numpy(float) / base_gpus
-        fitted = None
+        fitted, relative = None, np.array(project_nodes, dtype=float) * gpus_per_node / base_gpus
         if len(p) >= MIN_FIT_POINTS:
-            target = max(project_nodes) * gpus_per_node / base_gpus
-            proj = project(f"{key} {model}", p, series.to_numpy(float) / base_rate, max(target, p.max() * 2),
-                           base_gpus)
-            fitted = min(proj.fits.values(), key=lambda f: f.rmse)
-        row = {"platform_key": key, "model": model, "measured": f"{fmt_int(series.index.min())}–"
-                                                                 f"{fmt_int(series.index.max())}"}
-        for nodes in project_nodes:
-            gpus = nodes * gpus_per_node
+            fitted = project(f"{key} {model}", p, series.to_numpy(float) / base_rate,
+                             max(relative.max(), p.max() * 2), base_gpus).best
+            bands = fitted.band(relative, BAND_LEVEL)  # once for every node count
+        for i, nodes in enumerate(project_nodes):
+            gpus, low, high = nodes * gpus_per_node, np.nan, np.nan
             if gpus in series.index:
-                rate = float(series[gpus])
-                row[f"n{nodes}"] = f"{fmt_short(rate)}/s · {fmt_short(rate * SECONDS_PER_DAY)}/day"
+                rate, basis = float(series[gpus]), "measured"
             elif gpus < base_gpus:
-                row[f"n{nodes}"] = "– (below the measured range)"
+                rate, basis = np.nan, "below the measured range"
             elif fitted is not None:
-                lo, hi = fitted.band(gpus / base_gpus, BAND_LEVEL)
-                rate = fitted.predict(gpus / base_gpus).item() * base_rate
-                row[f"n{nodes}"] = (f"≈ {fmt_short(rate)}/s · {fmt_short(rate * SECONDS_PER_DAY)}/day "
-                                    f"({LAWS[fitted.law]}, 95 %: {fmt_short(max(lo[0], 0.0) * base_rate)}–"
-                                    f"{fmt_short(hi[0] * base_rate)}/s)")
+                rate, basis = fitted.predict(relative[i]).item() * base_rate, f"fitted ({LAWS[fitted.law]})"
+                low, high = max(bands[0][i], 0.0) * base_rate, bands[1][i] * base_rate
             else:
-                rate = float(group["tokens_per_s_per_gpu"].max()) * gpus
-                row[f"n{nodes}"] = f"≤ {fmt_short(rate)}/s · {fmt_short(rate * SECONDS_PER_DAY)}/day"
-                bounds = True
-        rows.append(row)
-    frame = pd.DataFrame(rows)
-    columns = [Col("platform_key", "Platform", wrap=True), Col("model", "Model"), Col("measured", "Devices measured")] + [
-        Col(f"n{n}", f"{n} node{'s' if n > 1 else ''} ({n * gpus_per_node} devices)", wrap=True)
-        for n in project_nodes]
-    out: list = [table(frame, columns, note=f"Tokens per second and per day; {gpus_per_node} devices per node. "
-                                            "Plain: measured. ≈: projected by the Amdahl or USL fit (whichever fits "
-                                            "the measured multipliers better), with its 95 % band, for pairs measured "
-                                            "at three or more device counts. ≤: linear upper bound. "
-                                            "k, M, B, T: thousand, million, billion, trillion.")]
-    if bounds:
-        out.insert(0, callout("Pairs measured at fewer than three device counts cannot be fitted: their multi-node "
-                              "figures are the <strong>linear upper bound</strong> (the best per-device rate times "
-                              "the devices), which real jobs do not reach — see the scaling report for how "
-                              "efficiency falls with scale.", "warn"))
-    return Section(out)
+                rate, basis = float(group["tokens_per_s_per_gpu"].max()) * gpus, "upper bound"
+            rows.append({"platform_key": key, "model": model, "nodes": nodes, "devices": gpus, "tokens_per_s": rate,
+                         "tokens_per_s_low": low, "tokens_per_s_high": high,
+                         "tokens_per_day": rate * SECONDS_PER_DAY, "basis": basis,
+                         "measured": f"{fmt_int(series.index.min())}–{fmt_int(series.index.max())}"})
+    return pd.DataFrame(rows, columns=["platform_key", "model", "nodes", "devices", "tokens_per_s",
+                                       "tokens_per_s_low", "tokens_per_s_high", "tokens_per_day", "basis", "measured"])
 
 
-def capacity_headline(runs: pd.DataFrame) -> Fragment:
-    """Training capacity per day of the overall peak run."""
+def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """:func:`capacity` one row per platform × model, one text column per
+    node count (``8 devices``): ``1.2 M/s · 104 B/day`` measured, ``≈ …
+    (USL, 95 %: …)`` fitted, ``≤ …`` the linear upper bound."""
+    def text(row: pd.Series) -> str:
+        if pd.isna(row["tokens_per_s"]):
+            return f"– ({row['basis']})"
+        mark = {"measured": "", "upper bound": "≤ "}.get(row["basis"], "≈ ")
+        band = (f" ({row['basis'].removeprefix('fitted (').rstrip(')')}, 95 %: {fmt_short(row['tokens_per_s_low'])}–"
+                f"{fmt_short(row['tokens_per_s_high'])}/s)" if row["basis"].startswith("fitted") else "")
+        return f"{mark}{fmt_short(row['tokens_per_s'])}/s · {fmt_short(row['tokens_per_day'])}/day{band}"
+    shown = frame.assign(text=frame.apply(text, axis=1) if len(frame) else [],
+                         column=[f"{n:,} node{'s' if n > 1 else ''} ({d:,} devices)"
+                                 for n, d in zip(frame["nodes"], frame["devices"])])
+    wide = shown.pivot(index=["platform_key", "model", "measured"], columns="column", values="text")
+    return wide[list(dict.fromkeys(shown["column"]))].reset_index().rename_axis(columns=None)
+
+
+def capacity_notes(runs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
+    """The daily capacity of the overall peak, and what the projection leaves out or only bounds."""
     top = runs.loc[runs["tokens_per_s"].idxmax()]
-    return paragraph("At its peak ({platform}, {model}, {gpus} devices) the fastest configuration trains {tokens} "
-                     "tokens and {samples} samples per day.", platform=top["platform_key"], model=top["model"],
-                     gpus=fmt_int(top["gpus"]), tokens=fmt_big(top["tokens_per_day"]),
-                     samples=fmt_big(top["samples_per_day"]))
-
+    out = [f"At its peak ({top['platform_key']}, {top['model']}, {fmt_int(top['gpus'])} devices) the fastest "
+           f"configuration trains {fmt_big(top['tokens_per_day'])} tokens and {fmt_big(top['samples_per_day'])} "
+           "samples per day."]
+    if (capacity_frame["basis"] == "upper bound").any():
+        out.append("Pairs measured at fewer than three device counts cannot be fitted: their multi-node figures are "
+                   "the linear upper bound (the best per-device rate times the devices), which real jobs do not "
+                   "reach — see the scaling report for how efficiency falls with scale.")
+    cpu = runs.loc[~is_accelerator(runs["platform"]), "platform_key"].astype(str).unique()
+    if len(cpu):
+        out.append(f"{', '.join(cpu)}: CPU runs are not projected to nodes of accelerators.")
+    return out

@@ -1,7 +1,9 @@
 """The scaling report: how much faster each experiment runs as devices are
 added, where the time goes, how ranks differ, and what a fitted scaling law
 projects beyond the measured scale — next to the straight line a naive
-projection draws."""
+projection draws. Frames for the notebook's tables and charts, sentences for
+its text; projections and the headline only from experiments that change
+nothing but the device count."""
 
 from __future__ import annotations
 
@@ -11,13 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.report import plots
+from trainperf.report.applicability import NotApplicable
 from trainperf.report.configs import experiment_runs, experiments, labels, ordered
-from trainperf.report.html import (Col, Fragment, Section, callout, fmt_int, fmt_num, fmt_pct, fmt_sig,
-                                   fmt_times, fmt_usd, bullet_list, heading, headline as banner, join,
-                                   key_figures, paragraph, table)
+from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
 from trainperf.report.page import InputError
-from trainperf.report.phases import breakdown, has_phases
+from trainperf.report.phases import has_phases, long_form
 from trainperf.scaling import ScalingFit, fit
 from trainperf.steps import aggregate_steps
 
@@ -25,16 +25,22 @@ LAWS = {"amdahl": "Amdahl", "usl": "USL"}
 BAND_LEVEL = 0.95
 MIN_FIT_POINTS = 3
 """Device counts an experiment needs before a law is fitted (a 2-parameter law through 2 points has no error)."""
+AT_BOUND = 1e-9
+"""A fitted parameter closer than this to 0 sits at its lower bound."""
+SAME_TRAINING = {"single": "ddp"}
+"""Strategies that train the same way: one process is DDP at world size 1 (e.g. a 1-process run
+before a torchrun study), so single → ddp is no change of strategy."""
 
 
 def studies(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of experiments measured at two or more device counts, ordered;
-    the others are added to ``attrs['skipped']``. Raises ``InputError`` when none is left."""
+    the others are added to ``attrs['skipped']``. :class:`NotApplicable` when none is left."""
     counts = runs.groupby("experiment")["gpus"].nunique()
     keep = runs["experiment"].isin(counts[counts >= 2].index).fillna(False).to_numpy(bool)
     if not keep.any():
-        raise InputError("no experiment has runs at two or more device counts: nothing to compare "
-                         f"(experiments: {', '.join(map(str, counts.index))})")
+        raise NotApplicable("no experiment has runs at two or more device counts (column gpus): measure one "
+                            "experiment at several device counts, e.g. with torchrun --nproc-per-node 1, 2, 4 "
+                            f"(experiments: {', '.join(map(str, counts.index)) or 'none'})")
     out = ordered(runs.loc[keep], ["gpus", "micro_batch_size", "run_id"])
     out.attrs = {**runs.attrs, "skipped": list(runs.attrs.get("skipped", []))}
     for name in counts[counts < 2].index:
@@ -49,142 +55,32 @@ def relative_devices(group: pd.DataFrame) -> np.ndarray:
     return group["gpus"].to_numpy(float) / n0
 
 
-# --- fits and projections -------------------------------------------------------
+# --- what changes besides the device count ------------------------------------------
 
-@dataclass
-class Projection:
-    """One experiment's fits and their projection to ``target`` relative devices."""
-
-    experiment: str
-    p: np.ndarray
-    multiplier: np.ndarray
-    fits: dict[str, ScalingFit]
-    target: float
-    base_gpus: float
-
-    def naive(self, p: np.ndarray | float) -> np.ndarray:
-        """The straight-line projection from the largest measured point:
-        ``S(p_max) · p / p_max`` (as in a report that multiplies one node's
-        throughput by the number of nodes)."""
-        last = int(np.argmax(self.p))
-        return self.multiplier[last] * np.asarray(p, dtype=float) / self.p[last]
-
-
-def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
-    """Fit Amdahl and USL to one series (``p``: relative devices, the baseline's
-    ``p = 1``; ``base_gpus``: its devices) and keep them for projection to ``target``."""
-    fits = {law: fit(p, multiplier, law) for law in LAWS}
-    return Projection(name, np.asarray(p, float), np.asarray(multiplier, float), fits, float(target), base_gpus)
-
-
-def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
-    """Amdahl and USL fits for every experiment with at least
-    :data:`MIN_FIT_POINTS` device counts, projected to ``project_to_gpus``
-    devices (default: 8 × the largest measured)."""
+def changes(group: pd.DataFrame) -> list[str]:
+    """What differs between the runs of one experiment besides the device
+    count, e.g. ``strategy ddp (from 8 devices) → fsdp (from 64 devices)``.
+    A batch scaled with the devices (strong or weak scaling) and single → ddp
+    (:data:`SAME_TRAINING`) are no change."""
+    columns = [("strategy", "strategy"), ("precision", "precision"), ("model", "model"), ("platform", "platform"),
+               ("seq_len", "sequence length")]
+    if not _batch_is_scaled_consistently(group):
+        columns.insert(1, ("micro_batch_size", "micro-batch size"))
     out = []
-    for name in experiments(runs):
-        group = experiment_runs(runs, name).dropna(subset=["scaling_multiplier"])
-        p = relative_devices(group)
-        if len(np.unique(p)) < MIN_FIT_POINTS:
+    for column, what in columns:
+        if column not in group:
             continue
-        base_gpus = float(group["gpus"].iloc[0]) / float(p[0])
-        target = (project_to_gpus / base_gpus) if project_to_gpus else 8 * float(p.max())
-        if target <= p.max():
-            raise InputError(f"project_to_gpus={project_to_gpus:g} is not beyond the largest measured "
-                             f"scale of {name} ({group['gpus'].max():g} devices)")
-        out.append(project(name, p, group["scaling_multiplier"].to_numpy(float), target, base_gpus))
+        values = group[column].astype("string").str.lower().replace(SAME_TRAINING) if column == "strategy" \
+            else group[column]
+        if values.nunique() > 1:
+            steps: list[tuple[str, tuple[object, object]]] = []
+            for shown, value, gpus in zip(group[column], values, group["gpus"]):
+                if not steps or steps[-1][0] != str(value):
+                    steps.append((str(value), (shown, gpus)))
+            out.append(f"{what} " + " → ".join(
+                f"{fmt_int(v) if isinstance(v, float) else v} (from {fmt_int(g)} device{'s' if g > 1 else ''})"
+                for _, (v, g) in steps))
     return out
-
-
-def projection_targets(projection: Projection) -> list[float]:
-    """Relative device counts to tabulate: doublings from the largest measured up to the target."""
-    points, p = [], float(projection.p.max()) * 2
-    while p < projection.target:
-        points.append(p)
-        p *= 2
-    return points + [projection.target]
-
-
-# --- report sections -------------------------------------------------------------
-
-def headline(runs: pd.DataFrame, project_to_gpus: float | None = None) -> Fragment:
-    """The largest measured scale-up, its efficiency, and the fitted projection vs. the naive line."""
-    def scale_up(name: str) -> float:
-        gpus = experiment_runs(runs, name)["gpus"]
-        return gpus.max() / gpus.min()
-
-    widest = max(experiments(runs), key=scale_up)
-    group = experiment_runs(runs, widest)
-    top = group.loc[group["gpus"].idxmax()]
-    base = group.loc[group["gpus"].idxmin()]
-    parts = [banner("{experiment}: {multiplier} faster on {gpus} devices than on {base} "
-                    "— {efficiency} scaling efficiency.", experiment=widest,
-                    multiplier=fmt_times(top["scaling_multiplier"], 1), gpus=fmt_int(top["gpus"]),
-                    base=fmt_int(base["gpus"]), efficiency=fmt_pct(top["scaling_efficiency"], 0))]
-    figures = [(fmt_times(top["scaling_multiplier"], 1), f"multiplier at {fmt_int(top['gpus'])} devices"),
-               (fmt_pct(top["scaling_efficiency"], 0), "scaling efficiency there")]
-    found = [p for p in projections(runs, project_to_gpus) if p.experiment == widest]
-    if found:
-        proj = found[0]
-        best = min(proj.fits.values(), key=lambda f: f.rmse)
-        lo, hi = best.band(proj.target, BAND_LEVEL)
-        at = fmt_int(proj.target * proj.base_gpus)
-        figures += [(f"{fmt_times(best.predict(proj.target).item(), 0)}",
-                     f"{LAWS[best.law]} projection at {at} devices "
-                     f"(95 % band {fmt_num(lo[0], 0)}–{fmt_num(hi[0], 0)}×)"),
-                    (fmt_times(proj.naive(proj.target).item(), 0), f"straight-line projection at {at} devices")]
-    return join([*parts, key_figures(figures)])
-
-
-def summary_table(runs: pd.DataFrame) -> Section:
-    """Per experiment, per run: devices, speed, multiplier vs. ideal,
-    efficiency, Karp–Flatt serial fraction."""
-    out = []
-    for name in experiments(runs):
-        group = experiment_runs(runs, name)
-        view = group.assign(configuration=labels(group), ideal=relative_devices(group))
-        columns = [Col("configuration", "Configuration", wrap=True), Col("gpus", "Devices", "int")]
-        for rate, header in (("tokens_per_s", "Tokens/s"), ("samples_per_s", "Samples/s")):
-            if view[rate].notna().all():
-                columns.append(Col(rate, header, "int"))
-                break
-        else:
-            columns.append(Col("elapsed_s", "Elapsed", "s"))
-        columns += [Col("ideal", "Ideal", "times"), Col("scaling_multiplier", "Multiplier", "times"),
-                    Col("scaling_efficiency", "Efficiency", "pct"),
-                    Col("serial_fraction", "Serial fraction (Karp–Flatt)", "sig",
-                        help="e = (1/S − 1/p) / (1 − 1/p): the fraction of the work that behaves as serial")]
-        basis = str(view["scaling_basis"].dropna().iloc[0]) if view["scaling_basis"].notna().any() else "–"
-        out.append(table(view, columns, caption=f"{name} — basis: {basis}"))
-    out.append(paragraph("Multiplier = speed / baseline speed (baseline: the run with the fewest devices, unless "
-                         "one is named); efficiency = multiplier / ideal. Basis “elapsed” compares the elapsed "
-                         "times of runs that do equal work."))
-    return Section(out)
-
-
-def configuration_changes(runs: pd.DataFrame) -> Fragment:
-    """A warning for each experiment whose runs differ in more than the device count."""
-    out = []
-    for name in experiments(runs):
-        group = experiment_runs(runs, name)
-        changes = []
-        columns = [("strategy", "strategy"), ("precision", "precision"), ("model", "model"), ("platform", "platform")]
-        if not _batch_is_scaled_consistently(group):
-            columns.insert(1, ("micro_batch_size", "micro-batch size"))
-        for column, what in columns:
-            if column in group and group[column].nunique() > 1:
-                steps = []
-                for value, gpus in zip(group[column], group["gpus"]):
-                    if not steps or steps[-1][0] != value:
-                        steps.append((value, gpus))
-                changes.append(f"{what} " + " → ".join(
-                    f"{fmt_int(v) if isinstance(v, float) else v} (from {fmt_int(g)} device{'s' if g > 1 else ''})"
-                    for v, g in steps))
-        if changes:
-            out.append(callout("<strong>{name}</strong> changes more than the device count: {changes}. "
-                               "Its multiplier mixes scaling with these changes.", "warn",
-                               name=name, changes="; ".join(changes)))
-    return join(out)
 
 
 def _batch_is_scaled_consistently(group: pd.DataFrame) -> bool:
@@ -195,54 +91,72 @@ def _batch_is_scaled_consistently(group: pd.DataFrame) -> bool:
     return bool(per_device.isna().all() or per_device.nunique() <= 1 or total.nunique() <= 1)
 
 
-def multiplier_charts(runs: pd.DataFrame) -> Section:
-    """Multiplier vs. the ideal, and efficiency, against relative devices, every experiment together."""
-    series, efficiency, all_p = {}, {}, []
-    for name in experiments(runs):
-        group = experiment_runs(runs, name)
-        p = relative_devices(group)
-        all_p.extend(p)
-        series[name] = (p, group["scaling_multiplier"].to_numpy(float))
-        efficiency[name] = (p, group["scaling_efficiency"].to_numpy(float))
-    ideal = np.array(sorted(set(all_p)))
-    xlabel = "devices relative to the baseline (N / N_baseline)"
-    return Section([
-        plots.lines(series, title="Scaling multiplier vs ideal", xlabel=xlabel, ylabel="multiplier (×)",
-                    log_x=True, log_y=True, ideal=(ideal, ideal), ideal_label="ideal (multiplier = relative devices)"),
-        plots.lines(efficiency, title="Scaling efficiency", xlabel=xlabel, ylabel="efficiency", log_x=True,
-                    ideal=(ideal, np.ones_like(ideal)), ideal_label="ideal (100 %)", percent=True),
-    ])
+def clean_experiments(runs: pd.DataFrame) -> list[str]:
+    """The experiments whose runs differ only in the device count: the ones a headline or projection may use."""
+    return [name for name in experiments(runs) if not changes(experiment_runs(runs, name))]
 
 
-def time_breakdown(runs: pd.DataFrame) -> Section:
-    """Per experiment: time per step split into phases (stacked bars), and the
-    communication overhead and compute/communication ratio."""
-    out: list = []
+def confounded(runs: pd.DataFrame) -> list[str]:
+    """A warning for each experiment whose runs differ in more than the device count."""
+    return [f"{name} changes more than the device count: {'; '.join(found)}. Its multiplier mixes scaling with "
+            "these changes, so it is not fitted or projected."
+            for name in experiments(runs) if (found := changes(experiment_runs(runs, name)))]
+
+
+# --- frames ---------------------------------------------------------------------------
+
+def table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: experiment, configuration, devices (absolute and
+    relative: ``ideal``), its speed (tokens/s, samples/s, elapsed time: those any run has),
+    multiplier, efficiency, Karp–Flatt serial fraction and the basis of the
+    comparison, and ``only_devices_change``."""
+    clean = set(clean_experiments(runs))
+    speed = [c for c in ("tokens_per_s", "samples_per_s", "elapsed_s") if runs[c].notna().any()]
+    out = runs.assign(configuration=labels(runs), ideal=np.nan,
+                      only_devices_change=runs["experiment"].astype(str).isin(clean))
+    for name in experiments(runs):
+        rows = out["experiment"].astype(str) == name
+        out.loc[rows, "ideal"] = relative_devices(out[rows])
+    return out[["experiment", "configuration", "gpus", *speed, "ideal", "scaling_multiplier", "scaling_efficiency",
+                "serial_fraction", "scaling_basis", "only_devices_change"]].reset_index(drop=True)
+
+
+def phases(runs: pd.DataFrame) -> pd.DataFrame:
+    """Time per step (per measured window where a step count is unknown) in
+    each phase, per run of the experiments that have phase times: long form
+    (see :func:`trainperf.report.phases.long_form`)."""
+    parts = [long_form(group, labels(group, compact=True)) for name in experiments(runs)
+             if has_phases(group := experiment_runs(runs, name))]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
+
+
+def without_phases(runs: pd.DataFrame) -> list[str]:
+    """A sentence for each experiment whose data holds no phase times, with its time per step where known."""
+    out = []
     for name in experiments(runs):
         group = experiment_runs(runs, name)
-        out.append(heading(f"Time breakdown — {name}"))
         if not has_phases(group):
-            steps = "; time per step: " + ", ".join(
-                f"{fmt_sig(t)} s at {fmt_int(n)}" for n, t in zip(group["gpus"], group["step_time_s"])
-                if pd.notna(t)) if group["step_time_s"].notna().any() else ""
-            out.append(paragraph("The data of {name} holds no phase times (compute, communication, data): no "
-                                 "breakdown{steps}.", name=name, steps=steps))
-            continue
-        parts = breakdown(group)
-        out.append(plots.stacked_bars(labels(group, compact=True), {k: v.to_numpy() for k, v in parts.seconds.items()},
-                                      title=f"Where the time goes — {name}", ylabel=parts.unit))
-        view = group.assign(configuration=labels(group))
-        columns = [Col("configuration", "Configuration", wrap=True), Col("gpus", "Devices", "int"),
-                   Col("elapsed_s", "Elapsed (s)", "num")]
-        for column, header, fmt in (("compute_s", "Compute (s)", "num"), ("comm_s", "Communication (s)", "num"),
-                                    ("comm_exposed_s", "Exposed comm. (s)", "num"), ("data_s", "Data (s)", "num"),
-                                    ("comm_overhead", "Comm. overhead", "pct"),
-                                    ("compute_comm_ratio", "Compute / comm.", "times")):
-            if view[column].notna().any():
-                columns.append(Col(column, header, fmt))
-        out.append(table(view, columns, note="Communication overhead = exposed communication (all of it where "
-                                             "the exposed part is unknown) / a typical rank's elapsed time."))
-    return Section(out)
+            known = group[group["step_time_s"].notna()]
+            per_step = "; time per step: " + ", ".join(f"{fmt_sig(t)} s at {fmt_int(n)} devices" for n, t in
+                                                       zip(known["gpus"], known["step_time_s"])) if len(known) else ""
+            out.append(f"The data of {name} holds no phase times (compute, communication, data): no "
+                       f"breakdown{per_step}.")
+    return out
+
+
+OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "comm_overhead", "compute_comm_ratio"]
+
+
+def overhead(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run with phase times: elapsed, compute, communication (all and
+    exposed), data seconds, communication overhead (exposed communication, or
+    all of it where the exposed part is unknown, / a typical rank's elapsed
+    time) and compute / communication; columns no run has are left out."""
+    have = runs[[has_phases(runs.loc[[i]]) for i in runs.index]]
+    present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
+    return have.assign(configuration=labels(have))[["experiment", "configuration", "gpus", "elapsed_s", *present]] \
+        .reset_index(drop=True)
 
 
 def rank_times(steps: pd.DataFrame) -> pd.DataFrame:
@@ -254,57 +168,72 @@ def rank_times(steps: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(run_id=parts[0], rank=parts[1].astype(int))
 
 
-def rank_spread(runs: pd.DataFrame, steps: pd.DataFrame | None) -> Section:
-    """Per multi-rank run: each rank's elapsed time, the slowest rank, the
-    imbalance, and what averaging the ranks (instead of taking the slowest)
-    would have claimed."""
-    multi = runs[runs["ranks"].fillna(runs["gpus"]) > 1] if "ranks" in runs else runs.iloc[0:0]
+def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per rank of each run with two or more ranks in ``steps``: rows
+    ``experiment, run_id, rank, elapsed_s, slowest, of_slowest`` (the rank's
+    elapsed time as a fraction of its run's slowest rank), in the runs' order."""
+    columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
     if steps is None or steps.empty:
-        if multi["rank_imbalance"].notna().any() if "rank_imbalance" in multi else False:
-            return Section([_imbalance_table(multi), paragraph("No per-rank steps given (parameter steps): "
-                                                               "the spread per rank is not drawn.")])
-        return Section([paragraph("No per-rank data: set the steps parameter to per-rank step tables or "
-                                  "profiler run folders to see stragglers.")])
-    times = rank_times(steps)
-    spread = times.groupby("run_id").filter(lambda g: len(g) > 1)
-    order = [r for r in runs["run_id"].astype(str) if r in set(spread["run_id"])]
-    if not order:
-        return Section([paragraph("Every run in the per-rank data has a single rank: no spread to show.")])
-    summary = []
-    for run_id in order:
-        g = spread.loc[spread["run_id"] == run_id].sort_values("rank")
-        elapsed = g["elapsed_s"].to_numpy(float)
-        summary.append({"run_id": run_id, "ranks": len(g), "slowest": int(g["rank"].iloc[elapsed.argmax()]),
-                        "max": elapsed.max(), "mean": elapsed.mean(), "min": elapsed.min(),
-                        "imbalance": elapsed.max() / elapsed.min(), "hidden": elapsed.max() / elapsed.mean() - 1,
-                        "elapsed": elapsed, "position": int(elapsed.argmax())})
-    frame = pd.DataFrame(summary)
-    experiment_of = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
-    parts: list = []
-    worst = frame.loc[frame["imbalance"].idxmax()]
-    if worst["imbalance"] > 1.1:
-        parts.append(callout("Straggler: in run <strong>{run}</strong>, rank {rank} takes {ratio} as long as the "
-                             "fastest rank. A speed-up computed from the mean over ranks overstates this run by "
-                             "{hidden}.", "warn", run=worst["run_id"], rank=int(worst["slowest"]),
-                             ratio=fmt_times(worst["imbalance"]), hidden=fmt_pct(worst["hidden"])))
-    for name in dict.fromkeys(experiment_of[r] for r in order):
-        rows = frame[[experiment_of[r] == name for r in frame["run_id"]]]
-        parts.append(plots.rank_spread(rows["run_id"].tolist(), rows["elapsed"].tolist(), rows["position"].tolist(),
-                                       title=f"Elapsed time per rank — {name}", ylabel="elapsed (s)"))
-    parts.append(table(frame, [
-        Col("run_id", "Run"), Col("ranks", "Ranks", "int"), Col("slowest", "Slowest rank", "int"),
-        Col("max", "Slowest (s)", "num"), Col("mean", "Mean over ranks (s)", "num"),
-        Col("min", "Fastest (s)", "num"), Col("imbalance", "Imbalance (slowest / fastest)", "times"),
-        Col("hidden", "Time the mean hides", "pct")],
-        note="A job ends when its slowest rank does: its elapsed time is the slowest rank's. Averaging ranks "
-             "understates it by the last column."))
-    return Section(parts)
+        return pd.DataFrame(columns=columns)
+    times = rank_times(steps).groupby("run_id").filter(lambda g: len(g) > 1)
+    order = {r: i for i, r in enumerate(runs["run_id"].astype(str))}
+    times = times[times["run_id"].isin(order)].assign(order=lambda t: t["run_id"].map(order))
+    times = times.sort_values(["order", "rank"]).reset_index(drop=True)
+    experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
+    top = times.groupby("run_id")["elapsed_s"].transform("max")
+    return times.assign(experiment=times["run_id"].map(experiment), slowest=times["elapsed_s"].eq(top),
+                        of_slowest=times["elapsed_s"] / top)[columns]
 
 
-def _imbalance_table(runs: pd.DataFrame) -> Fragment:
-    return table(runs, [Col("run_id", "Run"), Col("ranks", "Ranks", "int"), Col("slowest_rank", "Slowest rank", "int"),
-                        Col("elapsed_s", "Slowest (s)", "num"), Col("mean_rank_elapsed_s", "Mean over ranks (s)", "num"),
-                        Col("rank_imbalance", "Imbalance", "times")])
+def rank_summary(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    """Per multi-rank run: ranks, the slowest rank, slowest / mean / fastest
+    elapsed seconds, imbalance (slowest / fastest) and ``mean_understates``:
+    how much the mean over ranks understates the job's elapsed time, 1 − mean
+    / slowest. From ``steps`` where given, else from the runs' own per-rank columns."""
+    per_rank = ranks(runs, steps)
+    if len(per_rank):
+        g = per_rank.groupby("run_id", sort=False)["elapsed_s"]
+        out = pd.DataFrame({"ranks": g.size(), "slowest_rank": per_rank.loc[g.idxmax(), "rank"].to_numpy(),
+                            "slowest_s": g.max(), "mean_s": g.mean(), "fastest_s": g.min()}).reset_index()
+    elif {"rank_imbalance", "mean_rank_elapsed_s"} <= set(runs.columns) and runs["rank_imbalance"].notna().any():
+        have = runs[runs["rank_imbalance"].notna()]
+        out = pd.DataFrame({"run_id": have["run_id"], "ranks": have.get("ranks"),
+                            "slowest_rank": have.get("slowest_rank"), "slowest_s": have["elapsed_s"],
+                            "mean_s": have["mean_rank_elapsed_s"],
+                            "fastest_s": have["elapsed_s"] / have["rank_imbalance"]}).reset_index(drop=True)
+    else:
+        return pd.DataFrame(columns=["run_id", "ranks", "slowest_rank", "slowest_s", "mean_s", "fastest_s",
+                                     "imbalance", "mean_understates"])
+    return out.assign(imbalance=out["slowest_s"] / out["fastest_s"],
+                      mean_understates=1 - out["mean_s"] / out["slowest_s"])
+
+
+def rank_note(runs: pd.DataFrame, steps: pd.DataFrame | None, per_rank: pd.DataFrame) -> str:
+    """Why no per-rank chart is drawn, or an empty string when one is."""
+    if len(per_rank):
+        return ""
+    if steps is None or steps.empty:
+        return ("No per-rank steps given: set the steps parameter to per-rank step tables or profiler run folders "
+                "to see every rank" + (" (the table shows the runs' own per-rank figures)."
+                                       if len(rank_summary(runs, None)) else "."))
+    return "Every run in the per-rank data has a single rank: no spread to show."
+
+
+STRAGGLER = 1.1
+"""Imbalance (slowest / fastest rank) from which the worst run is called out."""
+
+
+def straggler(summary: pd.DataFrame) -> str:
+    """A sentence on the run with the largest rank imbalance when it is
+    :data:`STRAGGLER` or more; empty otherwise."""
+    if summary.empty or not summary["imbalance"].max() >= STRAGGLER:
+        return ""
+    worst = summary.loc[summary["imbalance"].idxmax()]
+    rank = f"rank {int(worst['slowest_rank'])}" if pd.notna(worst["slowest_rank"]) else "the slowest rank"
+    return (f"Straggler: in run {worst['run_id']}, {rank} takes {fmt_times(worst['imbalance'])} as long as the "
+            f"fastest rank. The mean over ranks understates this run's elapsed time by "
+            f"{fmt_pct(worst['mean_understates'])}, so a speed-up computed from it is "
+            f"{fmt_pct(worst['slowest_s'] / worst['mean_s'] - 1)} too high.")
 
 
 TREND_STEP = 1.2
@@ -329,87 +258,187 @@ def serial_trend(e: np.ndarray) -> str:
     return "stays about constant"
 
 
-def serial_fraction(runs: pd.DataFrame) -> Section:
-    """The Karp–Flatt serial fraction against devices, and how to read its trend."""
-    series = {}
-    for name in experiments(runs):
-        group = experiment_runs(runs, name)
-        known = group["serial_fraction"].notna().to_numpy(bool)
-        if known.any():
-            series[name] = (relative_devices(group)[known], group["serial_fraction"].to_numpy(float)[known])
-    if not series:
-        return Section([paragraph("No experiment has a multiplier beyond its baseline: no serial fraction.")])
-    notes = []
-    for name, (p, e) in series.items():
+MEANING = {"grows": "overhead grows with scale (communication, synchronisation) — Amdahl's law alone will be "
+                    "optimistic",
+           "falls": "the baseline carries a cost the larger runs amortise (or the work per device changes)",
+           "stays about constant": "a fixed serial part limits scaling, as Amdahl's law assumes",
+           "moves both ways": "no single serial part explains these runs; other changes between them (nodes, "
+                              "strategy, noise) weigh more"}
+
+
+def serial_notes(runs: pd.DataFrame) -> list[str]:
+    """How each experiment's serial fraction moves with devices, and what that means."""
+    frame = table(runs).dropna(subset=["serial_fraction"])
+    out = []
+    for name, group in frame.groupby("experiment", sort=False):
+        e = group["serial_fraction"].to_numpy(float)
         if len(e) >= 2:
             trend = serial_trend(e)
-            meaning = {"grows": "overhead grows with scale (communication, synchronisation) — Amdahl's law "
-                                "alone will be optimistic",
-                       "falls": "the baseline carries a cost the larger runs amortise (or the work per device "
-                                "changes)",
-                       "stays about constant": "a fixed serial part limits scaling, as Amdahl's law assumes",
-                       "moves both ways": "no single serial part explains these runs; other changes between them "
-                                          "(nodes, strategy, noise) weigh more"}[trend]
-            values = " → ".join(fmt_sig(v) for v in e)
             caveat = " Two values only: a weak indication." if len(e) == 2 and trend != "moves both ways" else ""
-            where = ", ".join(f"{x:g}" for x in p)
-            notes.append(f"{name}: e {trend} ({values} at {where}× the baseline "
-                         f"devices) — {meaning}.{caveat}")
-    return Section([plots.lines(series, title="Karp–Flatt serial fraction", xlabel="devices relative to the baseline",
-                                ylabel="serial fraction e", log_x=True), bullet_list(notes)])
+            out.append(f"{name}: e {trend} ({' → '.join(fmt_sig(v) for v in e)} at "
+                       f"{', '.join(f'{x:g}' for x in group['ideal'])}× the baseline devices) — "
+                       f"{MEANING[trend]}.{caveat}")
+    return out
 
 
-def fits(runs: pd.DataFrame, project_to_gpus: float | None = None) -> Section:
-    """Per experiment: Amdahl and USL fits, a projection chart with each fit's
-    95 % band next to the straight-line projection, and a table of projected multipliers."""
-    found = projections(runs, project_to_gpus)
-    if not found:
-        return Section([paragraph("No experiment has {n} or more device counts: no law is fitted, and nothing "
-                                  "is projected.", n=MIN_FIT_POINTS)])
-    out: list = []
+# --- fits and projections -------------------------------------------------------
+
+@dataclass
+class Projection:
+    """One experiment's fits and their projection to ``target`` relative devices."""
+
+    experiment: str
+    p: np.ndarray
+    multiplier: np.ndarray
+    fits: dict[str, ScalingFit]
+    target: float
+    base_gpus: float
+
+    def naive(self, p: np.ndarray | float) -> np.ndarray:
+        """The straight-line projection from the largest measured point:
+        ``S(p_max) · p / p_max`` (as in a report that multiplies one node's
+        throughput by the number of nodes)."""
+        last = int(np.argmax(self.p))
+        return self.multiplier[last] * np.asarray(p, dtype=float) / self.p[last]
+
+    @property
+    def best(self) -> ScalingFit:
+        """The law that fits the measured multipliers best (lowest RMSE)."""
+        return min(self.fits.values(), key=lambda f: f.rmse)
+
+    def targets(self) -> list[float]:
+        """Relative device counts to tabulate: doublings from the largest measured up to the target."""
+        points, p = [], float(self.p.max()) * 2
+        while p < self.target:
+            points.append(p)
+            p *= 2
+        return points + [self.target]
+
+
+def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
+    """Fit Amdahl and USL to one series (``p``: relative devices, the baseline's
+    ``p = 1``; ``base_gpus``: its devices) and keep them for projection to ``target``."""
+    fits = {law: fit(p, multiplier, law) for law in LAWS}
+    return Projection(name, np.asarray(p, float), np.asarray(multiplier, float), fits, float(target), base_gpus)
+
+
+def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
+    """Amdahl and USL fits for every experiment that changes only the device
+    count and has at least :data:`MIN_FIT_POINTS` device counts, projected to
+    ``project_to_gpus`` devices (default: 8 × the largest measured)."""
+    out = []
+    for name in clean_experiments(runs):
+        group = experiment_runs(runs, name).dropna(subset=["scaling_multiplier"])
+        p = relative_devices(group)
+        if len(np.unique(p)) < MIN_FIT_POINTS:
+            continue
+        base_gpus = float(group["gpus"].iloc[0]) / float(p[0])
+        target = (project_to_gpus / base_gpus) if project_to_gpus else 8 * float(p.max())
+        if target <= p.max():
+            raise InputError(f"project_to_gpus={project_to_gpus:g} is not beyond the largest measured "
+                             f"scale of {name} ({group['gpus'].max():g} devices)")
+        out.append(project(name, p, group["scaling_multiplier"].to_numpy(float), target, base_gpus))
+    return out
+
+
+def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
+    """The fitted laws, the straight line and the ideal from 1 to the target:
+    rows ``experiment, devices, relative, curve, multiplier, low, high``
+    (``low``/``high``: the fit's 95 % band, NaN for the lines)."""
+    rows = []
     for proj in found:
-        out.append(heading(f"Projection — {proj.experiment}"))
-        out.append(bullet_list([f.describe() for f in proj.fits.values()]))
-        targets = projection_targets(proj)
-        x = np.geomspace(1, proj.target, 60)
-        grid = np.concatenate([x, targets])
-        bands = {law: f.band(grid, BAND_LEVEL) for law, f in proj.fits.items()}
-        curves = []
-        for i, (law, f) in enumerate(proj.fits.items()):
-            lo, hi = bands[law]
-            curves.append(plots.Curve(x, f.predict(x), f"{LAWS[law]} fit (95 % band)",
-                                      band=(np.maximum(lo[:len(x)], 1e-3), hi[:len(x)]), color=plots.PALETTE[2 + i]))
+        x = np.geomspace(1, proj.target, points)
+        for law, f in proj.fits.items():
+            low, high = f.band(x, BAND_LEVEL)
+            rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit (95 % band)", "relative": x,
+                                      "multiplier": f.predict(x), "low": low, "high": high}))
         beyond = x[x >= proj.p.max()]
-        curves.append(plots.Curve(beyond, proj.naive(beyond),
-                                  "straight-line projection (efficiency held at the last point)", style="--",
-                                  color=plots.PALETTE[3]))
-        curves.append(plots.Curve(x, x, "ideal", style=":", color="#8a94a6"))
-        out.append(plots.projection((proj.p, proj.multiplier), curves,
-                                    title=f"Measured, fitted and projected multiplier — {proj.experiment}",
-                                    xlabel="devices relative to the baseline (N / N_baseline)",
-                                    ylabel="multiplier (×)"))
-        rows = []
-        for j, p in enumerate(targets):
-            row = {"devices": p * proj.base_gpus, "naive": proj.naive(p).item(), "ideal": p}
-            for law, f in proj.fits.items():
-                lo, hi = bands[law]
-                row[law] = f"{f.predict(p).item():,.1f}× ({lo[len(x) + j]:,.1f}–{hi[len(x) + j]:,.1f})"
-            rows.append(row)
-        out.append(table(pd.DataFrame(rows), [
-            Col("devices", "Devices", "int"), Col("amdahl", "Amdahl: multiplier (95 % band)"),
-            Col("usl", "USL: multiplier (95 % band)"), Col("naive", "Straight line", "times"),
-            Col("ideal", "Ideal", "times")],
-            note="Bands: the fitted parameters' uncertainty propagated to the projection, widened by the fit's "
-                 "relative RMSE. The straight line extends the last measured point at its efficiency — the "
-                 "projection a report makes by multiplying one configuration's throughput by the node count."))
-        usl = proj.fits["usl"]
-        kappa, sigma = usl.params["kappa"], usl.params["sigma"]
-        if kappa > 0 and sigma < 1:
-            peak = math.sqrt((1 - sigma) / kappa)
-            if peak < proj.target * 4:
-                out.append(callout("The USL fit peaks at about {n} devices: beyond that, adding devices makes "
-                                   "{name} slower.", "warn", n=fmt_int(peak * proj.base_gpus), name=proj.experiment))
-    return Section(out)
+        rows.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
+                                  "multiplier": proj.naive(beyond)}))
+        rows.append(pd.DataFrame({"curve": "ideal", "relative": x, "multiplier": x}))
+        for frame in rows[-4:]:
+            frame.insert(0, "experiment", proj.experiment)
+            frame["devices"] = frame["relative"] * proj.base_gpus
+    columns = ["experiment", "devices", "relative", "curve", "multiplier", "low", "high"]
+    return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
+
+
+def projected(found: list[Projection]) -> pd.DataFrame:
+    """Per experiment and projected device count (doublings up to the
+    target): each law's multiplier with its 95 % band, the straight line and the ideal."""
+    parts = []
+    for proj in found:
+        p = np.array(proj.targets())
+        part = pd.DataFrame({"experiment": proj.experiment, "devices": p * proj.base_gpus})
+        for law, f in proj.fits.items():
+            low, high = f.band(p, BAND_LEVEL)  # one call per law: each draws the parameters anew
+            part = part.assign(**{law: f.predict(p), f"{law}_low": low, f"{law}_high": high})
+        parts.append(part.assign(naive=proj.naive(p), ideal=p))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def parameter_text(value: float, stderr: float) -> str:
+    """A fitted parameter for people: ``0.0312 ± 0.004``, or ``0 (at its
+    bound)`` where the fit pushed it to 0 (its standard error then means nothing)."""
+    if abs(value) < AT_BOUND:
+        return "0 (at its bound)"
+    return f"{value:.4g}" + ("" if math.isnan(stderr) else f" ± {stderr:.2g}")
+
+
+def fit_parameters(found: list[Projection]) -> pd.DataFrame:
+    """Per experiment, law and parameter: the fitted value, its standard
+    error, the text to show and the law's RMSE (×) over the measured points."""
+    rows = [{"experiment": proj.experiment, "law": LAWS[law], "parameter": name, "value": value,
+             "stderr": f.stderr[name], "shown": parameter_text(value, f.stderr[name]), "rmse": f.rmse,
+             "points": len(f.devices)}
+            for proj in found for law, f in proj.fits.items() for name, value in f.params.items()]
+    return pd.DataFrame(rows)
+
+
+def fit_notes(found: list[Projection]) -> list[str]:
+    """One line per experiment and law (parameters and RMSE), and a warning where the USL fit peaks
+    within 4 × the projection's target; a sentence saying why nothing is fitted when ``found`` is empty."""
+    if not found:
+        return [f"No experiment that changes only the device count has {MIN_FIT_POINTS} or more device counts: no "
+                "law is fitted, and nothing is projected."]
+    params = fit_parameters(found)
+    out = [f"{name} — {law}: {', '.join(f'{p} = {s}' for p, s in zip(g['parameter'], g['shown']))}; RMSE "
+           f"{fmt_sig(g['rmse'].iloc[0])}× over {g['points'].iloc[0]} points"
+           for (name, law), g in params.groupby(["experiment", "law"], sort=False)]
+    for proj in found:
+        kappa, sigma = proj.fits["usl"].params["kappa"], proj.fits["usl"].params["sigma"]
+        if kappa > AT_BOUND and sigma < 1 and math.sqrt((1 - sigma) / kappa) < proj.target * 4:
+            out.append(f"The USL fit of {proj.experiment} peaks at about "
+                       f"{fmt_int(math.sqrt((1 - sigma) / kappa) * proj.base_gpus)} devices: beyond that, adding "
+                       "devices makes it slower.")
+    return out
+
+
+# --- headline and cost -------------------------------------------------------------------
+
+def headline(runs: pd.DataFrame, project_to_gpus: float | None = None) -> Html:
+    """The largest measured scale-up among experiments that change only the
+    device count, its efficiency, and the fitted projection vs. the straight
+    line; without such an experiment, says so and projects nothing."""
+    clean = clean_experiments(runs)
+    widest = max(clean or experiments(runs), key=lambda n: (g := experiment_runs(runs, n)["gpus"]).max() / g.min())
+    group = experiment_runs(runs, widest)
+    top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
+    text = (f"{widest}: {fmt_times(top['scaling_multiplier'], 1)} faster on {fmt_int(top['gpus'])} devices than on "
+            f"{fmt_int(base['gpus'])} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency.")
+    if not clean:
+        text = ("No experiment changes only the device count, so none is projected. The widest, " + text[:-1]
+                + ", mixes scaling with other changes.")
+    figures = [(fmt_times(top["scaling_multiplier"], 1), f"multiplier at {fmt_int(top['gpus'])} devices"),
+               (fmt_pct(top["scaling_efficiency"], 0), "scaling efficiency there")]
+    for proj in (p for p in projections(runs, project_to_gpus) if p.experiment == widest):
+        low, high = proj.best.band(proj.target, BAND_LEVEL)
+        at = fmt_int(proj.target * proj.base_gpus)
+        figures += [(fmt_times(proj.best.predict(proj.target).item(), 0),
+                     f"{LAWS[proj.best.law]} projection at {at} devices (95 % band {fmt_num(low[0], 0)}–"
+                     f"{fmt_num(high[0], 0)}×)"),
+                    (fmt_times(proj.naive(proj.target).item(), 0), f"straight-line projection at {at} devices")]
+    return banner(text, figures)
 
 
 def usd_per_million(runs: pd.DataFrame, rate: str) -> pd.Series:
@@ -419,37 +448,28 @@ def usd_per_million(runs: pd.DataFrame, rate: str) -> pd.Series:
     return runs["price_per_gpu_hour"] * runs["gpus"] / 3600 / runs[rate] * 1e6
 
 
-def cost(runs: pd.DataFrame) -> Section:
-    """Cost of each run and cost efficiency, where a price per device-hour is known."""
+def cost(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run with a price per device-hour: price, elapsed, device-hours,
+    cost, USD per million tokens (or samples) and cost efficiency (baseline
+    cost per unit of work / this run's)."""
     priced = runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
-    if priced.empty:
-        return Section([paragraph("No price per device-hour in the data: set the price_per_gpu_hour parameter "
-                                  "to see cost and cost efficiency.")])
-    view = priced.assign(configuration=labels(priced))
-    columns = [Col("experiment", "Experiment"), Col("configuration", "Configuration", wrap=True),
-               Col("gpus", "Devices", "int"), Col("price_per_gpu_hour", "Price ($/device-h)", "usd"),
-               Col("elapsed_s", "Elapsed (s)", "s"), Col("gpu_hours", "Device-hours", "num"),
-               Col("cost_usd", "Cost", "usd"), Col("cost_efficiency", "Cost efficiency", "pct",
-                                                   help="baseline cost per unit of work / this run's")]
-    unit_cost = []
-    for rate in ("tokens_per_s", "samples_per_s"):
-        if view[rate].notna().all():
-            view = view.assign(**{f"usd_per_million_{rate}": usd_per_million(view, rate)})
-            unit_cost.append(Col(f"usd_per_million_{rate}", f"$ per million {rate.split('_')[0]}", "usd"))
-            break
-    parts: list = []
-    for name in experiments(view):
-        group = experiment_runs(view, name)
+    rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
+    out = priced.assign(configuration=labels(priced) if len(priced) else [],
+                        usd_per_million=usd_per_million(priced, rate) if rate else np.nan)
+    return out[["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd",
+                "usd_per_million", "cost_efficiency"]].reset_index(drop=True)
+
+
+def cost_notes(runs: pd.DataFrame) -> list[str]:
+    """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work."""
+    out = []
+    priced = runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
+    for name in experiments(priced):
+        group = experiment_runs(priced, name)
         top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
         if top.name != base.name and pd.notna(top["cost_efficiency"]) and top["cost_efficiency"] > 0:
-            parts.append(paragraph(
-                "{name}: going from {base} to {top} devices makes the job {faster} faster and each unit of "
-                "work {dearer} more expensive ({cost_base} → {cost_top} per run).", name=name,
-                base=fmt_int(base["gpus"]), top=fmt_int(top["gpus"]), faster=fmt_times(top["scaling_multiplier"], 1),
-                dearer=fmt_pct(1 / top["cost_efficiency"] - 1, 0), cost_base=fmt_usd(base["cost_usd"]),
-                cost_top=fmt_usd(top["cost_usd"])))
-    parts.append(table(view, columns[:-1] + unit_cost + columns[-1:],
-                       note="Cost efficiency = baseline cost per unit of work / this run's; at one price it equals "
-                            "the scaling efficiency. Runs of an experiment that compares elapsed times do equal work, "
-                            "so their costs compare directly."))
-    return Section(parts)
+            out.append(f"{name}: going from {fmt_int(base['gpus'])} to {fmt_int(top['gpus'])} devices makes the job "
+                       f"{fmt_times(top['scaling_multiplier'], 1)} faster and each unit of work "
+                       f"{fmt_pct(1 / top['cost_efficiency'] - 1, 0)} more expensive ({fmt_usd(base['cost_usd'])} → "
+                       f"{fmt_usd(top['cost_usd'])} per run).")
+    return out

@@ -1,0 +1,177 @@
+"""The look shared by every report: seaborn's style, one colour per phase of
+training wherever it is drawn, and tables as pandas ``Styler`` with headers,
+number formats and escaping.
+
+A notebook calls :func:`apply` once; its cells then draw with seaborn
+(``sns.barplot(..., palette=theme.PHASE_COLORS)``) and show tables with
+:func:`table`. Strings from data are escaped in tables (``escape="html"``)
+in tables; chart text is drawn by matplotlib into the image, never as HTML.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter, NullFormatter
+from pandas.io.formats.style import Styler
+
+from trainperf.report.html import (Html, esc, fmt_big, fmt_int, fmt_num, fmt_pct, fmt_seconds, fmt_sig, fmt_times,
+                                   fmt_usd, missing, paragraph)
+from trainperf.report.phases import IMBALANCE, OTHER, PHASE_LABELS
+
+PHASE_COLORS: dict[str, str] = {
+    PHASE_LABELS["data_s"]: "#b8a02c", PHASE_LABELS["h2d_s"]: "#f2c85b", PHASE_LABELS["forward_s"]: "#2456a6",
+    PHASE_LABELS["loss_s"]: "#7aa0d8", PHASE_LABELS["backward_s"]: "#2a9d8f",
+    PHASE_LABELS["optimizer_s"]: "#8172b3", PHASE_LABELS["compute_s"]: "#5b9e48",
+    PHASE_LABELS["comm_s"]: "#c44e52", PHASE_LABELS["comm_exposed_s"]: "#e07b39",
+    PHASE_LABELS["validation_s"]: "#6b6b6b", IMBALANCE: "#d17fb5", OTHER: "#cfd5de",
+}
+"""Colour of each phase (by its label in the ``phase`` column of a breakdown), the same in every chart."""
+
+SERIES = ("#2456a6", "#e07b39", "#2a9d8f", "#c44e52", "#8172b3", "#937860", "#d17fb5", "#7f7f7f",
+          "#b8a02c", "#3fa7d6")
+"""Colours of other series (experiments, platforms, laws), in order."""
+
+RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold", "axes.titlelocation": "left",
+      "axes.spines.top": False,
+      "axes.spines.right": False, "legend.frameon": False}
+"""Matplotlib settings on top of seaborn's ``whitegrid`` theme."""
+
+
+def apply() -> None:
+    """Set the reports' seaborn theme and palette for every chart that follows."""
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook", palette=list(SERIES), font_scale=0.9, rc=RC)
+
+
+COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
+    "experiment": ("Experiment", None), "run_id": ("Run", None), "configuration": ("Configuration", None),
+    "platform": ("Platform", None), "platform_key": ("Platform", None), "model": ("Model", None),
+    "precision": ("Precision", None), "gpus": ("Devices", fmt_int), "ranks": ("Ranks", fmt_int),
+    "tokens": ("Total tokens", fmt_int), "samples": ("Total samples", fmt_int), "elapsed_s": ("Elapsed", fmt_seconds),
+    "tokens_per_s": ("Tokens/s", fmt_int), "samples_per_s": ("Samples/s", fmt_int),
+    "tokens_per_s_per_gpu": ("Tokens/s per device", fmt_int), "samples_per_s_per_gpu": ("Samples/s per device", fmt_int),
+    "step_time_s": ("Time per step (s)", lambda x: fmt_num(x, 4)), "ideal": ("Ideal", fmt_times),
+    "scaling_multiplier": ("Multiplier", fmt_times), "scaling_efficiency": ("Efficiency", fmt_pct),
+    "serial_fraction": ("Serial fraction (Karp–Flatt)", fmt_sig), "scaling_basis": ("Basis", None),
+    "micro_batch_size": ("Micro-batch", fmt_int), "grad_accum_steps": ("Accumulation", fmt_int),
+    "per_device_batch": ("Samples per device per step", fmt_int), "gain": ("Gain over previous", fmt_pct),
+    "time_to_train_s": ("Time to train", fmt_seconds), "compute_s": ("Compute (s)", fmt_num),
+    "comm_s": ("Communication (s)", fmt_num), "comm_exposed_s": ("Exposed comm. (s)", fmt_num),
+    "data_s": ("Data (s)", fmt_num), "comm_overhead": ("Comm. overhead", fmt_pct),
+    "compute_comm_ratio": ("Compute / comm.", fmt_times), "slowest_rank": ("Slowest rank", fmt_int),
+    "slowest_s": ("Slowest (s)", fmt_num), "mean_s": ("Mean over ranks (s)", fmt_num),
+    "fastest_s": ("Fastest (s)", fmt_num), "imbalance": ("Imbalance (slowest / fastest)", fmt_times),
+    "mean_understates": ("Mean over ranks understates elapsed by", fmt_pct),
+    "price_per_gpu_hour": ("Price ($/device-h)", fmt_usd), "gpu_hours": ("Device-hours", fmt_num),
+    "cost_usd": ("Cost", fmt_usd), "cost_efficiency": ("Cost efficiency", fmt_pct),
+    "usd_per_million": ("$ per million units of work", fmt_usd), "configs": ("Configs", fmt_int),
+    "best_per_device": ("Best tokens/s per device", fmt_int), "tokens_per_day": ("Tokens per day", fmt_big),
+    "samples_per_day": ("Samples per day", fmt_big), "tflops_total": ("TFLOP/s total", fmt_sig),
+    "tflops_per_gpu": ("TFLOP/s per device", lambda x: fmt_sig(x, 4)),
+    "peak_tflops_per_gpu": ("Dense peak (TFLOP/s per device)", lambda x: fmt_sig(x, 4)),
+    "mfu": ("MFU (dense peak)", fmt_pct), "hfu": ("HFU", fmt_pct), "flops_convention_used": ("FLOPs formula", None),
+    "winner": ("Winner", None), "winner_rate": ("Tokens/s per device", fmt_int), "runner_up": ("Runner-up", None),
+    "runner_up_rate": ("Runner-up tokens/s per device", fmt_int), "margin": ("Margin", fmt_pct),
+    "winner_mfu": ("Winner MFU", fmt_pct), "runner_up_mfu": ("Runner-up MFU", fmt_pct),
+    "devices": ("Devices", fmt_int), "amdahl": ("Amdahl: multiplier", fmt_times),
+    "amdahl_low": ("Amdahl: 95 % band, low", fmt_times), "amdahl_high": ("Amdahl: 95 % band, high", fmt_times),
+    "usl": ("USL: multiplier", fmt_times), "usl_low": ("USL: 95 % band, low", fmt_times),
+    "usl_high": ("USL: 95 % band, high", fmt_times), "nodes": ("Nodes", fmt_int), "basis": ("Basis", None),
+    "measured": ("Devices measured", None), "relative": ("Relative to the fastest", fmt_pct),
+    "tokens_per_s_low": ("Tokens/s, 95 % band low", fmt_int), "tokens_per_s_high": ("Tokens/s, 95 % band high", fmt_int),
+    "multiplier": ("Multiplier", fmt_times), "low": ("95 % band, low", fmt_times),
+    "high": ("95 % band, high", fmt_times), "naive": ("Straight line", fmt_times), "law": ("Law", None),
+    "reported": ("Source printed", fmt_sig), "trainperf": ("trainperf", fmt_sig),
+    "difference": ("Source − trainperf (relative to trainperf)", fmt_pct), "figure": ("Figure", None),
+    "note": ("Why a value is empty or doubtful", None), "runs": ("Runs", fmt_int), "examples": ("For example", None),
+    "where": ("Input", None), "reason": ("Reason", None), "peak_source": ("Source", None),
+}
+"""Header and cell format of each column a report table may show; a column
+not listed keeps its name and shows numbers to 3 significant figures."""
+
+
+def phase_order(frame: pd.DataFrame) -> list[str]:
+    """The phases present in ``frame['phase']``, in the order of :data:`PHASE_COLORS` (the order of a step)."""
+    present = set(frame["phase"])
+    return [p for p in PHASE_COLORS if p in present]
+
+
+def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | None = None,
+          empty: str = "") -> Styler | Html:
+    """``frame`` as a report table: headers and formats from :data:`COLUMNS`,
+    every string escaped, no index; rows where ``highlight`` is true in bold
+    green. An empty frame shows the sentence ``empty`` instead (nothing when it is empty too)."""
+    if frame.empty:
+        return paragraph(empty) if empty else Html("", "")
+    headers = {c: COLUMNS.get(c, (str(c), None))[0] for c in frame.columns}
+    formats = {headers[c]: _cell(COLUMNS.get(c, (c, None))[1], frame[c]) for c in frame.columns}
+    shown = frame.rename(columns=headers).reset_index(drop=True)
+    styler = (shown.style.format(formats, escape="html", na_rep="–").format_index(escape="html", axis=1)
+              .hide(axis="index").set_table_attributes('class="tp-table tp-table-wrap"'))
+    numeric = [headers[c] for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])]
+    styler = styler.set_properties(subset=numeric, **{"text-align": "right", "white-space": "nowrap"})
+    if highlight is not None:
+        marks = list(highlight)
+        styler = styler.apply(lambda row: ["background-color: #eaf6ef; font-weight: 600" if marks[row.name] else ""]
+                              * len(row), axis=1)
+    return styler.set_caption(esc(caption)) if caption else styler
+
+
+def _cell(fmt: Callable[[object], str] | None, column: pd.Series) -> Callable[[object], str] | None:
+    if fmt is not None:
+        return fmt
+    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        return fmt_sig
+    return lambda x: "–" if missing(x) else str(x)
+
+
+def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
+    """Tick labels with thousands separators (``kind="number"``), as percent
+    of a fraction (``"percent"``) or as a ratio (``"times"``), with just
+    enough decimals that no two ticks read the same on a narrow range."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+
+    def label(value: float, _pos: int) -> str:
+        scale = 100 if kind == "percent" else 1
+        if target.get_scale() == "log":
+            step = abs(value) * scale
+        else:
+            ticks = [t for t in target.get_majorticklocs() if np.isfinite(t)]
+            step = min((abs(b - a) for a, b in zip(ticks, ticks[1:]) if b != a), default=1.0) * scale
+        decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+        if kind == "percent":
+            return f"{value * 100:,.{decimals}f} %"
+        return f"{value:,.{decimals}f}" + ("×" if kind == "times" else "")
+    target.set_major_formatter(FuncFormatter(label))
+    if target.get_scale() == "log":  # plain labels at the decades only: no 10^x mathtext, no minor labels
+        target.set_minor_formatter(NullFormatter())
+
+
+def fit_x_labels(ax: Axes) -> None:
+    """Make the x tick labels smaller where they would run into each other
+    side by side, and tilt one-line labels that still would; a FacetGrid
+    needs ``grid.tight_layout()`` after."""
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    if not labels:
+        return
+    width = ax.get_position().width * ax.figure.get_figwidth() * 72  # points
+    longest = max(len(line) for text in labels for line in text.split("\n"))
+    if longest * 0.55 * 9 > width / len(labels):
+        ax.tick_params(axis="x", labelsize=7.5)
+        if longest * 0.55 * 7.5 > width / len(labels) and not any("\n" in text for text in labels):
+            for text in ax.get_xticklabels():
+                text.set(rotation=30, ha="right", rotation_mode="anchor")
+
+
+def legend_outside(ax: Axes, title: str | None = None) -> None:
+    """Move the axes' legend to the right of the plot, where it covers no bar or value label."""
+    import seaborn as sns
+
+    if ax.get_legend() is not None:
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), title=title)

@@ -1,0 +1,378 @@
+"""The analysis behind the reports, on its frames and sentences: numbers
+against independent figures (the seed reports in ../shared/seeds, the
+reference tables in data/reference, hand calculations written next to
+them), and the look shared by every chart and table (theme).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from trainperf.report import html, page, theme
+from trainperf.report.applicability import NotApplicable
+from trainperf.report.page import InputError, open_runs, open_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "data" / "reference"
+RUNS = ROOT / "data" / "runs"
+TINY = Path(__file__).resolve().parent / "data" / "report_tiny"
+XSS = "<script>alert(1)</script>"
+
+
+def _table(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows)
+
+
+def _write(tmp_path: Path, rows: list[dict]) -> str:
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return str(path)
+
+
+# --- theme ------------------------------------------------------------------------------
+
+def test_every_phase_has_its_own_colour_everywhere():
+    from trainperf.report.phases import IMBALANCE, OTHER, PHASE_LABELS
+
+    phases = [*PHASE_LABELS.values(), OTHER, IMBALANCE]
+    assert set(theme.PHASE_COLORS) == set(phases)
+    colours = [theme.PHASE_COLORS[p].lower() for p in phases]
+    assert len(set(colours)) == len(colours), "two phases share a colour"
+    # the colour is looked up by the phase's own name, not by position or first word
+    assert theme.PHASE_COLORS["optimizer"] != theme.PHASE_COLORS["communication (exposed)"]
+    assert theme.PHASE_COLORS["communication"] != theme.PHASE_COLORS["communication (exposed)"]
+    frame = pd.DataFrame({"phase": ["waiting for the slowest rank", "backward", "forward", "backward"]})
+    assert theme.phase_order(frame) == ["forward", "backward", "waiting for the slowest rank"]
+
+
+def test_narrow_ranges_get_distinct_tick_labels():
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    ax.plot([0, 1], [1.3401, 1.3449])
+    theme.tick_labels(ax)
+    labels = [ax.yaxis.get_major_formatter()(t, i) for i, t in enumerate(ax.get_yticks())]
+    assert len(set(labels)) == len(labels), labels
+    ax.set_yscale("log")
+    ax.set_ylim(1, 1000)
+    theme.tick_labels(ax)
+    assert [ax.yaxis.get_major_formatter()(t, 0) for t in (1, 10, 100)] == ["1", "10", "100"]
+
+
+def test_legend_outside_covers_no_bar():
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    sns.barplot(pd.DataFrame({"x": ["a", "b"], "y": [1.0, 2.0], "h": ["p", "q"]}), x="x", y="y", hue="h", ax=ax)
+    theme.legend_outside(ax)
+    ax.figure.canvas.draw()
+    legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= axes.x1
+
+
+def test_tables_escape_strings_from_data():
+    frame = pd.DataFrame({"platform": [XSS], "tokens_per_s": [122_599.14], "mfu": [0.4544]})
+    out = theme.table(frame, caption=XSS).to_html()
+    assert "<script" not in out and out.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 2
+    assert ">122,599<" in out and ">45.4 %<" in out and ">Tokens/s<" in out
+    assert theme.table(frame.iloc[0:0], empty="Nothing.").html == "<p>Nothing.</p>"
+    banner = html.headline(f"{XSS} wins", [("1", XSS)])
+    assert "<script" not in banner.html and banner.facts == {"headline": f"{XSS} wins"}
+
+
+def test_number_formats():
+    assert html.fmt_int(700_969.77) == "700,970"
+    assert html.fmt_pct(0.4544) == "45.4 %"
+    assert html.fmt_times(1384.64 / 806.75) == "1.72×"
+    assert html.fmt_seconds(2_592_000) == "2,592,000 s (720.0 h)"
+    assert html.fmt_big(7.6e9) == "7.60 billion"
+    assert html.fmt_short(1.76e12) == "1.76 T"
+    assert html.fmt_int(float("nan")) == "–"
+
+
+# --- inputs and data quality -------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"data": ["/no/such/file.csv"]}, "no such file or folder"),
+    ({"experiments": ["nope"]}, "experiment 'nope' has no runs"),
+    ({"platforms": ["NVIDIA X"]}, "platform 'NVIDIA X' has no runs"),
+    ({"precision": "fp9"}, "unknown precision 'fp9'"),
+    ({"baseline": "nope"}, "baseline run 'nope'"),
+])
+def test_bad_parameters_are_one_line_errors(kwargs, message):
+    args = {"data": [str(TINY / "runs.csv")], **kwargs}
+    with pytest.raises(InputError, match=message) as caught:
+        open_runs(args.pop("data"), **args)
+    assert caught.value._render_traceback_() == [f"InputError: {caught.value}"]
+
+
+def test_unknown_experiment_error_names_a_few_experiments_only():
+    with pytest.raises(InputError) as caught:
+        open_runs([str(REFERENCE / "llmfoundry_mpt.csv")], experiments=["nope"])
+    message = str(caught.value)
+    assert re.search(r", … \(\d+ in all\) \(parameter experiments\)$", message), message
+    assert message.count("mpt-") == 12
+
+
+def test_header_names_every_platform_and_model_unknown_included():
+    # the tiny fixture: 10 runs on three named platforms, 1 with an XSS name; seed 000 names none
+    runs = open_runs([str(TINY / "runs.csv"), str(REFERENCE / "seed_000_throughput.csv")])
+    text = page.header("T", runs).text
+    assert "platforms: NVIDIA H100 SXM, NVIDIA A100 SXM 80GB, <script>alert(1)</script>, unknown" in text
+    assert "models: tiny-125m, tiny-1b, unknown" in text
+
+
+def test_source_figures_differ_only_beyond_their_printed_precision(tmp_path):
+    # a source printing whole samples/s: 0 for trainperf's 0.56 is its rounding, not a difference
+    path = _write(tmp_path, [
+        {"run_id": "a", "experiment": "e", "gpus": 1, "samples": 56, "elapsed_s": 100.0, "reported_samples_per_s": 0},
+        {"run_id": "b", "experiment": "e", "gpus": 1, "samples": 400, "elapsed_s": 100.0, "reported_samples_per_s": 2},
+    ])
+    differences = page.reported_differences(open_runs(path))
+    # run b: source 2 against 400 / 100 s = 4 samples/s: (2 - 4) / 4 = -50 %, beyond one unit of the last digit
+    assert differences[["run_id", "difference"]].to_dict("records") == [{"run_id": "b", "difference": -0.5}]
+
+
+def test_sparse_peak_differences_have_one_sign():
+    # seed 001 printed MFU 22.7 % for H100 + Qwen against the sparse 1979; trainperf: 449.6 / 989.5 = 45.4 %
+    runs = open_runs([str(REFERENCE / "seed_001_platforms.csv")])
+    differences = page.reported_differences(runs)
+    mfu = differences[(differences["figure"] == "mfu") & (differences["run_id"] == "seed001-h100-qwen2.5-7b")]
+    assert mfu["difference"].iloc[0] == pytest.approx((0.227 - 0.4544) / 0.4544, abs=2e-3)
+    summary = page.difference_summary(differences).set_index("figure")
+    assert summary.loc["mfu", "difference"] < 0 and summary.loc["peak_tflops_per_gpu", "difference"] > 0  # 1979 vs 989.5
+
+
+def test_conventions_count_only_runs_whose_flops_were_computed(tmp_path):
+    path = _write(tmp_path, [
+        {"run_id": "a", "experiment": "e", "gpus": 1, "tokens": 1000, "elapsed_s": 1.0, "n_params": 1e6,
+         "flops_convention": "6n"},
+        {"run_id": "b", "experiment": "e", "gpus": 1, "tokens": 1000, "elapsed_s": 1.0, "flops_convention": "6n"},
+    ])
+    runs = open_runs(path)
+    line = next(c for c in page.conventions(runs) if c.startswith("FLOPs per token, 6n"))
+    assert line.endswith("(1 run; not computed for 1, see “Empty or doubtful values”)")
+    assert "flops_per_token: 6n needs n_params" in set(page.note_counts(runs)["note"])
+
+
+def test_reports_without_scaling_leave_out_scaling_notes(tmp_path):
+    path = _write(tmp_path, [{"run_id": r, "experiment": "e", "gpus": 1, "tokens": 1000, "elapsed_s": 1.0}
+                             for r in ("a", "b")])
+    runs = open_runs(path)
+    assert any(n.startswith("scaling:") for n in page.note_counts(runs)["note"])
+    assert not any(n.startswith("scaling:") for n in page.note_counts(runs, scaling=False)["note"])
+
+
+def test_run_folders_given_as_data_give_per_rank_steps():
+    from trainperf.report.scaling import ranks, studies
+
+    folder = RUNS / "bench-cpu-small-fp32-strong-scaling"
+    runs = studies(open_runs([str(folder)]))
+    per_rank = ranks(runs, open_steps([str(folder)], runs))
+    # the 2- and 4-process runs of the study: one row per rank
+    assert per_rank.groupby("run_id")["rank"].nunique().to_dict() == {
+        "bench-cpu-small-fp32-strong-scaling-p2": 2, "bench-cpu-small-fp32-strong-scaling-p4": 4}
+
+
+# --- throughput and batch size ---------------------------------------------------------------
+
+def test_efficiency_only_for_experiments_at_several_device_counts():
+    from trainperf.report.throughput import measured, table
+
+    runs = measured(open_runs([str(REFERENCE / "seed_000_throughput.csv"), str(RUNS)],
+                              experiments=["seed000-scaling", "bench-cpu-small-fp32-batch-size"]))
+    frame = table(runs).set_index("configuration")
+    assert frame.loc["4 GPUs across 1 node", "scaling_efficiency"] == pytest.approx(30_650 / 34_086, abs=1e-4)
+    assert frame.loc[frame["experiment"] == "bench-cpu-small-fp32-batch-size", "scaling_efficiency"].isna().all()
+
+
+def test_plateau_of_seed_003():
+    from trainperf.report.batch_size import plateau
+
+    # tokens/s printed by seed 003, micro-batch 16 ... 1024; gains 93 %, 92 %, 46 %, 22 %, 9.7 %, 5.9 %
+    found = plateau(np.array([2090, 4040, 7760, 11360, 13900, 15250, 16150]), 0.10)
+    assert found.index == 4  # micro-batch 256: every later step gains < 10 %
+    assert found.gains[-1] == pytest.approx(16150 / 15250 - 1)
+
+
+def test_batch_sweep_headline_names_its_experiment_and_does_not_say_it_stops_improving():
+    from trainperf.report.batch_size import headline, plateau_notes, sweeps
+
+    runs = sweeps(open_runs([str(REFERENCE / "seed_003_batch_size.csv"), str(RUNS)]))
+    text = headline(runs).text
+    assert text.startswith("seed003-batch-size: best micro-batch 1,024 × 1 accumulation at 16,150 tokens/s")
+    assert "(1 more sweep(s) below)" in text
+    notes = " ".join(plateau_notes(runs))
+    assert "stops improving" not in text + notes
+    # after micro-batch 256 (13,900 tokens/s) the sweep still reaches 16,150 at 1,024: 16.2 % more
+    assert "the fastest later configuration, micro-batch 1,024 × 1 accumulation, is 16.2 % faster in all" in notes
+
+
+def test_scaling_report_without_several_device_counts_is_not_applicable():
+    from trainperf.report.scaling import studies
+
+    with pytest.raises(NotApplicable, match=r"no experiment has runs at two or more device counts \(column gpus\)"):
+        studies(open_runs([str(TINY / "runs.csv")], experiments=["tiny-sweep"]))
+
+
+def test_batch_size_report_without_micro_batch_is_not_applicable():
+    from trainperf.report.batch_size import sweeps
+
+    with pytest.raises(NotApplicable, match=r"has a micro-batch size \(micro_batch_size\): give the column, or "
+                                            r"record it with StepProfiler"):
+        sweeps(open_runs([str(TINY / "runs.csv")], experiments=["tiny-scaling"]))
+
+
+# --- scaling -------------------------------------------------------------------------------
+
+def _scaling_runs():
+    from trainperf.report.scaling import studies
+
+    return studies(open_runs([str(REFERENCE / n) for n in ("seed_000_throughput.csv", "seed_002_scaling.csv",
+                                                           "seed_004_scaling.csv")]))
+
+
+def test_confounded_experiment_is_warned_about_and_never_projected():
+    from trainperf.report import scaling
+
+    runs = _scaling_runs()
+    # seed 002's throughput table moves from DDP at micro-batch 32 to FSDP at 64 from 64 GPUs on
+    warnings = scaling.confounded(runs)
+    assert len(warnings) == 1 and warnings[0].startswith("seed002-throughput changes more than the device count: "
+                                                         "strategy ddp (from 1 device) → fsdp (from 64 devices)")
+    assert "seed002-throughput" not in {p.experiment for p in scaling.projections(runs)}
+    # the headline: the widest clean study, seed 002's cost table, 2,592,000 s / 57,600 s = 45.0x on 64 GPUs
+    assert scaling.headline(runs).text == ("seed002-cost: 45.0× faster on 64 devices than on 1 — 70 % scaling "
+                                           "efficiency.")
+
+
+def test_single_process_and_ddp_are_the_same_training(tmp_path):
+    from trainperf.report.scaling import clean_experiments, confounded, studies
+
+    rows = [{"run_id": f"r{n}", "experiment": "torchrun", "gpus": n, "tokens": 1000 * n, "elapsed_s": 1.0,
+             "strategy": "single" if n == 1 else "ddp", "micro_batch_size": 8, "grad_accum_steps": 1}
+            for n in (1, 2, 4)]
+    rows += [{**r, "experiment": "to-fsdp", "run_id": r["run_id"] + "f", "strategy": "fsdp" if r["gpus"] == 4
+              else r["strategy"]} for r in rows]
+    runs = studies(open_runs(_write(tmp_path, rows)))
+    assert clean_experiments(runs) == ["torchrun"]
+    assert [w.split(":")[0] for w in confounded(runs)] == ["to-fsdp changes more than the device count"]
+    assert "strategy single (from 1 device) → fsdp (from 4 devices)" in confounded(runs)[0]
+
+
+def test_time_the_mean_hides_of_seed_004():
+    from trainperf.report.scaling import rank_summary, rank_times, straggler
+
+    runs = open_runs([str(REFERENCE / "seed_004_scaling.csv")])
+    steps = open_steps([str(REFERENCE / "seed_004_ranks.csv")], runs)
+    times = rank_times(steps).set_index(["run_id", "rank"])["elapsed_s"]
+    assert times[("seed004-b64-g2", 0)] == pytest.approx(1384.64)
+    assert times[("seed004-b64-g2", 1)] == pytest.approx(806.75)
+    row = rank_summary(runs, steps).set_index("run_id").loc["seed004-b64-g2"]
+    # mean of the two ranks: 1095.695 s; it understates the job's 1384.64 s by 1 - 1095.695 / 1384.64 = 20.9 %
+    assert row["mean_understates"] == pytest.approx(1 - 1095.695 / 1384.64)
+    assert row["imbalance"] == pytest.approx(1384.64 / 806.75)
+    text = straggler(rank_summary(runs, steps))
+    assert "understates this run's elapsed time by 20.9 %" in text and "26.4 % too high" in text  # 1384.64/1095.695
+
+
+def test_karp_flatt_trend_of_seed_000_moves_both_ways():
+    from trainperf.report.scaling import serial_trend
+
+    # seed 000 tokens/s at 1, 4, 8, 16, 32 GPUs; e = (1/S - 1/p) / (1 - 1/p):
+    # 0.0374, 0.0463, 0.0304, 0.0179 -- up, then down: no single trend
+    rates, gpus = np.array([34_086, 122_599, 205_908, 374_571, 700_972]), np.array([1, 4, 8, 16, 32])
+    speedup = rates[1:] / rates[0]
+    e = (1 / speedup - 1 / gpus[1:]) / (1 - 1 / gpus[1:])
+    assert e[1] > e[0] and e[3] < e[2]
+    assert serial_trend(e) == "moves both ways"
+    assert serial_trend(np.array([0.02, 0.03, 0.05])) == "grows"
+    assert serial_trend(np.array([0.0111, 0.00889, 0.00645, 0.0067])) == "falls"  # seed 002, 8-64 GPUs
+    assert serial_trend(np.array([0.142, 0.119])) == "stays about constant"  # within 1.2x
+
+
+def test_fit_parameters_at_their_bound_print_as_zero():
+    from trainperf.report.scaling import parameter_text
+
+    assert parameter_text(5.583e-22, 0.00045) == "0 (at its bound)"
+    assert parameter_text(0.01953, 0.0022) == "0.01953 ± 0.0022"
+    assert parameter_text(0.1203, float("nan")) == "0.1203"
+
+
+def test_projection_frames_of_seed_000():
+    from trainperf.report import scaling
+
+    runs = _scaling_runs()
+    found = [p for p in scaling.projections(runs) if p.experiment == "seed000-scaling"]
+    table = scaling.projected(found)
+    # straight line from 32 GPUs at 20.56x (700,972 / 34,086): 20.56 x 256 / 32 = 164.5x at 256 GPUs
+    last = table.iloc[-1]
+    assert last["devices"] == 256 and last["naive"] == pytest.approx(700_970 / 34_086 * 8, rel=1e-4)
+    assert (table["amdahl_low"] <= table["amdahl"]).all() and (table["amdahl"] <= table["amdahl_high"]).all()
+    curves = scaling.curves(found)
+    assert set(curves["curve"]) == {"Amdahl fit (95 % band)", "USL fit (95 % band)", "ideal",
+                                    "straight line (efficiency held at the last point)"}
+
+
+# --- platforms ------------------------------------------------------------------------------
+
+def test_sparse_peaks_and_winner_of_seed_001():
+    from trainperf.report.platforms import comparable, sparse_peak_runs, winners
+
+    runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv")]))
+    assert sorted(sparse_peak_runs(runs)["platform"]) == ["NVIDIA H100 SXM", "NVIDIA H100 SXM"]
+    qwen = winners(runs).set_index("model").loc["Qwen 2.5 7B"]
+    assert qwen["winner"] == "AMD MI300X"
+    assert qwen["margin"] == pytest.approx(87_933 / 78_877 - 1)  # same 8 GPUs: per device = total
+
+
+def test_one_device_at_two_precisions_is_not_its_own_runner_up():
+    """MPT-3B ran on H100 at fp8 and at bf16 and on A100 at bf16 (published MPT
+    table): the contest is H100 against A100, H100 at its faster precision."""
+    from trainperf.report.platforms import comparable, winners
+
+    runs = comparable(open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
+    mpt3b = winners(runs).set_index("model").loc["MPT-3B"]
+    assert mpt3b["winner"] == "NVIDIA H100 SXM 80GB · fp8"
+    assert mpt3b["runner_up"].startswith("NVIDIA A100")
+
+
+def test_highest_mfu_figure_compares_datasheet_peaks_only():
+    """A CPU run's MFU against its own measured peak (data/runs, ~70-80 %) is
+    not 'the highest MFU' next to GPU MFUs against datasheet peaks."""
+    from trainperf.report.platforms import comparable, headline, own_peak_platforms
+
+    runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv"), str(RUNS)],
+                                experiments=["seed001-peak", "bench-cpu-small-fp32-batch-size"]))
+    assert own_peak_platforms(runs) == ["cpu"]
+    figures = re.findall(r"<b>([^<]+)</b><span>highest MFU ([^<]+)</span>", headline(runs).html)
+    # seed 001, H100 + Qwen: 78,877 tokens/s x 6 x 7.6e9 FLOPs / 8 GPUs = 449.6 TFLOP/s; / 989.5 dense = 45.4 %
+    assert figures == [("45.4 %", "(datasheet dense peak): NVIDIA H100 SXM, Qwen 2.5 7B")]
+
+
+def test_capacity_keeps_cpu_runs_out_of_accelerator_projections():
+    from trainperf.report.platforms import capacity, capacity_notes, comparable
+
+    runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv"), str(RUNS)]))
+    frame = capacity(runs, [1, 8], 8)
+    assert "cpu" not in set(frame["platform_key"])
+    assert "cpu: CPU runs are not projected to nodes of accelerators." in capacity_notes(runs, frame)
+    # seed 001, MI300X + Qwen at 8 GPUs: 87,933 tokens/s measured; 8 nodes: at most 8 x 87,933
+    mi300x = frame[(frame["platform_key"] == "AMD MI300X") & (frame["model"] == "Qwen 2.5 7B")].set_index("nodes")
+    assert mi300x.loc[1, ["tokens_per_s", "basis"]].tolist() == [87_933, "measured"]
+    assert mi300x.loc[8, ["tokens_per_s", "basis"]].tolist() == [8 * 87_933, "upper bound"]
+
+
+def test_platforms_without_token_rates_are_not_applicable(tmp_path):
+    from trainperf.report.platforms import comparable
+
+    path = _write(tmp_path, [{"run_id": "a", "experiment": "e", "platform": "cpu", "model": "m", "gpus": 1,
+                              "samples": 10, "elapsed_s": 1.0}])
+    with pytest.raises(NotApplicable, match=r"a throughput in tokens/s \(tokens_per_s\): give tokens"):
+        comparable(open_runs(path))
