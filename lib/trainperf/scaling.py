@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-from scipy.optimize import OptimizeWarning, curve_fit
+
+from trainperf.stats import t_quantile
 
 
 def amdahl(p: np.ndarray, s: float) -> np.ndarray:
@@ -178,6 +178,8 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
     def model(n, *theta):
         return theta[-1] * fn(n, *theta[:-1])
 
+    from scipy.optimize import OptimizeWarning, curve_fit  # imported here: a second to load, fits only
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)  # no covariance: handled below
         params, cov = curve_fit(model, p, x, p0=[*guess, float(np.max(x / p))], bounds=_bounds(law),
@@ -186,7 +188,7 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
     if dof <= 0:
         cov = np.full((len(names), len(names)), np.nan)
     stderr = {n: float(math.sqrt(v)) if v >= 0 else math.nan for n, v in zip(names, np.diag(cov))}
-    t = float(stats.t.ppf(0.975, dof)) if dof > 0 else math.nan
+    t = t_quantile(dof)
     lo, hi = _bounds(law)
     intervals = {n: (max(lo[i], float(params[i]) - t * stderr[n]), min(hi[i], float(params[i]) + t * stderr[n]))
                  for i, n in enumerate(names)}

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import t as student_t
+from scipy.special import stdtrit
 
 LEVEL = 0.95
 """Confidence level of every interval."""
@@ -141,7 +141,7 @@ def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0,
 
 def t_quantile(dof: float, level: float = LEVEL) -> float:
     """Two-sided Student t quantile for ``level`` with ``dof`` degrees of freedom (NaN when none)."""
-    return float(student_t.ppf(0.5 + level / 2, dof)) if dof > 0 and math.isfinite(dof) else math.nan
+    return float(stdtrit(dof, 0.5 + level / 2)) if dof > 0 and math.isfinite(dof) else math.nan
 
 
 def log_interval(estimate: float, se_log: float, dof: float, level: float = LEVEL) -> tuple[float, float]:
