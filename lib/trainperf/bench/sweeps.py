@@ -90,7 +90,7 @@ class Settings:
 
 
 CPU_DEFAULTS = Settings(
-    model="small", seq_len=128, precision="fp32", steps=8, warmup_steps=2, global_batch=16,
+    model="small", seq_len=128, precision="fp32", steps=12, warmup_steps=3, global_batch=16,
     micro_batches=(1, 2, 4, 8, 16), per_process_batch=8, processes=(1, 2, 4), strategy_processes=2, threads=1)
 """Sized so that ``make bench`` (13 configurations, each measured twice) takes a few minutes on 2 cores.
 
