@@ -1,4 +1,4 @@
-"""trainperf compare on real run folders from data/runs, with injected slowdowns, and on runs tables."""
+"""trainperf compare on real run folders (tests/data/measured_runs), with injected slowdowns, and on runs tables."""
 
 import html
 import json
@@ -16,7 +16,7 @@ from trainperf import compare, stats
 from trainperf.cli import main
 from trainperf.errors import DataError
 
-RUNS = Path(__file__).parent.parent / "data" / "runs"
+RUNS = Path(__file__).parent / "data" / "measured_runs"  # real runs, kept as measured (see its README)
 P2 = RUNS / "bench-cpu-small-fp32-strong-scaling" / "bench-cpu-small-fp32-strong-scaling-p2"
 P4 = RUNS / "bench-cpu-small-fp32-strong-scaling" / "bench-cpu-small-fp32-strong-scaling-p4"
 

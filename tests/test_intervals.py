@@ -11,7 +11,7 @@ from scipy import stats as scipy_stats
 import trainperf
 from trainperf import intervals
 
-RUNS = Path(__file__).parent.parent / "data" / "runs"
+RUNS = Path(__file__).parent / "data" / "measured_runs"  # real runs, kept as measured (see its README)
 
 
 def repeats_table(rates: dict[str, list[float]], extra: bool = False) -> pd.DataFrame:
