@@ -206,12 +206,57 @@ def test_batch_sweep_headline_names_its_experiment_and_does_not_say_it_stops_imp
 
     runs = sweeps(open_runs([str(REFERENCE / "seed_003_batch_size.csv"), str(RUNS)]))
     text = headline(runs).text
-    assert text.startswith("seed003-batch-size: best micro-batch 1,024 × 1 accumulation at 16,150 tokens/s")
+    # seed 003 prints single figures: 16,150 vs 15,250 tokens/s, 5.9 % apart, with no interval to test it
+    assert text.startswith("seed003-batch-size: fastest micro-batch 1,024 × 1 accumulation at 16,150 tokens/s, "
+                           "5.9 % ahead of micro-batch 512 × 2 accumulation (no interval: one run without steps")
     assert "(1 more sweep(s) below)" in text
     notes = " ".join(plateau_notes(runs))
     assert "stops improving" not in text + notes
     # after micro-batch 256 (13,900 tokens/s) the sweep still reaches 16,150 at 1,024: 16.2 % more
     assert "the fastest later configuration, micro-batch 1,024 × 1 accumulation, is 16.2 % faster in all" in notes
+
+
+def _bench_sweep():
+    from trainperf.report.batch_size import sweeps
+
+    runs = sweeps(open_runs([str(RUNS)]))
+    return runs, page.data_steps([str(RUNS)], runs)
+
+
+def test_committed_sweep_ties_at_the_top_within_the_noise():
+    """The committed CPU sweep (data/runs/bench-cpu-small-fp32-batch-size, 8 measured steps per run):
+    4 × 4, 8 × 2 and 16 × 1 are 3,183, 3,156 and 3,035 tokens/s, and the 95 % intervals of their
+    differences from 4 × 4 include 0: none of them may be called the best."""
+    from trainperf.report.batch_size import headline, plateau_notes, table, top
+
+    runs, steps = _bench_sweep()
+    name = "bench-cpu-small-fp32-batch-size"
+    assert top(runs, name, steps).startswith(f"{name}: micro-batch × accumulation 4 × 4, 8 × 2 and 16 × 1 are "
+                                             "indistinguishable at the top (3,183 tokens/s at the fastest figure")
+    text = headline(runs, 0.10, steps).text
+    assert "indistinguishable at the top" in text and "best" not in text and "ahead" not in text
+    frame = table(runs, None, 0.10, steps)
+    assert frame.loc[frame["at_top"], "configuration"].tolist() == ["4 × 4", "8 × 2", "16 × 1"]
+    # every interval holds its run's own figure; 2 × 8 → 4 × 4 (+16 %) is a gain beyond the noise, the others not
+    assert ((frame["tokens_per_s_low"] < frame["tokens_per_s"]) & (frame["tokens_per_s"] < frame["tokens_per_s_high"])).all()
+    assert frame["vs_previous"].tolist() == ["", "indistinguishable", "faster", "indistinguishable",
+                                             "indistinguishable"]
+    # the plateau note does not state the later steps' small changes as gains or losses
+    assert "(gains: -0.8 % (within the noise), -3.8 % (within the noise))" in " ".join(plateau_notes(runs, 0.10, steps))
+
+
+def test_sweep_without_steps_says_it_has_no_interval_and_ties_below_the_minimum_effect(tmp_path):
+    from trainperf.report.batch_size import sweeps, table, top
+
+    rows = [{"run_id": f"mb{m}", "experiment": "sweep", "gpus": 1, "micro_batch_size": m, "grad_accum_steps": 8 // m,
+             "tokens": t, "elapsed_s": 1.0} for m, t in ((1, 1000), (2, 1500), (4, 1510), (8, 1470))]
+    runs = sweeps(open_runs(_write(tmp_path, rows)))
+    # 1,500 and 1,470 vs 1,510: 0.7 % and 2.6 % below, single figures: under 2 % is a tie, 2.6 % is not
+    assert top(runs, "sweep").startswith("sweep: micro-batch × accumulation 4 × 2 and 2 × 4 are indistinguishable")
+    frame = table(runs)
+    assert frame["interval"].tolist() == ["no interval (one run without steps)"] * 4
+    assert frame["vs_previous"].tolist() == ["", "faster (no interval)", "indistinguishable (no interval)",
+                                             "slower (no interval)"]  # 1,470 / 1,510 - 1 = -2.6 %
 
 
 def test_scaling_report_without_several_device_counts_is_not_applicable():
@@ -314,10 +359,34 @@ def test_projection_frames_of_seed_000():
     # straight line from 32 GPUs at 20.56x (700,972 / 34,086): 20.56 x 256 / 32 = 164.5x at 256 GPUs
     last = table.iloc[-1]
     assert last["devices"] == 256 and last["naive"] == pytest.approx(700_970 / 34_086 * 8, rel=1e-4)
-    assert (table["amdahl_low"] <= table["amdahl"]).all() and (table["amdahl"] <= table["amdahl_high"]).all()
     curves = scaling.curves(found)
     assert set(curves["curve"]) == {"Amdahl fit (95 % band)", "USL fit (95 % band)", "ideal",
                                     "straight line (efficiency held at the last point)"}
+    bands = curves.dropna(subset=["low"])
+    assert ((bands["low"] <= bands["multiplier"]) & (bands["multiplier"] <= bands["high"])).all()
+    assert table["amdahl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×").all()
+
+
+def test_usl_through_three_device_counts_says_it_has_no_band():
+    """Seed 004 measured each batch at 2, 4 and 8 GPUs: the USL (sigma, kappa, gamma) has 3 parameters for
+    3 points, no degrees of freedom, so no standard errors and no band; Amdahl (s, gamma) keeps its band,
+    and the headline projects with the law whose error is known."""
+    from trainperf.report import scaling
+
+    runs = scaling.studies(open_runs([str(REFERENCE / "seed_004_scaling.csv")]))
+    found = scaling.projections(runs)
+    assert {len(p.p) for p in found} == {3}
+    table = scaling.projected(found)
+    assert set(table["usl_band"]) == {"no band (3 points, 3 parameters: measure a 4th device count)"}
+    assert table["amdahl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×").all()
+    assert "nan" not in " ".join(table.astype(str).to_numpy().ravel()).lower()
+    notes = " ".join(scaling.fit_notes(found))
+    assert "USL: sigma = " in notes and "no band (3 points, 3 parameters" in notes and "nan" not in notes.lower()
+    assert {p.best.law for p in found} == {"amdahl"}
+    facts = scaling.headline(runs).html
+    assert "Amdahl projection at" in facts and "nan" not in facts.lower()
+    assert set(scaling.curves(found)["curve"]) >= {
+        "USL fit (no band: 3 points, 3 parameters: measure a 4th device count)", "Amdahl fit (95 % band)"}
 
 
 # --- platforms ------------------------------------------------------------------------------

@@ -303,8 +303,10 @@ class Projection:
 
     @property
     def best(self) -> ScalingFit:
-        """The law that fits the measured multipliers best (lowest RMSE)."""
-        return min(self.fits.values(), key=lambda f: f.rmse)
+        """The law that fits the measured multipliers best (lowest RMSE) among
+        those whose error is known (:func:`has_band`); among all when none is."""
+        known = [f for f in self.fits.values() if has_band(f)]
+        return min(known or self.fits.values(), key=lambda f: f.rmse)
 
     def targets(self) -> list[float]:
         """Relative device counts to tabulate: doublings from the largest measured up to the target."""
@@ -313,6 +315,25 @@ class Projection:
             points.append(p)
             p *= 2
         return points + [self.target]
+
+
+def has_band(f: ScalingFit) -> bool:
+    """Whether a fit's error is known: it had more points than parameters (else its
+    standard errors and band are NaN)."""
+    return bool(np.all(np.isfinite(f.covariance)))
+
+
+def no_band(f: ScalingFit) -> str:
+    """Why a fit has no band: ``no band (3 points, 3 parameters: measure a 4th device count)``."""
+    points, params = len(f.devices), len(f.params)
+    return (f"no band ({points} points, {params} parameters: measure {_ordinal(params + 1)} device count"
+            + ("" if points == params else f" and more") + ")")
+
+
+def _ordinal(n: int) -> str:
+    """``a 4th``, ``a 3rd``, ``an 11th``."""
+    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return ("an " if n in (8, 11, 18) or str(n).startswith("8") else "a ") + f"{n}{suffix}"
 
 
 def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
@@ -350,7 +371,8 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
         x = np.geomspace(1, proj.target, points)
         for law, f in proj.fits.items():
             low, high = f.band(x, BAND_LEVEL)
-            rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit (95 % band)", "relative": x,
+            label = "95 % band" if has_band(f) else no_band(f).replace(" (", ": ", 1).rstrip(")")
+            rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit ({label})", "relative": x,
                                       "multiplier": f.predict(x), "low": low, "high": high}))
         beyond = x[x >= proj.p.max()]
         rows.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
@@ -365,14 +387,16 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
 
 def projected(found: list[Projection]) -> pd.DataFrame:
     """Per experiment and projected device count (doublings up to the
-    target): each law's multiplier with its 95 % band, the straight line and the ideal."""
+    target): each law's multiplier and its 95 % band as text (``{law}_band``:
+    ``5.1×–6.3×``, or why there is none: :func:`no_band`), the straight line and the ideal."""
     parts = []
     for proj in found:
         p = np.array(proj.targets())
         part = pd.DataFrame({"experiment": proj.experiment, "devices": p * proj.base_gpus})
         for law, f in proj.fits.items():
             low, high = f.band(p, BAND_LEVEL)  # one call per law: each draws the parameters anew
-            part = part.assign(**{law: f.predict(p), f"{law}_low": low, f"{law}_high": high})
+            band = [f"{fmt_times(a)}–{fmt_times(b)}" for a, b in zip(low, high)] if has_band(f) else no_band(f)
+            part = part.assign(**{law: f.predict(p), f"{law}_band": band})
         parts.append(part.assign(naive=proj.naive(p), ideal=p))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
@@ -387,10 +411,11 @@ def parameter_text(value: float, stderr: float) -> str:
 
 def fit_parameters(found: list[Projection]) -> pd.DataFrame:
     """Per experiment, law and parameter: the fitted value, its standard
-    error, the text to show and the law's RMSE (×) over the measured points."""
+    error, the text to show, the law's RMSE (×) over the measured points and
+    ``band``: why the law has no band (empty when it has one)."""
     rows = [{"experiment": proj.experiment, "law": LAWS[law], "parameter": name, "value": value,
              "stderr": f.stderr[name], "shown": parameter_text(value, f.stderr[name]), "rmse": f.rmse,
-             "points": len(f.devices)}
+             "points": len(f.devices), "band": "" if has_band(f) else no_band(f)}
             for proj in found for law, f in proj.fits.items() for name, value in f.params.items()]
     return pd.DataFrame(rows)
 
@@ -404,6 +429,7 @@ def fit_notes(found: list[Projection]) -> list[str]:
     params = fit_parameters(found)
     out = [f"{name} — {law}: {', '.join(f'{p} = {s}' for p, s in zip(g['parameter'], g['shown']))}; RMSE "
            f"{fmt_sig(g['rmse'].iloc[0])}× over {g['points'].iloc[0]} points"
+           + ("" if g["band"].iloc[0] == "" else f"; {g['band'].iloc[0]}, no standard errors")
            for (name, law), g in params.groupby(["experiment", "law"], sort=False)]
     for proj in found:
         kappa, sigma = proj.fits["usl"].params["kappa"], proj.fits["usl"].params["sigma"]
