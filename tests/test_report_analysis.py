@@ -327,6 +327,70 @@ def test_time_the_mean_hides_of_seed_004():
     assert "understates this run's elapsed time by 20.9 %" in text and "26.4 % too high" in text  # 1384.64/1095.695
 
 
+def test_scaling_efficiency_of_measured_runs_has_an_interval():
+    """The committed strong-scaling study (data/runs, 8 measured steps per run): efficiency at 2 processes
+    92.8 % and at 4 processes 39.8 %; both get an interval from the steps of the run and its baseline, the
+    published seed 000 figures none."""
+    from trainperf.report import scaling
+
+    runs = scaling.studies(open_runs([str(REFERENCE / "seed_000_throughput.csv"), str(RUNS)]))
+    steps = open_steps([str(RUNS)], runs)
+    frame = scaling.table(runs, steps).set_index("configuration")
+    strong = frame[frame["experiment"] == "bench-cpu-small-fp32-strong-scaling"]
+    measured = strong[strong["gpus"] > 1]
+    assert ((measured["efficiency_low"] < measured["scaling_efficiency"])
+            & (measured["scaling_efficiency"] < measured["efficiency_high"])).all()
+    assert measured["efficiency_interval"].str.endswith("(steps)").all()
+    assert strong.loc[strong["gpus"] == 1, "efficiency_interval"].tolist() == ["baseline"]
+    seed = frame[(frame["experiment"] == "seed000-scaling") & (frame["gpus"] > 1)]
+    assert set(seed["efficiency_interval"]) == {"no interval (one run without steps)"} and seed["efficiency_low"].isna().all()
+    notes = scaling.efficiency_notes(runs, steps)
+    assert [n.split(":")[0] for n in notes] == ["bench-cpu-small-fp32-strong-scaling",
+                                                "bench-cpu-small-fp32-weak-scaling"]  # seed 000: nothing to test
+    assert "falls from 2 to 4 devices (93 % → 40 %" in notes[0]
+
+
+def test_efficiency_change_within_the_noise_is_not_called_a_drop(tmp_path):
+    """Two processes at 1.96× (98 % efficiency) and four at 3.88× (97 %): per-step throughput that varies by
+    ±10 % step to step cannot tell 98 % from 97 %, so the note does not say efficiency falls."""
+    from trainperf.report import scaling
+
+    rng = np.random.default_rng(0)
+    runs, steps = [], []
+    for n, rate in ((1, 1000.0), (2, 1960.0), (4, 3880.0)):
+        runs.append({"run_id": f"p{n}", "experiment": "ddp", "gpus": n, "tokens": rate * 10, "elapsed_s": 10.0,
+                     "strategy": "ddp", "micro_batch_size": 8, "grad_accum_steps": 1})
+        for step in range(12):
+            seconds = float(rng.uniform(0.9, 1.1))
+            steps += [{"run_id": f"p{n}", "rank": r, "step": step, "warmup": step < 2, "step_s": seconds,
+                       "tokens": rate * seconds / n} for r in range(n)]
+    table = _write(tmp_path, runs)
+    steps_path = tmp_path / "steps.csv"
+    pd.DataFrame(steps).to_csv(steps_path, index=False)
+    opened = scaling.studies(open_runs(table))
+    notes = " ".join(scaling.efficiency_notes(opened, open_steps([str(steps_path)], opened)))
+    assert "does not change beyond the noise from 2 to 4 devices" in notes and "falls from 2" not in notes
+
+
+def test_rank_section_names_the_slowed_rank_of_each_ddp_run():
+    """A steps table of two DDP runs: in 'slow', rank 1 computes 0.25 s longer per step, so it waits
+    0.02 s for the all-reduce and ranks 0, 2 and 3 wait 0.27 s for it; in 'even' every rank waits about
+    0.10 s. The rank section names rank 1 of 'slow' and no straggler in 'even'."""
+    from trainperf.report import scaling
+
+    runs = pd.DataFrame({"run_id": ["even", "slow"], "experiment": ["ddp", "ddp"]})
+    rows = []
+    for run_id, waits in (("even", [0.10, 0.11, 0.10, 0.09]), ("slow", [0.27, 0.02, 0.27, 0.28])):
+        for step in range(6):
+            rows += [{"run_id": run_id, "rank": r, "node": "host", "step": step, "warmup": step == 0, "step_s": 1.0,
+                      "comm_exposed_s": w} for r, w in enumerate(waits)]
+    waits, sentences = scaling.stragglers(runs, pd.DataFrame(rows))
+    assert waits.loc[waits["straggler"], ["run_id", "rank"]].values.tolist() == [["slow", 1]]
+    assert waits.set_index(["run_id", "rank"]).loc[("slow", 1), "busy_s"] == pytest.approx(0.98)
+    assert sentences[0].startswith("Run even: no straggler.")
+    assert sentences[1].startswith("Run slow: rank 1 is the straggler. It waits 20.0 ms per step for communication")
+
+
 def test_karp_flatt_trend_of_seed_000_moves_both_ways():
     from trainperf.report.scaling import serial_trend
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from trainperf.compare import job_steps
+from trainperf.errors import DataError
 from trainperf.intervals import configuration_intervals, distinguish
 from trainperf.stats import FASTER, MIN_EFFECT, SLOWER
 
@@ -72,13 +74,30 @@ def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     belongs to (:func:`trainperf.intervals.configuration_intervals`):
     ``run_id, configuration`` (the configuration's name), ``unit``,
     ``throughput`` (units of ``unit`` per second), ``low``, ``high``,
-    ``se_log``, ``dof`` and ``basis`` (what the interval covers, or that there is none)."""
-    found = configuration_intervals(runs, steps if steps is not None and len(steps) else None)
+    ``se_log``, ``dof`` and ``basis`` (what the interval covers, or that there is none).
+    A run with fewer than 2 complete measured steps in ``steps`` (e.g. a table of
+    per-rank totals) counts as a run without steps."""
+    found = configuration_intervals(runs, usable_steps(steps))
     per_run = found.assign(run_id=found["run_ids"].str.split(", ")).explode("run_id")
     out = pd.DataFrame({"run_id": runs["run_id"].astype(str).to_numpy()}).merge(
         per_run.drop(columns=["experiment", "run_ids", "runs", "steps"]), on="run_id", how="left")
     out["basis"] = out["basis"].where(out["low"].notna(), NO_INTERVAL)
     return out
+
+
+def usable_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The rows of ``steps`` of the runs with enough measured steps for an interval
+    (:func:`trainperf.compare.job_steps` accepts them); ``None`` when no run has."""
+    if steps is None or steps.empty:
+        return None
+    keep = []
+    for run_id, run in steps.groupby("run_id", sort=False, observed=True):
+        try:
+            job_steps(run)
+        except DataError:
+            continue
+        keep.append(run_id)
+    return steps[steps["run_id"].isin(keep)] if keep else None
 
 
 def ties_with_fastest(intervals: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:

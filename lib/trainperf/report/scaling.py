@@ -16,10 +16,13 @@ import pandas as pd
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.configs import experiment_runs, experiments, labels, ordered
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
+from trainperf.report.noise import NO_INTERVAL, call, run_intervals
 from trainperf.report.page import InputError
 from trainperf.report.phases import has_phases, long_form
 from trainperf.scaling import ScalingFit, fit
+from trainperf.stats import FASTER, SLOWER, Difference, verdict
 from trainperf.steps import aggregate_steps
+from trainperf.stragglers import find_straggler
 
 LAWS = {"amdahl": "Amdahl", "usl": "USL"}
 BAND_LEVEL = 0.95
@@ -105,11 +108,13 @@ def confounded(runs: pd.DataFrame) -> list[str]:
 
 # --- frames ---------------------------------------------------------------------------
 
-def table(runs: pd.DataFrame) -> pd.DataFrame:
+def table(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per run: experiment, configuration, devices (absolute and
     relative: ``ideal``), its speed (tokens/s, samples/s, elapsed time: those any run has),
-    multiplier, efficiency, Karp–Flatt serial fraction and the basis of the
-    comparison, and ``only_devices_change``."""
+    multiplier, efficiency with its 95 % interval (``efficiency_low``,
+    ``efficiency_high`` and ``efficiency_interval``: the same as text, or why
+    there is none; see :func:`efficiency_intervals`), Karp–Flatt serial fraction and
+    the basis of the comparison, and ``only_devices_change``."""
     clean = set(clean_experiments(runs))
     speed = [c for c in ("tokens_per_s", "samples_per_s", "elapsed_s") if runs[c].notna().any()]
     out = runs.assign(configuration=labels(runs), ideal=np.nan,
@@ -117,8 +122,71 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     for name in experiments(runs):
         rows = out["experiment"].astype(str) == name
         out.loc[rows, "ideal"] = relative_devices(out[rows])
+    out = pd.concat([out.reset_index(drop=True), efficiency_intervals(runs, steps)], axis=1)
     return out[["experiment", "configuration", "gpus", *speed, "ideal", "scaling_multiplier", "scaling_efficiency",
-                "serial_fraction", "scaling_basis", "only_devices_change"]].reset_index(drop=True)
+                "efficiency_low", "efficiency_high", "efficiency_interval", "serial_fraction", "scaling_basis",
+                "only_devices_change"]]
+
+
+BASELINE = "baseline"
+SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "repeats, no steps": "repeats"}
+"""What an interval comes from, in the words of the efficiency's interval column."""
+
+
+def efficiency_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per run (same order, index reset): the 95 % interval of its scaling
+    efficiency, ``efficiency_low`` and ``efficiency_high`` (fractions), from the
+    interval of its throughput relative to its experiment's baseline
+    (:func:`trainperf.report.noise.call`: from steps or repeats of both), and
+    ``efficiency_interval``: the same as text with what it comes from (``90.5 %–95.1 %
+    (steps)``), ``baseline``, or why there is none."""
+    runs = runs.reset_index(drop=True)
+    out = pd.DataFrame({"efficiency_low": np.nan, "efficiency_high": np.nan, "efficiency_interval": ""}, index=runs.index)
+    found = run_intervals(runs, steps)
+    for i, run in runs.iterrows():
+        base = runs.index[runs["run_id"] == run["baseline_run_id"]]
+        if run["run_id"] == run["baseline_run_id"]:
+            out.loc[i, "efficiency_interval"] = BASELINE
+        elif len(base) == 0 or pd.isna(found.loc[i, "throughput"]) or pd.isna(found.loc[base[0], "throughput"]):
+            out.loc[i, "efficiency_interval"] = NO_INTERVAL
+        else:
+            ratio = call(found, found.loc[base[0], "configuration"], found.loc[i, "configuration"])
+            if not ratio.tested:
+                out.loc[i, "efficiency_interval"] = (NO_INTERVAL if pd.isna(found.loc[i, "low"])
+                                          else "no interval (the baseline is one run without steps)")
+                continue
+            scale = run["scaling_efficiency"] / (1 + ratio.estimate)
+            low, high = (1 + ratio.low) * scale, (1 + ratio.high) * scale
+            source = " and ".join(dict.fromkeys(SOURCES.get(found.loc[j, "basis"], found.loc[j, "basis"])
+                                                for j in (i, base[0])))
+            out.loc[i, ["efficiency_low", "efficiency_high"]] = [low, high]
+            out.loc[i, "efficiency_interval"] = f"{fmt_pct(low)}–{fmt_pct(high)} ({source})"
+    return out
+
+
+def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
+    """Per experiment whose runs have intervals: how its efficiency moves from one
+    device count to the next, stated as a drop or rise only beyond the noise
+    (the 95 % interval of the efficiency ratio excludes 1 and it moves by
+    :data:`~trainperf.stats.MIN_EFFECT` or more); otherwise indistinguishable."""
+    out = []
+    for name in experiments(runs):
+        group = experiment_runs(runs, name).reset_index(drop=True)
+        found = run_intervals(group, steps)
+        if found["low"].isna().any():
+            continue
+        moves = []
+        for a, b in zip(group.index[:-1], group.index[1:]):
+            d = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"])
+            k = group.loc[a, "gpus"] / group.loc[b, "gpus"]  # efficiency ratio = throughput ratio × devices ratio
+            eff = Difference((1 + d.estimate) * k - 1, (1 + d.low) * k - 1, (1 + d.high) * k - 1, math.nan)
+            move = {FASTER: "rises", SLOWER: "falls"}.get(verdict(eff), "does not change beyond the noise")
+            moves.append(f"{move} from {fmt_int(group.loc[a, 'gpus'])} to {fmt_int(group.loc[b, 'gpus'])} devices "
+                         f"({fmt_pct(group.loc[a, 'scaling_efficiency'], 0)} → "
+                         f"{fmt_pct(group.loc[b, 'scaling_efficiency'], 0)}, 95 % interval of the change "
+                         f"{eff.low:+.0%} to {eff.high:+.0%})")
+        out.append(f"{name}: scaling efficiency {'; it '.join(moves)}.")
+    return out
 
 
 def phases(runs: pd.DataFrame) -> pd.DataFrame:
@@ -234,6 +302,34 @@ def straggler(summary: pd.DataFrame) -> str:
             f"fastest rank. The mean over ranks understates this run's elapsed time by "
             f"{fmt_pct(worst['mean_understates'])}, so a speed-up computed from it is "
             f"{fmt_pct(worst['slowest_s'] / worst['mean_s'] - 1)} too high.")
+
+
+def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataFrame, list[str]]:
+    """For every run with two or more ranks in ``steps``, in the runs' order,
+    :func:`trainperf.stragglers.find_straggler`'s per-rank frame and sentence:
+    rows ``experiment, run_id, rank, node, steps, step_s, comm_wait_s, busy_s,
+    wait_gap_s, straggler`` (medians over the measured steps, seconds;
+    ``comm_wait_s``: the communication the rank waits for, ``comm_exposed_s``)
+    of the runs that measured communication waits, and one sentence per run
+    naming its straggler, or saying why none is named."""
+    columns = ["experiment", "run_id", "rank", "node", "steps", "step_s", "comm_wait_s", "busy_s", "wait_gap_s",
+               "straggler"]
+    if steps is None or steps.empty:
+        return pd.DataFrame(columns=columns), []
+    experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
+    ranks_of = steps.groupby(steps["run_id"].astype(str))["rank"].nunique()
+    parts, sentences = [], []
+    for run_id in (r for r in runs["run_id"].astype(str) if ranks_of.get(r, 0) > 1):
+        try:
+            per_rank, sentence = find_straggler(steps, run_id)
+        except ValueError as exc:
+            sentences.append(f"Run {run_id}: {exc}.")
+            continue
+        if per_rank["comm_exposed_s"].notna().any():
+            parts.append(per_rank.assign(experiment=experiment[run_id]).rename(columns={"comm_exposed_s": "comm_wait_s"}))
+        sentences.append(sentence)
+    frame = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+    return frame, sentences
 
 
 TREND_STEP = 1.2
