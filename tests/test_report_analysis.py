@@ -424,8 +424,8 @@ def test_projection_frames_of_seed_000():
     last = table.iloc[-1]
     assert last["devices"] == 256 and last["naive"] == pytest.approx(700_970 / 34_086 * 8, rel=1e-4)
     curves = scaling.curves(found)
-    assert set(curves["curve"]) == {"Amdahl fit (95 % band)", "USL fit (95 % band)", "ideal",
-                                    "straight line (efficiency held at the last point)"}
+    assert set(curves["curve"]) == {"Amdahl fit", "USL fit", "ideal", "straight line (efficiency held at the last point)"}
+    assert set(curves.loc[curves["curve"].str.endswith("fit"), "band"]) == {"95 % band"}
     bands = curves.dropna(subset=["low"])
     assert ((bands["low"] <= bands["multiplier"]) & (bands["multiplier"] <= bands["high"])).all()
     assert table["amdahl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×").all()
@@ -449,8 +449,9 @@ def test_usl_through_three_device_counts_says_it_has_no_band():
     assert {p.best.law for p in found} == {"amdahl"}
     facts = scaling.headline(runs).html
     assert "Amdahl projection at" in facts and "nan" not in facts.lower()
-    assert set(scaling.curves(found)["curve"]) >= {
-        "USL fit (no band: 3 points, 3 parameters: measure a 4th device count)", "Amdahl fit (95 % band)"}
+    curves = scaling.curves(found).groupby("curve")
+    assert set(curves.get_group("USL fit")["band"]) == {"no band (3 points, 3 parameters: measure a 4th device count)"}
+    assert curves.get_group("USL fit")["low"].isna().all() and curves.get_group("Amdahl fit")["low"].notna().all()
 
 
 # --- platforms ------------------------------------------------------------------------------

@@ -460,16 +460,16 @@ def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> lis
 
 def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
     """The fitted laws, the straight line and the ideal from 1 to the target:
-    rows ``experiment, devices, relative, curve, multiplier, low, high``
-    (``low``/``high``: the fit's 95 % band, NaN for the lines)."""
+    rows ``experiment, devices, relative, curve, multiplier, low, high, band``
+    (``low``/``high``: the fit's 95 % band, NaN for the lines and for a law
+    without a band; ``band``: ``95 % band``, or why there is none: :func:`no_band`)."""
     rows = []
     for proj in found:
         x = np.geomspace(1, proj.target, points)
         for law, f in proj.fits.items():
             low, high = f.band(x, BAND_LEVEL)
-            label = "95 % band" if has_band(f) else no_band(f).replace(" (", ": ", 1).rstrip(")")
-            rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit ({label})", "relative": x,
-                                      "multiplier": f.predict(x), "low": low, "high": high}))
+            rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit", "relative": x, "multiplier": f.predict(x),
+                                      "low": low, "high": high, "band": "95 % band" if has_band(f) else no_band(f)}))
         beyond = x[x >= proj.p.max()]
         rows.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
                                   "multiplier": proj.naive(beyond)}))
@@ -477,7 +477,7 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
         for frame in rows[-4:]:
             frame.insert(0, "experiment", proj.experiment)
             frame["devices"] = frame["relative"] * proj.base_gpus
-    columns = ["experiment", "devices", "relative", "curve", "multiplier", "low", "high"]
+    columns = ["experiment", "devices", "relative", "curve", "multiplier", "low", "high", "band"]
     return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
 
