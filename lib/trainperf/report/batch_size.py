@@ -1,6 +1,7 @@
 """The batch-size report: a micro-batch × gradient-accumulation sweep — where
-the time goes in each configuration, its throughput and time to train, the
-best configuration with its margin, and where larger batches stop paying.
+the time goes in each configuration, its throughput with its 95 % interval and
+time to train, the configurations at the top (the fastest and those
+indistinguishable from it), and where larger batches stop paying.
 Frames for the notebook's tables and charts, sentences for its text."""
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.configs import experiment_runs, experiments, ordered, rank, unit_of
+from trainperf.report.configs import experiment_runs, experiments, ordered, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
+from trainperf.report.noise import TIED, Call, and_list, call, has_interval, run_intervals, ties_with_fastest
 from trainperf.report.page import InputError, require
 from trainperf.report.phases import has_phases, long_form
+from trainperf.stats import MIN_EFFECT
 
 
 def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
@@ -71,28 +74,62 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
     return Plateau(None, gains)
 
 
-def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10) -> pd.DataFrame:
+def intervals(group: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per run of one sweep (``group``, same order, index reset): its
+    configuration's throughput interval (:func:`trainperf.report.noise.run_intervals`),
+    with ``label`` (``micro-batch … × … accumulation``) naming the configuration."""
+    group = group.reset_index(drop=True)
+    found = run_intervals(group, steps)
+    return found.assign(label=[config_label(r) for _, r in group.iterrows()])
+
+
+def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
+          steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per configuration of each sweep: experiment, configuration
     (``micro-batch × accumulation``), micro-batch, accumulation, samples per
-    device per step, devices, throughput total and per device, gain over the
-    previous configuration, time to train ``train_tokens`` (the measured
-    window when not given), and ``best`` (the sweep's highest throughput)."""
+    device per step, devices, throughput total (with its 95 % interval
+    ``<rate>_low``–``<rate>_high`` where repeats or ``steps`` give one, and
+    ``interval``: the same as text with what it covers, or that there is none) and per
+    device, gain over the previous configuration and ``vs_previous`` (whether
+    that gain is beyond the noise: see :mod:`trainperf.report.noise`), time to
+    train ``train_tokens`` (the measured window when not given), and
+    ``at_top``: the sweep's fastest configuration or indistinguishable from it."""
     unit = unit_of(runs)
     if train_tokens and unit.name != "tokens":
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
     for name in experiments(runs):
-        group = experiment_runs(runs, name)
-        best = rank(group, unit.rate).best.name
+        group = experiment_runs(runs, name).reset_index(drop=True)
+        found = intervals(group, steps)
+        rate = group[unit.rate].to_numpy(float)
+        scale = rate / found["throughput"].to_numpy(float)  # the interval's relative width, around the run's figure
+        previous = [""] + [verdict_text(call(found, a, b)) for a, b in zip(found["configuration"],
+                                                                           found["configuration"].iloc[1:])]
         parts.append(group.assign(
             configuration=[config_label(r, compact=True) for _, r in group.iterrows()],
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
-            gain=plateau(group[unit.rate].to_numpy(), min_gain).gains,
+            **{f"{unit.rate}_low": found["low"].to_numpy(float) * scale,
+               f"{unit.rate}_high": found["high"].to_numpy(float) * scale},
+            interval=[basis if pd.isna(lo) else f"{fmt_int(lo * k)}–{fmt_int(hi * k)} ({basis})"
+                      for lo, hi, k, basis in zip(found["low"], found["high"], scale, found["basis"])],
+            gain=plateau(rate, min_gain).gains, vs_previous=previous,
             time_to_train_s=train_tokens / group["tokens_per_s"] if train_tokens else group["elapsed_s"],
-            best=group.index == best))
+            at_top=ties_with_fastest(found)["tied"].to_numpy(bool)))
     return pd.concat(parts)[["experiment", "configuration", "micro_batch_size", "grad_accum_steps",
-                             "per_device_batch", "gpus", unit.rate, unit.per_device, "gain", "time_to_train_s",
-                             "best"]].reset_index(drop=True)
+                             "per_device_batch", "gpus", unit.rate, f"{unit.rate}_low", f"{unit.rate}_high",
+                             "interval", unit.per_device, "gain", "vs_previous", "time_to_train_s",
+                             "at_top"]].reset_index(drop=True)
+
+
+def gain_labels(rows: pd.DataFrame) -> list[str]:
+    """Bar labels for the rows of one sweep of :func:`table`: each gain over the previous configuration
+    (``+16 %``), ``≈`` where it is within the noise, nothing for the first."""
+    return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
+
+
+def verdict_text(found: Call) -> str:
+    """``faster``, ``slower`` or ``indistinguishable``; ``(no interval)`` when untested."""
+    return found.verdict + ("" if found.tested else " (no interval)")
 
 
 def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
@@ -105,46 +142,93 @@ def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
         columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
 
 
-def headline(runs: pd.DataFrame, min_gain: float = 0.10) -> Html:
-    """The best configuration of the first sweep, named with its experiment, its margin, and where
-    throughput plateaus."""
+def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str:
+    """Which configurations of sweep ``name`` are at the top: the fastest and
+    every one indistinguishable from it, with the margin over the next one
+    where it is beyond the noise (or untested)."""
+    unit = unit_of(runs)
+    group = experiment_runs(runs, name).reset_index(drop=True)
+    found = intervals(group, steps)
+    tied = ties_with_fastest(found)["tied"].to_numpy(bool)
+    order = np.argsort(-group[unit.rate].to_numpy(float), kind="stable")
+    best = order[0]
+    rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
+    if tied.sum() > 1:
+        names = [config_label(group.iloc[i], compact=True) for i in order if tied[i]]
+        return (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
+                f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)})")
+    text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
+    if len(order) > 1:
+        second = order[1]
+        margin = call(found, found.loc[second, "configuration"], found.loc[best, "configuration"])
+        text += (f", {fmt_pct(margin.estimate)} ahead of {found.loc[second, 'label']} "
+                 + (f"(95 % interval {fmt_pct(margin.low)} to {fmt_pct(margin.high)})" if margin.tested
+                    else "(no interval: one run without steps, so the noise is not tested)"))
+    return text
+
+
+def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | None = None) -> Html:
+    """The top of the first sweep (the fastest configuration and those indistinguishable from it, see
+    :func:`top`), named with its experiment, and where throughput plateaus."""
     unit = unit_of(runs)
     name = experiments(runs)[0]
     group = experiment_runs(runs, name).reset_index(drop=True)
-    ranking = rank(group, unit.rate)
-    text = f"{name}: best {config_label(ranking.best)} at {fmt_int(ranking.best[unit.rate])} {unit.label}"
-    figures = [(fmt_int(ranking.best[unit.rate]), f"{unit.label} at the best configuration of {name}"),
-               (fmt_pct(ranking.margin) if ranking.runner_up is not None else "–", "margin over the runner-up")]
-    if ranking.runner_up is not None:
-        text += f", {fmt_pct(ranking.margin)} ahead of {config_label(ranking.runner_up)}"
-    found = plateau(group[unit.rate].to_numpy(), min_gain)
-    if found.index is not None:
-        text += f"; beyond {config_label(group.iloc[found.index])}, each step adds less than {fmt_pct(min_gain, 0)}"
-        figures.append((config_label(group.iloc[found.index], compact=True),
+    found = intervals(group, steps)
+    tied = ties_with_fastest(found)["tied"].to_numpy(bool)
+    best = group.loc[group[unit.rate].idxmax()]
+    text = top(runs, name, steps)
+    figures = [(fmt_int(best[unit.rate]), f"{unit.label} at the fastest configuration of {name}")]
+    if tied.sum() > 1:
+        figures.append((fmt_int(tied.sum()), "configurations indistinguishable at the top"))
+    elif len(group) > 1:
+        second = group[unit.rate].nlargest(2).iloc[1]
+        figures.append((fmt_pct(best[unit.rate] / second - 1), "margin over the runner-up"
+                        + ("" if has_interval(found.loc[group[unit.rate].idxmax()]) else " (no interval)")))
+    found_plateau = plateau(group[unit.rate].to_numpy(), min_gain)
+    if found_plateau.index is not None:
+        text += (f"; beyond {config_label(group.iloc[found_plateau.index])}, each step adds less than "
+                 f"{fmt_pct(min_gain, 0)}")
+        figures.append((config_label(group.iloc[found_plateau.index], compact=True),
                         f"after it, no step of the sweep gains {fmt_pct(min_gain, 0)} or more"))
     if len(experiments(runs)) > 1:
         text += f" ({len(experiments(runs)) - 1} more sweep(s) below)"
     return banner(text + ".", figures)
 
 
-def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10) -> list[str]:
-    """Per sweep: where no step gains ``min_gain`` or more any longer, and how much faster it still gets
-    in all — or that it is still improving at the end."""
+def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | None = None) -> list[str]:
+    """Per sweep: where no step gains ``min_gain`` or more any longer, which of
+    the later steps' gains are within the noise, and whether it still gets
+    faster in all — or that it is still improving at the end."""
     unit = unit_of(runs)
     out = []
     for name in experiments(runs):
         group = experiment_runs(runs, name).reset_index(drop=True)
+        found = intervals(group, steps)
+        configs = found["configuration"]
         rates = group[unit.rate].to_numpy(float)
-        found = plateau(rates, min_gain)
-        if found.index is None:
+        plateau_at = plateau(rates, min_gain)
+        steps_ = [call(found, configs[i - 1], configs[i]) for i in range(1, len(group))]
+        if plateau_at.index is None:
+            last = steps_[-1]
             out.append(f"{name}: throughput is still improving at the end of the sweep: the last step adds "
-                       f"{fmt_pct(found.gains[-1])}. Larger micro-batches may pay further.")
+                       f"{fmt_pct(plateau_at.gains[-1])}" + (
+                           ". Larger micro-batches may pay further." if last.verdict != TIED else
+                           f", but within the noise ({last.text()}): more repeats would tell whether larger "
+                           "micro-batches pay further."))
             continue
-        after = rates[found.index:]
-        beyond = ("none of the later configurations is faster." if after.argmax() == 0 else
-                  f"the fastest later configuration, {config_label(group.iloc[found.index + int(after.argmax())])}, "
-                  f"is {fmt_pct(after.max() / after[0] - 1)} faster in all.")
-        out.append(f"{name}: after {config_label(group.iloc[found.index])} no step of the sweep adds "
-                   f"{fmt_pct(min_gain, 0)} or more (gains: "
-                   f"{', '.join(fmt_pct(g) for g in found.gains[found.index + 1:])}); {beyond}")
+        first = plateau_at.index
+        gains = ", ".join(fmt_pct(g) + (" (within the noise)" if c.verdict == TIED and c.tested else "")
+                          for g, c in zip(plateau_at.gains[first + 1:], steps_[first:]))
+        later = first + int(rates[first:].argmax())
+        if later == first:
+            beyond = "none of the later configurations is faster."
+        elif (gain := call(found, configs[first], configs[later])).verdict == TIED:
+            beyond = (f"the fastest later configuration, {found.loc[later, 'label']}, is indistinguishable from "
+                      f"it ({gain.text()}).")
+        else:
+            beyond = (f"the fastest later configuration, {found.loc[later, 'label']}, is "
+                      f"{fmt_pct(rates[later] / rates[first] - 1)} faster in all"
+                      + ("." if gain.tested else " (no interval: the noise is not tested)."))
+        out.append(f"{name}: after {config_label(group.iloc[first])} no step of the sweep adds "
+                   f"{fmt_pct(min_gain, 0)} or more (gains: {gains}); {beyond}")
     return out

@@ -133,6 +133,15 @@ def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.Data
     return selected
 
 
+def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.DataFrame | None:
+    """The steps (:func:`open_steps`) of those of the ``data`` paths that hold
+    run folders or steps tables, for the intervals of measured runs; ``None`` when none does."""
+    from trainperf.steps import holds_steps
+
+    given = [p for p in _existing(paths, "data") if holds_steps(p)]
+    return open_steps(given, runs) if given else None
+
+
 def shown_path(path: str | Path) -> str:
     """``path`` relative to the project root when it lies below it, else absolute."""
     resolved = Path(path).resolve()

@@ -1,7 +1,8 @@
 """The platforms report: platforms × models — peak throughput, achieved
 TFLOP/s and MFU against dense peaks, per-device throughput, the spread over
 configurations, training capacity per day and projected multi-node capacity,
-and the winner per model with its margin."""
+and the winner per model with its margin — a winner only when it is
+distinguishable from the runner-up."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from trainperf.derive import SECONDS_PER_DAY
 from trainperf.errors import DataError
 from trainperf.hardware import dense_peak_tflops, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
+from trainperf.report.noise import call, has_interval, run_intervals
 from trainperf.report.page import require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project, usd_per_million
+from trainperf.stats import FASTER, MIN_EFFECT, Difference, verdict
 
 SPARSE_MATCH = 0.02
 """Relative tolerance within which a source's peak counts as the vendor's 2:4-sparse figure."""
@@ -53,23 +56,47 @@ def peaks(runs: pd.DataFrame) -> pd.DataFrame:
     return out.assign(relative=out["best_per_device"] / out.groupby("model")["best_per_device"].transform("max"))
 
 
-def winners(runs: pd.DataFrame) -> pd.DataFrame:
+WINNER, TIED = "winner", "indistinguishable"
+UNTESTED = "no interval: single figures, the noise is not tested"
+"""Why a margin between platforms could not be tested against the noise."""
+
+
+def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
     """Per model measured on two or more platforms: the platform with the
-    highest per-device throughput, the runner-up and the margin. Platforms are
-    compared with each other, each at its fastest precision (the label says
-    which): one device at fp8 and at bf16 is not two contenders."""
+    highest per-device throughput (``fastest``), the runner-up and the margin
+    (of their means where both have repeats),
+    and ``verdict``: ``winner`` only when the fastest is distinguishable from
+    the runner-up, else ``indistinguishable`` — with the 95 % interval of the
+    margin where both have repeats (``evidence``; see
+    :mod:`trainperf.report.noise`), else by the single figures: a margin below
+    ``min_effect`` is a tie, a larger one a winner whose noise is untested.
+    Platforms are compared with each other, each at its fastest precision (the
+    label says which): one device at fp8 and at bf16 is not two contenders."""
     table_ = peaks(runs)
+    found = run_intervals(runs)
     rows = []
     for model, group in table_.groupby("model", sort=False):
         fastest = group.loc[group.groupby("platform", sort=False)["best_per_device"].idxmax()]
         if len(fastest) < 2:
             continue
         ranking = rank(fastest, "best_per_device")
-        rows.append({"model": model, "winner": ranking.best["platform_key"],
-                     "winner_rate": ranking.best["best_per_device"],
-                     "runner_up": ranking.runner_up["platform_key"],
-                     "runner_up_rate": ranking.runner_up["best_per_device"], "margin": ranking.margin,
-                     "winner_mfu": ranking.best["mfu"], "runner_up_mfu": ranking.runner_up["mfu"]})
+        best, second, value = ranking.best, ranking.runner_up, ranking.margin
+        a = found.loc[runs.index[runs["run_id"] == second["run_id"]][0]]
+        b = found.loc[runs.index[runs["run_id"] == best["run_id"]][0]]
+        if has_interval(a) and has_interval(b):
+            d = call(found, a["configuration"], b["configuration"], min_effect)
+            k = second["gpus"] / best["gpus"]  # per device: the ratio of totals times the ratio of devices
+            margin = Difference((1 + d.estimate) * k - 1, (1 + d.low) * k - 1, (1 + d.high) * k - 1, math.nan)
+            verdict_ = WINNER if verdict(margin, min_effect) == FASTER else TIED
+            evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
+            value = margin.estimate
+        else:
+            verdict_ = WINNER if ranking.margin >= min_effect else TIED
+            evidence = UNTESTED + ("" if verdict_ == WINNER else f"; below {fmt_pct(min_effect, 0)}")
+        rows.append({"model": model, "fastest": best["platform_key"], "fastest_rate": best["best_per_device"],
+                     "runner_up": second["platform_key"], "runner_up_rate": second["best_per_device"],
+                     "margin": value, "verdict": verdict_, "evidence": evidence,
+                     "fastest_mfu": best["mfu"], "runner_up_mfu": second["mfu"]})
     return pd.DataFrame(rows)
 
 
@@ -135,8 +162,11 @@ def headline(runs: pd.DataFrame) -> Html:
         text = f"Peak throughput {fmt_int(top['tokens_per_s'])} tokens/s: {top['platform_key']} with {top['model']}."
     else:
         w = found.iloc[0]
-        text = (f"{w['model']}: {w['winner']} is {fmt_pct(w['margin'])} faster per device than {w['runner_up']} "
-                f"({fmt_int(w['winner_rate'])} vs {fmt_int(w['runner_up_rate'])} tokens/s per device).")
+        rates = f"{fmt_int(w['fastest_rate'])} vs {fmt_int(w['runner_up_rate'])} tokens/s per device"
+        text = (f"{w['model']}: {w['fastest']} is {fmt_pct(w['margin'])} faster per device than {w['runner_up']} "
+                f"({rates}; {w['evidence']})." if w["verdict"] == WINNER else
+                f"{w['model']}: {w['fastest']} and {w['runner_up']} are indistinguishable per device ({rates}, "
+                f"{fmt_pct(w['margin'])} apart; {w['evidence']}).")
     return banner(text, figures)
 
 

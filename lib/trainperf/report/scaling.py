@@ -16,10 +16,13 @@ import pandas as pd
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.configs import experiment_runs, experiments, labels, ordered
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
+from trainperf.report.noise import NO_INTERVAL, call, run_intervals
 from trainperf.report.page import InputError
 from trainperf.report.phases import has_phases, long_form
 from trainperf.scaling import ScalingFit, fit
+from trainperf.stats import FASTER, SLOWER, Difference, verdict
 from trainperf.steps import aggregate_steps
+from trainperf.stragglers import find_straggler
 
 LAWS = {"amdahl": "Amdahl", "usl": "USL"}
 BAND_LEVEL = 0.95
@@ -105,11 +108,13 @@ def confounded(runs: pd.DataFrame) -> list[str]:
 
 # --- frames ---------------------------------------------------------------------------
 
-def table(runs: pd.DataFrame) -> pd.DataFrame:
+def table(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per run: experiment, configuration, devices (absolute and
     relative: ``ideal``), its speed (tokens/s, samples/s, elapsed time: those any run has),
-    multiplier, efficiency, Karp–Flatt serial fraction and the basis of the
-    comparison, and ``only_devices_change``."""
+    multiplier, efficiency with its 95 % interval (``efficiency_low``,
+    ``efficiency_high`` and ``efficiency_interval``: the same as text, or why
+    there is none; see :func:`efficiency_intervals`), Karp–Flatt serial fraction and
+    the basis of the comparison, and ``only_devices_change``."""
     clean = set(clean_experiments(runs))
     speed = [c for c in ("tokens_per_s", "samples_per_s", "elapsed_s") if runs[c].notna().any()]
     out = runs.assign(configuration=labels(runs), ideal=np.nan,
@@ -117,8 +122,71 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     for name in experiments(runs):
         rows = out["experiment"].astype(str) == name
         out.loc[rows, "ideal"] = relative_devices(out[rows])
+    out = pd.concat([out.reset_index(drop=True), efficiency_intervals(runs, steps)], axis=1)
     return out[["experiment", "configuration", "gpus", *speed, "ideal", "scaling_multiplier", "scaling_efficiency",
-                "serial_fraction", "scaling_basis", "only_devices_change"]].reset_index(drop=True)
+                "efficiency_low", "efficiency_high", "efficiency_interval", "serial_fraction", "scaling_basis",
+                "only_devices_change"]]
+
+
+BASELINE = "baseline"
+SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "repeats, no steps": "repeats"}
+"""What an interval comes from, in the words of the efficiency's interval column."""
+
+
+def efficiency_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per run (same order, index reset): the 95 % interval of its scaling
+    efficiency, ``efficiency_low`` and ``efficiency_high`` (fractions), from the
+    interval of its throughput relative to its experiment's baseline
+    (:func:`trainperf.report.noise.call`: from steps or repeats of both), and
+    ``efficiency_interval``: the same as text with what it comes from (``90.5 %–95.1 %
+    (steps)``), ``baseline``, or why there is none."""
+    runs = runs.reset_index(drop=True)
+    out = pd.DataFrame({"efficiency_low": np.nan, "efficiency_high": np.nan, "efficiency_interval": ""}, index=runs.index)
+    found = run_intervals(runs, steps)
+    for i, run in runs.iterrows():
+        base = runs.index[runs["run_id"] == run["baseline_run_id"]]
+        if run["run_id"] == run["baseline_run_id"]:
+            out.loc[i, "efficiency_interval"] = BASELINE
+        elif len(base) == 0 or pd.isna(found.loc[i, "throughput"]) or pd.isna(found.loc[base[0], "throughput"]):
+            out.loc[i, "efficiency_interval"] = NO_INTERVAL
+        else:
+            ratio = call(found, found.loc[base[0], "configuration"], found.loc[i, "configuration"])
+            if not ratio.tested:
+                out.loc[i, "efficiency_interval"] = (NO_INTERVAL if pd.isna(found.loc[i, "low"])
+                                          else "no interval (the baseline is one run without steps)")
+                continue
+            scale = run["scaling_efficiency"] / (1 + ratio.estimate)
+            low, high = (1 + ratio.low) * scale, (1 + ratio.high) * scale
+            source = " and ".join(dict.fromkeys(SOURCES.get(found.loc[j, "basis"], found.loc[j, "basis"])
+                                                for j in (i, base[0])))
+            out.loc[i, ["efficiency_low", "efficiency_high"]] = [low, high]
+            out.loc[i, "efficiency_interval"] = f"{fmt_pct(low)}–{fmt_pct(high)} ({source})"
+    return out
+
+
+def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
+    """Per experiment whose runs have intervals: how its efficiency moves from one
+    device count to the next, stated as a drop or rise only beyond the noise
+    (the 95 % interval of the efficiency ratio excludes 1 and it moves by
+    :data:`~trainperf.stats.MIN_EFFECT` or more); otherwise indistinguishable."""
+    out = []
+    for name in experiments(runs):
+        group = experiment_runs(runs, name).reset_index(drop=True)
+        found = run_intervals(group, steps)
+        if found["low"].isna().any():
+            continue
+        moves = []
+        for a, b in zip(group.index[:-1], group.index[1:]):
+            d = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"])
+            k = group.loc[a, "gpus"] / group.loc[b, "gpus"]  # efficiency ratio = throughput ratio × devices ratio
+            eff = Difference((1 + d.estimate) * k - 1, (1 + d.low) * k - 1, (1 + d.high) * k - 1, math.nan)
+            move = {FASTER: "rises", SLOWER: "falls"}.get(verdict(eff), "does not change beyond the noise")
+            moves.append(f"{move} from {fmt_int(group.loc[a, 'gpus'])} to {fmt_int(group.loc[b, 'gpus'])} devices "
+                         f"({fmt_pct(group.loc[a, 'scaling_efficiency'], 0)} → "
+                         f"{fmt_pct(group.loc[b, 'scaling_efficiency'], 0)}, 95 % interval of the change "
+                         f"{eff.low:+.0%} to {eff.high:+.0%})")
+        out.append(f"{name}: scaling efficiency {'; it '.join(moves)}.")
+    return out
 
 
 def phases(runs: pd.DataFrame) -> pd.DataFrame:
@@ -236,6 +304,34 @@ def straggler(summary: pd.DataFrame) -> str:
             f"{fmt_pct(worst['slowest_s'] / worst['mean_s'] - 1)} too high.")
 
 
+def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataFrame, list[str]]:
+    """For every run with two or more ranks in ``steps``, in the runs' order,
+    :func:`trainperf.stragglers.find_straggler`'s per-rank frame and sentence:
+    rows ``experiment, run_id, rank, node, steps, step_s, comm_wait_s, busy_s,
+    wait_gap_s, straggler`` (medians over the measured steps, seconds;
+    ``comm_wait_s``: the communication the rank waits for, ``comm_exposed_s``)
+    of the runs that measured communication waits, and one sentence per run
+    naming its straggler, or saying why none is named."""
+    columns = ["experiment", "run_id", "rank", "node", "steps", "step_s", "comm_wait_s", "busy_s", "wait_gap_s",
+               "straggler"]
+    if steps is None or steps.empty:
+        return pd.DataFrame(columns=columns), []
+    experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
+    ranks_of = steps.groupby(steps["run_id"].astype(str))["rank"].nunique()
+    parts, sentences = [], []
+    for run_id in (r for r in runs["run_id"].astype(str) if ranks_of.get(r, 0) > 1):
+        try:
+            per_rank, sentence = find_straggler(steps, run_id)
+        except ValueError as exc:
+            sentences.append(f"Run {run_id}: {exc}.")
+            continue
+        if per_rank["comm_exposed_s"].notna().any():
+            parts.append(per_rank.assign(experiment=experiment[run_id]).rename(columns={"comm_exposed_s": "comm_wait_s"}))
+        sentences.append(sentence)
+    frame = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+    return frame, sentences
+
+
 TREND_STEP = 1.2
 """Factor by which the serial fraction must change, step to step or end to end, to count as a change."""
 
@@ -303,8 +399,10 @@ class Projection:
 
     @property
     def best(self) -> ScalingFit:
-        """The law that fits the measured multipliers best (lowest RMSE)."""
-        return min(self.fits.values(), key=lambda f: f.rmse)
+        """The law that fits the measured multipliers best (lowest RMSE) among
+        those whose error is known (:func:`has_band`); among all when none is."""
+        known = [f for f in self.fits.values() if has_band(f)]
+        return min(known or self.fits.values(), key=lambda f: f.rmse)
 
     def targets(self) -> list[float]:
         """Relative device counts to tabulate: doublings from the largest measured up to the target."""
@@ -313,6 +411,25 @@ class Projection:
             points.append(p)
             p *= 2
         return points + [self.target]
+
+
+def has_band(f: ScalingFit) -> bool:
+    """Whether a fit's error is known: it had more points than parameters (else its
+    standard errors and band are NaN)."""
+    return bool(np.all(np.isfinite(f.covariance)))
+
+
+def no_band(f: ScalingFit) -> str:
+    """Why a fit has no band: ``no band (3 points, 3 parameters: measure a 4th device count)``."""
+    points, params = len(f.devices), len(f.params)
+    return (f"no band ({points} points, {params} parameters: measure {_ordinal(params + 1)} device count"
+            + ("" if points == params else f" and more") + ")")
+
+
+def _ordinal(n: int) -> str:
+    """``a 4th``, ``a 3rd``, ``an 11th``."""
+    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return ("an " if n in (8, 11, 18) or str(n).startswith("8") else "a ") + f"{n}{suffix}"
 
 
 def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
@@ -343,15 +460,16 @@ def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> lis
 
 def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
     """The fitted laws, the straight line and the ideal from 1 to the target:
-    rows ``experiment, devices, relative, curve, multiplier, low, high``
-    (``low``/``high``: the fit's 95 % band, NaN for the lines)."""
+    rows ``experiment, devices, relative, curve, multiplier, low, high, band``
+    (``low``/``high``: the fit's 95 % band, NaN for the lines and for a law
+    without a band; ``band``: ``95 % band``, or why there is none: :func:`no_band`)."""
     rows = []
     for proj in found:
         x = np.geomspace(1, proj.target, points)
         for law, f in proj.fits.items():
             low, high = f.band(x, BAND_LEVEL)
-            rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit (95 % band)", "relative": x,
-                                      "multiplier": f.predict(x), "low": low, "high": high}))
+            rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit", "relative": x, "multiplier": f.predict(x),
+                                      "low": low, "high": high, "band": "95 % band" if has_band(f) else no_band(f)}))
         beyond = x[x >= proj.p.max()]
         rows.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
                                   "multiplier": proj.naive(beyond)}))
@@ -359,20 +477,22 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
         for frame in rows[-4:]:
             frame.insert(0, "experiment", proj.experiment)
             frame["devices"] = frame["relative"] * proj.base_gpus
-    columns = ["experiment", "devices", "relative", "curve", "multiplier", "low", "high"]
+    columns = ["experiment", "devices", "relative", "curve", "multiplier", "low", "high", "band"]
     return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
 
 def projected(found: list[Projection]) -> pd.DataFrame:
     """Per experiment and projected device count (doublings up to the
-    target): each law's multiplier with its 95 % band, the straight line and the ideal."""
+    target): each law's multiplier and its 95 % band as text (``{law}_band``:
+    ``5.1×–6.3×``, or why there is none: :func:`no_band`), the straight line and the ideal."""
     parts = []
     for proj in found:
         p = np.array(proj.targets())
         part = pd.DataFrame({"experiment": proj.experiment, "devices": p * proj.base_gpus})
         for law, f in proj.fits.items():
             low, high = f.band(p, BAND_LEVEL)  # one call per law: each draws the parameters anew
-            part = part.assign(**{law: f.predict(p), f"{law}_low": low, f"{law}_high": high})
+            band = [f"{fmt_times(a)}–{fmt_times(b)}" for a, b in zip(low, high)] if has_band(f) else no_band(f)
+            part = part.assign(**{law: f.predict(p), f"{law}_band": band})
         parts.append(part.assign(naive=proj.naive(p), ideal=p))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
@@ -387,10 +507,11 @@ def parameter_text(value: float, stderr: float) -> str:
 
 def fit_parameters(found: list[Projection]) -> pd.DataFrame:
     """Per experiment, law and parameter: the fitted value, its standard
-    error, the text to show and the law's RMSE (×) over the measured points."""
+    error, the text to show, the law's RMSE (×) over the measured points and
+    ``band``: why the law has no band (empty when it has one)."""
     rows = [{"experiment": proj.experiment, "law": LAWS[law], "parameter": name, "value": value,
              "stderr": f.stderr[name], "shown": parameter_text(value, f.stderr[name]), "rmse": f.rmse,
-             "points": len(f.devices)}
+             "points": len(f.devices), "band": "" if has_band(f) else no_band(f)}
             for proj in found for law, f in proj.fits.items() for name, value in f.params.items()]
     return pd.DataFrame(rows)
 
@@ -404,6 +525,7 @@ def fit_notes(found: list[Projection]) -> list[str]:
     params = fit_parameters(found)
     out = [f"{name} — {law}: {', '.join(f'{p} = {s}' for p, s in zip(g['parameter'], g['shown']))}; RMSE "
            f"{fmt_sig(g['rmse'].iloc[0])}× over {g['points'].iloc[0]} points"
+           + ("" if g["band"].iloc[0] == "" else f"; {g['band'].iloc[0]}, no standard errors")
            for (name, law), g in params.groupby(["experiment", "law"], sort=False)]
     for proj in found:
         kappa, sigma = proj.fits["usl"].params["kappa"], proj.fits["usl"].params["sigma"]

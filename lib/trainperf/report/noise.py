@@ -1,0 +1,114 @@
+"""Whether a report may call one configuration faster than another.
+
+The reports compare configurations through :mod:`trainperf.intervals`: each
+configuration's throughput with its 95 % interval (from its steps, or from the
+spread of its repeats), and a verdict between two. Where both sides have an
+interval, a difference counts only when the interval of the difference
+excludes 0 and it is at least :data:`MIN_EFFECT`; otherwise the two are
+*indistinguishable*. Where a side has no interval (one run without steps, a
+published single figure), the noise cannot be tested: a difference below
+:data:`MIN_EFFECT` is called indistinguishable, a larger one is stated by its
+point estimate and marked untested.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from trainperf.compare import job_steps
+from trainperf.errors import DataError
+from trainperf.intervals import configuration_intervals, distinguish
+from trainperf.stats import FASTER, MIN_EFFECT, SLOWER
+
+TIED = "indistinguishable"
+NO_INTERVAL = "no interval (one run without steps)"
+"""What a report shows in place of an interval a configuration does not have."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """``b`` against ``a``: ``verdict`` (``faster``, ``slower`` or :data:`TIED`),
+    ``tested`` (both sides had an interval), the relative difference
+    ``estimate`` = b / a − 1 with its interval ``low``–``high`` (NaN untested)."""
+
+    verdict: str
+    tested: bool
+    estimate: float
+    low: float
+    high: float
+
+    def text(self) -> str:
+        """``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
+        if self.tested:
+            return f"{self.estimate:+.1%} (95 % interval {self.low:+.1%} to {self.high:+.1%})"
+        return f"{self.estimate:+.1%} (no interval: the noise is not tested)"
+
+
+def has_interval(row: pd.Series) -> bool:
+    """Whether a :func:`trainperf.intervals.configuration_intervals` row has an interval."""
+    return bool(row["dof"] > 0 and math.isfinite(row["se_log"]))
+
+
+def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Call:
+    """Configuration ``b`` against ``a`` of a :func:`run_intervals` / :func:`trainperf.intervals.configuration_intervals`
+    table (one row per configuration, column ``configuration``)."""
+    rows = table.drop_duplicates("configuration").set_index("configuration")
+    tested = has_interval(rows.loc[a]) and has_interval(rows.loc[b])
+    found = distinguish(rows.reset_index(), a, b, min_effect)
+    d = found.difference
+    if tested:
+        verdict = found.verdict if found.verdict in (FASTER, SLOWER) else TIED
+    else:
+        verdict = TIED if abs(d.estimate) < min_effect else FASTER if d.estimate > 0 else SLOWER
+    return Call(verdict, tested, d.estimate, d.low, d.high)
+
+
+INTERVAL_COLUMNS = ["interval_configuration", "unit", "throughput", "low", "high", "se_log", "dof", "basis"]
+
+
+def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per run of ``runs`` (same order): the interval of the configuration it
+    belongs to (:func:`trainperf.intervals.configuration_intervals`):
+    ``run_id, configuration`` (the configuration's name), ``unit``,
+    ``throughput`` (units of ``unit`` per second), ``low``, ``high``,
+    ``se_log``, ``dof`` and ``basis`` (what the interval covers, or that there is none).
+    A run with fewer than 2 complete measured steps in ``steps`` (e.g. a table of
+    per-rank totals) counts as a run without steps."""
+    found = configuration_intervals(runs, usable_steps(steps))
+    per_run = found.assign(run_id=found["run_ids"].str.split(", ")).explode("run_id")
+    out = pd.DataFrame({"run_id": runs["run_id"].astype(str).to_numpy()}).merge(
+        per_run.drop(columns=["experiment", "run_ids", "runs", "steps"]), on="run_id", how="left")
+    out["basis"] = out["basis"].where(out["low"].notna(), NO_INTERVAL)
+    return out
+
+
+def usable_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The rows of ``steps`` of the runs with enough measured steps for an interval
+    (:func:`trainperf.compare.job_steps` accepts them); ``None`` when no run has."""
+    if steps is None or steps.empty:
+        return None
+    keep = []
+    for run_id, run in steps.groupby("run_id", sort=False, observed=True):
+        try:
+            job_steps(run)
+        except DataError:
+            continue
+        keep.append(run_id)
+    return steps[steps["run_id"].isin(keep)] if keep else None
+
+
+def ties_with_fastest(intervals: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
+    """Per row of a :func:`run_intervals` frame of one experiment: ``vs_fastest``
+    (the call of it against the fastest configuration) and ``tied`` (the fastest
+    itself, or indistinguishable from it)."""
+    fastest = intervals.loc[intervals["throughput"].idxmax(), "configuration"]
+    calls = [call(intervals, fastest, name, min_effect) for name in intervals["configuration"]]
+    return pd.DataFrame({"vs_fastest": calls, "tied": [c.verdict == TIED for c in calls]}, index=intervals.index)
+
+
+def and_list(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
