@@ -141,7 +141,8 @@ def efficiency_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) 
     ``efficiency_interval``: the same as text with what it comes from (``90.5 %–95.1 %
     (steps)``), ``baseline``, or why there is none."""
     runs = runs.reset_index(drop=True)
-    out = pd.DataFrame({"efficiency_low": np.nan, "efficiency_high": np.nan, "efficiency_interval": ""}, index=runs.index)
+    out = pd.DataFrame({"efficiency_low": np.nan, "efficiency_high": np.nan, "efficiency_interval": ""},
+                       index=runs.index)
     found = run_intervals(runs, steps)
     for i, run in runs.iterrows():
         base = runs.index[runs["run_id"] == run["baseline_run_id"]]
@@ -326,7 +327,8 @@ def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataF
             sentences.append(f"Run {run_id}: {exc}.")
             continue
         if per_rank["comm_exposed_s"].notna().any():
-            parts.append(per_rank.assign(experiment=experiment[run_id]).rename(columns={"comm_exposed_s": "comm_wait_s"}))
+            parts.append(per_rank.assign(experiment=experiment[run_id])
+                         .rename(columns={"comm_exposed_s": "comm_wait_s"}))
         sentences.append(sentence)
     frame = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     return frame, sentences
