@@ -540,16 +540,20 @@ def fit_notes(found: list[Projection]) -> list[str]:
 
 # --- headline and cost -------------------------------------------------------------------
 
-def headline(runs: pd.DataFrame, project_to_gpus: float | None = None) -> Html:
+def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd.DataFrame | None = None) -> Html:
     """The largest measured scale-up among experiments that change only the
-    device count, its efficiency, and the fitted projection vs. the straight
-    line; without such an experiment, says so and projects nothing."""
+    device count, its efficiency (with its 95 % interval where ``steps`` or
+    repeats give one), and the fitted projection vs. the straight line;
+    without such an experiment, says so and projects nothing."""
     clean = clean_experiments(runs)
     widest = max(clean or experiments(runs), key=lambda n: (g := experiment_runs(runs, n)["gpus"]).max() / g.min())
-    group = experiment_runs(runs, widest)
+    group = experiment_runs(runs, widest).reset_index(drop=True)
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
+    interval = efficiency_intervals(group, steps).loc[top.name]
+    known = (f" (95 % interval {fmt_pct(interval['efficiency_low'])}–{fmt_pct(interval['efficiency_high'])})"
+             if pd.notna(interval["efficiency_low"]) else "")
     text = (f"{widest}: {fmt_times(top['scaling_multiplier'], 1)} faster on {fmt_int(top['gpus'])} devices than on "
-            f"{fmt_int(base['gpus'])} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency.")
+            f"{fmt_int(base['gpus'])} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency{known}.")
     if not clean:
         text = ("No experiment changes only the device count, so none is projected. The widest, " + text[:-1]
                 + ", mixes scaling with other changes.")
