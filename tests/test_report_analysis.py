@@ -238,7 +238,8 @@ def test_committed_sweep_ties_at_the_top_within_the_noise():
     frame = table(runs, None, 0.10, steps)
     assert frame.loc[frame["at_top"], "configuration"].tolist() == ["4 × 4", "8 × 2", "16 × 1"]
     # every interval holds its run's own figure; 2 × 8 → 4 × 4 (+16 %) is a gain beyond the noise, the others not
-    assert ((frame["tokens_per_s_low"] < frame["tokens_per_s"]) & (frame["tokens_per_s"] < frame["tokens_per_s_high"])).all()
+    rate = frame["tokens_per_s"]
+    assert ((frame["tokens_per_s_low"] < rate) & (rate < frame["tokens_per_s_high"])).all()
     assert frame["vs_previous"].tolist() == ["", "indistinguishable", "faster", "indistinguishable",
                                              "indistinguishable"]
     # the plateau note does not state the later steps' small changes as gains or losses
@@ -343,11 +344,17 @@ def test_scaling_efficiency_of_measured_runs_has_an_interval():
     assert measured["efficiency_interval"].str.endswith("(steps)").all()
     assert strong.loc[strong["gpus"] == 1, "efficiency_interval"].tolist() == ["baseline"]
     seed = frame[(frame["experiment"] == "seed000-scaling") & (frame["gpus"] > 1)]
-    assert set(seed["efficiency_interval"]) == {"no interval (one run without steps)"} and seed["efficiency_low"].isna().all()
+    assert set(seed["efficiency_interval"]) == {"no interval (one run without steps)"}
+    assert seed["efficiency_low"].isna().all()
     notes = scaling.efficiency_notes(runs, steps)
     assert [n.split(":")[0] for n in notes] == ["bench-cpu-small-fp32-strong-scaling",
                                                 "bench-cpu-small-fp32-weak-scaling"]  # seed 000: nothing to test
     assert "falls from 2 to 4 devices (93 % → 40 %" in notes[0]
+    # the headline of the measured studies alone: 5,379 / 3,379 tokens/s on 4 processes = 1.59×, 39.8 %
+    measured = runs[runs["experiment"].str.startswith("bench")]
+    text = scaling.headline(measured, None, steps).text
+    assert re.fullmatch(r"bench-cpu-small-fp32-strong-scaling: 1\.6× faster on 4 devices than on 1 — 40 % scaling "
+                        r"efficiency \(95 % interval 3\d\.\d %–4\d\.\d %\)\.", text)
 
 
 def test_efficiency_change_within_the_noise_is_not_called_a_drop(tmp_path):
@@ -424,7 +431,8 @@ def test_projection_frames_of_seed_000():
     last = table.iloc[-1]
     assert last["devices"] == 256 and last["naive"] == pytest.approx(700_970 / 34_086 * 8, rel=1e-4)
     curves = scaling.curves(found)
-    assert set(curves["curve"]) == {"Amdahl fit", "USL fit", "ideal", "straight line (efficiency held at the last point)"}
+    assert set(curves["curve"]) == {"Amdahl fit", "USL fit", "ideal",
+                                    "straight line (efficiency held at the last point)"}
     assert set(curves.loc[curves["curve"].str.endswith("fit"), "band"]) == {"95 % band"}
     bands = curves.dropna(subset=["low"])
     assert ((bands["low"] <= bands["multiplier"]) & (bands["multiplier"] <= bands["high"])).all()

@@ -53,8 +53,8 @@ def has_interval(row: pd.Series) -> bool:
 
 
 def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Call:
-    """Configuration ``b`` against ``a`` of a :func:`run_intervals` / :func:`trainperf.intervals.configuration_intervals`
-    table (one row per configuration, column ``configuration``)."""
+    """Configuration ``b`` against ``a`` of a :func:`run_intervals` or
+    :func:`trainperf.intervals.configuration_intervals` table (column ``configuration``)."""
     rows = table.drop_duplicates("configuration").set_index("configuration")
     tested = has_interval(rows.loc[a]) and has_interval(rows.loc[b])
     found = distinguish(rows.reset_index(), a, b, min_effect)
@@ -64,9 +64,6 @@ def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) ->
     else:
         verdict = TIED if abs(d.estimate) < min_effect else FASTER if d.estimate > 0 else SLOWER
     return Call(verdict, tested, d.estimate, d.low, d.high)
-
-
-INTERVAL_COLUMNS = ["interval_configuration", "unit", "throughput", "low", "high", "se_log", "dof", "basis"]
 
 
 def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -141,7 +141,8 @@ def efficiency_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) 
     ``efficiency_interval``: the same as text with what it comes from (``90.5 %–95.1 %
     (steps)``), ``baseline``, or why there is none."""
     runs = runs.reset_index(drop=True)
-    out = pd.DataFrame({"efficiency_low": np.nan, "efficiency_high": np.nan, "efficiency_interval": ""}, index=runs.index)
+    out = pd.DataFrame({"efficiency_low": np.nan, "efficiency_high": np.nan, "efficiency_interval": ""},
+                       index=runs.index)
     found = run_intervals(runs, steps)
     for i, run in runs.iterrows():
         base = runs.index[runs["run_id"] == run["baseline_run_id"]]
@@ -326,7 +327,8 @@ def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataF
             sentences.append(f"Run {run_id}: {exc}.")
             continue
         if per_rank["comm_exposed_s"].notna().any():
-            parts.append(per_rank.assign(experiment=experiment[run_id]).rename(columns={"comm_exposed_s": "comm_wait_s"}))
+            parts.append(per_rank.assign(experiment=experiment[run_id])
+                         .rename(columns={"comm_exposed_s": "comm_wait_s"}))
         sentences.append(sentence)
     frame = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     return frame, sentences
@@ -538,16 +540,20 @@ def fit_notes(found: list[Projection]) -> list[str]:
 
 # --- headline and cost -------------------------------------------------------------------
 
-def headline(runs: pd.DataFrame, project_to_gpus: float | None = None) -> Html:
+def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd.DataFrame | None = None) -> Html:
     """The largest measured scale-up among experiments that change only the
-    device count, its efficiency, and the fitted projection vs. the straight
-    line; without such an experiment, says so and projects nothing."""
+    device count, its efficiency (with its 95 % interval where ``steps`` or
+    repeats give one), and the fitted projection vs. the straight line;
+    without such an experiment, says so and projects nothing."""
     clean = clean_experiments(runs)
     widest = max(clean or experiments(runs), key=lambda n: (g := experiment_runs(runs, n)["gpus"]).max() / g.min())
-    group = experiment_runs(runs, widest)
+    group = experiment_runs(runs, widest).reset_index(drop=True)
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
+    interval = efficiency_intervals(group, steps).loc[top.name]
+    known = (f" (95 % interval {fmt_pct(interval['efficiency_low'])}–{fmt_pct(interval['efficiency_high'])})"
+             if pd.notna(interval["efficiency_low"]) else "")
     text = (f"{widest}: {fmt_times(top['scaling_multiplier'], 1)} faster on {fmt_int(top['gpus'])} devices than on "
-            f"{fmt_int(base['gpus'])} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency.")
+            f"{fmt_int(base['gpus'])} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency{known}.")
     if not clean:
         text = ("No experiment changes only the device count, so none is projected. The widest, " + text[:-1]
                 + ", mixes scaling with other changes.")
