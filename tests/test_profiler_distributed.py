@@ -119,7 +119,9 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
         measured = sampled[~sampled["warmup"]]
         assert (measured["comm_s"] > 0).all() and sampled.loc[sampled["warmup"], "comm_s"].isna().all()
         assert (measured["comm_exposed_s"] <= measured["comm_s"] + 1e-6).all()
-        assert (measured["comm_s"] <= measured["step_s"]).all()
+        # the estimate is the window's mean per step: within the window's steps, not each later step's
+        window = measured[measured["step"].isin([1, 2])].groupby("rank")
+        assert (window["comm_s"].first() <= window["step_s"].mean()).all()
         assert measured.groupby("rank")["comm_s"].nunique().eq(1).all()  # one window: one estimate per rank
         manifest = json.loads((tmp_path / strategy / "manifest.json").read_text())
         assert "windows of 2 step(s) every 100 steps or more from step 1" in manifest["config"]["comm_measurement"]
