@@ -15,6 +15,8 @@ import trainperf
 from trainperf import compare, stats
 from trainperf.cli import main
 from trainperf.errors import DataError
+from trainperf.report.applicability import NotApplicable
+from trainperf.report.page import open_side
 
 RUNS = Path(__file__).parent / "data" / "measured_runs"  # real runs, kept as measured (see its README)
 P2 = RUNS / "bench-cpu-small-fp32-strong-scaling" / "bench-cpu-small-fp32-strong-scaling-p2"
@@ -148,7 +150,8 @@ def test_compare_notebook_has_a_literal_parameters_cell_and_no_outputs():
     notebook = json.loads((NOTEBOOKS / "compare.ipynb").read_text())
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
     assert code[0]["metadata"].get("tags") == ["parameters"] and not any(c.get("outputs") for c in code)
-    assert {"baseline", "candidate", "min_effect", "seed", "title"} <= set(declared_parameters(NOTEBOOKS / "compare.ipynb"))
+    assert {"baseline_runs", "candidate_runs", "min_effect", "seed", "title"} <= set(
+        declared_parameters(NOTEBOOKS / "compare.ipynb"))
     assert all(len("".join(c["source"]).splitlines()) <= 15 for c in code)
 
 
@@ -156,7 +159,9 @@ def test_compare_notebook_has_a_literal_parameters_cell_and_no_outputs():
 def test_compare_report_renders_the_verdict_of_ddp_against_fsdp(tmp_path):
     from trainperf.report.pipeline import build, plan
 
-    result = build(plan(["compare"], out_dir=tmp_path), workers=1)
+    sides = [("baseline_runs", str(RUNS / "bench-cpu-small-fp32-strategy" / "bench-cpu-small-fp32-strategy-ddp-p2")),
+             ("candidate_runs", str(RUNS / "bench-cpu-small-fp32-strategy" / "bench-cpu-small-fp32-strategy-fsdp-p2"))]
+    result = build(plan(["compare"], parameters=sides, out_dir=tmp_path), workers=1)
     assert not result.failed, result.failed[0].error
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", (tmp_path / "compare.html").read_text())))
     # by hand from the run folders: tokens over the sum of each step's slowest rank
@@ -185,3 +190,15 @@ def test_command_line_values_are_checked(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["compare", str(P2), str(P2), "--min-effect", "5"])
     assert exit_info.value.code == 2 and "a fraction in [0, 1)" in capsys.readouterr().err
+
+
+def test_report_data_leaves_compare_not_applicable_unless_its_sides_are_named(tmp_path):
+    from trainperf.report.pipeline import plan
+
+    (job,) = plan(["compare"], data=[str(RUNS / "bench-cpu-small-fp32-strategy")], out_dir=tmp_path)
+    assert job.parameters["baseline_runs"] == [] and job.parameters["candidate_runs"] == []  # never the embedded runs
+    with pytest.raises(NotApplicable, match="no runs given for baseline_runs"):
+        open_side([], "baseline_runs")
+    (job,) = plan(["compare"], data=[str(RUNS)], parameters=[("baseline_runs", str(P2)), ("candidate_runs", str(P4))],
+                  out_dir=tmp_path)
+    assert (job.parameters["baseline_runs"], job.parameters["candidate_runs"]) == ([str(P2)], [str(P4)])

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf import derive, load_runs
+from trainperf.compare import Side, read_side
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.report.applicability import NotApplicable
@@ -108,6 +109,17 @@ def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -
         if not Path(path).exists():
             raise InputError(f"{Path(path).resolve()}: no such file or folder (parameter {parameter})")
     return given
+
+
+def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
+    """One side of the compare report (:func:`trainperf.compare.read_side`:
+    the runs of one configuration, with their steps). :class:`NotApplicable`
+    when ``parameter`` names no path, as when ``trainperf report --data``
+    builds every report: compare needs its two sides named."""
+    if not paths:
+        raise NotApplicable(f"no runs given for {parameter}: compare needs both sides, e.g. trainperf report --only "
+                            "compare -p baseline_runs runs/before -p candidate_runs runs/after")
+    return read_side(*paths, warmup=warmup)
 
 
 def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.DataFrame | None:

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PARAMETERS_TAG = "parameters"
-PATH_PARAMETERS = ("data", "steps")
+PATH_PARAMETERS = ("data", "steps", "baseline_runs", "candidate_runs")
 """Parameters whose values are paths: relative ones given on the command line
-are taken from the current folder (the notebooks run in ``notebooks/``)."""
+are taken from the current folder (the notebooks run in ``notebooks/``), and
+``trainperf report --data`` replaces every one that ``-p`` does not give."""
 
 
 class ParameterError(ValueError):

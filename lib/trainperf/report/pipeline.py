@@ -31,7 +31,7 @@ from trainperf.report.export import PageInfo, notebook_to_html
 from trainperf.report.html import FACTS_KEY
 from trainperf.report.index import write_index
 from trainperf.report.kernels import IPCKernelManager
-from trainperf.report.parameters import ParameterError, declared_parameters, resolve_paths
+from trainperf.report.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 from trainperf.steps import holds_steps
 
 KERNEL = "trainperf"
@@ -108,9 +108,10 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
     """The jobs for reports ``names`` (default: all), with typed parameters.
 
     ``data`` (paths, made absolute) replaces every data input of every
-    notebook: its ``data`` parameter, and its ``steps`` parameter (per-rank
+    notebook: its ``data`` parameter, its ``steps`` parameter (per-rank
     steps) with those of the paths that hold run folders or steps tables
-    (``[]`` when none does). Each ``(NAME, VALUE)`` in ``parameters`` goes,
+    (``[]`` when none does), and its other path parameters (compare's two
+    sides) with ``[]`` unless ``parameters`` gives them. Each ``(NAME, VALUE)`` in ``parameters`` goes,
     converted to the declared type, to every selected notebook that declares
     ``NAME`` (a path parameter's relative paths are taken from the current
     folder, as ``data``'s are). Raises ``ParameterError`` for an unknown
@@ -136,6 +137,8 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
             values["data"] = [str(p) for p in data_paths]
             if "steps" in declared[name]:
                 values["steps"] = [str(p) for p in data_paths if holds_steps(p)]
+            for other in (p for p in PATH_PARAMETERS if p in declared[name] and p not in values):
+                values[other] = []  # none of the embedded data: the notebook says what it needs
         for pname, text in parameters:
             if pname in declared[name]:
                 values[pname] = resolve_paths(pname, declared[name][pname].convert(text))
