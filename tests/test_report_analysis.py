@@ -20,6 +20,7 @@ from trainperf.report.page import InputError, open_runs, open_steps
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "data" / "reference"
 RUNS = ROOT / "data" / "runs"
+MEASURED = ROOT / "tests" / "data" / "measured_runs"  # an earlier sweep, kept as measured (see its README)
 TINY = Path(__file__).resolve().parent / "data" / "report_tiny"
 XSS = "<script>alert(1)</script>"
 
@@ -172,7 +173,7 @@ def test_reports_without_scaling_leave_out_scaling_notes(tmp_path):
 def test_run_folders_given_as_data_give_per_rank_steps():
     from trainperf.report.scaling import ranks, studies
 
-    folder = RUNS / "bench-cpu-small-fp32-strong-scaling"
+    folder = MEASURED / "bench-cpu-small-fp32-strong-scaling"
     runs = studies(open_runs([str(folder)]))
     per_rank = ranks(runs, open_steps([str(folder)], runs))
     # the 2- and 4-process runs of the study: one row per rank
@@ -219,12 +220,12 @@ def test_batch_sweep_headline_names_its_experiment_and_does_not_say_it_stops_imp
 def _bench_sweep():
     from trainperf.report.batch_size import sweeps
 
-    runs = sweeps(open_runs([str(RUNS)]))
-    return runs, page.data_steps([str(RUNS)], runs)
+    runs = sweeps(open_runs([str(MEASURED)]))
+    return runs, page.data_steps([str(MEASURED)], runs)
 
 
 def test_committed_sweep_ties_at_the_top_within_the_noise():
-    """The committed CPU sweep (data/runs/bench-cpu-small-fp32-batch-size, 8 measured steps per run):
+    """The earlier CPU sweep (tests/data/measured_runs/bench-cpu-small-fp32-batch-size, 8 measured steps per run):
     4 × 4, 8 × 2 and 16 × 1 are 3,183, 3,156 and 3,035 tokens/s, and the 95 % intervals of their
     differences from 4 × 4 include 0: none of them may be called the best."""
     from trainperf.report.batch_size import headline, plateau_notes, table, top
@@ -329,13 +330,13 @@ def test_time_the_mean_hides_of_seed_004():
 
 
 def test_scaling_efficiency_of_measured_runs_has_an_interval():
-    """The committed strong-scaling study (data/runs, 8 measured steps per run): efficiency at 2 processes
+    """The earlier strong-scaling study (tests/data/measured_runs, 8 measured steps per run): efficiency at 2 processes
     92.8 % and at 4 processes 39.8 %; both get an interval from the steps of the run and its baseline, the
     published seed 000 figures none."""
     from trainperf.report import scaling
 
-    runs = scaling.studies(open_runs([str(REFERENCE / "seed_000_throughput.csv"), str(RUNS)]))
-    steps = open_steps([str(RUNS)], runs)
+    runs = scaling.studies(open_runs([str(REFERENCE / "seed_000_throughput.csv"), str(MEASURED)]))
+    steps = open_steps([str(MEASURED)], runs)
     frame = scaling.table(runs, steps).set_index("configuration")
     strong = frame[frame["experiment"] == "bench-cpu-small-fp32-strong-scaling"]
     measured = strong[strong["gpus"] > 1]

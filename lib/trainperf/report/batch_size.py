@@ -154,7 +154,7 @@ def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str
     best = order[0]
     rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
     if tied.sum() > 1:
-        names = [config_label(group.iloc[i], compact=True) for i in order if tied[i]]
+        names = list(dict.fromkeys(config_label(group.iloc[i], compact=True) for i in order if tied[i]))  # repeats once
         return (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
                 f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)})")
     text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
