@@ -91,7 +91,7 @@ def test_no_apt_get_says_what_to_install(bare_path, monkeypatch):
 
 
 def test_make_test_gets_chromium_before_the_tests_and_ci_only_calls_it():
-    dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     lines = dry.strip().splitlines()
     assert lines[-2:] == [".venv/bin/python -m trainperf.report.browser_install", ".venv/bin/python -m pytest -n 2 -q"]
     commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
@@ -115,7 +115,7 @@ def test_lab_flags_follow_the_user_and_the_display(root, env, allow_root, no_bro
 
 
 def test_make_lab_passes_args():
-    dry = subprocess.run(["make", "-n", "lab", "ARGS=--port 9000"], cwd=ROOT, capture_output=True, text=True,
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "lab", "ARGS=--port 9000"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
     assert dry.strip().splitlines()[-1] == ".venv/bin/python -m trainperf.report.lab --port 9000"
 

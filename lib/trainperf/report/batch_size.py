@@ -85,7 +85,7 @@ def intervals(group: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.Data
 
 def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
           steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration of each sweep: experiment, configuration
+    """One row per configuration of each sweep (repeats: their mean): experiment, configuration
     (``micro-batch × accumulation``), micro-batch, accumulation, samples per
     device per step, devices, throughput total (with its 95 % interval
     ``<rate>_low``–``<rate>_high`` where repeats or ``steps`` give one, and
@@ -101,6 +101,13 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
     for name in experiments(runs):
         group = experiment_runs(runs, name).reset_index(drop=True)
         found = intervals(group, steps)
+        # repeats of a configuration: one row, their mean figures
+        key = found["configuration"].to_numpy()
+        first = ~pd.Series(key).duplicated().to_numpy()
+        means = {c: group[c].groupby(key, sort=False).transform("mean").to_numpy(float)
+                 for c in (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s") if c in group}
+        group = group.assign(**means)[first].reset_index(drop=True)
+        found = found[first].reset_index(drop=True)
         rate = group[unit.rate].to_numpy(float)
         scale = rate / found["throughput"].to_numpy(float)  # the interval's relative width, around the run's figure
         previous = [""] + [verdict_text(call(found, a, b)) for a, b in zip(found["configuration"],

@@ -77,13 +77,17 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> Breakdown:
 
 def long_form(runs: pd.DataFrame, configuration: list[str], *, per_step: bool = True) -> pd.DataFrame:
     """The :func:`breakdown` of ``runs`` as rows ``experiment, run_id,
-    configuration, gpus, phase, seconds, share, unit`` (one per run and
-    phase, phases in step order; ``share``: of the run's total;
-    ``unit``: ``s per step`` or ``s in the measured window``), for seaborn."""
+    configuration, gpus, phase, seconds, share, unit`` (one per configuration
+    and phase, phases in step order; repeats of a configuration, runs with the
+    same ``configuration`` label, are averaged and ``run_id`` is the first's;
+    ``share``: of the configuration's total; ``unit``: ``s per step`` or ``s
+    in the measured window``), for seaborn: a stacked bar is one configuration."""
     parts = breakdown(runs, per_step=per_step)
     wide = parts.seconds.assign(run_id=runs["run_id"].astype(str), experiment=runs["experiment"].astype(str),
                                 configuration=configuration, gpus=runs["gpus"])
-    out = wide.melt(id_vars=["experiment", "run_id", "configuration", "gpus"], var_name="phase",
-                    value_name="seconds")
-    total = out.groupby("run_id", sort=False)["seconds"].transform("sum")
-    return out.assign(share=out["seconds"] / total, unit=parts.unit)
+    out = (wide.melt(id_vars=["experiment", "run_id", "configuration", "gpus"], var_name="phase", value_name="seconds")
+           .groupby(["experiment", "configuration", "phase"], sort=False, as_index=False)
+           .agg(run_id=("run_id", "first"), gpus=("gpus", "first"), seconds=("seconds", "mean")))
+    total = out.groupby(["experiment", "configuration"], sort=False)["seconds"].transform("sum")
+    return out.assign(share=out["seconds"] / total, unit=parts.unit)[
+        ["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"]]
