@@ -44,7 +44,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pandas as pd
 
-from trainperf.importers.core import ParsedRun, RunParser
+from trainperf.importers.core import REPORTED_CONVENTION, ParsedRun, RunParser
 from trainperf.loading import is_missing
 from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
 
@@ -330,3 +330,16 @@ def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step:
     run = parser.run_at(line, rank, step)
     run.records.add((rank, step, 1.0, seconds, seconds, samples, tokens, loss, NAN, 0.0, *reported))
     return run
+
+
+def printed_step_times(run: Run, config: Mapping[str, Any], time_source: str,
+                       convention: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """:func:`aggregate` for a log that prints each step's time (seconds):
+    records where the times came from (``extra_time_source``), the FLOPs
+    convention of the figures the log prints, and the last validation loss."""
+    measured, steps = aggregate(run.records, config)
+    measured["extra_time_source"] = time_source
+    measured[REPORTED_CONVENTION] = convention
+    if math.isfinite(run.val_loss):
+        measured["val_loss"] = run.val_loss
+    return measured, steps

@@ -43,7 +43,7 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers import intervals
-from trainperf.importers.core import REPORTED_CONVENTION, LineFormat
+from trainperf.importers.core import LineFormat
 from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
 
 NAN = math.nan
@@ -160,12 +160,7 @@ class LlmcParser(intervals.IntervalParser[intervals.Run]):
         return ""
 
     def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        measured, steps = intervals.aggregate(run.records, config)
-        measured["extra_time_source"] = "step times printed by the log"
-        measured[REPORTED_CONVENTION] = "llmc"
-        if math.isfinite(run.val_loss):
-            measured["val_loss"] = run.val_loss
-        return measured, steps
+        return intervals.printed_step_times(run, config, "step times printed by the log", "llmc")
 
 
 class Llmc(LineFormat):

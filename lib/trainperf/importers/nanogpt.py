@@ -44,7 +44,7 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers import intervals
-from trainperf.importers.core import REPORTED_CONVENTION, LineFormat
+from trainperf.importers.core import LineFormat
 from trainperf.importers.text import NUMBER, LineError, number, positive, rank_prefix
 
 NAN = math.nan
@@ -134,12 +134,7 @@ class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
         return ""
 
     def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        measured, steps = intervals.aggregate(run.records, config)
-        measured["extra_time_source"] = "iteration times printed by the log"
-        measured[REPORTED_CONVENTION] = "palm"
-        if math.isfinite(run.val_loss):
-            measured["val_loss"] = run.val_loss
-        return measured, steps
+        return intervals.printed_step_times(run, config, "iteration times printed by the log", "palm")
 
 
 class NanoGPT(LineFormat):
