@@ -10,6 +10,7 @@ tests/data/report_tiny/.
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import json
 import os
@@ -59,14 +60,46 @@ def test_notebook_opens_with_a_literal_parameters_cell_and_no_outputs(name):
 
 @pytest.mark.parametrize("name", REPORTS)
 def test_papermill_finds_every_parameter_with_its_default_and_help(name):
+    """What `papermill --help-notebook` lists is every assignment of the parameters cell (read here with ast)."""
     import papermill
 
+    cell = ast.parse("".join(_code_cells(name)[0]["source"]))
+    assert all(isinstance(s, ast.Assign) for s in cell.body), "plain `name = literal` lines"
+    assigned = {s.targets[0].id: ast.literal_eval(s.value) for s in cell.body}
     found = papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb"))
-    declared = declared_parameters(NOTEBOOKS / f"{name}.ipynb")
-    assert list(found) == list(declared)
+    assert list(found) == list(assigned)
     for pname, parameter in found.items():
-        assert parameter["default"] != "" and parameter["help"], pname
-        assert eval(parameter["default"]) == declared[pname].default  # noqa: S307 -- a literal from our notebook
+        assert parameter["help"] and ast.literal_eval(parameter["default"]) == assigned[pname], pname
+    assert {p: d.default for p, d in declared_parameters(NOTEBOOKS / f"{name}.ipynb").items()} == assigned
+
+
+def _notebook_with_parameters(folder: Path, source: str) -> Path:
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["parameters"]})
+    path = folder / "params.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
+        "name": "python3", "language": "python", "display_name": "Python 3"}}), path)
+    return path
+
+
+def test_declared_types_come_from_the_default_the_help_or_a_type_comment(tmp_path):
+    notebook = _notebook_with_parameters(tmp_path, "price = None  # float: USD per hour\n"
+                                                   "scale = 3  # type: float\nname = None  # anything\n")
+    declared = declared_parameters(notebook)
+    assert {p: d.types for p, d in declared.items()} == {
+        "price": ("None", "float"), "scale": ("float",), "name": ("None",)}
+    assert convert_cli_parameters(notebook, [("price", "2.5"), ("scale", "1.5"), ("name", "none")]) == {
+        "price": 2.5, "scale": 1.5, "name": None}
+    with pytest.raises(ParameterError, match="'name' takes None"):
+        convert_cli_parameters(notebook, [("name", "x")])
+
+
+def test_a_parameters_cell_without_literals_is_refused(tmp_path):
+    with pytest.raises(ParameterError, match="parameter root must be a literal"):
+        declared_parameters(_notebook_with_parameters(tmp_path, "root = os.getcwd()  # str: where\n"))
+    with pytest.raises(ParameterError, match="no parameters"):
+        declared_parameters(_notebook_with_parameters(tmp_path, "# nothing here\n"))
 
 
 @pytest.mark.parametrize("name", REPORTS)

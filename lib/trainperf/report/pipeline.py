@@ -188,8 +188,7 @@ def run_job(job: Job) -> ReportResult:
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    # parameters were checked against the notebook's declarations by plan(); papermill's
-    # own check cannot read annotations such as `str | None` and would warn about them
+    # parameters were checked and typed by plan(); papermill's log would repeat each step of the run
     logging.getLogger("papermill").setLevel(logging.ERROR)
     start = time.perf_counter()
     executed = job.out_dir / f"{job.name}.ipynb"
