@@ -188,7 +188,7 @@ def run_job(job: Job) -> ReportResult:
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    # parameters were checked and typed by plan(); papermill's log would repeat each step of the run
+    # plan() checked the parameters and the result carries any error: papermill's log would repeat it
     logging.getLogger("papermill").setLevel(logging.ERROR)
     start = time.perf_counter()
     executed = job.out_dir / f"{job.name}.ipynb"
