@@ -25,6 +25,8 @@ from trainperf.report.export import table_of_contents
 from trainperf.report.parameters import ParameterError, convert_cli_parameters, declared_parameters
 from trainperf.report.pipeline import NOTEBOOKS, REPORTS, build, plan
 
+import browser  # tests/browser.py: headless Chromium
+
 RUNS_REPORTS = [r for r in REPORTS if r != "compare"]  # reports over a runs table (compare: tests/test_compare.py)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,19 +308,15 @@ def test_a_report_the_data_cannot_answer_is_not_applicable_and_the_others_build(
 
 @pytest.fixture(scope="module")
 def chromium():
-    from trainperf.report.browser import find_chromium
-
-    if find_chromium() is None:
+    if browser.find_chromium() is None:
         pytest.fail("headless Chromium is needed: apt-get install chromium (.ci/run installs it)")
 
 
 @pytest.mark.slow
 def test_reports_render_in_chromium(embedded, chromium):
-    from trainperf.report.browser import check_page
-
     shots = SCREENSHOTS or embedded / "screenshots"
     for name in ["index", *REPORTS]:
-        found = check_page(embedded / f"{name}.html", screenshot=shots / f"{name}.png")
+        found = browser.check_page(embedded / f"{name}.html", screenshot=shots / f"{name}.png")
         assert found.console_errors == [], (name, found.console_errors)
         assert found.broken_images == [] and found.dialogs == [] and found.external_urls == []
         assert found.wide_tables == [], (name, found.wide_tables)
@@ -329,10 +327,8 @@ def test_reports_render_in_chromium(embedded, chromium):
 
 @pytest.mark.slow
 def test_escaped_strings_run_no_script_in_chromium(tiny, chromium):
-    from trainperf.report.browser import check_page
-
     for name in ("platforms", "throughput"):
-        found = check_page(tiny / f"{name}.html", screenshot=(SCREENSHOTS or tiny / "screenshots") / f"tiny-{name}.png")
+        found = browser.check_page(tiny / f"{name}.html", screenshot=(SCREENSHOTS or tiny / "screenshots") / f"tiny-{name}.png")
         assert found.dialogs == [] and found.scripts == 0 and found.console_errors == []
         assert XSS_PLATFORM in found.text
-    assert XSS_RUN in check_page(tiny / "throughput.html").text
+    assert XSS_RUN in browser.check_page(tiny / "throughput.html").text
