@@ -25,7 +25,7 @@ from trainperf.compare import Side, read_side
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.html import Html, title as page_title
+from trainperf.report.html import Html, count, title as page_title
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
@@ -104,7 +104,7 @@ def _reading() -> Iterator[list[warnings.WarningMessage]]:
 
 def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -> list[str | Path]:
     """``paths`` as a list; InputError naming ``parameter`` for one that does not exist."""
-    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
+    given = _as_list(paths)
     for path in given:
         if not Path(path).exists():
             raise InputError(f"{Path(path).resolve()}: no such file or folder (parameter {parameter})")
@@ -163,10 +163,9 @@ def shown_path(path: str | Path) -> str:
         return str(resolved)
 
 
-def _as_list(value: Sequence[str] | str | None) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
+def _as_list(value: Sequence[str | Path] | str | Path | None) -> list:
+    """One name or path as a list of it, ``None`` as ``[]``."""
+    return [value] if isinstance(value, (str, Path)) else list(value or [])
 
 
 def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
@@ -252,7 +251,7 @@ def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.Data
     """The report's title and what it covers (every experiment, platform and
     model, ``unknown`` included); records the title and the inputs (of the
     runs, and of the per-rank ``steps`` when given) for the index."""
-    parts = [f"{len(runs)} run{'s' if len(runs) != 1 else ''}"]
+    parts = [count(len(runs), "run")]
     for column in ("experiment", "platform", "model"):
         found = values(runs, column)
         most = HEADER_VALUES if column == "experiment" else len(found)
@@ -305,10 +304,10 @@ def conventions(runs: pd.DataFrame) -> list[str]:
         for name, group in runs.groupby(runs["flops_convention_used"].astype("string"), sort=False):
             done = int(group["flops_per_token"].notna().sum())
             text = f"FLOPs per token, {name}: {CONVENTIONS.get(str(name), name)}"
-            count = f"{done} run{'s' if done != 1 else ''}"
+            runs_done = count(done, "run")
             if done < len(group):
-                count += (f"; not computed for {len(group) - done}, see “Empty or doubtful values”")
-            out.append(f"{text} ({count})")
+                runs_done += f"; not computed for {len(group) - done}, see “Empty or doubtful values”"
+            out.append(f"{text} ({runs_done})")
     return out + [
         "Elapsed time of a run is its slowest rank's wall clock, never the mean over ranks.",
         "Scaling multiplier = throughput / baseline throughput; baseline = the run with the fewest devices "
