@@ -98,6 +98,8 @@ def test_number_formats():
     assert [html.fmt_int(x) for x in (float("nan"), np.float32("nan"), pd.NA, pd.NaT, None)] == ["–"] * 5
     assert [html.count(n, noun) for n, noun in ((1, "report"), (2, "report"), (1024, "process"))] == [
         "1 report", "2 reports", "1,024 processes"]
+    assert (html.first_of(list("abcd"), 3), html.first_of(list("abcd"), 3, total=True), html.first_of(["a"], 3)) == (
+        "a, b, c, …", "a, b, c, … (4 in all)", "a")
 
 
 def test_table_cells_without_a_value_show_a_dash():

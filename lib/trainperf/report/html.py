@@ -80,6 +80,13 @@ def count(n: object, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 'es' if noun.endswith('s') else 's'}"
 
 
+def first_of(names: Sequence[str], most: int, *, total: bool = False) -> str:
+    """The first ``most`` of ``names`` joined with commas, then ``…`` for the rest
+    (``… (12 in all)`` with ``total``)."""
+    rest = "" if len(names) <= most else f", … ({len(names)} in all)" if total else ", …"
+    return ", ".join(names[:most]) + rest
+
+
 # --- numbers -----------------------------------------------------------------
 
 def fmt_int(x: object) -> str:

@@ -25,7 +25,7 @@ from trainperf.compare import Side, read_side
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.html import Html, count, title as page_title
+from trainperf.report.html import Html, count, first_of, title as page_title
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
@@ -178,10 +178,8 @@ def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
     found = list(dict.fromkeys(present))
     for name in names:
         if name not in found:
-            listed = ", ".join(found[:NAMES_IN_ERRORS]) + (f", … ({len(found)} in all)"
-                                                            if len(found) > NAMES_IN_ERRORS else "")
-            raise InputError(f"{column} {name!r} has no runs in the data; "
-                             f"{column}s found: {listed or 'none'} (parameter {column}s)")
+            raise InputError(f"{column} {name!r} has no runs in the data; {column}s found: "
+                             f"{first_of(found, NAMES_IN_ERRORS, total=True) or 'none'} (parameter {column}s)")
     keep = runs[column].isin(names).fillna(False).to_numpy(bool) if column in runs else []
     left_out = runs.loc[~keep]
     if len(left_out):
@@ -233,7 +231,7 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     missing = runs.loc[~pd.Series(present, index=runs.index), "run_id"].astype(str).tolist()
     skipped = list(runs.attrs.get("skipped", []))
     if missing:
-        skipped.append((f"{len(missing)} run(s): {', '.join(missing[:5])}{', …' if len(missing) > 5 else ''}",
+        skipped.append((f"{len(missing)} run(s): {first_of(missing, 5)}",
                         f"no {what} ({column}), which this report needs"))
     have = have.copy()
     have.attrs = {**runs.attrs, "skipped": skipped}
@@ -255,8 +253,7 @@ def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.Data
     for column in ("experiment", "platform", "model"):
         found = values(runs, column)
         most = HEADER_VALUES if column == "experiment" else len(found)
-        shown = ", ".join(found[:most]) + (f", … ({len(found)} in all)" if len(found) > most else "")
-        parts.append(f"{column}{'s' if len(found) > 1 else ''}: {shown}")
+        parts.append(f"{column}{'s' if len(found) > 1 else ''}: {first_of(found, most, total=True)}")
     inputs = list(runs.attrs.get("inputs", [])) + list(steps.attrs.get("inputs", []) if steps is not None else [])
     return page_title(title, " · ".join(parts) + (f"\n{subtitle}" if subtitle else ""),
                       {"title": title, "inputs": list(dict.fromkeys(inputs))})
@@ -292,8 +289,8 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
                 for note in str(text).split("; "):
                     if scaling or not note.startswith("scaling:"):
                         rows.setdefault(note, []).append(str(run_id))
-    return pd.DataFrame([(note, len(ids), ", ".join(ids[:3]) + (", …" if len(ids) > 3 else ""))
-                         for note, ids in rows.items()], columns=["note", "runs", "examples"])
+    return pd.DataFrame([(note, len(ids), first_of(ids, 3)) for note, ids in rows.items()],
+                        columns=["note", "runs", "examples"])
 
 
 def conventions(runs: pd.DataFrame) -> list[str]:
@@ -337,8 +334,8 @@ def unverifiable_figures(runs: pd.DataFrame) -> list[str]:
             orphan = runs[column].notna() & runs[name].isna()
             if orphan.any():
                 out.append(f"{name}: printed for {int(orphan.sum())} run(s) "
-                           f"({', '.join(runs.loc[orphan, 'run_id'].astype(str).head(3))}"
-                           f"{', …' if orphan.sum() > 3 else ''}) — trainperf cannot recompute it from their data")
+                           f"({first_of(runs.loc[orphan, 'run_id'].astype(str).tolist(), 3)}) — trainperf cannot "
+                           "recompute it from their data")
     return out
 
 
