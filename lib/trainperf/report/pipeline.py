@@ -13,7 +13,6 @@ cannot answer it) gets a short page saying what is missing and is marked
 
 from __future__ import annotations
 
-import html as html_text
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +27,7 @@ import trainperf
 from trainperf.loading import holds_inputs
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.export import PageInfo, notebook_to_html
-from trainperf.report.html import FACTS_KEY
+from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.index import write_index
 from trainperf.report.kernels import IPCKernelManager
 from trainperf.report.page import PROJECT_ROOT, shown_path
@@ -240,9 +239,9 @@ def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.
         elif cell.get("outputs"):
             cells += [*headings, cell]
             headings = []
+    note = callout(notice, kind)
     banner = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
-        "display_data", {"text/html": f'<div class="tp-callout tp-{kind}">{html_text.escape(notice)}</div>',
-                         "text/plain": notice})])
+        "display_data", {"text/html": note.html, "text/plain": note.text})])
     nb.cells = [banner, *cells]
     return nb
 
