@@ -29,7 +29,7 @@ report: $(STAMP) ## build every HTML report from the embedded data into reports/
 	$(PY) -m trainperf report --jobs $(JOBS)
 
 test: $(STAMP) ## run the whole test suite (slow multi-process tests included; installs Chromium if missing)
-	$(PY) -m trainperf.report.browser_install
+	$(PY) tests/browser.py
 	$(PY) -m pytest -n $(JOBS) -q
 
 test-fast: $(STAMP) ## run the tests, skipping the slow multi-process ones

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from trainperf.report import browser_install
 from trainperf.report.lab import lab_command
+
+import browser  # tests/browser.py: headless Chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 SH, CHMOD = shutil.which("sh"), shutil.which("chmod")
@@ -51,14 +52,14 @@ def _fake_apt(bin_dir: Path) -> None:
 def test_an_installed_chromium_is_used_as_it_is(bare_path):
     _script(bare_path, "google-chrome", "exit 0\n")
     _fake_apt(bare_path)
-    assert browser_install.ensure_chromium() == str(bare_path / "google-chrome")
+    assert browser.ensure_chromium() == str(bare_path / "google-chrome")
     assert not (bare_path / "apt.log").exists()
 
 
 def test_root_installs_debian_chromium(bare_path, monkeypatch):
     _fake_apt(bare_path)
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert browser_install.ensure_chromium() == str(bare_path / "chromium")
+    assert browser.ensure_chromium() == str(bare_path / "chromium")
     assert (bare_path / "apt.log").read_text().splitlines() == [
         "update -qq", "install -y -qq --no-install-recommends chromium"]
 
@@ -68,7 +69,7 @@ def test_a_user_with_passwordless_sudo_installs_through_sudo(bare_path, monkeypa
     _script(bare_path, "sudo", f'echo "sudo $@" >> {bare_path}/sudo.log\n'
                                    f'[ "$1" = -n ] && shift\n[ "$1" = true ] && exit 0\nexec "$@"\n')
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert browser_install.ensure_chromium() == str(bare_path / "chromium")
+    assert browser.ensure_chromium() == str(bare_path / "chromium")
     assert "sudo -n apt-get install -y -qq --no-install-recommends chromium" in (bare_path / "sudo.log").read_text()
 
 
@@ -78,7 +79,7 @@ def test_otherwise_one_line_says_what_to_install(bare_path, monkeypatch, capsys,
     if sudo != "absent":
         _script(bare_path, "sudo", "echo 'sudo: a password is required' >&2\nexit 1\n")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    assert browser_install.main() == 1
+    assert browser.main() == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "install the Debian package `chromium`" in err
     assert not (bare_path / "apt.log").exists()
@@ -87,13 +88,13 @@ def test_otherwise_one_line_says_what_to_install(bare_path, monkeypatch, capsys,
 def test_no_apt_get_says_what_to_install(bare_path, monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     with pytest.raises(RuntimeError, match="need Chromium or Chrome on PATH"):
-        browser_install.ensure_chromium()
+        browser.ensure_chromium()
 
 
 def test_make_test_gets_chromium_before_the_tests_and_ci_only_calls_it():
     dry = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     lines = dry.strip().splitlines()
-    assert lines[-2:] == [".venv/bin/python -m trainperf.report.browser_install", ".venv/bin/python -m pytest -n 2 -q"]
+    assert lines[-2:] == [".venv/bin/python tests/browser.py", ".venv/bin/python -m pytest -n 2 -q"]
     commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     assert commands == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', "make test"]

@@ -10,6 +10,7 @@ tests/data/report_tiny/.
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import json
 import os
@@ -23,6 +24,8 @@ import pytest
 from trainperf.report.export import table_of_contents
 from trainperf.report.parameters import ParameterError, convert_cli_parameters, declared_parameters
 from trainperf.report.pipeline import NOTEBOOKS, REPORTS, build, plan
+
+import browser  # tests/browser.py: headless Chromium
 
 RUNS_REPORTS = [r for r in REPORTS if r != "compare"]  # reports over a runs table (compare: tests/test_compare.py)
 
@@ -59,14 +62,46 @@ def test_notebook_opens_with_a_literal_parameters_cell_and_no_outputs(name):
 
 @pytest.mark.parametrize("name", REPORTS)
 def test_papermill_finds_every_parameter_with_its_default_and_help(name):
+    """What `papermill --help-notebook` lists is every assignment of the parameters cell (read here with ast)."""
     import papermill
 
+    cell = ast.parse("".join(_code_cells(name)[0]["source"]))
+    assert all(isinstance(s, ast.Assign) for s in cell.body), "plain `name = literal` lines"
+    assigned = {s.targets[0].id: ast.literal_eval(s.value) for s in cell.body}
     found = papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb"))
-    declared = declared_parameters(NOTEBOOKS / f"{name}.ipynb")
-    assert list(found) == list(declared)
+    assert list(found) == list(assigned)
     for pname, parameter in found.items():
-        assert parameter["default"] != "" and parameter["help"], pname
-        assert eval(parameter["default"]) == declared[pname].default  # noqa: S307 -- a literal from our notebook
+        assert parameter["help"] and ast.literal_eval(parameter["default"]) == assigned[pname], pname
+    assert {p: d.default for p, d in declared_parameters(NOTEBOOKS / f"{name}.ipynb").items()} == assigned
+
+
+def _notebook_with_parameters(folder: Path, source: str) -> Path:
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["parameters"]})
+    path = folder / "params.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata={"kernelspec": {
+        "name": "python3", "language": "python", "display_name": "Python 3"}}), path)
+    return path
+
+
+def test_declared_types_come_from_the_default_the_help_or_a_type_comment(tmp_path):
+    notebook = _notebook_with_parameters(tmp_path, "price = None  # float: USD per hour\n"
+                                                   "scale = 3  # type: float\nname = None  # anything\n")
+    declared = declared_parameters(notebook)
+    assert {p: d.types for p, d in declared.items()} == {
+        "price": ("None", "float"), "scale": ("float",), "name": ("None",)}
+    assert convert_cli_parameters(notebook, [("price", "2.5"), ("scale", "1.5"), ("name", "none")]) == {
+        "price": 2.5, "scale": 1.5, "name": None}
+    with pytest.raises(ParameterError, match="'name' takes None"):
+        convert_cli_parameters(notebook, [("name", "x")])
+
+
+def test_a_parameters_cell_without_literals_is_refused(tmp_path):
+    with pytest.raises(ParameterError, match="parameter root must be a literal"):
+        declared_parameters(_notebook_with_parameters(tmp_path, "root = os.getcwd()  # str: where\n"))
+    with pytest.raises(ParameterError, match="no parameters"):
+        declared_parameters(_notebook_with_parameters(tmp_path, "# nothing here\n"))
 
 
 @pytest.mark.parametrize("name", REPORTS)
@@ -273,19 +308,15 @@ def test_a_report_the_data_cannot_answer_is_not_applicable_and_the_others_build(
 
 @pytest.fixture(scope="module")
 def chromium():
-    from trainperf.report.browser import find_chromium
-
-    if find_chromium() is None:
+    if browser.find_chromium() is None:
         pytest.fail("headless Chromium is needed: apt-get install chromium (.ci/run installs it)")
 
 
 @pytest.mark.slow
 def test_reports_render_in_chromium(embedded, chromium):
-    from trainperf.report.browser import check_page
-
     shots = SCREENSHOTS or embedded / "screenshots"
     for name in ["index", *REPORTS]:
-        found = check_page(embedded / f"{name}.html", screenshot=shots / f"{name}.png")
+        found = browser.check_page(embedded / f"{name}.html", screenshot=shots / f"{name}.png")
         assert found.console_errors == [], (name, found.console_errors)
         assert found.broken_images == [] and found.dialogs == [] and found.external_urls == []
         assert found.wide_tables == [], (name, found.wide_tables)
@@ -296,10 +327,8 @@ def test_reports_render_in_chromium(embedded, chromium):
 
 @pytest.mark.slow
 def test_escaped_strings_run_no_script_in_chromium(tiny, chromium):
-    from trainperf.report.browser import check_page
-
     for name in ("platforms", "throughput"):
-        found = check_page(tiny / f"{name}.html", screenshot=(SCREENSHOTS or tiny / "screenshots") / f"tiny-{name}.png")
+        found = browser.check_page(tiny / f"{name}.html", screenshot=(SCREENSHOTS or tiny / "screenshots") / f"tiny-{name}.png")
         assert found.dialogs == [] and found.scripts == 0 and found.console_errors == []
         assert XSS_PLATFORM in found.text
-    assert XSS_RUN in check_page(tiny / "throughput.html").text
+    assert XSS_RUN in browser.check_page(tiny / "throughput.html").text

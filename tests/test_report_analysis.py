@@ -94,7 +94,19 @@ def test_number_formats():
     assert html.fmt_seconds(2_592_000) == "2,592,000 s (720.0 h)"
     assert html.fmt_big(7.6e9) == "7.60 billion"
     assert html.fmt_short(1.76e12) == "1.76 T"
-    assert html.fmt_int(float("nan")) == "–"
+    assert html.fmt_short(5e5) == "500 k" and html.fmt_short(999) == "999" and html.fmt_big(123_456) == "123,456"
+    assert [html.fmt_int(x) for x in (float("nan"), np.float32("nan"), pd.NA, pd.NaT, None)] == ["–"] * 5
+    assert [html.count(n, noun) for n, noun in ((1, "report"), (2, "report"), (1024, "process"))] == [
+        "1 report", "2 reports", "1,024 processes"]
+    assert (html.first_of(list("abcd"), 3), html.first_of(list("abcd"), 3, total=True), html.first_of(["a"], 3)) == (
+        "a, b, c, …", "a, b, c, … (4 in all)", "a")
+
+
+def test_table_cells_without_a_value_show_a_dash():
+    frame = pd.DataFrame({"platform": ["H100", None], "model": pd.array(["a", pd.NA], dtype="string"),
+                          "tokens_per_s": [1.0, np.nan], "extra_ratio": [0.5, np.nan]})
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", theme.table(frame).to_html())
+    assert cells == ["H100", "a", "1", "0.500", "–", "–", "–", "–"]
 
 
 # --- inputs and data quality -------------------------------------------------------------

@@ -351,5 +351,6 @@ def _check_unique(runs: pd.DataFrame) -> None:
 
 
 def is_missing(value: object) -> bool:
-    """Whether a cell is empty: None, pandas' NA or a float NaN."""
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+    """Whether a cell is empty: None, pandas' NA or NaT, or a float NaN (numpy's too)."""
+    return (value is None or value is pd.NA or value is pd.NaT
+            or (isinstance(value, (float, np.floating)) and math.isnan(value)))

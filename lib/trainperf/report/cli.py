@@ -7,6 +7,7 @@ import sys
 
 from typing import TYPE_CHECKING
 
+from trainperf.report.html import count
 from trainperf.report.parameters import ParameterError
 
 if TYPE_CHECKING:
@@ -56,11 +57,6 @@ def run(args: argparse.Namespace) -> int:
     for failed in result.failed:
         print(f"trainperf report: {failed.name} failed: {failed.error}", file=sys.stderr)
     return 1 if result.failed else 0
-
-
-def count(n: int, noun: str) -> str:
-    """``1 report``, ``2 reports``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _print_result(result: ReportResult) -> None:

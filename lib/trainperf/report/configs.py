@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from trainperf.hardware import is_cpu
-from trainperf.report.html import fmt_int
+from trainperf.report.html import count, fmt_int
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,6 @@ def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return out
 
 
-def _count(value: object, word: str) -> str:
-    n = int(value)
-    return f"{n:,} {word}{'es' if n != 1 and word.endswith('s') else 's' if n != 1 else ''}"
-
-
 def device_word(run: pd.Series) -> str:
     """What a device is called for this run: ``process`` on CPU, else ``GPU``."""
     platform = run.get("platform")
@@ -79,9 +74,9 @@ def label(run: pd.Series, *, compact: bool = False, skip: tuple[str, ...] = ()) 
     in ``skip``). ``compact``: one part per line, for chart axes."""
     parts = []
     if pd.notna(run.get("gpus")):
-        parts.append(_count(run["gpus"], device_word(run)))
+        parts.append(count(run["gpus"], device_word(run)))
         if pd.notna(run.get("nodes")):
-            nodes = _count(run["nodes"], "node")
+            nodes = count(run["nodes"], "node")
             parts[-1] += f"\n{nodes}" if compact else f" across {nodes}"
     if pd.notna(run.get("micro_batch_size")) and "micro_batch_size" not in skip:
         batch = f"micro-batch {fmt_int(run['micro_batch_size'])}"

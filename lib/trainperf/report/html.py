@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import pandas as pd
+from trainperf.loading import is_missing
 
 FACTS_KEY = "trainperf"
 """Display-metadata key under which a piece records facts for the index page."""
@@ -27,17 +27,7 @@ FACTS_KEY = "trainperf"
 
 def esc(value: object) -> str:
     """``value`` as text safe inside HTML elements and quoted attributes."""
-    return html.escape("" if missing(value) else str(value), quote=True)
-
-
-def missing(value: object) -> bool:
-    """True for None, NA, NaT and NaN."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    try:
-        return bool(math.isnan(value))  # type: ignore[arg-type]
-    except TypeError:
-        return False
+    return html.escape("" if is_missing(value) else str(value), quote=True)
 
 
 @dataclass(frozen=True)
@@ -84,21 +74,34 @@ def bullets(items: Sequence[str]) -> Html:
     return Html("<ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>" if items else "", "\n".join(items))
 
 
+def count(n: object, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: ``1 report``, ``2 reports``, ``1,024 processes``."""
+    n = int(n)  # type: ignore[call-overload]
+    return f"{n:,} {noun}{'' if n == 1 else 'es' if noun.endswith('s') else 's'}"
+
+
+def first_of(names: Sequence[str], most: int, *, total: bool = False) -> str:
+    """The first ``most`` of ``names`` joined with commas, then ``…`` for the rest
+    (``… (12 in all)`` with ``total``)."""
+    rest = "" if len(names) <= most else f", … ({len(names)} in all)" if total else ", …"
+    return ", ".join(names[:most]) + rest
+
+
 # --- numbers -----------------------------------------------------------------
 
 def fmt_int(x: object) -> str:
     """Rounded to a whole number with thousands separators: ``122,599``."""
-    return "–" if missing(x) else f"{float(x):,.0f}"
+    return fmt_num(x, 0)
 
 
 def fmt_num(x: object, digits: int = 2) -> str:
     """Fixed decimals with thousands separators: ``1,102.52``."""
-    return "–" if missing(x) else f"{float(x):,.{digits}f}"
+    return "–" if is_missing(x) else f"{float(x):,.{digits}f}"
 
 
 def fmt_sig(x: object, digits: int = 3) -> str:
     """``digits`` significant figures, thousands separators above 1000: ``0.0314``, ``4,010``."""
-    if missing(x):
+    if is_missing(x):
         return "–"
     x = float(x)
     if x == 0:
@@ -109,17 +112,17 @@ def fmt_sig(x: object, digits: int = 3) -> str:
 
 def fmt_pct(x: object, digits: int = 1) -> str:
     """A fraction as percent: ``0.383`` → ``38.3 %``."""
-    return "–" if missing(x) else f"{100 * float(x):.{digits}f} %"
+    return "–" if is_missing(x) else f"{100 * float(x):.{digits}f} %"
 
 
 def fmt_times(x: object, digits: int = 2) -> str:
     """A ratio: ``3.597`` → ``3.60×``."""
-    return "–" if missing(x) else f"{float(x):,.{digits}f}×"
+    return "–" if is_missing(x) else f"{float(x):,.{digits}f}×"
 
 
 def fmt_seconds(x: object) -> str:
     """Seconds, 2 decimals below 10 000 s, with minutes or hours in brackets from 2 min on."""
-    if missing(x):
+    if is_missing(x):
         return "–"
     x = float(x)
     text = f"{x:,.2f} s" if x < 10_000 else f"{x:,.0f} s"
@@ -130,24 +133,23 @@ def fmt_seconds(x: object) -> str:
 
 def fmt_big(x: object) -> str:
     """Large counts in words: ``7.6e9`` → ``7.60 billion``."""
-    if missing(x):
-        return "–"
-    for size, word in ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")):
-        if abs(float(x)) >= size:
-            return f"{float(x) / size:,.2f} {word}"
-    return fmt_int(x)
+    return _in_units(x, ((1e12, "trillion"), (1e9, "billion"), (1e6, "million")), ",.2f")
 
 
 def fmt_short(x: object) -> str:
     """Large counts, short: ``7.6e9`` → ``7.6 B``, ``1.2e12`` → ``1.2 T``, ``5e5`` → ``500 k``."""
-    if missing(x):
-        return "–"
-    for size, word in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(float(x)) >= size:
-            return f"{float(x) / size:,.3g} {word}"
-    return f"{float(x):,.0f}"
+    return _in_units(x, ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")), ",.3g")
+
+
+def _in_units(x: object, units: Sequence[tuple[float, str]], spec: str) -> str:
+    """``x`` divided by the largest of ``units`` it reaches, formatted with ``spec`` and followed
+    by that unit's word; a whole number below the smallest."""
+    for size, word in units:
+        if not is_missing(x) and abs(float(x)) >= size:
+            return f"{float(x) / size:{spec}} {word}"
+    return fmt_int(x)
 
 
 def fmt_usd(x: object) -> str:
     """US dollars: ``$2,160.00``."""
-    return "–" if missing(x) else f"${float(x):,.2f}"
+    return "–" if is_missing(x) else f"${float(x):,.2f}"

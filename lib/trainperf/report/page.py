@@ -25,7 +25,7 @@ from trainperf.compare import Side, read_side
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.html import Html, title as page_title
+from trainperf.report.html import Html, count, first_of, title as page_title
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
@@ -104,7 +104,7 @@ def _reading() -> Iterator[list[warnings.WarningMessage]]:
 
 def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -> list[str | Path]:
     """``paths`` as a list; InputError naming ``parameter`` for one that does not exist."""
-    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
+    given = _as_list(paths)
     for path in given:
         if not Path(path).exists():
             raise InputError(f"{Path(path).resolve()}: no such file or folder (parameter {parameter})")
@@ -163,10 +163,9 @@ def shown_path(path: str | Path) -> str:
         return str(resolved)
 
 
-def _as_list(value: Sequence[str] | str | None) -> list[str]:
-    if value is None:
-        return []
-    return [value] if isinstance(value, str) else list(value)
+def _as_list(value: Sequence[str | Path] | str | Path | None) -> list:
+    """One name or path as a list of it, ``None`` as ``[]``."""
+    return [value] if isinstance(value, (str, Path)) else list(value or [])
 
 
 def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
@@ -179,10 +178,8 @@ def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
     found = list(dict.fromkeys(present))
     for name in names:
         if name not in found:
-            listed = ", ".join(found[:NAMES_IN_ERRORS]) + (f", … ({len(found)} in all)"
-                                                            if len(found) > NAMES_IN_ERRORS else "")
-            raise InputError(f"{column} {name!r} has no runs in the data; "
-                             f"{column}s found: {listed or 'none'} (parameter {column}s)")
+            raise InputError(f"{column} {name!r} has no runs in the data; {column}s found: "
+                             f"{first_of(found, NAMES_IN_ERRORS, total=True) or 'none'} (parameter {column}s)")
     keep = runs[column].isin(names).fillna(False).to_numpy(bool) if column in runs else []
     left_out = runs.loc[~keep]
     if len(left_out):
@@ -234,7 +231,7 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     missing = runs.loc[~pd.Series(present, index=runs.index), "run_id"].astype(str).tolist()
     skipped = list(runs.attrs.get("skipped", []))
     if missing:
-        skipped.append((f"{len(missing)} run(s): {', '.join(missing[:5])}{', …' if len(missing) > 5 else ''}",
+        skipped.append((f"{len(missing)} run(s): {first_of(missing, 5)}",
                         f"no {what} ({column}), which this report needs"))
     have = have.copy()
     have.attrs = {**runs.attrs, "skipped": skipped}
@@ -252,12 +249,11 @@ def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.Data
     """The report's title and what it covers (every experiment, platform and
     model, ``unknown`` included); records the title and the inputs (of the
     runs, and of the per-rank ``steps`` when given) for the index."""
-    parts = [f"{len(runs)} run{'s' if len(runs) != 1 else ''}"]
+    parts = [count(len(runs), "run")]
     for column in ("experiment", "platform", "model"):
         found = values(runs, column)
         most = HEADER_VALUES if column == "experiment" else len(found)
-        shown = ", ".join(found[:most]) + (f", … ({len(found)} in all)" if len(found) > most else "")
-        parts.append(f"{column}{'s' if len(found) > 1 else ''}: {shown}")
+        parts.append(f"{column}{'s' if len(found) > 1 else ''}: {first_of(found, most, total=True)}")
     inputs = list(runs.attrs.get("inputs", [])) + list(steps.attrs.get("inputs", []) if steps is not None else [])
     return page_title(title, " · ".join(parts) + (f"\n{subtitle}" if subtitle else ""),
                       {"title": title, "inputs": list(dict.fromkeys(inputs))})
@@ -293,8 +289,8 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
                 for note in str(text).split("; "):
                     if scaling or not note.startswith("scaling:"):
                         rows.setdefault(note, []).append(str(run_id))
-    return pd.DataFrame([(note, len(ids), ", ".join(ids[:3]) + (", …" if len(ids) > 3 else ""))
-                         for note, ids in rows.items()], columns=["note", "runs", "examples"])
+    return pd.DataFrame([(note, len(ids), first_of(ids, 3)) for note, ids in rows.items()],
+                        columns=["note", "runs", "examples"])
 
 
 def conventions(runs: pd.DataFrame) -> list[str]:
@@ -305,10 +301,10 @@ def conventions(runs: pd.DataFrame) -> list[str]:
         for name, group in runs.groupby(runs["flops_convention_used"].astype("string"), sort=False):
             done = int(group["flops_per_token"].notna().sum())
             text = f"FLOPs per token, {name}: {CONVENTIONS.get(str(name), name)}"
-            count = f"{done} run{'s' if done != 1 else ''}"
+            runs_done = count(done, "run")
             if done < len(group):
-                count += (f"; not computed for {len(group) - done}, see “Empty or doubtful values”")
-            out.append(f"{text} ({count})")
+                runs_done += f"; not computed for {len(group) - done}, see “Empty or doubtful values”"
+            out.append(f"{text} ({runs_done})")
     return out + [
         "Elapsed time of a run is its slowest rank's wall clock, never the mean over ranks.",
         "Scaling multiplier = throughput / baseline throughput; baseline = the run with the fewest devices "
@@ -338,8 +334,8 @@ def unverifiable_figures(runs: pd.DataFrame) -> list[str]:
             orphan = runs[column].notna() & runs[name].isna()
             if orphan.any():
                 out.append(f"{name}: printed for {int(orphan.sum())} run(s) "
-                           f"({', '.join(runs.loc[orphan, 'run_id'].astype(str).head(3))}"
-                           f"{', …' if orphan.sum() > 3 else ''}) — trainperf cannot recompute it from their data")
+                           f"({first_of(runs.loc[orphan, 'run_id'].astype(str).tolist(), 3)}) — trainperf cannot "
+                           "recompute it from their data")
     return out
 
 

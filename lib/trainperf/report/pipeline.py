@@ -13,7 +13,6 @@ cannot answer it) gets a short page saying what is missing and is marked
 
 from __future__ import annotations
 
-import html as html_text
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,16 +27,17 @@ import trainperf
 from trainperf.loading import holds_inputs
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.export import PageInfo, notebook_to_html
-from trainperf.report.html import FACTS_KEY
+from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.index import write_index
 from trainperf.report.kernels import IPCKernelManager
+from trainperf.report.page import PROJECT_ROOT, shown_path
 from trainperf.report.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 from trainperf.steps import holds_steps
 
 KERNEL = "trainperf"
 """Jupyter kernel the notebooks run in: the project's venv, registered by ``make setup``."""
 
-NOTEBOOKS = Path(trainperf.__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS = PROJECT_ROOT / "notebooks"
 """The report notebooks of this checkout."""
 
 REPORTS: tuple[str, ...] = ("throughput", "scaling", "batch_size", "platforms", "compare")
@@ -188,8 +188,7 @@ def run_job(job: Job) -> ReportResult:
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    # parameters were checked against the notebook's declarations by plan(); papermill's
-    # own check cannot read annotations such as `str | None` and would warn about them
+    # plan() checked the parameters and the result carries any error: papermill's log would repeat it
     logging.getLogger("papermill").setLevel(logging.ERROR)
     start = time.perf_counter()
     executed = job.out_dir / f"{job.name}.ipynb"
@@ -207,7 +206,7 @@ def run_job(job: Job) -> ReportResult:
         else:
             error = describe_failure(job.source, executed, f"{exc.ename}: {exc.evalue}")
     except Exception as exc:  # noqa: BLE001 -- a report that cannot start is reported, not raised
-        error = f"{_display(job.source)}: {type(exc).__name__}: {exc}"
+        error = f"{shown_path(job.source)}: {type(exc).__name__}: {exc}"
     if not executed.exists():
         return ReportResult(job.name, str(job.source), None, None, time.perf_counter() - start, error)
     nb = nbformat.read(str(executed), as_version=4)
@@ -240,9 +239,9 @@ def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.
         elif cell.get("outputs"):
             cells += [*headings, cell]
             headings = []
+    note = callout(notice, kind)
     banner = nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output(
-        "display_data", {"text/html": f'<div class="tp-callout tp-{kind}">{html_text.escape(notice)}</div>',
-                         "text/plain": notice})])
+        "display_data", {"text/html": note.html, "text/plain": note.text})])
     nb.cells = [banner, *cells]
     return nb
 
@@ -267,20 +266,13 @@ def describe_failure(source: Path, executed: Path, error: str) -> str:
         if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
             first = next((line for line in cell.source.splitlines() if line.strip()), "")
             where = f"cell {ids.index(cell.get('id')) + 1}" if cell.get("id") in ids else "injected parameters cell"
-            return f"{_display(source)}, {where} (`{first.strip()}`): {error}"
-    return f"{_display(source)}: {error}"
+            return f"{shown_path(source)}, {where} (`{first.strip()}`): {error}"
+    return f"{shown_path(source)}: {error}"
 
 
 def _declared_title(source: Path) -> object:
     declared = declared_parameters(source).get("title")
     return declared.default if declared else None
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _check_kernel() -> None:

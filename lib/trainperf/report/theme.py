@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from pandas.io.formats.style import Styler
 
 from trainperf.report.html import (Html, esc, fmt_big, fmt_int, fmt_num, fmt_pct, fmt_seconds, fmt_sig, fmt_times,
-                                   fmt_usd, missing, paragraph)
+                                   fmt_usd, paragraph)
 from trainperf.report.phases import IMBALANCE, OTHER, PHASE_LABELS
 
 PHASE_COLORS: dict[str, str] = {
@@ -130,12 +130,12 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
     return styler.set_caption(esc(caption)) if caption else styler
 
 
-def _cell(fmt: Callable[[object], str] | None, column: pd.Series) -> Callable[[object], str] | None:
+def _cell(fmt: Callable[[object], str] | None, column: pd.Series) -> Callable[[object], str]:
+    """The column's format (missing cells are Styler's ``na_rep``): its own, else 3 significant figures
+    for numbers, else the text."""
     if fmt is not None:
         return fmt
-    if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column):
-        return fmt_sig
-    return lambda x: "–" if missing(x) else str(x)
+    return fmt_sig if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column) else str
 
 
 def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
