@@ -77,3 +77,28 @@ def test_headline_does_not_call_a_speed_up_within_the_noise_faster(tmp_path):
     assert "faster" not in text
     clear = scaling.headline(_runs(tmp_path, RATES)).text
     assert clear.startswith("strong: 3.1× faster on 4 devices than on 1")
+
+
+def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
+    from trainperf.report import platforms
+
+    rows = [{"run_id": f"{platform}-{i}", "experiment": "contest", "platform": platform, "model": "m", "gpus": 8,
+             "precision": "bf16", "tokens": rate * 100, "elapsed_s": 100.0}
+            for platform, repeats in {"NVIDIA H100 SXM": (9_500.0, 11_500.0), "AMD MI300X": (9_950.0, 10_050.0)}.items()
+            for i, rate in enumerate(repeats)]
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    runs = platforms.comparable(open_runs([str(path)]))
+    peaks = platforms.peaks(runs).set_index("platform_key")
+    h100 = peaks.loc["NVIDIA H100 SXM"]
+    # the mean of the two repeats, not the faster one; one configuration measured twice
+    assert (h100["tokens_per_s"], h100["configs"], h100["runs"]) == (10_500.0, 1, 2)
+    se = np.std([9_500, 11_500], ddof=1) / (math.sqrt(2) * 10_500)
+    half = scipy_stats.t.ppf(0.975, 1) * se
+    assert (h100["tokens_per_s_low"], h100["tokens_per_s_high"]) == pytest.approx(
+        (10_500 * math.exp(-half), 10_500 * math.exp(half)), rel=1e-9)
+    assert h100["relative"] == pytest.approx(1.0)  # 10,500 vs MI300X's 10,000 per 8 devices
+    assert h100["relative_low"] == pytest.approx(10_500 * math.exp(-half) / 8 / (10_500 / 8))
+    assert peaks.loc["AMD MI300X", "relative"] == pytest.approx(10_000 / 10_500)
+    assert platforms.capacity_notes(runs, platforms.capacity(runs, [1], 8))[0].startswith(
+        "At its peak (NVIDIA H100 SXM, m, 8 devices) the fastest configuration trains 907.20 million tokens")  # 10,500 x 86,400

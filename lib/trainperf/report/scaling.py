@@ -130,6 +130,19 @@ def table(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame
                   "serial_fraction", "serial_low", "serial_high", "scaling_basis", "only_devices_change"]]
 
 
+def shown_columns(group: pd.DataFrame) -> list[str]:
+    """The columns of one experiment's :func:`table` rows a report shows: the speed its
+    comparison is based on (elapsed time, else tokens/s, else samples/s), the intervals as
+    text, the figures, and nothing empty."""
+    if str(group["scaling_basis"].iloc[0]).startswith("elapsed"):
+        speed = "elapsed_s"
+    else:
+        speed = next((c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
+    columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "multiplier_interval",
+               "scaling_efficiency", "efficiency_interval", "serial_fraction"]
+    return [c for c in columns if group[c].notna().any() and not group[c].isin(["–"]).all()]
+
+
 BASELINE = "baseline"
 SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "repeats, no steps": "repeats"}
 """What an interval comes from, in the words of the interval columns."""
