@@ -45,6 +45,7 @@ def test_a_run_against_itself_is_no_difference_exit_0(capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1].startswith("no detectable difference: candidate tokens/s +0.0% vs baseline (95 % interval -")
     assert any("each run is taken to vary by 8% (coefficient of variation) from run to run" in line for line in out)
+    assert out[-1].endswith("; minimum effect 2%; run-to-run CV 8% assumed)")
 
 
 # A run against a copy of itself with its step times scaled: nothing varies from run
@@ -56,6 +57,7 @@ def test_injected_20_percent_slowdown_is_slower_exit_1(tmp_path, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1].startswith("slower: candidate tokens/s -16.7% vs baseline")  # 1 / 1.2 - 1
     assert any("none assumed (--run-cv 0): the intervals cover each run's steps only" in line for line in out)
+    assert out[-1].endswith("; minimum effect 2%; steps only)")
 
 
 def test_a_faster_candidate_exits_0_and_says_faster(tmp_path, capsys):

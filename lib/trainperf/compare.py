@@ -215,6 +215,8 @@ class Comparison:
     step_times: pd.DataFrame
     notes: list[str]
     qualifier: str = ""
+    assumed_run_cv: float = math.nan
+    """The run-to-run coefficient of variation given to both sides (one run each), NaN when none was assumed."""
 
     @property
     def exit_code(self) -> int:
@@ -226,7 +228,9 @@ class Comparison:
         d = self.difference
         figure = f"candidate {self.unit}/s {d.estimate:+.1%} vs baseline"
         if math.isfinite(d.low):
-            figure += f" (95 % interval {d.low:+.1%} to {d.high:+.1%}; minimum effect {self.min_effect:.0%})"
+            assumed = (f"; run-to-run CV {self.assumed_run_cv:.0%} assumed" if self.assumed_run_cv > 0 else
+                       "; steps only" if self.assumed_run_cv == 0 else "")
+            figure += f" (95 % interval {d.low:+.1%} to {d.high:+.1%}; minimum effect {self.min_effect:.0%}{assumed})"
         else:
             figure += " (no interval)"
         return f"{self.verdict}{self.qualifier}: {figure}"
@@ -286,7 +290,8 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
                       ignore_index=True)
     return Comparison(baseline.label, candidate.label, unit or "step", min_effect, _sides_table(est),
                       diff, verdict(diff, min_effect), pd.DataFrame(phase_rows).rename(columns={"name": "phase"}),
-                      pd.DataFrame(rank_rows).rename(columns={"name": "rank"}), steps, notes)
+                      pd.DataFrame(rank_rows).rename(columns={"name": "rank"}), steps, notes,
+                      assumed_run_cv=run_cv if all(e.runs == 1 for e in est) else math.nan)
 
 
 def _delta_row(name: str, column: str, est: list[Estimate], base_step: float, min_effect: float) -> dict:
