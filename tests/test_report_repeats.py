@@ -100,5 +100,15 @@ def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
     assert h100["relative"] == pytest.approx(1.0)  # 10,500 vs MI300X's 10,000 per 8 devices
     assert h100["relative_low"] == pytest.approx(10_500 * math.exp(-half) / 8 / (10_500 / 8))
     assert peaks.loc["AMD MI300X", "relative"] == pytest.approx(10_000 / 10_500)
-    assert platforms.capacity_notes(runs, platforms.capacity(runs, [1], 8))[0].startswith(
-        "At its peak (NVIDIA H100 SXM, m, 8 devices) the fastest configuration trains 907.20 million tokens")  # 10,500 x 86,400
+    notes = platforms.capacity_notes(runs, platforms.capacity(runs, [1], 8))
+    # the mean's capacity: 10,500 tokens/s x 86,400 s
+    assert notes[0].startswith("At its peak (NVIDIA H100 SXM, m, 8 devices) the fastest configuration trains "
+                               "907.20 million tokens")
+
+
+def test_a_baseline_that_is_not_the_first_repeat_still_anchors_its_configuration(tmp_path):
+    runs = _runs(tmp_path, RATES)
+    runs["baseline_run_id"] = "p1-r2"
+    frame = scaling.table(runs)
+    assert frame["multiplier_interval"].iloc[0] == "baseline"
+    assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 1940 / 1020, 3200 / 1020])

@@ -18,7 +18,7 @@ from trainperf.report.configs import rank
 from trainperf.report.noise import call, configuration_means, has_interval, run_intervals
 from trainperf.report.page import require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
-from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project, usd_per_million
+from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.stats import FASTER, MIN_EFFECT, Difference, verdict
 
 SPARSE_MATCH = 0.02

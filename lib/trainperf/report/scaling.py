@@ -171,10 +171,14 @@ def _experiment(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.Data
     """One experiment's configurations (see :func:`configurations`) and their
     :func:`trainperf.report.noise.run_intervals` rows (same order)."""
     group = runs.reset_index(drop=True)
-    rows, found = configuration_means(group, run_intervals(group, steps), (*SPEED, "scaling_multiplier"))
-    at_base = rows.index[rows["run_id"] == rows["baseline_run_id"]]
+    every = run_intervals(group, steps)
+    key = every["configuration"].fillna(every["run_id"])
+    base_key = set(key[(group["run_id"] == group["baseline_run_id"]).to_numpy()])  # the baseline run's configuration
+    rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
+    at_base = found.index[found["configuration"].fillna(found["run_id"]).isin(base_key)]
     base = at_base[0] if len(at_base) else None
-    out = rows.assign(configuration=labels(rows), interval=[_throughput_interval(r) for _, r in found.iterrows()])
+    intervals = [_throughput_interval(f, r) for (_, f), (_, r) in zip(found.iterrows(), rows.iterrows())]
+    out = rows.assign(configuration=labels(rows), interval=intervals)
     for column in ("ideal", "multiplier_low", "multiplier_high", "serial_low", "serial_high"):
         out[column] = np.nan
     out["multiplier_interval"], out["efficiency_interval"] = "–", ""
@@ -207,9 +211,13 @@ def _experiment(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.Data
     return out, found
 
 
-def _throughput_interval(found: pd.Series) -> str:
-    """A configuration's throughput interval as text (``1,258–1,465``), ``–`` when it has none."""
-    return "–" if pd.isna(found["low"]) else f"{fmt_int(found['low'])}–{fmt_int(found['high'])}"
+def _throughput_interval(found: pd.Series, row: pd.Series) -> str:
+    """A configuration's throughput interval as text (``1,258–1,465``) around the rate its
+    ``row`` shows (the interval's relative width), ``–`` when it has none."""
+    if pd.isna(found["low"]):
+        return "–"
+    k = row.get(f"{found['unit']}_per_s", found["throughput"]) / found["throughput"]
+    return f"{fmt_int(found['low'] * k)}–{fmt_int(found['high'] * k)}"
 
 
 def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
