@@ -203,7 +203,8 @@ configurations of ``trainperf bench`` measured at different times (the sweeps ke
 the project's history before ``data/runs`` held repeats): per configuration,
 ``d = log(X₂ / X₁)``; ``E[d²] = 2 σ² + se₁² + se₂²`` (``se`` from each run's block
 bootstrap) gives σ = 8.0 %; the three runs of one configuration (2-process DDP, batch
-16) inside each sweep spread by 7–9 %. ``docs/statistics.md`` has the figures."""
+16) inside each sweep spread by 7–10 %. ``benchmarks/run_cv.py`` computes it;
+``docs/statistics.md`` has the figures."""
 
 
 def with_run_to_run(se_log: float, dof: float, run_cv: float = RUN_CV) -> tuple[float, float]:
