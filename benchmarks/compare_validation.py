@@ -5,11 +5,14 @@ simulated runs whose truth is known. Prints Markdown tables (docs/statistics.md)
     PYTHONPATH=lib .venv/bin/python benchmarks/compare_validation.py [--runs data/runs] [--trials 200]
 
 Real data: (1) halves of one run — the first half of its measured steps
-against the second; (2) a run against another run of the same configuration
-(same configuration columns, any experiment); (3) the same pairs with 5 % and
-20 % added to every candidate step time. Simulated: 60 steps a run with
-5 % CV, uncorrelated or with AR(1) correlation (phi 0.5), with and without a
-run-to-run effect (sd 5 %), one run or three repeats a side.
+against the second, without and with the default run-to-run term; (2) a
+run against its repeat (runs of one configuration, grouped as the reports
+group them: ``extra_configuration``), both orders, with the default
+run-to-run term and without it; (3) the same pairs with 5 % and 20 % added to
+every candidate step time. Simulated: 60 steps a run with 5 % CV,
+uncorrelated or with AR(1) correlation (phi 0.5), with and without a
+run-to-run effect (sd 5 %), one run a side (run-to-run term: none, the
+default, or the simulation's 5 %) or three repeats a side.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import numpy as np
 import pandas as pd
 
 import trainperf
-from trainperf.compare import CONFIG_KEY, Side, compare, job_steps
-from trainperf.stats import SAME, SLOWER
+from trainperf.compare import Side, compare, job_steps
+from trainperf.intervals import configuration_keys
+from trainperf.stats import RUN_CV, SAME, SLOWER
 
 SLOWDOWNS = (0.0, 0.05, 0.20)
 """Added step time: 0 is the A/A comparison."""
@@ -42,25 +46,25 @@ def side(name: str, frames: list[pd.DataFrame]) -> Side:
     return Side(name, pd.DataFrame(), {f"{name}-{i}": f for i, f in enumerate(frames)})
 
 
-def verdicts(pairs: list[tuple[list[pd.DataFrame], list[pd.DataFrame]]], added: float, draws: int) -> list[str]:
-    return [compare(side("a", a), side("b", [slowed(f, added) for f in b]), draws=draws, seed=i).verdict
-            for i, (a, b) in enumerate(pairs)]
+def verdicts(pairs: list[tuple[list[pd.DataFrame], list[pd.DataFrame]]], added: float, draws: int,
+             run_cv: float) -> list[str]:
+    return [compare(side("a", a), side("b", [slowed(f, added) for f in b]), draws=draws, seed=i,
+                    run_cv=run_cv).verdict for i, (a, b) in enumerate(pairs)]
 
 
 def real_pairs(runs_dir: Path) -> dict[str, list]:
-    """Halves of each run, and ordered pairs of runs of one configuration."""
+    """Halves of each run, and ordered pairs of runs of one configuration (its repeats)."""
     frames, _ = job_steps(trainperf.load_steps(runs_dir))
     halves = []
     for frame in frames.values():
         cut = len(frame) // 2
         halves.append(([frame.iloc[:cut]], [frame.iloc[cut:]]))
     runs = trainperf.load_runs(runs_dir)
-    key = runs[[c for c in CONFIG_KEY if c in runs]].astype("string").fillna("").agg("|".join, axis=1)
     same = []
-    for _, ids in runs.groupby(key)["run_id"]:
+    for _, ids in runs.groupby(configuration_keys(runs))["run_id"]:
         for a, b in itertools.permutations(ids, 2):
             same.append(([frames[a]], [frames[b]]))
-    return {"halves of one run": halves, "run against a run of the same configuration": same}
+    return {"halves of one run": (halves, (0.0, RUN_CV)), "run against its repeat": (same, (RUN_CV, 0.0))}
 
 
 def simulated_run(rng: np.random.Generator, steps: int, run_sd: float, phi: float, cv: float = 0.05) -> pd.DataFrame:
@@ -93,20 +97,31 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=200, help="simulated comparisons per row")
     parser.add_argument("--draws", type=int, default=1000)
     args = parser.parse_args()
-    print("| data | comparison | added step time | trials | called different | called slower |")
-    print("|---|---|---|---|---|---|")
-    for name, pairs in real_pairs(args.runs).items():
-        for added in SLOWDOWNS:
-            print(f"| {args.runs} (real) | {name} | {added:.0%} | {rates(verdicts(pairs, added, args.draws))} |")
-    scenarios = {"uncorrelated steps; 1 run a side": (1, 0.0, 0.0),
-                 "AR(1) 0.5; 1 run a side": (1, 0.0, 0.5),
-                 "AR(1) 0.5; 1 run a side, run-to-run sd 5 %": (1, 0.05, 0.5),
-                 "AR(1) 0.5; 3 repeats a side, run-to-run sd 5 %": (3, 0.05, 0.5)}
-    for i, (name, (per_side, run_sd, phi)) in enumerate(scenarios.items()):
+    print("| data | comparison | run-to-run term | added step time | trials | called different | called slower |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (pairs, run_cvs) in real_pairs(args.runs).items():
+        for run_cv in run_cvs:
+            for added in SLOWDOWNS:
+                print(f"| {args.runs} (real) | {name} | {term(run_cv)} | {added:.0%} | "
+                      f"{rates(verdicts(pairs, added, args.draws, run_cv))} |")
+    scenarios = {"uncorrelated steps; 1 run a side": (1, 0.0, 0.0, (0.0,)),
+                 "AR(1) 0.5; 1 run a side": (1, 0.0, 0.5, (0.0,)),
+                 "AR(1) 0.5; 1 run a side, run-to-run sd 5 %": (1, 0.05, 0.5, (0.0, RUN_CV, 0.05)),
+                 "AR(1) 0.5; 3 repeats a side, run-to-run sd 5 %": (3, 0.05, 0.5, (RUN_CV,))}
+    for i, (name, (per_side, run_sd, phi, run_cvs)) in enumerate(scenarios.items()):
         pairs = simulated_pairs(args.trials, per_side, run_sd, phi, seed=100 + i)
-        for added in SLOWDOWNS:
-            print(f"| simulated, 60 steps, CV 5 % | {name} | {added:.0%} | "
-                  f"{rates(verdicts(pairs, added, args.draws))} |")
+        for run_cv in run_cvs:
+            for added in SLOWDOWNS:
+                print(f"| simulated, 60 steps, CV 5 % | {name} | {term(run_cv, per_side)} | {added:.0%} | "
+                      f"{rates(verdicts(pairs, added, args.draws, run_cv))} |")
+
+
+def term(run_cv: float, per_side: int = 1) -> str:
+    """What covers the run-to-run variance of a row."""
+    if per_side > 1:
+        return "measured by the repeats"
+    return "none (steps only)" if run_cv == 0 else f"assumed CV {run_cv:.0%}" + (" (default)" if run_cv == RUN_CV
+                                                                                  else "")
 
 
 if __name__ == "__main__":

@@ -105,3 +105,28 @@ def test_block_means_is_deterministic_and_keeps_the_mean():
     assert np.array_equal(a, b)
     assert a[:, 1] == pytest.approx(np.ones(1000))
     assert a[:, 0].mean() == pytest.approx(4.5, abs=0.1)
+
+
+def test_bootstrap_of_few_runs_is_corrected_to_the_unbiased_standard_error():
+    # three runs of steady steps (1.0, 1.1 and 1.25 s a step): only the runs vary, so the standard
+    # error of their mean step time is the textbook sd(ddof=1) / sqrt(3); resampling 3 runs gives
+    # sd(ddof=0) / sqrt(3), low by sqrt(2/3)
+    times = np.array([1.0, 1.1, 1.25])
+    runs = [np.column_stack([np.full(30, t), np.ones(30)]) for t in times]
+    res = stats.resample_runs(runs, draws=20000, seed=1)
+    raw = np.std(res.replicates[..., 0].mean(axis=1), ddof=1)
+    assert raw == pytest.approx(np.std(times) / math.sqrt(3), rel=0.03)
+    assert res.bias_correction == pytest.approx(math.sqrt(3 / 2))
+    assert raw * res.bias_correction == pytest.approx(np.std(times, ddof=1) / math.sqrt(3), rel=0.03)
+    # one run of 30 uncorrelated steps: 30 blocks of one step, the plain bootstrap's n / (n - 1)
+    one = stats.resample_runs([np.column_stack([np.arange(30.0) % 7, np.ones(30)])], draws=10)
+    assert one.blocks == [1] and one.bias_correction == pytest.approx(math.sqrt(30 / 29))
+
+
+def test_a_single_run_gets_the_run_to_run_variation_as_a_known_term():
+    se, dof = stats.with_run_to_run(0.02, 5.0, 0.08)
+    assert se == pytest.approx(math.hypot(0.02, 0.08))
+    assert dof == pytest.approx((0.02 ** 2 + 0.08 ** 2) ** 2 / (0.02 ** 4 / 5))  # Welch with the 8 % known
+    assert stats.with_run_to_run(0.0, 5.0, 0.08) == (0.08, math.inf)  # steady steps: the run term alone
+    assert stats.t_quantile(math.inf) == pytest.approx(scipy_stats.norm.ppf(0.975))
+    assert stats.with_run_to_run(0.02, 5.0, 0.0) == (0.02, 5.0)

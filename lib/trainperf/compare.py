@@ -6,8 +6,10 @@ it (folders of run folders, runs tables, logs — what ``load_runs`` and
 excluded) give each run's job step time per step — the slowest rank's, as a
 job waits for it — and its tokens (else samples) per step; a run's throughput
 is its work over its time. Intervals come from :mod:`trainperf.stats`: a block
-bootstrap within runs, hierarchical over repeats. Without steps, only the
-spread of repeats in the runs table is known.
+bootstrap within runs, hierarchical over repeats; a side of one run gets the
+run-to-run variance of the other side's repeats, else a stated coefficient of
+variation (:data:`trainperf.stats.RUN_CV`). Without steps, only the spread of
+repeats in the runs table is known.
 
 The verdict is ``faster`` / ``slower`` only when the interval of the relative
 difference in throughput excludes 0 and the estimate is at least the minimum
@@ -27,8 +29,8 @@ import pandas as pd
 from trainperf.derive import derive
 from trainperf.errors import DataError
 from trainperf.loading import load_runs
-from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, SAME, SLOWER, Difference, log_interval, relative_difference,
-                             resample_runs, t_quantile, verdict, welch_dof)
+from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, RUN_CV, SAME, SLOWER, Difference, log_interval,
+                             relative_difference, resample_runs, t_quantile, verdict, welch_dof, with_run_to_run)
 from trainperf.steps import STEPS_TABLE_SUFFIXES, _steps_inputs, aggregate_steps, has_steps_columns, load_steps
 
 PHASES = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "comm_s", "comm_exposed_s")
@@ -144,7 +146,8 @@ class Estimate:
 def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int = DRAWS, seed: int = 0) -> Estimate:
     """Throughput (``unit`` per second; steps per second when ``unit`` is None)
     and the means of ``columns`` (seconds per step) of a side, by the
-    hierarchical block bootstrap of :func:`trainperf.stats.resample_runs`."""
+    hierarchical block bootstrap of :func:`trainperf.stats.resample_runs`
+    (standard errors with its small-sample correction over repeats)."""
     frames = list(side.steps.values())
     work = [f[unit].to_numpy(float) if unit else np.ones(len(f)) for f in frames]
     matrices = [np.column_stack([f["step_time_s"].to_numpy(float), w, *(f[c].to_numpy(float) for c in columns)])
@@ -154,6 +157,7 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
     rep = resampled.replicates  # (draws, slots, 2 + len(columns))
     names = ["step_time_s", "work", *columns]
     rep_throughput = (rep[..., 1] / rep[..., 0]).mean(axis=1)
+    scale = resampled.bias_correction
     shares = {}
     ranks = [c for c in columns if c.startswith("rank_")]
     if len(ranks) > 1:
@@ -161,12 +165,13 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
         shares = {r: float(slowest.get(r, 0.0)) for r in ranks}
     return Estimate(
         throughput=float((point[:, 1] / point[:, 0]).mean()),
-        se_log=float(np.std(np.log(rep_throughput), ddof=1)),
+        se_log=float(np.std(np.log(rep_throughput), ddof=1)) * scale,
         dof=resampled.dof,
         runs=len(frames),
         steps=sum(len(f) for f in frames),
         means={c: float(point[:, i].mean()) for i, c in enumerate(names) if c != "work"},
-        errors={c: float(np.std(rep[..., i].mean(axis=1), ddof=1)) for i, c in enumerate(names) if c != "work"},
+        errors={c: float(np.std(rep[..., i].mean(axis=1), ddof=1)) * scale for i, c in enumerate(names)
+                if c != "work"},
         slowest_share=shares,
     )
 
@@ -210,6 +215,8 @@ class Comparison:
     step_times: pd.DataFrame
     notes: list[str]
     qualifier: str = ""
+    assumed_run_cv: float = math.nan
+    """The run-to-run coefficient of variation given to both sides (one run each), NaN when none was assumed."""
 
     @property
     def exit_code(self) -> int:
@@ -221,20 +228,26 @@ class Comparison:
         d = self.difference
         figure = f"candidate {self.unit}/s {d.estimate:+.1%} vs baseline"
         if math.isfinite(d.low):
-            figure += f" (95 % interval {d.low:+.1%} to {d.high:+.1%}; minimum effect {self.min_effect:.0%})"
+            assumed = (f"; run-to-run CV {self.assumed_run_cv:.0%} assumed" if self.assumed_run_cv > 0 else
+                       "; steps only" if self.assumed_run_cv == 0 else "")
+            figure += f" (95 % interval {d.low:+.1%} to {d.high:+.1%}; minimum effect {self.min_effect:.0%}{assumed})"
         else:
             figure += " (no interval)"
         return f"{self.verdict}{self.qualifier}: {figure}"
 
 
 def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, draws: int = DRAWS,
-            seed: int = 0) -> Comparison:
-    """Compare two sides (see the module docstring). Deterministic for a ``seed``."""
+            seed: int = 0, run_cv: float = RUN_CV) -> Comparison:
+    """Compare two sides (see the module docstring). ``run_cv``: the run-to-run
+    coefficient of variation (fraction) given to a side of one run with steps
+    when neither side has repeats to measure it. Deterministic for a ``seed``."""
     if min_effect < 0:
         raise DataError(f"min_effect must be a fraction >= 0, got {min_effect}")
+    if not 0 <= run_cv < 1:
+        raise DataError(f"run_cv must be a fraction in [0, 1), got {run_cv}")
     sides = (baseline, candidate)
     if all(s.steps for s in sides):
-        return _compare_steps(baseline, candidate, min_effect, draws, seed)
+        return _compare_steps(baseline, candidate, min_effect, draws, seed, run_cv)
     return _compare_runs(baseline, candidate, min_effect)
 
 
@@ -249,7 +262,8 @@ def _common(sides: tuple[Side, Side], names: tuple[str, ...] | list[str]) -> lis
     return [c for c in names if all(c in f for s in sides for f in s.steps.values())]
 
 
-def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: int, seed: int) -> Comparison:
+def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: int, seed: int,
+                   run_cv: float) -> Comparison:
     sides = (baseline, candidate)
     unit = _common_unit(sides)
     phases = _common(sides, PHASES)
@@ -258,7 +272,7 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
     columns = phases + ranks
     est = [estimate_steps(s, unit, columns, draws, seed + i) for i, s in enumerate(sides)]
     notes = [_scope_steps(est)]
-    diff, note = _difference(est)
+    diff, note = _difference(est, run_cv, columns)
     notes += [note] if note else []
     if len(rank_sets) > 1:
         notes.append("The runs have different ranks: no per-rank comparison.")
@@ -276,7 +290,8 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
                       ignore_index=True)
     return Comparison(baseline.label, candidate.label, unit or "step", min_effect, _sides_table(est),
                       diff, verdict(diff, min_effect), pd.DataFrame(phase_rows).rename(columns={"name": "phase"}),
-                      pd.DataFrame(rank_rows).rename(columns={"name": "rank"}), steps, notes)
+                      pd.DataFrame(rank_rows).rename(columns={"name": "rank"}), steps, notes,
+                      assumed_run_cv=run_cv if all(e.runs == 1 for e in est) else math.nan)
 
 
 def _delta_row(name: str, column: str, est: list[Estimate], base_step: float, min_effect: float) -> dict:
@@ -301,9 +316,9 @@ def _stragglers(rank_rows: list[dict]) -> list[str]:
 
 def _scope_steps(est: list[Estimate]) -> str:
     if all(e.runs == 1 for e in est):
-        return ("One run per side: the intervals cover step-to-step noise within each run only (circular block "
-                "bootstrap), not the run-to-run variance of repeats, which is often larger; record repeats "
-                "(trainperf bench --repeats) to include it.")
+        return ("One run per side: the intervals cover step-to-step noise within each run (circular block "
+                "bootstrap) and a run-to-run variation that one run cannot show (below); record repeats "
+                "(trainperf bench --repeats) to measure it.")
     return (f"{est[0].runs} baseline and {est[1].runs} candidate run(s): the intervals resample runs, then blocks of "
             "steps within runs (hierarchical block bootstrap), so run-to-run variance is included.")
 
@@ -317,23 +332,45 @@ def _sides_table(est: list[Estimate]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _difference(est: list[Estimate]) -> tuple[Difference, str]:
-    """Candidate / baseline − 1 with its interval, and a note when one side has
-    a single run and the other repeats: the single run is then taken to vary
-    from run to run as much as one of the repeats (SE × √runs), on the repeats'
-    degrees of freedom (one spread estimate: no Welch)."""
-    if (est[0].runs > 1) == (est[1].runs > 1):
-        return relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
-                                   est[1].throughput, est[1].se_log, est[1].dof), ""
+def _difference(est: list[Estimate], run_cv: float = RUN_CV, columns: list[str] = ()) -> tuple[Difference, str]:
+    """Candidate / baseline − 1 with its interval, and a note on what covers
+    the run-to-run variance of a side with a single run (its estimate widened
+    in place, throughput and ``columns``):
+
+    * the other side has repeats: the single run is taken to vary from run to
+      run as much as one of them (SE × √runs), on the repeats' degrees of
+      freedom (one spread estimate: no Welch);
+    * both sides have one run with steps: each gets ``run_cv`` on top of its
+      steps' noise (:func:`trainperf.stats.with_run_to_run`)."""
+    if est[0].runs > 1 and est[1].runs > 1:
+        return _relative(est), ""
+    if est[0].runs == 1 and est[1].runs == 1:
+        for e in est:
+            e.se_log, e.dof = with_run_to_run(e.se_log, e.dof, run_cv)
+            for c in ("step_time_s", *columns):
+                e.errors[c] = math.hypot(e.errors[c], run_cv * e.means[c])
+        if run_cv == 0:
+            return _relative(est), ("Run-to-run variation: none assumed (--run-cv 0): the intervals cover each "
+                                    "run's steps only.")
+        return _relative(est), (f"Run-to-run variation: no repeats to measure it, so each run is taken to vary by "
+                                f"{run_cv:.0%} (coefficient of variation) from run to run on top of its steps' noise "
+                                "(trainperf.stats.RUN_CV, measured on repeated CPU sweeps; set it with --run-cv).")
     repeated, single = (est[0], est[1]) if est[0].runs > 1 else (est[1], est[0])
-    single.se_log = max(single.se_log if math.isfinite(single.se_log) else 0.0,
-                        repeated.se_log * math.sqrt(repeated.runs))
+    spread = repeated.se_log * math.sqrt(repeated.runs)
+    single.se_log = max(single.se_log if math.isfinite(single.se_log) else 0.0, spread)
     single.dof = repeated.dof
+    for c in (("step_time_s", *columns) if single.steps else ()):
+        single.errors[c] = max(single.errors[c], spread * single.means[c])
     ratio = est[1].throughput / est[0].throughput
     low, high = log_interval(ratio, math.hypot(est[0].se_log, est[1].se_log), repeated.dof)
     note = (f"One side has a single run: it is taken to vary from run to run as much as the other side's "
             f"{repeated.runs} repeats do.")
     return Difference(ratio - 1.0, low - 1.0, high - 1.0, repeated.dof), note
+
+
+def _relative(est: list[Estimate]) -> Difference:
+    return relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
+                               est[1].throughput, est[1].se_log, est[1].dof)
 
 
 def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Comparison:

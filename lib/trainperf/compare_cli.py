@@ -6,7 +6,7 @@ import argparse
 import math
 
 from trainperf.compare import Comparison, compare, read_side
-from trainperf.stats import DRAWS, MIN_EFFECT
+from trainperf.stats import DRAWS, MIN_EFFECT, RUN_CV
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -21,6 +21,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("candidate", metavar="CANDIDATE")
     p.add_argument("--min-effect", type=_fraction, default=MIN_EFFECT, metavar="FRACTION",
                    help=f"smallest relative change in throughput called faster or slower (default {MIN_EFFECT})")
+    p.add_argument("--run-cv", type=_fraction, default=RUN_CV, metavar="FRACTION",
+                   help=f"run-to-run coefficient of variation of throughput assumed for a run compared with a run "
+                        f"when no side has repeats to measure it (default {RUN_CV}; 0: steps only)")
     p.add_argument("--warmup", type=_count(0), default=0, metavar="STEPS",
                    help="steps to drop at the start of each run, on top of those recorded as warm-up")
     p.add_argument("--draws", type=_count(100), default=DRAWS, help=f"bootstrap replicates per side (default {DRAWS})")
@@ -52,7 +55,8 @@ def render(result: Comparison) -> str:
 def _run(args: argparse.Namespace) -> int:
     baseline = read_side(args.baseline, warmup=args.warmup)
     candidate = read_side(args.candidate, warmup=args.warmup)
-    result = compare(baseline, candidate, min_effect=args.min_effect, draws=args.draws, seed=args.seed)
+    result = compare(baseline, candidate, min_effect=args.min_effect, draws=args.draws, seed=args.seed,
+                     run_cv=args.run_cv)
     print(render(result))
     return result.exit_code
 

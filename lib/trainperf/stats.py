@@ -13,6 +13,12 @@ by more than their steps do. The intervals here account for both:
 * **Across repeats** of one configuration: the bootstrap is hierarchical —
   each replicate draws the runs with replacement, then blocks of steps within
   each drawn run — so run-to-run variance enters the interval.
+  The bootstrap standard error of a mean of ``k`` pieces (runs, or blocks
+  of one run) is low by ``√((k − 1)/k)`` (it divides their variance by ``k``,
+  not ``k − 1``): it is scaled back (:attr:`Resampled.bias_correction`).
+* **One run**: its steps cannot show how much a second run of the same
+  configuration would differ. :func:`with_run_to_run` adds a run-to-run
+  coefficient of variation, :data:`RUN_CV` unless given.
 * **Runs-table rows only** (no steps): only the spread of repeats is known;
   with a single row per side no interval exists.
 
@@ -117,6 +123,14 @@ class Resampled:
     dof: float
     blocks: list[int]
 
+    @property
+    def bias_correction(self) -> float:
+        """Factor for the bootstrap standard error of a mean of ``k = dof + 1``
+        independent pieces (runs; blocks of one run): ``√(k/(k − 1))``, as
+        resampling divides their variance by ``k`` where the unbiased estimate
+        divides by ``k − 1``."""
+        return math.sqrt((self.dof + 1) / self.dof)
+
 
 def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0,
                   time_column: int = 0) -> Resampled:
@@ -140,8 +154,9 @@ def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0,
 
 
 def t_quantile(dof: float, level: float = LEVEL) -> float:
-    """Two-sided Student t quantile for ``level`` with ``dof`` degrees of freedom (NaN when none)."""
-    return float(stdtrit(dof, 0.5 + level / 2)) if dof > 0 and math.isfinite(dof) else math.nan
+    """Two-sided Student t quantile for ``level`` with ``dof`` degrees of freedom (the normal one
+    for infinite ``dof``; NaN when none)."""
+    return float(stdtrit(dof, 0.5 + level / 2)) if dof > 0 and not math.isnan(dof) else math.nan
 
 
 def log_interval(estimate: float, se_log: float, dof: float, level: float = LEVEL) -> tuple[float, float]:
@@ -151,10 +166,13 @@ def log_interval(estimate: float, se_log: float, dof: float, level: float = LEVE
 
 
 def welch_dof(se_a: float, dof_a: float, se_b: float, dof_b: float) -> float:
-    """Welch–Satterthwaite degrees of freedom of a difference of two independent estimates."""
-    num = (se_a ** 2 + se_b ** 2) ** 2
-    den = (se_a ** 4 / dof_a if dof_a > 0 else 0.0) + (se_b ** 4 / dof_b if dof_b > 0 else 0.0)
-    return num / den if den > 0 else math.nan
+    """Welch–Satterthwaite degrees of freedom of a sum or difference of two independent
+    estimates; a known term has infinite ``dof``. NaN when a term has no ``dof`` or both are 0."""
+    terms = [(se, dof) for se, dof in ((se_a, dof_a), (se_b, dof_b)) if se != 0]
+    if not terms or any(math.isnan(se) or not dof > 0 for se, dof in terms):
+        return math.nan
+    den = sum(se ** 4 / dof for se, dof in terms)
+    return (se_a ** 2 + se_b ** 2) ** 2 / den if den > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -173,8 +191,27 @@ def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_lo
     ratio = b / a
     se = math.hypot(se_log_a, se_log_b)
     dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b)
-    low, high = log_interval(ratio, se, dof, level) if math.isfinite(dof) else (math.nan, math.nan)
+    low, high = log_interval(ratio, se, dof, level) if not math.isnan(dof) else (math.nan, math.nan)
     return Difference(ratio - 1.0, low - 1.0, high - 1.0, dof)
+
+
+RUN_CV = 0.08
+"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a
+second run of the same configuration differs beyond its own step noise, used when a side
+has one run and the inputs hold no repeats. Derived from two sweeps of the 13 CPU
+configurations of ``trainperf bench`` measured at different times (the sweeps kept in
+the project's history before ``data/runs`` held repeats): per configuration,
+``d = log(X₂ / X₁)``; ``E[d²] = 2 σ² + se₁² + se₂²`` (``se`` from each run's block
+bootstrap) gives σ = 8.0 %; the three runs of one configuration (2-process DDP, batch
+16) inside each sweep spread by 7–10 %. ``benchmarks/run_cv.py`` computes it;
+``docs/statistics.md`` has the figures."""
+
+
+def with_run_to_run(se_log: float, dof: float, run_cv: float = RUN_CV) -> tuple[float, float]:
+    """A single run's ``se_log`` and ``dof`` (its steps' noise) widened to the uncertainty of its
+    configuration's throughput: ``√(se_log² + run_cv²)``, ``run_cv`` taken as known (infinite
+    degrees of freedom), Welch–Satterthwaite's ``dof`` for the sum."""
+    return math.hypot(se_log, run_cv), welch_dof(se_log, dof, run_cv, math.inf)
 
 
 MIN_EFFECT = 0.02

@@ -14,7 +14,8 @@ import pandas as pd
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.configs import experiment_runs, experiments, ordered, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
-from trainperf.report.noise import TIED, Call, and_list, call, has_interval, run_intervals, ties_with_fastest
+from trainperf.report.noise import (TIED, Call, and_list, call, configuration_means, has_interval, run_intervals,
+                                    ties_with_fastest)
 from trainperf.report.page import InputError, require
 from trainperf.report.phases import has_phases, long_form
 from trainperf.stats import MIN_EFFECT
@@ -101,13 +102,7 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
     for name in experiments(runs):
         group = experiment_runs(runs, name).reset_index(drop=True)
         found = intervals(group, steps)
-        # repeats of a configuration: one row, their mean figures
-        key = found["configuration"].to_numpy()
-        first = ~pd.Series(key).duplicated().to_numpy()
-        means = {c: group[c].groupby(key, sort=False).transform("mean").to_numpy(float)
-                 for c in (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s") if c in group}
-        group = group.assign(**means)[first].reset_index(drop=True)
-        found = found[first].reset_index(drop=True)
+        group, found = configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
         rate = group[unit.rate].to_numpy(float)
         scale = rate / found["throughput"].to_numpy(float)  # the interval's relative width, around the run's figure
         previous = [""] + [verdict_text(call(found, a, b)) for a, b in zip(found["configuration"],

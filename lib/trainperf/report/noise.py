@@ -82,6 +82,21 @@ def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     return out
 
 
+def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One row per configuration: ``runs`` (one experiment, index from 0) and
+    ``found`` (its :func:`run_intervals`, same order) reduced to the first run
+    of each configuration, with ``columns`` replaced by the mean over the
+    configuration's repeats and ``runs`` (how many repeats it has); index from
+    0. A run without a throughput (no interval row) is a configuration of its own."""
+    key = found["configuration"].fillna(found["run_id"]).to_numpy()
+    first = ~pd.Series(key).duplicated().to_numpy()
+    means = {c: runs[c].groupby(key, sort=False).transform("mean").to_numpy(float) for c in columns if c in runs}
+    count = pd.Series(key).groupby(key, sort=False).transform("size").to_numpy(int)
+    return (runs.assign(**means, runs=count)[first].reset_index(drop=True),
+            found[first].reset_index(drop=True))
+
+
 def usable_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
     """The rows of ``steps`` of the runs with enough measured steps for an interval
     (:func:`trainperf.compare.job_steps` accepts them); ``None`` when no run has."""

@@ -15,10 +15,10 @@ from trainperf.derive import SECONDS_PER_DAY
 from trainperf.errors import DataError
 from trainperf.hardware import dense_peak_tflops, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
-from trainperf.report.noise import call, has_interval, run_intervals
+from trainperf.report.noise import call, configuration_means, has_interval, run_intervals
 from trainperf.report.page import require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
-from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project, usd_per_million
+from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.stats import FASTER, MIN_EFFECT, Difference, verdict
 
 SPARSE_MATCH = 0.02
@@ -42,18 +42,46 @@ def comparable(runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_day", "samples_per_day",
+         "tflops_total", "tflops_per_gpu", "mfu", "hfu", "elapsed_s")
+"""Figures of a configuration shown as the mean over its repeats."""
+
+
+def configurations(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration of ``runs`` (repeats grouped as
+    :func:`trainperf.report.noise.run_intervals` groups them): its first run's
+    columns with :data:`MEANS` the mean over its repeats, ``runs`` (how many),
+    and its throughput's 95 % interval ``tokens_per_s_low``–``tokens_per_s_high``
+    and ``interval`` (as text; ``–`` for none: one run without steps)."""
+    runs = runs.reset_index(drop=True)
+    rows, found = configuration_means(runs, run_intervals(runs), MEANS)
+    scale = rows["tokens_per_s"] / found["throughput"]  # the interval around the shown mean
+    low, high = found["low"] * scale, found["high"] * scale
+    return rows.assign(tokens_per_s_low=low, tokens_per_s_high=high,
+                       interval=["–" if pd.isna(a) else f"{fmt_int(a)}–{fmt_int(b)}" for a, b in zip(low, high)])
+
+
 def peaks(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per platform × model: its highest-throughput run (all columns),
-    plus ``configs`` (runs measured) and ``best_per_device`` (the highest
-    per-device rate of any of its runs)."""
+    """One row per platform × model: its highest-throughput configuration
+    (:func:`configurations`: the mean of its repeats, their number ``runs``
+    and the interval), plus ``configs`` (configurations measured),
+    ``best_per_device`` (the highest per-device rate of any of its
+    configurations) and ``relative`` (that rate / the model's fastest
+    platform's) with ``relative_low``/``relative_high`` (from the interval of
+    that configuration's throughput)."""
     rows = []
-    for (key, model), group in runs.groupby(["platform_key", "model"], sort=False):
+    for (key, model), group in configurations(runs).groupby(["platform_key", "model"], sort=False):
         best = group.loc[group["tokens_per_s"].idxmax()].copy()
         best["configs"] = len(group)
-        best["best_per_device"] = group["tokens_per_s_per_gpu"].max()
+        per_device = group.loc[group["tokens_per_s_per_gpu"].idxmax()]
+        best["best_per_device"] = per_device["tokens_per_s_per_gpu"]
+        best["per_device_low"] = per_device["tokens_per_s_low"] / per_device["gpus"]
+        best["per_device_high"] = per_device["tokens_per_s_high"] / per_device["gpus"]
         rows.append(best)
     out = pd.DataFrame(rows).reset_index(drop=True)
-    return out.assign(relative=out["best_per_device"] / out.groupby("model")["best_per_device"].transform("max"))
+    fastest = out.groupby("model")["best_per_device"].transform("max")
+    return out.assign(relative=out["best_per_device"] / fastest, relative_low=out.pop("per_device_low") / fastest,
+                      relative_high=out.pop("per_device_high") / fastest)
 
 
 WINNER, TIED = "winner", "indistinguishable"
@@ -146,9 +174,11 @@ def headline(runs: pd.DataFrame) -> Html:
     peak (a run's own peak, e.g. a CPU's measured one, only when no run has a
     datasheet peak); the peak daily capacity."""
     found = winners(runs)
-    top = runs.loc[runs["tokens_per_s"].idxmax()]
+    configs = configurations(runs)
+    top = configs.loc[configs["tokens_per_s"].idxmax()]
     figures = [(fmt_int(top["tokens_per_s"]), f"peak tokens/s: {top['platform_key']}, {top['model']}, "
-                                              f"{fmt_int(top['gpus'])} devices"),
+                                              f"{fmt_int(top['gpus'])} devices"
+                                              + (f" (mean of {top['runs']} runs)" if top["runs"] > 1 else "")),
                (fmt_big(top["tokens_per_day"]), "tokens per day at that peak")]
     rated = runs[datasheet_peak(runs) & runs["mfu"].notna().to_numpy(bool)]
     kind = "datasheet dense peak"
@@ -223,7 +253,8 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
     else ``upper bound``: the best per-device rate × devices) and the devices
     ``measured``. CPU runs are left out: a CPU benchmark is no node of accelerators."""
     rows = []
-    accelerators = runs[is_accelerator(runs["platform"])]
+    configs = configurations(runs)
+    accelerators = configs[is_accelerator(configs["platform"])]
     for (key, model), group in accelerators.groupby(["platform_key", "model"], sort=False):
         series = group.groupby("gpus")["tokens_per_s"].max().sort_index()
         base_gpus, base_rate = float(series.index[0]), float(series.iloc[0])
@@ -271,8 +302,10 @@ def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def capacity_notes(runs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
-    """The daily capacity of the overall peak, and what the projection leaves out or only bounds."""
-    top = runs.loc[runs["tokens_per_s"].idxmax()]
+    """The daily capacity of the overall peak (the fastest configuration, its repeats' mean), and what the
+    projection leaves out or only bounds."""
+    configs = configurations(runs)
+    top = configs.loc[configs["tokens_per_s"].idxmax()]
     out = [f"At its peak ({top['platform_key']}, {top['model']}, {fmt_int(top['gpus'])} devices) the fastest "
            f"configuration trains {fmt_big(top['tokens_per_day'])} tokens and {fmt_big(top['samples_per_day'])} "
            "samples per day."]

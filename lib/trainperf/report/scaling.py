@@ -16,10 +16,10 @@ import pandas as pd
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.configs import experiment_runs, experiments, labels, ordered
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
-from trainperf.report.noise import NO_INTERVAL, call, run_intervals
+from trainperf.report.noise import NO_INTERVAL, call, configuration_means, run_intervals
 from trainperf.report.page import InputError
 from trainperf.report.phases import has_phases, long_form
-from trainperf.scaling import ScalingFit, fit
+from trainperf.scaling import ScalingFit, fit, karp_flatt
 from trainperf.stats import FASTER, SLOWER, Difference, verdict
 from trainperf.steps import aggregate_steps
 from trainperf.stragglers import find_straggler
@@ -108,83 +108,136 @@ def confounded(runs: pd.DataFrame) -> list[str]:
 
 # --- frames ---------------------------------------------------------------------------
 
+SPEED = ("tokens_per_s", "samples_per_s", "elapsed_s")
+"""Speed columns a scaling table shows (those any run has), as the mean over a configuration's repeats."""
+
+
 def table(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per run: experiment, configuration, devices (absolute and
-    relative: ``ideal``), its speed (tokens/s, samples/s, elapsed time: those any run has),
-    multiplier, efficiency with its 95 % interval (``efficiency_low``,
-    ``efficiency_high`` and ``efficiency_interval``: the same as text, or why
-    there is none; see :func:`efficiency_intervals`), Karp–Flatt serial fraction and
-    the basis of the comparison, and ``only_devices_change``."""
-    clean = set(clean_experiments(runs))
-    speed = [c for c in ("tokens_per_s", "samples_per_s", "elapsed_s") if runs[c].notna().any()]
-    out = runs.assign(configuration=labels(runs), ideal=np.nan,
-                      only_devices_change=runs["experiment"].astype(str).isin(clean))
-    for name in experiments(runs):
-        rows = out["experiment"].astype(str) == name
-        out.loc[rows, "ideal"] = relative_devices(out[rows])
-    out = pd.concat([out.reset_index(drop=True), efficiency_intervals(runs, steps)], axis=1)
-    return out[["experiment", "configuration", "gpus", *speed, "ideal", "scaling_multiplier", "scaling_efficiency",
-                "efficiency_low", "efficiency_high", "efficiency_interval", "serial_fraction", "scaling_basis",
-                "only_devices_change"]]
+    """One row per configuration of each experiment (its repeats: the mean, see
+    :func:`configurations`): experiment, configuration, devices (absolute and
+    relative: ``ideal``), ``runs`` (its repeats), its speed (tokens/s,
+    samples/s, elapsed time: those any run has) with ``interval`` (the
+    throughput's 95 % interval as text), multiplier and efficiency with their
+    95 % intervals (``multiplier_low``/``_high``, ``efficiency_low``/``_high``,
+    and as text ``multiplier_interval``, ``efficiency_interval``: with what it
+    comes from, or why there is none), the Karp–Flatt serial fraction with its interval
+    (``serial_low``/``_high``), the basis of the comparison and ``only_devices_change``."""
+    found = configurations(runs, steps)
+    speed = [c for c in SPEED if runs[c].notna().any()]
+    return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
+                  "scaling_multiplier", "multiplier_low", "multiplier_high", "multiplier_interval",
+                  "scaling_efficiency", "efficiency_low", "efficiency_high", "efficiency_interval",
+                  "serial_fraction", "serial_low", "serial_high", "scaling_basis", "only_devices_change"]]
+
+
+def shown_columns(group: pd.DataFrame) -> list[str]:
+    """The columns of one experiment's :func:`table` rows a report shows: the speed its
+    comparison is based on (elapsed time, else tokens/s, else samples/s), the intervals as
+    text, the figures, and nothing empty."""
+    if str(group["scaling_basis"].iloc[0]).startswith("elapsed"):
+        speed = "elapsed_s"
+    else:
+        speed = next((c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
+    columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "multiplier_interval",
+               "scaling_efficiency", "efficiency_interval", "serial_fraction"]
+    return [c for c in columns if group[c].notna().any() and not group[c].isin(["–"]).all()]
 
 
 BASELINE = "baseline"
 SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "repeats, no steps": "repeats"}
-"""What an interval comes from, in the words of the efficiency's interval column."""
+"""What an interval comes from, in the words of the interval columns."""
 
 
-def efficiency_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per run (same order, index reset): the 95 % interval of its scaling
-    efficiency, ``efficiency_low`` and ``efficiency_high`` (fractions), from the
-    interval of its throughput relative to its experiment's baseline
-    (:func:`trainperf.report.noise.call`: from steps or repeats of both), and
-    ``efficiency_interval``: the same as text with what it comes from (``90.5 %–95.1 %
-    (steps)``), ``baseline``, or why there is none."""
-    runs = runs.reset_index(drop=True)
-    out = pd.DataFrame({"efficiency_low": np.nan, "efficiency_high": np.nan, "efficiency_interval": ""},
-                       index=runs.index)
-    found = run_intervals(runs, steps)
-    for i, run in runs.iterrows():
-        base = runs.index[runs["run_id"] == run["baseline_run_id"]]
-        if run["run_id"] == run["baseline_run_id"]:
-            out.loc[i, "efficiency_interval"] = BASELINE
-        elif len(base) == 0 or pd.isna(found.loc[i, "throughput"]) or pd.isna(found.loc[base[0], "throughput"]):
+def configurations(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per configuration of each experiment, repeats grouped as
+    :func:`trainperf.report.noise.run_intervals` groups them: the first run's
+    columns with the speeds the mean over its ``runs``; ``interval`` (the
+    throughput's 95 % interval, text); ``ideal`` (devices / the baseline
+    configuration's); ``scaling_multiplier`` (mean throughput / the baseline
+    configuration's; elapsed-time ratio where that is the experiment's basis),
+    ``scaling_efficiency`` (multiplier / ideal) and the Karp–Flatt
+    ``serial_fraction`` recomputed from them, with 95 % intervals from the
+    interval of the throughput ratio (:func:`trainperf.report.noise.call`):
+    ``multiplier_low``/``_high``, ``efficiency_low``/``_high``,
+    ``serial_low``/``_high`` and the texts ``multiplier_interval``,
+    ``efficiency_interval`` (``BASELINE``, or why none)."""
+    clean = set(clean_experiments(runs))
+    parts = [_experiment(experiment_runs(runs, name), steps)[0].assign(only_devices_change=name in clean)
+             for name in experiments(runs)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _experiment(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One experiment's configurations (see :func:`configurations`) and their
+    :func:`trainperf.report.noise.run_intervals` rows (same order)."""
+    group = runs.reset_index(drop=True)
+    every = run_intervals(group, steps)
+    key = every["configuration"].fillna(every["run_id"])
+    base_key = set(key[(group["run_id"] == group["baseline_run_id"]).to_numpy()])  # the baseline run's configuration
+    rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
+    at_base = found.index[found["configuration"].fillna(found["run_id"]).isin(base_key)]
+    base = at_base[0] if len(at_base) else None
+    intervals = [_throughput_interval(f, r) for (_, f), (_, r) in zip(found.iterrows(), rows.iterrows())]
+    out = rows.assign(configuration=labels(rows), interval=intervals)
+    for column in ("ideal", "multiplier_low", "multiplier_high", "serial_low", "serial_high"):
+        out[column] = np.nan
+    out["multiplier_interval"], out["efficiency_interval"] = "–", ""
+    if base is not None:
+        out["ideal"] = out["gpus"] / out.loc[base, "gpus"]
+        out["scaling_multiplier"] = out["scaling_multiplier"] / out.loc[base, "scaling_multiplier"]
+    for i in out.index:
+        if i == base:
+            out.loc[i, ["multiplier_interval", "efficiency_interval"]] = BASELINE
+        elif base is None or pd.isna(found.loc[i, "throughput"]) or pd.isna(found.loc[base, "throughput"]):
             out.loc[i, "efficiency_interval"] = NO_INTERVAL
+        elif not (ratio := call(found, found.loc[base, "configuration"], found.loc[i, "configuration"])).tested:
+            out.loc[i, "efficiency_interval"] = (NO_INTERVAL if pd.isna(found.loc[i, "low"])
+                                                 else "no interval (the baseline is one run without steps)")
         else:
-            ratio = call(found, found.loc[base[0], "configuration"], found.loc[i, "configuration"])
-            if not ratio.tested:
-                out.loc[i, "efficiency_interval"] = (NO_INTERVAL if pd.isna(found.loc[i, "low"])
-                                          else "no interval (the baseline is one run without steps)")
-                continue
-            scale = run["scaling_efficiency"] / (1 + ratio.estimate)
+            scale = out.loc[i, "scaling_multiplier"] / (1 + ratio.estimate)  # around the shown multiplier
             low, high = (1 + ratio.low) * scale, (1 + ratio.high) * scale
             source = " and ".join(dict.fromkeys(SOURCES.get(found.loc[j, "basis"], found.loc[j, "basis"])
-                                                for j in (i, base[0])))
-            out.loc[i, ["efficiency_low", "efficiency_high"]] = [low, high]
-            out.loc[i, "efficiency_interval"] = f"{fmt_pct(low)}–{fmt_pct(high)} ({source})"
-    return out
+                                                for j in (i, base)))
+            out.loc[i, ["multiplier_low", "multiplier_high"]] = [low, high]
+            out.loc[i, "multiplier_interval"] = f"{fmt_times(low, 2)}–{fmt_times(high, 2)}"
+            out.loc[i, "efficiency_interval"] = (f"{fmt_pct(low / out.loc[i, 'ideal'])}–"
+                                                 f"{fmt_pct(high / out.loc[i, 'ideal'])} ({source})")
+    out["scaling_efficiency"] = out["scaling_multiplier"] / out["ideal"]
+    out["efficiency_low"] = out["multiplier_low"] / out["ideal"]
+    out["efficiency_high"] = out["multiplier_high"] / out["ideal"]
+    out["serial_fraction"] = karp_flatt(out["scaling_multiplier"], out["ideal"])
+    out["serial_low"] = karp_flatt(out["multiplier_high"], out["ideal"])  # e falls as the multiplier rises
+    out["serial_high"] = karp_flatt(out["multiplier_low"], out["ideal"])
+    return out, found
+
+
+def _throughput_interval(found: pd.Series, row: pd.Series) -> str:
+    """A configuration's throughput interval as text (``1,258–1,465``) around the rate its
+    ``row`` shows (the interval's relative width), ``–`` when it has none."""
+    if pd.isna(found["low"]):
+        return "–"
+    k = row.get(f"{found['unit']}_per_s", found["throughput"]) / found["throughput"]
+    return f"{fmt_int(found['low'] * k)}–{fmt_int(found['high'] * k)}"
 
 
 def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
-    """Per experiment whose runs have intervals: how its efficiency moves from one
+    """Per experiment whose configurations have intervals: how its efficiency moves from one
     device count to the next, stated as a drop or rise only beyond the noise
     (the 95 % interval of the efficiency ratio excludes 1 and it moves by
     :data:`~trainperf.stats.MIN_EFFECT` or more); otherwise indistinguishable."""
     out = []
     for name in experiments(runs):
-        group = experiment_runs(runs, name).reset_index(drop=True)
-        found = run_intervals(group, steps)
+        rows, found = _experiment(experiment_runs(runs, name), steps)
         if found["low"].isna().any():
             continue
-        moves = []
-        for a, b in zip(group.index[:-1], group.index[1:]):
+        moves, shown = [], rows["scaling_efficiency"]
+        for a, b in zip(rows.index[:-1], rows.index[1:]):
             d = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"])
-            k = group.loc[a, "gpus"] / group.loc[b, "gpus"]  # efficiency ratio = throughput ratio × devices ratio
+            k = rows.loc[a, "gpus"] / rows.loc[b, "gpus"]  # efficiency ratio = throughput ratio × devices ratio
             eff = Difference((1 + d.estimate) * k - 1, (1 + d.low) * k - 1, (1 + d.high) * k - 1, math.nan)
             move = {FASTER: "rises", SLOWER: "falls"}.get(verdict(eff), "does not change beyond the noise")
-            moves.append(f"{move} from {fmt_int(group.loc[a, 'gpus'])} to {fmt_int(group.loc[b, 'gpus'])} devices "
-                         f"({fmt_pct(group.loc[a, 'scaling_efficiency'], 0)} → "
-                         f"{fmt_pct(group.loc[b, 'scaling_efficiency'], 0)}, 95 % interval of the change "
+            moves.append(f"{move} from {fmt_int(rows.loc[a, 'gpus'])} to {fmt_int(rows.loc[b, 'gpus'])} devices "
+                         f"({fmt_pct(shown[a], 0)} → {fmt_pct(shown[b], 0)}, 95 % interval of the change "
                          f"{eff.low:+.0%} to {eff.high:+.0%})")
         out.append(f"{name}: scaling efficiency {'; it '.join(moves)}.")
     return out
@@ -338,22 +391,36 @@ TREND_STEP = 1.2
 """Factor by which the serial fraction must change, step to step or end to end, to count as a change."""
 
 
-def serial_trend(e: np.ndarray) -> str:
-    """How the Karp–Flatt serial fraction ``e`` (in order of devices) moves:
-    ``moves both ways`` when one step rises and another falls by more than
-    :data:`TREND_STEP`; else ``grows`` or ``falls`` when the last value is
-    :data:`TREND_STEP` times the first or more (or less); else ``stays about constant``."""
+def serial_trend(e: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None) -> str:
+    """How the Karp–Flatt serial fraction ``e`` (in order of devices) moves. A
+    move counts when the later value is :data:`TREND_STEP` times the earlier or
+    more (or less; for values ≤ 0, a superlinear multiplier: any difference)
+    and, where the 95 % intervals ``low``–``high`` are given, the two intervals
+    do not overlap. ``moves both ways`` when one step rises and another falls;
+    else ``grows`` or ``falls`` from the first value to the last; else ``is
+    within the noise`` when a move without the intervals would have counted,
+    or ``stays about constant``."""
     e = np.asarray(e, dtype=float)
-    if not (e > 0).all():  # a superlinear run gives e ≤ 0: compare differences instead of ratios
-        return "grows" if e[-1] > e[0] else "falls" if e[-1] < e[0] else "stays about constant"
-    ratios = e[1:] / e[:-1]
-    if (ratios > TREND_STEP).any() and (ratios < 1 / TREND_STEP).any():
+    low = e if low is None else np.where(np.isnan(low), e, low)
+    high = e if high is None else np.where(np.isnan(high), e, high)
+    steps = [_serial_move(e, low, high, i, i + 1) for i in range(len(e) - 1)]
+    if 1 in steps and -1 in steps:
         return "moves both ways"
-    if e[-1] > e[0] * TREND_STEP:
-        return "grows"
-    if e[-1] < e[0] / TREND_STEP:
-        return "falls"
-    return "stays about constant"
+    end = _serial_move(e, low, high, 0, len(e) - 1)
+    if end:
+        return "grows" if end > 0 else "falls"
+    untested = [_serial_move(e, e, e, i, j) for i, j in [*zip(range(len(e) - 1), range(1, len(e))), (0, len(e) - 1)]]
+    return "is within the noise" if any(untested) else "stays about constant"
+
+
+def _serial_move(e: np.ndarray, low: np.ndarray, high: np.ndarray, a: int, b: int) -> int:
+    """+1 when ``e[b]`` rises beyond ``e[a]`` (see :func:`serial_trend`), −1 when it falls, else 0."""
+    positive = e[a] > 0 and e[b] > 0
+    if (e[b] > e[a] * TREND_STEP if positive else e[b] > e[a]) and low[b] > high[a]:
+        return 1
+    if (e[b] < e[a] / TREND_STEP if positive else e[b] < e[a]) and high[b] < low[a]:
+        return -1
+    return 0
 
 
 MEANING = {"grows": "overhead grows with scale (communication, synchronisation) — Amdahl's law alone will be "
@@ -361,19 +428,30 @@ MEANING = {"grows": "overhead grows with scale (communication, synchronisation) 
            "falls": "the baseline carries a cost the larger runs amortise (or the work per device changes)",
            "stays about constant": "a fixed serial part limits scaling, as Amdahl's law assumes",
            "moves both ways": "no single serial part explains these runs; other changes between them (nodes, "
-                              "strategy, noise) weigh more"}
+                              "strategy, noise) weigh more",
+           "is within the noise": "its changes lie within the 95 % intervals of the measurements, so no trend can "
+                                  "be read from them"}
 
 
-def serial_notes(runs: pd.DataFrame) -> list[str]:
-    """How each experiment's serial fraction moves with devices, and what that means."""
-    frame = table(runs).dropna(subset=["serial_fraction"])
+def serial_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
+    """How each experiment's serial fraction moves with devices, and what that
+    means: a move only beyond the noise where its configurations have intervals
+    (see :func:`serial_trend`); without intervals, said to be untested."""
+    frame = table(runs, steps).dropna(subset=["serial_fraction"])
     out = []
     for name, group in frame.groupby("experiment", sort=False):
         e = group["serial_fraction"].to_numpy(float)
         if len(e) >= 2:
-            trend = serial_trend(e)
-            caveat = " Two values only: a weak indication." if len(e) == 2 and trend != "moves both ways" else ""
-            out.append(f"{name}: e {trend} ({' → '.join(fmt_sig(v) for v in e)} at "
+            tested = group["serial_low"].notna().all()
+            trend = serial_trend(e, group["serial_low"].to_numpy(float), group["serial_high"].to_numpy(float))
+            caveat = " Two values only: a weak indication." if len(e) == 2 and trend not in (
+                "moves both ways", "is within the noise") else ""
+            if not tested and trend != "stays about constant":
+                caveat += " No intervals (runs measured once without steps): the noise is not tested."
+            values = " → ".join(fmt_sig(v) if pd.isna(lo) else f"{fmt_sig(v)} (95 % interval {fmt_sig(lo)} to "
+                                f"{fmt_sig(hi)})"
+                                for v, lo, hi in zip(e, group["serial_low"], group["serial_high"]))
+            out.append(f"{name}: e {trend} ({values} at "
                        f"{', '.join(f'{x:g}' for x in group['ideal'])}× the baseline devices) — "
                        f"{MEANING[trend]}.{caveat}")
     return out
@@ -547,13 +625,18 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd
     without such an experiment, says so and projects nothing."""
     clean = clean_experiments(runs)
     widest = max(clean or experiments(runs), key=lambda n: (g := experiment_runs(runs, n)["gpus"]).max() / g.min())
-    group = experiment_runs(runs, widest).reset_index(drop=True)
+    group = configurations(experiment_runs(runs, widest), steps)
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
-    interval = efficiency_intervals(group, steps).loc[top.name]
-    known = (f" (95 % interval {fmt_pct(interval['efficiency_low'])}–{fmt_pct(interval['efficiency_high'])})"
-             if pd.notna(interval["efficiency_low"]) else "")
-    text = (f"{widest}: {fmt_times(top['scaling_multiplier'], 1)} faster on {fmt_int(top['gpus'])} devices than on "
-            f"{fmt_int(base['gpus'])} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency{known}.")
+    known = (f" (95 % interval {fmt_pct(top['efficiency_low'])}–{fmt_pct(top['efficiency_high'])})"
+             if pd.notna(top["efficiency_low"]) else "")
+    if pd.notna(top["multiplier_low"]) and top["multiplier_low"] <= 1 <= top["multiplier_high"]:
+        speed = (f"indistinguishable in speed on {fmt_int(top['gpus'])} devices and on {fmt_int(base['gpus'])} "
+                 f"({fmt_times(top['scaling_multiplier'], 2)}, 95 % interval {fmt_times(top['multiplier_low'], 2)}–"
+                 f"{fmt_times(top['multiplier_high'], 2)})")
+    else:
+        speed = (f"{fmt_times(top['scaling_multiplier'], 1)} faster on {fmt_int(top['gpus'])} devices than on "
+                 f"{fmt_int(base['gpus'])}")
+    text = f"{widest}: {speed} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency{known}."
     if not clean:
         text = ("No experiment changes only the device count, so none is projected. The widest, " + text[:-1]
                 + ", mixes scaling with other changes.")

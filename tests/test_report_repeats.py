@@ -1,0 +1,114 @@
+"""Reports with repeats: one row per configuration (the mean of its repeats, its
+95 % interval, how many runs), and no sentence that calls a difference within
+the intervals a fact. Figures by hand next to each check."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from trainperf.report import scaling
+from trainperf.report.page import open_runs
+
+# tokens/s of two repeats at 1, 2 and 4 processes (strong scaling, global batch 16)
+RATES = {1: (1000.0, 1040.0), 2: (1900.0, 1980.0), 4: (3000.0, 3400.0)}
+
+
+def _runs(tmp_path: Path, rates: dict[int, tuple[float, ...]], name: str = "strong") -> pd.DataFrame:
+    rows = [{"run_id": f"p{n}-r{i + 1}", "experiment": name, "gpus": n, "strategy": "ddp",
+             "micro_batch_size": 16 // n, "grad_accum_steps": 1, "global_batch_size": 16, "tokens": rate * 10,
+             "elapsed_s": 10.0, "baseline_run_id": "p1-r1"}
+            for n, repeats in rates.items() for i, rate in enumerate(repeats)]
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return scaling.studies(open_runs([str(path)]))
+
+
+def _ratio_interval(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, float]:
+    """mean(b) / mean(a) with its 95 % interval: t interval on the log scale, se = sd / (√n · mean), Welch ν."""
+    se = [np.std(x, ddof=1) / (math.sqrt(len(x)) * np.mean(x)) for x in (a, b)]
+    dof = (se[0] ** 2 + se[1] ** 2) ** 2 / (se[0] ** 4 / (len(a) - 1) + se[1] ** 4 / (len(b) - 1))
+    half = scipy_stats.t.ppf(0.975, dof) * math.hypot(*se)
+    ratio = np.mean(b) / np.mean(a)
+    return ratio * math.exp(-half), ratio * math.exp(half)
+
+
+def test_scaling_table_has_one_row_per_configuration_with_the_mean_and_interval(tmp_path):
+    frame = scaling.table(_runs(tmp_path, RATES))
+    assert frame["gpus"].tolist() == [1, 2, 4] and frame["runs"].tolist() == [2, 2, 2]
+    assert frame["tokens_per_s"].tolist() == pytest.approx([1020.0, 1940.0, 3200.0])
+    four = frame.iloc[2]
+    assert four["scaling_multiplier"] == pytest.approx(3200 / 1020)
+    assert four["scaling_efficiency"] == pytest.approx(3200 / 1020 / 4)
+    low, high = _ratio_interval(RATES[1], RATES[4])
+    assert (four["multiplier_low"], four["multiplier_high"]) == pytest.approx((low, high), rel=1e-9)
+    assert (four["efficiency_low"], four["efficiency_high"]) == pytest.approx((low / 4, high / 4), rel=1e-9)
+    assert four["efficiency_interval"].endswith("(repeats)")
+    assert four["serial_fraction"] == pytest.approx((1020 / 3200 - 1 / 4) / (1 - 1 / 4))
+    assert four["serial_low"] == pytest.approx((1 / high - 1 / 4) / (1 - 1 / 4))  # e falls as the multiplier rises
+    assert frame.iloc[0]["multiplier_interval"] == "baseline"
+
+
+def test_efficiency_and_serial_fraction_within_the_noise_are_not_called_a_trend(tmp_path):
+    # 2 processes 1940 / 1020 = 1.902x, 4 processes 3200 / 1020 = 3.137x: e = (1/S - 1/p) / (1 - 1/p) =
+    # 0.0515 then 0.0917 (x1.8, a "growing" serial fraction to a rule without intervals), but two
+    # repeats spread by 4-13 % leave both intervals wide
+    runs = _runs(tmp_path, RATES)
+    notes = scaling.serial_notes(runs)
+    assert len(notes) == 1 and notes[0].startswith("strong: e is within the noise (0.0515 (95 % interval")
+    assert "→ 0.0917 (95 % interval" in notes[0] and "grows" not in notes[0]
+    assert scaling.serial_trend(np.array([0.0515, 0.0917])) == "grows"  # the same values, untested
+    assert "does not change beyond the noise from 2 to 4 devices" in " ".join(scaling.efficiency_notes(runs))
+
+
+def test_headline_does_not_call_a_speed_up_within_the_noise_faster(tmp_path):
+    # 1 process 1000 / 1400 tokens/s, 2 processes 1250 / 1300: 1.06x with an interval that spans 1
+    runs = _runs(tmp_path, {1: (1000.0, 1400.0), 2: (1250.0, 1300.0)})
+    text = scaling.headline(runs).text
+    low, high = _ratio_interval((1000.0, 1400.0), (1250.0, 1300.0))
+    assert low < 1 < high
+    assert text.startswith(f"strong: indistinguishable in speed on 2 devices and on 1 (1.06×, 95 % interval "
+                           f"{low:.2f}×–{high:.2f}×)")
+    assert "faster" not in text
+    clear = scaling.headline(_runs(tmp_path, RATES)).text
+    assert clear.startswith("strong: 3.1× faster on 4 devices than on 1")
+
+
+def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
+    from trainperf.report import platforms
+
+    rows = [{"run_id": f"{platform}-{i}", "experiment": "contest", "platform": platform, "model": "m", "gpus": 8,
+             "precision": "bf16", "tokens": rate * 100, "elapsed_s": 100.0}
+            for platform, repeats in {"NVIDIA H100 SXM": (9_500.0, 11_500.0), "AMD MI300X": (9_950.0, 10_050.0)}.items()
+            for i, rate in enumerate(repeats)]
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    runs = platforms.comparable(open_runs([str(path)]))
+    peaks = platforms.peaks(runs).set_index("platform_key")
+    h100 = peaks.loc["NVIDIA H100 SXM"]
+    # the mean of the two repeats, not the faster one; one configuration measured twice
+    assert (h100["tokens_per_s"], h100["configs"], h100["runs"]) == (10_500.0, 1, 2)
+    se = np.std([9_500, 11_500], ddof=1) / (math.sqrt(2) * 10_500)
+    half = scipy_stats.t.ppf(0.975, 1) * se
+    assert (h100["tokens_per_s_low"], h100["tokens_per_s_high"]) == pytest.approx(
+        (10_500 * math.exp(-half), 10_500 * math.exp(half)), rel=1e-9)
+    assert h100["relative"] == pytest.approx(1.0)  # 10,500 vs MI300X's 10,000 per 8 devices
+    assert h100["relative_low"] == pytest.approx(10_500 * math.exp(-half) / 8 / (10_500 / 8))
+    assert peaks.loc["AMD MI300X", "relative"] == pytest.approx(10_000 / 10_500)
+    notes = platforms.capacity_notes(runs, platforms.capacity(runs, [1], 8))
+    # the mean's capacity: 10,500 tokens/s x 86,400 s
+    assert notes[0].startswith("At its peak (NVIDIA H100 SXM, m, 8 devices) the fastest configuration trains "
+                               "907.20 million tokens")
+
+
+def test_a_baseline_that_is_not_the_first_repeat_still_anchors_its_configuration(tmp_path):
+    runs = _runs(tmp_path, RATES)
+    runs["baseline_run_id"] = "p1-r2"
+    frame = scaling.table(runs)
+    assert frame["multiplier_interval"].iloc[0] == "baseline"
+    assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 1940 / 1020, 3200 / 1020])
