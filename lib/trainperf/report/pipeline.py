@@ -73,6 +73,8 @@ class ReportResult:
     facts: dict[str, object] = field(default_factory=dict)
     not_applicable: str | None = None
     """What the data lacks, when the report raised ``NotApplicable`` (not a failure)."""
+    export_seconds: float = 0.0
+    """Of ``seconds``, the export of the executed notebook to HTML."""
 
     @property
     def ok(self) -> bool:
@@ -221,9 +223,11 @@ def run_job(job: Job) -> ReportResult:
         nb = cut_at_error(nb, f"Not applicable: {not_applicable}", "warn")
     elif error is not None:
         nb = cut_at_error(nb, f"This report failed: {error}", "bad")
+    exporting = time.perf_counter()
     page.write_text(notebook_to_html(nb, PageInfo(title, trainperf.__version__, job.generated)))
-    return ReportResult(job.name, str(job.source), str(executed), str(page),
-                        time.perf_counter() - start, error, facts, not_applicable)
+    done = time.perf_counter()
+    return ReportResult(job.name, str(job.source), str(executed), str(page), done - start, error, facts,
+                        not_applicable, done - exporting)
 
 
 def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.NotebookNode:
