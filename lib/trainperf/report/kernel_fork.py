@@ -46,6 +46,7 @@ def serve(address: str, modules: list[str]) -> None:
     listener.bind(address)
     listener.listen(64)  # kernels asked for while the modules load wait here
     print("listening", flush=True)
+    os.dup2(2, 1)  # nobody reads the pipe after this line: what the kernels print goes where the server's errors go
     os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # as ipykernel sets it
     for name in modules:
         __import__(name)
