@@ -18,7 +18,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 from trainperf.report import pipeline
 from trainperf.report.kernels import SERVER_ENV, IPCKernelManager, forked_kernels
 
-CHECK = "import os, sys; print(os.getcwd(), os.environ.get('TP_TEST_MARK'), 'seaborn' in sys.modules, 'x' in dir())"
+CHECK = ("import os, sys; print(os.getcwd(), os.environ.get('TP_TEST_MARK'), 'seaborn' in sys.modules, 'x' in dir(), "
+         "os.getsid(0) == os.getpid())")
 
 
 async def _run(km: IPCKernelManager, cwd: Path, code: str) -> tuple[str, int]:
@@ -51,8 +52,9 @@ def test_forked_kernels_are_separate_and_start_with_the_modules_loaded(tmp_path,
         assert "launch" in command.format_kernel_cmd()
         first, _ = asyncio.run(_run(IPCKernelManager(kernel_name=pipeline.KERNEL), tmp_path, CHECK))
         second, _ = asyncio.run(_run(IPCKernelManager(kernel_name=pipeline.KERNEL), tmp_path, CHECK))
-    # imported once by the server; the folder and environment of the kernel asked for; no state of another kernel
-    assert first == second == f"{tmp_path} seen True False"
+    # imported once by the server; the folder and environment of the kernel asked for; no state of another
+    # kernel; a session of its own, as Jupyter starts kernels (the scheduler shares CPU out by session)
+    assert first == second == f"{tmp_path} seen True False True"
     assert SERVER_ENV not in os.environ  # restored at the end
 
 
@@ -61,7 +63,7 @@ def test_without_a_server_the_launch_process_starts_an_ordinary_kernel(tmp_path,
     gone = str(tmp_path / "no-server")
     monkeypatch.setenv(SERVER_ENV, json.dumps({"socket": gone, "prefix": _spec()[:_spec().index("-m")]}))
     out, _ = asyncio.run(_run(IPCKernelManager(kernel_name=pipeline.KERNEL), tmp_path, CHECK))
-    assert out == f"{tmp_path} None False False"  # seaborn not imported: a kernel of its own
+    assert out == f"{tmp_path} None False False True"  # seaborn not imported: a kernel of its own
 
 
 @pytest.mark.slow

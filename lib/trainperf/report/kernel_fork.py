@@ -14,7 +14,7 @@ the kernel command, its working folder and environment, forwards the
 signals it gets to the kernel, and exits with the kernel's exit status; with
 no server to answer, it runs the kernel command itself. The server kills a
 kernel whose ``launch`` process is gone, and exits (killing its kernels)
-when its standard input closes: when the build that started it ends.
+when its standard input closes or the build that started it ends.
 
 This file runs as a script (``python kernel_fork.py serve|launch ...``) and
 imports nothing from trainperf at the top, so that ``launch`` starts at once::
@@ -54,8 +54,9 @@ def serve(address: str, modules: list[str]) -> None:
     selector.register(listener, selectors.EVENT_READ)
     selector.register(sys.stdin, selectors.EVENT_READ)
     kernels: dict[socket.socket, int] = {}
+    build = os.getppid()
     try:
-        while True:
+        while os.getppid() == build:  # the build that started the server may end without closing its pipe
             for key, _ in selector.select(POLL_S):
                 if key.fileobj is listener:
                     conn, _ = listener.accept()
@@ -99,6 +100,7 @@ def _run_kernel(request: dict) -> None:
     """In the forked child: become the kernel ``python -m ipykernel_launcher ARGUMENTS`` would start; never returns."""
     code = 1
     try:
+        os.setsid()  # a session of its own, as Jupyter starts a kernel (and the scheduler shares out CPU by session)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
