@@ -1,56 +1,138 @@
 """Report build time: where it goes. Builds the reports with the same
 pipeline as ``trainperf report`` (or reads a build already made with
-``--out DIR``) and prints, per report, the wall clock the CLI sees and the
-seconds of each notebook cell that took more than ``--min`` seconds (from
-papermill's cell durations), with the first line of the cell. Usage::
+``--out DIR``) and prints, per report, its seconds split into kernel start,
+imports, data loading, analysis, charts and export (from papermill's cell
+timings and the pipeline's own), the build's wall clock and the CPU seconds
+of all its processes; then, with ``--cells``, each cell that took more than
+``--min`` seconds. Usage::
 
     python benchmarks/report_time.py                  # build into a temporary folder, then print
-    python benchmarks/report_time.py --out reports    # print the cells of a build in reports/
+    python benchmarks/report_time.py --repeat 2       # build twice (the second is warm), print each
+    python benchmarks/report_time.py --out reports    # the cells of a build in reports/ (no export times)
+
+A cell counts as data loading when it opens the inputs (``page.open_*``,
+``page.data_steps``), as charts when it draws with seaborn (``sns.``), as
+imports when it only imports and sets the theme, else as analysis (frames,
+sentences and the tables that show them). Kernel start is the time from
+papermill's start to the first cell; what remains of a report's seconds
+(writing the executed notebook, stopping the kernel) is "other".
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import resource
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 from trainperf.report.pipeline import REPORTS, build, plan
 
+PARTS = ("kernel start", "imports", "data loading", "analysis", "charts", "export", "other")
+LOADING = re.compile(r"\bpage\.(open_\w+|data_steps)\(")
 
-def cell_times(executed: Path, least: float) -> list[tuple[float, str]]:
-    """(seconds, first line) of each cell of an executed notebook that ran ``least`` seconds or more."""
-    cells = json.loads(executed.read_text())["cells"]
+
+def kind_of(source: str) -> str:
+    """The part of the build a code cell belongs to (see the module's docstring)."""
+    if LOADING.search(source):
+        return "data loading"
+    if "sns." in source:
+        return "charts"
+    code = [line for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if code and all(line.startswith(("import ", "from ")) or line.strip() == "theme.apply()" for line in code):
+        return "imports"
+    return "analysis"
+
+
+def cell_times(executed: Path) -> list[tuple[float, str, str]]:
+    """(seconds, part, first line) of each code cell of an executed notebook."""
     out = []
-    for cell in cells:
+    for cell in json.loads(executed.read_text())["cells"]:
+        if cell.get("cell_type") != "code":
+            continue
         seconds = (cell.get("metadata", {}).get("papermill", {}) or {}).get("duration") or 0.0
-        if seconds >= least:
-            source = "".join(cell.get("source", ""))
-            out.append((seconds, next((line for line in source.splitlines() if line.strip()), "")[:70]))
+        source = "".join(cell.get("source", ""))
+        first = next((line for line in source.splitlines() if line.strip()), "")
+        out.append((seconds, kind_of(source), first[:70]))
     return out
+
+
+def kernel_start(executed: Path) -> float:
+    """Seconds from papermill's start of the notebook to the start of its first cell."""
+    nb = json.loads(executed.read_text())
+    begun = nb["metadata"]["papermill"]["start_time"]
+    first = next(c["metadata"]["papermill"]["start_time"] for c in nb["cells"]
+                 if c.get("metadata", {}).get("papermill", {}).get("start_time"))
+    return (datetime.fromisoformat(first) - datetime.fromisoformat(begun)).total_seconds()
+
+
+def split(executed: Path, total: float | None, export: float | None) -> dict[str, float]:
+    """The report's seconds per part of :data:`PARTS`."""
+    parts = dict.fromkeys(PARTS, 0.0)
+    parts["kernel start"] = kernel_start(executed)
+    for seconds, part, _ in cell_times(executed):
+        parts[part] += seconds
+    if export is not None:
+        parts["export"] = export
+    if total is not None:
+        parts["other"] = max(0.0, total - sum(parts.values()))
+    return parts
+
+
+def print_table(out: Path, results: dict[str, tuple[float, float | None]]) -> None:
+    names = [n for n in REPORTS if (out / f"{n}.ipynb").exists()]
+    rows = {n: split(out / f"{n}.ipynb", *results.get(n, (None, None))) for n in names}
+    print(f"{'seconds':<14}" + "".join(f"{n:>12}" for n in names) + f"{'sum':>10}")
+    for part in PARTS:
+        values = [rows[n][part] for n in names]
+        print(f"{part:<14}" + "".join(f"{v:12.1f}" for v in values) + f"{sum(values):10.1f}")
+    totals = [sum(rows[n].values()) for n in names]
+    print(f"{'report':<14}" + "".join(f"{v:12.1f}" for v in totals) + f"{sum(totals):10.1f}")
+
+
+def print_cells(out: Path, least: float) -> None:
+    for name in REPORTS:
+        executed = out / f"{name}.ipynb"
+        if executed.exists():
+            cells = cell_times(executed)
+            print(f"\n{name}: cells {sum(s for s, _, _ in cells):.1f} s")
+            for seconds, part, line in sorted(cells, reverse=True):
+                if seconds >= least:
+                    print(f"  {seconds:6.2f} s  {part:<13} {line}")
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and the processes it waited for."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="a finished build to read instead of building")
+    parser.add_argument("--jobs", type=int, default=2, help="notebooks run at a time (as trainperf report --jobs)")
+    parser.add_argument("--repeat", type=int, default=1, help="builds in a row (the first may be cold)")
+    parser.add_argument("--cells", action="store_true", help="also list the slowest cells")
     parser.add_argument("--min", type=float, default=0.3, help="shortest cell listed, seconds")
     args = parser.parse_args()
-    out = args.out
-    if out is None:
+    if args.out is not None:
+        print_table(args.out, {})
+        if args.cells:
+            print_cells(args.out, args.min)
+        return
+    for attempt in range(1, args.repeat + 1):
         out = Path(tempfile.mkdtemp(prefix="trainperf-report-time-"))
-        start = time.perf_counter()
-        result = build(plan(out_dir=out), workers=2)
-        print(f"build of {len(result.reports)} reports, 2 at a time: {time.perf_counter() - start:.1f} s wall clock")
-        for report in result.reports:
-            print(f"  {report.name:<12} {report.seconds:6.1f} s (kernel start, cells, export)")
-    for name in REPORTS:
-        executed = out / f"{name}.ipynb"
-        if executed.exists():
-            cells = cell_times(executed, args.min)
-            print(f"\n{name}: cells {sum(s for s, _ in cell_times(executed, 0.0)):.1f} s")
-            for seconds, line in sorted(cells, reverse=True):
-                print(f"  {seconds:6.2f} s  {line}")
+        start, cpu = time.perf_counter(), cpu_seconds()
+        result = build(plan(out_dir=out), workers=args.jobs)
+        wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+        print(f"\nbuild {attempt} of {len(result.reports)} reports, {args.jobs} at a time, into {out}: "
+              f"{wall:.1f} s wall clock, {cpu:.1f} CPU seconds")
+        print_table(out, {r.name: (r.seconds, getattr(r, "export_seconds", None)) for r in result.reports})
+        if args.cells:
+            print_cells(out, args.min)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,14 @@ import csv
 import difflib
 import json
 import math
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from trainperf.errors import DataError
+from trainperf.input_cache import cached_read
 from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, Column
 
 TABLE_SUFFIXES = {".csv", ".json", ".jsonl", ".parquet"}
@@ -45,11 +47,12 @@ FALSE = {"false", "0", "0.0", "no", "n", "f"}
 column of 1 / 0 with a null in it becomes."""
 
 
-def load_runs(*paths: str | Path) -> pd.DataFrame:
+def load_runs(*paths: str | Path, cache: bool = False) -> pd.DataFrame:
     """Read runs from tables, run folders, logs or folders of them into one
     canonical runs table (one row per run, schema columns plus any
     ``reported_*`` / ``extra_*``). Raises ``DataError`` on bad input or on a
-    ``run_id`` that appears twice."""
+    ``run_id`` that appears twice. With ``cache``, each input unchanged since
+    it was last read comes from :mod:`trainperf.input_cache`."""
     if not paths:
         raise DataError("no input given: name at least one file or folder")
     frames: list[pd.DataFrame] = []
@@ -59,7 +62,7 @@ def load_runs(*paths: str | Path) -> pd.DataFrame:
         if not path.exists():
             raise DataError("no such file or folder", path=path)
         for item, kind in _walk(path, skipped):
-            frames.append(_read(item, kind))
+            frames.append(cached_read(item, kind, partial(_read, item, kind)) if cache else _read(item, kind))
             inputs.append(str(item))
     if not frames:
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))

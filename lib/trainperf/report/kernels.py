@@ -1,4 +1,5 @@
-"""Jupyter kernels that can start together without racing for ports.
+"""Jupyter kernels that can start together without racing for ports, and
+start without importing the notebooks' modules again.
 
 A kernel talks to its client over five ZeroMQ sockets. Over TCP, the client
 picks five free ports (bind to port 0, read the number, close) and the kernel
@@ -10,18 +11,39 @@ between, and one of them dies with ``ZMQError: Address already in use``.
 a Unix socket file under a path unique to the kernel (a random name in the
 temporary folder), so no two kernels share an address and nothing is picked
 and released. The files are removed when the kernel shuts down.
+
+Inside :func:`forked_kernels`, a kernel of that kernelspec is forked from a
+process that has imported :data:`PRELOAD` once (see
+:mod:`trainperf.report.kernel_fork`) instead of starting a new Python that
+imports them again.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import CaselessStrEnum, default
 
+from trainperf.report import kernel_fork
+
 IPC_PREFIX = "trainperf-kernel-"
+SERVER_ENV = "TRAINPERF_KERNEL_SERVER"
+"""Environment variable naming the kernel server of :func:`forked_kernels`
+(JSON: its socket and the kernel command prefix it serves)."""
+PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "IPython.display", "pandas", "seaborn", "trainperf",
+           "trainperf.compare", "trainperf.report.batch_size", "trainperf.report.configs", "trainperf.report.html",
+           "trainperf.report.page", "trainperf.report.platforms", "trainperf.report.scaling",
+           "trainperf.report.theme", "trainperf.report.throughput")
+"""What the report notebooks import (never torch), imported once by the kernel server."""
 
 
 class IPCKernelManager(AsyncKernelManager):
@@ -34,3 +56,48 @@ class IPCKernelManager(AsyncKernelManager):
     def _unique_ipc_path(self) -> str:
         # Unix socket paths are limited to about 100 bytes: keep the name short
         return os.path.join(tempfile.gettempdir(), f"{IPC_PREFIX}{uuid.uuid4().hex[:16]}")
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        """The kernel command; inside :func:`forked_kernels`, one that asks its
+        server for the kernel when the server serves this command."""
+        command = super().format_kernel_cmd(extra_arguments)
+        server = json.loads(os.environ.get(SERVER_ENV) or "null")
+        if server and command[:len(server["prefix"])] == server["prefix"] \
+                and kernel_fork.kernel_arguments(command) is not None:
+            return [sys.executable, "-I", "-S", kernel_fork.__file__, "launch", server["socket"], "--", *command]
+        return command
+
+
+@contextmanager
+def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
+    """While inside, :class:`IPCKernelManager` kernels started by the
+    kernelspec command ``argv`` (``python ... -m ipykernel_launcher ...``),
+    in this process or in processes it starts, are forked from a server that
+    has imported :data:`PRELOAD` (the server runs ``argv``'s Python with its
+    options, in ``cwd``). Yields whether a server runs: none for a kernelspec
+    that does not start ipykernel that way or where processes cannot fork."""
+    prefix = argv[:argv.index("-m")] if "-m" in argv else []
+    if not hasattr(os, "fork") or not prefix or kernel_fork.kernel_arguments(argv) is None:
+        yield False
+        return
+    address = os.path.join(tempfile.gettempdir(), f"{IPC_PREFIX}server-{uuid.uuid4().hex[:16]}")
+    server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, *PRELOAD], cwd=cwd,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    saved = os.environ.get(SERVER_ENV)
+    try:
+        started = server.stdout.readline().strip() == b"listening"
+        if started:
+            os.environ[SERVER_ENV] = json.dumps({"socket": address, "prefix": prefix})
+        yield started
+    finally:
+        if saved is None:
+            os.environ.pop(SERVER_ENV, None)
+        else:
+            os.environ[SERVER_ENV] = saved
+        server.stdin.close()  # the server ends, and kills any kernel still running
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        server.stdout.close()

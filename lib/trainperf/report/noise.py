@@ -13,7 +13,9 @@ point estimate and marked untested.
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
@@ -73,8 +75,16 @@ def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     ``throughput`` (units of ``unit`` per second), ``low``, ``high``,
     ``se_log``, ``dof`` and ``basis`` (what the interval covers, or that there is none).
     A run with fewer than 2 complete measured steps in ``steps`` (e.g. a table of
-    per-rank totals) counts as a run without steps."""
-    found = configuration_intervals(runs, usable_steps(steps))
+    per-rank totals) counts as a run without steps. The same ``runs`` and
+    ``steps`` (by content) are computed once per process: the report cells ask again."""
+    return _memo(("run_intervals", _content(runs), _content(steps)), lambda: _run_intervals(runs, steps)).copy()
+
+
+def _run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+    usable = usable_steps(steps)
+    if usable is not None:  # the steps of these runs only: the others' would be resampled for nothing
+        usable = usable[usable["run_id"].astype(str).isin(set(runs["run_id"].astype(str)))]
+    found = configuration_intervals(runs, usable)
     per_run = found.assign(run_id=found["run_ids"].str.split(", ")).explode("run_id")
     out = pd.DataFrame({"run_id": runs["run_id"].astype(str).to_numpy()}).merge(
         per_run.drop(columns=["experiment", "run_ids", "runs", "steps"]), on="run_id", how="left")
@@ -99,9 +109,15 @@ def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[
 
 def usable_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
     """The rows of ``steps`` of the runs with enough measured steps for an interval
-    (:func:`trainperf.compare.job_steps` accepts them); ``None`` when no run has."""
+    (:func:`trainperf.compare.job_steps` accepts them); ``None`` when no run has.
+    Computed once per process for the same ``steps`` (by content)."""
     if steps is None or steps.empty:
         return None
+    keep = _memo(("usable_steps", _content(steps)), lambda: _usable_runs(steps))
+    return steps[steps["run_id"].isin(keep)] if keep else None
+
+
+def _usable_runs(steps: pd.DataFrame) -> list[object]:
     keep = []
     for run_id, run in steps.groupby("run_id", sort=False, observed=True):
         try:
@@ -109,7 +125,29 @@ def usable_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
         except DataError:
             continue
         keep.append(run_id)
-    return steps[steps["run_id"].isin(keep)] if keep else None
+    return keep
+
+
+_MEMO: dict[tuple[str, ...], object] = {}
+MEMO_SIZE = 64
+"""Results :func:`_memo` keeps (the oldest go first)."""
+
+
+def _memo(key: tuple[str, ...], compute: Callable[[], object]) -> object:
+    if key not in _MEMO:
+        if len(_MEMO) >= MEMO_SIZE:
+            del _MEMO[next(iter(_MEMO))]
+        _MEMO[key] = compute()
+    return _MEMO[key]
+
+
+def _content(frame: pd.DataFrame | None) -> str:
+    """A digest of ``frame``'s columns, dtypes and values (not its index or attrs)."""
+    if frame is None:
+        return ""
+    digest = hashlib.blake2b(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode(), digest_size=20)
+    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
 
 
 def ties_with_fastest(intervals: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:

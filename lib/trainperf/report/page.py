@@ -68,13 +68,14 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
     the run its experiment is measured against. The result's ``attrs`` hold
     ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs,
     runs left out by the selection included), ``warnings`` and
-    ``overrides``. Raises :class:`InputError` naming the parameter.
+    ``overrides``. Raises :class:`InputError` naming the parameter. Inputs
+    unchanged since a build read them come from :mod:`trainperf.input_cache`.
     """
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
     with _reading() as caught:
-        runs = load_runs(*paths)
+        runs = load_runs(*paths, cache=True)
         skipped = list(runs.attrs.get("skipped", []))
         inputs = [str(Path(p).resolve()) for p in runs.attrs.get("inputs", [])]
         runs = _select(runs, "experiment", experiments, skipped)

@@ -29,7 +29,7 @@ from trainperf.report.applicability import NotApplicable
 from trainperf.report.export import PageInfo, notebook_to_html
 from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.index import write_index
-from trainperf.report.kernels import IPCKernelManager
+from trainperf.report.kernels import IPCKernelManager, forked_kernels
 from trainperf.report.page import PROJECT_ROOT, shown_path
 from trainperf.report.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 from trainperf.steps import holds_steps
@@ -73,6 +73,8 @@ class ReportResult:
     facts: dict[str, object] = field(default_factory=dict)
     not_applicable: str | None = None
     """What the data lacks, when the report raised ``NotApplicable`` (not a failure)."""
+    export_seconds: float = 0.0
+    """Of ``seconds``, the export of the executed notebook to HTML."""
 
     @property
     def ok(self) -> bool:
@@ -161,15 +163,17 @@ def check_data(paths: Sequence[str | Path]) -> list[Path]:
 def build(jobs: Sequence[Job], *, workers: int = 2,
           on_done: Callable[[ReportResult], None] | None = None) -> BuildResult:
     """Run ``jobs`` (``workers`` at a time), export each to HTML and write the
-    index. ``on_done`` is called with each result as it finishes."""
+    index. ``on_done`` is called with each result as it finishes. Each
+    notebook runs in a kernel of its own, forked from a process that has
+    imported the notebooks' modules once (:func:`~trainperf.report.kernels.forked_kernels`)."""
     if not jobs:
         raise ParameterError("no reports to build")
-    _check_kernel()
+    kernel = _check_kernel()
     start = time.perf_counter()
     out_dir = jobs[0].out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, ReportResult] = {}
-    with ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
+    with forked_kernels(kernel, NOTEBOOKS), ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
         for future in as_completed(futures):
             result = future.result()
@@ -218,9 +222,11 @@ def run_job(job: Job) -> ReportResult:
         nb = cut_at_error(nb, f"Not applicable: {not_applicable}", "warn")
     elif error is not None:
         nb = cut_at_error(nb, f"This report failed: {error}", "bad")
+    exporting = time.perf_counter()
     page.write_text(notebook_to_html(nb, PageInfo(title, trainperf.__version__, job.generated)))
-    return ReportResult(job.name, str(job.source), str(executed), str(page),
-                        time.perf_counter() - start, error, facts, not_applicable)
+    done = time.perf_counter()
+    return ReportResult(job.name, str(job.source), str(executed), str(page), done - start, error, facts,
+                        not_applicable, done - exporting)
 
 
 def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.NotebookNode:
@@ -275,9 +281,12 @@ def _declared_title(source: Path) -> object:
     return declared.default if declared else None
 
 
-def _check_kernel() -> None:
-    from jupyter_client.kernelspec import KernelSpecManager
+def _check_kernel() -> list[str]:
+    """The command of the report kernel; ParameterError when it is not registered."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
-    if KERNEL not in KernelSpecManager().find_kernel_specs():
+    try:
+        return KernelSpecManager().get_kernel_spec(KERNEL).argv
+    except NoSuchKernel:
         raise ParameterError(f"the Jupyter kernel {KERNEL!r} is not registered: run `make setup` "
-                             f"(it runs `python -m ipykernel install --sys-prefix --name {KERNEL}`)")
+                             f"(it runs `python -m ipykernel install --sys-prefix --name {KERNEL}`)") from None

@@ -1,0 +1,126 @@
+"""A content-keyed cache of the runs read from each input, for ``load_runs(..., cache=True)``.
+
+Reading an input (a runs table, a run folder, a log) and checking every
+value against the schema costs time; the reports of one build read the same
+folders, and a rebuild reads them again unchanged. :func:`cached_read`
+keeps the checked frame read from one input in a pickle under
+:func:`cache_dir`, keyed by:
+
+* how it was read (``kind``: table, run folder or log) and its resolved path;
+* the content (BLAKE2 digest) of every file of the input: every file below
+  a run folder; a file and its sidecar ``<file>.trainperf.yaml``. A changed,
+  added or removed file gives another key;
+* trainperf's own source (every file of the installed package) and the
+  pandas version, so a new version of either never reads an old entry.
+
+A hit gives the frame as first read and raises again the warnings its
+reading raised. The cache lives in ``inputs`` under trainperf's cache folder
+(``$TRAINPERF_CACHE_DIR``, else ``$XDG_CACHE_HOME/trainperf``, else
+``~/.cache/trainperf``); ``TRAINPERF_INPUT_CACHE=off`` reads every input every time.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import pickle
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pandas as pd
+
+import trainperf
+
+OFF = "TRAINPERF_INPUT_CACHE"
+"""Environment variable: ``off`` reads every input every time."""
+
+KEEP = 512
+"""Entries kept (one per input); the least recently written beyond this are removed."""
+
+
+def cache_dir() -> Path | None:
+    """``inputs`` in trainperf's cache folder (``$TRAINPERF_CACHE_DIR``, else
+    ``~/.cache/trainperf``); ``None`` when ``TRAINPERF_INPUT_CACHE`` is ``off``."""
+    from trainperf.profiler.cpu_peak import cache_dir as trainperf_cache
+
+    return None if os.environ.get(OFF, "").lower() == "off" else trainperf_cache() / "inputs"
+
+
+def cached_read(path: Path, kind: str, read: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """The frame ``read()`` gives for input ``path`` read as ``kind``, from
+    the cache when the input's files and trainperf are unchanged since it was
+    stored. The warnings ``read`` raised are raised again on a hit; an error it
+    raises is raised and nothing is stored."""
+    folder = cache_dir()
+    if folder is None:
+        return read()
+    entry = folder / f"{input_key(path, kind)}.pkl"
+    try:
+        with entry.open("rb") as handle:
+            frame, raised = pickle.load(handle)
+    except (OSError, EOFError, ValueError, pickle.UnpicklingError, AttributeError, ImportError):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frame = read()
+        raised = [(w.category, str(w.message)) for w in caught]
+        _store(entry, (frame, raised))
+    for category, message in raised:
+        warnings.warn(message, category, stacklevel=2)
+    return frame
+
+
+def input_key(path: Path, kind: str) -> str:
+    """The cache key of input ``path`` read as ``kind`` (hex digest)."""
+    resolved = Path(path).resolve()
+    digest = hashlib.blake2b(digest_size=20)
+    for part in (kind, str(resolved), source_digest(), pd.__version__):
+        digest.update(part.encode() + b"\0")
+    for file in input_files(resolved):
+        digest.update(str(file.relative_to(resolved.parent)).encode() + b"\0" + file_digest(file) + b"\0")
+    return digest.hexdigest()
+
+
+def input_files(path: Path) -> Iterator[Path]:
+    """Every file below a folder (sorted); a file and its sidecar when it has one."""
+    if path.is_dir():
+        yield from sorted(p for p in path.rglob("*") if p.is_file())
+    elif path.is_file():
+        from trainperf.importers.settings import sidecar_path
+
+        yield path
+        sidecar = sidecar_path(path)
+        if sidecar.is_file():
+            yield sidecar
+
+
+def file_digest(path: Path) -> bytes:
+    """BLAKE2 digest of the file's content."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, lambda: hashlib.blake2b(digest_size=20)).digest()
+
+
+@functools.cache
+def source_digest() -> str:
+    """Digest of trainperf's installed source (every file of the package except bytecode)."""
+    root = Path(trainperf.__file__).resolve().parent
+    digest = hashlib.blake2b(digest_size=20)
+    for file in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(file.relative_to(root)).encode() + b"\0" + file_digest(file))
+    return digest.hexdigest()
+
+
+def _store(entry: Path, value: object) -> None:
+    """Write atomically (two notebooks may store the same entry at once) and prune to :data:`KEEP` entries."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=entry.parent, suffix=".tmp", delete=False) as handle:
+            pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(handle.name, entry)
+        entries = sorted(entry.parent.glob("*.pkl"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in entries[KEEP:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a cache that cannot be written only costs time

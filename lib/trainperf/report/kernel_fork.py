@@ -1,0 +1,184 @@
+"""Start report kernels from one process that has already imported what the
+notebooks import, instead of importing it again in every kernel.
+
+A report kernel spends seconds importing pandas, matplotlib, seaborn, scipy
+and trainperf before its first cell does any work, and a build starts one
+kernel per report. ``serve`` imports those modules once, then waits on a
+Unix socket; each kernel the build starts is forked from it (a new process
+with a copy of the imported modules and nothing else: no notebook state, no
+open figures), and runs ipykernel as ``python -m ipykernel_launcher`` would.
+
+Jupyter starts a kernel as a command and watches, signals and kills that
+process; ``launch`` is that command: it asks the server for a kernel, passes
+the kernel command, its working folder and environment, forwards the
+signals it gets to the kernel, and exits with the kernel's exit status; with
+no server to answer, it runs the kernel command itself. The server kills a
+kernel whose ``launch`` process is gone, and exits (killing its kernels)
+when its standard input closes or the build that started it ends.
+
+This file runs as a script (``python kernel_fork.py serve|launch ...``) and
+imports nothing from trainperf at the top, so that ``launch`` starts at once::
+
+    python kernel_fork.py serve SOCKET MODULE...      # prints "listening", then imports the modules
+    python kernel_fork.py launch SOCKET -- COMMAND... # COMMAND: python ... -m ipykernel_launcher -f conn.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
+"""Signals ``launch`` passes on to its kernel (Jupyter interrupts with SIGINT, stops with SIGTERM)."""
+POLL_S = 0.05
+"""How often the server looks for kernels that ended, seconds."""
+
+
+def serve(address: str, modules: list[str]) -> None:
+    """Import ``modules``, then fork a kernel for each request on the Unix socket ``address``."""
+    if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
+        del sys.path[0]  # as ipykernel_launcher: the kernel's sys.path does not start with this script's folder
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(64)  # kernels asked for while the modules load wait here
+    print("listening", flush=True)
+    os.dup2(2, 1)  # nobody reads the pipe after this line: what the kernels print goes where the server's errors go
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # as ipykernel sets it
+    for name in modules:
+        __import__(name)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(sys.stdin, selectors.EVENT_READ)
+    kernels: dict[socket.socket, int] = {}
+    build = os.getppid()
+    try:
+        while os.getppid() == build:  # the build that started the server may end without closing its pipe
+            for key, _ in selector.select(POLL_S):
+                if key.fileobj is listener:
+                    conn, _ = listener.accept()
+                    request = json.loads(_read_line(conn))
+                    pid = os.fork()
+                    if pid == 0:
+                        selector.close()
+                        listener.close()
+                        for other in kernels:
+                            other.close()
+                        conn.close()
+                        _run_kernel(request)
+                    conn.sendall(f"{pid}\n".encode())
+                    kernels[conn] = pid
+                    selector.register(conn, selectors.EVENT_READ)
+                elif key.fileobj is sys.stdin:
+                    if not os.read(sys.stdin.fileno(), 4096):
+                        return  # the build ended
+                else:  # a launch process closed its end: it is gone, so is the need for its kernel
+                    _kill(kernels[key.fileobj])
+                    selector.unregister(key.fileobj)
+            for conn, pid in list(kernels.items()):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    try:
+                        conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+                    except OSError:
+                        pass
+                    if conn in (key.fileobj for key in selector.get_map().values()):
+                        selector.unregister(conn)
+                    conn.close()
+                    del kernels[conn]
+    finally:
+        for pid in kernels.values():
+            _kill(pid)
+        listener.close()
+        os.unlink(address)
+
+
+def _run_kernel(request: dict) -> None:
+    """In the forked child: become the kernel ``python -m ipykernel_launcher ARGUMENTS`` would start; never returns."""
+    code = 1
+    try:
+        os.setsid()  # a session of its own, as Jupyter starts a kernel (and the scheduler shares out CPU by session)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        for number in FORWARDED:
+            signal.signal(number, signal.SIG_DFL)
+        if "numpy" in sys.modules:  # a fresh process's global random state, not the server's copy
+            sys.modules["numpy"].random.seed()
+        sys.argv = ["ipykernel_launcher", *kernel_arguments(request["command"])]
+        from ipykernel import kernelapp
+
+        kernelapp.launch_new_instance()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    except BaseException:  # noqa: BLE001 -- shown on the kernel's stderr like any kernel that fails to start
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def launch(address: str, command: list[str]) -> int:
+    """Ask the server at ``address`` for the kernel ``command`` (``python ...
+    -m ipykernel_launcher ARGUMENTS``) would start and wait for it to end; run
+    ``command`` itself when no server answers."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(address)
+        conn.sendall(json.dumps({"command": command, "cwd": os.getcwd(), "env": dict(os.environ)}).encode() + b"\n")
+        pid = int(_read_line(conn))
+    except (OSError, ValueError):
+        os.execv(command[0], command)  # no server (it failed to start or ended): an ordinary kernel
+    for number in FORWARDED:
+        signal.signal(number, lambda sig, _frame: _signal(pid, sig))
+    status = _read_line(conn)
+    return int(status) if status else 1
+
+
+def kernel_arguments(command: list[str]) -> list[str] | None:
+    """The arguments of ``ipykernel_launcher`` in a kernel ``command``, or ``None``
+    when the command does not start ipykernel as ``python ... -m ipykernel_launcher``."""
+    for i in range(1, len(command) - 1):
+        if command[i] == "-m":
+            return command[i + 2:] if command[i + 1] == "ipykernel_launcher" else None
+    return None
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _kill(pid: int) -> None:
+    _signal(pid, signal.SIGKILL)
+
+
+def _read_line(conn: socket.socket) -> str:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode().strip()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:
+        serve(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1:2] == ["launch"] and sys.argv[3:4] == ["--"]:
+        sys.exit(launch(sys.argv[2], sys.argv[4:]))
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,61 @@
+"""The report cells ask for the same intervals again (headline, table, notes):
+each is computed once per kernel for the same runs and steps, by content,
+and gives what computing it afresh gives."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from trainperf.intervals import configuration_intervals
+from trainperf.report import noise
+from trainperf.report.page import open_runs, open_steps
+from trainperf.report.scaling import studies
+
+STRONG = Path(__file__).resolve().parent / "data" / "measured_runs" / "bench-cpu-small-fp32-strong-scaling"
+
+
+@pytest.fixture(scope="module")
+def measured():
+    runs = studies(open_runs([str(STRONG)]))
+    return runs, open_steps([str(STRONG)], runs)
+
+
+@pytest.fixture
+def computed(monkeypatch):
+    """How often configuration_intervals runs, with nothing remembered from other tests."""
+    monkeypatch.setattr(noise, "_MEMO", {})
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return configuration_intervals(*args, **kwargs)
+
+    monkeypatch.setattr(noise, "configuration_intervals", counting)
+    return calls
+
+
+def test_the_same_runs_and_steps_are_computed_once(measured, computed):
+    runs, steps = measured
+    first = noise.run_intervals(runs, steps)
+    first.loc[0, "low"] = -1.0  # a caller changing its copy changes nothing remembered
+    again = noise.run_intervals(runs.copy().set_axis(range(10, 10 + len(runs))), steps.copy())
+    assert len(computed) == 1
+    assert again.loc[0, "low"] > 0
+    pd.testing.assert_frame_equal(again, noise._run_intervals(runs, steps))
+
+
+def test_changed_steps_are_computed_again(measured, computed):
+    runs, steps = measured
+    before = noise.run_intervals(runs, steps)
+    slower = steps.assign(step_s=steps["step_s"] * 2)
+    after = noise.run_intervals(runs, slower)
+    assert len(computed) == 2
+    assert after["throughput"].iloc[0] == pytest.approx(before["throughput"].iloc[0] / 2, rel=0.01)
+
+
+def test_the_steps_of_other_runs_change_no_interval(measured):
+    runs, steps = measured
+    group = runs.iloc[:2]
+    pd.testing.assert_frame_equal(configuration_intervals(group, noise.usable_steps(steps)),
+                                  configuration_intervals(group, steps[steps["run_id"].isin(group["run_id"])]))
