@@ -26,12 +26,13 @@ import csv
 import difflib
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from trainperf.errors import DataError
+from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
 from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, Column
 
 TABLE_SUFFIXES = {".csv", ".json", ".jsonl", ".parquet"}
@@ -59,7 +60,15 @@ def load_runs(*paths: str | Path) -> pd.DataFrame:
         if not path.exists():
             raise DataError("no such file or folder", path=path)
         for item, kind in _walk(path, skipped):
-            frames.append(_read(item, kind))
+            try:
+                frames.append(_read(item, kind))
+            except NoMeasuredSteps as exc:
+                if item == path:  # named explicitly: the caller asked for this run
+                    raise
+                skipped.append((str(item), f"still running or no measured step ({exc})"))
+                warnings.warn(f"{item}: run skipped, still running or no measured step "
+                              f"({str(exc).removeprefix(f'{item}: ')})", DataWarning, stacklevel=2)
+                continue
             inputs.append(str(item))
     if not frames:
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
