@@ -127,6 +127,28 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
         assert "windows of 2 step(s) every 100 steps or more from step 1" in manifest["config"]["comm_measurement"]
 
 
+def test_exposed_communication_is_what_the_training_thread_does_not_hide(tmp_path):
+    """A sampled 8 MiB all-reduce per step (``collective_overlap_training.py``):
+    started asynchronously and hidden behind matrix products on the training
+    thread until it completes, only the last product's tail is exposed;
+    waited for synchronously (as FSDP does on CPU), all of it is. A sampler
+    that missed the training thread's computation (wrong thread, wrong
+    records) would call the first exposed too; one that counted gloo's own
+    worker threads as computation would hide the second."""
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2",
+                                   str(SCRIPT.with_name("collective_overlap_training.py")), str(tmp_path)]],
+                                 [environment()])
+    assert_exit_0(code, output)
+    for run, hidden in (("overlapped", True), ("waited", False)):
+        steps = load_steps(tmp_path / run)
+        window = steps[~steps["warmup"]].groupby("rank")[["comm_s", "comm_exposed_s"]].first()
+        assert (window["comm_s"] > 0).all(), run
+        if hidden:
+            assert (window["comm_exposed_s"] < 0.25 * window["comm_s"]).all(), window
+        else:
+            assert window["comm_exposed_s"].tolist() == pytest.approx(window["comm_s"].tolist(), rel=0.05), window
+
+
 def test_the_slowed_rank_is_named_from_the_communication_waits(tmp_path):
     """Rank 1 sleeps 0.15 s in each forward. Every rank's step then takes as
     long (the all-reduce waits for rank 1), but rank 0 waits about 0.15 s per

@@ -106,6 +106,36 @@ def test_window_communication_by_hand():
     assert exposed == pytest.approx((10 + 30 + 20) * 1e-6)
 
 
+def test_fsdp_on_cpu_waits_for_every_collective_by_hand():
+    """The shape of FSDP's records on CPU with gloo (``benchmarks/fsdp_cpu_overlap.py``):
+    the training thread 1 issues each collective (``c10d::`` op, a few
+    ``aten::`` ops before it) and waits inside FSDP's range while gloo's
+    worker threads 2 and 3 run it, with ``aten::`` copies of their own;
+    the training thread computes again only after it. An all-gather 3 -> 90
+    µs and a reduce-scatter (an all-reduce in gloo) 160 -> 200 µs: 127 µs of
+    communication, all exposed, although ranges and other threads' ops span
+    them."""
+    records = [
+        ("FSDP::all_gather (0)", False, 1, 0.0, 95.0),
+        ("aten::empty", False, 1, 0.5, 1.0),
+        ("c10d::_allgather_base_", False, 1, 1.0, 5.0),
+        ("aten::detach", False, 1, 2.0, 2.5),
+        ("gloo:all_gather", False, 2, 3.0, 90.0),
+        ("aten::copy_", False, 2, 80.0, 90.0),  # gloo's worker: part of the collective
+        ("aten::split_with_sizes_copy", False, 1, 91.0, 95.0),
+        ("autograd::engine::evaluate_function: AddmmBackward0", False, 1, 96.0, 210.0),
+        ("aten::mm", False, 1, 100.0, 150.0),
+        ("FSDP::post_backward_reduce (0)", False, 1, 152.0, 205.0),
+        ("aten::div_", False, 1, 153.0, 156.0),
+        ("c10d::_reduce_scatter_base_", False, 1, 156.0, 160.0),
+        ("gloo:all_reduce", False, 3, 160.0, 200.0),
+        ("aten::add_", False, 3, 190.0, 199.0),
+    ]
+    comm, exposed = collectives.window_seconds(records, span=(0.0, 210.0), thread=1)
+    assert comm == pytest.approx(127e-6)
+    assert exposed == pytest.approx(127e-6)
+
+
 def test_window_communication_on_the_device_by_hand():
     """Device records: NCCL kernels 0 -> 50 and 80 -> 100 µs; compute kernels
     20 -> 90. Host records are ignored once the device has collectives."""
