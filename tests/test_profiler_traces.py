@@ -158,13 +158,13 @@ class FakeClock:
         return self.now
 
 
-def fake_torch(clock: FakeClock, read_s: float) -> SimpleNamespace:
-    """Just what CollectiveSampler uses of torch: a profile with no records
-    whose stop takes ``read_s`` seconds."""
+def fake_torch(clock: FakeClock, read_s: float, events: tuple = ()) -> SimpleNamespace:
+    """Just what CollectiveSampler uses of torch: a profile with ``events``
+    as its Kineto records, whose stop takes ``read_s`` seconds."""
 
     class Profile:
         def __init__(self, activities):
-            self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: []))
+            self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: list(events)))
 
         def start(self):
             pass
@@ -173,7 +173,87 @@ def fake_torch(clock: FakeClock, read_s: float) -> SimpleNamespace:
             clock.now += read_s
 
     return SimpleNamespace(autograd=SimpleNamespace(profiler=SimpleNamespace(_is_profiler_enabled=False)),
-                           profiler=SimpleNamespace(profile=Profile, ProfilerActivity=SimpleNamespace(CPU="cpu")))
+                           profiler=SimpleNamespace(profile=Profile,
+                                                    ProfilerActivity=SimpleNamespace(CPU="cpu", CUDA="cuda")),
+                           cuda=SimpleNamespace(synchronize=lambda: None))
+
+
+class KinetoEvent:
+    """A record of Kineto's raw results, with the methods torch's
+    ``_KinetoEvent`` has (times in µs here)."""
+
+    def __init__(self, name: str, activity: str, thread: int, start_us: float, end_us: float) -> None:
+        self._name, self._activity, self._thread = name, activity, thread
+        self._start, self._end = start_us, end_us
+
+    def name(self):
+        return self._name
+
+    def activity_type(self):
+        return self._activity
+
+    def device_type(self):
+        on_host = self._activity in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+        return torch.autograd.DeviceType.CPU if on_host else torch.autograd.DeviceType.CUDA
+
+    def is_user_annotation(self):
+        return self._activity.endswith("user_annotation")
+
+    def start_thread_id(self):
+        return self._thread
+
+    def start_ns(self):
+        return int(self._start * 1000)
+
+    def duration_ns(self):
+        return int((self._end - self._start) * 1000)
+
+
+GPU_WINDOW = (
+    KinetoEvent("trainperf/step", "user_annotation", 1, 0, 300),
+    KinetoEvent("aten::mm", "cpu_op", 1, 0, 300),
+    KinetoEvent("nccl:_all_gather_base", "user_annotation", 1, 5, 8),  # ProcessGroupNCCL's host range
+    KinetoEvent("cudaLaunchKernel", "cuda_runtime", 1, 6, 7),
+    # the device: a range drawn there and a synchronization wait are not work
+    KinetoEvent("trainperf/step", "gpu_user_annotation", 0, 0, 300),
+    KinetoEvent("Stream Wait Event", "cuda_sync", 0, 0, 100),
+    # kernel names as torch.profiler prints them (NCCL >= 2.19, and older NCCL in
+    # https://github.com/pytorch/pytorch/issues/102434); a kernel's name may not be its collective
+    # (https://github.com/NVIDIA/nccl/issues/739): any NCCL kernel is communication
+    KinetoEvent("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "kernel", 0, 10, 110),
+    KinetoEvent("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", "kernel", 0, 60, 90),
+    KinetoEvent("Memcpy DtoD (Device -> Device)", "gpu_memcpy", 0, 100, 105),
+    KinetoEvent("ncclKernel_ReduceScatter_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+                "kernel", 0, 200, 260),
+)
+"""A sampled GPU step (µs): NCCL kernels 10 -> 110 and 200 -> 260 (160 µs);
+a GEMM 60 -> 90 and a copy 100 -> 105 hide 35 µs of the first: 125 µs
+exposed."""
+
+
+def test_gpu_window_from_kineto_records_by_hand(monkeypatch):
+    """The NCCL path, without a GPU: Kineto's device records as torch gives
+    them, read by the sampler. Only kernels and memory operations are work
+    on the device; the host's records do not count once the device has
+    collectives."""
+    clock = FakeClock()
+    monkeypatch.setattr(collectives, "perf_counter", clock)
+    sampler = collectives.CollectiveSampler(fake_torch(clock, 0.0, GPU_WINDOW), cuda=True, warmup_steps=0)
+    assert sampler.start(0)
+    comm, exposed = sampler.stop()
+    assert comm == pytest.approx(160e-6) and exposed == pytest.approx(125e-6)
+
+
+def test_a_gpu_window_without_device_records_is_an_error_not_zero(monkeypatch):
+    """No CUPTI, no device records: the window cannot tell the communication
+    (the profiler then warns and stops sampling), rather than report none."""
+    clock = FakeClock()
+    monkeypatch.setattr(collectives, "perf_counter", clock)
+    host_only = tuple(e for e in GPU_WINDOW if str(e.device_type()).endswith("CPU"))
+    sampler = collectives.CollectiveSampler(fake_torch(clock, 0.0, host_only), cuda=True, warmup_steps=0)
+    assert sampler.start(0)
+    with pytest.raises(RuntimeError, match="no work on the GPU"):
+        sampler.stop()
 
 
 def window_starts(monkeypatch, warmup_steps: int, read_s: float, steps: int = 100) -> list[int]:

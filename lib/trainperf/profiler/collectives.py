@@ -20,7 +20,9 @@ starts with the first measured step. What is read:
   threads record while they run a collective; compute is the ``aten::`` ops
   of the training thread;
 * on GPU with NCCL, the NCCL kernels (``nccl...``) on the device timeline;
-  compute is every other kernel and memory operation on the device.
+  compute is every other kernel and memory operation on the device
+  (:data:`DEVICE_WORK`). A window with no device record at all (no CUPTI)
+  is an error, not zero communication.
 
 Per window (seconds per step, the window's mean):
 
@@ -115,10 +117,26 @@ def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tupl
 
 
 STEP_RANGE = "trainperf/step"
+DEVICE_WORK = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+"""Kineto activity types of the device records that are work on the device
+(NCCL's collectives are kernels too). The device timeline's other records
+are not: ``record_function`` ranges drawn there (``gpu_user_annotation``),
+synchronization waits (``cuda_sync``, recorded when a user's experimental
+config asks for them), events and profiler ranges."""
+
+
+def is_device_work(event: Any) -> bool:
+    """Whether a Kineto device record is work (:data:`DEVICE_WORK`); where
+    torch does not give the activity type, anything but a ``record_function``
+    range."""
+    if hasattr(event, "activity_type"):
+        return event.activity_type() in DEVICE_WORK
+    return not getattr(event, "is_user_annotation", lambda: False)()
 
 
 def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
-    """``(name, on_device, thread, start_us, end_us)`` of every record of a
+    """``(name, on_device, thread, start_us, end_us)`` of every host record
+    and every device record that is work (:func:`is_device_work`) of a
     stopped ``torch.profiler.profile``, read from Kineto's raw results (tens
     of milliseconds for a few thousand records, where building
     ``profile.events()`` takes about a second); ``events()`` where the raw
@@ -128,8 +146,8 @@ def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
         records = []
         for e in results.events():
             on_device = str(e.device_type()).endswith("CUDA")
-            if on_device and getattr(e, "is_user_annotation", lambda: False)():
-                continue  # a record_function range drawn on the device timeline: not work
+            if on_device and not is_device_work(e):
+                continue
             records.append((e.name(), on_device, e.start_thread_id(), e.start_ns() / 1e3,
                             (e.start_ns() + e.duration_ns()) / 1e3))
         return records
@@ -204,6 +222,8 @@ class CollectiveSampler:
         profile.stop()
         self._profile = None
         records = kineto_records(profile)
+        if self._cuda and not any(on_device for _, on_device, _, _, _ in records):
+            raise RuntimeError("torch.profiler recorded no work on the GPU (is CUPTI available to this process?)")
         steps = [r for r in records if r[0] == STEP_RANGE and not r[1]]
         span = (min(s[3] for s in steps), max(s[4] for s in steps)) if steps else None
         thread = steps[0][2] if steps else None
