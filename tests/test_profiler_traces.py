@@ -223,8 +223,7 @@ GPU_WINDOW = (
     KinetoEvent("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "kernel", 0, 10, 110),
     KinetoEvent("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", "kernel", 0, 60, 90),
     KinetoEvent("Memcpy DtoD (Device -> Device)", "gpu_memcpy", 0, 100, 105),
-    KinetoEvent("ncclKernel_ReduceScatter_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
-                "kernel", 0, 200, 260),
+    KinetoEvent("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*...", "kernel", 0, 200, 260),
 )
 """A sampled GPU step (µs): NCCL kernels 10 -> 110 and 200 -> 260 (160 µs);
 a GEMM 60 -> 90 and a copy 100 -> 105 hide 35 µs of the first: 125 µs
