@@ -158,9 +158,9 @@ class FakeClock:
         return self.now
 
 
-def fake_torch(clock: FakeClock, read_s: float, events: tuple = ()) -> SimpleNamespace:
+def fake_torch(clocks: tuple[FakeClock, ...], read_s: float, events: tuple = ()) -> SimpleNamespace:
     """Just what CollectiveSampler uses of torch: a profile with ``events``
-    as its Kineto records, whose stop takes ``read_s`` seconds."""
+    as its Kineto records, whose stop takes ``read_s`` seconds on ``clocks``."""
 
     class Profile:
         def __init__(self, activities):
@@ -170,7 +170,8 @@ def fake_torch(clock: FakeClock, read_s: float, events: tuple = ()) -> SimpleNam
             pass
 
         def stop(self):
-            clock.now += read_s
+            for clock in clocks:
+                clock.now += read_s
 
     return SimpleNamespace(autograd=SimpleNamespace(profiler=SimpleNamespace(_is_profiler_enabled=False)),
                            profiler=SimpleNamespace(profile=Profile,
@@ -235,9 +236,7 @@ def test_gpu_window_from_kineto_records_by_hand(monkeypatch):
     them, read by the sampler. Only kernels and memory operations are work
     on the device; the host's records do not count once the device has
     collectives."""
-    clock = FakeClock()
-    monkeypatch.setattr(collectives, "perf_counter", clock)
-    sampler = collectives.CollectiveSampler(fake_torch(clock, 0.0, GPU_WINDOW), cuda=True, warmup_steps=0)
+    sampler = collectives.CollectiveSampler(fake_torch((), 0.0, GPU_WINDOW), cuda=True, warmup_steps=0)
     assert sampler.start(0)
     comm, exposed = sampler.stop()
     assert comm == pytest.approx(160e-6) and exposed == pytest.approx(125e-6)
@@ -246,28 +245,31 @@ def test_gpu_window_from_kineto_records_by_hand(monkeypatch):
 def test_a_gpu_window_without_device_records_is_an_error_not_zero(monkeypatch):
     """No CUPTI, no device records: the window cannot tell the communication
     (the profiler then warns and stops sampling), rather than report none."""
-    clock = FakeClock()
-    monkeypatch.setattr(collectives, "perf_counter", clock)
     host_only = tuple(e for e in GPU_WINDOW if str(e.device_type()).endswith("CPU"))
-    sampler = collectives.CollectiveSampler(fake_torch(clock, 0.0, host_only), cuda=True, warmup_steps=0)
+    sampler = collectives.CollectiveSampler(fake_torch((), 0.0, host_only), cuda=True, warmup_steps=0)
     assert sampler.start(0)
     with pytest.raises(RuntimeError, match="no work on the GPU"):
         sampler.stop()
 
 
-def window_starts(monkeypatch, warmup_steps: int, read_s: float, steps: int = 100) -> list[int]:
+def window_starts(monkeypatch, warmup_steps: int, read_s: float, steps: int = 100,
+                  cpu_step_s: float = 1.0) -> list[int]:
     """Drive a sampler (windows of 2 steps, every 10 or more) over steps of
-    1 s each; return the steps that started a window."""
-    clock = FakeClock()
-    monkeypatch.setattr(collectives, "perf_counter", clock)
-    sampler = collectives.CollectiveSampler(fake_torch(clock, read_s), cuda=False, warmup_steps=warmup_steps,
+    1 s of wall time and ``cpu_step_s`` of the training thread's CPU time
+    (less than 1 s where other processes share the core); reading a window
+    takes ``read_s`` of both. Return the steps that started a window."""
+    wall, cpu = FakeClock(), FakeClock()
+    monkeypatch.setattr(collectives, "perf_counter", wall)
+    monkeypatch.setattr(collectives, "thread_time", cpu)
+    sampler = collectives.CollectiveSampler(fake_torch((wall, cpu), read_s), cuda=False, warmup_steps=warmup_steps,
                                             every=10, steps=2)
     starts = []
     for index in range(steps):
         if not sampler.active and sampler.due(index):
             assert sampler.start(index)
             starts.append(index)
-        clock.now += 1.0
+        wall.now += 1.0
+        cpu.now += cpu_step_s
         if sampler.last_of_window(index):
             sampler.stop()
     return starts
@@ -282,6 +284,9 @@ def test_sampling_schedule(monkeypatch):
     # since it ended: 0.203 / 0.005 = 40.6 s, so 41 steps after its last step (window 2-3: next at
     # 4 + 41 = 45; window 45-46: next at 47 + 41 = 88)
     assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203) == [2, 45, 88]
+    # on a shared core the training thread gets 0.25 s of CPU per 1 s step: the same window is
+    # 0.5 % of the CPU time only 0.203 / 0.005 / 0.25 = 162.4 steps later (next at 4 + 163 = 167)
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203, steps=200, cpu_step_s=0.25) == [2, 167]
     with pytest.raises(ValueError, match="1 <= steps <= every"):
         collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0, every=2, steps=3)
 

@@ -8,9 +8,12 @@ reduce-scatters. Every ``every`` optimizer steps or more the profiler runs
 ``torch.profiler`` for ``steps`` steps and reads the collectives it recorded.
 A window starts once at least ``every`` steps passed since the last one
 started *and* the last window's cost (its host time minus that of as many
-ordinary steps) is at most :data:`BUDGET` of the time since it ended: short
-steps, whose ops ``torch.profiler`` slows most, are sampled less often, so
-the sampling costs at most 0.5 % of the run (the first window aside).
+ordinary steps) is at most :data:`BUDGET` of the time since it ended, on
+the wall clock and on the training thread's CPU time alike (on a machine
+shared with other processes, wall time grows with their load while the
+window's cost does not): short steps, whose ops ``torch.profiler`` slows
+most, are sampled less often, so the sampling costs at most 0.5 % of the
+run (the first window aside).
 The first window is the end of the warm-up when the warm-up is longer than a
 window (the very first step, with its one-time costs, is never sampled), so
 the measured steps of a short run are not slowed by the sampling; else it
@@ -45,7 +48,7 @@ torch releases.
 
 from __future__ import annotations
 
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 from trainperf.profiler.comm import union_length
@@ -58,6 +61,11 @@ BUDGET = 0.005
 """Largest share of the run's time a window may cost (its steps' slowdown
 under ``torch.profiler`` and the reading of its records), half of the
 profiler's 1 % target."""
+
+
+def clocks() -> tuple[float, float]:
+    """Wall clock and the calling (training) thread's CPU time (s)."""
+    return perf_counter(), thread_time()
 
 
 def is_collective(name: str, on_device: bool) -> bool:
@@ -171,9 +179,9 @@ class CollectiveSampler:
         self._profile: Any = None
         self.estimate: tuple[float, float] | None = None
         self._start_index: int | None = None
-        self._started_at = 0.0
-        self._window_s = 0.0
-        self._ended_at = 0.0
+        self._started_at = (0.0, 0.0)
+        self._window_s = (0.0, 0.0)
+        self._ended_at = (0.0, 0.0)
 
     def describe(self) -> str:
         """The sampling, in words (for the manifest)."""
@@ -188,9 +196,11 @@ class CollectiveSampler:
         since_end = index - (self._start_index + self.steps)
         if index - self._start_index < self.every or since_end < 1:
             return False
-        elapsed = perf_counter() - self._ended_at
-        cost = self._window_s - self.steps * elapsed / since_end
-        return cost <= BUDGET * elapsed
+        for now, ended, window in zip(clocks(), self._ended_at, self._window_s):
+            elapsed = now - ended
+            if window - self.steps * elapsed / since_end > BUDGET * elapsed:
+                return False
+        return True
 
     def last_of_window(self, index: int) -> bool:
         """Whether step ``index`` ends the open window."""
@@ -206,7 +216,7 @@ class CollectiveSampler:
         torch = self._torch
         if torch.autograd.profiler._is_profiler_enabled:
             return False
-        self._start_index, self._started_at = index, perf_counter()
+        self._start_index, self._started_at = index, clocks()
         activities = [torch.profiler.ProfilerActivity.CPU]
         if self._cuda:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -230,8 +240,8 @@ class CollectiveSampler:
         comm, exposed = window_seconds(records, span, thread)
         count = max(len(steps), 1)
         self.estimate = (comm / count, exposed / count)
-        self._ended_at = perf_counter()
-        self._window_s = self._ended_at - self._started_at
+        self._ended_at = clocks()
+        self._window_s = (self._ended_at[0] - self._started_at[0], self._ended_at[1] - self._started_at[1])
         return self.estimate
 
     def cancel(self) -> None:
