@@ -259,7 +259,7 @@ def main() -> int:
     print(f"\nwhole run with sampled communication windows: {args.run_rounds} rounds x {args.run_block} steps per "
           f"variant, interleaved; {len(sampled)} steps sampled ({len(sampled) // collectives.DEFAULT_STEPS} "
           f"windows of {collectives.DEFAULT_STEPS} steps, every {collectives.DEFAULT_EVERY} steps or more, "
-          f"at most {collectives.BUDGET:.1%} of the time between windows)")
+          f"at most {collectives.BUDGET:.2%} of the time between windows)")
     print(f"{'clock':<6} {'plain s':>9} {'sampled s':>10} {'overhead':>9} {'95 % interval':>20} {'per step us':>12}")
     whole = {}
     for k, clock in ((0, "wall"), (1, "CPU")):

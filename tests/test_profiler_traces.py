@@ -280,13 +280,13 @@ def test_sampling_schedule(monkeypatch):
     assert window_starts(monkeypatch, warmup_steps=2, read_s=0.0) == [2, 12, 22, 32, 42, 52, 62, 72, 82, 92]
     # a warm-up longer than a window ends with the first window (step 0 is never sampled)
     assert window_starts(monkeypatch, warmup_steps=5, read_s=0.0)[:2] == [3, 13]
-    # a window costing 0.203 s more than two 1 s steps waits until that is at most 0.5 % of the time
-    # since it ended: 0.203 / 0.005 = 40.6 s, so 41 steps after its last step (window 2-3: next at
-    # 4 + 41 = 45; window 45-46: next at 47 + 41 = 88)
-    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203) == [2, 45, 88]
+    # a window costing 0.203 s more than two 1 s steps waits until that is at most 0.25 % of the time
+    # since it ended: 0.203 / 0.0025 = 81.2 s, so 82 steps after its last step (window 2-3: next at
+    # 4 + 82 = 86; window 86-87: next at 88 + 82 = 170)
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203, steps=200) == [2, 86, 170]
     # on a shared core the training thread gets 0.25 s of CPU per 1 s step: the same window is
-    # 0.5 % of the CPU time only 0.203 / 0.005 / 0.25 = 162.4 steps later (next at 4 + 163 = 167)
-    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203, steps=200, cpu_step_s=0.25) == [2, 167]
+    # 0.25 % of the CPU time only 0.203 / 0.0025 / 0.25 = 324.8 steps later (next at 4 + 325 = 329)
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203, steps=400, cpu_step_s=0.25) == [2, 329]
     with pytest.raises(ValueError, match="1 <= steps <= every"):
         collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0, every=2, steps=3)
 
