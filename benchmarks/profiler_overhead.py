@@ -28,8 +28,9 @@ Last, the whole run with sampled communication windows (``comm_sampling=True``:
 ``comm_sample_every`` steps or more, FSDP's default), whose cost medians
 would hide: long blocks of the plain loop and of the profiled loop with
 sampling alternate (``--run-rounds`` rounds of ``--run-block`` steps each,
-the order swapped every round), and the total time of each is compared: the
-profiler's cost averaged over the run, windows included. The sampler's clocks
+the order swapped every round; a sampled block that ends inside a window
+goes on until the window has ended), and the mean step time of each is
+compared: the profiler's cost averaged over the run, windows included. The sampler's clocks
 run only while its own variant trains, so it spaces its windows as it would
 in a run of that variant alone (the plain blocks in between would otherwise
 count as time since its last window).
@@ -147,16 +148,18 @@ class VariantClock:
 
 
 def whole_run(model: torch.nn.Module, opt: torch.optim.Optimizer, args: argparse.Namespace, config: object,
-              run_dir: Path) -> tuple[dict[str, list[tuple[float, float]]], list[int]]:
-    """Per-round block totals (wall s, CPU s) of the plain loop and of the
-    profiled loop with sampled windows, and the steps sampled."""
+              run_dir: Path) -> tuple[dict[str, list[tuple[float, float, int]]], list[int]]:
+    """Per-round block totals (wall s, CPU s, steps) of the plain loop and of
+    the profiled loop with sampled windows, and the steps sampled. A sampled
+    block that ends inside a window goes on until the window has ended (a
+    window spanning the next plain block would profile that block)."""
     # the sampler's schedule, on its variant's own wall and CPU time
     clocks = [VariantClock(time.perf_counter), VariantClock(time.thread_time)]
     collectives.perf_counter, collectives.thread_time = clocks
     prof = StepProfiler(run_dir, warmup_steps=0, comm_sampling=True)
     sampled: list[int] = []
     variants = {"plain": plain_steps, "sampled": profiled_steps(prof, sampled)}
-    totals: dict[str, list[tuple[float, float]]] = {"plain": [], "sampled": []}
+    totals: dict[str, list[tuple[float, float, int]]] = {"plain": [], "sampled": []}
     # warm-up: the first window (steps 0-1, with torch.profiler's one-time start-up) is not measured
     variants["sampled"](model, opt, batches(collectives.DEFAULT_STEPS + 1, args.batch, config.seq_len,
                                             config.vocab_size), [])
@@ -171,9 +174,11 @@ def whole_run(model: torch.nn.Module, opt: torch.optim.Optimizer, args: argparse
                     clock.resume()
             times: list[tuple[float, float]] = []
             variants[name](model, opt, data, times)
+            while name == "sampled" and torch.autograd.profiler._is_profiler_enabled:
+                variants[name](model, opt, batches(1, args.batch, config.seq_len, config.vocab_size), times)
             for clock in clocks:
                 clock.pause()
-            totals[name].append((sum(t[0] for t in times), sum(t[1] for t in times)))
+            totals[name].append((sum(t[0] for t in times), sum(t[1] for t in times), len(times)))
     prof.close()
     collectives.perf_counter, collectives.thread_time = time.perf_counter, time.thread_time
     return totals, sampled
@@ -255,32 +260,40 @@ def main() -> int:
         ratio, paired = overheads["trainperf", k]
         print(f"trainperf overhead, {clock}: {ratio:+.2%} (paired {paired:+.2%}; 95 % interval "
               f"{low:+.2%} .. {high:+.2%})")
-    steps = args.run_rounds * args.run_block
     print(f"\nwhole run with sampled communication windows: {args.run_rounds} rounds x {args.run_block} steps per "
-          f"variant, interleaved; {len(sampled)} steps sampled ({len(sampled) // collectives.DEFAULT_STEPS} "
+          f"variant (sampled: {sum(t[2] for t in run_totals['sampled'])} steps, a block ends with its window), "
+          f"interleaved; {len(sampled)} steps sampled ({len(sampled) // collectives.DEFAULT_STEPS} "
           f"windows of {collectives.DEFAULT_STEPS} steps, every {collectives.DEFAULT_EVERY} steps or more, "
           f"at most {collectives.BUDGET:.2%} of the time between windows)")
-    print(f"{'clock':<6} {'plain s':>9} {'sampled s':>10} {'overhead':>9} {'95 % interval':>20} {'per step us':>12}")
+    print(f"{'clock':<6} {'plain ms':>9} {'sampled ms':>11} {'overhead':>9} {'95 % interval':>20} {'per step us':>12}")
     whole = {}
     for k, clock in ((0, "wall"), (1, "CPU")):
-        plain_total, sampled_total = (sum(t[k] for t in run_totals[n]) for n in ("plain", "sampled"))
-        whole[clock] = overhead = sampled_total / plain_total - 1
-        low, high = total_ratio_interval([t[k] for t in run_totals["sampled"]], [t[k] for t in run_totals["plain"]])
-        print(f"{clock:<6} {plain_total:>9.2f} {sampled_total:>10.2f} {overhead:>+9.2%} {low:>+9.2%} .. {high:>+7.2%} "
-              f"{(sampled_total - plain_total) / steps * 1e6:>12.1f}")
+        plain_mean, sampled_mean = (mean_step([(t[k], t[2]) for t in run_totals[n]]) for n in ("plain", "sampled"))
+        whole[clock] = overhead = sampled_mean / plain_mean - 1
+        low, high = mean_ratio_interval([(t[k], t[2]) for t in run_totals["sampled"]],
+                                        [(t[k], t[2]) for t in run_totals["plain"]])
+        print(f"{clock:<6} {plain_mean * 1e3:>9.2f} {sampled_mean * 1e3:>11.2f} {overhead:>+9.2%} {low:>+9.2%} .. "
+              f"{high:>+7.2%} {(sampled_mean - plain_mean) * 1e6:>12.1f}")
     ok = whole["CPU"] <= TARGET
     print(f"verdict on CPU time, whole run with sampled windows (target <= {TARGET:.0%}): {whole['CPU']:+.2%} "
           f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 
-def total_ratio_interval(variant: list[float], plain: list[float], resamples: int = 2000) -> tuple[float, float]:
-    """95 % bootstrap interval of sum(variant) / sum(plain) - 1, resampling
-    rounds (each round's pair of blocks together)."""
+def mean_step(blocks: list[tuple[float, int]]) -> float:
+    """Mean step time (s) of blocks given as (total s, steps)."""
+    return sum(t for t, _ in blocks) / sum(n for _, n in blocks)
+
+
+def mean_ratio_interval(variant: list[tuple[float, int]], plain: list[tuple[float, int]],
+                        resamples: int = 2000) -> tuple[float, float]:
+    """95 % bootstrap interval of the ratio of mean step times - 1, from
+    blocks (total s, steps), resampling rounds (each round's pair of blocks
+    together)."""
     rng = np.random.default_rng(0)
-    a, b = np.asarray(variant), np.asarray(plain)
+    (a, na), (b, nb) = (np.asarray(blocks, dtype=float).T for blocks in (variant, plain))
     rounds = rng.integers(0, len(a), (resamples, len(a)))
-    ratios = a[rounds].sum(axis=1) / b[rounds].sum(axis=1) - 1
+    ratios = (a[rounds].sum(axis=1) / na[rounds].sum(axis=1)) / (b[rounds].sum(axis=1) / nb[rounds].sum(axis=1)) - 1
     low, high = np.percentile(ratios, [2.5, 97.5])
     return float(low), float(high)
 
