@@ -23,15 +23,20 @@ taken on CPU time, the measure that the machine's other tenants do not move;
 the wall-clock figures are printed beside it, with their noise. Then the profiler's own cost per step with empty phases
 (the instrumentation alone, no training), which does not depend on the model.
 
-Last, the cost of a sampled communication window (``torch.profiler`` over
-``comm_sample_steps`` steps, then reading its records; FSDP's default), which
-medians would hide: blocks of one window and the step that follows it
-alternate with plain blocks of as many steps; the window's extra CPU time
-(block minus plain block, median over rounds) is spread over the steps
-between two windows (``comm_sample_every``, or more where a window costs
-more than 0.5 % of them).
+Last, the whole run with sampled communication windows (``comm_sampling=True``:
+``torch.profiler`` over ``comm_sample_steps`` steps every
+``comm_sample_every`` steps or more, FSDP's default), whose cost medians
+would hide: long blocks of the plain loop and of the profiled loop with
+sampling alternate (``--run-rounds`` rounds of ``--run-block`` steps each,
+the order swapped every round; a sampled block that ends inside a window
+goes on until the window has ended), and the mean step time of each is
+compared: the profiler's cost averaged over the run, windows included. The sampler's clocks
+run only while its own variant trains, so it spaces its windows as it would
+in a run of that variant alone (the plain blocks in between would otherwise
+count as time since its last window).
 
     python benchmarks/profiler_overhead.py [--size small] [--batch 8] [--rounds 20] [--block 2]
+                                           [--run-rounds 20] [--run-block 100]
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ import torch.nn.functional as F
 
 from trainperf import StepProfiler
 from trainperf.bench.model import GPT, model_config
-from trainperf.profiler.collectives import BUDGET, DEFAULT_EVERY, DEFAULT_STEPS
+from trainperf.profiler import collectives
 
 TARGET = 0.01
 """Largest acceptable overhead on CPU: 1 % of the median step time."""
@@ -87,12 +92,16 @@ def plain_steps(model: torch.nn.Module, opt: torch.optim.Optimizer, data: Iterat
         start = lap(start, times)
 
 
-def profiled_steps(prof: StepProfiler) -> Callable[..., None]:
+def profiled_steps(prof: StepProfiler, sampled: list[int] | None = None) -> Callable[..., None]:
+    """The instrumented loop; with ``sampled``, the index of every step taken
+    under a sampled window is appended to it."""
     def run(model: torch.nn.Module, opt: torch.optim.Optimizer, data: Iterator,
             times: list[tuple[float, float]]) -> None:
         start = now()
         for x, y in prof.batches(data):
             with prof.step(tokens=x.numel(), samples=x.shape[0]) as step:
+                if sampled is not None and torch.autograd.profiler._is_profiler_enabled:
+                    sampled.append(len(times))
                 with prof.phase("h2d"):
                     x, y = x.to("cpu"), y.to("cpu")
                 with prof.phase("forward"):
@@ -115,24 +124,64 @@ def torch_profiled_steps(model: torch.nn.Module, opt: torch.optim.Optimizer, dat
         plain_steps(model, opt, data, times)
 
 
-def window_cost(model: torch.nn.Module, opt: torch.optim.Optimizer, args: argparse.Namespace, config: object,
-                tmp: Path) -> tuple[float, float]:
-    """Median over rounds of the extra CPU seconds of a sampled window (its
-    steps and the step after it, against as many plain steps), and the
-    median plain step's CPU seconds."""
-    steps = DEFAULT_STEPS + 1
-    extra, plain_steps_cpu = [], []
-    for r in range(args.rounds):
-        # a fresh profiler per round: its first window is its first DEFAULT_STEPS steps (no warm-up)
-        prof = StepProfiler(tmp / f"sampled-{r}", warmup_steps=0, comm_sampling=True)
-        blocks: dict[str, list[tuple[float, float]]] = {"plain": [], "sampled": []}
+class VariantClock:
+    """A clock (``time.perf_counter``, ``time.thread_time``) that stands
+    still while paused: the sampler's, running only while its own variant
+    trains."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._paused_s = 0.0
+        self._since: float | None = None
+
+    def __call__(self) -> float:
+        now = self._clock()
+        return now - self._paused_s - (now - self._since if self._since is not None else 0.0)
+
+    def pause(self) -> None:
+        self._since = self._clock()
+
+    def resume(self) -> None:
+        if self._since is not None:
+            self._paused_s += self._clock() - self._since
+            self._since = None
+
+
+def whole_run(model: torch.nn.Module, opt: torch.optim.Optimizer, args: argparse.Namespace, config: object,
+              run_dir: Path) -> tuple[dict[str, list[tuple[float, float, int]]], list[int]]:
+    """Per-round block totals (wall s, CPU s, steps) of the plain loop and of
+    the profiled loop with sampled windows, and the steps sampled. A sampled
+    block that ends inside a window goes on until the window has ended (a
+    window spanning the next plain block would profile that block)."""
+    # the sampler's schedule, on its variant's own wall and CPU time
+    clocks = [VariantClock(time.perf_counter), VariantClock(time.thread_time)]
+    collectives.perf_counter, collectives.thread_time = clocks
+    prof = StepProfiler(run_dir, warmup_steps=0, comm_sampling=True)
+    sampled: list[int] = []
+    variants = {"plain": plain_steps, "sampled": profiled_steps(prof, sampled)}
+    totals: dict[str, list[tuple[float, float, int]]] = {"plain": [], "sampled": []}
+    # warm-up: the first window (steps 0-1, with torch.profiler's one-time start-up) is not measured
+    variants["sampled"](model, opt, batches(collectives.DEFAULT_STEPS + 1, args.batch, config.seq_len,
+                                            config.vocab_size), [])
+    sampled.clear()
+    for clock in clocks:
+        clock.pause()
+    for r in range(args.run_rounds):
         for name in (("plain", "sampled") if r % 2 else ("sampled", "plain")):
-            run = plain_steps if name == "plain" else profiled_steps(prof)
-            run(model, opt, batches(steps, args.batch, config.seq_len, config.vocab_size), blocks[name])
-        prof.close()
-        extra.append(sum(t[1] for t in blocks["sampled"]) - sum(t[1] for t in blocks["plain"]))
-        plain_steps_cpu += [t[1] for t in blocks["plain"]]
-    return statistics.median(extra), statistics.median(plain_steps_cpu)
+            data = batches(args.run_block, args.batch, config.seq_len, config.vocab_size)
+            if name == "sampled":
+                for clock in clocks:
+                    clock.resume()
+            times: list[tuple[float, float]] = []
+            variants[name](model, opt, data, times)
+            while name == "sampled" and torch.autograd.profiler._is_profiler_enabled:
+                variants[name](model, opt, batches(1, args.batch, config.seq_len, config.vocab_size), times)
+            for clock in clocks:
+                clock.pause()
+            totals[name].append((sum(t[0] for t in times), sum(t[1] for t in times), len(times)))
+    prof.close()
+    collectives.perf_counter, collectives.thread_time = time.perf_counter, time.thread_time
+    return totals, sampled
 
 
 def empty_step_cost(prof: StepProfiler, steps: int) -> float:
@@ -163,6 +212,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20, help="rounds of A B C blocks")
     parser.add_argument("--block", type=int, default=2, help="steps per block")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--run-rounds", type=int, default=20, help="rounds of the whole-run comparison")
+    parser.add_argument("--run-block", type=int, default=100, help="steps per block in the whole-run comparison")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
@@ -183,7 +234,7 @@ def main() -> int:
         empty = 20_000
         cost = min(empty_step_cost(prof, empty) - empty_loop_cost(empty) for _ in range(5))
         prof.close()
-        window_extra, window_plain = window_cost(model, opt, args, config, Path(tmp))
+        run_totals, sampled = whole_run(model, opt, args, config, Path(tmp) / "sampled")
     print(f"GPT {args.size}: {config.n_params / 1e6:.2f} M parameters, batch {args.batch} x {config.seq_len} "
           f"tokens, {args.threads} thread(s); {args.rounds} rounds x {args.block} steps per variant, interleaved\n")
     print(f"{'variant':<16} {'steps':>6} {'wall ms':>9} {'IQR':>7} {'vs plain':>9} {'paired':>8}"
@@ -209,17 +260,42 @@ def main() -> int:
         ratio, paired = overheads["trainperf", k]
         print(f"trainperf overhead, {clock}: {ratio:+.2%} (paired {paired:+.2%}; 95 % interval "
               f"{low:+.2%} .. {high:+.2%})")
-    # windows come every DEFAULT_EVERY steps, or later when one costs more than BUDGET of the time between
-    gap = max(DEFAULT_EVERY, window_extra / (BUDGET * window_plain))
-    sampling = window_extra / (gap * window_plain)
-    print(f"sampled communication window ({DEFAULT_STEPS} steps + the step after, {args.rounds} rounds): "
-          f"{window_extra * 1e3:+.1f} ms of CPU, one window every {gap:.0f} steps: {sampling:+.2%} of a step "
-          "averaged over a run")
-    ratio = overheads["trainperf", 1][0]
-    ok = ratio + max(sampling, 0.0) <= TARGET
-    print(f"verdict on CPU time, sampled windows included (target <= {TARGET:.0%}): "
-          f"{ratio + max(sampling, 0.0):+.2%} {'PASS' if ok else 'FAIL'}")
+    print(f"\nwhole run with sampled communication windows: {args.run_rounds} rounds x {args.run_block} steps per "
+          f"variant (sampled: {sum(t[2] for t in run_totals['sampled'])} steps, a block ends with its window), "
+          f"interleaved; {len(sampled)} steps sampled ({len(sampled) // collectives.DEFAULT_STEPS} "
+          f"windows of {collectives.DEFAULT_STEPS} steps, every {collectives.DEFAULT_EVERY} steps or more, "
+          f"at most {collectives.BUDGET:.2%} of the time between windows)")
+    print(f"{'clock':<6} {'plain ms':>9} {'sampled ms':>11} {'overhead':>9} {'95 % interval':>20} {'per step us':>12}")
+    whole = {}
+    for k, clock in ((0, "wall"), (1, "CPU")):
+        plain_mean, sampled_mean = (mean_step([(t[k], t[2]) for t in run_totals[n]]) for n in ("plain", "sampled"))
+        whole[clock] = overhead = sampled_mean / plain_mean - 1
+        low, high = mean_ratio_interval([(t[k], t[2]) for t in run_totals["sampled"]],
+                                        [(t[k], t[2]) for t in run_totals["plain"]])
+        print(f"{clock:<6} {plain_mean * 1e3:>9.2f} {sampled_mean * 1e3:>11.2f} {overhead:>+9.2%} {low:>+9.2%} .. "
+              f"{high:>+7.2%} {(sampled_mean - plain_mean) * 1e6:>12.1f}")
+    ok = whole["CPU"] <= TARGET
+    print(f"verdict on CPU time, whole run with sampled windows (target <= {TARGET:.0%}): {whole['CPU']:+.2%} "
+          f"{'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
+
+
+def mean_step(blocks: list[tuple[float, int]]) -> float:
+    """Mean step time (s) of blocks given as (total s, steps)."""
+    return sum(t for t, _ in blocks) / sum(n for _, n in blocks)
+
+
+def mean_ratio_interval(variant: list[tuple[float, int]], plain: list[tuple[float, int]],
+                        resamples: int = 2000) -> tuple[float, float]:
+    """95 % bootstrap interval of the ratio of mean step times - 1, from
+    blocks (total s, steps), resampling rounds (each round's pair of blocks
+    together)."""
+    rng = np.random.default_rng(0)
+    (a, na), (b, nb) = (np.asarray(blocks, dtype=float).T for blocks in (variant, plain))
+    rounds = rng.integers(0, len(a), (resamples, len(a)))
+    ratios = (a[rounds].sum(axis=1) / na[rounds].sum(axis=1)) / (b[rounds].sum(axis=1) / nb[rounds].sum(axis=1)) - 1
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
 
 
 def bootstrap_interval(variant: list[float], plain: list[float], resamples: int = 2000) -> tuple[float, float]:

@@ -2,7 +2,7 @@
 (no download: the model is built from a config). Run alone or under
 ``torchrun`` (CPU, gloo):
 
-    python tests/hf_training.py RUN_DIR --batch 2 --accum 3 --steps 4 --seq-len 16
+    python tests/hf_training.py RUN_DIR --batch 2 --accum 3 --steps 4 --seq-len 16 [--fsdp]
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ def main() -> None:
     parser.add_argument("--accum", type=int, default=1)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=16)
+    parser.add_argument("--fsdp", action="store_true", help="ask the Trainer for FSDP (full_shard of each GPT2Block)")
     args = parser.parse_args()
-    train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len)
+    train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len, args.fsdp)
 
 
-def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int) -> float:
+def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: bool = False) -> float:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
-    return the training loss the ``Trainer`` reports (mean over steps)."""
+    return the training loss the ``Trainer`` reports (mean over steps).
+    Prints ``wrapped: <class>``, the class of the model the Trainer trained."""
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -49,10 +51,12 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int) -> flo
         training = TrainingArguments(
             output_dir=out, per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
             max_steps=steps, report_to="none", use_cpu=True, save_strategy="no", logging_strategy="no",
-            disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3)
+            disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3,
+            **({"fsdp": True, "fsdp_config": {"transformer_layer_cls_to_wrap": ["GPT2Block"]}} if fsdp else {}))
         trainer = Trainer(model=model, args=training, train_dataset=dataset,
                           callbacks=[HFCallback(run_dir, config={"experiment": "hf", "model": "tiny-gpt2"}, warmup_steps=1)])
         loss = trainer.train().training_loss
+        print(f"wrapped: {type(trainer.model_wrapped).__name__}")
     del trainer, model
     gc.collect()
     if dist.is_initialized():

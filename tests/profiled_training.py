@@ -10,7 +10,8 @@ Strategies: ``single`` (no process group), ``ddp``, ``fsdp`` (FSDP2
 ``fully_shard``), ``fsdp1`` (the older ``FullyShardedDataParallel``), ``local`` (a process group, but every rank trains its own
 model: no collective during training, so one rank can die without stalling
 the others). ``--kill-rank R --kill-at S`` makes rank R kill itself with
-SIGKILL when step S begins.
+SIGKILL when step S begins. ``--device cuda``: each rank trains on its own
+GPU (``LOCAL_RANK``) with NCCL instead of the CPU with gloo.
 
 Under ``ddp`` the job also trains the same model on the same batches with
 DDP's own gradient averaging (no communication hook) and fails unless both
@@ -42,11 +43,14 @@ def main() -> None:
     parser.add_argument("--kill-at", type=int, default=-1)
     parser.add_argument("--step-sleep", type=float, default=0.0, help="extra seconds of 'compute' per step")
     parser.add_argument("--slow-rank", type=int, default=-1, help="only this rank sleeps --step-sleep (a straggler)")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     distributed = strategies != ["single"]
+    if args.device == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if distributed:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     for strategy in strategies:
         train(Path(args.runs_dir) / strategy, strategy, args)
     if distributed:
@@ -54,9 +58,9 @@ def main() -> None:
         dist.destroy_process_group()
 
 
-def mlp() -> nn.Module:
+def mlp(device: str = "cpu") -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
+    return nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
 
 
 def ddp(model: nn.Module) -> nn.Module:
@@ -66,7 +70,8 @@ def ddp(model: nn.Module) -> nn.Module:
 
 def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
     rank = dist.get_rank() if dist.is_initialized() else 0
-    model = mlp()
+    device = torch.device(args.device, torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
+    model = mlp(device)
     if strategy == "ddp":
         model = ddp(model)
     elif strategy == "fsdp":
@@ -76,12 +81,12 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
     elif strategy == "fsdp1":
         from torch.distributed.fsdp import FullyShardedDataParallel
 
-        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
+        model = FullyShardedDataParallel(model, device_id=device)
     prof = StepProfiler(run_dir, config={"model": "mlp-16-64-64-1", "precision": "fp32"}, warmup_steps=1)
     model = prof.watch(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(rank)
-    data = [(torch.randn(8, 16, generator=generator), torch.randn(8, 1, generator=generator))
+    data = [(torch.randn(8, 16, generator=generator).to(device), torch.randn(8, 1, generator=generator).to(device))
             for _ in range(args.steps)]
     for i, (x, y) in enumerate(prof.batches(data)):
         if rank == args.kill_rank and i == args.kill_at:
@@ -101,13 +106,13 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
             step.loss = loss
     prof.close()
     if strategy == "ddp":
-        assert_same_weights(model, trained_without_hook(data))
+        assert_same_weights(model, trained_without_hook(data, device))
     del model, opt
 
 
-def trained_without_hook(data: list[tuple[torch.Tensor, torch.Tensor]]) -> nn.Module:
+def trained_without_hook(data: list[tuple[torch.Tensor, torch.Tensor]], device: torch.device) -> nn.Module:
     """The DDP model trained on ``data`` with DDP's built-in gradient averaging."""
-    model = ddp(mlp())
+    model = ddp(mlp(device))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for x, y in data:
         nn.functional.mse_loss(model(x), y).backward()

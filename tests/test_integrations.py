@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,12 +128,14 @@ def test_import_integrations_needs_no_framework():
     assert out.stdout.strip() == "False False"
 
 
-def torchrun(script: str, run_dir: Path, accum: int) -> None:
+def torchrun(script: str, run_dir: Path, accum: int, *options: str) -> str:
+    """Run ``script`` on two ranks; return its standard output."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     command = [*TORCHRUN, str(Path(__file__).with_name(script)), str(run_dir), "--batch", str(BATCH),
-               "--accum", str(accum), "--steps", str(STEPS), "--seq-len", str(SEQ_LEN)]
+               "--accum", str(accum), "--steps", str(STEPS), "--seq-len", str(SEQ_LEN), *options]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
 
 
 @pytest.mark.slow
@@ -145,3 +148,18 @@ def test_hf_trainer_ddp_two_ranks(tmp_path):
 def test_lightning_ddp_two_ranks(tmp_path):
     torchrun("lightning_training.py", tmp_path, accum=2)
     assert_run(tmp_path, "lightning", 2, world=2, strategy="ddp")
+
+
+@pytest.mark.slow
+def test_hf_trainer_asked_for_fsdp_records_the_strategy_that_ran(tmp_path):
+    """Asked for FSDP on CPU, the Trainer (accelerate 1.15) trains a DDP model:
+    the run records the strategy of the model the Trainer trained, not the
+    one asked for, and that strategy's communication."""
+    output = torchrun("hf_training.py", tmp_path, 2, "--fsdp")
+    # both ranks print it; their lines may interleave on the shared pipe
+    (wrapped,) = set(re.findall(r"wrapped: (\w+)", output))
+    ran = "ddp" if wrapped == "DistributedDataParallel" else "fsdp"
+    assert ran == "ddp" or wrapped.startswith(("FullyShardedDataParallel", "FSDP")), wrapped  # FSDP, FSDP2
+    assert_run(tmp_path, "transformers", 2, world=2, strategy=ran)
+    steps = load_steps(tmp_path)
+    assert (steps.loc[~steps["warmup"], "comm_s"] > 0).all()

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainperf import DataWarning, find_straggler, load_runs, load_steps
 from trainperf.profiler import rankfile
@@ -125,6 +126,60 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
         assert measured.groupby("rank")["comm_s"].nunique().eq(1).all()  # one window: one estimate per rank
         manifest = json.loads((tmp_path / strategy / "manifest.json").read_text())
         assert "windows of 2 step(s) every 100 steps or more from step 1" in manifest["config"]["comm_measurement"]
+
+
+def test_exposed_communication_is_what_the_training_thread_does_not_hide(tmp_path):
+    """A sampled 8 MiB all-reduce per step (``collective_overlap_training.py``):
+    started asynchronously and hidden behind matrix products on the training
+    thread until it completes, only the last product's tail is exposed;
+    waited for synchronously (as FSDP does on CPU), all of it is. A sampler
+    that missed the training thread's computation (wrong thread, wrong
+    records) would call the first exposed too; one that counted gloo's own
+    worker threads as computation would hide the second."""
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2",
+                                   str(SCRIPT.with_name("collective_overlap_training.py")), str(tmp_path)]],
+                                 [environment()])
+    assert_exit_0(code, output)
+    for run, hidden in (("overlapped", True), ("waited", False)):
+        steps = load_steps(tmp_path / run)
+        window = steps[~steps["warmup"]].groupby("rank")[["comm_s", "comm_exposed_s"]].first()
+        assert (window["comm_s"] > 0).all(), run
+        if hidden:
+            assert (window["comm_exposed_s"] < 0.25 * window["comm_s"]).all(), window
+        else:
+            assert window["comm_exposed_s"].tolist() == pytest.approx(window["comm_s"].tolist(), rel=0.05), window
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="CUDA only: NCCL between two ranks needs two GPUs")
+def test_ddp_and_fsdp_with_nccl_on_two_gpus(tmp_path):
+    """The GPU path: each rank on its own GPU, NCCL. DDP's all-reduces are
+    timed with CUDA events in the communication hook; FSDP2's and FSDP's
+    collectives are sampled from the NCCL kernels on the device timeline
+    (steps 1 and 2, warm-up 1). Every measured step carries communication,
+    the exposed part is a part of it, and the sampling neither failed nor
+    was turned off (no ProfilerWarning)."""
+    steps_run = 6
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
+                                   "--strategies", "ddp,fsdp,fsdp1", "--steps", str(steps_run), "--device", "cuda"]],
+                                 [environment()])
+    assert_exit_0(code, output)
+    assert "ProfilerWarning" not in output, output[-3000:]
+    runs = load_runs(tmp_path).set_index("run_id")
+    assert runs["gpus"].tolist() == [2, 2, 2] and runs["complete"].all()
+    assert (runs["platform"] != "cpu").all() and (runs["steps"] == steps_run - 1).all()
+    for strategy in ("ddp", "fsdp", "fsdp1"):
+        manifest = json.loads((tmp_path / strategy / "manifest.json").read_text())
+        assert manifest["environment"]["backend"] == "nccl"
+        steps = load_steps(tmp_path / strategy)
+        measured = steps[~steps["warmup"]]
+        assert (measured["comm_s"] > 0).all(), strategy
+        assert (measured["comm_exposed_s"] <= measured["comm_s"] + 1e-6).all(), strategy
+        if strategy == "ddp":
+            assert (measured["comm_s"] <= measured["step_s"]).all()
+        else:  # the window's mean per step, within the window's steps
+            window = measured[measured["step"].isin([1, 2])].groupby("rank")
+            assert (window["comm_s"].first() <= window["step_s"].mean()).all(), strategy
+            assert "torch.profiler windows" in manifest["config"]["comm_measurement"]
 
 
 def test_the_slowed_rank_is_named_from_the_communication_waits(tmp_path):

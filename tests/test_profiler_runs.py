@@ -111,3 +111,29 @@ def test_without_a_process_group_rank_0_leaves_the_other_ranks_files_alone(tmp_p
     assert (run_dir / "steps-rank0.jsonl").exists() and (run_dir / "steps-rank1.jsonl").exists()
     with pytest.raises(RunFolderInUse):  # but its own files and the manifest are another run's
         _profile(run_dir)
+
+
+def test_a_run_still_being_written_is_skipped_with_a_warning(tmp_path):
+    """A folder of runs where one run has only its manifest (just started)
+    and one only warm-up steps: the finished run is loaded; each other one is
+    named in one DataWarning and listed as skipped. Named on its own, such a
+    run is still an error."""
+    _profile(tmp_path / "runs" / "done")
+    started = StepProfiler(tmp_path / "runs" / "started", config={"peak_tflops_per_gpu": 1.0}, warmup_steps=2)
+    warming = StepProfiler(tmp_path / "runs" / "warming", config={"peak_tflops_per_gpu": 1.0}, warmup_steps=2)
+    with warming.step(samples=8):
+        pass
+    with pytest.warns(trainperf.DataWarning) as caught:
+        runs = trainperf.load_runs(tmp_path / "runs")
+    assert runs["run_id"].tolist() == ["done"] and runs.loc[0, "steps"] == 3
+    messages = [str(w.message) for w in caught if issubclass(w.category, trainperf.DataWarning)]
+    assert messages == [
+        f"{tmp_path / 'runs' / 'started'}: run skipped, still running or no measured step "
+        "(no measured steps: 0 step line(s) (warmup_steps = 2))",
+        f"{tmp_path / 'runs' / 'warming'}: run skipped, still running or no measured step "
+        "(no measured steps: 1 step line(s), all warm-up (warmup_steps = 2))"]
+    assert [path for path, _ in runs.attrs["skipped"]] == [str(tmp_path / "runs" / n) for n in ("started", "warming")]
+    with pytest.raises(trainperf.DataError, match="started: no measured steps"):
+        trainperf.load_runs(tmp_path / "runs" / "started")
+    started.close()
+    warming.close()

@@ -106,6 +106,36 @@ def test_window_communication_by_hand():
     assert exposed == pytest.approx((10 + 30 + 20) * 1e-6)
 
 
+def test_fsdp_on_cpu_waits_for_every_collective_by_hand():
+    """The shape of FSDP's records on CPU with gloo (``benchmarks/fsdp_cpu_overlap.py``):
+    the training thread 1 issues each collective (``c10d::`` op, a few
+    ``aten::`` ops before it) and waits inside FSDP's range while gloo's
+    worker threads 2 and 3 run it, with ``aten::`` copies of their own;
+    the training thread computes again only after it. An all-gather 3 -> 90
+    µs and a reduce-scatter (an all-reduce in gloo) 160 -> 200 µs: 127 µs of
+    communication, all exposed, although ranges and other threads' ops span
+    them."""
+    records = [
+        ("FSDP::all_gather (0)", False, 1, 0.0, 95.0),
+        ("aten::empty", False, 1, 0.5, 1.0),
+        ("c10d::_allgather_base_", False, 1, 1.0, 5.0),
+        ("aten::detach", False, 1, 2.0, 2.5),
+        ("gloo:all_gather", False, 2, 3.0, 90.0),
+        ("aten::copy_", False, 2, 80.0, 90.0),  # gloo's worker: part of the collective
+        ("aten::split_with_sizes_copy", False, 1, 91.0, 95.0),
+        ("autograd::engine::evaluate_function: AddmmBackward0", False, 1, 96.0, 210.0),
+        ("aten::mm", False, 1, 100.0, 150.0),
+        ("FSDP::post_backward_reduce (0)", False, 1, 152.0, 205.0),
+        ("aten::div_", False, 1, 153.0, 156.0),
+        ("c10d::_reduce_scatter_base_", False, 1, 156.0, 160.0),
+        ("gloo:all_reduce", False, 3, 160.0, 200.0),
+        ("aten::add_", False, 3, 190.0, 199.0),
+    ]
+    comm, exposed = collectives.window_seconds(records, span=(0.0, 210.0), thread=1)
+    assert comm == pytest.approx(127e-6)
+    assert exposed == pytest.approx(127e-6)
+
+
 def test_window_communication_on_the_device_by_hand():
     """Device records: NCCL kernels 0 -> 50 and 80 -> 100 µs; compute kernels
     20 -> 90. Host records are ignored once the device has collectives."""
@@ -128,37 +158,118 @@ class FakeClock:
         return self.now
 
 
-def fake_torch(clock: FakeClock, read_s: float) -> SimpleNamespace:
-    """Just what CollectiveSampler uses of torch: a profile with no records
-    whose stop takes ``read_s`` seconds."""
+def fake_torch(clocks: tuple[FakeClock, ...], read_s: float, events: tuple = ()) -> SimpleNamespace:
+    """Just what CollectiveSampler uses of torch: a profile with ``events``
+    as its Kineto records, whose stop takes ``read_s`` seconds on ``clocks``."""
 
     class Profile:
         def __init__(self, activities):
-            self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: []))
+            self.profiler = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: list(events)))
 
         def start(self):
             pass
 
         def stop(self):
-            clock.now += read_s
+            for clock in clocks:
+                clock.now += read_s
 
     return SimpleNamespace(autograd=SimpleNamespace(profiler=SimpleNamespace(_is_profiler_enabled=False)),
-                           profiler=SimpleNamespace(profile=Profile, ProfilerActivity=SimpleNamespace(CPU="cpu")))
+                           profiler=SimpleNamespace(profile=Profile,
+                                                    ProfilerActivity=SimpleNamespace(CPU="cpu", CUDA="cuda")),
+                           cuda=SimpleNamespace(synchronize=lambda: None))
 
 
-def window_starts(monkeypatch, warmup_steps: int, read_s: float, steps: int = 100) -> list[int]:
+class KinetoEvent:
+    """A record of Kineto's raw results, with the methods torch's
+    ``_KinetoEvent`` has (times in µs here)."""
+
+    def __init__(self, name: str, activity: str, thread: int, start_us: float, end_us: float) -> None:
+        self._name, self._activity, self._thread = name, activity, thread
+        self._start, self._end = start_us, end_us
+
+    def name(self):
+        return self._name
+
+    def activity_type(self):
+        return self._activity
+
+    def device_type(self):
+        on_host = self._activity in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+        return torch.autograd.DeviceType.CPU if on_host else torch.autograd.DeviceType.CUDA
+
+    def is_user_annotation(self):
+        return self._activity.endswith("user_annotation")
+
+    def start_thread_id(self):
+        return self._thread
+
+    def start_ns(self):
+        return int(self._start * 1000)
+
+    def duration_ns(self):
+        return int((self._end - self._start) * 1000)
+
+
+GPU_WINDOW = (
+    KinetoEvent("trainperf/step", "user_annotation", 1, 0, 300),
+    KinetoEvent("aten::mm", "cpu_op", 1, 0, 300),
+    KinetoEvent("nccl:_all_gather_base", "user_annotation", 1, 5, 8),  # ProcessGroupNCCL's host range
+    KinetoEvent("cudaLaunchKernel", "cuda_runtime", 1, 6, 7),
+    # the device: a range drawn there and a synchronization wait are not work
+    KinetoEvent("trainperf/step", "gpu_user_annotation", 0, 0, 300),
+    KinetoEvent("Stream Wait Event", "cuda_sync", 0, 0, 100),
+    # kernel names as torch.profiler prints them (NCCL >= 2.19, and older NCCL in
+    # https://github.com/pytorch/pytorch/issues/102434); a kernel's name may not be its collective
+    # (https://github.com/NVIDIA/nccl/issues/739): any NCCL kernel is communication
+    KinetoEvent("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "kernel", 0, 10, 110),
+    KinetoEvent("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32", "kernel", 0, 60, 90),
+    KinetoEvent("Memcpy DtoD (Device -> Device)", "gpu_memcpy", 0, 100, 105),
+    KinetoEvent("ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*...", "kernel", 0, 200, 260),
+)
+"""A sampled GPU step (µs): NCCL kernels 10 -> 110 and 200 -> 260 (160 µs);
+a GEMM 60 -> 90 and a copy 100 -> 105 hide 35 µs of the first: 125 µs
+exposed."""
+
+
+def test_gpu_window_from_kineto_records_by_hand(monkeypatch):
+    """The NCCL path, without a GPU: Kineto's device records as torch gives
+    them, read by the sampler. Only kernels and memory operations are work
+    on the device; the host's records do not count once the device has
+    collectives."""
+    sampler = collectives.CollectiveSampler(fake_torch((), 0.0, GPU_WINDOW), cuda=True, warmup_steps=0)
+    assert sampler.start(0)
+    comm, exposed = sampler.stop()
+    assert comm == pytest.approx(160e-6) and exposed == pytest.approx(125e-6)
+
+
+def test_a_gpu_window_without_device_records_is_an_error_not_zero(monkeypatch):
+    """No CUPTI, no device records: the window cannot tell the communication
+    (the profiler then warns and stops sampling), rather than report none."""
+    host_only = tuple(e for e in GPU_WINDOW if str(e.device_type()).endswith("CPU"))
+    sampler = collectives.CollectiveSampler(fake_torch((), 0.0, host_only), cuda=True, warmup_steps=0)
+    assert sampler.start(0)
+    with pytest.raises(RuntimeError, match="no work on the GPU"):
+        sampler.stop()
+
+
+def window_starts(monkeypatch, warmup_steps: int, read_s: float, steps: int = 100,
+                  cpu_step_s: float = 1.0) -> list[int]:
     """Drive a sampler (windows of 2 steps, every 10 or more) over steps of
-    1 s each; return the steps that started a window."""
-    clock = FakeClock()
-    monkeypatch.setattr(collectives, "perf_counter", clock)
-    sampler = collectives.CollectiveSampler(fake_torch(clock, read_s), cuda=False, warmup_steps=warmup_steps,
+    1 s of wall time and ``cpu_step_s`` of the training thread's CPU time
+    (less than 1 s where other processes share the core); reading a window
+    takes ``read_s`` of both. Return the steps that started a window."""
+    wall, cpu = FakeClock(), FakeClock()
+    monkeypatch.setattr(collectives, "perf_counter", wall)
+    monkeypatch.setattr(collectives, "thread_time", cpu)
+    sampler = collectives.CollectiveSampler(fake_torch((wall, cpu), read_s), cuda=False, warmup_steps=warmup_steps,
                                             every=10, steps=2)
     starts = []
     for index in range(steps):
         if not sampler.active and sampler.due(index):
             assert sampler.start(index)
             starts.append(index)
-        clock.now += 1.0
+        wall.now += 1.0
+        cpu.now += cpu_step_s
         if sampler.last_of_window(index):
             sampler.stop()
     return starts
@@ -169,10 +280,13 @@ def test_sampling_schedule(monkeypatch):
     assert window_starts(monkeypatch, warmup_steps=2, read_s=0.0) == [2, 12, 22, 32, 42, 52, 62, 72, 82, 92]
     # a warm-up longer than a window ends with the first window (step 0 is never sampled)
     assert window_starts(monkeypatch, warmup_steps=5, read_s=0.0)[:2] == [3, 13]
-    # a window costing 0.203 s more than two 1 s steps waits until that is at most 0.5 % of the time
-    # since it ended: 0.203 / 0.005 = 40.6 s, so 41 steps after its last step (window 2-3: next at
-    # 4 + 41 = 45; window 45-46: next at 47 + 41 = 88)
-    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203) == [2, 45, 88]
+    # a window costing 0.203 s more than two 1 s steps waits until that is at most 0.25 % of the time
+    # since it ended: 0.203 / 0.0025 = 81.2 s, so 82 steps after its last step (window 2-3: next at
+    # 4 + 82 = 86; window 86-87: next at 88 + 82 = 170)
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203, steps=200) == [2, 86, 170]
+    # on a shared core the training thread gets 0.25 s of CPU per 1 s step: the same window is
+    # 0.25 % of the CPU time only 0.203 / 0.0025 / 0.25 = 324.8 steps later (next at 4 + 325 = 329)
+    assert window_starts(monkeypatch, warmup_steps=2, read_s=0.203, steps=400, cpu_step_s=0.25) == [2, 329]
     with pytest.raises(ValueError, match="1 <= steps <= every"):
         collectives.CollectiveSampler(torch, cuda=False, warmup_steps=0, every=2, steps=3)
 

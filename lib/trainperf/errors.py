@@ -27,6 +27,11 @@ class DataError(ValueError):
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
 
+class NoMeasuredSteps(DataError):
+    """A run folder in which no rank recorded a step after the warm-up (yet):
+    a run still being written, or one stopped during its warm-up."""
+
+
 class DataWarning(UserWarning):
     """Data trainperf can use, but with a gap the user should know about
     (an unknown platform leaves MFU empty, a rank stopped early, ...)."""

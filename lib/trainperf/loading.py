@@ -26,13 +26,14 @@ import csv
 import difflib
 import json
 import math
+import warnings
 from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from trainperf.errors import DataError
+from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
 from trainperf.input_cache import cached_read
 from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, Column
 
@@ -62,7 +63,15 @@ def load_runs(*paths: str | Path, cache: bool = False) -> pd.DataFrame:
         if not path.exists():
             raise DataError("no such file or folder", path=path)
         for item, kind in _walk(path, skipped):
-            frames.append(cached_read(item, kind, partial(_read, item, kind)) if cache else _read(item, kind))
+            try:
+                frames.append(cached_read(item, kind, partial(_read, item, kind)) if cache else _read(item, kind))
+            except NoMeasuredSteps as exc:
+                if item == path:  # named explicitly: the caller asked for this run
+                    raise
+                skipped.append((str(item), f"still running or no measured step ({exc})"))
+                warnings.warn(f"{item}: run skipped, still running or no measured step "
+                              f"({str(exc).removeprefix(f'{item}: ')})", DataWarning, stacklevel=2)
+                continue
             inputs.append(str(item))
     if not frames:
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))

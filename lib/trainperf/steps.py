@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trainperf.errors import DataError, DataWarning
+from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
 from trainperf.loading import FALSE, TRUE
 from trainperf.profiler.environment import MANIFEST_FILE
 from trainperf.profiler.rankfile import (LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, RankFile, read_rank_file,
@@ -98,11 +98,12 @@ def _read_rank_file(path: Path) -> RankFile:
 
 def read_run_folder(path: str | Path) -> pd.DataFrame:
     """One canonical runs row for a run folder (``read_run(path).runs``);
-    DataError when no rank recorded a step after the warm-up."""
+    :class:`NoMeasuredSteps` when no rank recorded a step after the warm-up."""
     run = read_run(path)
     if not (~run.steps["warmup"]).any():
-        raise DataError(f"no measured steps: {len(run.steps)} step line(s), all warm-up "
-                        f"(warmup_steps = {run.manifest.get('warmup_steps')})", path=path)
+        lines = len(run.steps)
+        raise NoMeasuredSteps(f"no measured steps: {lines} step line(s){', all warm-up' if lines else ''} "
+                              f"(warmup_steps = {run.manifest.get('warmup_steps')})", path=path)
     return run.runs
 
 

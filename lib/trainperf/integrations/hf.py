@@ -34,6 +34,7 @@ from transformers import TrainerCallback
 
 from trainperf.integrations.driver import (HookedProfiler, TokenCounter, batch_counts, global_batch, guarded,
                                            model_facts, wrapper_of)
+from trainperf.profiler.comm import strategy_of as wrapped_strategy
 
 
 def precision_of(args: Any) -> str:
@@ -46,7 +47,8 @@ def precision_of(args: Any) -> str:
 
 
 def strategy_of(args: Any) -> str:
-    """``deepspeed``, ``fsdp``, ``ddp`` or ``single`` from ``TrainingArguments``."""
+    """``deepspeed``, ``fsdp``, ``ddp`` or ``single`` from ``TrainingArguments``:
+    what the Trainer was asked for (the model it wrapped says what runs)."""
     if getattr(args, "deepspeed", None):
         return "deepspeed"
     if getattr(args, "fsdp", None):
@@ -82,14 +84,17 @@ class HFCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        train_dataloader: Any = None, **kwargs: Any) -> None:
         accum = args.gradient_accumulation_steps
+        watched = (wrapper_of(model) or model) if model is not None else None
+        # asked for FSDP on CPU, the Trainer (accelerate) wraps the model in DDP: the wrapper tells what runs
+        strategy = (wrapped_strategy(watched) if watched is not None else None) or strategy_of(args)
         detected = {"framework": "transformers", "framework_version": transformers.__version__,
-                    "precision": precision_of(args), "strategy": strategy_of(args),
+                    "precision": precision_of(args), "strategy": strategy,
                     **global_batch(args.per_device_train_batch_size, accum, args.world_size), **model_facts(model)}
         # averaged over devices, a micro-batch's part of the loss is scaled by the world size
         self._part_scale = args.world_size if getattr(args, "average_tokens_across_devices", False) else 1
         hooked = self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
         if model is not None:
-            hooked.profiler.watch(wrapper_of(model) or model)
+            hooked.profiler.watch(watched)
             self._handles = [model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
                              model.register_forward_hook(self._after_forward)]
         if train_dataloader is not None:
