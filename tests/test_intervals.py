@@ -9,7 +9,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 import trainperf
-from trainperf import intervals
+from trainperf import intervals, stats
 
 RUNS = Path(__file__).parent / "data" / "measured_runs"  # real runs, kept as measured (see its README)
 
@@ -61,13 +61,28 @@ def test_a_single_run_without_steps_has_no_interval_and_is_never_called_faster()
 
 def test_real_runs_with_steps_get_block_bootstrap_intervals():
     runs = trainperf.derive(trainperf.load_runs(RUNS / "bench-cpu-small-fp32-batch-size"))
-    table = intervals.configuration_intervals(runs, trainperf.load_steps(RUNS / "bench-cpu-small-fp32-batch-size"))
+    steps = trainperf.load_steps(RUNS / "bench-cpu-small-fp32-batch-size")
+    table = intervals.configuration_intervals(runs, steps, run_cv=0)
     assert len(table) == 5 and set(table["basis"]) == {"steps of one run"}
     assert (table["low"] < table["throughput"]).all() and (table["throughput"] < table["high"]).all()
     # the measured sweep: mb4x4 (3,183 tokens/s) and mb8x2 (3,156) differ by less than their noise
     result = intervals.distinguish(table, "bench-cpu-small-fp32-batch-size-mb4x4",
                                    "bench-cpu-small-fp32-batch-size-mb8x2")
     assert not result.distinguishable
-    # ... while mb1x16 (2,784) is clearly slower than mb4x4
+    # ... while mb1x16 (2,784) is clearly slower than mb4x4 by the steps alone
     assert intervals.distinguish(table, "bench-cpu-small-fp32-batch-size-mb4x4",
                                  "bench-cpu-small-fp32-batch-size-mb1x16").verdict == "slower"
+
+
+def test_a_single_run_with_steps_allows_for_run_to_run_variation_as_compare_does():
+    runs = trainperf.derive(trainperf.load_runs(RUNS / "bench-cpu-small-fp32-batch-size"))
+    steps = trainperf.load_steps(RUNS / "bench-cpu-small-fp32-batch-size")
+    alone = intervals.configuration_intervals(runs, steps, run_cv=0).set_index("configuration")
+    table = intervals.configuration_intervals(runs, steps).set_index("configuration")
+    assert set(table["basis"]) == {f"steps of one run, run-to-run CV {stats.RUN_CV:.0%} assumed"}
+    # the run's log standard error and the assumed coefficient of variation add in quadrature
+    assert np.allclose(table["se_log"], np.hypot(alone["se_log"], stats.RUN_CV))
+    assert ((table["low"] < alone["low"]) & (alone["high"] < table["high"])).all()
+    # one run a side: a 12.5 % gap (mb1x16 2,784 vs mb4x4 3,183 tokens/s) is within run-to-run noise of 8 %
+    assert not intervals.distinguish(table.reset_index(), "bench-cpu-small-fp32-batch-size-mb4x4",
+                                     "bench-cpu-small-fp32-batch-size-mb1x16").distinguishable

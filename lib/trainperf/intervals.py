@@ -5,8 +5,9 @@ Runs that are repeats of one configuration are grouped: by
 --repeats``), else by the experiment and the configuration columns
 (:data:`trainperf.compare.CONFIG_KEY`). Each configuration's interval comes
 from :mod:`trainperf.stats` as in ``trainperf compare``: from its steps where
-given (block bootstrap, hierarchical over repeats), else from the spread of
-its repeats; a single run without steps has none. A report says a
+given (block bootstrap, hierarchical over repeats; a single run's adds the
+assumed run-to-run variation), else from the spread of its repeats; a single
+run without steps has none. A report says a
 configuration is better than another only when :func:`distinguish` does;
 otherwise they are *indistinguishable*.
 """
@@ -14,12 +15,13 @@ otherwise they are *indistinguishable*.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from trainperf.compare import CONFIG_KEY, RATES, Side, estimate_runs, estimate_steps, job_steps
-from trainperf.stats import DRAWS, FASTER, MIN_EFFECT, SAME, Difference, relative_difference, verdict
+from trainperf.stats import (DRAWS, FASTER, MIN_EFFECT, RUN_CV, SAME, Difference, relative_difference, verdict,
+                             with_run_to_run)
 
 INTERVAL_COLUMNS = ("experiment", "configuration", "runs", "steps", "unit", "throughput", "low", "high",
                     "se_log", "dof", "basis", "run_ids")
@@ -37,14 +39,17 @@ def configuration_keys(runs: pd.DataFrame) -> pd.Series:
 
 
 def configuration_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None, draws: int = DRAWS,
-                            seed: int = 0) -> pd.DataFrame:
+                            seed: int = 0, run_cv: float = RUN_CV) -> pd.DataFrame:
     """One row per configuration of a derived runs table: ``throughput`` (mean
     over its repeats, ``unit`` per second: tokens, else samples) with its 95 %
     interval ``low``–``high`` (NaN for one run without steps), ``se_log`` and
     ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers),
     ``runs``, ``steps`` (measured steps used) and ``run_ids``. ``steps``: the
     steps table of (some of) the runs; a configuration uses steps only when
-    every one of its runs has them. Deterministic for a ``seed``."""
+    every one of its runs has them. A configuration measured by one run with
+    steps cannot show its run-to-run variation: its interval adds ``run_cv``
+    (a fraction, as ``trainperf compare`` does; 0 for its steps alone).
+    Deterministic for a ``seed``."""
     frames = job_steps(steps)[0] if steps is not None and len(steps) else {}
     keys = configuration_keys(runs)
     rows = []
@@ -59,7 +64,11 @@ def configuration_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = Non
         unit = next((u for u in RATES if side.steps and all(u in f for f in side.steps.values())), None)
         if len(side.steps) == len(ids):
             est = estimate_steps(side, unit, [], draws, seed + i)
-            row |= {"unit": unit or "step", "basis": "steps, repeats" if len(ids) > 1 else "steps of one run"}
+            basis = "steps, repeats" if len(ids) > 1 else "steps of one run"
+            if len(ids) == 1 and run_cv > 0:
+                est = replace(est, **dict(zip(("se_log", "dof"), with_run_to_run(est.se_log, est.dof, run_cv))))
+                basis += f", run-to-run CV {run_cv:.0%} assumed"
+            row |= {"unit": unit or "step", "basis": basis}
         else:
             rate = next((r for r in RATES.values() if r in group and group[r].notna().all()), None)
             if rate is None:
