@@ -182,3 +182,18 @@ def legend_outside(ax: Axes, title: str | None = None) -> None:
 
     if ax.get_legend() is not None:
         sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), title=title)
+
+
+def error_bars(ax: Axes, frame: pd.DataFrame, at: str | None, value: str, low: str, high: str, *,
+               horizontal: bool = False, label: str | None = "95 % interval") -> None:
+    """Draw each row's 95 % interval, columns ``low`` to ``high`` (in the units
+    of ``value``), as a black bar around ``value``: at the positions in column
+    ``at``, or at the row's position 0, 1, … (where seaborn puts categories)
+    when ``at`` is None; across the plot when ``horizontal``. Rows without an
+    interval get none."""
+    known = frame[[low, high]].notna().all(axis=1).to_numpy()
+    where = (np.arange(len(frame)) if at is None else frame[at].to_numpy(float))[known]
+    centre = frame[value].to_numpy(float)[known]
+    spread = [centre - frame[low].to_numpy(float)[known], frame[high].to_numpy(float)[known] - centre]
+    points, bars = ((centre, where), {"xerr": spread}) if horizontal else ((where, centre), {"yerr": spread})
+    ax.errorbar(*points, **bars, fmt="none", ecolor="black", capsize=3, label=label)
