@@ -6,7 +6,10 @@ them), and the look shared by every chart and table (theme).
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -54,15 +57,22 @@ def test_every_phase_has_its_own_colour_everywhere():
 def test_narrow_ranges_get_distinct_tick_labels():
     from matplotlib.figure import Figure
 
+    def drawn(axis):
+        ax.figure.draw_without_rendering()
+        low, high = sorted(axis.get_view_interval())
+        return [t.get_text() for t in axis.get_ticklabels() if low <= t.get_position()[axis is ax.yaxis] <= high]
+
     ax = Figure().subplots()
     ax.plot([0, 1], [1.3401, 1.3449])
     theme.tick_labels(ax)
-    labels = [ax.yaxis.get_major_formatter()(t, i) for i, t in enumerate(ax.get_yticks())]
-    assert len(set(labels)) == len(labels), labels
+    labels = drawn(ax.yaxis)
+    assert len(labels) > 2 and len(set(labels)) == len(labels), labels
+    theme.tick_labels(ax, "x", kind="percent")
+    assert {"0 %", "20 %", "100 %"} <= set(drawn(ax.xaxis))
     ax.set_yscale("log")
     ax.set_ylim(1, 1000)
     theme.tick_labels(ax)
-    assert [ax.yaxis.get_major_formatter()(t, 0) for t in (1, 10, 100)] == ["1", "10", "100"]
+    assert drawn(ax.yaxis) == ["1", "10", "100", "1,000"]
 
 
 def test_legend_outside_covers_no_bar():
@@ -75,6 +85,43 @@ def test_legend_outside_covers_no_bar():
     ax.figure.canvas.draw()
     legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
     assert legend.x0 >= axes.x1
+
+
+def test_legend_outside_moves_a_grids_legend_beside_its_facets():
+    import seaborn as sns
+
+    frame = pd.DataFrame({"x": [1, 2, 1, 2], "y": [1.0, 2.0, 3.0, 4.0], "h": ["p", "q", "p", "q"],
+                          "c": ["one", "one", "two", "two"]})
+    grid = sns.relplot(frame, x="x", y="y", hue="h", col="c", facet_kws={"legend_out": False})
+    theme.legend_outside(grid)
+    grid.figure.canvas.draw()
+    legend = grid.legend.get_window_extent()
+    assert grid.legend in grid.figure.legends and [t.get_text() for t in grid.legend.get_texts()] == ["p", "q"]
+    assert grid.legend.get_title().get_text() == "h"
+    assert all(legend.x0 >= ax.get_window_extent().x1 for ax in grid.axes.flat)
+
+
+def test_inline_charts_are_drawn_once_for_their_image_only():
+    """The inline backend draws a chart for its PNG; pyplot's own after-cell redraw is switched off."""
+    script = """
+import traceback
+from IPython.core.interactiveshell import InteractiveShell
+from matplotlib.figure import Figure
+shell = InteractiveShell.instance()
+shell.display_formatter.active_types.append("image/png")
+draws, original = [], Figure.draw
+def draw(self, renderer):
+    draws.append(any(frame.name == "print_figure" for frame in traceback.extract_stack()))
+    return original(self, renderer)
+Figure.draw = draw
+shell.run_cell("from trainperf.report import theme; theme.apply()")
+shell.run_cell("import seaborn as sns; sns.lineplot(x=[1, 2], y=[3, 4])")
+print(draws)
+"""
+    env = {**os.environ, "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+    draws = eval(out.strip().splitlines()[-1])
+    assert draws and all(draws), draws
 
 
 def test_tables_escape_strings_from_data():

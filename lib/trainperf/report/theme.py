@@ -13,10 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 from matplotlib.axes import Axes
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import Formatter, NullFormatter
 from pandas.io.formats.style import Styler
 
 from trainperf.report.html import (Html, esc, fmt_big, fmt_int, fmt_num, fmt_pct, fmt_seconds, fmt_sig, fmt_times,
@@ -44,9 +46,13 @@ RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold
 
 def apply() -> None:
     """Set the reports' seaborn theme and palette for every chart that follows."""
-    import seaborn as sns
-
     sns.set_theme(style="whitegrid", context="notebook", palette=list(SERIES), font_scale=0.9, rc=RC)
+    backend = plt.get_backend()
+    if backend.endswith("backend_inline"):
+        # The inline backend draws each figure for its image after the cell; pyplot's own hook would first
+        # draw it once more, for a screen there is none of (a whole layout and render of every chart).
+        plt.switch_backend(backend)  # load it now: pyplot installs its hook when it loads the backend
+        plt.uninstall_repl_displayhook()
 
 
 COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
@@ -138,26 +144,38 @@ def _cell(fmt: Callable[[object], str] | None, column: pd.Series) -> Callable[[o
     return fmt_sig if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column) else str
 
 
-def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
+class TickLabels(Formatter):
     """Tick labels with thousands separators (``kind="number"``), as percent
-    of a fraction (``"percent"``) or as a ratio (``"times"``), with just
-    enough decimals that no two ticks read the same on a narrow range."""
-    target = ax.yaxis if axis == "y" else ax.xaxis
+    of a fraction (``"percent"``) or as a ratio (``"times"``), with just enough
+    decimals that no two ticks read the same: on a linear axis the decimals of
+    the step between ticks (read once per draw, in :meth:`set_locs`), on a log
+    axis those of the value itself."""
 
-    def label(value: float, _pos: int) -> str:
-        scale = 100 if kind == "percent" else 1
-        if target.get_scale() == "log":
-            step = abs(value) * scale
-        else:
-            ticks = [t for t in target.get_majorticklocs() if np.isfinite(t)]
-            step = min((abs(b - a) for a, b in zip(ticks, ticks[1:]) if b != a), default=1.0) * scale
+    def __init__(self, kind: str = "number") -> None:
+        self.kind, self.log, self.step = kind, False, 1.0
+
+    def set_locs(self, locs: Sequence[float]) -> None:
+        super().set_locs(locs)
+        self.log = self.axis is not None and self.axis.get_scale() == "log"
+        finite = [t for t in locs if np.isfinite(t)]
+        self.step = min((abs(b - a) for a, b in zip(finite, finite[1:]) if b != a), default=1.0)
+
+    def __call__(self, value: float, pos: int | None = None) -> str:
+        scale = 100 if self.kind == "percent" else 1
+        step = (abs(value) if self.log else self.step) * scale
         decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
-        if kind == "percent":
+        if self.kind == "percent":
             return f"{value * 100:,.{decimals}f} %"
-        return f"{value:,.{decimals}f}" + ("×" if kind == "times" else "")
-    target.set_major_formatter(FuncFormatter(label))
-    if target.get_scale() == "log":  # plain labels at the decades only: no 10^x mathtext, no minor labels
-        target.set_minor_formatter(NullFormatter())
+        return f"{value:,.{decimals}f}" + ("×" if self.kind == "times" else "")
+
+
+def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
+    """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``
+    (``number``, ``percent``, ``times``). A log axis is labelled at the decades
+    only: no 10^x mathtext, no minor labels."""
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_formatter(TickLabels(kind))
+    target.set_minor_formatter(NullFormatter())
 
 
 def fit_x_labels(ax: Axes) -> None:
@@ -176,12 +194,17 @@ def fit_x_labels(ax: Axes) -> None:
                 text.set(rotation=30, ha="right", rotation_mode="anchor")
 
 
-def legend_outside(ax: Axes, title: str | None = None) -> None:
-    """Move the axes' legend to the right of the plot, where it covers no bar or value label."""
-    import seaborn as sns
-
-    if ax.get_legend() is not None:
-        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1), title=title)
+def legend_outside(plot: Axes | sns.FacetGrid, title: str | None = None) -> None:
+    """Move the legend of an axes, or of a seaborn grid made with
+    ``facet_kws={"legend_out": False}``, to the right of the plot, where it
+    covers no bar or value label; ``title`` replaces its title. (A grid's own
+    ``legend_out`` draws the whole figure twice to measure the legend; the
+    saved image is cropped to what is drawn instead.)"""
+    grid = isinstance(plot, sns.FacetGrid)
+    if (plot.legend if grid else plot.get_legend()) is None:
+        return
+    where = {"bbox_to_anchor": (1.0, 0.97), "frameon": False} if grid else {"bbox_to_anchor": (1.01, 1)}
+    sns.move_legend(plot, "upper left", **where, **({} if title is None else {"title": title}))
 
 
 def error_bars(ax: Axes, frame: pd.DataFrame, at: str | None, value: str, low: str, high: str, *,
