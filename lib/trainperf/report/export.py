@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import nbformat
@@ -36,19 +37,18 @@ def stylesheet() -> str:
     return CSS.read_text()
 
 
+@cache
+def _exporter() -> HTMLExporter:
+    """The page exporter, made once per process (it compiles its templates on first use)."""
+    return HTMLExporter(template_name="trainperf", extra_template_basedirs=[str(TEMPLATES)], exclude_input=True,
+                        exclude_input_prompt=True, exclude_output_prompt=True, anchor_link_text="")
+
+
 def notebook_to_html(nb: nbformat.NotebookNode, info: PageInfo) -> str:
     """The executed notebook ``nb`` as a self-contained HTML page."""
-    exporter = HTMLExporter(
-        template_name="trainperf",
-        extra_template_basedirs=[str(TEMPLATES)],
-        exclude_input=True,
-        exclude_input_prompt=True,
-        exclude_output_prompt=True,
-        anchor_link_text="",
-    )
     resources = {"trainperf": {"title": info.title, "version": info.version,
                                "generated": info.generated, "css": stylesheet()}}
-    body, _ = exporter.from_notebook_node(nb, resources=resources)
+    body, _ = _exporter().from_notebook_node(nb, resources=resources)
     toc = table_of_contents(body)
     if "<li>" not in toc:  # a page without sections (a report that stopped early): no contents box
         return _TOC_NAV.sub("", body, count=1)
