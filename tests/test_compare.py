@@ -206,7 +206,7 @@ def test_compare_report_renders_the_verdict_of_ddp_against_fsdp(tmp_path):
     assert "each run is taken to vary by 8%" in text and "Which phase moved" in text
     index = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", (tmp_path / "index.html").read_text())))
     assert f"slower: candidate tokens/s {rates[1] / rates[0] - 1:+.1%} vs baseline" in index  # the verdict heads its card
-    assert len(re.findall(r'<img [^>]*src="data:image/png;base64,', (tmp_path / "compare.html").read_text())) >= 3
+    assert len(re.findall(r'<img [^>]*src="data:image/svg\+xml;base64,', (tmp_path / "compare.html").read_text())) >= 3
 
 
 def test_a_single_run_against_repeats_borrows_their_spread(tmp_path):

@@ -11,6 +11,7 @@ tests/data/report_tiny/.
 from __future__ import annotations
 
 import ast
+import base64
 import fcntl
 import json
 import os
@@ -220,7 +221,9 @@ def test_embedded_report_shows_its_figures(embedded, name):
         assert expected in text, f"{name}: {expected!r} missing"
     assert len(re.findall(r'<table [^>]*class="tp-table', page)) >= 2
     images = re.findall(r"<img [^>]+>", page)
-    assert len(images) >= 2 and all('src="data:image/png;base64,' in i and ' alt="' in i for i in images)
+    assert len(images) >= 2 and all('src="data:image/svg+xml;base64,' in i and ' alt="' in i for i in images)
+    chart = base64.b64decode(re.search(r'base64,([^"]+)"', images[0]).group(1)).decode()
+    assert chart.lstrip().startswith("<?xml") and "<text " in chart  # its letters as text, drawn by the browser
     assert "Data quality" in text and "Conventions" in text and "Inputs read" in text
     assert re.search(r'<nav[^>]*class="tp-toc"[^>]*>.*?<a href="#Summary">Summary</a>', page, re.S)
     assert (embedded / f"{name}.ipynb").exists()
