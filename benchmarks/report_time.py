@@ -1,21 +1,21 @@
-"""Report build time: where it goes. Builds the reports with the same
-pipeline as ``trainperf report`` (or reads a build already made with
-``--out DIR``) and prints, per report, its seconds split into kernel start,
-imports, data loading, analysis, charts and export (from papermill's cell
-timings and the pipeline's own), the build's wall clock and the CPU seconds
-of all its processes; then, with ``--cells``, each cell that took more than
-``--min`` seconds. Usage::
+"""Report build time: where it goes. Runs ``python -m trainperf report``
+as ``make report`` does (or reads a build already made with ``--out DIR``)
+and prints the command's wall clock and the CPU seconds of all its
+processes, then per report its seconds split into kernel start, imports,
+data loading, analysis, charts and the rest (export, from the command's
+own per-report times), from papermill's cell timings; then, with
+``--cells``, each cell that took more than ``--min`` seconds. Usage::
 
     python benchmarks/report_time.py                  # build into a temporary folder, then print
     python benchmarks/report_time.py --repeat 2       # build twice (the second is warm), print each
-    python benchmarks/report_time.py --out reports    # the cells of a build in reports/ (no export times)
+    python benchmarks/report_time.py --out reports    # the cells of a build in reports/ (no "other")
 
 A cell counts as data loading when it opens the inputs (``page.open_*``,
 ``page.data_steps``), as charts when it draws with seaborn (``sns.``), as
 imports when it only imports and sets the theme, else as analysis (frames,
 sentences and the tables that show them). Kernel start is the time from
 papermill's start to the first cell; what remains of a report's seconds
-(writing the executed notebook, stopping the kernel) is "other".
+(export, writing the executed notebook, stopping the kernel) is "other".
 """
 
 from __future__ import annotations
@@ -24,15 +24,19 @@ import argparse
 import json
 import re
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
-from trainperf.report.pipeline import REPORTS, build, plan
+from trainperf.report.pipeline import REPORTS
 
-PARTS = ("kernel start", "imports", "data loading", "analysis", "charts", "export", "other")
+PARTS = ("kernel start", "imports", "data loading", "analysis", "charts", "other")
 LOADING = re.compile(r"\bpage\.(open_\w+|data_steps)\(")
+REPORT_LINE = re.compile(r"^\s+(\w+)\s+\S.*?\s([\d.]+) s\s", re.M)
+"""A report's line in ``trainperf report``'s output: its name, ..., its seconds."""
 
 
 def kind_of(source: str) -> str:
@@ -69,22 +73,20 @@ def kernel_start(executed: Path) -> float:
     return (datetime.fromisoformat(first) - datetime.fromisoformat(begun)).total_seconds()
 
 
-def split(executed: Path, total: float | None, export: float | None) -> dict[str, float]:
+def split(executed: Path, total: float | None) -> dict[str, float]:
     """The report's seconds per part of :data:`PARTS`."""
     parts = dict.fromkeys(PARTS, 0.0)
     parts["kernel start"] = kernel_start(executed)
     for seconds, part, _ in cell_times(executed):
         parts[part] += seconds
-    if export is not None:
-        parts["export"] = export
     if total is not None:
         parts["other"] = max(0.0, total - sum(parts.values()))
     return parts
 
 
-def print_table(out: Path, results: dict[str, tuple[float, float | None]]) -> None:
+def print_table(out: Path, seconds: dict[str, float]) -> None:
     names = [n for n in REPORTS if (out / f"{n}.ipynb").exists()]
-    rows = {n: split(out / f"{n}.ipynb", *results.get(n, (None, None))) for n in names}
+    rows = {n: split(out / f"{n}.ipynb", seconds.get(n)) for n in names}
     print(f"{'seconds':<14}" + "".join(f"{n:>12}" for n in names) + f"{'sum':>10}")
     for part in PARTS:
         values = [rows[n][part] for n in names]
@@ -125,12 +127,14 @@ def main() -> None:
         return
     for attempt in range(1, args.repeat + 1):
         out = Path(tempfile.mkdtemp(prefix="trainperf-report-time-"))
+        command = [sys.executable, "-m", "trainperf", "report", "--out", str(out), "--jobs", str(args.jobs)]
         start, cpu = time.perf_counter(), cpu_seconds()
-        result = build(plan(out_dir=out), workers=args.jobs)
+        printed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
-        print(f"\nbuild {attempt} of {len(result.reports)} reports, {args.jobs} at a time, into {out}: "
+        seconds = {name: float(value) for name, value in REPORT_LINE.findall(printed) if name in REPORTS}
+        print(f"\nbuild {attempt}: `trainperf report --jobs {args.jobs}` made {len(seconds)} reports in {out}: "
               f"{wall:.1f} s wall clock, {cpu:.1f} CPU seconds")
-        print_table(out, {r.name: (r.seconds, getattr(r, "export_seconds", None)) for r in result.reports})
+        print_table(out, seconds)
         if args.cells:
             print_cells(out, args.min)
 
