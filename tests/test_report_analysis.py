@@ -73,6 +73,7 @@ def test_narrow_ranges_get_distinct_tick_labels():
     ax.set_ylim(1, 1000)
     theme.tick_labels(ax)
     assert drawn(ax.yaxis) == ["1", "10", "100", "1,000"]
+    assert len(ax.yaxis.get_minorticklocs()) == 0  # invisible in the theme, and costly to lay out
 
 
 def test_legend_outside_covers_no_bar():

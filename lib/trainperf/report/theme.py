@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
-from matplotlib.ticker import Formatter, NullFormatter
+from matplotlib.ticker import Formatter, NullFormatter, NullLocator
 from pandas.io.formats.style import Styler
 
 from trainperf.report.html import (Html, esc, fmt_big, fmt_int, fmt_num, fmt_pct, fmt_seconds, fmt_sig, fmt_times,
@@ -178,10 +178,13 @@ class TickLabels(Formatter):
 def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
     """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``
     (``number``, ``percent``, ``times``). A log axis is labelled at the decades
-    only: no 10^x mathtext, no minor labels."""
+    only: no 10^x mathtext, and no minor ticks (the theme draws neither their
+    marks nor their grid; a log axis has eight a decade to lay out)."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_formatter(TickLabels(kind))
     target.set_minor_formatter(NullFormatter())
+    if target.get_scale() == "log":
+        target.set_minor_locator(NullLocator())
 
 
 def fit_x_labels(ax: Axes) -> None:
