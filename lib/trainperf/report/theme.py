@@ -39,9 +39,12 @@ SERIES = ("#2456a6", "#e07b39", "#2a9d8f", "#c44e52", "#8172b3", "#937860", "#d1
 """Colours of other series (experiments, platforms, laws), in order."""
 
 RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold", "axes.titlelocation": "left",
-      "axes.spines.top": False,
-      "axes.spines.right": False, "legend.frameon": False, "svg.fonttype": "none"}
-"""Matplotlib settings on top of seaborn's ``whitegrid`` theme."""
+      "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False, "svg.fonttype": "none",
+      "axes.titley": 1.0, "axes.formatter.useoffset": False, "axes.formatter.limits": (-9, 12)}
+"""Matplotlib settings on top of seaborn's ``whitegrid`` theme. Titles sit just above their axes
+(``axes.titley``), where nothing can cover them: tick labels are never written with an offset or a
+power of ten over the axis (``axes.formatter.*``) and never on top. (Left to find its place itself,
+a title measures every y tick label of its axes at each layout.)"""
 
 
 def apply() -> None:
