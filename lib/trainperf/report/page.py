@@ -349,7 +349,9 @@ def reported_differences(runs: pd.DataFrame, tolerance: float = REPORTED_TOLERAN
     found = compare_reported(runs, tolerance, source_convention=False)
     out = found[found["flagged"]].rename(columns={"metric": "figure", "recomputed": "trainperf",
                                                   "relative_difference": "difference"})
-    out = out[["run_id", "figure", "reported", "trainperf", "difference"]]
+    figures = {name.removeprefix("reported_"): i for i, name in enumerate(runs.columns)}
+    out = out[["run_id", "figure", "reported", "trainperf", "difference"]].sort_values(
+        "figure", key=lambda names: names.map(figures), kind="stable")
     return out.reindex(out["difference"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
 
