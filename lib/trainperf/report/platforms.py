@@ -74,19 +74,15 @@ def peaks(runs: pd.DataFrame) -> pd.DataFrame:
     configurations) and ``relative`` (that rate / the model's fastest
     platform's) with ``relative_low``/``relative_high`` (from the interval of
     that configuration's throughput)."""
-    rows = []
-    for (key, model), group in configurations(runs).groupby(["platform_key", "model"], sort=False):
-        best = group.loc[group["tokens_per_s"].idxmax()].copy()
-        best["configs"] = len(group)
-        per_device = group.loc[group["tokens_per_s_per_gpu"].idxmax()]
-        best["best_per_device"] = per_device["tokens_per_s_per_gpu"]
-        best["per_device_low"] = per_device["tokens_per_s_low"] / per_device["gpus"]
-        best["per_device_high"] = per_device["tokens_per_s_high"] / per_device["gpus"]
-        rows.append(best)
-    out = pd.DataFrame(rows).reset_index(drop=True)
-    fastest = out.groupby("model")["best_per_device"].transform("max")
-    return out.assign(relative=out["best_per_device"] / fastest, relative_low=out.pop("per_device_low") / fastest,
-                      relative_high=out.pop("per_device_high") / fastest)
+    configs = configurations(runs)
+    pairs = configs.groupby(["platform_key", "model"], sort=False)
+    out = configs.loc[pairs["tokens_per_s"].idxmax()].reset_index(drop=True)
+    per_device = configs.loc[pairs["tokens_per_s_per_gpu"].idxmax()].reset_index(drop=True)
+    fastest = per_device.groupby("model")["tokens_per_s_per_gpu"].transform("max")
+    return out.assign(configs=pairs.size().to_numpy(), best_per_device=per_device["tokens_per_s_per_gpu"],
+                      relative=per_device["tokens_per_s_per_gpu"] / fastest,
+                      relative_low=per_device["tokens_per_s_low"] / per_device["gpus"] / fastest,
+                      relative_high=per_device["tokens_per_s_high"] / per_device["gpus"] / fastest)
 
 
 WINNER, TIED = "winner", "indistinguishable"
