@@ -84,7 +84,8 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
     for name in experiments(runs):
-        group, found = configuration_means(*sweep(runs, name, steps), (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
+        group, found = configuration_means(*sweep(runs, name, steps),
+                                           (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
         rate = group[unit.rate].to_numpy(float)
         scale = rate / found["throughput"].to_numpy(float)  # the interval's relative width, around the run's figure
         calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
