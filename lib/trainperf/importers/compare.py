@@ -58,7 +58,8 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
     Without it (the reports), the source is set against trainperf's figures
     as the reports show them.
     """
-    rows = []
+    parts = []
+    run_ids = derived_runs["run_id"].to_numpy()
     circular = derived_runs.get("extra_time_source", pd.Series(pd.NA, index=derived_runs.index))
     circular = circular.astype("string").eq(RATE_FROM_REPORTED).fillna(False).to_numpy(bool)
     for column in derived_runs.columns:
@@ -67,10 +68,12 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
             continue
         reported = pd.to_numeric(derived_runs[column], errors="coerce").to_numpy(float)
         recomputed = pd.to_numeric(derived_runs[metric], errors="coerce").to_numpy(float)
-        conventions = derived_runs.get("flops_convention_used", pd.Series(pd.NA, index=derived_runs.index))
-        if source_convention and metric in FLOPS_COLUMNS:
-            factors, conventions = _source_convention(derived_runs, metric)
-            recomputed = recomputed * factors
+        conventions = pd.Series(pd.NA, index=derived_runs.index, dtype="string")
+        if metric in FLOPS_COLUMNS:
+            conventions = derived_runs.get("flops_convention_used", conventions)
+            if source_convention:
+                factors, conventions = _source_convention(derived_runs, metric)
+                recomputed = recomputed * factors
         usable = np.isfinite(reported) & np.isfinite(recomputed)
         if metric in RATE_COLUMNS:
             usable &= ~circular
@@ -79,18 +82,20 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
             np.abs(gap) > printed_precision(pd.Series(reported)).to_numpy(float))
         with np.errstate(divide="ignore", invalid="ignore"):
             difference = gap / recomputed
-        for i in np.flatnonzero(usable):
-            rows.append({"run_id": derived_runs["run_id"].iat[i], "metric": metric,
-                         "convention": conventions.iat[i] if metric in FLOPS_COLUMNS else pd.NA,
-                         "reported": reported[i], "recomputed": recomputed[i],
-                         "relative_difference": difference[i], "flagged": bool(beyond[i])})
-    order = {run_id: i for i, run_id in enumerate(derived_runs["run_id"])}
-    rows.sort(key=lambda row: order[row["run_id"]])
-    table = pd.DataFrame(rows, columns=["run_id", "metric", "convention", "reported", "recomputed",
-                                        "relative_difference", "flagged"])
-    return table.astype({"run_id": "string", "metric": "string", "convention": "string",
-                         "reported": float, "recomputed": float,
-                         "relative_difference": float, "flagged": bool})
+        parts.append(pd.DataFrame({
+            "run_id": run_ids[usable], "metric": metric, "convention": conventions.to_numpy()[usable],
+            "reported": reported[usable], "recomputed": recomputed[usable], "relative_difference": difference[usable],
+            "flagged": beyond[usable], "position": np.flatnonzero(usable)}))
+    columns = ["run_id", "metric", "convention", "reported", "recomputed", "relative_difference", "flagged"]
+    if not parts:
+        return pd.DataFrame(columns=columns).astype(DTYPES)
+    table = pd.concat(parts, ignore_index=True).sort_values("position", kind="stable")  # in the runs' order
+    return table[columns].astype(DTYPES).reset_index(drop=True)
+
+
+DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "reported": float, "recomputed": float,
+          "relative_difference": float, "flagged": bool}
+"""Column types of :func:`compare_reported`."""
 
 
 def _source_convention(runs: pd.DataFrame, metric: str) -> tuple[np.ndarray, pd.Series]:
