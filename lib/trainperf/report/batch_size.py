@@ -65,7 +65,7 @@ def sweep(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> t
     configuration's throughput interval (:func:`trainperf.report.noise.run_intervals`)
     with ``label`` (``micro-batch … × … accumulation``) naming the configuration."""
     group = experiment_runs(runs, name).reset_index(drop=True)
-    return group, run_intervals(group, steps).assign(label=[batch(r) for _, r in group.iterrows()])
+    return group, run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
 
 
 def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
@@ -91,7 +91,7 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
         calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
         previous = [""] + [c.verdict + ("" if c.tested else " (no interval)") for c in calls]
         parts.append(group.assign(
-            configuration=[batch(r, compact=True) for _, r in group.iterrows()],
+            configuration=[batch(r, compact=True) for r in group.to_dict("records")],
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
             **{f"{unit.rate}_low": found["low"].to_numpy(float) * scale,
                f"{unit.rate}_high": found["high"].to_numpy(float) * scale},
@@ -116,7 +116,7 @@ def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
     """Phase times of each configuration, long form (see
     :func:`trainperf.report.phases.long_form`): per optimizer step when
     ``per_step`` and the step counts are known, else in the measured window."""
-    parts = [long_form(g, [batch(r, compact=True) for _, r in g.iterrows()], per_step=per_step)
+    parts = [long_form(g, [batch(r, compact=True) for r in g.to_dict("records")], per_step=per_step)
              for name in experiments(runs) if has_phases(g := experiment_runs(runs, name))]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])

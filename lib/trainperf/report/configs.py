@@ -77,7 +77,7 @@ def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return out
 
 
-def batch(run: pd.Series, *, compact: bool = False, short: bool = False) -> str:
+def batch(run: pd.Series | dict, *, compact: bool = False, short: bool = False) -> str:
     """A run's micro-batch and accumulation: ``micro-batch 16 × 64 accumulation``
     (``short``: ``… accum.``; ``micro-batch 16`` where the accumulation is
     unknown); ``compact``: ``16 × 64`` (``16 × ?``)."""
@@ -88,7 +88,7 @@ def batch(run: pd.Series, *, compact: bool = False, short: bool = False) -> str:
     return text if pd.isna(accum) else f"{text} × {fmt_int(accum)} {'accum.' if short else 'accumulation'}"
 
 
-def label(run: pd.Series, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:
+def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:
     """A configuration label: ``4 GPUs across 1 node`` (``processes`` on CPU),
     plus the batch, strategy, model and platform where the row has them
     (except the columns in ``skip``). ``compact``: one part per line, for chart axes."""
@@ -118,7 +118,7 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     out = pd.Series("", index=runs.index, dtype=object)
     for _, group in runs.groupby(groups, sort=False):
         shared = tuple(c for c in LABEL_DETAILS if c in group and len(group) > 1 and group[c].nunique(dropna=False) == 1)
-        texts = [label(r, compact=compact, skip=shared) for _, r in group.iterrows()]
+        texts = [label(r, compact=compact, skip=shared) for r in group.to_dict("records")]
         if len(set(texts)) < len(texts):
             texts = [str(r) for r in group["run_id"]]
         out.loc[group.index] = texts
