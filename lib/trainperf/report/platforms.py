@@ -59,6 +59,7 @@ def configurations(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _configurations(runs: pd.DataFrame) -> pd.DataFrame:
     runs = runs.reset_index(drop=True)
+    runs.attrs = {}  # pandas copies attrs into every frame it slices: the intervals slice per configuration
     rows, found = configuration_means(runs, run_intervals(runs), MEANS)
     scale = rows["tokens_per_s"] / found["throughput"]  # the interval around the shown mean
     low, high = found["low"] * scale, found["high"] * scale
