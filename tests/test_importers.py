@@ -452,8 +452,18 @@ def test_compare_reported_flags_beyond_two_percent():
                             "reported_mfu": [0.395, 0.45, 0.4], "reported_other": [1.0, 2.0, 3.0]})
     table = compare_reported(derived)
     assert list(table["run_id"]) == ["a", "b"]
-    assert list(table["relative_difference"]) == pytest.approx([0.40 / 0.395 - 1, 0.40 / 0.45 - 1])
+    # (source − trainperf) / trainperf: the sign the reports print
+    assert list(table["relative_difference"]) == pytest.approx([0.395 / 0.40 - 1, 0.45 / 0.40 - 1])
     assert list(table["flagged"]) == [False, True]
+
+
+def test_compare_reported_does_not_flag_the_rounding_of_the_printed_figure():
+    # a log printing whole samples/s: 0 and 3 for 0.4 and 2.6 are its rounding; 5 for 2.6 is not
+    derived = pd.DataFrame({"run_id": ["a", "b", "c"], "samples_per_s": [0.4, 2.6, 2.6],
+                            "reported_samples_per_s": [0.0, 3.0, 5.0]})
+    table = compare_reported(derived)
+    assert list(table["flagged"]) == [False, False, True]
+    assert table["relative_difference"].iloc[0] == pytest.approx(-1.0)
 
 
 def test_load_runs_reads_a_log_through_the_importers():

@@ -189,6 +189,17 @@ def test_header_names_every_platform_and_model_unknown_included():
     assert "models: tiny-125m, tiny-1b, unknown" in text
 
 
+def test_one_batch_text_for_sweeps_and_configuration_labels():
+    from trainperf.report.configs import batch, label
+
+    run = pd.Series({"run_id": "r", "gpus": 4, "micro_batch_size": 16.0, "grad_accum_steps": 64.0})
+    assert (batch(run), batch(run, compact=True)) == ("micro-batch 16 × 64 accumulation", "16 × 64")
+    assert label(run) == "4 GPUs, micro-batch 16 × 64 accum."
+    unknown = run.drop("grad_accum_steps")
+    assert (batch(unknown), batch(unknown, compact=True), label(unknown)) == (
+        "micro-batch 16", "16 × ?", "4 GPUs, micro-batch 16")
+
+
 def test_source_figures_differ_only_beyond_their_printed_precision(tmp_path):
     # a source printing whole samples/s: 0 for trainperf's 0.56 is its rounding, not a difference
     path = _write(tmp_path, [

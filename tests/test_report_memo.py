@@ -13,6 +13,7 @@ from trainperf.report.page import open_runs, open_steps
 from trainperf.report.scaling import studies
 
 STRONG = Path(__file__).resolve().parent / "data" / "measured_runs" / "bench-cpu-small-fp32-strong-scaling"
+SEED_001 = Path(__file__).resolve().parents[1] / "data" / "reference" / "seed_001_platforms.csv"
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +60,22 @@ def test_the_steps_of_other_runs_change_no_interval(measured):
     group = runs.iloc[:2]
     pd.testing.assert_frame_equal(configuration_intervals(group, noise.usable_steps(steps)),
                                   configuration_intervals(group, steps[steps["run_id"].isin(group["run_id"])]))
+
+
+def test_platform_configurations_are_computed_once_per_content(monkeypatch):
+    """The platforms cells (headline, peaks, winners, capacity) all start from the configurations."""
+    from trainperf.report import platforms
+
+    monkeypatch.setattr(noise, "_MEMO", {})
+    calls = []
+    means = platforms.configuration_means
+    monkeypatch.setattr(platforms, "configuration_means", lambda *args: calls.append(1) or means(*args))
+    runs = platforms.comparable(open_runs([str(SEED_001)]))
+    first = platforms.configurations(runs)
+    platforms.headline(runs), platforms.winners(runs), platforms.capacity(runs, [1, 2], 8)
+    assert len(calls) == 1
+    first.loc[0, "tokens_per_s"] = -1.0  # a caller changing its copy changes nothing remembered
+    pd.testing.assert_frame_equal(platforms.configurations(runs), platforms._configurations(runs))
+    doubled = platforms.configurations(runs.assign(tokens_per_s=runs["tokens_per_s"] * 2))
+    assert len(calls) == 3  # the check above computed afresh once; the changed runs once more
+    assert doubled["tokens_per_s"].sum() == pytest.approx(2 * platforms._configurations(runs)["tokens_per_s"].sum())

@@ -61,6 +61,8 @@ PARALLEL_DEGREES = ("tensor_parallel", "pipeline_parallel", "context_parallel")
 """Model-parallel degrees that divide the devices into data-parallel replicas."""
 RATE_TOLERANCE = 0.02
 """Relative difference between a published and a recomputed rate that is noted."""
+GIVEN_PEAK = "given in the run (peak_tflops_per_gpu)"
+"""``peak_source`` of a peak given in the run (e.g. one measured on a CPU), not from the datasheet."""
 
 
 def derive(runs: pd.DataFrame) -> pd.DataFrame:
@@ -219,7 +221,7 @@ def _peak(row: dict) -> tuple[float, object, str]:
     """Dense peak TFLOP/s of the row's device, its source, and why it is missing."""
     given = row.get("peak_tflops_per_gpu")
     if given is not None and not pd.isna(given):
-        return float(given), "given in the run (peak_tflops_per_gpu)", ""
+        return float(given), GIVEN_PEAK, ""
     platform, precision = row.get("platform"), row.get("precision")
     if platform is None or pd.isna(platform):
         return math.nan, pd.NA, "no platform"

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.report.applicability import NotApplicable
-from trainperf.report.configs import experiment_runs, experiments, ordered, unit_of
+from trainperf.report.configs import batch, experiment_runs, experiments, keep_experiments, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
-from trainperf.report.noise import (TIED, Call, and_list, call, configuration_means, has_interval, run_intervals,
+from trainperf.report.noise import (TIED, and_list, call, configuration_means, has_interval, run_intervals,
                                     ties_with_fastest)
 from trainperf.report.page import InputError, require
 from trainperf.report.phases import has_phases, long_form
@@ -25,31 +24,17 @@ def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of micro-batch sweeps — experiments measured at two or more
     micro-batch sizes on one device count — ordered by experiment, micro-batch
     and accumulation. Other experiments are listed in ``attrs['skipped']``.
-    :class:`NotApplicable` when no sweep is left."""
+    :class:`~trainperf.report.applicability.NotApplicable` when no sweep is left."""
     unit = unit_of(runs)
     have = require(require(runs, "micro_batch_size", "a micro-batch size",
                            "give the column, or record it with StepProfiler (samples per micro-step)"),
                    unit.rate, f"a throughput ({unit.label})", "give tokens or samples and elapsed_s, or a rate")
     shape = have.groupby("experiment").agg(batches=("micro_batch_size", "nunique"), devices=("gpus", "nunique"))
-    is_sweep = (shape["batches"] >= 2) & (shape["devices"] == 1)
-    if not is_sweep.any():
-        raise NotApplicable("no experiment is a micro-batch sweep (two or more micro_batch_size values on one "
+    return keep_experiments(have, (shape["batches"] >= 2) & (shape["devices"] == 1),
+                            ["micro_batch_size", "grad_accum_steps"],
+                            "not a micro-batch sweep (one micro-batch size, or several device counts)",
+                            "no experiment is a micro-batch sweep (two or more micro_batch_size values on one "
                             f"device count): {', '.join(map(str, shape.index))}")
-    out = ordered(have[have["experiment"].isin(shape.index[is_sweep]).to_numpy(bool)], ["micro_batch_size",
-                                                                                        "grad_accum_steps"])
-    out.attrs = {**have.attrs, "skipped": list(have.attrs.get("skipped", [])) + [
-        (f"experiment {name}", "not a micro-batch sweep (one micro-batch size, or several device counts)")
-        for name in shape.index[~is_sweep]]}
-    return out
-
-
-def config_label(run: pd.Series, compact: bool = False) -> str:
-    """``micro-batch 16 × 64 accumulation`` (compact: ``16 × 64``)."""
-    accum = run.get("grad_accum_steps")
-    accum_text = fmt_int(accum) if pd.notna(accum) else "?"
-    if compact:
-        return f"{fmt_int(run['micro_batch_size'])} × {accum_text}"
-    return f"micro-batch {fmt_int(run['micro_batch_size'])} × {accum_text} accumulation"
 
 
 @dataclass(frozen=True)
@@ -75,13 +60,12 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
     return Plateau(None, gains)
 
 
-def intervals(group: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per run of one sweep (``group``, same order, index reset): its
-    configuration's throughput interval (:func:`trainperf.report.noise.run_intervals`),
+def sweep(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The runs of sweep ``name`` (index from 0) and, per run, its
+    configuration's throughput interval (:func:`trainperf.report.noise.run_intervals`)
     with ``label`` (``micro-batch … × … accumulation``) naming the configuration."""
-    group = group.reset_index(drop=True)
-    found = run_intervals(group, steps)
-    return found.assign(label=[config_label(r) for _, r in group.iterrows()])
+    group = experiment_runs(runs, name).reset_index(drop=True)
+    return group, run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
 
 
 def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
@@ -100,15 +84,14 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
     for name in experiments(runs):
-        group = experiment_runs(runs, name).reset_index(drop=True)
-        found = intervals(group, steps)
-        group, found = configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
+        group, found = configuration_means(*sweep(runs, name, steps),
+                                           (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
         rate = group[unit.rate].to_numpy(float)
         scale = rate / found["throughput"].to_numpy(float)  # the interval's relative width, around the run's figure
-        previous = [""] + [verdict_text(call(found, a, b)) for a, b in zip(found["configuration"],
-                                                                           found["configuration"].iloc[1:])]
+        calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
+        previous = [""] + [c.verdict + ("" if c.tested else " (no interval)") for c in calls]
         parts.append(group.assign(
-            configuration=[config_label(r, compact=True) for _, r in group.iterrows()],
+            configuration=[batch(r, compact=True) for r in group.to_dict("records")],
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
             **{f"{unit.rate}_low": found["low"].to_numpy(float) * scale,
                f"{unit.rate}_high": found["high"].to_numpy(float) * scale},
@@ -129,16 +112,11 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
     return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
 
 
-def verdict_text(found: Call) -> str:
-    """``faster``, ``slower`` or ``indistinguishable``; ``(no interval)`` when untested."""
-    return found.verdict + ("" if found.tested else " (no interval)")
-
-
 def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
     """Phase times of each configuration, long form (see
     :func:`trainperf.report.phases.long_form`): per optimizer step when
     ``per_step`` and the step counts are known, else in the measured window."""
-    parts = [long_form(g, [config_label(r, compact=True) for _, r in g.iterrows()], per_step=per_step)
+    parts = [long_form(g, [batch(r, compact=True) for r in g.to_dict("records")], per_step=per_step)
              for name in experiments(runs) if has_phases(g := experiment_runs(runs, name))]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
@@ -149,14 +127,13 @@ def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str
     every one indistinguishable from it, with the margin over the next one
     where it is beyond the noise (or untested)."""
     unit = unit_of(runs)
-    group = experiment_runs(runs, name).reset_index(drop=True)
-    found = intervals(group, steps)
+    group, found = sweep(runs, name, steps)
     tied = ties_with_fastest(found)["tied"].to_numpy(bool)
     order = np.argsort(-group[unit.rate].to_numpy(float), kind="stable")
     best = order[0]
     rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
     if tied.sum() > 1:
-        names = list(dict.fromkeys(config_label(group.iloc[i], compact=True) for i in order if tied[i]))  # repeats once
+        names = list(dict.fromkeys(batch(group.iloc[i], compact=True) for i in order if tied[i]))  # repeats once
         return (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
                 f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)})")
     text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
@@ -174,8 +151,7 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | N
     :func:`top`), named with its experiment, and where throughput plateaus."""
     unit = unit_of(runs)
     name = experiments(runs)[0]
-    group = experiment_runs(runs, name).reset_index(drop=True)
-    found = intervals(group, steps)
+    group, found = sweep(runs, name, steps)
     tied = ties_with_fastest(found)["tied"].to_numpy(bool)
     best = group.loc[group[unit.rate].idxmax()]
     text = top(runs, name, steps)
@@ -188,9 +164,9 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | N
                         + ("" if has_interval(found.loc[group[unit.rate].idxmax()]) else " (no interval)")))
     found_plateau = plateau(group[unit.rate].to_numpy(), min_gain)
     if found_plateau.index is not None:
-        text += (f"; beyond {config_label(group.iloc[found_plateau.index])}, each step adds less than "
+        text += (f"; beyond {batch(group.iloc[found_plateau.index])}, each step adds less than "
                  f"{fmt_pct(min_gain, 0)}")
-        figures.append((config_label(group.iloc[found_plateau.index], compact=True),
+        figures.append((batch(group.iloc[found_plateau.index], compact=True),
                         f"after it, no step of the sweep gains {fmt_pct(min_gain, 0)} or more"))
     if len(experiments(runs)) > 1:
         text += f" ({len(experiments(runs)) - 1} more sweep(s) below)"
@@ -204,8 +180,7 @@ def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFram
     unit = unit_of(runs)
     out = []
     for name in experiments(runs):
-        group = experiment_runs(runs, name).reset_index(drop=True)
-        found = intervals(group, steps)
+        group, found = sweep(runs, name, steps)
         configs = found["configuration"]
         rates = group[unit.rate].to_numpy(float)
         plateau_at = plateau(rates, min_gain)
@@ -231,6 +206,6 @@ def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFram
             beyond = (f"the fastest later configuration, {found.loc[later, 'label']}, is "
                       f"{fmt_pct(rates[later] / rates[first] - 1)} faster in all"
                       + ("." if gain.tested else " (no interval: the noise is not tested)."))
-        out.append(f"{name}: after {config_label(group.iloc[first])} no step of the sweep adds "
+        out.append(f"{name}: after {batch(group.iloc[first])} no step of the sweep adds "
                    f"{fmt_pct(min_gain, 0)} or more (gains: {gains}); {beyond}")
     return out

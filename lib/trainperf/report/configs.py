@@ -1,5 +1,5 @@
 """Naming, grouping and ordering runs for people: the experiments in data
-order, configuration labels, the throughput unit a set of runs can be
+order and the ones a report keeps, configuration labels, the throughput unit a set of runs can be
 compared in, and the best run with its margin."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from trainperf.hardware import is_cpu
+from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, fmt_int
 
 
@@ -51,6 +52,20 @@ def experiment_runs(runs: pd.DataFrame, name: str) -> pd.DataFrame:
     return runs[runs["experiment"].astype(str) == name]
 
 
+def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,
+                     none_kept: str) -> pd.DataFrame:
+    """The runs of the experiments for which ``keep`` (a bool per experiment
+    name) holds, :func:`ordered` by ``by``; every other experiment is added to
+    ``attrs['skipped']`` with the reason ``why_not``. :class:`NotApplicable`
+    saying ``none_kept`` when no experiment is kept."""
+    if not keep.any():
+        raise NotApplicable(none_kept)
+    out = ordered(runs[runs["experiment"].isin(keep.index[keep]).fillna(False).to_numpy(bool)], by)
+    out.attrs = {**runs.attrs, "skipped": list(runs.attrs.get("skipped", []))
+                 + [(f"experiment {name}", why_not) for name in keep.index[~keep]]}
+    return out
+
+
 def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """``runs`` with experiments in the order they first appear in the data,
     each sorted by the columns ``by``; a new index from 0, ``attrs`` kept."""
@@ -62,27 +77,30 @@ def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return out
 
 
-def device_word(run: pd.Series) -> str:
-    """What a device is called for this run: ``process`` on CPU, else ``GPU``."""
-    platform = run.get("platform")
-    return "process" if isinstance(platform, str) and is_cpu(platform) else "GPU"
+def batch(run: pd.Series | dict, *, compact: bool = False, short: bool = False) -> str:
+    """A run's micro-batch and accumulation: ``micro-batch 16 × 64 accumulation``
+    (``short``: ``… accum.``; ``micro-batch 16`` where the accumulation is
+    unknown); ``compact``: ``16 × 64`` (``16 × ?``)."""
+    accum = run.get("grad_accum_steps")
+    if compact:
+        return f"{fmt_int(run['micro_batch_size'])} × {'?' if pd.isna(accum) else fmt_int(accum)}"
+    text = f"micro-batch {fmt_int(run['micro_batch_size'])}"
+    return text if pd.isna(accum) else f"{text} × {fmt_int(accum)} {'accum.' if short else 'accumulation'}"
 
 
-def label(run: pd.Series, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:
-    """A configuration label: ``4 GPUs across 1 node``, plus the batch,
-    strategy, model and platform where the row has them (except the columns
-    in ``skip``). ``compact``: one part per line, for chart axes."""
+def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:
+    """A configuration label: ``4 GPUs across 1 node`` (``processes`` on CPU),
+    plus the batch, strategy, model and platform where the row has them
+    (except the columns in ``skip``). ``compact``: one part per line, for chart axes."""
     parts = []
     if pd.notna(run.get("gpus")):
-        parts.append(count(run["gpus"], device_word(run)))
+        platform = run.get("platform")
+        parts.append(count(run["gpus"], "process" if isinstance(platform, str) and is_cpu(platform) else "GPU"))
         if pd.notna(run.get("nodes")):
             nodes = count(run["nodes"], "node")
             parts[-1] += f"\n{nodes}" if compact else f" across {nodes}"
     if pd.notna(run.get("micro_batch_size")) and "micro_batch_size" not in skip:
-        batch = f"micro-batch {fmt_int(run['micro_batch_size'])}"
-        if pd.notna(run.get("grad_accum_steps")):
-            batch += f" × {fmt_int(run['grad_accum_steps'])} accum."
-        parts.append(batch)
+        parts.append(batch(run, short=True))
     for column in ("strategy", "model", "platform"):
         if pd.notna(run.get(column)) and column not in skip:
             parts.append(str(run[column]))
@@ -100,7 +118,7 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     out = pd.Series("", index=runs.index, dtype=object)
     for _, group in runs.groupby(groups, sort=False):
         shared = tuple(c for c in LABEL_DETAILS if c in group and len(group) > 1 and group[c].nunique(dropna=False) == 1)
-        texts = [label(r, compact=compact, skip=shared) for _, r in group.iterrows()]
+        texts = [label(r, compact=compact, skip=shared) for r in group.to_dict("records")]
         if len(set(texts)) < len(texts):
             texts = [str(r) for r in group["run_id"]]
         out.loc[group.index] = texts

@@ -17,13 +17,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from trainperf import derive, load_runs
 from trainperf.compare import Side, read_side
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
+from trainperf.importers.compare import compare_reported
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import Html, count, first_of, title as page_title
 
@@ -340,38 +340,18 @@ def unverifiable_figures(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-def printed_precision(values: pd.Series) -> pd.Series:
-    """One unit of the last digit each value shows when printed plainly
-    (``0`` → 1, ``0.56`` → 0.01, ``122599`` → 1, ``7.6e9`` → 10⁸: trailing zeros
-    of a whole number count as rounding): what a
-    figure printed by a source may lose to rounding or truncation."""
-    def unit(x: float) -> float:
-        if not np.isfinite(x):
-            return np.nan
-        text = np.format_float_positional(abs(x), trim="-")
-        if "." in text:
-            return 10.0 ** -len(text.split(".")[1])
-        return 10.0 ** (len(text) - len(text.rstrip("0"))) if text != "0" else 1.0
-    return values.astype(float).map(unit)
-
-
 def reported_differences(runs: pd.DataFrame, tolerance: float = REPORTED_TOLERANCE) -> pd.DataFrame:
     """Rows ``run_id, figure, reported, trainperf, difference`` for every
-    ``reported_<column>`` that differs from trainperf's ``<column>`` by more
-    than ``tolerance`` (relative) and by more than the rounding of the
-    printed figure (:func:`printed_precision`). ``difference`` is
-    (source − trainperf) / trainperf, largest first."""
-    rows = []
-    for column in runs.columns:
-        name = column.removeprefix("reported_")
-        if not column.startswith("reported_") or name not in runs or not pd.api.types.is_numeric_dtype(runs[column]):
-            continue
-        reported, ours = runs[column].astype(float), pd.to_numeric(runs[name], errors="coerce").astype(float)
-        gap = reported - ours
-        beyond = (gap.abs() > tolerance * ours.abs()) & (gap.abs() > printed_precision(reported))
-        for i in beyond.to_numpy().nonzero()[0]:
-            rows.append((runs["run_id"].iat[i], name, reported.iat[i], ours.iat[i], gap.iat[i] / ours.iat[i]))
-    out = pd.DataFrame(rows, columns=["run_id", "figure", "reported", "trainperf", "difference"])
+    figure a source printed (``reported_<column>``) that differs from
+    trainperf's ``<column>`` beyond ``tolerance`` and the last digit printed
+    (:func:`trainperf.importers.compare.compare_reported`, against trainperf's
+    own figures). ``difference`` is (source − trainperf) / trainperf, largest first."""
+    found = compare_reported(runs, tolerance, source_convention=False)
+    out = found[found["flagged"]].rename(columns={"metric": "figure", "recomputed": "trainperf",
+                                                  "relative_difference": "difference"})
+    figures = {name.removeprefix("reported_"): i for i, name in enumerate(runs.columns)}
+    out = out[["run_id", "figure", "reported", "trainperf", "difference"]].sort_values(
+        "figure", key=lambda names: names.map(figures), kind="stable")
     return out.reindex(out["difference"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
 

@@ -3,8 +3,6 @@ for the slowest rank, in seconds for the measured window or per optimizer step."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
@@ -17,41 +15,23 @@ OTHER = "other / unattributed"
 IMBALANCE = "waiting for the slowest rank"
 
 
-@dataclass(frozen=True)
-class Breakdown:
-    """Seconds per phase (columns, in step order) for each run (rows, in the runs' order)."""
-
-    seconds: pd.DataFrame
-    per_step: bool
-    """True: seconds per optimizer step; False: seconds of the whole measured window."""
-
-    @property
-    def unit(self) -> str:
-        return "s per step" if self.per_step else "s in the measured window"
-
-
 def has_phases(runs: pd.DataFrame) -> bool:
     """Whether any run reports a phase time."""
     return any(c in runs and runs[c].notna().any() for c in PHASE_LABELS)
 
 
-def optimizer_steps(runs: pd.DataFrame) -> pd.Series:
-    """Optimizer steps in each run's window: ``steps``, else ``samples / global_batch_size``."""
-    steps = runs["steps"] if "steps" in runs else pd.Series(np.nan, index=runs.index)
-    if {"samples", "global_batch_size"} <= set(runs.columns):
-        steps = steps.fillna(runs["samples"] / runs["global_batch_size"])
-    return steps.astype(float)
-
-
-def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> Breakdown:
-    """The phase times of ``runs`` (NaN phases count as 0 in a run that has others).
+def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:
+    """Seconds per phase (columns, in step order) of each of ``runs`` (rows;
+    NaN phases count as 0 in a run that has others) and their unit.
 
     Compute is split into forward, loss, backward and optimizer where any run
     has them, else shown as one ``compute``; communication is the exposed
     part where known. ``other`` is a typical rank's elapsed time
     (``mean_rank_elapsed_s``, else ``elapsed_s``) minus the phases; ``waiting
-    for the slowest rank`` is ``elapsed_s − mean_rank_elapsed_s``. Per step
-    when ``per_step`` and every run's step count is known.
+    for the slowest rank`` is ``elapsed_s − mean_rank_elapsed_s``. Per
+    optimizer step (``s per step``) when ``per_step`` and every run's step
+    count is known (``steps``, else ``samples / global_batch_size``), else
+    ``s in the measured window``.
     """
     split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
     compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
@@ -69,10 +49,12 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> Breakdown:
         wait = (runs["elapsed_s"] - runs["mean_rank_elapsed_s"]).astype(float).clip(lower=0)
         if wait.fillna(0).gt(0).any():
             seconds[IMBALANCE] = wait.fillna(0.0)
-    steps = optimizer_steps(runs)
-    if per_step and steps.notna().all() and (steps > 0).all():
-        return Breakdown(seconds.div(steps, axis=0), True)
-    return Breakdown(seconds, False)
+    steps = runs["steps"] if "steps" in runs else pd.Series(np.nan, index=runs.index)
+    if {"samples", "global_batch_size"} <= set(runs.columns):
+        steps = steps.fillna(runs["samples"] / runs["global_batch_size"])
+    if per_step and steps.notna().all() and (steps.astype(float) > 0).all():
+        return seconds.div(steps.astype(float), axis=0), "s per step"
+    return seconds, "s in the measured window"
 
 
 def long_form(runs: pd.DataFrame, configuration: list[str], *, per_step: bool = True) -> pd.DataFrame:
@@ -82,12 +64,12 @@ def long_form(runs: pd.DataFrame, configuration: list[str], *, per_step: bool = 
     same ``configuration`` label, are averaged and ``run_id`` is the first's;
     ``share``: of the configuration's total; ``unit``: ``s per step`` or ``s
     in the measured window``), for seaborn: a stacked bar is one configuration."""
-    parts = breakdown(runs, per_step=per_step)
-    wide = parts.seconds.assign(run_id=runs["run_id"].astype(str), experiment=runs["experiment"].astype(str),
-                                configuration=configuration, gpus=runs["gpus"])
+    seconds, unit = breakdown(runs, per_step=per_step)
+    wide = seconds.assign(run_id=runs["run_id"].astype(str), experiment=runs["experiment"].astype(str),
+                          configuration=configuration, gpus=runs["gpus"])
     out = (wide.melt(id_vars=["experiment", "run_id", "configuration", "gpus"], var_name="phase", value_name="seconds")
            .groupby(["experiment", "configuration", "phase"], sort=False, as_index=False)
            .agg(run_id=("run_id", "first"), gpus=("gpus", "first"), seconds=("seconds", "mean")))
     total = out.groupby(["experiment", "configuration"], sort=False)["seconds"].transform("sum")
-    return out.assign(share=out["seconds"] / total, unit=parts.unit)[
+    return out.assign(share=out["seconds"] / total, unit=unit)[
         ["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"]]

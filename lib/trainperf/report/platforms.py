@@ -7,15 +7,15 @@ distinguishable from the runner-up."""
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
-from trainperf.derive import SECONDS_PER_DAY
-from trainperf.errors import DataError
-from trainperf.hardware import dense_peak_tflops, find_device, is_cpu, normalize_precision
+from trainperf.derive import GIVEN_PEAK, SECONDS_PER_DAY
+from trainperf.hardware import Figure, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
-from trainperf.report.noise import call, configuration_means, has_interval, run_intervals
+from trainperf.report.noise import _content, _memo, call, configuration_means, has_interval, run_intervals
 from trainperf.report.page import require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
@@ -52,8 +52,14 @@ def configurations(runs: pd.DataFrame) -> pd.DataFrame:
     :func:`trainperf.report.noise.run_intervals` groups them): its first run's
     columns with :data:`MEANS` the mean over its repeats, ``runs`` (how many),
     and its throughput's 95 % interval ``tokens_per_s_low``–``tokens_per_s_high``
-    and ``interval`` (as text; ``–`` for none: one run without steps)."""
+    and ``interval`` (as text; ``–`` for none: one run without steps).
+    The same ``runs`` (by content) are computed once per process: the report's cells ask again."""
+    return _memo(("configurations", _content(runs)), lambda: _configurations(runs)).copy()
+
+
+def _configurations(runs: pd.DataFrame) -> pd.DataFrame:
     runs = runs.reset_index(drop=True)
+    runs.attrs = {}  # pandas copies attrs into every frame it slices: the intervals slice per configuration
     rows, found = configuration_means(runs, run_intervals(runs), MEANS)
     scale = rows["tokens_per_s"] / found["throughput"]  # the interval around the shown mean
     low, high = found["low"] * scale, found["high"] * scale
@@ -69,19 +75,15 @@ def peaks(runs: pd.DataFrame) -> pd.DataFrame:
     configurations) and ``relative`` (that rate / the model's fastest
     platform's) with ``relative_low``/``relative_high`` (from the interval of
     that configuration's throughput)."""
-    rows = []
-    for (key, model), group in configurations(runs).groupby(["platform_key", "model"], sort=False):
-        best = group.loc[group["tokens_per_s"].idxmax()].copy()
-        best["configs"] = len(group)
-        per_device = group.loc[group["tokens_per_s_per_gpu"].idxmax()]
-        best["best_per_device"] = per_device["tokens_per_s_per_gpu"]
-        best["per_device_low"] = per_device["tokens_per_s_low"] / per_device["gpus"]
-        best["per_device_high"] = per_device["tokens_per_s_high"] / per_device["gpus"]
-        rows.append(best)
-    out = pd.DataFrame(rows).reset_index(drop=True)
-    fastest = out.groupby("model")["best_per_device"].transform("max")
-    return out.assign(relative=out["best_per_device"] / fastest, relative_low=out.pop("per_device_low") / fastest,
-                      relative_high=out.pop("per_device_high") / fastest)
+    configs = configurations(runs)
+    pairs = configs.groupby(["platform_key", "model"], sort=False)
+    out = configs.loc[pairs["tokens_per_s"].idxmax()].reset_index(drop=True)
+    per_device = configs.loc[pairs["tokens_per_s_per_gpu"].idxmax()].reset_index(drop=True)
+    fastest = per_device.groupby("model")["tokens_per_s_per_gpu"].transform("max")
+    return out.assign(configs=pairs.size().to_numpy(), best_per_device=per_device["tokens_per_s_per_gpu"],
+                      relative=per_device["tokens_per_s_per_gpu"] / fastest,
+                      relative_low=per_device["tokens_per_s_low"] / per_device["gpus"] / fastest,
+                      relative_high=per_device["tokens_per_s_high"] / per_device["gpus"] / fastest)
 
 
 WINNER, TIED = "winner", "indistinguishable"
@@ -133,40 +135,33 @@ def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
     used (``reported_peak_tflops_per_gpu``, else ``reported_tflops_per_gpu /
     reported_mfu``) is within :data:`SPARSE_MATCH` of the sparse figure.
     Columns: run_id, platform, source_peak, dense_peak, reported_mfu, mfu."""
-    implied = pd.Series(np.nan, index=runs.index)
-    if "reported_peak_tflops_per_gpu" in runs:
-        implied = runs["reported_peak_tflops_per_gpu"].astype(float)
+    nothing = pd.Series(np.nan, index=runs.index)
+    implied = runs.get("reported_peak_tflops_per_gpu", nothing).astype(float)
     if {"reported_tflops_per_gpu", "reported_mfu"} <= set(runs.columns):
         implied = implied.fillna(runs["reported_tflops_per_gpu"] / runs["reported_mfu"])
     rows = []
-    for i, run in runs[implied.notna()].iterrows():
-        device = find_device(str(run["platform"]))
-        if device is None or pd.isna(run.get("precision")):
-            continue
-        figure = device.figures.get(normalize_precision(run["precision"]))
-        if figure is None or figure.sparse is None:
-            continue
-        if abs(implied[i] / figure.sparse - 1) <= SPARSE_MATCH:
-            rows.append({"run_id": run["run_id"], "platform": run["platform"], "source_peak": implied[i],
-                         "dense_peak": figure.dense, "reported_mfu": run.get("reported_mfu"), "mfu": run["mfu"]})
+    for run_id, platform, precision, peak, reported_mfu, mfu in zip(
+            runs["run_id"], runs["platform"], runs["precision"], implied, runs.get("reported_mfu", nothing),
+            runs["mfu"]):
+        figure = None if pd.isna(peak) or pd.isna(precision) else _datasheet(str(platform), str(precision))
+        if figure is not None and figure.sparse is not None and abs(peak / figure.sparse - 1) <= SPARSE_MATCH:
+            rows.append({"run_id": run_id, "platform": platform, "source_peak": peak, "dense_peak": figure.dense,
+                         "reported_mfu": reported_mfu, "mfu": mfu})
     return pd.DataFrame(rows, columns=["run_id", "platform", "source_peak", "dense_peak", "reported_mfu", "mfu"])
+
+
+@lru_cache(maxsize=256)
+def _datasheet(platform: str, precision: str) -> Figure | None:
+    """The datasheet figures of ``platform`` at ``precision``; ``None`` for a device or precision not in the table."""
+    device = find_device(platform)
+    return None if device is None else device.figures.get(normalize_precision(precision))
 
 
 def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
     """Whether each run's MFU divides by its device's datasheet dense peak
-    (``trainperf.hardware``), rather than by a peak given in the run, such as
-    one measured on a CPU. MFUs of the two kinds do not compare."""
-    out = []
-    for platform, precision, peak in zip(runs["platform"], runs["precision"], runs["peak_tflops_per_gpu"]):
-        if pd.isna(platform) or pd.isna(precision) or pd.isna(peak):
-            out.append(False)
-            continue
-        try:
-            sheet = dense_peak_tflops(str(platform), str(precision))
-        except DataError:
-            sheet = None
-        out.append(sheet is not None and math.isclose(sheet.tflops, float(peak), rel_tol=1e-6))
-    return np.array(out, dtype=bool)
+    (``peak_source`` of :func:`trainperf.derive.derive`), rather than by a peak
+    given in the run, such as one measured on a CPU. MFUs of the two kinds do not compare."""
+    return (runs["peak_source"].notna() & (runs["peak_source"] != GIVEN_PEAK)).fillna(False).to_numpy(bool)
 
 
 def headline(runs: pd.DataFrame) -> Html:
@@ -223,9 +218,10 @@ def mfu_notes(runs: pd.DataFrame) -> list[str]:
     """Which MFUs do not compare with the others: those against a sparse peak in the source, and those
     against a peak given in the run."""
     out = []
-    if len(sparse_peak_runs(runs)):
+    sparse = sparse_peak_runs(runs)
+    if len(sparse):
         out.append("MFU: trainperf's, against the dense peak; the sources of "
-                   f"{', '.join(sparse_peak_runs(runs)['run_id'].astype(str))} printed one against the sparse peak.")
+                   f"{', '.join(sparse['run_id'].astype(str))} printed one against the sparse peak.")
     own = own_peak_platforms(runs)
     if own:
         out.append(f"{', '.join(own)}: MFU against the peak given in the run (for a CPU, a measured matmul rate), "
