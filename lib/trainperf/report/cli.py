@@ -13,7 +13,7 @@ from trainperf.report.parameters import ParameterError
 if TYPE_CHECKING:
     from trainperf.report.pipeline import ReportResult
 
-REPORT_NAMES = "throughput, scaling, batch_size, platforms"
+REPORT_NAMES = "throughput, scaling, batch_size, platforms, compare"
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
