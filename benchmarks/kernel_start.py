@@ -26,7 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from jupyter_client.manager import AsyncKernelManager
 
 from trainperf.report.kernels import IPCKernelManager
-from trainperf.report.pipeline import KERNEL
+from trainperf.report.kernels import KERNEL
 
 MANAGERS = {"ipc": IPCKernelManager, "tcp": AsyncKernelManager}
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from trainperf.report import pipeline
-from trainperf.report.kernels import SERVER_ENV, IPCKernelManager, forked_kernels
+from trainperf.report.kernels import KERNEL, SERVER_ENV, IPCKernelManager, forked_kernels
 
 CHECK = ("import os, sys; print(os.getcwd(), os.environ.get('TP_TEST_MARK'), 'seaborn' in sys.modules, 'x' in dir(), "
          "os.getsid(0) == os.getpid())")
@@ -39,7 +38,7 @@ async def _run(km: IPCKernelManager, cwd: Path, code: str) -> tuple[str, int]:
 
 
 def _spec() -> list[str]:
-    return KernelSpecManager().get_kernel_spec(pipeline.KERNEL).argv
+    return KernelSpecManager().get_kernel_spec(KERNEL).argv
 
 
 @pytest.mark.slow
@@ -47,11 +46,11 @@ def test_forked_kernels_are_separate_and_start_with_the_modules_loaded(tmp_path,
     monkeypatch.setenv("TP_TEST_MARK", "seen")
     with forked_kernels(_spec(), tmp_path) as forked:
         assert forked
-        command = IPCKernelManager(kernel_name=pipeline.KERNEL)
+        command = IPCKernelManager(kernel_name=KERNEL)
         command.connection_file = str(tmp_path / "c.json")
         assert "launch" in command.format_kernel_cmd()
-        first, _ = asyncio.run(_run(IPCKernelManager(kernel_name=pipeline.KERNEL), tmp_path, CHECK))
-        second, _ = asyncio.run(_run(IPCKernelManager(kernel_name=pipeline.KERNEL), tmp_path, CHECK))
+        first, _ = asyncio.run(_run(IPCKernelManager(kernel_name=KERNEL), tmp_path, CHECK))
+        second, _ = asyncio.run(_run(IPCKernelManager(kernel_name=KERNEL), tmp_path, CHECK))
     # imported once by the server; the folder and environment of the kernel asked for; no state of another
     # kernel; a session of its own, as Jupyter starts kernels (the scheduler shares CPU out by session)
     assert first == second == f"{tmp_path} seen True False True"
@@ -62,14 +61,14 @@ def test_forked_kernels_are_separate_and_start_with_the_modules_loaded(tmp_path,
 def test_without_a_server_the_launch_process_starts_an_ordinary_kernel(tmp_path, monkeypatch):
     gone = str(tmp_path / "no-server")
     monkeypatch.setenv(SERVER_ENV, json.dumps({"socket": gone, "prefix": _spec()[:_spec().index("-m")]}))
-    out, _ = asyncio.run(_run(IPCKernelManager(kernel_name=pipeline.KERNEL), tmp_path, CHECK))
+    out, _ = asyncio.run(_run(IPCKernelManager(kernel_name=KERNEL), tmp_path, CHECK))
     assert out == f"{tmp_path} None False False True"  # seaborn not imported: a kernel of its own
 
 
 @pytest.mark.slow
 def test_a_kernel_ends_when_its_launch_process_is_killed(tmp_path):
     async def start_and_kill() -> int:
-        km = IPCKernelManager(kernel_name=pipeline.KERNEL)
+        km = IPCKernelManager(kernel_name=KERNEL)
         await km.start_kernel(extra_arguments=["--IPKernelApp.log_level=CRITICAL"], cwd=str(tmp_path))
         client = km.client()
         client.start_channels()
@@ -97,3 +96,27 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+@pytest.mark.slow
+def test_a_server_inside_another_is_the_same_and_a_server_stops_while_it_imports(tmp_path):
+    """``trainperf report`` starts the server before it plans the build, and the build asks again: one server.
+    A build refused on its arguments leaves at once, without waiting for the server's imports to finish."""
+    import subprocess
+    import sys
+
+    from trainperf.report.kernels import PRELOAD
+
+    with forked_kernels(_spec(), tmp_path) as outer:
+        server = os.environ[SERVER_ENV]
+        with forked_kernels(_spec(), tmp_path) as inner:
+            assert outer and inner and os.environ[SERVER_ENV] == server
+        assert os.environ[SERVER_ENV] == server
+    assert SERVER_ENV not in os.environ and not Path(json.loads(server)["socket"]).exists()
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", f"import {', '.join(PRELOAD)}"], check=True)
+    imports = time.perf_counter() - start
+    start = time.perf_counter()
+    with forked_kernels(_spec(), tmp_path):
+        socket = Path(json.loads(os.environ[SERVER_ENV])["socket"])
+    assert time.perf_counter() - start < imports / 2 and not socket.exists()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainperf.report.html import count
@@ -40,16 +40,20 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the reports; print one line per report with its time; 1 if any failed."""
-    from trainperf.report.pipeline import NOTEBOOKS, build, plan
+    from trainperf.report.kernels import forked_kernels, kernel_command
 
-    try:
-        jobs = plan(args.only, data=args.data, parameters=[tuple(p) for p in args.parameter],
-                    out_dir=args.out, notebooks_dir=NOTEBOOKS)
-        print(f"building {count(len(jobs), 'report')} into {args.out}/ with {args.jobs} at a time")
-        result = build(jobs, workers=args.jobs, on_done=_print_result)
-    except ParameterError as exc:
-        print(f"trainperf report: error: {exc}", file=sys.stderr)
-        return 2
+    # the kernel server imports the notebooks' modules while this process imports the build's and plans it
+    with forked_kernels(kernel_command() or [], Path.cwd()):
+        from trainperf.report.pipeline import NOTEBOOKS, build, plan
+
+        try:
+            jobs = plan(args.only, data=args.data, parameters=[tuple(p) for p in args.parameter],
+                        out_dir=args.out, notebooks_dir=NOTEBOOKS)
+            print(f"building {count(len(jobs), 'report')} into {args.out}/ with {args.jobs} at a time")
+            result = build(jobs, workers=args.jobs, on_done=_print_result)
+        except ParameterError as exc:
+            print(f"trainperf report: error: {exc}", file=sys.stderr)
+            return 2
     print(f"index: {result.index}  ({count(len(result.reports), 'report')} in {result.seconds:.1f} s)")
     for report in result.reports:
         if report.not_applicable:

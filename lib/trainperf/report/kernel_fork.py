@@ -14,7 +14,8 @@ the kernel command, its working folder and environment, forwards the
 signals it gets to the kernel, and exits with the kernel's exit status; with
 no server to answer, it runs the kernel command itself. The server kills a
 kernel whose ``launch`` process is gone, and exits (killing its kernels)
-when its standard input closes or the build that started it ends.
+when its standard input closes, when it gets SIGTERM (at once, even while it
+imports) or when the build that started it ends.
 
 This file runs as a script (``python kernel_fork.py serve|launch ...``) and
 imports nothing from trainperf at the top, so that ``launch`` starts at once::
@@ -42,20 +43,21 @@ def serve(address: str, modules: list[str]) -> None:
     """Import ``modules``, then fork a kernel for each request on the Unix socket ``address``."""
     if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
         del sys.path[0]  # as ipykernel_launcher: the kernel's sys.path does not start with this script's folder
+    signal.signal(signal.SIGTERM, _stop)  # asked to stop, even in the middle of the imports
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
-    listener.listen(64)  # kernels asked for while the modules load wait here
-    print("listening", flush=True)
-    os.dup2(2, 1)  # nobody reads the pipe after this line: what the kernels print goes where the server's errors go
-    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # as ipykernel sets it
-    for name in modules:
-        __import__(name)
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ)
-    selector.register(sys.stdin, selectors.EVENT_READ)
     kernels: dict[socket.socket, int] = {}
-    build = os.getppid()
     try:
+        listener.listen(64)  # kernels asked for while the modules load wait here
+        print("listening", flush=True)
+        os.dup2(2, 1)  # nobody reads the pipe after this line: what the kernels print goes where the server's errors go
+        os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")  # as ipykernel sets it
+        for name in modules:
+            __import__(name)
+        selector = selectors.DefaultSelector()
+        selector.register(listener, selectors.EVENT_READ)
+        selector.register(sys.stdin, selectors.EVENT_READ)
+        build = os.getppid()
         while os.getppid() == build:  # the build that started the server may end without closing its pipe
             for key, _ in selector.select(POLL_S):
                 if key.fileobj is listener:
@@ -152,6 +154,10 @@ def kernel_arguments(command: list[str]) -> list[str] | None:
         if command[i] == "-m":
             return command[i + 2:] if command[i + 1] == "ipykernel_launcher" else None
     return None
+
+
+def _stop(_sig: int, _frame: object) -> None:
+    raise SystemExit(0)  # ``serve`` kills its kernels on the way out
 
 
 def _signal(pid: int, sig: int) -> None:

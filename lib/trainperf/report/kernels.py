@@ -35,6 +35,8 @@ from traitlets import CaselessStrEnum, default
 
 from trainperf.report import kernel_fork
 
+KERNEL = "trainperf"
+"""Jupyter kernel the report notebooks run in: the project's venv, registered by ``make setup``."""
 IPC_PREFIX = "trainperf-kernel-"
 SERVER_ENV = "TRAINPERF_KERNEL_SERVER"
 """Environment variable naming the kernel server of :func:`forked_kernels`
@@ -68,6 +70,17 @@ class IPCKernelManager(AsyncKernelManager):
         return command
 
 
+def kernel_command() -> list[str] | None:
+    """The command that starts a :data:`KERNEL` kernel (its kernelspec's
+    ``argv``), or ``None`` when that kernel is not registered."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        return KernelSpecManager().get_kernel_spec(KERNEL).argv
+    except NoSuchKernel:
+        return None
+
+
 @contextmanager
 def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
     """While inside, :class:`IPCKernelManager` kernels started by the
@@ -75,10 +88,15 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
     in this process or in processes it starts, are forked from a server that
     has imported :data:`PRELOAD` (the server runs ``argv``'s Python with its
     options, in ``cwd``). Yields whether a server runs: none for a kernelspec
-    that does not start ipykernel that way or where processes cannot fork."""
+    that does not start ipykernel that way or where processes cannot fork.
+    Inside another ``forked_kernels`` for the same Python, its server serves."""
     prefix = argv[:argv.index("-m")] if "-m" in argv else []
     if not hasattr(os, "fork") or not prefix or kernel_fork.kernel_arguments(argv) is None:
         yield False
+        return
+    running = json.loads(os.environ.get(SERVER_ENV) or "null")
+    if running and running["prefix"] == prefix:
+        yield True
         return
     address = os.path.join(tempfile.gettempdir(), f"{IPC_PREFIX}server-{uuid.uuid4().hex[:16]}")
     server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, *PRELOAD], cwd=cwd,
@@ -94,7 +112,8 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
             os.environ.pop(SERVER_ENV, None)
         else:
             os.environ[SERVER_ENV] = saved
-        server.stdin.close()  # the server ends, and kills any kernel still running
+        server.stdin.close()
+        server.terminate()  # the server ends at once, even while it still imports, and kills any kernel still running
         try:
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -29,13 +29,10 @@ from trainperf.report.applicability import NotApplicable
 from trainperf.report.export import PageInfo, notebook_to_html
 from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.index import write_index
-from trainperf.report.kernels import IPCKernelManager, forked_kernels
+from trainperf.report.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command
 from trainperf.report.page import PROJECT_ROOT, shown_path
 from trainperf.report.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 from trainperf.steps import holds_steps
-
-KERNEL = "trainperf"
-"""Jupyter kernel the notebooks run in: the project's venv, registered by ``make setup``."""
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 """The report notebooks of this checkout."""
@@ -283,10 +280,8 @@ def _declared_title(source: Path) -> object:
 
 def _check_kernel() -> list[str]:
     """The command of the report kernel; ParameterError when it is not registered."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        return KernelSpecManager().get_kernel_spec(KERNEL).argv
-    except NoSuchKernel:
+    command = kernel_command()
+    if command is None:
         raise ParameterError(f"the Jupyter kernel {KERNEL!r} is not registered: run `make setup` "
-                             f"(it runs `python -m ipykernel install --sys-prefix --name {KERNEL}`)") from None
+                             f"(it runs `python -m ipykernel install --sys-prefix --name {KERNEL}`)")
+    return command
