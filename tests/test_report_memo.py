@@ -57,5 +57,5 @@ def test_changed_steps_are_computed_again(measured, computed):
 def test_the_steps_of_other_runs_change_no_interval(measured):
     runs, steps = measured
     group = runs.iloc[:2]
-    pd.testing.assert_frame_equal(configuration_intervals(group, noise.usable_steps(steps)),
+    pd.testing.assert_frame_equal(configuration_intervals(group, steps),
                                   configuration_intervals(group, steps[steps["run_id"].isin(group["run_id"])]))

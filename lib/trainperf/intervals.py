@@ -46,11 +46,12 @@ def configuration_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = Non
     ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers),
     ``runs``, ``steps`` (measured steps used) and ``run_ids``. ``steps``: the
     steps table of (some of) the runs; a configuration uses steps only when
-    every one of its runs has them. A configuration measured by one run with
+    every one of its runs has at least 2 complete measured steps there (a
+    table of per-rank totals has not: see :func:`trainperf.compare.job_steps`). A configuration measured by one run with
     steps cannot show its run-to-run variation: its interval adds ``run_cv``
     (a fraction, as ``trainperf compare`` does; 0 for its steps alone).
     Deterministic for a ``seed``."""
-    frames = job_steps(steps)[0] if steps is not None and len(steps) else {}
+    frames = job_steps(steps, usable_only=True)[0] if steps is not None and len(steps) else {}
     keys = configuration_keys(runs)
     rows = []
     for i, key in enumerate(pd.unique(keys)):

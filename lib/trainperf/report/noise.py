@@ -20,8 +20,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from trainperf.compare import job_steps
-from trainperf.errors import DataError
 from trainperf.intervals import configuration_intervals, distinguish
 from trainperf.stats import FASTER, MIN_EFFECT, SLOWER
 
@@ -77,14 +75,13 @@ def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     A run with fewer than 2 complete measured steps in ``steps`` (e.g. a table of
     per-rank totals) counts as a run without steps. The same ``runs`` and
     ``steps`` (by content) are computed once per process: the report cells ask again."""
-    return _memo(("run_intervals", _content(runs), _content(steps)), lambda: _run_intervals(runs, steps)).copy()
+    return remember(("run_intervals", content(runs), content(steps)), lambda: _run_intervals(runs, steps)).copy()
 
 
 def _run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
-    usable = usable_steps(steps)
-    if usable is not None:  # the steps of these runs only: the others' would be resampled for nothing
-        usable = usable[usable["run_id"].astype(str).isin(set(runs["run_id"].astype(str)))]
-    found = configuration_intervals(runs, usable)
+    if steps is not None:  # the steps of these runs only: the others' would be resampled for nothing
+        steps = steps[steps["run_id"].astype(str).isin(set(runs["run_id"].astype(str)))]
+    found = configuration_intervals(runs, steps)
     per_run = found.assign(run_id=found["run_ids"].str.split(", ")).explode("run_id")
     out = pd.DataFrame({"run_id": runs["run_id"].astype(str).to_numpy()}).merge(
         per_run.drop(columns=["experiment", "run_ids", "runs", "steps"]), on="run_id", how="left")
@@ -107,33 +104,14 @@ def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[
             found[first].reset_index(drop=True))
 
 
-def usable_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The rows of ``steps`` of the runs with enough measured steps for an interval
-    (:func:`trainperf.compare.job_steps` accepts them); ``None`` when no run has.
-    Computed once per process for the same ``steps`` (by content)."""
-    if steps is None or steps.empty:
-        return None
-    keep = _memo(("usable_steps", _content(steps)), lambda: _usable_runs(steps))
-    return steps[steps["run_id"].isin(keep)] if keep else None
-
-
-def _usable_runs(steps: pd.DataFrame) -> list[object]:
-    keep = []
-    for run_id, run in steps.groupby("run_id", sort=False, observed=True):
-        try:
-            job_steps(run)
-        except DataError:
-            continue
-        keep.append(run_id)
-    return keep
-
-
 _MEMO: dict[tuple[str, ...], object] = {}
 MEMO_SIZE = 64
-"""Results :func:`_memo` keeps (the oldest go first)."""
+"""Results :func:`remember` keeps (the oldest go first)."""
 
 
-def _memo(key: tuple[str, ...], compute: Callable[[], object]) -> object:
+def remember(key: tuple[str, ...], compute: Callable[[], object]) -> object:
+    """``compute()``, computed once per process for a ``key`` (e.g. the :func:`content` of
+    its inputs). The result is shared: callers hand out copies, never it."""
     if key not in _MEMO:
         if len(_MEMO) >= MEMO_SIZE:
             del _MEMO[next(iter(_MEMO))]
@@ -141,7 +119,7 @@ def _memo(key: tuple[str, ...], compute: Callable[[], object]) -> object:
     return _MEMO[key]
 
 
-def _content(frame: pd.DataFrame | None) -> str:
+def content(frame: pd.DataFrame | None) -> str:
     """A digest of ``frame``'s columns, dtypes and values (not its index or attrs)."""
     if frame is None:
         return ""

@@ -14,22 +14,19 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.configs import experiment_runs, experiments, labels, ordered
+from trainperf.report.configs import labels, ordered
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
-from trainperf.report.noise import NO_INTERVAL, call, configuration_means, run_intervals
+from trainperf.report.noise import NO_INTERVAL, call, configuration_means, content, remember, run_intervals
 from trainperf.report.page import InputError
-from trainperf.report.phases import has_phases, long_form
-from trainperf.scaling import ScalingFit, fit, karp_flatt
+from trainperf.report.phases import PHASE_LABELS, has_phases, long_form
+from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
 from trainperf.stats import FASTER, SLOWER, Difference, verdict
-from trainperf.steps import aggregate_steps
-from trainperf.stragglers import find_straggler
+from trainperf.steps import rank_totals
+from trainperf.stragglers import name_straggler, rank_waits
 
-LAWS = {"amdahl": "Amdahl", "usl": "USL"}
 BAND_LEVEL = 0.95
 MIN_FIT_POINTS = 3
 """Device counts an experiment needs before a law is fitted (a 2-parameter law through 2 points has no error)."""
-AT_BOUND = 1e-9
-"""A fitted parameter closer than this to 0 sits at its lower bound."""
 SAME_TRAINING = {"single": "ddp"}
 """Strategies that train the same way: one process is DDP at world size 1 (e.g. a 1-process run
 before a torchrun study), so single → ddp is no change of strategy."""
@@ -49,6 +46,11 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
     for name in counts[counts < 2].index:
         out.attrs["skipped"].append((f"experiment {name}", "measured at one device count only: no scaling"))
     return out
+
+
+def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
+    """``runs`` grouped by experiment, the experiments in the order they first appear."""
+    return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
 def relative_devices(group: pd.DataFrame) -> np.ndarray:
@@ -96,14 +98,14 @@ def _batch_is_scaled_consistently(group: pd.DataFrame) -> bool:
 
 def clean_experiments(runs: pd.DataFrame) -> list[str]:
     """The experiments whose runs differ only in the device count: the ones a headline or projection may use."""
-    return [name for name in experiments(runs) if not changes(experiment_runs(runs, name))]
+    return [name for name, group in by_experiment(runs) if not changes(group)]
 
 
 def confounded(runs: pd.DataFrame) -> list[str]:
     """A warning for each experiment whose runs differ in more than the device count."""
     return [f"{name} changes more than the device count: {'; '.join(found)}. Its multiplier mixes scaling with "
             "these changes, so it is not fitted or projected."
-            for name in experiments(runs) if (found := changes(experiment_runs(runs, name)))]
+            for name, group in by_experiment(runs) if (found := changes(group))]
 
 
 # --- frames ---------------------------------------------------------------------------
@@ -161,15 +163,19 @@ def configurations(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.
     ``multiplier_low``/``_high``, ``efficiency_low``/``_high``,
     ``serial_low``/``_high`` and the texts ``multiplier_interval``,
     ``efficiency_interval`` (``BASELINE``, or why none)."""
-    clean = set(clean_experiments(runs))
-    parts = [_experiment(experiment_runs(runs, name), steps)[0].assign(only_devices_change=name in clean)
-             for name in experiments(runs)]
-    return pd.concat(parts, ignore_index=True)
+    return pd.concat([rows for rows, _ in _experiments(runs, steps).values()], ignore_index=True)
+
+
+def _experiments(runs: pd.DataFrame, steps: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    """Per experiment, :func:`_experiment`; computed once per process for the same
+    ``runs`` and ``steps`` (by content): the headline, table and notes all ask."""
+    return remember(("scaling", content(runs), content(steps)),
+                    lambda: {name: _experiment(group, steps) for name, group in by_experiment(runs)})
 
 
 def _experiment(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One experiment's configurations (see :func:`configurations`) and their
-    :func:`trainperf.report.noise.run_intervals` rows (same order)."""
+    :func:`trainperf.report.noise.run_intervals` rows (same order); shared: not to be changed."""
     group = runs.reset_index(drop=True)
     every = run_intervals(group, steps)
     key = every["configuration"].fillna(every["run_id"])
@@ -208,6 +214,7 @@ def _experiment(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.Data
     out["serial_fraction"] = karp_flatt(out["scaling_multiplier"], out["ideal"])
     out["serial_low"] = karp_flatt(out["multiplier_high"], out["ideal"])  # e falls as the multiplier rises
     out["serial_high"] = karp_flatt(out["multiplier_low"], out["ideal"])
+    out["only_devices_change"] = not changes(group)
     return out, found
 
 
@@ -226,8 +233,7 @@ def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> l
     (the 95 % interval of the efficiency ratio excludes 1 and it moves by
     :data:`~trainperf.stats.MIN_EFFECT` or more); otherwise indistinguishable."""
     out = []
-    for name in experiments(runs):
-        rows, found = _experiment(experiment_runs(runs, name), steps)
+    for name, (rows, found) in _experiments(runs, steps).items():
         if found["low"].isna().any():
             continue
         moves, shown = [], rows["scaling_efficiency"]
@@ -247,8 +253,7 @@ def phases(runs: pd.DataFrame) -> pd.DataFrame:
     """Time per step (per measured window where a step count is unknown) in
     each phase, per run of the experiments that have phase times: long form
     (see :func:`trainperf.report.phases.long_form`)."""
-    parts = [long_form(group, labels(group, compact=True)) for name in experiments(runs)
-             if has_phases(group := experiment_runs(runs, name))]
+    parts = [long_form(group, labels(group, compact=True)) for _, group in by_experiment(runs) if has_phases(group)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
 
@@ -256,8 +261,7 @@ def phases(runs: pd.DataFrame) -> pd.DataFrame:
 def without_phases(runs: pd.DataFrame) -> list[str]:
     """A sentence for each experiment whose data holds no phase times, with its time per step where known."""
     out = []
-    for name in experiments(runs):
-        group = experiment_runs(runs, name)
+    for name, group in by_experiment(runs):
         if not has_phases(group):
             known = group[group["step_time_s"].notna()]
             per_step = "; time per step: " + ", ".join(f"{fmt_sig(t)} s at {fmt_int(n)} devices" for n, t in
@@ -275,19 +279,10 @@ def overhead(runs: pd.DataFrame) -> pd.DataFrame:
     exposed), data seconds, communication overhead (exposed communication, or
     all of it where the exposed part is unknown, / a typical rank's elapsed
     time) and compute / communication; columns no run has are left out."""
-    have = runs[[has_phases(runs.loc[[i]]) for i in runs.index]]
+    have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
     return have.assign(configuration=labels(have))[["experiment", "configuration", "gpus", "elapsed_s", *present]] \
         .reset_index(drop=True)
-
-
-def rank_times(steps: pd.DataFrame) -> pd.DataFrame:
-    """Each rank's elapsed time and phase totals over the measured window:
-    rows ``run_id, rank, elapsed_s, ...`` (a rank aggregated as its own run)."""
-    per_rank = steps.assign(run_id=steps["run_id"].astype(str) + "\x1f" + steps["rank"].astype(str))
-    rows = aggregate_steps(per_rank)
-    parts = rows["run_id"].str.split("\x1f", n=1, expand=True)
-    return rows.assign(run_id=parts[0], rank=parts[1].astype(int))
 
 
 def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
@@ -297,7 +292,8 @@ def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
     columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
     if steps is None or steps.empty:
         return pd.DataFrame(columns=columns)
-    times = rank_times(steps).groupby("run_id").filter(lambda g: len(g) > 1)
+    times = rank_totals(steps).reset_index()
+    times = times.assign(run_id=times["run_id"].astype(str)).groupby("run_id").filter(lambda g: len(g) > 1)
     order = {r: i for i, r in enumerate(runs["run_id"].astype(str))}
     times = times[times["run_id"].isin(order)].assign(order=lambda t: t["run_id"].map(order))
     times = times.sort_values(["order", "rank"]).reset_index(drop=True)
@@ -372,10 +368,12 @@ def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataF
         return pd.DataFrame(columns=columns), []
     experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
     ranks_of = steps.groupby(steps["run_id"].astype(str))["rank"].nunique()
+    waits = rank_waits(steps)
+    waits = waits.assign(run_id=waits["run_id"].astype(str))
     parts, sentences = [], []
     for run_id in (r for r in runs["run_id"].astype(str) if ranks_of.get(r, 0) > 1):
         try:
-            per_rank, sentence = find_straggler(steps, run_id)
+            per_rank, sentence = name_straggler(waits[waits["run_id"] == run_id], run_id)
         except ValueError as exc:
             sentences.append(f"Run {run_id}: {exc}.")
             continue
@@ -480,8 +478,8 @@ class Projection:
     @property
     def best(self) -> ScalingFit:
         """The law that fits the measured multipliers best (lowest RMSE) among
-        those whose error is known (:func:`has_band`); among all when none is."""
-        known = [f for f in self.fits.values() if has_band(f)]
+        those whose error is known (:attr:`~trainperf.scaling.ScalingFit.has_band`); among all when none is."""
+        known = [f for f in self.fits.values() if f.has_band]
         return min(known or self.fits.values(), key=lambda f: f.rmse)
 
     def targets(self) -> list[float]:
@@ -491,25 +489,6 @@ class Projection:
             points.append(p)
             p *= 2
         return points + [self.target]
-
-
-def has_band(f: ScalingFit) -> bool:
-    """Whether a fit's error is known: it had more points than parameters (else its
-    standard errors and band are NaN)."""
-    return bool(np.all(np.isfinite(f.covariance)))
-
-
-def no_band(f: ScalingFit) -> str:
-    """Why a fit has no band: ``no band (3 points, 3 parameters: measure a 4th device count)``."""
-    points, params = len(f.devices), len(f.params)
-    return (f"no band ({points} points, {params} parameters: measure {_ordinal(params + 1)} device count"
-            + ("" if points == params else f" and more") + ")")
-
-
-def _ordinal(n: int) -> str:
-    """``a 4th``, ``a 3rd``, ``an 11th``."""
-    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return ("an " if n in (8, 11, 18) or str(n).startswith("8") else "a ") + f"{n}{suffix}"
 
 
 def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
@@ -524,8 +503,10 @@ def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> lis
     count and has at least :data:`MIN_FIT_POINTS` device counts, projected to
     ``project_to_gpus`` devices (default: 8 × the largest measured)."""
     out = []
-    for name in clean_experiments(runs):
-        group = experiment_runs(runs, name).dropna(subset=["scaling_multiplier"])
+    for name, group in by_experiment(runs):
+        if changes(group):
+            continue
+        group = group.dropna(subset=["scaling_multiplier"])
         p = relative_devices(group)
         if len(np.unique(p)) < MIN_FIT_POINTS:
             continue
@@ -542,14 +523,14 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
     """The fitted laws, the straight line and the ideal from 1 to the target:
     rows ``experiment, devices, relative, curve, multiplier, low, high, band``
     (``low``/``high``: the fit's 95 % band, NaN for the lines and for a law
-    without a band; ``band``: ``95 % band``, or why there is none: :func:`no_band`)."""
+    without a band; ``band``: ``95 % band``, or why there is none)."""
     rows = []
     for proj in found:
         x = np.geomspace(1, proj.target, points)
         for law, f in proj.fits.items():
             low, high = f.band(x, BAND_LEVEL)
             rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit", "relative": x, "multiplier": f.predict(x),
-                                      "low": low, "high": high, "band": "95 % band" if has_band(f) else no_band(f)}))
+                                      "low": low, "high": high, "band": "95 % band" if f.has_band else f.why_no_band}))
         beyond = x[x >= proj.p.max()]
         rows.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
                                   "multiplier": proj.naive(beyond)}))
@@ -564,25 +545,17 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
 def projected(found: list[Projection]) -> pd.DataFrame:
     """Per experiment and projected device count (doublings up to the
     target): each law's multiplier and its 95 % band as text (``{law}_band``:
-    ``5.1×–6.3×``, or why there is none: :func:`no_band`), the straight line and the ideal."""
+    ``5.1×–6.3×``, or why there is none), the straight line and the ideal."""
     parts = []
     for proj in found:
         p = np.array(proj.targets())
         part = pd.DataFrame({"experiment": proj.experiment, "devices": p * proj.base_gpus})
         for law, f in proj.fits.items():
             low, high = f.band(p, BAND_LEVEL)  # one call per law: each draws the parameters anew
-            band = [f"{fmt_times(a)}–{fmt_times(b)}" for a, b in zip(low, high)] if has_band(f) else no_band(f)
+            band = [f"{fmt_times(a)}–{fmt_times(b)}" for a, b in zip(low, high)] if f.has_band else f.why_no_band
             part = part.assign(**{law: f.predict(p), f"{law}_band": band})
         parts.append(part.assign(naive=proj.naive(p), ideal=p))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-
-def parameter_text(value: float, stderr: float) -> str:
-    """A fitted parameter for people: ``0.0312 ± 0.004``, or ``0 (at its
-    bound)`` where the fit pushed it to 0 (its standard error then means nothing)."""
-    if abs(value) < AT_BOUND:
-        return "0 (at its bound)"
-    return f"{value:.4g}" + ("" if math.isnan(stderr) else f" ± {stderr:.2g}")
 
 
 def fit_parameters(found: list[Projection]) -> pd.DataFrame:
@@ -591,7 +564,7 @@ def fit_parameters(found: list[Projection]) -> pd.DataFrame:
     ``band``: why the law has no band (empty when it has one)."""
     rows = [{"experiment": proj.experiment, "law": LAWS[law], "parameter": name, "value": value,
              "stderr": f.stderr[name], "shown": parameter_text(value, f.stderr[name]), "rmse": f.rmse,
-             "points": len(f.devices), "band": "" if has_band(f) else no_band(f)}
+             "points": len(f.devices), "band": "" if f.has_band else f.why_no_band}
             for proj in found for law, f in proj.fits.items() for name, value in f.params.items()]
     return pd.DataFrame(rows)
 
@@ -607,12 +580,8 @@ def fit_notes(found: list[Projection]) -> list[str]:
            f"{fmt_sig(g['rmse'].iloc[0])}× over {g['points'].iloc[0]} points"
            + ("" if g["band"].iloc[0] == "" else f"; {g['band'].iloc[0]}, no standard errors")
            for (name, law), g in params.groupby(["experiment", "law"], sort=False)]
-    for proj in found:
-        kappa, sigma = proj.fits["usl"].params["kappa"], proj.fits["usl"].params["sigma"]
-        if kappa > AT_BOUND and sigma < 1 and math.sqrt((1 - sigma) / kappa) < proj.target * 4:
-            out.append(f"The USL fit of {proj.experiment} peaks at about "
-                       f"{fmt_int(math.sqrt((1 - sigma) / kappa) * proj.base_gpus)} devices: beyond that, adding "
-                       "devices makes it slower.")
+    out += [f"The USL fit of {proj.experiment} peaks at about {fmt_int(peak * proj.base_gpus)} devices: beyond "
+            "that, adding devices makes it slower." for proj in found if (peak := proj.fits["usl"].peak) < proj.target * 4]
     return out
 
 
@@ -624,8 +593,9 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd
     repeats give one), and the fitted projection vs. the straight line;
     without such an experiment, says so and projects nothing."""
     clean = clean_experiments(runs)
-    widest = max(clean or experiments(runs), key=lambda n: (g := experiment_runs(runs, n)["gpus"]).max() / g.min())
-    group = configurations(experiment_runs(runs, widest), steps)
+    spans = by_experiment(runs)["gpus"].agg(lambda g: g.max() / g.min())
+    widest = max(clean or spans.index, key=spans.get)
+    group = _experiments(runs, steps)[widest][0]
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
     known = (f" (95 % interval {fmt_pct(top['efficiency_low'])}–{fmt_pct(top['efficiency_high'])})"
              if pd.notna(top["efficiency_low"]) else "")
@@ -675,8 +645,7 @@ def cost_notes(runs: pd.DataFrame) -> list[str]:
     """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work."""
     out = []
     priced = runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
-    for name in experiments(priced):
-        group = experiment_runs(priced, name)
+    for name, group in by_experiment(priced):
         top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
         if top.name != base.name and pd.notna(top["cost_efficiency"]) and top["cost_efficiency"] > 0:
             out.append(f"{name}: going from {fmt_int(base['gpus'])} to {fmt_int(top['gpus'])} devices makes the job "
