@@ -33,7 +33,9 @@ def configuration_keys(runs: pd.DataFrame) -> pd.Series:
     where given, else its experiment and configuration columns."""
     explicit = runs["extra_configuration"] if "extra_configuration" in runs else pd.Series(pd.NA, index=runs.index)
     columns = [c for c in ("experiment", *CONFIG_KEY) if c in runs]
-    implicit = runs[columns].astype("string").fillna("").agg("|".join, axis=1) if columns else runs["run_id"]
+    values = zip(*(runs[c].tolist() for c in columns))
+    implicit = pd.Series(["|".join("" if pd.isna(v) else str(v) for v in row) for row in values], index=runs.index,
+                         dtype="string") if columns else runs["run_id"]
     experiment = runs["experiment"].astype("string").fillna("") if "experiment" in runs else ""
     return (experiment + "|" + explicit.astype("string")).fillna(implicit)
 
@@ -47,15 +49,15 @@ def configuration_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = Non
     ``runs``, ``steps`` (measured steps used) and ``run_ids``. ``steps``: the
     steps table of (some of) the runs; a configuration uses steps only when
     every one of its runs has at least 2 complete measured steps there (a
-    table of per-rank totals has not: see :func:`trainperf.compare.job_steps`). A configuration measured by one run with
-    steps cannot show its run-to-run variation: its interval adds ``run_cv``
-    (a fraction, as ``trainperf compare`` does; 0 for its steps alone).
+    table of per-rank totals has not: see :func:`trainperf.compare.job_steps`).
+    A configuration measured by one run with steps cannot show its run-to-run
+    variation: its interval adds ``run_cv`` (a fraction, as ``trainperf
+    compare`` does; 0 for its steps alone).
     Deterministic for a ``seed``."""
     frames = job_steps(steps, usable_only=True)[0] if steps is not None and len(steps) else {}
-    keys = configuration_keys(runs)
+    used = [c for c in ("run_id", "experiment", "extra_configuration", *RATES.values()) if c in runs]
     rows = []
-    for i, key in enumerate(pd.unique(keys)):
-        group = runs[keys == key]
+    for i, (_, group) in enumerate(runs[used].groupby(configuration_keys(runs), sort=False, dropna=False)):
         ids = [str(r) for r in group["run_id"]]
         name = (group["extra_configuration"].iloc[0] if "extra_configuration" in group
                 and pd.notna(group["extra_configuration"].iloc[0]) else ids[0])

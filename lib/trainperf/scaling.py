@@ -162,9 +162,8 @@ class ScalingFit:
         theta = np.clip(theta, lo, hi)
         curves = self._curve(p, theta.T[..., np.newaxis])  # (draws, points): every draw at once
         tail = (1.0 - level) / 2.0
-        low = np.quantile(curves, tail, axis=0) * max(0.0, 1.0 - self.relative_rmse)
-        high = np.quantile(curves, 1.0 - tail, axis=0) * (1.0 + self.relative_rmse)
-        return low, high
+        low, high = np.quantile(curves, [tail, 1.0 - tail], axis=0)
+        return low * max(0.0, 1.0 - self.relative_rmse), high * (1.0 + self.relative_rmse)
 
     def table(self) -> pd.DataFrame:
         """One row per parameter: ``parameter``, ``estimate``, ``stderr``, ``low``, ``high`` (95 %)."""

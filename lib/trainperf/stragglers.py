@@ -12,6 +12,9 @@ wait is clearly below the others'.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 MIN_GAP_SHARE = 0.05
@@ -58,11 +61,10 @@ def name_straggler(per_rank: pd.DataFrame, run_id: str,
     ValueError when the run has no measured steps."""
     if per_rank.empty:
         raise ValueError(f"run {run_id!r}: no measured (non-warm-up) steps")
-    per_rank = per_rank.reset_index(drop=True)
-    waits = per_rank["comm_exposed_s"]
-    per_rank["wait_gap_s"] = [waits.drop(i).median() - waits[i] if len(waits) > 1 else float("nan")
-                              for i in per_rank.index]
-    per_rank["straggler"] = False
+    waits = per_rank["comm_exposed_s"].reset_index(drop=True)
+    values = waits.to_numpy(float)
+    gaps = [_median(np.delete(values, i)) - values[i] if len(values) > 1 else math.nan for i in range(len(values))]
+    per_rank = per_rank.reset_index(drop=True).assign(wait_gap_s=gaps, straggler=False)
     if len(per_rank) < 2:
         return per_rank, f"Run {run_id}: one rank, no straggler to find."
     if waits.isna().all():
@@ -80,6 +82,12 @@ def name_straggler(per_rank: pd.DataFrame, run_id: str,
     return per_rank, (f"Run {run_id}: rank {rank} is the straggler. It waits {_ms(waits[slow])} per step for "
                       f"communication, the other ranks {_ms(waits.drop(slow).median())} (median): they wait "
                       f"{_ms(gap)} per step for it, {gap / step:.0%} of a {_ms(step)} step.")
+
+
+def _median(values: np.ndarray) -> float:
+    """The median of the values that are not NaN (NaN when none is)."""
+    known = values[~np.isnan(values)]
+    return float(np.median(known)) if len(known) else math.nan
 
 
 def _ms(seconds: float) -> str:

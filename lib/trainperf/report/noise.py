@@ -66,7 +66,7 @@ def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) ->
     return Call(verdict, tested, d.estimate, d.low, d.high)
 
 
-def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None, *, cached: bool = True) -> pd.DataFrame:
     """Per run of ``runs`` (same order): the interval of the configuration it
     belongs to (:func:`trainperf.intervals.configuration_intervals`):
     ``run_id, configuration`` (the configuration's name), ``unit``,
@@ -74,7 +74,10 @@ def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     ``se_log``, ``dof`` and ``basis`` (what the interval covers, or that there is none).
     A run with fewer than 2 complete measured steps in ``steps`` (e.g. a table of
     per-rank totals) counts as a run without steps. The same ``runs`` and
-    ``steps`` (by content) are computed once per process: the report cells ask again."""
+    ``steps`` (by content) are computed once per process: the report cells ask
+    again (``cached=False``: computed afresh, for a caller that remembers its own result)."""
+    if not cached:
+        return _run_intervals(runs, steps)
     return remember(("run_intervals", content(runs), content(steps)), lambda: _run_intervals(runs, steps)).copy()
 
 

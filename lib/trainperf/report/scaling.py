@@ -7,6 +7,7 @@ nothing but the device count."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -142,7 +143,8 @@ def shown_columns(group: pd.DataFrame) -> list[str]:
         speed = next((c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
     columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "multiplier_interval",
                "scaling_efficiency", "efficiency_interval", "serial_fraction"]
-    return [c for c in columns if group[c].notna().any() and not group[c].isin(["–"]).all()]
+    keep = group[columns].notna().any() & ~group[columns].isin(["–"]).all()
+    return [c for c in columns if keep[c]]
 
 
 BASELINE = "baseline"
@@ -177,54 +179,54 @@ def _experiment(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.Data
     """One experiment's configurations (see :func:`configurations`) and their
     :func:`trainperf.report.noise.run_intervals` rows (same order); shared: not to be changed."""
     group = runs.reset_index(drop=True)
-    every = run_intervals(group, steps)
+    every = run_intervals(group, steps, cached=False)  # remembered with the whole study
     key = every["configuration"].fillna(every["run_id"])
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).to_numpy()])  # the baseline run's configuration
     rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
     at_base = found.index[found["configuration"].fillna(found["run_id"]).isin(base_key)]
     base = at_base[0] if len(at_base) else None
-    intervals = [_throughput_interval(f, r) for (_, f), (_, r) in zip(found.iterrows(), rows.iterrows())]
-    out = rows.assign(configuration=labels(rows), interval=intervals)
-    for column in ("ideal", "multiplier_low", "multiplier_high", "serial_low", "serial_high"):
-        out[column] = np.nan
-    out["multiplier_interval"], out["efficiency_interval"] = "–", ""
+    multiplier, ideal = rows["scaling_multiplier"], pd.Series(np.nan, index=rows.index)
     if base is not None:
-        out["ideal"] = out["gpus"] / out.loc[base, "gpus"]
-        out["scaling_multiplier"] = out["scaling_multiplier"] / out.loc[base, "scaling_multiplier"]
-    for i in out.index:
-        if i == base:
-            out.loc[i, ["multiplier_interval", "efficiency_interval"]] = BASELINE
-        elif base is None or pd.isna(found.loc[i, "throughput"]) or pd.isna(found.loc[base, "throughput"]):
-            out.loc[i, "efficiency_interval"] = NO_INTERVAL
-        elif not (ratio := call(found, found.loc[base, "configuration"], found.loc[i, "configuration"])).tested:
-            out.loc[i, "efficiency_interval"] = (NO_INTERVAL if pd.isna(found.loc[i, "low"])
-                                                 else "no interval (the baseline is one run without steps)")
-        else:
-            scale = out.loc[i, "scaling_multiplier"] / (1 + ratio.estimate)  # around the shown multiplier
-            low, high = (1 + ratio.low) * scale, (1 + ratio.high) * scale
-            source = " and ".join(dict.fromkeys(SOURCES.get(found.loc[j, "basis"], found.loc[j, "basis"])
-                                                for j in (i, base)))
-            out.loc[i, ["multiplier_low", "multiplier_high"]] = [low, high]
-            out.loc[i, "multiplier_interval"] = f"{fmt_times(low, 2)}–{fmt_times(high, 2)}"
-            out.loc[i, "efficiency_interval"] = (f"{fmt_pct(low / out.loc[i, 'ideal'])}–"
-                                                 f"{fmt_pct(high / out.loc[i, 'ideal'])} ({source})")
-    out["scaling_efficiency"] = out["scaling_multiplier"] / out["ideal"]
-    out["efficiency_low"] = out["multiplier_low"] / out["ideal"]
-    out["efficiency_high"] = out["multiplier_high"] / out["ideal"]
-    out["serial_fraction"] = karp_flatt(out["scaling_multiplier"], out["ideal"])
-    out["serial_low"] = karp_flatt(out["multiplier_high"], out["ideal"])  # e falls as the multiplier rises
-    out["serial_high"] = karp_flatt(out["multiplier_low"], out["ideal"])
-    out["only_devices_change"] = not changes(group)
-    return out, found
+        multiplier, ideal = multiplier / multiplier[base], rows["gpus"] / rows.at[base, "gpus"]
+    low, high, multiplier_text, efficiency_text = map(np.array, zip(*(
+        _multiplier_interval(found, i, base, m, p) for i, m, p in zip(rows.index, multiplier, ideal))))
+    return rows.assign(
+        configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
+        multiplier_low=low, multiplier_high=high, serial_low=karp_flatt(high, ideal),  # e falls as S rises
+        serial_high=karp_flatt(low, ideal), multiplier_interval=multiplier_text.tolist(),
+        efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
+        scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
+        serial_fraction=karp_flatt(multiplier, ideal), only_devices_change=not changes(group)), found
 
 
-def _throughput_interval(found: pd.Series, row: pd.Series) -> str:
-    """A configuration's throughput interval as text (``1,258–1,465``) around the rate its
-    ``row`` shows (the interval's relative width), ``–`` when it has none."""
-    if pd.isna(found["low"]):
-        return "–"
-    k = row.get(f"{found['unit']}_per_s", found["throughput"]) / found["throughput"]
-    return f"{fmt_int(found['low'] * k)}–{fmt_int(found['high'] * k)}"
+def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multiplier: float, ideal: float
+                         ) -> tuple[float, float, str, str]:
+    """The 95 % interval of configuration ``i``'s multiplier against the baseline
+    configuration ``base`` (rows of ``found``), around the ``multiplier`` shown: low,
+    high, and as text the multiplier's and the efficiency's (``BASELINE``, or why none)."""
+    if i == base:
+        return np.nan, np.nan, BASELINE, BASELINE
+    if base is None or pd.isna(found.at[i, "throughput"]) or pd.isna(found.at[base, "throughput"]):
+        return np.nan, np.nan, "–", NO_INTERVAL
+    ratio = call(found, found.at[base, "configuration"], found.at[i, "configuration"])
+    if not ratio.tested:
+        why = NO_INTERVAL if pd.isna(found.at[i, "low"]) else "no interval (the baseline is one run without steps)"
+        return np.nan, np.nan, "–", why
+    scale = multiplier / (1 + ratio.estimate)
+    low, high = (1 + ratio.low) * scale, (1 + ratio.high) * scale
+    source = " and ".join(dict.fromkeys(SOURCES.get(found.at[j, "basis"], found.at[j, "basis"]) for j in (i, base)))
+    return (low, high, f"{fmt_times(low, 2)}–{fmt_times(high, 2)}",
+            f"{fmt_pct(low / ideal)}–{fmt_pct(high / ideal)} ({source})")
+
+
+def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
+    """Each configuration's throughput interval as text (``1,258–1,465``) around the rate
+    its ``rows`` row shows (the interval's relative width), ``–`` when it has none."""
+    out = []
+    for i, (unit, throughput, low, high) in enumerate(found[["unit", "throughput", "low", "high"]].itertuples(False)):
+        k = (rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput) / throughput
+        out.append("–" if pd.isna(low) else f"{fmt_int(low * k)}–{fmt_int(high * k)}")
+    return out
 
 
 def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
@@ -369,11 +371,11 @@ def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataF
     experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
     ranks_of = steps.groupby(steps["run_id"].astype(str))["rank"].nunique()
     waits = rank_waits(steps)
-    waits = waits.assign(run_id=waits["run_id"].astype(str))
+    of_run = dict(iter(waits.groupby(waits["run_id"].astype(str), sort=False)))
     parts, sentences = [], []
     for run_id in (r for r in runs["run_id"].astype(str) if ranks_of.get(r, 0) > 1):
         try:
-            per_rank, sentence = name_straggler(waits[waits["run_id"] == run_id], run_id)
+            per_rank, sentence = name_straggler(of_run.get(run_id, waits.iloc[:0]), run_id)
         except ValueError as exc:
             sentences.append(f"Run {run_id}: {exc}.")
             continue
@@ -501,7 +503,13 @@ def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, bas
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
     """Amdahl and USL fits for every experiment that changes only the device
     count and has at least :data:`MIN_FIT_POINTS` device counts, projected to
-    ``project_to_gpus`` devices (default: 8 × the largest measured)."""
+    ``project_to_gpus`` devices (default: 8 × the largest measured). Fitted once per
+    process for the same ``runs`` (by content) and target: the headline and the fit cells both ask."""
+    found = remember(("projections", content(runs), repr(project_to_gpus)), lambda: _projections(runs, project_to_gpus))
+    return copy.deepcopy(found)
+
+
+def _projections(runs: pd.DataFrame, project_to_gpus: float | None) -> list[Projection]:
     out = []
     for name, group in by_experiment(runs):
         if changes(group):
@@ -592,10 +600,11 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd
     device count, its efficiency (with its 95 % interval where ``steps`` or
     repeats give one), and the fitted projection vs. the straight line;
     without such an experiment, says so and projects nothing."""
-    clean = clean_experiments(runs)
+    study = _experiments(runs, steps)
+    clean = [name for name, (rows, _) in study.items() if rows["only_devices_change"].iloc[0]]
     spans = by_experiment(runs)["gpus"].agg(lambda g: g.max() / g.min())
     widest = max(clean or spans.index, key=spans.get)
-    group = _experiments(runs, steps)[widest][0]
+    group = study[widest][0]
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
     known = (f" (95 % interval {fmt_pct(top['efficiency_low'])}–{fmt_pct(top['efficiency_high'])})"
              if pd.notna(top["efficiency_low"]) else "")
