@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trainperf.intervals import configuration_intervals
+from trainperf.intervals import configuration_intervals, intervals_of_job_steps
 from trainperf.report import noise
 from trainperf.report.page import open_runs, open_steps
 from trainperf.report.scaling import studies
@@ -23,15 +23,15 @@ def measured():
 
 @pytest.fixture
 def computed(monkeypatch):
-    """How often configuration_intervals runs, with nothing remembered from other tests."""
+    """How often the intervals are computed, with nothing remembered from other tests."""
     monkeypatch.setattr(noise, "_MEMO", {})
     calls = []
 
     def counting(*args, **kwargs):
         calls.append(1)
-        return configuration_intervals(*args, **kwargs)
+        return intervals_of_job_steps(*args, **kwargs)
 
-    monkeypatch.setattr(noise, "configuration_intervals", counting)
+    monkeypatch.setattr(noise, "intervals_of_job_steps", counting)
     return calls
 
 
@@ -42,7 +42,7 @@ def test_the_same_runs_and_steps_are_computed_once(measured, computed):
     again = noise.run_intervals(runs.copy().set_axis(range(10, 10 + len(runs))), steps.copy())
     assert len(computed) == 1
     assert again.loc[0, "low"] > 0
-    pd.testing.assert_frame_equal(again, noise._run_intervals(runs, steps))
+    pd.testing.assert_frame_equal(again, noise.intervals_per_run(runs, noise.job_frames(steps)))
 
 
 def test_changed_steps_are_computed_again(measured, computed):

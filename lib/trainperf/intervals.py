@@ -55,6 +55,14 @@ def configuration_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = Non
     compare`` does; 0 for its steps alone).
     Deterministic for a ``seed``."""
     frames = job_steps(steps, usable_only=True)[0] if steps is not None and len(steps) else {}
+    return intervals_of_job_steps(runs, frames, draws, seed, run_cv)
+
+
+def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], draws: int = DRAWS, seed: int = 0,
+                           run_cv: float = RUN_CV) -> pd.DataFrame:
+    """:func:`configuration_intervals` from the runs' job steps already made by
+    :func:`trainperf.compare.job_steps` (``usable_only``): ``frames`` maps a run_id to
+    its steps; the runs it leaves out have none."""
     used = [c for c in ("run_id", "experiment", "extra_configuration", *RATES.values()) if c in runs]
     rows = []
     for i, (_, group) in enumerate(runs[used].groupby(configuration_keys(runs), sort=False, dropna=False)):
@@ -106,7 +114,13 @@ def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFF
     faster or slower than ``a``, or indistinguishable from it (within the noise,
     or below the minimum effect)."""
     rows = table.set_index("configuration")
-    x, y = rows.loc[a], rows.loc[b]
+    return distinguish_rows(rows.loc[a], rows.loc[b], min_effect)
+
+
+def distinguish_rows(x: pd.Series, y: pd.Series, min_effect: float = MIN_EFFECT) -> Distinction:
+    """:func:`distinguish` for two rows of a :func:`configuration_intervals` table
+    indexed by configuration (their names): ``y`` against ``x``."""
+    a, b = x.name, y.name
     if x["unit"] != y["unit"]:
         raise ValueError(f"{a!r} is measured in {x['unit']}/s and {b!r} in {y['unit']}/s: not comparable")
     if x["dof"] > 0 and y["dof"] > 0 and math.isfinite(x["se_log"]) and math.isfinite(y["se_log"]):

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from trainperf.intervals import configuration_intervals, distinguish
+from trainperf.compare import job_steps
+from trainperf.intervals import distinguish_rows, intervals_of_job_steps
 from trainperf.stats import FASTER, MIN_EFFECT, SLOWER
 
 TIED = "indistinguishable"
@@ -56,8 +57,9 @@ def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) ->
     """Configuration ``b`` against ``a`` of a :func:`run_intervals` or
     :func:`trainperf.intervals.configuration_intervals` table (column ``configuration``)."""
     rows = table.drop_duplicates("configuration").set_index("configuration")
-    tested = has_interval(rows.loc[a]) and has_interval(rows.loc[b])
-    found = distinguish(rows.reset_index(), a, b, min_effect)
+    x, y = rows.loc[a], rows.loc[b]
+    tested = has_interval(x) and has_interval(y)
+    found = distinguish_rows(x, y, min_effect)
     d = found.difference
     if tested:
         verdict = found.verdict if found.verdict in (FASTER, SLOWER) else TIED
@@ -66,7 +68,7 @@ def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) ->
     return Call(verdict, tested, d.estimate, d.low, d.high)
 
 
-def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None, *, cached: bool = True) -> pd.DataFrame:
+def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per run of ``runs`` (same order): the interval of the configuration it
     belongs to (:func:`trainperf.intervals.configuration_intervals`):
     ``run_id, configuration`` (the configuration's name), ``unit``,
@@ -74,22 +76,29 @@ def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None, *, cach
     ``se_log``, ``dof`` and ``basis`` (what the interval covers, or that there is none).
     A run with fewer than 2 complete measured steps in ``steps`` (e.g. a table of
     per-rank totals) counts as a run without steps. The same ``runs`` and
-    ``steps`` (by content) are computed once per process: the report cells ask
-    again (``cached=False``: computed afresh, for a caller that remembers its own result)."""
-    if not cached:
-        return _run_intervals(runs, steps)
-    return remember(("run_intervals", content(runs), content(steps)), lambda: _run_intervals(runs, steps)).copy()
+    ``steps`` (by content) are computed once per process: the report cells ask again."""
+    key = ("run_intervals", content(runs), content(steps))
+    return remember(key, lambda: intervals_per_run(runs, job_frames(steps))).copy()
 
 
-def _run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
-    if steps is not None:  # the steps of these runs only: the others' would be resampled for nothing
-        steps = steps[steps["run_id"].astype(str).isin(set(runs["run_id"].astype(str)))]
-    found = configuration_intervals(runs, steps)
-    per_run = found.assign(run_id=found["run_ids"].str.split(", ")).explode("run_id")
-    out = pd.DataFrame({"run_id": runs["run_id"].astype(str).to_numpy()}).merge(
-        per_run.drop(columns=["experiment", "run_ids", "runs", "steps"]), on="run_id", how="left")
-    out["basis"] = out["basis"].where(out["low"].notna(), NO_INTERVAL)
+def intervals_per_run(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """:func:`run_intervals` from the :func:`job_frames` of the steps, computed afresh."""
+    found = intervals_of_job_steps(runs, {r: frames[r] for r in runs["run_id"].astype(str) if r in frames})
+    row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
+    ids = runs["run_id"].astype(str).tolist()
+    out = found.drop(columns=["experiment", "run_ids", "runs", "steps"]).reindex([row.get(r) for r in ids])
+    out = out.reset_index(drop=True).assign(basis=lambda o: o["basis"].where(o["low"].notna(), NO_INTERVAL))
+    out.insert(0, "run_id", ids)
     return out
+
+
+def job_frames(steps: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """:func:`trainperf.compare.job_steps` of the runs ``steps`` holds enough of
+    (``usable_only``), computed once per process for the same ``steps`` (by
+    content): each experiment's intervals take their runs' from it. Shared: not to be changed."""
+    if steps is None or steps.empty:
+        return {}
+    return remember(("job_steps", content(steps)), lambda: job_steps(steps, usable_only=True)[0])
 
 
 def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]

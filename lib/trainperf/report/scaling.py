@@ -17,7 +17,7 @@ import pandas as pd
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.configs import labels, ordered
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
-from trainperf.report.noise import NO_INTERVAL, call, configuration_means, content, remember, run_intervals
+from trainperf.report.noise import NO_INTERVAL, call, configuration_means, content, intervals_per_run, job_frames, remember
 from trainperf.report.page import InputError
 from trainperf.report.phases import PHASE_LABELS, has_phases, long_form
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
@@ -171,15 +171,19 @@ def configurations(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.
 def _experiments(runs: pd.DataFrame, steps: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Per experiment, :func:`_experiment`; computed once per process for the same
     ``runs`` and ``steps`` (by content): the headline, table and notes all ask."""
-    return remember(("scaling", content(runs), content(steps)),
-                    lambda: {name: _experiment(group, steps) for name, group in by_experiment(runs)})
+    def study() -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+        frames = job_frames(steps)
+        return {name: _experiment(group, frames) for name, group in by_experiment(runs)}
+
+    return remember(("scaling", content(runs), content(steps)), study)
 
 
-def _experiment(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One experiment's configurations (see :func:`configurations`) and their
-    :func:`trainperf.report.noise.run_intervals` rows (same order); shared: not to be changed."""
+    :func:`trainperf.report.noise.run_intervals` rows (same order) from the steps'
+    :func:`trainperf.report.noise.job_frames`; shared: not to be changed."""
     group = runs.reset_index(drop=True)
-    every = run_intervals(group, steps, cached=False)  # remembered with the whole study
+    every = intervals_per_run(group, frames)
     key = every["configuration"].fillna(every["run_id"])
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).to_numpy()])  # the baseline run's configuration
     rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
