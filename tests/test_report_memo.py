@@ -59,3 +59,26 @@ def test_the_steps_of_other_runs_change_no_interval(measured):
     group = runs.iloc[:2]
     pd.testing.assert_frame_equal(configuration_intervals(group, steps),
                                   configuration_intervals(group, steps[steps["run_id"].isin(group["run_id"])]))
+
+
+def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeypatch):
+    """The headline, the table and the notes ask for the same configurations; the headline
+    and the fit cell for the same projections: each is computed once, by content."""
+    from trainperf.report import scaling
+
+    monkeypatch.setattr(noise, "_MEMO", {})
+    studied, fitted = [], []
+    experiment, fit = scaling._experiment, scaling.fit
+    monkeypatch.setattr(scaling, "_experiment", lambda *a: studied.append(1) or experiment(*a))
+    monkeypatch.setattr(scaling, "fit", lambda *a: fitted.append(1) or fit(*a))
+    runs, steps = measured
+    scaling.headline(runs, None, steps)
+    frame = scaling.table(runs.copy(), steps.copy())
+    scaling.efficiency_notes(runs, steps)
+    scaling.serial_notes(runs, steps)
+    found = scaling.projections(runs)
+    assert len(studied) == runs["experiment"].nunique() and len(fitted) == 2  # Amdahl and USL, once
+    found[0].target = 1.0  # a caller changing what it was given changes nothing remembered
+    assert scaling.projections(runs)[0].target == 8 * found[0].p.max()
+    frame.loc[0, "scaling_multiplier"] = -1.0
+    assert (scaling.table(runs, steps)["scaling_multiplier"] > 0).all()

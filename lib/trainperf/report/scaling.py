@@ -54,13 +54,6 @@ def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
     return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
-def relative_devices(group: pd.DataFrame) -> np.ndarray:
-    """``p = N / N_baseline`` of each run of one experiment."""
-    base = group.loc[group["run_id"] == group["baseline_run_id"], "gpus"]
-    n0 = float(base.iloc[0]) if len(base) else float(group["gpus"].min())
-    return group["gpus"].to_numpy(float) / n0
-
-
 # --- what changes besides the device count ------------------------------------------
 
 def changes(group: pd.DataFrame) -> list[str]:
@@ -519,10 +512,11 @@ def _projections(runs: pd.DataFrame, project_to_gpus: float | None) -> list[Proj
         if changes(group):
             continue
         group = group.dropna(subset=["scaling_multiplier"])
-        p = relative_devices(group)
+        named = group.loc[group["run_id"] == group["baseline_run_id"], "gpus"]
+        base_gpus = float(named.iloc[0]) if len(named) else float(group["gpus"].min())
+        p = group["gpus"].to_numpy(float) / base_gpus  # relative devices, the baseline's p = 1
         if len(np.unique(p)) < MIN_FIT_POINTS:
             continue
-        base_gpus = float(group["gpus"].iloc[0]) / float(p[0])
         target = (project_to_gpus / base_gpus) if project_to_gpus else 8 * float(p.max())
         if target <= p.max():
             raise InputError(f"project_to_gpus={project_to_gpus:g} is not beyond the largest measured "
@@ -635,21 +629,19 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd
     return banner(text, figures)
 
 
-def usd_per_million(runs: pd.DataFrame, rate: str) -> pd.Series:
-    """USD per million units of work (tokens or samples, the unit of the
-    ``rate`` column, per second): ``price_per_gpu_hour · gpus / 3600 s/h /
-    rate · 10⁶``."""
-    return runs["price_per_gpu_hour"] * runs["gpus"] / 3600 / runs[rate] * 1e6
+def _priced(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with a price per device-hour."""
+    return runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
 
 
 def cost(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run with a price per device-hour: price, elapsed, device-hours,
-    cost, USD per million tokens (or samples) and cost efficiency (baseline
-    cost per unit of work / this run's)."""
-    priced = runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
+    cost, USD per million tokens (or samples: ``price_per_gpu_hour · gpus /
+    3600 s/h / rate · 10⁶``) and cost efficiency (baseline cost per unit of work / this run's)."""
+    priced = _priced(runs)
     rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
-    out = priced.assign(configuration=labels(priced) if len(priced) else [],
-                        usd_per_million=usd_per_million(priced, rate) if rate else np.nan)
+    out = priced.assign(configuration=labels(priced) if len(priced) else [], usd_per_million=(
+        priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6) if rate else np.nan)
     return out[["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd",
                 "usd_per_million", "cost_efficiency"]].reset_index(drop=True)
 
@@ -657,8 +649,7 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
 def cost_notes(runs: pd.DataFrame) -> list[str]:
     """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work."""
     out = []
-    priced = runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
-    for name, group in by_experiment(priced):
+    for name, group in by_experiment(_priced(runs)):
         top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
         if top.name != base.name and pd.notna(top["cost_efficiency"]) and top["cost_efficiency"] > 0:
             out.append(f"{name}: going from {fmt_int(base['gpus'])} to {fmt_int(top['gpus'])} devices makes the job "
