@@ -65,15 +65,15 @@ def changes(group: pd.DataFrame) -> list[str]:
                ("seq_len", "sequence length")]
     if not _batch_is_scaled_consistently(group):
         columns.insert(1, ("micro_batch_size", "micro-batch size"))
+    compared = group[[c for c, _ in columns if c in group]]
+    if "strategy" in compared:
+        compared = compared.assign(strategy=compared["strategy"].astype("string").str.lower().replace(SAME_TRAINING))
+    varies = compared.nunique() > 1
     out = []
     for column, what in columns:
-        if column not in group:
-            continue
-        values = group[column].astype("string").str.lower().replace(SAME_TRAINING) if column == "strategy" \
-            else group[column]
-        if values.nunique() > 1:
+        if varies.get(column, False):
             steps: list[tuple[str, tuple[object, object]]] = []
-            for shown, value, gpus in zip(group[column], values, group["gpus"]):
+            for shown, value, gpus in zip(group[column], compared[column], group["gpus"]):
                 if not steps or steps[-1][0] != str(value):
                     steps.append((str(value), (shown, gpus)))
             out.append(f"{what} " + " → ".join(
