@@ -291,15 +291,12 @@ def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
     columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
     if steps is None or steps.empty:
         return pd.DataFrame(columns=columns)
-    times = rank_totals(steps).reset_index()
-    times = times.assign(run_id=times["run_id"].astype(str)).groupby("run_id").filter(lambda g: len(g) > 1)
-    order = {r: i for i, r in enumerate(runs["run_id"].astype(str))}
-    times = times[times["run_id"].isin(order)].assign(order=lambda t: t["run_id"].map(order))
-    times = times.sort_values(["order", "rank"]).reset_index(drop=True)
-    experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
+    totals = rank_totals(steps).reset_index()
+    times = runs[["run_id", "experiment"]].astype(str).drop_duplicates("run_id", keep="last").merge(
+        totals.assign(run_id=totals["run_id"].astype(str)), on="run_id")  # in the runs' order, by rank
+    times = times[times.groupby("run_id")["rank"].transform("size").to_numpy() > 1].reset_index(drop=True)
     top = times.groupby("run_id")["elapsed_s"].transform("max")
-    return times.assign(experiment=times["run_id"].map(experiment), slowest=times["elapsed_s"].eq(top),
-                        of_slowest=times["elapsed_s"] / top)[columns]
+    return times.assign(slowest=times["elapsed_s"].eq(top), of_slowest=times["elapsed_s"] / top)[columns]
 
 
 def rank_summary(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
