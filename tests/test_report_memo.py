@@ -82,3 +82,12 @@ def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeyp
     assert scaling.projections(runs)[0].target == 8 * found[0].p.max()
     frame.loc[0, "scaling_multiplier"] = -1.0
     assert (scaling.table(runs, steps)["scaling_multiplier"] > 0).all()
+
+
+def test_content_tells_frames_apart_by_any_value_and_not_by_index(measured):
+    runs, steps = measured
+    assert noise.content(runs) == noise.content(runs.copy().set_axis(range(5, 5 + len(runs))))
+    assert noise.content(runs) != noise.content(runs.assign(model="another model"))  # a text column
+    assert noise.content(runs) != noise.content(runs.assign(gpus=runs["gpus"] * 2))  # a number column
+    assert noise.content(steps) != noise.content(steps.assign(warmup=~steps["warmup"]))  # a bool column
+    assert noise.content(runs) != noise.content(runs.rename(columns={"gpus": "devices"}))
