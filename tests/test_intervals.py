@@ -86,3 +86,20 @@ def test_a_single_run_with_steps_allows_for_run_to_run_variation_as_compare_does
     # one run a side: a 12.5 % gap (mb1x16 2,784 vs mb4x4 3,183 tokens/s) is within run-to-run noise of 8 %
     assert not intervals.distinguish(table.reset_index(), "bench-cpu-small-fp32-batch-size-mb4x4",
                                      "bench-cpu-small-fp32-batch-size-mb1x16").distinguishable
+
+
+def test_a_run_with_too_few_steps_counts_as_a_run_without_steps():
+    """A per-rank totals table (one row per rank, as seed 004's) gives no job steps: the
+    configuration falls back to its runs-table figure and says it has no interval."""
+    from trainperf.compare import job_steps
+
+    runs = repeats_table({"mb4": [1000], "mb8": [1300]})
+    steps = pd.DataFrame({"run_id": ["mb4-r1", "mb4-r1", "mb4-r1", "mb8-r1"], "rank": 0, "step": [1, 2, 3, 1],
+                          "warmup": False, "step_s": [1.0, 1.1, 0.9, 60.0], "tokens": 1000.0})
+    with pytest.raises(trainperf.DataError, match="run mb8-r1.*1 measured step"):
+        job_steps(steps)
+    assert list(job_steps(steps, usable_only=True)[0]) == ["mb4-r1"]
+    table = intervals.configuration_intervals(runs, steps).set_index("configuration")
+    assert table.loc["mb8-r1", "basis"] == "one run, no steps: no interval" and table.loc["mb8-r1", "throughput"] == 1300
+    assert table.loc["mb4-r1", "basis"].startswith("steps of one run")
+    assert table.loc["mb4-r1", "throughput"] == pytest.approx(3000 / 3.0)

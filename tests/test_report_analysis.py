@@ -387,11 +387,12 @@ def test_single_process_and_ddp_are_the_same_training(tmp_path):
 
 
 def test_time_the_mean_hides_of_seed_004():
-    from trainperf.report.scaling import rank_summary, rank_times, straggler
+    from trainperf.report.scaling import rank_summary, straggler
+    from trainperf.steps import rank_totals
 
     runs = open_runs([str(REFERENCE / "seed_004_scaling.csv")])
     steps = open_steps([str(REFERENCE / "seed_004_ranks.csv")], runs)
-    times = rank_times(steps).set_index(["run_id", "rank"])["elapsed_s"]
+    times = rank_totals(steps)["elapsed_s"]
     assert times[("seed004-b64-g2", 0)] == pytest.approx(1384.64)
     assert times[("seed004-b64-g2", 1)] == pytest.approx(806.75)
     row = rank_summary(runs, steps).set_index("run_id").loc["seed004-b64-g2"]
@@ -488,7 +489,7 @@ def test_karp_flatt_trend_of_seed_000_moves_both_ways():
 
 
 def test_fit_parameters_at_their_bound_print_as_zero():
-    from trainperf.report.scaling import parameter_text
+    from trainperf.scaling import parameter_text
 
     assert parameter_text(5.583e-22, 0.00045) == "0 (at its bound)"
     assert parameter_text(0.01953, 0.0022) == "0.01953 ± 0.0022"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trainperf.intervals import configuration_intervals
+from trainperf.intervals import configuration_intervals, intervals_of_job_steps
 from trainperf.report import noise
 from trainperf.report.page import open_runs, open_steps
 from trainperf.report.scaling import studies
@@ -24,15 +24,15 @@ def measured():
 
 @pytest.fixture
 def computed(monkeypatch):
-    """How often configuration_intervals runs, with nothing remembered from other tests."""
+    """How often the intervals are computed, with nothing remembered from other tests."""
     monkeypatch.setattr(noise, "_MEMO", {})
     calls = []
 
     def counting(*args, **kwargs):
         calls.append(1)
-        return configuration_intervals(*args, **kwargs)
+        return intervals_of_job_steps(*args, **kwargs)
 
-    monkeypatch.setattr(noise, "configuration_intervals", counting)
+    monkeypatch.setattr(noise, "intervals_of_job_steps", counting)
     return calls
 
 
@@ -43,7 +43,7 @@ def test_the_same_runs_and_steps_are_computed_once(measured, computed):
     again = noise.run_intervals(runs.copy().set_axis(range(10, 10 + len(runs))), steps.copy())
     assert len(computed) == 1
     assert again.loc[0, "low"] > 0
-    pd.testing.assert_frame_equal(again, noise._run_intervals(runs, steps))
+    pd.testing.assert_frame_equal(again, noise.intervals_per_run(runs, noise.job_frames(steps)))
 
 
 def test_changed_steps_are_computed_again(measured, computed):
@@ -58,7 +58,7 @@ def test_changed_steps_are_computed_again(measured, computed):
 def test_the_steps_of_other_runs_change_no_interval(measured):
     runs, steps = measured
     group = runs.iloc[:2]
-    pd.testing.assert_frame_equal(configuration_intervals(group, noise.usable_steps(steps)),
+    pd.testing.assert_frame_equal(configuration_intervals(group, steps),
                                   configuration_intervals(group, steps[steps["run_id"].isin(group["run_id"])]))
 
 
@@ -79,3 +79,35 @@ def test_platform_configurations_are_computed_once_per_content(monkeypatch):
     doubled = platforms.configurations(runs.assign(tokens_per_s=runs["tokens_per_s"] * 2))
     assert len(calls) == 3  # the check above computed afresh once; the changed runs once more
     assert doubled["tokens_per_s"].sum() == pytest.approx(2 * platforms._configurations(runs)["tokens_per_s"].sum())
+
+
+def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeypatch):
+    """The headline, the table and the notes ask for the same configurations; the headline
+    and the fit cell for the same projections: each is computed once, by content."""
+    from trainperf.report import scaling
+
+    monkeypatch.setattr(noise, "_MEMO", {})
+    studied, fitted = [], []
+    experiment, fit = scaling._experiment, scaling.fit
+    monkeypatch.setattr(scaling, "_experiment", lambda *a: studied.append(1) or experiment(*a))
+    monkeypatch.setattr(scaling, "fit", lambda *a: fitted.append(1) or fit(*a))
+    runs, steps = measured
+    scaling.headline(runs, None, steps)
+    frame = scaling.table(runs.copy(), steps.copy())
+    scaling.efficiency_notes(runs, steps)
+    scaling.serial_notes(runs, steps)
+    found = scaling.projections(runs)
+    assert len(studied) == runs["experiment"].nunique() and len(fitted) == 2  # Amdahl and USL, once
+    found[0].target = 1.0  # a caller changing what it was given changes nothing remembered
+    assert scaling.projections(runs)[0].target == 8 * found[0].p.max()
+    frame.loc[0, "scaling_multiplier"] = -1.0
+    assert (scaling.table(runs, steps)["scaling_multiplier"] > 0).all()
+
+
+def test_content_tells_frames_apart_by_any_value_and_not_by_index(measured):
+    runs, steps = measured
+    assert noise.content(runs) == noise.content(runs.copy().set_axis(range(5, 5 + len(runs))))
+    assert noise.content(runs) != noise.content(runs.assign(model="another model"))  # a text column
+    assert noise.content(runs) != noise.content(runs.assign(gpus=runs["gpus"] * 2))  # a number column
+    assert noise.content(steps) != noise.content(steps.assign(warmup=~steps["warmup"]))  # a bool column
+    assert noise.content(runs) != noise.content(runs.rename(columns={"gpus": "devices"}))

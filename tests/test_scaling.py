@@ -51,6 +51,33 @@ def test_as_many_points_as_parameters_gives_no_error_band():
     assert np.isnan(low).all() and np.isnan(high).all()
 
 
+def test_a_fit_knows_whether_it_has_a_band_and_where_the_usl_peaks():
+    p = np.array([1, 2, 4, 8, 16, 32], dtype=float)
+    usl_fit = scaling.fit(p, scaling.usl(p, 0.03, 0.0004), "usl")
+    # S(p) = p / (1 + sigma (p - 1) + kappa p (p - 1)) peaks at p* = sqrt((1 - sigma) / kappa) = sqrt(0.97 / 0.0004)
+    assert usl_fit.peak == pytest.approx(49.244, rel=1e-3)
+    assert usl_fit.has_band and usl_fit.name == "USL"
+    assert scaling.fit(p, scaling.amdahl(p, 0.1), "amdahl").peak == np.inf
+    assert scaling.fit(p, p, "usl").peak == np.inf  # kappa at its bound: no retrograde term, no peak
+    three = scaling.fit(np.array([1.0, 2.0, 4.0]), np.array([1.0, 1.9, 3.2]), "usl")
+    assert not three.has_band
+    assert three.why_no_band == "no band (3 points, 3 parameters: measure a 4th device count)"
+
+
+def test_band_is_the_spread_of_the_curves_of_the_parameter_draws():
+    """The band, recomputed here draw by draw: the same seeded draws of the parameters
+    (clipped to their bounds), the 2.5 % and 97.5 % quantiles of their curves, widened by the relative RMSE."""
+    p = np.array([1, 2, 4, 8, 16], dtype=float)
+    fit = scaling.fit(p, np.array([1.0, 1.9, 3.5, 6.1, 9.8]), "usl")
+    theta = np.random.default_rng(0).multivariate_normal(list(fit.params.values()), fit.covariance, size=4000)
+    theta = np.clip(theta, [0, 0, 0], [1, 1, np.inf])
+    at = np.array([4.0, 64.0])
+    curves = np.array([[t[2] * n / (1 + t[0] * (n - 1) + t[1] * n * (n - 1)) for n in at] for t in theta])
+    low, high = fit.band(at)
+    np.testing.assert_allclose(low, np.quantile(curves, 0.025, axis=0) * (1 - fit.relative_rmse), rtol=1e-12)
+    np.testing.assert_allclose(high, np.quantile(curves, 0.975, axis=0) * (1 + fit.relative_rmse), rtol=1e-12)
+
+
 def test_fit_needs_two_device_counts():
     with pytest.raises(ValueError, match="two or more device counts"):
         scaling.fit(np.array([4.0, 4.0]), np.array([1.0, 1.1]), "amdahl")

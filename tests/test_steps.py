@@ -190,3 +190,20 @@ def test_steps_table_warmup_spellings_and_a_bad_one(tmp_path):
     table.write_text("run_id,rank,step,warmup\nx,0,0,maybe\n")
     with pytest.raises(DataError, match=r"log.csv, line 2, row 1, column 'warmup': not a bool: 'maybe'"):
         load_steps(table)
+
+
+def test_rank_totals_are_each_ranks_window_and_give_the_runs_elapsed_time(tmp_path):
+    from trainperf.steps import rank_totals
+
+    steps = load_steps(two_rank_run(tmp_path / "r2"))
+    # a second run without start times: elapsed is the sum of step_s (rank 0: 0.4 + 0.6, rank 1: 0.5 + 0.7)
+    bare = pd.DataFrame({"run_id": "r3", "rank": [0, 0, 1, 1, 0, 1], "step": [1, 2, 1, 2, 0, 0],
+                         "warmup": [False] * 4 + [True] * 2, "step_s": [0.4, 0.6, 0.5, 0.7, 9.0, 9.0],
+                         "forward_s": [0.1, 0.1, 0.2, np.nan, 9.0, 9.0]})
+    totals = rank_totals(pd.concat([steps, bare], ignore_index=True))
+    # window = steps 1-2; rank 0: 1.0 -> 3.0 s, rank 1: 1.5 -> 4.5 s; forward 2 x 0.5 s and 2 x 1.0 s
+    assert totals["elapsed_s"].to_dict() == {("r2", 0): pytest.approx(2.0), ("r2", 1): pytest.approx(3.0),
+                                             ("r3", 0): pytest.approx(1.0), ("r3", 1): pytest.approx(1.2)}
+    assert totals.loc[("r2", 1), "forward_s"] == pytest.approx(2.0)
+    assert totals.loc[("r3", 1), "forward_s"] == pytest.approx(0.2)  # the warm-up's 9 s left out
+    assert aggregate_steps(bare).iloc[0]["elapsed_s"] == pytest.approx(1.2)

@@ -50,3 +50,18 @@ def test_nothing_to_name():
     assert find_straggler(both, run_id="b")[0]["run_id"].tolist() == ["b"]
     with pytest.raises(ValueError, match="no measured"):
         find_straggler(steps_table({0: [0.1]}))
+
+
+def test_every_run_named_from_one_pass_over_the_steps():
+    from trainperf.stragglers import name_straggler, rank_waits
+
+    both = pd.concat([steps_table({0: [9, 0.30, 0.30], 1: [9, 0.01, 0.01]}, run_id="a"),
+                      steps_table({0: [0, 0.10, 0.10], 1: [0, 0.08, 0.08]}, run_id="b")], ignore_index=True)
+    waits = rank_waits(both)
+    assert waits[["run_id", "rank"]].values.tolist() == [["a", 0], ["a", 1], ["b", 0], ["b", 1]]
+    for run_id in ("a", "b"):
+        per_rank, sentence = name_straggler(waits[waits["run_id"] == run_id], run_id)
+        alone, expected = find_straggler(both, run_id)
+        pd.testing.assert_frame_equal(per_rank, alone)
+        assert sentence == expected
+    assert name_straggler(waits[waits["run_id"] == "a"], "a")[0]["straggler"].tolist() == [False, True]

@@ -91,35 +91,41 @@ def _check_repeats(runs: pd.DataFrame, label: str) -> None:
                                 path=label)
 
 
-def job_steps(steps: pd.DataFrame, warmup: int = 0) -> tuple[dict[str, pd.DataFrame], int]:
+def job_steps(steps: pd.DataFrame, warmup: int = 0, *, usable_only: bool = False
+              ) -> tuple[dict[str, pd.DataFrame], int]:
     """Per run, the job's measured steps (see :class:`Side`), and how many
     steps were dropped because some rank did not record them. ``warmup``: steps
-    dropped at the start of each run on top of those flagged warm-up."""
+    dropped at the start of each run on top of those flagged warm-up. A run
+    with a complete step without ``step_s``, or with fewer than 2 complete
+    measured steps, is a DataError, or with ``usable_only`` left out."""
     measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
+    first = measured.groupby("run_id", observed=True)["step"].transform("min")
+    measured = measured[measured["step"] >= first + warmup]
+    keys = [measured["run_id"], measured["step"]]
+    by_step = measured.groupby(keys, sort=True, observed=True)
+    sums, means = [c for c in RATES if c in measured], [c for c in PHASES if c in measured]
+    per_rank = measured.groupby([*keys, measured["rank"]], sort=True, observed=True)["step_s"].max().unstack("rank")
+    table = pd.concat([by_step["step_s"].max().rename("step_time_s"), by_step[sums].sum(), by_step[means].mean(),
+                       per_rank.rename(columns=lambda r: f"rank_{int(r)}_s")], axis=1)
+    runs = measured.groupby("run_id", sort=True, observed=True)
+    ranks, timed = runs["rank"].unique(), runs[[*sums, *means]].count() == runs.size().to_numpy()[:, None]
+    complete = by_step["rank"].nunique() == runs["rank"].nunique().reindex(table.index.get_level_values(0)).to_numpy()
+    kept = table[complete.to_numpy()].reset_index()
+    counts = complete.groupby(level=0, sort=True, observed=True).agg(["sum", "size"])
+    stops = np.cumsum(counts["sum"].to_numpy())
     out, dropped = {}, 0
-    for run_id, run in measured.groupby("run_id", sort=True, observed=True):
-        run = run[run["step"] >= run["step"].min() + warmup]
-        by_step = run.groupby("step", sort=True)
-        ranks = sorted(run["rank"].unique())
-        complete = by_step["rank"].nunique() == len(ranks)
-        dropped += int((~complete).sum())
-        frame = pd.DataFrame({"step_time_s": by_step["step_s"].max()})
-        for unit in RATES:
-            if unit in run and run[unit].notna().all():
-                frame[unit] = by_step[unit].sum()
-        for phase in PHASES:
-            if phase in run and run[phase].notna().all():
-                frame[phase] = by_step[phase].mean()
-        wide = run.pivot_table(index="step", columns="rank", values="step_s", aggfunc="max")
-        for rank in ranks:
-            frame[f"rank_{int(rank)}_s"] = wide[rank]
-        frame = frame[complete.to_numpy()].reset_index()
-        if frame["step_time_s"].isna().any():
-            bad = frame.loc[frame["step_time_s"].isna(), "step"].iloc[0]
-            raise DataError(f"step {bad} has no step_s", path=f"run {run_id}")
-        if len(frame) < 2:
-            raise DataError(f"{len(frame)} measured step(s) after the warm-up: at least 2 are needed",
-                            path=f"run {run_id}")
+    for (run_id, (n, total)), stop in zip(counts.iterrows(), stops):
+        names = ["step", "step_time_s", *(c for c in (*sums, *means) if timed.loc[run_id, c]),
+                 *(f"rank_{int(r)}_s" for r in sorted(ranks[run_id]))]
+        frame = pd.DataFrame({c: kept[c].to_numpy()[stop - n:stop] for c in names})
+        untimed = frame["step"][frame["step_time_s"].isna()]
+        problem = (f"step {untimed.iloc[0]} has no step_s" if len(untimed) else
+                   f"{n} measured step(s) after the warm-up: at least 2 are needed" if n < 2 else None)
+        if problem and usable_only:
+            continue
+        if problem:
+            raise DataError(problem, path=f"run {run_id}")
+        dropped += int(total - n)
         out[str(run_id)] = frame
     return out, dropped
 

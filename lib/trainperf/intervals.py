@@ -33,7 +33,9 @@ def configuration_keys(runs: pd.DataFrame) -> pd.Series:
     where given, else its experiment and configuration columns."""
     explicit = runs["extra_configuration"] if "extra_configuration" in runs else pd.Series(pd.NA, index=runs.index)
     columns = [c for c in ("experiment", *CONFIG_KEY) if c in runs]
-    implicit = runs[columns].astype("string").fillna("").agg("|".join, axis=1) if columns else runs["run_id"]
+    values = zip(*(runs[c].tolist() for c in columns))
+    implicit = pd.Series(["|".join("" if pd.isna(v) else str(v) for v in row) for row in values], index=runs.index,
+                         dtype="string") if columns else runs["run_id"]
     experiment = runs["experiment"].astype("string").fillna("") if "experiment" in runs else ""
     return (experiment + "|" + explicit.astype("string")).fillna(implicit)
 
@@ -46,15 +48,24 @@ def configuration_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = Non
     ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers),
     ``runs``, ``steps`` (measured steps used) and ``run_ids``. ``steps``: the
     steps table of (some of) the runs; a configuration uses steps only when
-    every one of its runs has them. A configuration measured by one run with
-    steps cannot show its run-to-run variation: its interval adds ``run_cv``
-    (a fraction, as ``trainperf compare`` does; 0 for its steps alone).
+    every one of its runs has at least 2 complete measured steps there (a
+    table of per-rank totals has not: see :func:`trainperf.compare.job_steps`).
+    A configuration measured by one run with steps cannot show its run-to-run
+    variation: its interval adds ``run_cv`` (a fraction, as ``trainperf
+    compare`` does; 0 for its steps alone).
     Deterministic for a ``seed``."""
-    frames = job_steps(steps)[0] if steps is not None and len(steps) else {}
-    keys = configuration_keys(runs)
+    frames = job_steps(steps, usable_only=True)[0] if steps is not None and len(steps) else {}
+    return intervals_of_job_steps(runs, frames, draws, seed, run_cv)
+
+
+def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], draws: int = DRAWS, seed: int = 0,
+                           run_cv: float = RUN_CV) -> pd.DataFrame:
+    """:func:`configuration_intervals` from the runs' job steps already made by
+    :func:`trainperf.compare.job_steps` (``usable_only``): ``frames`` maps a run_id to
+    its steps; the runs it leaves out have none."""
+    used = [c for c in ("run_id", "experiment", "extra_configuration", *RATES.values()) if c in runs]
     rows = []
-    for i, key in enumerate(pd.unique(keys)):
-        group = runs[keys == key]
+    for i, (_, group) in enumerate(runs[used].groupby(configuration_keys(runs), sort=False, dropna=False)):
         ids = [str(r) for r in group["run_id"]]
         name = (group["extra_configuration"].iloc[0] if "extra_configuration" in group
                 and pd.notna(group["extra_configuration"].iloc[0]) else ids[0])
@@ -103,7 +114,13 @@ def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFF
     faster or slower than ``a``, or indistinguishable from it (within the noise,
     or below the minimum effect)."""
     rows = table.set_index("configuration")
-    x, y = rows.loc[a], rows.loc[b]
+    return distinguish_rows(rows.loc[a], rows.loc[b], min_effect)
+
+
+def distinguish_rows(x: pd.Series, y: pd.Series, min_effect: float = MIN_EFFECT) -> Distinction:
+    """:func:`distinguish` for two rows of a :func:`configuration_intervals` table
+    indexed by configuration (their names): ``y`` against ``x``."""
+    a, b = x.name, y.name
     if x["unit"] != y["unit"]:
         raise ValueError(f"{a!r} is measured in {x['unit']}/s and {b!r} in {y['unit']}/s: not comparable")
     if x["dof"] > 0 and y["dof"] > 0 and math.isfinite(x["se_log"]) and math.isfinite(y["se_log"]):

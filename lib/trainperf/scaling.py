@@ -61,6 +61,10 @@ LAWS = {
 """name -> (multiplier function, its parameter names, bounds, initial guess).
 The fitted model is ``X(N) = gamma · law(N)``: ``gamma`` (throughput of one
 device, the units of the data) is fitted too, bounded below by 0."""
+NAMES = {"amdahl": "Amdahl", "usl": "USL"}
+"""The laws as people write them."""
+AT_BOUND = 1e-9
+"""A fitted parameter closer than this to 0 sits at its lower bound."""
 
 
 @dataclass
@@ -102,8 +106,37 @@ class ScalingFit:
         return fn(np.asarray(devices, dtype=float), *list(self.params.values())[:-1])
 
     def _curve(self, devices: np.ndarray, theta: list[float] | np.ndarray) -> np.ndarray:
+        """``γ · S(devices)`` for the parameters ``theta`` (the law's, then γ): numbers,
+        or arrays that broadcast against ``devices``."""
         fn = LAWS[self.law][0]
         return theta[-1] * fn(devices, *theta[:-1])
+
+    @property
+    def name(self) -> str:
+        """The law as people write it: ``Amdahl``, ``USL``."""
+        return NAMES[self.law]
+
+    @property
+    def has_band(self) -> bool:
+        """Whether the fit's error is known: it had more points than parameters
+        (else its standard errors and :meth:`band` are NaN)."""
+        return bool(np.all(np.isfinite(self.covariance)))
+
+    @property
+    def why_no_band(self) -> str:
+        """Why the fit has no band: ``no band (3 points, 3 parameters: measure a 4th device count)``."""
+        points, params = len(self.devices), len(self.params)
+        return (f"no band ({points} points, {params} parameters: measure {_ordinal(params + 1)} device count"
+                + ("" if points == params else " and more") + ")")
+
+    @property
+    def peak(self) -> float:
+        """Where the fitted multiplier peaks (units of ``devices``): the USL's
+        ``sqrt((1 − σ) / κ)``; ``inf`` where it keeps rising (Amdahl, κ at its
+        bound, σ ≥ 1)."""
+        if self.law != "usl" or not self.params["kappa"] > AT_BOUND or not self.params["sigma"] < 1:
+            return math.inf
+        return math.sqrt((1 - self.params["sigma"]) / self.params["kappa"])
 
     def band(self, devices: np.ndarray | float, level: float = 0.95,
              draws: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -127,11 +160,10 @@ class ScalingFit:
         rng = np.random.default_rng(seed)
         theta = rng.multivariate_normal(list(self.params.values()), self.covariance, size=draws)
         theta = np.clip(theta, lo, hi)
-        curves = np.stack([self._curve(p, t) for t in theta])
+        curves = self._curve(p, theta.T[..., np.newaxis])  # (draws, points): every draw at once
         tail = (1.0 - level) / 2.0
-        low = np.quantile(curves, tail, axis=0) * max(0.0, 1.0 - self.relative_rmse)
-        high = np.quantile(curves, 1.0 - tail, axis=0) * (1.0 + self.relative_rmse)
-        return low, high
+        low, high = np.quantile(curves, [tail, 1.0 - tail], axis=0)
+        return low * max(0.0, 1.0 - self.relative_rmse), high * (1.0 + self.relative_rmse)
 
     def table(self) -> pd.DataFrame:
         """One row per parameter: ``parameter``, ``estimate``, ``stderr``, ``low``, ``high`` (95 %)."""
@@ -141,12 +173,22 @@ class ScalingFit:
 
     def describe(self) -> str:
         """One line: the law, its parameters with standard errors, and the RMSE."""
-        parts = []
-        for name, value in self.params.items():
-            err = self.stderr[name]
-            parts.append(f"{name} = {value:.4g}" + ("" if math.isnan(err) else f" ± {err:.2g}"))
-        label = {"amdahl": "Amdahl", "usl": "USL"}[self.law]
-        return f"{label}: {', '.join(parts)}; RMSE {self.rmse:.3g} over {len(self.devices)} points"
+        parts = ", ".join(f"{name} = {parameter_text(value, self.stderr[name])}" for name, value in self.params.items())
+        return f"{self.name}: {parts}; RMSE {self.rmse:.3g} over {len(self.devices)} points"
+
+
+def parameter_text(value: float, stderr: float) -> str:
+    """A fitted parameter for people: ``0.0312 ± 0.004``, or ``0 (at its
+    bound)`` where the fit pushed it to 0 (its standard error then means nothing)."""
+    if abs(value) < AT_BOUND:
+        return "0 (at its bound)"
+    return f"{value:.4g}" + ("" if math.isnan(stderr) else f" ± {stderr:.2g}")
+
+
+def _ordinal(n: int) -> str:
+    """``a 4th``, ``a 3rd``, ``an 11th``."""
+    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return ("an " if n in (8, 11, 18) or str(n).startswith("8") else "a ") + f"{n}{suffix}"
 
 
 def _bounds(law: str) -> tuple[list[float], list[float]]:

@@ -297,8 +297,8 @@ def _aggregate_run(run_id: str, steps: pd.DataFrame, manifest: Mapping[str, Any]
         if key == "run_id":
             continue
         row[key if key in INPUT_COLUMNS or key.startswith(PREFIXES) else f"extra_{key}"] = value
-    window = steps[~steps["warmup"].astype(bool)] if "warmup" in steps.columns else steps
-    per_rank = _per_rank(window)
+    window = _measured(steps)
+    per_rank = rank_totals(steps).droplevel("run_id")
     elapsed = per_rank["elapsed_s"].dropna()
     if not elapsed.empty:
         row["elapsed_s"] = float(elapsed.max())
@@ -331,17 +331,28 @@ def _aggregate_run(run_id: str, steps: pd.DataFrame, manifest: Mapping[str, Any]
     return row
 
 
-def _per_rank(window: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: elapsed time of the window and phase totals (NaN where a rank
-    never timed the phase)."""
-    grouped = window.groupby("rank", sort=True)
+def _measured(steps: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``steps`` not flagged ``warmup``."""
+    return steps[~steps["warmup"].astype(bool)] if "warmup" in steps.columns else steps
+
+
+def rank_totals(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per run and rank of a steps table, over the measured window (rows not
+    flagged ``warmup``): ``elapsed_s`` (end of the rank's last step minus the
+    start of its first, s; the sum of its ``step_s`` in a run where a step
+    lacks ``start_s``) and the phase totals (s; NaN where the rank never timed
+    the phase). Index ``run_id, rank``."""
+    window = _measured(steps)
+    keys = [window["run_id"], window["rank"]]
+    grouped = window.groupby(keys, sort=True, observed=True)
     phases = [c for c in PHASE_COLUMNS if c in window.columns]
     out = grouped[phases].sum(min_count=1) if phases else pd.DataFrame(index=grouped.size().index)
-    if "start_s" in window.columns and window["start_s"].notna().all() and len(window):
-        ends = window["start_s"] + window["step_s"]
-        out["elapsed_s"] = ends.groupby(window["rank"]).max() - window.groupby("rank")["start_s"].min()
-    else:
-        out["elapsed_s"] = grouped["step_s"].sum(min_count=1)
+    out["elapsed_s"] = grouped["step_s"].sum(min_count=1)
+    if "start_s" in window.columns:
+        ends = (window["start_s"] + window["step_s"]).groupby(keys, sort=True, observed=True).max()
+        timed = window["start_s"].notna().groupby(window["run_id"], observed=True).all()
+        every_start = timed.reindex(out.index.get_level_values("run_id")).to_numpy(bool)
+        out["elapsed_s"] = np.where(every_start, ends - grouped["start_s"].min(), out["elapsed_s"])
     return out
 
 

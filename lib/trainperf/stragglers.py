@@ -12,6 +12,9 @@ wait is clearly below the others'.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 MIN_GAP_SHARE = 0.05
@@ -19,35 +22,49 @@ MIN_GAP_SHARE = 0.05
 ranks (their median) by at least this share of the median step time."""
 
 
+def rank_waits(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per run and rank of a steps table, over its measured (non-warm-up)
+    steps: rows ``run_id, rank, node, steps, step_s, comm_exposed_s, busy_s``
+    (medians over steps, seconds; ``busy_s`` = ``step_s - comm_exposed_s``),
+    by run and rank."""
+    measured = steps[~steps["warmup"].astype(bool)]
+    out = (measured.groupby(["run_id", "rank"], sort=True, observed=True)
+           .agg(node=("node", "first"), steps=("step", "size"), step_s=("step_s", "median"),
+                comm_exposed_s=("comm_exposed_s", "median"))
+           .reset_index())
+    return out.assign(busy_s=out["step_s"] - out["comm_exposed_s"])
+
+
 def find_straggler(steps: pd.DataFrame, run_id: str | None = None,
                    min_gap_share: float = MIN_GAP_SHARE) -> tuple[pd.DataFrame, str]:
     """Per-rank communication waits of one run and the straggler they name.
 
     ``steps``: a steps table (``trainperf.load_steps``); ``run_id`` picks a
-    run when it holds several. Warm-up steps are left out. Returns one row per
-    rank, ``run_id, rank, node, steps, step_s, comm_exposed_s, busy_s,
-    wait_gap_s, straggler`` (medians over steps, seconds: ``busy_s`` =
-    ``step_s - comm_exposed_s``; ``wait_gap_s``: how much less the rank waits
-    than the median of the other ranks), and a sentence naming the straggler,
-    or saying why none is named."""
+    run when it holds several. Warm-up steps are left out. Returns the run's
+    :func:`rank_waits` rows with ``wait_gap_s`` (how much less the rank waits
+    than the median of the other ranks, s) and ``straggler``, and a sentence
+    naming the straggler, or saying why none is named (see :func:`name_straggler`)."""
     if run_id is None:
         runs = steps["run_id"].unique()
         if len(runs) != 1:
             raise ValueError(f"the steps table holds {len(runs)} runs ({', '.join(map(str, runs))}): pass run_id")
         run_id = str(runs[0])
-    run = steps[(steps["run_id"] == run_id) & ~steps["warmup"].astype(bool)]
-    if run.empty:
+    return name_straggler(rank_waits(steps[steps["run_id"] == run_id]), run_id, min_gap_share)
+
+
+def name_straggler(per_rank: pd.DataFrame, run_id: str,
+                   min_gap_share: float = MIN_GAP_SHARE) -> tuple[pd.DataFrame, str]:
+    """The straggler among the :func:`rank_waits` rows of run ``run_id``: the
+    rank that waits least, when it waits less than the median of the others by
+    ``min_gap_share`` of the median step time or more. Returns the rows (index
+    from 0) with ``wait_gap_s`` and ``straggler`` added, and a sentence.
+    ValueError when the run has no measured steps."""
+    if per_rank.empty:
         raise ValueError(f"run {run_id!r}: no measured (non-warm-up) steps")
-    per_rank = (run.groupby("rank", sort=True)
-                .agg(node=("node", "first"), steps=("step", "size"), step_s=("step_s", "median"),
-                     comm_exposed_s=("comm_exposed_s", "median"))
-                .reset_index())
-    per_rank.insert(0, "run_id", run_id)
-    per_rank["busy_s"] = per_rank["step_s"] - per_rank["comm_exposed_s"]
-    waits = per_rank["comm_exposed_s"]
-    per_rank["wait_gap_s"] = [waits.drop(i).median() - waits[i] if len(waits) > 1 else float("nan")
-                              for i in per_rank.index]
-    per_rank["straggler"] = False
+    waits = per_rank["comm_exposed_s"].reset_index(drop=True)
+    values = waits.to_numpy(float)
+    gaps = [_median(np.delete(values, i)) - values[i] if len(values) > 1 else math.nan for i in range(len(values))]
+    per_rank = per_rank.reset_index(drop=True).assign(wait_gap_s=gaps, straggler=False)
     if len(per_rank) < 2:
         return per_rank, f"Run {run_id}: one rank, no straggler to find."
     if waits.isna().all():
@@ -65,6 +82,12 @@ def find_straggler(steps: pd.DataFrame, run_id: str | None = None,
     return per_rank, (f"Run {run_id}: rank {rank} is the straggler. It waits {_ms(waits[slow])} per step for "
                       f"communication, the other ranks {_ms(waits.drop(slow).median())} (median): they wait "
                       f"{_ms(gap)} per step for it, {gap / step:.0%} of a {_ms(step)} step.")
+
+
+def _median(values: np.ndarray) -> float:
+    """The median of the values that are not NaN (NaN when none is)."""
+    known = values[~np.isnan(values)]
+    return float(np.median(known)) if len(known) else math.nan
 
 
 def _ms(seconds: float) -> str:

@@ -18,11 +18,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from trainperf.compare import job_steps
-from trainperf.errors import DataError
-from trainperf.intervals import configuration_intervals, distinguish
+from trainperf.intervals import distinguish_rows, intervals_of_job_steps
 from trainperf.stats import FASTER, MIN_EFFECT, SLOWER
 
 TIED = "indistinguishable"
@@ -58,8 +58,9 @@ def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) ->
     """Configuration ``b`` against ``a`` of a :func:`run_intervals` or
     :func:`trainperf.intervals.configuration_intervals` table (column ``configuration``)."""
     rows = table.drop_duplicates("configuration").set_index("configuration")
-    tested = has_interval(rows.loc[a]) and has_interval(rows.loc[b])
-    found = distinguish(rows.reset_index(), a, b, min_effect)
+    x, y = rows.loc[a], rows.loc[b]
+    tested = has_interval(x) and has_interval(y)
+    found = distinguish_rows(x, y, min_effect)
     d = found.difference
     if tested:
         verdict = found.verdict if found.verdict in (FASTER, SLOWER) else TIED
@@ -77,19 +78,28 @@ def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.D
     A run with fewer than 2 complete measured steps in ``steps`` (e.g. a table of
     per-rank totals) counts as a run without steps. The same ``runs`` and
     ``steps`` (by content) are computed once per process: the report cells ask again."""
-    return _memo(("run_intervals", _content(runs), _content(steps)), lambda: _run_intervals(runs, steps)).copy()
+    key = ("run_intervals", content(runs), content(steps))
+    return remember(key, lambda: intervals_per_run(runs, job_frames(steps))).copy()
 
 
-def _run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
-    usable = usable_steps(steps)
-    if usable is not None:  # the steps of these runs only: the others' would be resampled for nothing
-        usable = usable[usable["run_id"].astype(str).isin(set(runs["run_id"].astype(str)))]
-    found = configuration_intervals(runs, usable)
-    per_run = found.assign(run_id=found["run_ids"].str.split(", ")).explode("run_id")
-    out = pd.DataFrame({"run_id": runs["run_id"].astype(str).to_numpy()}).merge(
-        per_run.drop(columns=["experiment", "run_ids", "runs", "steps"]), on="run_id", how="left")
-    out["basis"] = out["basis"].where(out["low"].notna(), NO_INTERVAL)
+def intervals_per_run(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """:func:`run_intervals` from the :func:`job_frames` of the steps, computed afresh."""
+    found = intervals_of_job_steps(runs, {r: frames[r] for r in runs["run_id"].astype(str) if r in frames})
+    row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
+    ids = runs["run_id"].astype(str).tolist()
+    out = found.drop(columns=["experiment", "run_ids", "runs", "steps"]).reindex([row.get(r) for r in ids])
+    out = out.reset_index(drop=True).assign(basis=lambda o: o["basis"].where(o["low"].notna(), NO_INTERVAL))
+    out.insert(0, "run_id", ids)
     return out
+
+
+def job_frames(steps: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """:func:`trainperf.compare.job_steps` of the runs ``steps`` holds enough of
+    (``usable_only``), computed once per process for the same ``steps`` (by
+    content): each experiment's intervals take their runs' from it. Shared: not to be changed."""
+    if steps is None or steps.empty:
+        return {}
+    return remember(("job_steps", content(steps)), lambda: job_steps(steps, usable_only=True)[0])
 
 
 def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
@@ -107,33 +117,14 @@ def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[
             found[first].reset_index(drop=True))
 
 
-def usable_steps(steps: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The rows of ``steps`` of the runs with enough measured steps for an interval
-    (:func:`trainperf.compare.job_steps` accepts them); ``None`` when no run has.
-    Computed once per process for the same ``steps`` (by content)."""
-    if steps is None or steps.empty:
-        return None
-    keep = _memo(("usable_steps", _content(steps)), lambda: _usable_runs(steps))
-    return steps[steps["run_id"].isin(keep)] if keep else None
-
-
-def _usable_runs(steps: pd.DataFrame) -> list[object]:
-    keep = []
-    for run_id, run in steps.groupby("run_id", sort=False, observed=True):
-        try:
-            job_steps(run)
-        except DataError:
-            continue
-        keep.append(run_id)
-    return keep
-
-
 _MEMO: dict[tuple[str, ...], object] = {}
 MEMO_SIZE = 64
-"""Results :func:`_memo` keeps (the oldest go first)."""
+"""Results :func:`remember` keeps (the oldest go first)."""
 
 
-def _memo(key: tuple[str, ...], compute: Callable[[], object]) -> object:
+def remember(key: tuple[str, ...], compute: Callable[[], object]) -> object:
+    """``compute()``, computed once per process for a ``key`` (e.g. the :func:`content` of
+    its inputs). The result is shared: callers hand out copies, never it."""
     if key not in _MEMO:
         if len(_MEMO) >= MEMO_SIZE:
             del _MEMO[next(iter(_MEMO))]
@@ -141,12 +132,15 @@ def _memo(key: tuple[str, ...], compute: Callable[[], object]) -> object:
     return _MEMO[key]
 
 
-def _content(frame: pd.DataFrame | None) -> str:
+def content(frame: pd.DataFrame | None) -> str:
     """A digest of ``frame``'s columns, dtypes and values (not its index or attrs)."""
     if frame is None:
         return ""
     digest = hashlib.blake2b(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode(), digest_size=20)
-    digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    floats = (frame.dtypes == np.float64).to_numpy()  # most columns: their bytes, in one block
+    digest.update(frame.loc[:, floats].to_numpy().tobytes())
+    if not floats.all():
+        digest.update(pd.util.hash_pandas_object(frame.loc[:, ~floats], index=False).to_numpy().tobytes())
     return digest.hexdigest()
 
 

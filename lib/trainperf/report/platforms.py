@@ -15,7 +15,7 @@ import pandas as pd
 from trainperf.derive import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.hardware import Figure, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
-from trainperf.report.noise import _content, _memo, call, configuration_means, has_interval, run_intervals
+from trainperf.report.noise import call, content, configuration_means, has_interval, remember, run_intervals
 from trainperf.report.page import require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
@@ -54,7 +54,7 @@ def configurations(runs: pd.DataFrame) -> pd.DataFrame:
     and its throughput's 95 % interval ``tokens_per_s_low``–``tokens_per_s_high``
     and ``interval`` (as text; ``–`` for none: one run without steps).
     The same ``runs`` (by content) are computed once per process: the report's cells ask again."""
-    return _memo(("configurations", _content(runs)), lambda: _configurations(runs)).copy()
+    return remember(("configurations", content(runs)), lambda: _configurations(runs)).copy()
 
 
 def _configurations(runs: pd.DataFrame) -> pd.DataFrame:

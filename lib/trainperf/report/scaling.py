@@ -7,6 +7,7 @@ nothing but the device count."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -14,22 +15,19 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.configs import experiment_runs, experiments, labels, ordered
+from trainperf.report.configs import labels, ordered
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
-from trainperf.report.noise import NO_INTERVAL, call, configuration_means, run_intervals
+from trainperf.report.noise import NO_INTERVAL, call, configuration_means, content, intervals_per_run, job_frames, remember
 from trainperf.report.page import InputError
-from trainperf.report.phases import has_phases, long_form
-from trainperf.scaling import ScalingFit, fit, karp_flatt
+from trainperf.report.phases import PHASE_LABELS, has_phases, long_form
+from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
 from trainperf.stats import FASTER, SLOWER, Difference, verdict
-from trainperf.steps import aggregate_steps
-from trainperf.stragglers import find_straggler
+from trainperf.steps import rank_totals
+from trainperf.stragglers import name_straggler, rank_waits
 
-LAWS = {"amdahl": "Amdahl", "usl": "USL"}
 BAND_LEVEL = 0.95
 MIN_FIT_POINTS = 3
 """Device counts an experiment needs before a law is fitted (a 2-parameter law through 2 points has no error)."""
-AT_BOUND = 1e-9
-"""A fitted parameter closer than this to 0 sits at its lower bound."""
 SAME_TRAINING = {"single": "ddp"}
 """Strategies that train the same way: one process is DDP at world size 1 (e.g. a 1-process run
 before a torchrun study), so single → ddp is no change of strategy."""
@@ -51,11 +49,9 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def relative_devices(group: pd.DataFrame) -> np.ndarray:
-    """``p = N / N_baseline`` of each run of one experiment."""
-    base = group.loc[group["run_id"] == group["baseline_run_id"], "gpus"]
-    n0 = float(base.iloc[0]) if len(base) else float(group["gpus"].min())
-    return group["gpus"].to_numpy(float) / n0
+def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
+    """``runs`` grouped by experiment, the experiments in the order they first appear."""
+    return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
 # --- what changes besides the device count ------------------------------------------
@@ -69,15 +65,15 @@ def changes(group: pd.DataFrame) -> list[str]:
                ("seq_len", "sequence length")]
     if not _batch_is_scaled_consistently(group):
         columns.insert(1, ("micro_batch_size", "micro-batch size"))
+    compared = group[[c for c, _ in columns if c in group]]
+    if "strategy" in compared:
+        compared = compared.assign(strategy=compared["strategy"].astype("string").str.lower().replace(SAME_TRAINING))
+    varies = compared.nunique() > 1
     out = []
     for column, what in columns:
-        if column not in group:
-            continue
-        values = group[column].astype("string").str.lower().replace(SAME_TRAINING) if column == "strategy" \
-            else group[column]
-        if values.nunique() > 1:
+        if varies.get(column, False):
             steps: list[tuple[str, tuple[object, object]]] = []
-            for shown, value, gpus in zip(group[column], values, group["gpus"]):
+            for shown, value, gpus in zip(group[column], compared[column], group["gpus"]):
                 if not steps or steps[-1][0] != str(value):
                     steps.append((str(value), (shown, gpus)))
             out.append(f"{what} " + " → ".join(
@@ -96,14 +92,14 @@ def _batch_is_scaled_consistently(group: pd.DataFrame) -> bool:
 
 def clean_experiments(runs: pd.DataFrame) -> list[str]:
     """The experiments whose runs differ only in the device count: the ones a headline or projection may use."""
-    return [name for name in experiments(runs) if not changes(experiment_runs(runs, name))]
+    return [name for name, group in by_experiment(runs) if not changes(group)]
 
 
 def confounded(runs: pd.DataFrame) -> list[str]:
     """A warning for each experiment whose runs differ in more than the device count."""
     return [f"{name} changes more than the device count: {'; '.join(found)}. Its multiplier mixes scaling with "
             "these changes, so it is not fitted or projected."
-            for name in experiments(runs) if (found := changes(experiment_runs(runs, name)))]
+            for name, group in by_experiment(runs) if (found := changes(group))]
 
 
 # --- frames ---------------------------------------------------------------------------
@@ -140,7 +136,8 @@ def shown_columns(group: pd.DataFrame) -> list[str]:
         speed = next((c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
     columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "multiplier_interval",
                "scaling_efficiency", "efficiency_interval", "serial_fraction"]
-    return [c for c in columns if group[c].notna().any() and not group[c].isin(["–"]).all()]
+    keep = group[columns].notna().any() & ~group[columns].isin(["–"]).all()
+    return [c for c in columns if keep[c]]
 
 
 BASELINE = "baseline"
@@ -161,63 +158,72 @@ def configurations(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.
     ``multiplier_low``/``_high``, ``efficiency_low``/``_high``,
     ``serial_low``/``_high`` and the texts ``multiplier_interval``,
     ``efficiency_interval`` (``BASELINE``, or why none)."""
-    clean = set(clean_experiments(runs))
-    parts = [_experiment(experiment_runs(runs, name), steps)[0].assign(only_devices_change=name in clean)
-             for name in experiments(runs)]
-    return pd.concat(parts, ignore_index=True)
+    return pd.concat([rows for rows, _ in _experiments(runs, steps).values()], ignore_index=True)
 
 
-def _experiment(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _experiments(runs: pd.DataFrame, steps: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+    """Per experiment, :func:`_experiment`; computed once per process for the same
+    ``runs`` and ``steps`` (by content): the headline, table and notes all ask."""
+    def study() -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+        frames = job_frames(steps)
+        return {name: _experiment(group, frames) for name, group in by_experiment(runs)}
+
+    return remember(("scaling", content(runs), content(steps)), study)
+
+
+def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One experiment's configurations (see :func:`configurations`) and their
-    :func:`trainperf.report.noise.run_intervals` rows (same order)."""
+    :func:`trainperf.report.noise.run_intervals` rows (same order) from the steps'
+    :func:`trainperf.report.noise.job_frames`; shared: not to be changed."""
     group = runs.reset_index(drop=True)
-    every = run_intervals(group, steps)
+    every = intervals_per_run(group, frames)
     key = every["configuration"].fillna(every["run_id"])
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).to_numpy()])  # the baseline run's configuration
     rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
     at_base = found.index[found["configuration"].fillna(found["run_id"]).isin(base_key)]
     base = at_base[0] if len(at_base) else None
-    intervals = [_throughput_interval(f, r) for (_, f), (_, r) in zip(found.iterrows(), rows.iterrows())]
-    out = rows.assign(configuration=labels(rows), interval=intervals)
-    for column in ("ideal", "multiplier_low", "multiplier_high", "serial_low", "serial_high"):
-        out[column] = np.nan
-    out["multiplier_interval"], out["efficiency_interval"] = "–", ""
+    multiplier, ideal = rows["scaling_multiplier"], pd.Series(np.nan, index=rows.index)
     if base is not None:
-        out["ideal"] = out["gpus"] / out.loc[base, "gpus"]
-        out["scaling_multiplier"] = out["scaling_multiplier"] / out.loc[base, "scaling_multiplier"]
-    for i in out.index:
-        if i == base:
-            out.loc[i, ["multiplier_interval", "efficiency_interval"]] = BASELINE
-        elif base is None or pd.isna(found.loc[i, "throughput"]) or pd.isna(found.loc[base, "throughput"]):
-            out.loc[i, "efficiency_interval"] = NO_INTERVAL
-        elif not (ratio := call(found, found.loc[base, "configuration"], found.loc[i, "configuration"])).tested:
-            out.loc[i, "efficiency_interval"] = (NO_INTERVAL if pd.isna(found.loc[i, "low"])
-                                                 else "no interval (the baseline is one run without steps)")
-        else:
-            scale = out.loc[i, "scaling_multiplier"] / (1 + ratio.estimate)  # around the shown multiplier
-            low, high = (1 + ratio.low) * scale, (1 + ratio.high) * scale
-            source = " and ".join(dict.fromkeys(SOURCES.get(found.loc[j, "basis"], found.loc[j, "basis"])
-                                                for j in (i, base)))
-            out.loc[i, ["multiplier_low", "multiplier_high"]] = [low, high]
-            out.loc[i, "multiplier_interval"] = f"{fmt_times(low, 2)}–{fmt_times(high, 2)}"
-            out.loc[i, "efficiency_interval"] = (f"{fmt_pct(low / out.loc[i, 'ideal'])}–"
-                                                 f"{fmt_pct(high / out.loc[i, 'ideal'])} ({source})")
-    out["scaling_efficiency"] = out["scaling_multiplier"] / out["ideal"]
-    out["efficiency_low"] = out["multiplier_low"] / out["ideal"]
-    out["efficiency_high"] = out["multiplier_high"] / out["ideal"]
-    out["serial_fraction"] = karp_flatt(out["scaling_multiplier"], out["ideal"])
-    out["serial_low"] = karp_flatt(out["multiplier_high"], out["ideal"])  # e falls as the multiplier rises
-    out["serial_high"] = karp_flatt(out["multiplier_low"], out["ideal"])
-    return out, found
+        multiplier, ideal = multiplier / multiplier[base], rows["gpus"] / rows.at[base, "gpus"]
+    low, high, multiplier_text, efficiency_text = map(np.array, zip(*(
+        _multiplier_interval(found, i, base, m, p) for i, m, p in zip(rows.index, multiplier, ideal))))
+    return rows.assign(
+        configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
+        multiplier_low=low, multiplier_high=high, serial_low=karp_flatt(high, ideal),  # e falls as S rises
+        serial_high=karp_flatt(low, ideal), multiplier_interval=multiplier_text.tolist(),
+        efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
+        scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
+        serial_fraction=karp_flatt(multiplier, ideal), only_devices_change=not changes(group)), found
 
 
-def _throughput_interval(found: pd.Series, row: pd.Series) -> str:
-    """A configuration's throughput interval as text (``1,258–1,465``) around the rate its
-    ``row`` shows (the interval's relative width), ``–`` when it has none."""
-    if pd.isna(found["low"]):
-        return "–"
-    k = row.get(f"{found['unit']}_per_s", found["throughput"]) / found["throughput"]
-    return f"{fmt_int(found['low'] * k)}–{fmt_int(found['high'] * k)}"
+def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multiplier: float, ideal: float
+                         ) -> tuple[float, float, str, str]:
+    """The 95 % interval of configuration ``i``'s multiplier against the baseline
+    configuration ``base`` (rows of ``found``), around the ``multiplier`` shown: low,
+    high, and as text the multiplier's and the efficiency's (``BASELINE``, or why none)."""
+    if i == base:
+        return np.nan, np.nan, BASELINE, BASELINE
+    if base is None or pd.isna(found.at[i, "throughput"]) or pd.isna(found.at[base, "throughput"]):
+        return np.nan, np.nan, "–", NO_INTERVAL
+    ratio = call(found, found.at[base, "configuration"], found.at[i, "configuration"])
+    if not ratio.tested:
+        why = NO_INTERVAL if pd.isna(found.at[i, "low"]) else "no interval (the baseline is one run without steps)"
+        return np.nan, np.nan, "–", why
+    scale = multiplier / (1 + ratio.estimate)
+    low, high = (1 + ratio.low) * scale, (1 + ratio.high) * scale
+    source = " and ".join(dict.fromkeys(SOURCES.get(found.at[j, "basis"], found.at[j, "basis"]) for j in (i, base)))
+    return (low, high, f"{fmt_times(low, 2)}–{fmt_times(high, 2)}",
+            f"{fmt_pct(low / ideal)}–{fmt_pct(high / ideal)} ({source})")
+
+
+def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
+    """Each configuration's throughput interval as text (``1,258–1,465``) around the rate
+    its ``rows`` row shows (the interval's relative width), ``–`` when it has none."""
+    out = []
+    for i, (unit, throughput, low, high) in enumerate(found[["unit", "throughput", "low", "high"]].itertuples(False)):
+        k = (rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput) / throughput
+        out.append("–" if pd.isna(low) else f"{fmt_int(low * k)}–{fmt_int(high * k)}")
+    return out
 
 
 def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
@@ -226,8 +232,7 @@ def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> l
     (the 95 % interval of the efficiency ratio excludes 1 and it moves by
     :data:`~trainperf.stats.MIN_EFFECT` or more); otherwise indistinguishable."""
     out = []
-    for name in experiments(runs):
-        rows, found = _experiment(experiment_runs(runs, name), steps)
+    for name, (rows, found) in _experiments(runs, steps).items():
         if found["low"].isna().any():
             continue
         moves, shown = [], rows["scaling_efficiency"]
@@ -247,8 +252,7 @@ def phases(runs: pd.DataFrame) -> pd.DataFrame:
     """Time per step (per measured window where a step count is unknown) in
     each phase, per run of the experiments that have phase times: long form
     (see :func:`trainperf.report.phases.long_form`)."""
-    parts = [long_form(group, labels(group, compact=True)) for name in experiments(runs)
-             if has_phases(group := experiment_runs(runs, name))]
+    parts = [long_form(group, labels(group, compact=True)) for _, group in by_experiment(runs) if has_phases(group)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
         columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
 
@@ -256,8 +260,7 @@ def phases(runs: pd.DataFrame) -> pd.DataFrame:
 def without_phases(runs: pd.DataFrame) -> list[str]:
     """A sentence for each experiment whose data holds no phase times, with its time per step where known."""
     out = []
-    for name in experiments(runs):
-        group = experiment_runs(runs, name)
+    for name, group in by_experiment(runs):
         if not has_phases(group):
             known = group[group["step_time_s"].notna()]
             per_step = "; time per step: " + ", ".join(f"{fmt_sig(t)} s at {fmt_int(n)} devices" for n, t in
@@ -275,19 +278,10 @@ def overhead(runs: pd.DataFrame) -> pd.DataFrame:
     exposed), data seconds, communication overhead (exposed communication, or
     all of it where the exposed part is unknown, / a typical rank's elapsed
     time) and compute / communication; columns no run has are left out."""
-    have = runs[[has_phases(runs.loc[[i]]) for i in runs.index]]
+    have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
     return have.assign(configuration=labels(have))[["experiment", "configuration", "gpus", "elapsed_s", *present]] \
         .reset_index(drop=True)
-
-
-def rank_times(steps: pd.DataFrame) -> pd.DataFrame:
-    """Each rank's elapsed time and phase totals over the measured window:
-    rows ``run_id, rank, elapsed_s, ...`` (a rank aggregated as its own run)."""
-    per_rank = steps.assign(run_id=steps["run_id"].astype(str) + "\x1f" + steps["rank"].astype(str))
-    rows = aggregate_steps(per_rank)
-    parts = rows["run_id"].str.split("\x1f", n=1, expand=True)
-    return rows.assign(run_id=parts[0], rank=parts[1].astype(int))
 
 
 def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
@@ -297,14 +291,12 @@ def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
     columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
     if steps is None or steps.empty:
         return pd.DataFrame(columns=columns)
-    times = rank_times(steps).groupby("run_id").filter(lambda g: len(g) > 1)
-    order = {r: i for i, r in enumerate(runs["run_id"].astype(str))}
-    times = times[times["run_id"].isin(order)].assign(order=lambda t: t["run_id"].map(order))
-    times = times.sort_values(["order", "rank"]).reset_index(drop=True)
-    experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
+    totals = rank_totals(steps).reset_index()
+    times = runs[["run_id", "experiment"]].astype(str).drop_duplicates("run_id", keep="last").merge(
+        totals.assign(run_id=totals["run_id"].astype(str)), on="run_id")  # in the runs' order, by rank
+    times = times[times.groupby("run_id")["rank"].transform("size").to_numpy() > 1].reset_index(drop=True)
     top = times.groupby("run_id")["elapsed_s"].transform("max")
-    return times.assign(experiment=times["run_id"].map(experiment), slowest=times["elapsed_s"].eq(top),
-                        of_slowest=times["elapsed_s"] / top)[columns]
+    return times.assign(slowest=times["elapsed_s"].eq(top), of_slowest=times["elapsed_s"] / top)[columns]
 
 
 def rank_summary(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
@@ -372,10 +364,12 @@ def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataF
         return pd.DataFrame(columns=columns), []
     experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
     ranks_of = steps.groupby(steps["run_id"].astype(str))["rank"].nunique()
+    waits = rank_waits(steps)
+    of_run = dict(iter(waits.groupby(waits["run_id"].astype(str), sort=False)))
     parts, sentences = [], []
     for run_id in (r for r in runs["run_id"].astype(str) if ranks_of.get(r, 0) > 1):
         try:
-            per_rank, sentence = find_straggler(steps, run_id)
+            per_rank, sentence = name_straggler(of_run.get(run_id, waits.iloc[:0]), run_id)
         except ValueError as exc:
             sentences.append(f"Run {run_id}: {exc}.")
             continue
@@ -480,8 +474,8 @@ class Projection:
     @property
     def best(self) -> ScalingFit:
         """The law that fits the measured multipliers best (lowest RMSE) among
-        those whose error is known (:func:`has_band`); among all when none is."""
-        known = [f for f in self.fits.values() if has_band(f)]
+        those whose error is known (:attr:`~trainperf.scaling.ScalingFit.has_band`); among all when none is."""
+        known = [f for f in self.fits.values() if f.has_band]
         return min(known or self.fits.values(), key=lambda f: f.rmse)
 
     def targets(self) -> list[float]:
@@ -491,25 +485,6 @@ class Projection:
             points.append(p)
             p *= 2
         return points + [self.target]
-
-
-def has_band(f: ScalingFit) -> bool:
-    """Whether a fit's error is known: it had more points than parameters (else its
-    standard errors and band are NaN)."""
-    return bool(np.all(np.isfinite(f.covariance)))
-
-
-def no_band(f: ScalingFit) -> str:
-    """Why a fit has no band: ``no band (3 points, 3 parameters: measure a 4th device count)``."""
-    points, params = len(f.devices), len(f.params)
-    return (f"no band ({points} points, {params} parameters: measure {_ordinal(params + 1)} device count"
-            + ("" if points == params else f" and more") + ")")
-
-
-def _ordinal(n: int) -> str:
-    """``a 4th``, ``a 3rd``, ``an 11th``."""
-    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return ("an " if n in (8, 11, 18) or str(n).startswith("8") else "a ") + f"{n}{suffix}"
 
 
 def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
@@ -522,14 +497,23 @@ def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, bas
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
     """Amdahl and USL fits for every experiment that changes only the device
     count and has at least :data:`MIN_FIT_POINTS` device counts, projected to
-    ``project_to_gpus`` devices (default: 8 × the largest measured)."""
+    ``project_to_gpus`` devices (default: 8 × the largest measured). Fitted once per
+    process for the same ``runs`` (by content) and target: the headline and the fit cells both ask."""
+    found = remember(("projections", content(runs), repr(project_to_gpus)), lambda: _projections(runs, project_to_gpus))
+    return copy.deepcopy(found)
+
+
+def _projections(runs: pd.DataFrame, project_to_gpus: float | None) -> list[Projection]:
     out = []
-    for name in clean_experiments(runs):
-        group = experiment_runs(runs, name).dropna(subset=["scaling_multiplier"])
-        p = relative_devices(group)
+    for name, group in by_experiment(runs):
+        if changes(group):
+            continue
+        group = group.dropna(subset=["scaling_multiplier"])
+        named = group.loc[group["run_id"] == group["baseline_run_id"], "gpus"]
+        base_gpus = float(named.iloc[0]) if len(named) else float(group["gpus"].min())
+        p = group["gpus"].to_numpy(float) / base_gpus  # relative devices, the baseline's p = 1
         if len(np.unique(p)) < MIN_FIT_POINTS:
             continue
-        base_gpus = float(group["gpus"].iloc[0]) / float(p[0])
         target = (project_to_gpus / base_gpus) if project_to_gpus else 8 * float(p.max())
         if target <= p.max():
             raise InputError(f"project_to_gpus={project_to_gpus:g} is not beyond the largest measured "
@@ -542,14 +526,14 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
     """The fitted laws, the straight line and the ideal from 1 to the target:
     rows ``experiment, devices, relative, curve, multiplier, low, high, band``
     (``low``/``high``: the fit's 95 % band, NaN for the lines and for a law
-    without a band; ``band``: ``95 % band``, or why there is none: :func:`no_band`)."""
+    without a band; ``band``: ``95 % band``, or why there is none)."""
     rows = []
     for proj in found:
         x = np.geomspace(1, proj.target, points)
         for law, f in proj.fits.items():
             low, high = f.band(x, BAND_LEVEL)
             rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit", "relative": x, "multiplier": f.predict(x),
-                                      "low": low, "high": high, "band": "95 % band" if has_band(f) else no_band(f)}))
+                                      "low": low, "high": high, "band": "95 % band" if f.has_band else f.why_no_band}))
         beyond = x[x >= proj.p.max()]
         rows.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
                                   "multiplier": proj.naive(beyond)}))
@@ -564,25 +548,17 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
 def projected(found: list[Projection]) -> pd.DataFrame:
     """Per experiment and projected device count (doublings up to the
     target): each law's multiplier and its 95 % band as text (``{law}_band``:
-    ``5.1×–6.3×``, or why there is none: :func:`no_band`), the straight line and the ideal."""
+    ``5.1×–6.3×``, or why there is none), the straight line and the ideal."""
     parts = []
     for proj in found:
         p = np.array(proj.targets())
         part = pd.DataFrame({"experiment": proj.experiment, "devices": p * proj.base_gpus})
         for law, f in proj.fits.items():
             low, high = f.band(p, BAND_LEVEL)  # one call per law: each draws the parameters anew
-            band = [f"{fmt_times(a)}–{fmt_times(b)}" for a, b in zip(low, high)] if has_band(f) else no_band(f)
+            band = [f"{fmt_times(a)}–{fmt_times(b)}" for a, b in zip(low, high)] if f.has_band else f.why_no_band
             part = part.assign(**{law: f.predict(p), f"{law}_band": band})
         parts.append(part.assign(naive=proj.naive(p), ideal=p))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-
-
-def parameter_text(value: float, stderr: float) -> str:
-    """A fitted parameter for people: ``0.0312 ± 0.004``, or ``0 (at its
-    bound)`` where the fit pushed it to 0 (its standard error then means nothing)."""
-    if abs(value) < AT_BOUND:
-        return "0 (at its bound)"
-    return f"{value:.4g}" + ("" if math.isnan(stderr) else f" ± {stderr:.2g}")
 
 
 def fit_parameters(found: list[Projection]) -> pd.DataFrame:
@@ -591,7 +567,7 @@ def fit_parameters(found: list[Projection]) -> pd.DataFrame:
     ``band``: why the law has no band (empty when it has one)."""
     rows = [{"experiment": proj.experiment, "law": LAWS[law], "parameter": name, "value": value,
              "stderr": f.stderr[name], "shown": parameter_text(value, f.stderr[name]), "rmse": f.rmse,
-             "points": len(f.devices), "band": "" if has_band(f) else no_band(f)}
+             "points": len(f.devices), "band": "" if f.has_band else f.why_no_band}
             for proj in found for law, f in proj.fits.items() for name, value in f.params.items()]
     return pd.DataFrame(rows)
 
@@ -607,12 +583,8 @@ def fit_notes(found: list[Projection]) -> list[str]:
            f"{fmt_sig(g['rmse'].iloc[0])}× over {g['points'].iloc[0]} points"
            + ("" if g["band"].iloc[0] == "" else f"; {g['band'].iloc[0]}, no standard errors")
            for (name, law), g in params.groupby(["experiment", "law"], sort=False)]
-    for proj in found:
-        kappa, sigma = proj.fits["usl"].params["kappa"], proj.fits["usl"].params["sigma"]
-        if kappa > AT_BOUND and sigma < 1 and math.sqrt((1 - sigma) / kappa) < proj.target * 4:
-            out.append(f"The USL fit of {proj.experiment} peaks at about "
-                       f"{fmt_int(math.sqrt((1 - sigma) / kappa) * proj.base_gpus)} devices: beyond that, adding "
-                       "devices makes it slower.")
+    out += [f"The USL fit of {proj.experiment} peaks at about {fmt_int(peak * proj.base_gpus)} devices: beyond "
+            "that, adding devices makes it slower." for proj in found if (peak := proj.fits["usl"].peak) < proj.target * 4]
     return out
 
 
@@ -623,9 +595,11 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd
     device count, its efficiency (with its 95 % interval where ``steps`` or
     repeats give one), and the fitted projection vs. the straight line;
     without such an experiment, says so and projects nothing."""
-    clean = clean_experiments(runs)
-    widest = max(clean or experiments(runs), key=lambda n: (g := experiment_runs(runs, n)["gpus"]).max() / g.min())
-    group = configurations(experiment_runs(runs, widest), steps)
+    study = _experiments(runs, steps)
+    clean = [name for name, (rows, _) in study.items() if rows["only_devices_change"].iloc[0]]
+    spans = by_experiment(runs)["gpus"].agg(lambda g: g.max() / g.min())
+    widest = max(clean or spans.index, key=spans.get)
+    group = study[widest][0]
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
     known = (f" (95 % interval {fmt_pct(top['efficiency_low'])}–{fmt_pct(top['efficiency_high'])})"
              if pd.notna(top["efficiency_low"]) else "")
@@ -652,21 +626,19 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd
     return banner(text, figures)
 
 
-def usd_per_million(runs: pd.DataFrame, rate: str) -> pd.Series:
-    """USD per million units of work (tokens or samples, the unit of the
-    ``rate`` column, per second): ``price_per_gpu_hour · gpus / 3600 s/h /
-    rate · 10⁶``."""
-    return runs["price_per_gpu_hour"] * runs["gpus"] / 3600 / runs[rate] * 1e6
+def _priced(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with a price per device-hour."""
+    return runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
 
 
 def cost(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run with a price per device-hour: price, elapsed, device-hours,
-    cost, USD per million tokens (or samples) and cost efficiency (baseline
-    cost per unit of work / this run's)."""
-    priced = runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
+    cost, USD per million tokens (or samples: ``price_per_gpu_hour · gpus /
+    3600 s/h / rate · 10⁶``) and cost efficiency (baseline cost per unit of work / this run's)."""
+    priced = _priced(runs)
     rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
-    out = priced.assign(configuration=labels(priced) if len(priced) else [],
-                        usd_per_million=usd_per_million(priced, rate) if rate else np.nan)
+    out = priced.assign(configuration=labels(priced) if len(priced) else [], usd_per_million=(
+        priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6) if rate else np.nan)
     return out[["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd",
                 "usd_per_million", "cost_efficiency"]].reset_index(drop=True)
 
@@ -674,9 +646,7 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
 def cost_notes(runs: pd.DataFrame) -> list[str]:
     """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work."""
     out = []
-    priced = runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
-    for name in experiments(priced):
-        group = experiment_runs(priced, name)
+    for name, group in by_experiment(_priced(runs)):
         top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
         if top.name != base.name and pd.notna(top["cost_efficiency"]) and top["cost_efficiency"] > 0:
             out.append(f"{name}: going from {fmt_int(base['gpus'])} to {fmt_int(top['gpus'])} devices makes the job "
