@@ -103,3 +103,14 @@ def test_off_reads_every_time_and_errors_are_not_stored(tmp_path, reads, monkeyp
     load_runs(tmp_path / "one.csv", cache=True)
     assert reads[2:] == ["one.csv", "one.csv"]
     assert not (tmp_path / "cache" / "inputs").exists() or not any((tmp_path / "cache" / "inputs").iterdir())
+
+
+def test_the_compare_report_reads_its_sides_through_the_cache(tmp_path, reads):
+    from trainperf.report.page import open_side
+
+    side = tmp_path / "side.csv"
+    side.write_text("run_id,gpus,tokens,elapsed_s,model\nr1,1,1000,10,m\nr2,1,1000,11,m\n")
+    first = open_side([str(side)], "baseline_runs")
+    again = open_side([str(side)], "baseline_runs")
+    assert reads == ["side.csv"]
+    pd.testing.assert_frame_equal(first.runs, again.runs)

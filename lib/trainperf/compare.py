@@ -55,10 +55,11 @@ class Side:
     dropped_steps: int = 0
 
 
-def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0) -> Side:
+def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cache: bool = False) -> Side:
     """Read one side. Steps are used where the inputs hold them (run folders,
     steps tables), after each run's warm-up and ``warmup`` more steps.
-    DataError when the runs are not repeats of one configuration."""
+    DataError when the runs are not repeats of one configuration. With
+    ``cache``, runs come from :mod:`trainperf.input_cache` (``load_runs``)."""
     if not paths:
         raise DataError("no input given for a side of the comparison")
     paths = tuple(Path(p) for p in paths)
@@ -67,7 +68,7 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0) -> 
             raise DataError("no such file or folder", path=path)
     tables = [p for p in paths if p.is_file() and _holds_steps(p)]  # load_runs leaves steps tables to load_steps
     others = [p for p in paths if p not in tables]
-    frames = ([load_runs(*others)] if others else []) + ([aggregate_steps(load_steps(*tables))] if tables else [])
+    frames = ([load_runs(*others, cache=cache)] if others else []) + ([aggregate_steps(load_steps(*tables))] if tables else [])
     runs = derive(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
     _check_repeats(runs, label or ", ".join(map(str, paths)))
     side = Side(label or ", ".join(map(str, paths)), runs)

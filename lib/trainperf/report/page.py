@@ -114,13 +114,13 @@ def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -
 
 def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
     """One side of the compare report (:func:`trainperf.compare.read_side`:
-    the runs of one configuration, with their steps). :class:`NotApplicable`
+    the runs of one configuration, with their steps; inputs through the input cache). :class:`NotApplicable`
     when ``parameter`` names no path, as when ``trainperf report --data``
     builds every report: compare needs its two sides named."""
     if not paths:
         raise NotApplicable(f"no runs given for {parameter}: compare needs both sides, e.g. trainperf report --only "
                             "compare -p baseline_runs runs/before -p candidate_runs runs/after")
-    return read_side(*paths, warmup=warmup)
+    return read_side(*paths, warmup=warmup, cache=True)
 
 
 def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.DataFrame | None:
