@@ -257,6 +257,11 @@ def karp_flatt(multiplier: np.ndarray, devices: np.ndarray) -> np.ndarray:
     return np.where(p > 1, e, np.nan)
 
 
+SCALING_INPUTS = ("run_id", "gpus", "baseline_run_id", "tokens_per_s", "samples_per_s", "elapsed_s",
+                  "price_per_gpu_hour")
+"""The columns :func:`add_scaling` reads from a run."""
+
+
 def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
     """Add ``baseline_run_id``, ``scaling_basis``, ``scaling_multiplier``,
     ``scaling_efficiency``, ``serial_fraction`` and ``cost_efficiency`` per
@@ -269,9 +274,10 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
             for c in ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency",
                       "serial_fraction", "cost_efficiency")}
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
+    used = out[[c for c in SCALING_INPUTS if c in out]]  # slicing the whole wide frame per experiment is slow
     for name in pd.unique(experiments):
         idx = np.flatnonzero(experiments == name)
-        group = out.iloc[idx]
+        group = used.iloc[idx]
         basis, speed, measure = _speed(group)
         base, note = _baseline(group)
         for i in idx if note else ():
