@@ -57,8 +57,8 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, valida
           **callback_options: Any) -> int:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``
-    (validating on two batches every ``validate_every`` batches); return the
-    optimizer steps Lightning took."""
+    (validating on eight batches every ``validate_every`` batches: long enough
+    to stand out from any wait for data); return the optimizer steps Lightning took."""
     torch.manual_seed(0)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     n = batch * accum * steps * world
@@ -69,11 +69,11 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, valida
             accelerator="cpu", devices=world, strategy="ddp" if world > 1 else "auto", max_steps=steps,
             accumulate_grad_batches=accum, logger=False, enable_checkpointing=False,
             enable_progress_bar=False, enable_model_summary=False, default_root_dir=out,
-            val_check_interval=validate_every, limit_val_batches=2 if validate_every else 0,
+            val_check_interval=validate_every, limit_val_batches=8 if validate_every else 0,
             num_sanity_val_steps=0,
             callbacks=[LightningCallback(run_dir, config={"experiment": "lightning", "model": "tiny-gpt2"},
                                          warmup_steps=1, **callback_options)])
-        trainer.fit(TinyGPT(), loader, loader if validate_every else None)
+        trainer.fit(TinyGPT(), loader, DataLoader(list(ids) * 4, batch_size=batch) if validate_every else None)
         taken = trainer.global_step
     del trainer
     gc.collect()
