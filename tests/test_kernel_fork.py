@@ -9,13 +9,16 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from trainperf.report.kernels import KERNEL, SERVER_ENV, IPCKernelManager, forked_kernels
+from trainperf.report import kernel_fork
+from trainperf.report.kernels import KERNEL, PRELOAD, SERVER_ENV, IPCKernelManager, forked_kernels
 
 CHECK = ("import os, sys; print(os.getcwd(), os.environ.get('TP_TEST_MARK'), 'seaborn' in sys.modules, 'x' in dir(), "
          "os.getsid(0) == os.getpid())")
@@ -102,11 +105,6 @@ def _alive(pid: int) -> bool:
 def test_a_server_inside_another_is_the_same_and_a_server_stops_while_it_imports(tmp_path):
     """``trainperf report`` starts the server before it plans the build, and the build asks again: one server.
     A build refused on its arguments leaves at once, without waiting for the server's imports to finish."""
-    import subprocess
-    import sys
-
-    from trainperf.report.kernels import PRELOAD
-
     with forked_kernels(_spec(), tmp_path) as outer:
         server = os.environ[SERVER_ENV]
         with forked_kernels(_spec(), tmp_path) as inner:
@@ -120,3 +118,20 @@ def test_a_server_inside_another_is_the_same_and_a_server_stops_while_it_imports
     with forked_kernels(_spec(), tmp_path):
         socket = Path(json.loads(os.environ[SERVER_ENV])["socket"])
     assert time.perf_counter() - start < imports / 2 and not socket.exists()
+
+
+def test_a_server_on_its_way_out_ignores_a_late_sigterm(tmp_path):
+    """The build closes the server's input and stops it; a SIGTERM that arrives while the server is
+    already exiting must not print a traceback into the build's output."""
+    (tmp_path / "slow_exit.py").write_text("import atexit, time\natexit.register(time.sleep, 1.0)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    server = subprocess.Popen([sys.executable, kernel_fork.__file__, "serve", str(tmp_path / "s"), "slow_exit"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert server.stdout.readline().strip() == b"listening"
+    time.sleep(0.5)
+    server.stdin.close()  # the build ended: the server leaves its loop; its exit waits in the atexit hook
+    time.sleep(0.5)
+    server.terminate()
+    returncode = server.wait(timeout=20)
+    errors = server.stderr.read().decode()
+    assert returncode == 0 and "Traceback" not in errors, errors

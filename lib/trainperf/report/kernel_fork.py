@@ -92,6 +92,7 @@ def serve(address: str, modules: list[str]) -> None:
                     conn.close()
                     del kernels[conn]
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # on the way out already: a late SIGTERM must not interrupt it
         for pid in kernels.values():
             _kill(pid)
         listener.close()

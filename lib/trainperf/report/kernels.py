@@ -112,8 +112,8 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
             os.environ.pop(SERVER_ENV, None)
         else:
             os.environ[SERVER_ENV] = saved
-        server.stdin.close()
         server.terminate()  # the server ends at once, even while it still imports, and kills any kernel still running
+        server.stdin.close()
         try:
             server.wait(timeout=10)
         except subprocess.TimeoutExpired:
