@@ -55,3 +55,23 @@ def test_summarize_json_keeps_small_numbers(tmp_path, capsys):
     assert record["tflops_per_gpu"] == pytest.approx(6e-8, rel=1e-12)
     assert record["mfu"] == pytest.approx(6e-8 / 0.05, rel=1e-12)
     assert record["platform"] == "cpu" and record["activation_checkpointing"] is None
+
+
+def test_the_report_command_starts_its_kernel_server_before_pandas_is_loaded():
+    """``trainperf report`` imports only its own command's module up to the server's start (pandas,
+    scipy and the analysis load while the server imports too); the package's names still load on use."""
+    code = ("import sys, trainperf.cli, trainperf.report.cli, trainperf.report.kernels; "
+            "trainperf.cli.build_parser(['report']); print('pandas' in sys.modules); import trainperf; "
+            "from trainperf.derived import derive; print(trainperf.derive is derive, 'pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True", "True"]
+
+
+def test_help_lists_every_command_and_a_command_alone_parses_its_own_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in ("summarize", "report", "bench", "compare", "import", "trace"))
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    assert "--jobs N" in capsys.readouterr().out

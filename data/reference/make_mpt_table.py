@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from trainperf.derive import derive
+from trainperf.derived import derive
 from trainperf.hardware import normalize_precision
 
 HERE = Path(__file__).resolve().parent

@@ -4,14 +4,25 @@ The runs table (``load_runs``) and the steps table (``load_steps``) are the
 only shapes that flow between parts; ``derive`` adds every metric. Importing
 ``trainperf`` does not import torch: the profiler and the bench load it lazily;
 it makes a ``DataWarning`` print as one line (``DataWarning: message``).
+The names below load their modules (and pandas) when first used, so that
+the ``trainperf`` command starts without them.
 """
 
-from trainperf.derive import derive
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from trainperf.errors import DataError, DataWarning, install_warning_format
-from trainperf.loading import load_runs
-from trainperf.profiler import StepProfiler, export_chrome_trace
-from trainperf.steps import aggregate_steps, load_steps
-from trainperf.stragglers import find_straggler
+
+if TYPE_CHECKING:
+    from trainperf.derived import derive
+    from trainperf.loading import load_runs
+    from trainperf.profiler import StepProfiler, export_chrome_trace
+    from trainperf.steps import aggregate_steps, load_steps
+    from trainperf.stragglers import find_straggler
+
+_HOMES = {"derive": "trainperf.derived", "load_runs": "trainperf.loading", "StepProfiler": "trainperf.profiler",
+          "export_chrome_trace": "trainperf.profiler", "aggregate_steps": "trainperf.steps",
+          "load_steps": "trainperf.steps", "find_straggler": "trainperf.stragglers"}
 
 __version__ = "0.1.0"
 
@@ -19,3 +30,10 @@ install_warning_format()  # a DataWarning is shown as one line, without trainper
 
 __all__ = ["DataError", "DataWarning", "StepProfiler", "__version__", "aggregate_steps", "derive", "find_straggler",
            "export_chrome_trace", "load_runs", "load_steps"]
+
+
+def __getattr__(name: str) -> object:
+    """``trainperf.load_runs`` and the other names of ``__all__``, imported on first use."""
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
+    raise AttributeError(f"module 'trainperf' has no attribute {name!r}")

@@ -4,33 +4,35 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
+from importlib import import_module
 
-from trainperf import __version__, compare_cli, summary
+from trainperf import __version__
 from trainperf.errors import DataError
-from trainperf.bench import cli as bench_cli
-from trainperf.importers import cli as importers_cli
-from trainperf.profiler import cli as profiler_cli
-from trainperf.report import cli as report_cli
+
+COMMANDS: dict[str, str] = {"summarize": "trainperf.summary", "report": "trainperf.report.cli",
+                            "bench": "trainperf.bench.cli", "compare": "trainperf.compare_cli",
+                            "import": "trainperf.importers.cli", "trace": "trainperf.profiler.cli"}
+"""Each subcommand and the module that registers it (``add_subcommand``). A command line naming one
+imports only that module: ``trainperf report`` starts its kernel server before pandas is loaded."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand."""
+def build_parser(commands: Iterable[str] = COMMANDS) -> argparse.ArgumentParser:
+    """The argument parser with the subcommands ``commands`` (default: all)."""
     parser = argparse.ArgumentParser(
         prog="trainperf", description="Measure training throughput and scaling; render reports.")
     parser.add_argument("--version", action="version", version=f"trainperf {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    summary.add_subcommand(subparsers)
-    report_cli.add_subcommand(subparsers)
-    bench_cli.add_subcommand(subparsers)
-    compare_cli.add_subcommand(subparsers)
-    importers_cli.add_subcommand(subparsers)
-    profiler_cli.add_subcommand(subparsers)
+    for name in commands:
+        import_module(COMMANDS[name]).add_subcommand(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; bad input exits 2 with a one-line message naming where it is."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    named = [argv[0]] if argv and argv[0] in COMMANDS else COMMANDS
+    args = build_parser(named).parse_args(argv)
     try:
         return args.run(args)
     except DataError as exc:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from trainperf.derive import derive
+from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.loading import load_runs
 from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, RUN_CV, SAME, SLOWER, Difference, log_interval,

@@ -9,7 +9,7 @@ import sys
 
 import pandas as pd
 
-from trainperf.derive import derive
+from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.loading import load_runs
 

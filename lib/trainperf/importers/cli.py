@@ -105,7 +105,7 @@ def _describe(result: ImportResult) -> None:
 
 
 def _comparisons(runs: pd.DataFrame) -> None:
-    from trainperf.derive import derive
+    from trainperf.derived import derive
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)

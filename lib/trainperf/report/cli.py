@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainperf.report.html import count
 from trainperf.report.parameters import ParameterError
 
 if TYPE_CHECKING:
@@ -44,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     # the kernel server imports the notebooks' modules while this process imports the build's and plans it
     with forked_kernels(kernel_command() or [], Path.cwd()):
+        from trainperf.report.html import count
         from trainperf.report.pipeline import NOTEBOOKS, build, plan
 
         try:

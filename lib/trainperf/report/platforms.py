@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from trainperf.derive import GIVEN_PEAK, SECONDS_PER_DAY
+from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.hardware import Figure, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
 from trainperf.report.noise import call, content, configuration_means, has_interval, remember, run_intervals
@@ -159,7 +159,7 @@ def _datasheet(platform: str, precision: str) -> Figure | None:
 
 def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
     """Whether each run's MFU divides by its device's datasheet dense peak
-    (``peak_source`` of :func:`trainperf.derive.derive`), rather than by a peak
+    (``peak_source`` of :func:`trainperf.derive`), rather than by a peak
     given in the run, such as one measured on a CPU. MFUs of the two kinds do not compare."""
     return (runs["peak_source"].notna() & (runs["peak_source"] != GIVEN_PEAK)).fillna(False).to_numpy(bool)
 
