@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.report.applicability import NotApplicable
-from trainperf.report.configs import labels, ordered
+from trainperf.report.configs import keep_experiments, labels
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
 from trainperf.report.noise import NO_INTERVAL, call, configuration_means, content, intervals_per_run, job_frames, remember
 from trainperf.report.page import InputError
@@ -37,16 +36,11 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of experiments measured at two or more device counts, ordered;
     the others are added to ``attrs['skipped']``. :class:`NotApplicable` when none is left."""
     counts = runs.groupby("experiment")["gpus"].nunique()
-    keep = runs["experiment"].isin(counts[counts >= 2].index).fillna(False).to_numpy(bool)
-    if not keep.any():
-        raise NotApplicable("no experiment has runs at two or more device counts (column gpus): measure one "
+    return keep_experiments(runs, counts >= 2, ["gpus", "micro_batch_size", "run_id"],
+                            "measured at one device count only: no scaling",
+                            "no experiment has runs at two or more device counts (column gpus): measure one "
                             "experiment at several device counts, e.g. with torchrun --nproc-per-node 1, 2, 4 "
                             f"(experiments: {', '.join(map(str, counts.index)) or 'none'})")
-    out = ordered(runs.loc[keep], ["gpus", "micro_batch_size", "run_id"])
-    out.attrs = {**runs.attrs, "skipped": list(runs.attrs.get("skipped", []))}
-    for name in counts[counts < 2].index:
-        out.attrs["skipped"].append((f"experiment {name}", "measured at one device count only: no scaling"))
-    return out
 
 
 def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
@@ -63,36 +57,22 @@ def changes(group: pd.DataFrame) -> list[str]:
     (:data:`SAME_TRAINING`) are no change."""
     columns = [("strategy", "strategy"), ("precision", "precision"), ("model", "model"), ("platform", "platform"),
                ("seq_len", "sequence length")]
-    if not _batch_is_scaled_consistently(group):
+    per_device = group["micro_batch_size"] * group["grad_accum_steps"].fillna(1)
+    total = group["global_batch_size"].fillna(per_device * group["gpus"])
+    if not (per_device.isna().all() or per_device.nunique() <= 1 or total.nunique() <= 1):  # neither strong nor weak
         columns.insert(1, ("micro_batch_size", "micro-batch size"))
     compared = group[[c for c, _ in columns if c in group]]
     if "strategy" in compared:
         compared = compared.assign(strategy=compared["strategy"].astype("string").str.lower().replace(SAME_TRAINING))
     varies = compared.nunique() > 1
     out = []
-    for column, what in columns:
-        if varies.get(column, False):
-            steps: list[tuple[str, tuple[object, object]]] = []
-            for shown, value, gpus in zip(group[column], compared[column], group["gpus"]):
-                if not steps or steps[-1][0] != str(value):
-                    steps.append((str(value), (shown, gpus)))
-            out.append(f"{what} " + " → ".join(
-                f"{fmt_int(v) if isinstance(v, float) else v} (from {fmt_int(g)} device{'s' if g > 1 else ''})"
-                for _, (v, g) in steps))
+    for column, what in ((c, w) for c, w in columns if varies.get(c, False)):
+        value = [str(v) for v in compared[column]]
+        moves = group.iloc[[i for i, v in enumerate(value) if i == 0 or v != value[i - 1]]]
+        out.append(f"{what} " + " → ".join(
+            f"{fmt_int(v) if isinstance(v, float) else v} (from {fmt_int(g)} device{'s' if g > 1 else ''})"
+            for v, g in zip(moves[column], moves["gpus"])))
     return out
-
-
-def _batch_is_scaled_consistently(group: pd.DataFrame) -> bool:
-    """True for strong scaling (the global batch stays the same) and weak
-    scaling (the batch per device stays the same), or when batch sizes are unknown."""
-    per_device = group["micro_batch_size"] * group["grad_accum_steps"].fillna(1)
-    total = group["global_batch_size"].fillna(per_device * group["gpus"])
-    return bool(per_device.isna().all() or per_device.nunique() <= 1 or total.nunique() <= 1)
-
-
-def clean_experiments(runs: pd.DataFrame) -> list[str]:
-    """The experiments whose runs differ only in the device count: the ones a headline or projection may use."""
-    return [name for name, group in by_experiment(runs) if not changes(group)]
 
 
 def confounded(runs: pd.DataFrame) -> list[str]:
@@ -109,16 +89,19 @@ SPEED = ("tokens_per_s", "samples_per_s", "elapsed_s")
 
 
 def table(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration of each experiment (its repeats: the mean, see
-    :func:`configurations`): experiment, configuration, devices (absolute and
-    relative: ``ideal``), ``runs`` (its repeats), its speed (tokens/s,
-    samples/s, elapsed time: those any run has) with ``interval`` (the
-    throughput's 95 % interval as text), multiplier and efficiency with their
-    95 % intervals (``multiplier_low``/``_high``, ``efficiency_low``/``_high``,
-    and as text ``multiplier_interval``, ``efficiency_interval``: with what it
-    comes from, or why there is none), the Karp–Flatt serial fraction with its interval
-    (``serial_low``/``_high``), the basis of the comparison and ``only_devices_change``."""
-    found = configurations(runs, steps)
+    """One row per configuration of each experiment (repeats grouped as
+    :func:`trainperf.report.noise.run_intervals` groups them, speeds their mean):
+    experiment, configuration, devices (``gpus``; ``ideal``: / the baseline
+    configuration's), ``runs`` (its repeats), its speed (tokens/s, samples/s,
+    elapsed time: those any run has) with ``interval`` (the throughput's 95 %
+    interval as text), multiplier (mean throughput / the baseline's; the
+    elapsed-time ratio where that is the basis) and efficiency (/ ideal) with
+    95 % intervals from that of the throughput ratio (``multiplier_low``/``_high``,
+    ``efficiency_low``/``_high``, and as text ``multiplier_interval``,
+    ``efficiency_interval``: with what it comes from, or why there is none),
+    the Karp–Flatt serial fraction with its interval (``serial_low``/``_high``),
+    the basis of the comparison and ``only_devices_change``."""
+    found = pd.concat([rows for rows, _ in _experiments(runs, steps).values()], ignore_index=True)
     speed = [c for c in SPEED if runs[c].notna().any()]
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
                   "scaling_multiplier", "multiplier_low", "multiplier_high", "multiplier_interval",
@@ -145,22 +128,6 @@ SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "r
 """What an interval comes from, in the words of the interval columns."""
 
 
-def configurations(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration of each experiment, repeats grouped as
-    :func:`trainperf.report.noise.run_intervals` groups them: the first run's
-    columns with the speeds the mean over its ``runs``; ``interval`` (the
-    throughput's 95 % interval, text); ``ideal`` (devices / the baseline
-    configuration's); ``scaling_multiplier`` (mean throughput / the baseline
-    configuration's; elapsed-time ratio where that is the experiment's basis),
-    ``scaling_efficiency`` (multiplier / ideal) and the Karp–Flatt
-    ``serial_fraction`` recomputed from them, with 95 % intervals from the
-    interval of the throughput ratio (:func:`trainperf.report.noise.call`):
-    ``multiplier_low``/``_high``, ``efficiency_low``/``_high``,
-    ``serial_low``/``_high`` and the texts ``multiplier_interval``,
-    ``efficiency_interval`` (``BASELINE``, or why none)."""
-    return pd.concat([rows for rows, _ in _experiments(runs, steps).values()], ignore_index=True)
-
-
 def _experiments(runs: pd.DataFrame, steps: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Per experiment, :func:`_experiment`; computed once per process for the same
     ``runs`` and ``steps`` (by content): the headline, table and notes all ask."""
@@ -172,7 +139,7 @@ def _experiments(runs: pd.DataFrame, steps: pd.DataFrame | None) -> dict[str, tu
 
 
 def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One experiment's configurations (see :func:`configurations`) and their
+    """One experiment's :func:`table` rows and their
     :func:`trainperf.report.noise.run_intervals` rows (same order) from the steps'
     :func:`trainperf.report.noise.job_frames`; shared: not to be changed."""
     group = runs.reset_index(drop=True)
@@ -480,11 +447,8 @@ class Projection:
 
     def targets(self) -> list[float]:
         """Relative device counts to tabulate: doublings from the largest measured up to the target."""
-        points, p = [], float(self.p.max()) * 2
-        while p < self.target:
-            points.append(p)
-            p *= 2
-        return points + [self.target]
+        points = float(self.p.max()) * 2.0 ** np.arange(1, 64)
+        return [*points[points < self.target].tolist(), self.target]
 
 
 def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
