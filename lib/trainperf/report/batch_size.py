@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.report.configs import batch, experiment_runs, experiments, keep_experiments, unit_of
+from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
 from trainperf.report.noise import (TIED, and_list, call, configuration_means, has_interval, run_intervals,
                                     ties_with_fastest)
 from trainperf.report.page import InputError, require
-from trainperf.report.phases import has_phases, long_form
+from trainperf.report.phases import per_experiment
 from trainperf.stats import MIN_EFFECT
 
 
@@ -64,7 +64,7 @@ def sweep(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> t
     """The runs of sweep ``name`` (index from 0) and, per run, its
     configuration's throughput interval (:func:`trainperf.report.noise.run_intervals`)
     with ``label`` (``micro-batch … × … accumulation``) naming the configuration."""
-    group = experiment_runs(runs, name).reset_index(drop=True)
+    group = runs[runs["experiment"].astype(str) == name].reset_index(drop=True)
     return group, run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
 
 
@@ -116,10 +116,7 @@ def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
     """Phase times of each configuration, long form (see
     :func:`trainperf.report.phases.long_form`): per optimizer step when
     ``per_step`` and the step counts are known, else in the measured window."""
-    parts = [long_form(g, [batch(r, compact=True) for r in g.to_dict("records")], per_step=per_step)
-             for name in experiments(runs) if has_phases(g := experiment_runs(runs, name))]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
+    return per_experiment(runs, lambda g: [batch(r, compact=True) for r in g.to_dict("records")], per_step=per_step)
 
 
 def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str:

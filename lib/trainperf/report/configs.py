@@ -47,9 +47,9 @@ def experiments(runs: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(runs["experiment"].astype(str)))
 
 
-def experiment_runs(runs: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The runs of experiment ``name``, in their order."""
-    return runs[runs["experiment"].astype(str) == name]
+def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
+    """``runs`` grouped by experiment, the experiments in the order they first appear."""
+    return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
 def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,
@@ -69,8 +69,7 @@ def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not
 def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """``runs`` with experiments in the order they first appear in the data,
     each sorted by the columns ``by``; a new index from 0, ``attrs`` kept."""
-    first = {name: i for i, name in enumerate(experiments(runs))}
-    position = runs["experiment"].astype(str).map(first)
+    position = pd.factorize(runs["experiment"].astype(str))[0]
     out = (runs.assign(_experiment_order=position).sort_values(["_experiment_order", *by], kind="stable")
            .drop(columns="_experiment_order").reset_index(drop=True))
     out.attrs = runs.attrs

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.report.configs import keep_experiments, labels
+from trainperf.report.configs import by_experiment, keep_experiments, labels
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
 from trainperf.report.noise import NO_INTERVAL, call, configuration_means, content, intervals_per_run, job_frames, remember
 from trainperf.report.page import InputError
-from trainperf.report.phases import PHASE_LABELS, has_phases, long_form
+from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
 from trainperf.stats import FASTER, SLOWER, Difference, verdict
 from trainperf.steps import rank_totals
@@ -41,11 +41,6 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
                             "no experiment has runs at two or more device counts (column gpus): measure one "
                             "experiment at several device counts, e.g. with torchrun --nproc-per-node 1, 2, 4 "
                             f"(experiments: {', '.join(map(str, counts.index)) or 'none'})")
-
-
-def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
-    """``runs`` grouped by experiment, the experiments in the order they first appear."""
-    return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
 # --- what changes besides the device count ------------------------------------------
@@ -219,9 +214,7 @@ def phases(runs: pd.DataFrame) -> pd.DataFrame:
     """Time per step (per measured window where a step count is unknown) in
     each phase, per run of the experiments that have phase times: long form
     (see :func:`trainperf.report.phases.long_form`)."""
-    parts = [long_form(group, labels(group, compact=True)) for _, group in by_experiment(runs) if has_phases(group)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
+    return per_experiment(runs, lambda group: labels(group, compact=True))
 
 
 def without_phases(runs: pd.DataFrame) -> list[str]:
