@@ -16,7 +16,7 @@ import pandas as pd
 
 from trainperf.compare import job_steps
 from trainperf.intervals import distinguish_rows, intervals_of_job_steps
-from trainperf.stats import FASTER, MIN_EFFECT, SLOWER
+from trainperf.stats import FASTER, MIN_EFFECT, SLOWER, Difference
 
 TIED = "indistinguishable"
 NO_INTERVAL = "no interval (one run without steps)"
@@ -36,6 +36,10 @@ class Call:
     estimate: float
     low: float
     high: float
+
+    def times(self, k: float) -> Difference:
+        """The difference of the ratio b / a times ``k`` (e.g. of totals, times a ratio of devices: per device)."""
+        return Difference((1 + self.estimate) * k - 1, (1 + self.low) * k - 1, (1 + self.high) * k - 1, math.nan)
 
     def text(self) -> str:
         """``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""

@@ -6,7 +6,6 @@ distinguishable from the runner-up."""
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np
@@ -19,7 +18,7 @@ from trainperf.report.noise import call, content, configuration_means, has_inter
 from trainperf.report.page import require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
-from trainperf.stats import FASTER, MIN_EFFECT, Difference, verdict
+from trainperf.stats import FASTER, MIN_EFFECT, verdict
 
 SPARSE_MATCH = 0.02
 """Relative tolerance within which a source's peak counts as the vendor's 2:4-sparse figure."""
@@ -104,9 +103,8 @@ def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
         a = found.loc[runs.index[runs["run_id"] == second["run_id"]][0]]
         b = found.loc[runs.index[runs["run_id"] == best["run_id"]][0]]
         if has_interval(a) and has_interval(b):
-            d = call(found, a["configuration"], b["configuration"], min_effect)
-            k = second["gpus"] / best["gpus"]  # per device: the ratio of totals times the ratio of devices
-            margin = Difference((1 + d.estimate) * k - 1, (1 + d.low) * k - 1, (1 + d.high) * k - 1, math.nan)
+            margin = call(found, a["configuration"], b["configuration"], min_effect).times(
+                second["gpus"] / best["gpus"])  # per device: the ratio of totals times the ratio of devices
             verdict_ = WINNER if verdict(margin, min_effect) == FASTER else TIED
             evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
             value = margin.estimate

@@ -1,14 +1,11 @@
 """The scaling report: how much faster each experiment runs as devices are
 added, where the time goes, how ranks differ, and what a fitted scaling law
-projects beyond the measured scale — next to the straight line a naive
-projection draws. Frames for the notebook's tables and charts, sentences for
-its text; projections and the headline only from experiments that change
-nothing but the device count."""
+projects beyond the measured scale next to a straight line; projections and
+the headline only from experiments that change nothing but the device count."""
 
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,21 +17,17 @@ from trainperf.report.noise import NO_INTERVAL, call, configuration_means, conte
 from trainperf.report.page import InputError
 from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
-from trainperf.stats import FASTER, SLOWER, Difference, verdict
+from trainperf.stats import FASTER, SLOWER, verdict
 from trainperf.steps import rank_totals
 from trainperf.stragglers import name_straggler, rank_waits
 
 BAND_LEVEL = 0.95
-MIN_FIT_POINTS = 3
-"""Device counts an experiment needs before a law is fitted (a 2-parameter law through 2 points has no error)."""
-SAME_TRAINING = {"single": "ddp"}
-"""Strategies that train the same way: one process is DDP at world size 1 (e.g. a 1-process run
-before a torchrun study), so single → ddp is no change of strategy."""
+MIN_FIT_POINTS = 3  # device counts before a law is fitted: a 2-parameter law through 2 points has no error
+SAME_TRAINING = {"single": "ddp"}  # one process is DDP at world size 1: single → ddp is no change
 
 
 def studies(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of experiments measured at two or more device counts, ordered;
-    the others are added to ``attrs['skipped']``. :class:`NotApplicable` when none is left."""
+    """The runs of experiments measured at two or more device counts (:func:`keep_experiments`)."""
     counts = runs.groupby("experiment")["gpus"].nunique()
     return keep_experiments(runs, counts >= 2, ["gpus", "micro_batch_size", "run_id"],
                             "measured at one device count only: no scaling",
@@ -179,8 +172,7 @@ def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multipli
 
 
 def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
-    """Each configuration's throughput interval as text (``1,258–1,465``) around the rate
-    its ``rows`` row shows (the interval's relative width), ``–`` when it has none."""
+    """Each configuration's throughput interval as text (``1,258–1,465``; ``–``: none), around the rate shown."""
     out = []
     for i, (unit, throughput, low, high) in enumerate(found[["unit", "throughput", "low", "high"]].itertuples(False)):
         k = (rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput) / throughput
@@ -190,18 +182,15 @@ def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
 
 def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
     """Per experiment whose configurations have intervals: how its efficiency moves from one
-    device count to the next, stated as a drop or rise only beyond the noise
-    (the 95 % interval of the efficiency ratio excludes 1 and it moves by
-    :data:`~trainperf.stats.MIN_EFFECT` or more); otherwise indistinguishable."""
+    device count to the next, a rise or drop only beyond the noise (:func:`trainperf.stats.verdict`)."""
     out = []
     for name, (rows, found) in _experiments(runs, steps).items():
         if found["low"].isna().any():
             continue
         moves, shown = [], rows["scaling_efficiency"]
         for a, b in zip(rows.index[:-1], rows.index[1:]):
-            d = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"])
-            k = rows.loc[a, "gpus"] / rows.loc[b, "gpus"]  # efficiency ratio = throughput ratio × devices ratio
-            eff = Difference((1 + d.estimate) * k - 1, (1 + d.low) * k - 1, (1 + d.high) * k - 1, math.nan)
+            eff = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"]).times(
+                rows.loc[a, "gpus"] / rows.loc[b, "gpus"])  # efficiency ratio = throughput ratio × devices ratio
             move = {FASTER: "rises", SLOWER: "falls"}.get(verdict(eff), "does not change beyond the noise")
             moves.append(f"{move} from {fmt_int(rows.loc[a, 'gpus'])} to {fmt_int(rows.loc[b, 'gpus'])} devices "
                          f"({fmt_pct(shown[a], 0)} → {fmt_pct(shown[b], 0)}, 95 % interval of the change "
@@ -211,9 +200,7 @@ def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> l
 
 
 def phases(runs: pd.DataFrame) -> pd.DataFrame:
-    """Time per step (per measured window where a step count is unknown) in
-    each phase, per run of the experiments that have phase times: long form
-    (see :func:`trainperf.report.phases.long_form`)."""
+    """Time per step in each phase of each configuration (:func:`trainperf.report.phases.long_form`)."""
     return per_experiment(runs, lambda group: labels(group, compact=True))
 
 
@@ -234,10 +221,9 @@ OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "comm_overhead", 
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run with phase times: elapsed, compute, communication (all and
-    exposed), data seconds, communication overhead (exposed communication, or
-    all of it where the exposed part is unknown, / a typical rank's elapsed
-    time) and compute / communication; columns no run has are left out."""
+    """Per run with phase times: elapsed, compute, communication (all and exposed) and data
+    seconds, ``comm_overhead`` and ``compute_comm_ratio`` (see :func:`trainperf.derive.derive`);
+    columns no run has are left out."""
     have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
     return have.assign(configuration=labels(have))[["experiment", "configuration", "gpus", "elapsed_s", *present]] \
@@ -293,8 +279,7 @@ def rank_note(runs: pd.DataFrame, steps: pd.DataFrame | None, per_rank: pd.DataF
     return "Every run in the per-rank data has a single rank: no spread to show."
 
 
-STRAGGLER = 1.1
-"""Imbalance (slowest / fastest rank) from which the worst run is called out."""
+STRAGGLER = 1.1  # imbalance (slowest / fastest rank) from which the worst run is called out
 
 
 def straggler(summary: pd.DataFrame) -> str:
@@ -341,8 +326,7 @@ def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataF
     return frame, sentences
 
 
-TREND_STEP = 1.2
-"""Factor by which the serial fraction must change, step to step or end to end, to count as a change."""
+TREND_STEP = 1.2  # factor by which the serial fraction must change to count as a change
 
 
 def serial_trend(e: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None) -> str:
@@ -452,10 +436,9 @@ def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, bas
 
 
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
-    """Amdahl and USL fits for every experiment that changes only the device
-    count and has at least :data:`MIN_FIT_POINTS` device counts, projected to
-    ``project_to_gpus`` devices (default: 8 × the largest measured). Fitted once per
-    process for the same ``runs`` (by content) and target: the headline and the fit cells both ask."""
+    """Amdahl and USL fits for every experiment that changes only the device count and has
+    :data:`MIN_FIT_POINTS` device counts or more, projected to ``project_to_gpus`` devices
+    (default: 8 × the largest measured); once per process for the same ``runs`` and target."""
     found = remember(("projections", content(runs), repr(project_to_gpus)), lambda: _projections(runs, project_to_gpus))
     return copy.deepcopy(found)
 
