@@ -100,19 +100,12 @@ def available_reports(notebooks_dir: Path = NOTEBOOKS) -> list[str]:
 def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | None = None,
          parameters: Sequence[tuple[str, str]] = (), out_dir: str | Path = "reports",
          notebooks_dir: Path = NOTEBOOKS) -> list[Job]:
-    """The jobs for reports ``names`` (default: all), with typed parameters.
-
-    ``data`` (paths, made absolute) replaces every data input of every
-    notebook: its ``data`` parameter, its ``steps`` parameter (per-rank
-    steps) with those of the paths that hold run folders or steps tables
-    (``[]`` when none does), and its other path parameters (compare's two
-    sides) with ``[]`` unless ``parameters`` gives them. Each ``(NAME, VALUE)`` in ``parameters`` goes,
-    converted to the declared type, to every selected notebook that declares
-    ``NAME`` (a path parameter's relative paths are taken from the current
-    folder, as ``data``'s are). Raises ``ParameterError`` for an unknown
-    report, a missing path or a folder with nothing to read in ``data``, or a
-    parameter no selected notebook declares or whose value does not fit.
-    """
+    """The jobs for reports ``names`` (default: all). ``data`` (paths, made absolute)
+    replaces every notebook's ``data``, its ``steps`` (with the paths that hold run folders or
+    steps tables) and its other path parameters (``[]``) unless ``parameters`` gives them.
+    Each ``(NAME, VALUE)`` of ``parameters`` goes, converted to the declared type, to every
+    selected notebook that declares ``NAME``. ``ParameterError`` for an unknown report, a bad
+    ``data`` path, or a parameter no selected notebook declares or whose value does not fit."""
     data_paths = check_data(data or ())
     known = available_reports(notebooks_dir)
     names = list(names or known)
