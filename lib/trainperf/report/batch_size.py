@@ -11,7 +11,7 @@ import pandas as pd
 
 from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
-from trainperf.report.noise import (TIED, and_list, call, configuration_means, has_interval, run_intervals,
+from trainperf.report.noise import (TIED, around, and_list, call, configuration_means, has_interval, run_intervals,
                                     ties_with_fastest)
 from trainperf.report.page import InputError, require
 from trainperf.report.phases import per_experiment
@@ -79,16 +79,14 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
         group, found = configuration_means(*sweep(runs, name, steps),
                                            (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
         rate = group[unit.rate].to_numpy(float)
-        scale = rate / found["throughput"].to_numpy(float)  # the interval's relative width, around the run's figure
+        low, high, text = around(found, rate)
         calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
         previous = [""] + [c.verdict + ("" if c.tested else " (no interval)") for c in calls]
         parts.append(group.assign(
             configuration=[batch(r, compact=True) for r in group.to_dict("records")],
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
-            **{f"{unit.rate}_low": found["low"].to_numpy(float) * scale,
-               f"{unit.rate}_high": found["high"].to_numpy(float) * scale},
-            interval=[basis if pd.isna(lo) else f"{fmt_int(lo * k)}–{fmt_int(hi * k)} ({basis})"
-                      for lo, hi, k, basis in zip(found["low"], found["high"], scale, found["basis"])],
+            **{f"{unit.rate}_low": low, f"{unit.rate}_high": high},
+            interval=[basis if t is None else f"{t} ({basis})" for t, basis in zip(text, found["basis"])],
             gain=plateau(rate, min_gain).gains, vs_previous=previous,
             time_to_train_s=train_tokens / group["tokens_per_s"] if train_tokens else group["elapsed_s"],
             at_top=ties_with_fastest(found)))

@@ -16,6 +16,7 @@ import pandas as pd
 
 from trainperf.compare import job_steps
 from trainperf.intervals import distinguish_rows, intervals_of_job_steps
+from trainperf.report.html import fmt_int
 from trainperf.stats import FASTER, MIN_EFFECT, SLOWER, Difference
 
 TIED = "indistinguishable"
@@ -88,6 +89,15 @@ def intervals_per_run(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> pd
     out = out.reset_index(drop=True).assign(basis=lambda o: o["basis"].where(o["low"].notna(), NO_INTERVAL))
     out.insert(0, "run_id", ids)
     return out
+
+
+def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """The intervals of ``found`` (:func:`run_intervals` rows) around the rates shown, ``rate`` (their
+    relative width kept): low, high, and as text (``1,258–1,465``; ``None``: no interval)."""
+    k = np.asarray(rate, float) / found["throughput"].to_numpy(float)
+    low, high = found["low"].to_numpy(float) * k, found["high"].to_numpy(float) * k
+    text = [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}" for x, a, b in zip(found["low"], low, high)]
+    return low, high, text
 
 
 def job_frames(steps: pd.DataFrame | None) -> dict[str, pd.DataFrame]:

@@ -14,7 +14,7 @@ import pandas as pd
 from trainperf.derive import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.hardware import Figure, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
-from trainperf.report.noise import call, content, configuration_means, has_interval, remember, run_intervals
+from trainperf.report.noise import around, call, content, configuration_means, has_interval, remember, run_intervals
 from trainperf.report.page import require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
@@ -57,10 +57,8 @@ def _configurations(runs: pd.DataFrame) -> pd.DataFrame:
     runs = runs.reset_index(drop=True)
     runs.attrs = {}  # pandas copies attrs into every frame it slices: the intervals slice per configuration
     rows, found = configuration_means(runs, run_intervals(runs), MEANS)
-    scale = rows["tokens_per_s"] / found["throughput"]  # the interval around the shown mean
-    low, high = found["low"] * scale, found["high"] * scale
-    return rows.assign(tokens_per_s_low=low, tokens_per_s_high=high,
-                       interval=["–" if pd.isna(a) else f"{fmt_int(a)}–{fmt_int(b)}" for a, b in zip(low, high)])
+    low, high, text = around(found, rows["tokens_per_s"])
+    return rows.assign(tokens_per_s_low=low, tokens_per_s_high=high, interval=[t or "–" for t in text])
 
 
 def peaks(runs: pd.DataFrame) -> pd.DataFrame:

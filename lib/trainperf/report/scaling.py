@@ -13,7 +13,8 @@ import pandas as pd
 
 from trainperf.report.configs import by_experiment, keep_experiments, labels
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
-from trainperf.report.noise import NO_INTERVAL, call, configuration_means, content, intervals_per_run, job_frames, remember
+from trainperf.report.noise import (NO_INTERVAL, around, call, configuration_means, content, intervals_per_run,
+                                    job_frames, remember)
 from trainperf.report.page import InputError
 from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
@@ -173,11 +174,9 @@ def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multipli
 
 def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
     """Each configuration's throughput interval as text (``1,258–1,465``; ``–``: none), around the rate shown."""
-    out = []
-    for i, (unit, throughput, low, high) in enumerate(found[["unit", "throughput", "low", "high"]].itertuples(False)):
-        k = (rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput) / throughput
-        out.append("–" if pd.isna(low) else f"{fmt_int(low * k)}–{fmt_int(high * k)}")
-    return out
+    rate = [rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput
+            for i, (unit, throughput) in enumerate(zip(found["unit"], found["throughput"]))]
+    return [text or "–" for text in around(found, rate)[2]]
 
 
 def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
