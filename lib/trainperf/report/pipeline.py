@@ -91,12 +91,6 @@ class BuildResult:
         return [r for r in self.reports if not r.ok]
 
 
-def available_reports(notebooks_dir: Path = NOTEBOOKS) -> list[str]:
-    """Report names found in ``notebooks_dir``: the known ones in order, then any other notebook."""
-    found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
-    return [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))
-
-
 def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | None = None,
          parameters: Sequence[tuple[str, str]] = (), out_dir: str | Path = "reports",
          notebooks_dir: Path = NOTEBOOKS) -> list[Job]:
@@ -107,7 +101,8 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
     selected notebook that declares ``NAME``. ``ParameterError`` for an unknown report, a bad
     ``data`` path, or a parameter no selected notebook declares or whose value does not fit."""
     data_paths = check_data(data or ())
-    known = available_reports(notebooks_dir)
+    found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
+    known = [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))  # the known ones first, in order
     names = list(names or known)
     unknown = [n for n in names if n not in known]
     if unknown:
