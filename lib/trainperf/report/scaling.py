@@ -120,11 +120,8 @@ SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "r
 def _experiments(runs: pd.DataFrame, steps: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Per experiment, :func:`_experiment`; computed once per process for the same
     ``runs`` and ``steps`` (by content): the headline, table and notes all ask."""
-    def study() -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
-        frames = job_frames(steps)
-        return {name: _experiment(group, frames) for name, group in by_experiment(runs)}
-
-    return remember(("scaling", content(runs), content(steps)), study)
+    return remember(("scaling", content(runs), content(steps)),
+                    lambda: {name: _experiment(group, job_frames(steps)) for name, group in by_experiment(runs)})
 
 
 def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
