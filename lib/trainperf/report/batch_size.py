@@ -11,7 +11,7 @@ import pandas as pd
 
 from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
-from trainperf.report.noise import (TIED, around, and_list, call, configuration_means, has_interval, run_intervals,
+from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, run_intervals,
                                     ties_with_fastest)
 from trainperf.report.page import InputError, require
 from trainperf.report.phases import per_experiment
@@ -104,7 +104,8 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
 
 def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
     """Phase times of each configuration (:func:`trainperf.report.phases.long_form`)."""
-    return per_experiment(runs, lambda g: [batch(r, compact=True) for r in g.to_dict("records")], per_step=per_step)
+    return per_experiment(runs, lambda group: [batch(r, compact=True) for r in group.to_dict("records")],
+                          per_step=per_step)
 
 
 def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str:
