@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.report.export import table_of_contents
-from trainperf.report.parameters import ParameterError, convert_cli_parameters, declared_parameters
+from trainperf.report.parameters import ParameterError, declared_parameters
 from trainperf.report.pipeline import NOTEBOOKS, REPORTS, build, plan
 
 import browser  # tests/browser.py: headless Chromium
@@ -92,10 +92,10 @@ def test_declared_types_come_from_the_default_the_help_or_a_type_comment(tmp_pat
     declared = declared_parameters(notebook)
     assert {p: d.types for p, d in declared.items()} == {
         "price": ("None", "float"), "scale": ("float",), "name": ("None",)}
-    assert convert_cli_parameters(notebook, [("price", "2.5"), ("scale", "1.5"), ("name", "none")]) == {
-        "price": 2.5, "scale": 1.5, "name": None}
+    assert [declared[p].convert(text) for p, text in [("price", "2.5"), ("scale", "1.5"), ("name", "none")]] == [
+        2.5, 1.5, None]
     with pytest.raises(ParameterError, match="'name' takes None"):
-        convert_cli_parameters(notebook, [("name", "x")])
+        declared["name"].convert("x")
 
 
 def test_a_parameters_cell_without_literals_is_refused(tmp_path):
@@ -122,15 +122,16 @@ def test_notebook_cells_are_short_and_draw_with_seaborn(name):
 
 
 def test_cli_values_keep_the_declared_type():
-    notebook = NOTEBOOKS / "throughput.ipynb"
-    values = convert_cli_parameters(notebook, [("title", "1.10"), ("price_per_gpu_hour", "3"),
-                                               ("experiments", "a"), ("baseline", "none")])
-    assert values == {"title": "1.10", "price_per_gpu_hour": 3.0, "experiments": ["a"], "baseline": None}
-    assert convert_cli_parameters(notebook, [("experiments", '["a", "b"]')]) == {"experiments": ["a", "b"]}
-    with pytest.raises(ParameterError, match="no parameter 'nope'"):
-        convert_cli_parameters(notebook, [("nope", "1")])
+    def values(*pairs: tuple[str, str]) -> dict[str, object]:
+        return dict(plan(["throughput"], parameters=pairs)[0].parameters)
+
+    assert values(("title", "1.10"), ("price_per_gpu_hour", "3"), ("experiments", "a"), ("baseline", "none")) == {
+        "title": "1.10", "price_per_gpu_hour": 3.0, "experiments": ["a"], "baseline": None}
+    assert values(("experiments", '["a", "b"]')) == {"experiments": ["a", "b"]}
+    with pytest.raises(ParameterError, match="has a parameter 'nope'"):
+        values(("nope", "1"))
     with pytest.raises(ParameterError, match="price_per_gpu_hour"):
-        convert_cli_parameters(notebook, [("price_per_gpu_hour", "cheap")])
+        values(("price_per_gpu_hour", "cheap"))
 
 
 def test_plan_rejects_unknown_reports_and_parameters(tmp_path):

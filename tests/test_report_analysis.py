@@ -373,7 +373,7 @@ def test_confounded_experiment_is_warned_about_and_never_projected():
 
 
 def test_single_process_and_ddp_are_the_same_training(tmp_path):
-    from trainperf.report.scaling import clean_experiments, confounded, studies
+    from trainperf.report.scaling import confounded, studies, table
 
     rows = [{"run_id": f"r{n}", "experiment": "torchrun", "gpus": n, "tokens": 1000 * n, "elapsed_s": 1.0,
              "strategy": "single" if n == 1 else "ddp", "micro_batch_size": 8, "grad_accum_steps": 1}
@@ -381,7 +381,8 @@ def test_single_process_and_ddp_are_the_same_training(tmp_path):
     rows += [{**r, "experiment": "to-fsdp", "run_id": r["run_id"] + "f", "strategy": "fsdp" if r["gpus"] == 4
               else r["strategy"]} for r in rows]
     runs = studies(open_runs(_write(tmp_path, rows)))
-    assert clean_experiments(runs) == ["torchrun"]
+    clean = table(runs).groupby("experiment", sort=False)["only_devices_change"].first()
+    assert clean.to_dict() == {"torchrun": True, "to-fsdp": False}
     assert [w.split(":")[0] for w in confounded(runs)] == ["to-fsdp changes more than the device count"]
     assert "strategy single (from 1 device) → fsdp (from 4 devices)" in confounded(runs)[0]
 

@@ -1,22 +1,20 @@
 """The batch-size report: a micro-batch × gradient-accumulation sweep — where
-the time goes in each configuration, its throughput with its 95 % interval and
-time to train, the configurations at the top (the fastest and those
-indistinguishable from it), and where larger batches stop paying.
-Frames for the notebook's tables and charts, sentences for its text."""
+the time goes, throughput with its 95 % interval, time to train, the
+configurations at the top, and where larger batches stop paying."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from trainperf.report.configs import batch, experiment_runs, experiments, keep_experiments, unit_of
+from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
-from trainperf.report.noise import (TIED, and_list, call, configuration_means, has_interval, run_intervals,
+from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, run_intervals,
                                     ties_with_fastest)
 from trainperf.report.page import InputError, require
-from trainperf.report.phases import has_phases, long_form
+from trainperf.report.phases import per_experiment
 from trainperf.stats import MIN_EFFECT
 
 
@@ -37,20 +35,17 @@ def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
                             f"device count): {', '.join(map(str, shape.index))}")
 
 
-@dataclass(frozen=True)
-class Plateau:
-    """Where larger micro-batches stop paying: the first configuration after
-    which no single step along the sweep gains ``min_gain`` or more.
-    Throughput may still rise a little after it (or fall)."""
+class Plateau(NamedTuple):
+    """Where the sweep stops gaining ``min_gain`` per step: ``index``, the position of the first
+    configuration after which no step gains that much (``None``: still improving at the end),
+    and ``gains``, each configuration's gain over the previous one (NaN for the first)."""
 
     index: int | None
-    """Position in the sweep of that configuration; ``None``: still improving at the end."""
     gains: np.ndarray
-    """Gain of each configuration over the previous one (NaN for the first)."""
 
 
 def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
-    """Find where the sweep's throughput ``rates`` (in sweep order) stops gaining ``min_gain`` per step."""
+    """The :class:`Plateau` of the sweep's throughput ``rates`` (in sweep order)."""
     rates = np.asarray(rates, dtype=float)
     gains = np.full(len(rates), np.nan)
     gains[1:] = rates[1:] / rates[:-1] - 1
@@ -61,23 +56,20 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
 
 
 def sweep(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs of sweep ``name`` (index from 0) and, per run, its
-    configuration's throughput interval (:func:`trainperf.report.noise.run_intervals`)
-    with ``label`` (``micro-batch … × … accumulation``) naming the configuration."""
-    group = experiment_runs(runs, name).reset_index(drop=True)
+    """The runs of sweep ``name`` (index from 0) and their :func:`trainperf.report.noise.run_intervals`
+    with ``label`` (``micro-batch … × … accumulation``)."""
+    group = runs[runs["experiment"].astype(str) == name].reset_index(drop=True)
     return group, run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
 
 
 def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
           steps: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per configuration of each sweep (repeats: their mean): experiment, configuration
-    (``micro-batch × accumulation``), micro-batch, accumulation, samples per
-    device per step, devices, throughput total (with its 95 % interval
-    ``<rate>_low``–``<rate>_high`` where repeats or ``steps`` give one, and
-    ``interval``: the same as text with what it covers, or that there is none) and per
-    device, gain over the previous configuration and ``vs_previous`` (whether
-    that gain is beyond the noise: see :mod:`trainperf.report.noise`), time to
-    train ``train_tokens`` (the measured window when not given), and
+    (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per step
+    (``per_device_batch``), devices, throughput total (95 % interval ``<rate>_low``–``_high``;
+    ``interval``: as text with what it covers, or that there is none) and per device, ``gain``
+    over the previous configuration and ``vs_previous`` (its :func:`trainperf.report.noise.call`),
+    ``time_to_train_s`` (``train_tokens``; the measured window when not given), and
     ``at_top``: the sweep's fastest configuration or indistinguishable from it."""
     unit = unit_of(runs)
     if train_tokens and unit.name != "tokens":
@@ -87,19 +79,17 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
         group, found = configuration_means(*sweep(runs, name, steps),
                                            (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
         rate = group[unit.rate].to_numpy(float)
-        scale = rate / found["throughput"].to_numpy(float)  # the interval's relative width, around the run's figure
+        low, high, text = around(found, rate)
         calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
         previous = [""] + [c.verdict + ("" if c.tested else " (no interval)") for c in calls]
         parts.append(group.assign(
             configuration=[batch(r, compact=True) for r in group.to_dict("records")],
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
-            **{f"{unit.rate}_low": found["low"].to_numpy(float) * scale,
-               f"{unit.rate}_high": found["high"].to_numpy(float) * scale},
-            interval=[basis if pd.isna(lo) else f"{fmt_int(lo * k)}–{fmt_int(hi * k)} ({basis})"
-                      for lo, hi, k, basis in zip(found["low"], found["high"], scale, found["basis"])],
+            **{f"{unit.rate}_low": low, f"{unit.rate}_high": high},
+            interval=[basis if t is None else f"{t} ({basis})" for t, basis in zip(text, found["basis"])],
             gain=plateau(rate, min_gain).gains, vs_previous=previous,
             time_to_train_s=train_tokens / group["tokens_per_s"] if train_tokens else group["elapsed_s"],
-            at_top=ties_with_fastest(found)["tied"].to_numpy(bool)))
+            at_top=ties_with_fastest(found)))
     return pd.concat(parts)[["experiment", "configuration", "micro_batch_size", "grad_accum_steps",
                              "per_device_batch", "gpus", unit.rate, f"{unit.rate}_low", f"{unit.rate}_high",
                              "interval", unit.per_device, "gain", "vs_previous", "time_to_train_s",
@@ -113,22 +103,17 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
 
 
 def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
-    """Phase times of each configuration, long form (see
-    :func:`trainperf.report.phases.long_form`): per optimizer step when
-    ``per_step`` and the step counts are known, else in the measured window."""
-    parts = [long_form(g, [batch(r, compact=True) for r in g.to_dict("records")], per_step=per_step)
-             for name in experiments(runs) if has_phases(g := experiment_runs(runs, name))]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
+    """Phase times of each configuration (:func:`trainperf.report.phases.long_form`)."""
+    return per_experiment(runs, lambda group: [batch(r, compact=True) for r in group.to_dict("records")],
+                          per_step=per_step)
 
 
 def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str:
-    """Which configurations of sweep ``name`` are at the top: the fastest and
-    every one indistinguishable from it, with the margin over the next one
-    where it is beyond the noise (or untested)."""
+    """The fastest configuration of sweep ``name`` and every one indistinguishable from it,
+    or its margin over the next one."""
     unit = unit_of(runs)
     group, found = sweep(runs, name, steps)
-    tied = ties_with_fastest(found)["tied"].to_numpy(bool)
+    tied = ties_with_fastest(found)
     order = np.argsort(-group[unit.rate].to_numpy(float), kind="stable")
     best = order[0]
     rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
@@ -152,7 +137,7 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | N
     unit = unit_of(runs)
     name = experiments(runs)[0]
     group, found = sweep(runs, name, steps)
-    tied = ties_with_fastest(found)["tied"].to_numpy(bool)
+    tied = ties_with_fastest(found)
     best = group.loc[group[unit.rate].idxmax()]
     text = top(runs, name, steps)
     figures = [(fmt_int(best[unit.rate]), f"{unit.label} at the fastest configuration of {name}")]
@@ -174,9 +159,8 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | N
 
 
 def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | None = None) -> list[str]:
-    """Per sweep: where no step gains ``min_gain`` or more any longer, which of
-    the later steps' gains are within the noise, and whether it still gets
-    faster in all — or that it is still improving at the end."""
+    """Per sweep: where no step gains ``min_gain`` any longer, which later gains are within the
+    noise, and whether it still gets faster in all — or that it is still improving at the end."""
     unit = unit_of(runs)
     out = []
     for name in experiments(runs):

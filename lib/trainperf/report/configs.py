@@ -5,6 +5,7 @@ compared in, and the best run with its margin."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -47,17 +48,16 @@ def experiments(runs: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(runs["experiment"].astype(str)))
 
 
-def experiment_runs(runs: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The runs of experiment ``name``, in their order."""
-    return runs[runs["experiment"].astype(str) == name]
+def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
+    """``runs`` grouped by experiment, the experiments in the order they first appear."""
+    return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
 def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,
                      none_kept: str) -> pd.DataFrame:
-    """The runs of the experiments for which ``keep`` (a bool per experiment
-    name) holds, :func:`ordered` by ``by``; every other experiment is added to
-    ``attrs['skipped']`` with the reason ``why_not``. :class:`NotApplicable`
-    saying ``none_kept`` when no experiment is kept."""
+    """The runs of the experiments for which ``keep`` (a bool per experiment) holds,
+    :func:`ordered` by ``by``; the others go to ``attrs['skipped']`` with ``why_not``.
+    :class:`NotApplicable` saying ``none_kept`` when none is kept."""
     if not keep.any():
         raise NotApplicable(none_kept)
     out = ordered(runs[runs["experiment"].isin(keep.index[keep]).fillna(False).to_numpy(bool)], by)
@@ -69,8 +69,7 @@ def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not
 def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """``runs`` with experiments in the order they first appear in the data,
     each sorted by the columns ``by``; a new index from 0, ``attrs`` kept."""
-    first = {name: i for i, name in enumerate(experiments(runs))}
-    position = runs["experiment"].astype(str).map(first)
+    position = pd.factorize(runs["experiment"].astype(str))[0]
     out = (runs.assign(_experiment_order=position).sort_values(["_experiment_order", *by], kind="stable")
            .drop(columns="_experiment_order").reset_index(drop=True))
     out.attrs = runs.attrs
@@ -125,14 +124,13 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     return out.tolist()
 
 
-@dataclass(frozen=True)
-class Ranking:
-    """The best run by a column and the margin to the runner-up (a fraction)."""
+class Ranking(NamedTuple):
+    """The best run by a column, the runner-up and the ``margin`` (best / runner-up − 1
+    for larger-is-better, runner-up / best − 1 otherwise)."""
 
     best: pd.Series
     runner_up: pd.Series | None
     margin: float
-    """best / runner-up − 1 for larger-is-better, runner-up / best − 1 otherwise."""
 
 
 def rank(runs: pd.DataFrame, column: str, *, larger_is_better: bool = True) -> Ranking:

@@ -1,15 +1,7 @@
-"""Short pieces of text a report shows around its tables and charts: the
-page header, the headline with its key figures, callouts and lists.
-
-Every string that comes from data (run ids, platform and model names, file
-paths) is escaped before it reaches the page, so a platform named
-``<script>…</script>`` shows as text. Numbers are formatted for people
-(thousands separators, fractions as percent) by the ``fmt_*`` functions,
-which :mod:`trainperf.report.theme` also uses for tables.
-
-A piece can carry facts for the report pipeline in its display metadata
-(``{"trainperf": {...}}``, see :data:`FACTS_KEY`): the report title, its
-one-line headline and the inputs read, which the index page shows.
+"""Short pieces of text a report shows around its tables and charts (the page
+header, the headline with its key figures, callouts, lists), every string from
+data escaped; the ``fmt_*`` number formats the tables use too. A piece can carry
+facts for the index page (title, headline, inputs) in its display metadata.
 """
 
 from __future__ import annotations
@@ -21,8 +13,7 @@ from dataclasses import dataclass, field
 
 from trainperf.loading import is_missing
 
-FACTS_KEY = "trainperf"
-"""Display-metadata key under which a piece records facts for the index page."""
+FACTS_KEY = "trainperf"  # the display-metadata key of a piece's facts
 
 
 def esc(value: object) -> str:
@@ -142,8 +133,7 @@ def fmt_short(x: object) -> str:
 
 
 def _in_units(x: object, units: Sequence[tuple[float, str]], spec: str) -> str:
-    """``x`` divided by the largest of ``units`` it reaches, formatted with ``spec`` and followed
-    by that unit's word; a whole number below the smallest."""
+    """``x`` in the largest of ``units`` it reaches, formatted with ``spec``; a whole number below."""
     for size, word in units:
         if not is_missing(x) and abs(float(x)) >= size:
             return f"{float(x) / size:{spec}} {word}"

@@ -1,10 +1,6 @@
-"""The index page of a report build: ``reports/index.html``.
-
-It links every report with its one-line headline (or, for a failed one, the
-error; for one the data cannot answer, "not applicable" and what is missing), and shows the generation time, the data sources each report read and
-the trainperf version. Rendered with Jinja2 autoescaping: every string from
-data is escaped.
-"""
+"""The index page of a report build, ``reports/index.html``: every report with its
+headline (or its error, or what it lacks), the generation time, the data sources
+each report read and the trainperf version; Jinja2 autoescapes every string."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""Whether a report may call one configuration faster than another.
-
-The reports compare configurations through :mod:`trainperf.intervals`: each
-configuration's throughput with its 95 % interval (from its steps, or from the
-spread of its repeats), and a verdict between two. Where both sides have an
-interval, a difference counts only when the interval of the difference
-excludes 0 and it is at least :data:`MIN_EFFECT`; otherwise the two are
-*indistinguishable*. Where a side has no interval (one run without steps, a
-published single figure), the noise cannot be tested: a difference below
-:data:`MIN_EFFECT` is called indistinguishable, a larger one is stated by its
-point estimate and marked untested.
+"""Whether a report may call one configuration faster than another, from
+each configuration's throughput and 95 % interval (:mod:`trainperf.intervals`:
+from its steps, or the spread of its repeats); and a per-process memo of what
+the report cells ask for more than once.
 """
 
 from __future__ import annotations
@@ -23,7 +16,8 @@ import pandas as pd
 
 from trainperf.compare import job_steps
 from trainperf.intervals import distinguish_rows, intervals_of_job_steps
-from trainperf.stats import FASTER, MIN_EFFECT, SLOWER
+from trainperf.report.html import fmt_int
+from trainperf.stats import FASTER, MIN_EFFECT, SLOWER, Difference
 
 TIED = "indistinguishable"
 NO_INTERVAL = "no interval (one run without steps)"
@@ -34,13 +28,19 @@ NO_INTERVAL = "no interval (one run without steps)"
 class Call:
     """``b`` against ``a``: ``verdict`` (``faster``, ``slower`` or :data:`TIED`),
     ``tested`` (both sides had an interval), the relative difference
-    ``estimate`` = b / a − 1 with its interval ``low``–``high`` (NaN untested)."""
+    ``estimate`` = b / a − 1 with its interval ``low``–``high`` (NaN untested).
+    Tested, a difference counts when its interval excludes 0 and it is at least
+    :data:`MIN_EFFECT`; untested, when it is at least :data:`MIN_EFFECT`."""
 
     verdict: str
     tested: bool
     estimate: float
     low: float
     high: float
+
+    def times(self, k: float) -> Difference:
+        """The difference of the ratio b / a times ``k`` (e.g. of totals, times a ratio of devices: per device)."""
+        return Difference((1 + self.estimate) * k - 1, (1 + self.low) * k - 1, (1 + self.high) * k - 1, math.nan)
 
     def text(self) -> str:
         """``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
@@ -70,14 +70,12 @@ def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) ->
 
 
 def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per run of ``runs`` (same order): the interval of the configuration it
-    belongs to (:func:`trainperf.intervals.configuration_intervals`):
-    ``run_id, configuration`` (the configuration's name), ``unit``,
-    ``throughput`` (units of ``unit`` per second), ``low``, ``high``,
-    ``se_log``, ``dof`` and ``basis`` (what the interval covers, or that there is none).
-    A run with fewer than 2 complete measured steps in ``steps`` (e.g. a table of
-    per-rank totals) counts as a run without steps. The same ``runs`` and
-    ``steps`` (by content) are computed once per process: the report cells ask again."""
+    """Per run of ``runs`` (same order): the interval of its configuration
+    (:func:`trainperf.intervals.configuration_intervals`): ``run_id, configuration``,
+    ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
+    ``dof`` and ``basis`` (what the interval covers, or that there is none). A run
+    with fewer than 2 complete steps in ``steps`` counts as one without steps.
+    Computed once per process for the same ``runs`` and ``steps`` (by content)."""
     key = ("run_intervals", content(runs), content(steps))
     return remember(key, lambda: intervals_per_run(runs, job_frames(steps))).copy()
 
@@ -93,10 +91,18 @@ def intervals_per_run(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> pd
     return out
 
 
+def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """The intervals of ``found`` (:func:`run_intervals` rows) around the rates shown, ``rate`` (their
+    relative width kept): low, high, and as text (``1,258–1,465``; ``None``: no interval)."""
+    k = np.asarray(rate, float) / found["throughput"].to_numpy(float)
+    low, high = found["low"].to_numpy(float) * k, found["high"].to_numpy(float) * k
+    text = [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}" for x, a, b in zip(found["low"], low, high)]
+    return low, high, text
+
+
 def job_frames(steps: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
-    """:func:`trainperf.compare.job_steps` of the runs ``steps`` holds enough of
-    (``usable_only``), computed once per process for the same ``steps`` (by
-    content): each experiment's intervals take their runs' from it. Shared: not to be changed."""
+    """:func:`trainperf.compare.job_steps` of the runs ``steps`` holds enough of, computed
+    once per process for the same ``steps`` (by content). Shared: not to be changed."""
     if steps is None or steps.empty:
         return {}
     return remember(("job_steps", content(steps)), lambda: job_steps(steps, usable_only=True)[0])
@@ -104,11 +110,9 @@ def job_frames(steps: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
 
 def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One row per configuration: ``runs`` (one experiment, index from 0) and
-    ``found`` (its :func:`run_intervals`, same order) reduced to the first run
-    of each configuration, with ``columns`` replaced by the mean over the
-    configuration's repeats and ``runs`` (how many repeats it has); index from
-    0. A run without a throughput (no interval row) is a configuration of its own."""
+    """``runs`` (one experiment, index from 0) and ``found`` (its :func:`run_intervals`)
+    reduced to the first run of each configuration, ``columns`` the mean over its
+    repeats, ``runs`` their number. A run without a throughput is a configuration of its own."""
     key = found["configuration"].fillna(found["run_id"]).to_numpy()
     first = ~pd.Series(key).duplicated().to_numpy()
     means = {c: runs[c].groupby(key, sort=False).transform("mean").to_numpy(float) for c in columns if c in runs}
@@ -118,8 +122,7 @@ def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[
 
 
 _MEMO: dict[tuple[str, ...], object] = {}
-MEMO_SIZE = 64
-"""Results :func:`remember` keeps (the oldest go first)."""
+MEMO_SIZE = 64  # results remember() keeps, the oldest go first
 
 
 def remember(key: tuple[str, ...], compute: Callable[[], object]) -> object:
@@ -144,13 +147,11 @@ def content(frame: pd.DataFrame | None) -> str:
     return digest.hexdigest()
 
 
-def ties_with_fastest(intervals: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
-    """Per row of a :func:`run_intervals` frame of one experiment: ``vs_fastest``
-    (the call of it against the fastest configuration) and ``tied`` (the fastest
-    itself, or indistinguishable from it)."""
+def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
+    """Per row of a :func:`run_intervals` frame of one experiment: whether it is the
+    fastest configuration or indistinguishable from it."""
     fastest = intervals.loc[intervals["throughput"].idxmax(), "configuration"]
-    calls = [call(intervals, fastest, name, min_effect) for name in intervals["configuration"]]
-    return pd.DataFrame({"vs_fastest": calls, "tied": [c.verdict == TIED for c in calls]}, index=intervals.index)
+    return np.array([call(intervals, fastest, name).verdict == TIED for name in intervals["configuration"]])
 
 
 def and_list(names: list[str]) -> str:

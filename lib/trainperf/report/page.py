@@ -1,12 +1,7 @@
 """What every report page has: its inputs opened and checked against the
-notebook's parameters, a header, and a closing data-quality section (as
-frames and sentences: inputs, what was skipped, empty values, conventions,
-the sources' own figures against trainperf's).
-
-A bad parameter (a path that does not exist, an experiment or platform with
-no runs, an unknown precision) raises :class:`InputError`, which a notebook
-shows as one line, not a traceback; data that cannot answer the report
-raises :class:`~trainperf.report.applicability.NotApplicable`.
+notebook's parameters (a bad one raises :class:`InputError`), a header, and
+the data-quality section's frames and sentences: inputs, what was skipped,
+empty values, conventions, the sources' own figures against trainperf's.
 """
 
 from __future__ import annotations
@@ -33,12 +28,6 @@ CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 """The checkout the package is installed from (editable install): paths below it are shown relative."""
 
-HEADER_VALUES = 8
-"""Experiments named in a report's header before it counts the rest (platforms and models: all)."""
-
-NAMES_IN_ERRORS = 12
-"""Experiments or platforms an error message names before it counts the rest."""
-
 NO_DIFFERENCES = ("Every figure the sources printed themselves (reported_* columns) agrees with trainperf's "
                   "recomputation within 0.5 % or the last digit printed, or none was given.")
 """What the data-quality section says when :func:`reported_differences` finds none."""
@@ -59,18 +48,11 @@ class InputError(DataError):
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
               platforms: Sequence[str] | str | None = None, baseline: str | None = None,
               precision: str | None = None, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
-    """Load ``data`` (paths), keep the selected ``experiments`` and
-    ``platforms`` (``None`` or empty: all), apply the overrides and derive
-    every metric.
-
-    Overrides: ``precision`` for every run (its peak and MFU follow),
-    ``price_per_gpu_hour`` (USD) for every run, ``baseline`` (a run_id) as
-    the run its experiment is measured against. The result's ``attrs`` hold
-    ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs,
-    runs left out by the selection included), ``warnings`` and
-    ``overrides``. Raises :class:`InputError` naming the parameter. Inputs
-    unchanged since a build read them come from :mod:`trainperf.input_cache`.
-    """
+    """Load ``data`` (paths, through :mod:`trainperf.input_cache`), keep the selected
+    ``experiments`` and ``platforms`` (``None`` or empty: all), override ``precision``,
+    ``price_per_gpu_hour`` (USD) and ``baseline`` (a run_id) and derive every metric.
+    ``attrs``: ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs),
+    ``warnings``, ``overrides``. :class:`InputError` names a bad parameter."""
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
@@ -113,10 +95,8 @@ def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -
 
 
 def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
-    """One side of the compare report (:func:`trainperf.compare.read_side`:
-    the runs of one configuration, with their steps; inputs through the input cache). :class:`NotApplicable`
-    when ``parameter`` names no path, as when ``trainperf report --data``
-    builds every report: compare needs its two sides named."""
+    """One side of the compare report (:func:`trainperf.compare.read_side`, through the input
+    cache); :class:`NotApplicable` when ``parameter`` names no path (``trainperf report --data``)."""
     if not paths:
         raise NotApplicable(f"no runs given for {parameter}: compare needs both sides, e.g. trainperf report --only "
                             "compare -p baseline_runs runs/before -p candidate_runs runs/after")
@@ -124,10 +104,8 @@ def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
 
 
 def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.DataFrame | None:
-    """The steps table (one row per rank per step) of ``paths``, restricted to
-    the selected ``runs``; ``None`` when no path is given. Its ``attrs`` hold
-    ``inputs`` and ``skipped`` (steps of runs not selected). Raises
-    :class:`InputError` naming the parameter."""
+    """The steps table (one row per rank per step) of ``paths`` for the selected ``runs``;
+    ``None`` without paths. ``attrs``: ``inputs``, ``skipped`` (steps of other runs)."""
     from trainperf import load_steps
 
     given = _existing(paths, "steps")
@@ -147,8 +125,7 @@ def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.Data
 
 
 def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.DataFrame | None:
-    """The steps (:func:`open_steps`) of those of the ``data`` paths that hold
-    run folders or steps tables, for the intervals of measured runs; ``None`` when none does."""
+    """The :func:`open_steps` of the ``data`` paths that hold run folders or steps tables; ``None``: none does."""
     from trainperf.steps import holds_steps
 
     given = [p for p in _existing(paths, "data") if holds_steps(p)]
@@ -180,7 +157,7 @@ def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
     for name in names:
         if name not in found:
             raise InputError(f"{column} {name!r} has no runs in the data; {column}s found: "
-                             f"{first_of(found, NAMES_IN_ERRORS, total=True) or 'none'} (parameter {column}s)")
+                             f"{first_of(found, 12, total=True) or 'none'} (parameter {column}s)")
     keep = runs[column].isin(names).fillna(False).to_numpy(bool) if column in runs else []
     left_out = runs.loc[~keep]
     if len(left_out):
@@ -225,11 +202,11 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     """The runs with a value in ``column``; the others are listed in
     ``attrs['skipped']``. :class:`NotApplicable` saying that no run has
     ``what`` and how to ``supply`` it when none has."""
-    present = runs[column].notna().to_numpy(bool) if column in runs else [False] * len(runs)
+    present = runs[column].notna() if column in runs else pd.Series(False, index=runs.index)
     have = runs[present]
     if have.empty:
         raise NotApplicable(f"none of the {len(runs)} selected run(s) has {what} ({column}): {supply}")
-    missing = runs.loc[~pd.Series(present, index=runs.index), "run_id"].astype(str).tolist()
+    missing = runs.loc[~present, "run_id"].astype(str).tolist()
     skipped = list(runs.attrs.get("skipped", []))
     if missing:
         skipped.append((f"{len(missing)} run(s): {first_of(missing, 5)}",
@@ -239,21 +216,15 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     return have
 
 
-def values(runs: pd.DataFrame, column: str) -> list[str]:
-    """The distinct values of ``column`` in data order, ``unknown`` for runs without one."""
-    if column not in runs:
-        return ["unknown"] if len(runs) else []
-    return list(dict.fromkeys(runs[column].astype("string").fillna("unknown")))
-
-
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.DataFrame | None = None) -> Html:
     """The report's title and what it covers (every experiment, platform and
     model, ``unknown`` included); records the title and the inputs (of the
     runs, and of the per-rank ``steps`` when given) for the index."""
     parts = [count(len(runs), "run")]
     for column in ("experiment", "platform", "model"):
-        found = values(runs, column)
-        most = HEADER_VALUES if column == "experiment" else len(found)
+        found = list(dict.fromkeys(runs[column].astype("string").fillna("unknown"))) if column in runs else (
+            ["unknown"] if len(runs) else [])
+        most = 8 if column == "experiment" else len(found)  # experiments named before the rest are counted
         parts.append(f"{column}{'s' if len(found) > 1 else ''}: {first_of(found, most, total=True)}")
     inputs = list(runs.attrs.get("inputs", [])) + list(steps.attrs.get("inputs", []) if steps is not None else [])
     return page_title(title, " · ".join(parts) + (f"\n{subtitle}" if subtitle else ""),
@@ -283,15 +254,12 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
     with how many runs carry each and up to three of their run ids. Without
     ``scaling``, notes about the scaling multiplier are left out (for a
     report that shows none)."""
-    rows: dict[str, list[str]] = {}
-    if "notes" in runs:
-        for run_id, text in zip(runs["run_id"], runs["notes"]):
-            if pd.notna(text):
-                for note in str(text).split("; "):
-                    if scaling or not note.startswith("scaling:"):
-                        rows.setdefault(note, []).append(str(run_id))
-    return pd.DataFrame([(note, len(ids), first_of(ids, 3)) for note, ids in rows.items()],
-                        columns=["note", "runs", "examples"])
+    notes = runs.assign(note=runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; "))
+    notes = notes.explode("note").dropna(subset=["note"])
+    if not scaling:
+        notes = notes[~notes["note"].str.startswith("scaling:")]
+    return notes.groupby("note", sort=False)["run_id"].agg(
+        runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 
 
 def conventions(runs: pd.DataFrame) -> list[str]:

@@ -1,19 +1,9 @@
-"""The parameters a report notebook declares, and command-line values for them.
-
-A report notebook's first code cell is tagged ``parameters`` and holds one
-assignment of a literal per line, with its help as a comment::
-
-    data = ["../data/reference/seed_000_throughput.csv"]   # list: runs tables, folders, logs
-    baseline = None                                          # str: run_id to scale against
-
-papermill reads that cell (:func:`papermill.inspect_notebook`, also behind
-``papermill --help-notebook``) and injects new values after it. papermill's
-own ``-p`` guesses a type from the text; here a value given on the command
-line (``-p NAME VALUE``) is converted to the parameter's declared type
-instead, so a string stays a string (``-p title 1.10`` gives ``"1.10"``, not
-``1.1``): the type is the default's, or for a ``None`` default the type its
-help starts with (``# float: USD per hour``: ``None`` or a float), or one
-that papermill found in an annotation or ``# type:`` comment.
+"""The parameters a report notebook declares (its first code cell, tagged
+``parameters``: one literal per line, its help as a comment, as
+:func:`papermill.inspect_notebook` reads them), and command-line values
+converted to the declared type, so ``-p title 1.10`` stays the string ``"1.10"``:
+the default's type, for a ``None`` default the type its help starts with
+(``# float: USD per hour``), or one papermill found in an annotation or ``# type:`` comment.
 """
 
 from __future__ import annotations
@@ -84,21 +74,6 @@ def declared_parameters(path: str | Path) -> dict[str, Declared]:
             types = (kind or type(default).__name__,)
         out[name] = Declared(name, default, types, parameter["help"])
     return out
-
-
-def convert_cli_parameters(path: str | Path, pairs: list[tuple[str, str]]) -> dict[str, object]:
-    """``-p NAME VALUE`` pairs as typed values for the notebook at ``path``.
-
-    Raises ``ParameterError`` for a name the notebook does not declare.
-    """
-    declared = declared_parameters(path)
-    values: dict[str, object] = {}
-    for name, text in pairs:
-        if name not in declared:
-            raise ParameterError(f"{Path(path).name} has no parameter {name!r}; "
-                                 f"its parameters: {', '.join(declared)}")
-        values[name] = resolve_paths(name, declared[name].convert(text))
-    return values
 
 
 def resolve_paths(name: str, value: object) -> object:

@@ -3,8 +3,12 @@ for the slowest rank, in seconds for the measured window or per optimizer step."
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
+
+from trainperf.report.configs import by_experiment
 
 PHASE_LABELS = {
     "data_s": "data loading", "h2d_s": "host-to-device copy", "forward_s": "forward", "loss_s": "loss",
@@ -13,6 +17,7 @@ PHASE_LABELS = {
 }
 OTHER = "other / unattributed"
 IMBALANCE = "waiting for the slowest rank"
+COLUMNS = ["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"]
 
 
 def has_phases(runs: pd.DataFrame) -> bool:
@@ -71,5 +76,12 @@ def long_form(runs: pd.DataFrame, configuration: list[str], *, per_step: bool = 
            .groupby(["experiment", "configuration", "phase"], sort=False, as_index=False)
            .agg(run_id=("run_id", "first"), gpus=("gpus", "first"), seconds=("seconds", "mean")))
     total = out.groupby(["experiment", "configuration"], sort=False)["seconds"].transform("sum")
-    return out.assign(share=out["seconds"] / total, unit=unit)[
-        ["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"]]
+    return out.assign(share=out["seconds"] / total, unit=unit)[COLUMNS]
+
+
+def per_experiment(runs: pd.DataFrame, configuration: Callable[[pd.DataFrame], list[str]], *,
+                   per_step: bool = True) -> pd.DataFrame:
+    """:func:`long_form` of every experiment of ``runs`` that has phase times, its runs'
+    configurations named by ``configuration`` (runs → labels)."""
+    parts = [long_form(g, configuration(g), per_step=per_step) for _, g in by_experiment(runs) if has_phases(g)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)

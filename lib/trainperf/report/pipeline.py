@@ -1,14 +1,10 @@
-"""Build the HTML reports: run each report notebook with papermill, export it
-to HTML, and write an index page linking them.
-
-Notebooks run in parallel (``jobs`` at a time, each in its own process and
-kernel). A notebook that fails does not stop the others: its executed copy
-and its page (up to the failing cell, with the error in one line at the top)
-are still written, the index marks it failed with the error, and
-:class:`BuildResult` names the notebook, the cell and the error. A notebook
-that raises :class:`~trainperf.report.applicability.NotApplicable` (its data
-cannot answer it) gets a short page saying what is missing and is marked
-"not applicable" in the index; that is not a failure.
+"""Build the HTML reports: run each report notebook with papermill (in
+parallel, each in its own process and kernel), export it to HTML, and write
+an index page linking them. A failing notebook does not stop the others: its
+page (up to the failing cell, the error in one line at the top) is still
+written and the index marks it failed; one that raises
+:class:`~trainperf.report.applicability.NotApplicable` gets a short page
+saying what is missing, which is not a failure.
 """
 
 from __future__ import annotations
@@ -95,30 +91,18 @@ class BuildResult:
         return [r for r in self.reports if not r.ok]
 
 
-def available_reports(notebooks_dir: Path = NOTEBOOKS) -> list[str]:
-    """Report names found in ``notebooks_dir``: the known ones in order, then any other notebook."""
-    found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
-    return [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))
-
-
 def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | None = None,
          parameters: Sequence[tuple[str, str]] = (), out_dir: str | Path = "reports",
          notebooks_dir: Path = NOTEBOOKS) -> list[Job]:
-    """The jobs for reports ``names`` (default: all), with typed parameters.
-
-    ``data`` (paths, made absolute) replaces every data input of every
-    notebook: its ``data`` parameter, its ``steps`` parameter (per-rank
-    steps) with those of the paths that hold run folders or steps tables
-    (``[]`` when none does), and its other path parameters (compare's two
-    sides) with ``[]`` unless ``parameters`` gives them. Each ``(NAME, VALUE)`` in ``parameters`` goes,
-    converted to the declared type, to every selected notebook that declares
-    ``NAME`` (a path parameter's relative paths are taken from the current
-    folder, as ``data``'s are). Raises ``ParameterError`` for an unknown
-    report, a missing path or a folder with nothing to read in ``data``, or a
-    parameter no selected notebook declares or whose value does not fit.
-    """
+    """The jobs for reports ``names`` (default: all). ``data`` (paths, made absolute)
+    replaces every notebook's ``data``, its ``steps`` (with the paths that hold run folders or
+    steps tables) and its other path parameters (``[]``) unless ``parameters`` gives them.
+    Each ``(NAME, VALUE)`` of ``parameters`` goes, converted to the declared type, to every
+    selected notebook that declares ``NAME``. ``ParameterError`` for an unknown report, a bad
+    ``data`` path, or a parameter no selected notebook declares or whose value does not fit."""
     data_paths = check_data(data or ())
-    known = available_reports(notebooks_dir)
+    found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
+    known = [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))  # the known ones first, in order
     names = list(names or known)
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -213,7 +197,8 @@ def run_job(job: Job) -> ReportResult:
     nb = nbformat.read(str(executed), as_version=4)
     facts = collect_facts(nb)
     if "title" not in facts:  # stopped before its header: the title it was given
-        facts["title"] = job.parameters.get("title") or _declared_title(job.source)
+        facts["title"] = job.parameters.get("title") or getattr(declared_parameters(job.source).get("title"),
+                                                                "default", None)
     title = str(facts["title"] or job.name)
     if not_applicable is not None:
         nb = cut_at_error(nb, f"Not applicable: {not_applicable}", "warn")
@@ -271,11 +256,6 @@ def describe_failure(source: Path, executed: Path, error: str) -> str:
             where = f"cell {ids.index(cell.get('id')) + 1}" if cell.get("id") in ids else "injected parameters cell"
             return f"{shown_path(source)}, {where} (`{first.strip()}`): {error}"
     return f"{shown_path(source)}: {error}"
-
-
-def _declared_title(source: Path) -> object:
-    declared = declared_parameters(source).get("title")
-    return declared.default if declared else None
 
 
 def _check_kernel() -> list[str]:

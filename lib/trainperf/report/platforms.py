@@ -6,7 +6,6 @@ distinguishable from the runner-up."""
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 import numpy as np
@@ -15,11 +14,11 @@ import pandas as pd
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.hardware import Figure, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
-from trainperf.report.noise import call, content, configuration_means, has_interval, remember, run_intervals
+from trainperf.report.noise import around, call, content, configuration_means, has_interval, remember, run_intervals
 from trainperf.report.page import require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
-from trainperf.stats import FASTER, MIN_EFFECT, Difference, verdict
+from trainperf.stats import FASTER, MIN_EFFECT, verdict
 
 SPARSE_MATCH = 0.02
 """Relative tolerance within which a source's peak counts as the vendor's 2:4-sparse figure."""
@@ -48,12 +47,9 @@ MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_da
 
 
 def configurations(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration of ``runs`` (repeats grouped as
-    :func:`trainperf.report.noise.run_intervals` groups them): its first run's
-    columns with :data:`MEANS` the mean over its repeats, ``runs`` (how many),
-    and its throughput's 95 % interval ``tokens_per_s_low``–``tokens_per_s_high``
-    and ``interval`` (as text; ``–`` for none: one run without steps).
-    The same ``runs`` (by content) are computed once per process: the report's cells ask again."""
+    """One row per configuration of ``runs`` (:func:`trainperf.report.noise.configuration_means`
+    of :data:`MEANS`) with its throughput's 95 % interval ``tokens_per_s_low``–``_high`` and
+    ``interval`` (as text; ``–`` for none). Computed once per process for the same ``runs``."""
     return remember(("configurations", content(runs)), lambda: _configurations(runs)).copy()
 
 
@@ -61,20 +57,15 @@ def _configurations(runs: pd.DataFrame) -> pd.DataFrame:
     runs = runs.reset_index(drop=True)
     runs.attrs = {}  # pandas copies attrs into every frame it slices: the intervals slice per configuration
     rows, found = configuration_means(runs, run_intervals(runs), MEANS)
-    scale = rows["tokens_per_s"] / found["throughput"]  # the interval around the shown mean
-    low, high = found["low"] * scale, found["high"] * scale
-    return rows.assign(tokens_per_s_low=low, tokens_per_s_high=high,
-                       interval=["–" if pd.isna(a) else f"{fmt_int(a)}–{fmt_int(b)}" for a, b in zip(low, high)])
+    low, high, text = around(found, rows["tokens_per_s"])
+    return rows.assign(tokens_per_s_low=low, tokens_per_s_high=high, interval=[t or "–" for t in text])
 
 
 def peaks(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per platform × model: its highest-throughput configuration
-    (:func:`configurations`: the mean of its repeats, their number ``runs``
-    and the interval), plus ``configs`` (configurations measured),
-    ``best_per_device`` (the highest per-device rate of any of its
-    configurations) and ``relative`` (that rate / the model's fastest
-    platform's) with ``relative_low``/``relative_high`` (from the interval of
-    that configuration's throughput)."""
+    """One row per platform × model: its highest-throughput row of :func:`configurations`, plus
+    ``configs`` (configurations measured), ``best_per_device`` (the highest per-device rate of
+    any of them) and ``relative`` (that rate / the model's fastest platform's) with
+    ``relative_low``/``_high`` from that configuration's throughput interval."""
     configs = configurations(runs)
     pairs = configs.groupby(["platform_key", "model"], sort=False)
     out = configs.loc[pairs["tokens_per_s"].idxmax()].reset_index(drop=True)
@@ -92,16 +83,12 @@ UNTESTED = "no interval: single figures, the noise is not tested"
 
 
 def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
-    """Per model measured on two or more platforms: the platform with the
-    highest per-device throughput (``fastest``), the runner-up and the margin
-    (of their means where both have repeats),
-    and ``verdict``: ``winner`` only when the fastest is distinguishable from
-    the runner-up, else ``indistinguishable`` — with the 95 % interval of the
-    margin where both have repeats (``evidence``; see
-    :mod:`trainperf.report.noise`), else by the single figures: a margin below
-    ``min_effect`` is a tie, a larger one a winner whose noise is untested.
-    Platforms are compared with each other, each at its fastest precision (the
-    label says which): one device at fp8 and at bf16 is not two contenders."""
+    """Per model measured on two or more platforms (each at its fastest precision): the
+    platform with the highest per-device throughput (``fastest``), the runner-up, the
+    ``margin`` and ``verdict``: ``winner`` only when the fastest is distinguishable from the
+    runner-up (:func:`trainperf.report.noise.call`; the margin's 95 % interval in
+    ``evidence``), else ``indistinguishable``; by single figures, a margin below ``min_effect``
+    is a tie, a larger one a winner whose noise is untested."""
     table_ = peaks(runs)
     found = run_intervals(runs)
     rows = []
@@ -114,9 +101,8 @@ def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
         a = found.loc[runs.index[runs["run_id"] == second["run_id"]][0]]
         b = found.loc[runs.index[runs["run_id"] == best["run_id"]][0]]
         if has_interval(a) and has_interval(b):
-            d = call(found, a["configuration"], b["configuration"], min_effect)
-            k = second["gpus"] / best["gpus"]  # per device: the ratio of totals times the ratio of devices
-            margin = Difference((1 + d.estimate) * k - 1, (1 + d.low) * k - 1, (1 + d.high) * k - 1, math.nan)
+            margin = call(found, a["configuration"], b["configuration"], min_effect).times(
+                second["gpus"] / best["gpus"])  # per device: the ratio of totals times the ratio of devices
             verdict_ = WINNER if verdict(margin, min_effect) == FASTER else TIED
             evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
             value = margin.estimate
@@ -131,10 +117,8 @@ def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
 
 
 def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs whose source divided by the vendor's 2:4-sparse peak: the peak it
-    used (``reported_peak_tflops_per_gpu``, else ``reported_tflops_per_gpu /
-    reported_mfu``) is within :data:`SPARSE_MATCH` of the sparse figure.
-    Columns: run_id, platform, source_peak, dense_peak, reported_mfu, mfu."""
+    """Runs whose source's peak (``reported_peak_tflops_per_gpu``, else ``reported_tflops_per_gpu
+    / reported_mfu``) is within :data:`SPARSE_MATCH` of the vendor's 2:4-sparse figure."""
     nothing = pd.Series(np.nan, index=runs.index)
     implied = runs.get("reported_peak_tflops_per_gpu", nothing).astype(float)
     if {"reported_tflops_per_gpu", "reported_mfu"} <= set(runs.columns):
@@ -241,13 +225,10 @@ def is_accelerator(platforms: pd.Series) -> np.ndarray:
 
 
 def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
-    """Per accelerator platform × model and node count: ``devices``,
-    ``tokens_per_s`` and ``tokens_per_day``, how it was obtained (``basis``:
-    ``measured``, ``fitted`` by the best of Amdahl and USL with its 95 %
-    band ``low``/``high`` where the pair was measured at
-    :data:`~trainperf.report.scaling.MIN_FIT_POINTS` or more device counts,
-    else ``upper bound``: the best per-device rate × devices) and the devices
-    ``measured``. CPU runs are left out: a CPU benchmark is no node of accelerators."""
+    """Per accelerator platform × model (no CPU) and node count: ``devices``, ``tokens_per_s``
+    (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis`` (``measured``,
+    ``fitted`` by the best of Amdahl and USL from :data:`~trainperf.report.scaling.MIN_FIT_POINTS`
+    device counts on, else ``upper bound``: best per-device rate × devices), devices ``measured``."""
     rows = []
     configs = configurations(runs)
     accelerators = configs[is_accelerator(configs["platform"])]

@@ -1,57 +1,40 @@
 """The scaling report: how much faster each experiment runs as devices are
 added, where the time goes, how ranks differ, and what a fitted scaling law
-projects beyond the measured scale — next to the straight line a naive
-projection draws. Frames for the notebook's tables and charts, sentences for
-its text; projections and the headline only from experiments that change
-nothing but the device count."""
+projects beyond the measured scale next to a straight line; projections and
+the headline only from experiments that change nothing but the device count."""
 
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from trainperf.report.applicability import NotApplicable
-from trainperf.report.configs import labels, ordered
+from trainperf.report.configs import by_experiment, keep_experiments, labels
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
-from trainperf.report.noise import NO_INTERVAL, call, configuration_means, content, intervals_per_run, job_frames, remember
+from trainperf.report.noise import (NO_INTERVAL, around, call, configuration_means, content, intervals_per_run,
+                                    job_frames, remember)
 from trainperf.report.page import InputError
-from trainperf.report.phases import PHASE_LABELS, has_phases, long_form
+from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
-from trainperf.stats import FASTER, SLOWER, Difference, verdict
+from trainperf.stats import FASTER, SLOWER, verdict
 from trainperf.steps import rank_totals
 from trainperf.stragglers import name_straggler, rank_waits
 
 BAND_LEVEL = 0.95
-MIN_FIT_POINTS = 3
-"""Device counts an experiment needs before a law is fitted (a 2-parameter law through 2 points has no error)."""
-SAME_TRAINING = {"single": "ddp"}
-"""Strategies that train the same way: one process is DDP at world size 1 (e.g. a 1-process run
-before a torchrun study), so single → ddp is no change of strategy."""
+MIN_FIT_POINTS = 3  # device counts before a law is fitted: a 2-parameter law through 2 points has no error
+SAME_TRAINING = {"single": "ddp"}  # one process is DDP at world size 1: single → ddp is no change
 
 
 def studies(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of experiments measured at two or more device counts, ordered;
-    the others are added to ``attrs['skipped']``. :class:`NotApplicable` when none is left."""
+    """The runs of experiments measured at two or more device counts (:func:`keep_experiments`)."""
     counts = runs.groupby("experiment")["gpus"].nunique()
-    keep = runs["experiment"].isin(counts[counts >= 2].index).fillna(False).to_numpy(bool)
-    if not keep.any():
-        raise NotApplicable("no experiment has runs at two or more device counts (column gpus): measure one "
+    return keep_experiments(runs, counts >= 2, ["gpus", "micro_batch_size", "run_id"],
+                            "measured at one device count only: no scaling",
+                            "no experiment has runs at two or more device counts (column gpus): measure one "
                             "experiment at several device counts, e.g. with torchrun --nproc-per-node 1, 2, 4 "
                             f"(experiments: {', '.join(map(str, counts.index)) or 'none'})")
-    out = ordered(runs.loc[keep], ["gpus", "micro_batch_size", "run_id"])
-    out.attrs = {**runs.attrs, "skipped": list(runs.attrs.get("skipped", []))}
-    for name in counts[counts < 2].index:
-        out.attrs["skipped"].append((f"experiment {name}", "measured at one device count only: no scaling"))
-    return out
-
-
-def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
-    """``runs`` grouped by experiment, the experiments in the order they first appear."""
-    return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
 # --- what changes besides the device count ------------------------------------------
@@ -63,36 +46,22 @@ def changes(group: pd.DataFrame) -> list[str]:
     (:data:`SAME_TRAINING`) are no change."""
     columns = [("strategy", "strategy"), ("precision", "precision"), ("model", "model"), ("platform", "platform"),
                ("seq_len", "sequence length")]
-    if not _batch_is_scaled_consistently(group):
+    per_device = group["micro_batch_size"] * group["grad_accum_steps"].fillna(1)
+    total = group["global_batch_size"].fillna(per_device * group["gpus"])
+    if not (per_device.isna().all() or per_device.nunique() <= 1 or total.nunique() <= 1):  # neither strong nor weak
         columns.insert(1, ("micro_batch_size", "micro-batch size"))
     compared = group[[c for c, _ in columns if c in group]]
     if "strategy" in compared:
         compared = compared.assign(strategy=compared["strategy"].astype("string").str.lower().replace(SAME_TRAINING))
     varies = compared.nunique() > 1
     out = []
-    for column, what in columns:
-        if varies.get(column, False):
-            steps: list[tuple[str, tuple[object, object]]] = []
-            for shown, value, gpus in zip(group[column], compared[column], group["gpus"]):
-                if not steps or steps[-1][0] != str(value):
-                    steps.append((str(value), (shown, gpus)))
-            out.append(f"{what} " + " → ".join(
-                f"{fmt_int(v) if isinstance(v, float) else v} (from {fmt_int(g)} device{'s' if g > 1 else ''})"
-                for _, (v, g) in steps))
+    for column, what in ((c, w) for c, w in columns if varies.get(c, False)):
+        value = [str(v) for v in compared[column]]
+        moves = group.iloc[[i for i, v in enumerate(value) if i == 0 or v != value[i - 1]]]
+        out.append(f"{what} " + " → ".join(
+            f"{fmt_int(v) if isinstance(v, float) else v} (from {fmt_int(g)} device{'s' if g > 1 else ''})"
+            for v, g in zip(moves[column], moves["gpus"])))
     return out
-
-
-def _batch_is_scaled_consistently(group: pd.DataFrame) -> bool:
-    """True for strong scaling (the global batch stays the same) and weak
-    scaling (the batch per device stays the same), or when batch sizes are unknown."""
-    per_device = group["micro_batch_size"] * group["grad_accum_steps"].fillna(1)
-    total = group["global_batch_size"].fillna(per_device * group["gpus"])
-    return bool(per_device.isna().all() or per_device.nunique() <= 1 or total.nunique() <= 1)
-
-
-def clean_experiments(runs: pd.DataFrame) -> list[str]:
-    """The experiments whose runs differ only in the device count: the ones a headline or projection may use."""
-    return [name for name, group in by_experiment(runs) if not changes(group)]
 
 
 def confounded(runs: pd.DataFrame) -> list[str]:
@@ -109,16 +78,19 @@ SPEED = ("tokens_per_s", "samples_per_s", "elapsed_s")
 
 
 def table(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration of each experiment (its repeats: the mean, see
-    :func:`configurations`): experiment, configuration, devices (absolute and
-    relative: ``ideal``), ``runs`` (its repeats), its speed (tokens/s,
-    samples/s, elapsed time: those any run has) with ``interval`` (the
-    throughput's 95 % interval as text), multiplier and efficiency with their
-    95 % intervals (``multiplier_low``/``_high``, ``efficiency_low``/``_high``,
-    and as text ``multiplier_interval``, ``efficiency_interval``: with what it
-    comes from, or why there is none), the Karp–Flatt serial fraction with its interval
-    (``serial_low``/``_high``), the basis of the comparison and ``only_devices_change``."""
-    found = configurations(runs, steps)
+    """One row per configuration of each experiment (repeats grouped as
+    :func:`trainperf.report.noise.run_intervals` groups them, speeds their mean):
+    experiment, configuration, devices (``gpus``; ``ideal``: / the baseline
+    configuration's), ``runs`` (its repeats), its speed (tokens/s, samples/s,
+    elapsed time: those any run has) with ``interval`` (the throughput's 95 %
+    interval as text), multiplier (mean throughput / the baseline's; the
+    elapsed-time ratio where that is the basis) and efficiency (/ ideal) with
+    95 % intervals from that of the throughput ratio (``multiplier_low``/``_high``,
+    ``efficiency_low``/``_high``, and as text ``multiplier_interval``,
+    ``efficiency_interval``: with what it comes from, or why there is none),
+    the Karp–Flatt serial fraction with its interval (``serial_low``/``_high``),
+    the basis of the comparison and ``only_devices_change``."""
+    found = pd.concat([rows for rows, _ in _experiments(runs, steps).values()], ignore_index=True)
     speed = [c for c in SPEED if runs[c].notna().any()]
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
                   "scaling_multiplier", "multiplier_low", "multiplier_high", "multiplier_interval",
@@ -145,34 +117,15 @@ SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "r
 """What an interval comes from, in the words of the interval columns."""
 
 
-def configurations(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration of each experiment, repeats grouped as
-    :func:`trainperf.report.noise.run_intervals` groups them: the first run's
-    columns with the speeds the mean over its ``runs``; ``interval`` (the
-    throughput's 95 % interval, text); ``ideal`` (devices / the baseline
-    configuration's); ``scaling_multiplier`` (mean throughput / the baseline
-    configuration's; elapsed-time ratio where that is the experiment's basis),
-    ``scaling_efficiency`` (multiplier / ideal) and the Karp–Flatt
-    ``serial_fraction`` recomputed from them, with 95 % intervals from the
-    interval of the throughput ratio (:func:`trainperf.report.noise.call`):
-    ``multiplier_low``/``_high``, ``efficiency_low``/``_high``,
-    ``serial_low``/``_high`` and the texts ``multiplier_interval``,
-    ``efficiency_interval`` (``BASELINE``, or why none)."""
-    return pd.concat([rows for rows, _ in _experiments(runs, steps).values()], ignore_index=True)
-
-
 def _experiments(runs: pd.DataFrame, steps: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Per experiment, :func:`_experiment`; computed once per process for the same
     ``runs`` and ``steps`` (by content): the headline, table and notes all ask."""
-    def study() -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
-        frames = job_frames(steps)
-        return {name: _experiment(group, frames) for name, group in by_experiment(runs)}
-
-    return remember(("scaling", content(runs), content(steps)), study)
+    return remember(("scaling", content(runs), content(steps)),
+                    lambda: {name: _experiment(group, job_frames(steps)) for name, group in by_experiment(runs)})
 
 
 def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One experiment's configurations (see :func:`configurations`) and their
+    """One experiment's :func:`table` rows and their
     :func:`trainperf.report.noise.run_intervals` rows (same order) from the steps'
     :func:`trainperf.report.noise.job_frames`; shared: not to be changed."""
     group = runs.reset_index(drop=True)
@@ -217,29 +170,23 @@ def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multipli
 
 
 def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
-    """Each configuration's throughput interval as text (``1,258–1,465``) around the rate
-    its ``rows`` row shows (the interval's relative width), ``–`` when it has none."""
-    out = []
-    for i, (unit, throughput, low, high) in enumerate(found[["unit", "throughput", "low", "high"]].itertuples(False)):
-        k = (rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput) / throughput
-        out.append("–" if pd.isna(low) else f"{fmt_int(low * k)}–{fmt_int(high * k)}")
-    return out
+    """Each configuration's throughput interval as text (``1,258–1,465``; ``–``: none), around the rate shown."""
+    rate = [rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput
+            for i, (unit, throughput) in enumerate(zip(found["unit"], found["throughput"]))]
+    return [text or "–" for text in around(found, rate)[2]]
 
 
 def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
     """Per experiment whose configurations have intervals: how its efficiency moves from one
-    device count to the next, stated as a drop or rise only beyond the noise
-    (the 95 % interval of the efficiency ratio excludes 1 and it moves by
-    :data:`~trainperf.stats.MIN_EFFECT` or more); otherwise indistinguishable."""
+    device count to the next, a rise or drop only beyond the noise (:func:`trainperf.stats.verdict`)."""
     out = []
     for name, (rows, found) in _experiments(runs, steps).items():
         if found["low"].isna().any():
             continue
         moves, shown = [], rows["scaling_efficiency"]
         for a, b in zip(rows.index[:-1], rows.index[1:]):
-            d = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"])
-            k = rows.loc[a, "gpus"] / rows.loc[b, "gpus"]  # efficiency ratio = throughput ratio × devices ratio
-            eff = Difference((1 + d.estimate) * k - 1, (1 + d.low) * k - 1, (1 + d.high) * k - 1, math.nan)
+            eff = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"]).times(
+                rows.loc[a, "gpus"] / rows.loc[b, "gpus"])  # efficiency ratio = throughput ratio × devices ratio
             move = {FASTER: "rises", SLOWER: "falls"}.get(verdict(eff), "does not change beyond the noise")
             moves.append(f"{move} from {fmt_int(rows.loc[a, 'gpus'])} to {fmt_int(rows.loc[b, 'gpus'])} devices "
                          f"({fmt_pct(shown[a], 0)} → {fmt_pct(shown[b], 0)}, 95 % interval of the change "
@@ -249,12 +196,8 @@ def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> l
 
 
 def phases(runs: pd.DataFrame) -> pd.DataFrame:
-    """Time per step (per measured window where a step count is unknown) in
-    each phase, per run of the experiments that have phase times: long form
-    (see :func:`trainperf.report.phases.long_form`)."""
-    parts = [long_form(group, labels(group, compact=True)) for _, group in by_experiment(runs) if has_phases(group)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"])
+    """Time per step in each phase of each configuration (:func:`trainperf.report.phases.long_form`)."""
+    return per_experiment(runs, lambda group: labels(group, compact=True))
 
 
 def without_phases(runs: pd.DataFrame) -> list[str]:
@@ -274,10 +217,9 @@ OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "comm_overhead", 
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run with phase times: elapsed, compute, communication (all and
-    exposed), data seconds, communication overhead (exposed communication, or
-    all of it where the exposed part is unknown, / a typical rank's elapsed
-    time) and compute / communication; columns no run has are left out."""
+    """Per run with phase times: elapsed, compute, communication (all and exposed) and data
+    seconds, ``comm_overhead`` and ``compute_comm_ratio`` (see :func:`trainperf.derive.derive`);
+    columns no run has are left out."""
     have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
     return have.assign(configuration=labels(have))[["experiment", "configuration", "gpus", "elapsed_s", *present]] \
@@ -333,8 +275,7 @@ def rank_note(runs: pd.DataFrame, steps: pd.DataFrame | None, per_rank: pd.DataF
     return "Every run in the per-rank data has a single rank: no spread to show."
 
 
-STRAGGLER = 1.1
-"""Imbalance (slowest / fastest rank) from which the worst run is called out."""
+STRAGGLER = 1.1  # imbalance (slowest / fastest rank) from which the worst run is called out
 
 
 def straggler(summary: pd.DataFrame) -> str:
@@ -381,8 +322,7 @@ def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataF
     return frame, sentences
 
 
-TREND_STEP = 1.2
-"""Factor by which the serial fraction must change, step to step or end to end, to count as a change."""
+TREND_STEP = 1.2  # factor by which the serial fraction must change to count as a change
 
 
 def serial_trend(e: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None) -> str:
@@ -480,11 +420,8 @@ class Projection:
 
     def targets(self) -> list[float]:
         """Relative device counts to tabulate: doublings from the largest measured up to the target."""
-        points, p = [], float(self.p.max()) * 2
-        while p < self.target:
-            points.append(p)
-            p *= 2
-        return points + [self.target]
+        points = float(self.p.max()) * 2.0 ** np.arange(1, 64)
+        return [*points[points < self.target].tolist(), self.target]
 
 
 def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
@@ -495,10 +432,9 @@ def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, bas
 
 
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
-    """Amdahl and USL fits for every experiment that changes only the device
-    count and has at least :data:`MIN_FIT_POINTS` device counts, projected to
-    ``project_to_gpus`` devices (default: 8 × the largest measured). Fitted once per
-    process for the same ``runs`` (by content) and target: the headline and the fit cells both ask."""
+    """Amdahl and USL fits for every experiment that changes only the device count and has
+    :data:`MIN_FIT_POINTS` device counts or more, projected to ``project_to_gpus`` devices
+    (default: 8 × the largest measured); once per process for the same ``runs`` and target."""
     found = remember(("projections", content(runs), repr(project_to_gpus)), lambda: _projections(runs, project_to_gpus))
     return copy.deepcopy(found)
 
