@@ -30,7 +30,9 @@ def test_csv_json_jsonl_and_parquet_give_the_same_table(tmp_path):
                                       other[["run_id", "gpus", "tokens", "elapsed_s"]])
     assert csv["gpus"].tolist() == [1.0, 2.0]
     assert csv["experiment"].tolist() == ["runs", "runs"]  # default: the file's name
-    assert csv.attrs["inputs"] == [str(tmp_path / "runs.csv")]
+    assert csv.attrs["inputs"] == (str(tmp_path / "runs.csv"),)
+    sliced = csv[csv["gpus"] > 1].reset_index(drop=True)  # pandas passes attrs on to every frame it makes
+    assert sliced.attrs == csv.attrs and sliced.attrs["inputs"] is csv.attrs["inputs"]  # shared, not copied
 
 
 def test_folder_reads_tables_and_reports_what_it_skips(tmp_path):

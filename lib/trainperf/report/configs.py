@@ -10,6 +10,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from trainperf.hardware import is_cpu
+from trainperf.loading import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, fmt_int
 
@@ -61,8 +62,8 @@ def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not
     if not keep.any():
         raise NotApplicable(none_kept)
     out = ordered(runs[runs["experiment"].isin(keep.index[keep]).fillna(False).to_numpy(bool)], by)
-    out.attrs = {**runs.attrs, "skipped": list(runs.attrs.get("skipped", []))
-                 + [(f"experiment {name}", why_not) for name in keep.index[~keep]]}
+    out.attrs = {**runs.attrs, **provenance(skipped=[*runs.attrs.get("skipped", ()),
+                                                    *((f"experiment {name}", why_not) for name in keep.index[~keep])])}
     return out
 
 

@@ -18,6 +18,7 @@ from trainperf import derive, load_runs
 from trainperf.compare import Side, read_side
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
+from trainperf.loading import provenance
 from trainperf.importers.compare import compare_reported
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import Html, count, first_of, title as page_title
@@ -66,8 +67,8 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
                                     price_per_gpu_hour=price_per_gpu_hour)
         runs.attrs = {}
         derived = derive(runs)
-    derived.attrs = {"inputs": inputs, "skipped": skipped, "overrides": overrides,
-                     "warnings": list(dict.fromkeys(str(w.message) for w in caught))}
+    derived.attrs = provenance(inputs=inputs, skipped=skipped, overrides=overrides,
+                               warnings=dict.fromkeys(str(w.message) for w in caught))
     return derived
 
 
@@ -119,8 +120,8 @@ def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.Data
         others = steps.loc[~keep, "run_id"].astype(str).unique()
         skipped.append((f"{(~keep).sum()} step row(s)", f"run not selected: {', '.join(others)}"))
     selected = steps.loc[keep].reset_index(drop=True)
-    selected.attrs = {"inputs": [str(Path(p).resolve()) for p in given], "skipped": skipped,
-                      "warnings": [str(w.message) for w in caught]}
+    selected.attrs = provenance(inputs=[str(Path(p).resolve()) for p in given], skipped=skipped,
+                                warnings=[str(w.message) for w in caught])
     return selected
 
 
@@ -212,7 +213,7 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
         skipped.append((f"{len(missing)} run(s): {first_of(missing, 5)}",
                         f"no {what} ({column}), which this report needs"))
     have = have.copy()
-    have.attrs = {**runs.attrs, "skipped": skipped}
+    have.attrs = {**runs.attrs, **provenance(skipped=skipped)}
     return have
 
 

@@ -55,7 +55,6 @@ def configurations(runs: pd.DataFrame) -> pd.DataFrame:
 
 def _configurations(runs: pd.DataFrame) -> pd.DataFrame:
     runs = runs.reset_index(drop=True)
-    runs.attrs = {}  # pandas copies attrs into every frame it slices: the intervals slice per configuration
     rows, found = configuration_means(runs, run_intervals(runs), MEANS)
     low, high, text = around(found, rows["tokens_per_s"])
     return rows.assign(tokens_per_s_low=low, tokens_per_s_high=high, interval=[t or "–" for t in text])
