@@ -184,7 +184,14 @@ def _read_line(conn: socket.socket) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
-        serve(sys.argv[2], sys.argv[3:])
+        try:
+            serve(sys.argv[2], sys.argv[3:])
+        except SystemExit:  # SIGTERM: the build is over
+            pass
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # nothing left to save: no waiting for the imported modules' threads and teardown (0.4 s per build)
+        os._exit(0)
     elif sys.argv[1:2] == ["launch"] and sys.argv[3:4] == ["--"]:
         sys.exit(launch(sys.argv[2], sys.argv[4:]))
     else:
