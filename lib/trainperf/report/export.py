@@ -55,6 +55,12 @@ def notebook_to_html(nb: nbformat.NotebookNode, info: PageInfo) -> str:
     return body.replace(TOC_MARK, toc, 1)
 
 
+def warm_up() -> None:
+    """Compile the exporter's templates and CSS selectors now (half a second
+    of CPU), so that the processes forked after this share them."""
+    notebook_to_html(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## a")]), PageInfo("", "", ""))
+
+
 def table_of_contents(page: str) -> str:
     """A nested list linking the ``h2`` and ``h3`` headings (those with an ``id``) of ``page``."""
     items: list[tuple[int, str, str]] = []

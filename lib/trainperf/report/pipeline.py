@@ -10,6 +10,7 @@ saying what is missing, which is not a failure.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -22,7 +23,7 @@ import nbformat
 import trainperf
 from trainperf.loading import holds_inputs
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.export import PageInfo, notebook_to_html
+from trainperf.report.export import PageInfo, notebook_to_html, warm_up
 from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.index import write_index
 from trainperf.report.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command
@@ -154,6 +155,8 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     out_dir = jobs[0].out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, ReportResult] = {}
+    if multiprocessing.get_start_method() == "fork":
+        warm_up()  # once here, while the kernel server still imports, instead of once in each worker
     with forked_kernels(kernel, NOTEBOOKS), ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
         for future in as_completed(futures):
