@@ -112,3 +112,26 @@ def test_a_baseline_that_is_not_the_first_repeat_still_anchors_its_configuration
     frame = scaling.table(runs)
     assert frame["multiplier_interval"].iloc[0] == "baseline"
     assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 1940 / 1020, 3200 / 1020])
+
+
+def test_batch_sweep_notes_and_headline_read_configuration_means_not_repeats(tmp_path):
+    from trainperf.report.batch_size import headline, plateau_notes, sweeps, table
+
+    # micro-batch 1, 2, 4, 8 with 8 // m accumulation, two repeats each (tokens/s)
+    sweep = {1: (1000.0, 1100.0), 2: (1400.0, 1500.0), 4: (1500.0, 1520.0), 8: (1490.0, 1470.0)}
+    rows = [{"run_id": f"mb{m}-r{i + 1}", "experiment": "sweep", "gpus": 1, "micro_batch_size": m,
+             "grad_accum_steps": 8 // m, "tokens": rate * 10, "elapsed_s": 10.0}
+            for m, repeats in sweep.items() for i, rate in enumerate(repeats)]
+    path = tmp_path / "runs.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    runs = sweeps(open_runs([str(path)]))
+    # means 1,050, 1,450, 1,510, 1,480: gains +38.1 %, +4.1 %, -2.0 %; after 2 × 4 no step gains 10 %
+    assert table(runs)["gain"].tolist() == pytest.approx([np.nan, 1450 / 1050 - 1, 1510 / 1450 - 1, 1480 / 1510 - 1],
+                                                        nan_ok=True)
+    (note,) = plateau_notes(runs)
+    gains = note.partition("(gains: ")[2].partition(");")[0]
+    # the two later steps of the sweep, not the differences between one repeat and the next
+    assert [g.partition(" %")[0] for g in gains.split(", ")] == ["4.1", "-2.0"]
+    assert note.startswith("sweep: after micro-batch 2 × 4 accumulation no step")
+    headline_ = headline(runs)
+    assert "1,510 tokens/s" in headline_.text  # the mean of 4 × 2's repeats, not its faster run's 1,520

@@ -56,10 +56,14 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
 
 
 def sweep(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs of sweep ``name`` (index from 0) and their :func:`trainperf.report.noise.run_intervals`
-    with ``label`` (``micro-batch … × … accumulation``)."""
+    """The configurations of sweep ``name`` in sweep order, one row each (index from 0): the first
+    run of each with its rates the mean over its repeats (``runs``: how many; see
+    :func:`trainperf.report.noise.configuration_means`), and their
+    :func:`trainperf.report.noise.run_intervals` with ``label`` (``micro-batch … × … accumulation``)."""
+    unit = unit_of(runs)
     group = runs[runs["experiment"].astype(str) == name].reset_index(drop=True)
-    return group, run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
+    found = run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
+    return configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
 
 
 def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
@@ -76,8 +80,7 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
     for name in experiments(runs):
-        group, found = configuration_means(*sweep(runs, name, steps),
-                                           (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
+        group, found = sweep(runs, name, steps)
         rate = group[unit.rate].to_numpy(float)
         low, high, text = around(found, rate)
         calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
@@ -118,7 +121,7 @@ def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str
     best = order[0]
     rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
     if tied.sum() > 1:
-        names = list(dict.fromkeys(batch(group.iloc[i], compact=True) for i in order if tied[i]))  # repeats once
+        names = [batch(group.iloc[i], compact=True) for i in order if tied[i]]
         return (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
                 f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)})")
     text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
