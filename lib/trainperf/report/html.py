@@ -101,9 +101,9 @@ def fmt_sig(x: object, digits: int = 3) -> str:
     return f"{x:,.{decimals}f}"
 
 
-def fmt_pct(x: object, digits: int = 1) -> str:
-    """A fraction as percent: ``0.383`` → ``38.3 %``."""
-    return "–" if is_missing(x) else f"{100 * float(x):.{digits}f} %"
+def fmt_pct(x: object, digits: int = 1, *, signed: bool = False) -> str:
+    """A fraction as percent: ``0.383`` → ``38.3 %`` (``+38.3 %`` when ``signed``)."""
+    return "–" if is_missing(x) else f"{100 * float(x):{'+' if signed else ''}.{digits}f} %"
 
 
 def fmt_times(x: object, digits: int = 2) -> str:

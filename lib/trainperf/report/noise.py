@@ -16,7 +16,7 @@ import pandas as pd
 
 from trainperf.compare import job_steps
 from trainperf.intervals import distinguish_rows, intervals_of_job_steps
-from trainperf.report.html import fmt_int
+from trainperf.report.html import fmt_int, fmt_pct
 from trainperf.stats import FASTER, MIN_EFFECT, SLOWER, Difference
 
 TIED = "indistinguishable"
@@ -45,8 +45,9 @@ class Call:
     def text(self) -> str:
         """``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
         if self.tested:
-            return f"{self.estimate:+.1%} (95 % interval {self.low:+.1%} to {self.high:+.1%})"
-        return f"{self.estimate:+.1%} (no interval: the noise is not tested)"
+            return (f"{fmt_pct(self.estimate, signed=True)} (95 % interval {fmt_pct(self.low, signed=True)} to "
+                    f"{fmt_pct(self.high, signed=True)})")
+        return f"{fmt_pct(self.estimate, signed=True)} (no interval: the noise is not tested)"
 
 
 def has_interval(row: pd.Series) -> bool:

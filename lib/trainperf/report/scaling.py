@@ -190,7 +190,7 @@ def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> l
             move = {FASTER: "rises", SLOWER: "falls"}.get(verdict(eff), "does not change beyond the noise")
             moves.append(f"{move} from {fmt_int(rows.loc[a, 'gpus'])} to {fmt_int(rows.loc[b, 'gpus'])} devices "
                          f"({fmt_pct(shown[a], 0)} → {fmt_pct(shown[b], 0)}, 95 % interval of the change "
-                         f"{eff.low:+.0%} to {eff.high:+.0%})")
+                         f"{fmt_pct(eff.low, 0, signed=True)} to {fmt_pct(eff.high, 0, signed=True)})")
         out.append(f"{name}: scaling efficiency {'; it '.join(moves)}.")
     return out
 
