@@ -263,9 +263,10 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
         runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 
 
-def conventions(runs: pd.DataFrame) -> list[str]:
+def conventions(runs: pd.DataFrame, *, scaling: bool = True) -> list[str]:
     """The FLOPs conventions behind the runs' figures — counting only runs
-    whose FLOPs could be computed, and saying how many could not — and the fixed rules."""
+    whose FLOPs could be computed, and saying how many could not — and the fixed
+    rules; the scaling multiplier's only with ``scaling`` (for a report that shows one)."""
     out = []
     if "flops_convention_used" in runs and "flops_per_token" in runs:
         for name, group in runs.groupby(runs["flops_convention_used"].astype("string"), sort=False):
@@ -275,10 +276,12 @@ def conventions(runs: pd.DataFrame) -> list[str]:
             if done < len(group):
                 runs_done += f"; not computed for {len(group) - done}, see “Empty or doubtful values”"
             out.append(f"{text} ({runs_done})")
+    out.append("Elapsed time of a run is its slowest rank's wall clock, never the mean over ranks.")
+    if scaling:
+        out.append("Scaling multiplier = throughput / baseline throughput; baseline = the run with the fewest "
+                   "devices in its experiment unless one is named; efficiency = multiplier / (devices / baseline "
+                   "devices).")
     return out + [
-        "Elapsed time of a run is its slowest rank's wall clock, never the mean over ranks.",
-        "Scaling multiplier = throughput / baseline throughput; baseline = the run with the fewest devices "
-        "in its experiment unless one is named; efficiency = multiplier / (devices / baseline devices).",
         "MFU = achieved model TFLOP/s per device / dense peak at the run's precision; HFU counts activation "
         "recomputation (× 4/3).",
         "Per-device figures divide by every device of the job; tokens per day = tokens/s × 86,400 s.",
