@@ -254,6 +254,9 @@ def test_index_links_every_report_with_its_headline(embedded):
     for name in REPORTS:
         assert f'href="{name}.html"' in index
     assert "Peak throughput 700,970 tokens/s" in text  # 1,081,344,000 / 1542.64 s, seed 000 at 32 GPUs
+    # the scaling card: the widest experiment that changes only the device count (seed 002's cost table,
+    # 2,592,000 s / 57,600 s = 45.0x on 64 GPUs), never the confounded seed002-throughput's 160.28x
+    assert "seed002-cost: 45.0× faster on 64 devices than on 1" in text and "160" not in text
     assert "data/reference/seed_000_throughput.csv" in text
     assert "trainperf 0.1.0" in text and re.search(r"generated \d{4}-\d\d-\d\d \d\d:\d\d", text)
     assert "FAILED" not in text

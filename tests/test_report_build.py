@@ -81,6 +81,8 @@ def test_failed_page_has_one_error_line_and_no_empty_sections(built):
     assert text.count("This report failed: tests/data/report_fixtures/broken.ipynb, cell 5") == 1
     assert "An Exception was encountered" not in text and "Traceback" not in text
     assert "read 3 runs" in text and "Inputs" in text  # what ran before the error stays
+    body = _visible(page.partition("<body")[2])
+    assert body.index("This report failed") < body.index("read 3 runs")  # the error line comes first
     assert "Summary" not in text and "Details" not in text and "never shown" not in text
 
 
