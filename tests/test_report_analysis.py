@@ -620,6 +620,15 @@ def test_capacity_keeps_cpu_runs_out_of_accelerator_projections():
     assert mi300x.loc[8, ["tokens_per_s", "basis"]].tolist() == [8 * 87_933, "upper bound"]
 
 
+
+@pytest.mark.parametrize("nodes, per_node", [([1, 2], 0), ([0, 8], 8), ([1, 2], -8)])
+def test_capacity_refuses_nodes_without_devices(nodes, per_node):
+    from trainperf.report.platforms import capacity, comparable
+
+    runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv")]))
+    with pytest.raises(InputError, match="must be whole numbers of 1 or more"):
+        capacity(runs, nodes, per_node)
+
 def test_platforms_without_token_rates_are_not_applicable(tmp_path):
     from trainperf.report.platforms import comparable
 

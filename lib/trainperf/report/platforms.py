@@ -15,7 +15,7 @@ from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.hardware import Figure, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
 from trainperf.report.noise import around, call, content, configuration_means, has_interval, remember, run_intervals
-from trainperf.report.page import require
+from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.stats import FASTER, MIN_EFFECT, verdict
@@ -227,7 +227,11 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
     """Per accelerator platform × model (no CPU) and node count: ``devices``, ``tokens_per_s``
     (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis`` (``measured``,
     ``fitted`` by the best of Amdahl and USL from :data:`~trainperf.report.scaling.MIN_FIT_POINTS`
-    device counts on, else ``upper bound``: best per-device rate × devices), devices ``measured``."""
+    device counts on, else ``upper bound``: best per-device rate × devices), devices ``measured``.
+    ``InputError`` unless ``gpus_per_node`` and every node count are whole numbers of 1 or more."""
+    if not all(isinstance(n, int) and n >= 1 for n in [gpus_per_node, *project_nodes]):
+        raise InputError(f"project_nodes ({project_nodes}) and gpus_per_node ({gpus_per_node}) must be whole "
+                         "numbers of 1 or more")
     rows = []
     configs = configurations(runs)
     accelerators = configs[is_accelerator(configs["platform"])]
