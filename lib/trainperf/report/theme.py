@@ -190,20 +190,28 @@ def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
         target.set_minor_locator(NullLocator())
 
 
-def fit_x_labels(ax: Axes) -> None:
-    """Make the x tick labels smaller where they would run into each other
-    side by side, and tilt one-line labels that still would; a FacetGrid
-    needs ``grid.tight_layout()`` after."""
-    labels = [t.get_text() for t in ax.get_xticklabels()]
+def fit_categories(ax: Axes) -> None:
+    """Fit the x axis of a panel of categories to them: its limits half a
+    category around its own (a seaborn grid gives every panel the limits of
+    the one with the most), its labels smaller where they would run into each
+    other side by side (their widths measured as drawn, against the room each
+    has), and one-line labels that still would tilted."""
+    labels = [t for t in ax.get_xticklabels() if t.get_text()]
     if not labels:
         return
-    width = ax.get_position().width * ax.figure.get_figwidth() * 72  # points
-    longest = max(len(line) for text in labels for line in text.split("\n"))
-    if longest * 0.55 * 9 > width / len(labels):
-        ax.tick_params(axis="x", labelsize=7.5)
-        if longest * 0.55 * 7.5 > width / len(labels) and not any("\n" in text for text in labels):
+    ticks = ax.get_xticks()
+    ax.set_xlim(min(ticks) - 0.5, max(ticks) + 0.5)
+    room = 0.9 * ax.get_window_extent().width / len(labels)  # pixels, with a gap between neighbours
+    widest = max(t.get_window_extent().width for t in labels)
+    if widest > room:
+        size = labels[0].get_fontsize()
+        ax.tick_params(axis="x", labelsize=SMALL_LABELS)
+        if widest * SMALL_LABELS / size > room and not any("\n" in t.get_text() for t in labels):
             for text in ax.get_xticklabels():
                 text.set(rotation=30, ha="right", rotation_mode="anchor")
+
+
+SMALL_LABELS = 7.5  # points: the size of crowded x tick labels
 
 
 def legend_outside(plot: Axes | sns.FacetGrid, title: str | None = None) -> None:
