@@ -76,6 +76,32 @@ def test_narrow_ranges_get_distinct_tick_labels():
     assert len(ax.yaxis.get_minorticklocs()) == 0  # invisible in the theme, and costly to lay out
 
 
+
+def test_each_panel_of_categories_is_fitted_to_its_own():
+    import seaborn as sns
+
+    theme.apply()
+    wide = ["16 × 64", "32 × 32", "64 × 16", "128 × 8", "256 × 4", "512 × 2", "1,024 × 1"]
+    frame = pd.DataFrame({"experiment": ["seven"] * 7 + ["five"] * 5, "configuration": wide + wide[:5],
+                          "seconds": 1.0, "phase": "forward"})
+    grid = sns.displot(frame, x="configuration", weights="seconds", hue="phase", col="experiment", col_wrap=2,
+                       discrete=True, multiple="stack", height=3.8, aspect=1.3, facet_kws={"sharex": False})
+    for ax in grid.axes.flat:
+        theme.fit_categories(ax)
+    seven, five = grid.axes_dict["seven"], grid.axes_dict["five"]
+    # seaborn gives both panels the limits of seven categories; each now spans its own, half a category around
+    assert seven.get_xlim() == pytest.approx((-0.5, 6.5)) and five.get_xlim() == pytest.approx((-0.5, 4.5))
+    # seven labels of up to 9 characters do not fit side by side in a 3.8 in x 1.3 panel at the theme's
+    # 9.9 pt: they are made smaller, and then fit without tilting; five do fit and keep their size
+    assert {t.get_fontsize() for t in seven.get_xticklabels()} == {theme.SMALL_LABELS}
+    assert {t.get_fontsize() for t in five.get_xticklabels()} == {9.9}
+    assert {t.get_rotation() for ax in (seven, five) for t in ax.get_xticklabels()} == {0.0}
+    extents = [t.get_window_extent() for t in seven.get_xticklabels()]
+    assert all(a.x1 < b.x0 for a, b in zip(extents, extents[1:])), "neighbouring labels overlap"
+    import matplotlib.pyplot as plt
+
+    plt.close(grid.figure)
+
 def test_legend_outside_covers_no_bar():
     import seaborn as sns
     from matplotlib.figure import Figure
@@ -199,6 +225,35 @@ def test_one_batch_text_for_sweeps_and_configuration_labels():
     assert (batch(unknown), batch(unknown, compact=True), label(unknown)) == (
         "micro-batch 16", "16 × ?", "4 GPUs, micro-batch 16")
 
+
+
+def test_chart_labels_share_a_configuration_across_its_repeats_only():
+    from trainperf.report.configs import labels
+
+    def run(run_id, gpus, micro_batch, seq_len=1024):
+        return {"run_id": run_id, "experiment": "e", "gpus": gpus, "nodes": 1, "micro_batch_size": micro_batch,
+                "grad_accum_steps": 1, "seq_len": seq_len}
+
+    repeats = pd.DataFrame([run("a1", 1, 16), run("a2", 1, 16), run("b1", 2, 8), run("b2", 2, 8)])
+    # the node count and the accumulation are the same in every run: left out; repeats share their label
+    assert labels(repeats, compact=True) == ["1 GPU\nmicro-batch 16"] * 2 + ["2 GPUs\nmicro-batch 8"] * 2
+    assert labels(repeats) == ["a1", "a2", "b1", "b2"]  # a table's rows stay apart
+    # two configurations a label cannot tell apart (the sequence length is not in it) keep their run ids
+    different = pd.DataFrame([run("a1", 1, 16), run("a2", 1, 16, seq_len=2048), run("b1", 2, 8)])
+    assert labels(different, compact=True) == ["a1", "a2", "b1"]
+
+
+def test_scaling_breakdown_averages_the_repeats_of_a_configuration():
+    from trainperf.report import scaling
+
+    runs = scaling.studies(open_runs([str(RUNS / "bench-cpu-small-fp32-strong-scaling")]))
+    breakdown = scaling.phases(runs).set_index(["configuration", "phase"])
+    assert list(dict.fromkeys(breakdown.index.get_level_values(0))) == [
+        "1 process\nmicro-batch 16", "2 processes\nmicro-batch 8", "4 processes\nmicro-batch 4"]
+    # per optimizer step: each repeat's backward seconds / its steps, then the mean of the two repeats
+    two = runs[runs["gpus"] == 2]
+    expected = (two["backward_s"] / two["steps"]).mean()
+    assert breakdown.loc[("2 processes\nmicro-batch 8", "backward"), "seconds"] == pytest.approx(expected)
 
 def test_source_figures_differ_only_beyond_their_printed_precision(tmp_path):
     # a source printing whole samples/s: 0 for trainperf's 0.56 is its rounding, not a difference

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from trainperf.hardware import is_cpu
+from trainperf.intervals import configuration_keys
 from trainperf.loading import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, fmt_int
@@ -96,30 +97,35 @@ def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...]
     if pd.notna(run.get("gpus")):
         platform = run.get("platform")
         parts.append(count(run["gpus"], "process" if isinstance(platform, str) and is_cpu(platform) else "GPU"))
-        if pd.notna(run.get("nodes")):
+        if pd.notna(run.get("nodes")) and "nodes" not in skip:
             nodes = count(run["nodes"], "node")
             parts[-1] += f"\n{nodes}" if compact else f" across {nodes}"
-    if pd.notna(run.get("micro_batch_size")) and "micro_batch_size" not in skip:
-        parts.append(batch(run, short=True))
+    accumulation_varies = "grad_accum_steps" not in skip
+    if pd.notna(run.get("micro_batch_size")) and ("micro_batch_size" not in skip or accumulation_varies):
+        parts.append(batch(run, short=True) if accumulation_varies else f"micro-batch {fmt_int(run['micro_batch_size'])}")
     for column in ("strategy", "model", "platform"):
         if pd.notna(run.get(column)) and column not in skip:
             parts.append(str(run[column]))
     return ("\n" if compact else ", ").join(parts) if parts else str(run["run_id"])
 
 
-LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accum_steps")
+LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accum_steps", "nodes")
 
 
 def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     """Labels for ``runs`` that leave out what every run of the same
     experiment shares (e.g. the platform of a single-platform study); run ids
-    where labels would repeat within an experiment."""
+    where labels would repeat within an experiment, except, ``compact`` (chart
+    axes, where the runs of one label are averaged), for the repeats of one
+    configuration (:func:`trainperf.intervals.configuration_keys`), which share theirs."""
     groups = runs["experiment"].astype(str) if "experiment" in runs else pd.Series("", index=runs.index)
     out = pd.Series("", index=runs.index, dtype=object)
     for _, group in runs.groupby(groups, sort=False):
         shared = tuple(c for c in LABEL_DETAILS if c in group and len(group) > 1 and group[c].nunique(dropna=False) == 1)
         texts = [label(r, compact=compact, skip=shared) for r in group.to_dict("records")]
-        if len(set(texts)) < len(texts):
+        keys = configuration_keys(group).tolist()
+        repeats_only = len(set(texts)) == len(set(keys)) == len(set(zip(texts, keys)))
+        if len(set(texts)) < len(texts) and not (compact and repeats_only):
             texts = [str(r) for r in group["run_id"]]
         out.loc[group.index] = texts
     return out.tolist()
