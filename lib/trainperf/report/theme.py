@@ -146,11 +146,13 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
 
 
 def _cell(fmt: Callable[[object], str] | None, column: pd.Series) -> Callable[[object], str]:
-    """The column's format (missing cells are Styler's ``na_rep``): its own, else 3 significant figures
-    for numbers, else the text."""
+    """The column's format (missing cells are Styler's ``na_rep``): its own, else ``yes``/``no``
+    for true/false, 3 significant figures for numbers, else the text."""
     if fmt is not None:
         return fmt
-    return fmt_sig if pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column) else str
+    if pd.api.types.is_bool_dtype(column):
+        return lambda x: "yes" if x else "no"
+    return fmt_sig if pd.api.types.is_numeric_dtype(column) else str
 
 
 class TickLabels(Formatter):
