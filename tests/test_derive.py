@@ -185,8 +185,27 @@ def test_an_impossible_mfu_is_noted():
                      "n_layers": 32, "d_model": 4096, "seq_len": 2048, "platform": "H100", "precision": "bf16",
                      "activation_checkpointing": False}))
     assert d["mfu"].iloc[0] == pytest.approx(1.6e9 / 3600 * 4.3421e10 / 8 / 1e12 / 989.5, rel=1e-4)
-    assert "mfu: 2.44 is above 1" in d["notes"].iloc[0]
+    assert "mfu above 1, more FLOP/s than the device's peak: likely causes: " in d["notes"].iloc[0]
 
+
+
+def test_a_cpu_near_its_measured_peak_is_not_doubted_but_above_it_is():
+    # a CPU's peak is the matmul rate measured on it (given in the run): 0.8 of it is reachable, 1.05 is not;
+    # 6 x 1e6 params x tokens/s / 1e12 against a given 0.06 TFLOP/s: 8,000 tokens/s = 0.8, 10,500 = 1.05
+    rows = [{"run_id": f"r{i}", "gpus": 1, "tokens_per_s": rate, "n_params": 1e6, "platform": "cpu",
+             "precision": "fp32", "peak_tflops_per_gpu": 0.06} for i, rate in enumerate((8_000.0, 10_500.0))]
+    d = derive(runs(*rows))
+    assert d["mfu"].tolist() == pytest.approx([0.8, 1.05])
+    assert pd.isna(d["notes"].iat[0]) or "mfu" not in d["notes"].iat[0]
+    assert "mfu above 1" in d["notes"].iat[1]
+
+
+def test_a_doubtful_mfu_is_one_note_whatever_its_value():
+    # two H100 runs at 0.85 and 0.91 of the dense 989.5 TFLOP/s: the same note, so the report counts it once
+    rows = [{"run_id": f"r{i}", "gpus": 8, "tokens_per_s": 8 * rate, "n_params": 46.7e9, "platform": "NVIDIA H100 SXM",
+             "precision": "bf16"} for i, rate in enumerate((3000.0, 3200.0))]
+    found = [[n for n in notes.split("; ") if n.startswith("mfu")] for notes in derive(runs(*rows))["notes"]]
+    assert len(found[0]) == 1 and found[0] == found[1]  # "; " separates a run's notes: none inside this one
 
 def test_a_step_time_or_token_count_that_contradicts_the_run_is_noted():
     d = derive(runs({"run_id": "a", "gpus": 8, "steps": 100, "global_batch_size": 64, "seq_len": 2048,

@@ -24,9 +24,11 @@ Formulas (per run; ``N`` devices = ``gpus``):
 * ``mfu = tflops_per_gpu / peak_tflops_per_gpu`` against the **dense** peak
   at the run's precision (``trainperf.hardware``; a ``peak_tflops_per_gpu``
   input, e.g. a measured CPU peak, wins). ``hfu = mfu · 4/3`` with activation
-  checkpointing, else ``mfu``. An MFU above :data:`PLAUSIBLE_MFU` of a
-  dense peak is noted with its likely causes (a mixture-of-experts model
-  counted with all its parameters, a wrong device count, a wrong peak).
+  checkpointing, else ``mfu``. An MFU above 1, or above :data:`PLAUSIBLE_MFU`
+  of a datasheet peak (a CPU's measured matmul rate can be approached), is
+  noted with its likely causes (a FLOPs formula that does not fit the model,
+  a mixture-of-experts model counted with all its parameters, a wrong device
+  count, a wrong peak).
 * ``compute_s = forward_s + loss_s + backward_s + optimizer_s`` where not
   given; ``comm_overhead = (comm_exposed_s, else comm_s) / elapsed`` of a
   typical rank (``mean_rank_elapsed_s`` where known, else ``elapsed_s``);
@@ -195,7 +197,9 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
     out["peak_tflops_per_gpu"] = np.array(peaks, dtype=float)
     out["peak_source"] = pd.Series(sources, index=out.index, dtype="string")
     out["mfu"] = out["tflops_per_gpu"] / out["peak_tflops_per_gpu"]
-    for i in np.flatnonzero((out["mfu"] > PLAUSIBLE_MFU).to_numpy()):
+    cpu = np.array([isinstance(p, str) and is_cpu(p) for p in out["platform"]], dtype=bool)
+    doubtful = (out["mfu"] > 1) | ((out["mfu"] > PLAUSIBLE_MFU) & ~cpu)  # a CPU's peak is a measured matmul rate
+    for i in np.flatnonzero(doubtful.to_numpy(bool)):
         notes[i].append(_implausible_mfu(out.iloc[i]))
     checkpointing = out["activation_checkpointing"]
     factor = np.where(checkpointing.fillna(False).to_numpy(bool), flops_mod.RECOMPUTE_FACTOR, 1.0)
@@ -205,16 +209,17 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
 
 
 def _implausible_mfu(row: pd.Series) -> str:
-    """Why an MFU above :data:`PLAUSIBLE_MFU` is doubtful, naming the likely causes."""
-    above = "is above 1, more FLOP/s than the device's peak" if row["mfu"] > 1 else \
-        f"is above {PLAUSIBLE_MFU:g} of the dense peak, which training rarely exceeds"
-    causes = []
+    """Why an MFU above 1, or above :data:`PLAUSIBLE_MFU` of a datasheet peak, is doubtful, naming the
+    likely causes: the same words for every run it applies to (its values are in its row)."""
+    above = "above 1, more FLOP/s than the device's peak" if row["mfu"] > 1 else \
+        f"above {PLAUSIBLE_MFU:g} of the dense peak, which training rarely exceeds"
+    causes = ["the FLOPs per token may not fit the model (n_params counting the embeddings, or the palm "
+              "formula's attention term for a model without attention)"]
     if pd.isna(row.get("n_active_params")):
-        causes.append("a mixture-of-experts model counts only the parameters each token uses: give n_active_params")
-    causes.append(f"gpus ({row['gpus']:g}) must count every device of the job")
-    causes.append(f"the peak ({row['peak_tflops_per_gpu']:g} TFLOP/s) must be the dense one at the run's precision")
-    causes.append("tokens or elapsed_s may cover different windows")
-    return f"mfu: {row['mfu']:.3g} {above}; likely causes: " + "; ".join(causes)
+        causes.append("a mixture-of-experts model counts only the parameters each token uses (give n_active_params)")
+    causes += ["gpus must count every device of the job", "the peak must be the dense one at the run's precision",
+               "tokens and elapsed_s may cover different windows"]
+    return f"mfu {above}: likely causes: " + ", or ".join(causes)
 
 
 def _peak(row: dict) -> tuple[float, object, str]:
