@@ -662,6 +662,18 @@ def test_highest_mfu_figure_compares_datasheet_peaks_only():
     assert figures == [("45.4 %", "(datasheet dense peak): NVIDIA H100 SXM, Qwen 2.5 7B")]
 
 
+
+def test_an_impossible_mfu_is_never_the_highest(tmp_path):
+    from trainperf.report.platforms import comparable, headline
+
+    # a given CPU peak of 0.06 TFLOP/s; 6 x 1e6 params x tokens/s: 10,500 tokens/s is 1.05 of it (more than the
+    # device can do: wrong inputs), 2 x 7,000 tokens/s on 2 processes is 0.70 per device
+    rows = [{"run_id": f"p{n}", "experiment": "mlp", "platform": "cpu", "model": "mlp", "precision": "fp32",
+             "gpus": n, "tokens": rate * 10, "elapsed_s": 10.0, "n_params": 1e6, "peak_tflops_per_gpu": 0.06}
+            for n, rate in ((1, 10_500.0), (2, 14_000.0))]
+    figures = re.findall(r"<b>([^<]+)</b><span>highest MFU", headline(comparable(open_runs(_write(tmp_path, rows)))).html)
+    assert figures == ["70.0 %"]
+
 def test_capacity_keeps_cpu_runs_out_of_accelerator_projections():
     from trainperf.report.platforms import capacity, capacity_notes, comparable
 

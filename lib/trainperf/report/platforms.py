@@ -148,9 +148,9 @@ def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
 
 
 def headline(runs: pd.DataFrame) -> Html:
-    """The first model's winner and margin; the best MFU against a datasheet
-    peak (a run's own peak, e.g. a CPU's measured one, only when no run has a
-    datasheet peak); the peak daily capacity."""
+    """The first model's winner and margin; the best MFU of 1 or less against a
+    datasheet peak (a run's own peak, e.g. a CPU's measured one, only when no run
+    has a datasheet peak); the peak daily capacity."""
     found = winners(runs)
     configs = configurations(runs)
     top = configs.loc[configs["tokens_per_s"].idxmax()]
@@ -158,10 +158,11 @@ def headline(runs: pd.DataFrame) -> Html:
                                               f"{fmt_int(top['gpus'])} devices"
                                               + (f" (mean of {top['runs']} runs)" if top["runs"] > 1 else "")),
                (fmt_big(top["tokens_per_day"]), "tokens per day at that peak")]
-    rated = runs[datasheet_peak(runs) & runs["mfu"].notna().to_numpy(bool)]
+    possible = runs["mfu"].le(1).to_numpy(bool)  # above 1 is wrong inputs (noted under data quality)
+    rated = runs[datasheet_peak(runs) & possible]
     kind = "datasheet dense peak"
     if rated.empty:
-        rated, kind = runs[runs["mfu"].notna()], "against the peak given in the run"
+        rated, kind = runs[possible], "against the peak given in the run"
     if len(rated):
         best_mfu = rated.loc[rated["mfu"].idxmax()]
         figures.append((fmt_pct(best_mfu["mfu"]), f"highest MFU ({kind}): {best_mfu['platform_key']}, "
