@@ -128,6 +128,10 @@ def test_cli_values_keep_the_declared_type():
     assert values(("title", "1.10"), ("price_per_gpu_hour", "3"), ("experiments", "a"), ("baseline", "none")) == {
         "title": "1.10", "price_per_gpu_hour": 3.0, "experiments": ["a"], "baseline": None}
     assert values(("experiments", '["a", "b"]')) == {"experiments": ["a", "b"]}
+    # a list of bare words, as a shell leaves [seed003-batch-size, x] once the quotes are gone
+    assert values(("experiments", "[seed003-batch-size, x]")) == {"experiments": ["seed003-batch-size", "x"]}
+    with pytest.raises(ParameterError, match=r"parameter 'data' takes paths, not \[1, 2\]"):
+        values(("data", "[1, 2]"))
     with pytest.raises(ParameterError, match="has a parameter 'nope'"):
         values(("nope", "1"))
     with pytest.raises(ParameterError, match="price_per_gpu_hour"):

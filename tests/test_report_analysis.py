@@ -326,6 +326,8 @@ def test_plateau_of_seed_003():
     found = plateau(np.array([2090, 4040, 7760, 11360, 13900, 15250, 16150]), 0.10)
     assert found.index == 4  # micro-batch 256: every later step gains < 10 %
     assert found.gains[-1] == pytest.approx(16150 / 15250 - 1)
+    with pytest.raises(InputError, match="min_gain must be a fraction above 0"):
+        plateau(np.array([2090, 4040]), -1)
 
 
 def test_batch_sweep_headline_names_its_experiment_and_does_not_say_it_stops_improving():

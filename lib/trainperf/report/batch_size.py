@@ -45,7 +45,10 @@ class Plateau(NamedTuple):
 
 
 def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
-    """The :class:`Plateau` of the sweep's throughput ``rates`` (in sweep order)."""
+    """The :class:`Plateau` of the sweep's throughput ``rates`` (in sweep order); ``InputError``
+    unless ``min_gain`` is above 0."""
+    if not min_gain > 0:
+        raise InputError(f"min_gain must be a fraction above 0 (0.10: a step must gain 10 %), not {min_gain!r}")
     rates = np.asarray(rates, dtype=float)
     gains = np.full(len(rates), np.nan)
     gains[1:] = rates[1:] / rates[:-1] - 1

@@ -78,12 +78,15 @@ def declared_parameters(path: str | Path) -> dict[str, Declared]:
 
 def resolve_paths(name: str, value: object) -> object:
     """``value`` of parameter ``name`` with relative paths made absolute from
-    the current folder when ``name`` is one of :data:`PATH_PARAMETERS`."""
+    the current folder when ``name`` is one of :data:`PATH_PARAMETERS`;
+    ``ParameterError`` for a path that is not text."""
     if name not in PATH_PARAMETERS or value is None:
         return value
-    if isinstance(value, str):
-        return str(Path(value).resolve())
-    return [str(Path(v).resolve()) for v in value]
+    paths = [value] if isinstance(value, str) else value
+    if not all(isinstance(v, str) for v in paths):
+        raise ParameterError(f"parameter {name!r} takes paths, not {value!r}")
+    resolved = [str(Path(v).resolve()) for v in paths]
+    return resolved[0] if isinstance(value, str) else resolved
 
 
 def _to_bool(text: str) -> bool:
@@ -106,14 +109,29 @@ def _literal(text: str, kind: type) -> object:
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
-        value = ast.literal_eval(text.strip())
+        try:
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"not a {kind.__name__} literal") from None
     if not isinstance(value, kind):
         raise ValueError(f"not a {kind.__name__}")
     return value
 
 
+def _to_list(text: str) -> list:
+    """A JSON or Python list; ``[a, b]`` of bare words as ``["a", "b"]``; anything else as a one-item list."""
+    inner = text.strip()
+    if not inner.startswith("["):
+        return [text]
+    try:
+        return _literal(inner, list)  # type: ignore[return-value]
+    except ValueError:
+        if not inner.endswith("]"):
+            raise
+        return [item.strip().strip("'\"") for item in inner[1:-1].split(",") if item.strip()]
+
+
 _CONVERTERS = {
-    "None": _to_none, "bool": _to_bool, "int": int, "float": float, "str": str,
-    "list": lambda text: _literal(text, list) if text.strip().startswith("[") else [text],
+    "None": _to_none, "bool": _to_bool, "int": int, "float": float, "str": str, "list": _to_list,
     "dict": lambda text: _literal(text, dict),
 }
