@@ -114,6 +114,33 @@ def test_legend_outside_covers_no_bar():
     assert legend.x0 >= axes.x1
 
 
+
+def test_legend_outside_keeps_what_the_cell_drew_after_seaborn():
+    import seaborn as sns
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    frame = pd.DataFrame({"ideal": [1, 2, 1, 2], "multiplier": [1.0, 1.8, 1.0, 1.5], "low": [np.nan, 1.6, np.nan, 1.2],
+                          "high": [np.nan, 2.0, np.nan, 1.9], "experiment": ["a", "a", "b", "b"]})
+    sns.lineplot(frame, x="ideal", y="multiplier", hue="experiment", marker="o", ax=ax)
+    ax.plot([1, 2], [1, 2], ":", label="ideal")
+    theme.error_bars(ax, frame, "ideal", "multiplier", "low", "high")
+    theme.legend_outside(ax)
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b", "ideal", "95 % interval"]
+    assert legend.get_title().get_text() == "experiment"
+
+
+def test_around_values_keeps_the_points_in_view():
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    ax.errorbar([1, 2], [0.9, 0.5], yerr=[[0.1, 0.3], [0.1, 2.3]])  # an interval up to 280 %
+    theme.around_values(ax, [1.0, 0.9, 0.5], include=(0, 1))
+    assert ax.get_ylim() == pytest.approx((0.0, 1.15))  # 0 to 1, 15 % of that above, none below 0
+    theme.around_values(ax, [-0.1, 0.5])
+    assert ax.get_ylim() == pytest.approx((-0.19, 0.59))  # a negative serial fraction: the margin on both sides
+
 def test_legend_outside_moves_a_grids_legend_beside_its_facets():
     import seaborn as sns
 

@@ -102,6 +102,7 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "tokens_per_s_low": ("Tokens/s, 95 % band low", fmt_int), "tokens_per_s_high": ("Tokens/s, 95 % band high", fmt_int),
     "samples_per_s_low": ("Samples/s, 95 % interval low", fmt_int),
     "samples_per_s_high": ("Samples/s, 95 % interval high", fmt_int), "interval": ("95 % interval", None), "efficiency_interval": ("Efficiency, 95 % interval", None),
+    "multiplier_interval": ("Multiplier, 95 % interval", None),
     "vs_previous": ("Versus previous", None), "efficiency_low": ("Efficiency, 95 % interval low", fmt_pct),
     "efficiency_high": ("Efficiency, 95 % interval high", fmt_pct), "rank": ("Rank", fmt_int),
     "node": ("Node", None), "steps": ("Steps", fmt_int), "step_s": ("Step (s, median)", fmt_sig),
@@ -219,15 +220,36 @@ SMALL_LABELS = 7.5  # points: the size of crowded x tick labels
 def legend_outside(plot: Axes | sns.FacetGrid, title: str | None = None) -> None:
     """Move the legend of an axes, or of a seaborn grid made with
     ``facet_kws={"legend_out": False}``, to the right of the plot, where it
-    covers no bar or value label; ``title`` replaces its title. (A grid's own
-    ``legend_out`` draws the whole figure twice to measure the legend; the
-    saved image is cropped to what is drawn instead.)"""
-    grid = isinstance(plot, sns.FacetGrid)
-    if (plot.legend if grid else plot.get_legend()) is None:
+    covers no bar or value label; ``title`` replaces its title. An axes'
+    legend also gets what the cell drew with a label after seaborn made it (an
+    ideal line, the 95 % interval bars). (A grid's own ``legend_out`` draws the
+    whole figure twice to measure the legend; the saved image is cropped to
+    what is drawn instead.)"""
+    if isinstance(plot, sns.FacetGrid):
+        if plot.legend is not None:
+            sns.move_legend(plot, "upper left", bbox_to_anchor=(1.0, 0.97), frameon=False,
+                            **({} if title is None else {"title": title}))
         return
-    where = {"bbox_to_anchor": (1.0, 0.97), "frameon": False} if grid else {"bbox_to_anchor": (1.01, 1)}
-    sns.move_legend(plot, "upper left", **where, **({} if title is None else {"title": title}))
+    legend = plot.get_legend()
+    if legend is None:
+        return
+    entries = dict(zip((t.get_text() for t in legend.get_texts()), legend.legend_handles))
+    for handle, label in zip(*plot.get_legend_handles_labels()):
+        entries.setdefault(label, handle)
+    plot.legend(entries.values(), entries.keys(), title=legend.get_title().get_text() if title is None else title,
+                loc="upper left", bbox_to_anchor=(1.01, 1))
 
+
+def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = ()) -> None:
+    """Limit ``ax``'s y axis to ``values`` and ``include`` (e.g. 0, or 1 for an efficiency) with a
+    15 % margin (none below 0 for values that are not negative), so that a 95 % interval much wider than the points is cut at the edge instead of
+    squeezing them flat (the tables give every interval in full)."""
+    finite = [float(v) for v in [*values, *include] if np.isfinite(v)]
+    if not finite:
+        return
+    low, high = min(finite), max(finite)
+    margin = 0.15 * (high - low or abs(high) or 1.0)
+    ax.set_ylim(low - margin if low < 0 else max(0.0, low - margin), high + margin)
 
 def error_bars(ax: Axes, frame: pd.DataFrame, at: str | None, value: str, low: str, high: str, *,
                horizontal: bool = False, label: str | None = "95 % interval") -> None:
