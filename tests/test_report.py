@@ -138,6 +138,29 @@ def test_cli_values_keep_the_declared_type():
         values(("price_per_gpu_hour", "cheap"))
 
 
+
+def test_the_docs_examples_of_editing_the_scaling_notebook_run(monkeypatch):
+    """docs/reports.md shows cells a user edits or adds; they run after the scaling notebook's own, in order."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from IPython.core.interactiveshell import InteractiveShell
+
+    matplotlib.use("agg")
+    examples = re.findall(r"```python\n(# scaling\.ipynb.*?)```", (ROOT / "docs" / "reports.md").read_text(), re.S)
+    assert len(examples) == 2
+    cells = [c for c in json.loads((NOTEBOOKS / "scaling.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    monkeypatch.chdir(NOTEBOOKS)
+    shell = InteractiveShell.instance()
+    for source in ["".join(c["source"]) for c in cells] + examples:
+        plt.close("all")  # as the inline backend does after each cell
+        result = shell.run_cell(source, silent=True)
+        assert result.success, (source.splitlines()[0], result.error_in_exec)
+    shares = plt.figure(plt.get_fignums()[-1])  # the last example's grid
+    shares.canvas.draw()
+    ticks = [t.get_text() for t in shares.axes[0].get_yticklabels()]
+    plt.close("all")
+    assert "100 %" in ticks and ticks[0] in ("0 %", "")
+
 def test_plan_rejects_unknown_reports_and_parameters(tmp_path):
     with pytest.raises(ParameterError, match="no report named 'nope'"):
         plan(["nope"], out_dir=tmp_path)
