@@ -285,6 +285,11 @@ def test_index_links_every_report_with_its_headline(embedded):
     # 2,592,000 s / 57,600 s = 45.0x on 64 GPUs), never the confounded seed002-throughput's 160.28x
     assert "seed002-cost: 45.0× faster on 64 devices than on 1" in text and "160" not in text
     assert "data/reference/seed_000_throughput.csv" in text
+    # data/runs is one line for the reports that read it, not one line per run folder found in it
+    sources = re.findall(r"<li><code>([^<]+)</code> &mdash; ([^<]+)</li>", index)
+    runs_line = [reports for path, reports in sources if path == "data/runs"]
+    assert runs_line and "Batch size" in runs_line[0] and "Scaling" in runs_line[0]
+    assert not [path for path, _ in sources if path.startswith("data/runs/")]
     assert "trainperf 0.1.0" in text and re.search(r"generated \d{4}-\d\d-\d\d \d\d:\d\d", text)
     assert "FAILED" not in text
 
@@ -354,7 +359,7 @@ def test_a_report_the_data_cannot_answer_is_not_applicable_and_the_others_build(
          "--data", str(TINY / "runs.csv"), "-p", "experiments", "tiny-scaling", "--out", str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "batch_size is not applicable to this data: none of the 4 selected run(s) has a micro-batch size" \
+    assert "batch_size is not applicable to this data: none of the 4 selected runs has a micro-batch size" \
         in result.stdout + result.stderr
     page = (tmp_path / "batch_size.html").read_text()
     assert "micro_batch_size" in page and "StepProfiler" in page and "Traceback" not in page

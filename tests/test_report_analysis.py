@@ -365,7 +365,7 @@ def test_batch_sweep_headline_names_its_experiment_and_does_not_say_it_stops_imp
     # seed 003 prints single figures: 16,150 vs 15,250 tokens/s, 5.9 % apart, with no interval to test it
     assert text.startswith("seed003-batch-size: fastest micro-batch 1,024 × 1 accumulation at 16,150 tokens/s, "
                            "5.9 % ahead of micro-batch 512 × 2 accumulation (no interval: one run without steps")
-    assert "(1 more sweep(s) below)" in text
+    assert "(1 more sweep below)" in text
     notes = " ".join(plateau_notes(runs))
     assert "stops improving" not in text + notes
     # after micro-batch 256 (13,900 tokens/s) the sweep still reaches 16,150 at 1,024: 16.2 % more
@@ -455,6 +455,18 @@ def test_confounded_experiment_is_warned_about_and_never_projected():
     assert scaling.headline(runs).text == ("seed002-cost: 45.0× faster on 64 devices than on 1 — 70 % scaling "
                                            "efficiency.")
 
+
+
+def test_cost_per_million_tokens_only_where_a_rate_is_known(tmp_path):
+    from trainperf.report.scaling import cost
+
+    rows = [{"run_id": f"g{n}", "experiment": "e", "gpus": n, "tokens": 100_000.0 * n * 100, "elapsed_s": 100.0,
+             "price_per_gpu_hour": 2.0} for n in (1, 8)]
+    frame = cost(open_runs(_write(tmp_path, rows)))
+    # 8 devices x $2.00 per device-hour / 3600 s/h / 800,000 tokens/s x 1e6 = $0.00556 per million tokens
+    assert frame["usd_per_million_tokens"].tolist() == pytest.approx([2.0 / 3600 / 1e5 * 1e6, 16.0 / 3600 / 8e5 * 1e6])
+    elapsed_only = [{k: v for k, v in r.items() if k != "tokens"} for r in rows]
+    assert not any(c.startswith("usd_per_million") for c in cost(open_runs(_write(tmp_path, elapsed_only))).columns)
 
 def test_single_process_and_ddp_are_the_same_training(tmp_path):
     from trainperf.report.scaling import confounded, studies, table

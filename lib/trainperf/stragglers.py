@@ -76,12 +76,12 @@ def name_straggler(per_rank: pd.DataFrame, run_id: str,
     rank = int(per_rank.at[slow, "rank"])
     if not gap >= min_gap_share * step:
         return per_rank, (f"Run {run_id}: no straggler. The ranks wait {_ms(waits.min())} to {_ms(waits.max())} "
-                          f"per step for communication (median), a spread below {min_gap_share:.0%} of a "
+                          f"per step for communication (median), a spread below {min_gap_share * 100:.0f} % of a "
                           f"{_ms(step)} step.")
     per_rank.loc[slow, "straggler"] = True
     return per_rank, (f"Run {run_id}: rank {rank} is the straggler. It waits {_ms(waits[slow])} per step for "
                       f"communication, the other ranks {_ms(waits.drop(slow).median())} (median): they wait "
-                      f"{_ms(gap)} per step for it, {gap / step:.0%} of a {_ms(step)} step.")
+                      f"{_ms(gap)} per step for it, {gap / step * 100:.0f} % of a {_ms(step)} step.")
 
 
 def _median(values: np.ndarray) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
-from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
+from trainperf.report.html import Html, count, fmt_int, fmt_pct, headline as banner
 from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, run_intervals,
                                     ties_with_fastest)
 from trainperf.report.page import InputError, require
@@ -160,7 +160,7 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | N
         figures.append((batch(group.iloc[found_plateau.index], compact=True),
                         f"after it, no step of the sweep gains {fmt_pct(min_gain, 0)} or more"))
     if len(experiments(runs)) > 1:
-        text += f" ({len(experiments(runs)) - 1} more sweep(s) below)"
+        text += f" ({count(len(experiments(runs)) - 1, 'more sweep')} below)"
     return banner(text + ".", figures)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import jinja2
@@ -32,12 +32,23 @@ def write_index(results: Sequence[ReportResult], path: Path, *, version: str, ge
     for r in results:
         for source in r.facts.get("inputs", []) or []:
             sources.setdefault(shown_path(str(source)), []).append(r.title)
+    sources = _under_folders(sources)
     page = env.get_template("index.html.j2").render(
         reports=reports, failed=sum(not r.ok for r in results),
         not_applicable=sum(r.not_applicable is not None for r in results), version=version, generated=generated,
         css=stylesheet(), sources=[{"path": p, "reports": rs} for p, rs in sorted(sources.items())])
     path.write_text(page)
     return path
+
+
+def _under_folders(sources: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each path's reports moved to the outermost listed folder that holds it (``data/runs`` for
+    the run folders found in it), so that a folder given as data is one line, not one per run."""
+    out: dict[str, list[str]] = {}
+    for path, reports in sources.items():
+        holder = min((folder for folder in sources if PurePosixPath(path).is_relative_to(folder)), key=len)
+        out[holder] = list(dict.fromkeys([*out.get(holder, []), *reports]))
+    return out
 
 
 def _relative(target: str | None, base: Path) -> str | None:

@@ -163,7 +163,7 @@ def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
     left_out = runs.loc[~keep]
     if len(left_out):
         others = ", ".join(dict.fromkeys(left_out[column].fillna("(none)").astype(str)))
-        skipped.append((f"{len(left_out)} run(s)", f"{column} not selected: {others}"))
+        skipped.append((count(len(left_out), "run"), f"{column} not selected: {others}"))
     return runs.loc[keep].reset_index(drop=True)
 
 
@@ -206,11 +206,11 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     present = runs[column].notna() if column in runs else pd.Series(False, index=runs.index)
     have = runs[present]
     if have.empty:
-        raise NotApplicable(f"none of the {len(runs)} selected run(s) has {what} ({column}): {supply}")
+        raise NotApplicable(f"none of the {count(len(runs), 'selected run')} has {what} ({column}): {supply}")
     missing = runs.loc[~present, "run_id"].astype(str).tolist()
     skipped = list(runs.attrs.get("skipped", []))
     if missing:
-        skipped.append((f"{len(missing)} run(s): {first_of(missing, 5)}",
+        skipped.append((f"{count(len(missing), 'run')}: {first_of(missing, 5)}",
                         f"no {what} ({column}), which this report needs"))
     have = have.copy()
     have.attrs = {**runs.attrs, **provenance(skipped=skipped)}
@@ -236,7 +236,7 @@ def inputs_read(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[s
     """The inputs read, as shown paths, and a line on the per-rank steps when given."""
     out = [shown_path(p) for p in runs.attrs.get("inputs", [])]
     if steps is not None:
-        out.append(f"per-rank steps: {len(steps):,} rows of {steps['run_id'].nunique()} run(s) from "
+        out.append(f"per-rank steps: {count(len(steps), 'row')} of {count(steps['run_id'].nunique(), 'run')} from "
                    + (", ".join(shown_path(p) for p in steps.attrs.get("inputs", [])) or "–"))
     return out
 
@@ -306,7 +306,7 @@ def unverifiable_figures(runs: pd.DataFrame) -> list[str]:
         if column.startswith("reported_") and name in runs:
             orphan = runs[column].notna() & runs[name].isna()
             if orphan.any():
-                out.append(f"{name}: printed for {int(orphan.sum())} run(s) "
+                out.append(f"{name}: printed for {count(orphan.sum(), 'run')} "
                            f"({first_of(runs.loc[orphan, 'run_id'].astype(str).tolist(), 3)}) — trainperf cannot "
                            "recompute it from their data")
     return out

@@ -16,7 +16,7 @@ from trainperf.hardware import Figure, find_device, is_cpu, normalize_precision
 from trainperf.report.configs import rank
 from trainperf.report.noise import around, call, content, configuration_means, has_interval, remember, run_intervals
 from trainperf.report.page import InputError, require
-from trainperf.report.html import Html, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
+from trainperf.report.html import Html, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.stats import FASTER, MIN_EFFECT, verdict
 
@@ -188,7 +188,7 @@ def sparse_note(runs: pd.DataFrame) -> str:
     items = "; ".join(f"{r.run_id} ({r.platform}): {r.source_peak:,.0f} sparse → {r.dense_peak:,.1f} dense, "
                       f"MFU {fmt_pct(r.reported_mfu)} → {fmt_pct(r.mfu)}" for r in found.itertuples())
     return (f"Sparse peaks in the source. The source computed MFU against the vendor's 2:4 structured-sparsity "
-            f"peak, twice the dense one, for {len(found)} run(s). Training runs dense matmuls, so trainperf "
+            f"peak, twice the dense one, for {count(len(found), 'run')}. Training runs dense matmuls, so trainperf "
             f"divides by the dense peak: {items}.")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report.configs import by_experiment, keep_experiments, labels
-from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
+from trainperf.report.html import Html, count, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
 from trainperf.report.noise import (NO_INTERVAL, around, call, configuration_means, content, intervals_per_run,
                                     job_frames, remember)
 from trainperf.report.page import InputError
@@ -206,7 +206,7 @@ def without_phases(runs: pd.DataFrame) -> list[str]:
     for name, group in by_experiment(runs):
         if not has_phases(group):
             known = group[group["step_time_s"].notna()]
-            per_step = "; time per step: " + ", ".join(f"{fmt_sig(t)} s at {fmt_int(n)} devices" for n, t in
+            per_step = "; time per step: " + ", ".join(f"{fmt_sig(t)} s at {count(n, 'device')}" for n, t in
                                                        zip(known["gpus"], known["step_time_s"])) if len(known) else ""
             out.append(f"The data of {name} holds no phase times (compute, communication, data): no "
                        f"breakdown{per_step}.")
@@ -568,15 +568,20 @@ def _priced(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run with a price per device-hour: price, elapsed, device-hours,
-    cost, USD per million tokens (or samples: ``price_per_gpu_hour · gpus /
-    3600 s/h / rate · 10⁶``) and cost efficiency (baseline cost per unit of work / this run's)."""
+    """Per run with a price per device-hour: price, elapsed, device-hours, cost,
+    USD per million tokens (``usd_per_million_tokens``; samples where a run lacks
+    tokens: ``…_samples``; ``price_per_gpu_hour · gpus / 3600 s/h / rate · 10⁶``;
+    left out where a run lacks both) and cost efficiency (baseline cost per unit
+    of work / this run's)."""
     priced = _priced(runs)
+    out = priced.assign(configuration=labels(priced) if len(priced) else [])
+    columns = ["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd"]
     rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
-    out = priced.assign(configuration=labels(priced) if len(priced) else [], usd_per_million=(
-        priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6) if rate else np.nan)
-    return out[["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd",
-                "usd_per_million", "cost_efficiency"]].reset_index(drop=True)
+    if rate:
+        unit = f"usd_per_million_{rate.removesuffix('_per_s')}"
+        out[unit] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6
+        columns.append(unit)
+    return out[[*columns, "cost_efficiency"]].reset_index(drop=True)
 
 
 def cost_notes(runs: pd.DataFrame) -> list[str]:
