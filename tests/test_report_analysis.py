@@ -191,6 +191,8 @@ def test_tables_escape_strings_from_data():
 def test_number_formats():
     assert html.fmt_int(700_969.77) == "700,970"
     assert html.fmt_pct(0.4544) == "45.4 %"
+    assert (html.fmt_pct(0.053, signed=True), html.fmt_pct(-0.091, signed=True)) == ("+5.3 %", "-9.1 %")
+    assert html.fmt_pct(-0.00004, signed=True) == html.fmt_pct(-0.00004) == "0.0 %"  # never -0.0 %
     assert html.fmt_times(1384.64 / 806.75) == "1.72×"
     assert html.fmt_seconds(2_592_000) == "2,592,000 s (720.0 h)"
     assert html.fmt_big(7.6e9) == "7.60 billion"

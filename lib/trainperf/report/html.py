@@ -102,8 +102,14 @@ def fmt_sig(x: object, digits: int = 3) -> str:
 
 
 def fmt_pct(x: object, digits: int = 1, *, signed: bool = False) -> str:
-    """A fraction as percent: ``0.383`` → ``38.3 %`` (``+38.3 %`` when ``signed``)."""
-    return "–" if is_missing(x) else f"{100 * float(x):{'+' if signed else ''}.{digits}f} %"
+    """A fraction as percent: ``0.383`` → ``38.3 %`` (``+38.3 %`` when ``signed``; ``0.0 %`` for
+    what rounds to zero, never ``-0.0 %``)."""
+    if is_missing(x):
+        return "–"
+    percent = 100 * float(x)
+    if round(percent, digits) == 0:
+        return f"{0:.{digits}f} %"
+    return f"{percent:{'+' if signed else ''}.{digits}f} %"
 
 
 def fmt_times(x: object, digits: int = 2) -> str:

@@ -115,6 +115,11 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "difference": ("Source − trainperf (relative to trainperf)", fmt_pct), "figure": ("Figure", None),
     "note": ("Why a value is empty or doubtful", None), "runs": ("Runs", fmt_int), "examples": ("For example", None),
     "where": ("Input", None), "reason": ("Reason", None), "peak_source": ("Source", None),
+    "side": ("Side", None), "phase": ("Phase", None), "baseline_s": ("Baseline (s)", fmt_sig), "candidate_s": ("Candidate (s)", fmt_sig),
+    "delta_s": ("Change (s)", fmt_sig), "low_s": ("95 % interval, low (s)", fmt_sig),
+    "high_s": ("95 % interval, high (s)", fmt_sig), "delta_pct": ("Change, of a baseline step", lambda x: fmt_pct(x, signed=True)),
+    "moved": ("Moved", None), "baseline_slowest": ("Slowest rank of a step (baseline)", lambda x: fmt_pct(x, 0)),
+    "candidate_slowest": ("Slowest rank of a step (candidate)", lambda x: fmt_pct(x, 0)),
 }
 """Header and cell format of each column a report table may show; a column
 not listed keeps its name and shows numbers to 3 significant figures."""
