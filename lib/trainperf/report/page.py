@@ -232,13 +232,13 @@ def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.Data
                       {"title": title, "inputs": list(dict.fromkeys(inputs))})
 
 
-
 def sides_header(title: str, sides: Mapping[str, Sequence[str]]) -> Html:
     """The compare page's title with each side's inputs under it (``{"baseline": paths, …}``);
     records the title and the inputs for the index."""
     paths = {side: [str(Path(p).resolve()) for p in given] for side, given in sides.items()}
     subtitle = " · ".join(f"{side}: {', '.join(shown_path(p) for p in found)}" for side, found in paths.items())
     return page_title(title, subtitle, {"title": title, "inputs": [p for found in paths.values() for p in found]})
+
 
 def inputs_read(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
     """The inputs read, as shown paths, and a line on the per-rank steps when given."""
