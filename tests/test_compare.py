@@ -208,7 +208,7 @@ def test_compare_report_renders_the_verdict_of_ddp_against_fsdp(tmp_path):
     assert f"slower: candidate tokens/s {rates[1] / rates[0] - 1:+.1%} vs baseline" in index  # the verdict heads its card
     assert len(re.findall(r'<img [^>]*src="data:image/svg\+xml;base64,', (tmp_path / "compare.html").read_text())) >= 3
     # the page's tables speak as the other reports' (headers, phase names, yes / no) and it ends with its inputs
-    assert "Tokens/s, 95 % band low" in text and "host-to-device copy" in text and "h2d" not in text
+    assert "Tokens/s, 95 % interval low" in text and "host-to-device copy" in text and "h2d" not in text
     assert "Data quality What was read for each side. Inputs read baseline: tests/data/measured_runs/" in text
     assert "measured_runs/bench-cpu-small-fp32-strategy/bench-cpu-small-fp32-strategy-fsdp-p2 — " in index  # its source
 

@@ -102,7 +102,8 @@ def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...]
             parts[-1] += f"\n{nodes}" if compact else f" across {nodes}"
     accumulation_varies = "grad_accum_steps" not in skip
     if pd.notna(run.get("micro_batch_size")) and ("micro_batch_size" not in skip or accumulation_varies):
-        parts.append(batch(run, short=True) if accumulation_varies else f"micro-batch {fmt_int(run['micro_batch_size'])}")
+        parts.append(batch(run, short=True) if accumulation_varies
+                     else f"micro-batch {fmt_int(run['micro_batch_size'])}")
     for column in ("strategy", "model", "platform"):
         if pd.notna(run.get(column)) and column not in skip:
             parts.append(str(run[column]))

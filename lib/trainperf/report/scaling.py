@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report.configs import by_experiment, keep_experiments, labels
-from trainperf.report.html import Html, count, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd, headline as banner
+from trainperf.report.html import (Html, count, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
+                                   headline as banner)
 from trainperf.report.noise import (NO_INTERVAL, around, call, configuration_means, content, intervals_per_run,
                                     job_frames, remember)
 from trainperf.report.page import InputError

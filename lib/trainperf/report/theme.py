@@ -100,9 +100,11 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "amdahl_band": ("Amdahl: 95 % band", None), "usl": ("USL: multiplier", fmt_times),
     "usl_band": ("USL: 95 % band", None), "nodes": ("Nodes", fmt_int), "basis": ("Basis", None),
     "measured": ("Devices measured", None), "relative": ("Relative to the fastest", fmt_pct),
-    "tokens_per_s_low": ("Tokens/s, 95 % band low", fmt_int), "tokens_per_s_high": ("Tokens/s, 95 % band high", fmt_int),
+    "tokens_per_s_low": ("Tokens/s, 95 % interval low", fmt_int),
+    "tokens_per_s_high": ("Tokens/s, 95 % interval high", fmt_int),
     "samples_per_s_low": ("Samples/s, 95 % interval low", fmt_int),
-    "samples_per_s_high": ("Samples/s, 95 % interval high", fmt_int), "interval": ("95 % interval", None), "efficiency_interval": ("Efficiency, 95 % interval", None),
+    "samples_per_s_high": ("Samples/s, 95 % interval high", fmt_int), "interval": ("95 % interval", None),
+    "efficiency_interval": ("Efficiency, 95 % interval", None),
     "multiplier_interval": ("Multiplier, 95 % interval", None),
     "vs_previous": ("Versus previous", None), "efficiency_low": ("Efficiency, 95 % interval low", fmt_pct),
     "efficiency_high": ("Efficiency, 95 % interval high", fmt_pct), "rank": ("Rank", fmt_int),
@@ -115,9 +117,10 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "difference": ("Source − trainperf (relative to trainperf)", fmt_pct), "figure": ("Figure", None),
     "note": ("Why a value is empty or doubtful", None), "runs": ("Runs", fmt_int), "examples": ("For example", None),
     "where": ("Input", None), "reason": ("Reason", None), "peak_source": ("Source", None),
-    "side": ("Side", None), "phase": ("Phase", None), "baseline_s": ("Baseline (s)", fmt_sig), "candidate_s": ("Candidate (s)", fmt_sig),
-    "delta_s": ("Change (s)", fmt_sig), "low_s": ("95 % interval, low (s)", fmt_sig),
-    "high_s": ("95 % interval, high (s)", fmt_sig), "delta_pct": ("Change, of a baseline step", lambda x: fmt_pct(x, signed=True)),
+    "side": ("Side", None), "phase": ("Phase", None), "baseline_s": ("Baseline (s)", fmt_sig),
+    "candidate_s": ("Candidate (s)", fmt_sig), "delta_s": ("Change (s)", fmt_sig),
+    "low_s": ("95 % interval, low (s)", fmt_sig), "high_s": ("95 % interval, high (s)", fmt_sig),
+    "delta_pct": ("Change, of a baseline step", lambda x: fmt_pct(x, signed=True)),
     "moved": ("Moved", None), "baseline_slowest": ("Slowest rank of a step (baseline)", lambda x: fmt_pct(x, 0)),
     "candidate_slowest": ("Slowest rank of a step (candidate)", lambda x: fmt_pct(x, 0)),
 }
@@ -248,8 +251,9 @@ def legend_outside(plot: Axes | sns.FacetGrid, title: str | None = None) -> None
 
 def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = ()) -> None:
     """Limit ``ax``'s y axis to ``values`` and ``include`` (e.g. 0, or 1 for an efficiency) with a
-    15 % margin (none below 0 for values that are not negative), so that a 95 % interval much wider than the points is cut at the edge instead of
-    squeezing them flat (the tables give every interval in full)."""
+    15 % margin (none below 0 for values that are not negative), so that a 95 % interval much wider
+    than the points is cut at the edge instead of squeezing them flat (the tables give every interval
+    in full)."""
     finite = [float(v) for v in [*values, *include] if np.isfinite(v)]
     if not finite:
         return
