@@ -692,6 +692,20 @@ def test_one_device_at_two_precisions_is_not_its_own_runner_up():
     assert mpt3b["runner_up"].startswith("NVIDIA A100")
 
 
+
+def test_a_winners_rate_and_mfu_come_from_one_configuration():
+    from trainperf.report.platforms import comparable, winners
+
+    runs = comparable(open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
+    mpt70b = winners(runs).set_index("model").loc["MPT-70B"]
+    # llm-foundry's MPT-70B on H100: 135,490 tokens/s on 128 GPUs is its best per device (1,058), at an MFU the
+    # source printed as 43.36 %; the 512-GPU run has more tokens/s in all but 1,007 per device and 41.25 %
+    assert mpt70b["fastest_rate"] == pytest.approx(135_490 / 128)
+    assert mpt70b["fastest_mfu"] == pytest.approx(0.4336, abs=0.001)
+    # A100 80GB: 26,274 tokens/s on 64 GPUs, 410.5 per device, MFU printed 53.33 %
+    assert mpt70b["runner_up_rate"] == pytest.approx(26_274 / 64)
+    assert mpt70b["runner_up_mfu"] == pytest.approx(0.5333, abs=0.001)
+
 def test_highest_mfu_figure_compares_datasheet_peaks_only():
     """A CPU run's MFU against its own measured peak (data/runs, ~70-80 %) is
     not 'the highest MFU' next to GPU MFUs against datasheet peaks."""

@@ -83,19 +83,22 @@ UNTESTED = "no interval: single figures, the noise is not tested"
 
 def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
     """Per model measured on two or more platforms (each at its fastest precision): the
-    platform with the highest per-device throughput (``fastest``), the runner-up, the
+    platform with the highest per-device throughput (``fastest``; its rate, MFU and
+    interval all of the configuration that reaches it), the runner-up, the
     ``margin`` and ``verdict``: ``winner`` only when the fastest is distinguishable from the
     runner-up (:func:`trainperf.report.noise.call`; the margin's 95 % interval in
     ``evidence``), else ``indistinguishable``; by single figures, a margin below ``min_effect``
     is a tie, a larger one a winner whose noise is untested."""
-    table_ = peaks(runs)
+    configs = configurations(runs)
+    rate = "tokens_per_s_per_gpu"
+    per_pair = configs.loc[configs.groupby(["platform_key", "model"], sort=False)[rate].idxmax()]
     found = run_intervals(runs)
     rows = []
-    for model, group in table_.groupby("model", sort=False):
-        fastest = group.loc[group.groupby("platform", sort=False)["best_per_device"].idxmax()]
+    for model, group in per_pair.groupby("model", sort=False):
+        fastest = group.loc[group.groupby("platform", sort=False)[rate].idxmax()]  # its rate, MFU and run: one config
         if len(fastest) < 2:
             continue
-        ranking = rank(fastest, "best_per_device")
+        ranking = rank(fastest, rate)
         best, second, value = ranking.best, ranking.runner_up, ranking.margin
         a = found.loc[runs.index[runs["run_id"] == second["run_id"]][0]]
         b = found.loc[runs.index[runs["run_id"] == best["run_id"]][0]]
@@ -108,8 +111,8 @@ def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
         else:
             verdict_ = WINNER if ranking.margin >= min_effect else TIED
             evidence = UNTESTED + ("" if verdict_ == WINNER else f"; below {fmt_pct(min_effect, 0)}")
-        rows.append({"model": model, "fastest": best["platform_key"], "fastest_rate": best["best_per_device"],
-                     "runner_up": second["platform_key"], "runner_up_rate": second["best_per_device"],
+        rows.append({"model": model, "fastest": best["platform_key"], "fastest_rate": best[rate],
+                     "runner_up": second["platform_key"], "runner_up_rate": second[rate],
                      "margin": value, "verdict": verdict_, "evidence": evidence,
                      "fastest_mfu": best["mfu"], "runner_up_mfu": second["mfu"]})
     return pd.DataFrame(rows)
