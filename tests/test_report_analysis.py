@@ -456,6 +456,12 @@ def test_confounded_experiment_is_warned_about_and_never_projected():
     # the headline: the widest clean study, seed 002's cost table, 2,592,000 s / 57,600 s = 45.0x on 64 GPUs
     assert scaling.headline(runs).text == ("seed002-cost: 45.0× faster on 64 devices than on 1 — 70 % scaling "
                                            "efficiency.")
+    # a projection below the measured 45x is explained where it is shown: the fit peaks before the target,
+    # at the device count the fit notes give
+    peak = re.search(r"The USL fit of seed002-cost peaks at about ([\d,]+) devices",
+                     " ".join(scaling.fit_notes(scaling.projections(runs)))).group(1)
+    assert f"USL projection at 512 devices" in scaling.headline(runs).html
+    assert f"it peaks at about {peak} devices)" in scaling.headline(runs).html
 
 
 
@@ -623,16 +629,16 @@ def test_usl_through_three_device_counts_says_it_has_no_band():
     found = scaling.projections(runs)
     assert {len(p.p) for p in found} == {3}
     table = scaling.projected(found)
-    assert set(table["usl_band"]) == {"no band (3 points, 3 parameters: measure a 4th device count)"}
+    assert set(table["usl_band"]) == {"no band (3 device counts, 3 parameters: measure a 4th device count)"}
     assert table["amdahl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×").all()
     assert "nan" not in " ".join(table.astype(str).to_numpy().ravel()).lower()
     notes = " ".join(scaling.fit_notes(found))
-    assert "USL: sigma = " in notes and "no band (3 points, 3 parameters" in notes and "nan" not in notes.lower()
+    assert "USL: sigma = " in notes and "no band (3 device counts, 3 parameters" in notes and "nan" not in notes.lower()
     assert {p.best.law for p in found} == {"amdahl"}
     facts = scaling.headline(runs).html
     assert "Amdahl projection at" in facts and "nan" not in facts.lower()
     curves = scaling.curves(found).groupby("curve")
-    assert set(curves.get_group("USL fit")["band"]) == {"no band (3 points, 3 parameters: measure a 4th device count)"}
+    assert set(curves.get_group("USL fit")["band"]) == {"no band (3 device counts, 3 parameters: measure a 4th device count)"}
     assert curves.get_group("USL fit")["low"].isna().all() and curves.get_group("Amdahl fit")["low"].notna().all()
 
 

@@ -61,7 +61,11 @@ def test_a_fit_knows_whether_it_has_a_band_and_where_the_usl_peaks():
     assert scaling.fit(p, p, "usl").peak == np.inf  # kappa at its bound: no retrograde term, no peak
     three = scaling.fit(np.array([1.0, 2.0, 4.0]), np.array([1.0, 1.9, 3.2]), "usl")
     assert not three.has_band
-    assert three.why_no_band == "no band (3 points, 3 parameters: measure a 4th device count)"
+    assert three.why_no_band == "no band (3 device counts, 3 parameters: measure a 4th device count)"
+    # two repeats at each of the same 3 device counts: 6 points, but the law's shape is still untested
+    repeated = scaling.fit(np.repeat([1.0, 2.0, 4.0], 2), np.array([1.0, 1.04, 1.9, 1.84, 3.2, 3.1]), "usl")
+    assert not repeated.has_band
+    assert repeated.why_no_band == "no band (3 device counts, 3 parameters: measure a 4th device count)"
 
 
 def test_band_is_the_spread_of_the_curves_of_the_parameter_draws():

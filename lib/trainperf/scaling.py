@@ -118,16 +118,17 @@ class ScalingFit:
 
     @property
     def has_band(self) -> bool:
-        """Whether the fit's error is known: it had more points than parameters
-        (else its standard errors and :meth:`band` are NaN)."""
+        """Whether the fit's error is known: it had more device counts than parameters
+        (else its standard errors and :meth:`band` are NaN; repeats at the same
+        device counts do not count)."""
         return bool(np.all(np.isfinite(self.covariance)))
 
     @property
     def why_no_band(self) -> str:
-        """Why the fit has no band: ``no band (3 points, 3 parameters: measure a 4th device count)``."""
-        points, params = len(self.devices), len(self.params)
-        return (f"no band ({points} points, {params} parameters: measure {_ordinal(params + 1)} device count"
-                + ("" if points == params else " and more") + ")")
+        """Why the fit has no band: ``no band (3 device counts, 3 parameters: measure a 4th device count)``."""
+        counts, params = len(np.unique(self.devices)), len(self.params)
+        return (f"no band ({counts} device counts, {params} parameters: measure {_ordinal(params + 1)} device count"
+                + ("" if counts == params else " and more") + ")")
 
     @property
     def peak(self) -> float:
@@ -227,7 +228,7 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
         params, cov = curve_fit(model, p, x, p0=[*guess, float(np.max(x / p))], bounds=_bounds(law),
                                 x_scale="jac", maxfev=20000)
     dof = len(p) - len(names)
-    if dof <= 0:
+    if len(np.unique(p)) <= len(names):  # repeats measure noise, not whether the law's shape fits: no band
         cov = np.full((len(names), len(names)), np.nan)
     stderr = {n: float(math.sqrt(v)) if v >= 0 else math.nan for n, v in zip(names, np.diag(cov))}
     t = t_quantile(dof)

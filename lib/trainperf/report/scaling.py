@@ -556,9 +556,11 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd
     for proj in (p for p in projections(runs, project_to_gpus) if p.experiment == widest):
         low, high = proj.best.band(proj.target, BAND_LEVEL)
         at = fmt_int(proj.target * proj.base_gpus)
+        peak = proj.best.peak
+        peaks = f"; it peaks at about {fmt_int(peak * proj.base_gpus)} devices" if peak < proj.target else ""
         figures += [(fmt_times(proj.best.predict(proj.target).item(), 0),
                      f"{LAWS[proj.best.law]} projection at {at} devices (95 % band {fmt_num(low[0], 0)}–"
-                     f"{fmt_num(high[0], 0)}×)"),
+                     f"{fmt_num(high[0], 0)}×{peaks})"),
                     (fmt_times(proj.naive(proj.target).item(), 0), f"straight-line projection at {at} devices")]
     return banner(text, figures)
 
