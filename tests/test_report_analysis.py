@@ -270,6 +270,9 @@ def test_chart_labels_share_a_configuration_across_its_repeats_only():
     # two configurations a label cannot tell apart (the sequence length is not in it) keep their run ids
     different = pd.DataFrame([run("a1", 1, 16), run("a2", 1, 16, seq_len=2048), run("b1", 2, 8)])
     assert labels(different, compact=True) == ["a1", "a2", "b1"]
+    # a sweep on one device: the device count is the same in every run, the batch is what tells them apart
+    sweep = pd.DataFrame([{**run(f"m{m}", 1, m), "grad_accum_steps": 16 // m} for m in (1, 16)])
+    assert labels(sweep, compact=True) == ["micro-batch 1 × 16 accum.", "micro-batch 16 × 1 accum."]
 
 
 def test_scaling_breakdown_averages_the_repeats_of_a_configuration():
@@ -460,7 +463,7 @@ def test_confounded_experiment_is_warned_about_and_never_projected():
     # at the device count the fit notes give
     peak = re.search(r"The USL fit of seed002-cost peaks at about ([\d,]+) devices",
                      " ".join(scaling.fit_notes(scaling.projections(runs)))).group(1)
-    assert f"USL projection at 512 devices" in scaling.headline(runs).html
+    assert "USL projection at 512 devices" in scaling.headline(runs).html
     assert f"it peaks at about {peak} devices)" in scaling.headline(runs).html
 
 

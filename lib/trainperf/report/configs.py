@@ -92,14 +92,15 @@ def batch(run: pd.Series | dict, *, compact: bool = False, short: bool = False) 
 def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:
     """A configuration label: ``4 GPUs across 1 node`` (``processes`` on CPU),
     plus the batch, strategy, model and platform where the row has them
-    (except the columns in ``skip``). ``compact``: one part per line, for chart axes."""
-    parts = []
-    if pd.notna(run.get("gpus")):
+    (except the columns of :data:`LABEL_DETAILS` in ``skip``). ``compact``: one part per line, for chart axes."""
+    devices, parts = [], []
+    if pd.notna(run.get("gpus")) and "gpus" not in skip:
         platform = run.get("platform")
-        parts.append(count(run["gpus"], "process" if isinstance(platform, str) and is_cpu(platform) else "GPU"))
-        if pd.notna(run.get("nodes")) and "nodes" not in skip:
-            nodes = count(run["nodes"], "node")
-            parts[-1] += f"\n{nodes}" if compact else f" across {nodes}"
+        devices.append(count(run["gpus"], "process" if isinstance(platform, str) and is_cpu(platform) else "GPU"))
+    if pd.notna(run.get("nodes")) and "nodes" not in skip:
+        devices.append(count(run["nodes"], "node"))
+    if devices:
+        parts.append(("\n" if compact else " across ").join(devices))
     accumulation_varies = "grad_accum_steps" not in skip
     if pd.notna(run.get("micro_batch_size")) and ("micro_batch_size" not in skip or accumulation_varies):
         parts.append(batch(run, short=True) if accumulation_varies
@@ -110,7 +111,7 @@ def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...]
     return ("\n" if compact else ", ").join(parts) if parts else str(run["run_id"])
 
 
-LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accum_steps", "nodes")
+LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accum_steps", "gpus", "nodes")
 
 
 def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:

@@ -35,9 +35,10 @@ class Html:
 
 
 def title(text: str, subtitle: str, facts: Mapping[str, object]) -> Html:
-    """The page's ``h1`` and the line under it; records ``facts`` (title, inputs) for the index."""
-    return Html(f'<h1>{esc(text)}</h1><p class="tp-subtitle">{esc(subtitle)}</p>', f"{text}\n{subtitle}",
-                dict(facts))
+    """The page's ``h1`` and the lines under it (one paragraph per line of ``subtitle``); records
+    ``facts`` (title, inputs) for the index."""
+    lines = "".join(f'<p class="tp-subtitle">{esc(line)}</p>' for line in subtitle.splitlines())
+    return Html(f"<h1>{esc(text)}</h1>{lines}", f"{text}\n{subtitle}", dict(facts))
 
 
 def headline(text: str, figures: Sequence[tuple[str, str]] = ()) -> Html:

@@ -23,15 +23,18 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration: experiment, configuration, devices, work
     (tokens, samples), elapsed time, throughput total and per device, time
     per step, per-device rate as a fraction of the baseline's (scaling
-    efficiency; NaN for experiments measured at one device count only) and
-    ``best`` (the highest throughput of the report); columns no run has are left out."""
+    efficiency; NaN for experiments measured at one device count only),
+    ``best`` (the highest throughput of the report) and ``chart_label`` (the
+    configuration on a chart axis, shared by its repeats); columns no run has are left out."""
     unit = unit_of(runs)
     several = runs.groupby("experiment")["gpus"].transform("nunique") > 1
     view = runs.assign(configuration=labels(runs), best=runs.index == rank(runs, unit.rate).best.name,
-                       scaling_efficiency=runs["scaling_efficiency"].where(several))
+                       scaling_efficiency=runs["scaling_efficiency"].where(several),
+                       chart_label=labels(runs, compact=True))
     columns = ["experiment", "configuration", "gpus", "tokens", "samples" if unit.name == "samples" else None,
-               "elapsed_s", unit.rate, unit.per_device, "step_time_s", "scaling_efficiency", "best"]
-    return view[[c for c in columns if c and (c == "best" or view[c].notna().any())]].reset_index(drop=True)
+               "elapsed_s", unit.rate, unit.per_device, "step_time_s", "scaling_efficiency", "best", "chart_label"]
+    return view[[c for c in columns if c and (c in ("best", "chart_label") or view[c].notna().any())]
+                ].reset_index(drop=True)
 
 
 def headline(runs: pd.DataFrame) -> Html:
