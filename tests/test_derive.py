@@ -56,7 +56,7 @@ def test_work_is_inferred_from_steps_and_batch_and_a_contradicting_rate_is_noted
     assert d["tokens_per_s"].iloc[0] == pytest.approx(65_536)
     assert d["samples_per_s"].iloc[0] == pytest.approx(64)
     assert d["step_time_s"].iloc[0] == pytest.approx(0.5)
-    assert ("tokens_per_s: the given rate gives 80,000, 22.1% off the 65,536 from tokens / elapsed_s, which is kept"
+    assert ("tokens_per_s: the given rate gives 80,000, 22.1 % off the 65,536 from tokens / elapsed_s, which is kept"
             in d["notes"].iloc[0])
 
 
@@ -212,7 +212,7 @@ def test_a_step_time_or_token_count_that_contradicts_the_run_is_noted():
                      "tokens": 10_000_000.0, "elapsed_s": 200.0, "step_time_s": 2.5}))
     # 100 steps of 64 x 2048 tokens = 13,107,200 tokens, 31 % more than the 10,000,000 counted
     assert d["tokens"].iloc[0] == 10_000_000
-    assert "tokens: steps · global_batch_size · seq_len gives 1.31072e+07, 31.1% off" in d["notes"].iloc[0]
+    assert "tokens: steps · global_batch_size · seq_len gives 1.31072e+07, 31.1 % off" in d["notes"].iloc[0]
     # 200 s / 100 steps = 2.0 s per step; the published 2.5 s is 25 % off
     assert d["step_time_s"].iloc[0] == pytest.approx(2.0)
-    assert "step_time_s: the given step time gives 2.5, 25.0% off the 2 from elapsed_s / steps" in d["notes"].iloc[0]
+    assert "step_time_s: the given step time gives 2.5, 25.0 % off the 2 from elapsed_s / steps" in d["notes"].iloc[0]

@@ -30,7 +30,7 @@ def test_the_rank_that_waits_least_is_named():
     assert per_rank.loc[2, "wait_gap_s"] == pytest.approx(0.30)
     assert per_rank["steps"].tolist() == [2, 2, 2, 2]
     assert sentence == ("Run r: rank 2 is the straggler. It waits 10.0 ms per step for communication, the other "
-                        "ranks 310.0 ms (median): they wait 300.0 ms per step for it, 30 % of a 1000.0 ms step.")
+                        "ranks 310.0 ms (median): they wait 300.0 ms per step for it, 30 % of a 1,000.0 ms step.")
 
 
 def test_no_straggler_within_the_minimum_gap():

@@ -165,7 +165,7 @@ def _first_estimate(column: str, notes: list[list[str]], estimates: list[tuple[s
     for name, values in estimates:
         relative = (values - chosen).abs() / chosen
         for i in np.flatnonzero((relative > RATE_TOLERANCE).to_numpy()):
-            notes[i].append(f"{column}: {name} gives {values.iat[i]:,.6g}, {relative.iat[i]:.1%} off "
+            notes[i].append(f"{column}: {name} gives {values.iat[i]:,.6g}, {relative.iat[i] * 100:.1f} % off "
                             f"the {chosen.iat[i]:,.6g} from {label.iat[i]}, which is kept")
     return chosen
 

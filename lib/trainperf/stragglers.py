@@ -91,4 +91,4 @@ def _median(values: np.ndarray) -> float:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e3:,.1f} ms"

@@ -118,7 +118,7 @@ def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.Data
     skipped = []
     if (~keep).any():
         others = steps.loc[~keep, "run_id"].astype(str).unique()
-        skipped.append((f"{(~keep).sum()} step row(s)", f"run not selected: {', '.join(others)}"))
+        skipped.append((count((~keep).sum(), "step row"), f"run not selected: {', '.join(others)}"))
     selected = steps.loc[keep].reset_index(drop=True)
     selected.attrs = provenance(inputs=[str(Path(p).resolve()) for p in given], skipped=skipped,
                                 warnings=[str(w.message) for w in caught])

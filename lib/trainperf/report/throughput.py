@@ -49,7 +49,7 @@ def headline(runs: pd.DataFrame) -> Html:
     if pd.notna(best.get("scaling_efficiency")) and best["gpus"] > runs.loc[
             runs["experiment"] == best["experiment"], "gpus"].min():
         figures.append((fmt_pct(best["scaling_efficiency"], 0),
-                        "per-device rate kept vs. the baseline run (scaling efficiency)"))
+                        "per-device rate kept against the baseline run (scaling efficiency)"))
     if pd.notna(best.get("elapsed_s")):
         figures.append((f"{best['elapsed_s']:,.1f} s", "elapsed at the peak configuration"))
     return banner(text, figures)
