@@ -479,6 +479,17 @@ def test_cost_per_million_tokens_only_where_a_rate_is_known(tmp_path):
     elapsed_only = [{k: v for k, v in r.items() if k != "tokens"} for r in rows]
     assert not any(c.startswith("usd_per_million") for c in cost(open_runs(_write(tmp_path, elapsed_only))).columns)
 
+
+def test_overhead_shows_the_wait_for_the_slowest_rank():
+    from trainperf.report import scaling
+
+    frame = scaling.overhead(_scaling_runs()).set_index(["experiment", "gpus"])
+    # seed 004, batch 64 on 2 GPUs: the slowest rank's 1384.64 s against the ranks' mean 1095.70 s
+    assert frame.loc[("seed004-batch64", 2), "slowest_wait_s"] == pytest.approx(1384.64 - 1095.70)
+    # batch 128 on 4 GPUs: compute 463.90 + communication 21.22 + data 3.53 + the wait 216.79 = 705.44 of 706.41 s
+    row = frame.loc[("seed004-batch128", 4)]
+    assert row[["compute_s", "comm_s", "data_s", "slowest_wait_s"]].sum() == pytest.approx(705.44, abs=0.01)
+
 def test_single_process_and_ddp_are_the_same_training(tmp_path):
     from trainperf.report.scaling import confounded, studies, table
 

@@ -214,17 +214,19 @@ def without_phases(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "comm_overhead", "compute_comm_ratio"]
+OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s", "comm_overhead", "compute_comm_ratio"]
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run with phase times: elapsed, compute, communication (all and exposed) and data
-    seconds, ``comm_overhead`` and ``compute_comm_ratio`` (see :func:`trainperf.derive.derive`);
-    columns no run has are left out."""
+    seconds, ``slowest_wait_s`` (elapsed − the mean rank's elapsed: the time the phases of a
+    typical rank leave to waiting for the slowest), ``comm_overhead`` and ``compute_comm_ratio``
+    (see :func:`trainperf.derive.derive`); columns no run has are left out."""
     have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
+    have = have.assign(configuration=labels(have), slowest_wait_s=(
+        have["elapsed_s"] - have["mean_rank_elapsed_s"]) if "mean_rank_elapsed_s" in have else np.nan)
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
-    return have.assign(configuration=labels(have))[["experiment", "configuration", "gpus", "elapsed_s", *present]] \
-        .reset_index(drop=True)
+    return have[["experiment", "configuration", "gpus", "elapsed_s", *present]].reset_index(drop=True)
 
 
 def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:

@@ -78,7 +78,7 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "per_device_batch": ("Samples per device per step", fmt_int), "gain": ("Gain over previous", fmt_pct),
     "time_to_train_s": ("Time to train", fmt_seconds), "compute_s": ("Compute (s)", fmt_num),
     "comm_s": ("Communication (s)", fmt_num), "comm_exposed_s": ("Exposed comm. (s)", fmt_num),
-    "data_s": ("Data (s)", fmt_num), "comm_overhead": ("Comm. overhead", fmt_pct),
+    "data_s": ("Data (s)", fmt_num), "slowest_wait_s": ("Waiting for the slowest rank (s)", fmt_num), "comm_overhead": ("Comm. overhead", fmt_pct),
     "compute_comm_ratio": ("Compute / comm.", fmt_times), "slowest_rank": ("Slowest rank", fmt_int),
     "slowest_s": ("Slowest (s)", fmt_num), "mean_s": ("Mean over ranks (s)", fmt_num),
     "fastest_s": ("Fastest (s)", fmt_num), "imbalance": ("Imbalance (slowest / fastest)", fmt_times),
