@@ -366,3 +366,28 @@ def test_device_marks_are_resolved_late_without_a_sync_per_phase(tmp_path, fake_
     steps = load_steps(tmp_path / "gpu")
     assert steps["forward_s"].tolist() == pytest.approx([0.5] * 6)
     assert steps["step_s"].tolist() == pytest.approx([1.5] * 6)
+
+
+def test_a_closed_profiler_lets_go_of_the_process_group(tmp_path):
+    """After close(), only the model keeps its communication hook: the profiler holds no reference to the
+    process group, so the script's teardown (free the model, then destroy the group) frees it as it would
+    without trainperf."""
+    import gc
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 1))
+        prof = StepProfiler(tmp_path / "run", config={"peak_tflops_per_gpu": 1.0})
+        prof.watch(model)
+        for x in prof.batches([torch.ones(4, 2)] * 3):
+            with prof.step(samples=4):
+                model(x).sum().backward()
+        prof.close()
+        group = model.process_group
+        del model  # the README's teardown, before destroying the group
+        gc.collect()
+        assert not [r for r in gc.get_referrers(group) if type(r).__module__.startswith("trainperf")]
+    finally:
+        dist.destroy_process_group()

@@ -406,6 +406,7 @@ class StepProfiler:
         self._open = None
         if self._comm is not None:
             self._comm.stop()
+            self._comm = None  # the model keeps its hook; the profiler lets go of the process group it calls
         if self._sampler is not None:
             try:
                 self._sampler.cancel()
