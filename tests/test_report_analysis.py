@@ -92,9 +92,12 @@ def test_each_panel_of_categories_is_fitted_to_its_own():
     # seaborn gives both panels the limits of seven categories; each now spans its own, half a category around
     assert seven.get_xlim() == pytest.approx((-0.5, 6.5)) and five.get_xlim() == pytest.approx((-0.5, 4.5))
     # seven labels of up to 9 characters do not fit side by side in a 3.8 in x 1.3 panel at the theme's
-    # 9.9 pt: they are made smaller, and then fit without tilting; five do fit and keep their size
+    # tick size (seaborn's notebook context, 11 pt x font_scale 0.9): they are made smaller, and then fit
+    # without tilting; five do fit and keep their size
+    import matplotlib as mpl
+
     assert {t.get_fontsize() for t in seven.get_xticklabels()} == {theme.SMALL_LABELS}
-    assert {t.get_fontsize() for t in five.get_xticklabels()} == {9.9}
+    assert {t.get_fontsize() for t in five.get_xticklabels()} == {mpl.rcParams["xtick.labelsize"]} == {11 * 0.9}
     assert {t.get_rotation() for ax in (seven, five) for t in ax.get_xticklabels()} == {0.0}
     extents = [t.get_window_extent() for t in seven.get_xticklabels()]
     assert all(a.x1 < b.x0 for a, b in zip(extents, extents[1:])), "neighbouring labels overlap"

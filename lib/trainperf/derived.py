@@ -52,7 +52,7 @@ import pandas as pd
 
 from trainperf import flops as flops_mod
 from trainperf.errors import DataWarning
-from trainperf.hardware import dense_peak_tflops, is_cpu
+from trainperf.hardware import cpu_rows, dense_peak_tflops, is_cpu
 from trainperf.scaling import add_scaling
 from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS
 
@@ -197,8 +197,8 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
     out["peak_tflops_per_gpu"] = np.array(peaks, dtype=float)
     out["peak_source"] = pd.Series(sources, index=out.index, dtype="string")
     out["mfu"] = out["tflops_per_gpu"] / out["peak_tflops_per_gpu"]
-    cpu = np.array([isinstance(p, str) and is_cpu(p) for p in out["platform"]], dtype=bool)
-    doubtful = (out["mfu"] > 1) | ((out["mfu"] > PLAUSIBLE_MFU) & ~cpu)  # a CPU's peak is a measured matmul rate
+    cpu = cpu_rows(out["platform"])  # a CPU's peak is a measured matmul rate, which training can approach
+    doubtful = (out["mfu"] > 1) | ((out["mfu"] > PLAUSIBLE_MFU) & ~cpu)
     for i in np.flatnonzero(doubtful.to_numpy(bool)):
         notes[i].append(_implausible_mfu(out.iloc[i]))
     checkpointing = out["activation_checkpointing"]

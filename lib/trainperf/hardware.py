@@ -34,9 +34,12 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Iterable
 from types import ModuleType
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from trainperf.errors import DataError
 from trainperf.schema import PRECISIONS
@@ -263,6 +266,11 @@ def is_cpu(platform: str) -> bool:
     """Whether ``platform`` names a CPU (``"cpu"`` or a name starting with it,
     e.g. ``"cpu (AMD EPYC 7763)"``): no table entry, measure the peak instead."""
     return platform.strip().lower().startswith("cpu")
+
+
+def cpu_rows(platforms: Iterable[object]) -> np.ndarray:
+    """Per platform name, whether it names a CPU (:func:`is_cpu`; a missing name does not)."""
+    return np.array([isinstance(p, str) and is_cpu(p) for p in platforms], dtype=bool)
 
 
 def find_device(platform: str) -> Device | None:

@@ -55,6 +55,11 @@ def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
     return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
+def several_device_counts(runs: pd.DataFrame) -> pd.Series:
+    """Per row of ``runs``, whether its experiment was measured at two or more device counts (``gpus``)."""
+    return runs.groupby(runs["experiment"].astype(str))["gpus"].transform("nunique") > 1
+
+
 def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,
                      none_kept: str) -> pd.DataFrame:
     """The runs of the experiments for which ``keep`` (a bool per experiment) holds,

@@ -240,6 +240,11 @@ def sides_header(title: str, sides: Mapping[str, Sequence[str]]) -> Html:
     return page_title(title, subtitle, {"title": title, "inputs": [p for found in paths.values() for p in found]})
 
 
+def sides_read(sides: Mapping[str, Sequence[str]]) -> list[str]:
+    """Each input of each compare side (``{"baseline": paths, …}``), as ``baseline: shown path``."""
+    return [f"{side}: {shown_path(path)}" for side, paths in sides.items() for path in paths]
+
+
 def inputs_read(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
     """The inputs read, as shown paths, and a line on the per-rank steps when given."""
     out = [shown_path(p) for p in runs.attrs.get("inputs", [])]

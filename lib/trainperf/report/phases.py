@@ -20,9 +20,22 @@ IMBALANCE = "waiting for the slowest rank"
 COLUMNS = ["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"]
 
 
+def phase_label(name: str) -> str:
+    """The label of a phase named as a steps table or ``trainperf compare`` names it (``comm_exposed``,
+    ``comm_exposed_s``): ``communication (exposed)``; other names with spaces for underscores."""
+    return PHASE_LABELS.get(name if name.endswith("_s") else f"{name}_s", name.replace("_", " "))
+
+
 def has_phases(runs: pd.DataFrame) -> bool:
     """Whether any run reports a phase time."""
     return any(c in runs and runs[c].notna().any() for c in PHASE_LABELS)
+
+
+def slowest_wait(runs: pd.DataFrame) -> pd.Series:
+    """Per run, seconds its typical rank waits for the slowest: ``elapsed_s − mean_rank_elapsed_s``
+    (0 at least; NaN where the mean over ranks is unknown)."""
+    mean = runs["mean_rank_elapsed_s"] if "mean_rank_elapsed_s" in runs else pd.Series(np.nan, index=runs.index)
+    return (runs["elapsed_s"] - mean).astype(float).clip(lower=0)
 
 
 def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:
@@ -51,7 +64,7 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
     if other.fillna(0).gt(0.005 * typical.fillna(np.inf)).any():
         seconds[OTHER] = other.fillna(0.0)
     if "mean_rank_elapsed_s" in runs:
-        wait = (runs["elapsed_s"] - runs["mean_rank_elapsed_s"]).astype(float).clip(lower=0)
+        wait = slowest_wait(runs)
         if wait.fillna(0).gt(0).any():
             seconds[IMBALANCE] = wait.fillna(0.0)
     steps = runs["steps"] if "steps" in runs else pd.Series(np.nan, index=runs.index)

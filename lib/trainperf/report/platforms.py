@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
-from trainperf.hardware import Figure, find_device, is_cpu, normalize_precision
+from trainperf.hardware import Figure, cpu_rows, find_device, normalize_precision
 from trainperf.report.configs import rank
 from trainperf.report.noise import around, call, content, configuration_means, has_interval, remember, run_intervals
 from trainperf.report.page import InputError, require
@@ -60,6 +60,12 @@ def _configurations(runs: pd.DataFrame) -> pd.DataFrame:
     return rows.assign(tokens_per_s_low=low, tokens_per_s_high=high, interval=[t or "–" for t in text])
 
 
+def best_per_device(configs: pd.DataFrame) -> pd.DataFrame:
+    """Per platform × model, the row of :func:`configurations` with the highest tokens/s per device
+    (its rate, MFU and run all of that one configuration)."""
+    return configs.loc[configs.groupby(["platform_key", "model"], sort=False)["tokens_per_s_per_gpu"].idxmax()]
+
+
 def peaks(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per platform × model: its highest-throughput row of :func:`configurations`, plus
     ``configs`` (configurations measured), ``best_per_device`` (the highest per-device rate of
@@ -68,7 +74,7 @@ def peaks(runs: pd.DataFrame) -> pd.DataFrame:
     configs = configurations(runs)
     pairs = configs.groupby(["platform_key", "model"], sort=False)
     out = configs.loc[pairs["tokens_per_s"].idxmax()].reset_index(drop=True)
-    per_device = configs.loc[pairs["tokens_per_s_per_gpu"].idxmax()].reset_index(drop=True)
+    per_device = best_per_device(configs).reset_index(drop=True)
     fastest = per_device.groupby("model")["tokens_per_s_per_gpu"].transform("max")
     return out.assign(configs=pairs.size().to_numpy(), best_per_device=per_device["tokens_per_s_per_gpu"],
                       relative=per_device["tokens_per_s_per_gpu"] / fastest,
@@ -89,13 +95,12 @@ def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
     runner-up (:func:`trainperf.report.noise.call`; the margin's 95 % interval in
     ``evidence``), else ``indistinguishable``; by single figures, a margin below ``min_effect``
     is a tie, a larger one a winner whose noise is untested."""
-    configs = configurations(runs)
     rate = "tokens_per_s_per_gpu"
-    per_pair = configs.loc[configs.groupby(["platform_key", "model"], sort=False)[rate].idxmax()]
+    per_pair = best_per_device(configurations(runs))
     found = run_intervals(runs)
     rows = []
     for model, group in per_pair.groupby("model", sort=False):
-        fastest = group.loc[group.groupby("platform", sort=False)[rate].idxmax()]  # its rate, MFU and run: one config
+        fastest = group.loc[group.groupby("platform", sort=False)[rate].idxmax()]
         if len(fastest) < 2:
             continue
         ranking = rank(fastest, rate)
@@ -224,7 +229,7 @@ def mfu_label(runs: pd.DataFrame) -> pd.Series:
 
 def is_accelerator(platforms: pd.Series) -> np.ndarray:
     """False for CPU platforms (``trainperf.hardware.is_cpu``), whose runs are not projected to nodes of accelerators."""
-    return np.array([not (isinstance(p, str) and is_cpu(p)) for p in platforms], dtype=bool)
+    return ~cpu_rows(platforms)
 
 
 def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:

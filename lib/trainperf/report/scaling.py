@@ -17,7 +17,7 @@ from trainperf.report.html import (Html, count, fmt_int, fmt_num, fmt_pct, fmt_s
 from trainperf.report.noise import (NO_INTERVAL, around, call, configuration_means, content, intervals_per_run,
                                     job_frames, remember)
 from trainperf.report.page import InputError
-from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment
+from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment, slowest_wait
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
 from trainperf.stats import FASTER, SLOWER, verdict
 from trainperf.steps import rank_totals
@@ -219,12 +219,11 @@ OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s",
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run with phase times: elapsed, compute, communication (all and exposed) and data
-    seconds, ``slowest_wait_s`` (elapsed − the mean rank's elapsed: the time the phases of a
-    typical rank leave to waiting for the slowest), ``comm_overhead`` and ``compute_comm_ratio``
+    seconds, ``slowest_wait_s`` (:func:`trainperf.report.phases.slowest_wait`: the time the phases
+    of a typical rank leave to waiting for the slowest), ``comm_overhead`` and ``compute_comm_ratio``
     (see :func:`trainperf.derive.derive`); columns no run has are left out."""
     have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
-    have = have.assign(configuration=labels(have), slowest_wait_s=(
-        have["elapsed_s"] - have["mean_rank_elapsed_s"]) if "mean_rank_elapsed_s" in have else np.nan)
+    have = have.assign(configuration=labels(have), slowest_wait_s=slowest_wait(have))
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
     return have[["experiment", "configuration", "gpus", "elapsed_s", *present]].reset_index(drop=True)
 

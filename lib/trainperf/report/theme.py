@@ -262,6 +262,7 @@ def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = 
     margin = 0.15 * (high - low or abs(high) or 1.0)
     ax.set_ylim(low - margin if low < 0 else max(0.0, low - margin), high + margin)
 
+
 def error_bars(ax: Axes, frame: pd.DataFrame, at: str | None, value: str, low: str, high: str, *,
                horizontal: bool = False, label: str | None = "95 % interval") -> None:
     """Draw each row's 95 % interval, columns ``low`` to ``high`` (in the units

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from trainperf.report.configs import labels, ordered, rank, unit_of
+from trainperf.report.configs import labels, ordered, rank, several_device_counts, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
 from trainperf.report.page import require
 
@@ -27,9 +27,8 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     ``best`` (the highest throughput of the report) and ``chart_label`` (the
     configuration on a chart axis, shared by its repeats); columns no run has are left out."""
     unit = unit_of(runs)
-    several = runs.groupby("experiment")["gpus"].transform("nunique") > 1
     view = runs.assign(configuration=labels(runs), best=runs.index == rank(runs, unit.rate).best.name,
-                       scaling_efficiency=runs["scaling_efficiency"].where(several),
+                       scaling_efficiency=runs["scaling_efficiency"].where(several_device_counts(runs)),
                        chart_label=labels(runs, compact=True))
     columns = ["experiment", "configuration", "gpus", "tokens", "samples" if unit.name == "samples" else None,
                "elapsed_s", unit.rate, unit.per_device, "step_time_s", "scaling_efficiency", "best", "chart_label"]
