@@ -2,7 +2,11 @@
 (no download: the model is built from a config). Run alone or under
 ``torchrun`` (CPU, gloo):
 
-    python tests/hf_training.py RUN_DIR --batch 2 --accum 3 --steps 4 --seq-len 16 [--fsdp]
+    python tests/hf_training.py RUN_DIR --batch 2 --accum 3 --steps 4 --seq-len 16 [--fsdp] [--report-dir DIR]
+
+With ``--report-dir``, each rank writes the class of the model the Trainer
+trained to ``DIR/wrapped-rank{R}.txt`` (ranks printing to one pipe interleave
+their lines).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import argparse
 import gc
 import os
 import tempfile
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -32,15 +37,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=16)
     parser.add_argument("--fsdp", action="store_true", help="ask the Trainer for FSDP (full_shard of each GPT2Block)")
+    parser.add_argument("--report-dir", help="folder for each rank's wrapped-rank{R}.txt")
     args = parser.parse_args()
-    train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len, args.fsdp)
+    train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len, args.fsdp, args.report_dir)
 
 
-def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: bool = False) -> float:
+def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: bool = False,
+          report_dir: str | None = None) -> float:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
     return the training loss the ``Trainer`` reports (mean over steps).
-    Prints ``wrapped: <class>``, the class of the model the Trainer trained."""
+    With ``report_dir``, write the class of the model the Trainer trained
+    to ``report_dir/wrapped-rank{R}.txt``."""
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -56,7 +64,9 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: 
         trainer = Trainer(model=model, args=training, train_dataset=dataset,
                           callbacks=[HFCallback(run_dir, config={"experiment": "hf", "model": "tiny-gpt2"}, warmup_steps=1)])
         loss = trainer.train().training_loss
-        print(f"wrapped: {type(trainer.model_wrapped).__name__}")
+        if report_dir is not None:
+            rank = int(os.environ.get("RANK", "0"))
+            Path(report_dir, f"wrapped-rank{rank}.txt").write_text(type(trainer.model_wrapped).__name__)
     del trainer, model
     gc.collect()
     if dist.is_initialized():
