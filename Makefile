@@ -30,9 +30,11 @@ report: $(STAMP) ## build every HTML report from the embedded data into reports/
 
 test: $(STAMP) ## run the whole test suite (slow multi-process tests included; installs Chromium if missing)
 	$(PY) tests/browser.py
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -n $(JOBS) -q
 
 test-fast: $(STAMP) ## run the tests, skipping the slow multi-process ones
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
 
 lab: $(STAMP) ## open JupyterLab on notebooks/ (prints its URL; extra flags: make lab ARGS="--port 9000")

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from trainperf import DataWarning, derive
-from trainperf.loading import check_runs
+from trainperf.table_rules import check_runs
 
 
 def runs(*rows: dict) -> pd.DataFrame:

@@ -91,10 +91,11 @@ def test_no_apt_get_says_what_to_install(bare_path, monkeypatch):
         browser.ensure_chromium()
 
 
-def test_make_test_gets_chromium_before_the_tests_and_ci_only_calls_it():
+def test_make_test_gets_chromium_and_checks_the_layers_before_the_tests_and_ci_only_calls_it():
     dry = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     lines = dry.strip().splitlines()
-    assert lines[-2:] == [".venv/bin/python tests/browser.py", ".venv/bin/python -m pytest -n 2 -q"]
+    assert lines[-3:] == [".venv/bin/python tests/browser.py", ".venv/bin/lint-imports --no-cache",
+                          ".venv/bin/python -m pytest -n 2 -q"]
     commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     assert commands == ["set -euo pipefail", 'cd "$(dirname "$0")/.."', "make test"]

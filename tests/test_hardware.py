@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import DataError
-from trainperf.hardware import (DEVICES, dense_peak_tflops, find_device, is_cpu, measure_peak_flops,
-                                normalize_precision)
+from trainperf.hardware import DEVICES, dense_peak_tflops, find_device, is_cpu, normalize_precision
+from trainperf.profiler.peak_flops import measure_peak_flops
 from trainperf.schema import PRECISIONS
 
 # What torch.cuda.get_device_name returns, and common hand-written spellings.

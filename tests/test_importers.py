@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainperf import DataError, DataWarning, derive, load_runs
+from trainperf import DataError, DataWarning, derive, load_runs, load_steps
 from trainperf.cli import main
 from trainperf.importers import compare_reported, has_column_mapping, import_path
 
@@ -56,7 +56,11 @@ def test_megatron_lm_window_excludes_the_first_iteration_and_the_interval_that_a
     assert run["samples"] == 3200 - 640
     assert run["peak_memory_gb"] == pytest.approx(41984.0 / 1024)
     assert run["train_loss"] == pytest.approx(9.4) and run["val_loss"] == pytest.approx(8.912345)
-    assert result.steps is None  # lines are 10-iteration means, not single steps
+    # the step intervals are the lines at 10 ... 50, of 10 iterations each (the line at 1 lies inside the one at 10)
+    intervals = result.steps
+    assert intervals["step"].tolist() == [10, 20, 30, 40, 50] and (intervals["n_steps"] == 10).all()
+    assert intervals["warmup"].tolist() == [True, False, False, False, False]
+    assert intervals["step_s"].tolist()[1:] == pytest.approx([10.0, 10.1, 9.9, 10.0])  # 10 x the ms per iteration
 
 
 def test_megatron_lm_round_trip_reproduces_its_tflops_with_the_megatron_convention():
@@ -208,8 +212,10 @@ def test_nanogpt_sampled_iterations_and_printed_configuration():
     assert run["elapsed_s"] == pytest.approx(0.400 + 0.402 + 0.398 + 0.400 + 0.401)
     assert run["steps"] == 5 and run["warmup_steps"] == 1 and run["tokens"] == 5 * 491_520
     steps = result.steps
-    assert list(steps["step"]) == [10, 20, 30, 40, 50] and not steps["warmup"].any()
-    assert list(steps["step_s"]) == pytest.approx([0.400, 0.402, 0.398, 0.400, 0.401])
+    # iter 0's time includes nanoGPT's evaluation at iter 0: an interval, flagged and left out of the window
+    assert steps["step"].tolist() == [0, 10, 20, 30, 40, 50]
+    assert steps["includes_evaluation"].tolist() == [True] + [False] * 5 and steps["warmup"].tolist()[1:] == [False] * 5
+    assert list(steps["step_s"])[1:] == pytest.approx([0.400, 0.402, 0.398, 0.400, 0.401])
 
 
 def test_nanogpt_round_trip_mfu_agrees_against_the_a100_peak():
@@ -481,7 +487,13 @@ def test_cli_import_writes_a_runs_table_load_runs_reads_back(tmp_path, capsys):
     runs = load_runs(out).set_index("run_id")
     assert runs.loc["nanogpt", "elapsed_s"] == pytest.approx(2.001)
     assert (runs["price_per_gpu_hour"] == 2).all()
-    assert len(pd.read_csv(steps)) == 5
+    # the logs' step intervals: nanoGPT's 6 sampled iterations (iter 0's time includes an evaluation) and
+    # Megatron-DeepSpeed's 4 lines of 10 iterations each (the first follows the truncated line 22: its
+    # length is unknown); read back as a steps table
+    intervals = load_steps(steps)
+    assert intervals.groupby("run_id")["n_steps"].agg(lambda n: n.fillna(0).tolist()).to_dict() == {
+        "nanogpt": [1.0] * 6, "megatron_deepspeed": [0.0, 10.0, 10.0, 10.0]}
+    assert intervals["includes_evaluation"].sum() == 1
 
 
 def test_cli_import_reports_bad_input_in_one_line(tmp_path, capsys):

@@ -20,13 +20,13 @@ def reads(monkeypatch, tmp_path):
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRAINPERF_INPUT_CACHE", raising=False)
     done = []
-    real = loading._read
+    real = loading._read_runs
 
-    def counting(path, kind):
-        done.append(path.name)
-        return real(path, kind)
+    def counting(item, scheduler):
+        done.append(item.path.name)
+        return real(item, scheduler)
 
-    monkeypatch.setattr(loading, "_read", counting)
+    monkeypatch.setattr(loading, "_read_runs", counting)
     return done
 
 
@@ -40,7 +40,7 @@ def test_unchanged_inputs_come_from_the_cache_as_first_read(tmp_path, reads):
     assert reads == ["one.csv", "two.csv"]
     pd.testing.assert_frame_equal(first, again)
     assert first.attrs == again.attrs
-    pd.testing.assert_frame_equal(first, load_runs(data))  # the same as without the cache
+    pd.testing.assert_frame_equal(first, load_runs(data, cache=False))  # the same as without the cache
 
 
 def test_a_changed_added_or_removed_file_is_read_again(tmp_path, reads):
@@ -79,13 +79,13 @@ def test_a_sidecar_is_part_of_its_log(tmp_path):
 
 def test_warnings_of_a_read_are_raised_again_from_the_cache(tmp_path, reads, monkeypatch):
     (tmp_path / "one.csv").write_text(RUNS)
-    real = loading._read
+    real = loading._read_runs
 
-    def warning(path, kind):
+    def warning(item, scheduler):
         warnings.warn("a doubtful value", DataWarning)
-        return real(path, kind)
+        return real(item, scheduler)
 
-    monkeypatch.setattr(loading, "_read", warning)
+    monkeypatch.setattr(loading, "_read_runs", warning)
     for _ in range(2):
         with pytest.warns(DataWarning, match="a doubtful value"):
             load_runs(tmp_path / "one.csv", cache=True)

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from trainperf import StepProfiler, load_runs, load_steps
-from trainperf.profiler import ProfilerWarning, rankfile
+from trainperf.profiler import ProfilerWarning
+from trainperf.runfolder import rankfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

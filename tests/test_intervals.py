@@ -61,7 +61,7 @@ def test_a_single_run_without_steps_has_no_interval_and_is_never_called_faster()
 
 def test_real_runs_with_steps_get_block_bootstrap_intervals():
     runs = trainperf.derive(trainperf.load_runs(RUNS / "bench-cpu-small-fp32-batch-size"))
-    steps = trainperf.load_steps(RUNS / "bench-cpu-small-fp32-batch-size")
+    steps = trainperf.load_summaries(RUNS / "bench-cpu-small-fp32-batch-size")
     table = intervals.configuration_intervals(runs, steps, run_cv=0)
     assert len(table) == 5 and set(table["basis"]) == {"steps of one run"}
     assert (table["low"] < table["throughput"]).all() and (table["throughput"] < table["high"]).all()
@@ -76,7 +76,7 @@ def test_real_runs_with_steps_get_block_bootstrap_intervals():
 
 def test_a_single_run_with_steps_allows_for_run_to_run_variation_as_compare_does():
     runs = trainperf.derive(trainperf.load_runs(RUNS / "bench-cpu-small-fp32-batch-size"))
-    steps = trainperf.load_steps(RUNS / "bench-cpu-small-fp32-batch-size")
+    steps = trainperf.load_summaries(RUNS / "bench-cpu-small-fp32-batch-size")
     alone = intervals.configuration_intervals(runs, steps, run_cv=0).set_index("configuration")
     table = intervals.configuration_intervals(runs, steps).set_index("configuration")
     assert set(table["basis"]) == {f"steps of one run, run-to-run CV {stats.RUN_CV:.0%} assumed"}
@@ -91,11 +91,13 @@ def test_a_single_run_with_steps_allows_for_run_to_run_variation_as_compare_does
 def test_a_run_with_too_few_steps_counts_as_a_run_without_steps():
     """A per-rank totals table (one row per rank, as seed 004's) gives no job steps: the
     configuration falls back to its runs-table figure and says it has no interval."""
-    from trainperf.compare import job_steps
+    from trainperf.aggregate import job_steps, summarize
+    from trainperf.steps_table import as_intervals
 
     runs = repeats_table({"mb4": [1000], "mb8": [1300]})
-    steps = pd.DataFrame({"run_id": ["mb4-r1", "mb4-r1", "mb4-r1", "mb8-r1"], "rank": 0, "step": [1, 2, 3, 1],
-                          "warmup": False, "step_s": [1.0, 1.1, 0.9, 60.0], "tokens": 1000.0})
+    steps = summarize(as_intervals(pd.DataFrame({"run_id": ["mb4-r1", "mb4-r1", "mb4-r1", "mb8-r1"], "rank": 0,
+                                                 "step": [1, 2, 3, 1], "warmup": False,
+                                                 "step_s": [1.0, 1.1, 0.9, 60.0], "tokens": 1000.0})))
     with pytest.raises(trainperf.DataError, match="run mb8-r1.*1 measured step"):
         job_steps(steps)
     assert list(job_steps(steps, usable_only=True)[0]) == ["mb4-r1"]

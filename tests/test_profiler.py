@@ -16,9 +16,9 @@ import torch
 
 import trainperf
 from trainperf import cli
-from trainperf import StepProfiler, export_chrome_trace, load_steps
-from trainperf.profiler import ProfilerWarning, clocks, comm, record, step_profiler, writer
-from trainperf.steps import read_run
+from trainperf import StepProfiler, export_chrome_trace, load_runs, load_steps
+from trainperf.profiler import ProfilerWarning, clocks, comm, record, step_profiler
+from trainperf.runfolder import linefile
 
 
 class FakeTime:
@@ -91,7 +91,7 @@ def test_steps_phases_and_accumulation_by_hand(tmp_path, fake_time):
     assert (steps["peak_memory_gb"] > 0).all()
     assert steps["run_id"].tolist() == ["acc"] * 3 and steps["rank"].tolist() == [0, 0, 0]
 
-    run = read_run(tmp_path / "acc").runs.iloc[0]
+    run = load_runs(tmp_path / "acc").iloc[0]
     # window = steps 1 and 2: from 6.75 s to 13.5 + 9.75 = 23.25 s
     assert run["elapsed_s"] == pytest.approx(16.5)
     assert run["forward_s"] == pytest.approx(4.0) and run["backward_s"] == pytest.approx(8.0)
@@ -171,9 +171,8 @@ os._exit(9)  # no close, no flush at exit
 """
     assert subprocess.run([sys.executable, "-c", script]).returncode == 9
     with pytest.warns(trainperf.DataWarning, match=r"rank\(s\) 0 stopped early \(rank 0: profiler not closed\)"):
-        run = read_run(tmp_path / "k")
-        row = run.runs.iloc[0]
-    assert run.steps["step"].tolist() == [0, 1, 2, 3, 4]
+        row = load_runs(tmp_path / "k").iloc[0]
+    assert load_steps(tmp_path / "k")["step"].tolist() == [0, 1, 2, 3, 4]
     assert not row["complete"] and row["extra_stopped_early_ranks"] == "[0]"
 
 
@@ -228,7 +227,7 @@ def test_disk_full_at_start_warns_once(tmp_path):
 
 def test_disk_full_mid_run_keeps_earlier_steps(tmp_path, monkeypatch):
     prof = StepProfiler(tmp_path / "mid", warmup_steps=0, trace=False)
-    real_write = writer.os.write
+    real_write = linefile.os.write
     calls = {"n": 0}
 
     def filling_write(fd, data):
@@ -237,7 +236,7 @@ def test_disk_full_mid_run_keeps_earlier_steps(tmp_path, monkeypatch):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr(writer.os, "write", filling_write)
+    monkeypatch.setattr(linefile.os, "write", filling_write)
     with pytest.warns(ProfilerWarning) as caught:
         for _ in range(5):
             with prof.step(tokens=1):
@@ -245,10 +244,9 @@ def test_disk_full_mid_run_keeps_earlier_steps(tmp_path, monkeypatch):
         prof.close()
     assert len(caught) == 1
     monkeypatch.undo()
-    run = read_run(tmp_path / "mid")
-    assert run.steps["step"].tolist() == [0, 1, 2]
+    assert load_steps(tmp_path / "mid")["step"].tolist() == [0, 1, 2]
     with pytest.warns(trainperf.DataWarning, match="profiler not closed"):
-        assert not run.runs["complete"].iloc[0]
+        assert not load_runs(tmp_path / "mid")["complete"].iloc[0]
 
 
 def test_user_errors_pass_through_and_the_failed_step_is_not_recorded(tmp_path):

@@ -22,8 +22,7 @@ import pytest
 import torch
 
 from trainperf import DataWarning, find_straggler, load_runs, load_steps
-from trainperf.profiler import rankfile
-from trainperf.steps import read_run
+from trainperf.runfolder import rankfile
 
 pytestmark = pytest.mark.slow
 
@@ -243,4 +242,4 @@ def test_rank_killed_mid_run_leaves_the_others_intact(tmp_path):
     row = runs.iloc[0]
     assert not row["complete"] and row["extra_stopped_early_ranks"] == "[1]"
     assert row["ranks"] == 2 and row["gpus"] == 2
-    assert len(read_run(run_dir).steps) == steps + 3
+    assert len(load_steps(run_dir)) == steps + 3

@@ -16,7 +16,7 @@ import trainperf
 from trainperf import StepProfiler
 from trainperf.profiler import RunFolderInUse
 from trainperf.profiler.cpu_peak import CACHE_FILE, cpu_model
-from trainperf.steps import aggregate_steps
+from trainperf import aggregate_steps
 
 N_PARAMS = 1_000_000
 

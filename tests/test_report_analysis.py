@@ -510,11 +510,11 @@ def test_single_process_and_ddp_are_the_same_training(tmp_path):
 
 def test_time_the_mean_hides_of_seed_004():
     from trainperf.report.scaling import rank_summary, straggler
-    from trainperf.steps import rank_totals
+    from trainperf.aggregate import rank_totals
 
     runs = open_runs([str(REFERENCE / "seed_004_scaling.csv")])
     steps = open_steps([str(REFERENCE / "seed_004_ranks.csv")], runs)
-    times = rank_totals(steps)["elapsed_s"]
+    times = rank_totals(steps.per_rank)["elapsed_s"]
     assert times[("seed004-b64-g2", 0)] == pytest.approx(1384.64)
     assert times[("seed004-b64-g2", 1)] == pytest.approx(806.75)
     row = rank_summary(runs, steps).set_index("run_id").loc["seed004-b64-g2"]
@@ -580,7 +580,9 @@ def test_rank_section_names_the_slowed_rank_of_each_ddp_run():
     """A steps table of two DDP runs: in 'slow', rank 1 computes 0.25 s longer per step, so it waits
     0.02 s for the all-reduce and ranks 0, 2 and 3 wait 0.27 s for it; in 'even' every rank waits about
     0.10 s. The rank section names rank 1 of 'slow' and no straggler in 'even'."""
+    from trainperf.aggregate import summarize
     from trainperf.report import scaling
+    from trainperf.steps_table import as_intervals
 
     runs = pd.DataFrame({"run_id": ["even", "slow"], "experiment": ["ddp", "ddp"]})
     rows = []
@@ -588,7 +590,7 @@ def test_rank_section_names_the_slowed_rank_of_each_ddp_run():
         for step in range(6):
             rows += [{"run_id": run_id, "rank": r, "node": "host", "step": step, "warmup": step == 0, "step_s": 1.0,
                       "comm_exposed_s": w} for r, w in enumerate(waits)]
-    waits, sentences = scaling.stragglers(runs, pd.DataFrame(rows))
+    waits, sentences = scaling.stragglers(runs, summarize(as_intervals(pd.DataFrame(rows))))
     assert waits.loc[waits["straggler"], ["run_id", "rank"]].values.tolist() == [["slow", 1]]
     assert waits.set_index(["run_id", "rank"]).loc[("slow", 1), "busy_s"] == pytest.approx(0.98)
     assert sentences[0].startswith("Run even: no straggler.")

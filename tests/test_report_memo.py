@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from trainperf import load_steps
+from trainperf.aggregate import Summaries, summarize
 from trainperf.intervals import configuration_intervals, intervals_of_job_steps
 from trainperf.report import noise
 from trainperf.report.page import open_runs, open_steps
@@ -40,7 +42,8 @@ def test_the_same_runs_and_steps_are_computed_once(measured, computed):
     runs, steps = measured
     first = noise.run_intervals(runs, steps)
     first.loc[0, "low"] = -1.0  # a caller changing its copy changes nothing remembered
-    again = noise.run_intervals(runs.copy().set_axis(range(10, 10 + len(runs))), steps.copy())
+    copied = Summaries(steps.per_rank.copy(), steps.per_step.copy(), steps.values.copy())
+    again = noise.run_intervals(runs.copy().set_axis(range(10, 10 + len(runs))), copied)
     assert len(computed) == 1
     assert again.loc[0, "low"] > 0
     pd.testing.assert_frame_equal(again, noise.intervals_per_run(runs, noise.job_frames(steps)))
@@ -49,7 +52,8 @@ def test_the_same_runs_and_steps_are_computed_once(measured, computed):
 def test_changed_steps_are_computed_again(measured, computed):
     runs, steps = measured
     before = noise.run_intervals(runs, steps)
-    slower = steps.assign(step_s=steps["step_s"] * 2)
+    intervals = load_steps(STRONG)
+    slower = summarize(intervals.assign(step_s=intervals["step_s"] * 2)).select(runs["run_id"])
     after = noise.run_intervals(runs, slower)
     assert len(computed) == 2
     assert after["throughput"].iloc[0] == pytest.approx(before["throughput"].iloc[0] / 2, rel=0.01)
@@ -59,7 +63,7 @@ def test_the_steps_of_other_runs_change_no_interval(measured):
     runs, steps = measured
     group = runs.iloc[:2]
     pd.testing.assert_frame_equal(configuration_intervals(group, steps),
-                                  configuration_intervals(group, steps[steps["run_id"].isin(group["run_id"])]))
+                                  configuration_intervals(group, steps.select(group["run_id"])))
 
 
 def test_platform_configurations_are_computed_once_per_content(monkeypatch):
@@ -93,7 +97,7 @@ def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeyp
     monkeypatch.setattr(scaling, "fit", lambda *a: fitted.append(1) or fit(*a))
     runs, steps = measured
     scaling.headline(runs, None, steps)
-    frame = scaling.table(runs.copy(), steps.copy())
+    frame = scaling.table(runs.copy(), Summaries(steps.per_rank.copy(), steps.per_step.copy(), steps.values.copy()))
     scaling.efficiency_notes(runs, steps)
     scaling.serial_notes(runs, steps)
     found = scaling.projections(runs)
@@ -109,5 +113,6 @@ def test_content_tells_frames_apart_by_any_value_and_not_by_index(measured):
     assert noise.content(runs) == noise.content(runs.copy().set_axis(range(5, 5 + len(runs))))
     assert noise.content(runs) != noise.content(runs.assign(model="another model"))  # a text column
     assert noise.content(runs) != noise.content(runs.assign(gpus=runs["gpus"] * 2))  # a number column
-    assert noise.content(steps) != noise.content(steps.assign(warmup=~steps["warmup"]))  # a bool column
+    intervals = load_steps(STRONG)
+    assert noise.content(intervals) != noise.content(intervals.assign(warmup=~intervals["warmup"]))  # a bool column
     assert noise.content(runs) != noise.content(runs.rename(columns={"gpus": "devices"}))

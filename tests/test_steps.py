@@ -1,5 +1,5 @@
-"""The steps table: reading run folders (bad lines included) and aggregating
-steps to runs rows."""
+"""Step intervals: reading run folders (bad lines included) and steps tables,
+and aggregating them to runs rows."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 
 from trainperf import DataError, DataWarning, aggregate_steps, load_runs, load_steps
-from trainperf.profiler import rankfile
-from trainperf.steps import STEPS_COLUMNS, read_run, read_run_folder
+from trainperf.aggregate import rank_totals, summarize
+from trainperf.runfolder import rankfile
+from trainperf.schema import STEP_INTERVAL_COLUMNS
+from trainperf.steps_table import as_intervals
 
 
 def step_values(step, start, step_s, forward, tokens=100, warmup=False, loss=None):
@@ -51,7 +53,7 @@ def two_rank_run(folder, **kwargs):
 
 
 def test_slowest_rank_sets_elapsed_and_imbalance(tmp_path):
-    row = read_run_folder(two_rank_run(tmp_path / "r2")).iloc[0]
+    row = load_runs(two_rank_run(tmp_path / "r2")).iloc[0]
     # window = steps 1-2; rank 0: 1.0 -> 3.0 s = 2 s, rank 1: 1.5 -> 4.5 s = 3 s
     assert row["elapsed_s"] == pytest.approx(3.0)  # the slowest rank, not the mean (2.5)
     assert row["mean_rank_elapsed_s"] == pytest.approx(2.5)
@@ -73,7 +75,7 @@ def test_load_runs_reads_a_run_folder(tmp_path):
 
 def test_nodes_count_distinct_hosts(tmp_path):
     rows = {r: [step_values(i, i, 1.0, 0.5) for i in range(2)] for r in range(4)}
-    row = read_run_folder(write_run(tmp_path / "r4", rows)).iloc[0]
+    row = load_runs(write_run(tmp_path / "r4", rows)).iloc[0]
     assert (row["gpus"], row["nodes"]) == (4, 2)
     steps = load_steps(tmp_path / "r4")
     assert steps.groupby("rank")["node"].first().tolist() == ["a", "a", "b", "b"]
@@ -89,7 +91,7 @@ def test_rank_that_stopped_early_is_named(tmp_path):
     files["steps-rank1.jsonl"].write_bytes(body[:body.rstrip(b"\n").rfind(b"\n") + 1])  # no end line
     with pytest.warns(DataWarning, match=r"rank\(s\) 1, 2 stopped early \(rank 1: 2 of 4 steps, "
                                          r"profiler not closed; rank 2: no steps recorded"):
-        row = read_run_folder(folder).iloc[0]
+        row = load_runs(folder).iloc[0]
     assert not row["complete"] and row["extra_stopped_early_ranks"] == "[1, 2]"
     assert row["ranks"] == 2 and row["gpus"] == 3
 
@@ -104,13 +106,12 @@ def test_malformed_and_truncated_lines_are_skipped_counted_and_located(tmp_path)
     lines.append(b"[3,false,3.0,1.0,null,nu")  # line 8: cut off mid-write
     path.write_bytes(b"".join(lines))
     with pytest.warns(DataWarning) as caught:
-        run = read_run(folder)
+        steps = load_steps(folder)
     message = str(caught[0].message)
     assert message.startswith("skipped 4 malformed line(s) in steps files:")
     for line in (3, 4, 5, 8):
         assert f"steps-rank0.jsonl:{line}:" in message
-    assert len(run.bad_lines) == 4
-    assert run.steps[run.steps["rank"] == 0]["step"].tolist() == [0, 1, 2]  # the good lines are kept
+    assert steps[steps["rank"] == 0]["step"].tolist() == [0, 1, 2]  # the good lines are kept
 
 
 def test_fast_and_line_by_line_readers_agree(tmp_path):
@@ -146,7 +147,7 @@ def test_load_steps_reads_a_folder_of_runs_and_steps_tables(tmp_path):
     two_rank_run(tmp_path / "all" / "two")
     (tmp_path / "all" / "log.csv").write_text("run_id,rank,step,step_s\nimported,0,0,2.5\nimported,0,1,2.0\n")
     steps = load_steps(tmp_path / "all")
-    assert list(steps.columns) == list(STEPS_COLUMNS)
+    assert list(steps.columns) == list(STEP_INTERVAL_COLUMNS)
     assert steps.groupby("run_id").size().to_dict() == {"imported": 2, "one": 6, "two": 6}
     imported = steps[steps["run_id"] == "imported"]
     assert imported["step_s"].tolist() == [2.5, 2.0] and imported["forward_s"].isna().all()
@@ -166,19 +167,19 @@ def test_missing_manifest_is_a_data_error(tmp_path):
     folder = two_rank_run(tmp_path / "r")
     (folder / "manifest.json").write_text("{not json")
     with pytest.raises(DataError, match=r"manifest.json: cannot read the run's manifest"):
-        read_run(folder)
+        load_runs(folder)
 
 
 def test_config_keys_outside_the_schema_become_extra(tmp_path):
     folder = two_rank_run(tmp_path / "c", config={"model": "m", "dataset": "owt", "reported_mfu": 0.4})
-    row = read_run_folder(folder).iloc[0]
+    row = load_runs(folder).iloc[0]
     assert row["extra_dataset"] == "owt" and row["reported_mfu"] == 0.4
 
 
 def test_run_without_measured_steps_is_a_data_error(tmp_path):
     folder = write_run(tmp_path / "warm", {0: [step_values(0, 0.0, 1.0, 0.5, warmup=True)]})
     with pytest.raises(DataError, match=r"warm: no measured steps: 1 step line\(s\), all warm-up"):
-        read_run_folder(folder)
+        load_runs(folder)
 
 
 def test_steps_table_warmup_spellings_and_a_bad_one(tmp_path):
@@ -193,14 +194,12 @@ def test_steps_table_warmup_spellings_and_a_bad_one(tmp_path):
 
 
 def test_rank_totals_are_each_ranks_window_and_give_the_runs_elapsed_time(tmp_path):
-    from trainperf.steps import rank_totals
-
     steps = load_steps(two_rank_run(tmp_path / "r2"))
     # a second run without start times: elapsed is the sum of step_s (rank 0: 0.4 + 0.6, rank 1: 0.5 + 0.7)
     bare = pd.DataFrame({"run_id": "r3", "rank": [0, 0, 1, 1, 0, 1], "step": [1, 2, 1, 2, 0, 0],
                          "warmup": [False] * 4 + [True] * 2, "step_s": [0.4, 0.6, 0.5, 0.7, 9.0, 9.0],
                          "forward_s": [0.1, 0.1, 0.2, np.nan, 9.0, 9.0]})
-    totals = rank_totals(pd.concat([steps, bare], ignore_index=True))
+    totals = rank_totals(summarize(as_intervals(pd.concat([steps, bare], ignore_index=True))).per_rank)
     # window = steps 1-2; rank 0: 1.0 -> 3.0 s, rank 1: 1.5 -> 4.5 s; forward 2 x 0.5 s and 2 x 1.0 s
     assert totals["elapsed_s"].to_dict() == {("r2", 0): pytest.approx(2.0), ("r2", 1): pytest.approx(3.0),
                                              ("r3", 0): pytest.approx(1.0), ("r3", 1): pytest.approx(1.2)}

@@ -53,11 +53,13 @@ def test_nothing_to_name():
 
 
 def test_every_run_named_from_one_pass_over_the_steps():
+    from trainperf.aggregate import summarize
+    from trainperf.steps_table import as_intervals
     from trainperf.stragglers import name_straggler, rank_waits
 
     both = pd.concat([steps_table({0: [9, 0.30, 0.30], 1: [9, 0.01, 0.01]}, run_id="a"),
                       steps_table({0: [0, 0.10, 0.10], 1: [0, 0.08, 0.08]}, run_id="b")], ignore_index=True)
-    waits = rank_waits(both)
+    waits = rank_waits(summarize(as_intervals(both)))
     assert waits[["run_id", "rank"]].values.tolist() == [["a", 0], ["a", 1], ["b", 0], ["b", 1]]
     for run_id in ("a", "b"):
         per_rank, sentence = name_straggler(waits[waits["run_id"] == run_id], run_id)

@@ -1,7 +1,8 @@
 """trainperf: measure how fast deep-learning training runs and how well it scales.
 
-The runs table (``load_runs``) and the steps table (``load_steps``) are the
-only shapes that flow between parts; ``derive`` adds every metric. Importing
+The runs table (``load_runs``), the step intervals (``load_steps``) and
+their summaries (``load_summaries``: per rank, per step) are the shapes
+that flow between parts; ``derive`` adds every metric. Importing
 ``trainperf`` does not import torch: the profiler and the bench load it lazily;
 it makes a ``DataWarning`` print as one line (``DataWarning: message``).
 The names below load their modules (and pandas) when first used, so that
@@ -15,21 +16,21 @@ from trainperf.errors import DataError, DataWarning, install_warning_format
 
 if TYPE_CHECKING:
     from trainperf.derived import derive
-    from trainperf.loading import load_runs
+    from trainperf.loading import aggregate_steps, load_runs, load_steps, load_summaries
     from trainperf.profiler import StepProfiler, export_chrome_trace
-    from trainperf.steps import aggregate_steps, load_steps
     from trainperf.stragglers import find_straggler
 
 _HOMES = {"derive": "trainperf.derived", "load_runs": "trainperf.loading", "StepProfiler": "trainperf.profiler",
-          "export_chrome_trace": "trainperf.profiler", "aggregate_steps": "trainperf.steps",
-          "load_steps": "trainperf.steps", "find_straggler": "trainperf.stragglers"}
+          "export_chrome_trace": "trainperf.profiler", "aggregate_steps": "trainperf.loading",
+          "load_steps": "trainperf.loading", "load_summaries": "trainperf.loading",
+          "find_straggler": "trainperf.stragglers"}
 
 __version__ = "0.1.0"
 
 install_warning_format()  # a DataWarning is shown as one line, without trainperf's source line
 
 __all__ = ["DataError", "DataWarning", "StepProfiler", "__version__", "aggregate_steps", "derive", "find_straggler",
-           "export_chrome_trace", "load_runs", "load_steps"]
+           "export_chrome_trace", "load_runs", "load_steps", "load_summaries"]
 
 
 def __getattr__(name: str) -> object:

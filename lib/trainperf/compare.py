@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from trainperf.aggregate import job_steps
 from trainperf.derived import derive
 from trainperf.errors import DataError
-from trainperf.loading import load_runs
+from trainperf.loading import aggregate_steps, holds_steps, load_runs, load_steps, load_summaries, rank_step_times
 from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, RUN_CV, SAME, SLOWER, Difference, log_interval,
                              relative_difference, resample_runs, t_quantile, verdict, welch_dof, with_run_to_run)
-from trainperf.steps import STEPS_TABLE_SUFFIXES, _steps_inputs, aggregate_steps, has_steps_columns, load_steps
 
 PHASES = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "comm_s", "comm_exposed_s")
 """Phase columns compared, where both sides timed them in every measured step."""
@@ -66,20 +66,17 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cac
     for path in paths:
         if not path.exists():
             raise DataError("no such file or folder", path=path)
-    tables = [p for p in paths if p.is_file() and _holds_steps(p)]  # load_runs leaves steps tables to load_steps
+    tables = [p for p in paths if p.is_file() and holds_steps(p)]  # load_runs leaves steps tables to load_steps
     others = [p for p in paths if p not in tables]
     frames = ([load_runs(*others, cache=cache)] if others else []) + ([aggregate_steps(load_steps(*tables))] if tables else [])
     runs = derive(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
     _check_repeats(runs, label or ", ".join(map(str, paths)))
     side = Side(label or ", ".join(map(str, paths)), runs)
-    if any(_holds_steps(p) for p in paths):
-        side.steps, side.dropped_steps = job_steps(load_steps(*paths), warmup)
+    with_steps = [p for p in paths if holds_steps(p)]
+    if with_steps:
+        side.steps, side.dropped_steps = job_steps(load_summaries(*with_steps), warmup,
+                                                   rank_steps=rank_step_times(*with_steps))
     return side
-
-
-def _holds_steps(path: Path) -> bool:
-    return any(item.is_dir() or (item.suffix.lower() in STEPS_TABLE_SUFFIXES and has_steps_columns(item))
-               for item in _steps_inputs(path))
 
 
 def _check_repeats(runs: pd.DataFrame, label: str) -> None:
@@ -90,45 +87,6 @@ def _check_repeats(runs: pd.DataFrame, label: str) -> None:
                 raise DataError(f"the runs of one side must be repeats of one configuration, but they differ in "
                                 f"{column!r} ({', '.join(sorted(values))}); compare one configuration per side",
                                 path=label)
-
-
-def job_steps(steps: pd.DataFrame, warmup: int = 0, *, usable_only: bool = False
-              ) -> tuple[dict[str, pd.DataFrame], int]:
-    """Per run, the job's measured steps (see :class:`Side`), and how many
-    steps were dropped because some rank did not record them. ``warmup``: steps
-    dropped at the start of each run on top of those flagged warm-up. A run
-    with a complete step without ``step_s``, or with fewer than 2 complete
-    measured steps, is a DataError, or with ``usable_only`` left out."""
-    measured = steps[~steps["warmup"].astype(bool)] if "warmup" in steps else steps
-    first = measured.groupby("run_id", observed=True)["step"].transform("min")
-    measured = measured[measured["step"] >= first + warmup]
-    keys = [measured["run_id"], measured["step"]]
-    by_step = measured.groupby(keys, sort=True, observed=True)
-    sums, means = [c for c in RATES if c in measured], [c for c in PHASES if c in measured]
-    per_rank = measured.groupby([*keys, measured["rank"]], sort=True, observed=True)["step_s"].max().unstack("rank")
-    table = pd.concat([by_step["step_s"].max().rename("step_time_s"), by_step[sums].sum(), by_step[means].mean(),
-                       per_rank.rename(columns=lambda r: f"rank_{int(r)}_s")], axis=1)
-    runs = measured.groupby("run_id", sort=True, observed=True)
-    ranks, timed = runs["rank"].unique(), runs[[*sums, *means]].count() == runs.size().to_numpy()[:, None]
-    complete = by_step["rank"].nunique() == runs["rank"].nunique().reindex(table.index.get_level_values(0)).to_numpy()
-    kept = table[complete.to_numpy()].reset_index()
-    counts = complete.groupby(level=0, sort=True, observed=True).agg(["sum", "size"])
-    stops = np.cumsum(counts["sum"].to_numpy())
-    out, dropped = {}, 0
-    for (run_id, (n, total)), stop in zip(counts.iterrows(), stops):
-        names = ["step", "step_time_s", *(c for c in (*sums, *means) if timed.loc[run_id, c]),
-                 *(f"rank_{int(r)}_s" for r in sorted(ranks[run_id]))]
-        frame = pd.DataFrame({c: kept[c].to_numpy()[stop - n:stop] for c in names})
-        untimed = frame["step"][frame["step_time_s"].isna()]
-        problem = (f"step {untimed.iloc[0]} has no step_s" if len(untimed) else
-                   f"{n} measured step(s) after the warm-up: at least 2 are needed" if n < 2 else None)
-        if problem and usable_only:
-            continue
-        if problem:
-            raise DataError(problem, path=f"run {run_id}")
-        dropped += int(total - n)
-        out[str(run_id)] = frame
-    return out, dropped
 
 
 @dataclass

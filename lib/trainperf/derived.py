@@ -235,7 +235,7 @@ def _peak(row: dict) -> tuple[float, object, str]:
     peak = dense_peak_tflops(str(platform), str(precision))
     if peak is None:
         if is_cpu(str(platform)):
-            return math.nan, pd.NA, "cpu runs need a measured peak_tflops_per_gpu (trainperf.hardware.measure_peak_flops)"
+            return math.nan, pd.NA, "cpu runs need a measured peak_tflops_per_gpu (trainperf.profiler.peak_flops.measure_peak_flops)"
         return math.nan, pd.NA, f"platform {platform!r} at {precision} is not in the peak table"
     return peak.tflops, f"{peak.device} {peak.precision} dense: {peak.source}", ""
 

@@ -1,8 +1,7 @@
-"""Peak FLOP/s of accelerators, per precision, and a measured peak for CPUs.
+"""Peak FLOP/s of accelerators, per precision.
 
 Units: TFLOP/s (10¹² floating-point operations per second, a multiply-add
-counted as 2 operations), per device; :func:`measure_peak_flops` returns
-FLOP/s.
+counted as 2 operations), per device.
 
 The table holds the **dense** peak of each device at each precision, as MFU
 needs it. Vendor sheets often print the 2:4 structured-sparsity figure, twice
@@ -26,26 +25,20 @@ V100 → SXM2. Unknown or ambiguous names return ``None``: there is no default
 peak.
 
 CPUs (platform ``"cpu"`` or starting with ``"cpu"``) have no table entry;
-:func:`measure_peak_flops` measures the running machine's dense matmul rate.
+``trainperf.profiler.peak_flops.measure_peak_flops`` measures the running
+machine's dense matmul rate.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import time
 from collections.abc import Iterable
-from types import ModuleType
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from trainperf.errors import DataError
 from trainperf.schema import PRECISIONS
-
-if TYPE_CHECKING:
-    import torch
 
 
 @dataclass(frozen=True)
@@ -312,83 +305,3 @@ def dense_peak_tflops(platform: str, precision: str) -> Peak | None:
     figure = device.figures[canonical]
     return Peak(tflops=float(figure.dense), device=device.name, precision=canonical,
                 source=f"{device.datasheet}: {figure.printed}")
-
-
-def measure_peak_flops(dtype: torch.dtype | None = None, n: int | None = None, seconds: float = 1.0,
-                       device: str | torch.device = "cpu", threads: int | None = None) -> float:
-    """Measured dense matmul rate of this machine, in FLOP/s (not TFLOP/s).
-
-    Multiplies two random ``n × n`` matrices of ``dtype`` (default
-    ``torch.float32``) with ``torch.mm`` (``2·n³`` FLOPs each): two warm-up
-    products, then timed samples for about ``seconds`` (at least three), and
-    returns the best sample's rate. On CUDA each sample is timed with CUDA
-    events around enough back-to-back products to last about a tenth of
-    ``seconds``, after a synchronize; on CPU with ``time.perf_counter``.
-
-    ``n`` defaults to 1024 on CPU (about 1.2 s in all with the default
-    ``seconds``) and 8192 on CUDA (large enough to approach the tensor-core
-    peak). ``threads`` sets ``torch``'s intra-op thread count for the
-    measurement (restored afterwards); measure with the threads one training
-    process uses, since a CPU run's ``gpus`` counts processes. Other load on
-    the machine lowers the result; the best-of-samples rule limits that, and a
-    single thread is the least sensitive. The result divided by 10¹² is a
-    run's ``peak_tflops_per_gpu``. Raises ``RuntimeError`` for a CUDA device
-    when CUDA is not available.
-    """
-    import torch
-
-    dtype = dtype or torch.float32
-    target = torch.device(device)
-    if target.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("measure_peak_flops: a CUDA device was requested but CUDA is not available")
-    size = n or (8192 if target.type == "cuda" else 1024)
-    saved_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        best = _best_matmul_seconds(torch, target, dtype, size, seconds)
-    finally:
-        if threads is not None:
-            torch.set_num_threads(saved_threads)
-    return 2.0 * size**3 / best
-
-
-def _best_matmul_seconds(torch: ModuleType, target: torch.device, dtype: torch.dtype, size: int,
-                         seconds: float) -> float:
-    """Seconds of the fastest ``size × size`` product on ``target`` (see :func:`measure_peak_flops`)."""
-    generator = torch.Generator(device=target).manual_seed(0)
-    a = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
-    b = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
-    out = torch.empty(size, size, dtype=dtype, device=target)
-    timer = _cuda_timer(torch, target) if target.type == "cuda" else _cpu_timer
-    first = min(timer(lambda: torch.mm(a, b, out=out), 1) for _ in range(2))
-    reps = max(1, int(seconds / 10 / first)) if target.type == "cuda" else 1
-    best, spent, samples = math.inf, 0.0, 0
-    while samples < 3 or spent < seconds:
-        elapsed = timer(lambda: torch.mm(a, b, out=out), reps)
-        best, spent, samples = min(best, elapsed / reps), spent + elapsed, samples + 1
-    return best
-
-
-def _cpu_timer(work, reps: int) -> float:
-    """Seconds ``reps`` calls of ``work`` take on the CPU."""
-    start = time.perf_counter()
-    for _ in range(reps):
-        work()
-    return time.perf_counter() - start
-
-
-def _cuda_timer(torch: ModuleType, target: torch.device):
-    """A timer like :func:`_cpu_timer` for ``target`` (a CUDA device): CUDA
-    events around the calls, after a synchronize."""
-    def timer(work, reps: int) -> float:
-        with torch.cuda.device(target):
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                work()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1000.0
-    return timer

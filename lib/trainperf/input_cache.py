@@ -22,6 +22,7 @@ reading raised. The cache lives in ``inputs`` under trainperf's cache folder
 from __future__ import annotations
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 import hashlib
 import os
 import pickle
@@ -32,11 +33,14 @@ from pathlib import Path
 
 import pandas as pd
 
-import trainperf
+from trainperf.cache import cache_dir as trainperf_cache
+from trainperf.importers.settings import sidecar_path
 
 OFF = "TRAINPERF_INPUT_CACHE"
 """Environment variable: ``off`` reads every input every time."""
 
+HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Files hashed at once (a run of a thousand ranks has a thousand files)."""
 KEEP = 512
 """Entries kept (one per input); the least recently written beyond this are removed."""
 
@@ -44,8 +48,6 @@ KEEP = 512
 def cache_dir() -> Path | None:
     """``inputs`` in trainperf's cache folder (``$TRAINPERF_CACHE_DIR``, else
     ``~/.cache/trainperf``); ``None`` when ``TRAINPERF_INPUT_CACHE`` is ``off``."""
-    from trainperf.profiler.cpu_peak import cache_dir as trainperf_cache
-
     return None if os.environ.get(OFF, "").lower() == "off" else trainperf_cache() / "inputs"
 
 
@@ -78,8 +80,10 @@ def input_key(path: Path, kind: str) -> str:
     digest = hashlib.blake2b(digest_size=20)
     for part in (kind, str(resolved), source_digest(), pd.__version__):
         digest.update(part.encode() + b"\0")
-    for file in input_files(resolved):
-        digest.update(str(file.relative_to(resolved.parent)).encode() + b"\0" + file_digest(file) + b"\0")
+    files = list(input_files(resolved))
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:  # hashlib releases the GIL on large buffers
+        for file, content in zip(files, pool.map(file_digest, files)):
+            digest.update(str(file.relative_to(resolved.parent)).encode() + b"\0" + content + b"\0")
     return digest.hexdigest()
 
 
@@ -88,8 +92,6 @@ def input_files(path: Path) -> Iterator[Path]:
     if path.is_dir():
         yield from sorted(p for p in path.rglob("*") if p.is_file())
     elif path.is_file():
-        from trainperf.importers.settings import sidecar_path
-
         yield path
         sidecar = sidecar_path(path)
         if sidecar.is_file():
@@ -105,7 +107,7 @@ def file_digest(path: Path) -> bytes:
 @functools.cache
 def source_digest() -> str:
     """Digest of trainperf's installed source (every file of the package except bytecode)."""
-    root = Path(trainperf.__file__).resolve().parent
+    root = Path(__file__).resolve().parent  # the package this module belongs to
     digest = hashlib.blake2b(digest_size=20)
     for file in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(file.relative_to(root)).encode() + b"\0" + file_digest(file))

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from trainperf.compare import CONFIG_KEY, RATES, Side, estimate_runs, estimate_steps, job_steps
+from trainperf.aggregate import Summaries, job_steps
+from trainperf.compare import CONFIG_KEY, RATES, Side, estimate_runs, estimate_steps
 from trainperf.stats import (DRAWS, FASTER, MIN_EFFECT, RUN_CV, SAME, Difference, relative_difference, verdict,
                              with_run_to_run)
 
@@ -40,28 +41,29 @@ def configuration_keys(runs: pd.DataFrame) -> pd.Series:
     return (experiment + "|" + explicit.astype("string")).fillna(implicit)
 
 
-def configuration_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None, draws: int = DRAWS,
+def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, draws: int = DRAWS,
                             seed: int = 0, run_cv: float = RUN_CV) -> pd.DataFrame:
     """One row per configuration of a derived runs table: ``throughput`` (mean
     over its repeats, ``unit`` per second: tokens, else samples) with its 95 %
     interval ``low``–``high`` (NaN for one run without steps), ``se_log`` and
     ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers),
     ``runs``, ``steps`` (measured steps used) and ``run_ids``. ``steps``: the
-    steps table of (some of) the runs; a configuration uses steps only when
-    every one of its runs has at least 2 complete measured steps there (a
-    table of per-rank totals has not: see :func:`trainperf.compare.job_steps`).
+    summaries of the step intervals of (some of) the runs
+    (``trainperf.load_summaries``); a configuration uses steps only when every
+    one of its runs has at least 2 complete measured steps there (a table of
+    per-rank totals has not: see :func:`trainperf.aggregate.job_steps`).
     A configuration measured by one run with steps cannot show its run-to-run
     variation: its interval adds ``run_cv`` (a fraction, as ``trainperf
     compare`` does; 0 for its steps alone).
     Deterministic for a ``seed``."""
-    frames = job_steps(steps, usable_only=True)[0] if steps is not None and len(steps) else {}
+    frames = job_steps(steps, usable_only=True)[0] if steps is not None else {}
     return intervals_of_job_steps(runs, frames, draws, seed, run_cv)
 
 
 def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], draws: int = DRAWS, seed: int = 0,
                            run_cv: float = RUN_CV) -> pd.DataFrame:
     """:func:`configuration_intervals` from the runs' job steps already made by
-    :func:`trainperf.compare.job_steps` (``usable_only``): ``frames`` maps a run_id to
+    :func:`trainperf.aggregate.job_steps` (``usable_only``): ``frames`` maps a run_id to
     its steps; the runs it leaves out have none."""
     used = [c for c in ("run_id", "experiment", "extra_configuration", *RATES.values()) if c in runs]
     rows = []

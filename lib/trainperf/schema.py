@@ -149,6 +149,45 @@ DERIVED: list[Column] = [
     Column("notes", "str", "why derived values are empty or doubtful, '; '-separated"),
 ]
 
+STEP_INTERVALS: list[Column] = [
+    Column("run_id", "str", "the run the interval belongs to"),
+    Column("rank", "int", "global rank that recorded the interval", "nonnegative"),
+    Column("step", "int", "last optimizer step the interval covers, numbered as its source numbers them"),
+    Column("n_steps", "float", "optimizer steps the interval covers: 1 for a profiler step, N for a log line that "
+                               "reports every N steps; NaN where unknown (the first line of an excerpt)"),
+    Column("node", "str", "host the rank ran on (empty where unknown)"),
+    Column("warmup", "bool", "the interval belongs to the warm-up, not to the measured window"),
+    Column("includes_evaluation", "bool", "the interval's time includes an evaluation its source did not time on "
+                                          "its own: left out of the measured window"),
+    Column("start_s", "float", "start of the interval (s since the rank's clock started: the profiler's creation, "
+                               "or a log's first timed step); NaN where unknown"),
+    Column("step_s", "float", "wall time of the interval, all its n_steps steps (s)"),
+    *_cols("float", "nonnegative", {f"{p}_s": f"{doc} in the interval (s)" for p, doc in (
+        ("data", "waiting for batches"), ("h2d", "copying batches to the device"), ("forward", "forward passes"),
+        ("loss", "loss computation"), ("backward", "backward passes"), ("optimizer", "optimizer steps"),
+        ("comm", "gradient communication (the collectives' total time)"),
+        ("comm_exposed", "communication not hidden behind computation"), ("validation", "validation"),
+        ("compute", "forward + loss + backward + optimizer, where a source reports only their sum"))}),
+    Column("tokens", "float", "tokens this rank processed in the interval, every micro-step counted (a log that "
+                              "prints the job's gives each printing rank its share)", "nonnegative"),
+    Column("samples", "float", "samples this rank processed in the interval (as tokens)", "nonnegative"),
+    Column("micro_steps", "float", "micro-batches per optimizer step (gradient accumulation)", "count"),
+    Column("loss", "float", "training loss at the end of the interval"),
+    Column("peak_memory_gb", "float", "peak device memory in the interval (GiB)", "nonnegative"),
+]
+"""The step-intervals table: one row per interval of training time that one rank
+recorded, the one shape every per-step input is read into (profiler run folders,
+per-rank steps tables, logs). A profiler step is an interval of one optimizer
+step; a log line that reports every N steps, one of N; a per-rank table of
+epoch totals, one of an epoch."""
+
+STEP_INTERVAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in STEP_INTERVALS)
+"""Columns of the step-intervals table, in order."""
+
+STEP_PHASE_COLUMNS: tuple[str, ...] = tuple(c.name for c in STEP_INTERVALS
+                                            if c.name.endswith("_s") and c.name not in ("start_s", "step_s"))
+"""Phase seconds of an interval: the runs columns of the same names hold the mean over ranks of each rank's total."""
+
 INPUT_COLUMNS: dict[str, Column] = {c.name: c for c in IDENTITY + MEASUREMENTS}
 DERIVED_COLUMNS: dict[str, Column] = {c.name: c for c in DERIVED}
 

@@ -17,39 +17,43 @@ import math
 import numpy as np
 import pandas as pd
 
+from trainperf.aggregate import Summaries, summarize
+from trainperf.steps_table import as_intervals
+
 MIN_GAP_SHARE = 0.05
 """A rank is named the straggler only when it waits less than the other
 ranks (their median) by at least this share of the median step time."""
 
 
-def rank_waits(steps: pd.DataFrame) -> pd.DataFrame:
-    """Per run and rank of a steps table, over its measured (non-warm-up)
-    steps: rows ``run_id, rank, node, steps, step_s, comm_exposed_s, busy_s``
-    (medians over steps, seconds; ``busy_s`` = ``step_s - comm_exposed_s``),
-    by run and rank."""
-    measured = steps[~steps["warmup"].astype(bool)]
-    out = (measured.groupby(["run_id", "rank"], sort=True, observed=True)
-           .agg(node=("node", "first"), steps=("step", "size"), step_s=("step_s", "median"),
-                comm_exposed_s=("comm_exposed_s", "median"))
-           .reset_index())
-    return out.assign(busy_s=out["step_s"] - out["comm_exposed_s"])
+def rank_waits(summaries: Summaries) -> pd.DataFrame:
+    """Per run and rank with measured steps (warm-up left out): rows ``run_id,
+    rank, node, steps, step_s, comm_exposed_s, busy_s`` (medians over steps,
+    seconds; ``busy_s`` = ``step_s - comm_exposed_s``), by run and rank."""
+    per_rank = summaries.per_rank[summaries.per_rank["measured_intervals"].gt(0)]
+    out = pd.DataFrame({"run_id": per_rank["run_id"].astype(str), "rank": per_rank["rank"],
+                        "node": per_rank["node"], "steps": per_rank["measured_intervals"].astype(int),
+                        "step_s": per_rank["step_s_median"], "comm_exposed_s": per_rank["comm_exposed_s_median"]})
+    return out.sort_values(["run_id", "rank"]).reset_index(drop=True).assign(
+        busy_s=lambda o: o["step_s"] - o["comm_exposed_s"])
 
 
-def find_straggler(steps: pd.DataFrame, run_id: str | None = None,
+def find_straggler(steps: pd.DataFrame | Summaries, run_id: str | None = None,
                    min_gap_share: float = MIN_GAP_SHARE) -> tuple[pd.DataFrame, str]:
     """Per-rank communication waits of one run and the straggler they name.
 
-    ``steps``: a steps table (``trainperf.load_steps``); ``run_id`` picks a
-    run when it holds several. Warm-up steps are left out. Returns the run's
+    ``steps``: the run's step intervals (``trainperf.load_steps``) or their
+    summaries (``trainperf.load_summaries``); ``run_id`` picks a run when
+    they hold several. Warm-up steps are left out. Returns the run's
     :func:`rank_waits` rows with ``wait_gap_s`` (how much less the rank waits
     than the median of the other ranks, s) and ``straggler``, and a sentence
     naming the straggler, or saying why none is named (see :func:`name_straggler`)."""
+    summaries = steps if isinstance(steps, Summaries) else summarize(as_intervals(steps))
     if run_id is None:
-        runs = steps["run_id"].unique()
+        runs = summaries.run_ids
         if len(runs) != 1:
-            raise ValueError(f"the steps table holds {len(runs)} runs ({', '.join(map(str, runs))}): pass run_id")
-        run_id = str(runs[0])
-    return name_straggler(rank_waits(steps[steps["run_id"] == run_id]), run_id, min_gap_share)
+            raise ValueError(f"the steps hold {len(runs)} runs ({', '.join(runs)}): pass run_id")
+        run_id = runs[0]
+    return name_straggler(rank_waits(summaries.of(run_id)), run_id, min_gap_share)
 
 
 def name_straggler(per_rank: pd.DataFrame, run_id: str,

@@ -32,7 +32,7 @@ def measure_cpu_peaks(precision: str, threads: set[int]) -> dict[int, float]:
     """Dense matmul peak of this CPU at ``precision`` for each thread count (TFLOP/s)."""
     import torch
 
-    from trainperf.hardware import measure_peak_flops
+    from trainperf.profiler.peak_flops import measure_peak_flops
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     return {n: measure_peak_flops(dtype=dtype, threads=n) / 1e12 for n in sorted(threads)}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import DataError
-from trainperf.importers.compare import TOLERANCE, compare_reported
+from trainperf.importers.reported import TOLERANCE, compare_reported
 from trainperf.importers.composer import Composer
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
 from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv

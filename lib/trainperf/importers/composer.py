@@ -43,7 +43,9 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from trainperf.importers import intervals
+import pandas as pd
+
+from trainperf.importers import records
 from trainperf.importers.core import LineFormat, ParsedRun, RunParser, rate_from_reported
 from trainperf.importers.text import NUMBER, LineError, number, rank_prefix
 
@@ -103,8 +105,8 @@ class ComposerParser(RunParser):
                 for run in self.runs]
 
 
-def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
-    records = intervals.Intervals(REPORTED)
+def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+    found = records.Intervals(REPORTED)
     previous: dict[str, float] | None = None
     for block in run.blocks:
         step = block.get("batch", block["step"])
@@ -119,9 +121,9 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None
         if not (n > 0 and seconds > 0):
             n = seconds = NAN
         weight = seconds if math.isfinite(seconds) else 1.0
-        records.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, *reported))
+        found.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, *reported))
         previous = block
-    measured, _ = intervals.aggregate(records, config)
+    measured, intervals = records.aggregate(found, config)
     last = run.blocks[-1]
     for name in REPORTED:
         if f"reported_{name}" not in measured and math.isfinite(last.get(name, NAN)):
@@ -131,7 +133,7 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None
     if "train_loss" not in measured and math.isfinite(last.get("loss", NAN)):
         measured["train_loss"] = last["loss"]
     rate_from_reported(measured, config)
-    return measured, None
+    return measured, intervals
 
 
 class Composer(LineFormat):

@@ -17,14 +17,15 @@ import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
 from trainperf.flops import missing_inputs
-from trainperf.loading import SPEED_INPUTS, check_runs, is_missing
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineParser
-from trainperf.steps import STEPS_COLUMNS
+from trainperf.schema import STEP_INTERVAL_COLUMNS
+from trainperf.table_rules import SPEED_INPUTS, check_runs, is_missing
 
 Finish = Callable[[Mapping[str, Any]], tuple[dict[str, Any], "pd.DataFrame | None"]]
 """Turns a run's merged configuration into its measurements (runs columns)
-and its steps rows (or None)."""
+and its step intervals (``trainperf.schema.STEP_INTERVALS``; None for a
+format that prints no step: its run is one interval, :func:`summary_interval`)."""
 
 
 @dataclass
@@ -289,11 +290,13 @@ def _steps_table(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
     if not frames:
         return None
     table = pd.concat(frames, ignore_index=True)
-    for name in STEPS_COLUMNS:
+    for name in STEP_INTERVAL_COLUMNS:
         if name not in table:
-            table[name] = pd.Series("", index=table.index, dtype="string") if name == "node" else math.nan
+            table[name] = (pd.Series("", index=table.index, dtype="string") if name == "node" else
+                           pd.Series(False, index=table.index) if name in ("warmup", "includes_evaluation")
+                           else math.nan)
     table["run_id"] = table["run_id"].astype("string")
-    return table[list(STEPS_COLUMNS)]
+    return table[list(STEP_INTERVAL_COLUMNS)]
 
 
 def _missing_list(runs: pd.DataFrame) -> list[Missing]:

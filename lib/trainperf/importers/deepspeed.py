@@ -45,10 +45,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from trainperf.importers import intervals
+from trainperf.importers import records
 from trainperf.importers.core import LineFormat, rate_from_reported
 from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp
-from trainperf.loading import is_missing
+from trainperf.table_rules import is_missing
 
 NAN = math.nan
 REPORTED = ("samples_per_s",)
@@ -82,13 +82,13 @@ def parse_timer(line: str) -> tuple[Any, ...]:
             timestamp(body[:match.start()]))
 
 
-class _Run(intervals.Run):
+class _Run(records.Run):
     def __init__(self, line: int, config: dict[str, Any]) -> None:
         super().__init__(line, config, REPORTED)
         self.phases: list[dict[str, float]] = []
 
 
-class DeepSpeedParser(intervals.IntervalParser[_Run]):
+class DeepSpeedParser(records.IntervalParser[_Run]):
     anchors = ("SamplesPerSec=", "time (ms)", "train_batch_size", "train_micro_batch_size_per_gpu",
                "gradient_accumulation_steps", "dist_world_size=")
     start = _TIMER
@@ -125,19 +125,19 @@ class DeepSpeedParser(intervals.IntervalParser[_Run]):
         run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)
         n = seconds = NAN
-        if previous is not None and previous is not intervals.BROKEN:
+        if previous is not None and previous is not records.BROKEN:
             n = float(step - previous[0])
             seconds = when - previous[1]
             if seconds <= 0:
-                run.previous[rank] = intervals.BROKEN
+                run.previous[rank] = records.BROKEN
                 return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
         weight = seconds if math.isfinite(seconds) else 1.0 / rate
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, rate))
         return ""
 
-    def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        measured, steps = intervals.aggregate(run.records, config)
+    def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        measured, steps = records.aggregate(run.records, config)
         if "elapsed_s" in measured:
             measured["extra_time_source"] = "log timestamps"
         rate_from_reported(measured, config)

@@ -44,7 +44,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from trainperf.importers.core import LineFormat, ParsedRun, RunParser
-from trainperf.importers.intervals import finite
+from trainperf.importers.records import finite
 from trainperf.importers.text import NUMBER, number
 
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(\S.*?)\s*#*\s*$")

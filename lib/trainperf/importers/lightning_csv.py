@@ -45,7 +45,7 @@ from trainperf.errors import DataError
 from trainperf.importers.core import Format, ParsedLog, ParsedRun
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import iter_chunks
-from trainperf.loading import is_missing
+from trainperf.table_rules import is_missing
 
 _HEADER = re.compile(r"^[^\n]*\btrain[/|]time\b[^\n]*$", re.MULTILINE)
 _LOSS = ("train_loss", "loss", "train/loss", "train|loss", "train_loss_step")

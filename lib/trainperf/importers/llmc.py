@@ -42,7 +42,7 @@ import pandas as pd
 
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
-from trainperf.importers import intervals
+from trainperf.importers import records
 from trainperf.importers.core import LineFormat
 from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
 
@@ -92,7 +92,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
             field_number("tok/s", rate.group(1) if rate else None), mfu_value if mfu_value >= 0 else NAN)
 
 
-class LlmcParser(intervals.IntervalParser[intervals.Run]):
+class LlmcParser(records.IntervalParser[records.Run]):
     anchors = ("step ", "batch_size B=", "grad_accum_steps=", "num_parameters", "| ", "val loss")
     start = _STEP
 
@@ -115,7 +115,7 @@ class LlmcParser(intervals.IntervalParser[intervals.Run]):
             self.config["grad_accum_steps"] = int(match.group(1))
         elif match := _VAL.search(body):
             if self.run is not None:
-                self.run.val_loss = intervals.finite(number(match.group(1)))
+                self.run.val_loss = records.finite(number(match.group(1)))
         elif match := _TABLE.match(body):
             self._table_row(number_, *match.groups())
         elif match := _PARAMS.search(body):
@@ -149,18 +149,18 @@ class LlmcParser(intervals.IntervalParser[intervals.Run]):
         if self.run is not None and not len(self.run.records):
             self.run.config.update(self.config)
 
-    def new_run(self, line: int) -> intervals.Run:
-        return intervals.Run(line, dict(self.config), REPORTED)
+    def new_run(self, line: int) -> records.Run:
+        return records.Run(line, dict(self.config), REPORTED)
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add a step line's record (each line times its own step)."""
         label, step, loss, seconds, rate, mfu = parsed
-        intervals.step_time_records(self, line, self.rank_of(label, step), step, seconds, self.tokens, NAN, loss,
+        records.step_time_records(self, line, self.rank_of(label, step), step, seconds, self.tokens, NAN, loss,
                                     (rate, mfu))
         return ""
 
-    def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        return intervals.printed_step_times(run, config, "step times printed by the log", "llmc")
+    def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        return records.printed_step_times(run, config, "step times printed by the log", "llmc")
 
 
 class Llmc(LineFormat):

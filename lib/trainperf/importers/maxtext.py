@@ -33,7 +33,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from trainperf.importers import intervals
+from trainperf.importers import records
 from trainperf.importers.core import LineFormat, rate_from_reported
 from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
 
@@ -61,7 +61,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
             field_number("Tokens/s/device", fields.get("Tokens/s/device")))
 
 
-class MaxTextParser(intervals.IntervalParser[intervals.Run]):
+class MaxTextParser(records.IntervalParser[records.Run]):
     anchors = ("completed step:", "eval metrics after step")
     start = _STEP
 
@@ -71,20 +71,20 @@ class MaxTextParser(intervals.IntervalParser[intervals.Run]):
             return self.read_record(lines, i, number_, parse_step, "step line")
         match = _EVAL.search(line)
         if match and self.run is not None:
-            self.run.val_loss = intervals.finite(number(match.group(1)))
+            self.run.val_loss = records.finite(number(match.group(1)))
         return 1
 
-    def new_run(self, line: int) -> intervals.Run:
-        return intervals.Run(line, {}, REPORTED)
+    def new_run(self, line: int) -> records.Run:
+        return records.Run(line, {}, REPORTED)
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, seconds, tokens, loss, tflops, rate = parsed
-        intervals.step_time_records(self, line, self.rank_of(label, step), step, seconds,
+        records.step_time_records(self, line, self.rank_of(label, step), step, seconds,
                                     tokens if tokens > 0 else NAN, NAN, loss, (tflops, rate))
         return ""
 
-    def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        measured, steps = intervals.aggregate(run.records, config, origin=0)
+    def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        measured, steps = records.aggregate(run.records, config, origin=0)
         measured["extra_time_source"] = "step times printed by the log"
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss

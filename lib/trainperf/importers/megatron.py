@@ -61,7 +61,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from trainperf.importers import intervals
+from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
 from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
 
@@ -130,7 +130,7 @@ def _count(fields: dict[str, str], key: str) -> float:
     return value
 
 
-class _Run(intervals.Run):
+class _Run(records.Run):
     """A run with the peak memory of its ``memory (MB)`` lines (NaN until
     one is printed) and whether its first records have been widened."""
 
@@ -140,7 +140,7 @@ class _Run(intervals.Run):
         self.widened = False
 
 
-class MegatronParser(intervals.IntervalParser[_Run]):
+class MegatronParser(records.IntervalParser[_Run]):
     anchors = ("iteration", " ...", "padded vocab", "memory (MB)", "lm loss value")
     start = _ITERATION
 
@@ -159,7 +159,7 @@ class MegatronParser(intervals.IntervalParser[_Run]):
         if "lm loss value" in line:
             match = _VAL_LOSS.search(line)
             if match and self.run is not None:
-                self.run.val_loss = intervals.finite(number(match.group(1)))
+                self.run.val_loss = records.finite(number(match.group(1)))
         elif "memory (MB)" in line:
             match = _MEMORY.search(line)
             megabytes = number(match.group(1)) if match else NAN
@@ -183,7 +183,7 @@ class MegatronParser(intervals.IntervalParser[_Run]):
         rank = self.rank_of(label, iteration)
         run = self.run_at(line, rank, iteration)
         previous = run.previous.get(rank)
-        if previous is intervals.BROKEN:
+        if previous is records.BROKEN:
             n = samples = tokens = NAN
         elif previous is None:  # only a first line at iteration 1 says where its interval starts
             n = 1.0 if iteration == 1 else NAN
@@ -194,7 +194,7 @@ class MegatronParser(intervals.IntervalParser[_Run]):
             samples = consumed - previous[1] if math.isfinite(consumed - previous[1]) else n * batch
             tokens = consumed_tokens - previous[2]
             if samples < 0 or tokens < 0:
-                run.previous[rank] = intervals.BROKEN
+                run.previous[rank] = records.BROKEN
                 return "consumed samples or tokens went down since the previous line"
         run.previous[rank] = (iteration, consumed, consumed_tokens)
         if math.isfinite(batch):
@@ -239,11 +239,11 @@ class MegatronParser(intervals.IntervalParser[_Run]):
             config["grad_accum_steps"] = batch // (dp * micro)
         return config
 
-    def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         if not run.widened:
             _first_iteration_alone(run.records.table())
             run.widened = True
-        measured, steps = intervals.aggregate(run.records, config)
+        measured, steps = records.aggregate(run.records, config)
         measured["extra_time_source"] = "iteration times printed by the log"
         if "reported_tflops_per_gpu" in measured:
             measured[REPORTED_CONVENTION] = self.convention
@@ -259,7 +259,7 @@ def _first_iteration_alone(table: np.ndarray) -> None:
     """Where a rank's first line was iteration 1 logged on its own (recent
     Megatron-LM), its second line's mean covers the first line's iterations
     too: widen that record (in place) and leave the first out (``excluded`` = 2)."""
-    c = intervals.COLUMN
+    c = records.COLUMN
     for rank in np.unique(table[:, c["rank"]]):
         rows = np.flatnonzero(table[:, c["rank"]] == rank)
         if len(rows) < 2:

@@ -43,7 +43,7 @@ import pandas as pd
 
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
-from trainperf.importers import intervals
+from trainperf.importers import records
 from trainperf.importers.core import LineFormat
 from trainperf.importers.text import NUMBER, LineError, number, positive, rank_prefix
 
@@ -74,7 +74,7 @@ def parse_iter(line: str) -> tuple[int, float, float, float]:
     return int(match.group(1)), number(match.group(2)), seconds, mfu if mfu >= 0 else NAN
 
 
-class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
+class NanoGPTParser(records.IntervalParser[records.Run]):
     anchors = ("iter ", "step ", "tokens per iteration", "number of parameters", "Overriding:")
     start = _ITER_START
 
@@ -89,7 +89,7 @@ class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
         if "iter " in line and _ITER_START.search(line):
             return self.read_record(lines, i, number_, parse_iter, "iteration line")
         if match := _EVAL.search(line):
-            self.pending_eval = (int(match.group(1)), intervals.finite(number(match.group(3))))
+            self.pending_eval = (int(match.group(1)), records.finite(number(match.group(3))))
         elif match := _TOKENS.search(line):
             self.tokens = float(match.group(1).replace(",", ""))
         elif match := _PARAMS.search(line):
@@ -115,8 +115,8 @@ class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
             else:
                 self.skip(line, f"Overriding: {key} = {value!r} is not a positive whole number")
 
-    def new_run(self, line: int) -> intervals.Run:
-        return intervals.Run(line, dict(self.config), REPORTED)
+    def new_run(self, line: int) -> records.Run:
+        return records.Run(line, dict(self.config), REPORTED)
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add an iteration line's record (each line times its own step, so every interval is usable)."""
@@ -133,8 +133,8 @@ class NanoGPTParser(intervals.IntervalParser[intervals.Run]):
         run.records.add((rank, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, mfu))
         return ""
 
-    def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        return intervals.printed_step_times(run, config, "iteration times printed by the log", "palm")
+    def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        return records.printed_step_times(run, config, "iteration times printed by the log", "palm")
 
 
 class NanoGPT(LineFormat):

@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from trainperf.importers import intervals
+from trainperf.importers import records
 from trainperf.importers.core import LineFormat
 from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix
 
@@ -64,7 +64,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
             field_number("reduced_train_loss", fields.get("reduced_train_loss")))
 
 
-class NeMoParser(intervals.IntervalParser[intervals.Run]):
+class NeMoParser(records.IntervalParser[records.Run]):
     anchors = ("train_step_timing in s", "val_loss")
     start = _TIMING
 
@@ -74,8 +74,8 @@ class NeMoParser(intervals.IntervalParser[intervals.Run]):
             return self.read_record(lines, i, number_, parse_step, "step line")
         return 1
 
-    def new_run(self, line: int) -> intervals.Run:
-        return intervals.Run(line, {}, ())
+    def new_run(self, line: int) -> records.Run:
+        return records.Run(line, {}, ())
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, seconds, consumed, batch, loss = parsed
@@ -84,14 +84,14 @@ class NeMoParser(intervals.IntervalParser[intervals.Run]):
         samples = batch if batch > 0 else NAN
         if previous is not None and len(previous) == 2 and previous[0] == step - 1 and consumed - previous[1] > 0:
             samples = consumed - previous[1]
-        run = intervals.step_time_records(self, line, rank, step, seconds, NAN, samples, loss, ())
+        run = records.step_time_records(self, line, rank, step, seconds, NAN, samples, loss, ())
         run.previous[rank] = (step, consumed)
         if batch > 0:
             run.config["global_batch_size"] = int(batch)
         return ""
 
-    def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        measured, steps = intervals.aggregate(run.records, config, origin=0)
+    def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        measured, steps = records.aggregate(run.records, config, origin=0)
         measured["extra_time_source"] = "step times printed by the log"
         return measured, steps
 

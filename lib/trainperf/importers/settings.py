@@ -33,7 +33,7 @@ import yaml
 from trainperf.errors import DataError
 from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
-from trainperf.loading import FALSE, RANGE_CHECKS, TRUE
+from trainperf.table_rules import FALSE, RANGE_CHECKS, TRUE
 from trainperf.schema import INPUT_COLUMNS, PREFIXES
 
 SIDECAR_SUFFIX = ".trainperf.yaml"

@@ -53,11 +53,11 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from trainperf.importers import intervals
+from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
 from trainperf.importers.text import (NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp,
                                       whole)
-from trainperf.loading import is_missing
+from trainperf.table_rules import is_missing
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
@@ -121,7 +121,7 @@ def _before(text: str | None, unit: str) -> str | None:
     return head.group(0)
 
 
-class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
+class TorchtitanParser(records.IntervalParser[records.Run]):
     anchors = ("step:", "batch size", "total parameters", "Peak FLOPS", "device mesh", "capacity:")
     start = _STEP
 
@@ -135,7 +135,7 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
             if "validate step:" in line:
                 match = _VALIDATE.search(line)
                 if match and self.run is not None:
-                    self.run.val_loss = intervals.finite(number(match.group(1)))
+                    self.run.val_loss = records.finite(number(match.group(1)))
                 return 1
             if not _STEP.search(line):
                 return 1
@@ -169,30 +169,30 @@ class TorchtitanParser(intervals.IntervalParser[intervals.Run]):
         if self.run is not None and not len(self.run.records):
             self.run.config.update(config)
 
-    def new_run(self, line: int) -> intervals.Run:
-        return intervals.Run(line, dict(self.config), REPORTED)
+    def new_run(self, line: int) -> records.Run:
+        return records.Run(line, dict(self.config), REPORTED)
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, loss, memory, tps, tflops, mfu, when = parsed
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)
-        if previous is None or previous is intervals.BROKEN:
+        if previous is None or previous is records.BROKEN:
             n = 1.0 if step == 1 and previous is None else NAN
             seconds = NAN
         else:
             n = float(step - previous[0])
             seconds = when - previous[1]
             if seconds <= 0:
-                run.previous[rank] = intervals.BROKEN
+                run.previous[rank] = records.BROKEN
                 return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
         weight = seconds if math.isfinite(seconds) else n / tps
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, tps, tflops, mfu))
         return ""
 
-    def finish(self, run: intervals.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        measured, steps = intervals.aggregate(run.records, config)
+    def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        measured, steps = records.aggregate(run.records, config)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         measured[REPORTED_CONVENTION] = "torchtitan"

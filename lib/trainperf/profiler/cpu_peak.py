@@ -1,7 +1,7 @@
 """The CPU's measured matmul peak for a CPU run's MFU, measured once per machine.
 
 A CPU has no datasheet peak in trainperf's table, so a CPU run's MFU needs
-the rate this machine reaches (:func:`trainperf.hardware.measure_peak_flops`,
+the rate this machine reaches (:func:`trainperf.profiler.peak_flops.measure_peak_flops`,
 about a second). It is measured once for each CPU model, core count, torch
 version, thread count and dtype, and kept in ``peak-flops.json`` in the cache
 folder (``$TRAINPERF_CACHE_DIR``, else ``$XDG_CACHE_HOME/trainperf``, else
@@ -16,19 +16,12 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from trainperf.profiler.environment import write_json
+from trainperf.cache import cache_dir
+from trainperf.runfolder.manifest import write_json
 
 CACHE_FILE = "peak-flops.json"
 DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 """torch dtype measured for each precision (fp32 when the run names none)."""
-
-
-def cache_dir() -> Path:
-    """Where trainperf keeps what it measured about this machine."""
-    if os.environ.get("TRAINPERF_CACHE_DIR"):
-        return Path(os.environ["TRAINPERF_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "trainperf"
 
 
 def cpu_model() -> str:
@@ -49,7 +42,7 @@ def cpu_peak(precision: str | None) -> dict[str, Any]:
     call for its key, read from the cache afterwards."""
     import torch
 
-    from trainperf.hardware import measure_peak_flops
+    from trainperf.profiler.peak_flops import measure_peak_flops
 
     dtype = DTYPES.get(str(precision or "fp32").lower(), "float32")
     facts = {"dtype": dtype, "threads": torch.get_num_threads(), "cpu": cpu_model(),

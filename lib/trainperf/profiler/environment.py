@@ -1,4 +1,5 @@
-"""Where a rank runs, and the run's ``manifest.json``.
+"""Where a rank runs, and the content of the run's ``manifest.json``
+(format: ``trainperf.runfolder.manifest``).
 
 The manifest holds the run's configuration (the canonical runs-table columns
 the user passed, which the profiler cannot know: model, precision, ...) and
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MANIFEST_FILE = "manifest.json"
+from trainperf.runfolder.manifest import FORMAT, VERSION
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,8 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
 
     nodes = node_names(places)
     return {
-        "format": "trainperf-run",
-        "version": 1,
+        "format": FORMAT,
+        "version": VERSION,
         "config": config,
         "environment": {
             "started_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -114,10 +115,3 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
         },
         "warmup_steps": warmup_steps,
     }
-
-
-def write_json(path: Path, content: dict[str, Any]) -> None:
-    """Write a JSON file atomically (a reader never sees half of it)."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(content, indent=2, default=str) + "\n")
-    os.replace(partial, path)

@@ -14,9 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainperf.profiler.environment import MANIFEST_FILE
-from trainperf.profiler.rankfile import STEPS_FILE
-from trainperf.profiler.trace import TRACE_FILE
+from trainperf.runfolder.manifest import MANIFEST_FILE, TRACE_FILE
+from trainperf.runfolder.rankfile import STEPS_FILE
 
 RUN_FILES = (MANIFEST_FILE, STEPS_FILE.format(rank="*"), TRACE_FILE.format(rank="*"))
 """Glob patterns of the files a run writes into its folder."""

@@ -34,7 +34,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import Any
 
-from trainperf.profiler import environment, folder, rankfile
+from trainperf.profiler import environment, folder
 from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, CollectiveSampler
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock
 from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
@@ -42,8 +42,10 @@ from trainperf.profiler.cpu_peak import cpu_peak
 from trainperf.profiler.folder import RunFolderInUse
 from trainperf.profiler.memory import cuda_peak_reader, host_peak_reader
 from trainperf.profiler.record import DATA, PHASE_INDEX, StepRecord, resolve
-from trainperf.profiler.trace import TRACE_FILE, trace_line
-from trainperf.profiler.writer import LineFile
+from trainperf.profiler.trace import trace_line
+from trainperf.runfolder import rankfile
+from trainperf.runfolder.linefile import LineFile
+from trainperf.runfolder.manifest import MANIFEST_FILE, TRACE_FILE, write_json
 from trainperf.schema import PHASES
 
 MAX_PENDING_STEPS = 256
@@ -153,7 +155,7 @@ class StepProfiler:
 
     def _write_manifest(self) -> None:
         if self.rank == 0:
-            environment.write_json(self.run_dir / environment.MANIFEST_FILE, environment.manifest(
+            write_json(self.run_dir / MANIFEST_FILE, environment.manifest(
                 self._config, self._places, self._device_name, self._backend, self._strategy,
                 self.warmup_steps, self._torch_version, cpu_peak=self._cpu_peak))
 

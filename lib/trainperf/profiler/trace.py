@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import DataError
-from trainperf.profiler.rankfile import BadLine, warn_bad_lines
+from trainperf.runfolder.manifest import TRACE_FILE
+from trainperf.runfolder.rankfile import BadLine, warn_bad_lines
 
-TRACE_FILE = "trace-rank{rank}.jsonl"
 TRACE_FILE_PATTERN = re.compile(r"^trace-rank(\d+)\.jsonl$")
 CHROME_FILE = "rank{rank}.trace.json"
 TRACKS = {"step": 0, "phases": 1, "allreduce": 2, "data (host clock)": 3}

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from trainperf.aggregate import Summaries
 from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, headline as banner
 from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, run_intervals,
@@ -58,7 +59,7 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
     return Plateau(None, gains)
 
 
-def sweep(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The configurations of sweep ``name`` in sweep order, one row each (index from 0): the first
     run of each with its rates the mean over its repeats (``runs``: how many; see
     :func:`trainperf.report.noise.configuration_means`), and their
@@ -70,7 +71,7 @@ def sweep(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> t
 
 
 def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
-          steps: pd.DataFrame | None = None) -> pd.DataFrame:
+          steps: Summaries | None = None) -> pd.DataFrame:
     """One row per configuration of each sweep (repeats: their mean): experiment, configuration
     (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per step
     (``per_device_batch``), devices, throughput total (95 % interval ``<rate>_low``–``_high``;
@@ -114,7 +115,7 @@ def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
                           per_step=per_step)
 
 
-def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str:
+def top(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> str:
     """The fastest configuration of sweep ``name`` and every one indistinguishable from it,
     or its margin over the next one."""
     unit = unit_of(runs)
@@ -137,7 +138,7 @@ def top(runs: pd.DataFrame, name: str, steps: pd.DataFrame | None = None) -> str
     return text
 
 
-def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | None = None) -> Html:
+def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries | None = None) -> Html:
     """The top of the first sweep (the fastest configuration and those indistinguishable from it, see
     :func:`top`), named with its experiment, and where throughput plateaus."""
     unit = unit_of(runs)
@@ -164,7 +165,7 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | N
     return banner(text + ".", figures)
 
 
-def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: pd.DataFrame | None = None) -> list[str]:
+def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries | None = None) -> list[str]:
     """Per sweep: where no step gains ``min_gain`` any longer, which later gains are within the
     noise, and whether it still gets faster in all — or that it is still improving at the end."""
     unit = unit_of(runs)

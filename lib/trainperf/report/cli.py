@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from trainperf.engine import ENVIRONMENT
 from trainperf.report.parameters import ParameterError
-
-if TYPE_CHECKING:
-    from trainperf.report.pipeline import ReportResult
+from trainperf.report.result import ReportResult
 
 REPORT_NAMES = "throughput, scaling, batch_size, platforms, compare"
 
@@ -34,6 +33,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
                         help="set a notebook parameter, converted to its declared type (repeatable)")
     parser.add_argument("--jobs", type=int, default=2, metavar="N",
                         help="notebooks run at a time (default: 2)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="a dask.distributed scheduler (tcp://host:8786) that reads and aggregates the run "
+                             "folders and steps tables (default: $TRAINPERF_SCHEDULER, else this machine)")
     parser.set_defaults(run=run)
 
 
@@ -41,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
     """Build the reports; print one line per report with its time; 1 if any failed."""
     from trainperf.report.kernels import forked_kernels, kernel_command
 
+    if args.scheduler:  # the kernels inherit it
+        os.environ[ENVIRONMENT] = args.scheduler
     # the kernel server imports the notebooks' modules while this process imports the build's and plans it
     with forked_kernels(kernel_command() or [], Path.cwd()):
         from trainperf.report.html import count

@@ -11,7 +11,7 @@ import pandas as pd
 
 from trainperf.hardware import is_cpu
 from trainperf.intervals import configuration_keys
-from trainperf.loading import provenance
+from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, fmt_int
 

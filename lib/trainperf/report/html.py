@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from trainperf.loading import is_missing
+from trainperf.table_rules import is_missing
 
 FACTS_KEY = "trainperf"  # the display-metadata key of a piece's facts
 

@@ -7,15 +7,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
 
 import jinja2
 
 from trainperf.report.export import TEMPLATES, stylesheet
 from trainperf.report.page import shown_path
-
-if TYPE_CHECKING:
-    from trainperf.report.pipeline import ReportResult
+from trainperf.report.result import ReportResult
 
 
 def write_index(results: Sequence[ReportResult], path: Path, *, version: str, generated: str) -> Path:

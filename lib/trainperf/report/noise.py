@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.compare import job_steps
+from trainperf.aggregate import Summaries, job_steps
 from trainperf.intervals import distinguish_rows, intervals_of_job_steps
 from trainperf.report.html import fmt_int, fmt_pct
 from trainperf.stats import FASTER, MIN_EFFECT, SLOWER, Difference
@@ -70,14 +70,14 @@ def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) ->
     return Call(verdict, tested, d.estimate, d.low, d.high)
 
 
-def run_intervals(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     """Per run of ``runs`` (same order): the interval of its configuration
     (:func:`trainperf.intervals.configuration_intervals`): ``run_id, configuration``,
     ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
     ``dof`` and ``basis`` (what the interval covers, or that there is none). A run
     with fewer than 2 complete steps in ``steps`` counts as one without steps.
     Computed once per process for the same ``runs`` and ``steps`` (by content)."""
-    key = ("run_intervals", content(runs), content(steps))
+    key = ("run_intervals", content(runs), *summaries_content(steps))
     return remember(key, lambda: intervals_per_run(runs, job_frames(steps))).copy()
 
 
@@ -101,12 +101,12 @@ def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, l
     return low, high, text
 
 
-def job_frames(steps: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
-    """:func:`trainperf.compare.job_steps` of the runs ``steps`` holds enough of, computed
+def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
+    """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of, computed
     once per process for the same ``steps`` (by content). Shared: not to be changed."""
-    if steps is None or steps.empty:
+    if steps is None or steps.per_step.empty:
         return {}
-    return remember(("job_steps", content(steps)), lambda: job_steps(steps, usable_only=True)[0])
+    return remember(("job_steps", *summaries_content(steps)), lambda: job_steps(steps, usable_only=True)[0])
 
 
 def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
@@ -146,6 +146,11 @@ def content(frame: pd.DataFrame | None) -> str:
     if not floats.all():
         digest.update(pd.util.hash_pandas_object(frame.loc[:, ~floats], index=False).to_numpy().tobytes())
     return digest.hexdigest()
+
+
+def summaries_content(summaries: Summaries | None) -> tuple[str, str]:
+    """The :func:`content` of the per-rank and per-step summaries (empty without any)."""
+    return ("", "") if summaries is None else (content(summaries.per_rank), content(summaries.per_step))
 
 
 def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:

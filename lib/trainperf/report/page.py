@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from trainperf import derive, load_runs
+from trainperf.aggregate import Summaries
 from trainperf.compare import Side, read_side
+from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
-from trainperf.loading import provenance
-from trainperf.importers.compare import compare_reported
+from trainperf.importers.reported import compare_reported
+from trainperf.loading import holds_steps, load_runs, load_summaries
+from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import Html, count, first_of, title as page_title
 
@@ -104,31 +106,29 @@ def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
     return read_side(*paths, warmup=warmup, cache=True)
 
 
-def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.DataFrame | None:
-    """The steps table (one row per rank per step) of ``paths`` for the selected ``runs``;
-    ``None`` without paths. ``attrs``: ``inputs``, ``skipped`` (steps of other runs)."""
-    from trainperf import load_steps
-
+def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summaries | None:
+    """The summaries of the step intervals (per rank, per step: never every step
+    row) of ``paths`` for the selected ``runs``; ``None`` without paths.
+    ``attrs``: ``inputs``, ``skipped`` (steps of other runs), ``warnings``."""
     given = _existing(paths, "steps")
     if not given:
         return None
     with _reading() as caught:
-        steps = load_steps(*given)
-    keep = steps["run_id"].astype(str).isin(set(runs["run_id"].astype(str))).to_numpy(bool)
+        summaries = load_summaries(*given)
+    ids = summaries.per_rank["run_id"].astype(str)
+    keep = ids.isin(set(runs["run_id"].astype(str))).to_numpy(bool)
     skipped = []
     if (~keep).any():
-        others = steps.loc[~keep, "run_id"].astype(str).unique()
-        skipped.append((count((~keep).sum(), "step row"), f"run not selected: {', '.join(others)}"))
-    selected = steps.loc[keep].reset_index(drop=True)
+        rows = int(summaries.per_rank.loc[~keep, "intervals"].sum())
+        skipped.append((count(rows, "step row"), f"run not selected: {', '.join(ids[~keep].unique())}"))
+    selected = summaries.select(ids[keep])
     selected.attrs = provenance(inputs=[str(Path(p).resolve()) for p in given], skipped=skipped,
                                 warnings=[str(w.message) for w in caught])
     return selected
 
 
-def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> pd.DataFrame | None:
+def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summaries | None:
     """The :func:`open_steps` of the ``data`` paths that hold run folders or steps tables; ``None``: none does."""
-    from trainperf.steps import holds_steps
-
     given = [p for p in _existing(paths, "data") if holds_steps(p)]
     return open_steps(given, runs) if given else None
 
@@ -217,7 +217,7 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     return have
 
 
-def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: pd.DataFrame | None = None) -> Html:
+def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
     """The report's title and what it covers (every experiment, platform and
     model, ``unknown`` included); records the title and the inputs (of the
     runs, and of the per-rank ``steps`` when given) for the index."""
@@ -245,16 +245,16 @@ def sides_read(sides: Mapping[str, Sequence[str]]) -> list[str]:
     return [f"{side}: {shown_path(path)}" for side, paths in sides.items() for path in paths]
 
 
-def inputs_read(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
+def inputs_read(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]:
     """The inputs read, as shown paths, and a line on the per-rank steps when given."""
     out = [shown_path(p) for p in runs.attrs.get("inputs", [])]
     if steps is not None:
-        out.append(f"per-rank steps: {count(len(steps), 'row')} of {count(steps['run_id'].nunique(), 'run')} from "
+        out.append(f"per-rank steps: {count(steps.rows, 'row')} of {count(len(steps.run_ids), 'run')} from "
                    + (", ".join(shown_path(p) for p in steps.attrs.get("inputs", [])) or "–"))
     return out
 
 
-def skipped(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     """What was left out and why: rows ``where, reason`` (parameters that
     changed the data and warnings raised while reading come last)."""
     rows = list(runs.attrs.get("skipped", [])) + list(steps.attrs.get("skipped", []) if steps is not None else [])

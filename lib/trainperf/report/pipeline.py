@@ -21,15 +21,15 @@ from pathlib import Path
 import nbformat
 
 import trainperf
-from trainperf.loading import holds_inputs
+from trainperf.loading import holds_inputs, holds_steps
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.export import PageInfo, notebook_to_html, warm_up
 from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.index import write_index
+from trainperf.report.result import ReportResult
 from trainperf.report.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command
 from trainperf.report.page import PROJECT_ROOT, shown_path
 from trainperf.report.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
-from trainperf.steps import holds_steps
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 """The report notebooks of this checkout."""
@@ -52,31 +52,6 @@ class Job:
     parameters: Mapping[str, object]
     out_dir: Path
     generated: str
-
-
-@dataclass
-class ReportResult:
-    """What building one report gave."""
-
-    name: str
-    source: str
-    executed: str | None
-    html: str | None
-    seconds: float
-    error: str | None = None
-    facts: dict[str, object] = field(default_factory=dict)
-    not_applicable: str | None = None
-    """What the data lacks, when the report raised ``NotApplicable`` (not a failure)."""
-    export_seconds: float = 0.0
-    """Of ``seconds``, the export of the executed notebook to HTML."""
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    @property
-    def title(self) -> str:
-        return str(self.facts.get("title") or self.name.replace("_", " ").capitalize())
 
 
 @dataclass

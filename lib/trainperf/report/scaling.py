@@ -15,12 +15,12 @@ from trainperf.report.configs import by_experiment, keep_experiments, labels
 from trainperf.report.html import (Html, count, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
                                    headline as banner)
 from trainperf.report.noise import (NO_INTERVAL, around, call, configuration_means, content, intervals_per_run,
-                                    job_frames, remember)
+                                    job_frames, remember, summaries_content)
 from trainperf.report.page import InputError
 from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment, slowest_wait
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
 from trainperf.stats import FASTER, SLOWER, verdict
-from trainperf.steps import rank_totals
+from trainperf.aggregate import Summaries, rank_totals
 from trainperf.stragglers import name_straggler, rank_waits
 
 BAND_LEVEL = 0.95
@@ -78,7 +78,7 @@ SPEED = ("tokens_per_s", "samples_per_s", "elapsed_s")
 """Speed columns a scaling table shows (those any run has), as the mean over a configuration's repeats."""
 
 
-def table(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> pd.DataFrame:
+def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     """One row per configuration of each experiment (repeats grouped as
     :func:`trainperf.report.noise.run_intervals` groups them, speeds their mean):
     experiment, configuration, devices (``gpus``; ``ideal``: / the baseline
@@ -118,10 +118,10 @@ SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "r
 """What an interval comes from, in the words of the interval columns."""
 
 
-def _experiments(runs: pd.DataFrame, steps: pd.DataFrame | None) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
+def _experiments(runs: pd.DataFrame, steps: Summaries | None) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     """Per experiment, :func:`_experiment`; computed once per process for the same
     ``runs`` and ``steps`` (by content): the headline, table and notes all ask."""
-    return remember(("scaling", content(runs), content(steps)),
+    return remember(("scaling", content(runs), *summaries_content(steps)),
                     lambda: {name: _experiment(group, job_frames(steps)) for name, group in by_experiment(runs)})
 
 
@@ -177,7 +177,7 @@ def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
     return [text or "–" for text in around(found, rate)[2]]
 
 
-def efficiency_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
+def efficiency_notes(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]:
     """Per experiment whose configurations have intervals: how its efficiency moves from one
     device count to the next, a rise or drop only beyond the noise (:func:`trainperf.stats.verdict`)."""
     out = []
@@ -228,14 +228,14 @@ def overhead(runs: pd.DataFrame) -> pd.DataFrame:
     return have[["experiment", "configuration", "gpus", "elapsed_s", *present]].reset_index(drop=True)
 
 
-def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+def ranks(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
     """Per rank of each run with two or more ranks in ``steps``: rows
     ``experiment, run_id, rank, elapsed_s, slowest, of_slowest`` (the rank's
     elapsed time as a fraction of its run's slowest rank), in the runs' order."""
     columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
-    if steps is None or steps.empty:
+    if steps is None or steps.per_rank.empty:
         return pd.DataFrame(columns=columns)
-    totals = rank_totals(steps).reset_index()
+    totals = rank_totals(steps.per_rank).reset_index()
     times = runs[["run_id", "experiment"]].astype(str).drop_duplicates("run_id", keep="last").merge(
         totals.assign(run_id=totals["run_id"].astype(str)), on="run_id")  # in the runs' order, by rank
     times = times[times.groupby("run_id")["rank"].transform("size").to_numpy() > 1].reset_index(drop=True)
@@ -243,7 +243,7 @@ def ranks(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
     return times.assign(slowest=times["elapsed_s"].eq(top), of_slowest=times["elapsed_s"] / top)[columns]
 
 
-def rank_summary(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame:
+def rank_summary(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
     """Per multi-rank run: ranks, the slowest rank, slowest / mean / fastest
     elapsed seconds, imbalance (slowest / fastest) and ``mean_understates``:
     how much the mean over ranks understates the job's elapsed time, 1 − mean
@@ -266,11 +266,11 @@ def rank_summary(runs: pd.DataFrame, steps: pd.DataFrame | None) -> pd.DataFrame
                       mean_understates=1 - out["mean_s"] / out["slowest_s"])
 
 
-def rank_note(runs: pd.DataFrame, steps: pd.DataFrame | None, per_rank: pd.DataFrame) -> str:
+def rank_note(runs: pd.DataFrame, steps: Summaries | None, per_rank: pd.DataFrame) -> str:
     """Why no per-rank chart is drawn, or an empty string when one is."""
     if len(per_rank):
         return ""
-    if steps is None or steps.empty:
+    if steps is None or steps.per_rank.empty:
         return ("No per-rank steps given: set the steps parameter to per-rank step tables or profiler run folders "
                 "to see every rank" + (" (the table shows the runs' own per-rank figures)."
                                        if len(rank_summary(runs, None)) else "."))
@@ -293,7 +293,7 @@ def straggler(summary: pd.DataFrame) -> str:
             f"{fmt_pct(worst['slowest_s'] / worst['mean_s'] - 1)} too high.")
 
 
-def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataFrame, list[str]]:
+def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFrame, list[str]]:
     """For every run with two or more ranks in ``steps``, in the runs' order,
     :func:`trainperf.stragglers.find_straggler`'s per-rank frame and sentence:
     rows ``experiment, run_id, rank, node, steps, step_s, comm_wait_s, busy_s,
@@ -303,10 +303,10 @@ def stragglers(runs: pd.DataFrame, steps: pd.DataFrame | None) -> tuple[pd.DataF
     naming its straggler, or saying why none is named."""
     columns = ["experiment", "run_id", "rank", "node", "steps", "step_s", "comm_wait_s", "busy_s", "wait_gap_s",
                "straggler"]
-    if steps is None or steps.empty:
+    if steps is None or steps.per_rank.empty:
         return pd.DataFrame(columns=columns), []
     experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
-    ranks_of = steps.groupby(steps["run_id"].astype(str))["rank"].nunique()
+    ranks_of = steps.per_rank.groupby(steps.per_rank["run_id"].astype(str))["rank"].nunique()
     waits = rank_waits(steps)
     of_run = dict(iter(waits.groupby(waits["run_id"].astype(str), sort=False)))
     parts, sentences = [], []
@@ -369,7 +369,7 @@ MEANING = {"grows": "overhead grows with scale (communication, synchronisation) 
                                   "be read from them"}
 
 
-def serial_notes(runs: pd.DataFrame, steps: pd.DataFrame | None = None) -> list[str]:
+def serial_notes(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]:
     """How each experiment's serial fraction moves with devices, and what that
     means: a move only beyond the noise where its configurations have intervals
     (see :func:`serial_trend`); without intervals, said to be untested."""
@@ -528,7 +528,7 @@ def fit_notes(found: list[Projection]) -> list[str]:
 
 # --- headline and cost -------------------------------------------------------------------
 
-def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: pd.DataFrame | None = None) -> Html:
+def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: Summaries | None = None) -> Html:
     """The largest measured scale-up among experiments that change only the
     device count, its efficiency (with its 95 % interval where ``steps`` or
     repeats give one), and the fitted projection vs. the straight line;

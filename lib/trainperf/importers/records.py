@@ -1,6 +1,6 @@
-"""Step-interval records of a training log and their aggregation to one runs
-row (and steps rows), shared by the Megatron, torchtitan and nanoGPT importers
-(whose parsers derive from :class:`IntervalParser`).
+"""Step-interval records of a training log, turned into step intervals and
+measured by the one aggregator (``trainperf.aggregate``); shared by the
+importers of logs that print steps (whose parsers derive from :class:`IntervalParser`).
 
 A record is one line of a log on one rank: it covers ``n_steps`` optimizer
 steps ending at ``step`` and took ``seconds`` of wall time. Logs that print
@@ -15,20 +15,18 @@ is the first step its first record covers; where that record's length is
 unknown (a log that starts at step 5000 after a restart) the record itself is
 counted as warm-up. Where the log gives durations, a record whose duration
 is unknown (torchtitan's line at step 1: no earlier timestamp) is not
-measured either. Records flagged ``excluded`` (a step whose time includes
-an evaluation; one whose time another record contains) are left out of the
-window and of the steps table; ``extra_excluded_records`` counts the first kind.
+measured either. A record flagged ``excluded`` = 1 (a step whose time
+includes an evaluation) is an interval that ``includes_evaluation``, left out
+of the window (``extra_excluded_records`` counts those after the warm-up);
+one flagged 2 (whose time another record contains) is no interval at all.
 
-Over the window, per rank ``r``: ``e_r`` = sum of its records' seconds, then
-``elapsed_s = max_r e_r`` (slowest rank), ``slowest_rank``,
-``mean_rank_elapsed_s = mean_r e_r``, ``rank_imbalance = max_r e_r / min_r
-e_r``; ``steps`` = most steps any rank covered; ``samples`` / ``tokens``
-(whole job, as logs print them) from the slowest rank's records, where every
-record gives them; ``train_loss`` = mean over ranks of each rank's last loss;
-``peak_memory_gb`` = the largest of any record; ``warmup_steps`` = steps
-covered by the slowest rank's warm-up records. A figure the log prints
-itself (``reported``) is averaged over the window weighted by each record's
-duration (its ``weight``), so a rate averages to total work / total time.
+The measurements are ``trainperf.aggregate.measure``'s: per rank ``r``,
+``e_r`` = sum of its records' seconds, ``elapsed_s = max_r e_r`` (slowest
+rank), and so on. A log prints the whole job's ``samples`` and ``tokens`` on
+each line: each rank that prints a step gets its share, so that the job's
+work is their sum. A figure the log prints itself (``reported``) is
+averaged over the window weighted by each record's duration (its
+``weight``), so a rate averages to total work / total time.
 """
 
 from __future__ import annotations
@@ -44,9 +42,11 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pandas as pd
 
+from trainperf.aggregate import measure, summarize
 from trainperf.importers.core import REPORTED_CONVENTION, ParsedRun, RunParser
-from trainperf.loading import is_missing
 from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
+from trainperf.schema import STEP_INTERVAL_COLUMNS
+from trainperf.table_rules import is_missing
 
 FIELDS: tuple[str, ...] = ("rank", "step", "n_steps", "seconds", "weight", "samples", "tokens", "loss",
                            "memory_gb", "excluded")
@@ -155,8 +155,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         """Add the record read from ``line``; a reason if its interval cannot be used."""
         raise NotImplementedError
 
-    def finish(self, run: RunT, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-        """The measurements (runs columns) and steps rows of ``run`` under its merged ``config``."""
+    def finish(self, run: RunT, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        """The measurements (runs columns) and step intervals of ``run`` under its merged ``config``."""
         raise NotImplementedError
 
     def starts_record(self, text: str) -> bool:
@@ -198,9 +198,10 @@ class IntervalParser(RunParser, Generic[RunT]):
 
 
 def aggregate(records: Intervals, config: Mapping[str, Any],
-              origin: float | None = None) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """Measurements of the run's window (a dict of runs columns) and its steps
-    rows (None unless every window record covers exactly one step).
+              origin: float | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Measurements of the run's window (a dict of runs columns, by the one
+    aggregator: ``trainperf.aggregate.measure``) and its step intervals
+    (``run_id`` left empty for the caller to name).
 
     ``origin``: the number of a training job's first step, for logs that
     number steps from it (MaxText, NeMo): a log that starts more than the
@@ -219,77 +220,46 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     in_window = np.isfinite(first_covered) & (first_covered >= boundary[group])
     if np.isfinite(col["seconds"]).any():
         in_window &= np.isfinite(col["seconds"])
-    excluded = col["excluded"] > 0
-    window = in_window & ~excluded
-    out: dict[str, Any] = {}
-    if (in_window & (col["excluded"] == 1)).any():
-        out["extra_excluded_records"] = int((in_window & (col["excluded"] == 1)).sum())
+    intervals = _intervals(col, in_window, config)
+    summaries = summarize(intervals)
+    window = in_window & (col["excluded"] == 0)
     if not window.any():
-        return out, None
-
-    def per_rank(values: np.ndarray) -> np.ndarray:
-        return np.bincount(group[window], weights=values[window], minlength=len(ranks))[present]
-
-    present = np.bincount(group[window], minlength=len(ranks)) > 0
-    seconds, steps = per_rank(col["seconds"]), per_rank(col["n_steps"])
-    reference = int(np.flatnonzero(present)[0])
-    if np.isfinite(seconds).all():
-        slowest = int(np.argmax(seconds))
-        reference = int(np.flatnonzero(present)[slowest])
-        out.update(elapsed_s=float(seconds.max()), slowest_rank=int(ranks[reference]),
-                   mean_rank_elapsed_s=float(seconds.mean()))
-        if seconds.min() > 0:
-            out["rank_imbalance"] = float(seconds.max() / seconds.min())
-    out["steps"] = int(steps.max())
-    out["ranks"] = int(present.sum())
-    if present.sum() > 1:
-        last = np.full(len(ranks), -np.inf)
-        np.maximum.at(last, group[window], col["step"][window])
-        out["complete"] = bool((steps == steps[0]).all() and (last[present] == last[present][0]).all())
-    on_reference = group == reference
-    warm = col["n_steps"][~in_window & (col["excluded"] != 2) & on_reference]
-    if np.isfinite(warm).all():
-        out["warmup_steps"] = int(warm.sum())
-    for name in ("samples", "tokens"):
-        values = col[name][window & on_reference]
-        if np.isfinite(values).all():
-            out[name] = float(values.sum())
-    with_loss = np.flatnonzero(window & np.isfinite(col["loss"]))
-    if len(with_loss):
-        _, last_of_rank = np.unique(group[with_loss][::-1], return_index=True)
-        out["train_loss"] = float(col["loss"][with_loss[::-1][last_of_rank]].mean())
-    memory = col["memory_gb"][window]
-    if np.isfinite(memory).any():
-        out["peak_memory_gb"] = float(np.nanmax(memory))
+        excluded = int((in_window & (col["excluded"] == 1)).sum())
+        return ({"extra_excluded_records": excluded} if excluded else {}), intervals
+    out = measure(summaries, "")
     weight = col["weight"][window]
     for name in records.reported:
         values = col[name][window]
         usable = np.isfinite(values) & np.isfinite(weight) & (weight > 0)
         if usable.any():
             out[f"reported_{name}"] = float(np.average(values[usable], weights=weight[usable]))
-    return out, _steps_rows(col, window, in_window, excluded, config)
+    return out, intervals
 
 
-def _steps_rows(col: dict[str, np.ndarray], window: np.ndarray, in_window: np.ndarray, excluded: np.ndarray,
-                config: Mapping[str, Any]) -> pd.DataFrame | None:
-    if not (col["n_steps"][window] == 1).all():
-        return None
-    keep = np.flatnonzero((col["n_steps"] == 1) & ~excluded)
+def _intervals(col: dict[str, np.ndarray], in_window: np.ndarray, config: Mapping[str, Any]) -> pd.DataFrame:
+    """The step intervals of a log's records: every record but those whose
+    time another record contains, by rank (each in file order). The job's
+    samples and tokens a line prints are shared among the ranks that print
+    that step; ``start_s`` is known for records of single steps (:func:`_starts`)."""
+    keep = np.flatnonzero(col["excluded"] != 2)
     keep = keep[np.argsort(col["rank"][keep], kind="stable")]  # by rank, each in file order
-    rank, step, seconds = col["rank"][keep], col["step"][keep], col["seconds"][keep]
-    n = len(keep)
-    start = _starts(rank, step, seconds)
+    rank, step, seconds, n_steps = col["rank"][keep], col["step"][keep], col["seconds"][keep], col["n_steps"][keep]
+    evaluated = col["excluded"][keep] == 1
+    single = (n_steps == 1) & ~evaluated
+    start = np.full(len(keep), np.nan)
+    start[single] = _starts(rank[single], step[single], seconds[single])
+    _, printed, printers = np.unique(step, return_inverse=True, return_counts=True)
     micro = config.get("grad_accum_steps")
-    single_rank = not n or rank[0] == rank[-1]
-    return pd.DataFrame({
-        "rank": rank.astype(np.int64), "step": step.astype(np.int64),
-        "warmup": ~in_window[keep], "start_s": start, "step_s": seconds,
-        # logs print the whole job's samples and tokens; per rank they are only known when one rank logs
-        "tokens": col["tokens"][keep] if single_rank else np.full(n, np.nan),
-        "samples": col["samples"][keep] if single_rank else np.full(n, np.nan),
-        "micro_steps": np.full(n, np.nan if is_missing(micro) else float(micro)),
+    frame = pd.DataFrame({
+        "run_id": pd.Series("", index=range(len(keep)), dtype="string"),
+        "rank": rank.astype(np.int64), "step": step.astype(np.int64), "n_steps": n_steps,
+        "node": pd.Series("", index=range(len(keep)), dtype="string"),
+        "warmup": ~in_window[keep], "includes_evaluation": evaluated, "start_s": start, "step_s": seconds,
+        "tokens": col["tokens"][keep] / printers[printed], "samples": col["samples"][keep] / printers[printed],
+        "micro_steps": np.full(len(keep), np.nan if is_missing(micro) else float(micro)),
         "loss": col["loss"][keep], "peak_memory_gb": col["memory_gb"][keep],
     })
+    return frame.reindex(columns=list(STEP_INTERVAL_COLUMNS))
 
 
 def _starts(rank: np.ndarray, step: np.ndarray, seconds: np.ndarray) -> np.ndarray:
@@ -333,7 +303,7 @@ def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step:
 
 
 def printed_step_times(run: Run, config: Mapping[str, Any], time_source: str,
-                       convention: str) -> tuple[dict[str, Any], pd.DataFrame | None]:
+                       convention: str) -> tuple[dict[str, Any], pd.DataFrame]:
     """:func:`aggregate` for a log that prints each step's time (seconds):
     records where the times came from (``extra_time_source``), the FLOPs
     convention of the figures the log prints, and the last validation loss."""

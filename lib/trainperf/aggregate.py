@@ -1,0 +1,393 @@
+"""The one aggregator: step intervals (``trainperf.schema.STEP_INTERVALS``)
+into per-rank summaries, per-step job times and each run's measurements.
+
+Every per-step input is read into step intervals (profiler run folders,
+per-rank steps tables, logs); this module is the only place they become
+figures. The work is split so that it runs on a Dask DataFrame of any size,
+on one machine or a cluster (:func:`summarize`), and on a pandas frame alike:
+
+* :func:`rank_summary` turns the rows of whole ranks into one row per run and
+  rank (:data:`RANK_COLUMNS`). Every rank's rows must lie in one partition
+  (the store writes them so: ``trainperf.store``); within it, in the order the
+  rank recorded them.
+* :func:`step_partials` turns a partition into partial sums per run and step,
+  which :data:`STEP_COMBINE` adds up across partitions into the per-step job
+  times (:func:`per_step`).
+* :func:`value_partials` counts the values whose run-wide median is a batch
+  fact (micro-steps, samples per micro-step).
+
+The *measured window* of a run is its intervals that are neither warm-up nor
+include an evaluation. From the summaries, :func:`measure` computes one run's
+measurements (``elapsed_s`` of the slowest rank, phases, tokens, ...) and
+:func:`job_steps` the per-step frames that ``trainperf.stats`` resamples.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trainperf.errors import DataError, DataWarning
+from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_PHASE_COLUMNS
+
+WORK = ("tokens", "samples")
+"""Work columns of an interval: summed over ranks and steps."""
+
+RANK_COLUMNS: tuple[str, ...] = (
+    "run_id", "rank", "node", "intervals", "last_step", "measured_intervals", "measured_steps", "warmup_steps",
+    "excluded_intervals", "untimed_starts", "first_start_s", "last_end_s", "step_s_sum", *STEP_PHASE_COLUMNS,
+    *WORK, *(f"{w}_missing" for w in WORK), "loss", "peak_memory_gb", "step_s_median", "comm_exposed_s_median",
+)
+"""Per run and rank (:func:`rank_summary`); over the measured window unless said:
+``intervals`` (all the rank's intervals) and ``last_step`` (the last step it
+recorded); ``measured_intervals``, ``measured_steps`` (optimizer steps they
+cover); ``warmup_steps`` (steps its warm-up intervals cover; NaN where one's
+length is unknown); ``excluded_intervals`` (after the warm-up, left out for an
+evaluation); ``untimed_starts`` (intervals without ``start_s``);
+``first_start_s`` and ``last_end_s`` (s); ``step_s_sum`` and the phase totals
+(s; NaN where never timed); ``tokens``, ``samples`` (sums) with the intervals
+lacking them (``*_missing``); ``loss`` (the last one); ``peak_memory_gb`` (the
+largest, GiB); medians of ``step_s`` and ``comm_exposed_s`` over the intervals (s)."""
+
+STEP_SUMS: tuple[str, ...] = ("step_s", *WORK, *STEP_PHASE_COLUMNS)
+"""Columns summed per step across ranks, each with its count of values."""
+STEP_COMBINE: dict[str, str] = {"ranks": "sum", "step_s_max": "max", "n_steps": "max",
+                                **{f"{c}_sum": "sum" for c in STEP_SUMS}, **{f"{c}_count": "sum" for c in STEP_SUMS}}
+"""How :func:`step_partials` of several partitions add up (a rank lies in one
+partition, so the ranks of a step add up too)."""
+
+VALUE_QUANTITIES = ("micro_steps", "micro_batch")
+"""Quantities whose run-wide median :func:`measure` needs: micro-steps per
+optimizer step, and samples per micro-step of one rank."""
+
+RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
+
+
+def measured(intervals: pd.DataFrame) -> np.ndarray:
+    """Which intervals lie in the measured window: neither warm-up nor including an evaluation."""
+    return ~(intervals["warmup"].to_numpy(bool) | intervals["includes_evaluation"].to_numpy(bool))
+
+
+def empty_intervals() -> pd.DataFrame:
+    """A step-intervals frame without rows, with every column's type."""
+    kinds = {"run_id": "string", "node": "string", "rank": "int64", "step": "int64", "warmup": "bool",
+             "includes_evaluation": "bool"}
+    return pd.DataFrame({c: pd.Series(dtype=kinds.get(c, "float64")) for c in STEP_INTERVAL_COLUMNS})
+
+
+def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
+    """One row per run and rank of ``intervals`` (:data:`RANK_COLUMNS`), which
+    holds all the rows of each of its ranks, each rank's in the order recorded."""
+    if intervals.empty:
+        return pd.DataFrame({c: pd.Series(dtype="string" if c in ("run_id", "node") else
+                                          "int64" if c in ("rank",) else "float64") for c in RANK_COLUMNS})
+    keys = ["run_id", "rank"]
+    warmup = intervals["warmup"].to_numpy(bool)
+    frame = intervals.assign(_measured=measured(intervals),
+                             _excluded=intervals["includes_evaluation"].to_numpy(bool) & ~warmup)
+    every = frame.groupby(keys, sort=True, observed=True)
+    out = every.agg(node=("node", "first"), intervals=("step", "size"), last_step=("step", "max"),
+                    excluded_intervals=("_excluded", "sum"))
+    warm = frame[warmup].groupby(keys, sort=True, observed=True)["n_steps"]
+    # NaN where a warm-up interval's length is unknown; 0 for a rank without warm-up
+    out["warmup_steps"] = warm.sum().where(warm.count() == warm.size()).reindex(out.index, fill_value=0.0)
+    window = frame[frame["_measured"]]
+    grouped = window.groupby(keys, sort=True, observed=True)
+    sums = grouped[["step_s", *STEP_PHASE_COLUMNS, *WORK]].sum(min_count=1)
+    stats = grouped.agg(measured_intervals=("step", "size"), measured_steps=("n_steps", "sum"),
+                        first_start_s=("start_s", "min"), peak_memory_gb=("peak_memory_gb", "max"),
+                        step_s_median=("step_s", "median"), comm_exposed_s_median=("comm_exposed_s", "median"))
+    ends = (window["start_s"] + window["step_s"]).groupby([window["run_id"], window["rank"]], sort=True,
+                                                          observed=True).max().rename("last_end_s")
+    counts = window[["start_s", *WORK]].isna().groupby([window["run_id"], window["rank"]], sort=True,
+                                                       observed=True).sum()
+    counts.columns = ["untimed_starts", *(f"{w}_missing" for w in WORK)]
+    losses = window.dropna(subset=["loss"]).groupby(["run_id", "rank"], sort=True, observed=True)["loss"].last()
+    out = out.join([stats, ends, sums.rename(columns={"step_s": "step_s_sum"}), counts.astype(float),
+                    losses.rename("loss")])
+    for column in ("excluded_intervals", "measured_intervals", "measured_steps", "untimed_starts",
+                   *(f"{w}_missing" for w in WORK)):
+        out[column] = out[column].astype(float).fillna(0.0)
+    return out.reset_index()[list(RANK_COLUMNS)]
+
+
+def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Per run and step of the measured intervals of one partition: ``ranks``
+    (distinct ranks), ``step_s_max``, ``n_steps`` (the most any rank's interval
+    covers) and, for each of :data:`STEP_SUMS`, its ``_sum`` and ``_count`` (of values present)."""
+    window = intervals[measured(intervals)]
+    grouped = window.groupby(["run_id", "step"], sort=True, observed=True)
+    out = grouped.agg(ranks=("rank", "nunique"), step_s_max=("step_s", "max"), n_steps=("n_steps", "max"))
+    sums = grouped[list(STEP_SUMS)].sum(min_count=1).add_suffix("_sum")
+    counts = grouped[list(STEP_SUMS)].count().add_suffix("_count")
+    return out.join([sums, counts.astype(float)]).astype({"ranks": float}).reset_index()
+
+
+def combine_steps(partials: pd.DataFrame) -> pd.DataFrame:
+    """The per-step job times of a run from the :func:`step_partials` of its
+    partitions (pandas; a Dask frame combines them with :data:`STEP_COMBINE` itself)."""
+    return partials.groupby(["run_id", "step"], sort=True, observed=True).agg(STEP_COMBINE).reset_index()
+
+
+def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Counts of each value of :data:`VALUE_QUANTITIES` over the measured
+    intervals, per run: ``run_id, quantity, value, count``."""
+    window = intervals[measured(intervals)]
+    micro = window["micro_steps"]
+    batch = window["samples"] / micro.fillna(1.0).clip(lower=1.0)
+    frames = []
+    for quantity, values in (("micro_steps", micro), ("micro_batch", batch)):
+        known = values.notna().to_numpy()
+        frames.append(pd.DataFrame({"run_id": window["run_id"].to_numpy()[known], "quantity": quantity,
+                                    "value": values.to_numpy(float)[known]}))
+    found = pd.concat(frames, ignore_index=True).astype({"run_id": "string", "quantity": "string"})
+    return found.groupby(["run_id", "quantity", "value"], sort=True, observed=True).size().rename(
+        "count").astype(float).reset_index()
+
+
+@dataclass
+class Summaries:
+    """What :func:`summarize` made of step intervals: ``per_rank``
+    (:data:`RANK_COLUMNS`), ``per_step`` (per run and step of the measured
+    window: ``ranks``, ``step_s_max``, ``n_steps``, ``*_sum`` and ``*_count`` of
+    :data:`STEP_SUMS`) and ``values`` (:func:`value_partials`, added up)."""
+
+    per_rank: pd.DataFrame
+    per_step: pd.DataFrame
+    values: pd.DataFrame
+    attrs: dict[str, Any] = field(default_factory=dict)
+    """What they were read from (as a frame's ``attrs``: ``trainperf.provenance``)."""
+
+    def of(self, run_id: str) -> Summaries:
+        """The summaries of one run."""
+        return self.select([run_id])
+
+    def select(self, run_ids: Iterable[str]) -> Summaries:
+        """The summaries of the runs ``run_ids`` (without ``attrs``)."""
+        wanted = set(map(str, run_ids))
+        return Summaries(*(f[f["run_id"].astype(str).isin(wanted).to_numpy(bool)].reset_index(drop=True)
+                           for f in (self.per_rank, self.per_step, self.values)))
+
+    @property
+    def rows(self) -> int:
+        """Step intervals summarized (every rank's, warm-up included)."""
+        return int(self.per_rank["intervals"].sum())
+
+    @property
+    def run_ids(self) -> list[str]:
+        """The runs, in the order of their first rank."""
+        return list(dict.fromkeys(self.per_rank["run_id"].astype(str)))
+
+    @staticmethod
+    def concat(parts: Sequence[Summaries]) -> Summaries:
+        """The summaries of several inputs as one."""
+        if not parts:
+            return summarize(empty_intervals())
+        return Summaries(*(pd.concat([getattr(p, name) for p in parts], ignore_index=True)
+                           for name in ("per_rank", "per_step", "values")))
+
+
+def summarize(intervals: Any, scheduler: Any = None) -> Summaries:
+    """The :class:`Summaries` of step intervals: a pandas frame, or a Dask
+    DataFrame whose partitions each hold whole ranks (computed on
+    ``scheduler``, a ``dask.compute`` scheduler: ``None`` for Dask's default)."""
+    if isinstance(intervals, pd.DataFrame):
+        per_rank = rank_summary(intervals)
+        per_step = combine_steps(step_partials(intervals))
+        values = value_partials(intervals)
+    else:  # the same functions, on each partition, added up across them
+        import dask
+
+        ranks = intervals.map_partitions(rank_summary, meta=rank_summary(empty_intervals()))
+        steps = intervals.map_partitions(step_partials, meta=step_partials(empty_intervals()))
+        steps = steps.groupby(["run_id", "step"], sort=False).agg(STEP_COMBINE, split_out=1)
+        counts = intervals.map_partitions(value_partials, meta=value_partials(empty_intervals()))
+        counts = counts.groupby(["run_id", "quantity", "value"], sort=False)["count"].sum(split_out=1)
+        per_rank, per_step, values = dask.compute(ranks, steps, counts, scheduler=scheduler)
+        per_step = per_step.reset_index().sort_values(["run_id", "step"], kind="stable")
+        values = values.reset_index().sort_values(["run_id", "quantity", "value"], kind="stable")
+    return Summaries(per_rank.reset_index(drop=True), per_step.reset_index(drop=True), values.reset_index(drop=True))
+
+
+def rank_elapsed(per_rank: pd.DataFrame) -> pd.Series:
+    """Each rank's elapsed time over the measured window (s): the end of its
+    last interval minus the start of its first where every interval of its run
+    has a start, else the sum of its intervals' times. Same index as ``per_rank``."""
+    run = per_rank["run_id"].astype(str)
+    timed = per_rank.groupby(run, sort=False)["untimed_starts"].transform("sum").eq(0)
+    timed &= per_rank["measured_intervals"].gt(0)
+    return (per_rank["last_end_s"] - per_rank["first_start_s"]).where(timed, per_rank["step_s_sum"])
+
+
+def rank_totals(per_rank: pd.DataFrame) -> pd.DataFrame:
+    """Per run and rank with measured intervals: ``elapsed_s`` (:func:`rank_elapsed`)
+    and the phase totals over the measured window (s; NaN where never timed).
+    Index ``run_id, rank``."""
+    out = per_rank[["run_id", "rank", *STEP_PHASE_COLUMNS]].assign(elapsed_s=rank_elapsed(per_rank).to_numpy())
+    return out[per_rank["measured_intervals"].gt(0).to_numpy()].set_index(["run_id", "rank"])
+
+
+def median_of_counts(values: pd.DataFrame, quantity: str) -> float:
+    """The median of a quantity of :func:`value_partials` (one run's rows) from
+    its counts, as ``numpy.median`` gives it over the values themselves."""
+    rows = values[values["quantity"] == quantity].sort_values("value")
+    total = rows["count"].sum()
+    if not total:
+        return math.nan
+    cumulative = rows["count"].cumsum().to_numpy()
+    at = [int(np.searchsorted(cumulative, k, side="right")) for k in ((total - 1) // 2, total // 2)]
+    return float(rows["value"].to_numpy()[at].mean())
+
+
+def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] | None = None,
+            closed_ranks: Sequence[int] | None = None, batch_facts: bool = False,
+            model_parallel: float = 1.0) -> dict[str, Any]:
+    """The measurements of one run as runs columns.
+
+    With ``e_r`` each rank's elapsed time (:func:`rank_elapsed`): ``elapsed_s
+    = max_r e_r`` (the job's wall clock is its slowest rank's), ``slowest_rank``,
+    ``mean_rank_elapsed_s = mean_r e_r``, ``rank_imbalance = max_r e_r /
+    min_r e_r``; phase columns: mean over ranks of each rank's total;
+    ``tokens`` and ``samples``: sums over ranks and intervals, where every
+    measured interval has them; ``steps``: the most optimizer steps any rank's
+    measured intervals cover; ``warmup_steps``: those the slowest rank's
+    warm-up covers; ``ranks``: ranks with intervals; ``peak_memory_gb``: the
+    largest of any rank; ``train_loss``: mean over ranks of each rank's last
+    loss; ``extra_excluded_records``: intervals left out for an evaluation.
+
+    ``complete``: every expected rank (``expected_ranks``; without them the
+    ranks present, when there are several: one rank alone cannot tell) recorded
+    as many intervals, up to the same last step, as the most advanced one and,
+    where ``closed_ranks`` is given, closed its profiler. Otherwise a
+    DataWarning names the ranks that stopped early, also listed in
+    ``extra_stopped_early_ranks`` (text, e.g. ``[1, 3]``).
+
+    With ``batch_facts`` (every rank recorded its own work: run folders, per-rank
+    tables), ``grad_accum_steps`` (median of ``micro_steps``),
+    ``micro_batch_size`` (median of samples per micro-step of one rank) and
+    ``global_batch_size`` (median over steps of the samples of all ranks,
+    divided by ``model_parallel``, the ranks that share their samples)."""
+    run = summaries.of(run_id)
+    per_rank = run.per_rank.set_index("rank")
+    out: dict[str, Any] = {}
+    elapsed = pd.Series(rank_elapsed(run.per_rank).to_numpy(), index=per_rank.index)
+    elapsed = elapsed[per_rank["measured_intervals"].gt(0)].dropna()
+    if not elapsed.empty:
+        out["elapsed_s"] = float(elapsed.max())
+        out["slowest_rank"] = int(elapsed.idxmax())
+        out["mean_rank_elapsed_s"] = float(elapsed.mean())
+        if elapsed.min() > 0:
+            out["rank_imbalance"] = float(elapsed.max() / elapsed.min())
+    window = per_rank[per_rank["measured_intervals"].gt(0)]
+    for name in STEP_PHASE_COLUMNS:
+        if window[name].notna().any():
+            out[name] = float(window[name].mean())
+    for name in WORK:
+        if window[name].notna().any() and window[f"{name}_missing"].sum() == 0:
+            out[name] = float(window[name].sum())
+    out["steps"] = int(window["measured_steps"].max()) if len(window) else 0
+    reference = out.get("slowest_rank", window.index[0] if len(window) else None)
+    if reference is not None and math.isfinite(per_rank.at[reference, "warmup_steps"]):
+        out["warmup_steps"] = int(per_rank.at[reference, "warmup_steps"])
+    out["ranks"] = int(len(per_rank))
+    excluded = int(per_rank["excluded_intervals"].sum())
+    if excluded:
+        out["extra_excluded_records"] = excluded
+    if window["peak_memory_gb"].notna().any():
+        out["peak_memory_gb"] = float(window["peak_memory_gb"].max())
+    if window["loss"].notna().any():
+        out["train_loss"] = float(window["loss"].mean())
+    out.update(_completeness(run_id, per_rank, expected_ranks, closed_ranks))
+    if batch_facts:
+        out.update(_batch_facts(run, model_parallel))
+    return out
+
+
+def _completeness(run_id: str, per_rank: pd.DataFrame, expected: Sequence[int] | None,
+                  closed: Sequence[int] | None) -> dict[str, Any]:
+    if expected is None:
+        if len(per_rank) < 2:
+            return {}
+        expected = sorted(per_rank.index)
+    most, last = (per_rank["intervals"].max(), per_rank["last_step"].max()) if len(per_rank) else (0, 0)
+    stopped: dict[int, str] = {}
+    for rank in expected:
+        reasons = []
+        if rank not in per_rank.index:
+            reasons.append("no steps recorded")
+        elif per_rank.at[rank, "intervals"] < most or per_rank.at[rank, "last_step"] < last:
+            reasons.append(f"{int(per_rank.at[rank, 'intervals'])} of {int(most)} steps")
+        if closed is not None and rank not in closed:
+            reasons.append("profiler not closed")
+        if reasons:
+            stopped[int(rank)] = ", ".join(reasons)
+    if not stopped:
+        return {"complete": True}
+    ranks = ", ".join(str(r) for r in stopped)
+    reasons = "; ".join(f"rank {r}: {why}" for r, why in stopped.items())
+    warnings.warn(f"run {run_id} is incomplete: rank(s) {ranks} stopped early ({reasons})", DataWarning,
+                  stacklevel=4)
+    return {"complete": False, "extra_stopped_early_ranks": f"[{ranks}]"}  # a list, never read as a number
+
+
+def _batch_facts(run: Summaries, model_parallel: float) -> dict[str, Any]:
+    facts: dict[str, Any] = {}
+    micro = median_of_counts(run.values, "micro_steps")
+    if math.isfinite(micro):
+        facts["grad_accum_steps"] = int(micro)
+    batch = median_of_counts(run.values, "micro_batch")
+    if math.isfinite(batch):
+        facts["micro_batch_size"] = batch
+        samples = run.per_step["samples_sum"].where(run.per_step["samples_count"] > 0)
+        facts["global_batch_size"] = float(samples.median()) / model_parallel
+    return facts
+
+
+def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = False,
+              rank_steps: pd.DataFrame | None = None) -> tuple[dict[str, pd.DataFrame], int]:
+    """Per run, the job's measured steps, and how many steps were left out
+    because some rank did not record them. A run's frame has per step:
+    ``step``, ``step_time_s`` (the slowest rank's interval, s), ``tokens`` and
+    ``samples`` (all ranks; where every interval of the run has them), the
+    phase columns (mean over ranks, s; where every interval has them) and,
+    for the runs in ``rank_steps`` (rows ``run_id, rank, step, step_s`` of
+    measured intervals), each rank's time ``rank_<r>_s`` (s).
+    ``warmup``: steps left out at the start of each run on top of those
+    recorded as warm-up. A run with a complete step without ``step_s``, or
+    with fewer than 2 complete steps, is a DataError, or with ``usable_only``
+    left out."""
+    out: dict[str, pd.DataFrame] = {}
+    dropped = 0
+    ranks_of = summaries.per_rank[summaries.per_rank["measured_intervals"].gt(0)].groupby("run_id", sort=False,
+                                                                                          observed=True).size()
+    for run_id, steps in summaries.per_step.groupby(summaries.per_step["run_id"].astype(str), sort=True):
+        steps = steps[steps["step"] >= steps["step"].min() + warmup]
+        complete = steps["ranks"].to_numpy() == ranks_of.get(run_id, 0)
+        timed = [c for c in (*WORK, *STEP_PHASE_COLUMNS) if steps[f"{c}_count"].sum() == steps["ranks"].sum()]
+        kept = steps[complete]
+        frame = pd.DataFrame({"step": kept["step"].to_numpy(), "step_time_s": kept["step_s_max"].to_numpy()})
+        for c in timed:
+            total = kept[f"{c}_sum"].to_numpy(float)
+            frame[c] = total if c in WORK else total / kept[f"{c}_count"].to_numpy(float)
+        if rank_steps is not None and (rank_steps["run_id"].astype(str) == run_id).any():
+            mine = rank_steps[rank_steps["run_id"].astype(str) == run_id]
+            wide = mine.groupby(["step", "rank"], sort=True)["step_s"].max().unstack("rank").reindex(frame["step"])
+            for rank in wide.columns:
+                frame[f"rank_{int(rank)}_s"] = wide[rank].to_numpy()
+        untimed = frame["step"][kept["step_s_count"].to_numpy() == 0]
+        problem = (f"step {untimed.iloc[0]} has no step_s" if len(untimed) else
+                   f"{len(frame)} measured step(s) after the warm-up: at least 2 are needed" if len(frame) < 2
+                   else None)
+        if problem and usable_only:
+            continue
+        if problem:
+            raise DataError(problem, path=f"run {run_id}")
+        dropped += int((~complete).sum())
+        out[run_id] = frame
+    return out, dropped

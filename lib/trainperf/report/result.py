@@ -1,0 +1,30 @@
+"""What building one report gave (``trainperf.report.pipeline`` builds it, the index and the command line show it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ReportResult:
+    """What building one report gave."""
+
+    name: str
+    source: str
+    executed: str | None
+    html: str | None
+    seconds: float
+    error: str | None = None
+    facts: dict[str, object] = field(default_factory=dict)
+    not_applicable: str | None = None
+    """What the data lacks, when the report raised ``NotApplicable`` (not a failure)."""
+    export_seconds: float = 0.0
+    """Of ``seconds``, the export of the executed notebook to HTML."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def title(self) -> str:
+        return str(self.facts.get("title") or self.name.replace("_", " ").capitalize())

@@ -1,0 +1,180 @@
+"""Reading a run folder: its manifest, its ranks' steps files as step
+intervals (``trainperf.schema.STEP_INTERVALS``) in parts of whole ranks, and
+the runs row its measurements make.
+
+``run_id`` defaults to the folder name, ``experiment`` to the name of the
+folder that holds it, ``source`` to the folder's path. A part is a group of
+ranks small enough to read at once (:data:`PART_BYTES` of steps files), so
+that a run of thousands of ranks is read part by part
+(``trainperf.store`` writes each part; the engine reads them in parallel).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trainperf.errors import DataError, DataWarning
+from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
+from trainperf.runfolder.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, read_rank_file
+from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
+
+PART_BYTES = 96 << 20
+"""Steps-file bytes per part (about 600,000 steps): what one reader holds at once."""
+READ_THREADS = 4
+BATCH_FACTS = ("grad_accum_steps", "micro_batch_size", "global_batch_size")
+"""Measurements that fill in the run's configuration where it has none."""
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """A run folder, opened: its manifest (``config`` with the defaults
+    above) and its steps files, ``(rank, path)`` by rank."""
+
+    path: Path
+    manifest: dict[str, Any]
+    rank_files: tuple[tuple[int, Path], ...]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.manifest["config"]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.config["run_id"])
+
+    @property
+    def environment(self) -> Mapping[str, Any]:
+        return self.manifest.get("environment") or {}
+
+    @property
+    def world_size(self) -> int | None:
+        world = self.environment.get("world_size")
+        return int(world) if world else None
+
+    def parts(self, part_bytes: int = PART_BYTES) -> list[tuple[tuple[int, Path], ...]]:
+        """The steps files in groups of whole ranks of about ``part_bytes`` each."""
+        groups: list[list[tuple[int, Path]]] = [[]]
+        size = 0
+        for rank, path in self.rank_files:
+            length = path.stat().st_size
+            if groups[-1] and size + length > part_bytes:
+                groups.append([])
+                size = 0
+            groups[-1].append((rank, path))
+            size += length
+        return [tuple(g) for g in groups if g]
+
+
+def open_run_folder(path: str | Path) -> RunFolder:
+    """Open a run folder: read its manifest and list its steps files."""
+    path = Path(path)
+    manifest = read_manifest(path / MANIFEST_FILE)
+    config = dict(manifest.get("config") or {})
+    config.setdefault("run_id", path.name)
+    config.setdefault("experiment", path.resolve().parent.name)
+    config.setdefault("source", str(path))
+    files = sorted((int(m.group(1)), p) for p in path.iterdir() if (m := STEPS_FILE_PATTERN.match(p.name)))
+    return RunFolder(path, {**manifest, "config": config}, tuple(files))
+
+
+@dataclass
+class RanksRead:
+    """Some ranks of a run, read: their step intervals, the ranks whose file
+    ends with the profiler's end line (``closed``), and the lines skipped."""
+
+    intervals: pd.DataFrame
+    closed: list[int] = field(default_factory=list)
+    bad_lines: list[BadLine] = field(default_factory=list)
+
+
+def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None,
+               threads: int = READ_THREADS) -> RanksRead:
+    """The step intervals of ``files`` (default: every rank of the run), rank
+    by rank, each in the order written, read by up to ``threads`` threads.
+    Malformed or truncated lines are skipped and listed (file and line)."""
+    files = folder.rank_files if files is None else files
+    # Arrow and numpy release the GIL while parsing: read files side by side
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, os.cpu_count() or 1))) as pool:
+        read = list(pool.map(_read_rank_file, [path for _, path in files]))
+    nodes = {r["rank"]: r.get("node") for r in folder.environment.get("ranks", [])}
+    counts = np.array([len(f.columns["step"]) for f in read], dtype=np.int64)
+    total = int(counts.sum())
+    data: dict[str, Any] = {
+        "run_id": _repeat_strings([folder.run_id], np.array([total])),
+        "rank": np.repeat(np.array([f.rank for f in read], dtype=np.int64), counts),
+        "node": _repeat_strings([f.node or nodes.get(f.rank) or "" for f in read], counts),
+        "n_steps": np.ones(total), "includes_evaluation": np.zeros(total, dtype=bool), "compute_s": np.full(total, np.nan),
+    }
+    for name in LINE_COLUMNS:
+        data[name] = (np.concatenate([f.columns[name] for f in read]) if read
+                      else np.empty(0, dtype=bool if name == "warmup" else np.int64 if name == "step" else float))
+    intervals = pd.DataFrame({name: data[name] for name in STEP_INTERVAL_COLUMNS})
+    intervals["micro_steps"] = intervals["micro_steps"].astype("float64")
+    return RanksRead(intervals, [f.rank for f in read if f.closed], [b for f in read for b in f.bad_lines])
+
+
+def _read_rank_file(path: Path):
+    try:
+        return read_rank_file(path)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read steps file: {exc}", path=path) from exc
+
+
+def _repeat_strings(values: list[str], counts: np.ndarray) -> pd.Series:
+    """A string column holding ``values[i]`` ``counts[i]`` times (built by
+    Arrow from codes: fast for a million rows)."""
+    import pyarrow as pa
+
+    codes = np.repeat(np.arange(len(values), dtype=np.int32), counts)
+    strings = pa.array(values, type=pa.large_string()).take(pa.array(codes))
+    return pd.Series(strings, dtype=pd.StringDtype("pyarrow", na_value=np.nan))
+
+
+def model_parallel(config: Mapping[str, Any]) -> float:
+    """Ranks that share their samples: tensor × pipeline × context parallel degrees."""
+    degree = 1.0
+    for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
+        degree *= float(config.get(key) or 1)
+    return degree
+
+
+def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequence[str]) -> dict[str, Any]:
+    """The run's runs row: its ``config`` keys as columns (non-canonical keys as
+    ``extra_<key>``), its ``measured`` columns (``trainperf.aggregate.measure``),
+    ``gpus`` (the world size, else the ranks that recorded steps) and ``nodes``
+    (the distinct nodes of the manifest, else of ``nodes_seen``, each rank's: empty where unknown),
+    with a DataWarning where the config says otherwise, and ``platform``,
+    ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak) and the
+    batch facts where the config has none."""
+    config, environment = folder.config, folder.environment
+    row: dict[str, Any] = {"run_id": folder.run_id}
+    for key, value in config.items():
+        if key != "run_id":
+            row[key if key in INPUT_COLUMNS or key.startswith(PREFIXES) else f"extra_{key}"] = value
+    row.update({k: v for k, v in measured.items() if k not in BATCH_FACTS})
+    ranks = environment.get("ranks") or []
+    found = {"gpus": folder.world_size or measured.get("ranks") or None,
+             "nodes": len({r.get("node") for r in ranks}) if ranks else (len(set(nodes_seen) - {""}) or None)}
+    for key, value in found.items():
+        if value is None:
+            continue
+        if key in config and config[key] != value:
+            warnings.warn(f"run {folder.run_id}: config says {key}={config[key]!r}, the run had {value}; "
+                          f"using {value}", DataWarning, stacklevel=3)
+        row[key] = int(value)
+    defaults = {"platform": environment.get("device"), "strategy": environment.get("strategy"),
+                "peak_tflops_per_gpu": (environment.get("cpu_peak") or {}).get("tflops"),
+                **{k: measured[k] for k in BATCH_FACTS if k in measured}}
+    for key, value in defaults.items():
+        if key not in config and value is not None:
+            row[key] = value
+    return row

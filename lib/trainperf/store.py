@@ -1,0 +1,206 @@
+"""The step-intervals store: each input's step intervals as Parquet, written on
+its first read, and the aggregator's summaries of them.
+
+An entry lives in ``store/<key>`` under trainperf's cache folder, beside the
+input cache (``trainperf.input_cache``) and keyed the same way: the input's
+path, the content of every file it holds, trainperf's source and the pandas
+version. A changed input, or another version of trainperf, has another key,
+so an entry is never misread; one whose ``entry.json`` does not say this
+format and version (written by an older layout, or damaged) is built again.
+An entry holds:
+
+* ``intervals/part-NNNNN.parquet``: the step intervals, each file whole ranks
+  of one run in the order they recorded them (what ``trainperf.aggregate``
+  needs of a partition);
+* ``per_rank.parquet``, ``per_step.parquet``, ``values.parquet``: the
+  :class:`~trainperf.aggregate.Summaries`;
+* ``entry.json``: the format, the version, and what the reader learnt besides
+  the intervals (``facts``: e.g. which ranks closed their profiler, the lines
+  it skipped).
+
+An entry is written in a temporary folder and renamed into place, so two
+reports building at once never see half of one. A store that cannot be
+written (a read-only or full disk) is left alone: the input is read from its
+source into memory, with one warning. ``TRAINPERF_INPUT_CACHE=off`` turns
+the store off too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trainperf.aggregate import Summaries, empty_intervals, summarize
+from trainperf.errors import DataWarning
+from trainperf.input_cache import cache_dir as inputs_dir
+from trainperf.input_cache import input_key
+
+FORMAT = "trainperf-store"
+VERSION = 1
+ENTRY_FILE = "entry.json"
+SUMMARIES = ("per_rank", "per_step", "values")
+KEEP = 64
+"""Entries kept; the least recently written beyond this are removed."""
+
+Part = Callable[[], tuple[pd.DataFrame, dict[str, list]]]
+"""Reads one part of an input: its step intervals (whole ranks) and facts
+(lists, joined over the parts in order)."""
+
+_warned: set[str] = set()
+
+
+def store_dir() -> Path | None:
+    """``store`` in trainperf's cache folder; ``None`` when the input cache is off."""
+    inputs = inputs_dir()
+    return None if inputs is None else inputs.with_name("store")
+
+
+@dataclass
+class Entry:
+    """An input's step intervals, their summaries and the reader's facts: in a
+    store ``folder``, or held in memory (``folder`` None)."""
+
+    folder: Path | None
+    facts: dict[str, list]
+    summaries: Summaries
+    held: pd.DataFrame | None = field(default=None, repr=False)
+
+    def intervals(self, columns: Sequence[str] | None = None) -> Any:
+        """The step intervals: a Dask DataFrame over the store (a partition per
+        part file: whole ranks), or the frame held in memory."""
+        if self.folder is None:
+            held = self.held if self.held is not None else empty_intervals()
+            return held if columns is None else held[list(columns)]
+        parts = sorted((self.folder / "intervals").glob("part-*.parquet"))
+        if not parts:
+            frame = empty_intervals()
+            return frame if columns is None else frame[list(columns)]
+        import dask.dataframe as dd
+        import pyarrow.parquet as pq
+
+        wanted = None if columns is None else list(columns)
+        meta = pq.read_schema(parts[0]).empty_table().to_pandas()
+        return dd.from_map(_read_part, [str(p) for p in parts], columns=wanted,
+                           meta=meta if wanted is None else meta[wanted], label="read-step-intervals")
+
+
+def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any = None) -> Entry:
+    """The store entry of input ``path`` read as ``kind``, written first when
+    there is none: every part of ``parts()`` is read on ``scheduler`` (a
+    ``dask.compute`` scheduler) and written, then summarized."""
+    root = store_dir()
+    if root is None:
+        return _in_memory(parts(), scheduler)
+    folder = root / input_key(path, kind)
+    found = _open(folder)
+    if found is not None:
+        return found
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
+    except OSError as exc:
+        _warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
+                   "source into memory")
+        return _in_memory(parts(), scheduler)
+    try:
+        _write(building, parts(), scheduler)
+    except OSError as exc:
+        shutil.rmtree(building, ignore_errors=True)
+        _warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
+                   "source into memory")
+        return _in_memory(parts(), scheduler)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    try:
+        os.rename(building, folder)
+    except OSError:  # another process stored the same entry first: theirs is as good
+        shutil.rmtree(building, ignore_errors=True)
+    _prune(root)
+    found = _open(folder)
+    return found if found is not None else _in_memory(parts(), scheduler)
+
+
+def _write(folder: Path, parts: list[Part], scheduler: Any) -> None:
+    """Read and write every part into ``folder``, and summarize them."""
+    import dask
+
+    (folder / "intervals").mkdir()
+    tasks = [dask.delayed(_write_part)(part, str(folder / "intervals" / f"part-{i:05d}.parquet"))
+             for i, part in enumerate(parts)]
+    found = dask.compute(*tasks, scheduler=scheduler)
+    facts: dict[str, list] = {}
+    for part_facts in found:
+        for key, values in part_facts.items():
+            facts.setdefault(key, []).extend(values)
+    probe = Entry(folder, facts, Summaries.concat([]))
+    summaries = summarize(probe.intervals(), scheduler)
+    for name in SUMMARIES:
+        getattr(summaries, name).to_parquet(folder / f"{name}.parquet", index=False)
+    (folder / ENTRY_FILE).write_text(json.dumps({"format": FORMAT, "version": VERSION, "facts": facts}))
+
+
+def _read_part(path: str, columns: list[str] | None) -> pd.DataFrame:
+    """One part file of an entry: one partition (whole ranks, in the order recorded)."""
+    return pd.read_parquet(path, columns=columns)
+
+
+def _write_part(part: Part, target: str) -> dict[str, list]:
+    frame, facts = part()
+    if len(frame):
+        frame.to_parquet(target, index=False)
+    return facts
+
+
+def _open(folder: Path) -> Entry | None:
+    """The entry in ``folder``; None when there is none, or it is not this
+    format and version or cannot be read (then it is removed, to be built again)."""
+    if not folder.is_dir():
+        return None
+    try:
+        meta = json.loads((folder / ENTRY_FILE).read_text())
+        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+            raise ValueError(f"written as {meta.get('format')} version {meta.get('version')}")
+        summaries = Summaries(*(pd.read_parquet(folder / f"{name}.parquet") for name in SUMMARIES))
+    except (OSError, ValueError) as exc:
+        _warn_once(f"step-intervals store entry {folder} is not readable ({exc}): it is built again")
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return Entry(folder, meta.get("facts") or {}, summaries)
+
+
+def _in_memory(parts: list[Part], scheduler: Any) -> Entry:
+    """An entry held in memory: every part read and joined, then summarized."""
+    frames, facts = [], {}
+    for part in parts:
+        frame, part_facts = part()
+        frames.append(frame)
+        for key, values in part_facts.items():
+            facts.setdefault(key, []).extend(values)
+    held = pd.concat(frames, ignore_index=True) if frames else empty_intervals()
+    return Entry(None, facts, summarize(held, scheduler), held)
+
+
+def _prune(root: Path) -> None:
+    """Keep the :data:`KEEP` most recently written entries (and no leftover of a build that died)."""
+    try:
+        entries = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in entries[KEEP:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, DataWarning, stacklevel=3)

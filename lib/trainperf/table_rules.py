@@ -1,0 +1,151 @@
+"""Rules for the values of a table, shared by every reader: what counts as
+missing, how a bool is spelled, the range a column's values must lie in, and
+the check of a runs table against the schema (``check_runs``), which types its
+columns and names the file, row (and line) and column of the first bad value.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+
+import numpy as np
+import pandas as pd
+
+from trainperf.errors import DataError
+from trainperf.flops import CONVENTIONS
+from trainperf.hardware import normalize_precision
+from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, Column
+
+SPEED_INPUTS = ("elapsed_s", "tokens_per_s", "samples_per_s", "step_time_s")
+"""Columns of which a runs row needs one: its measure of speed."""
+TRUE = {"true", "1", "1.0", "yes", "y", "t"}
+FALSE = {"false", "0", "0.0", "no", "n", "f"}
+"""Spellings of a bool cell (case ignored); ``1.0`` / ``0.0`` are what a JSON
+column of 1 / 0 with a null in it becomes."""
+
+
+def check_runs(raw: pd.DataFrame, path: object = None, lines: list[int] | None = None) -> pd.DataFrame:
+    """Check a runs table against the schema and return it with typed columns.
+
+    ``raw`` may hold strings (as read from CSV) or typed values. ``lines``
+    holds the file line of each data row, for error messages (CSV).
+    Raises ``DataError`` naming ``path``, row and column of the first problem.
+    """
+    if len(raw) == 0:
+        raise DataError("empty table: a header but no rows", path=path)
+    _check_columns(list(raw.columns), path)
+
+    def at(i: int) -> dict:
+        return {"path": path, "row": i + 1, "line": None if lines is None else lines[i]}
+
+    out = pd.DataFrame(index=pd.RangeIndex(len(raw)))
+    for name in raw.columns:
+        values = raw[name].reset_index(drop=True)
+        column = INPUT_COLUMNS.get(name)
+        where = (lambda i, name=name: {**at(i), "column": name})
+        out[name] = _convert(values, column, where) if column else _convert_extra(values)
+    for i in range(len(out)):
+        if not any(c in out and not is_missing(out.at[i, c]) for c in SPEED_INPUTS):
+            raise DataError("no measure of speed: give elapsed_s (with tokens or samples), or tokens_per_s, "
+                            "samples_per_s or step_time_s", **at(i))
+    repeated = np.flatnonzero(out["run_id"].duplicated().to_numpy())
+    if len(repeated):
+        i = int(repeated[0])
+        first = int(np.flatnonzero((out["run_id"] == out["run_id"].iat[i]).to_numpy())[0])
+        raise DataError(f"run_id {out['run_id'].iat[i]!r} appears more than once (first in row {first + 1})",
+                        **at(i), column="run_id")
+    return out
+
+
+def _check_columns(columns: list[str], path: object) -> None:
+    known = list(INPUT_COLUMNS)
+    for name in columns:
+        if not isinstance(name, str) or name in INPUT_COLUMNS or name.startswith(PREFIXES):
+            continue
+        if name in DERIVED_COLUMNS:
+            hint = f"it is computed by derive(); to keep the source's own figure, name it 'reported_{name}'"
+        else:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = (f"did you mean {close[0]!r}? " if close else "") + \
+                "other columns must start with 'reported_' or 'extra_'"
+        raise DataError(f"unknown column: {hint}", path=path, column=name)
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing:
+        raise DataError(f"missing required column(s): {', '.join(missing)}", path=path)
+
+
+def _convert(values: pd.Series, column: Column, where) -> pd.Series:
+    """Typed copy of one canonical column; DataError at the first bad cell."""
+    blank = values.isna() | values.astype("string").str.strip().eq("")
+    if column.kind == "str":
+        result = values.astype("string").str.strip().mask(blank)
+        if column.name == "run_id" and blank.any():
+            raise DataError("run_id is empty", **where(int(np.flatnonzero(blank)[0])))
+        if column.name == "precision":
+            for i in np.flatnonzero(~blank.to_numpy()):
+                try:
+                    result.iat[i] = normalize_precision(str(result.iat[i]))
+                except DataError as exc:
+                    raise DataError(str(exc), **where(int(i))) from exc
+        if column.name == "flops_convention":
+            result = result.str.lower()
+            bad = ~blank & ~result.isin(CONVENTIONS)
+            if bad.any():
+                i = int(np.flatnonzero(bad.to_numpy())[0])
+                raise DataError(f"{result.iat[i]!r} is not one of {', '.join(CONVENTIONS)}", **where(i))
+        return result
+    if column.kind == "bool":
+        text = values.astype("string").str.strip().str.lower()
+        bad = ~blank & ~text.isin(TRUE | FALSE)
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise DataError(f"'{values.iat[i]}' is not true or false", **where(i))
+        return text.isin(TRUE).astype("boolean").mask(blank)
+    numbers = pd.to_numeric(values.mask(blank), errors="coerce").astype(float)
+    bad = ~blank & (numbers.isna() | values.map(lambda v: isinstance(v, (bool, np.bool_))))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DataError(f"'{values.iat[i]}' is not a number", **where(i))
+    _check_range(numbers, column, where)
+    return numbers
+
+
+RANGE_CHECKS = {
+    "positive": (lambda x: x > 0, "must be greater than 0"),
+    "nonnegative": (lambda x: x >= 0, "must not be negative"),
+    "count": (lambda x: x >= 1, "must be a count of at least 1"),
+}
+
+
+def _check_range(numbers: pd.Series, column: Column, where) -> None:
+    present = numbers.notna().to_numpy()
+    finite = np.isfinite(numbers.to_numpy())
+    problems = present & ~finite
+    message = "must be a finite number"
+    if column.check:
+        test, text = RANGE_CHECKS[column.check]
+        failing = present & finite & ~test(numbers.fillna(0).to_numpy())
+        if failing.any() and (not problems.any() or np.argmax(failing) < np.argmax(problems)):
+            problems, message = failing, text
+    if column.kind == "int" and not problems.any():
+        problems = present & finite & (numbers.fillna(0).to_numpy() % 1 != 0)
+        message = "must be a whole number"
+    if problems.any():
+        i = int(np.argmax(problems))
+        raise DataError(f"{numbers.iat[i]:g} {message}", **where(i))
+
+
+def _convert_extra(values: pd.Series) -> pd.Series:
+    """``reported_*`` / ``extra_*`` columns: numbers where every cell is one, else text."""
+    blank = values.isna() | values.astype("string").str.strip().eq("")
+    numbers = pd.to_numeric(values.mask(blank), errors="coerce")
+    if (numbers.notna() | blank).all():
+        return numbers.astype(float)
+    return values.astype("string").mask(blank)
+
+
+def is_missing(value: object) -> bool:
+    """Whether a cell is empty: None, pandas' NA or NaT, or a float NaN (numpy's too)."""
+    return (value is None or value is pd.NA or value is pd.NaT
+            or (isinstance(value, (float, np.floating)) and math.isnan(value)))
