@@ -25,7 +25,6 @@ measurements (``elapsed_s`` of the slowest rank, phases, tokens, ...) and
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trainperf.errors import DataError, DataWarning
+from trainperf.errors import DataError
 from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_PHASE_COLUMNS
 
 WORK = ("tokens", "samples")
@@ -47,7 +46,7 @@ RANK_COLUMNS: tuple[str, ...] = (
 """Per run and rank (:func:`rank_summary`); over the measured window unless said:
 ``intervals`` (all the rank's intervals) and ``last_step`` (the last step it
 recorded); ``measured_intervals``, ``measured_steps`` (optimizer steps they
-cover); ``warmup_steps`` (steps its warm-up intervals cover; NaN where one's
+cover; NaN where one's length is unknown); ``warmup_steps`` (steps its warm-up intervals cover; NaN where one's
 length is unknown); ``excluded_intervals`` (after the warm-up, left out for an
 evaluation); ``untimed_starts`` (intervals without ``start_s``);
 ``first_start_s`` and ``last_end_s`` (s); ``step_s_sum`` and the phase totals
@@ -100,19 +99,20 @@ def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
     window = frame[frame["_measured"]]
     grouped = window.groupby(keys, sort=True, observed=True)
     sums = grouped[["step_s", *STEP_PHASE_COLUMNS, *WORK]].sum(min_count=1)
-    stats = grouped.agg(measured_intervals=("step", "size"), measured_steps=("n_steps", "sum"),
-                        first_start_s=("start_s", "min"), peak_memory_gb=("peak_memory_gb", "max"),
+    stats = grouped.agg(measured_intervals=("step", "size"), first_start_s=("start_s", "min"), peak_memory_gb=("peak_memory_gb", "max"),
                         step_s_median=("step_s", "median"), comm_exposed_s_median=("comm_exposed_s", "median"))
     ends = (window["start_s"] + window["step_s"]).groupby([window["run_id"], window["rank"]], sort=True,
                                                           observed=True).max().rename("last_end_s")
     counts = window[["start_s", *WORK]].isna().groupby([window["run_id"], window["rank"]], sort=True,
                                                        observed=True).sum()
     counts.columns = ["untimed_starts", *(f"{w}_missing" for w in WORK)]
+    lengths = grouped["n_steps"]
+    # NaN where an interval's length is unknown
+    stats["measured_steps"] = lengths.sum().where(lengths.count() == lengths.size())
     losses = window.dropna(subset=["loss"]).groupby(["run_id", "rank"], sort=True, observed=True)["loss"].last()
     out = out.join([stats, ends, sums.rename(columns={"step_s": "step_s_sum"}), counts.astype(float),
                     losses.rename("loss")])
-    for column in ("excluded_intervals", "measured_intervals", "measured_steps", "untimed_starts",
-                   *(f"{w}_missing" for w in WORK)):
+    for column in ("excluded_intervals", "measured_intervals", "untimed_starts", *(f"{w}_missing" for w in WORK)):
         out[column] = out[column].astype(float).fillna(0.0)
     return out.reset_index()[list(RANK_COLUMNS)]
 
@@ -264,9 +264,9 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     ``complete``: every expected rank (``expected_ranks``; without them the
     ranks present, when there are several: one rank alone cannot tell) recorded
     as many intervals, up to the same last step, as the most advanced one and,
-    where ``closed_ranks`` is given, closed its profiler. Otherwise a
-    DataWarning names the ranks that stopped early, also listed in
-    ``extra_stopped_early_ranks`` (text, e.g. ``[1, 3]``).
+    where ``closed_ranks`` is given, closed its profiler (:func:`stopped_early`;
+    the ranks that did not are listed in ``extra_stopped_early_ranks``, text
+    such as ``[1, 3]``, and the reader warns with :func:`incomplete`).
 
     With ``batch_facts`` (every rank recorded its own work: run folders, per-rank
     tables), ``grad_accum_steps`` (median of ``micro_steps``),
@@ -291,7 +291,8 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     for name in WORK:
         if window[name].notna().any() and window[f"{name}_missing"].sum() == 0:
             out[name] = float(window[name].sum())
-    out["steps"] = int(window["measured_steps"].max()) if len(window) else 0
+    if len(window) and window["measured_steps"].notna().all():
+        out["steps"] = int(window["measured_steps"].max())
     reference = out.get("slowest_rank", window.index[0] if len(window) else None)
     if reference is not None and math.isfinite(per_rank.at[reference, "warmup_steps"]):
         out["warmup_steps"] = int(per_rank.at[reference, "warmup_steps"])
@@ -303,17 +304,25 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
         out["peak_memory_gb"] = float(window["peak_memory_gb"].max())
     if window["loss"].notna().any():
         out["train_loss"] = float(window["loss"].mean())
-    out.update(_completeness(run_id, per_rank, expected_ranks, closed_ranks))
+    stopped = stopped_early(run.per_rank, expected_ranks, closed_ranks)
+    if stopped is not None:
+        out["complete"] = not stopped
+    if stopped:
+        out["extra_stopped_early_ranks"] = f"[{', '.join(map(str, stopped))}]"  # a list, never read as a number
     if batch_facts:
         out.update(_batch_facts(run, model_parallel))
     return out
 
 
-def _completeness(run_id: str, per_rank: pd.DataFrame, expected: Sequence[int] | None,
-                  closed: Sequence[int] | None) -> dict[str, Any]:
+def stopped_early(per_rank: pd.DataFrame, expected: Sequence[int] | None,
+                  closed: Sequence[int] | None) -> dict[int, str] | None:
+    """The ranks of one run (its :data:`RANK_COLUMNS` rows) that stopped early,
+    with the reason; ``None`` when it cannot be told (one rank and no expected
+    ranks). See :func:`measure`."""
+    per_rank = per_rank.set_index("rank")
     if expected is None:
         if len(per_rank) < 2:
-            return {}
+            return None
         expected = sorted(per_rank.index)
     most, last = (per_rank["intervals"].max(), per_rank["last_step"].max()) if len(per_rank) else (0, 0)
     stopped: dict[int, str] = {}
@@ -321,19 +330,21 @@ def _completeness(run_id: str, per_rank: pd.DataFrame, expected: Sequence[int] |
         reasons = []
         if rank not in per_rank.index:
             reasons.append("no steps recorded")
-        elif per_rank.at[rank, "intervals"] < most or per_rank.at[rank, "last_step"] < last:
+        elif per_rank.at[rank, "intervals"] < most:
             reasons.append(f"{int(per_rank.at[rank, 'intervals'])} of {int(most)} steps")
+        elif per_rank.at[rank, "last_step"] < last:
+            reasons.append(f"last step {int(per_rank.at[rank, 'last_step'])} of {int(last)}")
         if closed is not None and rank not in closed:
             reasons.append("profiler not closed")
         if reasons:
             stopped[int(rank)] = ", ".join(reasons)
-    if not stopped:
-        return {"complete": True}
-    ranks = ", ".join(str(r) for r in stopped)
+    return stopped
+
+
+def incomplete(run_id: str, stopped: dict[int, str]) -> str:
+    """The sentence that names the ranks of run ``run_id`` that stopped early."""
     reasons = "; ".join(f"rank {r}: {why}" for r, why in stopped.items())
-    warnings.warn(f"run {run_id} is incomplete: rank(s) {ranks} stopped early ({reasons})", DataWarning,
-                  stacklevel=4)
-    return {"complete": False, "extra_stopped_early_ranks": f"[{ranks}]"}  # a list, never read as a number
+    return f"run {run_id} is incomplete: rank(s) {', '.join(map(str, stopped))} stopped early ({reasons})"
 
 
 def _batch_facts(run: Summaries, model_parallel: float) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from trainperf import engine, store
-from trainperf.aggregate import Summaries, measure, summarize
+from trainperf.aggregate import Summaries, incomplete, measure, stopped_early, summarize
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
 from trainperf.importers import detect, import_path, reads_as_log
 from trainperf.input_cache import cached_read
@@ -320,9 +320,12 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
         raise NoMeasuredSteps(f"no measured steps: {lines} step line(s){', all warm-up' if lines else ''} "
                               f"(warmup_steps = {folder.manifest.get('warmup_steps')})", path=folder.path)
     world = folder.world_size
-    measured = measure(summaries, folder.run_id,
-                       expected_ranks=range(world) if world else sorted(run.per_rank["rank"].astype(int)),
-                       closed_ranks=None if facts is None else facts.get("closed", []), batch_facts=True,
+    expected = range(world) if world else sorted(run.per_rank["rank"].astype(int))
+    closed = None if facts is None else facts.get("closed", [])
+    stopped = stopped_early(run.per_rank, expected, closed)
+    if stopped:
+        warnings.warn(incomplete(folder.run_id, stopped), DataWarning, stacklevel=4)
+    measured = measure(summaries, folder.run_id, expected_ranks=expected, closed_ranks=closed, batch_facts=True,
                        model_parallel=model_parallel(folder.config))
     return runs_row(folder, measured, run.per_rank["node"].astype(str).tolist())
 

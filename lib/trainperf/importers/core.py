@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from trainperf.aggregate import incomplete, rank_summary, stopped_early
 from trainperf.errors import DataError, DataWarning
 from trainperf.flops import missing_inputs
 from trainperf.importers.settings import Settings
@@ -261,6 +262,9 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
         rows.append(row)
         if run_steps is not None and len(run_steps):
             steps.append(run_steps.assign(run_id=row["run_id"]))
+            stopped = stopped_early(rank_summary(run_steps), None, None)
+            if stopped:
+                notes.append(f"{path}: {incomplete(str(row['run_id']), stopped)}")
     for note in notes:
         warnings.warn(note, DataWarning, stacklevel=3)
     if not rows:

@@ -16,8 +16,9 @@ lines (optionally after ``Rank N -``) give the losses. Markdown headings
 (``### training_b64_g2``) separate runs and name them; without headings a
 block that repeats a rank and epoch starts a new run.
 
-Conversions (per run, over all epochs: epoch totals include the warm-up,
-which cannot be separated):
+Each rank's epoch block is a step interval (``step`` the epoch; epoch totals
+include the warm-up, which cannot be separated), measured by the one
+aggregator (``trainperf.aggregate.measure``), per run over all epochs:
 
 * ``e_r`` = sum of rank r's ``Total epoch time``; ``elapsed_s = max_r e_r``
   (the slowest rank), ``slowest_rank``, ``mean_rank_elapsed_s``,
@@ -26,7 +27,8 @@ which cannot be separated):
   (Training compute: forward, backward and optimizer as one number),
   ``comm_s`` (Training communication): mean over ranks of each rank's sum;
 * ``gpus`` = the number of ranks when they are 0..N-1 (every rank prints
-  its block), ``ranks``, ``complete`` (every rank printed every epoch);
+  its block), ``ranks``, ``complete`` (every rank printed every epoch),
+  ``extra_epochs`` (the most any rank printed);
 * the ``Average metrics`` times are kept as ``reported_mean_rank_elapsed_s``,
   ``reported_data_s``, ``reported_h2d_s``, ``reported_compute_s``,
   ``reported_comm_s``;
@@ -41,11 +43,13 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
+import pandas as pd
 
+from trainperf.aggregate import measure, summarize
 from trainperf.importers.core import LineFormat, ParsedRun, RunParser
 from trainperf.importers.records import finite
 from trainperf.importers.text import NUMBER, number
+from trainperf.schema import STEP_INTERVAL_COLUMNS
 
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(\S.*?)\s*#*\s*$")
 _BLOCK = re.compile(r"(?:Rank\s+(\d+)\s+)?Epoch\s+(\d+)\s+timing breakdown:")
@@ -58,6 +62,8 @@ FIELDS = {"Total epoch time": "elapsed_s", "Data loading time": "data_s", "Data 
           "Training compute time": "compute_s", "Training communication time": "comm_s",
           "Average Loss": "loss", "Train loss": "train_loss", "Val loss": "val_loss"}
 PHASES = ("data_s", "h2d_s", "compute_s", "comm_s")
+INTERVAL_FIELDS = {"step_s": "elapsed_s", **{p: p for p in PHASES}, "loss": "loss"}
+"""Step-interval columns and the block values they hold."""
 
 
 class _Block:
@@ -159,8 +165,10 @@ def _config(run: _Run) -> dict[str, Any]:
 def _finisher(run: _Run):
     def finish(config: Mapping[str, Any]):
         out: dict[str, Any] = {}
+        intervals = None
         if run.blocks:
-            out.update(_per_rank(run))
+            measured, intervals = _per_rank(run)
+            out.update(measured)
         averages = run.averages
         for name, column in (("elapsed_s", "reported_mean_rank_elapsed_s"), *((p, f"reported_{p}") for p in PHASES)):
             values = [b.values[name] for b in averages if name in b.values]
@@ -176,31 +184,31 @@ def _finisher(run: _Run):
                     out[name] = values[-1]
         if "elapsed_s" in out:
             out["extra_time_source"] = "epoch times printed by the log"
-        return out, None
+        return out, intervals
     return finish
 
 
-def _per_rank(run: _Run) -> dict[str, Any]:
-    ranks = sorted({rank for rank, _ in run.blocks})
-    epochs = {r: sorted(e for rank, e in run.blocks if rank == r) for r in ranks}
-    totals = {r: {name: [run.blocks[(r, e)].values.get(name, math.nan) for e in epochs[r]]
-                  for name in ("elapsed_s", *PHASES)} for r in ranks}
-    elapsed = np.array([sum(totals[r]["elapsed_s"]) for r in ranks])
-    out: dict[str, Any] = {
-        "elapsed_s": float(elapsed.max()), "slowest_rank": int(ranks[int(np.argmax(elapsed))]),
-        "mean_rank_elapsed_s": float(elapsed.mean()), "rank_imbalance": float(elapsed.max() / elapsed.min()),
-        "ranks": len(ranks), "extra_epochs": max(len(e) for e in epochs.values()),
-    }
-    if len(ranks) > 1:
-        out["complete"] = len({tuple(e) for e in epochs.values()}) == 1
-    for name in PHASES:
-        sums = [sum(totals[r][name]) for r in ranks]
-        if all(math.isfinite(s) for s in sums):
-            out[name] = float(np.mean(sums))
-    last = [run.blocks[(r, epochs[r][-1])].values.get("loss", math.nan) for r in ranks]
-    if any(math.isfinite(x) for x in last):
-        out["train_loss"] = float(np.nanmean(last))
-    return out
+def _intervals(run: _Run) -> pd.DataFrame:
+    """One step interval per rank and epoch (``step`` the epoch; the steps of
+    an epoch are unknown), in the order the ranks and epochs appear."""
+    keys = sorted(run.blocks)
+    rows = [{"run_id": "", "rank": rank, "step": epoch, "n_steps": math.nan, "node": "", "warmup": False,
+             "includes_evaluation": False, **{name: run.blocks[(rank, epoch)].values.get(source, math.nan)
+                                              for name, source in INTERVAL_FIELDS.items()}}
+            for rank, epoch in keys]
+    return pd.DataFrame(rows).astype({"run_id": "string", "node": "string"}).reindex(
+        columns=list(STEP_INTERVAL_COLUMNS))
+
+
+def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The measurements of the per-rank blocks (``trainperf.aggregate.measure``)
+    and their step intervals. No warm-up was left out (the epoch totals hold it),
+    so none is reported."""
+    intervals = _intervals(run)
+    out = measure(summarize(intervals), "")
+    out.pop("warmup_steps", None)
+    out["extra_epochs"] = int(intervals.groupby("rank")["step"].size().max())
+    return out, intervals
 
 
 class EpochTiming(LineFormat):
