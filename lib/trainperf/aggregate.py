@@ -12,9 +12,13 @@ on one machine or a cluster (:func:`summarize`), and on a pandas frame alike:
   rank recorded them.
 * :func:`step_partials` turns a partition into partial sums per run and step,
   which :data:`STEP_COMBINE` adds up across partitions into the per-step job
-  times (:func:`per_step`).
+  times (:func:`combine`).
 * :func:`value_partials` counts the values whose run-wide median is a batch
   fact (micro-steps, samples per micro-step).
+
+:func:`summarize` runs them on a frame or a Dask DataFrame; the store runs
+them as it writes each part of an input (``trainperf.store``): the same
+functions, so the same figures.
 
 The *measured window* of a run is its intervals that are neither warm-up nor
 include an evaluation. From the summaries, :func:`measure` computes one run's
@@ -61,6 +65,8 @@ STEP_COMBINE: dict[str, str] = {"ranks": "sum", "step_s_max": "max", "n_steps": 
 """How :func:`step_partials` of several partitions add up (a rank lies in one
 partition, so the ranks of a step add up too)."""
 
+COMBINE_EVERY = 8
+"""Partials added up at a time when many partitions are combined (Dask's ``split_every``)."""
 VALUE_QUANTITIES = ("micro_steps", "micro_batch")
 """Quantities whose run-wide median :func:`measure` needs: micro-steps per
 optimizer step, and samples per micro-step of one rank."""
@@ -80,75 +86,143 @@ def empty_intervals() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=kinds.get(c, "float64")) for c in STEP_INTERVAL_COLUMNS})
 
 
+def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group codes of the rows by run and ``by`` (an integer column), numbered
+    in the order of ``(run_id, by)``; and each group's run_id and ``by`` value."""
+    runs, names = pd.factorize(intervals["run_id"], sort=True)
+    other = intervals[by].to_numpy(np.int64)
+    low = int(other.min()) if len(other) else 0
+    span = int(other.max()) - low + 1 if len(other) else 1
+    groups, codes = np.unique(runs.astype(np.int64) * span + (other - low), return_inverse=True)
+    return codes, np.asarray(names, dtype=object)[groups // span], groups % span + low
+
+
+def _per_group(values: pd.Series, codes: np.ndarray, n: int) -> np.ndarray:
+    """A per-group result of a groupby on ``codes`` as an array over all ``n`` groups (NaN where a group has no row)."""
+    out = np.full(n, np.nan)
+    out[values.index.to_numpy()] = values.to_numpy(float)
+    return out
+
+
 def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
-    """One row per run and rank of ``intervals`` (:data:`RANK_COLUMNS`), which
-    holds all the rows of each of its ranks, each rank's in the order recorded."""
+    """One row per run and rank of ``intervals`` (:data:`RANK_COLUMNS`, by run
+    and rank), which holds all the rows of each of its ranks, each rank's in
+    the order recorded."""
     if intervals.empty:
         return pd.DataFrame({c: pd.Series(dtype="string" if c in ("run_id", "node") else
-                                          "int64" if c in ("rank",) else "float64") for c in RANK_COLUMNS})
-    keys = ["run_id", "rank"]
-    warmup = intervals["warmup"].to_numpy(bool)
-    frame = intervals.assign(_measured=measured(intervals),
-                             _excluded=intervals["includes_evaluation"].to_numpy(bool) & ~warmup)
-    every = frame.groupby(keys, sort=True, observed=True)
-    out = every.agg(node=("node", "first"), intervals=("step", "size"), last_step=("step", "max"),
-                    excluded_intervals=("_excluded", "sum"))
-    warm = frame[warmup].groupby(keys, sort=True, observed=True)["n_steps"]
-    # NaN where a warm-up interval's length is unknown; 0 for a rank without warm-up
-    out["warmup_steps"] = warm.sum().where(warm.count() == warm.size()).reindex(out.index, fill_value=0.0)
-    window = frame[frame["_measured"]]
-    grouped = window.groupby(keys, sort=True, observed=True)
+                                          "int64" if c == "rank" else "float64") for c in RANK_COLUMNS})
+    codes, run_ids, ranks = _groups(intervals, "rank")
+    n = len(run_ids)
+    warmup, window = intervals["warmup"].to_numpy(bool), measured(intervals)
+    n_steps = intervals["n_steps"].to_numpy(float)
+
+    def count(rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(codes[rows], weights=None if weights is None else weights[rows], minlength=n).astype(float)
+
+    def known_sum(rows: np.ndarray) -> np.ndarray:  # NaN where a length among ``rows`` is unknown
+        known = count(rows, np.isfinite(n_steps).astype(float)) == count(rows)
+        return np.where(known, count(rows, np.nan_to_num(n_steps)), np.nan)
+
+    first = np.zeros(n, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    out = pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "rank": ranks,
+                        "node": intervals["node"].to_numpy()[first], "intervals": count(slice(None)),
+                        "last_step": _per_group(intervals.groupby(codes)["step"].max(), codes, n),
+                        "measured_intervals": count(window), "warmup_steps": known_sum(warmup),
+                        "excluded_intervals": count(~warmup & ~window)})
+    out["measured_steps"] = np.where(out["measured_intervals"] > 0, known_sum(window), np.nan)
+    inside, kept = intervals[window], codes[window]
+    start, seconds = inside["start_s"].to_numpy(float), inside["step_s"].to_numpy(float)
+    out["untimed_starts"] = count(window, np.isnan(intervals["start_s"].to_numpy(float)).astype(float))
+    grouped = inside.groupby(kept)
+    out["first_start_s"] = _per_group(grouped["start_s"].min(), kept, n)
+    out["last_end_s"] = _per_group(pd.Series(start + seconds).groupby(kept).max(), kept, n)
     sums = grouped[["step_s", *STEP_PHASE_COLUMNS, *WORK]].sum(min_count=1)
-    stats = grouped.agg(measured_intervals=("step", "size"), first_start_s=("start_s", "min"), peak_memory_gb=("peak_memory_gb", "max"),
-                        step_s_median=("step_s", "median"), comm_exposed_s_median=("comm_exposed_s", "median"))
-    ends = (window["start_s"] + window["step_s"]).groupby([window["run_id"], window["rank"]], sort=True,
-                                                          observed=True).max().rename("last_end_s")
-    counts = window[["start_s", *WORK]].isna().groupby([window["run_id"], window["rank"]], sort=True,
-                                                       observed=True).sum()
-    counts.columns = ["untimed_starts", *(f"{w}_missing" for w in WORK)]
-    lengths = grouped["n_steps"]
-    # NaN where an interval's length is unknown
-    stats["measured_steps"] = lengths.sum().where(lengths.count() == lengths.size())
-    losses = window.dropna(subset=["loss"]).groupby(["run_id", "rank"], sort=True, observed=True)["loss"].last()
-    out = out.join([stats, ends, sums.rename(columns={"step_s": "step_s_sum"}), counts.astype(float),
-                    losses.rename("loss")])
-    for column in ("excluded_intervals", "measured_intervals", "untimed_starts", *(f"{w}_missing" for w in WORK)):
-        out[column] = out[column].astype(float).fillna(0.0)
-    return out.reset_index()[list(RANK_COLUMNS)]
+    for column in sums.columns:
+        out["step_s_sum" if column == "step_s" else column] = _per_group(sums[column], kept, n)
+    for name in WORK:
+        out[f"{name}_missing"] = count(window, np.isnan(intervals[name].to_numpy(float)).astype(float))
+    loss = inside["loss"].to_numpy(float)
+    last_loss = np.full(n, np.nan)
+    last_loss[kept[~np.isnan(loss)]] = loss[~np.isnan(loss)]  # the last of each rank's, in order, is kept
+    out["loss"] = last_loss
+    out["peak_memory_gb"] = _per_group(grouped["peak_memory_gb"].max(), kept, n)
+    out["step_s_median"] = _per_group(grouped["step_s"].median(), kept, n)
+    out["comm_exposed_s_median"] = _per_group(grouped["comm_exposed_s"].median(), kept, n)
+    return out[list(RANK_COLUMNS)]
 
 
 def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     """Per run and step of the measured intervals of one partition: ``ranks``
     (distinct ranks), ``step_s_max``, ``n_steps`` (the most any rank's interval
     covers) and, for each of :data:`STEP_SUMS`, its ``_sum`` and ``_count`` (of values present)."""
-    window = intervals[measured(intervals)]
-    grouped = window.groupby(["run_id", "step"], sort=True, observed=True)
-    out = grouped.agg(ranks=("rank", "nunique"), step_s_max=("step_s", "max"), n_steps=("n_steps", "max"))
-    sums = grouped[list(STEP_SUMS)].sum(min_count=1).add_suffix("_sum")
-    counts = grouped[list(STEP_SUMS)].count().add_suffix("_count")
-    return out.join([sums, counts.astype(float)]).astype({"ranks": float}).reset_index()
-
-
-def combine_steps(partials: pd.DataFrame) -> pd.DataFrame:
-    """The per-step job times of a run from the :func:`step_partials` of its
-    partitions (pandas; a Dask frame combines them with :data:`STEP_COMBINE` itself)."""
-    return partials.groupby(["run_id", "step"], sort=True, observed=True).agg(STEP_COMBINE).reset_index()
+    inside = intervals[measured(intervals)]
+    codes, run_ids, steps = _groups(inside, "step")
+    grouped = inside.groupby(codes)
+    out = pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "step": steps,
+                        "ranks": grouped["rank"].nunique().to_numpy(float),
+                        "step_s_max": grouped["step_s"].max().to_numpy(float),
+                        "n_steps": grouped["n_steps"].max().to_numpy(float)})
+    sums, counts = grouped[list(STEP_SUMS)].sum(min_count=1), grouped[list(STEP_SUMS)].count()
+    for column in STEP_SUMS:
+        out[f"{column}_sum"] = sums[column].to_numpy(float)
+    for column in STEP_SUMS:
+        out[f"{column}_count"] = counts[column].to_numpy(float)
+    return out
 
 
 def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     """Counts of each value of :data:`VALUE_QUANTITIES` over the measured
-    intervals, per run: ``run_id, quantity, value, count``."""
-    window = intervals[measured(intervals)]
-    micro = window["micro_steps"]
-    batch = window["samples"] / micro.fillna(1.0).clip(lower=1.0)
+    intervals, per run: ``run_id, quantity, value, count``, in that order."""
+    window = measured(intervals)
+    runs, names = pd.factorize(intervals["run_id"], sort=True)
+    micro = intervals["micro_steps"].to_numpy(float)[window]
+    batch = intervals["samples"].to_numpy(float)[window] / np.clip(np.nan_to_num(micro, nan=1.0), 1.0, None)
     frames = []
-    for quantity, values in (("micro_steps", micro), ("micro_batch", batch)):
-        known = values.notna().to_numpy()
-        frames.append(pd.DataFrame({"run_id": window["run_id"].to_numpy()[known], "quantity": quantity,
-                                    "value": values.to_numpy(float)[known]}))
-    found = pd.concat(frames, ignore_index=True).astype({"run_id": "string", "quantity": "string"})
-    return found.groupby(["run_id", "quantity", "value"], sort=True, observed=True).size().rename(
-        "count").astype(float).reset_index()
+    for quantity, values in zip(VALUE_QUANTITIES, (micro, batch)):
+        known = ~np.isnan(values)
+        found = pd.DataFrame({"run": runs[window][known], "value": values[known]}).value_counts().sort_index()
+        frames.append(pd.DataFrame({"run_id": pd.array(np.asarray(names, dtype=object)[
+            found.index.get_level_values("run").to_numpy()], dtype="string"), "quantity": quantity,
+            "value": found.index.get_level_values("value").to_numpy(float), "count": found.to_numpy(float)}))
+    out = pd.concat(frames, ignore_index=True).astype({"quantity": "string"})
+    return out.sort_values(["run_id", "quantity", "value"], kind="stable").reset_index(drop=True)
+
+
+def partials(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """What one partition (whole ranks) contributes: its :func:`rank_summary`,
+    :func:`step_partials` and :func:`value_partials`."""
+    return rank_summary(intervals), step_partials(intervals), value_partials(intervals)
+
+
+def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
+    """The summaries of many partitions as Dask collections, from each
+    partition's :func:`partials` (Dask delayed values of the triple): the
+    per-rank rows joined, the per-step and value partials added up with
+    :data:`STEP_COMBINE` in a tree (a few partitions at a time), so that a run
+    of any number of partitions is combined in bounded memory. Computed with
+    :func:`finish`."""
+    import dask.dataframe as dd
+
+    empty = partials(empty_intervals())
+    ranks = dd.from_delayed([p[0] for p in parts], meta=empty[0], verify_meta=False)
+    steps = dd.from_delayed([p[1] for p in parts], meta=empty[1], verify_meta=False)
+    steps = steps.groupby(["run_id", "step"], sort=False).agg(STEP_COMBINE, split_every=COMBINE_EVERY, split_out=1)
+    values = dd.from_delayed([p[2] for p in parts], meta=empty[2], verify_meta=False)
+    values = values.groupby(["run_id", "quantity", "value"], sort=False)["count"].sum(split_every=COMBINE_EVERY,
+                                                                                       split_out=1)
+    return ranks, steps, values
+
+
+def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.Series | pd.DataFrame) -> Summaries:
+    """:class:`Summaries` of what :func:`combine` computed, each frame in the order of its keys."""
+    per_step = per_step.reset_index() if "run_id" not in per_step.columns else per_step
+    for column in STEP_SUMS:  # a sum of partials that had no value is no value, not 0
+        per_step[f"{column}_sum"] = per_step[f"{column}_sum"].where(per_step[f"{column}_count"] > 0)
+    values = values.reset_index() if "run_id" not in getattr(values, "columns", ()) else values
+    return Summaries(per_rank.sort_values(["run_id", "rank"], kind="stable").reset_index(drop=True),
+                     per_step.sort_values(["run_id", "step"], kind="stable").reset_index(drop=True),
+                     values.sort_values(["run_id", "quantity", "value"], kind="stable").reset_index(drop=True))
 
 
 @dataclass
@@ -195,24 +269,15 @@ class Summaries:
 
 def summarize(intervals: Any, scheduler: Any = None) -> Summaries:
     """The :class:`Summaries` of step intervals: a pandas frame, or a Dask
-    DataFrame whose partitions each hold whole ranks (computed on
-    ``scheduler``, a ``dask.compute`` scheduler: ``None`` for Dask's default)."""
+    DataFrame whose partitions each hold whole ranks, computed on ``scheduler``
+    (a ``dask.compute`` scheduler: ``None`` for Dask's default). The same
+    functions either way: :func:`partials` of each partition, :func:`combine`d."""
     if isinstance(intervals, pd.DataFrame):
-        per_rank = rank_summary(intervals)
-        per_step = combine_steps(step_partials(intervals))
-        values = value_partials(intervals)
-    else:  # the same functions, on each partition, added up across them
-        import dask
+        return finish(*partials(intervals))
+    import dask
 
-        ranks = intervals.map_partitions(rank_summary, meta=rank_summary(empty_intervals()))
-        steps = intervals.map_partitions(step_partials, meta=step_partials(empty_intervals()))
-        steps = steps.groupby(["run_id", "step"], sort=False).agg(STEP_COMBINE, split_out=1)
-        counts = intervals.map_partitions(value_partials, meta=value_partials(empty_intervals()))
-        counts = counts.groupby(["run_id", "quantity", "value"], sort=False)["count"].sum(split_out=1)
-        per_rank, per_step, values = dask.compute(ranks, steps, counts, scheduler=scheduler)
-        per_step = per_step.reset_index().sort_values(["run_id", "step"], kind="stable")
-        values = values.reset_index().sort_values(["run_id", "quantity", "value"], kind="stable")
-    return Summaries(per_rank.reset_index(drop=True), per_step.reset_index(drop=True), values.reset_index(drop=True))
+    parts = [dask.delayed(partials, nout=3)(part) for part in intervals.to_delayed()]
+    return finish(*dask.compute(*combine(parts), scheduler=scheduler))
 
 
 def rank_elapsed(per_rank: pd.DataFrame) -> pd.Series:

@@ -216,7 +216,9 @@ def _walk(path: Path, skipped: list[tuple[str, str]], in_folder: bool = False) -
         for child in sorted(path.iterdir()):
             if child.name.startswith("."):
                 continue
-            if child.is_dir() or child.suffix.lower() in TABLE_SUFFIXES | LOG_SUFFIXES:
+            if child.is_file() and child.stat().st_size == 0:
+                skipped.append((str(child), "empty file"))
+            elif child.is_dir() or child.suffix.lower() in TABLE_SUFFIXES | LOG_SUFFIXES:
                 yield from _walk(child, skipped, in_folder=True)
             else:
                 skipped.append((str(child), "not a data file"))

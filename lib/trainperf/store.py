@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
-from trainperf.aggregate import Summaries, empty_intervals, summarize
+from trainperf.aggregate import Summaries, combine, empty_intervals, finish, partials, summarize
 from trainperf.errors import DataWarning
 from trainperf.input_cache import cache_dir as inputs_dir
 from trainperf.input_cache import input_key
@@ -85,7 +86,6 @@ class Entry:
             frame = empty_intervals()
             return frame if columns is None else frame[list(columns)]
         import dask.dataframe as dd
-        import pyarrow.parquet as pq
 
         wanted = None if columns is None else list(columns)
         meta = pq.read_schema(parts[0]).empty_table().to_pandas()
@@ -131,19 +131,21 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
 
 
 def _write(folder: Path, parts: list[Part], scheduler: Any) -> None:
-    """Read and write every part into ``folder``, and summarize them."""
+    """Read every part on ``scheduler``, write it into ``folder`` and take its
+    :func:`~trainperf.aggregate.partials` in the same task (each part is read
+    once), then combine them into the summaries."""
     import dask
+    import dask.dataframe as dd
 
     (folder / "intervals").mkdir()
-    tasks = [dask.delayed(_write_part)(part, str(folder / "intervals" / f"part-{i:05d}.parquet"))
+    tasks = [dask.delayed(_write_part, nout=4)(part, str(folder / "intervals" / f"part-{i:05d}.parquet"))
              for i, part in enumerate(parts)]
-    found = dask.compute(*tasks, scheduler=scheduler)
+    found = dd.from_delayed([t[0] for t in tasks], meta=_facts_frame({}), verify_meta=False)
+    found, *combined = dask.compute(found, *combine([t[1:] for t in tasks]), scheduler=scheduler)
     facts: dict[str, list] = {}
-    for part_facts in found:
-        for key, values in part_facts.items():
-            facts.setdefault(key, []).extend(values)
-    probe = Entry(folder, facts, Summaries.concat([]))
-    summaries = summarize(probe.intervals(), scheduler)
+    for key, values in zip(found["key"], found["values"]):
+        facts.setdefault(key, []).extend(json.loads(values))
+    summaries = finish(*combined)
     for name in SUMMARIES:
         getattr(summaries, name).to_parquet(folder / f"{name}.parquet", index=False)
     (folder / ENTRY_FILE).write_text(json.dumps({"format": FORMAT, "version": VERSION, "facts": facts}))
@@ -154,11 +156,19 @@ def _read_part(path: str, columns: list[str] | None) -> pd.DataFrame:
     return pd.read_parquet(path, columns=columns)
 
 
-def _write_part(part: Part, target: str) -> dict[str, list]:
+def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Read a part, write it to ``target`` (nothing for a part without rows), and
+    return its facts (:func:`_facts_frame`) and :func:`~trainperf.aggregate.partials`."""
     frame, facts = part()
     if len(frame):
         frame.to_parquet(target, index=False)
-    return facts
+    return (_facts_frame(facts), *partials(frame))
+
+
+def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
+    """A part's facts as a frame (``key``, ``values`` as JSON), to be joined with the others'."""
+    return pd.DataFrame({"key": pd.Series(list(facts), dtype="string"),
+                         "values": pd.Series([json.dumps(v) for v in facts.values()], dtype="string")})
 
 
 def _open(folder: Path) -> Entry | None:
@@ -171,7 +181,10 @@ def _open(folder: Path) -> Entry | None:
         if meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise ValueError(f"written as {meta.get('format')} version {meta.get('version')}")
         summaries = Summaries(*(pd.read_parquet(folder / f"{name}.parquet") for name in SUMMARIES))
-    except (OSError, ValueError) as exc:
+        rows = sum(pq.read_metadata(part).num_rows for part in (folder / "intervals").glob("part-*.parquet"))
+        if rows != summaries.rows:
+            raise ValueError(f"its parts hold {rows} intervals, its summaries {summaries.rows}")
+    except (OSError, ValueError) as exc:  # pyarrow's errors are these too
         _warn_once(f"step-intervals store entry {folder} is not readable ({exc}): it is built again")
         shutil.rmtree(folder, ignore_errors=True)
         return None

@@ -220,8 +220,7 @@ def _fast_columns(body: bytes) -> dict[str, np.ndarray] | None:
     starts = np.concatenate(([0], ends[:-1] + 1))
     if (ends <= starts).any() or (raw[starts] != ord("[")).any() or (raw[ends - 1] != ord("]")).any():
         return None
-    counts = np.bincount(raw, minlength=256)
-    if counts[ord("[")] != len(starts) or counts[ord("]")] != len(starts) or counts[ord('"')]:
+    if any(np.count_nonzero(raw == ord(c)) != n for c, n in (("[", len(starts)), ("]", len(starts)), ('"', 0))):
         return None
     import pyarrow as pa
     import pyarrow.csv as pacsv

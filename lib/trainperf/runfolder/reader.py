@@ -27,8 +27,8 @@ from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, read_rank_file
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
 
-PART_BYTES = 96 << 20
-"""Steps-file bytes per part (about 600,000 steps): what one reader holds at once."""
+PART_BYTES = 48 << 20
+"""Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
 READ_THREADS = 4
 BATCH_FACTS = ("grad_accum_steps", "micro_batch_size", "global_batch_size")
 """Measurements that fill in the run's configuration where it has none."""
@@ -60,8 +60,9 @@ class RunFolder:
         world = self.environment.get("world_size")
         return int(world) if world else None
 
-    def parts(self, part_bytes: int = PART_BYTES) -> list[tuple[tuple[int, Path], ...]]:
-        """The steps files in groups of whole ranks of about ``part_bytes`` each."""
+    def parts(self) -> list[tuple[tuple[int, Path], ...]]:
+        """The steps files in groups of whole ranks of about :data:`PART_BYTES` each."""
+        part_bytes = PART_BYTES
         groups: list[list[tuple[int, Path]]] = [[]]
         size = 0
         for rank, path in self.rank_files:
@@ -117,8 +118,9 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
     for name in LINE_COLUMNS:
         data[name] = (np.concatenate([f.columns[name] for f in read]) if read
                       else np.empty(0, dtype=bool if name == "warmup" else np.int64 if name == "step" else float))
-    intervals = pd.DataFrame({name: data[name] for name in STEP_INTERVAL_COLUMNS})
-    intervals["micro_steps"] = intervals["micro_steps"].astype("float64")
+    data["micro_steps"] = data["micro_steps"].astype(np.float64)
+    # a column each, not consolidated into one block: building the frame copies nothing
+    intervals = pd.DataFrame({name: pd.Series(data[name], copy=False) for name in STEP_INTERVAL_COLUMNS}, copy=False)
     return RanksRead(intervals, [f.rank for f in read if f.closed], [b for f in read for b in f.bad_lines])
 
 
