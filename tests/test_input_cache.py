@@ -22,9 +22,9 @@ def reads(monkeypatch, tmp_path):
     done = []
     real = loading._read_runs
 
-    def counting(item, scheduler):
+    def counting(item, scheduler, key=None):
         done.append(item.path.name)
-        return real(item, scheduler)
+        return real(item, scheduler, key)
 
     monkeypatch.setattr(loading, "_read_runs", counting)
     return done
@@ -81,9 +81,9 @@ def test_warnings_of_a_read_are_raised_again_from_the_cache(tmp_path, reads, mon
     (tmp_path / "one.csv").write_text(RUNS)
     real = loading._read_runs
 
-    def warning(item, scheduler):
+    def warning(item, scheduler, key=None):
         warnings.warn("a doubtful value", DataWarning)
-        return real(item, scheduler)
+        return real(item, scheduler, key)
 
     monkeypatch.setattr(loading, "_read_runs", warning)
     for _ in range(2):

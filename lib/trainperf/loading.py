@@ -45,7 +45,7 @@ from trainperf import engine, store
 from trainperf.aggregate import Summaries, incomplete, measure, stopped_early, summarize
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
 from trainperf.importers import detect, import_path, reads_as_log
-from trainperf.input_cache import cached_read
+from trainperf.input_cache import cached_read, input_key
 from trainperf.provenance import provenance
 from trainperf.runfolder.manifest import MANIFEST_FILE
 from trainperf.runfolder.rankfile import BadLine, warn_bad_lines
@@ -106,9 +106,10 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         if item.kind == "steps":
             skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
             continue
-        reader = partial(_read_runs, item, chosen)
+        key = input_key(item.path, item.kind) if cache else None  # hashed once for both caches
+        reader = partial(_read_runs, item, chosen, key)
         try:
-            frames.append(cached_read(item.path, item.kind, reader) if cache else reader())
+            frames.append(cached_read(item.path, item.kind, reader, key) if cache else reader())
         except NoMeasuredSteps as exc:
             if item.named:  # named explicitly: the caller asked for this run
                 raise
@@ -253,27 +254,28 @@ def _step_inputs(paths: Sequence[str | Path]) -> list[Input]:
     return found
 
 
-def _read_runs(item: Input, scheduler: Any) -> pd.DataFrame:
-    """The checked runs of one input (not a steps table)."""
+def _read_runs(item: Input, scheduler: Any, key: str | None = None) -> pd.DataFrame:
+    """The checked runs of one input (not a steps table); ``key``: its ``input_key``, when known."""
     if item.kind == "table":
         return read_runs_table(item.path)
     if item.kind == "log":
         return check_runs(import_path(item.path).runs, item.path)
     folder = open_run_folder(item.path)
-    entry = _entry(item, scheduler, folder)
+    entry = _entry(item, scheduler, folder, key)
     return check_runs(pd.DataFrame([_runs_row(folder, entry.summaries, entry.facts)]), item.path)
 
 
-def _entry(item: Input, scheduler: Any, folder: RunFolder | None = None) -> store.Entry:
-    """The store entry of a run folder or steps table, written on its first read.
-    A run folder's lines that could not be read are reported in one DataWarning."""
+def _entry(item: Input, scheduler: Any, folder: RunFolder | None = None, key: str | None = None) -> store.Entry:
+    """The store entry of a run folder or steps table, written on its first read
+    (``key``: the input's ``input_key``, when known). A run folder's lines that
+    could not be read are reported in one DataWarning."""
     if item.kind == "run":
         folder = folder or open_run_folder(item.path)
-        found = store.entry(item.path, item.kind, partial(_run_parts, folder), scheduler)
+        found = store.entry(item.path, item.kind, partial(_run_parts, folder), scheduler, key)
         bad = [BadLine(Path(path), line, reason) for path, line, reason in found.facts.get("bad_lines", [])]
         warn_bad_lines(bad, "steps files", stacklevel=3)
         return found
-    return store.entry(item.path, item.kind, partial(_steps_table_parts, item.path), scheduler)
+    return store.entry(item.path, item.kind, partial(_steps_table_parts, item.path), scheduler, key)
 
 
 def _run_parts(folder: RunFolder) -> list[store.Part]:

@@ -93,14 +93,16 @@ class Entry:
                            meta=meta if wanted is None else meta[wanted], label="read-step-intervals")
 
 
-def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any = None) -> Entry:
-    """The store entry of input ``path`` read as ``kind``, written first when
-    there is none: every part of ``parts()`` is read on ``scheduler`` (a
-    ``dask.compute`` scheduler) and written, then summarized."""
+def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any = None,
+          key: str | None = None) -> Entry:
+    """The store entry of input ``path`` read as ``kind`` (``key``: its
+    ``input_key``, when the caller has it), written first when there is none:
+    every part of ``parts()`` is read on ``scheduler`` (a ``dask.compute``
+    scheduler) and written, then summarized."""
     root = store_dir()
     if root is None:
         return _in_memory(parts(), scheduler)
-    folder = root / input_key(path, kind)
+    folder = root / (key or input_key(path, kind))
     found = _open(folder)
     if found is not None:
         return found
