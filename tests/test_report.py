@@ -395,3 +395,16 @@ def test_escaped_strings_run_no_script_in_chromium(tiny, chromium):
         assert found.dialogs == [] and found.scripts == 0 and found.console_errors == []
         assert XSS_PLATFORM in found.text
     assert XSS_RUN in browser.check_page(tiny / "throughput.html").text
+
+
+@pytest.mark.slow
+def test_a_run_without_mfu_gets_a_platforms_page_that_says_so(tmp_path):
+    """A CPU run folder without a measured peak has no MFU: the page draws what it can and says why
+    the MFU chart is missing (it failed on the empty MFU column before)."""
+    from test_store import write_run
+
+    run = write_run(tmp_path / "data" / "cpu-run", ranks=2, steps=10)
+    result = build(plan(["platforms"], data=[run], out_dir=tmp_path / "out"), workers=1)
+    assert not result.failed, result.failed[0].error
+    text = _visible(_page(tmp_path / "out", "platforms"))
+    assert "No configuration has an MFU" in text and "No platform and model has two or more configurations" in text

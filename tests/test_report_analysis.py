@@ -785,3 +785,20 @@ def test_platforms_without_token_rates_are_not_applicable(tmp_path):
                               "samples": 10, "elapsed_s": 1.0}])
     with pytest.raises(NotApplicable, match=r"a throughput in tokens/s \(tokens_per_s\): give tokens"):
         comparable(open_runs(path))
+
+
+def test_a_run_of_many_ranks_names_those_that_wait_least_and_most_and_its_straggler():
+    """Run 'big' has 12 ranks waiting 1, 2, ... 12 ms (rank 11 is flagged the straggler by hand, though it waits
+    most); run 'small' has 3: the small run names every rank, the big one the 4 that wait least (ranks 0-3),
+    the 4 that wait most (8-11) and its straggler."""
+    from trainperf.report.scaling import named_ranks
+
+    waits = pd.DataFrame({"run_id": ["big"] * 12 + ["small"] * 3, "rank": [*range(12), 0, 1, 2],
+                          "comm_wait_s": [*(np.arange(12) + 1) / 1e3, 0.01, 0.02, 0.03],
+                          "straggler": [False] * 5 + [True] + [False] * 9})
+    named, sentence = named_ranks(waits, limit=8)
+    assert named.groupby("run_id", sort=False)["rank"].agg(list).to_dict() == {
+        "big": [0, 1, 2, 3, 5, 8, 9, 10, 11], "small": [0, 1, 2]}
+    assert sentence == ("Runs of more than 8 ranks name the 4 ranks that wait least, the 4 that wait most and the "
+                        "straggler: big (9 of 12); their charts show every rank.")
+    assert named_ranks(waits[waits["run_id"] == "small"], limit=8)[1] == ""

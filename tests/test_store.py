@@ -67,6 +67,11 @@ def small_parts(monkeypatch):
     monkeypatch.setattr(reader, "PART_BYTES", 10_000)
 
 
+def entries(cache: Path) -> list[Path]:
+    """The store's entries (folders; each has a lock file beside it)."""
+    return [p for p in (cache / "store").iterdir() if p.is_dir()]
+
+
 def assert_same(a: Summaries, b: Summaries) -> None:
     for name in SUMMARY_FRAMES:
         pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_dtype=False, obj=name)
@@ -75,8 +80,8 @@ def assert_same(a: Summaries, b: Summaries) -> None:
 def test_the_store_holds_the_intervals_and_the_summaries_a_frame_gives(tmp_path, cache, small_parts):
     run = write_run(tmp_path / "run")
     first = trainperf.load_summaries(run)
-    entries = list((cache / "store").iterdir())
-    assert len(entries) == 1 and len(list((entries[0] / "intervals").glob("part-*.parquet"))) > 2
+    (entry,) = entries(cache)
+    assert len(list((entry / "intervals").glob("part-*.parquet"))) > 2
     intervals = trainperf.load_steps(run)
     assert len(intervals) == 5 * 40
     assert_same(first, summarize(intervals))  # in memory: one partition
@@ -128,13 +133,13 @@ def test_two_builds_of_one_entry_at_once_leave_one_whole_entry(tmp_path, cache):
     builds = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
               for _ in range(3)]
     assert [b.communicate()[0].strip() for b in builds] == ["60"] * 3
-    assert [p.name.startswith(".") for p in (cache / "store").iterdir()] == [False]  # no half-built leftover
+    assert [p.name.startswith(".") for p in entries(cache)] == [False]  # one entry, no half-built leftover
 
 
 def test_a_store_of_another_version_is_built_again_never_read(tmp_path, cache):
     run = write_run(tmp_path / "run", ranks=2, steps=10)
     expected = trainperf.load_summaries(run)
-    (entry,) = (cache / "store").iterdir()
+    (entry,) = entries(cache)
     meta = json.loads((entry / "entry.json").read_text())
     (entry / "entry.json").write_text(json.dumps({**meta, "version": 0}))
     (entry / "per_rank.parquet").write_bytes(b"")  # what an older layout left would not be read anyway
@@ -147,7 +152,7 @@ def test_a_store_of_another_version_is_built_again_never_read(tmp_path, cache):
 def test_an_empty_part_file_is_a_damaged_entry_built_again(tmp_path, cache):
     run = write_run(tmp_path / "run", ranks=2, steps=10)
     expected = trainperf.load_steps(run)
-    (entry,) = (cache / "store").iterdir()
+    (entry,) = entries(cache)
     (part,) = (entry / "intervals").glob("part-*.parquet")
     part.write_bytes(b"")
     with pytest.warns(DataWarning, match="is not readable"):

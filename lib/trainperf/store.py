@@ -19,7 +19,9 @@ An entry holds:
   it skipped).
 
 An entry is written in a temporary folder and renamed into place, so two
-reports building at once never see half of one. A store that cannot be
+reports building at once never see half of one; a process that finds another
+building the same entry waits for it (a lock file beside the entry) and
+reads what it wrote. A store that cannot be
 written (a read-only or full disk) is left alone: the input is read from its
 source into memory, with one warning. ``TRAINPERF_INPUT_CACHE=off`` turns
 the store off too.
@@ -108,28 +110,41 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
         return found
     try:
         root.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
+        lock = (root / f".{folder.name}.lock").open("a")
     except OSError as exc:
-        _warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
-                   "source into memory")
-        return _in_memory(parts(), scheduler)
-    try:
-        _write(building, parts(), scheduler)
-    except OSError as exc:
-        shutil.rmtree(building, ignore_errors=True)
-        _warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
-                   "source into memory")
-        return _in_memory(parts(), scheduler)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
-    try:
-        os.rename(building, folder)
-    except OSError:  # another process stored the same entry first: theirs is as good
-        shutil.rmtree(building, ignore_errors=True)
+        return _unwritable(root, exc, parts, scheduler)
+    with lock:
+        _wait_for(lock)  # a process building the same entry finishes first: its entry is read, not built again
+        found = _open(folder)
+        if found is not None:
+            return found
+        try:
+            building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
+            try:
+                _write(building, parts(), scheduler)
+                os.rename(building, folder)
+            finally:
+                shutil.rmtree(building, ignore_errors=True)
+        except OSError as exc:
+            return _unwritable(root, exc, parts, scheduler)
     _prune(root)
     found = _open(folder)
     return found if found is not None else _in_memory(parts(), scheduler)
+
+
+def _wait_for(lock: Any) -> None:
+    """Hold an exclusive lock on the open file ``lock``, waiting for its holder (released when it is closed)."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks (Windows): builds at once only duplicate work, the rename keeps one
+        return
+    fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+
+
+def _unwritable(root: Path, exc: OSError, parts: Callable[[], list[Part]], scheduler: Any) -> Entry:
+    _warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
+               "source into memory")
+    return _in_memory(parts(), scheduler)
 
 
 def _write(folder: Path, parts: list[Part], scheduler: Any) -> None:
@@ -206,13 +221,15 @@ def _in_memory(parts: list[Part], scheduler: Any) -> Entry:
 
 
 def _prune(root: Path) -> None:
-    """Keep the :data:`KEEP` most recently written entries (and no leftover of a build that died)."""
+    """Keep the :data:`KEEP` most recently written entries, with their lock files."""
     try:
-        entries = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+        entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                         key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return
     for old in entries[KEEP:]:
         shutil.rmtree(old, ignore_errors=True)
+        (root / f".{old.name}.lock").unlink(missing_ok=True)
 
 
 def _warn_once(message: str) -> None:

@@ -14,7 +14,7 @@ import pandas as pd
 from trainperf.report.configs import by_experiment, keep_experiments, labels
 from trainperf.report.html import (Html, count, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
                                    headline as banner)
-from trainperf.report.noise import (NO_INTERVAL, around, call, configuration_means, content, intervals_per_run,
+from trainperf.report.noise import (NO_INTERVAL, and_list, around, call, configuration_means, content, intervals_per_run,
                                     job_frames, remember, summaries_content)
 from trainperf.report.page import InputError
 from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment, slowest_wait
@@ -322,6 +322,30 @@ def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFram
         sentences.append(sentence)
     frame = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
     return frame, sentences
+
+
+RANKS_NAMED = 8
+"""Ranks a run names (labels on its chart, rows in its table) at most: a larger run names those that wait least
+and most for communication, and its straggler."""
+
+
+def named_ranks(waits: pd.DataFrame, limit: int = RANKS_NAMED) -> tuple[pd.DataFrame, str]:
+    """The rows of :func:`stragglers`' frame that a page names, by run and rank: every rank of a run with at
+    most ``limit``; of a larger run, the ``limit // 2`` ranks that wait least, as many that wait most and its
+    straggler. And a sentence saying which runs show only some of their ranks ("" when none does)."""
+    parts, partial = [], []
+    for run_id, rows in waits.groupby("run_id", sort=False):
+        if len(rows) > limit:
+            order = rows.sort_values("comm_wait_s", kind="stable").index
+            keep = order[:limit // 2].union(order[-(limit - limit // 2):]).union(rows.index[rows["straggler"]])
+            partial.append(f"{run_id} ({len(keep)} of {fmt_int(len(rows))})")
+            rows = rows.loc[keep].sort_values("rank")
+        parts.append(rows)
+    named = pd.concat(parts) if parts else waits
+    if not partial:
+        return named, ""
+    return named, (f"Runs of more than {limit} ranks name the {limit // 2} ranks that wait least, the "
+                   f"{limit - limit // 2} that wait most and the straggler: {and_list(partial)}; their charts show every rank.")
 
 
 TREND_STEP = 1.2  # factor by which the serial fraction must change to count as a change
