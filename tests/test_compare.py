@@ -240,3 +240,17 @@ def test_report_data_leaves_compare_not_applicable_unless_its_sides_are_named(tm
     (job,) = plan(["compare"], data=[str(RUNS)], parameters=[("baseline_runs", str(P2)), ("candidate_runs", str(P4))],
                   out_dir=tmp_path)
     assert (job.parameters["baseline_runs"], job.parameters["candidate_runs"]) == ([str(P2)], [str(P4)])
+
+
+def test_charts_draw_at_most_a_thousand_steps_of_a_run_evenly_spaced():
+    """A run of 2,500 steps is drawn at 1,000 steps spaced 2,499 / 999 = 2.5015 apart, rounded (0, 3, 5, ...,
+    2,499); a run of 10 steps whole; the sentence names the thinned run."""
+    steps = pd.DataFrame({"side": "baseline", "run_id": ["long"] * 2500 + ["short"] * 10,
+                          "step": [*range(2500), *range(10)], "step_time_s": 1.0})
+    shown, sentence = compare.plotted_steps(steps)
+    long = shown[shown["run_id"] == "long"]["step"]
+    assert len(long) == 1000 and long.iloc[:3].tolist() == [0, 3, 5] and long.iloc[-1] == 2499
+    assert shown[shown["run_id"] == "short"]["step"].tolist() == list(range(10))
+    assert sentence == ("The charts draw 1,000 steps of a longer run, evenly spaced along it: long (1,000 of 2,500 steps). "
+                        "The throughput above uses every step.")
+    assert compare.plotted_steps(steps[steps["run_id"] == "short"])[1] == ""

@@ -33,6 +33,8 @@ from trainperf.loading import aggregate_steps, holds_steps, load_runs, load_step
 from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, RUN_CV, SAME, SLOWER, Difference, log_interval,
                              relative_difference, resample_runs, t_quantile, verdict, welch_dof, with_run_to_run)
 
+PLOTTED_STEPS = 1_000
+"""Steps of a run a chart draws at most (:func:`plotted_steps`)."""
 PHASES = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "comm_s", "comm_exposed_s")
 """Phase columns compared, where both sides timed them in every measured step."""
 CONFIG_KEY = ("platform", "model", "n_params", "precision", "strategy", "gpus", "nodes", "tensor_parallel",
@@ -87,6 +89,23 @@ def _check_repeats(runs: pd.DataFrame, label: str) -> None:
                 raise DataError(f"the runs of one side must be repeats of one configuration, but they differ in "
                                 f"{column!r} ({', '.join(sorted(values))}); compare one configuration per side",
                                 path=label)
+
+
+def plotted_steps(step_times: pd.DataFrame, limit: int = PLOTTED_STEPS) -> tuple[pd.DataFrame, str]:
+    """The rows of a :class:`Comparison`'s ``step_times`` that a chart draws: every step of a run of at most
+    ``limit`` measured steps, else ``limit`` steps evenly spaced along it; and a sentence naming the runs
+    drawn in part ("" when none is)."""
+    parts, thinned = [], []
+    for run_id, steps in step_times.groupby("run_id", sort=False):
+        if len(steps) > limit:
+            thinned.append(f"{run_id} ({limit:,} of {len(steps):,} steps)")
+            steps = steps.iloc[np.linspace(0, len(steps) - 1, limit).round().astype(int)]
+        parts.append(steps)
+    shown = pd.concat(parts, ignore_index=True) if parts else step_times
+    if not thinned:
+        return shown, ""
+    return shown, (f"The charts draw {limit:,} steps of a longer run, evenly spaced along it: {', '.join(thinned)}. "
+                   "The throughput above uses every step.")
 
 
 @dataclass
