@@ -142,7 +142,7 @@ def test_a_store_of_another_version_is_built_again_never_read(tmp_path, cache):
     (entry,) = entries(cache)
     meta = json.loads((entry / "entry.json").read_text())
     (entry / "entry.json").write_text(json.dumps({**meta, "version": 0}))
-    (entry / "per_rank.parquet").write_bytes(b"")  # what an older layout left would not be read anyway
+    (entry / "summaries.pkl").write_bytes(b"")  # what an older layout left would not be read anyway
     with pytest.warns(DataWarning, match=r"is not readable \(written as trainperf-store version 0\): it is built again"):
         again = trainperf.load_summaries(run)
     assert_same(expected, again)

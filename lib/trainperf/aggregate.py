@@ -74,9 +74,10 @@ optimizer step, and samples per micro-step of one rank."""
 RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
 
 
-def measured(intervals: pd.DataFrame) -> np.ndarray:
-    """Which intervals lie in the measured window: neither warm-up nor including an evaluation."""
-    return ~(intervals["warmup"].to_numpy(bool) | intervals["includes_evaluation"].to_numpy(bool))
+def measured(intervals: Any) -> Any:
+    """Which intervals lie in the measured window: neither warm-up nor including an evaluation
+    (a boolean column of ``intervals``, a pandas or a Dask frame)."""
+    return ~(intervals["warmup"].astype(bool) | intervals["includes_evaluation"].astype(bool))
 
 
 def empty_intervals() -> pd.DataFrame:
@@ -113,7 +114,7 @@ def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
                                           "int64" if c == "rank" else "float64") for c in RANK_COLUMNS})
     codes, run_ids, ranks = _groups(intervals, "rank")
     n = len(run_ids)
-    warmup, window = intervals["warmup"].to_numpy(bool), measured(intervals)
+    warmup, window = intervals["warmup"].to_numpy(bool), measured(intervals).to_numpy()
     n_steps = intervals["n_steps"].to_numpy(float)
 
     def count(rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -174,7 +175,7 @@ def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
 def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     """Counts of each value of :data:`VALUE_QUANTITIES` over the measured
     intervals, per run: ``run_id, quantity, value, count``, in that order."""
-    window = measured(intervals)
+    window = measured(intervals).to_numpy()
     runs, names = pd.factorize(intervals["run_id"], sort=True)
     micro = intervals["micro_steps"].to_numpy(float)[window]
     batch = intervals["samples"].to_numpy(float)[window] / np.clip(np.nan_to_num(micro, nan=1.0), 1.0, None)

@@ -42,7 +42,7 @@ from typing import Any
 import pandas as pd
 
 from trainperf import engine, store
-from trainperf.aggregate import Summaries, incomplete, measure, stopped_early, summarize
+from trainperf.aggregate import Summaries, incomplete, measure, measured, stopped_early, summarize
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
 from trainperf.importers import detect, import_path, reads_as_log
 from trainperf.input_cache import cached_read, input_key
@@ -131,14 +131,14 @@ def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) ->
     per step) of run folders, folders holding run folders (searched
     recursively), or steps-table files. With ``lazy``, a Dask DataFrame (for
     runs too large to hold: compute what you need of it), else a pandas frame."""
-    entries = [_entry(item, engine.scheduler(scheduler)) for item in _step_inputs(paths)]
-    frames = [e.intervals() for e in entries]
+    chosen = engine.scheduler(scheduler)
+    frames = [_entry(item, chosen).intervals() for item in _step_inputs(paths)]
     if lazy:
         import dask.dataframe as dd
 
         return dd.concat([f if not isinstance(f, pd.DataFrame) else dd.from_pandas(f, npartitions=1)
                           for f in frames])
-    computed = [f if isinstance(f, pd.DataFrame) else f.compute(scheduler=engine.scheduler(scheduler)) for f in frames]
+    computed = [f if isinstance(f, pd.DataFrame) else f.compute(scheduler=chosen) for f in frames]
     return pd.concat(computed, ignore_index=True) if len(computed) > 1 else computed[0].reset_index(drop=True)
 
 
@@ -164,7 +164,7 @@ def rank_step_times(*paths: str | Path, max_ranks: int = RANK_STEPS_MAX, schedul
         if not small:
             continue
         steps = found.intervals(["run_id", "rank", "step", "step_s", "warmup", "includes_evaluation"])
-        steps = steps[steps["run_id"].isin(small) & ~steps["warmup"] & ~steps["includes_evaluation"]]
+        steps = steps[steps["run_id"].isin(small) & measured(steps)]
         frames.append(steps if isinstance(steps, pd.DataFrame) else steps.compute(scheduler=chosen))
     columns = ["run_id", "rank", "step", "step_s"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)

@@ -12,8 +12,8 @@ An entry holds:
 * ``intervals/part-NNNNN.parquet``: the step intervals, each file whole ranks
   of one run in the order they recorded them (what ``trainperf.aggregate``
   needs of a partition);
-* ``per_rank.parquet``, ``per_step.parquet``, ``values.parquet``: the
-  :class:`~trainperf.aggregate.Summaries`;
+* ``summaries.pkl``: the :class:`~trainperf.aggregate.Summaries` (per rank,
+  per step: small; pickled, read in a millisecond);
 * ``entry.json``: the format, the version, and what the reader learnt besides
   the intervals (``facts``: e.g. which ranks closed their profiler, the lines
   it skipped).
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import tempfile
 import warnings
@@ -50,7 +51,8 @@ from trainperf.input_cache import input_key
 FORMAT = "trainperf-store"
 VERSION = 1
 ENTRY_FILE = "entry.json"
-SUMMARIES = ("per_rank", "per_step", "values")
+SUMMARIES_FILE = "summaries.pkl"
+"""The summaries, pickled (they are small; the key holds the pandas version)."""
 KEEP = 64
 """Entries kept; the least recently written beyond this are removed."""
 
@@ -162,9 +164,8 @@ def _write(folder: Path, parts: list[Part], scheduler: Any) -> None:
     facts: dict[str, list] = {}
     for key, values in zip(found["key"], found["values"]):
         facts.setdefault(key, []).extend(json.loads(values))
-    summaries = finish(*combined)
-    for name in SUMMARIES:
-        getattr(summaries, name).to_parquet(folder / f"{name}.parquet", index=False)
+    with (folder / SUMMARIES_FILE).open("wb") as handle:
+        pickle.dump(finish(*combined), handle, protocol=pickle.HIGHEST_PROTOCOL)
     (folder / ENTRY_FILE).write_text(json.dumps({"format": FORMAT, "version": VERSION, "facts": facts}))
 
 
@@ -197,11 +198,12 @@ def _open(folder: Path) -> Entry | None:
         meta = json.loads((folder / ENTRY_FILE).read_text())
         if meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise ValueError(f"written as {meta.get('format')} version {meta.get('version')}")
-        summaries = Summaries(*(pd.read_parquet(folder / f"{name}.parquet") for name in SUMMARIES))
+        with (folder / SUMMARIES_FILE).open("rb") as handle:
+            summaries = pickle.load(handle)
         rows = sum(pq.read_metadata(part).num_rows for part in (folder / "intervals").glob("part-*.parquet"))
         if rows != summaries.rows:
             raise ValueError(f"its parts hold {rows} intervals, its summaries {summaries.rows}")
-    except (OSError, ValueError) as exc:  # pyarrow's errors are these too
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError) as exc:  # pyarrow's are these too
         _warn_once(f"step-intervals store entry {folder} is not readable ({exc}): it is built again")
         shutil.rmtree(folder, ignore_errors=True)
         return None
