@@ -176,3 +176,30 @@ def test_store_off_reads_in_memory_and_keeps_nothing(tmp_path, cache, monkeypatc
     run = write_run(tmp_path / "run", ranks=2, steps=10)
     assert trainperf.load_summaries(run).rows == 20
     assert not cache.exists()
+
+
+def test_a_steps_table_is_stored_a_run_a_part_and_whole_ranks(tmp_path, cache, monkeypatch):
+    """Two runs in one table, rows of their ranks interleaved: each part holds one run's whole ranks."""
+    from trainperf import loading
+
+    monkeypatch.setattr(loading, "STEPS_PART_ROWS", 4)
+    rows = [{"run_id": run, "rank": rank, "step": step, "step_s": 1.0 + rank}
+            for step in range(3) for run in ("a", "b") for rank in range(3)]
+    table = tmp_path / "steps.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    trainperf.load_summaries(table)
+    (entry,) = entries(cache)
+    parts = [pd.read_parquet(p) for p in sorted((entry / "intervals").glob("part-*.parquet"))]
+    # 3 rows a rank, at most 4 rows a part: a rank a part, a new part at each run
+    assert [(p["run_id"].unique().tolist(), p["rank"].unique().tolist()) for p in parts] == [
+        (["a"], [0]), (["a"], [1]), (["a"], [2]), (["b"], [0]), (["b"], [1]), (["b"], [2])]
+
+
+def test_reading_a_run_imports_neither_the_profiler_nor_torch(tmp_path):
+    run = write_run(tmp_path / "run", ranks=2, steps=10)
+    code = (f"import sys, trainperf; trainperf.load_runs({str(run)!r}); trainperf.load_summaries({str(run)!r}); "
+            "trainperf.load_steps({!r}, lazy=True).compute(); "
+            "print(sorted(m for m in sys.modules if m.startswith(('trainperf.profiler', 'torch'))))").format(str(run))
+    env = {**os.environ, "TRAINPERF_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -39,6 +39,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from trainperf import engine, store
@@ -298,15 +299,15 @@ def _held(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list]]:
 
 
 def _whole_ranks(intervals: pd.DataFrame, rows: int) -> list[pd.DataFrame]:
-    """``intervals`` (sorted by run and rank) cut into pieces of about ``rows``
-    rows, never inside a rank."""
-    if len(intervals) <= rows:
-        return [intervals]
-    keys = intervals["run_id"].astype(str) + "\0" + intervals["rank"].astype(str)
-    starts = [0] + [i for i in range(1, len(keys)) if keys.iat[i] != keys.iat[i - 1]]
+    """``intervals`` (sorted by run and rank) cut into pieces of one run each and
+    at most ``rows`` rows (or one rank, when a rank has more), never inside a rank."""
+    run, rank = intervals["run_id"].to_numpy(), intervals["rank"].to_numpy()
+    new_run = run[1:] != run[:-1]
+    bounds = [0, *(np.flatnonzero(new_run | (rank[1:] != rank[:-1])) + 1).tolist(), len(intervals)]
+    runs = set((np.flatnonzero(new_run) + 1).tolist())
     pieces, begin = [], 0
-    for start in starts[1:]:
-        if start - begin >= rows:
+    for start, end in zip(bounds[:-1], bounds[1:]):  # each rank's rows
+        if start > begin and (start in runs or end - begin > rows):
             pieces.append(intervals.iloc[begin:start])
             begin = start
     pieces.append(intervals.iloc[begin:])
