@@ -133,14 +133,12 @@ def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) ->
     recursively), or steps-table files. With ``lazy``, a Dask DataFrame (for
     runs too large to hold: compute what you need of it), else a pandas frame."""
     chosen = engine.scheduler(scheduler)
-    frames = [_entry(item, chosen).intervals() for item in _step_inputs(paths)]
+    frames = [_entry(item, chosen).intervals(lazy=lazy) for item in _step_inputs(paths)]
     if lazy:
         import dask.dataframe as dd
 
-        return dd.concat([f if not isinstance(f, pd.DataFrame) else dd.from_pandas(f, npartitions=1)
-                          for f in frames])
-    computed = [f if isinstance(f, pd.DataFrame) else f.compute(scheduler=chosen) for f in frames]
-    return pd.concat(computed, ignore_index=True) if len(computed) > 1 else computed[0].reset_index(drop=True)
+        return dd.concat(frames) if len(frames) > 1 else frames[0]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def load_summaries(*paths: str | Path, scheduler: Any = None) -> Summaries:
@@ -155,18 +153,16 @@ def rank_step_times(*paths: str | Path, max_ranks: int = RANK_STEPS_MAX, schedul
     """Each rank's measured step times, ``run_id, rank, step, step_s`` (s), of
     the runs at or below ``paths`` that have at most ``max_ranks`` ranks (a
     per-rank comparison of a run of thousands of ranks reads its per-rank
-    summaries instead: ``load_summaries``). Only these columns are read."""
+    summaries instead: ``load_summaries``). Only these columns of these runs are read."""
     chosen = engine.scheduler(scheduler)
     frames = []
     for item in _step_inputs(paths):
         found = _entry(item, chosen)
         ranks = found.summaries.per_rank.groupby("run_id", observed=True)["rank"].nunique()
         small = [str(r) for r, n in ranks.items() if n <= max_ranks]
-        if not small:
-            continue
-        steps = found.intervals(["run_id", "rank", "step", "step_s", "warmup", "includes_evaluation"])
-        steps = steps[steps["run_id"].isin(small) & measured(steps)]
-        frames.append(steps if isinstance(steps, pd.DataFrame) else steps.compute(scheduler=chosen))
+        if small:
+            steps = found.intervals(["run_id", "rank", "step", "step_s", "warmup", "includes_evaluation"], runs=small)
+            frames.append(steps[measured(steps)])
     columns = ["run_id", "rank", "step", "step_s"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 

@@ -79,21 +79,29 @@ class Entry:
     summaries: Summaries
     held: pd.DataFrame | None = field(default=None, repr=False)
 
-    def intervals(self, columns: Sequence[str] | None = None) -> Any:
-        """The step intervals: a Dask DataFrame over the store (a partition per
-        part file: whole ranks), or the frame held in memory."""
-        if self.folder is None:
-            held = self.held if self.held is not None else empty_intervals()
-            return held if columns is None else held[list(columns)]
-        parts = sorted((self.folder / "intervals").glob("part-*.parquet"))
+    def intervals(self, columns: Sequence[str] | None = None, *, runs: Sequence[str] | None = None,
+                  lazy: bool = False) -> Any:
+        """The step intervals (only ``columns``, of the ``runs`` named; default
+        all): a pandas frame, or with ``lazy`` a Dask DataFrame over the store
+        (a partition per part file: whole ranks)."""
+        wanted = None if columns is None else list(columns)
+        parts = sorted((self.folder / "intervals").glob("part-*.parquet")) if self.folder is not None else []
         if not parts:
-            frame = empty_intervals()
-            return frame if columns is None else frame[list(columns)]
+            frame = self.held if self.held is not None else empty_intervals()
+            frame = frame if runs is None else frame[frame["run_id"].isin(list(runs))]
+            frame = frame if wanted is None else frame[wanted]
+            if not lazy:
+                return frame.reset_index(drop=True)
+            import dask.dataframe as dd
+
+            return dd.from_pandas(frame, npartitions=1)
+        filters = None if runs is None else [("run_id", "in", list(runs))]
+        if not lazy:
+            return pd.concat([_read_part(str(p), wanted, filters) for p in parts], ignore_index=True)
         import dask.dataframe as dd
 
-        wanted = None if columns is None else list(columns)
         meta = pq.read_schema(parts[0]).empty_table().to_pandas()
-        return dd.from_map(_read_part, [str(p) for p in parts], columns=wanted,
+        return dd.from_map(_read_part, [str(p) for p in parts], columns=wanted, filters=filters,
                            meta=meta if wanted is None else meta[wanted], label="read-step-intervals")
 
 
@@ -169,9 +177,10 @@ def _write(folder: Path, parts: list[Part], scheduler: Any) -> None:
     (folder / ENTRY_FILE).write_text(json.dumps({"format": FORMAT, "version": VERSION, "facts": facts}))
 
 
-def _read_part(path: str, columns: list[str] | None) -> pd.DataFrame:
-    """One part file of an entry: one partition (whole ranks, in the order recorded)."""
-    return pd.read_parquet(path, columns=columns)
+def _read_part(path: str, columns: list[str] | None, filters: list | None = None) -> pd.DataFrame:
+    """One part file of an entry (whole ranks, in the order recorded), its ``columns`` of the rows
+    that pass ``filters`` (pyarrow's): one partition."""
+    return pd.read_parquet(path, columns=columns, filters=filters)
 
 
 def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -43,7 +43,7 @@ SERVER_ENV = "TRAINPERF_KERNEL_SERVER"
 (JSON: its socket and the kernel command prefix it serves)."""
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.debugger",
            "IPython.core.completerlib", "IPython.extensions.storemagic", "sqlite3", "IPython.display",
-           "matplotlib.backends.backend_svg", "pandas", "dask.dataframe", "seaborn", "trainperf", "trainperf.compare",
+           "matplotlib.backends.backend_svg", "pandas", "seaborn", "trainperf", "trainperf.compare",
            "trainperf.report.batch_size", "trainperf.report.configs", "trainperf.report.html", "trainperf.report.page",
            "trainperf.report.platforms", "trainperf.report.scaling", "trainperf.report.theme",
            "trainperf.report.throughput")
