@@ -71,8 +71,6 @@ VALUE_QUANTITIES = ("micro_steps", "micro_batch")
 """Quantities whose run-wide median :func:`measure` needs: micro-steps per
 optimizer step, and samples per micro-step of one rank."""
 
-RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
-
 
 def measured(intervals: Any) -> Any:
     """Which intervals lie in the measured window: neither warm-up nor including an evaluation

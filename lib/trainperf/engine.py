@@ -41,11 +41,3 @@ def _client(address: str) -> Any:
     from distributed import Client
 
     return Client(address, set_as_default=False)
-
-
-def describe(chosen: Any) -> str:
-    """The scheduler in words, for a report's data-quality section."""
-    if isinstance(chosen, str):
-        return f"Dask, local {chosen} scheduler" if chosen in LOCAL else f"Dask cluster at {chosen}"
-    address = getattr(getattr(chosen, "scheduler", None), "address", None)
-    return f"Dask cluster at {address}" if address else "Dask"

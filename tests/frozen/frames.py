@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -49,27 +51,11 @@ def frames(path: Path) -> dict[str, object]:
     ``category: message``), with paths shown relative to the root."""
     out: dict[str, object] = {}
     caught_all: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            runs = trainperf.load_runs(ROOT / path)
-        except trainperf.DataError as exc:
-            out["runs_error"] = relative(str(exc))
-        else:
-            runs.attrs = {}
-            out["runs"] = runs
+    runs = _read(trainperf.load_runs, path, "runs", out, caught_all)
+    if runs is not None:
+        with _recording(caught_all):
             out["derived"] = trainperf.derive(runs)
-        caught_all += [f"{w.category.__name__}: {relative(str(w.message))}" for w in caught]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            steps = trainperf.load_steps(ROOT / path)
-        except trainperf.DataError as exc:
-            out["steps_error"] = relative(str(exc))
-        else:
-            steps.attrs = {}
-            out["steps"] = steps
-        caught_all += [f"{w.category.__name__}: {relative(str(w.message))}" for w in caught]
+    _read(trainperf.load_steps, path, "steps", out, caught_all)
     if (ROOT / path).is_file() and "runs" in out and (out["runs"].get("extra_log_format") is not None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -78,6 +64,30 @@ def frames(path: Path) -> dict[str, object]:
             out["log_steps"] = log_steps
     out["warnings"] = caught_all
     return out
+
+
+def _read(load, path: Path, key: str, out: dict[str, object], caught_all: list[str]) -> pd.DataFrame | None:
+    """``load(path)`` into ``out[key]`` (attrs dropped), or its DataError's message into
+    ``out[key + "_error"]``; the warnings it raised appended to ``caught_all``."""
+    frame = None
+    with _recording(caught_all):
+        try:
+            frame = load(ROOT / path)
+        except trainperf.DataError as exc:
+            out[f"{key}_error"] = relative(str(exc))
+        else:
+            frame.attrs = {}
+            out[key] = frame
+    return frame
+
+
+@contextmanager
+def _recording(caught_all: list[str]) -> Iterator[None]:
+    """Append every warning raised inside to ``caught_all`` as ``category: message``."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    caught_all += [f"{w.category.__name__}: {relative(str(w.message))}" for w in caught]
 
 
 def relative(text: str) -> str:
