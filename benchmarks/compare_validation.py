@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 import trainperf
-from trainperf.compare import Side, compare, job_steps
+from trainperf.aggregate import job_steps
+from trainperf.compare import Side, compare
 from trainperf.intervals import configuration_keys
 from trainperf.stats import RUN_CV, SAME, SLOWER
 
@@ -54,7 +55,7 @@ def verdicts(pairs: list[tuple[list[pd.DataFrame], list[pd.DataFrame]]], added: 
 
 def real_pairs(runs_dir: Path) -> dict[str, list]:
     """Halves of each run, and ordered pairs of runs of one configuration (its repeats)."""
-    frames, _ = job_steps(trainperf.load_steps(runs_dir))
+    frames, _ = job_steps(trainperf.load_summaries(runs_dir))
     halves = []
     for frame in frames.values():
         cut = len(frame) // 2

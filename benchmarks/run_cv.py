@@ -17,13 +17,14 @@ import math
 from pathlib import Path
 
 import trainperf
-from trainperf.compare import Side, estimate_steps, job_steps
+from trainperf.aggregate import job_steps
+from trainperf.compare import Side, estimate_steps
 
 
 def per_run(folder: Path) -> dict[str, tuple[float, float]]:
     """Per run id: throughput (tokens/s) and the standard error of its log from its steps."""
     runs = trainperf.derive(trainperf.load_runs(folder))
-    frames, _ = job_steps(trainperf.load_steps(folder))
+    frames, _ = job_steps(trainperf.load_summaries(folder))
     out = {}
     for run_id, frame in frames.items():
         found = estimate_steps(Side(run_id, runs[runs["run_id"] == run_id], {run_id: frame}), "tokens", [])

@@ -329,7 +329,7 @@ def reported_differences(runs: pd.DataFrame, tolerance: float = REPORTED_TOLERAN
     """Rows ``run_id, figure, reported, trainperf, difference`` for every
     figure a source printed (``reported_<column>``) that differs from
     trainperf's ``<column>`` beyond ``tolerance`` and the last digit printed
-    (:func:`trainperf.importers.compare.compare_reported`, against trainperf's
+    (:func:`trainperf.importers.reported.compare_reported`, against trainperf's
     own figures). ``difference`` is (source − trainperf) / trainperf, largest first."""
     found = compare_reported(runs, tolerance, source_convention=False)
     out = found[found["flagged"]].rename(columns={"metric": "figure", "recomputed": "trainperf",
