@@ -68,13 +68,13 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cac
     for path in paths:
         if not path.exists():
             raise DataError("no such file or folder", path=path)
-    tables = [p for p in paths if p.is_file() and holds_steps(p)]  # load_runs leaves steps tables to load_steps
+    with_steps = [p for p in paths if holds_steps(p)]
+    tables = [p for p in with_steps if p.is_file()]  # load_runs leaves steps tables to load_steps
     others = [p for p in paths if p not in tables]
     frames = ([load_runs(*others, cache=cache)] if others else []) + ([aggregate_steps(load_steps(*tables))] if tables else [])
     runs = derive(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
     _check_repeats(runs, label or ", ".join(map(str, paths)))
     side = Side(label or ", ".join(map(str, paths)), runs)
-    with_steps = [p for p in paths if holds_steps(p)]
     if with_steps:
         side.steps, side.dropped_steps = job_steps(load_summaries(*with_steps), warmup,
                                                    rank_steps=rank_step_times(*with_steps))

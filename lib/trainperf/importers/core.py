@@ -26,7 +26,7 @@ from trainperf.table_rules import SPEED_INPUTS, check_runs, is_missing
 Finish = Callable[[Mapping[str, Any]], tuple[dict[str, Any], "pd.DataFrame | None"]]
 """Turns a run's merged configuration into its measurements (runs columns)
 and its step intervals (``trainperf.schema.STEP_INTERVALS``; None for a
-format that prints no step: its run is one interval, :func:`summary_interval`)."""
+format that prints only a run's summary)."""
 
 
 @dataclass
@@ -293,12 +293,7 @@ def log_stem(path: Path) -> str:
 def _steps_table(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
     if not frames:
         return None
-    table = pd.concat(frames, ignore_index=True)
-    for name in STEP_INTERVAL_COLUMNS:
-        if name not in table:
-            table[name] = (pd.Series("", index=table.index, dtype="string") if name == "node" else
-                           pd.Series(False, index=table.index) if name in ("warmup", "includes_evaluation")
-                           else math.nan)
+    table = pd.concat(frames, ignore_index=True)  # every format's intervals have every column
     table["run_id"] = table["run_id"].astype("string")
     return table[list(STEP_INTERVAL_COLUMNS)]
 

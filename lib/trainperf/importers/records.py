@@ -222,11 +222,11 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
         in_window &= np.isfinite(col["seconds"])
     intervals = _intervals(col, in_window, config)
     summaries = summarize(intervals)
-    window = in_window & (col["excluded"] == 0)
-    if not window.any():
-        excluded = int((in_window & (col["excluded"] == 1)).sum())
+    if not summaries.per_rank["measured_intervals"].gt(0).any():  # no measured window: nothing to measure
+        excluded = int(summaries.per_rank["excluded_intervals"].sum())
         return ({"extra_excluded_records": excluded} if excluded else {}), intervals
     out = measure(summaries, "")
+    window = in_window & (col["excluded"] == 0)  # the records of the measured intervals
     weight = col["weight"][window]
     for name in records.reported:
         values = col[name][window]
@@ -288,7 +288,6 @@ def _starts(rank: np.ndarray, step: np.ndarray, seconds: np.ndarray) -> np.ndarr
 def finite(value: float) -> float:
     """``value``, or NaN where it is infinite (runs columns hold finite numbers)."""
     return value if math.isfinite(value) else NAN
-
 
 
 def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step: int, seconds: float,
