@@ -16,6 +16,14 @@ all-reduce completes. From those marks, per step:
   backward passes of the step (several with gradient accumulation without
   ``no_sync``).
 
+The completion mark is taken by a Python callback that runs on the thread
+of the communication backend. That thread lets go of the callback only after
+DDP has seen the all-reduce complete, so at the end of training the training
+thread may reach interpreter exit first; a backend thread that then takes the
+GIL to free it aborts the process (gloo: "terminate called without an active
+exception"). :meth:`DdpCommTimer.stop` therefore waits until every callback has
+been let go, and the default hook adds no callback of its own.
+
 DDP's ``backward()`` returns only once every all-reduce has completed, so
 the exposed stretch lies inside the ``backward`` phase as the user times it;
 the profiler reports it once, as ``comm_exposed_s``, and takes it out of
@@ -28,9 +36,15 @@ reduce-scatters FSDP issues itself: they are sampled with ``torch.profiler``
 
 from __future__ import annotations
 
+import time
+import weakref
+from collections import deque
 from typing import Any
 
 from trainperf.profiler.clocks import Clock
+
+SETTLE_S = 5.0
+"""How long :meth:`DdpCommTimer.stop` waits at most for the backend threads to let go of the callbacks (s)."""
 
 
 class CommInterval:
@@ -55,6 +69,8 @@ class DdpCommTimer:
         self._inner_state = inner_state
         self._intervals: list[CommInterval] = []
         self._stopped = False
+        self._held: set[weakref.ref] = set()  # completion callbacks a backend thread may still hold
+        self._let_go: deque[weakref.ref] = deque()  # filled without Python code: safe on any thread
 
     def hook(self, state, bucket):  # type: ignore[no-untyped-def]
         """The DDP communication hook (``state`` is unused: the wrapped hook
@@ -73,19 +89,33 @@ class DdpCommTimer:
                 interval.end = self._clock.mark()
             except Exception:  # a timing failure must not fail the all-reduce
                 pass
-            return fut.value()
+            value = fut.value()  # the all-reduce's own future (average) holds a list of the one bucket tensor
+            return value[0] if isinstance(value, list) else value
 
+        self._held.add(weakref.ref(done, self._let_go.append))
         return future.then(done)
 
     def stop(self) -> None:
-        """Stop timing (profiling stopped): the hook only all-reduces."""
+        """Stop timing (profiling stopped): the hook only all-reduces. Returns
+        once the backend threads let go of every completion callback (at most
+        :data:`SETTLE_S`), so that the process may exit."""
         self._stopped = True
         self._intervals = []
+        deadline = time.monotonic() + SETTLE_S
+        while self._forget_let_go() and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    def _forget_let_go(self) -> int:
+        """Forget the callbacks let go of; the number still held."""
+        while self._let_go:
+            self._held.discard(self._let_go.popleft())
+        return len(self._held)
 
     def drain(self) -> list[CommInterval]:
         """The intervals recorded since the last call, in the order the
         buckets became ready."""
         intervals, self._intervals = self._intervals, []
+        self._forget_let_go()
         return intervals
 
 
@@ -120,14 +150,34 @@ def exposed_intervals(intervals: list[tuple[float, float, bool]]) -> list[tuple[
     return exposed
 
 
+def average(group: Any, bucket: Any) -> Any:
+    """DDP's own averaging of a gradient bucket (``allreduce_hook``: divide by
+    the group's size, sum over the group; ``group`` None: the default group),
+    returning the all-reduce's future itself, with no Python callback on it."""
+    import torch.distributed as dist
+
+    group = group if group is not None else dist.group.WORLD
+    tensor = bucket.buffer()
+    tensor.div_(group.size())
+    return dist.all_reduce(tensor, group=group, async_op=True).get_future()
+
+
 def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any = None) -> DdpCommTimer:
     """Register the timing hook on a ``DistributedDataParallel`` model,
-    wrapping ``comm_hook`` (default: DDP's ``allreduce_hook`` on the model's
-    process group). Must be called before the first backward."""
-    if comm_hook is None:
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    wrapping ``comm_hook`` (default: :func:`average` on the model's process
+    group). Must be called before the first backward.
 
-        comm_hook, comm_state = allreduce_hook, getattr(model, "process_group", None)
+    The hook holds no reference to the default process group (:func:`average`
+    finds it by itself): the completion callbacks of the last step live as long
+    as its tensors (``loss``), and a group they held would outlive
+    ``destroy_process_group()`` with its communication threads, which then touch
+    Python while the interpreter exits (gloo: "terminate called without an active
+    exception", SIGABRT)."""
+    if comm_hook is None:
+        import torch.distributed as dist
+
+        group = getattr(model, "process_group", None)
+        comm_hook, comm_state = average, None if group is dist.group.WORLD else group
     timer = DdpCommTimer(clock, comm_hook, comm_state)
     model.register_comm_hook(None, timer.hook)
     return timer
