@@ -68,17 +68,38 @@ def test_phases_give_compute_and_communication_overhead():
     assert d["compute_comm_ratio"].iloc[0] == pytest.approx(4.5)
 
 
-def test_tied_baseline_is_not_guessed_and_a_named_one_is_used():
+def test_runs_alike_on_the_fewest_devices_are_the_baseline_together_and_a_named_one_is_used_alone():
+    # a and b differ in nothing recorded: repeats, whose mean 110 tokens/s is the baseline
     tied = derive(runs({"run_id": "a", "gpus": 4, "tokens_per_s": 100.0},
                        {"run_id": "b", "gpus": 4, "tokens_per_s": 120.0},
                        {"run_id": "c", "gpus": 8, "tokens_per_s": 180.0}))
-    assert tied["scaling_multiplier"].isna().all()
-    assert "set baseline_run_id" in tied["notes"].iloc[2]
+    assert tied["scaling_multiplier"].tolist() == pytest.approx([100 / 110, 120 / 110, 180 / 110])
+    assert tied["scaling_efficiency"].iloc[2] == pytest.approx(180 / 110 / 2)
+    assert tied["baseline_run_id"].tolist() == ["a"] * 3 and not tied["notes"].str.contains("scaling").any()
     named = derive(runs({"run_id": "a", "gpus": 4, "tokens_per_s": 100.0, "baseline_run_id": "b"},
                         {"run_id": "b", "gpus": 4, "tokens_per_s": 120.0, "baseline_run_id": "b"},
                         {"run_id": "c", "gpus": 8, "tokens_per_s": 180.0, "baseline_run_id": "b"}))
     assert named["scaling_multiplier"].tolist() == pytest.approx([100 / 120, 1.0, 1.5])
     assert named["scaling_efficiency"].iloc[2] == pytest.approx(0.75)
+
+
+def test_a_micro_batch_sweep_at_two_device_counts_is_two_scaling_series():
+    # two micro-batch sizes, each at 1 and 2 processes: mb 8 scales 4,096 -> 7,447 tokens/s, mb 16
+    # 4,551 -> 8,402; neither is measured against the other, and each series is named by its setting
+    sweep = derive(runs(*({"run_id": f"mb{b}-p{g}", "gpus": g, "micro_batch_size": b, "tokens_per_s": rate}
+                          for (b, g), rate in {(8, 1): 4096.0, (8, 2): 7447.0, (16, 1): 4551.0,
+                                               (16, 2): 8402.0}.items())))
+    assert sweep["scaling_study"].tolist() == ["e (micro-batch 8)"] * 2 + ["e (micro-batch 16)"] * 2
+    assert sweep["baseline_run_id"].tolist() == ["mb8-p1", "mb8-p1", "mb16-p1", "mb16-p1"]
+    assert sweep["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4096, 1.0, 8402 / 4551])
+    # a strong-scaling experiment (micro-batch halved as devices double) stays one series
+    strong = derive(runs({"run_id": "p1", "gpus": 1, "micro_batch_size": 16, "tokens_per_s": 100.0},
+                         {"run_id": "p2", "gpus": 2, "micro_batch_size": 8, "tokens_per_s": 190.0}))
+    assert strong["scaling_study"].tolist() == ["e", "e"] and strong["scaling_multiplier"].iloc[1] == pytest.approx(1.9)
+    # so does one whose precision changes with the device count; two precisions on one count split it
+    split = derive(runs(*({"run_id": f"{p}-{g}", "gpus": g, "precision": p, "tokens_per_s": 100.0 * g}
+                          for p in ("bf16", "fp32") for g in (1, 2))))
+    assert split["scaling_study"].tolist() == ["e (precision bf16)"] * 2 + ["e (precision fp32)"] * 2
 
 
 def test_megatron_deepspeed_convention_on_request():

@@ -22,11 +22,28 @@ NEW_STEP_COLUMNS = ("n_steps", "includes_evaluation")
 interval covers and whether its time includes an evaluation."""
 
 
+SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
+           "cost_efficiency", "notes"]
+TIED = "scaling: several runs share the fewest devices: set baseline_run_id"
+"""The note of the runs that had no scaling. Since scaling series, runs on one
+device count that differ in a setting are scaled apart (a baseline named for the
+experiment anchors only its own series) and runs alike there are repeats, the
+baseline their mean (tests/test_derive.py, test_scaling.py)."""
+
+
 def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFrame:
     """``frame`` as the previous data layer gave it, where this one changed it
     on purpose: step intervals carry :data:`NEW_STEP_COLUMNS`, and a log's
     intervals include those whose time includes an evaluation (the steps table
-    left them out); a steps table's missing node is empty (it was missing)."""
+    left them out); a steps table's missing node is empty (it was missing).
+    Derived rows have ``scaling_study``, and the scaling of the rows that
+    had :data:`TIED` or whose experiment is split into series is new."""
+    if kind == "derived":
+        split = (frame["scaling_study"] != frame["experiment"].fillna("")).to_numpy(bool)
+        tied = stored["notes"].fillna("").str.contains(TIED, regex=False).to_numpy(bool) | split
+        frame = frame.drop(columns="scaling_study")
+        frame.loc[tied, SCALING] = stored.loc[tied, SCALING].to_numpy()
+        return frame
     if kind not in STEP_KINDS:
         return frame
     frame = frame[~frame["includes_evaluation"]] if kind == "log_steps" else frame

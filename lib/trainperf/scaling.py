@@ -1,8 +1,9 @@
 """Scaling across devices: multiplier, efficiency, serial fraction, fitted laws.
 
-Within one experiment (runs compared together), the baseline is the run with
-the fewest devices, unless a row names its ``baseline_run_id``. With ``p`` the
-relative device count ``gpus / baseline gpus`` and ``X`` throughput:
+Within one scaling series (the runs of an experiment that differ only in the
+device count: :func:`scaling_series`), the baseline is the mean of the runs
+with the fewest devices, unless a row names its ``baseline_run_id``. With ``p``
+the relative device count ``gpus / baseline gpus`` and ``X`` throughput:
 
 * scaling multiplier ``S = X / X_baseline``
 * scaling efficiency ``E = S / p``
@@ -258,57 +259,117 @@ def karp_flatt(multiplier: np.ndarray, devices: np.ndarray) -> np.ndarray:
     return np.where(p > 1, e, np.nan)
 
 
-SCALING_INPUTS = ("run_id", "gpus", "baseline_run_id", "tokens_per_s", "samples_per_s", "elapsed_s",
-                  "price_per_gpu_hour")
+SERIES_SETTINGS = {"platform": "platform", "model": "model", "n_params": "parameters", "precision": "precision",
+                   "strategy": "strategy", "tensor_parallel": "tensor parallel", "pipeline_parallel": "pipeline parallel",
+                   "context_parallel": "context parallel", "seq_len": "sequence length",
+                   "activation_checkpointing": "activation checkpointing", "extra_configuration": "configuration"}
+"""Settings (column: words) that split an experiment into scaling series where runs
+on one device count differ in them; so does the batch per device."""
+
+SCALING_INPUTS = ("run_id", "experiment", "gpus", "baseline_run_id", "tokens_per_s", "samples_per_s", "elapsed_s",
+                  "price_per_gpu_hour", "micro_batch_size", "grad_accum_steps", *SERIES_SETTINGS)
 """The columns :func:`add_scaling` reads from a run."""
 
 
 def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
-    """Add ``baseline_run_id``, ``scaling_basis``, ``scaling_multiplier``,
-    ``scaling_efficiency``, ``serial_fraction`` and ``cost_efficiency`` per
-    experiment. ``runs`` needs ``run_id``, ``experiment``, ``gpus`` and the
-    derived throughput columns; the returned frame is a new one. Why a row's
-    scaling stays empty is appended to ``notes[position]``.
+    """Add ``scaling_study``, ``baseline_run_id``, ``scaling_basis``,
+    ``scaling_multiplier``, ``scaling_efficiency``, ``serial_fraction`` and
+    ``cost_efficiency`` per scaling series (:func:`scaling_series`). ``runs``
+    needs ``run_id``, ``experiment``, ``gpus`` and the derived throughput
+    columns; the returned frame is a new one. Why a row's scaling stays empty
+    is appended to ``notes[position]``.
     """
     out = runs.copy()
     cols = {c: np.full(len(out), np.nan, dtype=object if c in ("baseline_run_id", "scaling_basis") else float)
             for c in ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency",
                       "serial_fraction", "cost_efficiency")}
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
+    study = experiments.astype(object)
     used = out[[c for c in SCALING_INPUTS if c in out]]  # slicing the whole wide frame per experiment is slow
     for name in pd.unique(experiments):
-        idx = np.flatnonzero(experiments == name)
-        group = used.iloc[idx]
-        basis, speed, measure = _speed(group)
-        base, note = _baseline(group)
-        for i in idx if note else ():
-            notes[i].append(note)
-        if base is None or basis is None:
-            why = ("no throughput or elapsed time in any run" if basis is None else
-                   "several runs share the fewest devices: set baseline_run_id")
-            for i in idx:
-                notes[i].append(f"scaling: {why}")
-            continue
-        b = group.index.get_loc(base)
-        if not speed[b] > 0:
-            for i in idx:
-                notes[i].append(f"scaling: the baseline {group['run_id'].iloc[b]!r} has no positive {measure}")
-            continue
-        for i in idx[np.isnan(speed)]:
-            notes[i].append(f"scaling: no {measure} in this run, and its experiment is compared by {measure}")
-        rel = group["gpus"].to_numpy(float) / group["gpus"].to_numpy(float)[b]
-        mult = speed / speed[b]
-        eff = mult / rel
-        price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(idx), np.nan)
-        cols["baseline_run_id"][idx] = group["run_id"].iloc[b]
-        cols["scaling_basis"][idx] = basis
-        cols["scaling_multiplier"][idx] = mult
-        cols["scaling_efficiency"][idx] = eff
-        cols["serial_fraction"][idx] = karp_flatt(mult, rel)
-        cols["cost_efficiency"][idx] = eff * price[b] / price
+        in_experiment = np.flatnonzero(experiments == name)
+        series, labels = scaling_series(used.iloc[in_experiment])
+        for number, label in enumerate(labels):
+            idx = in_experiment[series == number]
+            if label:
+                study[idx] = f"{name} ({label})"
+            _add_series(used.iloc[idx], idx, set(used["run_id"].iloc[in_experiment]), cols, notes)
+    out["scaling_study"] = pd.Series(study, index=out.index, dtype="string")
     for c, values in cols.items():
         out[c] = pd.Series(values, index=out.index, dtype="string" if values.dtype == object else float)
     return out
+
+
+def scaling_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """The scaling series of one experiment's runs: per run the number of its
+    series, and per series a label (``micro-batch 8``; ``""`` when the
+    experiment is one series). The runs of a series differ only in the device
+    count and what follows from it: an experiment is split by each setting of
+    :data:`SERIES_SETTINGS` and by the batch per device (micro-batch ×
+    accumulation) in which runs on the same device count differ (a sweep of
+    micro-batch sizes at 1 and 2 devices is two series). Runs alike in all of
+    them on one device count are repeats."""
+    settings = group[[c for c in SERIES_SETTINGS if c in group]].astype("string")
+    if "micro_batch_size" in group:
+        accum = group["grad_accum_steps"].fillna(1.0) if "grad_accum_steps" in group else 1.0
+        settings = settings.assign(batch=(group["micro_batch_size"] * accum).astype("string"))
+    devices = group["gpus"].fillna(-1.0).to_numpy()
+    varies = [c for c in settings if (settings[c].fillna("").groupby(devices).nunique() > 1).any()]
+    if not varies:
+        return np.zeros(len(group), dtype=int), [""]
+    series, _ = pd.factorize(pd.MultiIndex.from_frame(settings[varies].fillna("")))
+    first = [int(np.flatnonzero(series == number)[0]) for number in range(series.max() + 1)]
+    return series, [", ".join(_setting_label(group.iloc[i], c) for c in varies) for i in first]
+
+
+def _setting_label(run: pd.Series, column: str) -> str:
+    """``micro-batch 8 × 2 accumulation``, ``precision bf16``: one setting of a run, in words."""
+    if column == "batch":
+        if pd.isna(run["micro_batch_size"]):
+            return "micro-batch unknown"
+        accum = run.get("grad_accum_steps")
+        text = f"micro-batch {run['micro_batch_size']:g}"
+        return text if pd.isna(accum) or accum == 1 else f"{text} × {accum:g} accumulation"
+    value = run[column]
+    return f"{SERIES_SETTINGS[column]} {'unknown' if pd.isna(value) else format(value, 'g') if isinstance(value, float) else value}"
+
+
+def _add_series(group: pd.DataFrame, idx: np.ndarray, experiment: set[str], cols: dict[str, np.ndarray],
+                notes: list[list[str]]) -> None:
+    """Fill ``cols`` at the positions ``idx`` with the scaling of one series
+    (``group``: its runs; ``experiment``: the run_ids of its experiment): against
+    the baseline run named in ``baseline_run_id``, else the mean speed of the
+    runs on the fewest devices (the baseline and its repeats)."""
+    basis, speed, measure = _speed(group)
+    base, named, note = _baseline(group, experiment)
+    for i in idx if note else ():
+        notes[i].append(note)
+    if base is None:  # no device count: derive says so
+        return
+    if basis is None:
+        for i in idx:
+            notes[i].append("scaling: no throughput or elapsed time in any run")
+        return
+    gpus = group["gpus"].to_numpy(float)
+    b = group.index.get_loc(base)
+    at_base = gpus == gpus[b] if named is None else np.arange(len(group)) == b
+    base_speed = np.nanmean(speed[at_base]) if np.isfinite(speed[at_base]).any() else np.nan
+    if not base_speed > 0:
+        for i in idx:
+            notes[i].append(f"scaling: the baseline {group['run_id'].iloc[b]!r} has no positive {measure}")
+        return
+    for i in idx[np.isnan(speed)]:
+        notes[i].append(f"scaling: no {measure} in this run, and its experiment is compared by {measure}")
+    rel = gpus / gpus[b]
+    mult = speed / base_speed
+    eff = mult / rel
+    price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(idx), np.nan)
+    cols["baseline_run_id"][idx] = group["run_id"].iloc[b]
+    cols["scaling_basis"][idx] = basis
+    cols["scaling_multiplier"][idx] = mult
+    cols["scaling_efficiency"][idx] = eff
+    cols["serial_fraction"][idx] = karp_flatt(mult, rel)
+    cols["cost_efficiency"][idx] = eff * price[b] / price
 
 
 def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:
@@ -324,20 +385,23 @@ def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:
     return None, np.array([]), ""
 
 
-def _baseline(group: pd.DataFrame) -> tuple[object | None, str]:
-    """Index label of the baseline run (the named one, else the single run with
-    fewest devices; None if that is ambiguous) and a note when the named one is
-    absent or the runs name different ones (an experiment has one baseline)."""
+def _baseline(group: pd.DataFrame, experiment: set[str]) -> tuple[object | None, str | None, str]:
+    """Index label of the baseline run of a series (the named one, else the
+    first run with the fewest devices; None where no run has a device count),
+    the run_id named (None: none used) and a note when the named one is not
+    among the experiment's runs (``experiment``: their run_ids) or the runs
+    name different ones (a series has one baseline)."""
     note = ""
     if "baseline_run_id" in group:
         named = group["baseline_run_id"].dropna().unique()
         if len(named) == 1:
             hit = group.index[group["run_id"] == named[0]]
             if len(hit) == 1:
-                return hit[0], note
-            note = f"scaling: baseline_run_id {named[0]!r} is not among the loaded runs; baseline: fewest devices"
+                return hit[0], str(named[0]), note
+            if named[0] not in experiment:
+                note = f"scaling: baseline_run_id {named[0]!r} is not among the loaded runs; baseline: fewest devices"
         elif len(named) > 1:
             note = (f"scaling: the runs name different baseline_run_ids ({', '.join(map(repr, sorted(named)))}) "
                     "but an experiment has one baseline; baseline: fewest devices")
     fewest = group.index[group["gpus"] == group["gpus"].min()]
-    return (fewest[0] if len(fewest) == 1 else None), note
+    return (fewest[0] if len(fewest) else None), None, note

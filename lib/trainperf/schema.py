@@ -136,7 +136,9 @@ DERIVED: list[Column] = [
     Column("peak_source", "str", "where peak_tflops_per_gpu comes from"),
     Column("mfu", "float", "model FLOPs utilisation: tflops_per_gpu / peak_tflops_per_gpu (fraction)"),
     Column("hfu", "float", "hardware FLOPs utilisation: mfu x 4/3 with activation recomputation (fraction)"),
-    Column("baseline_run_id", "str", "run this one's scaling is measured against"),
+    Column("scaling_study", "str", "the runs scaled together: the experiment, and the settings that tell its series "
+                                   "apart where runs on one device count differ (e.g. 'sweep (micro-batch 8)')"),
+    Column("baseline_run_id", "str", "run this one's scaling is measured against (with its repeats: their mean)"),
     Column("scaling_basis", "str", "throughput, or elapsed (runs assumed to do equal work)"),
     Column("scaling_multiplier", "float", "throughput / baseline throughput (x)"),
     Column("scaling_efficiency", "float", "scaling_multiplier / (gpus / baseline gpus) (fraction)"),
