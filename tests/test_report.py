@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from trainperf.report.export import table_of_contents
@@ -408,3 +409,23 @@ def test_a_run_without_mfu_gets_a_platforms_page_that_says_so(tmp_path):
     assert not result.failed, result.failed[0].error
     text = _visible(_page(tmp_path / "out", "platforms"))
     assert "No configuration has an MFU" in text and "No platform and model has two or more configurations" in text
+
+
+@pytest.mark.slow
+def test_a_sweep_of_two_micro_batch_sizes_at_one_and_two_processes_builds_every_page(tmp_path):
+    """A user's natural sweep in one experiment (the scaling and platforms pages failed on it): scaling
+    studies each micro-batch size, the batch-size page each device count; no phase times, said so."""
+    rates = {(8, 1): 4096.0, (8, 2): 7447.0, (16, 1): 4551.0, (16, 2): 8402.0}
+    rows = [{"run_id": f"mb{b}-p{g}", "experiment": "my-sweep", "platform": "cpu", "gpus": g,
+             "micro_batch_size": b, "global_batch_size": b * g, "tokens": rate * 10, "elapsed_s": 10.0}
+            for (b, g), rate in rates.items()]
+    pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
+    result = build(plan(RUNS_REPORTS, data=[str(tmp_path / "sweep.csv")], out_dir=tmp_path / "out"), workers=2)
+    assert not result.failed, result.failed[0].error
+    scaling_page = _visible(_page(tmp_path / "out", "scaling"))
+    assert "my-sweep (micro-batch 8): 1.8× faster on 2 devices than on 1" in scaling_page
+    assert "my-sweep (micro-batch 16)" in scaling_page
+    batch_page = _visible(_page(tmp_path / "out", "batch_size"))
+    for devices in ("1 device", "2 devices"):
+        assert f"my-sweep ({devices}): fastest micro-batch 16" in batch_page
+    assert "The data of my-sweep (1 device) holds no phase times" in batch_page

@@ -135,3 +135,21 @@ def test_batch_sweep_notes_and_headline_read_configuration_means_not_repeats(tmp
     assert note.startswith("sweep: after micro-batch 2 × 4 accumulation no step")
     headline_ = headline(runs)
     assert "1,510 tokens/s" in headline_.text  # the mean of 4 × 2's repeats, not its faster run's 1,520
+
+
+def test_repeats_without_a_named_baseline_and_a_micro_batch_sweep_at_two_device_counts_scale(tmp_path):
+    """Repeats on the fewest devices with no baseline_run_id (the table raised "Cannot mask with
+    non-boolean array containing NA"), and two micro-batch sizes each at 1 and 2 processes in one
+    experiment: a scaling study per micro-batch size."""
+    _runs(tmp_path, RATES)  # writes runs.csv
+    pd.read_csv(tmp_path / "runs.csv").drop(columns="baseline_run_id").to_csv(tmp_path / "repeats.csv", index=False)
+    runs = scaling.studies(open_runs([str(tmp_path / "repeats.csv")]))
+    assert scaling.table(runs)["scaling_multiplier"].tolist() == pytest.approx([1.0, 1940 / 1020, 3200 / 1020])
+    rates = {(8, 1): 4096.0, (8, 2): 7447.0, (16, 1): 4551.0, (16, 2): 8402.0}
+    rows = [{"run_id": f"mb{b}-p{g}", "experiment": "my-sweep", "gpus": g, "micro_batch_size": b,
+             "tokens": rate * 10, "elapsed_s": 10.0} for (b, g), rate in rates.items()]
+    pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
+    frame = scaling.table(scaling.studies(open_runs([str(tmp_path / "sweep.csv")])))
+    assert frame["experiment"].tolist() == ["my-sweep (micro-batch 8)"] * 2 + ["my-sweep (micro-batch 16)"] * 2
+    assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4096, 1.0, 8402 / 4551])
+    assert frame["only_devices_change"].all()

@@ -20,20 +20,26 @@ from trainperf.stats import MIN_EFFECT
 
 
 def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of micro-batch sweeps — experiments measured at two or more
-    micro-batch sizes on one device count — ordered by experiment, micro-batch
-    and accumulation. Other experiments are listed in ``attrs['skipped']``.
-    :class:`~trainperf.report.applicability.NotApplicable` when no sweep is left."""
+    """The runs of micro-batch sweeps — two or more micro-batch sizes on one
+    device count — ordered by experiment, micro-batch and accumulation. An
+    experiment measured at several device counts is one sweep per device
+    count (``my-sweep (2 devices)``). Other experiments are listed in
+    ``attrs['skipped']``. :class:`~trainperf.report.applicability.NotApplicable`
+    when no sweep is left."""
     unit = unit_of(runs)
     have = require(require(runs, "micro_batch_size", "a micro-batch size",
                            "give the column, or record it with StepProfiler (samples per micro-step)"),
                    unit.rate, f"a throughput ({unit.label})", "give tokens or samples and elapsed_s, or a rate")
-    shape = have.groupby("experiment").agg(batches=("micro_batch_size", "nunique"), devices=("gpus", "nunique"))
-    return keep_experiments(have, (shape["batches"] >= 2) & (shape["devices"] == 1),
-                            ["micro_batch_size", "grad_accum_steps"],
-                            "not a micro-batch sweep (one micro-batch size, or several device counts)",
+    experiment = have["experiment"].astype(str)
+    several = have.groupby(experiment)["gpus"].transform("nunique") > 1
+    on = pd.Series([f" ({count(g, 'device')})" if pd.notna(g) else " (device count unknown)" for g in have["gpus"]],
+                   index=have.index)
+    have = have.assign(experiment=experiment.where(~several, experiment + on))
+    batches = have.groupby("experiment")["micro_batch_size"].nunique()
+    return keep_experiments(have, batches >= 2, ["micro_batch_size", "grad_accum_steps"],
+                            "not a micro-batch sweep (one micro-batch size on each device count)",
                             "no experiment is a micro-batch sweep (two or more micro_batch_size values on one "
-                            f"device count): {', '.join(map(str, shape.index))}")
+                            f"device count): {', '.join(map(str, batches.index))}")
 
 
 class Plateau(NamedTuple):

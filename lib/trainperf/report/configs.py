@@ -56,8 +56,10 @@ def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
 
 
 def several_device_counts(runs: pd.DataFrame) -> pd.Series:
-    """Per row of ``runs``, whether its experiment was measured at two or more device counts (``gpus``)."""
-    return runs.groupby(runs["experiment"].astype(str))["gpus"].transform("nunique") > 1
+    """Per row of ``runs``, whether its scaling study (its experiment, or the part of it
+    that ``scaling_study`` names) was measured at two or more device counts (``gpus``)."""
+    study = runs["scaling_study"].fillna(runs["experiment"]) if "scaling_study" in runs else runs["experiment"]
+    return runs.groupby(study.astype(str))["gpus"].transform("nunique") > 1
 
 
 def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report.configs import by_experiment
+from trainperf.report.html import count, fmt_sig
 
 PHASE_LABELS = {
     "data_s": "data loading", "h2d_s": "host-to-device copy", "forward_s": "forward", "loss_s": "loss",
@@ -98,3 +99,16 @@ def per_experiment(runs: pd.DataFrame, configuration: Callable[[pd.DataFrame], l
     configurations named by ``configuration`` (runs → labels)."""
     parts = [long_form(g, configuration(g), per_step=per_step) for _, g in by_experiment(runs) if has_phases(g)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+
+
+def without_phases(runs: pd.DataFrame) -> list[str]:
+    """A sentence for each experiment whose data holds no phase times, with its time per step where known."""
+    out = []
+    for name, group in by_experiment(runs):
+        if not has_phases(group):
+            known = group[group["step_time_s"].notna()]
+            per_step = "; time per step: " + ", ".join(f"{fmt_sig(t)} s at {count(n, 'device')}" for n, t in
+                                                       zip(known["gpus"], known["step_time_s"])) if len(known) else ""
+            out.append(f"The data of {name} holds no phase times (compute, communication, data): no "
+                       f"breakdown{per_step}.")
+    return out

@@ -29,7 +29,11 @@ SAME_TRAINING = {"single": "ddp"}  # one process is DDP at world size 1: single 
 
 
 def studies(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of experiments measured at two or more device counts (:func:`keep_experiments`)."""
+    """The runs of scaling studies measured at two or more device counts
+    (:func:`keep_experiments`), each study as an experiment: an experiment
+    whose runs on one device count differ in a setting (a micro-batch sweep
+    at 1 and 2 devices) is one study per value (``scaling_study``)."""
+    runs = runs.assign(experiment=runs["scaling_study"].fillna(runs["experiment"]))
     counts = runs.groupby("experiment")["gpus"].nunique()
     return keep_experiments(runs, counts >= 2, ["gpus", "micro_batch_size", "run_id"],
                             "measured at one device count only: no scaling",
@@ -132,7 +136,7 @@ def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd
     group = runs.reset_index(drop=True)
     every = intervals_per_run(group, frames)
     key = every["configuration"].fillna(every["run_id"])
-    base_key = set(key[(group["run_id"] == group["baseline_run_id"]).to_numpy()])  # the baseline run's configuration
+    base_key = set(key[(group["run_id"] == group["baseline_run_id"]).fillna(False).to_numpy(bool)])  # its configuration
     rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
     at_base = found.index[found["configuration"].fillna(found["run_id"]).isin(base_key)]
     base = at_base[0] if len(at_base) else None
@@ -199,19 +203,6 @@ def efficiency_notes(runs: pd.DataFrame, steps: Summaries | None = None) -> list
 def phases(runs: pd.DataFrame) -> pd.DataFrame:
     """Time per step in each phase of each configuration (:func:`trainperf.report.phases.long_form`)."""
     return per_experiment(runs, lambda group: labels(group, compact=True))
-
-
-def without_phases(runs: pd.DataFrame) -> list[str]:
-    """A sentence for each experiment whose data holds no phase times, with its time per step where known."""
-    out = []
-    for name, group in by_experiment(runs):
-        if not has_phases(group):
-            known = group[group["step_time_s"].notna()]
-            per_step = "; time per step: " + ", ".join(f"{fmt_sig(t)} s at {count(n, 'device')}" for n, t in
-                                                       zip(known["gpus"], known["step_time_s"])) if len(known) else ""
-            out.append(f"The data of {name} holds no phase times (compute, communication, data): no "
-                       f"breakdown{per_step}.")
-    return out
 
 
 OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s", "comm_overhead", "compute_comm_ratio"]
