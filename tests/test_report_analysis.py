@@ -324,8 +324,9 @@ def test_conventions_count_only_runs_whose_flops_were_computed(tmp_path):
 
 
 def test_reports_without_scaling_leave_out_scaling_notes(tmp_path):
-    path = _write(tmp_path, [{"run_id": r, "experiment": "e", "gpus": 1, "tokens": 1000, "elapsed_s": 1.0}
-                             for r in ("a", "b")])
+    # b has no token count in an experiment compared by tokens/s: a scaling note
+    path = _write(tmp_path, [{"run_id": "a", "experiment": "e", "gpus": 1, "tokens": 1000, "elapsed_s": 1.0},
+                             {"run_id": "b", "experiment": "e", "gpus": 2, "elapsed_s": 1.0}])
     runs = open_runs(path)
     assert any(n.startswith("scaling:") for n in page.note_counts(runs)["note"])
     assert not any(n.startswith("scaling:") for n in page.note_counts(runs, scaling=False)["note"])
