@@ -25,6 +25,8 @@ from trainperf.importers.torchtitan import parse_step
 DATA = Path(__file__).resolve().parent / "data" / "importers"
 SAMPLES = sorted(p for p in DATA.iterdir() if not p.name.endswith(".trainperf.yaml"))
 SAMPLE_LINES = [line for p in SAMPLES for line in p.read_text().splitlines()]
+NANOCHAT = Path(__file__).resolve().parent / "data" / "any_stack" / "nanochat_d32.log"
+NANOCHAT_LINES = NANOCHAT.read_text().splitlines()
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow],
                 derandomize=os.environ.get("TRAINPERF_FUZZ") != "random")
 """The same examples every run, so that make test cannot fail on a case it never met before
@@ -35,9 +37,9 @@ junk = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
 @st.composite
-def mangled_line(draw) -> str:
+def mangled_line(draw, lines: list[str] = SAMPLE_LINES) -> str:
     """A sample line cut, with a piece replaced by digits or junk, or two lines run together."""
-    line = draw(st.sampled_from(SAMPLE_LINES))
+    line = draw(st.sampled_from(lines))
     i = draw(st.integers(0, len(line)))
     j = draw(st.integers(i, len(line)))
     choice = draw(st.integers(0, 3))
@@ -46,7 +48,7 @@ def mangled_line(draw) -> str:
     if choice == 1:
         return line[:i] + draw(digits) + line[j:]
     if choice == 2:
-        return line[:i] + draw(st.sampled_from(SAMPLE_LINES))
+        return line[:i] + draw(st.sampled_from(lines))
     return line[:i] + draw(junk) + line[j:]
 
 
@@ -120,3 +122,10 @@ def test_csv_with_a_mapping_imports_or_raises_data_error(rows):
     text = "name,gpus,elapsed,mfu\n" + "\n".join(",".join(row) for row in rows) + "\n"
     import_text(text.encode("utf-8", errors="surrogatepass"), "table.csv",
                 "columns: {run_id: name, gpus: gpus, elapsed_s: elapsed, reported_mfu: mfu}\n")
+
+
+@FUZZ
+@given(st.lists(st.one_of(mangled_line(NANOCHAT_LINES), st.sampled_from(NANOCHAT_LINES), junk), max_size=40))
+def test_logs_read_with_a_pattern_import_or_raise_data_error(lines):
+    sidecar = NANOCHAT.with_name(NANOCHAT.name + ".trainperf.yaml").read_text()
+    import_text("\n".join(lines).encode("utf-8", errors="surrogatepass"), NANOCHAT.name, sidecar)

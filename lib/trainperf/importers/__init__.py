@@ -8,8 +8,9 @@ returns an :class:`ImportResult`. Formats (one module each, in
 (``hf_trainer``), MaxText (``maxtext``), NeMo (``nemo``),
 DeepSpeed (``deepspeed``), Composer / llm-foundry (``composer``), Lightning's CSVLogger with ThroughputMonitor
 (``lightning_csv``), per-rank epoch timing logs
-(``epoch_timing``), batch-size timing summaries (``timing_summary``), and any
-CSV through a column mapping (``csv_mapping``). What a log does not say comes
+(``epoch_timing``), batch-size timing summaries (``timing_summary``), any
+CSV through a column mapping (``csv_mapping``), and any log through a regular
+expression given as ``pattern`` (``pattern``). What a log does not say comes
 from its sidecar ``<log>.trainperf.yaml`` or ``overrides`` (``settings``).
 ``compare_reported`` sets the figures a log printed itself against
 ``trainperf.derive``'s recomputation.
@@ -35,6 +36,7 @@ from trainperf.importers.maxtext import MaxText
 from trainperf.importers.megatron import Megatron
 from trainperf.importers.nanogpt import NanoGPT
 from trainperf.importers.nemo import NeMo
+from trainperf.importers.pattern import EXAMPLE, PatternLog
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
 from trainperf.importers.text import clean, iter_chunks, read_head
 from trainperf.importers.timing_summary import TimingSummary
@@ -92,6 +94,8 @@ def reads_as_log(path: str | Path) -> bool:
 def detect(path: Path, settings: Settings | None = None) -> Format:
     """The format of ``path``, by content; DataError if none fits."""
     settings = settings or Settings()
+    if settings.pattern is not None:
+        return PatternLog()
     head_bytes = read_head(path, SNIFF_BYTES)
     if b"\x00" in head_bytes[:8192]:
         raise DataError("a binary file, not a log or a CSV table", path=path)
@@ -103,10 +107,15 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
             if fmt is not None:
                 break
     if fmt is None:
-        raise DataError(f"not a log trainperf can read; {readable_formats()}"
-                        + (f"; it parses as a CSV table: map its columns in {sidecar_path(path).name} "
-                           "(columns: {runs column: CSV column})" if looks_like_csv(head)
-                           and settings.columns is None else ""), path=path)
+        if looks_like_csv(head) and settings.columns is None:
+            how = (f"it parses as a CSV table: map its columns in {sidecar_path(path).name} "
+                   "(columns: {runs column: CSV column})")
+        else:
+            how = (f"to read it, give a regular expression with named groups as 'pattern' in "
+                   f"{sidecar_path(path).name} or with trainperf import --pattern, e.g. {EXAMPLE!r} "
+                   "(groups: docs/importers.md), or write a runs CSV with the columns run_id, gpus, tokens, "
+                   "elapsed_s")
+        raise DataError(f"not a log trainperf can read; {readable_formats()}; {how}", path=path)
     return fmt
 
 

@@ -13,6 +13,7 @@ import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
 from trainperf.importers import TOLERANCE, ImportResult, compare_reported, import_path
+from trainperf.importers.pattern import GROUPS
 from trainperf.importers.settings import MAPPING_KEY
 
 SKIPPED_SHOWN = 5
@@ -34,6 +35,9 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
                         help="a runs column for every run (e.g. --set gpus=8 --set platform='NVIDIA H100 SXM'); "
                              "wins over the sidecar and the log")
     parser.add_argument("--mapping", metavar="FILE.yaml", help="column mapping for a CSV (a 'columns:' section)")
+    parser.add_argument("--pattern", metavar="REGEX",
+                        help="read a log of any stack: a regular expression whose named groups "
+                             f"({', '.join(GROUPS)}) match one line per step")
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="files read in parallel (default 1)")
     parser.set_defaults(run=_run)
 
@@ -60,6 +64,8 @@ def _run(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = parse_overrides(args.overrides)
     if args.mapping:
         overrides[MAPPING_KEY] = args.mapping
+    if args.pattern:
+        overrides["pattern"] = args.pattern
     if args.jobs > 1 and len(args.paths) > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(_import_quietly, args.paths, [overrides] * len(args.paths)))

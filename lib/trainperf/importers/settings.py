@@ -3,13 +3,16 @@
 The sidecar of ``train.log`` is ``train.log.trainperf.yaml``. Its keys are
 canonical runs columns (``trainperf.schema``: ``platform``, ``n_params``,
 ``n_layers``, ``d_model``, ``seq_len``, ``gpus``, ``precision``, ...),
-``reported_*`` / ``extra_*`` columns, and three structural keys:
+``reported_*`` / ``extra_*`` columns, and four structural keys:
 
 ``runs``
     per-run values, by the run id the importer gives (``{run_id: {key: value}}``);
     they win over the top-level values.
 ``columns``
     the column mapping of a CSV file (see ``trainperf.importers.csv_mapping``).
+``pattern``
+    a regular expression with named groups that reads a log of any stack
+    (see ``trainperf.importers.pattern``).
 ``warmup_steps``
     (a canonical column) read as input: steps at the start of the log
     excluded from the measured window (default 1).
@@ -37,7 +40,7 @@ from trainperf.table_rules import FALSE, RANGE_CHECKS, TRUE
 from trainperf.schema import INPUT_COLUMNS, PREFIXES
 
 SIDECAR_SUFFIX = ".trainperf.yaml"
-STRUCTURAL = ("runs", "columns")
+STRUCTURAL = ("runs", "columns", "pattern")
 OVERRIDES = "the overrides (--set)"
 MAPPING_KEY = "mapping"
 """Override naming a column-mapping file (YAML with ``columns:``) for a CSV."""
@@ -53,6 +56,8 @@ class Settings:
     origins: dict[tuple[str | None, str], str] = field(default_factory=dict)
     columns: dict[str, Any] | None = None
     columns_source: Path | None = None
+    pattern: str | None = None
+    pattern_source: object = None
 
     def for_run(self, run_id: str) -> dict[str, Any]:
         """The explicit values of one run (top level, then its ``runs`` entry)."""
@@ -122,6 +127,10 @@ def _merge(settings: Settings, data: Mapping[str, Any], where: object) -> None:
                                 column="columns")
             settings.columns = {str(k): v for k, v in value.items()}
             settings.columns_source = where if isinstance(where, Path) else None
+        elif key == "pattern":
+            if not isinstance(value, str) or not value.strip():
+                raise DataError("'pattern' must be a regular expression (a string)", path=where, column="pattern")
+            settings.pattern, settings.pattern_source = value, where
         else:
             settings.values[key] = coerce(key, value, where)
             settings.origins[(None, key)] = str(where)
