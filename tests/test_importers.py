@@ -509,3 +509,33 @@ def test_every_sample_imports_without_warnings():
         for path in sorted(DATA.iterdir()):
             if not path.name.endswith(".trainperf.yaml") and path.name != "README.md":
                 import_path(path)
+
+
+def test_nanogpt_lines_of_an_older_train_py_without_mfu_are_read(tmp_path):
+    """karpathy/nanoGPT issue #110 (2023-02-02), `torchrun --standalone --nproc_per_node=8 train.py` on 8 A100:
+    lines without `mfu` (the whole log was refused: "no run has a measured window"). The excerpt starts at
+    iteration 1631; its first line is taken as warm-up, the other 10 are measured."""
+    times = [561.94, 563.15, 562.11, 562.80, 561.50, 562.73, 562.19, 562.74, 562.66, 562.18, 567.31]
+    losses = [4.0863, 3.7441, 3.9848, 3.8716, 3.9853, 3.7735, 3.8779, 3.6817, 3.9185, 3.6782, 3.9748]
+    log = tmp_path / "issue110.log"
+    log.write_text("".join(f"iter {1631 + i}: loss {loss:.4f}, time {t:.2f}ms\n"
+                           for i, (t, loss) in enumerate(zip(times, losses))))
+    result = import_path(log)
+    run = one_run(result)
+    assert result.format == "nanogpt" and result.skipped_total == 0
+    assert run["steps"] == 10 and run["elapsed_s"] == pytest.approx(sum(times[1:]) / 1000)
+    assert "reported_mfu" not in run or pd.isna(run["reported_mfu"])
+
+
+def test_a_megatron_line_without_its_final_bar_is_read_and_a_cut_field_is_not(tmp_path):
+    """A pasted Megatron-Core line may end without its final '|': the fields a '|' ends are read; a last
+    field without one may have been cut (here the TFLOP/s), and is left out."""
+    line = ("iteration {i}/ 100 | consumed samples: {s} | elapsed time per iteration (ms): 1500.0 | "
+            "global batch size: 64 | lm loss: 7.0E+00 | throughput per GPU (TFLOP/s/GPU): 40")
+    log = tmp_path / "pasted.log"
+    log.write_text("".join(line.format(i=i, s=64 * i) + "\n" for i in (1, 10, 20, 30)))
+    result = import_path(log, {"seq_len": 2048})
+    run = one_run(result)
+    # iteration 1 and the line at 10 that averages it are warm-up: 20 iterations of 1.5 s are measured
+    assert result.skipped_total == 0 and run["steps"] == 20 and run["elapsed_s"] == pytest.approx(30.0)
+    assert run["samples"] == 64 * 20 and pd.isna(run.get("reported_tflops_per_gpu", float("nan")))

@@ -4,6 +4,8 @@
 
     iter 200: loss 3.2418, time 412.37ms, mfu 38.12%
 
+(before February 2023 without ``, mfu Z%``: such lines are read as well)
+
 and, every ``eval_interval`` iterations, before that iteration's own line,
 ``step N: train loss X, val loss Y``.
 
@@ -52,7 +54,8 @@ NANOGPT_PEAK_TFLOPS = 312.0
 """nanoGPT's ``estimate_mfu`` divides by the A100 bf16 dense peak, 312 TFLOP/s."""
 REPORTED = ("mfu",)
 _ITER_START = re.compile(r"iter \d+:")
-_ITER = re.compile(r"iter (\d+): loss (\S+), time (\S+)ms, mfu (\S+)%\s*$")
+_ITER = re.compile(r"iter (\d+): loss (\S+), time (\S+?)ms(?:, mfu (\S+?)%)?")
+"""An iteration line; ``mfu`` only since February 2023 (an older train.py prints none)."""
 _EVAL = re.compile(rf"\bstep (\d+): train loss ({NUMBER}), val loss ({NUMBER})")
 _TOKENS = re.compile(r"tokens per iteration will be: ([\d,]+)")
 _PARAMS = re.compile(rf"number of parameters: ({NUMBER})M")
@@ -66,11 +69,11 @@ def parse_iter(line: str) -> tuple[int, float, float, float]:
     body = rank_prefix(line)[1]
     match = _ITER.search(body)
     if match is None:
-        raise LineError("expected 'iter N: loss X, time Yms, mfu Z%'")
+        raise LineError("expected 'iter N: loss X, time Yms' (then ', mfu Z%')")
     if _ITER_START.search(body, 0, match.start()):
         raise LineError("two records on one line (interleaved output of several processes)")
     seconds = positive(number(match.group(3)) / 1000.0, "time")
-    mfu = number(match.group(4)) / 100.0
+    mfu = number(match.group(4)) / 100.0 if match.group(4) is not None else NAN
     return int(match.group(1)), number(match.group(2)), seconds, mfu if mfu >= 0 else NAN
 
 
