@@ -539,3 +539,37 @@ def test_a_megatron_line_without_its_final_bar_is_read_and_a_cut_field_is_not(tm
     # iteration 1 and the line at 10 that averages it are warm-up: 20 iterations of 1.5 s are measured
     assert result.skipped_total == 0 and run["steps"] == 20 and run["elapsed_s"] == pytest.approx(30.0)
     assert run["samples"] == 64 * 20 and pd.isna(run.get("reported_tflops_per_gpu", float("nan")))
+
+
+def nemo2_log(times: list[float]) -> str:
+    """NeMo 2 console lines (the shape of NVIDIA-BioNeMo/bionemo-recipes#740's excerpt), one per step from 0."""
+    return "".join(f"Training epoch 0, iteration {s}/100 | lr: 3e-05 | consumed_samples: {8 * (s + 1)} | "
+                   f"global_batch_size: 8 | global_step: {s} | reduced_train_loss: 1.233 | "
+                   f"train_step_timing in s: {t}\n" for s, t in enumerate(times))
+
+
+def test_a_negative_step_time_is_joined_with_the_step_it_cancels(tmp_path):
+    """A NeMo timer glitch: 13.75 s then -12.71 s, two normal steps together (1.04 s). Dropping the negative
+    line and keeping its partner made the run 2.6x slower without a word; joined, the pair is one interval of
+    2 steps, and the run's row and a warning say so."""
+    times = [2.0, 0.5, 0.5, 0.5, 0.5, 13.75, -12.71, 0.5, 0.5, 0.5]
+    log = tmp_path / "nemo.log"
+    log.write_text(nemo2_log(times))
+    with pytest.warns(DataWarning, match=r"step 6: a step time of -12.71 s, joined with step 5 \(13.75 s\) "
+                                         r"into 1.04 s for both"):
+        result = import_path(log)
+    run = one_run(result)
+    assert run["steps"] == 9 and run["elapsed_s"] == pytest.approx(sum(times[1:]))  # step 0 is warm-up
+    assert run["samples"] == 8 * 9 and "joined with step 5" in run["extra_step_time_anomalies"]
+    joined = result.steps.set_index("step").loc[6]
+    assert (joined["n_steps"], joined["step_s"]) == (2, pytest.approx(1.04))
+    assert 5 not in result.steps["step"].tolist() and result.skipped_total == 0
+
+
+def test_a_step_far_above_the_others_is_named_and_kept(tmp_path):
+    times = [2.0] + [0.5, 0.52, 0.49, 0.51, 0.5, 0.5, 5.0, 0.5, 0.51, 0.5]
+    log = tmp_path / "nemo.log"
+    log.write_text(nemo2_log(times))
+    with pytest.warns(DataWarning, match=r"1 measured step time\(s\) far above the others .*: step 7\), kept"):
+        run = one_run(import_path(log))
+    assert run["elapsed_s"] == pytest.approx(sum(times[1:]))

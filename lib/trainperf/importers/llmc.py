@@ -44,7 +44,7 @@ from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers import records
 from trainperf.importers.core import LineFormat
-from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
+from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, step_seconds, whole
 
 NAN = math.nan
 REPORTED = ("tokens_per_s", "mfu")
@@ -74,7 +74,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
     if usual is not None and body.count("step ") == 1:
         step, loss, ms, mfu, rate = usual.groups()
         mfu_value = field_number("MFU", mfu) / 100.0
-        return (rank, int(step), field_number("loss", loss), positive(field_number("ms", ms) / 1000.0, "step time"),
+        return (rank, int(step), field_number("loss", loss), step_seconds(field_number("ms", ms) / 1000.0, "step time"),
                 field_number("tok/s", rate), mfu_value if mfu_value >= 0 else NAN)
     match = _STEP.search(body)
     if match is None:
@@ -85,7 +85,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
     ms = _MS.search(rest)
     if ms is None:
         raise LineError("no 'ms' step time")
-    seconds = positive(number(ms.group(1)) / 1000.0, "step time")
+    seconds = step_seconds(number(ms.group(1)) / 1000.0, "step time")
     loss, mfu, rate = (_LOSS.search(rest), _MFU.search(rest), _TOKS.search(rest))
     mfu_value = field_number("MFU", mfu.group(1) if mfu else None) / 100.0
     return (rank, whole(match.group(1), "step"), field_number("loss", loss.group(1) if loss else None), seconds,

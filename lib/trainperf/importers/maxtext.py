@@ -35,7 +35,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import LineFormat, rate_from_reported
-from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
+from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, step_seconds, whole
 
 NAN = math.nan
 REPORTED = ("tflops_per_gpu", "tokens_per_s_per_gpu")
@@ -55,7 +55,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
     fields = dict(_FIELD.findall(body, match.end()))
     if "seconds" not in fields:
         raise LineError("no 'seconds:' field")
-    seconds = positive(number(fields["seconds"]), "seconds")
+    seconds = step_seconds(number(fields["seconds"]), "seconds")
     return (rank, whole(match.group(1), "step"), seconds, field_number("total_weights", fields.get("total_weights")),
             field_number("loss", fields.get("loss")), field_number("TFLOP/s/device", fields.get("TFLOP/s/device")),
             field_number("Tokens/s/device", fields.get("Tokens/s/device")))

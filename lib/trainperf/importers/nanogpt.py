@@ -47,7 +47,7 @@ from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers import records
 from trainperf.importers.core import LineFormat
-from trainperf.importers.text import NUMBER, LineError, number, positive, rank_prefix
+from trainperf.importers.text import NUMBER, LineError, number, rank_prefix, step_seconds
 
 NAN = math.nan
 NANOGPT_PEAK_TFLOPS = 312.0
@@ -72,7 +72,7 @@ def parse_iter(line: str) -> tuple[int, float, float, float]:
         raise LineError("expected 'iter N: loss X, time Yms' (then ', mfu Z%')")
     if _ITER_START.search(body, 0, match.start()):
         raise LineError("two records on one line (interleaved output of several processes)")
-    seconds = positive(number(match.group(3)) / 1000.0, "time")
+    seconds = step_seconds(number(match.group(3)) / 1000.0, "time")
     mfu = number(match.group(4)) / 100.0 if match.group(4) is not None else NAN
     return int(match.group(1)), number(match.group(2)), seconds, mfu if mfu >= 0 else NAN
 

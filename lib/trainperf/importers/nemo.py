@@ -36,7 +36,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import LineFormat
-from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix
+from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, step_seconds
 
 NAN = math.nan
 _TIMING = re.compile(rf"train_step_timing in s\s*[=:]\s*({NUMBER})")
@@ -58,7 +58,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
     step = number(fields["global_step"])
     if not (step >= 0 and step == int(step)):
         raise LineError(f"global_step {step:g} is not a step number")
-    return (rank, int(step), positive(number(timing.group(1)), "train_step_timing"),
+    return (rank, int(step), step_seconds(number(timing.group(1)), "train_step_timing"),
             field_number("consumed_samples", fields.get("consumed_samples")),
             field_number("global_batch_size", fields.get("global_batch_size")),
             field_number("reduced_train_loss", fields.get("reduced_train_loss")))

@@ -113,8 +113,6 @@ class PatternParser(records.IntervalParser[records.Run]):
         rates = [(values.get(work, NAN), values.get(f"{work}_per_s", NAN)) for work in ("tokens", "samples")]
         if not math.isfinite(seconds):
             seconds = next((w / r for w, r in rates if w > 0 and r > 0), NAN)
-        if seconds <= 0:
-            return f"a step time of {seconds:g} s"
         rate = next((values[r] for r in ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
                      if values.get(r, NAN) > 0), NAN)
         weight = seconds if math.isfinite(seconds) else 1.0 / rate  # rates averaged as total work / total time

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import measure, summarize
-from trainperf.importers.core import REPORTED_CONVENTION, ParsedRun, RunParser
+from trainperf.importers.core import ANOMALIES, REPORTED_CONVENTION, ParsedRun, RunParser
 from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
 from trainperf.schema import STEP_INTERVAL_COLUMNS
 from trainperf.table_rules import is_missing
@@ -207,7 +207,7 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     number steps from it (MaxText, NeMo): a log that starts more than the
     warm-up past it (a progress bar that kept only its last step; a log cut
     at its start) shows no warm-up, so all its records are measured."""
-    table = records.table()
+    table, anomalies = join_timer_glitches(records.table())
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
     warmup = 1 if warmup is None or is_missing(warmup) else int(warmup)
@@ -222,10 +222,13 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
         in_window &= np.isfinite(col["seconds"])
     intervals = _intervals(col, in_window, config)
     summaries = summarize(intervals)
+    anomalies += far_out(col, in_window)
     if not summaries.per_rank["measured_intervals"].gt(0).any():  # no measured window: nothing to measure
         excluded = int(summaries.per_rank["excluded_intervals"].sum())
         return ({"extra_excluded_records": excluded} if excluded else {}), intervals
     out = measure(summaries, "")
+    if anomalies:
+        out[ANOMALIES] = "; ".join(anomalies)
     window = in_window & (col["excluded"] == 0)  # the records of the measured intervals
     weight = col["weight"][window]
     for name in records.reported:
@@ -234,6 +237,68 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
         if usable.any():
             out[f"reported_{name}"] = float(np.average(values[usable], weights=weight[usable]))
     return out, intervals
+
+
+def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The records with each one whose time is negative or zero (a timer
+    glitch: a NeMo log printed 13.75 s for one step and -12.71 s for the next)
+    joined with its rank's record before it: one interval of both their steps
+    and the sum of their times (their work summed, the later loss). A record
+    with no earlier one of its rank, or a pair whose sum is still not
+    positive, is set aside (no interval). Returns the records (a copy where
+    any changed) and a sentence for each glitch."""
+    seconds = table[:, COLUMN["seconds"]]
+    glitches = np.flatnonzero(seconds <= 0)
+    if not len(glitches):
+        return table, []
+    table = table.copy()
+    col = {name: table[:, j] for name, j in COLUMN.items()}
+    notes = []
+    for i in glitches:
+        earlier = np.flatnonzero((col["rank"][:i] == col["rank"][i]) & (col["excluded"][:i] != 2))
+        step, own, evaluated = int(col["step"][i]), col["seconds"][i], col["excluded"][i] == 1
+        col["excluded"][i] = 2
+        if not len(earlier) or not col["seconds"][earlier[-1]] + own > 0:
+            notes.append(f"step {step}: a step time of {own:g} s with no step before it to make up for it, "
+                         "set aside")
+            continue
+        j = earlier[-1]
+        joined = col["seconds"][j] + own
+        notes.append(f"step {step}: a step time of {own:g} s, joined with step {int(col['step'][j])} "
+                     f"({col['seconds'][j]:g} s) into {joined:g} s for both")
+        for name in ("samples", "tokens", "n_steps"):  # NaN stays NaN: the joined interval's work is unknown
+            col[name][j] += col[name][i]
+        col["seconds"][j] = col["weight"][j] = joined
+        col["step"][j], col["loss"][j] = col["step"][i], col["loss"][i]
+        if evaluated:
+            col["excluded"][j] = 1
+    return table, notes
+
+
+FAR_OUT_IQR = 3.0
+"""A measured step time above Q3 + 3 IQR of its run's single-step records is far out (Tukey's fence)."""
+FAR_OUT_MIN_RECORDS = 8
+"""Records of single steps a run needs before its quartiles are used."""
+
+
+def far_out(col: dict[str, np.ndarray], in_window: np.ndarray) -> list[str]:
+    """A sentence on the measured single-step times far above the others
+    (:data:`FAR_OUT_IQR`: a pause for garbage collection, a checkpoint, a
+    straggling data loader); they stay in the measurement, which is the time
+    the run took."""
+    single = in_window & (col["excluded"] == 0) & (col["n_steps"] == 1) & np.isfinite(col["seconds"])
+    times = col["seconds"][single]
+    if len(times) < FAR_OUT_MIN_RECORDS:
+        return []
+    q1, q3 = np.percentile(times, [25, 75])
+    fence = q3 + FAR_OUT_IQR * (q3 - q1)
+    out = single & (col["seconds"] > fence)
+    if not out.any():
+        return []
+    steps = sorted(set(int(s) for s in col["step"][out]))
+    shown = ", ".join(map(str, steps[:5])) + (", ..." if len(steps) > 5 else "")
+    return [f"{int(out.sum())} measured step time(s) far above the others (over Q3 + {FAR_OUT_IQR:g} IQR = "
+            f"{fence:.3g} s: step {shown}), kept in the measurement"]
 
 
 def _intervals(col: dict[str, np.ndarray], in_window: np.ndarray, config: Mapping[str, Any]) -> pd.DataFrame:
