@@ -514,7 +514,7 @@ def test_every_sample_imports_without_warnings():
 def test_nanogpt_lines_of_an_older_train_py_without_mfu_are_read(tmp_path):
     """karpathy/nanoGPT issue #110 (2023-02-02), `torchrun --standalone --nproc_per_node=8 train.py` on 8 A100:
     lines without `mfu` (the whole log was refused: "no run has a measured window"). The excerpt starts at
-    iteration 1631; its first line is taken as warm-up, the other 10 are measured."""
+    iteration 1631, long past the warm-up (iteration 0): all 11 lines are measured."""
     times = [561.94, 563.15, 562.11, 562.80, 561.50, 562.73, 562.19, 562.74, 562.66, 562.18, 567.31]
     losses = [4.0863, 3.7441, 3.9848, 3.8716, 3.9853, 3.7735, 3.8779, 3.6817, 3.9185, 3.6782, 3.9748]
     log = tmp_path / "issue110.log"
@@ -523,7 +523,7 @@ def test_nanogpt_lines_of_an_older_train_py_without_mfu_are_read(tmp_path):
     result = import_path(log)
     run = one_run(result)
     assert result.format == "nanogpt" and result.skipped_total == 0
-    assert run["steps"] == 10 and run["elapsed_s"] == pytest.approx(sum(times[1:]) / 1000)
+    assert run["steps"] == 11 and run["elapsed_s"] == pytest.approx(sum(times) / 1000)
     assert "reported_mfu" not in run or pd.isna(run["reported_mfu"])
 
 
@@ -573,3 +573,19 @@ def test_a_step_far_above_the_others_is_named_and_kept(tmp_path):
     with pytest.warns(DataWarning, match=r"1 measured step time\(s\) far above the others .*: step 7\), kept"):
         run = one_run(import_path(log))
     assert run["elapsed_s"] == pytest.approx(sum(times[1:]))
+
+
+def test_an_excerpt_from_the_middle_of_a_run_is_measured_from_its_first_line(tmp_path):
+    """A torchtitan excerpt whose only line is step 1990 (its rate printed over the logging window) gave no
+    run: its first record was taken for the training's first. It is past the warm-up: the rate is the
+    measurement. A log from step 1 still leaves step 1 out."""
+    log = tmp_path / "excerpt.log"
+    log.write_text("[titan] 2025-01-15 10:00:12,345 - root - INFO - step: 1990  loss:  2.1000  "
+                   "memory: 35.18GiB(44.47%)  tps: 6,941  tflops: 402.10  mfu: 40.66%\n")
+    run = one_run(import_path(log, {"gpus": 8}))
+    assert run["tokens_per_s"] == pytest.approx(8 * 6941) and run["reported_mfu"] == pytest.approx(0.4066)
+    times = [900.0, 120.0, 121.0]
+    from_start = tmp_path / "nanogpt.log"
+    from_start.write_text("".join(f"iter {i}: loss 4.0, time {t}ms, mfu 30.00%\n" for i, t in enumerate(times)))
+    run = one_run(import_path(from_start))
+    assert run["steps"] == 2 and run["elapsed_s"] == pytest.approx(0.241)

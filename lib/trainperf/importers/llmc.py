@@ -160,7 +160,7 @@ class LlmcParser(records.IntervalParser[records.Run]):
         return ""
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        return records.printed_step_times(run, config, "step times printed by the log", "llmc")
+        return records.printed_step_times(run, config, "step times printed by the log", "llmc", origin=1)
 
 
 class Llmc(LineFormat):

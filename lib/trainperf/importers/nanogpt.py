@@ -137,7 +137,8 @@ class NanoGPTParser(records.IntervalParser[records.Run]):
         return ""
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        return records.printed_step_times(run, config, "iteration times printed by the log", "palm")
+        return records.printed_step_times(run, config, "iteration times printed by the log", "palm",
+                                          origin=0)
 
 
 class NanoGPT(LineFormat):

@@ -128,7 +128,7 @@ class PatternParser(records.IntervalParser[records.Run]):
         return records.Run(line, {}, REPORTED)
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        origin = 1 if "step" in self.start.groupindex else None
+        origin = 1 if "step" in self.start.groupindex and not run.restarted else None
         measured, steps = records.aggregate(run.records, config, origin)
         if "elapsed_s" in measured:
             measured["extra_time_source"] = "step times the log prints (read with a pattern)"

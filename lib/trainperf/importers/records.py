@@ -116,6 +116,7 @@ class Run:
         self.records = Intervals(reported)
         self.previous: dict[int, tuple[float, ...]] = {}
         self.val_loss = NAN
+        self.restarted = False  # follows a restart in the same log: its first steps are a warm-up again
 
 
 RunT = TypeVar("RunT", bound=Run)
@@ -190,6 +191,7 @@ class IntervalParser(RunParser, Generic[RunT]):
             if run is not None:
                 self.done.append(run)
             run = self.run = self.new_run(line)
+            run.restarted = bool(self.done)
         return run
 
     def result(self) -> list[ParsedRun]:
@@ -204,15 +206,22 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     (``run_id`` left empty for the caller to name).
 
     ``origin``: the number of a training job's first step, for logs that
-    number steps from it (MaxText, NeMo): a log that starts more than the
-    warm-up past it (a progress bar that kept only its last step; a log cut
-    at its start) shows no warm-up, so all its records are measured."""
+    number steps from it (MaxText, NeMo, nanoGPT, torchtitan, llm.c): a log
+    that starts more than the warm-up past it (an excerpt from the middle of
+    a run; a progress bar that kept only its last step) shows no warm-up, so
+    all its records are measured, the first too where its length is unknown
+    (taken as the rank's usual interval, else one step, to tell whether it
+    lies past the warm-up; it is measured where it has a time, or where no
+    record has one and the log's rates are the measurement)."""
     table, anomalies = join_timer_glitches(records.table())
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
     warmup = 1 if warmup is None or is_missing(warmup) else int(warmup)
-    first_covered = col["step"] - col["n_steps"] + 1
     ranks, first_record, group = np.unique(col["rank"], return_index=True, return_inverse=True)
+    first_covered = col["step"] - col["n_steps"] + 1
+    if origin is not None:
+        usual = pd.Series(col["n_steps"]).groupby(group).transform("median").fillna(1.0).to_numpy()
+        first_covered = np.where(np.isfinite(first_covered), first_covered, col["step"] - usual + 1)
     start = first_covered[first_record]
     if origin is not None:
         start = np.where(start >= origin + warmup, start - warmup, start)
@@ -366,12 +375,14 @@ def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step:
     return run
 
 
-def printed_step_times(run: Run, config: Mapping[str, Any], time_source: str,
-                       convention: str) -> tuple[dict[str, Any], pd.DataFrame]:
-    """:func:`aggregate` for a log that prints each step's time (seconds):
-    records where the times came from (``extra_time_source``), the FLOPs
-    convention of the figures the log prints, and the last validation loss."""
-    measured, steps = aggregate(run.records, config)
+def printed_step_times(run: Run, config: Mapping[str, Any], time_source: str, convention: str,
+                       origin: float) -> tuple[dict[str, Any], pd.DataFrame]:
+    """:func:`aggregate` for a log that prints each step's time (seconds),
+    numbering steps from ``origin`` (a run after a restart starts with a
+    warm-up wherever it starts): records where the times came from
+    (``extra_time_source``), the FLOPs convention of the figures the log
+    prints, and the last validation loss."""
+    measured, steps = aggregate(run.records, config, None if run.restarted else origin)
     measured["extra_time_source"] = time_source
     measured[REPORTED_CONVENTION] = convention
     if math.isfinite(run.val_loss):

@@ -187,12 +187,12 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
                 run.previous[rank] = records.BROKEN
                 return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
-        weight = seconds if math.isfinite(seconds) else n / tps
+        weight = seconds if math.isfinite(seconds) else (n if math.isfinite(n) else 1.0) / tps  # unknown: one step
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, tps, tflops, mfu))
         return ""
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        measured, steps = records.aggregate(run.records, config)
+        measured, steps = records.aggregate(run.records, config, None if run.restarted else 1)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         measured[REPORTED_CONVENTION] = "torchtitan"
