@@ -153,6 +153,32 @@ def test_data_given_explicitly_wins_over_steps_from_data():
         plan(["scaling"], data=[RUN_FOLDERS / "nope"])
 
 
+def test_data_that_cannot_be_read_is_refused_before_any_kernel_starts(tmp_path):
+    """A CSV with column names of its own (it needs a mapping, and says where) and a run folder whose
+    manifest.json is missing: one line each, from plan(), before a notebook runs."""
+    table = tmp_path / "mine.csv"
+    table.write_text("name,devices,secs,toks\na,8,100,1e9\n")
+    with pytest.raises(ParameterError, match=r"column 'name': unknown column.*column mapping in "
+                                             r"mine\.csv\.trainperf\.yaml"):
+        plan(["throughput"], data=[table])
+    folder = tmp_path / "copied-run"
+    folder.mkdir()
+    (folder / "steps-rank0.jsonl").write_text('{"format": "trainperf-steps", "version": 1, "rank": 0}\n')
+    with pytest.raises(ParameterError, match="a run folder without manifest.json"):
+        plan(["throughput"], data=[folder])
+    assert load_runs_skips(tmp_path) == {str(folder): "a run folder without manifest.json"}
+
+
+def load_runs_skips(parent: Path) -> dict[str, str]:
+    """What load_runs of ``parent`` (with a runs table of its own added) skipped, each reason's start."""
+    from trainperf import load_runs
+
+    (parent / "mine.csv").unlink()
+    (parent / "runs.csv").write_text("run_id,gpus,tokens,elapsed_s\nr,1,100,1\n")
+    skipped = load_runs(parent, cache=False).attrs["skipped"]
+    return {path: reason.split(":")[0] for path, reason in skipped}
+
+
 @pytest.mark.slow
 def test_data_warnings_in_a_notebook_are_one_line(built):
     import nbformat

@@ -49,7 +49,7 @@ from trainperf.importers import detect, import_path, reads_as_log
 from trainperf.input_cache import cached_read, input_key
 from trainperf.provenance import provenance
 from trainperf.runfolder.manifest import MANIFEST_FILE
-from trainperf.runfolder.rankfile import BadLine, warn_bad_lines
+from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines
 from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folder, read_ranks, runs_row
 from trainperf.steps_table import SUFFIXES as STEPS_SUFFIXES
 from trainperf.steps_table import as_intervals, has_steps_columns, read_steps_table
@@ -191,9 +191,15 @@ def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, An
 
 def holds_inputs(path: str | Path) -> bool:
     """Whether ``path`` is, or is a folder holding, a runs table, run folder or log
-    (what :func:`load_runs` reads); False for a missing path or an empty folder."""
+    (what :func:`load_runs` reads); False for a missing path or an empty folder.
+    A runs table named as ``path`` is read (a table is small): DataError if it
+    cannot be (a column of its own that needs a mapping, a bad value), as is
+    a run folder without its manifest."""
     path = Path(path)
-    return path.exists() and any(kind != "steps" for _, kind in _walk(path, []))
+    found = [kind for _, kind in _walk(path, [])] if path.exists() else []
+    if path.is_file() and found == ["table"]:
+        read_runs_table(path)
+    return any(kind != "steps" for kind in found)
 
 
 def holds_steps(path: str | Path) -> bool:
@@ -210,6 +216,13 @@ def _walk(path: Path, skipped: list[tuple[str, str]], in_folder: bool = False) -
     if path.is_dir():
         if (path / MANIFEST_FILE).exists():
             yield path, "run"
+            return
+        if any(STEPS_FILE_PATTERN.match(child.name) for child in path.iterdir()):
+            why = (f"a run folder without {MANIFEST_FILE}: the profiler writes it next to the steps-rank files "
+                   "when the run starts (its configuration, devices and peak); copy it with them")
+            if not in_folder:
+                raise DataError(why, path=path)
+            skipped.append((str(path), why))
             return
         for child in sorted(path.iterdir()):
             if child.name.startswith("."):

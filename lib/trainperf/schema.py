@@ -204,6 +204,9 @@ PHASES: tuple[str, ...] = ("data", "h2d", "forward", "loss", "backward", "optimi
 
 COMPUTE_PHASES: tuple[str, ...] = ("forward", "loss", "backward", "optimizer")
 
+SIDECAR_SUFFIX = ".trainperf.yaml"
+"""The sidecar of ``train.log`` (or ``runs.csv``) is ``train.log.trainperf.yaml``:
+what the file does not say, or how its columns map to runs columns."""
 PREFIXES: tuple[str, ...] = ("reported_", "extra_")
 
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")

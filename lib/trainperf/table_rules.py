@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
-from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, Column
+from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, SIDECAR_SUFFIX, Column
 
 SPEED_INPUTS = ("elapsed_s", "tokens_per_s", "samples_per_s", "step_time_s")
 """Columns of which a runs row needs one: its measure of speed."""
@@ -69,6 +70,10 @@ def _check_columns(columns: list[str], path: object) -> None:
             close = difflib.get_close_matches(name, known, n=1)
             hint = (f"did you mean {close[0]!r}? " if close else "") + \
                 "other columns must start with 'reported_' or 'extra_'"
+            if not close and str(path).lower().endswith(".csv"):
+                hint += (f"; a table with column names of its own is read through a column mapping in "
+                         f"{Path(str(path)).name}{SIDECAR_SUFFIX} (columns: {{run_id: <your column>, gpus: ..., "
+                         "tokens: ..., elapsed_s: ...}; docs/importers.md)")
         raise DataError(f"unknown column: {hint}", path=path, column=name)
     missing = [c for c in REQUIRED if c not in columns]
     if missing:

@@ -37,9 +37,8 @@ from trainperf.errors import DataError
 from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
 from trainperf.table_rules import FALSE, RANGE_CHECKS, TRUE
-from trainperf.schema import INPUT_COLUMNS, PREFIXES
+from trainperf.schema import INPUT_COLUMNS, PREFIXES, SIDECAR_SUFFIX
 
-SIDECAR_SUFFIX = ".trainperf.yaml"
 STRUCTURAL = ("runs", "columns", "pattern")
 OVERRIDES = "the overrides (--set)"
 MAPPING_KEY = "mapping"

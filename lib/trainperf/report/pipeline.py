@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 
 import trainperf
+from trainperf.errors import DataError
 from trainperf.loading import holds_inputs, holds_steps
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.export import PageInfo, notebook_to_html, warm_up
@@ -106,13 +107,19 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
 
 
 def check_data(paths: Sequence[str | Path]) -> list[Path]:
-    """``paths`` made absolute; ``ParameterError`` (one line) for a path that
-    does not exist or a folder holding no runs table, run folder or log."""
+    """``paths`` made absolute; ``ParameterError`` (one line), before any
+    kernel starts, for a path that does not exist, a folder holding no runs
+    table, run folder or log, or a runs table or run folder that cannot be
+    read (:func:`trainperf.loading.holds_inputs`)."""
     resolved = [Path(p).resolve() for p in paths]
     for given, path in zip(paths, resolved):
         if not path.exists():
             raise ParameterError(f"--data {given}: no such file or folder")
-        if not holds_inputs(path):
+        try:
+            holds = holds_inputs(path)
+        except DataError as exc:
+            raise ParameterError(f"--data {given}: {exc}") from None
+        if not holds:
             raise ParameterError(f"--data {given}: the folder holds no runs table, run folder or log")
     return resolved
 
