@@ -6,7 +6,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from trainperf import DataWarning, derive
+from trainperf import DataError, DataWarning, derive
 from trainperf.table_rules import check_runs
 
 
@@ -237,3 +237,26 @@ def test_a_step_time_or_token_count_that_contradicts_the_run_is_noted():
     # 200 s / 100 steps = 2.0 s per step; the published 2.5 s is 25 % off
     assert d["step_time_s"].iloc[0] == pytest.approx(2.0)
     assert "step_time_s: the given step time gives 2.5, 25.0 % off the 2 from elapsed_s / steps" in d["notes"].iloc[0]
+
+
+def test_strong_and_weak_scaling_are_told_from_the_batch_and_a_given_type_wins():
+    # strong: global batch 64 at 1, 2 and 4 devices; weak: 16 per device (16, 32, 64); e = (1/S - 1/p) / (1 - 1/p)
+    strong = derive(runs(*({"run_id": f"s{g}", "gpus": g, "global_batch_size": 64, "tokens_per_s": t}
+                           for g, t in ((1, 100.0), (2, 190.0), (4, 340.0)))))
+    assert strong["scaling_type"].tolist() == ["strong"] * 3
+    assert strong["serial_fraction"].iloc[2] == pytest.approx((100 / 340 - 1 / 4) / (1 - 1 / 4))
+    weak = derive(runs(*({"run_id": f"w{g}", "gpus": g, "global_batch_size": 16 * g, "tokens_per_s": t}
+                         for g, t in ((1, 100.0), (2, 190.0), (4, 340.0)))))
+    assert weak["scaling_type"].tolist() == ["weak"] * 3 and weak["serial_fraction"].isna().all()
+    assert weak["scaling_multiplier"].iloc[2] == pytest.approx(3.4)  # Gustafson's scaled speedup
+    assert "Karp–Flatt serial fraction assumes the same total work" in weak["notes"].iloc[2]
+    # no batch: not known, unless the runs say; elapsed times alone compare equal work: strong
+    unknown = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 1.0}, {"run_id": "b", "gpus": 2, "tokens_per_s": 1.8}))
+    assert unknown["scaling_type"].isna().all()
+    given = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 1.0, "scaling_type": "Weak"},
+                        {"run_id": "b", "gpus": 2, "tokens_per_s": 1.8, "scaling_type": "weak"}))
+    assert given["scaling_type"].tolist() == ["weak", "weak"] and given["serial_fraction"].isna().all()
+    elapsed = derive(runs({"run_id": "a", "gpus": 1, "elapsed_s": 100.0}, {"run_id": "b", "gpus": 2, "elapsed_s": 55.0}))
+    assert elapsed["scaling_type"].tolist() == ["strong", "strong"]
+    with pytest.raises(DataError, match="'sideways' is not one of strong, weak"):
+        runs({"run_id": "a", "gpus": 1, "scaling_type": "sideways"})

@@ -153,3 +153,22 @@ def test_repeats_without_a_named_baseline_and_a_micro_batch_sweep_at_two_device_
     assert frame["experiment"].tolist() == ["my-sweep (micro-batch 8)"] * 2 + ["my-sweep (micro-batch 16)"] * 2
     assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4096, 1.0, 8402 / 4551])
     assert frame["only_devices_change"].all()
+
+
+def test_weak_scaling_is_judged_by_scaled_speedup_and_per_device_throughput_not_amdahl(tmp_path):
+    """16 samples per device at 1, 2, 4 and 8 processes (the global batch grows): a weak-scaling study. Its
+    page names the laws that apply; it has no Karp–Flatt fraction and is projected by USL alone."""
+    rates = {1: 1000.0, 2: 1900.0, 4: 3500.0, 8: 6000.0}
+    rows = [{"run_id": f"p{n}", "experiment": "weak", "gpus": n, "global_batch_size": 16 * n, "tokens": rate * 10,
+             "elapsed_s": 10.0} for n, rate in rates.items()]
+    pd.DataFrame(rows).to_csv(tmp_path / "weak.csv", index=False)
+    runs = scaling.studies(open_runs([str(tmp_path / "weak.csv")]))
+    frame = scaling.table(runs)
+    assert frame["scaling_kind"].unique().tolist() == ["weak scaling"] and frame["serial_fraction"].isna().all()
+    assert frame["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.875, 0.75])  # per-device rate
+    (law,) = scaling.laws(runs)
+    assert law.startswith("weak: weak scaling") and "Gustafson's scaled speedup" in law
+    assert "Karp–Flatt serial fraction assume the same total work" in law
+    assert scaling.serial_notes(runs) == []
+    (projection,) = scaling.projections(runs)
+    assert list(projection.fits) == ["usl"]

@@ -260,28 +260,35 @@ def karp_flatt(multiplier: np.ndarray, devices: np.ndarray) -> np.ndarray:
 
 
 SERIES_SETTINGS = {"platform": "platform", "model": "model", "n_params": "parameters", "precision": "precision",
-                   "strategy": "strategy", "tensor_parallel": "tensor parallel", "pipeline_parallel": "pipeline parallel",
-                   "context_parallel": "context parallel", "seq_len": "sequence length",
+                   "strategy": "strategy", "tensor_parallel": "tensor parallel",
+                   "pipeline_parallel": "pipeline parallel", "context_parallel": "context parallel",
+                   "seq_len": "sequence length",
                    "activation_checkpointing": "activation checkpointing", "extra_configuration": "configuration"}
 """Settings (column: words) that split an experiment into scaling series where runs
 on one device count differ in them; so does the batch per device."""
 
+SCALING_TYPES = ("strong", "weak")
+"""``scaling_type``: strong scaling keeps the total work of an optimizer step (the
+global batch) as devices are added; weak scaling keeps the work per device."""
+
 SCALING_INPUTS = ("run_id", "experiment", "gpus", "baseline_run_id", "tokens_per_s", "samples_per_s", "elapsed_s",
-                  "price_per_gpu_hour", "micro_batch_size", "grad_accum_steps", *SERIES_SETTINGS)
+                  "price_per_gpu_hour", "micro_batch_size", "grad_accum_steps", "global_batch_size",
+                  "data_parallel", "scaling_type", *SERIES_SETTINGS)
 """The columns :func:`add_scaling` reads from a run."""
 
 
 def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
-    """Add ``scaling_study``, ``baseline_run_id``, ``scaling_basis``,
-    ``scaling_multiplier``, ``scaling_efficiency``, ``serial_fraction`` and
-    ``cost_efficiency`` per scaling series (:func:`scaling_series`). ``runs``
+    """Add ``scaling_study``, ``scaling_type`` (where not given), ``baseline_run_id``,
+    ``scaling_basis``, ``scaling_multiplier``, ``scaling_efficiency``,
+    ``serial_fraction`` (strong scaling only) and ``cost_efficiency`` per
+    scaling series (:func:`scaling_series`). ``runs``
     needs ``run_id``, ``experiment``, ``gpus`` and the derived throughput
     columns; the returned frame is a new one. Why a row's scaling stays empty
     is appended to ``notes[position]``.
     """
     out = runs.copy()
-    cols = {c: np.full(len(out), np.nan, dtype=object if c in ("baseline_run_id", "scaling_basis") else float)
-            for c in ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency",
+    cols = {c: np.full(len(out), np.nan, dtype=object if c in TEXT else float)
+            for c in ("scaling_type", "baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency",
                       "serial_fraction", "cost_efficiency")}
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
     study = experiments.astype(object)
@@ -298,6 +305,27 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
     for c, values in cols.items():
         out[c] = pd.Series(values, index=out.index, dtype="string" if values.dtype == object else float)
     return out
+
+
+TEXT = ("scaling_type", "baseline_run_id", "scaling_basis")
+
+
+def scaling_type(group: pd.DataFrame, basis: str | None) -> str | None:
+    """``strong`` or ``weak`` for one series (its runs: ``gpus``,
+    ``global_batch_size``, ``data_parallel``) measured at two or more device
+    counts: strong where every run has the same global batch, weak where
+    every run has the same batch per data-parallel replica while the global
+    batch grows; strong where no batch is known and the series is compared by
+    elapsed time (``basis``: equal work assumed); else None."""
+    if group["gpus"].nunique() < 2:
+        return None
+    total = group["global_batch_size"].astype(float) if "global_batch_size" in group else pd.Series(np.nan)
+    if total.notna().all():
+        per_device = (total / group["data_parallel"].astype(float)).round(9)
+        if total.round(9).nunique() == 1:
+            return "strong"
+        return "weak" if per_device.notna().all() and per_device.nunique() == 1 else None
+    return "strong" if basis is not None and basis.startswith("elapsed") else None
 
 
 def scaling_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
@@ -341,6 +369,9 @@ def _add_series(group: pd.DataFrame, idx: np.ndarray, experiment: set[str], cols
     the baseline run named in ``baseline_run_id``, else the mean speed of the
     runs on the fewest devices (the baseline and its repeats)."""
     basis, speed, measure = _speed(group)
+    given = group["scaling_type"] if "scaling_type" in group else pd.Series(pd.NA, index=group.index)
+    kind = given.astype(object).where(given.notna(), scaling_type(group, basis)).to_numpy(object)
+    cols["scaling_type"][idx] = kind
     base, named, note = _baseline(group, experiment)
     for i in idx if note else ():
         notes[i].append(note)
@@ -368,7 +399,11 @@ def _add_series(group: pd.DataFrame, idx: np.ndarray, experiment: set[str], cols
     cols["scaling_basis"][idx] = basis
     cols["scaling_multiplier"][idx] = mult
     cols["scaling_efficiency"][idx] = eff
-    cols["serial_fraction"][idx] = karp_flatt(mult, rel)
+    weak = kind == "weak"
+    cols["serial_fraction"][idx] = np.where(weak, np.nan, karp_flatt(mult, rel))
+    for i in idx[weak & (rel != 1)]:
+        notes[i].append("serial_fraction: weak scaling (the same work per device), and the Karp–Flatt serial "
+                        "fraction assumes the same total work")
     cols["cost_efficiency"][idx] = eff * price[b] / price
 
 

@@ -50,6 +50,8 @@ IDENTITY: list[Column] = [
                             "when layers, width and seq_len are known, else 6n; see trainperf.flops)",
         "source": "provenance: where the numbers come from",
         "baseline_run_id": "optional: the run this one's scaling is measured against (default: fewest devices in the experiment)",
+        "scaling_type": "strong (the same total work per optimizer step at every device count) or weak (the same "
+                        "work per device); derived from the batch where not given",
     }),
     *_cols("float", "count", {
         "n_params": "parameters of the model (count)",

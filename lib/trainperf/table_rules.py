@@ -16,7 +16,11 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
+from trainperf.scaling import SCALING_TYPES
 from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, SIDECAR_SUFFIX, Column
+
+CHOICES = {"flops_convention": tuple(CONVENTIONS), "scaling_type": SCALING_TYPES}
+"""The values a text column may take (any case)."""
 
 SPEED_INPUTS = ("elapsed_s", "tokens_per_s", "samples_per_s", "step_time_s")
 """Columns of which a runs row needs one: its measure of speed."""
@@ -93,12 +97,12 @@ def _convert(values: pd.Series, column: Column, where) -> pd.Series:
                     result.iat[i] = normalize_precision(str(result.iat[i]))
                 except DataError as exc:
                     raise DataError(str(exc), **where(int(i))) from exc
-        if column.name == "flops_convention":
+        if column.name in CHOICES:
             result = result.str.lower()
-            bad = ~blank & ~result.isin(CONVENTIONS)
+            bad = ~blank & ~result.isin(CHOICES[column.name])
             if bad.any():
                 i = int(np.flatnonzero(bad.to_numpy())[0])
-                raise DataError(f"{result.iat[i]!r} is not one of {', '.join(CONVENTIONS)}", **where(i))
+                raise DataError(f"{result.iat[i]!r} is not one of {', '.join(CHOICES[column.name])}", **where(i))
         return result
     if column.kind == "bool":
         text = values.astype("string").str.strip().str.lower()

@@ -100,7 +100,41 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
                   "scaling_multiplier", "multiplier_low", "multiplier_high", "multiplier_interval",
                   "scaling_efficiency", "efficiency_low", "efficiency_high", "efficiency_interval",
-                  "serial_fraction", "serial_low", "serial_high", "scaling_basis", "only_devices_change"]]
+                  "serial_fraction", "serial_low", "serial_high", "scaling_basis", "only_devices_change",
+                  "scaling_kind"]]
+
+
+KIND_LABELS = {"strong": "strong scaling", "weak": "weak scaling", None: "strong or weak: not known"}
+"""``scaling_kind`` of :func:`table`, from a study's ``scaling_type``."""
+
+
+def kind_of(group: pd.DataFrame) -> str | None:
+    """The ``scaling_type`` of one study's runs: ``strong``, ``weak``, or None (not known, or mixed)."""
+    kinds = group["scaling_type"].dropna().unique() if "scaling_type" in group else []
+    return str(kinds[0]) if len(kinds) == 1 else None
+
+
+def laws(runs: pd.DataFrame) -> list[str]:
+    """Per study, which laws judge it: strong scaling by Amdahl, USL and the
+    Karp–Flatt serial fraction (the same total work on more devices); weak
+    scaling by Gustafson's scaled speedup — the multiplier, since the work
+    grows with the devices — and the per-device throughput (efficiency), with
+    USL for a projection; one not known, as strong scaling, said so."""
+    out = []
+    for name, group in by_experiment(runs):
+        kind = kind_of(group)
+        if kind == "weak":
+            out.append(f"{name}: weak scaling (the same work per device at every device count): the multiplier "
+                       "is Gustafson's scaled speedup and the efficiency the per-device throughput against the "
+                       "baseline's; Amdahl's law and the Karp–Flatt serial fraction assume the same total work "
+                       "and are not applied (projection: USL only).")
+        elif kind == "strong":
+            out.append(f"{name}: strong scaling (the same global batch at every device count): Amdahl's law, "
+                       "USL and the Karp–Flatt serial fraction apply.")
+        else:
+            out.append(f"{name}: strong or weak scaling cannot be told (no global batch for every run; give "
+                       "global_batch_size, or scaling_type): judged as strong scaling.")
+    return out
 
 
 def shown_columns(group: pd.DataFrame) -> list[str]:
@@ -134,6 +168,7 @@ def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd
     :func:`trainperf.report.noise.run_intervals` rows (same order) from the steps'
     :func:`trainperf.report.noise.job_frames`; shared: not to be changed."""
     group = runs.reset_index(drop=True)
+    weak = kind_of(group) == "weak"  # Karp–Flatt assumes the same total work: none for weak scaling
     every = intervals_per_run(group, frames)
     key = every["configuration"].fillna(every["run_id"])
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).fillna(False).to_numpy(bool)])  # its configuration
@@ -145,13 +180,17 @@ def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd
         multiplier, ideal = multiplier / multiplier[base], rows["gpus"] / rows.at[base, "gpus"]
     low, high, multiplier_text, efficiency_text = map(np.array, zip(*(
         _multiplier_interval(found, i, base, m, p) for i, m, p in zip(rows.index, multiplier, ideal))))
+    def serial(speedup: np.ndarray, devices: np.ndarray) -> np.ndarray:
+        return np.full(len(rows), np.nan) if weak else karp_flatt(speedup, devices)
+
     return rows.assign(
         configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
-        multiplier_low=low, multiplier_high=high, serial_low=karp_flatt(high, ideal),  # e falls as S rises
-        serial_high=karp_flatt(low, ideal), multiplier_interval=multiplier_text.tolist(),
+        multiplier_low=low, multiplier_high=high, serial_low=serial(high, ideal),  # e falls as S rises
+        serial_high=serial(low, ideal), multiplier_interval=multiplier_text.tolist(),
         efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
         scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
-        serial_fraction=karp_flatt(multiplier, ideal), only_devices_change=not changes(group)), found
+        serial_fraction=serial(multiplier, ideal), only_devices_change=not changes(group),
+        scaling_kind=KIND_LABELS.get(kind_of(group), KIND_LABELS[None])), found
 
 
 def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multiplier: float, ideal: float
@@ -441,15 +480,18 @@ class Projection:
         return [*points[points < self.target].tolist(), self.target]
 
 
-def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float) -> Projection:
-    """Fit Amdahl and USL to one series (``p``: relative devices, the baseline's
-    ``p = 1``; ``base_gpus``: its devices) and keep them for projection to ``target``."""
-    fits = {law: fit(p, multiplier, law) for law in LAWS}
+def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float,
+            fitted: tuple[str, ...] = tuple(LAWS)) -> Projection:
+    """Fit the laws ``fitted`` (default Amdahl and USL) to one series (``p``:
+    relative devices, the baseline's ``p = 1``; ``base_gpus``: its devices) and
+    keep them for projection to ``target``."""
+    fits = {law: fit(p, multiplier, law) for law in fitted}
     return Projection(name, np.asarray(p, float), np.asarray(multiplier, float), fits, float(target), base_gpus)
 
 
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
-    """Amdahl and USL fits for every experiment that changes only the device count and has
+    """USL fits, and Amdahl's for strong scaling (:func:`laws`), for every
+    experiment that changes only the device count and has
     :data:`MIN_FIT_POINTS` device counts or more, projected to ``project_to_gpus`` devices
     (default: 8 × the largest measured); once per process for the same ``runs`` and target."""
     found = remember(("projections", content(runs), repr(project_to_gpus)), lambda: _projections(runs, project_to_gpus))
@@ -471,7 +513,8 @@ def _projections(runs: pd.DataFrame, project_to_gpus: float | None) -> list[Proj
         if target <= p.max():
             raise InputError(f"project_to_gpus={project_to_gpus:g} is not beyond the largest measured "
                              f"scale of {name} ({group['gpus'].max():g} devices)")
-        out.append(project(name, p, group["scaling_multiplier"].to_numpy(float), target, base_gpus))
+        fitted = ("usl",) if kind_of(group) == "weak" else tuple(LAWS)  # Amdahl: fixed total work only
+        out.append(project(name, p, group["scaling_multiplier"].to_numpy(float), target, base_gpus, fitted))
     return out
 
 
@@ -483,17 +526,17 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
     rows = []
     for proj in found:
         x = np.geomspace(1, proj.target, points)
+        lines = []
         for law, f in proj.fits.items():
             low, high = f.band(x, BAND_LEVEL)
-            rows.append(pd.DataFrame({"curve": f"{LAWS[law]} fit", "relative": x, "multiplier": f.predict(x),
-                                      "low": low, "high": high, "band": "95 % band" if f.has_band else f.why_no_band}))
+            lines.append(pd.DataFrame({"curve": f"{LAWS[law]} fit", "relative": x, "multiplier": f.predict(x),
+                                       "low": low, "high": high, "band": "95 % band" if f.has_band else f.why_no_band}))
         beyond = x[x >= proj.p.max()]
-        rows.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
-                                  "multiplier": proj.naive(beyond)}))
-        rows.append(pd.DataFrame({"curve": "ideal", "relative": x, "multiplier": x}))
-        for frame in rows[-4:]:
-            frame.insert(0, "experiment", proj.experiment)
-            frame["devices"] = frame["relative"] * proj.base_gpus
+        lines.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
+                                   "multiplier": proj.naive(beyond)}))
+        lines.append(pd.DataFrame({"curve": "ideal", "relative": x, "multiplier": x}))
+        rows += [frame.assign(experiment=proj.experiment, devices=frame["relative"] * proj.base_gpus)
+                 for frame in lines]
     columns = ["experiment", "devices", "relative", "curve", "multiplier", "low", "high", "band"]
     return pd.concat(rows, ignore_index=True)[columns] if rows else pd.DataFrame(columns=columns)
 
