@@ -251,7 +251,8 @@ def test_strong_and_weak_scaling_are_told_from_the_batch_and_a_given_type_wins()
     assert weak["scaling_multiplier"].iloc[2] == pytest.approx(3.4)  # Gustafson's scaled speedup
     assert "Karp–Flatt serial fraction assumes the same total work" in weak["notes"].iloc[2]
     # no batch: not known, unless the runs say; elapsed times alone compare equal work: strong
-    unknown = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 1.0}, {"run_id": "b", "gpus": 2, "tokens_per_s": 1.8}))
+    unknown = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 1.0},
+                          {"run_id": "b", "gpus": 2, "tokens_per_s": 1.8}))
     assert unknown["scaling_type"].isna().all()
     given = derive(runs({"run_id": "a", "gpus": 1, "tokens_per_s": 1.0, "scaling_type": "Weak"},
                         {"run_id": "b", "gpus": 2, "tokens_per_s": 1.8, "scaling_type": "weak"}))

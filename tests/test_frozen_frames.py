@@ -36,14 +36,14 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
     on purpose: step intervals carry :data:`NEW_STEP_COLUMNS`, and a log's
     intervals include those whose time includes an evaluation (the steps table
     left them out); a steps table's missing node is empty (it was missing).
-    Derived rows have ``scaling_study`` and ``scaling_type``, and the scaling
+    Derived rows have ``scaling_study``, ``scaling_type`` and ``flops_per_sample``, and the scaling
     of the rows that had :data:`TIED`, whose experiment is split into series,
     or that scale weakly (no serial fraction) is new."""
     if kind == "derived":
         split = (frame["scaling_study"] != frame["experiment"].fillna("")).to_numpy(bool)
         weak = frame["scaling_type"].eq("weak").fillna(False).to_numpy(bool)  # no Karp–Flatt fraction
         tied = stored["notes"].fillna("").str.contains(TIED, regex=False).to_numpy(bool) | split | weak
-        frame = frame.drop(columns=["scaling_study", "scaling_type"])
+        frame = frame.drop(columns=["scaling_study", "scaling_type", "flops_per_sample"])
         frame.loc[tied, SCALING] = stored.loc[tied, SCALING].to_numpy()
         return frame
     if kind not in STEP_KINDS:

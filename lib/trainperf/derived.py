@@ -192,7 +192,9 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
                       "(give peak_tflops_per_gpu to set the peak)", DataWarning, stacklevel=3)
     out["flops_per_token"] = np.array(per_token, dtype=float)
     out["flops_convention_used"] = pd.Series(used, index=out.index, dtype="string")
-    out["tflops_total"] = out["tokens_per_s"] * out["flops_per_token"] / 1e12
+    counted = out["flops_convention_used"].eq("counted").fillna(False)  # a model without tokens: per sample
+    per_sample = (out["samples_per_s"] * out["flops_per_sample"]).where(counted)
+    out["tflops_total"] = (out["tokens_per_s"] * out["flops_per_token"]).fillna(per_sample) / 1e12
     out["tflops_per_gpu"] = out["tflops_total"] / out["gpus"]
     out["peak_tflops_per_gpu"] = np.array(peaks, dtype=float)
     out["peak_source"] = pd.Series(sources, index=out.index, dtype="string")

@@ -58,7 +58,7 @@ from typing import Any
 
 import pandas as pd
 
-CONVENTIONS: tuple[str, ...] = ("6n", "palm", "megatron", "megatron-deepspeed", "torchtitan", "llmc")
+CONVENTIONS: tuple[str, ...] = ("6n", "palm", "megatron", "megatron-deepspeed", "torchtitan", "llmc", "counted")
 
 FORMULAS: dict[str, str] = {
     "6n": "6·N — 6 FLOPs per parameter per token, forward + backward (Kaplan et al. 2020); attention ignored",
@@ -70,6 +70,8 @@ FORMULAS: dict[str, str] = {
                           "(Narayanan et al. 2021) without activation recomputation",
     "torchtitan": "6·(N − V·d) + 12·L·d·T — torchtitan: token-embedding parameters left out",
     "llmc": "6·N + 6·L·d·T — llm.c's gpt2_estimate_mfu",
+    "counted": "the FLOPs PyTorch's FLOP counter saw in one training step, per sample "
+               "(StepProfiler(count_flops=True)); per token: / T; attention over the full T × T scores",
 }
 """How each convention counts, in one line for the reader of a report (N: n_active_params where given)."""
 
@@ -135,6 +137,7 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "megatron-deepspeed": ("n_layers", "d_model", "seq_len", "vocab_size"),
     "torchtitan": ("n_params", "n_layers", "d_model", "seq_len", "vocab_size"),
     "llmc": ("n_params", "n_layers", "d_model", "seq_len"),
+    "counted": ("flops_per_sample",),
 }
 """Run columns each convention needs (``n_active_params`` stands in for
 ``n_params`` where given)."""
@@ -145,8 +148,11 @@ MEGATRON_OPTIONAL: tuple[str, ...] = ("n_heads", "num_query_groups", "ffn_hidden
 
 def default_convention(row: Mapping[str, Any]) -> str:
     """The convention used when a run names none: PaLM when layers, width and
-    sequence length are known, else ``6n``."""
-    return "palm" if all(_known(row.get(c)) for c in REQUIRES["palm"][1:]) else "6n"
+    sequence length are known, else ``counted`` when the FLOPs of a step were
+    counted (a model no formula describes), else ``6n``."""
+    if all(_known(row.get(c)) for c in REQUIRES["palm"][1:]):
+        return "palm"
+    return "counted" if _known(row.get("flops_per_sample")) else "6n"
 
 
 def flops_per_token(row: Mapping[str, Any], convention: str | None = None) -> tuple[float, str]:
@@ -167,6 +173,8 @@ def flops_per_token(row: Mapping[str, Any], convention: str | None = None) -> tu
         raise ValueError(f"unknown FLOPs convention {name!r}; known: {', '.join(CONVENTIONS)}")
     if missing_inputs(row, name):
         return math.nan, name
+    if name == "counted":  # per sample; per token only where a sample has a length
+        return float(row["flops_per_sample"]) / _number(row.get("seq_len")), name
     n = row["n_active_params"] if _known(row.get("n_active_params")) else row.get("n_params")
     shape = (row["n_layers"], row["d_model"], row["seq_len"]) if name != "6n" else ()
     if name == "6n":

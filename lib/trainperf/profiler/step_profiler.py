@@ -39,6 +39,7 @@ from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, Collect
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock
 from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
 from trainperf.profiler.cpu_peak import cpu_peak
+from trainperf.profiler.flop_count import StepFlopCounter, parameter_counts
 from trainperf.profiler.folder import RunFolderInUse
 from trainperf.profiler.memory import cuda_peak_reader, host_peak_reader
 from trainperf.profiler.record import DATA, PHASE_INDEX, StepRecord, resolve
@@ -76,6 +77,11 @@ class StepProfiler:
     matmul peak (``peak_tflops_per_gpu``, for MFU) is measured once per
     machine and recorded in the manifest unless ``config`` gives one.
 
+    ``count_flops``: count the FLOPs of the first step with PyTorch's FLOP
+    counter and record ``flops_per_sample`` (``flop_count.py``): MFU for a
+    model no FLOPs formula describes (a CNN, a diffusion model). ``watch``
+    records the model's parameter count unless ``config`` gives ``n_params``.
+
     ``comm_sampling``: measure communication with sampled ``torch.profiler``
     windows (``collectives.py``) of ``comm_sample_steps`` steps every
     ``comm_sample_every`` steps: None (default) under FSDP, True always (any
@@ -89,9 +95,10 @@ class StepProfiler:
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
                  warmup_steps: int = 2, trace: bool = True, device: Any = None, overwrite: bool = False,
                  comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
-                 comm_sample_steps: int = DEFAULT_STEPS) -> None:
+                 comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool = False) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
+        self._count_flops = count_flops
         self._off = True
         self._warned: set[str] = set()
         self._steps_file: LineFile | None = None
@@ -181,6 +188,9 @@ class StepProfiler:
         if self._off:
             return model
         try:
+            counts = parameter_counts(model)
+            if counts is not None:
+                self.update_config(counts)  # the configuration's own n_params wins
             strategy = strategy_of(model)
             if strategy == "ddp":
                 self._comm = watch_ddp(model, self._clock, comm_hook, comm_state)
@@ -251,7 +261,8 @@ class StepProfiler:
             except Exception as exc:
                 self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
                 self._sampler = None
-        return _Step(self, record, self._range("step"))
+        counter = StepFlopCounter() if self._count_flops else None
+        return _Step(self, record, self._range("step"), counter)
 
     def phase(self, name: str) -> _Phase | _NoStep:
         """Context manager timing one phase: ``data``, ``h2d``, ``forward``,
@@ -319,6 +330,17 @@ class StepProfiler:
     def _add_phase(self, index: int, start: Any, end: Any) -> None:
         target = self._open.phases if self._open is not None else self._carry_phases
         target.append((index, start, end))
+
+    def _counted(self, flops: int, record: StepRecord) -> None:
+        """Record the FLOPs of one counted step per sample (``flops_per_sample``)
+        and count no more; a step without samples is counted again next time."""
+        samples = float(record.samples) if record.samples is not None else 0.0
+        if samples > 0 and flops > 0:
+            self._count_flops = False
+            self.update_config({"flops_per_sample": flops / samples})
+        elif record.samples is None:
+            self._warn_once("count_flops", "count_flops needs samples= in step(): FLOPs are counted per sample")
+            self._count_flops = False
 
     def _end_step(self, record: StepRecord, failed: bool) -> None:
         if self._open is not record:
@@ -434,20 +456,29 @@ def _on_host(value: Any) -> Any:
 
 
 class _Step:
-    """The open step (returned by ``StepProfiler.step``)."""
+    """The open step (returned by ``StepProfiler.step``), counting its FLOPs
+    with ``counter`` where one is given."""
 
-    __slots__ = ("_profiler", "_record", "_range")
+    __slots__ = ("_profiler", "_record", "_range", "_counter")
 
-    def __init__(self, profiler: StepProfiler, record: StepRecord, trace_range: Any) -> None:
+    def __init__(self, profiler: StepProfiler, record: StepRecord, trace_range: Any,
+                 counter: StepFlopCounter | None = None) -> None:
         self._profiler = profiler
         self._record = record
         self._range = trace_range
+        self._counter = counter
         trace_range.__enter__()
+        if counter is not None:
+            counter.__enter__()
 
     def __enter__(self) -> _Step:
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        if self._counter is not None:
+            self._counter.__exit__(None, None, None)
+            if exc_type is None:
+                self._profiler._counted(self._counter.total, self._record)
         self._range.__exit__(None, None, None)
         self._profiler._end_step(self._record, failed=exc_type is not None)
         return False
