@@ -69,6 +69,23 @@ def changes(group: pd.DataFrame) -> list[str]:
     return out
 
 
+def measured(group: pd.DataFrame) -> bool:
+    """Whether every run of ``group`` was measured (``measured`` not false)."""
+    return "measured" not in group or bool(group["measured"].fillna(True).all())
+
+
+def unmeasured(runs: pd.DataFrame) -> list[str]:
+    """A warning for each experiment with rows its source projected or estimated instead of measuring."""
+    out = []
+    for name, group in by_experiment(runs):
+        if not measured(group):
+            rows = group.loc[~group["measured"].fillna(True).astype(bool), "run_id"].astype(str).tolist()
+            out.append(f"{name}: {count(len(rows), 'row')} projected or estimated by the source, not measured "
+                       f"({', '.join(rows)}; measured = false): shown, but never headlined, fitted or "
+                       "projected from.")
+    return out
+
+
 def confounded(runs: pd.DataFrame) -> list[str]:
     """A warning for each experiment whose runs differ in more than the device count."""
     return [f"{name} changes more than the device count: {'; '.join(found)}. Its multiplier mixes scaling with "
@@ -501,7 +518,7 @@ def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> lis
 def _projections(runs: pd.DataFrame, project_to_gpus: float | None) -> list[Projection]:
     out = []
     for name, group in by_experiment(runs):
-        if changes(group):
+        if changes(group) or not measured(group):
             continue
         group = group.dropna(subset=["scaling_multiplier"])
         named = group.loc[group["run_id"] == group["baseline_run_id"], "gpus"]
@@ -592,9 +609,12 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: Su
     repeats give one), and the fitted projection vs. the straight line;
     without such an experiment, says so and projects nothing."""
     study = _experiments(runs, steps)
-    clean = [name for name, (rows, _) in study.items() if rows["only_devices_change"].iloc[0]]
-    spans = by_experiment(runs)["gpus"].agg(lambda g: g.max() / g.min())
-    widest = max(clean or spans.index, key=spans.get)
+    groups = dict(iter(by_experiment(runs)))
+    real = [name for name in study if measured(groups[name])] or list(study)
+    clean = [name for name in real if study[name][0]["only_devices_change"].iloc[0]]
+    scale = {name: (groups[name]["gpus"].max(), groups[name]["gpus"].max() / groups[name]["gpus"].min())
+             for name in study}
+    widest = max(clean or real, key=scale.get)  # the largest measured scale, then the widest span
     group = study[widest][0]
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
     known = (f" (95 % interval {fmt_pct(top['efficiency_low'])}–{fmt_pct(top['efficiency_high'])})"
@@ -615,6 +635,10 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: Su
     for proj in (p for p in projections(runs, project_to_gpus) if p.experiment == widest):
         low, high = proj.best.band(proj.target, BAND_LEVEL)
         at = fmt_int(proj.target * proj.base_gpus)
+        if not high[0] <= MAX_BAND * low[0]:  # a band over 4x wide (or none) projects nothing
+            figures.append(("–", f"the data cannot project to {at} devices ({LAWS[proj.best.law]} 95 % band "
+                                 f"{fmt_num(low[0], 0)}–{fmt_num(high[0], 0)}×)"))
+            continue
         peak = proj.best.peak
         peaks = f"; it peaks at about {fmt_int(peak * proj.base_gpus)} devices" if peak < proj.target else ""
         figures += [(fmt_times(proj.best.predict(proj.target).item(), 0),
@@ -622,6 +646,10 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: Su
                      f"{fmt_num(high[0], 0)}×{peaks})"),
                     (fmt_times(proj.naive(proj.target).item(), 0), f"straight-line projection at {at} devices")]
     return banner(text, figures)
+
+
+MAX_BAND = 4.0
+"""A projection whose 95 % band's high end is more than this many times its low end is not shown."""
 
 
 def _priced(runs: pd.DataFrame) -> pd.DataFrame:
