@@ -151,7 +151,7 @@ def test_default_cpu_plan_has_the_three_sweeps_of_the_seeds() -> None:
     every = [r for runs in sweeps.values() for r in runs]
     assert len({r.run_id for r in every}) == len(every) == 13
     # one thread per process on CPU: the 4-process runs time-share the 2 cores
-    assert {(r.nprocs, r.threads_per_process, r.extra["extra_oversubscribed"]) for r in every} == {
+    assert {(r.nprocs, r.threads_per_process, r.extra["oversubscribed"]) for r in every} == {
         (1, 1, False), (2, 1, False), (4, 1, True)}
     assert all(r.run_dir == Path("out") / r.experiment / r.run_id for r in every)
 

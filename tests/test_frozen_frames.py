@@ -22,8 +22,9 @@ NEW_STEP_COLUMNS = ("n_steps", "includes_evaluation")
 interval covers and whether its time includes an evaluation."""
 
 
-NEW_RUN_COLUMNS = ("measured",)
-"""Runs columns added since: whether the source measured the row (the reference data says where it did not)."""
+NEW_RUN_COLUMNS = ("measured", "oversubscribed")
+"""Runs columns added since: whether the source measured the row (the reference data says where it did not),
+whether the run competed for its host's CPU (the bench's ``extra_oversubscribed``, and the profiler's record)."""
 SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
            "cost_efficiency", "notes"]
 TIED = "scaling: several runs share the fewest devices: set baseline_run_id"
@@ -41,10 +42,13 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
     Derived rows have ``scaling_study``, ``scaling_type`` and ``flops_per_sample``, and the scaling
     of the rows that had :data:`TIED`, whose experiment is split into series,
     or that scale weakly (no serial fraction) is new."""
+    if "extra_oversubscribed" in stored:  # the bench's flag, canonical since
+        frame = frame.rename(columns={"oversubscribed": "extra_oversubscribed"})
     frame = frame.drop(columns=[c for c in NEW_RUN_COLUMNS if c in frame and c not in stored])
     if kind == "derived":
         split = (frame["scaling_study"] != frame["experiment"].fillna("")).to_numpy(bool)
         weak = frame["scaling_type"].eq("weak").fillna(False).to_numpy(bool)  # no Karp–Flatt fraction
+        weak |= frame[[c for c in frame if c.endswith("oversubscribed")]].eq(True).any(axis=1).to_numpy(bool)
         tied = stored["notes"].fillna("").str.contains(TIED, regex=False).to_numpy(bool) | split | weak
         frame = frame.drop(columns=["scaling_study", "scaling_type", "flops_per_sample"])
         frame.loc[tied, SCALING] = stored.loc[tied, SCALING].to_numpy()

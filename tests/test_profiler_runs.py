@@ -137,3 +137,31 @@ def test_a_run_still_being_written_is_skipped_with_a_warning(tmp_path):
         trainperf.load_runs(tmp_path / "runs" / "started")
     started.close()
     warming.close()
+
+
+def test_a_run_that_competed_for_the_cpu_is_marked_oversubscribed(tmp_path):
+    """From the manifest's host (rank 0's, at the start) and the ranks on it: on CPU, processes x torch
+    threads above the cores, or on any device a load average above them."""
+    from trainperf.runfolder.reader import oversubscribed
+
+    def environment(device: str, ranks: int, threads: int, load: float, cores: int = 2) -> dict:
+        return {"device": device, "ranks": [{"rank": r, "node": "vm"} for r in range(ranks)],
+                "host": {"cores": cores, "load_average": load, "threads_per_process": threads}}
+
+    assert oversubscribed(environment("cpu", 4, 1, 0.5)) is True      # 4 busy threads on 2 cores
+    assert oversubscribed(environment("cpu", 2, 2, 0.5)) is True      # 2 processes x 2 threads
+    assert oversubscribed(environment("cpu", 2, 1, 0.5)) is False
+    assert oversubscribed(environment("NVIDIA H100", 8, 4, 1.0, cores=4)) is False  # GPU ranks: their cores idle
+    assert oversubscribed(environment("NVIDIA H100", 1, 1, 6.0, cores=4)) is True   # other work on the host
+    assert oversubscribed({"device": "cpu"}) is None                   # a manifest without the host
+    # a profiled run records its host, and its runs row follows the rule
+    prof = trainperf.StepProfiler(tmp_path / "run", config={"peak_tflops_per_gpu": 1.0})
+    for _ in range(3):
+        with prof.step(samples=1):
+            torch.ones(8).sum()
+    prof.close()
+    host = json.loads((tmp_path / "run" / "manifest.json").read_text())["environment"]["host"]
+    assert host["cores"] >= 1 and host["threads_per_process"] == torch.get_num_threads()
+    row = trainperf.load_runs(tmp_path / "run", cache=False).iloc[0]
+    assert bool(row["oversubscribed"]) == (torch.get_num_threads() > host["cores"]
+                                           or host["load_average"] > host["cores"])

@@ -476,6 +476,23 @@ def test_confounded_experiment_is_warned_about_and_never_projected():
     assert "projection at 256 devices" not in scaling.headline(runs).html
 
 
+def test_oversubscribed_runs_are_shown_but_never_fitted_or_headlined():
+    """The bench's CPU runs at 4 processes on 2 cores (data/runs, oversubscribed): their studies are
+    warned about, neither fitted nor headlined, and each run's notes say what it measures."""
+    from trainperf.report import scaling
+
+    runs = scaling.studies(open_runs([str(ROOT / "data" / "runs")]))
+    warnings = [w for w in scaling.unmeasured(runs) if "oversubscribed" in w]
+    assert [w.split(":")[0] for w in warnings] == ["bench-cpu-small-fp32-strong-scaling",
+                                                   "bench-cpu-small-fp32-weak-scaling"]
+    assert all(w.split(": ", 1)[1].startswith("2 runs with more busy threads than cores") for w in warnings)
+    assert scaling.projections(runs) == []
+    assert scaling.headline(runs).text.startswith("No experiment measures scaling without doubt")
+    assert scaling.headline(runs).text.endswith("supports no conclusion.")
+    four = runs[runs["gpus"] == 4]
+    assert four["oversubscribed"].all() and four["notes"].str.contains("contention for the CPU").all()
+
+
 
 def test_cost_per_million_tokens_only_where_a_rate_is_known(tmp_path):
     from trainperf.report.scaling import cost
@@ -553,11 +570,13 @@ def test_scaling_efficiency_of_measured_runs_has_an_interval():
     assert [n.split(":")[0] for n in notes] == ["bench-cpu-small-fp32-strong-scaling",
                                                 "bench-cpu-small-fp32-weak-scaling"]  # seed 000: nothing to test
     assert "falls from 2 to 4 devices (93 % → 40 %" in notes[0]
-    # the headline of the measured studies alone: 5,379 / 3,379 tokens/s on 4 processes = 1.59×, 39.8 %
+    # the headline of the measured studies alone: 5,379 / 3,379 tokens/s on 4 processes = 1.59×, 39.8 %, with
+    # its interval; 4 processes on 2 cores are oversubscribed, so the headline concludes nothing from it
     measured = runs[runs["experiment"].str.startswith("bench")]
     text = scaling.headline(measured, None, steps).text
-    assert re.fullmatch(r"bench-cpu-small-fp32-strong-scaling: 1\.6× faster on 4 devices than on 1 — 40 % scaling "
-                        r"efficiency \(95 % interval 3\d\.\d %–4\d\.\d %\)\.", text)
+    assert re.fullmatch(r"No experiment measures scaling without doubt \(.*\)\. The widest, "
+                        r"bench-cpu-small-fp32-strong-scaling: 1\.6× faster on 4 devices than on 1 — 40 % scaling "
+                        r"efficiency \(95 % interval 3\d\.\d %–4\d\.\d %\), supports no conclusion\.", text)
 
 
 def test_efficiency_change_within_the_noise_is_not_called_a_drop(tmp_path):

@@ -85,6 +85,9 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     _add_phases(out)
     out["gpu_hours"] = out["gpus"] * out["elapsed_s"] / 3600.0
     out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
+    for i in np.flatnonzero(out["oversubscribed"].fillna(False).to_numpy(bool)):
+        notes[i].append("oversubscribed: more busy threads than cores, or a loaded host, at the start: the run "
+                        "measures contention for the CPU, not the training")
     out = add_scaling(out, notes)
     out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
     out.attrs = dict(runs.attrs)

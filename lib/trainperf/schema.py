@@ -84,6 +84,10 @@ IDENTITY: list[Column] = [
     Column("activation_checkpointing", "bool", "activations recomputed in backward (HFU counts it)"),
     Column("measured", "bool", "false for a row its source projected or estimated instead of measuring: shown and "
                                "marked, never headlined, fitted or projected from (empty: measured)"),
+    Column("oversubscribed", "bool", "more busy threads than cores on a host of the run, or a load average above "
+                                     "its core count at start (recorded by the profiler): the run measures "
+                                     "contention for the CPU; shown and marked, never headlined, fitted or "
+                                     "projected from"),
     Column("price_per_gpu_hour", "float", "rental price of one device for one hour (USD)", "nonnegative"),
     Column("flops_per_token", "float", "model FLOPs per token, forward + backward (override of the convention)", "positive"),
     Column("flops_per_sample", "float", "model FLOPs per sample, forward + backward, as counted by "

@@ -153,7 +153,7 @@ def plan(settings: Settings, machine: Machine, sweeps: tuple[str, ...], out_dir:
             baseline_run_id=None if baseline is None else f"{experiment}-{baseline}",
             learning_rate=settings.learning_rate, seed=settings.seed,
             extra={"extra_sweep": sweep, "extra_cpu_cores": machine.cores,
-                   "extra_oversubscribed": machine.oversubscribed(nprocs)}))
+                   "oversubscribed": machine.oversubscribed(nprocs)}))
 
     def batch_name(micro: int) -> str:
         return f"mb{micro}x{settings.global_batch // micro}"

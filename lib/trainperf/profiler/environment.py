@@ -85,11 +85,21 @@ def git_commit(cwd: Path) -> str | None:
     return commit if out.returncode == 0 and commit else None
 
 
+def host_load(threads_per_process: int) -> dict[str, Any]:
+    """This host at the start of the run: ``cores`` this process may use,
+    the 1-minute ``load_average``, and torch's ``threads_per_process``
+    (what ``trainperf.runfolder.reader`` tells oversubscription from)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {"cores": cores, "load_average": load, "threads_per_process": threads_per_process}
+
+
 def manifest(config: dict[str, Any], places: list[Place], device_name: str, backend: str | None,
              strategy: str | None, warmup_steps: int, torch_version: str,
-             cpu_peak: dict[str, Any] | None = None) -> dict[str, Any]:
+             cpu_peak: dict[str, Any] | None = None, host: dict[str, Any] | None = None) -> dict[str, Any]:
     """The content of ``manifest.json``; ``cpu_peak``: the CPU's measured
-    matmul peak (``trainperf.profiler.cpu_peak``), a CPU run's peak for MFU."""
+    matmul peak (``trainperf.profiler.cpu_peak``), a CPU run's peak for MFU;
+    ``host``: rank 0's host at the start (:func:`host_load`)."""
     from trainperf import __version__
 
     nodes = node_names(places)
@@ -112,6 +122,7 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
                        "local_rank": p.local_rank} for p in places],
             "git_commit": git_commit(Path.cwd()),
             **({"cpu_peak": cpu_peak} if cpu_peak else {}),
+            **({"host": host} if host else {}),
         },
         "warmup_steps": warmup_steps,
     }

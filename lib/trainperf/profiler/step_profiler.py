@@ -148,6 +148,7 @@ class StepProfiler:
         self._config = config
         self._strategy: str | None = None if place.world_size > 1 else "single"
         self._cpu_peak = self._measure_cpu_peak() if not self._cuda and self.rank == 0 else None
+        self._host = environment.host_load(torch.get_num_threads())
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
         node = environment.node_names(self._places).get(place.rank, place.host)
@@ -164,7 +165,7 @@ class StepProfiler:
         if self.rank == 0:
             write_json(self.run_dir / MANIFEST_FILE, environment.manifest(
                 self._config, self._places, self._device_name, self._backend, self._strategy,
-                self.warmup_steps, self._torch_version, cpu_peak=self._cpu_peak))
+                self.warmup_steps, self._torch_version, cpu_peak=self._cpu_peak, host=self._host))
 
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
         """This machine's CPU peak (cached per machine), unless the config gives one."""

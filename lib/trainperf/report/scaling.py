@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.report.configs import by_experiment, keep_experiments, labels
-from trainperf.report.html import (Html, count, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
+from trainperf.report.html import (Html, count, first_of, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
                                    headline as banner)
 from trainperf.report.noise import (NO_INTERVAL, and_list, around, call, configuration_means, content, intervals_per_run,
                                     job_frames, remember, summaries_content)
@@ -69,20 +69,36 @@ def changes(group: pd.DataFrame) -> list[str]:
     return out
 
 
+DOUBTS = {"measured": (False, "row", "projected or estimated by the source, not measured (measured = false)"),
+          "oversubscribed": (True, "run", "with more busy threads than cores, or on a loaded host "
+                                          "(oversubscribed), which measure contention for the CPU, not scaling")}
+"""Rows that show no scaling (column: the value that says so, and why), shown but never concluded from."""
+
+
+def doubtful(group: pd.DataFrame) -> pd.Series:
+    """Per run of ``group``, whether it is one of :data:`DOUBTS`."""
+    found = pd.Series(False, index=group.index)
+    for column, (value, _, _) in DOUBTS.items():
+        if column in group:
+            found |= group[column].eq(value).fillna(False).astype(bool)
+    return found
+
+
 def measured(group: pd.DataFrame) -> bool:
-    """Whether every run of ``group`` was measured (``measured`` not false)."""
-    return "measured" not in group or bool(group["measured"].fillna(True).all())
+    """Whether every run of ``group`` measures scaling (none is one of :data:`DOUBTS`)."""
+    return not doubtful(group).any()
 
 
 def unmeasured(runs: pd.DataFrame) -> list[str]:
-    """A warning for each experiment with rows its source projected or estimated instead of measuring."""
+    """A warning for each experiment with runs of :data:`DOUBTS`."""
     out = []
     for name, group in by_experiment(runs):
-        if not measured(group):
-            rows = group.loc[~group["measured"].fillna(True).astype(bool), "run_id"].astype(str).tolist()
-            out.append(f"{name}: {count(len(rows), 'row')} projected or estimated by the source, not measured "
-                       f"({', '.join(rows)}; measured = false): shown, but never headlined, fitted or "
-                       "projected from.")
+        for column, (value, noun, why) in DOUBTS.items():
+            rows = group.loc[group[column].eq(value).fillna(False).astype(bool), "run_id"].astype(str).tolist() \
+                if column in group else []
+            if rows:
+                out.append(f"{name}: {count(len(rows), noun)} {why} ({first_of(rows, 4)}): shown, but never "
+                           "headlined, fitted or projected from.")
     return out
 
 
@@ -610,11 +626,11 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: Su
     without such an experiment, says so and projects nothing."""
     study = _experiments(runs, steps)
     groups = dict(iter(by_experiment(runs)))
-    real = [name for name in study if measured(groups[name])] or list(study)
+    real = [name for name in study if measured(groups[name])]
     clean = [name for name in real if study[name][0]["only_devices_change"].iloc[0]]
     scale = {name: (groups[name]["gpus"].max(), groups[name]["gpus"].max() / groups[name]["gpus"].min())
              for name in study}
-    widest = max(clean or real, key=scale.get)  # the largest measured scale, then the widest span
+    widest = max(clean or real or list(study), key=scale.get)  # the largest measured scale, then the widest span
     group = study[widest][0]
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
     known = (f" (95 % interval {fmt_pct(top['efficiency_low'])}–{fmt_pct(top['efficiency_high'])})"
@@ -627,7 +643,10 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: Su
         speed = (f"{fmt_times(top['scaling_multiplier'], 1)} faster on {fmt_int(top['gpus'])} devices than on "
                  f"{fmt_int(base['gpus'])}")
     text = f"{widest}: {speed} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency{known}."
-    if not clean:
+    if not real:
+        text = ("No experiment measures scaling without doubt (see the warnings: projected rows, oversubscribed "
+                "runs). The widest, " + text[:-1] + ", supports no conclusion.")
+    elif not clean:
         text = ("No experiment changes only the device count, so none is projected. The widest, " + text[:-1]
                 + ", mixes scaling with other changes.")
     figures = [(fmt_times(top["scaling_multiplier"], 1), f"multiplier at {fmt_int(top['gpus'])} devices"),

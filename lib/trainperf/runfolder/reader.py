@@ -149,14 +149,32 @@ def model_parallel(config: Mapping[str, Any]) -> float:
     return degree
 
 
+def oversubscribed(environment: Mapping[str, Any]) -> bool | None:
+    """Whether the run competed for its host's CPU, from the manifest's
+    ``host`` (rank 0's host at the start: cores, load average, torch threads
+    per process) and the ranks on that host: on CPU, more processes ×
+    threads than cores; on any device, a load average above the core count
+    (other work was running). None where the manifest does not say."""
+    host = environment.get("host") or {}
+    cores = host.get("cores")
+    if not cores:
+        return None
+    ranks = environment.get("ranks") or []
+    on_host = sum(1 for r in ranks if r.get("node") == ranks[0].get("node")) if ranks else 1
+    busy = on_host * (host.get("threads_per_process") or 1) if environment.get("device") == "cpu" else 0
+    load = host.get("load_average")
+    return busy > cores or (load is not None and load > cores)
+
+
 def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequence[str]) -> dict[str, Any]:
     """The run's runs row: its ``config`` keys as columns (non-canonical keys as
     ``extra_<key>``), its ``measured`` columns (``trainperf.aggregate.measure``),
     ``gpus`` (the world size, else the ranks that recorded steps) and ``nodes``
     (the distinct nodes of the manifest, else of ``nodes_seen``, each rank's: empty where unknown),
     with a DataWarning where the config says otherwise, and ``platform``,
-    ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak) and the
-    batch facts where the config has none."""
+    ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak),
+    ``oversubscribed`` (:func:`oversubscribed`) and the batch facts where the
+    config has none."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
     for key, value in config.items():
@@ -175,6 +193,7 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
         row[key] = int(value)
     defaults = {"platform": environment.get("device"), "strategy": environment.get("strategy"),
                 "peak_tflops_per_gpu": (environment.get("cpu_peak") or {}).get("tflops"),
+                "oversubscribed": oversubscribed(environment),
                 **{k: measured[k] for k in BATCH_FACTS if k in measured}}
     for key, value in defaults.items():
         if key not in config and value is not None:
