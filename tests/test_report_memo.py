@@ -96,6 +96,7 @@ def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeyp
     monkeypatch.setattr(scaling, "_experiment", lambda *a: studied.append(1) or experiment(*a))
     monkeypatch.setattr(scaling, "fit", lambda *a: fitted.append(1) or fit(*a))
     runs, steps = measured
+    runs = runs.assign(oversubscribed=False)  # 4 processes on 2 cores are; taken as not, to have fits to share
     scaling.headline(runs, None, steps)
     frame = scaling.table(runs.copy(), Summaries(steps.per_rank.copy(), steps.per_step.copy(), steps.values.copy()))
     scaling.efficiency_notes(runs, steps)
