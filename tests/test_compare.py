@@ -254,3 +254,13 @@ def test_charts_draw_at_most_a_thousand_steps_of_a_run_evenly_spaced():
     assert sentence == ("The charts draw 1,000 steps of a longer run, evenly spaced along it: long (1,000 of 2,500 steps). "
                         "The throughput above uses every step.")
     assert compare.plotted_steps(steps[steps["run_id"] == "short"])[1] == ""
+
+
+def test_a_steps_table_side_is_the_run_its_steps_aggregate_to(tmp_path):
+    """A side given as a steps table is read from its summaries (its step rows are never held whole): its runs row
+    is the one the aggregator makes of all its steps."""
+    table = altered(P2, tmp_path, "p2-table", step_s=1.0)
+    side = compare.read_side(table)
+    whole = trainperf.derive(trainperf.aggregate_steps(trainperf.load_steps(table)))
+    columns = ["run_id", "gpus", "steps", "tokens", "elapsed_s", "tokens_per_s", "rank_imbalance"]
+    pd.testing.assert_frame_equal(side.runs[columns], whole[columns])

@@ -29,7 +29,7 @@ import pandas as pd
 from trainperf.aggregate import job_steps
 from trainperf.derived import derive
 from trainperf.errors import DataError
-from trainperf.loading import aggregate_steps, holds_steps, load_runs, load_steps, load_summaries, rank_step_times
+from trainperf.loading import holds_steps, load_runs, load_summaries, rank_step_times, summarized_runs
 from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, RUN_CV, SAME, SLOWER, Difference, log_interval,
                              relative_difference, resample_runs, t_quantile, verdict, welch_dof, with_run_to_run)
 
@@ -69,9 +69,10 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cac
         if not path.exists():
             raise DataError("no such file or folder", path=path)
     with_steps = [p for p in paths if holds_steps(p)]
-    tables = [p for p in with_steps if p.is_file()]  # load_runs leaves steps tables to load_steps
+    tables = [p for p in with_steps if p.is_file()]  # steps tables: their runs from their summaries
     others = [p for p in paths if p not in tables]
-    frames = ([load_runs(*others, cache=cache)] if others else []) + ([aggregate_steps(load_steps(*tables))] if tables else [])
+    frames = (([load_runs(*others, cache=cache)] if others else [])
+              + ([summarized_runs(load_summaries(*tables))] if tables else []))
     runs = derive(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
     _check_repeats(runs, label or ", ".join(map(str, paths)))
     side = Side(label or ", ".join(map(str, paths)), runs)

@@ -179,7 +179,13 @@ def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, An
         raise DataError(f"not a steps table: missing column(s) {', '.join(missing)}")
     if steps.empty:
         raise DataError("no steps to aggregate")
-    summaries = summarize(as_intervals(steps))
+    return summarized_runs(summarize(as_intervals(steps)), manifests)
+
+
+def summarized_runs(summaries: Summaries, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """One canonical runs row per run of ``summaries`` (``manifests`` as in
+    :func:`aggregate_steps`): the runs of steps tables without holding their
+    step rows (``summarized_runs(load_summaries(path))``)."""
     manifests = manifests or {}
     rows = []
     for run_id in summaries.run_ids:
