@@ -206,3 +206,36 @@ def test_rank_totals_are_each_ranks_window_and_give_the_runs_elapsed_time(tmp_pa
     assert totals.loc[("r2", 1), "forward_s"] == pytest.approx(2.0)
     assert totals.loc[("r3", 1), "forward_s"] == pytest.approx(0.2)  # the warm-up's 9 s left out
     assert aggregate_steps(bare).iloc[0]["elapsed_s"] == pytest.approx(1.2)
+
+
+def test_every_kind_of_bad_input_in_one_folder_is_named_on_the_page_and_the_rest_is_read(tmp_path):
+    """One data folder: a good run, a run whose rank file was cut mid-line, a run with a rank that crashed
+    (fewer steps, no end line), a run folder still being written (no measured step yet), a folder of rank files
+    without its manifest and an empty file. The two good runs and the damaged ones are read; the data-quality
+    section (``page.skipped``) names each problem once, the same from the caches on a second read."""
+    from trainperf.report import page
+
+    data = tmp_path / "data"
+    two_rank_run(data / "good")
+    cut = two_rank_run(data / "cut", closed=False)
+    text = (cut / "steps-rank1.jsonl").read_bytes()
+    (cut / "steps-rank1.jsonl").write_bytes(text + b"[3, false, 4.5, 1.")  # killed while writing a line
+    write_run(data / "crashed", {0: [step_values(i, i, 1.0, 0.5, warmup=i == 0) for i in range(3)],
+                                 1: [step_values(i, i, 1.0, 0.5, warmup=i == 0) for i in range(2)]}, closed=False)
+    write_run(data / "starting", {0: [step_values(0, 0.0, 1.0, 0.5, warmup=True)]}, closed=False)
+    two_rank_run(tmp_path / "copied")
+    (tmp_path / "copied" / "manifest.json").rename(tmp_path / "manifest.json")
+    (tmp_path / "copied").rename(data / "copied")
+    (data / "empty.csv").write_text("")
+    for attempt in ("first read", "from the caches"):
+        runs = page.open_runs(str(data))
+        assert sorted(runs["run_id"]) == ["crashed", "cut", "good"], attempt
+        assert runs.set_index("run_id")["complete"].to_dict() == {"crashed": False, "cut": False, "good": True}
+        quality = page.skipped(runs)
+        reasons = dict(zip(quality["where"], quality["reason"]))
+        assert reasons[str(data / "empty.csv")] == "empty file", attempt
+        assert "without manifest.json" in reasons[str(data / "copied")], attempt
+        assert "still running or no measured step" in reasons[str(data / "starting")], attempt
+        warned = quality.loc[quality["where"] == "warning while reading", "reason"].tolist()
+        assert [w for w in warned if "skipped 1 malformed line(s)" in w and "steps-rank1.jsonl" in w], warned
+        assert [w for w in warned if "run crashed is incomplete" in w and "rank 1: 2 of 3 steps" in w], warned
