@@ -107,7 +107,9 @@ def test_a_run_read_part_by_part_measures_what_it_measures_whole(tmp_path, cache
 @pytest.mark.slow
 def test_a_local_cluster_of_two_worker_processes_gives_the_same_frames(tmp_path, monkeypatch, small_parts):
     """The store built and aggregated by two worker processes (a dask.distributed
-    LocalCluster, what a user's cluster is) holds what the local threads make."""
+    LocalCluster, what a user's cluster is) holds what the local threads make,
+    whether the cluster is named by a client, its address or ``TRAINPERF_SCHEDULER``;
+    ``trainperf report --scheduler ADDRESS`` has the report's kernel read through it."""
     distributed = pytest.importorskip("distributed")
     run = write_run(tmp_path / "run", ranks=6, steps=30, stop={5: 12})
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "local"))
@@ -121,9 +123,22 @@ def test_a_local_cluster_of_two_worker_processes_gives_the_same_frames(tmp_path,
             remote = trainperf.load_summaries(run, scheduler=client)
             over_store = summarize(trainperf.load_steps(run, lazy=True), scheduler=client)
             remote_runs = trainperf.load_runs(run, cache=False, scheduler=client)
+            by_address = trainperf.load_runs(run, cache=False, scheduler=cluster.scheduler_address)
+            monkeypatch.setenv("TRAINPERF_SCHEDULER", cluster.scheduler_address)
+            by_environment = trainperf.load_runs(run, cache=False)
+            monkeypatch.delenv("TRAINPERF_SCHEDULER")
+            monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "report"))
+            tasks = cluster.scheduler.transition_counter
+            built = subprocess.run([sys.executable, "-m", "trainperf", "report", "--only", "throughput", "--data",
+                                    str(run), "--out", str(tmp_path / "out"), "--scheduler", cluster.scheduler_address],
+                                   capture_output=True, text=True, timeout=600)
+            assert built.returncode == 0, built.stdout + built.stderr
+            assert cluster.scheduler.transition_counter > tasks  # the kernel's reads ran on the cluster
     assert_same(local, remote)
     assert_same(local, over_store)
-    pd.testing.assert_frame_equal(local_runs, remote_runs)
+    for runs in (remote_runs, by_address, by_environment):
+        pd.testing.assert_frame_equal(local_runs, runs)
+    assert (tmp_path / "out" / "throughput.html").is_file()
 
 
 def test_two_builds_of_one_entry_at_once_leave_one_whole_entry(tmp_path, cache):
