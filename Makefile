@@ -38,7 +38,7 @@ test-fast: $(STAMP) ## run the tests, skipping the slow multi-process ones
 	$(PY) -m pytest -n $(JOBS) -q -m "not slow"
 
 lab: $(STAMP) ## open JupyterLab on notebooks/ (prints its URL; extra flags: make lab ARGS="--port 9000")
-	$(PY) -m trainperf.report.lab $(ARGS)
+	$(PY) -m trainperf.report.build.lab $(ARGS)
 
 bench: $(STAMP) ## measure the default sweeps on this machine into data/runs/
 	$(PY) -m trainperf bench

@@ -4,7 +4,7 @@ The report build runs notebooks in parallel and the test suite runs several
 builds at once, so kernels start together. Over TCP each client picks free
 ports and releases them before its kernel binds them, so two kernels can be
 handed the same port (``ZMQError: Address already in use``, then "Kernel died
-before replying to kernel_info"). ``trainperf.report.kernels.IPCKernelManager``
+before replying to kernel_info"). ``trainperf.report.build.kernels.IPCKernelManager``
 gives every kernel its own Unix sockets instead.
 
     PYTHONPATH=lib .venv/bin/python benchmarks/kernel_start.py --kernels 12 --rounds 5
@@ -25,8 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 from jupyter_client.manager import AsyncKernelManager
 
-from trainperf.report.kernels import IPCKernelManager
-from trainperf.report.kernels import KERNEL
+from trainperf.report.build.kernels import IPCKernelManager
+from trainperf.report.build.kernels import KERNEL
 
 MANAGERS = {"ipc": IPCKernelManager, "tcp": AsyncKernelManager}
 

@@ -31,7 +31,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from trainperf.report.pipeline import REPORTS
+from trainperf.report.build.pipeline import REPORTS
 
 PARTS = ("kernel start", "imports", "data loading", "analysis", "charts", "other")
 LOADING = re.compile(r"\bpage\.(open_\w+|data_steps)\(")

@@ -60,7 +60,7 @@ def test_summarize_json_keeps_small_numbers(tmp_path, capsys):
 def test_the_report_command_starts_its_kernel_server_before_pandas_is_loaded():
     """``trainperf report`` imports only its own command's module up to the server's start (pandas,
     scipy and the analysis load while the server imports too); the package's names still load on use."""
-    code = ("import sys, trainperf.cli, trainperf.report.cli, trainperf.report.kernels; "
+    code = ("import sys, trainperf.cli, trainperf.report.build.cli, trainperf.report.build.kernels; "
             "trainperf.cli.build_parser(['report']); print('pandas' in sys.modules); import trainperf; "
             "from trainperf.derived import derive; print(trainperf.derive is derive, 'pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -176,8 +176,8 @@ def test_min_effect_must_be_a_fraction():
 
 
 def test_compare_notebook_has_a_literal_parameters_cell_and_no_outputs():
-    from trainperf.report.parameters import declared_parameters
-    from trainperf.report.pipeline import NOTEBOOKS
+    from trainperf.report.build.parameters import declared_parameters
+    from trainperf.report.build.pipeline import NOTEBOOKS
 
     notebook = json.loads((NOTEBOOKS / "compare.ipynb").read_text())
     code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
@@ -189,7 +189,7 @@ def test_compare_notebook_has_a_literal_parameters_cell_and_no_outputs():
 
 @pytest.mark.slow
 def test_compare_report_renders_the_verdict_of_ddp_against_fsdp(tmp_path):
-    from trainperf.report.pipeline import build, plan
+    from trainperf.report.build.pipeline import build, plan
 
     sides = [("baseline_runs", str(RUNS / "bench-cpu-small-fp32-strategy" / "bench-cpu-small-fp32-strategy-ddp-p2")),
              ("candidate_runs", str(RUNS / "bench-cpu-small-fp32-strategy" / "bench-cpu-small-fp32-strategy-fsdp-p2"))]
@@ -231,7 +231,7 @@ def test_command_line_values_are_checked(capsys):
 
 
 def test_report_data_leaves_compare_not_applicable_unless_its_sides_are_named(tmp_path):
-    from trainperf.report.pipeline import plan
+    from trainperf.report.build.pipeline import plan
 
     (job,) = plan(["compare"], data=[str(RUNS / "bench-cpu-small-fp32-strategy")], out_dir=tmp_path)
     assert job.parameters["baseline_runs"] == [] and job.parameters["candidate_runs"] == []  # never the embedded runs

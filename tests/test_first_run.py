@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from trainperf.report.lab import lab_command
+from trainperf.report.build.lab import lab_command
 
 import browser  # tests/browser.py: headless Chromium
 
@@ -119,7 +119,7 @@ def test_lab_flags_follow_the_user_and_the_display(root, env, allow_root, no_bro
 def test_make_lab_passes_args():
     dry = subprocess.run(["make", "--no-print-directory", "-n", "lab", "ARGS=--port 9000"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
-    assert dry.strip().splitlines()[-1] == ".venv/bin/python -m trainperf.report.lab --port 9000"
+    assert dry.strip().splitlines()[-1] == ".venv/bin/python -m trainperf.report.build.lab --port 9000"
 
 
 @pytest.mark.slow
@@ -129,7 +129,7 @@ def test_lab_starts_here_and_prints_its_url(tmp_path):
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     env["JUPYTER_RUNTIME_DIR"] = str(tmp_path)
-    lab = subprocess.Popen([sys.executable, "-m", "trainperf.report.lab", "--port", str(port)], env=env,
+    lab = subprocess.Popen([sys.executable, "-m", "trainperf.report.build.lab", "--port", str(port)], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     seen = []
     try:

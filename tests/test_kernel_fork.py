@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
-from trainperf.report import kernel_fork
-from trainperf.report.kernels import KERNEL, PRELOAD, SERVER_ENV, IPCKernelManager, forked_kernels
+from trainperf.report.build import kernel_fork
+from trainperf.report.build.kernels import KERNEL, PRELOAD, SERVER_ENV, IPCKernelManager, forked_kernels
 
 CHECK = ("import os, sys; print(os.getcwd(), os.environ.get('TP_TEST_MARK'), 'seaborn' in sys.modules, 'x' in dir(), "
          "os.getsid(0) == os.getpid())")

@@ -23,9 +23,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trainperf.report.export import table_of_contents
-from trainperf.report.parameters import ParameterError, declared_parameters
-from trainperf.report.pipeline import NOTEBOOKS, REPORTS, build, plan
+from trainperf.report.build.export import table_of_contents
+from trainperf.report.build.parameters import ParameterError, declared_parameters
+from trainperf.report.build.pipeline import NOTEBOOKS, REPORTS, build, plan
 
 import browser  # tests/browser.py: headless Chromium
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from trainperf.cli import main
-from trainperf.report import pipeline
-from trainperf.report.parameters import ParameterError
-from trainperf.report.pipeline import plan
+from trainperf.report.build import pipeline
+from trainperf.report.build.parameters import ParameterError
+from trainperf.report.build.pipeline import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "data" / "report_fixtures"
@@ -197,7 +197,7 @@ def test_kernels_started_together_share_no_address():
     import asyncio
     import glob
 
-    from trainperf.report.kernels import IPCKernelManager
+    from trainperf.report.build.kernels import IPCKernelManager
 
     async def start_run_stop() -> tuple[str, str, list[str], str]:
         km = IPCKernelManager(kernel_name=pipeline.KERNEL)
@@ -222,3 +222,16 @@ def test_kernels_started_together_share_no_address():
     assert not [p for r in results for p in glob.glob(f"{r[1]}-*")]  # removed at shutdown
     run_job_source = Path(pipeline.__file__).read_text()
     assert "kernel_manager_class=IPCKernelManager" in run_job_source
+
+
+def test_a_runs_table_checked_before_the_build_is_not_read_again_by_its_kernels(tmp_path, monkeypatch):
+    """``--data runs.csv`` is read once: the check before any kernel starts leaves it in the input cache, where
+    the reports' ``load_runs`` finds it."""
+    from trainperf import loading
+
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
+    table = tmp_path / "runs.csv"
+    table.write_bytes((TINY / "runs.csv").read_bytes())
+    assert pipeline.check_data([table]) == [table.resolve()]
+    monkeypatch.setattr(loading, "read_runs_table", lambda path: pytest.fail(f"{path} read a second time"))
+    assert len(loading.load_runs(table, cache=True)) > 0

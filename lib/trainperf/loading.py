@@ -198,13 +198,17 @@ def summarized_runs(summaries: Summaries, manifests: Mapping[str, Mapping[str, A
 def holds_inputs(path: str | Path) -> bool:
     """Whether ``path`` is, or is a folder holding, a runs table, run folder or log
     (what :func:`load_runs` reads); False for a missing path or an empty folder.
-    A runs table named as ``path`` is read (a table is small): DataError if it
+    A runs table named as ``path`` is read (a table is small) through the input
+    cache, so that the reports that read it next find it there: DataError if it
     cannot be (a column of its own that needs a mapping, a bad value), as is
-    a run folder without its manifest."""
+    a run folder without its manifest. Warnings of that read are raised again
+    when the table is loaded, not here."""
     path = Path(path)
     found = [kind for _, kind in _walk(path, [])] if path.exists() else []
     if path.is_file() and found == ["table"]:
-        read_runs_table(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cached_read(path, "table", partial(read_runs_table, path))
     return any(kind != "steps" for kind in found)
 
 

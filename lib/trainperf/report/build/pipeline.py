@@ -24,13 +24,13 @@ import trainperf
 from trainperf.errors import DataError
 from trainperf.loading import holds_inputs, holds_steps
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.export import PageInfo, notebook_to_html, warm_up
+from trainperf.report.build.export import PageInfo, notebook_to_html, warm_up
 from trainperf.report.html import FACTS_KEY, callout
-from trainperf.report.index import write_index
-from trainperf.report.result import ReportResult
-from trainperf.report.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command
+from trainperf.report.build.index import write_index
+from trainperf.report.build.result import ReportResult
+from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command
 from trainperf.report.page import PROJECT_ROOT, shown_path
-from trainperf.report.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
+from trainperf.report.build.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 """The report notebooks of this checkout."""
@@ -129,7 +129,7 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     """Run ``jobs`` (``workers`` at a time), export each to HTML and write the
     index. ``on_done`` is called with each result as it finishes. Each
     notebook runs in a kernel of its own, forked from a process that has
-    imported the notebooks' modules once (:func:`~trainperf.report.kernels.forked_kernels`)."""
+    imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`)."""
     if not jobs:
         raise ParameterError("no reports to build")
     kernel = _check_kernel()

@@ -1,4 +1,4 @@
-"""What building one report gave (``trainperf.report.pipeline`` builds it, the index and the command line show it)."""
+"""What building one report gave (``trainperf.report.build.pipeline`` builds it, the index and the command line show it)."""
 
 from __future__ import annotations
 

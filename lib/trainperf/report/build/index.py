@@ -10,9 +10,9 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from trainperf.report.export import TEMPLATES, stylesheet
+from trainperf.report.build.export import TEMPLATES, stylesheet
 from trainperf.report.page import shown_path
-from trainperf.report.result import ReportResult
+from trainperf.report.build.result import ReportResult
 
 
 def write_index(results: Sequence[ReportResult], path: Path, *, version: str, generated: str) -> Path:

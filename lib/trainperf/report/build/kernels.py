@@ -14,7 +14,7 @@ and released. The files are removed when the kernel shuts down.
 
 Inside :func:`forked_kernels`, a kernel of that kernelspec is forked from a
 process that has imported :data:`PRELOAD` once (see
-:mod:`trainperf.report.kernel_fork`) instead of starting a new Python that
+:mod:`trainperf.report.build.kernel_fork`) instead of starting a new Python that
 imports them again.
 """
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import CaselessStrEnum, default
 
-from trainperf.report import kernel_fork
+from trainperf.report.build import kernel_fork
 
 KERNEL = "trainperf"
 """Jupyter kernel the report notebooks run in: the project's venv, registered by ``make setup``."""

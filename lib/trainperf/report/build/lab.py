@@ -1,6 +1,6 @@
 """``make lab``: JupyterLab on ``notebooks/``, as root or as a user, with or without a display.
 
-``python -m trainperf.report.lab [JUPYTER LAB FLAGS...]`` starts ``jupyter lab``
+``python -m trainperf.report.build.lab [JUPYTER LAB FLAGS...]`` starts ``jupyter lab``
 from the same environment with ``--allow-root`` when run as root (Jupyter
 refuses root otherwise) and ``--no-browser`` when there is no display
 (neither ``DISPLAY`` nor ``WAYLAND_DISPLAY`` is set: a server, a container,
@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from trainperf.report.pipeline import NOTEBOOKS
+from trainperf.report.build.pipeline import NOTEBOOKS
 
 
 def lab_command(extra: Sequence[str] = (), *, root: bool | None = None,

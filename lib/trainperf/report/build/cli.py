@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from trainperf.engine import ENVIRONMENT
-from trainperf.report.parameters import ParameterError
-from trainperf.report.result import ReportResult
+from trainperf.report.build.parameters import ParameterError
+from trainperf.report.build.result import ReportResult
 
 REPORT_NAMES = "throughput, scaling, batch_size, platforms, compare"
 
@@ -41,14 +41,14 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the reports; print one line per report with its time; 1 if any failed."""
-    from trainperf.report.kernels import forked_kernels, kernel_command
+    from trainperf.report.build.kernels import forked_kernels, kernel_command
 
     if args.scheduler:  # the kernels inherit it
         os.environ[ENVIRONMENT] = args.scheduler
     # the kernel server imports the notebooks' modules while this process imports the build's and plans it
     with forked_kernels(kernel_command() or [], Path.cwd()):
         from trainperf.report.html import count
-        from trainperf.report.pipeline import NOTEBOOKS, build, plan
+        from trainperf.report.build.pipeline import NOTEBOOKS, build, plan
 
         try:
             jobs = plan(args.only, data=args.data, parameters=[tuple(p) for p in args.parameter],
