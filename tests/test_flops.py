@@ -98,3 +98,92 @@ def test_missing_inputs_leave_nan_and_name_them():
 def test_unknown_convention_is_an_error():
     with pytest.raises(ValueError, match="unknown FLOPs convention"):
         flops.flops_per_token({"n_params": 1e9}, "chinchilla")
+
+
+# --- forms of a tool's formula across its releases -----------------------------------------------------------
+
+def test_megatron_2024_reproduces_core_r0_8_printed_throughput():
+    # fixstars/mdk doc/docs/how-to-guides/trainer/pretrain-megatron-lm.md: Megatron-LM core_r0.8.0, 2 nodes x 8 GPUs,
+    # its pretrain_7b_mpi.patch: 30 layers, h 4096, 32 heads, seq 4096, SwiGLU (ffn 10880), GPT-2 vocab padded to
+    # 50304, global batch 1024. Printed: 14234.7 ms -> 799.6, 14197.6 ms -> 801.7, 14351.0 ms -> 793.1 TFLOP/s/GPU.
+    L, h, T, V = 30, 4096, 4096, 50304
+    # core_r0.8.0 training.py, per token: 12·L·h²·((1 + g/n + s/h)·q/h + F/h·k·3/2 + V/(2·L·h)), g = n, q = h, k = 1
+    core_r08 = 12 * L * h**2 * ((1 + 1 + T / h) + 10880 / h * 1.5 + V / (2 * L * h))
+    per_token = flops.megatron_2024(L, h, T, V, n_heads=32, swiglu=True)
+    assert per_token == pytest.approx(core_r08, rel=1e-12)
+    for ms, printed in [(14234.7, 799.6), (14197.6, 801.7), (14351.0, 793.1)]:
+        assert per_token * 1024 * T / (ms / 1000 * 16 * 1e12) == pytest.approx(printed, abs=0.05)
+    # today's form halves the attention scores: 7 % fewer FLOPs, so that log's figures read 7.5 % high against it
+    assert flops.megatron(L, h, T, V, n_heads=32, swiglu=True) / per_token == pytest.approx(0.9305, abs=1e-4)
+
+
+def test_megatron_2023_is_the_first_form_with_a_4h_mlp_whatever_the_arguments():
+    # 2748e7c7d4 (core_v0.5.0): 60·B·s·L·h²·(1 + g/(5n) + s/(5h) + V/(10·L·h)), per token
+    L, h, T, V = 24, 2048, 2048, 50304
+    expected = 60 * L * h**2 * (1 + 4 / (5 * 16) + T / (5 * h) + V / (10 * L * h))
+    assert flops.megatron_2023(L, h, T, V, n_heads=16, num_query_groups=4) == pytest.approx(expected, rel=1e-12)
+    row = {"n_layers": L, "d_model": h, "seq_len": T, "vocab_size": V, "n_heads": 16, "num_query_groups": 4,
+           "ffn_hidden_size": 5504, "swiglu": True, "num_experts": 8, "head_dim": 256}
+    assert flops.flops_per_token(row, "megatron-2023") == (pytest.approx(expected, rel=1e-12), "megatron-2023")
+
+
+def test_megatron_counts_attention_over_heads_times_kv_channels():
+    # training.py (core_v0.12.0 on): query_projection_size = kv_channels·n_heads; per token and layer
+    # 6·(h·(q + 2·q·g/n) + q·h) for the projections and 6·q·T for the (halved) scores
+    L, h, T, V, n, g, kv = 28, 2048, 4096, 151936, 32, 8, 128
+    q = kv * n  # 4096 = 2·h
+    mlp = 6 * h * 2 * 4 * h * L
+    expected = mlp + L * 6 * (h * (q + 2 * kv * g) + q * h) + 6 * L * q * T + 6 * h * V
+    got = flops.megatron(L, h, T, V, n_heads=n, head_dim=kv, num_query_groups=g)
+    assert got == pytest.approx(expected, rel=1e-12)
+    # the 2024 form does not halve the scores
+    assert flops.megatron_2024(L, h, T, V, n_heads=n, head_dim=kv, num_query_groups=g) == \
+        pytest.approx(expected + 6 * L * q * T, rel=1e-12)
+
+
+def test_megatron_2024_experts_are_ffn_hidden_size_wide():
+    # core_r0.8.0 to core_v0.11.0 multiply ffn_hidden_size by the top-k; moe_ffn_hidden_size is not read
+    L, h, T, V = 32, 4096, 4096, 32000
+    moe = dict(n_heads=32, num_query_groups=8, ffn_hidden_size=14336, swiglu=True, num_experts=8, moe_router_topk=2)
+    dense_width = flops.megatron_2024(L, h, T, V, **moe)
+    assert flops.flops_per_token({"n_layers": L, "d_model": h, "seq_len": T, "vocab_size": V, **moe,
+                                  "moe_ffn_hidden_size": 1024}, "megatron-2024")[0] == pytest.approx(dense_width)
+    assert dense_width - flops.megatron(L, h, T, V, **moe) == pytest.approx(6 * L * T * h)
+
+
+# Qwen3 32B in torchtitan (pytorch/torchtitan#1690): 64 layers, dim 5120, 64 heads of 128, 8 KV heads, MLP 25600,
+# vocabulary 151936, untied. torchtitan's own count, every parameter: per layer wq 5120·8192, wk and wv 5120·1024,
+# wo 8192·5120, q/k norms 2·128, MLP 3·5120·25600, two norms 2·5120; token embedding and output head 151936·5120
+# each; final norm 5120.
+QWEN3_32B = 64 * (5120 * 8192 + 2 * 5120 * 1024 + 8192 * 5120 + 2 * 128 + 3 * 5120 * 25600 + 2 * 5120) \
+    + 2 * 151936 * 5120 + 5120
+
+
+def test_torchtitan_2024_reproduces_the_qwen3_32b_tflops_torchtitan_printed_before_head_dim():
+    # the line printed on 2025-09-11 (#1690): "tps: 1,874  tflops: 389.87  mfu: 39.42%" at seq_len 4096, H100;
+    # torchtitan then counted attention as 12·L·H·(dim // H)·T, 64·80 = 5120 wide
+    assert QWEN3_32B == 32_762_123_264
+    per_token = flops.torchtitan_2024(QWEN3_32B, 64, 5120, 4096, 151936, n_heads=64)
+    assert per_token == 6 * (QWEN3_32B - 151936 * 5120) + 12 * 64 * 64 * 80 * 4096
+    assert per_token * 1874 / 1e12 == pytest.approx(389.87, abs=0.1)  # tps is printed whole: 1874 ± 0.5
+    assert per_token * 1874 / 989e12 == pytest.approx(0.3942, abs=2e-4)  # against torchtitan's H100 peak
+    # since 5a090f21e (v0.2.1) the attention term is 12·L·H·head_dim·T, 64·128 = 8192 wide: 4.6 % more FLOPs
+    today = flops.torchtitan(QWEN3_32B, 64, 5120, 4096, 151936, n_heads=64, head_dim=128)
+    assert today == 6 * (QWEN3_32B - 151936 * 5120) + 12 * 64 * 64 * 128 * 4096
+    assert today / per_token == pytest.approx(1.0465, abs=1e-4)
+
+
+def test_torchtitan_with_tied_embeddings_leaves_nothing_out():
+    # Qwen3 0.6B (tied): torchtitan's FLOPs are 6 x its printed count whether that count left the shared embedding
+    # out (up to v0.2.2: nparams - nparams_embedding) or counts it once (4ed3c5363): nothing more is subtracted
+    n, L, d, T, V = 440_000_000, 28, 1024, 4096, 151936
+    assert flops.torchtitan(n, L, d, T, V, n_heads=16, head_dim=128, tied_embeddings=True) == \
+        6 * n + 12 * L * 16 * 128 * T
+    assert flops.torchtitan_2024(n, L, d, T, V, n_heads=16, tied_embeddings=True) == 6 * n + 12 * L * 16 * 64 * T
+
+
+def test_forms_list_a_tools_conventions_newest_first():
+    assert flops.forms("megatron-2024") == ("megatron", "megatron-2024", "megatron-2023")
+    assert flops.forms("torchtitan") == ("torchtitan", "torchtitan-2024")
+    assert flops.forms("llmc") == ("llmc",)
+    assert set(flops.FORMULAS) == set(flops.CONVENTIONS) == set(flops.REQUIRES)

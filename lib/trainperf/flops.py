@@ -2,49 +2,98 @@
 
 Every convention counts a multiply-add as 2 FLOPs and the backward pass as
 twice the forward, and is named after the tool whose printed figures it
-reproduces. ``N`` is ``n_active_params`` where given (the parameters a token
-uses in a mixture-of-experts model), else ``n_params``; ``L`` layers, ``d``
-(``h``) width, ``T`` sequence length, ``V`` vocabulary.
+reproduces; where that tool changed its formula between releases, each form
+has its own name (the year the form appeared) and :data:`FORMS` lists a
+tool's forms, newest first. ``N`` is ``n_active_params`` where given (the
+parameters a token uses in a mixture-of-experts model), else ``n_params``;
+``L`` layers, ``d`` (``h``) width, ``T`` sequence length, ``V`` vocabulary,
+``H`` attention heads and ``q`` the width of all query heads together,
+``H · head_dim`` where ``head_dim`` is given, else ``d``.
+
+What ``N`` counts is the convention's to say (each entry below): the
+conventions built from the shape (``megatron*``, ``megatron-deepspeed``)
+need no ``N``; the others take the count the tool itself uses.
 
 ``6n``
     ``6 · N``. Kaplan et al. 2020 ("Scaling Laws for Neural Language
-    Models", sec. 2.1). Ignores attention scores; the only choice when the
-    architecture is unknown.
+    Models", sec. 2.1), whose ``N`` leaves out every embedding (token and
+    position). Ignores attention scores; the only choice when the
+    architecture is unknown. ``N`` is used as given.
 ``palm``
     ``6 · N + 12 · L · d · T``. Chowdhery et al. 2022 (PaLM), appendix B:
     the second term is the attention score and value matmuls (``Q·Kᵀ`` and
     ``A·V``) over ``T`` tokens, causal mask not halved. nanoGPT's
     ``estimate_mfu`` and MosaicML llm-foundry use this form. The default.
+    nanoGPT's ``N`` (``get_num_params()``, the ``number of parameters`` it
+    prints) is every parameter but the learned position embedding: the token
+    embedding, tied to the output head, counted once.
 ``megatron``
     Megatron-LM's ``num_floating_point_operations``
-    (``megatron/training/training.py``), per token, for a standard
-    transformer: ``6·h·(E·F·L_dense + E·F_moe·k·L_moe) + 6·L·h·(2h + 2h·g/n)
-    + 6·L·T·h + 6·h·V``, with ``E`` = 3 for a gated (SwiGLU) MLP else 2, ``F``
-    = ``ffn_hidden_size`` (default ``4h``, with SwiGLU ``⌊8h/3 / 64⌋·64`` as
-    Megatron-LM sets it), ``g/n`` = ``num_query_groups / n_heads`` (1 without
-    grouped-query attention), and with ``num_experts`` every layer a
-    mixture-of-experts layer routing each token to ``k`` =
+    (``megatron/training/training.py``) since commit 8873b55d6a (2025-03-06,
+    "Fixes in number of floating-point operation estimates for MoE and
+    attention layer"; releases core_v0.12.0 and later), per token, for a
+    standard transformer: ``6·h·(E·F·L_dense + E·F_moe·k·L_moe) +
+    12·L·h·q·(1 + g/H) + 6·L·T·q + 6·h·V``, with ``E`` = 3 for a gated
+    (SwiGLU) MLP else 2, ``F`` = ``ffn_hidden_size`` (default ``4h``, with
+    SwiGLU ``⌊8h/3 / 64⌋·64`` as Megatron-LM sets it), ``q`` = ``kv_channels
+    · H`` (``head_dim``; default ``h``), ``g/H`` = ``num_query_groups /
+    n_heads`` (1 without grouped-query attention), and with ``num_experts``
+    every layer a mixture-of-experts layer routing each token to ``k`` =
     ``moe_router_topk`` (default 2) experts of width ``F_moe`` =
     ``moe_ffn_hidden_size`` (default ``F``). The causal mask halves the
-    attention-score term; the logit layer counts ``6·h·V``. Its
-    ``throughput per GPU (TFLOP/s/GPU)`` is these FLOPs over the iteration
-    time and the world size.
+    attention-score term; the logit layer counts ``6·h·V`` (the output
+    head, tied or not); the input embedding lookup and position embeddings
+    count nothing. Its ``throughput per GPU (TFLOP/s/GPU)`` is these FLOPs
+    over the iteration time and the world size. Not covered: multi-latent
+    attention, multi-token prediction, shared experts, attention output
+    gates, hybrid (Mamba) models.
+``megatron-2024``
+    The same function from commit e116d81ed7 (2024-03-25, SwiGLU counted)
+    to 8873b55d6a: releases core_v0.6.0 to core_v0.11.0 (core_r0.8.0,
+    core_r0.9.0 ...). ``12·L·h²·((1 + g/H + T/h)·q/h + F/h·k·E/2 +
+    V/(2·L·h))`` per token: the attention scores are not halved
+    (``12·L·T·q``), and experts are ``ffn_hidden_size`` wide
+    (``moe_ffn_hidden_size`` is not read). ``q`` follows ``kv_channels``
+    since 2bfe9beaae (2024-04-03, core_v0.7.0); core_v0.6.0 used ``h``.
+``megatron-2023``
+    The function as it was added in 2748e7c7d4 (2023-11-26) until
+    fbf600bb5e (2024-03-13): release core_v0.5.0. ``60·L·h²·(1 + g/(5H) +
+    T/(5h) + V/(10·L·h))`` per token: a ``4h`` MLP whatever
+    ``ffn_hidden_size``, ``swiglu`` and ``num_experts`` say, ``q = h``, and
+    attention not halved.
 ``megatron-deepspeed``
     Narayanan et al. 2021 eq. 3 with three passes instead of four, as the
     throughput calculator of Megatron-DeepSpeed computes it (``24 · 3 · B ·
     s · l · h² · (…)``): ``72 · L · h² · (1 + T / (6h) + V / (16 · L · h))``
     per token. Attention scores are not halved (``12·L·T·h``) and the logit
-    layer gets ``4.5·h·V``. (This was trainperf's ``megatron`` before
-    Megatron-LM's own formula was added.)
+    layer gets ``4.5·h·V``; no embedding lookup. (This was trainperf's
+    ``megatron`` before Megatron-LM's own formula was added.)
 ``torchtitan``
-    ``6 · (N − V·d) + 12 · L · d · T``: torchtitan's
-    ``get_dense_model_nparams_and_flops`` (``torchtitan/models/utils.py``)
-    leaves the token-embedding parameters out of the matmul count (untied
-    embeddings) and does not halve causal attention.
+    torchtitan's ``get_dense_model_nparams_and_flops`` /
+    ``get_moe_model_nparams_and_flops`` (``torchtitan/models/utils.py``)
+    since commit 5a090f21e (2025-10-29, "Fix attention FLOPs estimate";
+    releases v0.2.1 and later): ``6 · (N − V·d) + 12 · L · q · T``, with
+    ``q = H · head_dim`` (Qwen3: ``2·d``). ``N`` is the count torchtitan
+    prints (``Model ... size: P total parameters``): every parameter, token
+    embedding and untied output head included; the convention leaves out
+    the token embedding ``V·d`` and keeps the output head. With
+    ``tied_embeddings`` nothing is left out, ``6 · N + …``: torchtitan's
+    printed count of a tied model leaves the shared embedding out (through
+    v0.2.2) or counts it once (since 4ed3c5363, 2026-05-08), and its FLOPs
+    are six times that count in both. Causal attention is not halved.
+``torchtitan-2024``
+    The same from commit 0c6ca903f (2024-04-26, "exclude embedding in MFU
+    computation") to 5a090f21e: releases v0.1.0 to v0.2.0. ``6 · (N − V·d)
+    + 12 · L · H · ⌊d / H⌋ · T``: the attention term takes the width from
+    ``d`` whatever ``head_dim`` is (``≈ 12·L·d·T``).
 ``llmc``
     ``6 · N + 6 · L · d · T``: llm.c's ``gpt2_estimate_mfu``
-    (``train_gpt2.cu``), all parameters (the tied embedding is the logit
-    matmul) and half PaLM's attention term.
+    (``train_gpt2.cu``), half PaLM's attention term. ``N`` is llm.c's
+    ``num_parameters``: every parameter, the token embedding (the logit
+    matmul's weight, tied) and the position embedding included.
+``counted``
+    The FLOPs PyTorch's FLOP counter saw in one training step, per sample
+    (``flops_per_sample``), over ``T``; no ``N``.
 
 Hardware FLOPs (HFU) count activation recomputation: one more forward pass,
 so ``4/3`` of the model FLOPs (forward 1 + backward 2 + recomputed forward 1).
@@ -53,22 +102,38 @@ so ``4/3`` of the model FLOPs (forward 1 + backward 2 + recomputed forward 1).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
 
-CONVENTIONS: tuple[str, ...] = ("6n", "palm", "megatron", "megatron-deepspeed", "torchtitan", "llmc", "counted")
+CONVENTIONS: tuple[str, ...] = ("6n", "palm", "megatron", "megatron-2024", "megatron-2023", "megatron-deepspeed",
+                                "torchtitan", "torchtitan-2024", "llmc", "counted")
+
+FORMS: dict[str, tuple[str, ...]] = {
+    "megatron": ("megatron", "megatron-2024", "megatron-2023"),
+    "torchtitan": ("torchtitan", "torchtitan-2024"),
+}
+"""A tool's conventions, one a form of its formula, newest first: the figures
+a log printed are compared under the form that reproduces them."""
 
 FORMULAS: dict[str, str] = {
     "6n": "6·N — 6 FLOPs per parameter per token, forward + backward (Kaplan et al. 2020); attention ignored",
     "palm": "6·N + 12·L·d·T — PaLM appendix B (Chowdhery et al. 2022): attention scores over T tokens "
             "included, causal mask not halved",
-    "megatron": "Megatron-LM's num_floating_point_operations: causal attention halved (6·L·T·h), logits 6·h·V, "
-                "grouped-query attention, SwiGLU and mixture-of-experts top-k where given",
+    "megatron": "Megatron-LM's num_floating_point_operations since core_v0.12.0: causal attention halved "
+                "(6·L·T·q), logits 6·h·V, grouped-query attention, head width (kv_channels), SwiGLU and "
+                "mixture-of-experts top-k where given",
+    "megatron-2024": "Megatron-LM's num_floating_point_operations of core_v0.6.0 to core_v0.11.0: causal attention "
+                     "not halved (12·L·T·q), experts ffn_hidden_size wide",
+    "megatron-2023": "Megatron-LM's num_floating_point_operations of core_v0.5.0: 60·L·h²·(1 + g/5H + T/5h + "
+                     "V/10Lh), a 4h MLP, attention not halved",
     "megatron-deepspeed": "72·L·h²·(1 + T/6h + V/16Lh) per token — Megatron-DeepSpeed's form of Megatron-LM eq. 3 "
                           "(Narayanan et al. 2021) without activation recomputation",
-    "torchtitan": "6·(N − V·d) + 12·L·d·T — torchtitan: token-embedding parameters left out",
+    "torchtitan": "6·(N − V·d) + 12·L·H·head_dim·T — torchtitan since v0.2.1: token-embedding parameters left out "
+                  "(none with tied embeddings)",
+    "torchtitan-2024": "6·(N − V·d) + 12·L·d·T — torchtitan v0.1.0 to v0.2.0: token-embedding parameters left out, "
+                       "attention over the width d",
     "llmc": "6·N + 6·L·d·T — llm.c's gpt2_estimate_mfu",
     "counted": "the FLOPs PyTorch's FLOP counter saw in one training step, per sample "
                "(StepProfiler(count_flops=True)); per token: / T; attention over the full T × T scores",
@@ -96,9 +161,32 @@ def llmc(n_params: float, n_layers: int, d_model: int, seq_len: int) -> float:
     return 6.0 * n_params + 6.0 * n_layers * d_model * seq_len
 
 
-def torchtitan(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab_size: int) -> float:
-    """FLOPs per token, torchtitan: ``6·(N − V·d) + 12·L·d·T`` (token embedding left out)."""
-    return 6.0 * (n_params - vocab_size * d_model) + 12.0 * n_layers * d_model * seq_len
+def torchtitan(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab_size: int, *,
+               n_heads: float = math.nan, head_dim: float = math.nan, tied_embeddings: bool = False) -> float:
+    """FLOPs per token, torchtitan since v0.2.1: ``6·(N − V·d) + 12·L·H·head_dim·T``
+    (the token embedding left out unless ``tied_embeddings``; ``12·L·d·T`` where
+    ``n_heads`` or ``head_dim`` is unknown)."""
+    width = query_width(d_model, n_heads, head_dim)
+    return _torchtitan_weights(n_params, d_model, vocab_size, tied_embeddings) + 12.0 * n_layers * width * seq_len
+
+
+def torchtitan_2024(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab_size: int, *,
+                    n_heads: float = math.nan, tied_embeddings: bool = False) -> float:
+    """FLOPs per token, torchtitan v0.1.0 to v0.2.0: ``6·(N − V·d) + 12·L·H·⌊d/H⌋·T``
+    (``12·L·d·T`` where ``n_heads`` is unknown)."""
+    width = n_heads * (d_model // n_heads) if _known(n_heads) else d_model
+    return _torchtitan_weights(n_params, d_model, vocab_size, tied_embeddings) + 12.0 * n_layers * width * seq_len
+
+
+def _torchtitan_weights(n_params: float, d_model: int, vocab_size: int, tied_embeddings: bool) -> float:
+    """torchtitan's ``6 · nparams_for_matmul``: the token embedding left out unless tied."""
+    return 6.0 * (n_params if tied_embeddings else n_params - vocab_size * d_model)
+
+
+def query_width(d_model: int, n_heads: float = math.nan, head_dim: float = math.nan) -> float:
+    """Width of all query heads together, ``n_heads · head_dim``; ``d_model``
+    where either is unknown (the usual ``head_dim = d_model / n_heads``)."""
+    return float(n_heads * head_dim) if _known(n_heads) and _known(head_dim) else float(d_model)
 
 
 def megatron_deepspeed(n_layers: int, d_model: int, seq_len: int, vocab_size: int) -> float:
@@ -109,13 +197,42 @@ def megatron_deepspeed(n_layers: int, d_model: int, seq_len: int, vocab_size: in
 
 
 def megatron(n_layers: int, d_model: int, seq_len: int, vocab_size: int, *, n_heads: float = math.nan,
-             num_query_groups: float = math.nan, ffn_hidden_size: float = math.nan, swiglu: bool = False,
-             num_experts: float = math.nan, moe_router_topk: float = math.nan,
+             head_dim: float = math.nan, num_query_groups: float = math.nan, ffn_hidden_size: float = math.nan,
+             swiglu: bool = False, num_experts: float = math.nan, moe_router_topk: float = math.nan,
              moe_ffn_hidden_size: float = math.nan) -> float:
-    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` for a
-    standard (no MLA, no MTP, no shared experts) transformer; NaN arguments
-    take Megatron-LM's defaults (see the module notes)."""
+    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` since
+    core_v0.12.0 for a standard (no MLA, no MTP, no shared experts)
+    transformer; NaN arguments take Megatron-LM's defaults (see the module notes)."""
+    return _megatron(n_layers, d_model, seq_len, vocab_size, n_heads, head_dim, num_query_groups, ffn_hidden_size,
+                     swiglu, num_experts, moe_router_topk, moe_ffn_hidden_size, causal_halved=True)
+
+
+def megatron_2024(n_layers: int, d_model: int, seq_len: int, vocab_size: int, *, n_heads: float = math.nan,
+                  head_dim: float = math.nan, num_query_groups: float = math.nan, ffn_hidden_size: float = math.nan,
+                  swiglu: bool = False, num_experts: float = math.nan, moe_router_topk: float = math.nan) -> float:
+    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` of
+    core_v0.6.0 to core_v0.11.0: attention scores not halved, experts
+    ``ffn_hidden_size`` wide (that form reads no ``moe_ffn_hidden_size``)."""
+    return _megatron(n_layers, d_model, seq_len, vocab_size, n_heads, head_dim, num_query_groups, ffn_hidden_size,
+                     swiglu, num_experts, moe_router_topk, math.nan, causal_halved=False)
+
+
+def megatron_2023(n_layers: int, d_model: int, seq_len: int, vocab_size: int, *, n_heads: float = math.nan,
+                  num_query_groups: float = math.nan) -> float:
+    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` of
+    core_v0.5.0, ``60·L·h²·(1 + g/(5H) + T/(5h) + V/(10·L·h))``: the 2024
+    form with a ``4h`` MLP, no experts and ``q = h`` (that form reads no
+    other shape)."""
+    return megatron_2024(n_layers, d_model, seq_len, vocab_size, n_heads=n_heads, num_query_groups=num_query_groups)
+
+
+def _megatron(n_layers: int, d_model: int, seq_len: int, vocab_size: int, n_heads: float, head_dim: float,
+              num_query_groups: float, ffn_hidden_size: float, swiglu: bool, num_experts: float,
+              moe_router_topk: float, moe_ffn_hidden_size: float, *, causal_halved: bool) -> float:
+    """Megatron-LM's per-token FLOPs: MLP (dense or top-k experts),
+    attention projections, attention scores (halved or not) and logits."""
     h = float(d_model)
+    q = query_width(d_model, n_heads, head_dim)
     if not _known(ffn_hidden_size):
         ffn_hidden_size = int(4 * h * 2 / 3 / 64) * 64 if swiglu else 4 * h
     groups = num_query_groups / n_heads if _known(num_query_groups) and _known(n_heads) else 1.0
@@ -126,24 +243,34 @@ def megatron(n_layers: int, d_model: int, seq_len: int, vocab_size: int, *, n_he
         mlp = expansion * expert * topk * n_layers
     else:
         mlp = expansion * ffn_hidden_size * n_layers
-    attention = n_layers * h * (2 * h + 2 * h * groups)
-    return 6.0 * h * mlp + 6.0 * attention + 6.0 * n_layers * seq_len * h + 6.0 * h * vocab_size
+    projections = 12.0 * n_layers * h * q * (1.0 + groups)
+    scores = (6.0 if causal_halved else 12.0) * n_layers * seq_len * q
+    return 6.0 * h * mlp + projections + scores + 6.0 * h * vocab_size
 
+
+MEGATRON_SHAPE: tuple[str, ...] = ("n_heads", "head_dim", "num_query_groups", "ffn_hidden_size", "swiglu",
+                                   "num_experts", "moe_router_topk", "moe_ffn_hidden_size")
+"""Run columns the ``megatron`` conventions use where given."""
+TORCHTITAN_SHAPE: tuple[str, ...] = ("n_heads", "head_dim", "tied_embeddings")
+"""Run columns the ``torchtitan`` conventions use where given."""
+_SHAPE_NEEDED = ("n_layers", "d_model", "seq_len", "vocab_size")
 
 REQUIRES: dict[str, tuple[str, ...]] = {
     "6n": ("n_params",),
     "palm": ("n_params", "n_layers", "d_model", "seq_len"),
-    "megatron": ("n_layers", "d_model", "seq_len", "vocab_size"),
-    "megatron-deepspeed": ("n_layers", "d_model", "seq_len", "vocab_size"),
-    "torchtitan": ("n_params", "n_layers", "d_model", "seq_len", "vocab_size"),
+    **{name: _SHAPE_NEEDED for name in (*FORMS["megatron"], "megatron-deepspeed")},
+    **{name: ("n_params", *_SHAPE_NEEDED) for name in FORMS["torchtitan"]},
     "llmc": ("n_params", "n_layers", "d_model", "seq_len"),
     "counted": ("flops_per_sample",),
 }
 """Run columns each convention needs (``n_active_params`` stands in for
 ``n_params`` where given)."""
-MEGATRON_OPTIONAL: tuple[str, ...] = ("n_heads", "num_query_groups", "ffn_hidden_size", "swiglu", "num_experts",
-                                      "moe_router_topk", "moe_ffn_hidden_size")
-"""Run columns the ``megatron`` convention uses where given."""
+
+
+def forms(convention: str) -> tuple[str, ...]:
+    """The forms of the tool whose convention ``convention`` is (see
+    :data:`FORMS`), newest first; ``(convention,)`` for a tool with one form."""
+    return next((family for family in FORMS.values() if convention in family), (convention,))
 
 
 def default_convention(row: Mapping[str, Any]) -> str:
@@ -173,23 +300,51 @@ def flops_per_token(row: Mapping[str, Any], convention: str | None = None) -> tu
         raise ValueError(f"unknown FLOPs convention {name!r}; known: {', '.join(CONVENTIONS)}")
     if missing_inputs(row, name):
         return math.nan, name
-    if name == "counted":  # per sample; per token only where a sample has a length
-        return float(row["flops_per_sample"]) / _number(row.get("seq_len")), name
-    n = row["n_active_params"] if _known(row.get("n_active_params")) else row.get("n_params")
-    shape = (row["n_layers"], row["d_model"], row["seq_len"]) if name != "6n" else ()
-    if name == "6n":
-        return six_n(n), name
-    if name == "palm":
-        return palm(n, *shape), name
-    if name == "llmc":
-        return llmc(n, *shape), name
-    if name == "torchtitan":
-        return torchtitan(n, *shape, row["vocab_size"]), name
-    if name == "megatron-deepspeed":
-        return megatron_deepspeed(*shape, row["vocab_size"]), name
-    optional = {key: _number(row.get(key)) for key in MEGATRON_OPTIONAL if key != "swiglu"}
-    return megatron(*shape, row["vocab_size"], swiglu=_known(row.get("swiglu")) and bool(row["swiglu"]),
-                    **optional), name
+    return _BY_NAME[name](row), name
+
+
+def _n(row: Mapping[str, Any]) -> float:
+    """``N``: the active parameters where given, else all."""
+    return row["n_active_params"] if _known(row.get("n_active_params")) else row["n_params"]
+
+
+def _shape(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return row["n_layers"], row["d_model"], row["seq_len"]
+
+
+def _options(row: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The optional shape columns ``names`` of ``row``: numbers (NaN where
+    absent), and the booleans ``swiglu`` / ``tied_embeddings`` (false where absent)."""
+    flags = ("swiglu", "tied_embeddings")
+    return {key: (_known(row.get(key)) and bool(row[key])) if key in flags else _number(row.get(key))
+            for key in names}
+
+
+def _shaped(function: Callable[..., float], options: tuple[str, ...]) -> Callable[[Mapping[str, Any]], float]:
+    """A convention built from the shape alone: ``function`` of the row's
+    layers, width, sequence length, vocabulary and ``options``."""
+    return lambda row: function(*_shape(row), row["vocab_size"], **_options(row, options))
+
+
+def _counted(function: Callable[..., float], options: tuple[str, ...]) -> Callable[[Mapping[str, Any]], float]:
+    """A convention built from ``N`` and the shape: ``function`` of the row's
+    parameters, layers, width, sequence length, vocabulary and ``options``."""
+    return lambda row: function(_n(row), *_shape(row), row["vocab_size"], **_options(row, options))
+
+
+_BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
+    "6n": lambda row: six_n(_n(row)),
+    "palm": lambda row: palm(_n(row), *_shape(row)),
+    "llmc": lambda row: llmc(_n(row), *_shape(row)),
+    "torchtitan": _counted(torchtitan, TORCHTITAN_SHAPE),
+    "torchtitan-2024": _counted(torchtitan_2024, ("n_heads", "tied_embeddings")),
+    "megatron-deepspeed": _shaped(megatron_deepspeed, ()),
+    "megatron": _shaped(megatron, MEGATRON_SHAPE),
+    "megatron-2024": _shaped(megatron_2024, tuple(c for c in MEGATRON_SHAPE if c != "moe_ffn_hidden_size")),
+    "megatron-2023": _shaped(megatron_2023, ("n_heads", "num_query_groups")),
+    "counted": lambda row: float(row["flops_per_sample"]) / _number(row.get("seq_len")),  # per sample over T
+}
+"""Each convention's FLOPs per token of a row that has the inputs it needs."""
 
 
 def missing_inputs(row: Mapping[str, Any], convention: str) -> list[str]:

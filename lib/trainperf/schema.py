@@ -46,8 +46,9 @@ IDENTITY: list[Column] = [
         "model": "model name",
         "precision": "bf16, fp16, fp32, tf32 or fp8",
         "strategy": "single, ddp, fsdp, ...",
-        "flops_convention": "6n, palm, megatron, megatron-deepspeed, torchtitan or llmc (optional; default: palm "
-                            "when layers, width and seq_len are known, else 6n; see trainperf.flops)",
+        "flops_convention": "6n, palm, megatron (megatron-2024, megatron-2023: earlier releases' forms), "
+                            "megatron-deepspeed, torchtitan (torchtitan-2024), llmc or counted (optional; default: "
+                            "palm when layers, width and seq_len are known, else 6n; see trainperf.flops)",
         "source": "provenance: where the numbers come from",
         "baseline_run_id": "optional: the run this one's scaling is measured against (default: fewest devices in the experiment)",
         "scaling_type": "strong (the same total work per optimizer step at every device count) or weak (the same "
@@ -74,6 +75,9 @@ IDENTITY: list[Column] = [
         "grad_accum_steps": "micro-batches per optimizer step",
         "global_batch_size": "samples per optimizer step, all devices together",
         "steps": "optimizer steps in the measured window",
+        "head_dim": "width of one attention head (query, key and value) (default d_model / n_heads; Megatron-LM's "
+                    "kv_channels; megatron and torchtitan FLOPs count attention over n_heads x head_dim, which "
+                    "differs from d_model in some models: Qwen3 2 x d_model)",
         "num_query_groups": "key/value heads under grouped-query attention (default: n_heads; megatron FLOPs)",
         "ffn_hidden_size": "width of the MLP's hidden layer (default 4 x d_model; megatron FLOPs)",
         "num_experts": "experts per mixture-of-experts layer (megatron FLOPs: every layer is one)",
@@ -81,6 +85,8 @@ IDENTITY: list[Column] = [
         "moe_ffn_hidden_size": "hidden width of one expert's MLP (default ffn_hidden_size; megatron FLOPs)",
     }),
     Column("swiglu", "bool", "the MLP is a gated linear unit (SwiGLU: three matrices instead of two; megatron FLOPs)"),
+    Column("tied_embeddings", "bool", "the output head shares the token embedding's weights (torchtitan FLOPs "
+                                      "then leave nothing out of n_params; default false)"),
     Column("activation_checkpointing", "bool", "activations recomputed in backward (HFU counts it)"),
     Column("measured", "bool", "false for a row its source projected or estimated instead of measuring: shown and "
                                "marked, never headlined, fitted or projected from (empty: measured)"),

@@ -32,14 +32,17 @@ Conversions:
   ``TFLOPs`` (Megatron-DeepSpeed: eq. 3 of Narayanan et al. with the
   recomputation factor 4 under activation checkpointing, i.e. hardware FLOPs;
   the ``megatron-deepspeed`` convention) are kept as ``reported_tflops_per_gpu``
-  with the convention in ``extra_reported_flops_convention``;
+  with the convention in ``extra_reported_flops_convention``. Megatron-LM
+  prints no release, and its formula changed between releases
+  (``megatron-2024``, ``megatron-2023``): the figures are compared under the
+  form that reproduces them (``trainperf.importers.reported``);
   ``samples per second`` as ``reported_samples_per_s``; ``tgs`` as
   ``reported_tokens_per_s_per_gpu``.
 * The argument dump (``  seq_length ........ 2048``) gives ``gpus``
   (``world_size``), the parallel degrees (``tensor_model_parallel_size``,
   ``pipeline_model_parallel_size``, ``context_parallel_size``,
   ``expert_model_parallel_size``), the shape the ``megatron`` FLOPs use
-  (``ffn_hidden_size``, ``swiglu``, ``num_query_groups`` under
+  (``kv_channels`` as ``head_dim``, ``ffn_hidden_size``, ``swiglu``, ``num_query_groups`` under
   ``group_query_attention``, ``num_experts``, ``moe_router_topk``,
   ``moe_ffn_hidden_size``), ``seq_len``, ``n_layers``, ``d_model``, ``n_heads``,
   ``micro_batch_size``, ``global_batch_size``, ``grad_accum_steps`` (global
@@ -77,7 +80,7 @@ _VOCAB = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new siz
 _MEMORY = re.compile(rf"memory \(MB\) \| allocated: (?:{NUMBER}) \| max allocated: ({NUMBER})")
 _VAL_LOSS = re.compile(rf"lm loss value:\s*({NUMBER})")
 _INT_ARGS = {"world_size": "gpus", "seq_length": "seq_len", "num_layers": "n_layers", "hidden_size": "d_model",
-             "num_attention_heads": "n_heads", "micro_batch_size": "micro_batch_size",
+             "num_attention_heads": "n_heads", "kv_channels": "head_dim", "micro_batch_size": "micro_batch_size",
              "global_batch_size": "global_batch_size", "padded_vocab_size": "vocab_size",
              "tensor_model_parallel_size": "tensor_parallel", "pipeline_model_parallel_size": "pipeline_parallel",
              "context_parallel_size": "context_parallel", "expert_model_parallel_size": "expert_parallel",

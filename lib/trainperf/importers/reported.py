@@ -54,7 +54,10 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
     recomputed under the log's own convention
     (``extra_reported_flops_convention``, where the importer knows it) and
     MFU against the log's own peak (``reported_peak_tflops_per_gpu``), so a
-    log's figures reproduce; ``convention`` names the convention used.
+    log's figures reproduce; where that tool's formula changed between
+    releases, under the form that reproduces the log's own figures
+    (:func:`_source_forms`: a Megatron-LM log prints no release); ``convention``
+    names the convention (form) used.
     Without it (the reports), the source is set against trainperf's figures
     as the reports show them.
     """
@@ -62,26 +65,26 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
     run_ids = derived_runs["run_id"].to_numpy()
     circular = derived_runs.get("extra_time_source", pd.Series(pd.NA, index=derived_runs.index))
     circular = circular.astype("string").eq(RATE_FROM_REPORTED).fillna(False).to_numpy(bool)
+    if source_convention:
+        form_factors, forms = _source_forms(derived_runs, tolerance)
     for column in derived_runs.columns:
         metric = str(column).removeprefix("reported_")
         if not str(column).startswith("reported_") or metric not in derived_runs.columns:
             continue
-        reported = pd.to_numeric(derived_runs[column], errors="coerce").to_numpy(float)
-        recomputed = pd.to_numeric(derived_runs[metric], errors="coerce").to_numpy(float)
+        reported = _numbers(derived_runs[column])
+        recomputed = _numbers(derived_runs[metric])
         conventions = pd.Series(pd.NA, index=derived_runs.index, dtype="string")
         if metric in FLOPS_COLUMNS:
             conventions = derived_runs.get("flops_convention_used", conventions)
             if source_convention:
-                factors, conventions = _source_convention(derived_runs, metric)
-                recomputed = recomputed * factors
+                recomputed = recomputed * form_factors * _peak_factors(derived_runs, metric)
+                conventions = forms
         usable = np.isfinite(reported) & np.isfinite(recomputed)
         if metric in RATE_COLUMNS:
             usable &= ~circular
-        gap = reported - recomputed
-        beyond = (np.abs(gap) > tolerance * np.abs(recomputed)) & (
-            np.abs(gap) > printed_precision(pd.Series(reported)).to_numpy(float))
+        beyond = _beyond(reported, recomputed, tolerance)
         with np.errstate(divide="ignore", invalid="ignore"):
-            difference = gap / recomputed
+            difference = (reported - recomputed) / recomputed
         parts.append(pd.DataFrame({
             "run_id": run_ids[usable], "metric": metric, "convention": conventions.to_numpy()[usable],
             "reported": reported[usable], "recomputed": recomputed[usable], "relative_difference": difference[usable],
@@ -93,25 +96,75 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
     return table[columns].astype(DTYPES).reset_index(drop=True)
 
 
+def _numbers(values: pd.Series) -> np.ndarray:
+    return pd.to_numeric(values, errors="coerce").to_numpy(float)
+
+
+def _beyond(reported: np.ndarray, recomputed: np.ndarray, tolerance: float) -> np.ndarray:
+    """Whether each reported figure differs from its recomputation by more
+    than ``tolerance`` (relative) and more than the last digit it was printed with."""
+    gap = np.abs(reported - recomputed)
+    return (gap > tolerance * np.abs(recomputed)) & (gap > printed_precision(pd.Series(reported)).to_numpy(float))
+
+
 DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "reported": float, "recomputed": float,
           "relative_difference": float, "flagged": bool}
 """Column types of :func:`compare_reported`."""
 
 
-def _source_convention(runs: pd.DataFrame, metric: str) -> tuple[np.ndarray, pd.Series]:
-    """Per run: the factor that turns trainperf's ``metric`` into the figure
-    under the log's own FLOPs convention (and, for MFU, its own peak), and
-    that convention's name."""
+FORM_EVIDENCE = ("tflops_per_gpu", "tflops_total", "flops_per_token", "mfu", "hfu")
+"""The reported figures a log's FLOPs form is chosen by, in order of trust
+(MFU also depends on the peak)."""
+
+
+def _source_forms(runs: pd.DataFrame, tolerance: float) -> tuple[np.ndarray, pd.Series]:
+    """Per run: the factor that turns trainperf's FLOPs into those of the
+    log's own convention (``extra_reported_flops_convention``), and that
+    convention's name. Where the tool changed its formula between releases
+    (``trainperf.flops.FORMS``), the form is the one whose FLOPs reproduce
+    the first of the log's :data:`FORM_EVIDENCE` figures within ``tolerance``
+    (the closest if several do; the named form if none does)."""
     factors = np.ones(len(runs))
     names = runs.get("flops_convention_used", pd.Series(pd.NA, index=runs.index)).astype("string").copy()
     source = runs.get(REPORTED_CONVENTION, pd.Series(pd.NA, index=runs.index)).astype("string")
+    evidence = [(_numbers(runs[f"reported_{m}"]), _numbers(runs[m]) * _peak_factors(runs, m))
+                for m in FORM_EVIDENCE if f"reported_{m}" in runs and m in runs]
     for i, row in enumerate(runs.to_dict("records")):
-        name = source.iat[i]
-        if not pd.isna(name) and name != names.iat[i] and names.iat[i] != "given":
-            theirs, _ = flops.flops_per_token(row, str(name))
-            factors[i] = theirs / row["flops_per_token"]
-            names.iat[i] = name
-        peak = row.get("reported_peak_tflops_per_gpu")
-        if metric in ("mfu", "hfu") and not pd.isna(peak) and peak > 0:
-            factors[i] *= row["peak_tflops_per_gpu"] / peak
+        named = source.iat[i]
+        if pd.isna(named) or names.iat[i] == "given":
+            continue
+        ratios = {form: flops.flops_per_token(row, form)[0] / row["flops_per_token"] for form in flops.forms(named)}
+        chosen = _reproducing(ratios, str(named), [(r[i], c[i]) for r, c in evidence], tolerance)
+        if chosen != names.iat[i]:
+            factors[i] = ratios[chosen]
+            names.iat[i] = chosen
     return factors, names
+
+
+def _reproducing(ratios: dict[str, float], named: str, evidence: list[tuple[float, float]],
+                 tolerance: float) -> str:
+    """Of the forms (each with its FLOPs over trainperf's), the one whose
+    recomputation of the first usable ``(reported, trainperf's)`` pair is
+    within ``tolerance`` and closest; ``named`` when none is."""
+    for reported, ours in evidence:
+        if not (np.isfinite(reported) and np.isfinite(ours) and ours > 0 and reported > 0):
+            continue
+        forms = list(ratios)
+        recomputed = np.array([ours * ratios[f] for f in forms])
+        fits = ~_beyond(np.full(len(forms), reported), recomputed, tolerance) & np.isfinite(recomputed)
+        if not fits.any():
+            return named
+        gaps = np.abs(np.log(reported / recomputed))
+        return forms[int(np.argmin(np.where(fits, gaps, np.inf)))]
+    return named
+
+
+def _peak_factors(runs: pd.DataFrame, metric: str) -> np.ndarray:
+    """Per run: the factor that turns trainperf's ``metric`` into the figure
+    against the log's own peak (``reported_peak_tflops_per_gpu``; MFU and HFU only)."""
+    if metric not in ("mfu", "hfu") or "reported_peak_tflops_per_gpu" not in runs:
+        return np.ones(len(runs))
+    peak = _numbers(runs["reported_peak_tflops_per_gpu"])
+    ours = _numbers(runs["peak_tflops_per_gpu"]) if "peak_tflops_per_gpu" in runs else np.full(len(runs), np.nan)
+    printed = np.isfinite(peak) & (peak > 0)
+    return np.where(printed, ours / np.where(printed, peak, 1.0), 1.0)

@@ -20,9 +20,11 @@ Conversions:
   and ``mfu`` (percent, against torchtitan's own peak table, printed once as
   ``Peak FLOPS used for computing MFU: 9.890e+14``) as
   ``reported_tflops_per_gpu``, ``reported_mfu`` (a fraction) and
-  ``reported_peak_tflops_per_gpu``. torchtitan's FLOPs per token are
-  ``6 · (parameters - embedding parameters) + 12 · L · h · T``; the parameter
-  count it prints includes the embeddings.
+  ``reported_peak_tflops_per_gpu``, compared under the ``torchtitan``
+  conventions: ``6 · (parameters - token embedding) + 12 · L · n_heads ·
+  head_dim · T`` since v0.2.1, ``12 · L · d · T`` for the attention up to
+  v0.2.0 (``torchtitan-2024``); the parameter count it prints includes the
+  embeddings, which the conventions leave out themselves.
 * A line at step N covers the steps since the previous line (``N - N_prev``;
   the line at step 1 covers step 1). Its wall time is the difference of the
   two lines' timestamps (the logger's ``asctime``, millisecond resolution):
@@ -41,7 +43,11 @@ Conversions:
   (an ``ep`` dimension, carved out of the others, left out of the product) and
   the degrees of its ``tp``, ``pp``, ``cp`` and ``ep`` dimensions; ``CUDA
   capacity: NAME with ...GiB memory`` gives ``platform`` (the device name);
-  ``validate step: N  loss: X`` gives ``val_loss``.
+  ``validate step: N  loss: X`` gives ``val_loss``; the model arguments,
+  ``Building M F with XModelArgs(dim=..., n_layers=..., ...)`` up to v0.2.0
+  or the same as indented JSON after ``Building M Fwith {`` (v0.2.1, v0.2.2),
+  give ``d_model``, ``n_layers``, ``n_heads``, ``vocab_size``, ``head_dim``
+  and ``tied_embeddings`` (``enable_weight_tying``).
 """
 
 from __future__ import annotations
@@ -76,6 +82,15 @@ _MESH_DEGREES = {"tp": "tensor_parallel", "pp": "pipeline_parallel", "cp": "cont
                  "ep": "expert_parallel"}
 """torchtitan's mesh dimension names and the degrees they give."""
 _DEVICE = re.compile(r"(?:CUDA|GPU|ROCM|XPU|NPU) capacity: (.+?) with [\d.]+\s*GiB memory")
+_BUILDING = re.compile(r"Building \S+ .*?with (?:\w+\((?P<fields>.*)|\{\s*$)")
+"""``Building M F with XModelArgs(dim=..., ...)`` (up to v0.2.0) or ``... with {``
+and the arguments as indented JSON, one a line (v0.2.1, v0.2.2)."""
+_ARGS = {"dim": "d_model", "n_layers": "n_layers", "n_heads": "n_heads", "vocab_size": "vocab_size",
+         "head_dim": "head_dim", "enable_weight_tying": "tied_embeddings"}
+"""torchtitan's model arguments and the runs columns they give."""
+_ARG_NAMES = "|".join(_ARGS)
+_REPR_ARG = re.compile(rf"\b({_ARG_NAMES})=([^,()\s]+)")
+_JSON_ARG = re.compile(rf'"({_ARG_NAMES})":\s*([^,\s]+)')
 _VALIDATE = re.compile(rf"validate step:\s*\d+\s+loss:\s*({NUMBER})")
 
 
@@ -122,12 +137,14 @@ def _before(text: str | None, unit: str) -> str | None:
 
 
 class TorchtitanParser(records.IntervalParser[records.Run]):
-    anchors = ("step:", "batch size", "total parameters", "Peak FLOPS", "device mesh", "capacity:")
+    anchors = ("step:", "batch size", "total parameters", "Peak FLOPS", "device mesh", "capacity:", "Building ",
+               *(f'"{name}"' for name in _ARGS))
     start = _STEP
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.config: dict[str, Any] = {}
+        self.json_args = False  # inside the model arguments printed as JSON
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
@@ -145,7 +162,14 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
 
     def _configure(self, line: str) -> None:
         config = self.config
-        if match := _BATCH.search(line):
+        json_arg = _JSON_ARG.search(line) if self.json_args else None
+        self.json_args = json_arg is not None
+        if json_arg is not None:
+            config.update(_model_args([json_arg.groups()]))
+        elif match := _BUILDING.search(line):
+            self.json_args = match.group("fields") is None
+            config.update(_model_args(_REPR_ARG.findall(match.group("fields") or "")))
+        elif match := _BATCH.search(line):
             micro, batch, accum, seq = match.groups()
             config.update(micro_batch_size=int(micro), global_batch_size=int(batch), seq_len=int(seq))
             if accum is not None:
@@ -163,7 +187,8 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
                 config.update({_MESH_DEGREES[name]: size for name, size in degrees.items() if name in _MESH_DEGREES})
         elif match := _DEVICE.search(line):
             config["platform"] = match.group(1).strip()
-        for key in ("gpus", "micro_batch_size", "global_batch_size", "seq_len", "grad_accum_steps", "n_params"):
+        for key in ("gpus", "micro_batch_size", "global_batch_size", "seq_len", "grad_accum_steps", "n_params",
+                    "d_model", "n_layers", "n_heads", "vocab_size", "head_dim"):
             if key in config and not config[key] > 0:
                 del config[key]
         if self.run is not None and not len(self.run.records):
@@ -200,6 +225,19 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
             measured["extra_time_source"] = "log timestamps"
         rate_from_reported(measured, config)
         return measured, steps
+
+
+def _model_args(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """Runs columns from torchtitan's ``(argument, value)`` pairs: whole
+    numbers, and ``enable_weight_tying`` as ``tied_embeddings`` (``None`` /
+    ``null`` values are left out)."""
+    columns: dict[str, Any] = {}
+    for name, value in pairs:
+        if name == "enable_weight_tying" and value.lower() in ("true", "false"):
+            columns["tied_embeddings"] = value.lower() == "true"
+        elif value.isdigit():
+            columns[_ARGS[name]] = int(value)
+    return columns
 
 
 class Torchtitan(LineFormat):
