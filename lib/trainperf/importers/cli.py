@@ -13,7 +13,7 @@ import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
 from trainperf.importers import TOLERANCE, ImportResult, compare_reported, import_path
-from trainperf.importers.pattern import GROUPS
+from trainperf.importers.figures import GROUPS
 from trainperf.importers.settings import MAPPING_KEY
 
 SKIPPED_SHOWN = 5
