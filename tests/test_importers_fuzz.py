@@ -6,6 +6,7 @@ skipped, never fatal. A line parser raises nothing but its LineError."""
 import os
 import re
 import tempfile
+import warnings
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -14,7 +15,7 @@ from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-from trainperf import DataError
+from trainperf import DataError, DataWarning
 from trainperf.importers import import_path
 from trainperf.importers.deepspeed import parse_timer
 from trainperf.importers.llmc import parse_step as parse_llmc_step
@@ -149,6 +150,9 @@ def nemo_events() -> bytes:
 
 
 EVENTS = nemo_events()
+RECORD_ENDS = [0]
+while RECORD_ENDS[-1] < len(EVENTS):  # TFRecord framing: length (8 bytes), its CRC (4), data, the data's CRC (4)
+    RECORD_ENDS.append(RECORD_ENDS[-1] + int.from_bytes(EVENTS[RECORD_ENDS[-1]:RECORD_ENDS[-1] + 8], "little") + 16)
 
 
 @FUZZ
@@ -160,3 +164,24 @@ def test_cut_or_damaged_event_files_import_or_raise_data_error(cut, changes):
         if at < len(content):
             content[at] = byte
     import_text(bytes(content), "events.out.tfevents.1700000000.host.1.0")
+
+
+@FUZZ
+@given(st.integers(4, len(RECORD_ENDS) - 1), st.data())
+def test_damage_after_complete_records_keeps_them(kept, data):
+    """The header and the steps 0..kept-2 intact, then a cut or changed bytes: steps 1..m are measured, m at
+    least kept - 2 (step 0 is warm-up), each taking 1 + step seconds."""
+    start = RECORD_ENDS[kept]
+    cut = data.draw(st.integers(start, len(EVENTS)))
+    content = bytearray(EVENTS[:cut])
+    for at in data.draw(st.lists(st.integers(start, max(start, len(EVENTS) - 1)), max_size=3)):
+        if at < len(content):
+            content[at] ^= data.draw(st.integers(1, 255))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events.out.tfevents.1700000000.host.1.0"
+        path.write_bytes(bytes(content))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataWarning)
+            run = import_path(path).runs.iloc[0]
+    measured = int(run["steps"])
+    assert kept - 2 <= measured <= 7 and run["elapsed_s"] == sum(1.0 + s for s in range(1, measured + 1))
