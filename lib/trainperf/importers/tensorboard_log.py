@@ -38,7 +38,7 @@ import pandas as pd
 
 from trainperf.errors import DataError, UnknownFormat
 from trainperf.importers import event_files, figures, records
-from trainperf.importers.core import Format, ParsedLog, ParsedRun
+from trainperf.importers.core import Format, ParsedLog, ParsedRun, log_stem
 from trainperf.importers.settings import Settings, sidecar_path
 from trainperf.importers.tensorboard_tags import (INTERVAL, PER_LOG_FREQ, STEP, TagMapping, stack_of, unknown_tags,
                                                   user_mapping)
@@ -122,9 +122,8 @@ class TensorBoardLog(Format):
         if undecoded:
             skipped.append((str(path), 0, f"{undecoded} record(s) that hold no TensorBoard event"))
         notes = [str(d) for d in damage] + notes
-        name = path.name if path.is_dir() else path.resolve().parent.name
         finish = partial(_measure, run, mapping, chosen)
-        return ParsedLog([ParsedRun(name, 1, run.config, finish)], skipped, len(damage) + undecoded,
+        return ParsedLog([ParsedRun(log_stem(path), 1, run.config, finish)], skipped, len(damage) + undecoded,
                          sum(scalars.records for scalars in ranks.values()), notes)
 
 
@@ -141,8 +140,8 @@ def _add_rank(run: records.Run, rank: int, scalars: event_files.Scalars, chosen:
         if group in figures.TIMING:
             restarts = np.union1d(restarts, steps[restart])
             if replaced:
-                notes.append(f"rank {rank}: {replaced} point(s) of {tag!r} written before a restart are replaced "
-                             f"by those written after it (from step {int(steps[restart][0])})")
+                notes.append(f"rank {rank}: {replaced} point(s) of {tag!r} written before a restart from a "
+                             "checkpoint are replaced by those written after it at the same or earlier steps")
     timing = reduce(np.union1d, [s.index.to_numpy() for g, s in series.items() if g in figures.TIMING])
     table = pd.DataFrame({group: s.reindex(timing) for group, s in series.items()})
     n, timed = covered_steps(timing, np.isin(timing, restarts), mapping.step_time)
