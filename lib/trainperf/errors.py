@@ -27,6 +27,12 @@ class DataError(ValueError):
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
 
 
+class UnknownFormat(DataError):
+    """An input that no reader recognises for what it holds (TensorBoard event
+    files without the tags of a known stack or a mapping): where it was found
+    in a folder it is listed as skipped, not read."""
+
+
 class NoMeasuredSteps(DataError):
     """A run folder in which no rank recorded a step after the warm-up (yet):
     a run still being written, or one stopped during its warm-up."""

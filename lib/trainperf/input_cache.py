@@ -8,7 +8,8 @@ keeps the checked frame read from one input in a pickle under
 
 * how it was read (``kind``: table, run folder or log) and its resolved path;
 * the content (SHA-256 digest) of every file of the input: every file below
-  a run folder; a file and its sidecar ``<file>.trainperf.yaml``. A changed,
+  a run folder (and a TensorBoard log dir, with its sidecar
+  ``<folder>.trainperf.yaml``); a file and its sidecar ``<file>.trainperf.yaml``. A changed,
   added or removed file gives another key;
 * trainperf's own source (every file of the installed package) and the
   pandas version, so a new version of either never reads an old entry.
@@ -91,14 +92,14 @@ def input_key(path: Path, kind: str) -> str:
 
 
 def input_files(path: Path) -> Iterator[Path]:
-    """Every file below a folder (sorted); a file and its sidecar when it has one."""
+    """Every file below a folder (sorted), or a file; and its sidecar when it has one."""
     if path.is_dir():
         yield from sorted(p for p in path.rglob("*") if p.is_file())
     elif path.is_file():
         yield path
-        sidecar = sidecar_path(path)
-        if sidecar.is_file():
-            yield sidecar
+    sidecar = sidecar_path(path)
+    if sidecar.is_file():
+        yield sidecar
 
 
 def file_digest(path: Path) -> bytes:

@@ -12,8 +12,9 @@ Each input is classified once (:func:`inputs`) and handed to its one reader:
   ``step`` (``trainperf.steps_table``);
 * ``log``: a training log, or a CSV with a column-mapping sidecar
   (``trainperf.importers``);
-* a folder: every table, run folder and log (``.log``, ``.txt``, ``.out``)
-  below it. Other files (``.md``, ``.py``, sidecars) and text files that are
+* a folder: every table, run folder, log (``.log``, ``.txt``, ``.out``) and
+  TensorBoard log dir (a folder of event files, directly or in ``rank_<N>``
+  folders: one run, read as a log) below it. Other files (``.md``, ``.py``, sidecars) and text files that are
   no log trainperf can read are listed as skipped.
 
 Run folders and steps tables are read into step intervals in the store
@@ -44,8 +45,8 @@ import pandas as pd
 
 from trainperf import engine, store
 from trainperf.aggregate import Summaries, incomplete, measure, measured, stopped_early, summarize
-from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
-from trainperf.importers import detect, import_path, reads_as_log
+from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat
+from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
 from trainperf.input_cache import cached_read, input_key
 from trainperf.provenance import provenance
 from trainperf.runfolder.manifest import MANIFEST_FILE
@@ -117,6 +118,11 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
             skipped.append((str(item.path), f"still running or no measured step ({exc})"))
             warnings.warn(f"{item.path}: run skipped, still running or no measured step "
                           f"({str(exc).removeprefix(f'{item.path}: ')})", DataWarning, stacklevel=2)
+            continue
+        except UnknownFormat as exc:
+            if item.named:
+                raise
+            skipped.append((str(item.path), f"not a log trainperf can read ({exc})"))
             continue
         read.append(str(item.path))
     if not frames:
@@ -234,8 +240,17 @@ def _walk(path: Path, skipped: list[tuple[str, str]], in_folder: bool = False) -
                 raise DataError(why, path=path)
             skipped.append((str(path), why))
             return
+        try:
+            log_dir = tensorboard_parts(path)
+        except DataError as exc:
+            if not in_folder:
+                raise
+            skipped.append((str(path), str(exc).removeprefix(f"{path}: ")))
+            return
+        if log_dir:
+            yield path, "log"
         for child in sorted(path.iterdir()):
-            if child.name.startswith("."):
+            if child.name.startswith(".") or child in log_dir:
                 continue
             if child.is_file() and child.stat().st_size == 0:
                 skipped.append((str(child), "empty file"))

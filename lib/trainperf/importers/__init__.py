@@ -9,8 +9,10 @@ returns an :class:`ImportResult`. Formats (one module each, in
 DeepSpeed (``deepspeed``), Composer / llm-foundry (``composer``), Lightning's CSVLogger with ThroughputMonitor
 (``lightning_csv``), per-rank epoch timing logs
 (``epoch_timing``), batch-size timing summaries (``timing_summary``), any
-CSV through a column mapping (``csv_mapping``), and any log through a regular
-expression given as ``pattern`` (``pattern``). What a log does not say comes
+CSV through a column mapping (``csv_mapping``), any log through a regular
+expression given as ``pattern`` (``pattern``), and TensorBoard event files —
+a log dir or one event file, told by content — through the tags each stack
+writes or a mapping given as ``tensorboard_tags`` (``tensorboard_log``). What a log does not say comes
 from its sidecar ``<log>.trainperf.yaml`` or ``overrides`` (``settings``).
 ``compare_reported`` sets the figures a log printed itself against
 ``trainperf.derive``'s recomputation.
@@ -37,23 +39,26 @@ from trainperf.importers.megatron import Megatron
 from trainperf.importers.nanogpt import NanoGPT
 from trainperf.importers.nemo import NeMo
 from trainperf.importers.pattern import EXAMPLE, PatternLog
+from trainperf.importers.event_files import is_event_file, is_event_file_name, log_dir_files
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
+from trainperf.importers.tensorboard_log import TensorBoardLog
 from trainperf.importers.text import clean, iter_chunks, read_head
 from trainperf.importers.timing_summary import TimingSummary
 from trainperf.importers.torchtitan import Torchtitan
 
 FORMATS: tuple[Format, ...] = (CsvMapping(), LightningCsv(), NeMo(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
-                               MaxText(), DeepSpeed(), Composer(), EpochTiming(), TimingSummary())
+                               MaxText(), DeepSpeed(), Composer(), EpochTiming(), TimingSummary(), TensorBoardLog())
 """Every format, in order of preference when two score alike (NeMo 2 lines also look like
-Megatron iteration lines: NeMo first)."""
+Megatron iteration lines: NeMo first); TensorBoard event files are told by content, not by text."""
 SNIFF_BYTES = 1 << 20
 
 __all__ = ["FORMATS", "TOLERANCE", "ImportResult", "Missing", "compare_reported", "detect",
-           "has_column_mapping", "import_path", "reads_as_log", "sidecar_path"]
+           "has_column_mapping", "import_path", "reads_as_log", "sidecar_path", "tensorboard_parts"]
 
 
 def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ImportResult:
-    """Read one log file into canonical runs (and steps) tables.
+    """Read one log file, or one TensorBoard log dir (a folder of event files,
+    directly or in ``rank_<N>`` folders), into canonical runs (and steps) tables.
 
     ``overrides`` maps runs columns to values (strings are converted, as from
     ``--set KEY=VALUE``) and win over the sidecar and the log; the key
@@ -63,8 +68,8 @@ def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
     measured run.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError("no such file" if not path.exists() else "not a file", path=path)
+    if not path.exists():
+        raise DataError("no such file", path=path)
     settings = load_settings(path, overrides)
     fmt = detect(path, settings)
     return build_result(path, fmt, fmt.parse(path, settings), settings)
@@ -91,14 +96,28 @@ def reads_as_log(path: str | Path) -> bool:
     return LightningCsv().sniff(head, Settings()) > 0
 
 
+def tensorboard_parts(folder: Path) -> set[Path]:
+    """The event files and rank folders that make ``folder`` a TensorBoard log
+    dir, read with it (empty: it is none); DataError for a folder holding
+    event files both directly and in rank folders."""
+    return {file if file.parent == folder else file.parent for files in log_dir_files(folder).values()
+            for file in files}
+
+
 def detect(path: Path, settings: Settings | None = None) -> Format:
-    """The format of ``path``, by content; DataError if none fits."""
+    """The format of ``path`` (a file, or a TensorBoard log dir), by content; DataError if none fits."""
     settings = settings or Settings()
+    if path.is_dir():
+        return TensorBoardLog()
+    head_bytes = read_head(path, SNIFF_BYTES)
+    if b"\x00" in head_bytes[:8192] or is_event_file_name(path):
+        if is_event_file(path):
+            return TensorBoardLog()
+        what = "named as a TensorBoard event file but its first record is none" if is_event_file_name(path) \
+            else "a binary file, not a log, a CSV table or a TensorBoard event file"
+        raise DataError(what, path=path)
     if settings.pattern is not None:
         return PatternLog()
-    head_bytes = read_head(path, SNIFF_BYTES)
-    if b"\x00" in head_bytes[:8192]:
-        raise DataError("a binary file, not a log or a CSV table", path=path)
     head = clean(head_bytes.decode("utf-8", errors="replace"))
     fmt = _best(head, settings)
     if fmt is None and len(head_bytes) == SNIFF_BYTES:

@@ -13,8 +13,9 @@ import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
 from trainperf.importers import TOLERANCE, ImportResult, compare_reported, import_path
-from trainperf.importers.pattern import GROUPS
+from trainperf.importers.figures import GROUPS
 from trainperf.importers.settings import MAPPING_KEY
+from trainperf.importers.tensorboard_tags import MAPPABLE
 
 SKIPPED_SHOWN = 5
 
@@ -27,7 +28,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
                     "run), list the lines it could not read and the fields it still needs, and compare the "
                     "figures the log printed itself with trainperf's recomputation. Values a log lacks come "
                     "from its sidecar <log>.trainperf.yaml or from --set.")
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="log file (or CSV with a column mapping)")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="log file, TensorBoard log dir or event file (or CSV with a column mapping)")
     parser.add_argument("--out", required=True, metavar="FILE.csv", help="write the runs table here")
     parser.add_argument("--steps-out", metavar="FILE.csv",
                         help="write the steps table (logs that print single steps) here")
@@ -38,17 +40,20 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--pattern", metavar="REGEX",
                         help="read a log of any stack: a regular expression whose named groups "
                              f"({', '.join(GROUPS)}) match one line per step")
+    parser.add_argument("--tags", dest="tags", action="append", default=[], metavar="FIGURE=TAG",
+                        help="read TensorBoard events of any stack: the tag that gives a figure "
+                             f"({', '.join(MAPPABLE)}), e.g. --tags step_time_s=train/step_time")
     parser.add_argument("--jobs", type=int, default=1, metavar="N", help="files read in parallel (default 1)")
     parser.set_defaults(run=_run)
 
 
-def parse_overrides(items: list[str]) -> dict[str, str]:
-    """``KEY=VALUE`` strings as a dict (DataError for one without ``=``)."""
+def parse_overrides(items: list[str], option: str = "--set") -> dict[str, str]:
+    """``KEY=VALUE`` strings as a dict (DataError naming ``option`` for one without ``=``)."""
     overrides = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise DataError(f"--set {item!r}: expected KEY=VALUE")
+            raise DataError(f"{option} {item!r}: expected KEY=VALUE")
         overrides[key.strip()] = value.strip()
     return overrides
 
@@ -66,6 +71,8 @@ def _run(args: argparse.Namespace) -> int:
         overrides[MAPPING_KEY] = args.mapping
     if args.pattern:
         overrides["pattern"] = args.pattern
+    if args.tags:
+        overrides["tensorboard_tags"] = parse_overrides(args.tags, "--tags")
     if args.jobs > 1 and len(args.paths) > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(_import_quietly, args.paths, [overrides] * len(args.paths)))

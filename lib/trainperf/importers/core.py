@@ -18,6 +18,7 @@ import pandas as pd
 from trainperf.aggregate import incomplete, rank_summary, stopped_early
 from trainperf.errors import DataError, DataWarning
 from trainperf.flops import missing_inputs
+from trainperf.importers.event_files import is_event_file_name
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineParser
 from trainperf.schema import STEP_INTERVAL_COLUMNS
@@ -43,12 +44,15 @@ class ParsedRun:
 
 @dataclass
 class ParsedLog:
-    """What a format parser read from one file."""
+    """What a format parser read from one file (or a TensorBoard log dir):
+    its runs, the lines (records) it could not read, and notes for the user
+    (each also a ``DataWarning``)."""
 
     runs: list[ParsedRun]
     skipped: list[tuple[str, int, str]]
     skipped_total: int
     lines: int
+    notes: list[str] = field(default_factory=list)
 
 
 class Format:
@@ -242,7 +246,7 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
     rows: list[dict[str, Any]] = []
     steps: list[pd.DataFrame] = []
     skipped = list(parsed.skipped)
-    notes: list[str] = []
+    notes: list[str] = list(parsed.notes)
     for k, run in enumerate(parsed.runs, 1):
         default_id = run_name(run, stem, k, several)
         explicit = settings.for_run(default_id)
@@ -292,7 +296,12 @@ def run_name(run: ParsedRun, stem: str, k: int, several: bool) -> str:
 
 
 def log_stem(path: Path) -> str:
-    """The file name without ``.gz`` and its last suffix (``train.log.gz`` -> ``train``)."""
+    """The file name without ``.gz`` and its last suffix (``train.log.gz`` -> ``train``);
+    a folder's name; an event file's log dir's name (``tb/events.out.tfevents.1.host`` -> ``tb``)."""
+    if path.is_dir():
+        return path.name
+    if is_event_file_name(path):
+        return path.resolve().parent.name
     name = path.name.removesuffix(".gz")
     return Path(name).stem or name
 

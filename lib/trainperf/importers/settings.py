@@ -3,7 +3,7 @@
 The sidecar of ``train.log`` is ``train.log.trainperf.yaml``. Its keys are
 canonical runs columns (``trainperf.schema``: ``platform``, ``n_params``,
 ``n_layers``, ``d_model``, ``seq_len``, ``gpus``, ``precision``, ...),
-``reported_*`` / ``extra_*`` columns, and four structural keys:
+``reported_*`` / ``extra_*`` columns, and five structural keys:
 
 ``runs``
     per-run values, by the run id the importer gives (``{run_id: {key: value}}``);
@@ -13,6 +13,11 @@ canonical runs columns (``trainperf.schema``: ``platform``, ``n_params``,
 ``pattern``
     a regular expression with named groups that reads a log of any stack
     (see ``trainperf.importers.pattern``).
+``tensorboard_tags``
+    the figures TensorBoard tags give, ``{figure: tag}``, for the event files
+    of a stack without a mapping of its own (see
+    ``trainperf.importers.tensorboard_tags``); ``trainperf import --tags``
+    adds to it.
 ``warmup_steps``
     (a canonical column) read as input: steps at the start of the log
     excluded from the measured window (default 1).
@@ -39,7 +44,7 @@ from trainperf.hardware import normalize_precision
 from trainperf.table_rules import FALSE, RANGE_CHECKS, TRUE
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, SIDECAR_SUFFIX
 
-STRUCTURAL = ("runs", "columns", "pattern")
+STRUCTURAL = ("runs", "columns", "pattern", "tensorboard_tags")
 OVERRIDES = "the overrides (--set)"
 MAPPING_KEY = "mapping"
 """Override naming a column-mapping file (YAML with ``columns:``) for a CSV."""
@@ -48,7 +53,8 @@ MAPPING_KEY = "mapping"
 @dataclass
 class Settings:
     """Values for every run, per-run values (with where each came from, for
-    messages), and a CSV column mapping with the file that holds it."""
+    messages), and a CSV column mapping, a pattern and a TensorBoard tag
+    mapping, each with where it comes from."""
 
     values: dict[str, Any] = field(default_factory=dict)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -57,6 +63,8 @@ class Settings:
     columns_source: Path | None = None
     pattern: str | None = None
     pattern_source: object = None
+    tensorboard_tags: dict[str, Any] | None = None
+    tensorboard_tags_source: object = None
 
     def for_run(self, run_id: str) -> dict[str, Any]:
         """The explicit values of one run (top level, then its ``runs`` entry)."""
@@ -130,6 +138,12 @@ def _merge(settings: Settings, data: Mapping[str, Any], where: object) -> None:
             if not isinstance(value, str) or not value.strip():
                 raise DataError("'pattern' must be a regular expression (a string)", path=where, column="pattern")
             settings.pattern, settings.pattern_source = value, where
+        elif key == "tensorboard_tags":
+            if not isinstance(value, dict):
+                raise DataError("'tensorboard_tags' must map figures to tags, e.g. {step_time_s: train/step_time}",
+                                path=where, column="tensorboard_tags")
+            settings.tensorboard_tags = {**(settings.tensorboard_tags or {}), **{str(k): v for k, v in value.items()}}
+            settings.tensorboard_tags_source = where
         else:
             settings.values[key] = coerce(key, value, where)
             settings.origins[(None, key)] = str(where)
