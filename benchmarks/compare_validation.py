@@ -28,7 +28,7 @@ import pandas as pd
 import trainperf
 from trainperf.aggregate import job_steps
 from trainperf.compare import Side, compare
-from trainperf.intervals import configuration_keys
+from trainperf.estimates import configuration_keys
 from trainperf.stats import RUN_CV, SAME, SLOWER
 
 SLOWDOWNS = (0.0, 0.05, 0.20)

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainperf import compare, derive, intervals, load_runs, load_steps, load_summaries
+from trainperf import compare, derive, estimates, load_runs, load_steps, load_summaries
 from trainperf.bench.corpus import RandomWindows, corpus_bytes, train_val_split
 from trainperf.bench.flop_count import counted_flops_per_token
 from trainperf.bench.launch import RunFailed, launch
@@ -296,7 +296,7 @@ def test_repeats_of_a_tiny_configuration_are_compared_as_repeats(tmp_path: Path)
     assert sorted(runs["extra_repeat"]) == [1, 2] and runs["experiment"].nunique() == 1
     side = compare.read_side(tmp_path)  # accepted as repeats of one configuration
     assert len(side.steps) == 2
-    table = intervals.configuration_intervals(runs, load_summaries(tmp_path))
+    table = estimates.configuration_intervals(runs, load_summaries(tmp_path))
     assert len(table) == 1 and table["runs"].iloc[0] == 2 and table["low"].iloc[0] < table["high"].iloc[0]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from trainperf import load_steps
 from trainperf.aggregate import Summaries, summarize
-from trainperf.intervals import configuration_intervals, intervals_of_job_steps
+from trainperf.estimates import configuration_intervals, intervals_of_job_steps
 from trainperf.report import noise
 from trainperf.report.page import open_runs, open_steps
 from trainperf.report.scaling import studies

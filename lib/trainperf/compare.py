@@ -5,11 +5,12 @@ it (folders of run folders, runs tables, logs — what ``load_runs`` and
 ``load_steps`` read). With per-step data, the measured steps (warm-up
 excluded) give each run's job step time per step — the slowest rank's, as a
 job waits for it — and its tokens (else samples) per step; a run's throughput
-is its work over its time. Intervals come from :mod:`trainperf.stats`: a block
-bootstrap within runs, hierarchical over repeats; a side of one run gets the
-run-to-run variance of the other side's repeats, else a stated coefficient of
-variation (:data:`trainperf.stats.RUN_CV`). Without steps, only the spread of
-repeats in the runs table is known.
+is its work over its time (each side's estimate: :mod:`trainperf.estimates`).
+Intervals come from :mod:`trainperf.stats`: a block bootstrap within runs,
+hierarchical over repeats; a side of one run gets the run-to-run variance of
+the other side's repeats, else a stated coefficient of variation
+(:data:`trainperf.stats.RUN_CV`). Without steps, only the spread of repeats in
+the runs table is known.
 
 The verdict is ``faster`` / ``slower`` only when the interval of the relative
 difference in throughput excludes 0 and the estimate is at least the minimum
@@ -20,7 +21,7 @@ detectable difference``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,32 +30,15 @@ import pandas as pd
 from trainperf.aggregate import job_steps
 from trainperf.derived import derive
 from trainperf.errors import DataError
+from trainperf.estimates import CONFIG_KEY, RATES, Estimate, Side, estimate_runs, estimate_steps
 from trainperf.loading import holds_steps, load_runs, load_summaries, rank_step_times, summarized_runs
-from trainperf.stats import (DRAWS, LEVEL, MIN_EFFECT, RUN_CV, SAME, SLOWER, Difference, log_interval,
-                             relative_difference, resample_runs, t_quantile, verdict, welch_dof, with_run_to_run)
+from trainperf.stats import (DRAWS, MIN_EFFECT, RUN_CV, SAME, SLOWER, Difference, log_interval, relative_difference,
+                             t_quantile, verdict, welch_dof, with_run_to_run)
 
 PLOTTED_STEPS = 1_000
 """Steps of a run a chart draws at most (:func:`plotted_steps`)."""
 PHASES = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "comm_s", "comm_exposed_s")
 """Phase columns compared, where both sides timed them in every measured step."""
-CONFIG_KEY = ("platform", "model", "n_params", "precision", "strategy", "gpus", "nodes", "tensor_parallel",
-              "pipeline_parallel", "micro_batch_size", "grad_accum_steps", "global_batch_size", "seq_len",
-              "activation_checkpointing")
-"""Columns that runs must share to be repeats of one configuration."""
-RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
-
-
-@dataclass
-class Side:
-    """One side of a comparison: its runs rows and, where recorded, measured steps
-    (one frame per run: ``step``, ``step_time_s`` of the slowest rank, ``work``
-    tokens or samples of all ranks, phase seconds as the mean over ranks, and
-    ``rank_<r>_s`` each rank's step time)."""
-
-    label: str
-    runs: pd.DataFrame
-    steps: dict[str, pd.DataFrame] = field(default_factory=dict)
-    dropped_steps: int = 0
 
 
 def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cache: bool = False) -> Side:
@@ -107,71 +91,6 @@ def plotted_steps(step_times: pd.DataFrame, limit: int = PLOTTED_STEPS) -> tuple
         return shown, ""
     return shown, (f"The charts draw {limit:,} steps of a longer run, evenly spaced along it: {', '.join(thinned)}. "
                    "The throughput above uses every step.")
-
-
-@dataclass
-class Estimate:
-    """A side's throughput with the uncertainty of its log (``se_log``, ``dof``)
-    and, with steps, per-quantity means and standard errors (phases, ranks)."""
-
-    throughput: float
-    se_log: float
-    dof: float
-    runs: int
-    steps: int
-    means: dict[str, float] = field(default_factory=dict)
-    errors: dict[str, float] = field(default_factory=dict)
-    slowest_share: dict[str, float] = field(default_factory=dict)
-
-    def interval(self, level: float = LEVEL) -> tuple[float, float]:
-        """The throughput's interval (NaN when none can be computed)."""
-        return log_interval(self.throughput, self.se_log, self.dof, level) if self.dof > 0 else (math.nan, math.nan)
-
-
-def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int = DRAWS, seed: int = 0) -> Estimate:
-    """Throughput (``unit`` per second; steps per second when ``unit`` is None)
-    and the means of ``columns`` (seconds per step) of a side, by the
-    hierarchical block bootstrap of :func:`trainperf.stats.resample_runs`
-    (standard errors with its small-sample correction over repeats)."""
-    frames = list(side.steps.values())
-    work = [f[unit].to_numpy(float) if unit else np.ones(len(f)) for f in frames]
-    matrices = [np.column_stack([f["step_time_s"].to_numpy(float), w, *(f[c].to_numpy(float) for c in columns)])
-                for f, w in zip(frames, work)]
-    point = np.array([m.mean(axis=0) for m in matrices])
-    resampled = resample_runs(matrices, draws=draws, seed=seed)
-    rep = resampled.replicates  # (draws, slots, 2 + len(columns))
-    names = ["step_time_s", "work", *columns]
-    rep_throughput = (rep[..., 1] / rep[..., 0]).mean(axis=1)
-    scale = resampled.bias_correction
-    shares = {}
-    ranks = [c for c in columns if c.startswith("rank_")]
-    if len(ranks) > 1:
-        slowest = pd.concat([f[ranks] for f in frames]).idxmax(axis=1).value_counts(normalize=True)
-        shares = {r: float(slowest.get(r, 0.0)) for r in ranks}
-    return Estimate(
-        throughput=float((point[:, 1] / point[:, 0]).mean()),
-        se_log=float(np.std(np.log(rep_throughput), ddof=1)) * scale,
-        dof=resampled.dof,
-        runs=len(frames),
-        steps=sum(len(f) for f in frames),
-        means={c: float(point[:, i].mean()) for i, c in enumerate(names) if c != "work"},
-        errors={c: float(np.std(rep[..., i].mean(axis=1), ddof=1)) * scale for i, c in enumerate(names)
-                if c != "work"},
-        slowest_share=shares,
-    )
-
-
-def estimate_runs(side: Side, rate: str) -> Estimate:
-    """Throughput from runs-table rows only: the mean of the repeats' ``rate``,
-    with ``se_log = sd / (√R · mean)`` and ``R − 1`` degrees of freedom (none for one row)."""
-    values = side.runs[rate].to_numpy(float)
-    if np.isnan(values).any():
-        row = int(np.flatnonzero(np.isnan(values))[0])
-        raise DataError(f"run {side.runs['run_id'].iloc[row]!r} has no {rate}", path=side.label)
-    mean = float(values.mean())
-    r = len(values)
-    se_log = float(values.std(ddof=1) / (math.sqrt(r) * mean)) if r > 1 else math.nan
-    return Estimate(throughput=mean, se_log=se_log, dof=float(r - 1), runs=r, steps=0)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import pandas as pd
 
 from trainperf.hardware import is_cpu
-from trainperf.intervals import configuration_keys
+from trainperf.estimates import configuration_keys
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, fmt_int
@@ -126,7 +126,7 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     experiment shares (e.g. the platform of a single-platform study); run ids
     where labels would repeat within an experiment, except, ``compact`` (chart
     axes, where the runs of one label are averaged), for the repeats of one
-    configuration (:func:`trainperf.intervals.configuration_keys`), which share theirs."""
+    configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
     groups = runs["experiment"].astype(str) if "experiment" in runs else pd.Series("", index=runs.index)
     out = pd.Series("", index=runs.index, dtype=object)
     for _, group in runs.groupby(groups, sort=False):

@@ -1,5 +1,5 @@
 """Whether a report may call one configuration faster than another, from
-each configuration's throughput and 95 % interval (:mod:`trainperf.intervals`:
+each configuration's throughput and 95 % interval (:mod:`trainperf.estimates`:
 from its steps, or the spread of its repeats); and a per-process memo of what
 the report cells ask for more than once.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
-from trainperf.intervals import distinguish_rows, intervals_of_job_steps
+from trainperf.estimates import distinguish_rows, intervals_of_job_steps
 from trainperf.report.html import fmt_int, fmt_pct
 from trainperf.stats import FASTER, MIN_EFFECT, SLOWER, Difference
 
@@ -51,13 +51,13 @@ class Call:
 
 
 def has_interval(row: pd.Series) -> bool:
-    """Whether a :func:`trainperf.intervals.configuration_intervals` row has an interval."""
+    """Whether a :func:`trainperf.estimates.configuration_intervals` row has an interval."""
     return bool(row["dof"] > 0 and math.isfinite(row["se_log"]))
 
 
 def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Call:
     """Configuration ``b`` against ``a`` of a :func:`run_intervals` or
-    :func:`trainperf.intervals.configuration_intervals` table (column ``configuration``)."""
+    :func:`trainperf.estimates.configuration_intervals` table (column ``configuration``)."""
     rows = table.drop_duplicates("configuration").set_index("configuration")
     x, y = rows.loc[a], rows.loc[b]
     tested = has_interval(x) and has_interval(y)
@@ -72,7 +72,7 @@ def call(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) ->
 
 def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     """Per run of ``runs`` (same order): the interval of its configuration
-    (:func:`trainperf.intervals.configuration_intervals`): ``run_id, configuration``,
+    (:func:`trainperf.estimates.configuration_intervals`): ``run_id, configuration``,
     ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
     ``dof`` and ``basis`` (what the interval covers, or that there is none). A run
     with fewer than 2 complete steps in ``steps`` counts as one without steps.

@@ -1,28 +1,117 @@
-"""Throughput with a 95 % interval per configuration, and whether two configurations differ.
+"""A throughput with its uncertainty: per side of a comparison, per configuration of a report.
+
+A *side* is runs that repeat one configuration (:class:`Side`): its throughput
+is estimated from its measured steps where it has them (:func:`estimate_steps`:
+the hierarchical block bootstrap of :mod:`trainperf.stats`, over runs, then
+blocks of steps) or from the spread of its repeats (:func:`estimate_runs`).
 
 Runs that are repeats of one configuration are grouped: by
 ``extra_configuration`` where the runs carry it (``trainperf bench
 --repeats``), else by the experiment and the configuration columns
-(:data:`trainperf.compare.CONFIG_KEY`). Each configuration's interval comes
-from :mod:`trainperf.stats` as in ``trainperf compare``: from its steps where
-given (block bootstrap, hierarchical over repeats; a single run's adds the
-assumed run-to-run variation), else from the spread of its repeats; a single
-run without steps has none. A report says a
-configuration is better than another only when :func:`distinguish` does;
-otherwise they are *indistinguishable*.
+(:data:`CONFIG_KEY`). Each configuration's interval (:func:`configuration_intervals`)
+comes from its steps where given (a single run's adds the assumed run-to-run
+variation), else from the spread of its repeats; a single run without steps
+has none. A report says a configuration is better than another only when
+:func:`distinguish` does; otherwise they are *indistinguishable*.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
-from trainperf.compare import CONFIG_KEY, RATES, Side, estimate_runs, estimate_steps
-from trainperf.stats import (DRAWS, FASTER, MIN_EFFECT, RUN_CV, SAME, Difference, relative_difference, verdict,
-                             with_run_to_run)
+from trainperf.errors import DataError
+from trainperf.stats import (DRAWS, FASTER, LEVEL, MIN_EFFECT, RUN_CV, SAME, Difference, log_interval,
+                             relative_difference, resample_runs, verdict, with_run_to_run)
+
+CONFIG_KEY = ("platform", "model", "n_params", "precision", "strategy", "gpus", "nodes", "tensor_parallel",
+              "pipeline_parallel", "micro_batch_size", "grad_accum_steps", "global_batch_size", "seq_len",
+              "activation_checkpointing")
+"""Columns that runs must share to be repeats of one configuration."""
+RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
+
+
+@dataclass
+class Side:
+    """One side of a comparison: its runs rows and, where recorded, measured steps
+    (one frame per run: ``step``, ``step_time_s`` of the slowest rank, ``work``
+    tokens or samples of all ranks, phase seconds as the mean over ranks, and
+    ``rank_<r>_s`` each rank's step time)."""
+
+    label: str
+    runs: pd.DataFrame
+    steps: dict[str, pd.DataFrame] = field(default_factory=dict)
+    dropped_steps: int = 0
+
+
+@dataclass
+class Estimate:
+    """A side's throughput with the uncertainty of its log (``se_log``, ``dof``)
+    and, with steps, per-quantity means and standard errors (phases, ranks)."""
+
+    throughput: float
+    se_log: float
+    dof: float
+    runs: int
+    steps: int
+    means: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, float] = field(default_factory=dict)
+    slowest_share: dict[str, float] = field(default_factory=dict)
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+        """The throughput's interval (NaN when none can be computed)."""
+        return log_interval(self.throughput, self.se_log, self.dof, level) if self.dof > 0 else (math.nan, math.nan)
+
+
+def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int = DRAWS, seed: int = 0) -> Estimate:
+    """Throughput (``unit`` per second; steps per second when ``unit`` is None)
+    and the means of ``columns`` (seconds per step) of a side, by the
+    hierarchical block bootstrap of :func:`trainperf.stats.resample_runs`
+    (standard errors with its small-sample correction over repeats)."""
+    frames = list(side.steps.values())
+    work = [f[unit].to_numpy(float) if unit else np.ones(len(f)) for f in frames]
+    matrices = [np.column_stack([f["step_time_s"].to_numpy(float), w, *(f[c].to_numpy(float) for c in columns)])
+                for f, w in zip(frames, work)]
+    point = np.array([m.mean(axis=0) for m in matrices])
+    resampled = resample_runs(matrices, draws=draws, seed=seed)
+    rep = resampled.replicates  # (draws, slots, 2 + len(columns))
+    names = ["step_time_s", "work", *columns]
+    rep_throughput = (rep[..., 1] / rep[..., 0]).mean(axis=1)
+    scale = resampled.bias_correction
+    shares = {}
+    ranks = [c for c in columns if c.startswith("rank_")]
+    if len(ranks) > 1:
+        slowest = pd.concat([f[ranks] for f in frames]).idxmax(axis=1).value_counts(normalize=True)
+        shares = {r: float(slowest.get(r, 0.0)) for r in ranks}
+    return Estimate(
+        throughput=float((point[:, 1] / point[:, 0]).mean()),
+        se_log=float(np.std(np.log(rep_throughput), ddof=1)) * scale,
+        dof=resampled.dof,
+        runs=len(frames),
+        steps=sum(len(f) for f in frames),
+        means={c: float(point[:, i].mean()) for i, c in enumerate(names) if c != "work"},
+        errors={c: float(np.std(rep[..., i].mean(axis=1), ddof=1)) * scale for i, c in enumerate(names)
+                if c != "work"},
+        slowest_share=shares,
+    )
+
+
+def estimate_runs(side: Side, rate: str) -> Estimate:
+    """Throughput from runs-table rows only: the mean of the repeats' ``rate``,
+    with ``se_log = sd / (√R · mean)`` and ``R − 1`` degrees of freedom (none for one row)."""
+    values = side.runs[rate].to_numpy(float)
+    if np.isnan(values).any():
+        row = int(np.flatnonzero(np.isnan(values))[0])
+        raise DataError(f"run {side.runs['run_id'].iloc[row]!r} has no {rate}", path=side.label)
+    mean = float(values.mean())
+    r = len(values)
+    se_log = float(values.std(ddof=1) / (math.sqrt(r) * mean)) if r > 1 else math.nan
+    return Estimate(throughput=mean, se_log=se_log, dof=float(r - 1), runs=r, steps=0)
+
 
 INTERVAL_COLUMNS = ("experiment", "configuration", "runs", "steps", "unit", "throughput", "low", "high",
                     "se_log", "dof", "basis", "run_ids")
