@@ -170,8 +170,8 @@ def test_plan_rejects_unknown_reports_and_parameters(tmp_path):
     jobs = plan(["throughput", "batch_size"], parameters=[("min_gain", "0.2")], data=[TINY / "runs.csv"],
                 out_dir=tmp_path)
     assert [dict(j.parameters) for j in jobs] == [
-        {"data": [str(TINY / "runs.csv")]},
-        {"data": [str(TINY / "runs.csv")], "min_gain": 0.2}]
+        {"data": [str(TINY / "runs.csv")], "claims": []},
+        {"data": [str(TINY / "runs.csv")], "claims": [], "min_gain": 0.2}]
 
 
 def test_table_of_contents_nests_h3_under_h2():
@@ -257,6 +257,8 @@ def test_embedded_report_shows_its_figures(embedded, name):
     assert chart.lstrip().startswith("<?xml") and "<text " in chart  # its letters as text, drawn by the browser
     assert "Data quality" in text and "Conventions" in text and "Inputs read" in text
     assert re.search(r'<nav[^>]*class="tp-toc"[^>]*>.*?<a href="#Summary">Summary</a>', page, re.S)
+    assert re.search(r"Claims checked\s+What a report written by hand concluded", text)
+    assert re.search(r"\d claims? checked — holds: \d", text)  # the seeds' claims about this page's runs
     assert (embedded / f"{name}.ipynb").exists()
 
 

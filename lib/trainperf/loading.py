@@ -55,7 +55,7 @@ from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folde
 from trainperf.steps_table import SUFFIXES as STEPS_SUFFIXES
 from trainperf.steps_table import as_intervals, has_steps_columns, read_steps_table
 from trainperf.table_rules import check_runs
-from trainperf.tables import read_raw, read_runs_table
+from trainperf.tables import is_claims_file, read_raw, read_runs_table
 
 TABLE_SUFFIXES = {".csv", ".json", ".jsonl", ".parquet"}
 LOG_SUFFIXES = {".log", ".txt", ".out"}
@@ -258,6 +258,12 @@ def _walk(path: Path, skipped: list[tuple[str, str]], in_folder: bool = False) -
                 yield from _walk(child, skipped, in_folder=True)
             else:
                 skipped.append((str(child), "not a data file"))
+        return
+    if path.suffix.lower() == ".csv" and is_claims_file(path):
+        why = "a claims file (what a report concluded, not runs): give it to the reports as -p claims PATH"
+        if not in_folder:
+            raise DataError(why, path=path)
+        skipped.append((str(path), why))
         return
     if path.suffix.lower() in TABLE_SUFFIXES and not reads_as_log(path):
         yield path, "steps" if _is_steps_table(path) else "table"

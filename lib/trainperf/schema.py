@@ -226,3 +226,10 @@ what the file does not say, or how its columns map to runs columns."""
 PREFIXES: tuple[str, ...] = ("reported_", "extra_")
 
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+CLAIMS_COLUMNS: tuple[str, ...] = ("report", "claim", "source", "kind", "run_id", "reference_run_id", "metric",
+                                   "printed")
+"""Columns of a claims file (what a hand-written report concluded, checked by the
+reports' "Claims checked" section: :mod:`trainperf.report.claims`). A data folder
+may hold one beside its runs tables: it is not read as runs."""

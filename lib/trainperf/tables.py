@@ -17,7 +17,13 @@ from pathlib import Path
 import pandas as pd
 
 from trainperf.errors import DataError
+from trainperf.schema import CLAIMS_COLUMNS
 from trainperf.table_rules import check_runs
+
+
+def is_claims_file(path: Path) -> bool:
+    """Whether a CSV file's header is a claims file's (:data:`trainperf.schema.CLAIMS_COLUMNS`)."""
+    return path.stat().st_size > 0 and tuple(pd.read_csv(path, nrows=0).columns) == CLAIMS_COLUMNS
 
 
 def read_runs_table(path: Path) -> pd.DataFrame:

@@ -115,6 +115,8 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "multiplier": ("Multiplier", fmt_times), "low": ("95 % band, low", fmt_times),
     "high": ("95 % band, high", fmt_times), "naive": ("Straight line", fmt_times), "law": ("Law", None),
     "reported": ("Source printed", fmt_sig), "trainperf": ("trainperf", fmt_sig),
+    "claim": ("Claim", None), "printed": ("Printed", None), "trainperf_figure": ("trainperf", None),
+    "why": ("Why", None), "source": ("Source", None),
     "difference": ("Source − trainperf (relative to trainperf)", fmt_pct), "figure": ("Figure", None),
     "note": ("Why a value is empty or doubtful", None), "runs": ("Runs", fmt_int), "examples": ("For example", None),
     "where": ("Input", None), "reason": ("Reason", None), "peak_source": ("Source", None),
