@@ -86,7 +86,6 @@ class PatternParser(records.IntervalParser[records.Run]):
     def __init__(self, path: Path, pattern: re.Pattern[str]) -> None:
         super().__init__(path)
         self.start = pattern
-        self.counted: dict[int | None, int] = {}
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         label, body = rank_prefix(lines[i])
@@ -105,10 +104,7 @@ class PatternParser(records.IntervalParser[records.Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, values = parsed
-        if "step" in values:
-            step = values["step"]
-        else:
-            step = self.counted[label] = self.counted.get(label, 0) + 1
+        step = values["step"] if "step" in values else self.count_step(label)
         seconds = values.get("step_time_s", values.get("step_time_ms", NAN) / 1000.0)
         rates = [(values.get(work, NAN), values.get(f"{work}_per_s", NAN)) for work in ("tokens", "samples")]
         if not math.isfinite(seconds):

@@ -135,6 +135,14 @@ class IntervalParser(RunParser, Generic[RunT]):
         self.run: RunT | None = None
         self.done: list[RunT] = []
         self.copies: dict[int | None, tuple[int, int]] = {}
+        self.counted: dict[int | None, int] = {}
+
+    def count_step(self, rank: int | None) -> int:
+        """The step of a record line that prints no step number, for the rank
+        its launcher prefix names (None: no prefix): its rank's lines are
+        steps 1, 2, 3, ... in the order of the file."""
+        step = self.counted[rank] = self.counted.get(rank, 0) + 1
+        return step
 
     def rank_of(self, rank: int | None, step: int) -> int:
         """The rank a record of ``step`` belongs to, given the rank its line's
