@@ -589,3 +589,52 @@ def test_an_excerpt_from_the_middle_of_a_run_is_measured_from_its_first_line(tmp
     from_start.write_text("".join(f"iter {i}: loss 4.0, time {t}ms, mfu 30.00%\n" for i, t in enumerate(times)))
     run = one_run(import_path(from_start))
     assert run["steps"] == 2 and run["elapsed_s"] == pytest.approx(0.241)
+
+
+def megatron_lines(milliseconds: list[float], interval: int = 10) -> str:
+    """Megatron-LM iteration lines (the shape of tests/data/importers/megatron_lm.log): iteration 1 alone, then
+    every ``interval`` iterations, each with its mean time per iteration; 64 samples an iteration."""
+    iterations = [1] + [interval * k for k in range(1, len(milliseconds))]
+    return "".join(f" iteration {i:8d}/    1000 | consumed samples: {64 * i:12d} | elapsed time per iteration (ms): "
+                   f"{ms:.1f} | global batch size:    64 | lm loss: 7.0E+00 |\n" for i, ms in zip(iterations, milliseconds))
+
+
+def test_a_negative_megatron_interval_is_joined_not_skipped(tmp_path):
+    """Megatron's mean time per iteration over the lines at 30 and 40: 2.27 s, then -0.27 s. The negative line
+    was skipped as unreadable, and the line after it, whose interval then started nowhere, with it. Joined:
+    the 20 iterations from 21 to 40 took 22.7 - 2.7 = 20 s; with 10 s each for 11..20 and 41..50 the window of
+    iterations 11 to 50 took 40 s (iteration 1 and the line at 10 that averages it are warm-up)."""
+    log = tmp_path / "megatron.log"
+    log.write_text(megatron_lines([9876.5, 1500.0, 1000.0, 2270.0, -270.0, 1000.0]))
+    with pytest.warns(DataWarning, match=r"step 40: a step time of -2.7 s, joined with step 30 \(22.7 s\)"):
+        result = import_path(log, {"seq_len": 2048})
+    run = one_run(result)
+    assert result.skipped_total == 0 and run["steps"] == 40 and run["elapsed_s"] == pytest.approx(40.0)
+    assert run["samples"] == 64 * 40 and run["extra_steps_set_aside"] == 0
+
+
+def test_an_interval_far_above_the_others_is_named_by_its_time_per_step(tmp_path):
+    """Lines of 10 iterations each: the one at 70 took 5 s an iteration, the others about 1 s (Q3 + 3 IQR of
+    the means per iteration is 1.035 s). Only lines of one step were checked before."""
+    means = [9876.5, 1500.0] + [1000.0, 1010.0, 990.0, 1000.0, 1005.0, 5000.0, 995.0, 1000.0, 1010.0, 1000.0]
+    log = tmp_path / "megatron.log"
+    log.write_text(megatron_lines(means))
+    with pytest.warns(DataWarning, match=r"1 measured step time\(s\) far above the others .*: step 70\), kept"):
+        run = one_run(import_path(log, {"seq_len": 2048}))
+    assert run["elapsed_s"] == pytest.approx(10 * sum(means[2:]) / 1000)
+
+
+def test_the_steps_a_throughput_leaves_out_are_counted(tmp_path):
+    """-0.9 s after a step of 0.2 s: the pair still took no time, so step 4 is set aside; the throughput is that
+    of the other 5 measured steps (2.2 s for 5 x 8 samples), and the run says 1 step was set aside."""
+    times = [2.0, 0.5, 0.5, 0.2, -0.9, 0.5, 0.5]
+    log = tmp_path / "nemo.log"
+    log.write_text(nemo2_log(times))
+    with pytest.warns(DataWarning, match=r"step 4: a step time of -0.9 s that step 3 \(0.2 s\) does not make up "
+                                         r"for, set aside"):
+        result = import_path(log)
+    run = derive(result.runs).iloc[0]
+    assert run["extra_steps_set_aside"] == 1 and run["steps"] == 5 and run["elapsed_s"] == pytest.approx(2.2)
+    assert run["samples_per_s"] == pytest.approx(5 * 8 / 2.2)
+    assert "throughput: measured without 1 step(s) whose times could not be used (extra_steps_set_aside)" \
+        in run["notes"].split("; ")

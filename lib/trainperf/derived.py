@@ -39,7 +39,8 @@ Formulas (per run; ``N`` devices = ``gpus``):
 
 A value whose inputs are missing stays NaN and the row's ``notes`` says why;
 an unknown platform also raises a ``DataWarning`` (never a default peak). An
-MFU above 1 (impossible: wrong inputs) is kept and noted.
+MFU above 1 (impossible: wrong inputs) is kept and noted. A log's step-time anomalies, and the steps
+its throughput leaves out, are noted too.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from trainperf import flops as flops_mod
 from trainperf.errors import DataWarning
 from trainperf.hardware import cpu_rows, dense_peak_tflops, is_cpu
 from trainperf.scaling import add_scaling
-from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS
+from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
 
 SECONDS_PER_DAY = 86_400.0
 PLAUSIBLE_MFU = 0.75
@@ -78,6 +79,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     for i in np.flatnonzero(out["gpus"].isna().to_numpy()):
         notes[i].append("gpus unknown: no per-device rate, TFLOP/s per device, MFU, GPU-hours, cost "
                         "or scaling efficiency")
+    _note_step_times(out, notes)
     _add_parallelism(out, notes)
     _fill_work(out, notes)
     _add_rates(out, notes)
@@ -92,6 +94,22 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
     out.attrs = dict(runs.attrs)
     return out[_column_order(out)]
+
+
+def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    """Note what a log's step times needed (joined glitches, steps set aside,
+    far-out times: :data:`~trainperf.schema.STEP_TIME_ANOMALIES`) and how many
+    steps the throughput leaves out."""
+    if STEP_TIME_ANOMALIES not in out:
+        return
+    set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)
+    for i, (text, count) in enumerate(zip(out[STEP_TIME_ANOMALIES], set_aside)):
+        if pd.isna(text):
+            continue
+        if count > 0:
+            notes[i].append(f"throughput: measured without {count:g} step(s) whose times could not be used "
+                            f"({STEPS_SET_ASIDE})")
+        notes[i].extend(f"step times: {sentence}" for sentence in str(text).split("; "))
 
 
 def _empty(n: int, kind: str, index: pd.Index) -> pd.Series:

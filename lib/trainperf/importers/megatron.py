@@ -63,7 +63,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
-from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
+from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, step_seconds, whole
 
 NAN = math.nan
 REPORTED = ("tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu")
@@ -107,7 +107,7 @@ def parse_iteration(line: str) -> tuple[Any, ...]:
     if math.isnan(seconds):
         cut = "" if rest.endswith("|") else "truncated (no final '|'): "
         raise LineError(f"{cut}no 'elapsed time per iteration' field")
-    positive(seconds, "elapsed time per iteration")
+    step_seconds(seconds, "elapsed time per iteration")
     loss = _number(fields, "lm loss")
     tflops = _number(fields, "throughput per GPU (TFLOP/s/GPU)")
     return (rank, whole(match.group(1), "iteration"), seconds,
