@@ -333,3 +333,15 @@ def test_an_mlperf_style_row_names_each_input_it_lacks_once():
         "comm_overhead: no comm_s",
         "compute_comm_ratio: no compute_s or comm_s",
     ]
+
+
+def test_accumulation_steps_follow_from_the_global_batch_where_not_given():
+    """256 samples a step at micro-batch 2 on 16 GPUs with TP 2: 8 replicas, 256 / (2 x 8) = 16 micro-batches. A
+    global batch that no whole number of micro-batches makes is noted, not rounded."""
+    d = derive(runs({"run_id": "a", "gpus": 16, "tensor_parallel": 2, "micro_batch_size": 2,
+                     "global_batch_size": 256, "elapsed_s": 10.0, "steps": 5},
+                    {"run_id": "b", "gpus": 16, "tensor_parallel": 2, "micro_batch_size": 3,
+                     "global_batch_size": 256, "elapsed_s": 10.0, "steps": 5}))
+    assert d["grad_accum_steps"].iat[0] == 16 and pd.isna(d["grad_accum_steps"].iat[1])
+    assert "grad_accum_steps: global_batch_size / (micro_batch_size · data_parallel) is 10.6667, not a whole " \
+           "number: check the batch sizes and the parallel degrees" in d["notes"].iat[1].split("; ")

@@ -10,6 +10,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -53,6 +54,16 @@ def without_empty_notes(notes: pd.Series, pattern: re.Pattern[str]) -> pd.Series
     return kept.replace("", pd.NA).astype("string")
 
 
+def inferred_accumulation(frame: pd.DataFrame, stored: pd.DataFrame) -> np.ndarray:
+    """Derived rows whose ``grad_accum_steps`` is new since: ``derive`` gives global_batch_size /
+    (micro_batch_size · data_parallel) where a row lacks it (seed 002's throughput table)."""
+    new = (stored["grad_accum_steps"].isna() & frame["grad_accum_steps"].notna()).to_numpy(bool)
+    if new.any():
+        expected = frame["global_batch_size"] / (frame["micro_batch_size"] * frame["data_parallel"])
+        assert np.allclose(frame.loc[new, "grad_accum_steps"], expected[new])
+    return new
+
+
 def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFrame:
     """``frame`` as the previous data layer gave it, where this one changed it
     on purpose: step intervals carry :data:`NEW_STEP_COLUMNS`, and a log's
@@ -61,11 +72,12 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
     Derived rows have ``scaling_study``, ``scaling_type`` and ``flops_per_sample``, and the scaling
     of the rows that had :data:`TIED`, whose experiment is split into series,
     or that scale weakly (no serial fraction) is new; so are their notes on
-    empty values (:data:`NEW_EMPTY_NOTES`)."""
+    empty values (:data:`NEW_EMPTY_NOTES`) and a derived ``grad_accum_steps``."""
     if "extra_oversubscribed" in stored:  # the bench's flag, canonical since
         frame = frame.rename(columns={"oversubscribed": "extra_oversubscribed"})
     frame = frame.drop(columns=[c for c in NEW_RUN_COLUMNS if c in frame and c not in stored])
     if kind == "derived":
+        frame.loc[inferred_accumulation(frame, stored), "grad_accum_steps"] = np.nan
         frame["notes"] = without_empty_notes(frame["notes"], NEW_EMPTY_NOTES)
         split = (frame["scaling_study"] != frame["experiment"].fillna("")).to_numpy(bool)
         weak = frame["scaling_type"].eq("weak").fillna(False).to_numpy(bool)  # no Karp–Flatt fraction

@@ -102,6 +102,25 @@ def test_megatron_argument_dump_gives_parallel_degrees_and_the_moe_shape(tmp_pat
     assert derive(import_path(log).runs)["data_parallel"].iat[0] == 64 / (2 * 4)
 
 
+def test_megatron_accumulation_from_the_world_size_or_the_sidecar_without_a_data_parallel_size(tmp_path):
+    """A dump without data_parallel_size (older Megatron-LM, Megatron-DeepSpeed): 64 GPUs over TP 2 x PP 4 are 8
+    replicas, so a global batch of 256 at micro-batch 1 is 32 accumulation steps. Without the world size and
+    degrees in the log, the sidecar gives them and derive works it out."""
+    dump = {"world_size": 64, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 4,
+            "micro_batch_size": 1, "global_batch_size": 256, "seq_length": 4096}
+    lines = [f"  {key} {'.' * (40 - len(key))} {value}" for key, value in dump.items()]
+    lines += [f" iteration {i:8d}/     100 | consumed samples: {256 * i:12d} | elapsed time per iteration (ms): "
+              f"5000.0 | global batch size:   256 | lm loss: 9.0E+00 |" for i in (1, 2, 3)]
+    log = tmp_path / "megatron.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert one_run(import_path(log))["grad_accum_steps"] == 32
+    bare = tmp_path / "bare.log"
+    bare.write_text("\n".join(lines[3:]) + "\n")
+    assert pd.isna(one_run(import_path(bare)).get("grad_accum_steps"))
+    given = {"gpus": 64, "tensor_parallel": 2, "pipeline_parallel": 4, "micro_batch_size": 1}
+    assert derive(import_path(bare, given).runs)["grad_accum_steps"].iat[0] == 32
+
+
 # --- Megatron-DeepSpeed ------------------------------------------------------------------------------------
 
 def test_megatron_deepspeed_reads_prefixed_wrapped_lines_and_reports_the_truncated_one():

@@ -5,7 +5,8 @@ Formulas (per run; ``N`` devices = ``gpus``):
 * parallelism: ``data_parallel = gpus / (tensor_parallel · pipeline_parallel
   · context_parallel)`` (each degree 1 where not given);
   ``global_batch_size = micro_batch_size · grad_accum_steps · data_parallel``
-  where not given.
+  where not given; ``grad_accum_steps = global_batch_size / (micro_batch_size
+  · data_parallel)`` where not given and a whole number (else noted).
 * work: ``samples = steps · global_batch_size`` and ``tokens = samples ·
   seq_len`` where not given (and ``samples = tokens / seq_len``);
   ``elapsed_s = steps · step_time_s`` where only the step time is given.
@@ -215,6 +216,12 @@ def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
         ("the given size", out["global_batch_size"].astype(float)),
         ("micro_batch_size · grad_accum_steps · data_parallel", from_micro),
     ])
+    accum = out["global_batch_size"] / (out["micro_batch_size"] * out["data_parallel"])
+    whole = (accum >= 1) & (accum % 1 == 0)
+    for i in np.flatnonzero((out["grad_accum_steps"].isna() & accum.notna() & ~whole).to_numpy(bool)):
+        notes[i].append(f"grad_accum_steps: global_batch_size / (micro_batch_size · data_parallel) is "
+                        f"{accum.iat[i]:g}, not a whole number: check the batch sizes and the parallel degrees")
+    _fill(out, "grad_accum_steps", accum.where(whole))
 
 
 def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
