@@ -192,14 +192,14 @@ def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, An
 def holds_inputs(path: str | Path) -> bool:
     """Whether ``path`` is, or is a folder holding, a runs table, run folder or log
     (what :func:`load_runs` reads); False for a missing path or an empty folder.
-    A runs table named as ``path`` is read (a table is small): DataError if it
-    cannot be (a column of its own that needs a mapping, a bad value), as is
-    a run folder without its manifest."""
+    Every runs table found is read (a table is small): DataError if one
+    cannot be (a column of its own that needs a mapping, a bad value), as for
+    ``path`` a run folder without its manifest."""
     path = Path(path)
-    found = [kind for _, kind in _walk(path, [])] if path.exists() else []
-    if path.is_file() and found == ["table"]:
-        read_runs_table(path)
-    return any(kind != "steps" for kind in found)
+    found = list(_walk(path, [])) if path.exists() else []
+    for table in (where for where, kind in found if kind == "table"):
+        read_runs_table(table)
+    return any(kind != "steps" for _, kind in found)
 
 
 def holds_steps(path: str | Path) -> bool:
