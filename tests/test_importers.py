@@ -399,6 +399,7 @@ def test_override_beats_the_log_with_a_warning_and_per_run_entries_beat_the_top_
     ("gpus: -1\n", "gpus"),
     ("precision: fp13\n", "precision"),
     ("gpus: [\n", "YAML"),
+    ("n_layers: 1,5\n", "'1,5' is not a number"),  # was read as 15
 ])
 def test_bad_sidecar_raises_naming_the_sidecar(tmp_path, sidecar, message):
     log = tmp_path / "nano.log"
@@ -407,6 +408,19 @@ def test_bad_sidecar_raises_naming_the_sidecar(tmp_path, sidecar, message):
     with pytest.raises(DataError, match=message) as error:
         import_path(log)
     assert "nano.log.trainperf.yaml" in str(error.value)
+
+
+def test_numbers_written_with_an_exponent_are_numbers_under_every_sidecar_key(tmp_path):
+    """PyYAML reads 1e9 as text (YAML 1.1 wants 1.0e+9): a column mapping's scale refused it ("not a number")."""
+    table = tmp_path / "results.csv"
+    table.write_text("name,devices,secs,mtok\na,8,100,1000\nb,16,60,1000\n")
+    (tmp_path / "results.csv.trainperf.yaml").write_text(
+        "columns: {run_id: name, gpus: devices, elapsed_s: secs, tokens: {column: mtok, scale: 1e6}}\n"
+        "n_params: 7E9\nextra_budget_usd: 2.5e3\nprice_per_gpu_hour: 1,000\nruns: {b: {seq_len: 4.096e3}}\n")
+    runs = import_path(table).runs.set_index("run_id")
+    assert runs["tokens"].tolist() == [1e9, 1e9] and runs["n_params"].tolist() == [7e9, 7e9]
+    assert runs["extra_budget_usd"].tolist() == [2500.0, 2500.0] and runs["price_per_gpu_hour"].tolist() == [1e3] * 2
+    assert pd.isna(runs.at["a", "seq_len"]) and runs.at["b", "seq_len"] == 4096
 
 
 # --- detection and tolerance --------------------------------------------------------------------------------
