@@ -629,7 +629,8 @@ def megatron_lines(milliseconds: list[float], interval: int = 10) -> str:
     every ``interval`` iterations, each with its mean time per iteration; 64 samples an iteration."""
     iterations = [1] + [interval * k for k in range(1, len(milliseconds))]
     return "".join(f" iteration {i:8d}/    1000 | consumed samples: {64 * i:12d} | elapsed time per iteration (ms): "
-                   f"{ms:.1f} | global batch size:    64 | lm loss: 7.0E+00 |\n" for i, ms in zip(iterations, milliseconds))
+                   f"{ms:.1f} | global batch size:    64 | lm loss: 7.0E+00 |\n"
+                   for i, ms in zip(iterations, milliseconds))
 
 
 def test_a_negative_megatron_interval_is_joined_not_skipped(tmp_path):

@@ -119,6 +119,15 @@ def test_nemo_lines_without_global_step_are_the_next_steps_of_their_rank(tmp_pat
     assert run["samples"] == 3 * 8
 
 
+def test_a_nemo_step_number_that_is_no_whole_number_is_a_line_skipped(tmp_path):
+    """`global_step: inf` raised OverflowError out of the reader: the line is counted and skipped."""
+    log = tmp_path / "nemo.log"
+    log.write_text("".join(f"global_step: {s} | train_step_timing in s: 0.5\n" for s in ("0", "1", "inf", "3", "4")))
+    result = import_path(log)
+    assert result.skipped_total == 1 and result.skipped[0][1:] == (3, "step line: global_step inf is not a step number")
+    assert one_run(result)["steps"] == 3
+
+
 # --- DeepSpeed ---------------------------------------------------------------------------------------------
 
 def test_deepspeed_line_with_a_rate_that_is_no_number_is_timed_by_its_timestamp(tmp_path):

@@ -57,9 +57,10 @@ def parse_step(line: str) -> tuple[Any, ...]:
         raise LineError("two records on one line (interleaved output of several processes)")
     fields = dict(_FIELD.findall(body))
     step = field_number("global_step", fields.get("global_step"))
-    if not (step >= 0 and step == int(step)) and "global_step" in fields:
+    if "global_step" in fields and not (math.isfinite(step) and step >= 0 and step == int(step)):
         raise LineError(f"global_step {step:g} is not a step number")
-    return (rank, int(step) if "global_step" in fields else None, step_seconds(number(timing.group(1)), "train_step_timing"),
+    return (rank, int(step) if "global_step" in fields else None,
+            step_seconds(number(timing.group(1)), "train_step_timing"),
             field_number("consumed_samples", fields.get("consumed_samples")),
             field_number("global_batch_size", fields.get("global_batch_size")),
             field_number("reduced_train_loss", fields.get("reduced_train_loss")))
