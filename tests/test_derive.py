@@ -2,11 +2,13 @@
 
 import math
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from trainperf import DataError, DataWarning, derive
+from trainperf import DataError, DataWarning, derive, load_runs
+from trainperf.schema import DERIVED_COLUMNS
 from trainperf.table_rules import check_runs
 
 
@@ -21,7 +23,9 @@ def test_unknown_platform_leaves_mfu_empty_with_a_warning_and_a_note():
         d = derive(table)
     assert d["tflops_total"].iloc[0] == pytest.approx(1e5 * 6e9 / 1e12)
     assert math.isnan(d["mfu"].iloc[0])
-    assert "mfu: platform 'Acme Z9000' at bf16 is not in the peak table" in d["notes"].iloc[0]
+    notes = d["notes"].iloc[0].split("; ")
+    assert "peak_tflops_per_gpu: platform 'Acme Z9000' at bf16 is not in the peak table" in notes
+    assert "peak_source, mfu: no peak_tflops_per_gpu" in notes
 
 
 def test_cpu_runs_use_their_measured_peak_and_say_so_without_it():
@@ -45,7 +49,7 @@ def test_hfu_counts_recomputation_only_when_checkpointing_is_known():
     assert d["mfu"].tolist() == pytest.approx([mfu] * 3)
     assert d["hfu"].iloc[0] == pytest.approx(mfu * 4 / 3)
     assert d["hfu"].iloc[1] == pytest.approx(mfu)
-    assert math.isnan(d["hfu"].iloc[2]) and "activation_checkpointing unknown" in d["notes"].iloc[2]
+    assert math.isnan(d["hfu"].iloc[2]) and "hfu: no activation_checkpointing" in d["notes"].iloc[2].split("; ")
 
 
 def test_work_is_inferred_from_steps_and_batch_and_a_contradicting_rate_is_noted():
@@ -75,7 +79,7 @@ def test_runs_alike_on_the_fewest_devices_are_the_baseline_together_and_a_named_
                        {"run_id": "c", "gpus": 8, "tokens_per_s": 180.0}))
     assert tied["scaling_multiplier"].tolist() == pytest.approx([100 / 110, 120 / 110, 180 / 110])
     assert tied["scaling_efficiency"].iloc[2] == pytest.approx(180 / 110 / 2)
-    assert tied["baseline_run_id"].tolist() == ["a"] * 3 and not tied["notes"].str.contains("scaling").any()
+    assert tied["baseline_run_id"].tolist() == ["a"] * 3 and not tied["notes"].str.contains("scaling:").any()
     named = derive(runs({"run_id": "a", "gpus": 4, "tokens_per_s": 100.0, "baseline_run_id": "b"},
                         {"run_id": "b", "gpus": 4, "tokens_per_s": 120.0, "baseline_run_id": "b"},
                         {"run_id": "c", "gpus": 8, "tokens_per_s": 180.0, "baseline_run_id": "b"}))
@@ -196,7 +200,9 @@ def test_unknown_gpus_leaves_per_device_figures_empty_with_a_reason():
                      "precision": "bf16", "elapsed_s": 10.0}))
     assert d["tflops_total"].iloc[0] == pytest.approx(1e5 * 6e9 / 1e12)
     assert math.isnan(d["mfu"].iloc[0]) and math.isnan(d["gpu_hours"].iloc[0])
-    assert "gpus unknown" in d["notes"].iloc[0]
+    assert d["notes"].iloc[0].split("; ")[0] == (
+        "data_parallel, tokens_per_s_per_gpu, tflops_per_gpu, mfu, gpu_hours, baseline_run_id, scaling_basis, "
+        "scaling_multiplier, scaling_efficiency, serial_fraction, scaling_type: no gpus")
 
 
 def test_an_impossible_mfu_is_noted():
@@ -261,3 +267,81 @@ def test_strong_and_weak_scaling_are_told_from_the_batch_and_a_given_type_wins()
     assert elapsed["scaling_type"].tolist() == ["strong", "strong"]
     with pytest.raises(DataError, match="'sideways' is not one of strong, weak"):
         runs({"run_id": "a", "gpus": 1, "scaling_type": "sideways"})
+
+
+# --- every empty derived value says why ------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def unexplained(derived: pd.DataFrame) -> dict[str, list[str]]:
+    """Per derived column, the runs that leave it empty with no note naming it (a note's key, before ': ',
+    names the columns it is about; a 'scaling:' note those of the scaling multiplier)."""
+    found: dict[str, list[str]] = {}
+    for row in derived.to_dict("records"):
+        named = set()
+        for note in ([] if pd.isna(row["notes"]) else row["notes"].split("; ")):
+            key = note.split(": ", 1)[0]
+            named.update(("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency")
+                         if key == "scaling" else key.split(", "))
+        for column in DERIVED_COLUMNS:
+            if column != "notes" and pd.isna(row[column]) and column not in named:
+                found.setdefault(column, []).append(row["run_id"])
+    return found
+
+
+@pytest.mark.parametrize("path", [*sorted((ROOT / "data" / "reference").glob("seed_00[0-3]*.csv")),
+                                  ROOT / "data" / "reference" / "seed_004_scaling.csv",
+                                  ROOT / "data" / "reference" / "llmfoundry_mpt.csv", ROOT / "data" / "runs"],
+                         ids=lambda p: p.name)
+def test_every_derived_value_left_empty_is_named_in_a_note(path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        assert unexplained(derive(load_runs(path))) == {}
+
+
+def test_elapsed_only_rows_say_why_they_have_no_throughput():
+    """Seed 004's runs give an epoch's elapsed time, the global batch and the phases, but no token, sample or
+    step count and no sequence length (data/reference/seed_004_scaling.csv): no rate can be computed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        d = derive(load_runs(ROOT / "data" / "reference" / "seed_004_scaling.csv"))
+    for notes in d["notes"]:
+        found = notes.split("; ")
+        assert "tokens_per_s, tokens_per_s_per_gpu, tokens_per_day: not given, and no tokens, samples_per_s or " \
+               "seq_len" in found
+        assert "step_time_s: not given, and no steps or samples_per_s" in found
+        assert "tflops_total, tflops_per_gpu: no tokens_per_s or flops_per_token" in found
+
+
+def test_an_mlperf_style_row_names_each_input_it_lacks_once():
+    """A row of a published table with only devices and time to train: one note per missing cause, the
+    columns that follow from an empty one listed with it."""
+    d = derive(runs({"run_id": "a", "gpus": 8, "elapsed_s": 3600.0, "platform": "NVIDIA H100 SXM",
+                     "precision": "bf16", "n_params": 1e9, "activation_checkpointing": False,
+                     "price_per_gpu_hour": 2.0}))
+    assert d["gpu_hours"].iat[0] == 8.0 and d["cost_usd"].iat[0] == 16.0
+    assert d["notes"].iat[0].split("; ") == [
+        "scaling_type: the study has runs on one device count",
+        "serial_fraction: not above the baseline's device count (Karp–Flatt compares more devices with fewer)",
+        "global_batch_size: not given, and no micro_batch_size or grad_accum_steps",
+        "tokens_per_s, tokens_per_s_per_gpu, tokens_per_day, tflops_total, tflops_per_gpu, mfu, hfu: not given, "
+        "and no tokens, samples_per_s or seq_len",
+        "samples_per_s, samples_per_s_per_gpu, samples_per_day: not given, and no samples, global_batch_size, "
+        "step_time_s, tokens_per_s or seq_len",
+        "step_time_s: not given, and no steps, global_batch_size or samples_per_s",
+        "comm_overhead: no comm_s",
+        "compute_comm_ratio: no compute_s or comm_s",
+    ]
+
+
+def test_accumulation_steps_follow_from_the_global_batch_where_not_given():
+    """256 samples a step at micro-batch 2 on 16 GPUs with TP 2: 8 replicas, 256 / (2 x 8) = 16 micro-batches. A
+    global batch that no whole number of micro-batches makes is noted, not rounded."""
+    d = derive(runs({"run_id": "a", "gpus": 16, "tensor_parallel": 2, "micro_batch_size": 2,
+                     "global_batch_size": 256, "elapsed_s": 10.0, "steps": 5},
+                    {"run_id": "b", "gpus": 16, "tensor_parallel": 2, "micro_batch_size": 3,
+                     "global_batch_size": 256, "elapsed_s": 10.0, "steps": 5}))
+    assert d["grad_accum_steps"].iat[0] == 16 and pd.isna(d["grad_accum_steps"].iat[1])
+    assert "grad_accum_steps: global_batch_size / (micro_batch_size · data_parallel) is 10.6667, not a whole " \
+           "number: check the batch sizes and the parallel degrees" in d["notes"].iat[1].split("; ")

@@ -102,6 +102,25 @@ def test_megatron_argument_dump_gives_parallel_degrees_and_the_moe_shape(tmp_pat
     assert derive(import_path(log).runs)["data_parallel"].iat[0] == 64 / (2 * 4)
 
 
+def test_megatron_accumulation_from_the_world_size_or_the_sidecar_without_a_data_parallel_size(tmp_path):
+    """A dump without data_parallel_size (older Megatron-LM, Megatron-DeepSpeed): 64 GPUs over TP 2 x PP 4 are 8
+    replicas, so a global batch of 256 at micro-batch 1 is 32 accumulation steps. Without the world size and
+    degrees in the log, the sidecar gives them and derive works it out."""
+    dump = {"world_size": 64, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 4,
+            "micro_batch_size": 1, "global_batch_size": 256, "seq_length": 4096}
+    lines = [f"  {key} {'.' * (40 - len(key))} {value}" for key, value in dump.items()]
+    lines += [f" iteration {i:8d}/     100 | consumed samples: {256 * i:12d} | elapsed time per iteration (ms): "
+              f"5000.0 | global batch size:   256 | lm loss: 9.0E+00 |" for i in (1, 2, 3)]
+    log = tmp_path / "megatron.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert one_run(import_path(log))["grad_accum_steps"] == 32
+    bare = tmp_path / "bare.log"
+    bare.write_text("\n".join(lines[3:]) + "\n")
+    assert pd.isna(one_run(import_path(bare)).get("grad_accum_steps"))
+    given = {"gpus": 64, "tensor_parallel": 2, "pipeline_parallel": 4, "micro_batch_size": 1}
+    assert derive(import_path(bare, given).runs)["grad_accum_steps"].iat[0] == 32
+
+
 # --- Megatron-DeepSpeed ------------------------------------------------------------------------------------
 
 def test_megatron_deepspeed_reads_prefixed_wrapped_lines_and_reports_the_truncated_one():
@@ -380,6 +399,7 @@ def test_override_beats_the_log_with_a_warning_and_per_run_entries_beat_the_top_
     ("gpus: -1\n", "gpus"),
     ("precision: fp13\n", "precision"),
     ("gpus: [\n", "YAML"),
+    ("n_layers: 1,5\n", "'1,5' is not a number"),  # was read as 15
 ])
 def test_bad_sidecar_raises_naming_the_sidecar(tmp_path, sidecar, message):
     log = tmp_path / "nano.log"
@@ -388,6 +408,19 @@ def test_bad_sidecar_raises_naming_the_sidecar(tmp_path, sidecar, message):
     with pytest.raises(DataError, match=message) as error:
         import_path(log)
     assert "nano.log.trainperf.yaml" in str(error.value)
+
+
+def test_numbers_written_with_an_exponent_are_numbers_under_every_sidecar_key(tmp_path):
+    """PyYAML reads 1e9 as text (YAML 1.1 wants 1.0e+9): a column mapping's scale refused it ("not a number")."""
+    table = tmp_path / "results.csv"
+    table.write_text("name,devices,secs,mtok\na,8,100,1000\nb,16,60,1000\n")
+    (tmp_path / "results.csv.trainperf.yaml").write_text(
+        "columns: {run_id: name, gpus: devices, elapsed_s: secs, tokens: {column: mtok, scale: 1e6}}\n"
+        "n_params: 7E9\nextra_budget_usd: 2.5e3\nprice_per_gpu_hour: 1,000\nruns: {b: {seq_len: 4.096e3}}\n")
+    runs = import_path(table).runs.set_index("run_id")
+    assert runs["tokens"].tolist() == [1e9, 1e9] and runs["n_params"].tolist() == [7e9, 7e9]
+    assert runs["extra_budget_usd"].tolist() == [2500.0, 2500.0] and runs["price_per_gpu_hour"].tolist() == [1e3] * 2
+    assert pd.isna(runs.at["a", "seq_len"]) and runs.at["b", "seq_len"] == 4096
 
 
 # --- detection and tolerance --------------------------------------------------------------------------------
@@ -589,3 +622,53 @@ def test_an_excerpt_from_the_middle_of_a_run_is_measured_from_its_first_line(tmp
     from_start.write_text("".join(f"iter {i}: loss 4.0, time {t}ms, mfu 30.00%\n" for i, t in enumerate(times)))
     run = one_run(import_path(from_start))
     assert run["steps"] == 2 and run["elapsed_s"] == pytest.approx(0.241)
+
+
+def megatron_lines(milliseconds: list[float], interval: int = 10) -> str:
+    """Megatron-LM iteration lines (the shape of tests/data/importers/megatron_lm.log): iteration 1 alone, then
+    every ``interval`` iterations, each with its mean time per iteration; 64 samples an iteration."""
+    iterations = [1] + [interval * k for k in range(1, len(milliseconds))]
+    return "".join(f" iteration {i:8d}/    1000 | consumed samples: {64 * i:12d} | elapsed time per iteration (ms): "
+                   f"{ms:.1f} | global batch size:    64 | lm loss: 7.0E+00 |\n"
+                   for i, ms in zip(iterations, milliseconds))
+
+
+def test_a_negative_megatron_interval_is_joined_not_skipped(tmp_path):
+    """Megatron's mean time per iteration over the lines at 30 and 40: 2.27 s, then -0.27 s. The negative line
+    was skipped as unreadable, and the line after it, whose interval then started nowhere, with it. Joined:
+    the 20 iterations from 21 to 40 took 22.7 - 2.7 = 20 s; with 10 s each for 11..20 and 41..50 the window of
+    iterations 11 to 50 took 40 s (iteration 1 and the line at 10 that averages it are warm-up)."""
+    log = tmp_path / "megatron.log"
+    log.write_text(megatron_lines([9876.5, 1500.0, 1000.0, 2270.0, -270.0, 1000.0]))
+    with pytest.warns(DataWarning, match=r"step 40: a step time of -2.7 s, joined with step 30 \(22.7 s\)"):
+        result = import_path(log, {"seq_len": 2048})
+    run = one_run(result)
+    assert result.skipped_total == 0 and run["steps"] == 40 and run["elapsed_s"] == pytest.approx(40.0)
+    assert run["samples"] == 64 * 40 and run["extra_steps_set_aside"] == 0
+
+
+def test_an_interval_far_above_the_others_is_named_by_its_time_per_step(tmp_path):
+    """Lines of 10 iterations each: the one at 70 took 5 s an iteration, the others about 1 s (Q3 + 3 IQR of
+    the means per iteration is 1.035 s). Only lines of one step were checked before."""
+    means = [9876.5, 1500.0] + [1000.0, 1010.0, 990.0, 1000.0, 1005.0, 5000.0, 995.0, 1000.0, 1010.0, 1000.0]
+    log = tmp_path / "megatron.log"
+    log.write_text(megatron_lines(means))
+    with pytest.warns(DataWarning, match=r"1 measured step time\(s\) far above the others .*: step 70\), kept"):
+        run = one_run(import_path(log, {"seq_len": 2048}))
+    assert run["elapsed_s"] == pytest.approx(10 * sum(means[2:]) / 1000)
+
+
+def test_the_steps_a_throughput_leaves_out_are_counted(tmp_path):
+    """-0.9 s after a step of 0.2 s: the pair still took no time, so step 4 is set aside; the throughput is that
+    of the other 5 measured steps (2.2 s for 5 x 8 samples), and the run says 1 step was set aside."""
+    times = [2.0, 0.5, 0.5, 0.2, -0.9, 0.5, 0.5]
+    log = tmp_path / "nemo.log"
+    log.write_text(nemo2_log(times))
+    with pytest.warns(DataWarning, match=r"step 4: a step time of -0.9 s that step 3 \(0.2 s\) does not make up "
+                                         r"for, set aside"):
+        result = import_path(log)
+    run = derive(result.runs).iloc[0]
+    assert run["extra_steps_set_aside"] == 1 and run["steps"] == 5 and run["elapsed_s"] == pytest.approx(2.2)
+    assert run["samples_per_s"] == pytest.approx(5 * 8 / 2.2)
+    assert "throughput: measured without 1 step(s) whose times could not be used (extra_steps_set_aside)" \
+        in run["notes"].split("; ")

@@ -69,6 +69,22 @@ def accumulation_run(run_dir, fake):
     prof.close()
 
 
+def test_tokens_given_to_a_step_and_to_its_micro_steps_count_once(tmp_path, fake_time):
+    """400 tokens given to step() and 2 x 200 to its micro-steps were counted as 800; step()'s count the whole
+    step, and a warning says the micro-steps' are not added. Samples given only to the micro-steps add up."""
+    prof = StepProfiler(tmp_path / "both", config={"model": "toy"}, warmup_steps=0)
+    with pytest.warns(ProfilerWarning, match=r"given both to step\(\) and to its micro_step\(\) calls"):
+        for _ in range(2):
+            with prof.step(tokens=400) as step:
+                for _micro in range(2):
+                    step.micro_step(tokens=200, samples=2)
+                    fake_time.advance(1.0)
+    prof.close()
+    steps = load_steps(tmp_path / "both")
+    assert steps["tokens"].tolist() == [400, 400] and steps["samples"].tolist() == [4, 4]
+    assert steps["micro_steps"].tolist() == [2, 2]
+
+
 def test_steps_phases_and_accumulation_by_hand(tmp_path, fake_time):
     accumulation_run(tmp_path / "acc", fake_time)
     steps = load_steps(tmp_path / "acc")

@@ -323,6 +323,21 @@ def test_conventions_count_only_runs_whose_flops_were_computed(tmp_path):
     assert "flops_per_token: 6n needs n_params" in set(page.note_counts(runs)["note"])
 
 
+def test_step_time_anomalies_and_the_steps_set_aside_are_in_the_data_quality_section(tmp_path):
+    """A NeMo log whose step 6 took -12.71 s after 13.75 s (two steps of about 0.5 s) and whose step 9 took
+    -0.3 s after 0.2 s (no time at all for both: set aside): the page's "Empty or doubtful values" names both,
+    and says the throughput leaves 1 step out."""
+    times = [2.0, 0.5, 0.5, 0.5, 0.5, 13.75, -12.71, 0.5, 0.2, -0.3, 0.5]
+    log = tmp_path / "nemo.log"
+    log.write_text("".join(f"Training epoch 0, iteration {s}/100 | global_batch_size: 8 | global_step: {s} | "
+                           f"train_step_timing in s: {t}\n" for s, t in enumerate(times)))
+    notes = page.note_counts(open_runs([str(log)]))
+    shown = dict(zip(notes["note"], notes["runs"]))
+    assert shown["throughput: measured without 1 step(s) whose times could not be used (extra_steps_set_aside)"] == 1
+    assert shown["step times: step 6: a step time of -12.71 s, joined with step 5 (13.75 s) into 1.04 s for both"] == 1
+    assert shown["step times: step 9: a step time of -0.3 s that step 8 (0.2 s) does not make up for, set aside"] == 1
+
+
 def test_reports_without_scaling_leave_out_scaling_notes(tmp_path):
     # b has no token count in an experiment compared by tokens/s: a scaling note
     path = _write(tmp_path, [{"run_id": "a", "experiment": "e", "gpus": 1, "tokens": 1000, "elapsed_s": 1.0},

@@ -169,6 +169,19 @@ def test_data_that_cannot_be_read_is_refused_before_any_kernel_starts(tmp_path):
     assert load_runs_skips(tmp_path) == {str(folder): "a run folder without manifest.json"}
 
 
+def test_a_table_of_its_own_inside_a_data_folder_gets_the_mapping_hint_before_any_kernel_starts(tmp_path, capsys):
+    """Its first column is close to a canonical name ('Tokens'): the hint was only "did you mean 'tokens'?", and
+    a folder holding the table was taken as data, to fail in every kernel."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "mine.csv").write_text("Tokens,gpus,run_id,Elapsed\n1e9,8,a,100\n")
+    hint = r"column 'Tokens': unknown column: did you mean 'tokens'\?.*column mapping in mine\.csv\.trainperf\.yaml"
+    with pytest.raises(ParameterError, match=hint):
+        plan(["throughput"], data=[folder])
+    assert main(["summarize", str(folder / "mine.csv")]) == 2
+    assert re.search(hint, capsys.readouterr().err)
+
+
 def load_runs_skips(parent: Path) -> dict[str, str]:
     """What load_runs of ``parent`` (with a runs table of its own added) skipped, each reason's start."""
     from trainperf import load_runs

@@ -5,7 +5,8 @@ Formulas (per run; ``N`` devices = ``gpus``):
 * parallelism: ``data_parallel = gpus / (tensor_parallel · pipeline_parallel
   · context_parallel)`` (each degree 1 where not given);
   ``global_batch_size = micro_batch_size · grad_accum_steps · data_parallel``
-  where not given.
+  where not given; ``grad_accum_steps = global_batch_size / (micro_batch_size
+  · data_parallel)`` where not given and a whole number (else noted).
 * work: ``samples = steps · global_batch_size`` and ``tokens = samples ·
   seq_len`` where not given (and ``samples = tokens / seq_len``);
   ``elapsed_s = steps · step_time_s`` where only the step time is given.
@@ -37,9 +38,13 @@ Formulas (per run; ``N`` devices = ``gpus``):
   price_per_gpu_hour``.
 * scaling per experiment: ``trainperf.scaling.add_scaling``.
 
-A value whose inputs are missing stays NaN and the row's ``notes`` says why;
-an unknown platform also raises a ``DataWarning`` (never a default peak). An
-MFU above 1 (impossible: wrong inputs) is kept and noted.
+A value whose inputs are missing stays NaN and the row's ``notes`` says why:
+every derived column a row leaves empty is named in a note with the inputs
+it lacks (:data:`NEEDS`), or with a reason of its own (the FLOPs convention's
+missing inputs, the peak table, the scaling study); an unknown platform also
+raises a ``DataWarning`` (never a default peak). An MFU above 1 (impossible:
+wrong inputs) is kept and noted. A log's step-time anomalies, and the steps
+its throughput leaves out, are noted too.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from trainperf import flops as flops_mod
 from trainperf.errors import DataWarning
 from trainperf.hardware import cpu_rows, dense_peak_tflops, is_cpu
 from trainperf.scaling import add_scaling
-from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS
+from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
 
 SECONDS_PER_DAY = 86_400.0
 PLAUSIBLE_MFU = 0.75
@@ -65,6 +70,45 @@ RATE_TOLERANCE = 0.02
 """Relative difference between a published and a recomputed rate that is noted."""
 GIVEN_PEAK = "given in the run (peak_tflops_per_gpu)"
 """``peak_source`` of a peak given in the run (e.g. one measured on a CPU), not from the datasheet."""
+NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "data_parallel": (("gpus",),),
+    "global_batch_size": (("micro_batch_size", "grad_accum_steps", "data_parallel"),),
+    "tokens_per_s": (("tokens", "elapsed_s"), ("samples_per_s", "seq_len")),
+    "samples_per_s": (("samples", "elapsed_s"), ("global_batch_size", "step_time_s"), ("tokens_per_s", "seq_len")),
+    "step_time_s": (("elapsed_s", "steps"), ("global_batch_size", "samples_per_s")),
+    "tokens_per_s_per_gpu": (("tokens_per_s", "gpus"),),
+    "samples_per_s_per_gpu": (("samples_per_s", "gpus"),),
+    "tokens_per_day": (("tokens_per_s",),),
+    "samples_per_day": (("samples_per_s",),),
+    "flops_per_token": (("n_params",), ("n_active_params",)),
+    "tflops_total": (("tokens_per_s", "flops_per_token"),),
+    "tflops_per_gpu": (("tflops_total", "gpus"),),
+    "peak_tflops_per_gpu": (("platform", "precision"),),
+    "peak_source": (("peak_tflops_per_gpu",),),
+    "mfu": (("tflops_per_gpu", "peak_tflops_per_gpu"),),
+    "hfu": (("mfu", "activation_checkpointing"),),
+    "comm_overhead": (("comm_s", "elapsed_s"),),
+    "compute_comm_ratio": (("compute_s", "comm_s"),),
+    "gpu_hours": (("gpus", "elapsed_s"),),
+    "cost_usd": (("gpu_hours", "price_per_gpu_hour"),),
+    "baseline_run_id": (("gpus",),),
+    "scaling_basis": (("baseline_run_id",),),
+    "scaling_multiplier": (("baseline_run_id",),),
+    "scaling_efficiency": (("scaling_multiplier",),),
+    "serial_fraction": (("scaling_multiplier",),),
+    "cost_efficiency": (("scaling_efficiency", "price_per_gpu_hour"),),
+    "scaling_type": (("gpus",),),
+}
+"""Each derived column and what it is computed from (see the formulas
+above): any one group of inputs, all present, gives it; an input that is
+derived itself is followed. Why a row leaves a column empty is read from
+this table (:func:`_note_empty`), unless a note of its own says why."""
+NOTE_KEYS = {"scaling": ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency")}
+"""Notes whose key (the text before ``: ``) is no column, and the columns
+their reasons cover. Every other note's key names the columns it is about."""
+SCALING_NOTES = frozenset(("scaling", "scaling_type", "baseline_run_id", "scaling_basis", "scaling_multiplier",
+                           "scaling_efficiency", "serial_fraction", "cost_efficiency"))
+"""Keys of the notes about scaling (a report that shows none leaves them out)."""
 
 
 def derive(runs: pd.DataFrame) -> pd.DataFrame:
@@ -75,9 +119,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
         if name not in out:
             out[name] = _empty(len(out), column.kind, out.index)
     notes: list[list[str]] = [[] for _ in range(len(out))]
-    for i in np.flatnonzero(out["gpus"].isna().to_numpy()):
-        notes[i].append("gpus unknown: no per-device rate, TFLOP/s per device, MFU, GPU-hours, cost "
-                        "or scaling efficiency")
+    _note_step_times(out, notes)
     _add_parallelism(out, notes)
     _fill_work(out, notes)
     _add_rates(out, notes)
@@ -89,9 +131,66 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
         notes[i].append("oversubscribed: more busy threads than cores, or a loaded host, at the start: the run "
                         "measures contention for the CPU, not the training")
     out = add_scaling(out, notes)
+    _note_empty(out, notes)
     out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
     out.attrs = dict(runs.attrs)
     return out[_column_order(out)]
+
+
+def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    """Note what a log's step times needed (joined glitches, steps set aside,
+    far-out times: :data:`~trainperf.schema.STEP_TIME_ANOMALIES`) and how many
+    steps the throughput leaves out."""
+    if STEP_TIME_ANOMALIES not in out:
+        return
+    set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)
+    for i, (text, count) in enumerate(zip(out[STEP_TIME_ANOMALIES], set_aside)):
+        if pd.isna(text):
+            continue
+        if count > 0:
+            notes[i].append(f"throughput: measured without {count:g} step(s) whose times could not be used "
+                            f"({STEPS_SET_ASIDE})")
+        notes[i].extend(f"step times: {sentence}" for sentence in str(text).split("; "))
+
+
+def _note_empty(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    """Append to each row's notes why each derived column of :data:`NEEDS`
+    it leaves empty is empty, unless a note already names the column: the
+    inputs it lacks (``tokens_per_s: not given, and no tokens, samples_per_s
+    or seq_len``). Columns empty for the same lack share one note, and a
+    column empty only because of columns of one note joins that note
+    (``tokens_per_s, tokens_per_s_per_gpu, tflops_total, …: …``)."""
+    used = list(dict.fromkeys([*NEEDS, *(name for groups in NEEDS.values() for group in groups for name in group)]))
+    empty = out.reindex(columns=used).isna().to_numpy()
+    at = {name: j for j, name in enumerate(used)}
+    for i in range(len(out)):
+        covered = set()
+        for note in notes[i]:
+            key = note.split(": ", 1)[0]
+            covered.update(NOTE_KEYS.get(key, key.split(", ")))
+        reason: dict[str, tuple[str, ...]] = {}
+        shared: dict[tuple[str, ...], list[str]] = {}
+        for column, groups in NEEDS.items():
+            if not empty[i, at[column]]:
+                continue
+            if column in covered:
+                reason[column] = (column,)
+                continue
+            lacking = tuple(dict.fromkeys(name for group in groups for name in group if empty[i, at[name]]))
+            causes = {reason.get(name) for name in lacking}
+            key = causes.pop() if len(causes) == 1 and None not in causes and lacking else lacking
+            reason[column] = key
+            shared.setdefault(key, []).append(column)
+        for key, columns in shared.items():
+            notes[i].append(f"{', '.join(columns)}: {_lack(columns[0], key)}")
+
+
+def _lack(column: str, lacking: tuple[str, ...]) -> str:
+    """Why ``column`` (and the columns noted with it) is empty: the inputs it ``lacks``."""
+    if not lacking:
+        return "its inputs give no value"
+    names = lacking[0] if len(lacking) == 1 else f"{', '.join(lacking[:-1])} or {lacking[-1]}"
+    return f"not given, and no {names}" if column in INPUT_COLUMNS else f"no {names}"
 
 
 def _empty(n: int, kind: str, index: pd.Index) -> pd.Series:
@@ -117,6 +216,12 @@ def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
         ("the given size", out["global_batch_size"].astype(float)),
         ("micro_batch_size · grad_accum_steps · data_parallel", from_micro),
     ])
+    accum = out["global_batch_size"] / (out["micro_batch_size"] * out["data_parallel"])
+    whole = (accum >= 1) & (accum % 1 == 0)
+    for i in np.flatnonzero((out["grad_accum_steps"].isna() & accum.notna() & ~whole).to_numpy(bool)):
+        notes[i].append(f"grad_accum_steps: global_batch_size / (micro_batch_size · data_parallel) is "
+                        f"{accum.iat[i]:g}, not a whole number: check the batch sizes and the parallel degrees")
+    _fill(out, "grad_accum_steps", accum.where(whole))
 
 
 def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -187,7 +292,7 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
         peaks.append(peak)
         sources.append(source)
         if why:
-            notes[i].append(f"mfu: {why}")
+            notes[i].append(f"peak_tflops_per_gpu: {why}")
             if why.startswith("platform"):
                 unknown_platforms.add(str(row["platform"]))
     for name in sorted(unknown_platforms):
@@ -209,8 +314,6 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
     checkpointing = out["activation_checkpointing"]
     factor = np.where(checkpointing.fillna(False).to_numpy(bool), flops_mod.RECOMPUTE_FACTOR, 1.0)
     out["hfu"] = (out["mfu"] * factor).where(checkpointing.notna())
-    for i in np.flatnonzero((out["mfu"].notna() & checkpointing.isna()).to_numpy()):
-        notes[i].append("hfu: activation_checkpointing unknown")
 
 
 def _implausible_mfu(row: pd.Series) -> str:

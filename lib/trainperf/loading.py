@@ -204,18 +204,18 @@ def summarized_runs(summaries: Summaries, manifests: Mapping[str, Mapping[str, A
 def holds_inputs(path: str | Path) -> bool:
     """Whether ``path`` is, or is a folder holding, a runs table, run folder or log
     (what :func:`load_runs` reads); False for a missing path or an empty folder.
-    A runs table named as ``path`` is read (a table is small) through the input
-    cache, so that the reports that read it next find it there: DataError if it
-    cannot be (a column of its own that needs a mapping, a bad value), as is
-    a run folder without its manifest. Warnings of that read are raised again
-    when the table is loaded, not here."""
+    Every runs table found is read (a table is small) through the input cache,
+    so that the reports that read it next find it there: DataError if one
+    cannot be (a column of its own that needs a mapping, a bad value), as for
+    ``path`` a run folder without its manifest. Warnings of those reads are
+    raised again when the tables are loaded, not here."""
     path = Path(path)
-    found = [kind for _, kind in _walk(path, [])] if path.exists() else []
-    if path.is_file() and found == ["table"]:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            cached_read(path, "table", partial(read_runs_table, path))
-    return any(kind != "steps" for kind in found)
+    found = list(_walk(path, [])) if path.exists() else []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for table in (where for where, kind in found if kind == "table"):
+            cached_read(table, "table", partial(read_runs_table, table))
+    return any(kind != "steps" for _, kind in found)
 
 
 def holds_steps(path: str | Path) -> bool:

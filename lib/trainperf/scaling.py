@@ -372,6 +372,9 @@ def _add_series(group: pd.DataFrame, idx: np.ndarray, experiment: set[str], cols
     given = group["scaling_type"] if "scaling_type" in group else pd.Series(pd.NA, index=group.index)
     kind = given.astype(object).where(given.notna(), scaling_type(group, basis)).to_numpy(object)
     cols["scaling_type"][idx] = kind
+    why = _why_no_type(group)
+    for i in idx[pd.isna(kind) & group["gpus"].notna().to_numpy(bool)]:
+        notes[i].append(f"scaling_type: {why}")
     base, named, note = _baseline(group, experiment)
     for i in idx if note else ():
         notes[i].append(note)
@@ -401,10 +404,25 @@ def _add_series(group: pd.DataFrame, idx: np.ndarray, experiment: set[str], cols
     cols["scaling_efficiency"][idx] = eff
     weak = kind == "weak"
     cols["serial_fraction"][idx] = np.where(weak, np.nan, karp_flatt(mult, rel))
-    for i in idx[weak & (rel != 1)]:
+    for i in idx[weak & (rel > 1)]:
         notes[i].append("serial_fraction: weak scaling (the same work per device), and the Karp–Flatt serial "
                         "fraction assumes the same total work")
+    for i in idx[rel <= 1]:
+        notes[i].append("serial_fraction: not above the baseline's device count (Karp–Flatt compares more "
+                        "devices with fewer)")
     cols["cost_efficiency"][idx] = eff * price[b] / price
+    if not np.isfinite(price[b]):
+        for i in idx[np.isfinite(price) & np.isfinite(eff)]:
+            notes[i].append(f"cost_efficiency: the baseline {group['run_id'].iloc[b]!r} has no price_per_gpu_hour")
+
+
+def _why_no_type(group: pd.DataFrame) -> str:
+    """Why :func:`scaling_type` gives a series no type (where none is given)."""
+    if group["gpus"].nunique() < 2:
+        return "the study has runs on one device count"
+    if "global_batch_size" in group and group["global_batch_size"].notna().all():
+        return "neither the same global batch nor the same batch per replica in every run: give scaling_type"
+    return "global_batch_size unknown in some run: give scaling_type"
 
 
 def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:

@@ -225,6 +225,15 @@ SIDECAR_SUFFIX = ".trainperf.yaml"
 what the file does not say, or how its columns map to runs columns."""
 PREFIXES: tuple[str, ...] = ("reported_", "extra_")
 
+STEP_TIME_ANOMALIES = "extra_step_time_anomalies"
+"""Column of the sentences on a log's step times that were joined, set aside
+or far out (``trainperf.importers.records``), ``; `` between them; ``derive``
+notes each one."""
+STEPS_SET_ASIDE = "extra_steps_set_aside"
+"""Column of the number of a log's steps whose times could not be used (a
+negative or zero time with nothing to join it with), left out of its
+throughput; set with :data:`STEP_TIME_ANOMALIES`."""
+
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 

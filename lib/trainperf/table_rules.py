@@ -74,7 +74,7 @@ def _check_columns(columns: list[str], path: object) -> None:
             close = difflib.get_close_matches(name, known, n=1)
             hint = (f"did you mean {close[0]!r}? " if close else "") + \
                 "other columns must start with 'reported_' or 'extra_'"
-            if not close and str(path).lower().endswith(".csv"):
+            if str(path).lower().endswith(".csv"):
                 hint += (f"; a table with column names of its own is read through a column mapping in "
                          f"{Path(str(path)).name}{SIDECAR_SUFFIX} (columns: {{run_id: <your column>, gpus: ..., "
                          "tokens: ..., elapsed_s: ...}; docs/importers.md)")

@@ -21,7 +21,7 @@ from trainperf.flops import missing_inputs
 from trainperf.importers.event_files import is_event_file_name
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineParser
-from trainperf.schema import STEP_INTERVAL_COLUMNS
+from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES
 from trainperf.table_rules import SPEED_INPUTS, check_runs, is_missing
 
 Finish = Callable[[Mapping[str, Any]], tuple[dict[str, Any], "pd.DataFrame | None"]]
@@ -165,11 +165,6 @@ def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> N
             measured["extra_time_source"] = RATE_FROM_REPORTED
 
 
-ANOMALIES = "extra_step_time_anomalies"
-"""Column of the sentences on a run's step times that were joined, set aside
-or far out (``records.join_timer_glitches``, ``records.far_out``); each is
-also a ``DataWarning``."""
-
 REPORTED_CONVENTION = "extra_reported_flops_convention"
 """Column naming the FLOPs convention (``trainperf.flops``) of the figures a
 log printed itself: its ``reported_*`` FLOP/s and MFU are compared with
@@ -264,8 +259,8 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                              f"{settings.origin(default_id, key)} sets {value!r}; using {value!r}")
             row[key] = value
         row["extra_log_format"] = fmt.name
-        if ANOMALIES in measured:
-            notes.append(f"{path}: run {row['run_id']}: {measured[ANOMALIES]}")
+        if STEP_TIME_ANOMALIES in measured:
+            notes.append(f"{path}: run {row['run_id']}: {measured[STEP_TIME_ANOMALIES]}")
         if not any(not is_missing(row.get(c)) for c in SPEED_INPUTS):
             skipped.append((str(path), run.line, f"run {row['run_id']}: no measured window "
                                                  "(only warm-up or incomplete records)"))

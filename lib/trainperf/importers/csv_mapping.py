@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from trainperf.errors import DataError
 from trainperf.importers.core import Format, ParsedLog, ParsedRun, log_stem
-from trainperf.importers.settings import Settings, check_key, coerce
+from trainperf.importers.settings import Settings, as_number, check_key, coerce
 from trainperf.importers.text import LineError, iter_chunks, number
 from trainperf.schema import INPUT_COLUMNS
 
@@ -77,10 +77,10 @@ def mapping(settings: Settings, path: Path) -> dict[str, tuple[str, float]]:
             if "column" not in spec or unknown:
                 raise DataError("a column spec is a CSV column name or {column: NAME, scale: NUMBER}",
                                 path=where, column=target)
-            scale = spec.get("scale", 1.0)
-            if not isinstance(scale, (int, float)) or isinstance(scale, bool) or not math.isfinite(scale):
-                raise DataError(f"scale {scale!r} is not a number", path=where, column=target)
-            result[target] = (str(spec["column"]), float(scale))
+            scale = as_number(spec.get("scale", 1.0))
+            if scale is None or not math.isfinite(scale):
+                raise DataError(f"scale {spec['scale']!r} is not a number", path=where, column=target)
+            result[target] = (str(spec["column"]), scale)
         elif isinstance(spec, (str, int)) and not isinstance(spec, bool):
             result[target] = (str(spec), 1.0)
         else:

@@ -47,7 +47,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import LineFormat, rate_from_reported
-from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp
+from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, timestamp
 from trainperf.table_rules import is_missing
 
 NAN = math.nan
@@ -67,7 +67,9 @@ _PHASES = {"fwd": "forward_s", "forward": "forward_s", "bwd": "backward_s", "bac
 
 
 def parse_timer(line: str) -> tuple[Any, ...]:
-    """``(rank, global step, current samples/s, peak GiB, timestamp)`` of a ThroughputTimer line."""
+    """``(rank, global step, current samples/s, peak GiB, timestamp)`` of a
+    ThroughputTimer line (NaN where absent). It needs a timestamp or a
+    positive rate: a line with a timestamp is timed by it whatever its rate."""
     rank, body = rank_prefix(line)
     match = _TIMER.search(body)
     if match is None:
@@ -76,10 +78,14 @@ def parse_timer(line: str) -> tuple[Any, ...]:
         raise LineError("two records on one line (interleaved output of several processes)")
     step = int(match.group(1) or match.group(2))
     current = _CURRENT.search(body, match.end())
-    rate = positive(number(current.group(1) if current else match.group(3)), "samples per second")
+    rate = number(current.group(1) if current else match.group(3))
+    when = timestamp(body[:match.start()])
+    if not (rate > 0 and math.isfinite(rate)):
+        if math.isnan(when):
+            raise LineError(f"no timestamp, and samples per second must be a positive number, not {rate:g}")
+        rate = NAN  # timed by its timestamp; the rate is not reported
     memory = _MEMORY.search(body, match.end())
-    return (rank, step, rate, field_number("MaxMemAllocated", memory.group(1) if memory else None),
-            timestamp(body[:match.start()]))
+    return (rank, step, rate, field_number("MaxMemAllocated", memory.group(1) if memory else None), when)
 
 
 class _Run(records.Run):

@@ -46,7 +46,9 @@ Conversions:
   ``group_query_attention``, ``num_experts``, ``moe_router_topk``,
   ``moe_ffn_hidden_size``), ``seq_len``, ``n_layers``, ``d_model``, ``n_heads``,
   ``micro_batch_size``, ``global_batch_size``, ``grad_accum_steps`` (global
-  batch / (micro batch · data-parallel size)), ``precision`` (``fp8``,
+  batch / (micro batch · data-parallel size); the data-parallel size printed,
+  else ``world_size / (tensor · pipeline · context parallel)``; a sidecar's
+  sizes give it through ``derive``), ``precision`` (``fp8``,
   ``bf16``, ``fp16``, else ``fp32``) and ``activation_checkpointing``
   (``recompute_granularity full`` or ``checkpoint_activations``); ``> padded
   vocab (... new size: V)`` gives ``vocab_size``; ``memory (MB) | ... max
@@ -66,7 +68,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
-from trainperf.importers.text import NUMBER, LineError, field_number, number, positive, rank_prefix, whole
+from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, step_seconds, whole
 
 NAN = math.nan
 REPORTED = ("tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu")
@@ -110,7 +112,7 @@ def parse_iteration(line: str) -> tuple[Any, ...]:
     if math.isnan(seconds):
         cut = "" if rest.endswith("|") else "truncated (no final '|'): "
         raise LineError(f"{cut}no 'elapsed time per iteration' field")
-    positive(seconds, "elapsed time per iteration")
+    step_seconds(seconds, "elapsed time per iteration")
     loss = _number(fields, "lm loss")
     tflops = _number(fields, "throughput per GPU (TFLOP/s/GPU)")
     return (rank, whole(match.group(1), "iteration"), seconds,
@@ -235,7 +237,10 @@ class MegatronParser(records.IntervalParser[_Run]):
             config["activation_checkpointing"] = (granularity == "full"
                                                   or args.get("checkpoint_activations") == "True")
         dp_text = args.get("data_parallel_size", "")
-        dp = int(dp_text) if dp_text.isdigit() else None
+        model_parallel = math.prod(config.get(k, 1) for k in ("tensor_parallel", "pipeline_parallel",
+                                                              "context_parallel"))
+        world = config.get("gpus", 0)
+        dp = int(dp_text) if dp_text.isdigit() else world // model_parallel if world % model_parallel == 0 else 0
         micro, batch = config.get("micro_batch_size"), config.get("global_batch_size")
         if dp and micro and batch and batch % (dp * micro) == 0:
             config["grad_accum_steps"] = batch // (dp * micro)

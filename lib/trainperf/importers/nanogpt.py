@@ -4,7 +4,8 @@
 
     iter 200: loss 3.2418, time 412.37ms, mfu 38.12%
 
-(before February 2023 without ``, mfu Z%``: such lines are read as well)
+(before February 2023 without ``, mfu Z%``: such lines are read as well;
+fields are read by name, and a line needs only its ``time``)
 
 and, every ``eval_interval`` iterations, before that iteration's own line,
 ``step N: train loss X, val loss Y``.
@@ -47,15 +48,19 @@ from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers import records
 from trainperf.importers.core import LineFormat
-from trainperf.importers.text import NUMBER, LineError, number, rank_prefix, step_seconds
+from trainperf.importers.text import NUMBER, CutLine, LineError, number, rank_prefix, step_seconds
 
 NAN = math.nan
 NANOGPT_PEAK_TFLOPS = 312.0
 """nanoGPT's ``estimate_mfu`` divides by the A100 bf16 dense peak, 312 TFLOP/s."""
 REPORTED = ("mfu",)
 _ITER_START = re.compile(r"iter \d+:")
-_ITER = re.compile(r"iter (\d+): loss (\S+), time (\S+?)ms(?:, mfu (\S+?)%)?")
-"""An iteration line; ``mfu`` only since February 2023 (an older train.py prints none)."""
+_ITER = re.compile(r"iter (\d+):")
+_LOSS = re.compile(rf"\bloss ({NUMBER}),")
+_TIME = re.compile(rf"\btime ({NUMBER})ms")
+_MFU = re.compile(rf"\bmfu ({NUMBER})%")
+"""The fields of an iteration line, read by name: ``mfu`` only since February 2023 (an older train.py prints
+none); a line needs only its time."""
 _EVAL = re.compile(rf"\bstep (\d+): train loss ({NUMBER}), val loss ({NUMBER})")
 _TOKENS = re.compile(r"tokens per iteration will be: ([\d,]+)")
 _PARAMS = re.compile(rf"number of parameters: ({NUMBER})M")
@@ -65,16 +70,26 @@ _OVERRIDES = {"n_layer": "n_layers", "n_head": "n_heads", "n_embd": "d_model", "
 
 
 def parse_iter(line: str) -> tuple[int, float, float, float]:
-    """``(iteration, loss, seconds, mfu fraction or NaN)`` of an iteration line."""
+    """``(iteration, loss, seconds, mfu fraction)`` of an iteration line (NaN
+    where absent). A line without ``mfu`` (the field printed last since
+    February 2023) may be wrapped: :class:`~trainperf.importers.text.CutLine`,
+    with what it gives."""
     body = rank_prefix(line)[1]
     match = _ITER.search(body)
     if match is None:
-        raise LineError("expected 'iter N: loss X, time Yms' (then ', mfu Z%')")
-    if _ITER_START.search(body, 0, match.start()):
+        raise LineError("no 'iter N:' field")
+    if _ITER_START.search(body, match.end()):
         raise LineError("two records on one line (interleaved output of several processes)")
-    seconds = step_seconds(number(match.group(3)) / 1000.0, "time")
-    mfu = number(match.group(4)) / 100.0 if match.group(4) is not None else NAN
-    return int(match.group(1)), number(match.group(2)), seconds, mfu if mfu >= 0 else NAN
+    time, loss, mfu = (pattern.search(body, match.end()) for pattern in (_TIME, _LOSS, _MFU))
+    if time is None:
+        raise LineError("no 'time Yms' field")
+    seconds = step_seconds(number(time.group(1)) / 1000.0, "time")
+    fraction = number(mfu.group(1)) / 100.0 if mfu is not None else NAN
+    record = (int(match.group(1)), number(loss.group(1)) if loss is not None else NAN, seconds,
+              fraction if fraction >= 0 else NAN)
+    if mfu is None:
+        raise CutLine("no 'mfu Z%' field (an older train.py, or a wrapped line)", record)
+    return record
 
 
 class NanoGPTParser(records.IntervalParser[records.Run]):

@@ -18,7 +18,9 @@ Conversions:
 
 * ``train_step_timing in s`` is the wall time of the step ``global_step``
   (counted from 0): each line is a record of one step. Step 0 is warm-up; a
-  log that starts later (a progress bar's last redraw) is measured whole.
+  log that starts later (a progress bar's last redraw) is measured whole. A
+  line needs only its timing: one without ``global_step`` is the next step
+  of its rank (the first such line step 0).
 * ``consumed_samples`` counts the whole job's samples up to and including
   the step: a record's ``samples`` is its change from the previous line where
   that line is the step before, else ``global_batch_size`` where printed.
@@ -45,7 +47,8 @@ _FIELD = re.compile(rf"\b(global_step|consumed_samples|reduced_train_loss|global
 
 
 def parse_step(line: str) -> tuple[Any, ...]:
-    """``(rank, global step, seconds, consumed samples, global batch, loss)`` (NaN where absent)."""
+    """``(rank, global step, seconds, consumed samples, global batch, loss)``
+    (NaN where absent; the step None where the line prints none)."""
     rank, body = rank_prefix(line)
     timing = _TIMING.search(body)
     if timing is None:
@@ -53,12 +56,11 @@ def parse_step(line: str) -> tuple[Any, ...]:
     if _TIMING.search(body, timing.end()):
         raise LineError("two records on one line (interleaved output of several processes)")
     fields = dict(_FIELD.findall(body))
-    if "global_step" not in fields:
-        raise LineError("no 'global_step' field")
-    step = number(fields["global_step"])
-    if not (step >= 0 and step == int(step)):
+    step = field_number("global_step", fields.get("global_step"))
+    if "global_step" in fields and not (math.isfinite(step) and step >= 0 and step == int(step)):
         raise LineError(f"global_step {step:g} is not a step number")
-    return (rank, int(step), step_seconds(number(timing.group(1)), "train_step_timing"),
+    return (rank, int(step) if "global_step" in fields else None,
+            step_seconds(number(timing.group(1)), "train_step_timing"),
             field_number("consumed_samples", fields.get("consumed_samples")),
             field_number("global_batch_size", fields.get("global_batch_size")),
             field_number("reduced_train_loss", fields.get("reduced_train_loss")))
@@ -79,6 +81,8 @@ class NeMoParser(records.IntervalParser[records.Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, seconds, consumed, batch, loss = parsed
+        if step is None:
+            step = self.count_step(label) - 1  # counted from 0, as NeMo counts
         rank = self.rank_of(label, step)
         previous = self.run.previous.get(rank) if self.run is not None else None
         samples = batch if batch > 0 else NAN

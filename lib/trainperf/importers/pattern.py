@@ -55,7 +55,6 @@ class PatternParser(records.IntervalParser[records.Run]):
     def __init__(self, path: Path, pattern: re.Pattern[str]) -> None:
         super().__init__(path)
         self.start = pattern
-        self.counted: dict[int | None, int] = {}
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         label, body = rank_prefix(lines[i])
@@ -74,10 +73,7 @@ class PatternParser(records.IntervalParser[records.Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, values = parsed
-        if "step" in values:
-            step = values["step"]
-        else:
-            step = self.counted[label] = self.counted.get(label, 0) + 1
+        step = values["step"] if "step" in values else self.count_step(label)
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         run.records.add(figures.record(values, rank, step))

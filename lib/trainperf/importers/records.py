@@ -43,9 +43,9 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import measure, summarize
-from trainperf.importers.core import ANOMALIES, REPORTED_CONVENTION, ParsedRun, RunParser
+from trainperf.importers.core import REPORTED_CONVENTION, ParsedRun, RunParser
 from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
-from trainperf.schema import STEP_INTERVAL_COLUMNS
+from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
 from trainperf.table_rules import is_missing
 
 FIELDS: tuple[str, ...] = ("rank", "step", "n_steps", "seconds", "weight", "samples", "tokens", "loss",
@@ -135,6 +135,14 @@ class IntervalParser(RunParser, Generic[RunT]):
         self.run: RunT | None = None
         self.done: list[RunT] = []
         self.copies: dict[int | None, tuple[int, int]] = {}
+        self.counted: dict[int | None, int] = {}
+
+    def count_step(self, rank: int | None) -> int:
+        """The step of a record line that prints no step number, for the rank
+        its launcher prefix names (None: no prefix): its rank's lines are
+        steps 1, 2, 3, ... in the order of the file."""
+        step = self.counted[rank] = self.counted.get(rank, 0) + 1
+        return step
 
     def rank_of(self, rank: int | None, step: int) -> int:
         """The rank a record of ``step`` belongs to, given the rank its line's
@@ -213,7 +221,7 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     (taken as the rank's usual interval, else one step, to tell whether it
     lies past the warm-up; it is measured where it has a time, or where no
     record has one and the log's rates are the measurement)."""
-    table, anomalies = join_timer_glitches(records.table())
+    table, anomalies, set_aside = join_timer_glitches(records.table())
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
     warmup = 1 if warmup is None or is_missing(warmup) else int(warmup)
@@ -237,7 +245,8 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
         return ({"extra_excluded_records": excluded} if excluded else {}), intervals
     out = measure(summaries, "")
     if anomalies:
-        out[ANOMALIES] = "; ".join(anomalies)
+        out[STEP_TIME_ANOMALIES] = "; ".join(anomalies)
+        out[STEPS_SET_ASIDE] = set_aside
     window = in_window & (col["excluded"] == 0)  # the records of the measured intervals
     weight = col["weight"][window]
     for name in records.reported:
@@ -248,28 +257,32 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     return out, intervals
 
 
-def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str], int]:
     """The records with each one whose time is negative or zero (a timer
     glitch: a NeMo log printed 13.75 s for one step and -12.71 s for the next)
     joined with its rank's record before it: one interval of both their steps
     and the sum of their times (their work summed, the later loss). A record
     with no earlier one of its rank, or a pair whose sum is still not
     positive, is set aside (no interval). Returns the records (a copy where
-    any changed) and a sentence for each glitch."""
+    any changed), a sentence for each glitch and the number of steps set
+    aside (a record of unknown length counts as one)."""
     seconds = table[:, COLUMN["seconds"]]
     glitches = np.flatnonzero(seconds <= 0)
     if not len(glitches):
-        return table, []
+        return table, [], 0
     table = table.copy()
     col = {name: table[:, j] for name, j in COLUMN.items()}
     notes = []
+    set_aside = 0
     for i in glitches:
         earlier = np.flatnonzero((col["rank"][:i] == col["rank"][i]) & (col["excluded"][:i] != 2))
         step, own, evaluated = int(col["step"][i]), col["seconds"][i], col["excluded"][i] == 1
         col["excluded"][i] = 2
         if not len(earlier) or not col["seconds"][earlier[-1]] + own > 0:
-            notes.append(f"step {step}: a step time of {own:g} s with no step before it to make up for it, "
-                         "set aside")
+            set_aside += int(col["n_steps"][i]) if np.isfinite(col["n_steps"][i]) else 1
+            before = (f"that step {int(col['step'][earlier[-1]])} ({col['seconds'][earlier[-1]]:g} s) does not "
+                      "make up for" if len(earlier) else "with no step before it to make up for it")
+            notes.append(f"step {step}: a step time of {own:g} s {before}, set aside")
             continue
         j = earlier[-1]
         joined = col["seconds"][j] + own
@@ -281,27 +294,29 @@ def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str]]:
         col["step"][j], col["loss"][j] = col["step"][i], col["loss"][i]
         if evaluated:
             col["excluded"][j] = 1
-    return table, notes
+    return table, notes, set_aside
 
 
 FAR_OUT_IQR = 3.0
-"""A measured step time above Q3 + 3 IQR of its run's single-step records is far out (Tukey's fence)."""
+"""A measured time per step above Q3 + 3 IQR of its run's is far out (Tukey's fence)."""
 FAR_OUT_MIN_RECORDS = 8
-"""Records of single steps a run needs before its quartiles are used."""
+"""Measured records a run needs before its quartiles are used."""
 
 
 def far_out(col: dict[str, np.ndarray], in_window: np.ndarray) -> list[str]:
-    """A sentence on the measured single-step times far above the others
-    (:data:`FAR_OUT_IQR`: a pause for garbage collection, a checkpoint, a
-    straggling data loader); they stay in the measurement, which is the time
-    the run took."""
-    single = in_window & (col["excluded"] == 0) & (col["n_steps"] == 1) & np.isfinite(col["seconds"])
-    times = col["seconds"][single]
+    """A sentence on the measured records whose time per step (``seconds /
+    n_steps``: a line of one step, or the mean of a logging interval) is far
+    above the others (:data:`FAR_OUT_IQR`: a pause for garbage collection, a
+    checkpoint, a straggling data loader); they stay in the measurement,
+    which is the time the run took."""
+    per_step = col["seconds"] / col["n_steps"]
+    timed = in_window & (col["excluded"] == 0) & np.isfinite(per_step) & (col["n_steps"] >= 1)
+    times = per_step[timed]
     if len(times) < FAR_OUT_MIN_RECORDS:
         return []
     q1, q3 = np.percentile(times, [25, 75])
     fence = q3 + FAR_OUT_IQR * (q3 - q1)
-    out = single & (col["seconds"] > fence)
+    out = timed & (per_step > fence)
     if not out.any():
         return []
     steps = sorted(set(int(s) for s in col["step"][out]))

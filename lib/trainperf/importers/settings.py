@@ -41,6 +41,7 @@ import yaml
 from trainperf.errors import DataError
 from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
+from trainperf.importers.text import LineError, number
 from trainperf.table_rules import FALSE, RANGE_CHECKS, TRUE
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, SIDECAR_SUFFIX
 
@@ -159,17 +160,28 @@ def check_key(key: str, where: object) -> None:
                     f"or {', '.join(repr(s) for s in STRUCTURAL)}", path=where, column=key)
 
 
+def as_number(value: Any) -> float | None:
+    """A sidecar value as a number, whatever key it is under: a YAML number,
+    or text that reads as one (PyYAML leaves ``1e9`` and ``7E9`` as text, as
+    YAML 1.1 wants a dot in a float; ``1,000`` and ``1_000`` too); None for
+    anything else (``true`` included)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return number(str(value).strip())
+    except LineError:
+        return None
+
+
 def coerce(key: str, value: Any, where: object) -> Any:
     """``value`` converted to the type of column ``key`` and checked (DataError naming ``where``)."""
     check_key(key, where)
     column = INPUT_COLUMNS.get(key)
     if column is None:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        try:
-            return float(str(value).replace(",", ""))
-        except ValueError:
-            return str(value)
+        number = as_number(value)
+        return str(value) if number is None else number
     if value is None or (isinstance(value, str) and not value.strip()):
         raise DataError("empty value", path=where, column=key)
     if column.kind == "str":
@@ -191,11 +203,9 @@ def coerce(key: str, value: Any, where: object) -> Any:
         if text not in TRUE | FALSE:
             raise DataError(f"{value!r} is not true or false", path=where, column=key)
         return text in TRUE
-    try:
-        number = float(str(value).replace(",", "").replace("_", "")) if not isinstance(value, (int, float)) \
-            else float(value)
-    except ValueError:
-        raise DataError(f"{value!r} is not a number", path=where, column=key) from None
+    number = as_number(value)
+    if number is None:
+        raise DataError(f"{value!r} is not a number", path=where, column=key)
     if not math.isfinite(number):
         raise DataError(f"{value!r} is not a finite number", path=where, column=key)
     if column.check:

@@ -61,6 +61,17 @@ class LineError(Exception):
     """A line that looks like a record of the format but cannot be read (internal)."""
 
 
+class CutLine(LineError):
+    """A record line without the field its format prints last: it was cut,
+    or it wraps onto the next lines. ``value`` is what the line gives from
+    the fields it has (its last field, which may have been cut, left out),
+    used where no continuation completes it (see :func:`parse_wrapped`)."""
+
+    def __init__(self, message: str, value: object) -> None:
+        super().__init__(message)
+        self.value = value
+
+
 def number(text: str) -> float:
     """The value of a printed number (see :data:`NUMBER`); :class:`LineError` otherwise."""
     try:
@@ -285,7 +296,8 @@ def parse_wrapped(lines: list[str], i: int, parse: Callable[[str], T],
     with up to :data:`WRAP_LINES` continuation lines (a continuation does not
     start a record of its own; a launcher's rank prefix on it is dropped; the
     pieces are joined as they are, then with a space). Returns the value and
-    the number of lines used; re-raises the first :class:`LineError`."""
+    the number of lines used. Where no join reads, a :class:`CutLine` gives
+    what the line itself has; any other first :class:`LineError` is raised again."""
     try:
         return parse(lines[i]), 1
     except LineError as error:
@@ -303,4 +315,6 @@ def parse_wrapped(lines: list[str], i: int, parse: Callable[[str], T],
             except LineError:
                 pass
         text += piece
+    if isinstance(first_error, CutLine):
+        return first_error.value, 1  # type: ignore[return-value]
     raise first_error

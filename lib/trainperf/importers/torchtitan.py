@@ -9,8 +9,10 @@ through the ``[titan] %(asctime)s - %(name)s - %(levelname)s -`` logger
 
 (one line in the log; ``grad_norm`` and ``tflops`` are absent in older
 versions, which print ``wps`` instead of ``tps``). Fields are read by name,
-in any order; ``mfu`` (always last) must be present, so a truncated line is
-not read.
+in any order; a line needs its step and something that times it (a
+timestamp, else ``tps``). A line without ``mfu`` (always last) was cut or
+wraps onto the next lines: a continuation is joined where there is one,
+else the line is read without its last field (which may be cut).
 
 Conversions:
 
@@ -61,13 +63,13 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
-from trainperf.importers.text import (NUMBER, LineError, field_number, number, positive, rank_prefix, timestamp,
-                                      whole)
+from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, positive, rank_prefix,
+                                      timestamp, whole)
 from trainperf.table_rules import is_missing
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
-_STEP = re.compile(r"step:\s*\d+\s+loss:")
+_STEP = re.compile(r"step:\s*(\d+)\s+loss:")
 _USUAL = re.compile(r"step:\s*(\d+)\s+loss:\s*(\S+)\s+(?:grad_norm:\s*\S+\s+)?memory:\s*([-+\d.eE]+)GiB\S*\s+"
                     r"(?:tps|wps):\s*(\d{1,3}(?:,\d{3})+|\d+)\s+(?:tflops:\s*(\S+)\s+)?mfu:\s*([-+\d.eE]+)%")
 """The fields in the order torchtitan prints them (other layouts are read field by field)."""
@@ -96,7 +98,11 @@ _VALIDATE = re.compile(rf"validate step:\s*\d+\s+loss:\s*({NUMBER})")
 
 def parse_step(line: str) -> tuple[Any, ...]:
     """``(rank, step, loss, memory GiB, tps, tflops, mfu fraction, timestamp)``
-    of a step line (NaN where absent; rank None without a launcher prefix)."""
+    of a step line (NaN where absent; rank None without a launcher prefix).
+    Only the step and a time are needed: the line's timestamp, else its
+    ``tps``. A line without ``mfu`` (the field torchtitan prints last) may be
+    cut or wrapped: :class:`~trainperf.importers.text.CutLine`, with what it
+    gives without its last field."""
     rank, body = rank_prefix(line)
     match = _STEP.search(body)
     if match is None:
@@ -104,26 +110,38 @@ def parse_step(line: str) -> tuple[Any, ...]:
     at = match.start()
     if _STEP.search(body, match.end()):
         raise LineError("two records on one line (interleaved output of several processes)")
+    when = timestamp(body[:at])
     usual = _USUAL.match(body, at)
     if usual is not None:
         step, loss, memory, tps, tflops, mfu = usual.groups()
-        tps = tps.replace(",", "")  # the pattern admits only whole groups of three digits
-    else:
-        fields = dict(_PAIR.findall(body, at))
-        if "mfu" not in fields:
-            raise LineError("truncated: no 'mfu:' field")
-        tps = fields.get("tps", fields.get("wps"))
-        if tps is None:
-            raise LineError("no 'tps:' (or 'wps:') field")
-        step, loss, tflops = fields["step"], fields.get("loss"), fields.get("tflops")
-        memory, mfu = _before(fields.get("memory"), "GiB"), _before(fields["mfu"], "%")
-    rate = positive(field_number("tps", tps), "tps")
+        return _step_record(rank, when, step, loss, memory, tps.replace(",", ""), tflops, mfu)
+    pairs = _PAIR.findall(body, match.end(1))
+    complete = bool(pairs) and pairs[-1][0] == "mfu" and pairs[-1][1].endswith("%")
+    last = "" if complete else pairs.pop()[0] if pairs else "loss"  # the last field of a cut line may be cut too
+    fields = dict(pairs)
+    tps = fields.get("tps", fields.get("wps"))
+    if not complete and math.isnan(when) and tps is None:
+        raise LineError(f"no timestamp and no 'tps:' field (a cut line: its last field, {last!r}, is not read)")
+    record = _step_record(rank, when, match.group(1), fields.get("loss"), _before(fields.get("memory"), "GiB"),
+                          tps, fields.get("tflops"), _before(fields.get("mfu"), "%"))
+    if complete:
+        return record
+    raise CutLine(f"no 'mfu:' field: cut or wrapped (its last field, {last!r}, is not read)", record)
+
+
+def _step_record(rank: int | None, when: float, step: str, loss: str | None, memory: str | None,
+                 tps: str | None, tflops: str | None, mfu: str | None) -> tuple[Any, ...]:
+    """The record of a step line from the texts of its fields (None: absent);
+    :class:`LineError` for one that is not a number, or without a timestamp
+    and a ``tps`` to time it."""
+    if math.isnan(when) and tps is None:
+        raise LineError("no timestamp and no 'tps:' (or 'wps:') field: nothing times the step")
+    rate = positive(field_number("tps", tps), "tps") if tps is not None else NAN
     gib = field_number("memory", memory)
     if gib < 0 or gib == math.inf:
         raise LineError(f"memory: {gib:g} GiB is not a size")
-    return (rank, int(step) if step.isdigit() else whole(step, "step"),
-            field_number("loss", loss), gib, rate, field_number("tflops", tflops), field_number("mfu", mfu) / 100.0,
-            timestamp(body[:at]))
+    return (rank, int(step) if step.isdigit() else whole(step, "step"), field_number("loss", loss), gib, rate,
+            field_number("tflops", tflops), field_number("mfu", mfu) / 100.0, when)
 
 
 def _before(text: str | None, unit: str) -> str | None:

@@ -16,7 +16,9 @@
 
 With gradient accumulation, one ``step`` is one optimizer step and each
 micro-batch calls ``step.micro_step(tokens=..., samples=...)``; its phases add
-up within the step.
+up within the step. Tokens and samples are counted once: those given to
+``step()`` are the whole step's, and micro-steps add theirs only where
+``step()`` was given none.
 
 The profiler never breaks the job it measures: any failure of its own (a full
 disk, an unwritable folder, an unexpected error) produces one
@@ -244,9 +246,10 @@ class StepProfiler:
 
     def step(self, tokens: Any = None, samples: Any = None, loss: Any = None) -> _Step | _NoStep:
         """Context manager around one optimizer step. ``tokens`` and
-        ``samples``: processed by this rank in the step (numbers or tensors);
-        more can be added per micro-batch with ``micro_step``. The returned
-        object takes ``.loss`` (a number, or a tensor read without a sync)."""
+        ``samples``: processed by this rank in the whole step (numbers or
+        tensors); or give each micro-batch's to ``micro_step`` instead (given
+        to both, ``step()``'s count). The returned object takes ``.loss`` (a
+        number, or a tensor read without a sync)."""
         if self._off:
             return _NO_STEP
         if self._open is not None:
@@ -460,7 +463,7 @@ class _Step:
     """The open step (returned by ``StepProfiler.step``), counting its FLOPs
     with ``counter`` where one is given."""
 
-    __slots__ = ("_profiler", "_record", "_range", "_counter")
+    __slots__ = ("_profiler", "_record", "_range", "_counter", "_given")
 
     def __init__(self, profiler: StepProfiler, record: StepRecord, trace_range: Any,
                  counter: StepFlopCounter | None = None) -> None:
@@ -468,6 +471,7 @@ class _Step:
         self._record = record
         self._range = trace_range
         self._counter = counter
+        self._given = (record.tokens is not None, record.samples is not None)  # step() counted the whole step
         trace_range.__enter__()
         if counter is not None:
             counter.__enter__()
@@ -493,12 +497,20 @@ class _Step:
         self._record.loss = value
 
     def micro_step(self, tokens: Any = None, samples: Any = None) -> None:
-        """Count one micro-batch of gradient accumulation and what it processed."""
+        """Count one micro-batch of gradient accumulation and what it
+        processed. Tokens (samples) given to ``step()`` are the whole step's:
+        a micro-step's own are then not added, and a ``ProfilerWarning`` says
+        so once."""
         record = self._record
         record.micro_steps += 1
-        if tokens is not None:
+        given_tokens, given_samples = self._given
+        if tokens is not None and given_tokens or samples is not None and given_samples:
+            self._profiler._warn_once("counted twice", "tokens or samples given both to step() and to its "
+                                                       "micro_step() calls: step()'s count the whole step, "
+                                                       "micro_step()'s are not added")
+        if tokens is not None and not given_tokens:
             record.tokens = tokens if record.tokens is None else record.tokens + tokens
-        if samples is not None:
+        if samples is not None and not given_samples:
             record.samples = samples if record.samples is None else record.samples + samples
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.compare import Side, read_side
-from trainperf.derived import derive
+from trainperf.derived import SCALING_NOTES, derive
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.importers.reported import compare_reported
@@ -266,12 +266,13 @@ def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
 def note_counts(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
     """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated)
     with how many runs carry each and up to three of their run ids. Without
-    ``scaling``, notes about the scaling multiplier are left out (for a
-    report that shows none)."""
+    ``scaling``, notes about scaling only (their keys in
+    :data:`trainperf.derived.SCALING_NOTES`) are left out (for a report that shows none)."""
     notes = runs.assign(note=runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; "))
     notes = notes.explode("note").dropna(subset=["note"])
     if not scaling:
-        notes = notes[~notes["note"].str.startswith("scaling:")]
+        keys = notes["note"].str.split(": ", n=1).str[0].str.split(", ")
+        notes = notes[~keys.map(lambda names: set(names) <= SCALING_NOTES).to_numpy(bool)]
     return notes.groupby("note", sort=False)["run_id"].agg(
         runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 
