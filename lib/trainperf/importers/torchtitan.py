@@ -65,7 +65,6 @@ from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
 from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, positive, rank_prefix,
                                       timestamp, whole)
-from trainperf.table_rules import is_missing
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
