@@ -68,6 +68,16 @@ def assert_run(run_dir: Path, framework: str, accum: int, world: int, strategy: 
                                                                                                    SEQ_LEN)
     if strategy == "ddp":
         assert (steps.loc[~steps["warmup"], "comm_s"] > 0).all()
+    # memory as the profiler records it in a user's loop: each rank's own file, and the run's max and mean
+    largest = []
+    for rank in range(world):
+        read = rankfile.read_rank_file(run_dir / f"steps-rank{rank}.jsonl")
+        assert read.written == rankfile.LINE_COLUMNS and not read.columns["out_of_memory"].any()
+        assert (read.columns["host_memory_gb"] > 0).all() and (read.columns["peak_memory_gb"] > 0).all()
+        largest.append(read.columns["host_memory_gb"][~read.columns["warmup"]].max())
+    assert row["host_memory_gb"] == pytest.approx(max(largest), abs=1e-6)
+    assert row["host_memory_mean_gb"] == pytest.approx(sum(largest) / world, abs=1e-6)
+    assert row["fits"] and row["energy_counter"].startswith(("rapl:", "none:"))
 
 
 @pytest.mark.parametrize("accum", [1, 3])

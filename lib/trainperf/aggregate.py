@@ -379,7 +379,8 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     reference = out.get("slowest_rank", window.index[0] if len(window) else None)
     if reference is not None and math.isfinite(per_rank.at[reference, "warmup_steps"]):
         out["warmup_steps"] = int(per_rank.at[reference, "warmup_steps"])
-    out["ranks"] = int(len(per_rank))
+    if len(per_rank):
+        out["ranks"] = int(len(per_rank))
     excluded = int(per_rank["excluded_intervals"].sum())
     if excluded:
         out["extra_excluded_records"] = excluded
