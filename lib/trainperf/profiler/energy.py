@@ -21,6 +21,7 @@ their sum over many steps is the energy of the window.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,17 +57,18 @@ class NvmlEnergy:
 class RaplEnergy:
     """The summed RAPL counters of the package zones ``zones`` (folders such as
     ``/sys/class/powercap/intel-rapl:0``), each wrapping at its
-    ``max_energy_range_uj``."""
+    ``max_energy_range_uj``; each counter file is kept open and read again
+    from its start (a few µs)."""
 
     def __init__(self, zones: list[Path]) -> None:
-        self._files = [zone / "energy_uj" for zone in zones]
+        self._files = [os.open(zone / "energy_uj", os.O_RDONLY) for zone in zones]
         self._ranges = [int((zone / "max_energy_range_uj").read_text()) for zone in zones]
-        self._last = [int(f.read_text()) for f in self._files]
+        self._last = [int(os.pread(f, 32, 0)) for f in self._files]
 
     def read(self) -> float:
         total = 0
         for i, file in enumerate(self._files):
-            now = int(file.read_text())
+            now = int(os.pread(file, 32, 0))
             delta = now - self._last[i]
             total += delta + self._ranges[i] if delta < 0 else delta  # the counter wrapped past its range
             self._last[i] = now

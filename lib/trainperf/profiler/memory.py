@@ -22,11 +22,13 @@ allocator's host-side counters) gives, per step:
 On CPU, ``peak_memory_gb`` is the peak resident set of the process so far
 (``getrusage``'s ``ru_maxrss``, which only grows; psutil's resident set where
 ``getrusage`` is missing). On every device, ``host_memory_gb`` is the
-process's resident set at the end of the step (psutil).
+process's resident set at the end of the step (``/proc/self/statm`` on Linux,
+read through a file kept open: about 5 µs; psutil elsewhere).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -95,9 +97,14 @@ def host_peak_reader() -> Callable[[], float]:
 
 
 def host_memory_reader() -> Callable[[], float]:
-    """Resident set of this process now (GiB; psutil, which reads
-    ``/proc/self/statm`` on Linux)."""
-    import psutil
+    """Resident set of this process now (GiB): the second field of
+    ``/proc/self/statm`` (pages) where there is one, else psutil's."""
+    try:
+        statm = os.open("/proc/self/statm", os.O_RDONLY)
+    except OSError:
+        import psutil
 
-    process = psutil.Process()
-    return lambda: process.memory_info().rss / GIB
+        process = psutil.Process()
+        return lambda: process.memory_info().rss / GIB
+    page = os.sysconf("SC_PAGE_SIZE") / GIB
+    return lambda: int(os.pread(statm, 128, 0).split()[1]) * page
