@@ -94,6 +94,18 @@ def test_lightning_single_process(tmp_path, accum):
     assert_run(tmp_path, "lightning", accum, world=1, strategy="single")
 
 
+def test_lightning_records_the_step_that_runs_out_of_memory(tmp_path):
+    """Lightning hands the error to the callback (``on_exception``) before raising it: the step is
+    written as one that ran out of memory, and the run does not fit."""
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        lightning_training.train(str(tmp_path), BATCH, 1, STEPS, SEQ_LEN, oom_at=2)
+    read = rankfile.read_rank_file(tmp_path / "steps-rank0.jsonl")
+    assert read.closed and read.columns["out_of_memory"].tolist() == [False, False, True]
+    (row,) = load_runs(tmp_path).to_dict("records")
+    assert row["fits"] == False and row["extra_out_of_memory"] == "rank 0 step 2"  # noqa: E712
+    assert row["steps"] == 1  # step 1; step 0 is the warm-up
+
+
 def test_lightning_validation_during_training_is_its_own_phase(tmp_path):
     """Validation after batches 2 and 4 (of 4 steps): the steps that follow
     carry it as ``validation_s``, not as a wait for data."""
