@@ -211,3 +211,10 @@ def test_device_memory_is_the_datasheets_or_the_names(platform: str, capacity: f
 def test_device_memory_is_unknown_where_the_variant_or_device_is(platform: str) -> None:
     # a V100 and an A100 PCIe come in two sizes: no capacity is guessed
     assert device_memory(platform) is None
+
+
+def test_docs_table_has_each_devices_memory() -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "hardware.md").read_text()
+    cells = {line.split("|")[1].strip().removesuffix(" (default)"): line.split("|")[7].strip()
+             for line in docs.splitlines() if line.startswith(("| NVIDIA", "| AMD"))}
+    assert cells == {d.name: "—" if d.capacity_gb is None else f"{d.capacity_gb:g}" for d in DEVICES}

@@ -28,8 +28,8 @@ Each device also has its memory capacity (:attr:`Device.capacity_gb`, from
 the same datasheet; :func:`device_memory`), where the sheet prints one size
 for it. Datasheets print GB; the capacities of HBM and GDDR are binary (an
 H100's 80 GB are five 16 GiB stacks), so they are compared with peaks in
-GiB as printed. The driver offers PyTorch a little less (79.2 GiB of an
-H100 SXM's 80), which the profiler records where it runs.
+GiB as printed. The driver offers PyTorch a little less, which the profiler
+records where it runs.
 
 CPUs (platform ``"cpu"`` or starting with ``"cpu"``) have no table entry;
 ``trainperf.profiler.peak_flops.measure_peak_flops`` measures the running

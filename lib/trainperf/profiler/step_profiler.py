@@ -158,7 +158,8 @@ class StepProfiler:
         self._places = environment.gather_places(dist, place)
         self.rank = place.rank
         nodes = environment.node_names(self._places)
-        first_on_host = min(r for r, n in nodes.items() if n == nodes.get(place.rank)) == place.rank
+        first_on_host = (min(r for r, n in nodes.items() if n == nodes.get(place.rank)) == place.rank
+                         if len(self._places) == place.world_size else place.local_rank in (None, 0))
         self._energy, self._energy_source = energy_meter(torch, device, first_on_host)
         folder.claim(self.run_dir, overwrite, dist, place.rank, place.world_size)
         self._config = config
