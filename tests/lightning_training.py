@@ -28,11 +28,16 @@ VOCAB = 128
 
 
 class TinyGPT(L.LightningModule):
-    def __init__(self) -> None:
+    """``oom_at``: the optimizer step whose first micro-batch runs out of memory (the CPU allocator's own error)."""
+
+    def __init__(self, oom_at: int | None = None) -> None:
         super().__init__()
         self.model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
+        self.oom_at = oom_at
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        if self.global_step == self.oom_at:
+            torch.empty(1 << 60, dtype=torch.uint8)  # an exabyte
         return self.model(input_ids=batch, labels=batch).loss
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
@@ -54,7 +59,7 @@ def main() -> None:
 
 
 def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, validate_every: int | None = None,
-          **callback_options: Any) -> int:
+          oom_at: int | None = None, **callback_options: Any) -> int:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``
     (validating on eight batches every ``validate_every`` batches: long enough
@@ -73,7 +78,7 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, valida
             num_sanity_val_steps=0,
             callbacks=[LightningCallback(run_dir, config={"experiment": "lightning", "model": "tiny-gpt2"},
                                          warmup_steps=1, **callback_options)])
-        trainer.fit(TinyGPT(), loader, DataLoader(list(ids) * 4, batch_size=batch) if validate_every else None)
+        trainer.fit(TinyGPT(oom_at), loader, DataLoader(list(ids) * 4, batch_size=batch) if validate_every else None)
         taken = trainer.global_step
     del trainer
     gc.collect()

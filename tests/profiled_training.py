@@ -10,7 +10,9 @@ Strategies: ``single`` (no process group), ``ddp``, ``fsdp`` (FSDP2
 ``fully_shard``), ``fsdp1`` (the older ``FullyShardedDataParallel``), ``local`` (a process group, but every rank trains its own
 model: no collective during training, so one rank can die without stalling
 the others). ``--kill-rank R --kill-at S`` makes rank R kill itself with
-SIGKILL when step S begins. ``--device cuda``: each rank trains on its own
+SIGKILL when step S begins. ``--hold-rank R --hold-mib M`` makes rank R
+keep M MiB of its own (written, so resident) through the training.
+``--device cuda``: each rank trains on its own
 GPU (``LOCAL_RANK``) with NCCL instead of the CPU with gloo.
 
 Under ``ddp`` the job also trains the same model on the same batches with
@@ -43,6 +45,8 @@ def main() -> None:
     parser.add_argument("--kill-at", type=int, default=-1)
     parser.add_argument("--step-sleep", type=float, default=0.0, help="extra seconds of 'compute' per step")
     parser.add_argument("--slow-rank", type=int, default=-1, help="only this rank sleeps --step-sleep (a straggler)")
+    parser.add_argument("--hold-rank", type=int, default=-1)
+    parser.add_argument("--hold-mib", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args()
     strategies = args.strategies.split(",")
@@ -82,6 +86,7 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
         from torch.distributed.fsdp import FullyShardedDataParallel
 
         model = FullyShardedDataParallel(model, device_id=device)
+    held = torch.ones(args.hold_mib * 2**18) if rank == args.hold_rank else None  # 4-byte floats  # noqa: F841
     prof = StepProfiler(run_dir, config={"model": "mlp-16-64-64-1", "precision": "fp32"}, warmup_steps=1)
     model = prof.watch(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -13,14 +13,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainperf import compare, derive, estimates, load_runs, load_steps, load_summaries
+from trainperf import DataWarning, StepProfiler, compare, derive, estimates, load_runs, load_steps, load_summaries
+from trainperf.bench import runner
 from trainperf.bench.corpus import RandomWindows, corpus_bytes, train_val_split
 from trainperf.bench.flop_count import counted_flops_per_token
 from trainperf.bench.launch import RunFailed, launch
 from trainperf.bench.model import GPT, MODEL_SIZES, model_config
 from trainperf.bench.runner import describe
 from trainperf.bench.spec import RunSpec
-from trainperf.bench.sweeps import CPU_DEFAULTS, Machine, default_settings, plan, with_cpu_peaks
+from trainperf.bench.sweeps import CPU_DEFAULTS, GPU_DEFAULTS, Machine, default_settings, plan, with_cpu_peaks
 from trainperf.cli import main
 from trainperf.flops import palm
 
@@ -308,3 +309,32 @@ def test_a_failing_run_is_reported_with_its_output(tmp_path: Path) -> None:
     with pytest.raises(RunFailed, match="run broken failed") as failure:
         launch(spec, timeout_s=120)
     assert "unknown model size 'huge'" in str(failure.value)
+
+
+def test_a_configuration_that_runs_out_of_memory_does_not_fit_and_the_sweep_goes_on(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """The worker's profiler records the step that ran out of memory before the job fails; the runner
+    reads it from the run folder and lists the configuration as not fitting, not as failed."""
+    machine = Machine(device="cuda", platform="NVIDIA H100 80GB HBM3", devices=1, cores=2)
+    settings = replace(GPU_DEFAULTS, model="tiny", seq_len=64, global_batch=4, micro_batches=(1, 4), repeats=1)
+    sweep = plan(settings, machine, ("batch-size",), str(tmp_path))
+
+    def launch_on_cpu(spec: RunSpec, on_step=None, timeout_s=None) -> None:
+        with StepProfiler(spec.run_dir, config={"run_id": spec.run_id, "experiment": spec.experiment,
+                                                "micro_batch_size": spec.micro_batch_size}, warmup_steps=0,
+                          trace=False) as profiler:
+            for _ in range(3):
+                try:
+                    with profiler.step(tokens=spec.micro_batch_size * 64, samples=spec.micro_batch_size):
+                        if spec.micro_batch_size == 4:
+                            torch.empty(1 << 60, dtype=torch.uint8)  # the CPU allocator's real error
+                except RuntimeError as exc:
+                    raise RunFailed(f"run {spec.run_id} failed (torchrun exit 1)\n{exc}") from exc
+
+    monkeypatch.setattr(runner, "launch", launch_on_cpu)
+    outcome = runner.run_sweeps(sweep, settings, machine, progress=False, echo=lambda line: None)
+    assert [s.micro_batch_size for s in outcome.finished] == [1] and outcome.failed == []
+    assert [(s.micro_batch_size, where) for s, where in outcome.too_big] == [(4, "rank 0 step 0")]
+    with pytest.warns(DataWarning, match="stopped early"):  # its one rank stopped at the error
+        runs = load_runs(tmp_path).set_index("micro_batch_size")
+    assert runs.loc[1, "fits"] == True and runs.loc[4, "fits"] == False  # noqa: E712

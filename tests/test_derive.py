@@ -345,3 +345,39 @@ def test_accumulation_steps_follow_from_the_global_batch_where_not_given():
     assert d["grad_accum_steps"].iat[0] == 16 and pd.isna(d["grad_accum_steps"].iat[1])
     assert "grad_accum_steps: global_batch_size / (micro_batch_size · data_parallel) is 10.6667, not a whole " \
            "number: check the batch sizes and the parallel degrees" in d["notes"].iat[1].split("; ")
+
+
+def test_memory_headroom_against_the_recorded_or_the_datasheet_capacity():
+    runs = check_runs(pd.DataFrame({
+        "run_id": ["sheet", "recorded", "cpu", "unknown"], "gpus": [8, 8, 1, 8], "elapsed_s": [10.0] * 4,
+        "platform": ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3", "cpu", "V100"],
+        "peak_memory_gb": [61.5, 61.5, 2.0, 20.0], "device_memory_gb": [None, 79.19, None, None]}))
+    out = derive(runs).set_index("run_id")
+    assert out.loc["sheet", "device_memory_gb"] == 80 and out.loc["sheet", "memory_headroom_gb"] == 18.5
+    # the profiler records what the driver offers, which wins over the datasheet
+    assert out.loc["recorded", "memory_headroom_gb"] == pytest.approx(79.19 - 61.5)
+    assert math.isnan(out.loc["cpu", "memory_headroom_gb"]) and math.isnan(out.loc["unknown", "memory_headroom_gb"])
+
+
+def test_energy_per_token_power_and_cost():
+    # 8 GPUs for 100 s used 400 kJ on 2 million tokens; electricity at 0.15 USD/kWh
+    runs = check_runs(pd.DataFrame({"run_id": ["a", "no-tokens"], "gpus": [8, 8], "elapsed_s": [100.0, 100.0],
+                                    "tokens": [2e6, None], "energy_j": [4e5, 4e5], "price_per_kwh": [0.15, None]}))
+    out = derive(runs).set_index("run_id")
+    a = out.loc["a"]
+    assert a["energy_j_per_token"] == pytest.approx(0.2) and a["power_w_per_gpu"] == pytest.approx(500.0)
+    assert a["energy_kwh"] == pytest.approx(4e5 / 3.6e6)  # 0.111 kWh
+    assert a["energy_cost_usd"] == pytest.approx(4e5 / 3.6e6 * 0.15)
+    assert a["energy_cost_usd_per_million_tokens"] == pytest.approx(4e5 / 3.6e6 * 0.15 / 2)
+    assert math.isnan(out.loc["no-tokens", "energy_j_per_token"])
+    assert "energy_j_per_token: tokens unknown" in out.loc["no-tokens", "notes"]
+
+
+def test_a_run_that_did_not_fit_needs_no_speed_and_says_so():
+    runs = check_runs(pd.DataFrame({"run_id": ["mb64"], "gpus": [1], "fits": [False],
+                                    "extra_out_of_memory": ["rank 0 step 0"]}))
+    (row,) = derive(runs).to_dict("records")
+    assert "out of memory: the configuration does not fit the device (rank 0 step 0); no step was measured" \
+        in row["notes"]
+    with pytest.raises(DataError, match="no measure of speed"):
+        check_runs(pd.DataFrame({"run_id": ["mb64"], "gpus": [1], "fits": [True]}))

@@ -19,15 +19,23 @@ from frames import FROZEN, as_text_columns, frames, inputs, name  # noqa: E402
 
 KINDS = ("runs", "derived", "steps", "log_steps")
 STEP_KINDS = ("steps", "log_steps")
-NEW_STEP_COLUMNS = ("n_steps", "includes_evaluation")
+NEW_STEP_COLUMNS = ("n_steps", "includes_evaluation", "reserved_memory_gb", "host_memory_gb", "alloc_retries",
+                    "ooms", "energy_j")
 """Step intervals have these columns besides the steps table's: the steps an
-interval covers and whether its time includes an evaluation."""
+interval covers, whether its time includes an evaluation, and the memory and
+energy the profiler reads since (empty in every frozen input)."""
 
 
-NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings")
+NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", "price_per_kwh", "device_memory_gb",
+                   "peak_memory_mean_gb", "reserved_memory_gb", "reserved_memory_mean_gb", "host_memory_gb",
+                   "host_memory_mean_gb", "energy_j", "energy_counter", "alloc_retries", "ooms", "fits",
+                   "energy_j_per_token", "power_w_per_gpu", "energy_kwh", "energy_cost_usd",
+                   "energy_cost_usd_per_million_tokens", "memory_headroom_gb")
 """Runs columns added since: whether the source measured the row (the reference data says where it did not),
 whether the run competed for its host's CPU (the bench's ``extra_oversubscribed``, and the profiler's record),
-the width of an attention head and whether the output head shares the token embedding (FLOPs conventions)."""
+the width of an attention head and whether the output head shares the token embedding (FLOPs conventions),
+and memory and energy (the profiler's runs of the embedded data are of steps-file version 1, which recorded
+only the peak: these are empty there; device_memory_gb and memory_headroom_gb come from the datasheet)."""
 SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
            "cost_efficiency", "notes"]
 TIED = "scaling: several runs share the fewest devices: set baseline_run_id"
@@ -90,7 +98,7 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
     if kind not in STEP_KINDS:
         return frame
     frame = frame[~frame["includes_evaluation"]] if kind == "log_steps" else frame
-    frame = frame.drop(columns=list(NEW_STEP_COLUMNS))
+    frame = frame.drop(columns=[c for c in NEW_STEP_COLUMNS if c in frame])
     if "node" in stored and stored["node"].isna().all():
         frame = frame.assign(node=frame["node"].replace("", pd.NA))
     return frame.reset_index(drop=True)

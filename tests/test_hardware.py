@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import DataError
-from trainperf.hardware import DEVICES, dense_peak_tflops, find_device, is_cpu, normalize_precision
+from trainperf.hardware import DEVICES, dense_peak_tflops, device_memory, find_device, is_cpu, normalize_precision
 from trainperf.profiler.peak_flops import measure_peak_flops
 from trainperf.schema import PRECISIONS
 
@@ -190,3 +190,31 @@ def test_measure_peak_flops_refuses_cuda_without_cuda() -> None:
         pytest.skip("this machine has CUDA")
     with pytest.raises(RuntimeError, match="CUDA"):
         measure_peak_flops(device="cuda")
+
+
+@pytest.mark.parametrize("platform, capacity", [
+    # the datasheets' memory: H100 SXM and PCIe 80 GB, H100 NVL 94 GB, H200 141 GB, A100 40 or 80 GB,
+    # MI250X 128 GB per module (64 per GCD), MI300X 192 GB, MI325X 256 GB, MI355X 288 GB, L4 24 GB, L40S 48 GB
+    ("H100", 80), ("NVIDIA H100 PCIe", 80), ("NVIDIA H100 NVL", 94), ("NVIDIA H200", 141),
+    ("A100", 80), ("NVIDIA A100 SXM 40GB", 40), ("AMD Instinct MI250X", 128), ("AMD MI250X GCD", 64),
+    ("AMD Instinct MI300X", 192), ("AMD Instinct MI325X", 256), ("AMD Instinct MI355X", 288), ("NVIDIA L4", 24),
+    ("NVIDIA L40S", 48), ("NVIDIA B200", 180),
+    # the size a name gives wins: torch.cuda.get_device_name's own words
+    ("Tesla V100-SXM2-32GB", 32), ("NVIDIA A100-SXM4-40GB", 40), ("NVIDIA H100 80GB HBM3", 80),
+])
+def test_device_memory_is_the_datasheets_or_the_names(platform: str, capacity: float) -> None:
+    found = device_memory(platform)
+    assert found is not None and found[0] == capacity
+
+
+@pytest.mark.parametrize("platform", ["V100", "NVIDIA A100 PCIe", "cpu", "NVIDIA Hopper 9000"])
+def test_device_memory_is_unknown_where_the_variant_or_device_is(platform: str) -> None:
+    # a V100 and an A100 PCIe come in two sizes: no capacity is guessed
+    assert device_memory(platform) is None
+
+
+def test_docs_table_has_each_devices_memory() -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "hardware.md").read_text()
+    cells = {line.split("|")[1].strip().removesuffix(" (default)"): line.split("|")[7].strip()
+             for line in docs.splitlines() if line.startswith(("| NVIDIA", "| AMD"))}
+    assert cells == {d.name: "—" if d.capacity_gb is None else f"{d.capacity_gb:g}" for d in DEVICES}

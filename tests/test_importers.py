@@ -80,6 +80,49 @@ def test_megatron_lm_warmup_zero_counts_the_averaged_first_interval_once():
     assert run["steps"] == 50 and run["samples"] == 3200
 
 
+ENERGY_LINES = [
+    # three consecutive lines of a Megatron-LM run with --log-energy, as NVIDIA's cloudai keeps them in its tests
+    # (NVIDIA/cloudai, tests/report_generation_strategy/test_megatron_run_report_generation_strategy.py); the
+    # text is Megatron-LM's training_log (megatron/training/training.py: ' energy per GPU (J/iter/GPU): {:.1f} |'
+    # and ' power per GPU (W/GPU): {:.1f} |', the all-reduced NVML lap / iterations / world size)
+    " [2026-02-06 20:55:02.918469] iteration      292/95367431 | consumed samples:         9344 | "
+    "elapsed time per iteration (ms): 3075.7 | throughput per GPU (TFLOP/s/GPU): 478.0 | "
+    "energy per GPU (J/iter/GPU): 1992.5 | power per GPU (W/GPU): 647.8 | learning rate: 9.568256E-08 | "
+    "global batch size:    32 | lm loss: 2.401035E-02 | loss scale: 1.0 | grad norm: 1.797 |",
+    " [2026-02-06 20:55:05.956222] iteration      293/95367431 | consumed samples:         9376 | "
+    "elapsed time per iteration (ms): 3037.2 | throughput per GPU (TFLOP/s/GPU): 484.0 | "
+    "energy per GPU (J/iter/GPU): 1982.6 | power per GPU (W/GPU): 652.8 | learning rate: 9.601024E-08 | "
+    "global batch size:    32 | lm loss: 2.386082E-02 | loss scale: 1.0 | grad norm: 1.797 |",
+    " [2026-02-06 20:55:08.991445] iteration      294/95367431 | consumed samples:         9408 | "
+    "elapsed time per iteration (ms): 3035.2 | throughput per GPU (TFLOP/s/GPU): 484.3 | "
+    "energy per GPU (J/iter/GPU): 1980.1 | power per GPU (W/GPU): 652.5 | learning rate: 9.633792E-08 | "
+    "global batch size:    32 | lm loss: 2.378540E-02 | loss scale: 1.0 | grad norm: 1.796 |",
+]
+
+
+def test_megatron_energy_lines_give_the_jobs_energy_per_interval(tmp_path):
+    log = tmp_path / "energy.log"
+    log.write_text("\n".join(ENERGY_LINES) + "\nTotal training energy (GPU): 4.568 MJ\n")
+    (log.parent / "energy.log.trainperf.yaml").write_text("gpus: 8\nseq_len: 4096\n")
+    result = import_path(log)
+    run = one_run(result)
+    # line 292 starts the excerpt (its length unknown): warm-up; 293 and 294 cover one iteration each,
+    # and each used J/iter/GPU x 1 iteration x 8 GPUs
+    energy = (1982.6 + 1980.1) * 8
+    assert run["energy_j"] == pytest.approx(energy)
+    assert result.steps.loc[~result.steps["warmup"], "energy_j"].tolist() == pytest.approx([1982.6 * 8, 1980.1 * 8])
+    assert run["energy_counter"].startswith("Megatron-LM's --log-energy")
+    assert run["extra_total_training_energy_j"] == pytest.approx(4.568e6)
+    row = derive(result.runs).iloc[0]
+    assert row["energy_j_per_token"] == pytest.approx(energy / (64 * 4096))  # 2 x 32 samples of 4096 tokens
+    # the power the log printed, averaged over the window by time, and trainperf's from the energy: the same
+    # to the log's rounding (one decimal of J and W)
+    printed = (652.8 * 3.0372 + 652.5 * 3.0352) / (3.0372 + 3.0352)
+    assert row["reported_power_w_per_gpu"] == pytest.approx(printed)
+    assert row["power_w_per_gpu"] == pytest.approx(energy / (8 * (3.0372 + 3.0352)))
+    assert row["power_w_per_gpu"] == pytest.approx(printed, abs=0.1)
+
+
 def test_megatron_argument_dump_gives_parallel_degrees_and_the_moe_shape(tmp_path):
     log = tmp_path / "mixtral.log"
     dump = {"world_size": 64, "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 4,

@@ -68,6 +68,16 @@ def assert_run(run_dir: Path, framework: str, accum: int, world: int, strategy: 
                                                                                                    SEQ_LEN)
     if strategy == "ddp":
         assert (steps.loc[~steps["warmup"], "comm_s"] > 0).all()
+    # memory as the profiler records it in a user's loop: each rank's own file, and the run's max and mean
+    largest = []
+    for rank in range(world):
+        read = rankfile.read_rank_file(run_dir / f"steps-rank{rank}.jsonl")
+        assert read.written == rankfile.LINE_COLUMNS and not read.columns["out_of_memory"].any()
+        assert (read.columns["host_memory_gb"] > 0).all() and (read.columns["peak_memory_gb"] > 0).all()
+        largest.append(read.columns["host_memory_gb"][~read.columns["warmup"]].max())
+    assert row["host_memory_gb"] == pytest.approx(max(largest), abs=1e-6)
+    assert row["host_memory_mean_gb"] == pytest.approx(sum(largest) / world, abs=1e-6)
+    assert row["fits"] and row["energy_counter"].startswith(("rapl:", "none:"))
 
 
 @pytest.mark.parametrize("accum", [1, 3])
@@ -82,6 +92,18 @@ def test_hf_trainer_single_process(tmp_path, accum):
 def test_lightning_single_process(tmp_path, accum):
     lightning_training.train(str(tmp_path), BATCH, accum, STEPS, SEQ_LEN)
     assert_run(tmp_path, "lightning", accum, world=1, strategy="single")
+
+
+def test_lightning_records_the_step_that_runs_out_of_memory(tmp_path):
+    """Lightning hands the error to the callback (``on_exception``) before raising it: the step is
+    written as one that ran out of memory, and the run does not fit."""
+    with pytest.raises(RuntimeError, match="can't allocate memory"):
+        lightning_training.train(str(tmp_path), BATCH, 1, STEPS, SEQ_LEN, oom_at=2)
+    read = rankfile.read_rank_file(tmp_path / "steps-rank0.jsonl")
+    assert read.closed and read.columns["out_of_memory"].tolist() == [False, False, True]
+    (row,) = load_runs(tmp_path).to_dict("records")
+    assert row["fits"] == False and row["extra_out_of_memory"] == "rank 0 step 2"  # noqa: E712
+    assert row["steps"] == 1  # step 1; step 0 is the warm-up
 
 
 def test_lightning_validation_during_training_is_its_own_phase(tmp_path):

@@ -127,6 +127,27 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
         assert "windows of 2 step(s) every 100 steps or more from step 1" in manifest["config"]["comm_measurement"]
 
 
+def test_host_memory_per_rank_and_its_mean_and_max_over_ranks(tmp_path):
+    """Rank 1 holds 256 MiB more than rank 0: each rank's own file shows it,
+    and the run's host_memory_gb is the largest rank's, host_memory_mean_gb
+    the mean of each rank's largest (worked out here from the files)."""
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
+                                   "--strategies", "local", "--steps", str(STEPS), "--hold-rank", "1",
+                                   "--hold-mib", "256"]], [environment()])
+    assert_exit_0(code, output)
+    largest = []
+    for rank in (0, 1):
+        read = rankfile.read_rank_file(tmp_path / "local" / f"steps-rank{rank}.jsonl")
+        measured = ~read.columns["warmup"]
+        assert (read.columns["host_memory_gb"] > 0).all() and (read.columns["peak_memory_gb"] > 0).all()
+        largest.append(read.columns["host_memory_gb"][measured].max())
+    assert largest[1] - largest[0] > 0.24  # the 256 MiB (0.25 GiB), give or take the processes' other pages
+    (row,) = load_runs(tmp_path / "local").to_dict("records")
+    assert row["host_memory_gb"] == pytest.approx(max(largest), abs=1e-6)
+    assert row["host_memory_mean_gb"] == pytest.approx(sum(largest) / 2, abs=1e-6)
+    assert row["fits"] == True  # noqa: E712
+
+
 def test_exposed_communication_is_what_the_training_thread_does_not_hide(tmp_path):
     """A sampled 8 MiB all-reduce per step (``collective_overlap_training.py``):
     started asynchronously and hidden behind matrix products on the training

@@ -842,3 +842,26 @@ def test_a_run_of_many_ranks_names_those_that_wait_least_and_most_and_its_stragg
     assert sentence == ("Runs of more than 8 ranks name the 4 ranks that wait least, the 4 that wait most and the "
                         "straggler: big (9 of 12); their charts show every rank.")
     assert named_ranks(waits[waits["run_id"] == "small"], limit=8)[1] == ""
+
+
+def test_batch_sweep_memory_shows_where_memory_runs_out(tmp_path):
+    """Micro-batch 1 and 2 fit an H100 80GB (peaks of 30 and 61.5 GiB allocated), micro-batch 4 ran out of
+    memory: its row has no throughput and stays out of the throughput table, but the memory table and its note
+    show it; the headroom is the capacity the platform's name gives less the peak (80 - 61.5 = 18.5 GiB)."""
+    from trainperf.report.batch_size import memory, memory_notes, sweeps, table
+
+    common = {"experiment": "sweep", "gpus": 1, "platform": "NVIDIA H100 80GB HBM3", "grad_accum_steps": 1}
+    rows = [{**common, "run_id": "mb1", "micro_batch_size": 1, "elapsed_s": 10.0, "tokens": 1e6,
+             "peak_memory_gb": 30.0, "reserved_memory_gb": 32.0, "host_memory_gb": 3.0, "fits": True},
+            {**common, "run_id": "mb2", "micro_batch_size": 2, "elapsed_s": 10.0, "tokens": 1.8e6,
+             "peak_memory_gb": 61.5, "reserved_memory_gb": 70.0, "host_memory_gb": 3.1, "fits": True},
+            {**common, "run_id": "mb4", "micro_batch_size": 4, "fits": False, "extra_out_of_memory": "rank 0 step 0"}]
+    runs = sweeps(open_runs([_write(tmp_path, rows)]))
+    assert runs["run_id"].tolist() == ["mb1", "mb2"] and table(runs)["configuration"].tolist() == ["1 × 1", "2 × 1"]
+    found = memory(runs)
+    assert found["configuration"].tolist() == ["1 × 1", "2 × 1", "4 × 1"]
+    assert found["fits"].tolist() == ["yes", "yes", "no: out of memory"]
+    assert found["memory_headroom_gb"].tolist()[:2] == [50.0, 18.5] and np.isnan(found["memory_headroom_gb"].iloc[2])
+    assert found["reserved_memory_gb"].tolist()[:2] == [32.0, 70.0]
+    assert memory_notes(found) == ["sweep: micro-batch × accumulation 4 × 1 ran out of memory; the largest that fit, "
+                                   "2 × 1, peaked at 61.5 GiB of 80 GiB (18.5 GiB left)."]

@@ -20,7 +20,7 @@ def step_values(step, start, step_s, forward, tokens=100, warmup=False, loss=Non
     """A steps-file line's values: only forward timed, 8 samples."""
     values = dict.fromkeys(rankfile.LINE_COLUMNS)
     values.update(step=step, warmup=warmup, start_s=start, step_s=step_s, forward_s=forward,
-                  tokens=tokens, samples=8, micro_steps=1, loss=loss, peak_memory_gb=1.25)
+                  tokens=tokens, samples=8, micro_steps=1, loss=loss, peak_memory_gb=1.25, out_of_memory=False)
     return [values[c] for c in rankfile.LINE_COLUMNS]
 
 

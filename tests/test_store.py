@@ -43,7 +43,8 @@ def write_run(folder: Path, ranks: int = 5, steps: int = 40, *, stop: dict[int, 
             phases[rng.random(9) < 0.05] = np.nan
             step_s = float(np.nansum(phases) + 0.001)
             values = [step, step < 2, start, step_s, *[None if np.isnan(p) else float(p) for p in phases],
-                      128 * (step % 3 + 1), 8, 4, float(rng.normal(3.0, 0.1)), 1.5 + rank / 10]
+                      128 * (step % 3 + 1), 8, 4, float(rng.normal(3.0, 0.1)), 1.5 + rank / 10,
+                      None, None, None, None, None, False]  # reserved and host memory ... out_of_memory
             lines.append(rankfile.step_line(values))
             start += step_s + 0.0005
         if last == steps:

@@ -41,11 +41,16 @@ from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_PHASE_COLUMNS
 
 WORK = ("tokens", "samples")
 """Work columns of an interval: summed over ranks and steps."""
+MEMORY = ("peak_memory_gb", "reserved_memory_gb", "host_memory_gb")
+"""Memory columns of an interval (GiB): per rank the largest; per run the largest and the mean over ranks."""
+ALLOCATOR_COUNTS = ("alloc_retries", "ooms")
+"""Counts of an interval that tell of memory pressure: summed over every interval, warm-up included."""
 
 RANK_COLUMNS: tuple[str, ...] = (
     "run_id", "rank", "node", "intervals", "last_step", "measured_intervals", "measured_steps", "warmup_steps",
     "excluded_intervals", "untimed_starts", "first_start_s", "last_end_s", "step_s_sum", *STEP_PHASE_COLUMNS,
-    *WORK, *(f"{w}_missing" for w in WORK), "loss", "peak_memory_gb", "step_s_median", "comm_exposed_s_median",
+    *WORK, *(f"{w}_missing" for w in WORK), "loss", *MEMORY, "energy_j", *ALLOCATOR_COUNTS, "step_s_median",
+    "comm_exposed_s_median",
 )
 """Per run and rank (:func:`rank_summary`); over the measured window unless said:
 ``intervals`` (all the rank's intervals) and ``last_step`` (the last step it
@@ -55,8 +60,11 @@ length is unknown); ``excluded_intervals`` (after the warm-up, left out for an
 evaluation); ``untimed_starts`` (intervals without ``start_s``);
 ``first_start_s`` and ``last_end_s`` (s); ``step_s_sum`` and the phase totals
 (s; NaN where never timed); ``tokens``, ``samples`` (sums) with the intervals
-lacking them (``*_missing``); ``loss`` (the last one); ``peak_memory_gb`` (the
-largest, GiB); medians of ``step_s`` and ``comm_exposed_s`` over the intervals (s)."""
+lacking them (``*_missing``); ``loss`` (the last one); ``peak_memory_gb``,
+``reserved_memory_gb``, ``host_memory_gb`` (the largest, GiB); ``energy_j`` (the
+sum, J; NaN unless every measured interval has one); ``alloc_retries`` and
+``ooms`` (sums over all the rank's intervals, warm-up included); medians of
+``step_s`` and ``comm_exposed_s`` over the intervals (s)."""
 
 STEP_SUMS: tuple[str, ...] = ("step_s", *WORK, *STEP_PHASE_COLUMNS)
 """Columns summed per step across ranks, each with its count of values."""
@@ -145,7 +153,13 @@ def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
     last_loss = np.full(n, np.nan)
     last_loss[kept[~np.isnan(loss)]] = loss[~np.isnan(loss)]  # the last of each rank's, in order, is kept
     out["loss"] = last_loss
-    out["peak_memory_gb"] = _per_group(grouped["peak_memory_gb"].max(), kept, n)
+    for name, largest in grouped[list(MEMORY)].max().items():
+        out[name] = _per_group(largest, kept, n)
+    energy = grouped["energy_j"].sum(min_count=1)
+    complete = grouped["energy_j"].count() == grouped["step_s"].size()
+    out["energy_j"] = _per_group(energy.where(complete), kept, n)
+    for name, total in intervals.groupby(codes)[list(ALLOCATOR_COUNTS)].sum(min_count=1).items():
+        out[name] = _per_group(total, codes, n)
     out["step_s_median"] = _per_group(grouped["step_s"].median(), kept, n)
     out["comm_exposed_s_median"] = _per_group(grouped["comm_exposed_s"].median(), kept, n)
     return out[list(RANK_COLUMNS)]
@@ -321,9 +335,14 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     ``tokens`` and ``samples``: sums over ranks and intervals, where every
     measured interval has them; ``steps``: the most optimizer steps any rank's
     measured intervals cover; ``warmup_steps``: those the slowest rank's
-    warm-up covers; ``ranks``: ranks with intervals; ``peak_memory_gb``: the
-    largest of any rank; ``train_loss``: mean over ranks of each rank's last
-    loss; ``extra_excluded_records``: intervals left out for an evaluation.
+    warm-up covers; ``ranks``: ranks with intervals; ``peak_memory_gb``,
+    ``reserved_memory_gb``, ``host_memory_gb``: the largest of any rank, and
+    ``peak_memory_mean_gb``, ``reserved_memory_mean_gb``, ``host_memory_mean_gb``:
+    the mean over ranks of each rank's largest; ``energy_j``: the sum over
+    the ranks that measured it; ``alloc_retries`` and ``ooms``: sums over
+    ranks and every interval, warm-up included; ``train_loss``: mean over
+    ranks of each rank's last loss; ``extra_excluded_records``: intervals left
+    out for an evaluation.
 
     ``complete``: every expected rank (``expected_ranks``; without them the
     ranks present, when there are several: one rank alone cannot tell) recorded
@@ -360,12 +379,20 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     reference = out.get("slowest_rank", window.index[0] if len(window) else None)
     if reference is not None and math.isfinite(per_rank.at[reference, "warmup_steps"]):
         out["warmup_steps"] = int(per_rank.at[reference, "warmup_steps"])
-    out["ranks"] = int(len(per_rank))
+    if len(per_rank):
+        out["ranks"] = int(len(per_rank))
     excluded = int(per_rank["excluded_intervals"].sum())
     if excluded:
         out["extra_excluded_records"] = excluded
-    if window["peak_memory_gb"].notna().any():
-        out["peak_memory_gb"] = float(window["peak_memory_gb"].max())
+    for name in MEMORY:
+        if window[name].notna().any():
+            out[name] = float(window[name].max())
+            out[name.replace("_gb", "_mean_gb")] = float(window[name].mean())
+    if window["energy_j"].notna().any():
+        out["energy_j"] = float(window["energy_j"].sum())
+    for name in ALLOCATOR_COUNTS:
+        if per_rank[name].notna().any():
+            out[name] = int(per_rank[name].sum())
     if window["loss"].notna().any():
         out["train_loss"] = float(window["loss"].mean())
     stopped = stopped_early(run.per_rank, expected_ranks, closed_ranks)

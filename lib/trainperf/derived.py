@@ -36,6 +36,13 @@ Formulas (per run; ``N`` devices = ``gpus``):
   ``compute_comm_ratio = compute_s / comm_s``.
 * ``gpu_hours = N · elapsed_s / 3600``; ``cost_usd = gpu_hours ·
   price_per_gpu_hour``.
+* energy: ``energy_j_per_token = energy_j / tokens``; ``power_w_per_gpu =
+  energy_j / (N · elapsed_s)``; ``energy_kwh = energy_j / 3.6·10⁶``;
+  ``energy_cost_usd = energy_kwh · price_per_kwh``, and per million tokens.
+* memory: ``device_memory_gb`` as given (the profiler records the device's),
+  else the datasheet's (``trainperf.hardware.device_memory``);
+  ``memory_headroom_gb = device_memory_gb − peak_memory_gb``. A run with
+  ``fits`` false ran out of memory: its notes say so.
 * scaling per experiment: ``trainperf.scaling.add_scaling``.
 
 A value whose inputs are missing stays NaN and the row's ``notes`` says why:
@@ -57,11 +64,12 @@ import pandas as pd
 
 from trainperf import flops as flops_mod
 from trainperf.errors import DataWarning
-from trainperf.hardware import cpu_rows, dense_peak_tflops, is_cpu
+from trainperf.hardware import cpu_rows, dense_peak_tflops, device_memory, is_cpu
 from trainperf.scaling import add_scaling
 from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
 
 SECONDS_PER_DAY = 86_400.0
+JOULES_PER_KWH = 3.6e6
 PLAUSIBLE_MFU = 0.75
 """MFU above this fraction of a dense peak is implausible for training and is noted."""
 PARALLEL_DEGREES = ("tensor_parallel", "pipeline_parallel", "context_parallel")
@@ -127,6 +135,8 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     _add_phases(out)
     out["gpu_hours"] = out["gpus"] * out["elapsed_s"] / 3600.0
     out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
+    _add_energy(out, notes)
+    _add_memory(out, notes)
     for i in np.flatnonzero(out["oversubscribed"].fillna(False).to_numpy(bool)):
         notes[i].append("oversubscribed: more busy threads than cores, or a loaded host, at the start: the run "
                         "measures contention for the CPU, not the training")
@@ -355,6 +365,33 @@ def _add_phases(out: pd.DataFrame) -> None:
     comm = out["comm_exposed_s"].fillna(out["comm_s"])
     out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
     out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
+
+
+def _add_energy(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    energy = out["energy_j"]
+    out["energy_j_per_token"] = energy / out["tokens"]
+    out["power_w_per_gpu"] = energy / (out["gpus"] * out["elapsed_s"])
+    out["energy_kwh"] = energy / JOULES_PER_KWH
+    out["energy_cost_usd"] = out["energy_kwh"] * out["price_per_kwh"]
+    out["energy_cost_usd_per_million_tokens"] = out["energy_cost_usd"] / out["tokens"] * 1e6
+    for i in np.flatnonzero((energy.notna() & out["tokens"].isna()).to_numpy()):
+        notes[i].append("energy_j_per_token: tokens unknown")
+    for i in np.flatnonzero((energy.notna() & out["gpus"].notna() & out["elapsed_s"].isna()).to_numpy()):
+        notes[i].append("power_w_per_gpu: elapsed_s unknown")
+
+
+def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    given = out["device_memory_gb"].astype(float)
+    datasheet = [math.nan if not isinstance(p, str) or (found := device_memory(p)) is None else found[0]
+                 for p in out["platform"].astype(object).where(given.isna())]
+    out["device_memory_gb"] = given.fillna(pd.Series(datasheet, index=out.index, dtype=float))
+    out["memory_headroom_gb"] = out["device_memory_gb"] - out["peak_memory_gb"]
+    did_not_fit = out["fits"].eq(False).fillna(False).to_numpy(bool)
+    for i in np.flatnonzero(did_not_fit):
+        where = out["extra_out_of_memory"].iat[i] if "extra_out_of_memory" in out else None
+        notes[i].append("out of memory: the configuration does not fit the device" +
+                        (f" ({where})" if isinstance(where, str) else "") +
+                        ("" if pd.notna(out["elapsed_s"].iat[i]) else "; no step was measured"))
 
 
 def _column_order(out: pd.DataFrame) -> list[str]:

@@ -24,6 +24,13 @@ H100 → SXM, H200 → SXM, A100 → SXM 80GB (SXM 40GB has the same peaks),
 V100 → SXM2. Unknown or ambiguous names return ``None``: there is no default
 peak.
 
+Each device also has its memory capacity (:attr:`Device.capacity_gb`, from
+the same datasheet; :func:`device_memory`), where the sheet prints one size
+for it. Datasheets print GB; the capacities of HBM and GDDR are binary (an
+H100's 80 GB are five 16 GiB stacks), so they are compared with peaks in
+GiB as printed. The driver offers PyTorch a little less, which the profiler
+records where it runs.
+
 CPUs (platform ``"cpu"`` or starting with ``"cpu"``) have no table entry;
 ``trainperf.profiler.peak_flops.measure_peak_flops`` measures the running
 machine's dense matmul rate.
@@ -65,7 +72,9 @@ class Device:
     matched against; ``default`` marks the variant a name that leaves form or
     memory open refers to. ``figures`` maps precision (``fp32``, ``tf32``,
     ``bf16``, ``fp16``, ``fp8``) to its :class:`Figure`; ``datasheet`` names
-    the vendor document the figures come from.
+    the vendor document the figures come from. ``capacity_gb``: the device's
+    memory as the datasheet prints it (GB), where it prints one size (None
+    where the variant comes in several: V100 16 or 32 GB).
     """
 
     name: str
@@ -76,6 +85,7 @@ class Device:
     memory_gb: int | None = None
     default: bool = False
     note: str = ""
+    capacity_gb: float | None = None
 
 
 @dataclass(frozen=True)
@@ -147,58 +157,63 @@ DEVICES: tuple[Device, ...] = (
         "fp32": _dense(14, "Single-Precision"),
         "fp16": _dense(112, "Tensor Performance (FP16 in, FP32 accumulate)"),
     }, note="no BF16, TF32 or FP8"),
-    Device("NVIDIA V100S PCIe", "v100s", "pcie", f"{_V100} (V100S PCIe)", figures={
+    Device("NVIDIA V100S PCIe", "v100s", "pcie", f"{_V100} (V100S PCIe)", capacity_gb=32, figures={
         "fp32": _dense(16.4, "Single-Precision"),
         "fp16": _dense(130, "Tensor Performance (FP16 in, FP32 accumulate)"),
     }, note="no BF16, TF32 or FP8"),
-    Device("NVIDIA A100 SXM 40GB", "a100", "sxm", f"{_A100} (A100 40GB SXM)", memory_gb=40,
+    Device("NVIDIA A100 SXM 40GB", "a100", "sxm", f"{_A100} (A100 40GB SXM)", memory_gb=40, capacity_gb=40,
            figures=_A100_FIGURES, note="no FP8"),
     Device("NVIDIA A100 SXM 80GB", "a100", "sxm", f"{_A100} (A100 80GB SXM)", memory_gb=80, default=True,
+           capacity_gb=80,
            figures=_A100_FIGURES, note="no FP8"),
     Device("NVIDIA A100 PCIe", "a100", "pcie", f"{_A100} (A100 40GB and 80GB PCIe)",
            figures=_A100_FIGURES, note="no FP8; same peaks as SXM"),
-    Device("NVIDIA H100 SXM", "h100", "sxm", f"{_H100} (H100 SXM)", default=True,
+    Device("NVIDIA H100 SXM", "h100", "sxm", f"{_H100} (H100 SXM)", default=True, capacity_gb=80,
            figures=_nvidia_sparse_sheet(67, 989, 1979, 3958)),
-    Device("NVIDIA H100 PCIe", "h100", "pcie", f"{_H100} (H100 PCIe)",
+    Device("NVIDIA H100 PCIe", "h100", "pcie", f"{_H100} (H100 PCIe)", capacity_gb=80,
            figures=_nvidia_sparse_sheet(51, 756, 1513, 3026)),
-    Device("NVIDIA H100 NVL", "h100", "nvl", f"{_H100} (H100 NVL, per GPU)",
+    Device("NVIDIA H100 NVL", "h100", "nvl", f"{_H100} (H100 NVL, per GPU)", capacity_gb=94,
            figures=_nvidia_sparse_sheet(60, 835, 1671, 3341)),
-    Device("NVIDIA H200 SXM", "h200", "sxm", f"{_H200} (H200 SXM)", default=True,
+    Device("NVIDIA H200 SXM", "h200", "sxm", f"{_H200} (H200 SXM)", default=True, capacity_gb=141,
            figures=_nvidia_sparse_sheet(67, 989, 1979, 3958)),
-    Device("NVIDIA H200 NVL", "h200", "nvl", f"{_H200} (H200 NVL)",
+    Device("NVIDIA H200 NVL", "h200", "nvl", f"{_H200} (H200 NVL)", capacity_gb=141,
            figures=_nvidia_sparse_sheet(60, 835, 1671, 3341)),
-    Device("NVIDIA B200", "b200", "", "NVIDIA HGX B200 datasheet (individual Blackwell GPU, 1,000 W)", figures={
+    Device("NVIDIA B200", "b200", "", "NVIDIA HGX B200 datasheet (individual Blackwell GPU, 1,000 W)",
+           capacity_gb=180, figures={
         "fp32": _dense(75, "FP32"),
         "tf32": _sparse(2200, "TF32 Tensor Core", "2.2 PFLOPS"),
         "bf16": _sparse(4500, "FP16/BF16 Tensor Core", "4.5 PFLOPS"),
         "fp16": _sparse(4500, "FP16/BF16 Tensor Core", "4.5 PFLOPS"),
         "fp8": _sparse(9000, "FP8/FP6 Tensor Core", "9 PFLOPS"),
     }),
-    Device("NVIDIA L4", "l4", "", "NVIDIA L4 Tensor Core GPU datasheet",
+    Device("NVIDIA L4", "l4", "", "NVIDIA L4 Tensor Core GPU datasheet", capacity_gb=24,
            figures=_nvidia_sparse_sheet(30.3, 120, 242, 485)),
-    Device("NVIDIA L40S", "l40s", "", "NVIDIA L40S GPU datasheet", figures={
+    Device("NVIDIA L40S", "l40s", "", "NVIDIA L40S GPU datasheet", capacity_gb=48, figures={
         "fp32": _dense(91.6, "FP32"),
         "tf32": _dense(183, "TF32 Tensor Core", sparse=366),
         "bf16": _dense(362.05, "BF16 Tensor Core", sparse=733),
         "fp16": _dense(362.05, "FP16 Tensor Core", sparse=733),
         "fp8": _dense(733, "FP8 Tensor Core", sparse=1466),
     }, note="the sheet's sparse BF16/FP16 figure (733) is not exactly twice its dense one (362.05)"),
-    Device("AMD MI250X", "mi250x", "oam", f"{_MI250X} (OAM module: 2 GCDs)", default=True, figures={
+    Device("AMD MI250X", "mi250x", "oam", f"{_MI250X} (OAM module: 2 GCDs)", default=True, capacity_gb=128,
+           figures={
         "fp32": _dense(95.7, "Peak FP32 Matrix"),
         "bf16": _dense(383, "Peak bfloat16"),
         "fp16": _dense(383, "Peak FP16"),
     }, note="one module is two GCDs, and PyTorch sees each GCD as a device: a run that counts "
             "GCDs as gpus should name 'AMD MI250X GCD'; no TF32, FP8 or sparsity"),
-    Device("AMD MI250X GCD", "mi250x", "gcd", f"{_MI250X} (per module; one GCD is half)", figures={
+    Device("AMD MI250X GCD", "mi250x", "gcd", f"{_MI250X} (per module; one GCD is half)", capacity_gb=64,
+           figures={
         "fp32": Figure(95.7 / 2, "Peak FP32 Matrix 95.7 TFLOPS per module of 2 GCDs (one GCD: half)"),
         "bf16": Figure(383 / 2, "Peak bfloat16 383 TFLOPS per module of 2 GCDs (one GCD: half)"),
         "fp16": Figure(383 / 2, "Peak FP16 383 TFLOPS per module of 2 GCDs (one GCD: half)"),
     }, note="half an MI250X module, one PyTorch device"),
-    Device("AMD MI300X", "mi300x", "", "AMD Instinct MI300X accelerator datasheet",
+    Device("AMD MI300X", "mi300x", "", "AMD Instinct MI300X accelerator datasheet", capacity_gb=192,
            figures=_AMD_CDNA3),
-    Device("AMD MI325X", "mi325x", "", "AMD Instinct MI325X accelerator datasheet",
+    Device("AMD MI325X", "mi325x", "", "AMD Instinct MI325X accelerator datasheet", capacity_gb=256,
            figures=_AMD_CDNA3),
-    Device("AMD MI355X", "mi355x", "", "AMD Instinct MI355X accelerator datasheet", figures={
+    Device("AMD MI355X", "mi355x", "", "AMD Instinct MI355X accelerator datasheet", capacity_gb=288,
+           figures={
         "fp32": _dense(157.3, "Peak FP32 Vector"),
         "bf16": _dense(2516.6, "", sparse=5033.2, printed=f"Peak BF16 2.5 PFLOPS (5.0 with sparsity); {_MI355X_CLOCK}"),
         "fp16": _dense(2516.6, "", sparse=5033.2, printed=f"Peak FP16 2.5 PFLOPS (5.0 with sparsity); {_MI355X_CLOCK}"),
@@ -290,6 +305,22 @@ def find_device(platform: str) -> Device | None:
     if len(candidates) > 1:
         candidates = [d for d in candidates if d.default]
     return candidates[0] if len(candidates) == 1 else None
+
+
+def device_memory(platform: str) -> tuple[float, str] | None:
+    """The memory of one ``platform`` device (GB as printed, compared with
+    GiB: see the module's docstring) and where it comes from: the size the
+    name gives (``"Tesla V100-SXM2-32GB"``, ``"NVIDIA H100 80GB HBM3"``),
+    else the datasheet's for the device :func:`find_device` finds; ``None``
+    where neither says (a CPU, an unknown device, a V100 named without its
+    size)."""
+    parsed = None if is_cpu(platform) else _parse(platform)
+    if parsed is not None and parsed[2] is not None:
+        return float(parsed[2]), f"the platform's name ({platform})"
+    device = find_device(platform)
+    if device is None or device.capacity_gb is None:
+        return None
+    return float(device.capacity_gb), f"{device.datasheet}: {device.capacity_gb:g} GB"
 
 
 def dense_peak_tflops(platform: str, precision: str) -> Peak | None:

@@ -326,7 +326,8 @@ def _run_parts(folder: RunFolder) -> list[store.Part]:
 def _run_part(folder: RunFolder, files: Sequence[tuple[int, Path]]) -> tuple[pd.DataFrame, dict[str, list]]:
     read = read_ranks(folder, files, threads=1)
     return read.intervals, {"closed": read.closed,
-                            "bad_lines": [[str(b.path), b.line, b.reason] for b in read.bad_lines]}
+                            "bad_lines": [[str(b.path), b.line, b.reason] for b in read.bad_lines],
+                            "out_of_memory": read.out_of_memory, "memory_checked": read.memory_checked}
 
 
 def _steps_table_parts(path: Path) -> list[store.Part]:
@@ -358,9 +359,11 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
               required: bool = True) -> dict[str, Any]:
     """The runs row of a run (a run folder; a steps table's run without one)
     from the summaries of its step intervals and the reader's ``facts``;
-    :class:`NoMeasuredSteps` when none is measured and the row is ``required``."""
+    :class:`NoMeasuredSteps` when none is measured and the row is ``required``,
+    unless a step ran out of memory (then the row says that it does not fit)."""
     run = summaries.of(folder.run_id)
-    if required and not run.per_rank["measured_intervals"].gt(0).any():
+    out_of_memory = (facts or {}).get("out_of_memory", [])
+    if required and not out_of_memory and not run.per_rank["measured_intervals"].gt(0).any():
         lines = int(run.per_rank["intervals"].sum())
         raise NoMeasuredSteps(f"no measured steps: {lines} step line(s){', all warm-up' if lines else ''} "
                               f"(warmup_steps = {folder.manifest.get('warmup_steps')})", path=folder.path)
@@ -372,7 +375,23 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
         warnings.warn(incomplete(folder.run_id, stopped), DataWarning, stacklevel=4)
     measured = measure(summaries, folder.run_id, expected_ranks=expected, closed_ranks=closed, batch_facts=True,
                        model_parallel=model_parallel(folder.config))
+    measured.update(memory_verdict(out_of_memory, (facts or {}).get("memory_checked", []), expected,
+                                   measured.get("ooms")))
     return runs_row(folder, measured, run.per_rank["node"].astype(str).tolist())
+
+
+def memory_verdict(out_of_memory: Sequence[Sequence[int]], checked: Sequence[int], expected: Sequence[int],
+                   ooms: int | None) -> dict[str, Any]:
+    """Whether a run fits its devices, from the steps that ran out of memory
+    (``[rank, step, ooms]`` each) and the ranks whose steps files can record
+    them: ``fits`` false where a step did (``ooms`` counts their errors too,
+    ``extra_out_of_memory`` names them), true where every expected rank could
+    record one and none did; nothing where not known."""
+    if out_of_memory:
+        where = "; ".join(f"rank {rank} step {step}" for rank, step, _ in out_of_memory)
+        return {"fits": False, "ooms": int(ooms or 0) + sum(int(n) for *_, n in out_of_memory),
+                "extra_out_of_memory": where}
+    return {"fits": True} if set(expected) <= set(checked) else {}
 
 
 def _check_unique(runs: pd.DataFrame) -> None:

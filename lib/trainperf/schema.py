@@ -95,6 +95,10 @@ IDENTITY: list[Column] = [
                                      "contention for the CPU; shown and marked, never headlined, fitted or "
                                      "projected from"),
     Column("price_per_gpu_hour", "float", "rental price of one device for one hour (USD)", "nonnegative"),
+    Column("price_per_kwh", "float", "price of one kilowatt-hour of electricity (USD)", "nonnegative"),
+    Column("device_memory_gb", "float", "memory of one device (GiB): what the profiler read (a GPU's memory as the "
+                                        "driver offers it, the host's on CPU), else the datasheet's "
+                                        "(trainperf.hardware)", "positive"),
     Column("flops_per_token", "float", "model FLOPs per token, forward + backward (override of the convention)", "positive"),
     Column("flops_per_sample", "float", "model FLOPs per sample, forward + backward, as counted by "
                                         "StepProfiler(count_flops=True) (the counted convention)", "positive"),
@@ -121,11 +125,29 @@ MEASUREMENTS: list[Column] = [
         "comm_s": "gradient communication, total time of the collectives (s)",
         "comm_exposed_s": "part of comm_s not hidden behind computation (s)",
         "validation_s": "validation (s)",
-        "peak_memory_gb": "peak device memory (GiB): CUDA allocator peak on GPU, resident set on CPU",
+        "peak_memory_gb": "peak device memory, the largest of any rank (GiB): the CUDA allocator's peak of "
+                          "allocated memory on GPU, the peak resident set on CPU",
+        "peak_memory_mean_gb": "mean over ranks of each rank's peak_memory_gb (GiB)",
+        "reserved_memory_gb": "peak memory the GPU allocator reserved from the driver (its cache included), the "
+                              "largest of any rank (GiB)",
+        "reserved_memory_mean_gb": "mean over ranks of each rank's reserved_memory_gb (GiB)",
+        "host_memory_gb": "resident set of a rank's process on its host, the largest of any rank (GiB)",
+        "host_memory_mean_gb": "mean over ranks of each rank's largest host_memory_gb (GiB)",
+        "energy_j": "energy the devices used in the measured window, all ranks (J): GPUs' NVML counters, or the "
+                    "CPU packages of each host (RAPL)",
         "mean_rank_elapsed_s": "mean over ranks of each rank's elapsed time (s); elapsed_s is the slowest rank's",
     }),
     Column("train_loss", "float", "training loss at the end of the window"),
     Column("val_loss", "float", "validation loss at the end of the window"),
+    Column("energy_counter", "str", "what measured energy_j (nvml, rapl, a log's own figures), or 'none: ' and why "
+                                    "nothing did"),
+    *_cols("int", "nonnegative", {
+        "alloc_retries": "times a GPU allocator freed its cache to retry a failed allocation, all ranks and steps "
+                         "(warm-up included): memory pressure",
+        "ooms": "out-of-memory errors, all ranks and steps (warm-up included; those the training caught included)",
+    }),
+    Column("fits", "bool", "false: a step ran out of memory (the configuration does not fit the device); true: the "
+                           "profiler watched every rank for it and none did; empty: not known"),
     Column("ranks", "int", "ranks that reported measurements", "count"),
     Column("slowest_rank", "int", "rank whose elapsed time is elapsed_s", "nonnegative"),
     Column("rank_imbalance", "float", "slowest rank's elapsed time / fastest rank's (1 = balanced)", "positive"),
@@ -163,6 +185,15 @@ DERIVED: list[Column] = [
     Column("compute_comm_ratio", "float", "compute time / communication time (x)"),
     Column("gpu_hours", "float", "device-hours of the measured window"),
     Column("cost_usd", "float", "gpu_hours x price_per_gpu_hour (USD)"),
+    Column("energy_j_per_token", "float", "energy_j / tokens (J per token)"),
+    Column("power_w_per_gpu", "float", "mean power of one device over the measured window: energy_j / (gpus x "
+                                       "elapsed_s) (W)"),
+    Column("energy_kwh", "float", "energy_j in kilowatt-hours"),
+    Column("energy_cost_usd", "float", "energy_kwh x price_per_kwh (USD)"),
+    Column("energy_cost_usd_per_million_tokens", "float", "energy_cost_usd per million tokens (USD)"),
+    Column("device_memory_gb", "float", "memory of one device (GiB): as given or recorded, else the datasheet's"),
+    Column("memory_headroom_gb", "float", "device_memory_gb - peak_memory_gb: memory left on the fullest device "
+                                          "(GiB)"),
     Column("cost_efficiency", "float", "baseline cost per unit of work / this run's (fraction; = efficiency at equal price)"),
     Column("notes", "str", "why derived values are empty or doubtful, '; '-separated"),
 ]
@@ -191,7 +222,19 @@ STEP_INTERVALS: list[Column] = [
     Column("samples", "float", "samples this rank processed in the interval (as tokens)", "nonnegative"),
     Column("micro_steps", "float", "micro-batches per optimizer step (gradient accumulation)", "count"),
     Column("loss", "float", "training loss at the end of the interval"),
-    Column("peak_memory_gb", "float", "peak device memory in the interval (GiB)", "nonnegative"),
+    Column("peak_memory_gb", "float", "peak device memory at the end of the interval (GiB): on GPU the allocator's "
+                                      "peak so far (or the interval's own, with StepProfiler(reset_peak_memory=True)); "
+                                      "on CPU the peak resident set so far", "nonnegative"),
+    Column("reserved_memory_gb", "float", "peak memory the GPU allocator held from the driver, as peak_memory_gb "
+                                          "(GiB)", "nonnegative"),
+    Column("host_memory_gb", "float", "resident set of the rank's process at the end of the interval (GiB)",
+           "nonnegative"),
+    Column("alloc_retries", "float", "times the GPU allocator freed its cache to retry a failed allocation in the "
+                                     "interval", "nonnegative"),
+    Column("ooms", "float", "out-of-memory errors the GPU allocator raised in the interval (those caught "
+                            "included)", "nonnegative"),
+    Column("energy_j", "float", "energy the rank's device used in the interval (J): its GPU's NVML counter, or "
+                                "the CPU packages of its host (RAPL, on the host's first rank only)", "nonnegative"),
 ]
 """The step-intervals table: one row per interval of training time that one rank
 recorded, the one shape every per-step input is read into (profiler run folders,
@@ -210,7 +253,7 @@ INPUT_COLUMNS: dict[str, Column] = {c.name: c for c in IDENTITY + MEASUREMENTS}
 DERIVED_COLUMNS: dict[str, Column] = {c.name: c for c in DERIVED}
 
 REQUIRED: tuple[str, ...] = ("run_id", "gpus")
-"""Columns every runs table must have. A row also needs one measure of speed:
+"""Columns every runs table must have. A row also needs one measure of speed (unless ``fits`` is false):
 elapsed_s with tokens or samples (or steps and global_batch_size), or a
 published tokens_per_s / samples_per_s / step_time_s, or elapsed_s alone
 (then runs of one experiment are compared as doing equal work)."""

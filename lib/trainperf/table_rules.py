@@ -23,7 +23,7 @@ CHOICES = {"flops_convention": tuple(CONVENTIONS), "scaling_type": SCALING_TYPES
 """The values a text column may take (any case)."""
 
 SPEED_INPUTS = ("elapsed_s", "tokens_per_s", "samples_per_s", "step_time_s")
-"""Columns of which a runs row needs one: its measure of speed."""
+"""Columns of which a runs row needs one: its measure of speed (unless it does not fit: ``fits`` false)."""
 TRUE = {"true", "1", "1.0", "yes", "y", "t"}
 FALSE = {"false", "0", "0.0", "no", "n", "f"}
 """Spellings of a bool cell (case ignored); ``1.0`` / ``0.0`` are what a JSON
@@ -51,7 +51,8 @@ def check_runs(raw: pd.DataFrame, path: object = None, lines: list[int] | None =
         where = (lambda i, name=name: {**at(i), "column": name})
         out[name] = _convert(values, column, where) if column else _convert_extra(values)
     for i in range(len(out)):
-        if not any(c in out and not is_missing(out.at[i, c]) for c in SPEED_INPUTS):
+        did_not_fit = "fits" in out and not is_missing(out.at[i, "fits"]) and not out.at[i, "fits"]  # out of memory
+        if not did_not_fit and not any(c in out and not is_missing(out.at[i, c]) for c in SPEED_INPUTS):
             raise DataError("no measure of speed: give elapsed_s (with tokens or samples), or tokens_per_s, "
                             "samples_per_s or step_time_s", **at(i))
     repeated = np.flatnonzero(out["run_id"].duplicated().to_numpy())

@@ -118,12 +118,13 @@ def _run(args: argparse.Namespace) -> int:
                   f"global batch {spec.global_batch_size}")
         return 0
     outcome = run_sweeps(sweep_plan, settings, machine, progress=not args.no_progress, timeout_s=args.timeout)
-    if outcome.finished:
+    if outcome.finished or outcome.too_big:
         try:
-            print(_summary([str(spec.run_dir) for spec in outcome.finished]))
+            print(_summary([str(spec.run_dir) for spec in outcome.finished + [s for s, _ in outcome.too_big]]))
         except DataError as exc:  # e.g. a failed run was another's baseline
             print(f"no summary of the runs: {exc}", file=sys.stderr)
     print(f"{len(outcome.finished)} runs written under {args.out}/ in {outcome.wall_s / 60:.1f} min"
+          + (f"; {len(outcome.too_big)} did not fit in memory" if outcome.too_big else "")
           + (f"; {len(outcome.skipped)} skipped" if outcome.skipped else ""))
     for spec, error in outcome.failed:
         print(f"failed: {spec.run_id}: {error.splitlines()[0]}", file=sys.stderr)

@@ -13,19 +13,33 @@ from trainperf.bench.launch import RunFailed, launch
 from trainperf.bench.model import model_config
 from trainperf.bench.spec import RunSpec
 from trainperf.bench.sweeps import Machine, Plan, Settings, with_cpu_peaks
+from trainperf.errors import DataError
+from trainperf.runfolder.reader import open_run_folder, read_ranks
 
 Echo = Callable[[str], None]
 
 
 @dataclass
 class Outcome:
-    """What a sweep produced: finished runs, failed runs with their error, skipped runs with the reason,
+    """What a sweep produced: finished runs, runs that ran out of memory (``too_big``, with the steps that
+    did: their configuration does not fit), failed runs with their error, skipped runs with the reason,
     and ``wall_s``, the seconds the whole sweep took (wall clock)."""
 
     finished: list[RunSpec] = field(default_factory=list)
+    too_big: list[tuple[RunSpec, str]] = field(default_factory=list)
     failed: list[tuple[RunSpec, str]] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
     wall_s: float = 0.0
+
+
+def out_of_memory(spec: RunSpec) -> str:
+    """The steps of ``spec``'s run folder that ran out of memory (``rank R step S; ...``), '' where none did
+    (or the folder cannot be read)."""
+    try:
+        steps = read_ranks(open_run_folder(spec.run_dir)).out_of_memory
+    except (DataError, OSError, ValueError):
+        return ""
+    return "; ".join(f"rank {rank} step {step}" for rank, step, _ in steps)
 
 
 def measure_cpu_peaks(precision: str, threads: set[int]) -> dict[int, float]:
@@ -68,7 +82,9 @@ def run_sweeps(sweep_plan: Plan, settings: Settings, machine: Machine, *, progre
     Each run also records the model's FLOPs per token as ``FlopCounterMode``
     counts them (``extra_counted_flops_per_token``), next to the analytic
     convention ``derive`` applies.
-    A failed run is reported and the sweep goes on; the outcome lists it.
+    A run that ran out of memory (its run folder records the step) does not
+    fit: the outcome lists it apart, its folder stays (a row whose ``fits``
+    is false) and the sweep goes on; so does it after any other failure.
     """
     started = time.perf_counter()
     for line in describe(settings, machine, sweep_plan):
@@ -90,8 +106,13 @@ def run_sweeps(sweep_plan: Plan, settings: Settings, machine: Machine, *, progre
                 launch(spec, on_step=lambda: bar.update(1), timeout_s=timeout_s)
                 outcome.finished.append(spec)
             except RunFailed as exc:
-                outcome.failed.append((spec, str(exc)))
-                bar.write(f"FAILED {exc}")
+                where = out_of_memory(spec)
+                if where:
+                    outcome.too_big.append((spec, where))
+                    bar.write(f"does not fit: {spec.run_id} ran out of memory at {where}")
+                else:
+                    outcome.failed.append((spec, str(exc)))
+                    bar.write(f"FAILED {exc}")
             bar.update(before + spec.warmup_steps + spec.steps - bar.n)
     outcome.wall_s = time.perf_counter() - started
     return outcome

@@ -62,30 +62,32 @@ def train(spec: RunSpec) -> None:
     model = profiler.watch(model)
     batches = iter(profiler.batches(loader))
     total_steps = spec.warmup_steps + spec.steps
-    for step_index in range(total_steps):
-        with profiler.step() as step:
-            step_loss = torch.zeros((), device=worker.device)
-            for micro in range(spec.grad_accum_steps):
-                inputs, targets = next(batches)
-                with profiler.phase("h2d"):
-                    inputs = inputs.to(worker.device, non_blocking=True)
-                    targets = targets.to(worker.device, non_blocking=True)
-                with distributed.gradient_sync(model, sync=micro == spec.grad_accum_steps - 1):
-                    with autocast, profiler.phase("forward"):
-                        logits = model(inputs)
-                    with autocast, profiler.phase("loss"):
-                        loss = F.cross_entropy(logits.view(-1, config.vocab_size), targets.reshape(-1))
-                    with profiler.phase("backward"):
-                        (loss / spec.grad_accum_steps).backward()
-                step_loss += loss.detach() / spec.grad_accum_steps
-                step.micro_step(tokens=inputs.numel(), samples=len(inputs))
-            with profiler.phase("optimizer"):
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-            step.loss = step_loss
-        if worker.is_main:
-            print(f"{STEP_MARK}{step_index + 1}/{total_steps}", flush=True)
-    profiler.close()
+    try:
+        for step_index in range(total_steps):
+            with profiler.step() as step:
+                step_loss = torch.zeros((), device=worker.device)
+                for micro in range(spec.grad_accum_steps):
+                    inputs, targets = next(batches)
+                    with profiler.phase("h2d"):
+                        inputs = inputs.to(worker.device, non_blocking=True)
+                        targets = targets.to(worker.device, non_blocking=True)
+                    with distributed.gradient_sync(model, sync=micro == spec.grad_accum_steps - 1):
+                        with autocast, profiler.phase("forward"):
+                            logits = model(inputs)
+                        with autocast, profiler.phase("loss"):
+                            loss = F.cross_entropy(logits.view(-1, config.vocab_size), targets.reshape(-1))
+                        with profiler.phase("backward"):
+                            (loss / spec.grad_accum_steps).backward()
+                    step_loss += loss.detach() / spec.grad_accum_steps
+                    step.micro_step(tokens=inputs.numel(), samples=len(inputs))
+                with profiler.phase("optimizer"):
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                step.loss = step_loss
+            if worker.is_main:
+                print(f"{STEP_MARK}{step_index + 1}/{total_steps}", flush=True)
+    finally:  # also after an out-of-memory error, which the profiler has written: the run folder ends cleanly
+        profiler.close()
     del model, optimizer, profiler
     distributed.finish()
 

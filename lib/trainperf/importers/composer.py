@@ -121,7 +121,7 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.D
         if not (n > 0 and seconds > 0):
             n = seconds = NAN
         weight = seconds if math.isfinite(seconds) else 1.0
-        found.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, *reported))
+        found.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, NAN, *reported))
         previous = block
     measured, intervals = records.aggregate(found, config)
     last = run.blocks[-1]

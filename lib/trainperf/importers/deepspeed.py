@@ -139,7 +139,7 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
                 return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
         weight = seconds if math.isfinite(seconds) else 1.0 / rate
-        run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, rate))
+        run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, NAN, rate))
         return ""
 
     def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:

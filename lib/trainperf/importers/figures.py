@@ -74,7 +74,7 @@ def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1
     rate = next((values[r] for r in RATES if values.get(r, NAN) > 0), NAN)
     weight = seconds if math.isfinite(seconds) else (n_steps if math.isfinite(n_steps) else 1.0) / rate
     return (rank, step, n_steps, seconds, weight, n_steps * values.get("samples", NAN),
-            n_steps * values.get("tokens", NAN), values.get("loss", NAN), values.get("memory_gb", NAN), 0.0,
+            n_steps * values.get("tokens", NAN), values.get("loss", NAN), values.get("memory_gb", NAN), 0.0, NAN,
             *(values.get(r, NAN) for r in RATES), values.get("mfu_percent", NAN) / 100.0,
             values.get("tflops_per_gpu", NAN))
 

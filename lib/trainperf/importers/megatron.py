@@ -54,6 +54,14 @@ Conversions:
   vocab (... new size: V)`` gives ``vocab_size``; ``memory (MB) | ... max
   allocated: X`` gives ``peak_memory_gb = X / 1024``; ``lm loss value: X``
   (validation) gives ``val_loss``.
+* With ``--log-energy`` (Megatron-LM's ``EnergyMonitor``, NVML's energy
+  counters all-reduced over the GPUs), each line adds ``energy per GPU
+  (J/iter/GPU): E |`` and ``power per GPU (W/GPU): P |``, where ``E`` is the
+  job's energy since the previous line divided by its iterations and the
+  world size: the line's interval used ``E · n · gpus`` joules, its
+  ``energy_j``; ``P`` is kept as ``reported_power_w_per_gpu``. The run's
+  closing ``Total training energy (GPU): X MJ`` (every iteration, the first
+  ones too) is kept as ``extra_total_training_energy_j``.
 """
 
 from __future__ import annotations
@@ -71,16 +79,20 @@ from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_
 from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, step_seconds, whole
 
 NAN = math.nan
-REPORTED = ("tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu")
+REPORTED = ("tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu", "power_w_per_gpu")
 _ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _FIELDS = re.compile(r"\| (consumed samples|consumed tokens|elapsed time per iteration \((?:ms|s)\)|"
                      r"global batch size|lm loss|loss|throughput per GPU \(TFLOP/s/GPU\)|TFLOPs|samples per second|"
-                     r"tokens per gpu per second \(tgs\)): ([^|]*)(?=\|)")
+                     r"tokens per gpu per second \(tgs\)|energy per GPU \(J/iter/GPU\)|power per GPU \(W/GPU\)): "
+                     r"([^|]*)(?=\|)")
 """The fields read from an iteration line (the others are ignored)."""
 _ARG = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*) \.{3,} (.*?)\s*$")
 _VOCAB = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
 _MEMORY = re.compile(rf"memory \(MB\) \| allocated: (?:{NUMBER}) \| max allocated: ({NUMBER})")
 _VAL_LOSS = re.compile(rf"lm loss value:\s*({NUMBER})")
+_TOTAL_ENERGY = re.compile(rf"Total training energy \(GPU\): ({NUMBER}) MJ")
+ENERGY_COUNTER = "Megatron-LM's --log-energy (NVML energy counters of every GPU)"
+"""``energy_counter`` of a run whose lines print its energy."""
 _INT_ARGS = {"world_size": "gpus", "seq_length": "seq_len", "num_layers": "n_layers", "hidden_size": "d_model",
              "num_attention_heads": "n_heads", "kv_channels": "head_dim", "micro_batch_size": "micro_batch_size",
              "global_batch_size": "global_batch_size", "padded_vocab_size": "vocab_size",
@@ -94,9 +106,9 @@ _OTHER_ARGS = ("bf16", "fp16", "fp8", "recompute_granularity", "checkpoint_activ
 
 def parse_iteration(line: str) -> tuple[Any, ...]:
     """``(rank, iteration, seconds per iteration, consumed samples, consumed
-    tokens, global batch size, loss, tflops_per_gpu, samples_per_s,
-    tokens_per_s_per_gpu)`` of an iteration line (NaN where absent; rank None
-    without a launcher prefix)."""
+    tokens, global batch size, loss, energy per GPU per iteration (J),
+    tflops_per_gpu, samples_per_s, tokens_per_s_per_gpu, power_w_per_gpu)`` of
+    an iteration line (NaN where absent; rank None without a launcher prefix)."""
     rank, body = rank_prefix(line)
     match = _ITERATION.search(body)
     if match is None:
@@ -118,8 +130,9 @@ def parse_iteration(line: str) -> tuple[Any, ...]:
     return (rank, whole(match.group(1), "iteration"), seconds,
             _count(fields, "consumed samples"), _count(fields, "consumed tokens"),
             _count(fields, "global batch size"), loss if not math.isnan(loss) else _number(fields, "loss"),
+            _number(fields, "energy per GPU (J/iter/GPU)"),
             tflops if not math.isnan(tflops) else _number(fields, "TFLOPs"), _number(fields, "samples per second"),
-            _number(fields, "tokens per gpu per second (tgs)"))
+            _number(fields, "tokens per gpu per second (tgs)"), _number(fields, "power per GPU (W/GPU)"))
 
 
 def _number(fields: dict[str, str], key: str) -> float:
@@ -136,16 +149,18 @@ def _count(fields: dict[str, str], key: str) -> float:
 
 class _Run(records.Run):
     """A run with the peak memory of its ``memory (MB)`` lines (NaN until
-    one is printed) and whether its first records have been widened."""
+    one is printed), its total energy (J; NaN until printed), and whether its
+    records have been widened and their energy made the job's."""
 
     def __init__(self, line: int, config: dict[str, Any]) -> None:
         super().__init__(line, config, REPORTED)
         self.memory_gb = NAN
+        self.total_energy_j = NAN
         self.widened = False
 
 
 class MegatronParser(records.IntervalParser[_Run]):
-    anchors = ("iteration", " ...", "padded vocab", "memory (MB)", "lm loss value")
+    anchors = ("iteration", " ...", "padded vocab", "memory (MB)", "lm loss value", "Total training energy")
     start = _ITERATION
 
     def __init__(self, path: Path) -> None:
@@ -160,7 +175,11 @@ class MegatronParser(records.IntervalParser[_Run]):
             if "| TFLOPs:" in line:
                 self.convention = "megatron-deepspeed"
             return self.read_record(lines, i, number_, parse_iteration, "iteration line")
-        if "lm loss value" in line:
+        if "Total training energy" in line:
+            match = _TOTAL_ENERGY.search(line)
+            if match and self.run is not None:
+                self.run.total_energy_j = records.finite(number(match.group(1)) * 1e6)
+        elif "lm loss value" in line:
             match = _VAL_LOSS.search(line)
             if match and self.run is not None:
                 self.run.val_loss = records.finite(number(match.group(1)))
@@ -183,7 +202,7 @@ class MegatronParser(records.IntervalParser[_Run]):
         return _Run(line, self._config())
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        label, iteration, seconds, consumed, consumed_tokens, batch, loss, *reported = parsed
+        label, iteration, seconds, consumed, consumed_tokens, batch, loss, energy, *reported = parsed
         rank = self.rank_of(label, iteration)
         run = self.run_at(line, rank, iteration)
         previous = run.previous.get(rank)
@@ -204,7 +223,9 @@ class MegatronParser(records.IntervalParser[_Run]):
         if math.isfinite(batch):
             run.config["global_batch_size"] = int(batch)
         duration = n * seconds
-        run.records.add((rank, iteration, n, duration, duration, samples, tokens, loss, NAN, 0.0, *reported))
+        # energy per GPU over the line's iterations; the job's once the GPUs are known (finish)
+        run.records.add((rank, iteration, n, duration, duration, samples, tokens, loss, NAN, 0.0, energy * n,
+                         *reported))
         return ""
 
     def _config(self) -> dict[str, Any]:
@@ -248,7 +269,9 @@ class MegatronParser(records.IntervalParser[_Run]):
 
     def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         if not run.widened:
-            _first_iteration_alone(run.records.table())
+            table = run.records.table()
+            _first_iteration_alone(table)
+            table[:, records.COLUMN["energy_j"]] *= float(config.get("gpus") or NAN)
             run.widened = True
         measured, steps = records.aggregate(run.records, config)
         measured["extra_time_source"] = "iteration times printed by the log"
@@ -258,6 +281,10 @@ class MegatronParser(records.IntervalParser[_Run]):
             measured["peak_memory_gb"] = max(run.memory_gb, measured.get("peak_memory_gb", 0.0))
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
+        if "energy_j" in measured or "reported_power_w_per_gpu" in measured:
+            measured["energy_counter"] = ENERGY_COUNTER
+        if math.isfinite(run.total_energy_j):
+            measured["extra_total_training_energy_j"] = run.total_energy_j
         rate_from_reported(measured, config)
         return measured, steps
 

@@ -148,7 +148,7 @@ class NanoGPTParser(records.IntervalParser[records.Run]):
             excluded = 1.0 if evaluated == iteration else 0.0
             if evaluated != iteration:  # every rank's line of the evaluated iteration is excluded
                 self.pending_eval = None
-        run.records.add((rank, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, mfu))
+        run.records.add((rank, iteration, 1.0, seconds, seconds, NAN, self.tokens, loss, NAN, excluded, NAN, mfu))
         return ""
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:

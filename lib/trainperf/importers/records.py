@@ -49,11 +49,12 @@ from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES, STEPS_S
 from trainperf.table_rules import is_missing
 
 FIELDS: tuple[str, ...] = ("rank", "step", "n_steps", "seconds", "weight", "samples", "tokens", "loss",
-                           "memory_gb", "excluded")
+                           "memory_gb", "excluded", "energy_j")
 """Numeric fields of a record, in order; NaN where the log does not say.
 ``weight`` is the record's duration or any quantity proportional to it;
 ``excluded`` is 1 for a record that is no training measurement (it
-includes an evaluation), 2 for one whose time another record contains."""
+includes an evaluation), 2 for one whose time another record contains;
+``energy_j``: the whole job's energy over the record (J)."""
 COLUMN = {name: j for j, name in enumerate(FIELDS)}
 
 NAN = math.nan
@@ -328,8 +329,8 @@ def far_out(col: dict[str, np.ndarray], in_window: np.ndarray) -> list[str]:
 def _intervals(col: dict[str, np.ndarray], in_window: np.ndarray, config: Mapping[str, Any]) -> pd.DataFrame:
     """The step intervals of a log's records: every record but those whose
     time another record contains, by rank (each in file order). The job's
-    samples and tokens a line prints are shared among the ranks that print
-    that step; ``start_s`` is known for records of single steps (:func:`_starts`)."""
+    samples, tokens and energy a line prints are shared among the ranks that
+    print that step; ``start_s`` is known for records of single steps (:func:`_starts`)."""
     keep = np.flatnonzero(col["excluded"] != 2)
     keep = keep[np.argsort(col["rank"][keep], kind="stable")]  # by rank, each in file order
     rank, step, seconds, n_steps = col["rank"][keep], col["step"][keep], col["seconds"][keep], col["n_steps"][keep]
@@ -347,6 +348,7 @@ def _intervals(col: dict[str, np.ndarray], in_window: np.ndarray, config: Mappin
         "tokens": col["tokens"][keep] / printers[printed], "samples": col["samples"][keep] / printers[printed],
         "micro_steps": np.full(len(keep), np.nan if is_missing(micro) else float(micro)),
         "loss": col["loss"][keep], "peak_memory_gb": col["memory_gb"][keep],
+        "energy_j": col["energy_j"][keep] / printers[printed],
     })
     return frame.reindex(columns=list(STEP_INTERVAL_COLUMNS))
 
@@ -386,7 +388,7 @@ def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step:
     run, and return the run; the step's ``tokens`` / ``samples`` are the
     whole job's (NaN where unknown)."""
     run = parser.run_at(line, rank, step)
-    run.records.add((rank, step, 1.0, seconds, seconds, samples, tokens, loss, NAN, 0.0, *reported))
+    run.records.add((rank, step, 1.0, seconds, seconds, samples, tokens, loss, NAN, 0.0, NAN, *reported))
     return run
 
 

@@ -230,7 +230,7 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
                 return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
         weight = seconds if math.isfinite(seconds) else (n if math.isfinite(n) else 1.0) / tps  # unknown: one step
-        run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, tps, tflops, mfu))
+        run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, NAN, tps, tflops, mfu))
         return ""
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:

@@ -66,10 +66,11 @@ class HookedProfiler:
             self._step.__enter__()
             self._losses = []
 
-    def end_step(self) -> None:
+    def end_step(self, error: BaseException | None = None) -> None:
         """Close the open phases (but a wait for data) and the step, with the
         loss of its micro-batches: their sum when each is a part of the step's
-        loss, else their mean."""
+        loss, else their mean; or, where the framework says the step raised
+        ``error``, as a step that failed (recorded only if it ran out of memory)."""
         if self._step is None:
             return
         for name in [n for n in self._phases if n != "data"]:
@@ -77,7 +78,7 @@ class HookedProfiler:
         if self._losses:
             self._step.loss = sum(self._losses) / (1 if self._loss_parts else len(self._losses))
         step, self._step = self._step, None
-        step.__exit__(None, None, None)
+        step.__exit__(None if error is None else type(error), error, None)
 
     def begin(self, phase: str) -> None:
         if phase not in self._phases:
@@ -102,8 +103,9 @@ class HookedProfiler:
             self._losses.append(loss.detach() if hasattr(loss, "detach") else loss)
             self._loss_parts = part
 
-    def close(self) -> None:
-        self.end_step()
+    def close(self, error: BaseException | None = None) -> None:
+        """Close the open step (``error``: the one training raised in it), the phases and the profiler."""
+        self.end_step(error)
         for name in list(self._phases):
             self.end(name)
         self.profiler.close()

@@ -166,11 +166,11 @@ class LightningCallback(Callback):
 
     @guarded
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
-        self.stop()
+        self.stop(exception)  # a step that ran out of memory is recorded as such
 
-    def stop(self) -> None:
-        """Close the profiler (the files are complete)."""
+    def stop(self, error: BaseException | None = None) -> None:
+        """Close the profiler (the files are complete); ``error``: what the open step raised."""
         hooked, self._hooked = self._hooked, None
         if hooked is not None:
             hooked.end("data")
-            hooked.close()
+            hooked.close(error)

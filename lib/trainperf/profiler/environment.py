@@ -96,10 +96,13 @@ def host_load(threads_per_process: int) -> dict[str, Any]:
 
 def manifest(config: dict[str, Any], places: list[Place], device_name: str, backend: str | None,
              strategy: str | None, warmup_steps: int, torch_version: str,
-             cpu_peak: dict[str, Any] | None = None, host: dict[str, Any] | None = None) -> dict[str, Any]:
+             cpu_peak: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
+             energy: str | None = None, device_memory_gb: float | None = None) -> dict[str, Any]:
     """The content of ``manifest.json``; ``cpu_peak``: the CPU's measured
     matmul peak (``trainperf.profiler.cpu_peak``), a CPU run's peak for MFU;
-    ``host``: rank 0's host at the start (:func:`host_load`)."""
+    ``host``: rank 0's host at the start (:func:`host_load`); ``energy``: what
+    measures the steps' energy (``energy.py``: ``nvml: ...``, ``rapl: ...``
+    or ``none: <why>``); ``device_memory_gb``: rank 0's device memory (GiB)."""
     from trainperf import __version__
 
     nodes = node_names(places)
@@ -123,6 +126,8 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
             "git_commit": git_commit(Path.cwd()),
             **({"cpu_peak": cpu_peak} if cpu_peak else {}),
             **({"host": host} if host else {}),
+            **({"energy": energy} if energy else {}),
+            **({"device_memory_gb": device_memory_gb} if device_memory_gb else {}),
         },
         "warmup_steps": warmup_steps,
     }

@@ -1,31 +1,88 @@
-"""Peak memory of a step, in GiB (2**30 bytes).
+"""Memory of a step, read on the host after the step's end mark, without a
+synchronisation. Sizes in GiB (2**30 bytes).
 
-On GPU: the CUDA caching allocator's peak of allocated bytes since the
-previous step (the peak is reset after each reading). On CPU: the peak
-resident set size of the process so far (``getrusage``'s ``ru_maxrss``), which
-only grows; where ``getrusage`` is missing, the current resident set
-(psutil).
+On GPU, one call to ``torch.cuda.memory_stats(device)`` (the CUDA caching
+allocator's host-side counters) gives, per step:
+
+* ``peak_memory_gb``: ``allocated_bytes.all.peak``, the most memory tensors
+  held at once. The peak is *not* reset by default, so each step's value is
+  the peak so far (since the process started, or since the user last called
+  ``torch.cuda.reset_peak_memory_stats``), and ``torch.cuda.max_memory_allocated``
+  keeps answering the user. With ``reset_peak=True`` the peaks are reset
+  after each reading, so that each step's value is that step's own peak; this
+  resets them for the user too.
+* ``reserved_memory_gb``: ``reserved_bytes.all.peak``, the most memory the
+  allocator held from the driver (tensors, their rounding, and its cache):
+  what counts against the device's capacity.
+* ``alloc_retries`` and ``ooms``: how many times in the step the allocator
+  freed its cache and retried an allocation that failed (``num_alloc_retries``:
+  memory pressure, each retry costs a synchronisation) and raised an
+  out-of-memory error (``num_ooms``, those the user's code caught included).
+
+On CPU, ``peak_memory_gb`` is the peak resident set of the process so far
+(``getrusage``'s ``ru_maxrss``, which only grows; psutil's resident set where
+``getrusage`` is missing). On every device, ``host_memory_gb`` is the
+process's resident set at the end of the step (``/proc/self/statm`` on Linux,
+read through a file kept open: about 5 µs; psutil elsewhere).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 GIB = float(2**30)
+CUDA_KEYS = ("allocated_bytes.all.peak", "reserved_bytes.all.peak", "num_alloc_retries", "num_ooms")
+"""The keys of ``torch.cuda.memory_stats`` read each step."""
 
 
-def cuda_peak_reader(cuda: Any, device: Any) -> Callable[[], float]:
-    """Peak allocated device memory since the last call (GiB). Reads host-side
-    allocator statistics: no synchronization."""
+class MemoryReading(NamedTuple):
+    """One step's memory: peak device memory and reserved peak (GiB), and the
+    allocator's retries and out-of-memory errors during the step (counts);
+    None where the device does not say."""
 
-    def read() -> float:
-        peak = cuda.max_memory_allocated(device)
-        cuda.reset_peak_memory_stats(device)
-        return peak / GIB
+    peak_gb: float | None
+    reserved_gb: float | None
+    retries: int | None
+    ooms: int | None
 
-    return read
+
+class CudaMemory:
+    """Reads the CUDA caching allocator's statistics of ``device`` (``cuda`` is
+    ``torch.cuda``): host-side counters, no synchronisation. The counts are
+    the increase since the previous reading (the first: since creation)."""
+
+    def __init__(self, cuda: Any, device: Any, reset_peak: bool = False) -> None:
+        self._cuda = cuda
+        self._device = device
+        self._reset = reset_peak
+        stats = cuda.memory_stats(device)
+        self._retries = int(stats.get("num_alloc_retries", 0))
+        self._ooms = int(stats.get("num_ooms", 0))
+
+    def read(self) -> MemoryReading:
+        stats = self._cuda.memory_stats(self._device)
+        if self._reset:
+            self._cuda.reset_peak_memory_stats(self._device)
+        peak, reserved = (stats.get(k) for k in CUDA_KEYS[:2])
+        retries, ooms = int(stats.get("num_alloc_retries", self._retries)), int(stats.get("num_ooms", self._ooms))
+        reading = MemoryReading(None if peak is None else peak / GIB, None if reserved is None else reserved / GIB,
+                                retries - self._retries, ooms - self._ooms)
+        self._retries, self._ooms = retries, ooms
+        return reading
+
+
+class HostPeak:
+    """On CPU, the device is the host: the peak resident set so far, and no
+    allocator counts."""
+
+    def __init__(self) -> None:
+        self._peak = host_peak_reader()
+
+    def read(self) -> MemoryReading:
+        return MemoryReading(self._peak(), None, None, None)
 
 
 def host_peak_reader() -> Callable[[], float]:
@@ -33,10 +90,21 @@ def host_peak_reader() -> Callable[[], float]:
     try:
         import resource
     except ImportError:  # not on POSIX
+        return host_memory_reader()
+    # ru_maxrss is in KiB on Linux and in bytes on macOS
+    unit = 1.0 if sys.platform == "darwin" else 1024.0
+    return lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit / GIB
+
+
+def host_memory_reader() -> Callable[[], float]:
+    """Resident set of this process now (GiB): the second field of
+    ``/proc/self/statm`` (pages) where there is one, else psutil's."""
+    try:
+        statm = os.open("/proc/self/statm", os.O_RDONLY)
+    except OSError:
         import psutil
 
         process = psutil.Process()
         return lambda: process.memory_info().rss / GIB
-    # ru_maxrss is in KiB on Linux and in bytes on macOS
-    unit = 1.0 if sys.platform == "darwin" else 1024.0
-    return lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit / GIB
+    page = os.sysconf("SC_PAGE_SIZE") / GIB
+    return lambda: int(os.pread(statm, 128, 0).split()[1]) * page

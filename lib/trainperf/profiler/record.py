@@ -17,6 +17,7 @@ from typing import Any
 
 from trainperf.profiler.clocks import Clock
 from trainperf.profiler.comm import CommInterval, comm_seconds, exposed_intervals
+from trainperf.profiler.memory import MemoryReading
 from trainperf.schema import PHASES
 
 PHASE_INDEX: dict[str, int] = {name: i for i, name in enumerate(PHASES)}
@@ -31,10 +32,13 @@ class StepRecord:
     ``(start, end)`` of the waits for a batch on the host clock. ``estimate``:
     ``(comm_s, comm_exposed_s)`` from a sampled window (``collectives.py``),
     used where no collective was timed; ``waiting``: the step waits for the
-    end of its window before it can be resolved."""
+    end of its window before it can be resolved. ``memory``, ``host_memory_gb``
+    and ``energy_j``: read when the step ended (``memory.py``, ``energy.py``);
+    ``out_of_memory``: the step raised an out-of-memory error and did not
+    complete."""
 
-    __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm",
-                 "tokens", "samples", "micro_steps", "loss", "peak_memory_gb", "estimate", "waiting")
+    __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm", "tokens", "samples", "micro_steps",
+                 "loss", "memory", "host_memory_gb", "energy_j", "out_of_memory", "estimate", "waiting")
 
     def __init__(self, index: int, warmup: bool, start: Any, phases: list[tuple[int, Any, Any]],
                  data: list[tuple[float, float]], tokens: Any, samples: Any, loss: Any) -> None:
@@ -49,7 +53,10 @@ class StepRecord:
         self.samples = samples
         self.micro_steps = 0
         self.loss = loss
-        self.peak_memory_gb: float | None = None
+        self.memory = MemoryReading(None, None, None, None)
+        self.host_memory_gb: float | None = None
+        self.energy_j: float | None = None
+        self.out_of_memory = False
         self.estimate: tuple[float, float] | None = None
         self.waiting = False
 
@@ -98,9 +105,11 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
         totals[COMM], exposed = record.estimate
     start_s = seconds(origin, record.start)
     step_s = seconds(record.start, record.end)
+    memory = record.memory
     values = [record.index, record.warmup, start_s, step_s, *totals[:COMM + 1], exposed, *totals[COMM + 1:],
               number(record.tokens), number(record.samples), max(record.micro_steps, 1),
-              number(record.loss), record.peak_memory_gb]
+              number(record.loss), memory.peak_gb, memory.reserved_gb, record.host_memory_gb, memory.retries,
+              memory.ooms, record.energy_j, record.out_of_memory]
     trace = (record.index, record.warmup, (start_s, step_s), trace_phases,
              [(s, e - s) for s, e, _ in comm], trace_data)
     return values, trace

@@ -24,7 +24,8 @@ The profiler never breaks the job it measures: any failure of its own (a full
 disk, an unwritable folder, an unexpected error) produces one
 :class:`ProfilerWarning`, profiling stops, and every call becomes a no-op
 while training goes on. Exceptions raised by the user's code inside a
-``step`` or ``phase`` pass through untouched.
+``step`` or ``phase`` pass through untouched; a step that runs out of memory
+is recorded as such first (:func:`out_of_memory`).
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, Collect
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock
 from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
 from trainperf.profiler.cpu_peak import cpu_peak
+from trainperf.profiler.energy import energy_meter
 from trainperf.profiler.flop_count import StepFlopCounter, parameter_counts
 from trainperf.profiler.folder import RunFolderInUse
-from trainperf.profiler.memory import cuda_peak_reader, host_peak_reader
+from trainperf.profiler.memory import GIB, CudaMemory, HostPeak, host_memory_reader
 from trainperf.profiler.record import DATA, PHASE_INDEX, StepRecord, resolve
 from trainperf.profiler.trace import trace_line
 from trainperf.runfolder import rankfile
@@ -92,12 +94,21 @@ class StepProfiler:
     While a ``torch.profiler`` records, every step and phase is also a
     ``record_function`` range (``trainperf/step``, ``trainperf/forward``, ...),
     so its trace shows them beside the kernels.
+
+    Every step records its memory (``memory.py``) and, where the hardware has
+    a counter this process can read, its energy (``energy.py``), both read on
+    the host without a synchronisation. On GPU the allocator's peak is the
+    peak so far, and ``torch.cuda.max_memory_allocated`` keeps answering the
+    user; ``reset_peak_memory=True`` records each step's own peak instead, by
+    resetting the allocator's peaks after each step (the user's
+    ``max_memory_allocated`` then only covers the current step).
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
                  warmup_steps: int = 2, trace: bool = True, device: Any = None, overwrite: bool = False,
                  comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
-                 comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool = False) -> None:
+                 comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool = False,
+                 reset_peak_memory: bool = False) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
         self._count_flops = count_flops
@@ -117,7 +128,7 @@ class StepProfiler:
         self._index = 0
         self.rank = 0
         try:
-            self._start(dict(config or {}), trace, device, overwrite)
+            self._start(dict(config or {}), trace, device, overwrite, reset_peak_memory)
             self._off = False
         except RunFolderInUse:
             raise
@@ -126,7 +137,7 @@ class StepProfiler:
 
     # -- setup -------------------------------------------------------------
 
-    def _start(self, config: dict[str, Any], trace: bool, device: Any, overwrite: bool) -> None:
+    def _start(self, config: dict[str, Any], trace: bool, device: Any, overwrite: bool, reset_peak: bool) -> None:
         import torch
         import torch.distributed as dist
 
@@ -140,12 +151,18 @@ class StepProfiler:
         device = torch.device(device) if device is not None else torch.device("cpu")
         self._cuda = device.type == "cuda"
         self._clock: Clock = CudaClock(torch.cuda, device) if self._cuda else HostClock()
-        self._read_memory = cuda_peak_reader(torch.cuda, device) if self._cuda else host_peak_reader()
+        self._memory = CudaMemory(torch.cuda, device, reset_peak) if self._cuda else HostPeak()
+        self._host_memory = host_memory_reader()
         self._device_name = torch.cuda.get_device_name(device) if self._cuda else "cpu"
+        self._device_memory_gb = device_memory_gb(torch, device)
         self._backend = dist.get_backend() if dist.is_available() and dist.is_initialized() else None
         place = environment.this_place(dist)
         self._places = environment.gather_places(dist, place)
         self.rank = place.rank
+        nodes = environment.node_names(self._places)
+        first_on_host = (min(r for r, n in nodes.items() if n == nodes.get(place.rank)) == place.rank
+                         if len(self._places) == place.world_size else place.local_rank in (None, 0))
+        self._energy, self._energy_source = energy_meter(torch, device, first_on_host)
         folder.claim(self.run_dir, overwrite, dist, place.rank, place.world_size)
         self._config = config
         self._strategy: str | None = None if place.world_size > 1 else "single"
@@ -153,7 +170,7 @@ class StepProfiler:
         self._host = environment.host_load(torch.get_num_threads())
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
-        node = environment.node_names(self._places).get(place.rank, place.host)
+        node = nodes.get(place.rank, place.host)
         self._steps_file = LineFile(self.run_dir / rankfile.STEPS_FILE.format(rank=place.rank))
         self._steps_file.write(rankfile.header_line(place.rank, place.host, place.node_rank, node))
         if trace:
@@ -167,7 +184,8 @@ class StepProfiler:
         if self.rank == 0:
             write_json(self.run_dir / MANIFEST_FILE, environment.manifest(
                 self._config, self._places, self._device_name, self._backend, self._strategy,
-                self.warmup_steps, self._torch_version, cpu_peak=self._cpu_peak, host=self._host))
+                self.warmup_steps, self._torch_version, cpu_peak=self._cpu_peak, host=self._host,
+                energy=self._energy_source, device_memory_gb=self._device_memory_gb))
 
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
         """This machine's CPU peak (cached per machine), unless the config gives one."""
@@ -346,15 +364,17 @@ class StepProfiler:
             self._warn_once("count_flops", "count_flops needs samples= in step(): FLOPs are counted per sample")
             self._count_flops = False
 
-    def _end_step(self, record: StepRecord, failed: bool) -> None:
+    def _end_step(self, record: StepRecord, failed: bool, error: BaseException | None = None) -> None:
         if self._open is not record:
             return
         self._open = None
         try:
-            if failed:  # the user's code raised: the step did not complete
+            if failed:  # the user's code raised (``error``): the step did not complete
                 self._window_start = self._clock.mark()
                 if self._comm is not None:
                     self._comm.drain()
+                if error is not None and out_of_memory(error):
+                    self._record_out_of_memory(record)
                 return
             record.tokens, record.samples, record.loss = (
                 _on_host(record.tokens), _on_host(record.samples), _on_host(record.loss))
@@ -363,13 +383,36 @@ class StepProfiler:
             record.end = self._clock.mark()
             if self._comm is not None:
                 record.comm = self._comm.drain()
-            record.peak_memory_gb = self._read_memory()
+            self._read_counters(record)
             self._window_start = record.end
             self._index += 1
             self._pending.append(record)
             self._flush(wait=len(self._pending) > MAX_PENDING_STEPS)
         except Exception as exc:
             self._fail("cannot record a step", exc)
+
+    def _read_counters(self, record: StepRecord) -> None:
+        """The step's memory and energy, read on the host (no synchronisation)."""
+        record.memory = self._memory.read()
+        record.host_memory_gb = self._host_memory()
+        if self._energy is not None:
+            record.energy_j = self._energy.read()
+
+    def _record_out_of_memory(self, record: StepRecord) -> None:
+        """Write the line of a step that ran out of memory now, while the job
+        still runs: its window up to the error, its memory and energy, no work
+        (the step did not complete). The step's index is not used up: a step
+        that the user's code retries has the same one."""
+        record.end = self._window_start
+        record.tokens = record.samples = record.loss = None
+        record.comm = []
+        record.out_of_memory = True
+        self._read_counters(record)
+        record.memory = record.memory._replace(ooms=max(1, record.memory.ooms or 0))
+        self._end_window()
+        record.waiting, record.estimate = False, None
+        self._pending.append(record)
+        self._flush(wait=True)
 
     def _sample(self, record: StepRecord) -> None:
         """Before the step's end mark: under a sampling window, hold the step
@@ -450,6 +493,33 @@ class StepProfiler:
         self._steps_file = self._trace_file = None
 
 
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says that memory ran out: torch's ``OutOfMemoryError``
+    (CUDA, ROCm, XPU, MPS), or a ``RuntimeError`` saying ``out of memory``
+    (older releases) or ``can't allocate memory`` (the CPU allocator)."""
+    import torch
+
+    if isinstance(error, getattr(torch, "OutOfMemoryError", ())):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def device_memory_gb(torch: Any, device: Any) -> float | None:
+    """The memory of ``device`` (GiB): what the driver lets PyTorch use on a
+    GPU, the host's physical memory on CPU (psutil); None where unknown."""
+    try:
+        if device.type == "cuda":
+            return torch.cuda.get_device_properties(device).total_memory / GIB
+        if device.type == "cpu":
+            import psutil
+
+            return psutil.virtual_memory().total / GIB
+    except Exception:
+        return None
+    return None
+
+
 def _on_host(value: Any) -> Any:
     """A CUDA tensor starts its copy to the host now (ordered before the
     step's end mark, so it is complete when the step is resolved); anything
@@ -485,7 +555,7 @@ class _Step:
             if exc_type is None:
                 self._profiler._counted(self._counter.total, self._record)
         self._range.__exit__(None, None, None)
-        self._profiler._end_step(self._record, failed=exc_type is not None)
+        self._profiler._end_step(self._record, exc_type is not None, exc if isinstance(exc, BaseException) else None)
         return False
 
     @property

@@ -1,6 +1,7 @@
 """The batch-size report: a micro-batch × gradient-accumulation sweep — where
 the time goes, throughput with its 95 % interval, time to train, the
-configurations at the top, and where larger batches stop paying."""
+configurations at the top, where larger batches stop paying, and the memory
+each configuration needs: which ones did not fit."""
 
 from __future__ import annotations
 
@@ -24,22 +25,33 @@ def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
     device count — ordered by experiment, micro-batch and accumulation. An
     experiment measured at several device counts is one sweep per device
     count (``my-sweep (2 devices)``). Other experiments are listed in
-    ``attrs['skipped']``. :class:`~trainperf.report.applicability.NotApplicable`
-    when no sweep is left."""
+    ``attrs['skipped']``; the runs of a sweep's configurations that ran out
+    of memory (``fits`` false) in ``attrs['did_not_fit']`` (their rows as dicts; :func:`memory`).
+    :class:`~trainperf.report.applicability.NotApplicable` when no sweep is left."""
     unit = unit_of(runs)
-    have = require(require(runs, "micro_batch_size", "a micro-batch size",
+    too_big = runs["fits"].eq(False).fillna(False).to_numpy(bool) if "fits" in runs else np.zeros(len(runs), bool)
+    have = require(require(runs[~too_big], "micro_batch_size", "a micro-batch size",
                            "give the column, or record it with StepProfiler (samples per micro-step)"),
                    unit.rate, f"a throughput ({unit.label})", "give tokens or samples and elapsed_s, or a rate")
     experiment = have["experiment"].astype(str)
-    several = have.groupby(experiment)["gpus"].transform("nunique") > 1
-    on = pd.Series([f" ({count(g, 'device')})" if pd.notna(g) else " (device count unknown)" for g in have["gpus"]],
-                   index=have.index)
-    have = have.assign(experiment=experiment.where(~several, experiment + on))
+    several = set(experiment[have.groupby(experiment)["gpus"].transform("nunique") > 1])
+    have = _by_device_count(have, several)
     batches = have.groupby("experiment")["micro_batch_size"].nunique()
-    return keep_experiments(have, batches >= 2, ["micro_batch_size", "grad_accum_steps"],
-                            "not a micro-batch sweep (one micro-batch size on each device count)",
-                            "no experiment is a micro-batch sweep (two or more micro_batch_size values on one "
-                            f"device count): {', '.join(map(str, batches.index))}")
+    out = keep_experiments(have, batches >= 2, ["micro_batch_size", "grad_accum_steps"],
+                           "not a micro-batch sweep (one micro-batch size on each device count)",
+                           "no experiment is a micro-batch sweep (two or more micro_batch_size values on one "
+                           f"device count): {', '.join(map(str, batches.index))}")
+    did_not_fit = _by_device_count(runs[too_big], several)
+    out.attrs["did_not_fit"] = did_not_fit[did_not_fit["experiment"].isin(out["experiment"])].to_dict("records")
+    return out
+
+
+def _by_device_count(runs: pd.DataFrame, several: set[str]) -> pd.DataFrame:
+    """``runs`` with each experiment of ``several`` device counts named after the run's (``my-sweep (2 devices)``)."""
+    experiment = runs["experiment"].astype(str)
+    on = pd.Series([f" ({count(g, 'device')})" if pd.notna(g) else " (device count unknown)" for g in runs["gpus"]],
+                   index=runs.index, dtype=object)
+    return runs.assign(experiment=experiment.where(~experiment.isin(several), experiment + on))
 
 
 class Plateau(NamedTuple):
@@ -205,4 +217,61 @@ def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries |
                       + ("." if gain.tested else " (no interval: the noise is not tested)."))
         out.append(f"{name}: after {batch(group.iloc[first])} no step of the sweep adds "
                    f"{fmt_pct(min_gain, 0)} or more (gains: {gains}); {beyond}")
+    return out
+
+
+MEMORY_COLUMNS = ("peak_memory_gb", "reserved_memory_gb", "host_memory_gb", "device_memory_gb", "memory_headroom_gb")
+"""Memory of a configuration (GiB): its runs' largest peaks and the device's capacity."""
+
+
+def memory(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration of each sweep (:func:`sweeps`), those that did not fit included, in
+    micro-batch order: experiment, configuration, the largest of its runs' peak allocated, reserved and host
+    memory, the device's memory and the least headroom left (GiB; empty where not recorded), and ``fits``
+    (``yes``, ``no: out of memory`` or ``not recorded``)."""
+    too_big = pd.DataFrame(runs.attrs.get("did_not_fit", []))
+    found = pd.concat([runs, too_big], ignore_index=True) if len(too_big) else runs.copy()
+    for column in (*MEMORY_COLUMNS, "fits"):
+        if column not in found:
+            found[column] = np.nan
+    found = found.assign(configuration=[batch(r, compact=True) for r in found.to_dict("records")],
+                         order=pd.factorize(found["experiment"].astype(str))[0])
+    keys = ["order", "experiment", "micro_batch_size", "grad_accum_steps", "configuration"]
+    out = found.groupby(keys, sort=True, dropna=False).agg(
+        **{c: (c, "max") for c in MEMORY_COLUMNS if c != "memory_headroom_gb"},
+        memory_headroom_gb=("memory_headroom_gb", "min"), fits=("fits", _fits)).reset_index()
+    return out[["experiment", "configuration", *MEMORY_COLUMNS, "fits"]]
+
+
+DID_NOT_FIT = "no: out of memory"
+
+
+def _fits(values: pd.Series) -> str:
+    """A configuration's verdict from its runs' ``fits``."""
+    if values.eq(False).any():
+        return DID_NOT_FIT
+    return "yes" if values.eq(True).any() else "not recorded"
+
+
+def memory_notes(table: pd.DataFrame) -> list[str]:
+    """Per sweep of :func:`memory`: the configurations that ran out of memory and the largest one that fit,
+    with its peak and headroom; or that no run recorded its memory."""
+    out = []
+    for name, rows in table.groupby("experiment", sort=False):
+        did_not_fit = rows["fits"].eq(DID_NOT_FIT)
+        too_big = rows.loc[did_not_fit, "configuration"].tolist()
+        fitted = rows[~did_not_fit & rows["peak_memory_gb"].notna()]
+        if fitted.empty and not too_big:
+            out.append(f"{name}: no run recorded its memory.")
+            continue
+        text = f"{name}: " + (f"micro-batch × accumulation {and_list(too_big)} ran out of memory" if too_big
+                              else "every configuration fit" if rows["fits"].eq("yes").all()
+                              else "no run recorded running out of memory")
+        if not fitted.empty:
+            last = fitted.iloc[-1]
+            text += (f"; {'the largest that fit' if too_big else 'the largest'}, {last['configuration']}, peaked at "
+                     f"{last['peak_memory_gb']:.3g} GiB")
+            if pd.notna(last["memory_headroom_gb"]):
+                text += f" of {last['device_memory_gb']:.3g} GiB ({last['memory_headroom_gb']:.3g} GiB left)"
+        out.append(text + ".")
     return out

@@ -6,7 +6,7 @@ the step completes, so that a job killed at any moment keeps every completed
 step:
 
 * line 1, the header: a JSON object ``{"format": "trainperf-steps",
-  "version": 1, "rank": R, "host": ..., "node_rank": ..., "node": ...,
+  "version": 2, "rank": R, "host": ..., "node_rank": ..., "node": ...,
   "columns": [...]}``;
 * one line per step: a JSON array of the values of ``columns``, in that order
   (:data:`LINE_COLUMNS`, ``null`` for a value not measured);
@@ -14,7 +14,11 @@ step:
   ``{"end": true, "steps": N, ...}``. A file without it belongs to a rank that
   stopped early (killed, crashed, or never closed its profiler).
 
-Arrays without keys keep the lines short (about 150 bytes), and let the reader
+A file is read by its header's own columns: those of version 1 (which ended
+with ``peak_memory_gb``) read as version 2 with the later columns empty (NaN,
+``out_of_memory`` false; :attr:`RankFile.written` says which were written).
+
+Arrays without keys keep the lines short (about 200 bytes), and let the reader
 parse a whole file with Arrow's CSV parser after removing the brackets. A file
 that fails that fast path is read line by line, which skips and reports the
 malformed lines (file and line number) and keeps the others.
@@ -37,7 +41,7 @@ from trainperf.errors import DataWarning
 from trainperf.schema import PHASES
 
 FORMAT = "trainperf-steps"
-VERSION = 1
+VERSION = 2
 STEPS_FILE = "steps-rank{rank}.jsonl"
 STEPS_FILE_PATTERN = re.compile(r"^steps-rank(\d+)\.jsonl$")
 
@@ -46,17 +50,25 @@ LINE_COLUMNS: tuple[str, ...] = (
     "step", "warmup", "start_s", "step_s",
     *(f"{p}_s" for p in PHASES[:_COMM + 1]), "comm_exposed_s", *(f"{p}_s" for p in PHASES[_COMM + 1:]),
     "tokens", "samples", "micro_steps", "loss", "peak_memory_gb",
+    "reserved_memory_gb", "host_memory_gb", "alloc_retries", "ooms", "energy_j", "out_of_memory",
 )
 """Values of one step line, in order: ``step`` (optimizer step index, from 0),
 ``warmup`` (bool), ``start_s`` (start of the step's window, s since the
 profiler started, rank-local clock), ``step_s`` (wall time of the step, s),
 the phase seconds, ``comm_exposed_s``, ``tokens`` and ``samples`` (processed
 by this rank in the step, every micro-step counted), ``micro_steps``,
-``loss``, ``peak_memory_gb`` (GiB). Times and memory are written with six
-decimals (1 µs, 1 KiB), other numbers exactly."""
+``loss``, ``peak_memory_gb``, ``reserved_memory_gb`` and ``host_memory_gb``
+(GiB), ``alloc_retries`` and ``ooms`` (the allocator's retries and
+out-of-memory errors in the step), ``energy_j`` (J) and ``out_of_memory``
+(bool: the step raised an out-of-memory error and did not complete; such a
+line has no work). See ``trainperf.profiler.memory`` and ``.energy``. Times
+and memory are written with six decimals (1 µs, 1 KiB), other numbers
+exactly."""
+VERSION_1_COLUMNS: tuple[str, ...] = LINE_COLUMNS[:LINE_COLUMNS.index("peak_memory_gb") + 1]
+"""The columns of version 1, which every version's header lists."""
 
 INT_COLUMNS = ("step", "micro_steps")
-BOOL_COLUMNS = ("warmup",)
+BOOL_COLUMNS = ("warmup", "out_of_memory")
 TIME_DECIMALS = 6
 """Times are written rounded to 1 µs (six decimals)."""
 
@@ -134,8 +146,9 @@ def warn_bad_lines(bad: list[BadLine], files: str, stacklevel: int = 2) -> None:
 @dataclass
 class RankFile:
     """One rank's steps file, read: header fields, the step columns (numpy
-    arrays, one entry per good line), whether the rank closed its profiler,
-    and the lines skipped."""
+    arrays of every :data:`LINE_COLUMNS`, one entry per good line), whether
+    the rank closed its profiler, the lines skipped and the columns the file
+    wrote (the others are empty: NaN, or false)."""
 
     path: Path
     rank: int
@@ -143,6 +156,7 @@ class RankFile:
     columns: dict[str, np.ndarray]
     closed: bool
     bad_lines: list[BadLine] = field(default_factory=list)
+    written: tuple[str, ...] = LINE_COLUMNS
 
     @property
     def steps(self) -> int:
@@ -162,15 +176,16 @@ def read_rank_file(path: Path) -> RankFile:
     first_end = data.find(b"\n")
     head, body = (data, b"") if first_end < 0 else (data[:first_end], data[first_end + 1:])
     header = _header(head, path, bad) if head else None
+    written = tuple(header["columns"]) if header else LINE_COLUMNS
     body, end = _split_end(body)
     closed = end is not None and _is_end(end)
     if end is not None and not closed:
         body += end  # not an end marker: read with the other lines (and reported there)
-    columns = _fast_columns(body)
+    columns = _fast_columns(body, written)
     if columns is None:
-        columns = _line_by_line(body, path, bad)
+        columns = _line_by_line(body, path, bad, written)
     node = header.get("node") if header else None
-    return RankFile(path, int(match.group(1)), node, columns, closed, bad)
+    return RankFile(path, int(match.group(1)), node, _complete(columns), closed, bad, written)
 
 
 def _header(line: bytes, path: Path, bad: list[BadLine]) -> dict[str, Any] | None:
@@ -181,10 +196,20 @@ def _header(line: bytes, path: Path, bad: list[BadLine]) -> dict[str, Any] | Non
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         bad.append(BadLine(path, 1, "not a trainperf-steps header"))
         return None
-    if header.get("columns") != list(LINE_COLUMNS):
-        raise ValueError(f"{path}: line 1: columns {header.get('columns')} are not those of "
-                         f"trainperf-steps version {VERSION}")
+    columns = header.get("columns")
+    known = isinstance(columns, list) and all(isinstance(c, str) for c in columns)
+    if not known or columns[:len(VERSION_1_COLUMNS)] != list(VERSION_1_COLUMNS) or \
+            columns != [c for c in LINE_COLUMNS if c in columns]:
+        raise ValueError(f"{path}: line 1: columns {columns} are not those of trainperf-steps version "
+                         f"{VERSION} or an earlier one")
     return header
+
+
+def _complete(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every :data:`LINE_COLUMNS`, those a file did not write empty (NaN, or false)."""
+    n = len(columns["step"])
+    return {c: columns[c] if c in columns else np.zeros(n, dtype=bool) if c in BOOL_COLUMNS else np.full(n, np.nan)
+            for c in LINE_COLUMNS}
 
 
 def _split_end(body: bytes) -> tuple[bytes, bytes | None]:
@@ -204,7 +229,7 @@ def _is_end(line: bytes) -> bool:
     return isinstance(end, dict) and end.get("end") is True
 
 
-def _fast_columns(body: bytes) -> dict[str, np.ndarray] | None:
+def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
     """Parse every step line at once, or return None if any line is not
     well-formed (then the caller reads line by line to say which). Every line
     must be ``[...]`` with no other bracket and no quote (a nested array or a
@@ -212,7 +237,7 @@ def _fast_columns(body: bytes) -> dict[str, np.ndarray] | None:
     the brackets are removed); Arrow's parser rejects a line with a wrong
     number of values or a value of the wrong type."""
     if not body:
-        return _empty_columns()
+        return _empty_columns(names)
     if not body.endswith(b"\n"):
         return None
     raw = np.frombuffer(body, dtype=np.uint8)
@@ -225,13 +250,11 @@ def _fast_columns(body: bytes) -> dict[str, np.ndarray] | None:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    types = {c: pa.float64() for c in LINE_COLUMNS}
-    types.update({c: pa.int64() for c in INT_COLUMNS})
-    types.update({c: pa.bool_() for c in BOOL_COLUMNS})
+    types = {c: pa.int64() if c in INT_COLUMNS else pa.bool_() if c in BOOL_COLUMNS else pa.float64() for c in names}
     try:
         table = pacsv.read_csv(
             io.BytesIO(body.translate(None, b"[]")),
-            read_options=pacsv.ReadOptions(column_names=list(LINE_COLUMNS), use_threads=False),
+            read_options=pacsv.ReadOptions(column_names=list(names), use_threads=False),
             parse_options=pacsv.ParseOptions(newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(
                 column_types=types, null_values=["null"], true_values=["true"],
@@ -239,9 +262,10 @@ def _fast_columns(body: bytes) -> dict[str, np.ndarray] | None:
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    if table.num_rows != len(starts) or any(table.column(c).null_count for c in INT_COLUMNS + BOOL_COLUMNS):
+    if table.num_rows != len(starts) or any(table.column(c).null_count for c in names
+                                            if c in INT_COLUMNS + BOOL_COLUMNS):
         return None
-    return {c: _to_numpy(table.column(c), c) for c in LINE_COLUMNS}
+    return {c: _to_numpy(table.column(c), c) for c in names}
 
 
 def _to_numpy(column: Any, name: str) -> np.ndarray:
@@ -250,21 +274,21 @@ def _to_numpy(column: Any, name: str) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
-def _line_by_line(body: bytes, path: Path, bad: list[BadLine]) -> dict[str, np.ndarray]:
+def _line_by_line(body: bytes, path: Path, bad: list[BadLine], names: tuple[str, ...]) -> dict[str, np.ndarray]:
     rows: list[list[Any]] = []
     for number, line in enumerate(body.split(b"\n"), start=2):
         if not line:
             continue
-        reason = _row_problem(line)
+        reason = _row_problem(line, names)
         if reason:
             bad.append(BadLine(path, number, reason))
         else:
             rows.append(json.loads(line))
     if not rows:
-        return _empty_columns()
+        return _empty_columns(names)
     values = list(zip(*rows))
     columns = {}
-    for name, column in zip(LINE_COLUMNS, values):
+    for name, column in zip(names, values):
         if name in INT_COLUMNS:
             columns[name] = np.array(column, dtype=np.int64)
         elif name in BOOL_COLUMNS:
@@ -274,15 +298,15 @@ def _line_by_line(body: bytes, path: Path, bad: list[BadLine]) -> dict[str, np.n
     return columns
 
 
-def _row_problem(line: bytes) -> str:
-    """Why a step line cannot be used ('' when it can)."""
+def _row_problem(line: bytes, names: tuple[str, ...]) -> str:
+    """Why a step line of a file of columns ``names`` cannot be used ('' when it can)."""
     try:
         row = json.loads(line)
     except ValueError:
         return "not valid JSON (truncated or corrupt line)"
-    if not isinstance(row, list) or len(row) != len(LINE_COLUMNS):
-        return f"not an array of {len(LINE_COLUMNS)} values"
-    for name, value in zip(LINE_COLUMNS, row):
+    if not isinstance(row, list) or len(row) != len(names):
+        return f"not an array of {len(names)} values"
+    for name, value in zip(names, row):
         if name in BOOL_COLUMNS:
             ok = isinstance(value, bool)
         elif name in INT_COLUMNS:
@@ -294,6 +318,6 @@ def _row_problem(line: bytes) -> str:
     return ""
 
 
-def _empty_columns() -> dict[str, np.ndarray]:
+def _empty_columns(names: tuple[str, ...]) -> dict[str, np.ndarray]:
     return {c: np.empty(0, dtype=np.int64 if c in INT_COLUMNS else bool if c in BOOL_COLUMNS else np.float64)
-            for c in LINE_COLUMNS}
+            for c in names}

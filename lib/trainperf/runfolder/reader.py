@@ -24,7 +24,7 @@ import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
-from trainperf.runfolder.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, read_rank_file
+from trainperf.runfolder.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, RankFile, read_rank_file
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
 
 PART_BYTES = 48 << 20
@@ -90,22 +90,34 @@ def open_run_folder(path: str | Path) -> RunFolder:
 @dataclass
 class RanksRead:
     """Some ranks of a run, read: their step intervals, the ranks whose file
-    ends with the profiler's end line (``closed``), and the lines skipped."""
+    ends with the profiler's end line (``closed``), the lines skipped, the
+    steps that ran out of memory (``out_of_memory``: ``[rank, step, ooms]``
+    each; no step intervals) and the ranks whose file can record them
+    (``memory_checked``: written by a profiler of steps-file version 2 or later)."""
 
     intervals: pd.DataFrame
     closed: list[int] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
+    out_of_memory: list[list[int]] = field(default_factory=list)
+    memory_checked: list[int] = field(default_factory=list)
 
 
 def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None,
                threads: int = READ_THREADS) -> RanksRead:
     """The step intervals of ``files`` (default: every rank of the run), rank
     by rank, each in the order written, read by up to ``threads`` threads.
-    Malformed or truncated lines are skipped and listed (file and line)."""
+    Malformed or truncated lines are skipped and listed (file and line); the
+    lines of steps that ran out of memory are listed apart."""
     files = folder.rank_files if files is None else files
     # Arrow and numpy release the GIL while parsing: read files side by side
     with ThreadPoolExecutor(max_workers=max(1, min(threads, os.cpu_count() or 1))) as pool:
         read = list(pool.map(_read_rank_file, [path for _, path in files]))
+    out_of_memory = [[f.rank, int(step), int(np.nan_to_num(ooms, nan=1.0))] for f in read
+                     for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
+    for f in read:
+        completed = ~f.columns["out_of_memory"]
+        if not completed.all():
+            f.columns = {name: values[completed] for name, values in f.columns.items()}
     nodes = {r["rank"]: r.get("node") for r in folder.environment.get("ranks", [])}
     counts = np.array([len(f.columns["step"]) for f in read], dtype=np.int64)
     total = int(counts.sum())
@@ -121,10 +133,11 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
     data["micro_steps"] = data["micro_steps"].astype(np.float64)
     # a column each, not consolidated into one block: building the frame copies nothing
     intervals = pd.DataFrame({name: pd.Series(data[name], copy=False) for name in STEP_INTERVAL_COLUMNS}, copy=False)
-    return RanksRead(intervals, [f.rank for f in read if f.closed], [b for f in read for b in f.bad_lines])
+    return RanksRead(intervals, [f.rank for f in read if f.closed], [b for f in read for b in f.bad_lines],
+                     out_of_memory, [f.rank for f in read if "out_of_memory" in f.written])
 
 
-def _read_rank_file(path: Path):
+def _read_rank_file(path: Path) -> RankFile:
     try:
         return read_rank_file(path)
     except (OSError, ValueError) as exc:
@@ -173,8 +186,9 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
     (the distinct nodes of the manifest, else of ``nodes_seen``, each rank's: empty where unknown),
     with a DataWarning where the config says otherwise, and ``platform``,
     ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak),
-    ``oversubscribed`` (:func:`oversubscribed`) and the batch facts where the
-    config has none."""
+    ``oversubscribed`` (:func:`oversubscribed`), ``energy_counter`` and
+    ``device_memory_gb`` (what the profiler found) and the batch facts where
+    the config has none."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
     for key, value in config.items():
@@ -193,7 +207,8 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
         row[key] = int(value)
     defaults = {"platform": environment.get("device"), "strategy": environment.get("strategy"),
                 "peak_tflops_per_gpu": (environment.get("cpu_peak") or {}).get("tflops"),
-                "oversubscribed": oversubscribed(environment),
+                "oversubscribed": oversubscribed(environment), "energy_counter": environment.get("energy"),
+                "device_memory_gb": environment.get("device_memory_gb"),
                 **{k: measured[k] for k in BATCH_FACTS if k in measured}}
     for key, value in defaults.items():
         if key not in config and value is not None:

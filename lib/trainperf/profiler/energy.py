@@ -1,0 +1,120 @@
+"""Energy of a step window, in joules, from the hardware's own energy
+counters, read on the host after the step's end mark (no synchronisation).
+
+* GPU: NVML's total-energy counter of the rank's GPU
+  (``nvmlDeviceGetTotalEnergyConsumption``: millijoules since the driver was
+  loaded, Volta and later), through the ``nvidia-ml-py`` package's
+  ``pynvml``, imported only on CUDA.
+* CPU: the RAPL package counters of the host
+  (``/sys/class/powercap/intel-rapl:<N>/energy_uj``, microjoules, one per CPU
+  package; Intel, and AMD Zen under the same driver), where this process may
+  read them (recent kernels let only root). A counter wraps to 0 after
+  ``max_energy_range_uj``. A package counts every process on it, so only the
+  first rank of each host reads them: its ``energy_j`` is the host's.
+* Otherwise none: the manifest says why, once.
+
+The host reads the counter when the step ends on the host; on GPU the host
+runs ahead of the device, and NVML updates its counter every few
+milliseconds, so one step's value may carry some of its neighbours' energy;
+their sum over many steps is the energy of the window.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Protocol
+
+RAPL_ROOT = Path("/sys/class/powercap")
+"""Where the kernel's powercap zones are."""
+_PACKAGE_ZONE = re.compile(r"^intel-rapl:\d+$")
+
+
+class EnergyMeter(Protocol):
+    """An energy counter: ``read()`` gives the joules used since the previous
+    call (the first: since the meter was created)."""
+
+    def read(self) -> float: ...
+
+
+class NvmlEnergy:
+    """One GPU's NVML total-energy counter (``nvml``: the ``pynvml`` module,
+    ``handle``: the GPU's NVML handle)."""
+
+    def __init__(self, nvml: Any, handle: Any) -> None:
+        self._counter = nvml.nvmlDeviceGetTotalEnergyConsumption
+        self._handle = handle
+        self._last = self._counter(handle)
+
+    def read(self) -> float:
+        now = self._counter(self._handle)
+        joules = (now - self._last) / 1000.0
+        self._last = now
+        return joules
+
+
+class RaplEnergy:
+    """The summed RAPL counters of the package zones ``zones`` (folders such as
+    ``/sys/class/powercap/intel-rapl:0``), each wrapping at its
+    ``max_energy_range_uj``; each counter file is kept open and read again
+    from its start (a few µs)."""
+
+    def __init__(self, zones: list[Path]) -> None:
+        self._files = [os.open(zone / "energy_uj", os.O_RDONLY) for zone in zones]
+        self._ranges = [int((zone / "max_energy_range_uj").read_text()) for zone in zones]
+        self._last = [int(os.pread(f, 32, 0)) for f in self._files]
+
+    def read(self) -> float:
+        total = 0
+        for i, file in enumerate(self._files):
+            now = int(os.pread(file, 32, 0))
+            delta = now - self._last[i]
+            total += delta + self._ranges[i] if delta < 0 else delta  # the counter wrapped past its range
+            self._last[i] = now
+        return total / 1e6
+
+
+def rapl_zones(root: Path | None = None) -> list[Path]:
+    """The RAPL package zones under ``root`` (default :data:`RAPL_ROOT`) whose counter this process can
+    read (``intel-rapl:<N>`` named ``package-<N>``; their sub-zones, and the
+    ``psys`` platform zone, which contains the packages, are left out)."""
+    zones = []
+    for zone in sorted((root or RAPL_ROOT).glob("intel-rapl:*")):
+        if not _PACKAGE_ZONE.match(zone.name):
+            continue
+        try:
+            if not (zone / "name").read_text().strip().startswith("package"):
+                continue
+            int((zone / "energy_uj").read_text())
+            int((zone / "max_energy_range_uj").read_text())
+        except (OSError, ValueError):
+            continue
+        zones.append(zone)
+    return zones
+
+
+def energy_meter(torch: Any, device: Any, first_on_host: bool) -> tuple[EnergyMeter | None, str]:
+    """The meter of this rank and the sentence the manifest records
+    (``nvml: ...``, ``rapl: ...`` or ``none: <why>``). ``first_on_host``:
+    this rank is its host's first (the one that reads RAPL)."""
+    if device.type == "cuda":
+        try:
+            import pynvml
+        except ImportError:
+            return None, "none: the nvidia-ml-py package (pynvml) is not installed"
+        try:
+            pynvml.nvmlInit()
+            index = getattr(torch.cuda, "_get_nvml_device_index", lambda d: d.index or 0)(device)
+            return (NvmlEnergy(pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)),
+                    "nvml: each GPU's total-energy counter")
+        except Exception as exc:  # no NVML (ROCm), or a GPU without the counter (before Volta)
+            return None, f"none: NVML has no energy counter here ({type(exc).__name__}: {exc})"
+    if device.type != "cpu":
+        return None, f"none: no energy counter for {device.type} devices"
+    zones = rapl_zones()
+    if not zones:
+        return None, f"none: no readable RAPL package counter in {RAPL_ROOT} (reading may need root)"
+    names = ", ".join(z.name for z in zones)
+    return (RaplEnergy(zones) if first_on_host else None,
+            f"rapl: CPU package counters ({names}) of each host, read by its first rank")
