@@ -106,6 +106,13 @@ NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "serial_fraction": (("scaling_multiplier",),),
     "cost_efficiency": (("scaling_efficiency", "price_per_gpu_hour"),),
     "scaling_type": (("gpus",),),
+    "energy_j_per_token": (("energy_j", "tokens"),),
+    "power_w_per_gpu": (("energy_j", "gpus", "elapsed_s"),),
+    "energy_kwh": (("energy_j",),),
+    "energy_cost_usd": (("energy_kwh", "price_per_kwh"),),
+    "energy_cost_usd_per_million_tokens": (("energy_cost_usd", "tokens"),),
+    "device_memory_gb": (("platform",),),
+    "memory_headroom_gb": (("device_memory_gb", "peak_memory_gb"),),
 }
 """Each derived column and what it is computed from (see the formulas
 above): any one group of inputs, all present, gives it; an input that is
@@ -135,7 +142,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     _add_phases(out)
     out["gpu_hours"] = out["gpus"] * out["elapsed_s"] / 3600.0
     out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
-    _add_energy(out, notes)
+    _add_energy(out)
     _add_memory(out, notes)
     for i in np.flatnonzero(out["oversubscribed"].fillna(False).to_numpy(bool)):
         notes[i].append("oversubscribed: more busy threads than cores, or a loaded host, at the start: the run "
@@ -367,17 +374,13 @@ def _add_phases(out: pd.DataFrame) -> None:
     out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
 
 
-def _add_energy(out: pd.DataFrame, notes: list[list[str]]) -> None:
+def _add_energy(out: pd.DataFrame) -> None:
     energy = out["energy_j"]
     out["energy_j_per_token"] = energy / out["tokens"]
     out["power_w_per_gpu"] = energy / (out["gpus"] * out["elapsed_s"])
     out["energy_kwh"] = energy / JOULES_PER_KWH
     out["energy_cost_usd"] = out["energy_kwh"] * out["price_per_kwh"]
     out["energy_cost_usd_per_million_tokens"] = out["energy_cost_usd"] / out["tokens"] * 1e6
-    for i in np.flatnonzero((energy.notna() & out["tokens"].isna()).to_numpy()):
-        notes[i].append("energy_j_per_token: tokens unknown")
-    for i in np.flatnonzero((energy.notna() & out["gpus"].notna() & out["elapsed_s"].isna()).to_numpy()):
-        notes[i].append("power_w_per_gpu: elapsed_s unknown")
 
 
 def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -385,6 +388,10 @@ def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
     datasheet = [math.nan if not isinstance(p, str) or (found := device_memory(p)) is None else found[0]
                  for p in out["platform"].astype(object).where(given.isna())]
     out["device_memory_gb"] = given.fillna(pd.Series(datasheet, index=out.index, dtype=float))
+    unknown = out["device_memory_gb"].isna() & out["platform"].notna()
+    for i in np.flatnonzero(unknown.to_numpy(bool)):
+        notes[i].append(f"device_memory_gb: no memory size for {out['platform'].iat[i]} in the hardware table "
+                        "(name the part with its memory, e.g. 'NVIDIA A100 80GB', or give device_memory_gb)")
     out["memory_headroom_gb"] = out["device_memory_gb"] - out["peak_memory_gb"]
     did_not_fit = out["fits"].eq(False).fillna(False).to_numpy(bool)
     for i in np.flatnonzero(did_not_fit):
