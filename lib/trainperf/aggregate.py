@@ -46,6 +46,7 @@ RANK_COLUMNS: tuple[str, ...] = (
     "run_id", "rank", "node", "intervals", "last_step", "measured_intervals", "measured_steps", "warmup_steps",
     "excluded_intervals", "untimed_starts", "first_start_s", "last_end_s", "step_s_sum", *STEP_PHASE_COLUMNS,
     *WORK, *(f"{w}_missing" for w in WORK), "loss", "peak_memory_gb", "step_s_median", "comm_exposed_s_median",
+    "all_first_start_s", "all_last_end_s", "all_step_s_sum", "warmup_step_s_sum",
 )
 """Per run and rank (:func:`rank_summary`); over the measured window unless said:
 ``intervals`` (all the rank's intervals) and ``last_step`` (the last step it
@@ -56,7 +57,10 @@ evaluation); ``untimed_starts`` (intervals without ``start_s``);
 ``first_start_s`` and ``last_end_s`` (s); ``step_s_sum`` and the phase totals
 (s; NaN where never timed); ``tokens``, ``samples`` (sums) with the intervals
 lacking them (``*_missing``); ``loss`` (the last one); ``peak_memory_gb`` (the
-largest, GiB); medians of ``step_s`` and ``comm_exposed_s`` over the intervals (s)."""
+largest, GiB); medians of ``step_s`` and ``comm_exposed_s`` over the intervals (s);
+over all the rank's intervals, warm-up included: ``all_first_start_s``,
+``all_last_end_s`` and ``all_step_s_sum`` (s), and over its warm-up ones
+``warmup_step_s_sum`` (s): what ``trainperf.goodput`` needs."""
 
 STEP_SUMS: tuple[str, ...] = ("step_s", *WORK, *STEP_PHASE_COLUMNS)
 """Columns summed per step across ranks, each with its count of values."""
@@ -148,6 +152,11 @@ def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
     out["peak_memory_gb"] = _per_group(grouped["peak_memory_gb"].max(), kept, n)
     out["step_s_median"] = _per_group(grouped["step_s"].median(), kept, n)
     out["comm_exposed_s_median"] = _per_group(grouped["comm_exposed_s"].median(), kept, n)
+    every, seconds = intervals["start_s"].to_numpy(float), intervals["step_s"].to_numpy(float)
+    out["all_first_start_s"] = _per_group(intervals.groupby(codes)["start_s"].min(), codes, n)
+    out["all_last_end_s"] = _per_group(pd.Series(every + seconds).groupby(codes).max(), codes, n)
+    out["all_step_s_sum"] = _per_group(pd.Series(seconds).groupby(codes).sum(min_count=1), codes, n)
+    out["warmup_step_s_sum"] = count(warmup, np.nan_to_num(seconds))
     return out[list(RANK_COLUMNS)]
 
 

@@ -73,7 +73,7 @@ def _check_columns(columns: list[str], path: object) -> None:
         else:
             close = difflib.get_close_matches(name, known, n=1)
             hint = (f"did you mean {close[0]!r}? " if close else "") + \
-                "other columns must start with 'reported_' or 'extra_'"
+                "other columns must start with 'reported_', 'extra_' or 'outside_'"
             if not close and str(path).lower().endswith(".csv"):
                 hint += (f"; a table with column names of its own is read through a column mapping in "
                          f"{Path(str(path)).name}{SIDECAR_SUFFIX} (columns: {{run_id: <your column>, gpus: ..., "
@@ -146,7 +146,7 @@ def _check_range(numbers: pd.Series, column: Column, where) -> None:
 
 
 def _convert_extra(values: pd.Series) -> pd.Series:
-    """``reported_*`` / ``extra_*`` columns: numbers where every cell is one, else text."""
+    """``reported_*`` / ``extra_*`` / ``outside_*`` columns: numbers where every cell is one, else text."""
     blank = values.isna() | values.astype("string").str.strip().eq("")
     numbers = pd.to_numeric(values.mask(blank), errors="coerce")
     if (numbers.notna() | blank).all():
