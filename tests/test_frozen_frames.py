@@ -1,6 +1,7 @@
 """Every dataset of the project reads into the frames frozen in
 ``tests/frozen/data`` (``tests/frozen/freeze.py`` wrote them with the data
-layer before step intervals, the Parquet store and Dask): the same runs,
+layer before step intervals, the Parquet store and Dask; those of data/runs
+again when the warm-up came to be found from the step times): the same runs,
 derived metrics, steps, notes and warnings, to 1e-9 relative."""
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ NEW_STEP_COLUMNS = ("n_steps", "includes_evaluation")
 interval covers and whether its time includes an evaluation."""
 
 
-NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings")
+NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", "warmup_rule", "wall_s", "goodput",
+                   "productive_s", "warmup_excess_s", "startup_s", "unaccounted_s", "after_steps_s")
 """Runs columns added since: whether the source measured the row (the reference data says where it did not),
 whether the run competed for its host's CPU (the bench's ``extra_oversubscribed``, and the profiler's record),
-the width of an attention head and whether the output head shares the token embedding (FLOPs conventions)."""
+the width of an attention head and whether the output head shares the token embedding (FLOPs conventions), how
+the warm-up was chosen (trainperf.steady_state: the frames of data/runs were frozen again with it, the others
+keep the warm-up they had) and the goodput breakdown (trainperf.goodput: no frozen input has a wall clock)."""
 SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
            "cost_efficiency", "notes"]
 TIED = "scaling: several runs share the fewest devices: set baseline_run_id"
@@ -51,13 +55,13 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
         weak = frame["scaling_type"].eq("weak").fillna(False).to_numpy(bool)  # no Karp–Flatt fraction
         weak |= frame[[c for c in frame if c.endswith("oversubscribed")]].eq(True).any(axis=1).to_numpy(bool)
         tied = stored["notes"].fillna("").str.contains(TIED, regex=False).to_numpy(bool) | split | weak
-        frame = frame.drop(columns=["scaling_study", "scaling_type", "flops_per_sample"])
+        frame = frame.drop(columns=[c for c in ("scaling_study", "scaling_type", "flops_per_sample") if c not in stored])
         frame.loc[tied, SCALING] = stored.loc[tied, SCALING].to_numpy()
         return frame
     if kind not in STEP_KINDS:
         return frame
     frame = frame[~frame["includes_evaluation"]] if kind == "log_steps" else frame
-    frame = frame.drop(columns=list(NEW_STEP_COLUMNS))
+    frame = frame.drop(columns=[c for c in NEW_STEP_COLUMNS if c not in stored])
     if "node" in stored and stored["node"].isna().all():
         frame = frame.assign(node=frame["node"].replace("", pd.NA))
     return frame.reset_index(drop=True)

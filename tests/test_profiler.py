@@ -443,7 +443,7 @@ def test_where_the_wall_clock_went_by_hand(tmp_path, fake_time):
     steps = load_steps(tmp_path / "run")
     assert steps["start_s"].tolist() == pytest.approx([2.0, 6.0, 8.0, 9.0, 13.5])  # the last after the checkpoint
     run = load_runs(tmp_path / "run", cache=False).iloc[0]
-    assert run["warmup_steps"] == 2
+    assert (run["warmup_steps"], run["warmup_rule"]) == (2, "fixed")  # 3 steps after the warm-up: too few to judge
     assert run["wall_s"] == pytest.approx(15.5)
     assert run["goodput"] == pytest.approx(5.0 / 15.5)
     parts = ["productive_s", "warmup_excess_s", "startup_s", "outside_checkpoint_s", "unaccounted_s", "after_steps_s"]

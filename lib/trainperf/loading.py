@@ -307,7 +307,7 @@ def _entry(item: Input, scheduler: Any, folder: RunFolder | None = None, key: st
     could not be read are reported in one DataWarning."""
     if item.kind == "run":
         folder = folder or open_run_folder(item.path)
-        found = store.entry(item.path, item.kind, partial(_run_parts, folder), scheduler, key)
+        found = store.entry(item.path, item.kind, partial(_run_parts, folder), scheduler, key, folder.warmup_rule)
         bad = [BadLine(Path(path), line, reason) for path, line, reason in found.facts.get("bad_lines", [])]
         events = any(STEPS_FILE_PATTERN.match(b.path.name) is None for b in bad)
         warn_bad_lines(bad, "steps and events files" if events else "steps files", stacklevel=3)

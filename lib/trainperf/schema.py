@@ -133,6 +133,9 @@ MEASUREMENTS: list[Column] = [
     Column("rank_imbalance", "float", "slowest rank's elapsed time / fastest rank's (1 = balanced)", "positive"),
     Column("complete", "bool", "every rank reported every step (False: a rank stopped early)"),
     Column("warmup_steps", "int", "steps excluded from the window as warm-up", "nonnegative"),
+    Column("warmup_rule", "str", "how warmup_steps was chosen: mser (found from the job's step times, never fewer "
+                                 "than the configured warm-up) or fixed (the configured warm-up: asked for, or too "
+                                 "few steps to judge); given in a sidecar, the rule to use (trainperf.steady_state)"),
     Column("wall_s", "float", "wall clock from the profiler's start to close(), mean over ranks (s)", "positive"),
     Column("goodput", "float", "productive step time / wall clock, all ranks together (fraction; trainperf.goodput)",
            "nonnegative"),

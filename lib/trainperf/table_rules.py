@@ -18,8 +18,9 @@ from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
 from trainperf.scaling import SCALING_TYPES
 from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, SIDECAR_SUFFIX, Column
+from trainperf.steady_state import RULES
 
-CHOICES = {"flops_convention": tuple(CONVENTIONS), "scaling_type": SCALING_TYPES}
+CHOICES = {"flops_convention": tuple(CONVENTIONS), "scaling_type": SCALING_TYPES, "warmup_rule": RULES}
 """The values a text column may take (any case)."""
 
 SPEED_INPUTS = ("elapsed_s", "tokens_per_s", "samples_per_s", "step_time_s")

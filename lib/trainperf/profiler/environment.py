@@ -95,9 +95,11 @@ def host_load(threads_per_process: int) -> dict[str, Any]:
 
 
 def manifest(config: dict[str, Any], places: list[Place], device_name: str, backend: str | None,
-             strategy: str | None, warmup_steps: int, torch_version: str,
+             strategy: str | None, warmup_steps: int, warmup_rule: str, torch_version: str,
              cpu_peak: dict[str, Any] | None = None, host: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The content of ``manifest.json``; ``cpu_peak``: the CPU's measured
+    """The content of ``manifest.json``; ``warmup_steps`` and ``warmup_rule``:
+    the least warm-up and how the reader finds the rest
+    (``trainperf.steady_state``); ``cpu_peak``: the CPU's measured
     matmul peak (``trainperf.profiler.cpu_peak``), a CPU run's peak for MFU;
     ``host``: rank 0's host at the start (:func:`host_load`)."""
     from trainperf import __version__
@@ -125,4 +127,5 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
             **({"host": host} if host else {}),
         },
         "warmup_steps": warmup_steps,
+        "warmup_rule": warmup_rule,
     }

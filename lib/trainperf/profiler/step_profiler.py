@@ -56,6 +56,7 @@ from trainperf.runfolder import eventfile, rankfile
 from trainperf.runfolder.linefile import LineFile
 from trainperf.runfolder.manifest import MANIFEST_FILE, TRACE_FILE, write_json
 from trainperf.schema import PHASES
+from trainperf.steady_state import RULES
 
 MAX_PENDING_STEPS = 256
 """On GPU, steps wait for their CUDA events; past this many the device is
@@ -74,7 +75,10 @@ class StepProfiler:
 
     ``config``: canonical runs-table columns the profiler cannot know (model,
     precision, n_params, seq_len, ...). ``warmup_steps``: the first steps are
-    recorded but flagged, and left out of summaries. ``device``: the CUDA
+    recorded but flagged, and left out of summaries; with ``warmup="mser"``
+    (the default) they are the least warm-up, and the reader finds where the
+    steady state starts from the step times (``trainperf.steady_state``);
+    ``warmup="fixed"`` keeps exactly ``warmup_steps``. ``device``: the CUDA
     device to time on (default: the current one when CUDA is available, else
     the CPU). Create the profiler on every rank after the process group is
     initialized: it gathers every rank's host once (a collective).
@@ -101,11 +105,13 @@ class StepProfiler:
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
-                 warmup_steps: int = 2, trace: bool = True, device: Any = None, overwrite: bool = False,
+                 warmup_steps: int = 2, warmup: str = "mser", trace: bool = True, device: Any = None,
+                 overwrite: bool = False,
                  comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
                  comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool = False) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
+        self.warmup = warmup
         self._count_flops = count_flops
         self._off = True
         self._warned: set[str] = set()
@@ -124,6 +130,8 @@ class StepProfiler:
         self._window_start: Any = None
         self._index = 0
         self.rank = 0
+        if warmup not in RULES:
+            raise ValueError(f"warmup={warmup!r}: the warm-up rule is one of {', '.join(map(repr, RULES))}")
         try:
             self._start(dict(config or {}), trace, device, overwrite)
             self._off = False
@@ -175,7 +183,7 @@ class StepProfiler:
         if self.rank == 0:
             write_json(self.run_dir / MANIFEST_FILE, environment.manifest(
                 self._config, self._places, self._device_name, self._backend, self._strategy,
-                self.warmup_steps, self._torch_version, cpu_peak=self._cpu_peak, host=self._host))
+                self.warmup_steps, self.warmup, self._torch_version, cpu_peak=self._cpu_peak, host=self._host))
 
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
         """This machine's CPU peak (cached per machine), unless the config gives one."""

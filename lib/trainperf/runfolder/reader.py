@@ -29,6 +29,7 @@ from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, read_rank_file
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
+from trainperf.steady_state import RULES
 
 PART_BYTES = 48 << 20
 """Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
@@ -57,6 +58,17 @@ class RunFolder:
     @property
     def environment(self) -> Mapping[str, Any]:
         return self.manifest.get("environment") or {}
+
+    @property
+    def warmup_rule(self) -> str:
+        """How the run's warm-up is chosen (``trainperf.steady_state``): the
+        manifest's ``warmup_rule``, ``mser`` where it has none; DataError
+        naming the manifest for another value."""
+        rule = self.manifest.get("warmup_rule", "mser")
+        if rule not in RULES:
+            raise DataError(f"warmup_rule {rule!r} is not one of {', '.join(RULES)}", path=self.path / MANIFEST_FILE,
+                            column="warmup_rule")
+        return rule
 
     @property
     def world_size(self) -> int | None:
