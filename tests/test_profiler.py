@@ -471,3 +471,14 @@ def test_a_hook_that_fires_after_the_work_records_it_outside_the_steps(tmp_path,
     assert [json.loads(line) for line in events[1:]] == [
         {"phase": "validation", "start_s": 1.0, "seconds": 2.0}, {"phase": "checkpoint", "start_s": 3.0, "seconds": 1.0}]
     assert load_steps(tmp_path / "run")[["start_s", "step_s"]].values.tolist() == [[0.0, 1.0], [4.0, 6.0]]
+
+
+def test_the_warm_up_rule_is_written_for_the_reader(tmp_path):
+    """``warmup="fixed"`` keeps the configured count (the reader's rule is in the manifest); any other rule than
+    mser or fixed is refused at once, before anything is written."""
+    StepProfiler(tmp_path / "fixed", warmup_steps=3, warmup="fixed", trace=False).close()
+    manifest = json.loads((tmp_path / "fixed" / "manifest.json").read_text())
+    assert (manifest["warmup_steps"], manifest["warmup_rule"]) == (3, "fixed")
+    with pytest.raises(ValueError, match="warmup='median'"):
+        StepProfiler(tmp_path / "bad", warmup="median")
+    assert not (tmp_path / "bad").exists()
