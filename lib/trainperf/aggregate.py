@@ -235,6 +235,11 @@ def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") ->
     return times.assign(warmup=flags), warmup
 
 
+def nothing_found() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`find_warmup` of no interval: its two frames, empty, with their columns."""
+    return find_warmup(step_times(empty_intervals()))
+
+
 def settle(intervals: pd.DataFrame, warmup: pd.DataFrame) -> pd.DataFrame:
     """``intervals`` with every interval of a run before its ``first_step``
     (:func:`find_warmup`) flagged as warm-up, on every rank alike."""
@@ -317,7 +322,7 @@ def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.Series | p
     for column in STEP_SUMS:  # a sum of partials that had no value is no value, not 0
         per_step[f"{column}_sum"] = per_step[f"{column}_sum"].where(per_step[f"{column}_count"] > 0)
     values = values.reset_index() if "run_id" not in getattr(values, "columns", ()) else values
-    times, warmup = settled if settled is not None else settled_times(step_times(empty_intervals()), "mser")
+    times, warmup = settled if settled is not None else nothing_found()
     return Summaries(per_rank.sort_values(["run_id", "rank"], kind="stable").reset_index(drop=True),
                      per_step.sort_values(["run_id", "step"], kind="stable").reset_index(drop=True),
                      values.sort_values(["run_id", "quantity", "value"], kind="stable").reset_index(drop=True),
@@ -338,8 +343,8 @@ class Summaries:
     per_rank: pd.DataFrame
     per_step: pd.DataFrame
     values: pd.DataFrame
-    step_times: pd.DataFrame
-    warmup: pd.DataFrame
+    step_times: pd.DataFrame = field(default_factory=lambda: nothing_found()[0])
+    warmup: pd.DataFrame = field(default_factory=lambda: nothing_found()[1])
     attrs: dict[str, Any] = field(default_factory=dict)
     """What they were read from (as a frame's ``attrs``: ``trainperf.provenance``)."""
 
