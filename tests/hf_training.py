@@ -3,6 +3,7 @@
 ``torchrun`` (CPU, gloo):
 
     python tests/hf_training.py RUN_DIR --batch 2 --accum 3 --steps 4 --seq-len 16 [--fsdp] [--report-dir DIR]
+        [--eval-every N] [--save-every N]
 
 With ``--report-dir``, each rank writes the class of the model the Trainer
 trained to ``DIR/wrapped-rank{R}.txt`` (ranks printing to one pipe interleave
@@ -38,15 +39,20 @@ def main() -> None:
     parser.add_argument("--seq-len", type=int, default=16)
     parser.add_argument("--fsdp", action="store_true", help="ask the Trainer for FSDP (full_shard of each GPT2Block)")
     parser.add_argument("--report-dir", help="folder for each rank's wrapped-rank{R}.txt")
+    parser.add_argument("--eval-every", type=int, help="evaluate every N optimizer steps")
+    parser.add_argument("--save-every", type=int, help="save a checkpoint every N optimizer steps")
     args = parser.parse_args()
-    train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len, args.fsdp, args.report_dir)
+    train(args.run_dir, args.batch, args.accum, args.steps, args.seq_len, args.fsdp, args.report_dir,
+          args.eval_every, args.save_every)
 
 
 def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: bool = False,
-          report_dir: str | None = None) -> float:
+          report_dir: str | None = None, eval_every: int | None = None, save_every: int | None = None) -> float:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
     return the training loss the ``Trainer`` reports (mean over steps).
+    ``eval_every``: evaluate on 32 sequences every so many steps;
+    ``save_every``: save a checkpoint every so many steps.
     With ``report_dir``, write the class of the model the Trainer trained
     to ``report_dir/wrapped-rank{R}.txt``."""
     torch.manual_seed(0)
@@ -58,10 +64,13 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: 
     with tempfile.TemporaryDirectory() as out:
         training = TrainingArguments(
             output_dir=out, per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
-            max_steps=steps, report_to="none", use_cpu=True, save_strategy="no", logging_strategy="no",
+            max_steps=steps, report_to="none", use_cpu=True, logging_strategy="no",
+            save_strategy="steps" if save_every else "no", save_steps=save_every or 500,
+            eval_strategy="steps" if eval_every else "no", eval_steps=eval_every,
             disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3,
             **({"fsdp": True, "fsdp_config": {"transformer_layer_cls_to_wrap": ["GPT2Block"]}} if fsdp else {}))
         trainer = Trainer(model=model, args=training, train_dataset=dataset,
+                          eval_dataset=(dataset * 32)[:32] if eval_every else None,
                           callbacks=[HFCallback(run_dir, config={"experiment": "hf", "model": "tiny-gpt2"}, warmup_steps=1)])
         loss = trainer.train().training_loss
         if report_dir is not None:

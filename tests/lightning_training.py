@@ -19,6 +19,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import lightning as L  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
@@ -59,11 +60,12 @@ def main() -> None:
 
 
 def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, validate_every: int | None = None,
-          oom_at: int | None = None, **callback_options: Any) -> int:
+          oom_at: int | None = None, checkpoint_every: int | None = None, **callback_options: Any) -> int:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``
     (validating on eight batches every ``validate_every`` batches: long enough
-    to stand out from any wait for data); return the optimizer steps Lightning took."""
+    to stand out from any wait for data; ``ModelCheckpoint`` saving every
+    ``checkpoint_every`` optimizer steps); return the optimizer steps Lightning took."""
     torch.manual_seed(0)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     n = batch * accum * steps * world
@@ -72,12 +74,14 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, valida
     with tempfile.TemporaryDirectory() as out:
         trainer = L.Trainer(
             accelerator="cpu", devices=world, strategy="ddp" if world > 1 else "auto", max_steps=steps,
-            accumulate_grad_batches=accum, logger=False, enable_checkpointing=False,
+            accumulate_grad_batches=accum, logger=False, enable_checkpointing=checkpoint_every is not None,
             enable_progress_bar=False, enable_model_summary=False, default_root_dir=out,
             val_check_interval=validate_every, limit_val_batches=8 if validate_every else 0,
             num_sanity_val_steps=0,
             callbacks=[LightningCallback(run_dir, config={"experiment": "lightning", "model": "tiny-gpt2"},
-                                         warmup_steps=1, **callback_options)])
+                                         warmup_steps=1, **callback_options),
+                       *([ModelCheckpoint(dirpath=out, every_n_train_steps=checkpoint_every, save_top_k=-1)]
+                         if checkpoint_every else [])])
         trainer.fit(TinyGPT(oom_at), loader, DataLoader(list(ids) * 4, batch_size=batch) if validate_every else None)
         taken = trainer.global_step
     del trainer

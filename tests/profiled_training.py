@@ -14,6 +14,8 @@ SIGKILL when step S begins. ``--hold-rank R --hold-mib M`` makes rank R
 keep M MiB of its own (written, so resident) through the training.
 ``--device cuda``: each rank trains on its own
 GPU (``LOCAL_RANK``) with NCCL instead of the CPU with gloo.
+``--checkpoint-every N``: every N steps each rank saves its model's state
+(``torch.save``, beside the run folder) in a phase ``checkpoint`` outside the steps.
 
 Under ``ddp`` the job also trains the same model on the same batches with
 DDP's own gradient averaging (no communication hook) and fails unless both
@@ -48,6 +50,7 @@ def main() -> None:
     parser.add_argument("--hold-rank", type=int, default=-1)
     parser.add_argument("--hold-mib", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="save a checkpoint every N steps")
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     distributed = strategies != ["single"]
@@ -109,6 +112,9 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
                 opt.step()
                 opt.zero_grad()
             step.loss = loss
+        if args.checkpoint_every and (i + 1) % args.checkpoint_every == 0:
+            with prof.phase("checkpoint"):
+                torch.save(model.state_dict(), run_dir.with_name(f"{run_dir.name}-checkpoint-rank{rank}.pt"))
     prof.close()
     if strategy == "ddp":
         assert_same_weights(model, trained_without_hook(data, device))

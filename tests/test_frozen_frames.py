@@ -1,6 +1,7 @@
 """Every dataset of the project reads into the frames frozen in
 ``tests/frozen/data`` (``tests/frozen/freeze.py`` wrote them with the data
-layer before step intervals, the Parquet store and Dask): the same runs,
+layer before step intervals, the Parquet store and Dask; those of data/runs
+again when the warm-up came to be found from the step times): the same runs,
 derived metrics, steps, notes and warnings, to 1e-9 relative."""
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", 
                    "peak_memory_mean_gb", "reserved_memory_gb", "reserved_memory_mean_gb", "host_memory_gb",
                    "host_memory_mean_gb", "energy_j", "energy_counter", "alloc_retries", "ooms", "fits",
                    "energy_j_per_token", "power_w_per_gpu", "energy_kwh", "energy_cost_usd",
-                   "energy_cost_usd_per_million_tokens", "memory_headroom_gb")
+                   "energy_cost_usd_per_million_tokens", "memory_headroom_gb", "warmup_rule", "wall_s", "goodput",
+                   "productive_s", "warmup_excess_s", "startup_s", "unaccounted_s", "after_steps_s")
 """Runs columns added since: whether the source measured the row (the reference data says where it did not),
 whether the run competed for its host's CPU (the bench's ``extra_oversubscribed``, and the profiler's record),
 the width of an attention head and whether the output head shares the token embedding (FLOPs conventions),
-and memory and energy (the profiler's runs of the embedded data are of steps-file version 1, which recorded
-only the peak: these are empty there; device_memory_gb and memory_headroom_gb come from the datasheet)."""
+memory and energy (the profiler's runs of the embedded data are of steps-file version 1, which recorded only
+the peak: these are empty there; device_memory_gb and memory_headroom_gb come from the datasheet), how the
+warm-up was chosen (trainperf.steady_state: the frames of data/runs were frozen again with it, the others keep
+the warm-up they had) and the goodput breakdown (trainperf.goodput: no frozen input has a wall clock)."""
 SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
            "cost_efficiency", "notes"]
 TIED = "scaling: several runs share the fewest devices: set baseline_run_id"
@@ -92,13 +96,13 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
         weak = frame["scaling_type"].eq("weak").fillna(False).to_numpy(bool)  # no Karp–Flatt fraction
         weak |= frame[[c for c in frame if c.endswith("oversubscribed")]].eq(True).any(axis=1).to_numpy(bool)
         tied = stored["notes"].fillna("").str.contains(TIED, regex=False).to_numpy(bool) | split | weak
-        frame = frame.drop(columns=["scaling_study", "scaling_type", "flops_per_sample"])
+        frame = frame.drop(columns=[c for c in ("scaling_study", "scaling_type", "flops_per_sample") if c not in stored])
         frame.loc[tied, SCALING] = stored.loc[tied, SCALING].to_numpy()
         return frame
     if kind not in STEP_KINDS:
         return frame
     frame = frame[~frame["includes_evaluation"]] if kind == "log_steps" else frame
-    frame = frame.drop(columns=[c for c in NEW_STEP_COLUMNS if c in frame])
+    frame = frame.drop(columns=[c for c in NEW_STEP_COLUMNS if c not in stored])
     if "node" in stored and stored["node"].isna().all():
         frame = frame.assign(node=frame["node"].replace("", pd.NA))
     return frame.reset_index(drop=True)

@@ -106,13 +106,46 @@ def test_lightning_records_the_step_that_runs_out_of_memory(tmp_path):
     assert row["steps"] == 1  # step 1; step 0 is the warm-up
 
 
-def test_lightning_validation_during_training_is_its_own_phase(tmp_path):
-    """Validation after batches 2 and 4 (of 4 steps): the steps that follow
-    carry it as ``validation_s``, not as a wait for data."""
-    lightning_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, validate_every=2)
+def phases_outside(run_dir: Path, rank: int = 0) -> list[dict]:
+    """The phases a rank timed outside its steps (its events file), checked to lie in no step's window, and the
+    run's goodput breakdown to add up to its wall clock."""
+    events = [json.loads(line) for line in (run_dir / f"events-rank{rank}.jsonl").read_text().splitlines()[1:]]
+    steps = load_steps(run_dir)
+    mine = steps[steps["rank"] == rank]
+    for event in events:
+        end = event["start_s"] + event["seconds"]
+        assert event["seconds"] > 0
+        assert not ((mine["start_s"] < end - 1e-5) & (event["start_s"] + 1e-5 < mine["start_s"] + mine["step_s"])).any()
+    (row,) = load_runs(run_dir, cache=False).to_dict("records")
+    parts = [v for k, v in row.items() if k in GOODPUT_PARTS or k.startswith("outside_")]
+    assert sum(parts) == pytest.approx(row["wall_s"], rel=1e-4) and 0 < row["goodput"] < 1
+    return events
+
+
+GOODPUT_PARTS = ("productive_s", "warmup_excess_s", "startup_s", "unaccounted_s", "after_steps_s")
+
+
+def test_hf_evaluation_and_checkpoints_are_outside_the_steps(tmp_path):
+    """Evaluating and saving every 2 of 4 steps: the Trainer does both after step 2 and after step 4, evaluation
+    first (its _maybe_log_save_evaluate); each is a phase outside the steps, and step 3 starts after them."""
+    hf_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, eval_every=2, save_every=2)
+    events = phases_outside(tmp_path)
+    assert [e["phase"] for e in events] == ["validation", "checkpoint"] * 2
     steps = load_steps(tmp_path).set_index("step")
-    assert steps["validation_s"].notna().tolist() == [False, False, True, False]
-    assert steps.loc[2, "validation_s"] > steps.loc[2, "data_s"]
+    assert steps.loc[2, "start_s"] == pytest.approx(events[1]["start_s"] + events[1]["seconds"], abs=1e-4)
+    assert steps["validation_s"].isna().all()
+
+
+def test_lightning_validation_and_checkpoints_are_outside_the_steps(tmp_path):
+    """Validation after batches 2 and 4 (of 4 steps) and ModelCheckpoint every 2 steps: each is a phase outside the
+    steps, neither a wait for data nor a part of the step that follows (no step has ``validation_s``)."""
+    lightning_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, validate_every=2, checkpoint_every=2)
+    events = phases_outside(tmp_path)
+    assert sorted(e["phase"] for e in events) == ["checkpoint", "checkpoint", "validation", "validation"]
+    steps = load_steps(tmp_path)
+    assert steps["validation_s"].isna().all()
+    validation = min(e["seconds"] for e in events if e["phase"] == "validation")
+    assert (steps["data_s"].fillna(0) < validation).all()  # eight batches of validation: longer than any wait
 
 
 def test_a_failing_callback_warns_and_training_goes_on(tmp_path):

@@ -11,6 +11,7 @@ import time
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -45,7 +46,7 @@ def fake_time(monkeypatch):
 def accumulation_run(run_dir, fake):
     """Three optimizer steps of two micro-batches each; the wait for a batch
     takes 0.5 s, forward 1 s, backward 2 s, the optimizer 0.25 s; a 3 s
-    validation after step 1, outside any step."""
+    validation after step 1, outside any step (a phase of its own, in no step)."""
     def loader():
         for i in range(3):
             fake.advance(0.5)
@@ -88,18 +89,18 @@ def test_tokens_given_to_a_step_and_to_its_micro_steps_count_once(tmp_path, fake
 def test_steps_phases_and_accumulation_by_hand(tmp_path, fake_time):
     accumulation_run(tmp_path / "acc", fake_time)
     steps = load_steps(tmp_path / "acc")
-    # step = 0.5 data + 2 x (1 + 2) + 0.25 = 6.75 s; step 2 also holds the 3 s validation
+    # step = 0.5 data + 2 x (1 + 2) + 0.25 = 6.75 s; step 2 starts after the 3 s validation, outside the steps
     assert steps["step"].tolist() == [0, 1, 2]
     assert steps["warmup"].tolist() == [True, False, False]
-    assert steps["start_s"].tolist() == pytest.approx([0.0, 6.75, 13.5])
-    assert steps["step_s"].tolist() == pytest.approx([6.75, 6.75, 9.75])
+    assert steps["start_s"].tolist() == pytest.approx([0.0, 6.75, 16.5])
+    assert steps["step_s"].tolist() == pytest.approx([6.75, 6.75, 6.75])
     assert steps["data_s"].tolist() == pytest.approx([0.5, 0.5, 0.5])
     assert steps["forward_s"].tolist() == pytest.approx([2.0, 2.0, 2.0])
     assert steps["backward_s"].tolist() == pytest.approx([4.0, 4.0, 4.0])
     assert steps["optimizer_s"].tolist() == pytest.approx([0.25, 0.25, 0.25])
-    assert steps["validation_s"].isna().tolist() == [True, True, False]
-    assert steps["validation_s"].iloc[2] == pytest.approx(3.0)
-    assert steps["h2d_s"].isna().all() and steps["comm_s"].isna().all()
+    assert steps["validation_s"].isna().all() and steps["h2d_s"].isna().all() and steps["comm_s"].isna().all()
+    events = (tmp_path / "acc" / "events-rank0.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in events[1:]] == [{"phase": "validation", "start_s": 13.5, "seconds": 3.0}]
     assert steps["tokens"].tolist() == [200, 200, 200]  # both micro-steps count
     assert steps["samples"].tolist() == [4, 4, 4]
     assert steps["micro_steps"].tolist() == [2, 2, 2]
@@ -108,10 +109,11 @@ def test_steps_phases_and_accumulation_by_hand(tmp_path, fake_time):
     assert steps["run_id"].tolist() == ["acc"] * 3 and steps["rank"].tolist() == [0, 0, 0]
 
     run = load_runs(tmp_path / "acc").iloc[0]
-    # window = steps 1 and 2: from 6.75 s to 13.5 + 9.75 = 23.25 s
+    # window = steps 1 and 2: from 6.75 s to 16.5 + 6.75 = 23.25 s, the validation between them included
     assert run["elapsed_s"] == pytest.approx(16.5)
     assert run["forward_s"] == pytest.approx(4.0) and run["backward_s"] == pytest.approx(8.0)
-    assert run["data_s"] == pytest.approx(1.0) and run["validation_s"] == pytest.approx(3.0)
+    assert run["data_s"] == pytest.approx(1.0) and "validation_s" not in run
+    assert run["outside_validation_s"] == pytest.approx(3.0)
     assert run["optimizer_s"] == pytest.approx(0.5)
     assert (run["tokens"], run["samples"], run["steps"], run["warmup_steps"]) == (400, 8, 2, 1)
     assert run["train_loss"] == 1.0 and run["grad_accum_steps"] == 2
@@ -200,9 +202,9 @@ def test_chrome_trace_export(tmp_path, fake_time):
     forward = [e for e in events if e["name"] == "forward"]
     assert len(forward) == 6 and all(e["dur"] == pytest.approx(1e6) for e in forward)  # 1 s in µs
     steps = [e for e in events if e["cat"] == "step"]
-    assert [e["dur"] for e in steps] == pytest.approx([6.75e6, 6.75e6, 9.75e6])
-    validation = [e for e in events if e["name"] == "validation"]
-    assert validation[0]["ts"] == pytest.approx(13.5e6) and validation[0]["args"]["step"] == 2
+    assert [e["dur"] for e in steps] == pytest.approx([6.75e6, 6.75e6, 6.75e6])
+    (validation,) = [e for e in events if e["name"] == "validation"]
+    assert (validation["cat"], validation["tid"], validation["ts"], validation["dur"]) == ("outside", 0, 13.5e6, 3e6)
 
 
 def test_trace_command(tmp_path, fake_time, capsys):
@@ -433,3 +435,66 @@ def test_stopping_waits_until_the_backend_thread_let_go_of_the_completion_callba
     timer.stop()
     assert seen_by_ddp.done() and seen_by_ddp.value().tolist() == [1.0, 1.0]
     thread.join()
+
+
+def test_where_the_wall_clock_went_by_hand(tmp_path, fake_time):
+    """A fake clock from the profiler's start: 2 s of set-up; steps of 4, 2 (the 2 warm-up steps), 1 and 1 s; a
+    3 s checkpoint outside the steps; a step whose code raises after 0.5 s (not recorded); a last 1 s step; 1 s
+    more to close(). Wall clock 15.5 s; the steps 9 s, of which the warm-up's 6 s less 2 steady steps of 1 s is
+    excess: productive 5 s; unaccounted: the failed step's 0.5 s."""
+    prof = StepProfiler(tmp_path / "run", config={"peak_tflops_per_gpu": 1.0}, trace=False)
+    fake_time.advance(2.0)
+    for seconds in (4.0, 2.0, 1.0, 1.0):
+        with prof.step(samples=1):
+            fake_time.advance(seconds)
+    with prof.phase("checkpoint"):
+        fake_time.advance(3.0)
+    with pytest.raises(RuntimeError), prof.step(samples=1):
+        fake_time.advance(0.5)
+        raise RuntimeError("out of memory")
+    with prof.step(samples=1):
+        fake_time.advance(1.0)
+    fake_time.advance(1.0)
+    prof.close()
+    steps = load_steps(tmp_path / "run")
+    assert steps["start_s"].tolist() == pytest.approx([2.0, 6.0, 8.0, 9.0, 13.5])  # the last after the checkpoint
+    run = load_runs(tmp_path / "run", cache=False).iloc[0]
+    assert (run["warmup_steps"], run["warmup_rule"]) == (2, "fixed")  # 3 steps after the warm-up: too few to judge
+    assert run["wall_s"] == pytest.approx(15.5)
+    assert run["goodput"] == pytest.approx(5.0 / 15.5)
+    parts = ["productive_s", "warmup_excess_s", "startup_s", "outside_checkpoint_s", "unaccounted_s", "after_steps_s"]
+    assert run[parts].tolist() == pytest.approx([5.0, 4.0, 2.0, 3.0, 0.5, 1.0], abs=1e-5)
+
+
+def test_a_hook_that_fires_after_the_work_records_it_outside_the_steps(tmp_path, fake_time):
+    """``outside_since_last``: a validation that ended 2 s after step 0 and a checkpoint 1 s after it become phases
+    outside the steps, and step 1 starts after them; a name that is no column name is refused, once."""
+    prof = StepProfiler(tmp_path / "run", trace=False)
+    with prof.step():
+        fake_time.advance(1.0)
+    fake_time.advance(2.0)
+    prof.outside_since_last("validation")
+    fake_time.advance(1.0)
+    prof.outside_since_last("checkpoint")
+    with pytest.warns(ProfilerWarning, match="'save model' is not timed"):
+        with prof.phase("save model"):
+            fake_time.advance(5.0)  # not timed: lands in the next step's window
+    with prof.step():
+        fake_time.advance(1.0)
+    prof.close()
+    events = (tmp_path / "run" / "events-rank0.jsonl").read_text().splitlines()
+    assert json.loads(events[0]) == {"format": "trainperf-events", "version": 1, "rank": 0}
+    assert [json.loads(line) for line in events[1:]] == [
+        {"phase": "validation", "start_s": 1.0, "seconds": 2.0}, {"phase": "checkpoint", "start_s": 3.0, "seconds": 1.0}]
+    assert load_steps(tmp_path / "run")[["start_s", "step_s"]].values.tolist() == [[0.0, 1.0], [4.0, 6.0]]
+
+
+def test_the_warm_up_rule_is_written_for_the_reader(tmp_path):
+    """``warmup="fixed"`` keeps the configured count (the reader's rule is in the manifest); any other rule than
+    mser or fixed is refused at once, before anything is written."""
+    StepProfiler(tmp_path / "fixed", warmup_steps=3, warmup="fixed", trace=False).close()
+    manifest = json.loads((tmp_path / "fixed" / "manifest.json").read_text())
+    assert (manifest["warmup_steps"], manifest["warmup_rule"]) == (3, "fixed")
+    with pytest.raises(ValueError, match="warmup='median'"):
+        StepProfiler(tmp_path / "bad", warmup="median")
+    assert not (tmp_path / "bad").exists()

@@ -92,7 +92,8 @@ def assert_intact(path: Path, steps: int) -> None:
 def test_ddp_and_fsdp_on_two_processes(tmp_path):
     # --standalone: torchrun binds a free port itself (no port chosen here that another job could take)
     ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
-                                   "--strategies", "ddp,fsdp,fsdp1", "--steps", str(STEPS)]], [environment()])
+                                   "--strategies", "ddp,fsdp,fsdp1", "--steps", str(STEPS), "--checkpoint-every", "2"]],
+                                 [environment()])
     assert_exit_0(code, output)  # under DDP, also: the profiler's hook averaged as DDP does
     for strategy in ("ddp", "fsdp", "fsdp1"):
         for rank in (0, 1):
@@ -111,6 +112,20 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
     assert runs.loc["fsdp1", "strategy"] == "fsdp"
     assert runs["gpus"].tolist() == [2, 2, 2] and runs["nodes"].tolist() == [1, 1, 1]
     assert runs["complete"].all() and (runs["steps"] == STEPS - 1).all()
+    # every rank wrote its own wall clock and its own checkpoints (after steps 1 and 3), outside its steps
+    for rank in (0, 1):
+        assert rankfile.read_rank_file(tmp_path / "ddp" / f"steps-rank{rank}.jsonl").wall_s > 0
+        lines = (tmp_path / "ddp" / f"events-rank{rank}.jsonl").read_text().splitlines()
+        assert json.loads(lines[0])["rank"] == rank
+        saves = [json.loads(line) for line in lines[1:]]
+        assert [s["phase"] for s in saves] == ["checkpoint", "checkpoint"] and all(s["seconds"] > 0 for s in saves)
+        mine = steps[steps["rank"] == rank].set_index("step")
+        assert mine.loc[2, "start_s"] >= saves[0]["start_s"] + saves[0]["seconds"] - 1e-5
+        assert mine.loc[1, "start_s"] + mine.loc[1, "step_s"] <= saves[0]["start_s"] + 1e-5
+    goodput = runs.loc["ddp", ["productive_s", "warmup_excess_s", "startup_s", "unaccounted_s", "after_steps_s",
+                               "outside_checkpoint_s"]]
+    assert goodput.sum() == pytest.approx(runs.loc["ddp", "wall_s"], rel=1e-4)
+    assert runs.loc["ddp", "outside_checkpoint_s"] > 0 and 0 < runs.loc["ddp", "goodput"] < 1
     assert runs.loc["fsdp", "tokens"] == 2 * (STEPS - 1) * 8 * 16
     # FSDP2 and FSDP issue their own collectives: sampled with torch.profiler (steps 1 and 2 of
     # STEPS = 4, warm-up 1), every measured step of every rank carries the window's estimate

@@ -433,3 +433,26 @@ def test_a_sweep_of_two_micro_batch_sizes_at_one_and_two_processes_builds_every_
     for devices in ("1 device", "2 devices"):
         assert f"my-sweep ({devices}): fastest micro-batch 16" in batch_page
     assert "The data of my-sweep (1 device) holds no phase times" in batch_page
+
+
+def test_the_throughput_page_shows_goodput_and_the_warm_up_found(tmp_path):
+    """A profiled run of a compiled model (100 steps, warm-up found from the step times) that saved a checkpoint
+    after its last step: the page shows its goodput and the checkpoint's part of the wall clock, and its warm-up
+    rule; the committed runs beside it, which record no wall clock, are in the steady-state table only."""
+    from test_steady_state import compiled, write_profiled
+
+    import trainperf
+    from trainperf.report.html import fmt_pct
+
+    (tmp_path / "data").mkdir()
+    run = write_profiled(tmp_path / "data" / "compiled", compiled(100), 1)
+    total = float(compiled(100).sum())
+    (run / "events-rank0.jsonl").write_text('{"format": "trainperf-events", "version": 1, "rank": 0}\n'
+                                            f'{{"phase": "checkpoint", "start_s": {total}, "seconds": 0.5}}\n')
+    row = trainperf.load_runs(run, cache=False).iloc[0]
+    assert row["outside_checkpoint_s"] == pytest.approx(0.5) and row["after_steps_s"] == pytest.approx(0.5, abs=1e-5)
+    result = build(plan(["throughput"], data=[run, Path("data/runs").resolve()], out_dir=tmp_path / "out"), workers=1)
+    assert not result.failed, result.failed[0].error
+    text = _visible(_page(tmp_path / "out", "throughput"))
+    assert "checkpoint (outside the steps)" in text and fmt_pct(row["goodput"]) in text
+    assert "Warm-up rule" in text and "bench-cpu-small-fp32-weak-scaling-p2-r1" in text

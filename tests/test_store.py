@@ -20,7 +20,7 @@ from trainperf import DataWarning, store
 from trainperf.aggregate import Summaries, summarize
 from trainperf.runfolder import rankfile, reader
 
-SUMMARY_FRAMES = ("per_rank", "per_step", "values")
+SUMMARY_FRAMES = ("per_rank", "per_step", "values", "step_times", "warmup")
 
 
 def write_run(folder: Path, ranks: int = 5, steps: int = 40, *, stop: dict[int, int] | None = None,

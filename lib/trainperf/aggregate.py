@@ -21,7 +21,12 @@ them as it writes each part of an input (``trainperf.store``): the same
 functions, so the same figures.
 
 The *measured window* of a run is its intervals that are neither warm-up nor
-include an evaluation. From the summaries, :func:`measure` computes one run's
+include an evaluation. Its warm-up is found from the job's step times
+(``trainperf.steady_state``): :func:`step_times` gives them, per run and step
+(each step at its slowest rank, added up across partitions like the per-step
+partials), :func:`find_warmup` finds where each run's steady state starts and
+:func:`settle` flags the intervals before it on every rank alike, before the
+partials are taken. From the summaries, :func:`measure` computes one run's
 measurements (``elapsed_s`` of the slowest rank, phases, tokens, ...) and
 :func:`job_steps` the per-step frames that ``trainperf.stats`` resamples.
 """
@@ -29,7 +34,7 @@ measurements (``elapsed_s`` of the slowest rank, phases, tokens, ...) and
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +43,7 @@ import pandas as pd
 
 from trainperf.errors import DataError
 from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_PHASE_COLUMNS
+from trainperf.steady_state import warmup_length
 
 WORK = ("tokens", "samples")
 """Work columns of an interval: summed over ranks and steps."""
@@ -50,7 +56,7 @@ RANK_COLUMNS: tuple[str, ...] = (
     "run_id", "rank", "node", "intervals", "last_step", "measured_intervals", "measured_steps", "warmup_steps",
     "excluded_intervals", "untimed_starts", "first_start_s", "last_end_s", "step_s_sum", *STEP_PHASE_COLUMNS,
     *WORK, *(f"{w}_missing" for w in WORK), "loss", *MEMORY, "energy_j", *ALLOCATOR_COUNTS, "step_s_median",
-    "comm_exposed_s_median",
+    "comm_exposed_s_median", "all_first_start_s", "all_last_end_s", "all_step_s_sum", "warmup_step_s_sum",
 )
 """Per run and rank (:func:`rank_summary`); over the measured window unless said:
 ``intervals`` (all the rank's intervals) and ``last_step`` (the last step it
@@ -64,8 +70,13 @@ lacking them (``*_missing``); ``loss`` (the last one); ``peak_memory_gb``,
 ``reserved_memory_gb``, ``host_memory_gb`` (the largest, GiB); ``energy_j`` (the
 sum, J; NaN unless every measured interval has one); ``alloc_retries`` and
 ``ooms`` (sums over all the rank's intervals, warm-up included); medians of
-``step_s`` and ``comm_exposed_s`` over the intervals (s)."""
+``step_s`` and ``comm_exposed_s`` over the intervals (s); over all the rank's
+intervals, warm-up included: ``all_first_start_s``, ``all_last_end_s`` and
+``all_step_s_sum`` (s), and over its warm-up ones ``warmup_step_s_sum`` (s):
+what ``trainperf.goodput`` needs."""
 
+STEP_TIMES_COMBINE: dict[str, str] = {"step_s_max": "max", "n_steps": "max", "warmup": "max"}
+"""How :func:`step_times` of several partitions add up."""
 STEP_SUMS: tuple[str, ...] = ("step_s", *WORK, *STEP_PHASE_COLUMNS)
 """Columns summed per step across ranks, each with its count of values."""
 STEP_COMBINE: dict[str, str] = {"ranks": "sum", "step_s_max": "max", "n_steps": "max",
@@ -162,6 +173,11 @@ def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
         out[name] = _per_group(total, codes, n)
     out["step_s_median"] = _per_group(grouped["step_s"].median(), kept, n)
     out["comm_exposed_s_median"] = _per_group(grouped["comm_exposed_s"].median(), kept, n)
+    every, seconds = intervals["start_s"].to_numpy(float), intervals["step_s"].to_numpy(float)
+    out["all_first_start_s"] = _per_group(intervals.groupby(codes)["start_s"].min(), codes, n)
+    out["all_last_end_s"] = _per_group(pd.Series(every + seconds).groupby(codes).max(), codes, n)
+    out["all_step_s_sum"] = _per_group(pd.Series(seconds).groupby(codes).sum(min_count=1), codes, n)
+    out["warmup_step_s_sum"] = count(warmup, np.nan_to_num(seconds))
     return out[list(RANK_COLUMNS)]
 
 
@@ -182,6 +198,73 @@ def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     for column in STEP_SUMS:
         out[f"{column}_count"] = counts[column].to_numpy(float)
     return out
+
+
+def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Per run and step of the intervals that include no evaluation, warm-up
+    ones too: ``step_s_max`` (the job's time of the interval: its slowest
+    rank's, s), ``n_steps`` (the most steps a rank's interval covers) and
+    ``warmup`` (1.0 where a rank flagged it, else 0.0). Those of several
+    partitions add up with :data:`STEP_TIMES_COMBINE`."""
+    rows = intervals[~intervals["includes_evaluation"].astype(bool).to_numpy()]
+    codes, run_ids, steps = _groups(rows, "step")
+    values = pd.DataFrame({"step_s_max": rows["step_s"].to_numpy(float), "n_steps": rows["n_steps"].to_numpy(float),
+                           "warmup": rows["warmup"].to_numpy(bool).astype(float)})
+    found = values.groupby(codes).max()
+    return pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "step": steps,
+                         **{c: found[c].to_numpy(float) for c in STEP_TIMES_COMBINE}})
+
+
+def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Where each run's steady state starts, from its :func:`step_times`:
+    the steps before it are its warm-up. At least the leading steps a rank
+    flagged (the configured warm-up); with the rule ``mser``
+    (``trainperf.steady_state``) the steps MSER drops from the job's time
+    per step after them (``step_s_max / n_steps``: a log's record of n steps
+    counts as n steps of its mean time; records of unknown length are left
+    out). ``rules``: the rule of every run, or by run_id (``mser`` where a
+    run has none). Returns ``times`` with ``warmup`` set for the steps found,
+    and per run ``warmup_rule`` (the rule that chose the warm-up: ``fixed``
+    where asked, or where MSER had too few steps) and ``first_step`` (the
+    first step of the steady state where the rule added warm-up steps, NaN
+    where it added none)."""
+    found = []
+    flags = times["warmup"].to_numpy(float).copy()
+    for run_id, rows in times.groupby(times["run_id"].astype(str), sort=True):
+        at = rows.index.to_numpy()[np.argsort(rows["step"].to_numpy(), kind="stable")]
+        flagged = flags[at] > 0
+        minimum = int(np.argmin(flagged)) if not flagged.all() else len(at)
+        per_step = times["step_s_max"].to_numpy(float)[at] / times["n_steps"].to_numpy(float)[at]
+        candidates = np.flatnonzero(~flagged & np.isfinite(per_step) & (np.arange(len(at)) >= minimum))
+        rule = rules if isinstance(rules, str) else rules.get(run_id, "mser")
+        dropped, used = warmup_length(per_step[candidates], 0, rule)
+        first = math.nan
+        if dropped:
+            first = float(times["step"].to_numpy()[at][candidates[dropped]])
+            flags[at[times["step"].to_numpy()[at] < first]] = 1.0
+        found.append((run_id, used, first))
+    warmup = pd.DataFrame(found, columns=["run_id", "warmup_rule", "first_step"]).astype(
+        {"run_id": "string", "warmup_rule": "string", "first_step": "float64"})
+    return times.assign(warmup=flags), warmup
+
+
+def nothing_found() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`find_warmup` of no interval: its two frames, empty, with their columns."""
+    return find_warmup(step_times(empty_intervals()))
+
+
+def settle(intervals: pd.DataFrame, warmup: pd.DataFrame) -> pd.DataFrame:
+    """``intervals`` with every interval of a run before its ``first_step``
+    (:func:`find_warmup`) flagged as warm-up, on every rank alike."""
+    first = warmup.set_index(warmup["run_id"].astype(str))["first_step"].dropna()
+    if first.empty or intervals.empty:
+        return intervals
+    runs, names = pd.factorize(intervals["run_id"].astype(str))
+    bound = first.reindex(list(names)).to_numpy(float)[runs]
+    earlier = intervals["step"].to_numpy(float) < bound  # NaN (no bound): False
+    if not earlier.any():
+        return intervals
+    return intervals.assign(warmup=intervals["warmup"].to_numpy(bool) | earlier)
 
 
 def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:
@@ -208,6 +291,23 @@ def partials(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     return rank_summary(intervals), step_partials(intervals), value_partials(intervals)
 
 
+def combine_step_times(parts: Sequence[Any]) -> Any:
+    """The :func:`step_times` of many partitions (Dask delayed frames) added up
+    in a tree, as a Dask DataFrame."""
+    import dask.dataframe as dd
+
+    times = dd.from_delayed(list(parts), meta=step_times(empty_intervals()), verify_meta=False)
+    return times.groupby(["run_id", "step"], sort=False).agg(STEP_TIMES_COMBINE, split_every=COMBINE_EVERY,
+                                                              split_out=1)
+
+
+def settled_times(times: pd.DataFrame, rules: str | Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`find_warmup` of the step times :func:`combine_step_times` computed (by run and step)."""
+    times = times.reset_index() if "run_id" not in times.columns else times
+    times = times.sort_values(["run_id", "step"], kind="stable").reset_index(drop=True)
+    return find_warmup(times, rules)
+
+
 def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
     """The summaries of many partitions as Dask collections, from each
     partition's :func:`partials` (Dask delayed values of the triple): the
@@ -227,15 +327,19 @@ def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
     return ranks, steps, values
 
 
-def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.Series | pd.DataFrame) -> Summaries:
-    """:class:`Summaries` of what :func:`combine` computed, each frame in the order of its keys."""
+def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.Series | pd.DataFrame,
+           settled: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> Summaries:
+    """:class:`Summaries` of what :func:`combine` computed, each frame in the
+    order of its keys, with the step times and warm-up :func:`settled_times` found."""
     per_step = per_step.reset_index() if "run_id" not in per_step.columns else per_step
     for column in STEP_SUMS:  # a sum of partials that had no value is no value, not 0
         per_step[f"{column}_sum"] = per_step[f"{column}_sum"].where(per_step[f"{column}_count"] > 0)
     values = values.reset_index() if "run_id" not in getattr(values, "columns", ()) else values
+    times, warmup = settled if settled is not None else nothing_found()
     return Summaries(per_rank.sort_values(["run_id", "rank"], kind="stable").reset_index(drop=True),
                      per_step.sort_values(["run_id", "step"], kind="stable").reset_index(drop=True),
-                     values.sort_values(["run_id", "quantity", "value"], kind="stable").reset_index(drop=True))
+                     values.sort_values(["run_id", "quantity", "value"], kind="stable").reset_index(drop=True),
+                     times, warmup)
 
 
 @dataclass
@@ -243,11 +347,17 @@ class Summaries:
     """What :func:`summarize` made of step intervals: ``per_rank``
     (:data:`RANK_COLUMNS`), ``per_step`` (per run and step of the measured
     window: ``ranks``, ``step_s_max``, ``n_steps``, ``*_sum`` and ``*_count`` of
-    :data:`STEP_SUMS`) and ``values`` (:func:`value_partials`, added up)."""
+    :data:`STEP_SUMS`), ``values`` (:func:`value_partials`, added up),
+    ``step_times`` (every step but evaluations, warm-up included:
+    :func:`step_times` with the warm-up found) and ``warmup`` (per run: the
+    rule that chose its warm-up and where its steady state starts,
+    :func:`find_warmup`)."""
 
     per_rank: pd.DataFrame
     per_step: pd.DataFrame
     values: pd.DataFrame
+    step_times: pd.DataFrame = field(default_factory=lambda: nothing_found()[0])
+    warmup: pd.DataFrame = field(default_factory=lambda: nothing_found()[1])
     attrs: dict[str, Any] = field(default_factory=dict)
     """What they were read from (as a frame's ``attrs``: ``trainperf.provenance``)."""
 
@@ -259,7 +369,7 @@ class Summaries:
         """The summaries of the runs ``run_ids`` (without ``attrs``)."""
         wanted = set(map(str, run_ids))
         return Summaries(*(f[f["run_id"].astype(str).isin(wanted).to_numpy(bool)].reset_index(drop=True)
-                           for f in (self.per_rank, self.per_step, self.values)))
+                           for f in (getattr(self, name) for name in FRAMES)))
 
     @property
     def rows(self) -> int:
@@ -276,21 +386,31 @@ class Summaries:
         """The summaries of several inputs as one."""
         if not parts:
             return summarize(empty_intervals())
-        return Summaries(*(pd.concat([getattr(p, name) for p in parts], ignore_index=True)
-                           for name in ("per_rank", "per_step", "values")))
+        return Summaries(*(pd.concat([getattr(p, name) for p in parts], ignore_index=True) for name in FRAMES))
 
 
-def summarize(intervals: Any, scheduler: Any = None) -> Summaries:
+FRAMES = ("per_rank", "per_step", "values", "step_times", "warmup")
+"""The frames of :class:`Summaries`, each with a ``run_id`` column."""
+
+
+def summarize(intervals: Any, scheduler: Any = None, rules: str | Mapping[str, str] = "mser") -> Summaries:
     """The :class:`Summaries` of step intervals: a pandas frame, or a Dask
     DataFrame whose partitions each hold whole ranks, computed on ``scheduler``
     (a ``dask.compute`` scheduler: ``None`` for Dask's default). The same
-    functions either way: :func:`partials` of each partition, :func:`combine`d."""
+    functions either way: the :func:`step_times` of each partition, added up
+    and :func:`find_warmup` run on them (``rules``: the warm-up rule of every
+    run, or by run_id), then the :func:`partials` of each partition once
+    :func:`settle` flagged its warm-up, combined (:func:`combine`)."""
     if isinstance(intervals, pd.DataFrame):
-        return finish(*partials(intervals))
+        settled = find_warmup(step_times(intervals), rules)
+        return finish(*partials(settle(intervals, settled[1])), settled)
     import dask
 
-    parts = [dask.delayed(partials, nout=3)(part) for part in intervals.to_delayed()]
-    return finish(*dask.compute(*combine(parts), scheduler=scheduler))
+    parts = intervals.to_delayed()
+    times = dask.compute(combine_step_times([dask.delayed(step_times)(p) for p in parts]), scheduler=scheduler)[0]
+    settled = settled_times(times, rules)
+    combined = combine([dask.delayed(partials, nout=3)(dask.delayed(settle)(p, settled[1])) for p in parts])
+    return finish(*dask.compute(*combined, scheduler=scheduler), settled)
 
 
 def rank_elapsed(per_rank: pd.DataFrame) -> pd.Series:
@@ -335,7 +455,8 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     ``tokens`` and ``samples``: sums over ranks and intervals, where every
     measured interval has them; ``steps``: the most optimizer steps any rank's
     measured intervals cover; ``warmup_steps``: those the slowest rank's
-    warm-up covers; ``ranks``: ranks with intervals; ``peak_memory_gb``,
+    warm-up covers, and ``warmup_rule`` the rule that chose it
+    (:func:`find_warmup`); ``ranks``: ranks with intervals; ``peak_memory_gb``,
     ``reserved_memory_gb``, ``host_memory_gb``: the largest of any rank, and
     ``peak_memory_mean_gb``, ``reserved_memory_mean_gb``, ``host_memory_mean_gb``:
     the mean over ranks of each rank's largest; ``energy_j``: the sum over
@@ -379,6 +500,8 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     reference = out.get("slowest_rank", window.index[0] if len(window) else None)
     if reference is not None and math.isfinite(per_rank.at[reference, "warmup_steps"]):
         out["warmup_steps"] = int(per_rank.at[reference, "warmup_steps"])
+    if len(run.warmup):
+        out["warmup_rule"] = str(run.warmup["warmup_rule"].iloc[0])
     if len(per_rank):
         out["ranks"] = int(len(per_rank))
     excluded = int(per_rank["excluded_intervals"].sum())

@@ -46,6 +46,7 @@ import pandas as pd
 from trainperf import engine, store
 from trainperf.aggregate import Summaries, incomplete, measure, measured, stopped_early, summarize
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat
+from trainperf.goodput import goodput
 from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
 from trainperf.input_cache import cached_read, input_key
 from trainperf.provenance import provenance
@@ -312,9 +313,10 @@ def _entry(item: Input, scheduler: Any, folder: RunFolder | None = None, key: st
     could not be read are reported in one DataWarning."""
     if item.kind == "run":
         folder = folder or open_run_folder(item.path)
-        found = store.entry(item.path, item.kind, partial(_run_parts, folder), scheduler, key)
+        found = store.entry(item.path, item.kind, partial(_run_parts, folder), scheduler, key, folder.warmup_rule)
         bad = [BadLine(Path(path), line, reason) for path, line, reason in found.facts.get("bad_lines", [])]
-        warn_bad_lines(bad, "steps files", stacklevel=3)
+        events = any(STEPS_FILE_PATTERN.match(b.path.name) is None for b in bad)
+        warn_bad_lines(bad, "steps and events files" if events else "steps files", stacklevel=3)
         return found
     return store.entry(item.path, item.kind, partial(_steps_table_parts, item.path), scheduler, key)
 
@@ -325,7 +327,7 @@ def _run_parts(folder: RunFolder) -> list[store.Part]:
 
 def _run_part(folder: RunFolder, files: Sequence[tuple[int, Path]]) -> tuple[pd.DataFrame, dict[str, list]]:
     read = read_ranks(folder, files, threads=1)
-    return read.intervals, {"closed": read.closed,
+    return read.intervals, {"closed": read.closed, "wall_s": read.wall_s, "outside": read.outside,
                             "bad_lines": [[str(b.path), b.line, b.reason] for b in read.bad_lines],
                             "out_of_memory": read.out_of_memory, "memory_checked": read.memory_checked}
 
@@ -375,8 +377,9 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
         warnings.warn(incomplete(folder.run_id, stopped), DataWarning, stacklevel=4)
     measured = measure(summaries, folder.run_id, expected_ranks=expected, closed_ranks=closed, batch_facts=True,
                        model_parallel=model_parallel(folder.config))
-    measured.update(memory_verdict(out_of_memory, (facts or {}).get("memory_checked", []), expected,
-                                   measured.get("ooms")))
+    facts = facts or {}
+    measured.update(memory_verdict(out_of_memory, facts.get("memory_checked", []), expected, measured.get("ooms")))
+    measured.update(goodput(run.per_rank, {int(r): w for r, w in facts.get("wall_s", [])}, facts.get("outside", [])))
     return runs_row(folder, measured, run.per_rank["node"].astype(str).tolist())
 
 

@@ -5,7 +5,7 @@ One row per measured run. Units live in column names (``_s`` seconds,
 ``_usd`` US dollars). Importers produce these columns; ``load_runs`` checks
 them; ``derive`` adds the derived ones.
 
-Two prefixes are allowed besides the canonical names:
+Three prefixes are allowed besides the canonical names:
 
 * ``reported_<column>``: a figure the source printed itself (its own tokens/s,
   MFU, efficiency ...), kept to be compared with trainperf's recomputation.
@@ -13,6 +13,8 @@ Two prefixes are allowed besides the canonical names:
 * ``extra_<name>``: any other number or text a source carries that has no
   canonical column (e.g. a script's total execution time). Kept, never used
   by the formulas.
+* ``outside_<name>_s``: seconds a run spent on a phase ``name`` outside its
+  steps (:data:`OUTSIDE_PREFIX`), a part of its goodput breakdown.
 """
 
 from __future__ import annotations
@@ -153,6 +155,21 @@ MEASUREMENTS: list[Column] = [
     Column("rank_imbalance", "float", "slowest rank's elapsed time / fastest rank's (1 = balanced)", "positive"),
     Column("complete", "bool", "every rank reported every step (False: a rank stopped early)"),
     Column("warmup_steps", "int", "steps excluded from the window as warm-up", "nonnegative"),
+    Column("warmup_rule", "str", "how warmup_steps was chosen: mser (found from the job's step times, never fewer "
+                                 "than the configured warm-up) or fixed (the configured warm-up: asked for, or too "
+                                 "few steps to judge); given in a sidecar, the rule to use (trainperf.steady_state)"),
+    Column("wall_s", "float", "wall clock from the profiler's start to close(), mean over ranks (s)", "positive"),
+    Column("goodput", "float", "productive step time / wall clock, all ranks together (fraction; trainperf.goodput)",
+           "nonnegative"),
+    *_cols("float", "nonnegative", {
+        "productive_s": "time of all steps but warmup_excess_s, mean over ranks (s)",
+        "warmup_excess_s": "warm-up steps' time beyond as many steps at the measured mean step time, mean over "
+                           "ranks (s)",
+        "startup_s": "the profiler's start to the first step, phases outside the steps left out, mean over ranks (s)",
+        "unaccounted_s": "between the first step's start and the last step's end, in no step and no phase outside "
+                         "the steps (a step whose code raised), mean over ranks (s)",
+        "after_steps_s": "the last step's end to close(), phases outside the steps left out, mean over ranks (s)",
+    }),
 ]
 
 DERIVED: list[Column] = [
@@ -266,7 +283,10 @@ COMPUTE_PHASES: tuple[str, ...] = ("forward", "loss", "backward", "optimizer")
 SIDECAR_SUFFIX = ".trainperf.yaml"
 """The sidecar of ``train.log`` (or ``runs.csv``) is ``train.log.trainperf.yaml``:
 what the file does not say, or how its columns map to runs columns."""
-PREFIXES: tuple[str, ...] = ("reported_", "extra_")
+OUTSIDE_PREFIX = "outside_"
+"""``outside_<name>_s``: seconds of the phase ``name`` timed outside the steps (a checkpoint, a validation run),
+mean over ranks; part of a run's goodput breakdown (trainperf.goodput)."""
+PREFIXES: tuple[str, ...] = ("reported_", "extra_", OUTSIDE_PREFIX)
 
 STEP_TIME_ANOMALIES = "extra_step_time_anomalies"
 """Column of the sentences on a log's step times that were joined, set aside

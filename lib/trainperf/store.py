@@ -11,7 +11,8 @@ An entry holds:
 
 * ``intervals/part-NNNNN.parquet``: the step intervals, each file whole ranks
   of one run in the order they recorded them (what ``trainperf.aggregate``
-  needs of a partition);
+  needs of a partition), with the warm-up found from the run's step times
+  flagged (``trainperf.steady_state``);
 * ``summaries.pkl``: the :class:`~trainperf.aggregate.Summaries` (per rank,
   per step: small; pickled, read in a millisecond);
 * ``entry.json``: the format, the version, and what the reader learnt besides
@@ -35,7 +36,7 @@ import pickle
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from trainperf.aggregate import Summaries, combine, empty_intervals, finish, partials, summarize
+from trainperf.aggregate import (Summaries, combine, combine_step_times, empty_intervals, finish, partials, settle,
+                                 settled_times, step_times, summarize)
 from trainperf.errors import DataWarning
 from trainperf.input_cache import cache_dir as inputs_dir
 from trainperf.input_cache import input_key
@@ -106,14 +108,16 @@ class Entry:
 
 
 def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any = None,
-          key: str | None = None) -> Entry:
+          key: str | None = None, rules: str | Mapping[str, str] = "mser") -> Entry:
     """The store entry of input ``path`` read as ``kind`` (``key``: its
     ``input_key``, when the caller has it), written first when there is none:
     every part of ``parts()`` is read on ``scheduler`` (a ``dask.compute``
-    scheduler) and written, then summarized."""
+    scheduler) and written, then summarized, each run's warm-up found by its
+    rule in ``rules`` (one for every run, or by run_id; see
+    ``trainperf.aggregate.find_warmup``)."""
     root = store_dir()
     if root is None:
-        return _in_memory(parts(), scheduler)
+        return _in_memory(parts(), scheduler, rules)
     folder = root / (key or input_key(path, kind))
     found = _open(folder)
     if found is not None:
@@ -122,7 +126,7 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
         root.mkdir(parents=True, exist_ok=True)
         lock = (root / f".{folder.name}.lock").open("a")
     except OSError as exc:
-        return _unwritable(root, exc, parts, scheduler)
+        return _unwritable(root, exc, parts, scheduler, rules)
     with lock:
         _wait_for(lock)  # a process building the same entry finishes first: its entry is read, not built again
         found = _open(folder)
@@ -131,15 +135,15 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
         try:
             building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
             try:
-                _write(building, parts(), scheduler)
+                _write(building, parts(), scheduler, rules)
                 os.rename(building, folder)
             finally:
                 shutil.rmtree(building, ignore_errors=True)
         except OSError as exc:
-            return _unwritable(root, exc, parts, scheduler)
+            return _unwritable(root, exc, parts, scheduler, rules)
     _prune(root)
     found = _open(folder)
-    return found if found is not None else _in_memory(parts(), scheduler)
+    return found if found is not None else _in_memory(parts(), scheduler, rules)
 
 
 def _wait_for(lock: Any) -> None:
@@ -151,29 +155,35 @@ def _wait_for(lock: Any) -> None:
     fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
 
 
-def _unwritable(root: Path, exc: OSError, parts: Callable[[], list[Part]], scheduler: Any) -> Entry:
+def _unwritable(root: Path, exc: OSError, parts: Callable[[], list[Part]], scheduler: Any,
+                rules: str | Mapping[str, str]) -> Entry:
     _warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
                "source into memory")
-    return _in_memory(parts(), scheduler)
+    return _in_memory(parts(), scheduler, rules)
 
 
-def _write(folder: Path, parts: list[Part], scheduler: Any) -> None:
+def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> None:
     """Read every part on ``scheduler``, write it into ``folder`` and take its
-    :func:`~trainperf.aggregate.partials` in the same task (each part is read
-    once), then combine them into the summaries."""
+    :func:`~trainperf.aggregate.step_times` in the same task (each part is read
+    from its source once); find each run's warm-up from them; then flag it in
+    every part file and take its :func:`~trainperf.aggregate.partials`, and
+    combine them into the summaries."""
     import dask
     import dask.dataframe as dd
 
     (folder / "intervals").mkdir()
-    tasks = [dask.delayed(_write_part, nout=4)(part, str(folder / "intervals" / f"part-{i:05d}.parquet"))
-             for i, part in enumerate(parts)]
+    targets = [str(folder / "intervals" / f"part-{i:05d}.parquet") for i in range(len(parts))]
+    tasks = [dask.delayed(_write_part, nout=2)(part, target) for part, target in zip(parts, targets)]
     found = dd.from_delayed([t[0] for t in tasks], meta=_facts_frame({}), verify_meta=False)
-    found, *combined = dask.compute(found, *combine([t[1:] for t in tasks]), scheduler=scheduler)
+    found, times = dask.compute(found, combine_step_times([t[1] for t in tasks]), scheduler=scheduler)
+    settled = settled_times(times, rules)
+    combined = dask.compute(*combine([dask.delayed(_settle_part, nout=3)(target, settled[1]) for target in targets]),
+                            scheduler=scheduler)
     facts: dict[str, list] = {}
     for key, values in zip(found["key"], found["values"]):
         facts.setdefault(key, []).extend(json.loads(values))
     with (folder / SUMMARIES_FILE).open("wb") as handle:
-        pickle.dump(finish(*combined), handle, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(finish(*combined, settled), handle, protocol=pickle.HIGHEST_PROTOCOL)
     (folder / ENTRY_FILE).write_text(json.dumps({"format": FORMAT, "version": VERSION, "facts": facts}))
 
 
@@ -183,13 +193,26 @@ def _read_part(path: str, columns: list[str] | None, filters: list | None = None
     return pd.read_parquet(path, columns=columns, filters=filters)
 
 
-def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read a part, write it to ``target`` (nothing for a part without rows), and
-    return its facts (:func:`_facts_frame`) and :func:`~trainperf.aggregate.partials`."""
+    return its facts (:func:`_facts_frame`) and :func:`~trainperf.aggregate.step_times`."""
     frame, facts = part()
     if len(frame):
         frame.to_parquet(target, index=False)
-    return (_facts_frame(facts), *partials(frame))
+    return _facts_frame(facts), step_times(frame)
+
+
+def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The part file ``target`` with its runs' warm-up flagged
+    (:func:`~trainperf.aggregate.settle`; written again where that changed
+    it), and its :func:`~trainperf.aggregate.partials`."""
+    if not os.path.exists(target):
+        return partials(empty_intervals())
+    frame = pd.read_parquet(target)
+    settled = settle(frame, warmup)
+    if settled is not frame:
+        settled.to_parquet(target, index=False)
+    return partials(settled)
 
 
 def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
@@ -219,7 +242,7 @@ def _open(folder: Path) -> Entry | None:
     return Entry(folder, meta.get("facts") or {}, summaries)
 
 
-def _in_memory(parts: list[Part], scheduler: Any) -> Entry:
+def _in_memory(parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> Entry:
     """An entry held in memory: every part read and joined, then summarized."""
     frames, facts = [], {}
     for part in parts:
@@ -228,7 +251,8 @@ def _in_memory(parts: list[Part], scheduler: Any) -> Entry:
         for key, values in part_facts.items():
             facts.setdefault(key, []).extend(values)
     held = pd.concat(frames, ignore_index=True) if frames else empty_intervals()
-    return Entry(None, facts, summarize(held, scheduler), held)
+    summaries = summarize(held, scheduler, rules)
+    return Entry(None, facts, summaries, settle(held, summaries.warmup))
 
 
 def _prune(root: Path) -> None:

@@ -18,8 +18,9 @@ from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
 from trainperf.scaling import SCALING_TYPES
 from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, SIDECAR_SUFFIX, Column
+from trainperf.steady_state import RULES
 
-CHOICES = {"flops_convention": tuple(CONVENTIONS), "scaling_type": SCALING_TYPES}
+CHOICES = {"flops_convention": tuple(CONVENTIONS), "scaling_type": SCALING_TYPES, "warmup_rule": RULES}
 """The values a text column may take (any case)."""
 
 SPEED_INPUTS = ("elapsed_s", "tokens_per_s", "samples_per_s", "step_time_s")
@@ -74,7 +75,7 @@ def _check_columns(columns: list[str], path: object) -> None:
         else:
             close = difflib.get_close_matches(name, known, n=1)
             hint = (f"did you mean {close[0]!r}? " if close else "") + \
-                "other columns must start with 'reported_' or 'extra_'"
+                "other columns must start with 'reported_', 'extra_' or 'outside_'"
             if str(path).lower().endswith(".csv"):
                 hint += (f"; a table with column names of its own is read through a column mapping in "
                          f"{Path(str(path)).name}{SIDECAR_SUFFIX} (columns: {{run_id: <your column>, gpus: ..., "
@@ -147,7 +148,7 @@ def _check_range(numbers: pd.Series, column: Column, where) -> None:
 
 
 def _convert_extra(values: pd.Series) -> pd.Series:
-    """``reported_*`` / ``extra_*`` columns: numbers where every cell is one, else text."""
+    """``reported_*`` / ``extra_*`` / ``outside_*`` columns: numbers where every cell is one, else text."""
     blank = values.isna() | values.astype("string").str.strip().eq("")
     numbers = pd.to_numeric(values.mask(blank), errors="coerce")
     if (numbers.notna() | blank).all():

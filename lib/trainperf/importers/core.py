@@ -251,8 +251,8 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
         row.update(run.config)
         row.update(measured)
         for key, value in explicit.items():
-            if key == "warmup_steps" and key in measured:
-                continue  # read as the warm-up to exclude; measured says how many steps were
+            if key in ("warmup_steps", "warmup_rule") and key in measured:
+                continue  # read as the warm-up to exclude and how; measured says what was excluded
             said = measured.get(key, run.config.get(key))
             if not is_missing(said) and not _same(said, value):
                 notes.append(f"{path}: run {default_id}: the log says {key}={said!r} but "

@@ -13,7 +13,11 @@ record belongs to the measured window only if every step it covers is at
 least ``w`` steps after the first step of the log. The first step of the log
 is the first step its first record covers; where that record's length is
 unknown (a log that starts at step 5000 after a restart) the record itself is
-counted as warm-up. Where the log gives durations, a record whose duration
+counted as warm-up. That is the least warm-up: with the run's
+``warmup_rule`` ``mser`` (the default) the records after it that are still
+warming up are found from the job's time per step (``trainperf.steady_state``,
+through the aggregator), except in an excerpt from the middle of a run (see
+:func:`aggregate`), whose training warmed up before the log began. Where the log gives durations, a record whose duration
 is unknown (torchtitan's line at step 1: no earlier timestamp) is not
 measured either. A record flagged ``excluded`` = 1 (a step whose time
 includes an evaluation) is an interval that ``includes_evaluation``, left out
@@ -46,6 +50,7 @@ from trainperf.aggregate import measure, summarize
 from trainperf.importers.core import REPORTED_CONVENTION, ParsedRun, RunParser
 from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
 from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
+from trainperf.steady_state import FAR_OUT_IQR, far_out_fence
 from trainperf.table_rules import is_missing
 
 FIELDS: tuple[str, ...] = ("rank", "step", "n_steps", "seconds", "weight", "samples", "tokens", "loss",
@@ -232,14 +237,20 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
         usual = pd.Series(col["n_steps"]).groupby(group).transform("median").fillna(1.0).to_numpy()
         first_covered = np.where(np.isfinite(first_covered), first_covered, col["step"] - usual + 1)
     start = first_covered[first_record]
+    excerpt = origin is not None and bool((start >= origin + warmup).all())
     if origin is not None:
         start = np.where(start >= origin + warmup, start - warmup, start)
     boundary = np.where(np.isfinite(start), start, col["step"][first_record]) + warmup
     in_window = np.isfinite(first_covered) & (first_covered >= boundary[group])
     if np.isfinite(col["seconds"]).any():
         in_window &= np.isfinite(col["seconds"])
+    rule = config.get("warmup_rule")
+    summaries = summarize(_intervals(col, in_window, config),
+                          rules="fixed" if excerpt else "mser" if is_missing(rule) else str(rule))
+    steady_from = summaries.warmup["first_step"].dropna()
+    if len(steady_from):  # the records before the steady state are warm-up too
+        in_window &= col["step"] >= float(steady_from.iloc[0])
     intervals = _intervals(col, in_window, config)
-    summaries = summarize(intervals)
     anomalies += far_out(col, in_window)
     if not summaries.per_rank["measured_intervals"].gt(0).any():  # no measured window: nothing to measure
         excluded = int(summaries.per_rank["excluded_intervals"].sum())
@@ -298,8 +309,6 @@ def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str], int]:
     return table, notes, set_aside
 
 
-FAR_OUT_IQR = 3.0
-"""A measured time per step above Q3 + 3 IQR of its run's is far out (Tukey's fence)."""
 FAR_OUT_MIN_RECORDS = 8
 """Measured records a run needs before its quartiles are used."""
 
@@ -307,16 +316,16 @@ FAR_OUT_MIN_RECORDS = 8
 def far_out(col: dict[str, np.ndarray], in_window: np.ndarray) -> list[str]:
     """A sentence on the measured records whose time per step (``seconds /
     n_steps``: a line of one step, or the mean of a logging interval) is far
-    above the others (:data:`FAR_OUT_IQR`: a pause for garbage collection, a
-    checkpoint, a straggling data loader); they stay in the measurement,
-    which is the time the run took."""
+    above the others (Tukey's far-out fence of the run's,
+    :func:`trainperf.steady_state.far_out_fence`: a pause for garbage
+    collection, a checkpoint, a straggling data loader); they stay in the
+    measurement, which is the time the run took."""
     per_step = col["seconds"] / col["n_steps"]
     timed = in_window & (col["excluded"] == 0) & np.isfinite(per_step) & (col["n_steps"] >= 1)
     times = per_step[timed]
     if len(times) < FAR_OUT_MIN_RECORDS:
         return []
-    q1, q3 = np.percentile(times, [25, 75])
-    fence = q3 + FAR_OUT_IQR * (q3 - q1)
+    fence = far_out_fence(times)
     out = timed & (per_step > fence)
     if not out.any():
         return []

@@ -20,7 +20,11 @@ canonical runs columns (``trainperf.schema``: ``platform``, ``n_params``,
     adds to it.
 ``warmup_steps``
     (a canonical column) read as input: steps at the start of the log
-    excluded from the measured window (default 1).
+    excluded from the measured window (default 1), the least warm-up.
+``warmup_rule``
+    (a canonical column) read as input: ``mser`` (the default) finds the
+    rest of the warm-up from the step times, ``fixed`` keeps ``warmup_steps``
+    (``trainperf.steady_state``).
 
 Precedence: the log < the sidecar's top level < its ``runs`` entry < the
 overrides given to ``import_path`` (``--set KEY=VALUE``). A value that
@@ -39,10 +43,9 @@ from typing import Any
 import yaml
 
 from trainperf.errors import DataError
-from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
 from trainperf.importers.text import LineError, number
-from trainperf.table_rules import FALSE, RANGE_CHECKS, TRUE
+from trainperf.table_rules import CHOICES, FALSE, RANGE_CHECKS, TRUE
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, SIDECAR_SUFFIX
 
 STRUCTURAL = ("runs", "columns", "pattern", "tensorboard_tags")
@@ -191,9 +194,9 @@ def coerce(key: str, value: Any, where: object) -> Any:
                 return normalize_precision(text)
             except DataError as exc:
                 raise DataError(str(exc).split(": ", 1)[-1], path=where, column=key) from exc
-        if key == "flops_convention":
-            if text.lower() not in CONVENTIONS:
-                raise DataError(f"{text!r} is not one of {', '.join(CONVENTIONS)}", path=where, column=key)
+        if key in CHOICES:
+            if text.lower() not in CHOICES[key]:
+                raise DataError(f"{text!r} is not one of {', '.join(CHOICES[key])}", path=where, column=key)
             return text.lower()
         return text
     if column.kind == "bool":

@@ -16,7 +16,14 @@ on each rank). What the ``Trainer``'s hooks and the model let the callback see:
   micro-batch (backward, loss scaling, gradient clipping);
 * ``optimizer``: optimizer step, scheduler step and zeroing of gradients;
 * ``comm_s``/``comm_exposed_s``: DDP's gradient all-reduces (the
-  communication hook of ``StepProfiler.watch``), FSDP's collectives (sampled).
+  communication hook of ``StepProfiler.watch``), FSDP's collectives (sampled);
+* outside the steps (``events-rank{R}.jsonl``): ``validation``, an
+  evaluation during training, and ``checkpoint``, a checkpoint saved. The
+  ``Trainer`` evaluates and saves after ``on_step_end`` and calls
+  ``on_evaluate`` and ``on_save`` when each is done (``_maybe_log_save_evaluate``
+  in its ``trainer.py``), so each is the time since the step (or the
+  evaluation before the save) ended, the ``Trainer``'s logging at that step
+  included.
 
 Tokens and samples are counted from the ``input_ids`` each forward pass
 receives (see ``driver.py``); the step's loss is the one the ``Trainer``
@@ -120,6 +127,16 @@ class HFCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:
             self._hooked.end_step()
+
+    @guarded
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._hooked is not None:  # only between on_train_begin and on_train_end
+            self._hooked.outside_since_last("validation")
+
+    @guarded
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._hooked is not None:
+            self._hooked.outside_since_last("checkpoint")
 
     @guarded
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

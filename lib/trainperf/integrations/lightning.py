@@ -17,11 +17,16 @@ Lightning's hooks let the callback see, per micro-batch:
 * ``backward``: ``on_before_backward`` to ``on_after_backward``;
 * ``optimizer``: ``on_before_optimizer_step`` to the end of the batch
   (optimizer step and zeroing of gradients);
-* ``validation``: a validation run during training (``on_validation_start``
-  to ``on_validation_end``), in the step that follows it;
 * ``comm_s``/``comm_exposed_s``: DDP's gradient all-reduces (the
   communication hook of ``StepProfiler.watch`` on the strategy's wrapped
-  model), FSDP's collectives (sampled).
+  model), FSDP's collectives (sampled);
+* outside the steps (``events-rank{R}.jsonl``): ``validation``, a validation
+  run during training (``on_validation_start`` to ``on_validation_end``;
+  one that Lightning starts within an optimizer step of several
+  micro-batches is that step's ``validation`` phase), and ``checkpoint``,
+  each ``trainer.save_checkpoint`` (what ``ModelCheckpoint`` calls; the
+  ``on_save_checkpoint`` hook fires before the file is written, and no hook
+  after it, so the callback wraps the method for the run).
 
 Tokens and samples come from each batch (see ``driver.py``); the step's loss
 is the mean of its micro-batches' ``training_step`` losses (the sum of the parts
@@ -82,6 +87,7 @@ class LightningCallback(Callback):
         self.count_tokens = count_tokens
         self.profiler_options = profiler_options
         self._hooked: HookedProfiler | None = None
+        self._trainer: Any = None
         self._step_began_at = 0
         self._batch_known = False
 
@@ -94,6 +100,33 @@ class LightningCallback(Callback):
                     **global_batch(None, self._accum, self._world), **model_facts(pl_module)}
         self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
         self._hooked.profiler.watch(trainer.strategy.model if trainer.strategy.model is not None else pl_module)
+        self._trainer = trainer
+        trainer.save_checkpoint = self._timed_save(trainer.save_checkpoint)
+
+    def _timed_save(self, save: Any) -> Any:
+        """``trainer.save_checkpoint``, timed as the phase ``checkpoint``
+        (outside the steps between two of them); the wait for data it
+        interrupts goes on after it."""
+        def save_checkpoint(*args: Any, **kwargs: Any) -> Any:
+            self._save_begins()
+            try:
+                return save(*args, **kwargs)
+            finally:
+                self._save_ends()
+
+        return save_checkpoint
+
+    @guarded
+    def _save_begins(self) -> None:
+        if self._hooked is not None:
+            self._hooked.end("data")
+            self._hooked.begin("checkpoint")
+
+    @guarded
+    def _save_ends(self) -> None:
+        if self._hooked is not None:
+            self._hooked.end("checkpoint")
+            self._hooked.begin("data")
 
     @guarded
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
@@ -169,7 +202,11 @@ class LightningCallback(Callback):
         self.stop(exception)  # a step that ran out of memory is recorded as such
 
     def stop(self, error: BaseException | None = None) -> None:
-        """Close the profiler (the files are complete); ``error``: what the open step raised."""
+        """Give the trainer its own ``save_checkpoint`` back and close the profiler (the files are
+        complete); ``error``: what the open step raised."""
+        trainer, self._trainer = self._trainer, None
+        if trainer is not None and "save_checkpoint" in vars(trainer):
+            del trainer.save_checkpoint
         hooked, self._hooked = self._hooked, None
         if hooked is not None:
             hooked.end("data")

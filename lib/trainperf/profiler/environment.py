@@ -16,7 +16,6 @@ machine), so that ``nodes`` counts what torchrun counts.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import platform
 import socket
@@ -95,10 +94,12 @@ def host_load(threads_per_process: int) -> dict[str, Any]:
 
 
 def manifest(config: dict[str, Any], places: list[Place], device_name: str, backend: str | None,
-             strategy: str | None, warmup_steps: int, torch_version: str,
+             strategy: str | None, warmup_steps: int, warmup_rule: str, torch_version: str,
              cpu_peak: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
              energy: str | None = None, device_memory_gb: float | None = None) -> dict[str, Any]:
-    """The content of ``manifest.json``; ``cpu_peak``: the CPU's measured
+    """The content of ``manifest.json``; ``warmup_steps`` and ``warmup_rule``:
+    the least warm-up and how the reader finds the rest
+    (``trainperf.steady_state``); ``cpu_peak``: the CPU's measured
     matmul peak (``trainperf.profiler.cpu_peak``), a CPU run's peak for MFU;
     ``host``: rank 0's host at the start (:func:`host_load`); ``energy``: what
     measures the steps' energy (``energy.py``: ``nvml: ...``, ``rapl: ...``
@@ -130,4 +131,5 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
             **({"device_memory_gb": device_memory_gb} if device_memory_gb else {}),
         },
         "warmup_steps": warmup_steps,
+        "warmup_rule": warmup_rule,
     }

@@ -1,7 +1,7 @@
 """One run per folder: a profiler never writes into a folder that holds another run.
 
 Rank 0 looks for another run's files (``manifest.json``, ``steps-rank*.jsonl``,
-``trace-rank*.jsonl``) before anything is written, removes them when asked to
+``events-rank*.jsonl``, ``trace-rank*.jsonl``) before anything is written, removes them when asked to
 (``overwrite=True``), and tells every rank its decision through the process
 group, so ranks of one job that start together never mistake each other's
 files for another run's. Without a process group only rank 0 looks, and in a
@@ -14,10 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trainperf.runfolder.eventfile import EVENTS_FILE
 from trainperf.runfolder.manifest import MANIFEST_FILE, TRACE_FILE
 from trainperf.runfolder.rankfile import STEPS_FILE
 
-RUN_FILES = (MANIFEST_FILE, STEPS_FILE.format(rank="*"), TRACE_FILE.format(rank="*"))
+RUN_FILES = (MANIFEST_FILE, STEPS_FILE.format(rank="*"), EVENTS_FILE.format(rank="*"), TRACE_FILE.format(rank="*"))
 """Glob patterns of the files a run writes into its folder."""
 
 
@@ -42,7 +43,7 @@ def claim(run_dir: Path, overwrite: bool, dist: Any, rank: int, world_size: int)
     if rank == 0:
         found = run_files(run_dir)
         if world_size > 1 and not collective:
-            ours = {MANIFEST_FILE, STEPS_FILE.format(rank=0), TRACE_FILE.format(rank=0)}
+            ours = {MANIFEST_FILE, STEPS_FILE.format(rank=0), EVENTS_FILE.format(rank=0), TRACE_FILE.format(rank=0)}
             found = [p for p in found if p.name in ours]
         if found and overwrite:
             for path in found:

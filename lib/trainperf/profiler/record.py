@@ -4,9 +4,11 @@ line of the steps file.
 A step's *window* runs from the end of the previous step (for the first step:
 the first thing the profiler timed) to the end of this one, so the windows of
 consecutive steps tile the rank's timeline: ``step_s`` includes the wait for
-the batch, validation and anything else done between two steps, and
-``elapsed = sum(step_s)``. Time in the window outside every timed phase is
-work the profiler was not told about. Exposed gradient communication, which
+the batch and anything else done between two steps that the profiler was not
+told about. A phase timed outside any step (a checkpoint, a validation run:
+``events-rank{R}.jsonl``) is the exception: the next step's window starts
+when it ends, so the rank's timeline is its steps and those phases. Time in
+a window outside every timed phase is work the profiler was not told about. Exposed gradient communication, which
 DDP waits for inside ``backward()``, is counted once, as ``comm_exposed_s``,
 not also in ``backward_s``.
 """
@@ -24,6 +26,8 @@ PHASE_INDEX: dict[str, int] = {name: i for i, name in enumerate(PHASES)}
 DATA = PHASE_INDEX["data"]
 COMM = PHASE_INDEX["comm"]
 BACKWARD = PHASE_INDEX["backward"]
+CARRIED = ("data", "h2d")
+"""Phases that, timed outside any step, count in the next one: its input, fetched and copied ahead."""
 
 
 class StepRecord:

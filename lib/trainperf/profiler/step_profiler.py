@@ -20,6 +20,14 @@ up within the step. Tokens and samples are counted once: those given to
 ``step()`` are the whole step's, and micro-steps add theirs only where
 ``step()`` was given none.
 
+What the job does between steps is timed as a phase outside any step, under
+any name (``with prof.phase("checkpoint"): ...``, ``prof.phase("validation")``):
+it is written to ``events-rank{R}.jsonl`` and the next step's window starts
+when it ends, so that a step's time stays its own. Outside a step only the
+next step's input (``data``, ``h2d``) counts in that step. ``close()`` records
+the wall clock since the profiler started, the denominator of the run's
+goodput (``trainperf.goodput``).
+
 The profiler never breaks the job it measures: any failure of its own (a full
 disk, an unwritable folder, an unexpected error) produces one
 :class:`ProfilerWarning`, profiling stops, and every call becomes a no-op
@@ -46,12 +54,13 @@ from trainperf.profiler.energy import energy_meter
 from trainperf.profiler.flop_count import StepFlopCounter, parameter_counts
 from trainperf.profiler.folder import RunFolderInUse
 from trainperf.profiler.memory import GIB, CudaMemory, HostPeak, host_memory_reader
-from trainperf.profiler.record import DATA, PHASE_INDEX, StepRecord, resolve
+from trainperf.profiler.record import CARRIED, DATA, PHASE_INDEX, StepRecord, resolve
 from trainperf.profiler.trace import trace_line
-from trainperf.runfolder import rankfile
+from trainperf.runfolder import eventfile, rankfile
 from trainperf.runfolder.linefile import LineFile
 from trainperf.runfolder.manifest import MANIFEST_FILE, TRACE_FILE, write_json
 from trainperf.schema import PHASES
+from trainperf.steady_state import RULES
 
 MAX_PENDING_STEPS = 256
 """On GPU, steps wait for their CUDA events; past this many the device is
@@ -70,7 +79,10 @@ class StepProfiler:
 
     ``config``: canonical runs-table columns the profiler cannot know (model,
     precision, n_params, seq_len, ...). ``warmup_steps``: the first steps are
-    recorded but flagged, and left out of summaries. ``device``: the CUDA
+    recorded but flagged, and left out of summaries; with ``warmup="mser"``
+    (the default) they are the least warm-up, and the reader finds where the
+    steady state starts from the step times (``trainperf.steady_state``);
+    ``warmup="fixed"`` keeps exactly ``warmup_steps``. ``device``: the CUDA
     device to time on (default: the current one when CUDA is available, else
     the CPU). Create the profiler on every rank after the process group is
     initialized: it gathers every rank's host once (a collective).
@@ -105,12 +117,14 @@ class StepProfiler:
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
-                 warmup_steps: int = 2, trace: bool = True, device: Any = None, overwrite: bool = False,
+                 warmup_steps: int = 2, warmup: str = "mser", trace: bool = True, device: Any = None,
+                 overwrite: bool = False,
                  comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
                  comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool = False,
                  reset_peak_memory: bool = False) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
+        self.warmup = warmup
         self._count_flops = count_flops
         self._off = True
         self._warned: set[str] = set()
@@ -123,10 +137,14 @@ class StepProfiler:
         self._open: StepRecord | None = None
         self._carry_phases: list[tuple[int, Any, Any]] = []
         self._carry_data: list[tuple[float, float]] = []
+        self._outside: deque[tuple[str, Any, Any]] = deque()
+        self._events_file: LineFile | None = None
         self._pending: deque[StepRecord] = deque()
         self._window_start: Any = None
         self._index = 0
         self.rank = 0
+        if warmup not in RULES:
+            raise ValueError(f"warmup={warmup!r}: the warm-up rule is one of {', '.join(map(repr, RULES))}")
         try:
             self._start(dict(config or {}), trace, device, overwrite, reset_peak_memory)
             self._off = False
@@ -184,7 +202,7 @@ class StepProfiler:
         if self.rank == 0:
             write_json(self.run_dir / MANIFEST_FILE, environment.manifest(
                 self._config, self._places, self._device_name, self._backend, self._strategy,
-                self.warmup_steps, self._torch_version, cpu_peak=self._cpu_peak, host=self._host,
+                self.warmup_steps, self.warmup, self._torch_version, cpu_peak=self._cpu_peak, host=self._host,
                 energy=self._energy_source, device_memory_gb=self._device_memory_gb))
 
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
@@ -286,19 +304,47 @@ class StepProfiler:
         counter = StepFlopCounter() if self._count_flops else None
         return _Step(self, record, self._range("step"), counter)
 
-    def phase(self, name: str) -> _Phase | _NoStep:
-        """Context manager timing one phase: ``data``, ``h2d``, ``forward``,
-        ``loss``, ``backward``, ``optimizer``, ``comm`` or ``validation``.
-        Repeated phases in a step add up; a phase outside any step counts in
-        the next step."""
+    def phase(self, name: str) -> _Phase | _OutsidePhase | _NoStep:
+        """Context manager timing one phase. In a step: ``data``, ``h2d``,
+        ``forward``, ``loss``, ``backward``, ``optimizer``, ``comm`` or
+        ``validation``; repeated phases add up. Outside any step, ``data``
+        and ``h2d`` (the next step's input) count in the next step; any other
+        name (a letter, then letters, digits or underscores: ``checkpoint``,
+        ``validation``, ``logging``) is a phase outside the steps, written to
+        the events file, and the next step's window starts when it ends."""
         if self._off:
             return _NO_STEP
+        if self._open is None and name not in CARRIED:
+            if not isinstance(name, str) or not eventfile.NAME.fullmatch(name):
+                self._warn_once(f"phase {name}", f"phase {name!r} is not timed: a name outside a step is a letter, "
+                                                 "then letters, digits or underscores")
+                return _NO_STEP
+            return _OutsidePhase(self, name)
         index = PHASE_INDEX.get(name)
         if index is None:
-            self._warn_once(f"phase {name}", f"unknown phase {name!r} is not timed; phases: {', '.join(PHASE_INDEX)}")
+            self._warn_once(f"phase {name}", f"unknown phase {name!r} in a step is not timed; phases of a step: "
+                                             f"{', '.join(PHASE_INDEX)}")
             return _NO_STEP
         self._window()
         return _Phase(self, index)
+
+    def outside_since_last(self, name: str) -> None:
+        """Record the time since the last step (or phase outside a step)
+        ended, up to now, as a phase ``name`` outside the steps: for hooks
+        that fire only when something is done (a framework's ``on_evaluate``,
+        ``on_save``). Waits for data timed in that span are part of it.
+        Nothing happens while a step is open or before the first step."""
+        if self._off or self._open is not None or self._window_start is None:
+            return
+        if not eventfile.NAME.fullmatch(name):
+            self._warn_once(f"phase {name}", f"phase {name!r} is not timed: a name outside a step is a letter, "
+                                             "then letters, digits or underscores")
+            return
+        try:
+            self._carry_data = []
+            self._end_outside(name, self._window_start, self._clock.mark())
+        except Exception as exc:
+            self._fail("cannot record a phase outside the steps", exc)
 
     def close(self) -> None:
         """Write the steps still waiting for the device and the end line, and
@@ -315,7 +361,7 @@ class StepProfiler:
             if self._carry_data:
                 unattributed["data_s"] = unattributed.get("data_s", 0.0) + sum(e - s for s, e in self._carry_data)
             assert self._steps_file is not None
-            self._steps_file.write(rankfile.end_line(self._index, unattributed))
+            self._steps_file.write(rankfile.end_line(self._index, unattributed, perf_counter() - self._host_origin))
         except Exception as exc:
             self._fail("cannot close", exc)
         finally:
@@ -331,7 +377,8 @@ class StepProfiler:
 
     def _window(self) -> Any:
         """The start mark of the next step's window: the end of the last step
-        (or of a failed one), or now when nothing has been timed yet."""
+        (or of a failed one, or of a phase outside the steps after it), or now
+        when nothing has been timed yet."""
         if self._window_start is None:
             self._window_start = self._clock.mark()
         return self._window_start
@@ -352,6 +399,15 @@ class StepProfiler:
     def _add_phase(self, index: int, start: Any, end: Any) -> None:
         target = self._open.phases if self._open is not None else self._carry_phases
         target.append((index, start, end))
+
+    def _end_outside(self, name: str, start: Any, end: Any) -> None:
+        """A phase outside the steps ended: it waits to be written, and the
+        next step's window starts at its end (the next step gives that mark
+        back to the clock; written first, the phase reads it before)."""
+        self._outside.append((name, start, end))
+        if self._open is None:
+            self._window_start = end
+        self._flush(wait=False)
 
     def _counted(self, flops: int, record: StepRecord) -> None:
         """Record the FLOPs of one counted step per sample (``flops_per_sample``)
@@ -448,10 +504,19 @@ class StepProfiler:
         return estimate
 
     def _flush(self, wait: bool) -> None:
-        """Resolve and write the pending steps whose marks are ready (all of
-        them when ``wait``: one synchronize for the lot)."""
-        if wait and self._pending:
+        """Resolve and write the phases outside the steps and the pending
+        steps whose marks are ready (all of them when ``wait``: one
+        synchronize for the lot). Phases first: a step may give back the mark
+        a phase ends at."""
+        if wait and (self._pending or self._outside):
             self._clock.synchronize()
+        while self._outside and self._clock.ready(self._outside[0][2]):
+            name, start, end = self._outside.popleft()
+            if self._events_file is None:
+                self._events_file = LineFile(self.run_dir / eventfile.EVENTS_FILE.format(rank=self.rank))
+                self._events_file.write(eventfile.header_line(self.rank))
+            self._events_file.write(eventfile.phase_line(name, self._clock.seconds(self._origin, start),
+                                                         self._clock.seconds(start, end)))
         while self._pending and self._pending[0].ready(self._clock):
             record = self._pending.popleft()
             values, trace = resolve(record, self._clock, self._origin, self._host_origin)
@@ -484,13 +549,14 @@ class StepProfiler:
             except Exception:
                 pass
         self._pending.clear()
-        for file in (self._steps_file, self._trace_file):
+        self._outside.clear()
+        for file in (self._steps_file, self._trace_file, self._events_file):
             if file is not None:
                 try:
                     file.close()
                 except OSError:
                     pass
-        self._steps_file = self._trace_file = None
+        self._steps_file = self._trace_file = self._events_file = None
 
 
 def out_of_memory(error: BaseException) -> bool:
@@ -609,6 +675,33 @@ class _Phase:
             profiler._add_data(self._start, perf_counter())
         else:
             profiler._add_phase(self._index, self._start, profiler._clock.mark())
+        return False
+
+
+class _OutsidePhase:
+    """An open phase outside the steps (returned by ``StepProfiler.phase``
+    when no step is open), timed on the step clock."""
+
+    __slots__ = ("_profiler", "_name", "_start", "_range")
+
+    def __init__(self, profiler: StepProfiler, name: str) -> None:
+        self._profiler = profiler
+        self._name = name
+        self._range = profiler._range(name)
+
+    def __enter__(self) -> _OutsidePhase:
+        self._range.__enter__()
+        self._start = self._profiler._clock.mark()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
+        self._range.__exit__(None, None, None)
+        profiler = self._profiler
+        if not profiler._off:
+            try:
+                profiler._end_outside(self._name, self._start, profiler._clock.mark())
+            except Exception as error:
+                profiler._fail("cannot record a phase outside the steps", error)
         return False
 
 

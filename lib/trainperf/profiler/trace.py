@@ -13,7 +13,9 @@ data waits host time; the trace shows them on a track of their own).
 
 :func:`export_chrome_trace` turns these files into one Chrome trace JSON per
 rank (the Trace Event Format: complete events, times in microseconds), which
-opens in Perfetto (ui.perfetto.dev) or ``chrome://tracing``.
+opens in Perfetto (ui.perfetto.dev) or ``chrome://tracing``; the phases the
+rank timed outside its steps (``events-rank{R}.jsonl``) lie on the steps'
+track, between them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import DataError
-from trainperf.runfolder.manifest import TRACE_FILE
+from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.rankfile import BadLine, warn_bad_lines
 
 TRACE_FILE_PATTERN = re.compile(r"^trace-rank(\d+)\.jsonl$")
@@ -66,10 +68,16 @@ def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None) 
                 events += _events(rank, json.loads(line))
             except (ValueError, TypeError, KeyError, IndexError) as exc:
                 bad.append(BadLine(source, number, f"{type(exc).__name__}: {exc}"))
+        outside = run_dir / EVENTS_FILE.format(rank=rank)
+        if outside.exists():
+            phases, skipped = read_events(outside)
+            bad += skipped
+            events += [{"name": p.name, "cat": "outside", "ph": "X", "pid": rank, "tid": TRACKS["step"],
+                        "ts": p.start_s * 1e6, "dur": p.seconds * 1e6, "args": {}} for p in phases]
         target = out / CHROME_FILE.format(rank=rank)
         target.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
         written.append(target)
-    warn_bad_lines(bad, "trace files")
+    warn_bad_lines(bad, "trace and events files")
     return written
 
 

@@ -17,7 +17,7 @@ from trainperf.report.html import (Html, count, first_of, fmt_int, fmt_num, fmt_
 from trainperf.report.noise import (NO_INTERVAL, and_list, around, call, configuration_means, content, intervals_per_run,
                                     job_frames, remember, summaries_content)
 from trainperf.report.page import InputError
-from trainperf.report.phases import PHASE_LABELS, has_phases, per_experiment, slowest_wait
+from trainperf.report.phases import PHASE_LABELS, per_experiment, slowest_wait
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
 from trainperf.stats import FASTER, SLOWER, verdict
 from trainperf.aggregate import Summaries, rank_totals

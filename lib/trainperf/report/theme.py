@@ -24,6 +24,7 @@ from pandas.io.formats.style import Styler
 from trainperf.report.html import (Html, esc, fmt_big, fmt_int, fmt_num, fmt_pct, fmt_seconds, fmt_sig, fmt_times,
                                    fmt_usd, paragraph)
 from trainperf.report.phases import IMBALANCE, OTHER, PHASE_LABELS
+from trainperf.schema import OUTSIDE_PREFIX
 
 PHASE_COLORS: dict[str, str] = {
     PHASE_LABELS["data_s"]: "#b8a02c", PHASE_LABELS["h2d_s"]: "#f2c85b", PHASE_LABELS["forward_s"]: "#2456a6",
@@ -112,6 +113,11 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "multiplier_interval": ("Multiplier, 95 % interval", None),
     "vs_previous": ("Versus previous", None), "efficiency_low": ("Efficiency, 95 % interval low", fmt_pct),
     "efficiency_high": ("Efficiency, 95 % interval high", fmt_pct), "rank": ("Rank", fmt_int),
+    "wall_s": ("Wall clock", fmt_seconds), "goodput": ("Goodput", fmt_pct),
+    "productive_s": ("Productive steps", fmt_seconds), "warmup_excess_s": ("Warm-up beyond steady steps", fmt_seconds),
+    "startup_s": ("Start-up", fmt_seconds), "unaccounted_s": ("In no step", fmt_seconds),
+    "after_steps_s": ("After the last step", fmt_seconds), "warmup_rule": ("Warm-up rule", None),
+    "warmup_steps": ("Warm-up steps", fmt_int),
     "node": ("Node", None), "steps": ("Steps", fmt_int), "step_s": ("Step (s, median)", fmt_sig),
     "comm_wait_s": ("Communication wait (s per step)", fmt_sig), "busy_s": ("Busy (s per step)", fmt_sig),
     "wait_gap_s": ("Waits less than the other ranks by (s)", fmt_sig), "straggler": ("Straggler", None),
@@ -147,8 +153,9 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
     green. An empty frame shows the sentence ``empty`` instead (nothing when it is empty too)."""
     if frame.empty:
         return paragraph(empty) if empty else Html("", "")
-    headers = {c: COLUMNS.get(c, (str(c), None))[0] for c in frame.columns}
-    formats = {headers[c]: _cell(COLUMNS.get(c, (c, None))[1], frame[c]) for c in frame.columns}
+    spec = {c: COLUMNS.get(c) or _outside(c) or (str(c), None) for c in frame.columns}
+    headers = {c: spec[c][0] for c in frame.columns}
+    formats = {headers[c]: _cell(spec[c][1], frame[c]) for c in frame.columns}
     shown = frame.rename(columns=headers).reset_index(drop=True)
     styler = (shown.style.format(formats, escape="html", na_rep="–").format_index(escape="html", axis=1)
               .hide(axis="index").set_table_attributes('class="tp-table tp-table-wrap"'))
@@ -159,6 +166,14 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
         styler = styler.apply(lambda row: ["background-color: #eaf6ef; font-weight: 600" if marks[row.name] else ""]
                               * len(row), axis=1)
     return styler.set_caption(esc(caption)) if caption else styler
+
+
+def _outside(column: object) -> tuple[str, Callable[[object], str]] | None:
+    """The header and format of a phase outside the steps, ``outside_<name>_s`` (seconds); None for another column."""
+    name = str(column)
+    if name.startswith(OUTSIDE_PREFIX) and name.endswith("_s"):
+        return f"{name[len(OUTSIDE_PREFIX):-2]} (outside the steps)", fmt_seconds
+    return None
 
 
 def _cell(fmt: Callable[[object], str] | None, column: pd.Series) -> Callable[[object], str]:

@@ -1,7 +1,10 @@
 """``manifest.json``: a run's configuration and environment.
 
 A JSON object ``{"format": "trainperf-run", "version": 1, "config": {...},
-"environment": {...}, "warmup_steps": N}``. ``config`` holds the runs-table
+"environment": {...}, "warmup_steps": N, "warmup_rule": "mser"}``
+(``warmup_steps``: the least warm-up the profiler flagged; ``warmup_rule``:
+how the reader finds the rest, ``trainperf.steady_state``; a manifest without
+it reads as ``mser``). ``config`` holds the runs-table
 columns the user gave (model, precision, ...); ``environment`` what the
 profiler found: ``device``, ``strategy``, ``world_size``, ``nodes``, each
 rank's ``host`` and ``node`` (``ranks``), and a CPU run's measured

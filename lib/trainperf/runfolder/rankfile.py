@@ -11,8 +11,12 @@ step:
 * one line per step: a JSON array of the values of ``columns``, in that order
   (:data:`LINE_COLUMNS`, ``null`` for a value not measured);
 * last line, written by ``StepProfiler.close()`` only: a JSON object
-  ``{"end": true, "steps": N, ...}``. A file without it belongs to a rank that
-  stopped early (killed, crashed, or never closed its profiler).
+  ``{"end": true, "steps": N, "unattributed_s": {...}, "wall_s": W}``
+  (``unattributed_s``: phases timed after the last step, which count in no
+  step; ``wall_s``: seconds from the profiler's start to ``close()``, the
+  denominator of the run's goodput, absent from files written before it was
+  recorded). A file without it belongs to a rank that stopped early (killed,
+  crashed, or never closed its profiler).
 
 A file is read by its header's own columns: those of version 1 (which ended
 with ``peak_memory_gb``) read as version 2 with the later columns empty (NaN,
@@ -106,11 +110,14 @@ def _number(value: float | int | bool | None) -> str:
 _FORMATS = tuple(_fixed if name.endswith(("_s", "_gb")) else _number for name in LINE_COLUMNS)
 
 
-def end_line(steps: int, unattributed_s: dict[str, float]) -> bytes:
-    """The closing line: ``steps`` written, and the seconds of phases timed
-    after the last step (they belong to no step)."""
+def end_line(steps: int, unattributed_s: dict[str, float], wall_s: float | None = None) -> bytes:
+    """The closing line: ``steps`` written, the seconds of phases timed after
+    the last step (they belong to no step), and ``wall_s``, the seconds from
+    the profiler's start to its close (left out where not known)."""
     end = {"end": True, "steps": steps,
            "unattributed_s": {k: round(v, TIME_DECIMALS) for k, v in unattributed_s.items()}}
+    if wall_s is not None:
+        end["wall_s"] = round(wall_s, TIME_DECIMALS)
     return (json.dumps(end) + "\n").encode()
 
 
@@ -157,6 +164,8 @@ class RankFile:
     closed: bool
     bad_lines: list[BadLine] = field(default_factory=list)
     written: tuple[str, ...] = LINE_COLUMNS
+    wall_s: float | None = None
+    """From the end line: seconds from the profiler's start to its close (None where the line has none)."""
 
     @property
     def steps(self) -> int:
@@ -179,13 +188,26 @@ def read_rank_file(path: Path) -> RankFile:
     written = tuple(header["columns"]) if header else LINE_COLUMNS
     body, end = _split_end(body)
     closed = end is not None and _is_end(end)
+    wall_s = _wall_clock(end, path, 2 + body.count(b"\n"), bad) if closed else None
     if end is not None and not closed:
         body += end  # not an end marker: read with the other lines (and reported there)
     columns = _fast_columns(body, written)
     if columns is None:
         columns = _line_by_line(body, path, bad, written)
     node = header.get("node") if header else None
-    return RankFile(path, int(match.group(1)), node, _complete(columns), closed, bad, written)
+    return RankFile(path, int(match.group(1)), node, _complete(columns), closed, bad, written, wall_s)
+
+
+def _wall_clock(end: bytes, path: Path, number: int, bad: list[BadLine]) -> float | None:
+    """The end line's ``wall_s`` (None where it has none); a value that is not
+    a positive number is listed in ``bad`` (the end line is line ``number``)."""
+    wall = json.loads(end).get("wall_s")
+    if wall is None:
+        return None
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not math.isfinite(wall) or wall <= 0:
+        bad.append(BadLine(path, number, f"wall_s {wall!r} is not a positive number of seconds"))
+        return None
+    return float(wall)
 
 
 def _header(line: bytes, path: Path, bad: list[BadLine]) -> dict[str, Any] | None:

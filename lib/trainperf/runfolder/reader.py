@@ -1,6 +1,7 @@
 """Reading a run folder: its manifest, its ranks' steps files as step
-intervals (``trainperf.schema.STEP_INTERVALS``) in parts of whole ranks, and
-the runs row its measurements make.
+intervals (``trainperf.schema.STEP_INTERVALS``) in parts of whole ranks, what
+each rank did outside its steps (its events file), and the runs row its
+measurements make.
 
 ``run_id`` defaults to the folder name, ``experiment`` to the name of the
 folder that holds it, ``source`` to the folder's path. A part is a group of
@@ -11,6 +12,7 @@ that a run of thousands of ranks is read part by part
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -23,9 +25,11 @@ import numpy as np
 import pandas as pd
 
 from trainperf.errors import DataError, DataWarning
+from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, RankFile, read_rank_file
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
+from trainperf.steady_state import RULES
 
 PART_BYTES = 48 << 20
 """Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
@@ -54,6 +58,17 @@ class RunFolder:
     @property
     def environment(self) -> Mapping[str, Any]:
         return self.manifest.get("environment") or {}
+
+    @property
+    def warmup_rule(self) -> str:
+        """How the run's warm-up is chosen (``trainperf.steady_state``): the
+        manifest's ``warmup_rule``, ``mser`` where it has none; DataError
+        naming the manifest for another value."""
+        rule = self.manifest.get("warmup_rule", "mser")
+        if rule not in RULES:
+            raise DataError(f"warmup_rule {rule!r} is not one of {', '.join(RULES)}", path=self.path / MANIFEST_FILE,
+                            column="warmup_rule")
+        return rule
 
     @property
     def world_size(self) -> int | None:
@@ -92,14 +107,19 @@ class RanksRead:
     """Some ranks of a run, read: their step intervals, the ranks whose file
     ends with the profiler's end line (``closed``), the lines skipped, the
     steps that ran out of memory (``out_of_memory``: ``[rank, step, ooms]``
-    each; no step intervals) and the ranks whose file can record them
-    (``memory_checked``: written by a profiler of steps-file version 2 or later)."""
+    each; no step intervals), the ranks whose file can record them
+    (``memory_checked``: written by a profiler of steps-file version 2 or
+    later), each closed rank's wall clock from its profiler's start to its
+    close (``wall_s``: ``[rank, seconds]``) and what each rank did outside its
+    steps (``outside``: :func:`outside_seconds`)."""
 
     intervals: pd.DataFrame
     closed: list[int] = field(default_factory=list)
     bad_lines: list[BadLine] = field(default_factory=list)
     out_of_memory: list[list[int]] = field(default_factory=list)
     memory_checked: list[int] = field(default_factory=list)
+    wall_s: list[list[float]] = field(default_factory=list)
+    outside: list[list[Any]] = field(default_factory=list)
 
 
 def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None,
@@ -133,8 +153,40 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
     data["micro_steps"] = data["micro_steps"].astype(np.float64)
     # a column each, not consolidated into one block: building the frame copies nothing
     intervals = pd.DataFrame({name: pd.Series(data[name], copy=False) for name in STEP_INTERVAL_COLUMNS}, copy=False)
-    return RanksRead(intervals, [f.rank for f in read if f.closed], [b for f in read for b in f.bad_lines],
-                     out_of_memory, [f.rank for f in read if "out_of_memory" in f.written])
+    outside, bad_events = outside_seconds(folder.path, read)
+    return RanksRead(intervals, [f.rank for f in read if f.closed],
+                     [b for f in read for b in f.bad_lines] + bad_events,
+                     out_of_memory, [f.rank for f in read if "out_of_memory" in f.written],
+                     [[f.rank, f.wall_s] for f in read if f.wall_s is not None], outside)
+
+
+def outside_seconds(run_dir: Path, read: Sequence[Any]) -> tuple[list[list[Any]], list[BadLine]]:
+    """What the ranks of ``read`` (their steps files, read) did outside their
+    steps, from their events files: ``[rank, phase, before_s, between_s,
+    after_s]`` per rank and phase name, the seconds of that phase before the
+    rank's first step began, between its steps, and after its last step
+    ended (all of them "before" for a rank without steps); and the events
+    lines that could not be read."""
+    found: list[list[Any]] = []
+    bad: list[BadLine] = []
+    for rank_file in read:
+        path = run_dir / EVENTS_FILE.format(rank=rank_file.rank)
+        if not path.exists():
+            continue
+        try:
+            phases, skipped = read_events(path)
+        except OSError as exc:
+            raise DataError(f"cannot read events file: {exc}", path=path) from exc
+        bad += skipped
+        start, seconds = rank_file.columns["start_s"], rank_file.columns["step_s"]
+        first = float(np.nanmin(start)) if np.isfinite(start).any() else math.inf
+        last = float(np.nanmax(start + seconds)) if np.isfinite(start + seconds).any() else math.inf
+        sums: dict[str, list[float]] = {}
+        for phase in phases:
+            where = 0 if phase.end_s <= first else 2 if phase.start_s >= last else 1
+            sums.setdefault(phase.name, [0.0, 0.0, 0.0])[where] += phase.seconds
+        found += [[rank_file.rank, name, *seconds_by_place] for name, seconds_by_place in sums.items()]
+    return found, bad
 
 
 def _read_rank_file(path: Path) -> RankFile:

@@ -1,0 +1,82 @@
+"""Goodput: how much of a run's wall clock was training, and where the rest went.
+
+Google's ML Goodput Measurement (``ml-goodput-measurement``, the library
+MaxText reports with) defines a job's goodput as its productive training time
+over its total elapsed time, from the job's start to its end, and counts the
+time of every step as productive but for the first step's time beyond the
+mean of the others, which it books as "program startup" badput (compilation,
+tracing; ``_compute_segment_final_metrics`` in its ``goodput.py``, release
+0.2.3). trainperf does the same with the warm-up found from the data
+(``trainperf.steady_state``) in place of the first step: warm-up steps are
+training progress, and only their time beyond as many steady steps is lost
+to warming up. Waits for data stay inside the steps (the profiler times them
+in the step's window), so they count as productive here.
+
+Per rank ``r``, over the wall clock from the profiler's start on that rank
+(after its own set-up) to ``close()`` (``wall_s``, the steps file's end line):
+
+* ``productive_s`` = the time of all its steps - ``warmup_excess_s``;
+* ``warmup_excess_s`` = max(0, its warm-up steps' time - as many steps at the
+  mean step time of its measured window);
+* ``startup_s``: from the start to its first step, but phases outside the
+  steps timed then;
+* ``outside_<name>_s``: the phases it timed outside the steps, by name
+  (a checkpoint, a validation run; ``events-rank{R}.jsonl``);
+* ``unaccounted_s``: between its first step's start and its last step's end,
+  the time in no step and no phase (a step whose code raised, which is not
+  recorded);
+* ``after_steps_s``: from its last step's end to ``close()``, but phases
+  timed then;
+
+which add up to ``wall_s``. For the run: ``goodput`` = the productive time of
+all ranks / their wall clock, every other column the mean over ranks (s).
+Only ranks whose steps file has the wall clock count (a profiler that was
+closed, of this version or later).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trainperf.schema import OUTSIDE_PREFIX
+
+PARTS: tuple[str, ...] = ("productive_s", "warmup_excess_s", "startup_s", "unaccounted_s", "after_steps_s")
+"""The parts of the wall clock that are no phase outside the steps, in the order they are shown."""
+BEFORE, BETWEEN, AFTER = range(3)
+
+
+def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
+            outside: Sequence[Sequence[Any]] = ()) -> dict[str, float]:
+    """Runs columns of one run's goodput (see the module's docstring) from
+    its per-rank summaries (``trainperf.aggregate.RANK_COLUMNS``), each rank's
+    wall clock (``wall_s`` by rank, s) and what the ranks did outside their
+    steps (``outside``: ``[rank, name, before_s, between_s, after_s]`` rows,
+    ``trainperf.runfolder.reader.outside_seconds``). Empty when no rank with
+    steps has a wall clock."""
+    rows = per_rank[per_rank["rank"].isin(list(wall_s)) & per_rank["intervals"].gt(0)].reset_index(drop=True)
+    if rows.empty:
+        return {}
+    ranks = rows["rank"].astype(int).tolist()
+    wall = np.array([wall_s[r] for r in ranks], dtype=float)
+    phases = sorted({str(row[1]) for row in outside if int(row[0]) in ranks})
+    spent = {name: np.zeros((len(ranks), 3)) for name in phases}
+    for rank, name, *seconds in outside:
+        if int(rank) in ranks:
+            spent[str(name)][ranks.index(int(rank))] += np.asarray(seconds, dtype=float)
+    before, between, after = (sum((s[:, where] for s in spent.values()), np.zeros(len(ranks)))
+                              for where in (BEFORE, BETWEEN, AFTER))
+    first, last, steps = (rows[c].to_numpy(float) for c in ("all_first_start_s", "all_last_end_s", "all_step_s_sum"))
+    steady = rows["step_s_sum"].to_numpy(float) / rows["measured_steps"].fillna(rows["measured_intervals"]).to_numpy(float)
+    warming = rows["warmup_step_s_sum"].to_numpy(float) - rows["warmup_steps"].fillna(0).to_numpy(float) * steady
+    excess = np.clip(np.nan_to_num(warming), 0.0, None)
+    found = {"productive_s": steps - excess, "warmup_excess_s": excess, "startup_s": first - before,
+             "unaccounted_s": last - first - steps - between, "after_steps_s": wall - last - after,
+             **{f"{OUTSIDE_PREFIX}{name}_s": s.sum(axis=1) for name, s in spent.items()}}
+    # times are written to 1 µs: a part that is zero may come out a few µs below
+    out = {"wall_s": float(wall.mean()), "goodput": float(found["productive_s"].sum() / wall.sum())}
+    out.update({name: float(max(np.mean(values), 0.0)) for name, values in found.items()})
+    return out

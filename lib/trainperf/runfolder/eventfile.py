@@ -1,0 +1,94 @@
+"""The per-rank events file of a run folder: what a rank did outside its steps.
+
+``events-rank{R}.jsonl`` is JSON lines, written by ``StepProfiler`` when the
+first phase outside any step ends (a run with none has no such file), one
+line per phase as it completes, so that a job killed at any moment keeps
+every completed one:
+
+* line 1, the header: ``{"format": "trainperf-events", "version": 1, "rank": R}``;
+* one line per phase outside a step: ``{"phase": NAME, "start_s": S,
+  "seconds": D}`` (``start_s``: seconds since the profiler started on this
+  rank, on the clock its steps are timed with; ``seconds``: the phase's
+  length), e.g. a checkpoint saved or a validation run between two steps.
+
+These phases belong to no step: the next step's window starts when they end
+(``trainperf.profiler.record``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainperf.runfolder.rankfile import TIME_DECIMALS, BadLine
+
+FORMAT = "trainperf-events"
+VERSION = 1
+EVENTS_FILE = "events-rank{rank}.jsonl"
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+"""What names a phase outside a step: a letter, then letters, digits or underscores (it becomes part of a
+column name, ``outside_<name>_s``)."""
+
+
+@dataclass(frozen=True)
+class OutsidePhase:
+    """A phase one rank timed outside its steps: its name, start and length (s)."""
+
+    name: str
+    start_s: float
+    seconds: float
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.seconds
+
+
+def header_line(rank: int) -> bytes:
+    """The first line of a rank's events file."""
+    return (json.dumps({"format": FORMAT, "version": VERSION, "rank": rank}) + "\n").encode()
+
+
+def phase_line(name: str, start_s: float, seconds: float) -> bytes:
+    """The line of one phase outside a step (times rounded to 1 µs)."""
+    return (json.dumps({"phase": name, "start_s": round(start_s, TIME_DECIMALS),
+                        "seconds": round(seconds, TIME_DECIMALS)}) + "\n").encode()
+
+
+def read_events(path: Path) -> tuple[list[OutsidePhase], list[BadLine]]:
+    """The phases of an events file, and its lines that could not be used
+    (file and line: a cut or damaged line, a header of another format)."""
+    phases: list[OutsidePhase] = []
+    bad: list[BadLine] = []
+    for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            bad.append(BadLine(path, number, "not valid JSON (truncated or corrupt line)"))
+            continue
+        if number == 1:
+            if not isinstance(entry, dict) or entry.get("format") != FORMAT:
+                bad.append(BadLine(path, number, f"not a {FORMAT} header"))
+            continue
+        phase = _phase(entry)
+        if phase is None:
+            bad.append(BadLine(path, number, 'not {"phase": name, "start_s": s, "seconds": d} with a name as '
+                                             "the profiler writes it and finite, non-negative times"))
+        else:
+            phases.append(phase)
+    return phases, bad
+
+
+def _phase(entry: object) -> OutsidePhase | None:
+    if not isinstance(entry, dict):
+        return None
+    name, start, seconds = entry.get("phase"), entry.get("start_s"), entry.get("seconds")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                  for v in (start, seconds))
+    if not isinstance(name, str) or not NAME.fullmatch(name) or not numbers:
+        return None
+    return OutsidePhase(name, float(start), float(seconds))  # type: ignore[arg-type]
