@@ -102,7 +102,7 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
     if kind not in STEP_KINDS:
         return frame
     frame = frame[~frame["includes_evaluation"]] if kind == "log_steps" else frame
-    frame = frame.drop(columns=[c for c in NEW_STEP_COLUMNS if c not in stored])
+    frame = frame.drop(columns=[c for c in NEW_STEP_COLUMNS if c in frame and c not in stored])
     if "node" in stored and stored["node"].isna().all():
         frame = frame.assign(node=frame["node"].replace("", pd.NA))
     return frame.reset_index(drop=True)

@@ -132,8 +132,10 @@ def write_profiled(folder, times: np.ndarray, minimum: int, rule: str | None = N
     lines = [rankfile.header_line(0, "h", 0, "h")]
     start = 0.0
     for step, seconds in enumerate(times):
-        values = [step, step < minimum, start, float(seconds)] + [None] * 9 + [None, 8, 1, None, None]
-        lines.append(rankfile.step_line(values))
+        values = dict.fromkeys(rankfile.LINE_COLUMNS)
+        values.update(step=step, warmup=step < minimum, start_s=start, step_s=float(seconds), samples=8,
+                      micro_steps=1)
+        lines.append(rankfile.step_line([values[c] for c in rankfile.LINE_COLUMNS]))
         start += float(seconds)
     lines.append(rankfile.end_line(len(times), {}, start + 1.0))
     (folder / "steps-rank0.jsonl").write_bytes(b"".join(lines))
