@@ -134,7 +134,7 @@ def write_profiled(folder, times: np.ndarray, minimum: int, rule: str | None = N
     for step, seconds in enumerate(times):
         values = dict.fromkeys(rankfile.LINE_COLUMNS)
         values.update(step=step, warmup=step < minimum, start_s=start, step_s=float(seconds), samples=8,
-                      micro_steps=1)
+                      micro_steps=1, out_of_memory=False)
         lines.append(rankfile.step_line([values[c] for c in rankfile.LINE_COLUMNS]))
         start += float(seconds)
     lines.append(rankfile.end_line(len(times), {}, start + 1.0))
