@@ -14,8 +14,9 @@ minimum, ``x_1 .. x_n`` (each step at its slowest rank), MSER drops the first
     MSER(d) = sum_{i>d} (x_i - mean(x_{d+1..n}))^2 / (n - d)^2,
 
 the squared standard error of the mean of the steps kept, searched over
-``0 <= d <= n/2`` (a truncation in the second half would leave too little to
-judge). Dropping slow early steps shrinks the spread more than the loss of
+every ``d`` that keeps three steps or more. Where the minimum lies in the
+second half, the run is too short to tell a warm-up from its steady state
+(White 1997): the configured warm-up is used (``warmup_rule`` fixed). Dropping slow early steps shrinks the spread more than the loss of
 steps widens the error; dropping steady ones does not.
 
 Two choices of this implementation, both measured on synthetic runs of 60 to
@@ -47,6 +48,8 @@ RULES = ("mser", "fixed")
 less than the configured warm-up) or ``fixed`` (the configured warm-up)."""
 MIN_STEPS = 10
 """Step times after the configured warm-up that MSER needs; with fewer, the configured warm-up is used."""
+MIN_KEPT = 3
+"""Step times MSER keeps at least (the statistic of the last one or two is no measure of spread)."""
 FAR_OUT_IQR = 3.0
 """Tukey's far-out fence: Q3 + 3 IQR."""
 
@@ -72,10 +75,12 @@ def mser_statistic(times: np.ndarray) -> np.ndarray:
 def mser_truncation(times: np.ndarray) -> int:
     """How many of the first ``times`` MSER drops (see the module's
     docstring): far-out times clipped to the fence, the truncation searched
-    over the first half."""
+    over every ``d`` that keeps :data:`MIN_KEPT` times or more. A truncation
+    in the second half means the run is too short to tell its warm-up from
+    its steady state (White 1997); the caller then uses the configured one."""
     x = np.asarray(times, dtype=float)
     x = np.minimum(x, far_out_fence(x))
-    return int(np.argmin(mser_statistic(x)[:len(x) // 2 + 1]))
+    return int(np.argmin(mser_statistic(x)[:len(x) - MIN_KEPT + 1]))
 
 
 def warmup_length(times: np.ndarray, minimum: int, rule: str) -> tuple[int, str]:
@@ -90,4 +95,7 @@ def warmup_length(times: np.ndarray, minimum: int, rule: str) -> tuple[int, str]
     after = np.asarray(times, dtype=float)[minimum:]
     if rule == "fixed" or len(after) < MIN_STEPS:
         return minimum, "fixed"
-    return minimum + mser_truncation(after), "mser"
+    cut = mser_truncation(after)
+    if cut > len(after) // 2:  # the slowest stretch is late: no warm-up to find, too short to judge
+        return minimum, "fixed"
+    return minimum + cut, "mser"
