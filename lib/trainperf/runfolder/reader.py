@@ -173,8 +173,10 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
     (the distinct nodes of the manifest, else of ``nodes_seen``, each rank's: empty where unknown),
     with a DataWarning where the config says otherwise, and ``platform``,
     ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak),
-    ``oversubscribed`` (:func:`oversubscribed`) and the batch facts where the
-    config has none."""
+    ``oversubscribed`` (:func:`oversubscribed`), the host's load at the start
+    (``extra_load_average_1min``, ``extra_cpu_cores``: the manifest's ``host``,
+    under the names ``trainperf bench`` gives them) and the batch facts where
+    the config has none."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
     for key, value in config.items():
@@ -191,9 +193,11 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
             warnings.warn(f"run {folder.run_id}: config says {key}={config[key]!r}, the run had {value}; "
                           f"using {value}", DataWarning, stacklevel=3)
         row[key] = int(value)
+    host = environment.get("host") or {}
     defaults = {"platform": environment.get("device"), "strategy": environment.get("strategy"),
                 "peak_tflops_per_gpu": (environment.get("cpu_peak") or {}).get("tflops"),
                 "oversubscribed": oversubscribed(environment),
+                "extra_load_average_1min": host.get("load_average"), "extra_cpu_cores": host.get("cores"),
                 **{k: measured[k] for k in BATCH_FACTS if k in measured}}
     for key, value in defaults.items():
         if key not in config and value is not None:
