@@ -29,7 +29,7 @@ import trainperf
 from trainperf.aggregate import job_steps
 from trainperf.compare import Side, compare
 from trainperf.estimates import configuration_keys
-from trainperf.stats import RUN_CV, SAME, SLOWER
+from trainperf.stats import FASTER, RUN_CV, SLOWER
 
 SLOWDOWNS = (0.0, 0.05, 0.20)
 """Added step time: 0 is the A/A comparison."""
@@ -87,7 +87,7 @@ def simulated_pairs(trials: int, per_side: int, run_sd: float, phi: float, seed:
 
 def rates(calls: list[str]) -> str:
     n = len(calls)
-    different = sum(c != SAME for c in calls)
+    different = sum(c in (FASTER, SLOWER) for c in calls)
     slower = sum(c == SLOWER for c in calls)
     return f"{n} | {different / n:.0%} | {slower / n:.0%}" if n else "0 | — | —"
 

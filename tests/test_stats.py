@@ -90,12 +90,36 @@ def test_relative_difference_by_hand():
 @pytest.mark.parametrize("estimate, low, high, expected", [
     (-0.10, -0.15, -0.05, "slower"),
     (0.10, 0.05, 0.15, "faster"),
-    (-0.01, -0.015, -0.005, "no detectable difference"),  # clear, but below the 2 % minimum effect
-    (-0.10, -0.25, 0.05, "no detectable difference"),  # large, but the interval includes 0
-    (-0.10, math.nan, math.nan, "no detectable difference"),
+    (-0.01, -0.015, -0.005, "no detectable difference"),  # clear, but the whole interval is within ±2 %
+    (0.002, -0.019, 0.02, "no detectable difference"),  # 0 inside, and so narrow that a 2 % change is ruled out
+    (-0.10, -0.25, 0.05, "inconclusive"),  # large, but the interval includes 0
+    (0.0, -0.01, 0.025, "inconclusive"),  # centred on 0, but a +2 % change is not ruled out
+    (-0.015, -0.03, -0.002, "inconclusive"),  # clear, below the minimum effect, but -3 % is not ruled out
+    (-0.10, math.nan, math.nan, "inconclusive"),  # no interval: nothing is ruled out
 ])
 def test_verdict_needs_clarity_and_the_minimum_effect(estimate, low, high, expected):
     assert stats.verdict(stats.Difference(estimate, low, high, 10.0)) == expected
+
+
+# Reference figures: statsmodels 0.15.0, TTestIndPower().solve_power(effect_size=d, alpha=0.05, power=0.8,
+# ratio=1, alternative="two-sided") prints 393.4057 (d = 0.2), 63.7656 (0.5), 25.5246 (0.8), 16.7147 (1.0);
+# TTestIndPower().power(effect_size=0.5, nobs1=20, alpha=0.05) prints 0.337939. Cohen (1988), Statistical
+# Power Analysis, table 2.4.1: n = 393, 64 and 26 per group for d = 0.2, 0.5 and 0.8 at a = 0.05 two-sided.
+@pytest.mark.parametrize("d, statsmodels_n", [(0.2, 393.4057), (0.5, 63.7656), (0.8, 25.5246), (1.0, 16.7147)])
+def test_repeats_to_detect_is_the_two_sample_t_test_sample_size(d, statsmodels_n):
+    assert stats.t_test_power(statsmodels_n, d) == pytest.approx(0.80, abs=1e-5)
+    sd = math.log1p(0.02) / d  # a run's sd of log throughput at which a 2 % change is d standard deviations
+    assert stats.repeats_to_detect(sd, 0.02) == math.ceil(statsmodels_n)
+    # by hand, the normal approximation 2 (z_0.975 + z_0.8)^2 / d^2 is a little under the t test's figure
+    z = scipy_stats.norm.ppf(0.975) + scipy_stats.norm.ppf(0.8)
+    assert 2 * z ** 2 / d ** 2 < statsmodels_n < 2 * z ** 2 / d ** 2 + 2
+
+
+def test_power_of_a_small_t_test_and_the_limits_of_the_repeats():
+    assert stats.t_test_power(20, 0.5) == pytest.approx(0.337939, abs=1e-6)  # statsmodels, as above
+    assert stats.repeats_to_detect(0.001, 0.02) == 2  # two runs a side detect 2 % through 0.1 % noise
+    assert stats.repeats_to_detect(math.nan, 0.02) is None and stats.repeats_to_detect(0.05, 0.0) is None
+    assert stats.repeats_to_detect(0.08 * math.sqrt(2), 0.02) > 500  # noise far above the effect: hundreds
 
 
 def test_block_means_is_deterministic_and_keeps_the_mean():

@@ -578,7 +578,8 @@ def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = Fals
               rank_steps: pd.DataFrame | None = None) -> tuple[dict[str, pd.DataFrame], int]:
     """Per run, the job's measured steps, and how many steps were left out
     because some rank did not record them. A run's frame has per step:
-    ``step``, ``step_time_s`` (the slowest rank's interval, s), ``tokens`` and
+    ``step``, ``step_time_s`` (the slowest rank's interval, s), ``mean_rank_step_s``
+    (the mean over ranks of their intervals, s), ``tokens`` and
     ``samples`` (all ranks; where every interval of the run has them), the
     phase columns (mean over ranks, s; where every interval has them) and,
     for the runs in ``rank_steps`` (rows ``run_id, rank, step, step_s`` of
@@ -596,7 +597,8 @@ def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = Fals
         complete = steps["ranks"].to_numpy() == ranks_of.get(run_id, 0)
         timed = [c for c in (*WORK, *STEP_PHASE_COLUMNS) if steps[f"{c}_count"].sum() == steps["ranks"].sum()]
         kept = steps[complete]
-        frame = pd.DataFrame({"step": kept["step"].to_numpy(), "step_time_s": kept["step_s_max"].to_numpy()})
+        frame = pd.DataFrame({"step": kept["step"].to_numpy(), "step_time_s": kept["step_s_max"].to_numpy(),
+                              "mean_rank_step_s": (kept["step_s_sum"] / kept["step_s_count"]).to_numpy(float)})
         for c in timed:
             total = kept[f"{c}_sum"].to_numpy(float)
             frame[c] = total if c in WORK else total / kept[f"{c}_count"].to_numpy(float)

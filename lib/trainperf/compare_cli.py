@@ -1,29 +1,53 @@
-"""``trainperf compare BASELINE CANDIDATE``: did a change make training faster?"""
+"""``trainperf compare BASELINE CANDIDATE`` (or ``--history DIR CANDIDATE``): did a change make training
+faster, or use more memory or energy?"""
 
 from __future__ import annotations
 
 import argparse
-import math
 
-from trainperf.compare import Comparison, compare, read_side
+from trainperf.compare import compare, read_side
+from trainperf.compare_format import FORMATS, render
+from trainperf.compare_history import LAST, accept, has_baselines, read_baselines
+from trainperf.compare_metrics import METRICS
+from trainperf.errors import DataError
 from trainperf.stats import DRAWS, MIN_EFFECT, RUN_CV
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     """Register ``compare``."""
+    defaults = ", ".join(f"{m.name} {m.min_effect:g}" for m in METRICS.values())
+    cvs = ", ".join(f"{m.name} {m.run_cv:g}" for m in METRICS.values())
     p = subparsers.add_parser(
-        "compare", help="baseline vs candidate: faster, slower or no detectable difference (exit 1 if slower)",
-        description="Compare the training speed of a candidate with a baseline. Each side is a run folder, a "
-                    "folder of run folders, a runs table or a log; several runs on a side are repeats of one "
-                    "configuration. Exit status: 0 no regression, 1 the candidate is significantly slower, "
-                    "2 bad input.")
-    p.add_argument("baseline", metavar="BASELINE")
-    p.add_argument("candidate", metavar="CANDIDATE")
-    p.add_argument("--min-effect", type=_fraction, default=MIN_EFFECT, metavar="FRACTION",
-                   help=f"smallest relative change in throughput called faster or slower (default {MIN_EFFECT})")
-    p.add_argument("--run-cv", type=_fraction, default=RUN_CV, metavar="FRACTION",
-                   help=f"run-to-run coefficient of variation of throughput assumed for a run compared with a run "
-                        f"when no side has repeats to measure it (default {RUN_CV}; 0: steps only)")
+        "compare", help="baseline vs candidate: faster, slower, no detectable difference or inconclusive "
+                        "(exit 1 if a judged metric regressed)",
+        usage="%(prog)s [options] BASELINE CANDIDATE | --history DIR CANDIDATE",
+        description="Compare the training speed (and, with --metric, peak memory, energy per token and goodput) "
+                    "of a candidate with a baseline. Each side is a run folder, a folder of run folders, a runs "
+                    "table or a log; several runs on a side are repeats of one configuration. Exit status: 0 no "
+                    "regression (faster, no detectable difference or inconclusive), 1 a judged metric regressed "
+                    "significantly, 2 bad input.")
+    p.add_argument("inputs", nargs="+", metavar="BASELINE CANDIDATE",
+                   help="the baseline and the candidate; with --history, the candidate alone")
+    p.add_argument("--metric", action="append", type=_metrics, metavar="NAME[,NAME]",
+                   help=f"what to judge, repeatable or a comma list: {', '.join(METRICS)} (default throughput); "
+                        "a metric a run does not record is 'not measured'")
+    p.add_argument("--min-effect", action="append", type=_per_metric, default=[], metavar="[METRIC=]FRACTION",
+                   help=f"smallest relative change called a change, of throughput or of METRIC (repeatable; "
+                        f"defaults: {defaults})")
+    p.add_argument("--run-cv", action="append", type=_per_metric, default=[], metavar="[METRIC=]FRACTION",
+                   help=f"run-to-run coefficient of variation assumed for a run compared with a run when no side "
+                        f"has repeats to measure it, of throughput or of METRIC (defaults: {cvs}; 0: none, "
+                        "steps only for throughput)")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (default), json (every figure, verdict and the exit code) or markdown (a table for a "
+                        "pull-request comment)")
+    p.add_argument("--history", metavar="DIR",
+                   help="compare the candidate with the last accepted baselines in DIR (one entry each, ordered by "
+                        "name); their spread measures the run-to-run variation")
+    p.add_argument("--last", type=_count(1), default=LAST, metavar="N",
+                   help=f"with --history: how many accepted baselines (default {LAST})")
+    p.add_argument("--accept", action="store_true",
+                   help="with --history: add the candidate to DIR when no judged metric regressed (exit 0)")
     p.add_argument("--warmup", type=_count(0), default=0, metavar="STEPS",
                    help="steps to drop at the start of each run, on top of those recorded as warm-up")
     p.add_argument("--draws", type=_count(100), default=DRAWS, help=f"bootstrap replicates per side (default {DRAWS})")
@@ -32,37 +56,71 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(run=_run)
 
 
-def render(result: Comparison) -> str:
-    """The short text report: sides, phases and ranks that moved, notes, and the verdict last."""
-    lines = [f"{'side':<10} {'runs':>4} {'steps':>6} {result.unit + '/s':>14}  95 % interval"]
-    for row in result.sides.itertuples():
-        interval = "—" if math.isnan(row.low) else f"{row.low:,.1f} – {row.high:,.1f}"
-        lines.append(f"{row.side:<10} {row.runs:>4} {row.steps:>6} {row.throughput:>14,.1f}  {interval}")
-    for title, table in (("phase", result.phases), ("rank", result.ranks)):
-        if len(table):
-            lines.append("")
-            lines.append(f"{title:<12} {'baseline s':>11} {'candidate s':>11} {'delta':>8}  95 % interval (s)")
-            for row in table.itertuples():
-                mark = "  *" if row.moved else ""
-                lines.append(f"{getattr(row, title):<12} {row.baseline_s:>11.4f} {row.candidate_s:>11.4f} "
-                             f"{row.delta_pct:>+8.1%}  {row.low_s:+.4f} to {row.high_s:+.4f}{mark}")
-    if len(result.phases):
-        lines.append("(* moved: interval excludes 0 and the change is at least the minimum effect of a step)")
-    lines += ["", *result.notes, result.headline()]
-    return "\n".join(lines)
-
-
 def _run(args: argparse.Namespace) -> int:
-    baseline = read_side(args.baseline, warmup=args.warmup)
-    candidate = read_side(args.candidate, warmup=args.warmup)
-    result = compare(baseline, candidate, min_effect=args.min_effect, draws=args.draws, seed=args.seed,
-                     run_cv=args.run_cv)
-    print(render(result))
+    wanted = 1 if args.history else 2
+    if len(args.inputs) != wanted:
+        raise DataError(f"give {'the candidate alone with --history' if args.history else 'a baseline and a candidate'}"
+                        f", not {len(args.inputs)} input(s)")
+    if args.accept and not args.history:
+        raise DataError("--accept adds the candidate to a history: give --history DIR")
+    candidate = read_side(args.inputs[-1], warmup=args.warmup)
+    history_note = ""
+    if args.history:
+        if args.accept and not has_baselines(args.history):
+            target = accept(args.inputs[-1], args.history)
+            print(f"No accepted baseline yet: {args.inputs[-1]} accepted as the first, {target}.")
+            return 0
+        baseline, history_note = read_baselines(args.history, args.last, args.warmup)
+    else:
+        baseline = read_side(args.inputs[0], warmup=args.warmup)
+    min_effects, run_cvs = _by_metric(args.min_effect, "min_effect"), _by_metric(args.run_cv, "run_cv")
+    metrics = [m for group in (args.metric or [["throughput"]]) for m in group]
+    result = compare(baseline, candidate, min_effect=min_effects.pop("throughput", MIN_EFFECT), draws=args.draws,
+                     seed=args.seed, run_cv=run_cvs.pop("throughput", RUN_CV), metrics=metrics,
+                     min_effects=min_effects, run_cvs=run_cvs)
+    if history_note:
+        result.notes.insert(0, history_note)
+    if args.accept and result.exit_code == 0:
+        result.notes.append(f"Accepted into the history as {accept(args.inputs[-1], args.history)}.")
+    print(render(result, args.format))
     return result.exit_code
 
 
+def _by_metric(given: list[list[tuple[str, float]]], option: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, value in (pair for group in given for pair in group):
+        if name in out:
+            raise DataError(f"--{option.replace('_', '-')} given twice for {name}")
+        out[name] = value
+    return out
+
+
+def _metrics(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in METRICS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown metric {unknown[0] if unknown else text!r}: "
+                                         f"one of {', '.join(METRICS)}")
+    return names
+
+
+def _per_metric(text: str) -> list[tuple[str, float]]:
+    """``0.02`` (throughput) or ``peak_memory=0.05``; a comma list of either."""
+    out = []
+    for item in (i.strip() for i in text.split(",")):
+        name, _, value = item.rpartition("=")
+        name = name.strip() or "throughput"
+        if name not in METRICS:
+            raise argparse.ArgumentTypeError(f"unknown metric {name!r}: one of {', '.join(METRICS)}")
+        out.append((name, _fraction(value)))
+    return out
+
+
 def _fraction(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a fraction in [0, 1) is expected (0.02 = 2 %), got {text!r}") from None
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"a fraction in [0, 1) is expected (0.02 = 2 %), got {text}")
     return value

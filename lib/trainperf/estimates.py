@@ -18,6 +18,7 @@ has none. A report says a configuration is better than another only when
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -25,7 +26,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
 from trainperf.errors import DataError
-from trainperf.stats import (DRAWS, FASTER, LEVEL, MIN_EFFECT, RUN_CV, SAME, Difference, log_interval,
+from trainperf.stats import (DRAWS, FASTER, LEVEL, MIN_EFFECT, RUN_CV, SLOWER, Difference, log_interval,
                              relative_difference, resample_runs, verdict, with_run_to_run)
 
 CONFIG_KEY = ("platform", "model", "n_params", "precision", "strategy", "gpus", "nodes", "tensor_parallel",
@@ -113,6 +114,58 @@ def estimate_runs(side: Side, rate: str) -> Estimate:
     return Estimate(throughput=mean, se_log=se_log, dof=float(r - 1), runs=r, steps=0)
 
 
+def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Sequence[str] = ()) -> tuple[Difference, str]:
+    """Candidate / baseline − 1 of the two estimates ``est`` with its interval,
+    and a note on what covers the run-to-run variance of a side with a single
+    run (its estimate widened in place: ``se_log`` and, with steps, the errors
+    of ``step_time_s`` and ``columns``):
+
+    * both sides have repeats: their own spread (Welch);
+    * the other side has repeats: the single run is taken to vary from run to
+      run as much as one of them (SE × √runs), on the repeats' degrees of
+      freedom (one spread estimate: no Welch);
+    * both sides have one run: each gets ``run_cv`` on top of its steps' noise
+      (:func:`trainperf.stats.with_run_to_run`; a runs-table row, whose noise
+      within the run is unknown, gets ``run_cv`` alone)."""
+    if est[0].runs > 1 and est[1].runs > 1:
+        return _relative(est), ""
+    if est[0].runs == 1 and est[1].runs == 1:
+        for e in est:
+            steps_se = e.se_log if math.isfinite(e.se_log) else 0.0
+            e.se_log, e.dof = with_run_to_run(steps_se, e.dof, run_cv)
+            for c in (("step_time_s", *columns) if e.errors else ()):
+                e.errors[c] = math.hypot(e.errors[c], run_cv * e.means[c])
+        if run_cv == 0:
+            return _relative(est), ("Run-to-run variation: none assumed (--run-cv 0): the intervals cover each "
+                                    "run's steps only.")
+        return _relative(est), (f"Run-to-run variation: no repeats to measure it, so each run is taken to vary by "
+                                f"{run_cv:.0%} (coefficient of variation) from run to run on top of its steps' noise "
+                                "(trainperf.stats.RUN_CV, measured on repeated CPU sweeps; set it with --run-cv).")
+    repeated, single = (est[0], est[1]) if est[0].runs > 1 else (est[1], est[0])
+    spread = repeated.se_log * math.sqrt(repeated.runs)
+    single.se_log = max(single.se_log if math.isfinite(single.se_log) else 0.0, spread)
+    single.dof = repeated.dof
+    for c in (("step_time_s", *columns) if single.errors else ()):
+        single.errors[c] = max(single.errors[c], spread * single.means[c])
+    ratio = est[1].throughput / est[0].throughput
+    low, high = log_interval(ratio, math.hypot(est[0].se_log, est[1].se_log), repeated.dof)
+    note = (f"One side has a single run: it is taken to vary from run to run as much as the other side's "
+            f"{repeated.runs} repeats do.")
+    return Difference(ratio - 1.0, low - 1.0, high - 1.0, repeated.dof), note
+
+
+def run_spread(est: list[Estimate]) -> float:
+    """The standard deviation of one run's log throughput (fraction), pooled
+    over both sides: ``√((σ₁² + σ₂²)/2)`` with ``σ = se_log · √runs`` of each
+    side (after :func:`sides_difference`: run-to-run and step noise together)."""
+    return math.sqrt(sum((e.se_log * math.sqrt(e.runs)) ** 2 for e in est) / 2)
+
+
+def _relative(est: list[Estimate]) -> Difference:
+    return relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
+                               est[1].throughput, est[1].se_log, est[1].dof)
+
+
 INTERVAL_COLUMNS = ("experiment", "configuration", "runs", "steps", "unit", "throughput", "low", "high",
                     "se_log", "dof", "basis", "run_ids")
 """Columns of :func:`configuration_intervals`."""
@@ -187,7 +240,7 @@ def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], 
 @dataclass(frozen=True)
 class Distinction:
     """``b`` against ``a``: relative difference of throughput with its interval,
-    the verdict (``faster``/``slower``/``no detectable difference``) and a sentence."""
+    the verdict (``faster``/``slower``/``no detectable difference``/``inconclusive``) and a sentence."""
 
     a: str
     b: str
@@ -197,7 +250,7 @@ class Distinction:
 
     @property
     def distinguishable(self) -> bool:
-        return self.verdict != SAME
+        return self.verdict in (FASTER, SLOWER)
 
 
 def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Distinction:
@@ -221,7 +274,7 @@ def distinguish_rows(x: pd.Series, y: pd.Series, min_effect: float = MIN_EFFECT)
     call = verdict(d, min_effect)
     figure = f"{d.estimate:+.1%}" + (f" (95 % interval {d.low:+.1%} to {d.high:+.1%})" if math.isfinite(d.low)
                                       else " (no interval: one run without steps)")
-    if call == SAME:
+    if call not in (FASTER, SLOWER):
         sentence = f"{b} and {a} are indistinguishable: {figure}, within the noise or below {min_effect:.0%}."
     else:
         sentence = f"{b} is {'faster' if call == FASTER else 'slower'} than {a}: {figure}."

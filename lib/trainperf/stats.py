@@ -35,7 +35,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.special import stdtrit
+from scipy.stats import nct
 
 LEVEL = 0.95
 """Confidence level of every interval."""
@@ -216,17 +218,58 @@ def with_run_to_run(se_log: float, dof: float, run_cv: float = RUN_CV) -> tuple[
 
 MIN_EFFECT = 0.02
 """Default minimum effect: a relative difference in throughput smaller than 2 % is not called a change."""
-FASTER, SLOWER, SAME = "faster", "slower", "no detectable difference"
+FASTER, SLOWER, SAME, INCONCLUSIVE = "faster", "slower", "no detectable difference", "inconclusive"
+POWER = 0.80
+"""Power at which :func:`repeats_to_detect` detects the minimum effect."""
 
 
 def verdict(difference: Difference, min_effect: float = MIN_EFFECT) -> str:
     """``faster`` / ``slower`` when the interval excludes 0 **and** the estimate is
-    at least ``min_effect`` (a fraction) from 0; otherwise ``no detectable difference``."""
+    at least ``min_effect`` (a fraction) from 0; ``no detectable difference`` when
+    the whole interval lies within ``±min_effect`` (a change of the minimum effect
+    is ruled out); otherwise ``inconclusive``: the interval is too wide to tell a
+    change of ``min_effect`` from none (and always without an interval)."""
     d = difference
     if not (math.isfinite(d.low) and math.isfinite(d.high)):
-        return SAME
+        return INCONCLUSIVE
     if d.low > 0 and d.estimate >= min_effect:
         return FASTER
     if d.high < 0 and d.estimate <= -min_effect:
         return SLOWER
-    return SAME
+    if -min_effect <= d.low and d.high <= min_effect:
+        return SAME
+    return INCONCLUSIVE
+
+
+def t_test_power(n: float, effect: float, level: float = LEVEL) -> float:
+    """Power of a two-sided two-sample t test at ``level`` confidence with ``n``
+    observations per group and a standardized ``effect`` (difference of means
+    / standard deviation of one observation): the probability that
+    ``|T| > t(½ + level/2, 2n − 2)`` when ``T`` follows the noncentral t with
+    ``2n − 2`` degrees of freedom and noncentrality ``effect · √(n/2)``."""
+    dof = 2 * n - 2
+    critical = stdtrit(dof, 0.5 + level / 2)
+    shift = effect * math.sqrt(n / 2)
+    # the lower tail as the upper tail of the mirrored distribution: scipy's nct.cdf is NaN far in its tail
+    return float(nct.sf(critical, dof, shift) + nct.sf(critical, dof, -shift))
+
+
+def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT, level: float = LEVEL,
+                      power: float = POWER) -> int | None:
+    """Runs per side that would detect a change of ``min_effect`` (a fraction)
+    with ``power`` (80 %) at ``level`` (95 %) confidence, by a two-sided
+    two-sample t test on the log throughput of each run: the smallest whole
+    ``n ≥ 2`` whose :func:`t_test_power` at the standardized effect
+    ``log(1 + min_effect) / sd_log`` reaches ``power``. ``sd_log``: the
+    standard deviation of one run's log throughput (fraction), run-to-run and
+    step noise together. None when it is unknown or the minimum effect is 0."""
+    if not (math.isfinite(sd_log) and sd_log > 0 and min_effect > 0):
+        return None
+    effect = math.log1p(min_effect) / sd_log
+    if t_test_power(2, effect, level) >= power:
+        return 2
+    high = 4.0
+    while t_test_power(high, effect, level) < power:
+        high *= 2
+    n = brentq(lambda x: t_test_power(x, effect, level) - power, 2.0, high, xtol=1e-6)
+    return math.ceil(n - 1e-9)

@@ -21,9 +21,16 @@ IMBALANCE = "waiting for the slowest rank"
 COLUMNS = ["experiment", "run_id", "configuration", "gpus", "phase", "seconds", "share", "unit"]
 
 
+COMPARE_ROWS = {"other": OTHER, "slowest_wait": IMBALANCE, "step_time": "step (the slowest rank's)"}
+"""Labels of the rows of a ``trainperf compare`` phase table that are no phase of the step."""
+
+
 def phase_label(name: str) -> str:
     """The label of a phase named as a steps table or ``trainperf compare`` names it (``comm_exposed``,
-    ``comm_exposed_s``): ``communication (exposed)``; other names with spaces for underscores."""
+    ``comm_exposed_s``): ``communication (exposed)``; the compare table's other rows as :data:`COMPARE_ROWS`;
+    other names with spaces for underscores."""
+    if name in COMPARE_ROWS:
+        return COMPARE_ROWS[name]
     return PHASE_LABELS.get(name if name.endswith("_s") else f"{name}_s", name.replace("_", " "))
 
 

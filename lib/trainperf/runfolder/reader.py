@@ -239,7 +239,9 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
     with a DataWarning where the config says otherwise, and ``platform``,
     ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak),
     ``oversubscribed`` (:func:`oversubscribed`), ``energy_counter`` and
-    ``device_memory_gb`` (what the profiler found) and the batch facts where
+    ``device_memory_gb`` (what the profiler found), the host's load at the start
+    (``extra_load_average_1min``, ``extra_cpu_cores``: the manifest's ``host``,
+    under the names ``trainperf bench`` gives them) and the batch facts where
     the config has none."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
@@ -257,10 +259,12 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
             warnings.warn(f"run {folder.run_id}: config says {key}={config[key]!r}, the run had {value}; "
                           f"using {value}", DataWarning, stacklevel=3)
         row[key] = int(value)
+    host = environment.get("host") or {}
     defaults = {"platform": environment.get("device"), "strategy": environment.get("strategy"),
                 "peak_tflops_per_gpu": (environment.get("cpu_peak") or {}).get("tflops"),
                 "oversubscribed": oversubscribed(environment), "energy_counter": environment.get("energy"),
                 "device_memory_gb": environment.get("device_memory_gb"),
+                "extra_load_average_1min": host.get("load_average"), "extra_cpu_cores": host.get("cores"),
                 **{k: measured[k] for k in BATCH_FACTS if k in measured}}
     for key, value in defaults.items():
         if key not in config and value is not None:

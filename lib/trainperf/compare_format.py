@@ -1,0 +1,191 @@
+"""A :class:`~trainperf.compare.Comparison` as text for a terminal, Markdown for
+a pull-request comment, or JSON for a program: ``trainperf compare --format``."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from trainperf.compare import Comparison
+from trainperf.compare_metrics import METRICS, NOT_MEASURED
+from trainperf.stats import INCONCLUSIVE
+
+FORMATS = ("text", "json", "markdown")
+ROW_NAMES = {"step_time": "step", "slowest_wait": "slowest wait", "comm_exposed": "comm exposed"}
+"""Short names of the phase rows in the text table."""
+
+
+def row_name(name: str) -> str:
+    """A phase or rank row's name as the text and Markdown tables show it."""
+    return ROW_NAMES.get(name, name.replace("_", " "))
+
+
+def gate_line(result: Comparison) -> str:
+    """The outcome over every judged metric, one line: the exit status and what regressed."""
+    rows = result.metrics
+    if result.exit_code:
+        worse = rows[rows["regressed"].astype(bool)]
+        return "regression (exit 1): " + "; ".join(f"{r.label} {r.verdict} ({r.change:+.1%})"
+                                                   for r in worse.itertuples())
+    return "no regression (exit 0): " + "; ".join(f"{r.label} {r.verdict}" for r in rows.itertuples())
+
+
+def metric_line(row: pd.Series) -> str:
+    """A judged metric in one line: its verdict, the change with its interval, minimum effect and basis."""
+    if row["verdict"] == NOT_MEASURED:
+        return f"{row['label']}: not measured ({row['basis']})"
+    effect = f"{row['min_effect'] * 100:g}%"
+    interval = (f"95 % interval {row['low']:+.1%} to {row['high']:+.1%}; " if pd.notna(row["low"])
+                and math.isfinite(row["low"]) else "no interval; ")
+    line = (f"{row['label']}: {row['verdict']}: candidate {row['change']:+.1%} vs baseline ({interval}minimum effect "
+            f"{effect}; {row['basis']})")
+    if row["verdict"] == INCONCLUSIVE and pd.notna(row["repeats_needed"]):
+        line += f"; about {int(row['repeats_needed']):,} runs a side would detect {effect} (80 % power)"
+    return line
+
+
+def text(result: Comparison) -> str:
+    """The short text report: sides, phases, communication and ranks, the load at
+    start, notes and warnings; the other judged metrics, and last the verdict
+    (the gate's outcome where more than throughput is judged)."""
+    unit = f"{result.unit}/s"
+    lines = [f"{'side':<10} {'runs':>4} {'steps':>6} {unit:>14}  {'95 % interval':<23} {result.unit + '/step':>12}"]
+    for row in result.sides.itertuples():
+        interval = "—" if math.isnan(row.low) else f"{row.low:,.1f} – {row.high:,.1f}"
+        per_step = "—" if math.isnan(row.work_per_step) else f"{row.work_per_step:,.0f}"
+        lines.append(f"{row.side:<10} {row.runs:>4} {row.steps:>6} {row.throughput:>14,.1f}  {interval:<23} "
+                     f"{per_step:>12}")
+    for title, table in (("phase", result.phases), ("overlapping", result.overlaps), ("rank", result.ranks)):
+        if len(table):
+            key = "rank" if title == "rank" else "phase"
+            lines += ["", f"{title:<13} {'baseline s':>11} {'candidate s':>11} {'of step':>8} {'of own':>8}  "
+                          "95 % interval (s)"]
+            for row in table.itertuples():
+                name = row_name(getattr(row, key))
+                own = "—" if math.isnan(row.relative_change) else f"{row.relative_change:+.1%}"
+                lines.append(f"{name:<13} {row.baseline_s:>11.4f} {row.candidate_s:>11.4f} {row.delta_pct:>+8.1%} "
+                             f"{own:>8}  {row.low_s:+.4f} to {row.high_s:+.4f}{'  *' if row.moved else ''}")
+    if len(result.phases):
+        lines.append("(change of step: of the baseline step time; of own: of the phase's own baseline time; "
+                     "* moved: interval excludes 0 and the change is at least the minimum effect of a step)")
+    lines += ["", *load_lines(result.load), *result.notes, *(f"warning: {w}" for w in result.warnings)]
+    others = result.metrics[result.metrics["metric"] != "throughput"]
+    lines += [metric_line(row) for _, row in others.iterrows()]
+    judged = set(result.metrics["metric"])
+    if "throughput" in judged:
+        lines.append(result.headline())
+    if judged != {"throughput"}:
+        lines.append(gate_line(result))
+    return "\n".join(lines)
+
+
+def load_lines(load: pd.DataFrame) -> list[str]:
+    """Each side's machine load at the start of its runs, one line a side."""
+    lines = []
+    for side, runs in load.groupby("side", sort=False):
+        known = runs[runs["load_average_1min"].notna()]
+        if known.empty:
+            lines.append(f"Load at start, {side}: not recorded.")
+            continue
+        shown = [f"{r.run_id} {r.load_average_1min:.2f}" + (f" on {r.cpu_cores:.0f} cores" if pd.notna(r.cpu_cores)
+                                                               else "") + (" (loaded)" if r.loaded else "")
+                 for r in known.itertuples()]
+        lines.append(f"Load at start (1-minute load average), {side}: {'; '.join(shown)}.")
+    return lines
+
+
+def markdown(result: Comparison) -> str:
+    """A pull-request comment: the outcome, one table row per judged metric, the
+    warnings, and the phases and notes folded away."""
+    outcome = "regression (exit 1)" if result.exit_code else "no regression (exit 0)"
+    lines = [f"### trainperf compare: {outcome}", "",
+             f"Baseline {_code(result.baseline)} · candidate {_code(result.candidate)}", "",
+             "| metric | baseline | candidate | change | 95 % interval | minimum effect | verdict |",
+             "|---|---:|---:|---:|---|---:|---|"]
+    for _, row in result.metrics.iterrows():
+        measured = row["verdict"] != NOT_MEASURED
+        unit = f"{result.unit}/s" if row["metric"] == "throughput" else row["unit"]
+        interval = (f"{row['low']:+.1%} to {row['high']:+.1%}" if measured and pd.notna(row["low"])
+                    and math.isfinite(row["low"]) else "–")
+        call = row["verdict"]
+        if call == INCONCLUSIVE and pd.notna(row["repeats_needed"]):
+            call += f": about {int(row['repeats_needed']):,} runs a side would detect {row['min_effect'] * 100:g} %"
+        elif call == NOT_MEASURED:
+            call += f" ({row['basis']})"
+        elif row["regressed"]:
+            call = f"**{call}**"
+        cells = [f"{row['label']} ({unit})", _number(row["baseline"]) if measured else "–",
+                 _number(row["candidate"]) if measured else "–",
+                 f"{row['change']:+.1%}" if measured else "–", interval, f"{row['min_effect'] * 100:g} %", call]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    if result.warnings:
+        for warning in result.warnings:
+            lines += ["", f"> **Warning:** {_cell(warning)}"]
+    if len(result.phases):
+        lines += ["", "<details><summary>Phases per step (s)</summary>", "",
+                  "| phase | baseline | candidate | change of step | change of own | moved |", "|---|---:|---:|---:|---:|---|"]
+        for table in (result.phases, result.overlaps):
+            for row in table.itertuples():
+                own = "–" if math.isnan(row.relative_change) else f"{row.relative_change:+.1%}"
+                lines.append(f"| {row_name(row.phase)} | {row.baseline_s:.4f} | {row.candidate_s:.4f} | "
+                             f"{row.delta_pct:+.1%} | {own} | {'yes' if row.moved else 'no'} |")
+        lines += ["", "</details>"]
+    lines += ["", "<details><summary>Notes</summary>", "", *(f"- {_cell(n)}" for n in
+                                                             [*load_lines(result.load), *result.notes]),
+              "", "</details>"]
+    return "\n".join(lines)
+
+
+def as_json(result: Comparison) -> str:
+    """Every figure, verdict, note and the exit code as one JSON object (NaN as null)."""
+    d = result.difference
+    data = {
+        "baseline": result.baseline, "candidate": result.candidate, "unit": result.unit,
+        "exit_code": result.exit_code, "verdict": result.verdict, "headline": result.headline(),
+        "min_effect": result.min_effect, "repeats_needed": result.repeats_needed,
+        "assumed_run_cv": result.assumed_run_cv,
+        "difference": {"estimate": d.estimate, "low": d.low, "high": d.high, "dof": d.dof},
+        "metrics": _records(result.metrics), "sides": _records(result.sides), "phases": _records(result.phases),
+        "overlaps": _records(result.overlaps), "ranks": _records(result.ranks), "load": _records(result.load),
+        "notes": result.notes, "warnings": result.warnings,
+        "defaults": {m.name: {"min_effect": m.min_effect, "run_cv": m.run_cv, "higher_is_better": m.higher_is_better}
+                     for m in METRICS.values()},
+    }
+    return json.dumps(_plain(data), indent=2, allow_nan=False)
+
+
+def render(result: Comparison, form: str = "text") -> str:
+    """``result`` in one of :data:`FORMATS`."""
+    return {"text": text, "json": as_json, "markdown": markdown}[form](result)
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return frame.astype(object).to_dict(orient="records")
+
+
+def _plain(value: object) -> object:
+    """JSON-ready: NaN and pandas' missing values as None, numpy scalars as Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [_plain(v) for v in value]
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _number(x: float) -> str:
+    return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"
+
+
+def _code(text: str) -> str:
+    return f"`{text.replace('`', '')}`"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
