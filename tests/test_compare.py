@@ -277,14 +277,16 @@ DDP_R1 = STRATEGY / "bench-cpu-small-fp32-strategy-ddp-p2-r1"
 
 def by_hand(run):
     """From a run folder's rank files, read with json alone: the mean over its measured steps (recorded by
-    every rank) of the slowest rank's step_s, and of each phase's mean over ranks (s)."""
+    every rank; the warm-up is the run's, found from its step times) of the slowest rank's step_s, and of each
+    phase's mean over ranks (s)."""
     rows = []
     for path in sorted(Path(run).glob("steps-rank*.jsonl")):
         lines = path.read_text().splitlines()
         columns = json.loads(lines[0])["columns"]
-        rows += [dict(zip(columns, json.loads(line)), rank=path.name) for line in lines[1:]]
+        rows += [dict(zip(columns, json.loads(line)), rank=path.name) for line in lines[1:] if line.startswith("[")]
     steps = pd.DataFrame(rows)
-    steps = steps[~steps["warmup"].astype(bool)]
+    warmup = int(trainperf.load_runs(run, cache=False)["warmup_steps"].iat[0])
+    steps = steps[~steps["warmup"].astype(bool) & (steps["step"] >= warmup)]
     steps = steps[steps.groupby("step")["rank"].transform("nunique") == steps["rank"].nunique()]
     per_step = steps.groupby("step").agg(step_s=("step_s", "max"), **{c: (c, "mean") for c in
                                           ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s",
