@@ -60,7 +60,7 @@ def test_efficiency_and_serial_fraction_within_the_noise_are_not_called_a_trend(
     # repeats spread by 4-13 % leave both intervals wide
     runs = _runs(tmp_path, RATES)
     notes = scaling.serial_notes(runs)
-    assert len(notes) == 1 and notes[0].startswith("strong: e is within the noise (0.0515 (95 % interval")
+    assert len(notes) == 1 and notes[0].startswith("strong (strong scaling): e is within the noise (0.0515 (95 % interval")
     assert "→ 0.0917 (95 % interval" in notes[0] and "grows" not in notes[0]
     assert scaling.serial_trend(np.array([0.0515, 0.0917])) == "grows"  # the same values, untested
     assert "does not change beyond the noise from 2 to 4 devices" in " ".join(scaling.efficiency_notes(runs))
@@ -72,11 +72,11 @@ def test_headline_does_not_call_a_speed_up_within_the_noise_faster(tmp_path):
     text = scaling.headline(runs).text
     low, high = _ratio_interval((1000.0, 1400.0), (1250.0, 1300.0))
     assert low < 1 < high
-    assert text.startswith(f"strong: indistinguishable in speed on 2 devices and on 1 (1.06×, 95 % interval "
+    assert text.startswith(f"strong (strong scaling): indistinguishable in speed on 2 devices and on 1 (1.06×, 95 % interval "
                            f"{low:.2f}×–{high:.2f}×)")
     assert "faster" not in text
     clear = scaling.headline(_runs(tmp_path, RATES)).text
-    assert clear.startswith("strong: 3.1× faster on 4 devices than on 1")
+    assert clear.startswith("strong (strong scaling): 3.1× faster on 4 devices than on 1")
 
 
 def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
@@ -150,7 +150,8 @@ def test_repeats_without_a_named_baseline_and_a_micro_batch_sweep_at_two_device_
              "tokens": rate * 10, "elapsed_s": 10.0} for (b, g), rate in rates.items()]
     pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
     frame = scaling.table(scaling.studies(open_runs([str(tmp_path / "sweep.csv")])))
-    assert frame["experiment"].tolist() == ["my-sweep (micro-batch 8)"] * 2 + ["my-sweep (micro-batch 16)"] * 2
+    assert frame["experiment"].tolist() == ["my-sweep (micro-batch 8; strong or weak not known)"] * 2 + [
+        "my-sweep (micro-batch 16; strong or weak not known)"] * 2
     assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4096, 1.0, 8402 / 4551])
     assert frame["only_devices_change"].all()
 
@@ -167,7 +168,7 @@ def test_weak_scaling_is_judged_by_scaled_speedup_and_per_device_throughput_not_
     assert frame["scaling_kind"].unique().tolist() == ["weak scaling"] and frame["serial_fraction"].isna().all()
     assert frame["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.875, 0.75])  # per-device rate
     (law,) = scaling.laws(runs)
-    assert law.startswith("weak: weak scaling") and "Gustafson's scaled speedup" in law
+    assert law.startswith("weak (weak scaling): the same work per device") and "Gustafson's scaled speedup" in law
     assert "Karp–Flatt serial fraction assume the same total work" in law
     assert scaling.serial_notes(runs) == []
     (projection,) = scaling.projections(runs)

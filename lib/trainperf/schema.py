@@ -52,7 +52,9 @@ IDENTITY: list[Column] = [
         "source": "provenance: where the numbers come from",
         "baseline_run_id": "optional: the run this one's scaling is measured against (default: fewest devices in the experiment)",
         "scaling_type": "strong (the same total work per optimizer step at every device count) or weak (the same "
-                        "work per device); derived from the batch where not given",
+                        "work per device); derived where not given from the samples or tokens of a step, else "
+                        "the global batch (trainperf.scaling.scaling_type)",
+        "known_error": "an error the source of this row is known to have (text): shown beside the row",
     }),
     *_cols("float", "count", {
         "n_params": "parameters of the model (count)",

@@ -1,6 +1,7 @@
 """Naming, grouping and ordering runs for people: the experiments in data
 order and the ones a report keeps, configuration labels, the throughput unit a set of runs can be
-compared in, and the best run with its margin."""
+compared in, the best run with its margin, and the marks of runs a page shows but never concludes
+from (projected, oversubscribed, incomplete) or whose source has a known error."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from trainperf.hardware import is_cpu
 from trainperf.estimates import configuration_keys
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.html import count, fmt_int
+from trainperf.report.html import count, first_of, fmt_int
 
 
 @dataclass(frozen=True)
@@ -160,3 +161,66 @@ def rank(runs: pd.DataFrame, column: str, *, larger_is_better: bool = True) -> R
     second = candidates.iloc[1]
     a, b = float(best[column]), float(second[column])
     return Ranking(best, second, a / b - 1 if larger_is_better else b / a - 1)
+
+
+DOUBTS = {
+    "measured": (False, "projected", "projected or estimated by its source, not measured (measured = false)"),
+    "oversubscribed": (True, "oversubscribed", "more busy threads than cores, or a loaded host, at the start "
+                                               "(oversubscribed): it measures contention for the CPU, not the "
+                                               "training"),
+    "complete": (False, "incomplete", "a rank's steps file is missing or a rank stopped early (complete = false): "
+                                      "its figures cover only some ranks"),
+}
+"""Runs a page shows, marked, but never headlines or concludes from: column → (the value that says so, the
+mark beside the row, why)."""
+
+
+def doubts(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run (rows of ``runs``), whether each of :data:`DOUBTS` applies (a bool column per mark)."""
+    return pd.DataFrame({mark: (runs[column].eq(value).fillna(False).astype(bool) if column in runs
+                                else pd.Series(False, index=runs.index))
+                         for column, (value, mark, _) in DOUBTS.items()}, index=runs.index)
+
+
+def doubtful(runs: pd.DataFrame) -> pd.Series:
+    """Per run, whether it is one of :data:`DOUBTS`: shown, never headlined or concluded from."""
+    return doubts(runs).any(axis=1)
+
+
+def marks(runs: pd.DataFrame) -> pd.Series:
+    """Per run, its marks for a table's ``marks`` column: the :data:`DOUBTS` that apply
+    (``projected``, ``oversubscribed``, ``incomplete``) and ``known error`` where its source has one
+    (``known_error``, which :func:`known_errors` words under the table), joined by ``; `` (``""``: none)."""
+    found = doubts(runs)
+    known = runs["known_error"].notna() if "known_error" in runs else pd.Series(False, index=runs.index)
+    return pd.Series(["; ".join([*(m for m in found.columns if row[m]), *(["known error"] if k else [])])
+                      for (_, row), k in zip(found.iterrows(), known)], index=runs.index, dtype=object)
+
+
+def known_errors(frame: pd.DataFrame, label: str = "configuration") -> list[str]:
+    """``label: known error`` for each row of ``frame`` (a table's rows, with ``known_error``) whose source
+    has a known error: the sentences under a table whose ``marks`` say ``known error``."""
+    if "known_error" not in frame:
+        return []
+    rows = frame[frame["known_error"].notna() & frame["known_error"].ne("")]
+    return [f"{name}: {error}." for name, error in zip(rows[label], rows["known_error"])]
+
+
+def with_marks(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (rows of runs, a ``run_id`` column) with a ``marks`` column (:func:`marks`) and the
+    runs' ``known_error`` where any of its runs has one; ``frame`` as it is otherwise."""
+    ids = frame["run_id"].astype(str)
+    shown = ids.map(dict(zip(runs["run_id"].astype(str), marks(runs)))).fillna("")
+    if not shown.ne("").any():
+        return frame
+    known = runs["known_error"] if "known_error" in runs else pd.Series(pd.NA, index=runs.index)
+    return frame.assign(marks=shown, known_error=ids.map(dict(zip(runs["run_id"].astype(str), known))))
+
+
+def doubt_notes(runs: pd.DataFrame, consequence: str = "shown and marked, never headlined") -> list[str]:
+    """One sentence per kind of :data:`DOUBTS` that some of ``runs`` are: how many, which, why and
+    ``consequence`` (what the page does with them)."""
+    found = doubts(runs)
+    ids = runs["run_id"].astype(str)
+    return [f"{count(int(found[mark].sum()), 'run')} {mark} ({first_of(ids[found[mark]].tolist(), 4)}): {why}; "
+            f"{consequence}." for _, (_, mark, why) in DOUBTS.items() if found[mark].any()]
