@@ -27,6 +27,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 from trainperf.integrations import HFCallback  # noqa: E402
 
 VOCAB = 128
+CHECKPOINTING = ("activation_checkpointing" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__
+                 else "gradient_checkpointing")  # the argument's name since transformers 5, and before
 
 
 def main() -> None:
@@ -43,12 +45,13 @@ def main() -> None:
 
 
 def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: bool = False,
-          report_dir: str | None = None) -> float:
+          report_dir: str | None = None, checkpointing: bool = False) -> float:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
     return the training loss the ``Trainer`` reports (mean over steps).
     With ``report_dir``, write the class of the model the Trainer trained
-    to ``report_dir/wrapped-rank{R}.txt``."""
+    to ``report_dir/wrapped-rank{R}.txt``; with ``checkpointing``, ask the
+    Trainer for activation (gradient) checkpointing."""
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -60,7 +63,8 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: 
             output_dir=out, per_device_train_batch_size=batch, gradient_accumulation_steps=accum,
             max_steps=steps, report_to="none", use_cpu=True, save_strategy="no", logging_strategy="no",
             disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3,
-            **({"fsdp": True, "fsdp_config": {"transformer_layer_cls_to_wrap": ["GPT2Block"]}} if fsdp else {}))
+            **({"fsdp": True, "fsdp_config": {"transformer_layer_cls_to_wrap": ["GPT2Block"]}} if fsdp else {}),
+            **({CHECKPOINTING: True} if checkpointing else {}))
         trainer = Trainer(model=model, args=training, train_dataset=dataset,
                           callbacks=[HFCallback(run_dir, config={"experiment": "hf", "model": "tiny-gpt2"}, warmup_steps=1)])
         loss = trainer.train().training_loss

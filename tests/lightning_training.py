@@ -19,6 +19,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import lightning as L  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
@@ -28,9 +29,13 @@ VOCAB = 128
 
 
 class TinyGPT(L.LightningModule):
-    def __init__(self) -> None:
+    def __init__(self, checkpointing: bool = False) -> None:
         super().__init__()
         self.model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
+        if checkpointing:  # each block recomputed in backward, as FSDP's activation checkpointing wraps it
+            blocks = self.model.transformer.h
+            for i, block in enumerate(blocks):
+                blocks[i] = checkpoint_wrapper(block)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         return self.model(input_ids=batch, labels=batch).loss
@@ -54,11 +59,12 @@ def main() -> None:
 
 
 def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, validate_every: int | None = None,
-          **callback_options: Any) -> int:
+          checkpointing: bool = False, **callback_options: Any) -> int:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``
     (validating on eight batches every ``validate_every`` batches: long enough
-    to stand out from any wait for data); return the optimizer steps Lightning took."""
+    to stand out from any wait for data; ``checkpointing``: each block wrapped
+    for activation checkpointing); return the optimizer steps Lightning took."""
     torch.manual_seed(0)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     n = batch * accum * steps * world
@@ -73,7 +79,8 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, valida
             num_sanity_val_steps=0,
             callbacks=[LightningCallback(run_dir, config={"experiment": "lightning", "model": "tiny-gpt2"},
                                          warmup_steps=1, **callback_options)])
-        trainer.fit(TinyGPT(), loader, DataLoader(list(ids) * 4, batch_size=batch) if validate_every else None)
+        validation = DataLoader(list(ids) * 4, batch_size=batch) if validate_every else None
+        trainer.fit(TinyGPT(checkpointing), loader, validation)
         taken = trainer.global_step
     del trainer
     gc.collect()
