@@ -22,11 +22,12 @@ NEW_STEP_COLUMNS = ("n_steps", "includes_evaluation")
 interval covers and whether its time includes an evaluation."""
 
 
-NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", "known_error")
+NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", "known_error", "compiled")
 """Runs columns added since: whether the source measured the row (the reference data says where it did not),
 whether the run competed for its host's CPU (the bench's ``extra_oversubscribed``, and the profiler's record),
 the width of an attention head and whether the output head shares the token embedding (FLOPs conventions),
-and an error the row's source is known to have (the reference data's README lists them)."""
+an error the row's source is known to have (the reference data's README lists them) and whether the model ran
+compiled (a setting repeats share)."""
 SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
            "cost_efficiency", "notes"]
 TIED = "scaling: several runs share the fewest devices: set baseline_run_id"

@@ -173,3 +173,38 @@ def test_weak_scaling_is_judged_by_scaled_speedup_and_per_device_throughput_not_
     assert scaling.serial_notes(runs) == []
     (projection,) = scaling.projections(runs)
     assert list(projection.fits) == ["usl"]
+
+
+def test_runs_that_differ_in_any_recorded_setting_are_never_repeats(tmp_path):
+    """Four runs a user named alike (extra_configuration "mb8", as trainperf bench names repeats) at micro-batch
+    8 on one device: two alike, one with activation checkpointing, one compiled. Only the two alike are
+    repeats: their mean 1,050 tokens/s; the others are configurations of their own, each labelled by what
+    sets it apart; so are their runs on two devices."""
+    from trainperf.estimates import configuration_intervals, configuration_keys
+
+    settings = {"r1": (False, False, 1000.0), "r2": (False, False, 1100.0), "ckpt": (True, False, 700.0),
+                "comp": (False, True, 1400.0)}
+    rows = [{"run_id": f"{name}-g{g}", "experiment": "sweep", "gpus": g, "micro_batch_size": 8, "grad_accum_steps": 1,
+             "activation_checkpointing": ckpt, "compiled": comp, "extra_configuration": f"mb8-g{g}",
+             "tokens": rate * g * 0.9 ** (g - 1) * 10, "elapsed_s": 10.0}
+            for name, (ckpt, comp, rate) in settings.items() for g in (1, 2)]
+    pd.DataFrame(rows).to_csv(tmp_path / "runs.csv", index=False)
+    runs = open_runs([str(tmp_path / "runs.csv")])
+    one = runs[runs["gpus"] == 1]
+    assert configuration_keys(one).nunique() == 3
+    found = configuration_intervals(one).set_index("run_ids")
+    assert found.loc["r1-g1, r2-g1", "throughput"] == pytest.approx(1050.0)
+    assert found.loc["ckpt-g1", "runs"] == found.loc["comp-g1", "runs"] == 1
+    # the scaling page: a study per setting, each with its own multiplier (0.9 × 2 = 1.8x at 2 devices)
+    frame = scaling.table(scaling.studies(runs))
+    assert frame["runs"].tolist() == [2, 2, 1, 1, 1, 1]
+    assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.8] * 3)
+    assert frame["experiment"].unique().tolist() == [
+        "sweep (activation checkpointing False, compiled False; weak scaling)",
+        "sweep (activation checkpointing True, compiled False; weak scaling)",
+        "sweep (activation checkpointing False, compiled True; weak scaling)"]
+    # a chart's labels: the repeats share one, each setting names itself
+    from trainperf.report.configs import labels
+
+    assert labels(one, compact=True) == ["no checkpointing\nnot compiled"] * 2 + [
+        "activation checkpointing\nnot compiled", "no checkpointing\ncompiled"]

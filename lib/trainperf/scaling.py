@@ -263,7 +263,8 @@ SERIES_SETTINGS = {"platform": "platform", "model": "model", "n_params": "parame
                    "strategy": "strategy", "tensor_parallel": "tensor parallel",
                    "pipeline_parallel": "pipeline parallel", "context_parallel": "context parallel",
                    "seq_len": "sequence length",
-                   "activation_checkpointing": "activation checkpointing", "extra_configuration": "configuration"}
+                   "activation_checkpointing": "activation checkpointing", "compiled": "compiled",
+                   "extra_configuration": "configuration"}
 """Settings (column: words) that split an experiment into scaling series where runs
 on one device count differ in them; so does the batch per device."""
 

@@ -90,6 +90,7 @@ IDENTITY: list[Column] = [
     Column("tied_embeddings", "bool", "the output head shares the token embedding's weights (torchtitan FLOPs "
                                       "then leave nothing out of n_params; default false)"),
     Column("activation_checkpointing", "bool", "activations recomputed in backward (HFU counts it)"),
+    Column("compiled", "bool", "the model ran compiled (torch.compile): runs that differ in it are no repeats"),
     Column("measured", "bool", "false for a row its source projected or estimated instead of measuring: shown and "
                                "marked, never headlined, fitted or projected from (empty: measured)"),
     Column("oversubscribed", "bool", "more busy threads than cores on a host of the run, or a load average above "

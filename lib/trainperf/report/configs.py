@@ -97,10 +97,12 @@ def batch(run: pd.Series | dict, *, compact: bool = False, short: bool = False) 
     return text if pd.isna(accum) else f"{text} × {fmt_int(accum)} {'accum.' if short else 'accumulation'}"
 
 
-def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:
+def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...] = (),
+          settings: tuple[str, ...] = ()) -> str:
     """A configuration label: ``4 GPUs across 1 node`` (``processes`` on CPU),
-    plus the batch, strategy, model and platform where the row has them
-    (except the columns of :data:`LABEL_DETAILS` in ``skip``). ``compact``: one part per line, for chart axes."""
+    plus the batch, strategy, model and platform where the row has them (except
+    the columns of :data:`LABEL_DETAILS` in ``skip``) and the ``settings`` of
+    :data:`SETTINGS` asked for (``bf16``, ``activation checkpointing``). ``compact``: one part per line, for chart axes."""
     devices, parts = [], []
     if pd.notna(run.get("gpus")) and "gpus" not in skip:
         platform = run.get("platform")
@@ -116,15 +118,25 @@ def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...]
     for column in ("strategy", "model", "platform"):
         if pd.notna(run.get(column)) and column not in skip:
             parts.append(str(run[column]))
+    for column in settings:
+        value = run.get(column)
+        yes, no = SETTINGS[column]
+        parts.append(f"{column} unknown".replace("_", " ") if pd.isna(value) else str(value) if yes is None
+                     else yes if value else no)
     return ("\n" if compact else ", ").join(parts) if parts else str(run["run_id"])
 
 
+SETTINGS = {"precision": (None, None), "activation_checkpointing": ("activation checkpointing", "no checkpointing"),
+            "compiled": ("compiled", "not compiled")}
+"""Settings a label names only where the runs of an experiment differ in them: column → the words for on
+and off (None: the value itself)."""
 LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accum_steps", "gpus", "nodes")
 
 
 def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     """Labels for ``runs`` that leave out what every run of the same
-    experiment shares (e.g. the platform of a single-platform study); run ids
+    experiment shares (e.g. the platform of a single-platform study) and name
+    the :data:`SETTINGS` its runs differ in (precision, checkpointing); run ids
     where labels would repeat within an experiment, except, ``compact`` (chart
     axes, where the runs of one label are averaged), for the repeats of one
     configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
@@ -132,7 +144,8 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     out = pd.Series("", index=runs.index, dtype=object)
     for _, group in runs.groupby(groups, sort=False):
         shared = tuple(c for c in LABEL_DETAILS if c in group and len(group) > 1 and group[c].nunique(dropna=False) == 1)
-        texts = [label(r, compact=compact, skip=shared) for r in group.to_dict("records")]
+        differ = tuple(c for c in SETTINGS if c in group and group[c].nunique(dropna=False) > 1)
+        texts = [label(r, compact=compact, skip=shared, settings=differ) for r in group.to_dict("records")]
         keys = configuration_keys(group).tolist()
         repeats_only = len(set(texts)) == len(set(keys)) == len(set(zip(texts, keys)))
         if len(set(texts)) < len(texts) and not (compact and repeats_only):
