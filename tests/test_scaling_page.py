@@ -234,3 +234,18 @@ def test_communication_on_one_device_is_named_only_beyond_a_percent_of_its_time(
                                        for r, c in (("quiet", 2.0), ("loud", 30.0))]))
     (note,) = scaling.single_device_comm(runs)
     assert note.startswith("Run loud: 30.00 s of “communication” on a single device (3.0 % of its elapsed time)")
+
+
+def test_the_hfu_note_is_left_out_of_a_page_that_shows_no_mfu(tmp_path):
+    """Seed 001's four rows have an MFU (against dense peaks) and no activation checkpointing: their HFU is
+    unknown, which matters on a page that shows MFU and HFU, not on the scaling page, which shows neither;
+    a run with the setting recorded has no such note anywhere."""
+    runs = open_runs([str(REFERENCE / "seed_001_platforms.csv")])
+    note = "hfu: activation_checkpointing unknown"
+    assert page.note_counts(runs).set_index("note").loc[note, "runs"] == 4
+    assert note not in set(page.note_counts(runs, mfu=False)["note"])
+    known = open_runs(_write(tmp_path, [{"run_id": "a", "experiment": "e", "platform": "NVIDIA H100 SXM",
+                                         "precision": "bf16", "n_params": 1e9, "gpus": 1, "tokens": 1e5,
+                                         "elapsed_s": 1.0, "activation_checkpointing": True}]))
+    assert known["hfu"].iloc[0] == pytest.approx(known["mfu"].iloc[0] * 4 / 3)
+    assert note not in set(page.note_counts(known)["note"])

@@ -269,15 +269,17 @@ def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["where", "reason"])
 
 
-def note_counts(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
+def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -> pd.DataFrame:
     """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated)
     with how many runs carry each and up to three of their run ids. Without
-    ``scaling``, notes about the scaling multiplier are left out (for a
-    report that shows none)."""
+    ``scaling``, notes about the scaling multiplier are left out, without
+    ``mfu`` those about HFU (for a report that shows none: the setting they
+    miss changes nothing it shows)."""
     notes = runs.assign(note=runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; "))
     notes = notes.explode("note").dropna(subset=["note"])
-    if not scaling:
-        notes = notes[~notes["note"].str.startswith("scaling:")]
+    left_out = ([] if scaling else ["scaling:"]) + ([] if mfu else ["hfu:"])
+    if left_out:
+        notes = notes[~notes["note"].str.startswith(tuple(left_out))]
     return notes.groupby("note", sort=False)["run_id"].agg(
         runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 
