@@ -185,3 +185,20 @@ def test_the_callbacks_record_activation_checkpointing_so_runs_with_and_without_
     assert not runs["notes"].fillna("").str.contains("activation_checkpointing unknown").any()
     keys = configuration_keys(runs.reset_index()).tolist()
     assert len(set(keys)) == 4  # the same experiment and batch, told apart by the setting
+
+
+def test_a_lightning_run_that_validates_gets_its_training_only_rate(tmp_path):
+    """Validation after batches 2 and 4 of 4 steps (one measured step carries it): its tokens over the
+    window's time less the validation phase, beside the window's rate the pages use."""
+    from trainperf import derive, load_summaries
+    from trainperf.report.configs import evaluation_rates
+
+    lightning_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, validate_every=2)
+    runs = derive(load_runs(tmp_path))
+    (row,) = evaluation_rates(runs, load_summaries(tmp_path)).to_dict("records")
+    steps = load_steps(tmp_path)
+    validation = steps.loc[~steps["warmup"], "validation_s"].sum()  # one rank
+    tokens, elapsed = runs["tokens"].iloc[0], runs["elapsed_s"].iloc[0]
+    assert tokens == BATCH * SEQ_LEN * 3 and row["evaluation_s"] == pytest.approx(validation)
+    assert row["window_rate"] == pytest.approx(tokens / elapsed) == runs["tokens_per_s"].iloc[0]
+    assert row["training_rate"] == pytest.approx(tokens / (elapsed - validation)) and 0 < row["evaluation_share"] < 1

@@ -131,6 +131,13 @@ def test_a_run_with_a_missing_rank_file_is_marked_incomplete_and_never_headlines
     header = page.header("t", runs).text
     assert "1 run incomplete (p4): a rank's steps file is missing or a rank stopped early" in header
     assert configs.with_marks(runs[["run_id"]], runs)["marks"].tolist() == ["", "", "incomplete"]
+    # its three ranks' 3 × 1,024 tokens per 0.4 s (7,680 tokens/s) beat the 2 ranks' 4,096 per 0.55 s (7,447),
+    # but an incomplete run never headlines a throughput
+    from trainperf.report import throughput
+
+    assert runs.set_index("run_id")["tokens_per_s"].to_dict() == pytest.approx({"p1": 4096, "p2": 4096 / 0.55,
+                                                                                "p4": 3072 / 0.4})
+    assert throughput.headline(throughput.measured(runs)).text.startswith("Peak throughput 7,447 tokens/s with 2 ")
 
 
 # --- projections only as far as the data reaches ------------------------------------------------
@@ -249,3 +256,34 @@ def test_the_hfu_note_is_left_out_of_a_page_that_shows_no_mfu(tmp_path):
                                          "elapsed_s": 1.0, "activation_checkpointing": True}]))
     assert known["hfu"].iloc[0] == pytest.approx(known["mfu"].iloc[0] * 4 / 3)
     assert note not in set(page.note_counts(known)["note"])
+
+
+# --- the training-only rate beside the rate with evaluation -------------------------------------
+
+def test_a_run_that_evaluates_gets_its_training_only_rate_beside_the_window_rate(tmp_path):
+    """One rank, 4 measured steps of 100 tokens: three of 1.0 s, and one of 1.5 s of which 0.5 s validate.
+    Over the window, 400 tokens / 4.5 s = 88.9 tokens/s; training only, 400 / (4.5 - 0.5) = 100 tokens/s.
+    A run without evaluation is not listed."""
+    rows = [{"run_id": run, "rank": 0, "step": i, "warmup": i == 0, "step_s": 1.5 if run == "eval" and i == 2 else 1.0,
+             "validation_s": 0.5 if run == "eval" and i == 2 else None, "tokens": 100}
+            for run in ("eval", "plain") for i in range(5)]
+    steps_path = _write(tmp_path, rows, "steps.csv")
+    runs = open_runs(_write(tmp_path, [{"run_id": "eval", "experiment": "e", "gpus": 1, "tokens": 400, "elapsed_s": 4.5},
+                                       {"run_id": "plain", "experiment": "e", "gpus": 1, "tokens": 400,
+                                        "elapsed_s": 4.0}]))
+    rates = configs.evaluation_rates(runs, open_steps([steps_path], runs))
+    assert rates["run_id"].tolist() == ["eval"]
+    row = rates.iloc[0]
+    assert (row["unit"], row["evaluation_s"]) == ("tokens", 0.5)
+    assert row["window_rate"] == pytest.approx(400 / 4.5) and row["training_rate"] == pytest.approx(100.0)
+    assert row["evaluation_share"] == pytest.approx(0.5 / 4.5)
+
+
+def test_seed_003_validation_beside_its_training_loop_is_said_to_be_unsplit():
+    """Seed 003 gives each configuration's validation (12.97 s at micro-batch 16) beside its training loop's
+    time, and no steps: which of the two its rate covers is its source's, and the page says so."""
+    runs = open_runs([str(REFERENCE / "seed_003_batch_size.csv")])
+    assert configs.evaluation_rates(runs, None).empty
+    (note,) = configs.evaluation_notes(runs, None)
+    assert note.startswith("seed003-bs16-acc64, seed003-bs32-acc32, seed003-bs64-acc16, seed003-bs128-acc8, …: "
+                           "validation_s given beside elapsed_s")

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from trainperf.aggregate import Summaries, rank_totals
 from trainperf.hardware import is_cpu
 from trainperf.estimates import configuration_keys
 from trainperf.provenance import provenance
@@ -237,3 +238,52 @@ def doubt_notes(runs: pd.DataFrame, consequence: str = "shown and marked, never 
     ids = runs["run_id"].astype(str)
     return [f"{count(int(found[mark].sum()), 'run')} {mark} ({first_of(ids[found[mark]].tolist(), 4)}): {why}; "
             f"{consequence}." for _, (_, mark, why) in DOUBTS.items() if found[mark].any()]
+
+
+EVALUATION_SHARE = 0.001
+"""Share of a run's elapsed time from which its evaluation gets a training-only rate beside the window's."""
+
+
+def evaluation_rates(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
+    """Per run whose measured window holds evaluation (a ``validation`` phase in its steps, as the profiler
+    and the Lightning callback record it): the rate over the whole window, evaluation included
+    (``window_rate``: the rate the other figures of a page use), beside the training-only rate
+    (``training_rate``: the same work over the window's time less the evaluation's), in ``unit`` per
+    second (tokens, else samples); ``evaluation_s`` (the slowest rank's, whose time is the run's) and
+    ``evaluation_share`` of the elapsed time. Runs whose evaluation is below :data:`EVALUATION_SHARE`
+    of it are left out; so are runs without steps (:func:`evaluation_notes` says what is known of them)."""
+    columns = ["experiment", "configuration", "run_id", "unit", "window_rate", "training_rate", "evaluation_s",
+               "evaluation_share"]
+    if steps is None or steps.per_rank.empty or "validation_s" not in steps.per_rank:
+        return pd.DataFrame(columns=columns)
+    totals = rank_totals(steps.per_rank).reset_index()
+    slowest = totals.loc[totals.groupby(totals["run_id"].astype(str))["elapsed_s"].idxmax()]
+    evaluation = dict(zip(slowest["run_id"].astype(str), slowest["validation_s"].fillna(0.0)))
+    shown = runs.assign(configuration=labels(runs), evaluation_s=runs["run_id"].astype(str).map(evaluation))
+    shown = shown[(shown["evaluation_s"] > EVALUATION_SHARE * shown["elapsed_s"]).fillna(False).to_numpy(bool)]
+    unit = "tokens" if shown["tokens"].notna().all() else "samples"
+    return shown.assign(unit=unit, window_rate=shown[unit] / shown["elapsed_s"],
+                        training_rate=shown[unit] / (shown["elapsed_s"] - shown["evaluation_s"]),
+                        evaluation_share=shown["evaluation_s"] / shown["elapsed_s"])[columns].reset_index(drop=True)
+
+
+def evaluation_notes(runs: pd.DataFrame, steps: Summaries | None) -> list[str]:
+    """What is known of the evaluation of the runs :func:`evaluation_rates` cannot split: a log's intervals
+    that include an evaluation were left out of the window (``extra_excluded_records``: its rate is
+    training-only, the rate with evaluation was not measured); a table's ``validation_s`` without steps
+    (whether its ``elapsed_s`` includes it is not recorded: only the rate given is shown)."""
+    stepped = set(steps.per_rank["run_id"].astype(str)) if steps is not None else set()
+    out = []
+    if "extra_excluded_records" in runs:
+        left = runs[pd.to_numeric(runs["extra_excluded_records"], errors="coerce").fillna(0).gt(0).to_numpy(bool)]
+        out += [f"{r['run_id']}: {count(r['extra_excluded_records'], 'interval')} whose time includes an evaluation "
+                "left out of its measured window: its rate is training-only; the rate with evaluation was not "
+                "measured." for r in left.to_dict("records")]
+    if "validation_s" in runs:
+        given = runs[runs["validation_s"].gt(0).fillna(False).to_numpy(bool)
+                     & ~runs["run_id"].astype(str).isin(stepped).to_numpy(bool)]
+        if len(given):
+            out.append(f"{first_of(given['run_id'].astype(str).tolist(), 4)}: validation_s given beside elapsed_s, "
+                       "without saying whether elapsed_s includes it (no steps to tell): the rate shown is the "
+                       "one given, training-only or not as its source measured it.")
+    return out
