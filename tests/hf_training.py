@@ -28,6 +28,8 @@ from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 from trainperf.integrations import HFCallback  # noqa: E402
 
 VOCAB = 128
+CHECKPOINTING = ("activation_checkpointing" if "activation_checkpointing" in TrainingArguments.__dataclass_fields__
+                 else "gradient_checkpointing")  # the argument's name since transformers 5, and before
 
 
 def main() -> None:
@@ -47,14 +49,16 @@ def main() -> None:
 
 
 def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: bool = False,
-          report_dir: str | None = None, eval_every: int | None = None, save_every: int | None = None) -> float:
+          report_dir: str | None = None, eval_every: int | None = None, save_every: int | None = None,
+          checkpointing: bool = False) -> float:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``;
     return the training loss the ``Trainer`` reports (mean over steps).
     ``eval_every``: evaluate on 32 sequences every so many steps;
     ``save_every``: save a checkpoint every so many steps.
     With ``report_dir``, write the class of the model the Trainer trained
-    to ``report_dir/wrapped-rank{R}.txt``."""
+    to ``report_dir/wrapped-rank{R}.txt``; with ``checkpointing``, ask the
+    Trainer for activation (gradient) checkpointing."""
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -68,7 +72,8 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, fsdp: 
             save_strategy="steps" if save_every else "no", save_steps=save_every or 500,
             eval_strategy="steps" if eval_every else "no", eval_steps=eval_every,
             disable_tqdm=True, dataloader_num_workers=0, learning_rate=1e-3,
-            **({"fsdp": True, "fsdp_config": {"transformer_layer_cls_to_wrap": ["GPT2Block"]}} if fsdp else {}))
+            **({"fsdp": True, "fsdp_config": {"transformer_layer_cls_to_wrap": ["GPT2Block"]}} if fsdp else {}),
+            **({CHECKPOINTING: True} if checkpointing else {}))
         trainer = Trainer(model=model, args=training, train_dataset=dataset,
                           eval_dataset=(dataset * 32)[:32] if eval_every else None,
                           callbacks=[HFCallback(run_dir, config={"experiment": "hf", "model": "tiny-gpt2"}, warmup_steps=1)])

@@ -20,6 +20,7 @@ import lightning as L  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from lightning.pytorch.callbacks import ModelCheckpoint  # noqa: E402
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
@@ -29,12 +30,17 @@ VOCAB = 128
 
 
 class TinyGPT(L.LightningModule):
-    """``oom_at``: the optimizer step whose first micro-batch runs out of memory (the CPU allocator's own error)."""
+    """``oom_at``: the optimizer step whose first micro-batch runs out of memory (the CPU allocator's own error);
+    ``checkpointing``: each block recomputed in backward, as FSDP's activation checkpointing wraps it."""
 
-    def __init__(self, oom_at: int | None = None) -> None:
+    def __init__(self, oom_at: int | None = None, checkpointing: bool = False) -> None:
         super().__init__()
         self.model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=64))
         self.oom_at = oom_at
+        if checkpointing:
+            blocks = self.model.transformer.h
+            for i, block in enumerate(blocks):
+                blocks[i] = checkpoint_wrapper(block)
 
     def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
         if self.global_step == self.oom_at:
@@ -60,12 +66,14 @@ def main() -> None:
 
 
 def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, validate_every: int | None = None,
-          oom_at: int | None = None, checkpoint_every: int | None = None, **callback_options: Any) -> int:
+          oom_at: int | None = None, checkpoint_every: int | None = None, checkpointing: bool = False,
+          **callback_options: Any) -> int:
     """Train ``steps`` optimizer steps of ``accum`` micro-batches of ``batch``
     sequences of ``seq_len`` tokens on every rank, writing ``run_dir``
     (validating on eight batches every ``validate_every`` batches: long enough
     to stand out from any wait for data; ``ModelCheckpoint`` saving every
-    ``checkpoint_every`` optimizer steps); return the optimizer steps Lightning took."""
+    ``checkpoint_every`` optimizer steps; ``checkpointing``: each block wrapped
+    for activation checkpointing); return the optimizer steps Lightning took."""
     torch.manual_seed(0)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     n = batch * accum * steps * world
@@ -82,7 +90,8 @@ def train(run_dir: str, batch: int, accum: int, steps: int, seq_len: int, valida
                                          warmup_steps=1, **callback_options),
                        *([ModelCheckpoint(dirpath=out, every_n_train_steps=checkpoint_every, save_top_k=-1)]
                          if checkpoint_every else [])])
-        trainer.fit(TinyGPT(oom_at), loader, DataLoader(list(ids) * 4, batch_size=batch) if validate_every else None)
+        validation = DataLoader(list(ids) * 4, batch_size=batch) if validate_every else None
+        trainer.fit(TinyGPT(oom_at, checkpointing), loader, validation)
         taken = trainer.global_step
     del trainer
     gc.collect()

@@ -386,3 +386,25 @@ def test_a_run_that_did_not_fit_needs_no_speed_and_says_so():
         in row["notes"]
     with pytest.raises(DataError, match="no measure of speed"):
         check_runs(pd.DataFrame({"run_id": ["mb64"], "gpus": [1], "fits": [True]}))
+def test_strong_and_weak_scaling_are_told_from_the_work_done_per_step_where_no_batch_is_given():
+    # 1,000 steps of 4,096 tokens per device (weak): 4.096e6, 8.192e6 and 1.6384e7 tokens at 1, 2 and 4 devices
+    weak = derive(runs(*({"run_id": f"w{g}", "gpus": g, "steps": 1000, "tokens": 4.096e6 * g, "elapsed_s": e}
+                         for g, e in ((1, 100.0), (2, 105.0), (4, 120.0)))))
+    assert weak["scaling_type"].tolist() == ["weak"] * 3 and weak["serial_fraction"].isna().all()
+    # the same 8,192 tokens per step on every device count (strong)
+    strong = derive(runs(*({"run_id": f"s{g}", "gpus": g, "steps": 1000, "tokens": 8.192e6, "elapsed_s": e}
+                           for g, e in ((1, 100.0), (2, 55.0), (4, 31.0)))))
+    assert strong["scaling_type"].tolist() == ["strong"] * 3
+    assert strong["serial_fraction"].iloc[2] == pytest.approx((31 / 100 - 1 / 4) / (1 - 1 / 4))
+    # per data-parallel replica: 8 devices at tensor parallel 2 are 4 replicas of 2,048 tokens per step
+    replicas = derive(runs(*({"run_id": f"t{g}", "gpus": g, "tensor_parallel": 2, "steps": 10,
+                              "tokens": 2048 * 10 * g / 2, "elapsed_s": 1.0} for g in (2, 4, 8))))
+    assert replicas["scaling_type"].tolist() == ["weak"] * 3
+    # a published rate and step time, rounded as printed (31.97 to 32.04 samples per device per step): weak
+    printed = derive(runs(*({"run_id": f"p{g}", "gpus": g, "samples_per_s": x, "step_time_s": t}
+                            for g, x, t in ((1, 1150.0, 0.0278), (8, 8510.0, 0.0301), (256, 184_320.0, 0.0445)))))
+    assert printed["scaling_type"].tolist() == ["weak"] * 3
+    # neither the work per step nor per device is held (12 %, 50 % apart): not known
+    neither = derive(runs(*({"run_id": f"n{g}", "gpus": g, "steps": 10, "tokens": w, "elapsed_s": 1.0}
+                            for g, w in ((1, 1000.0), (2, 1120.0), (4, 3000.0)))))
+    assert neither["scaling_type"].isna().all()

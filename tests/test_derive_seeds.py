@@ -110,3 +110,22 @@ def test_published_mpt_mfu_and_hfu_reproduce_within_a_tenth_of_a_point():
     # FP8 runs are measured against the FP8 dense peak (1979), BF16 ones against 989.5 / 312
     assert set(d.loc[d["precision"] == "fp8", "peak_tflops_per_gpu"]) == {1979.0}
     assert set(d.loc[d["precision"] == "bf16", "peak_tflops_per_gpu"]) == {989.5, 312.0}
+
+
+def test_seeds_000_and_002_scale_weakly_by_the_work_each_device_does_per_step():
+    """data/reference/README.md: seed 000 processes 22,528 tokens per GPU per step at every GPU count, and
+    seed 002's throughput table keeps 32 images per GPU (its rates agree with its step times only as
+    32 × GPUs / step time): both are weak scaling, judged without Karp–Flatt, although neither gives a
+    batch that says so (seed 002's FSDP rows print 64)."""
+    d = derive(raw("seed_000_throughput.csv"))
+    # 33,792,000 tokens / 1,500 steps / 1 GPU = 1,081,344,000 / 1,500 / 32 = 22,528
+    assert (d["tokens"] / d["steps"] / d["gpus"]).tolist() == [22_528.0] * 5
+    assert d["scaling_type"].tolist() == ["weak"] * 5 and d["serial_fraction"].isna().all()
+    d = derive(raw("seed_002_scaling.csv"))
+    throughput = d[d["experiment"] == "seed002-throughput"]
+    # 56,320 img/s × 0.0362 s / 64 GPUs = 31.86 images per GPU, the fewest; 104,960 × 0.0391 / 128 = 32.06, the most
+    per_device = throughput["samples_per_s"] * throughput["step_time_s"] / throughput["gpus"]
+    assert per_device.min() == pytest.approx(31.86, abs=0.01) and per_device.max() == pytest.approx(32.06, abs=0.01)
+    assert throughput["scaling_type"].tolist() == ["weak"] * 9 and throughput["serial_fraction"].isna().all()
+    # the cost table gives elapsed times only: the same work (90 epochs) on every GPU count
+    assert d.loc[d["experiment"] == "seed002-cost", "scaling_type"].tolist() == ["strong"] * 5

@@ -27,19 +27,22 @@ interval covers, whether its time includes an evaluation, and the memory and
 energy the profiler reads since (empty in every frozen input)."""
 
 
-NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", "price_per_kwh", "device_memory_gb",
-                   "peak_memory_mean_gb", "reserved_memory_gb", "reserved_memory_mean_gb", "host_memory_gb",
-                   "host_memory_mean_gb", "energy_j", "energy_counter", "alloc_retries", "ooms", "fits",
-                   "energy_j_per_token", "power_w_per_gpu", "energy_kwh", "energy_cost_usd",
-                   "energy_cost_usd_per_million_tokens", "memory_headroom_gb", "warmup_rule", "wall_s", "goodput",
-                   "productive_s", "warmup_excess_s", "startup_s", "unaccounted_s", "after_steps_s")
+NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", "known_error", "compiled",
+                   "price_per_kwh", "device_memory_gb", "peak_memory_mean_gb", "reserved_memory_gb",
+                   "reserved_memory_mean_gb", "host_memory_gb", "host_memory_mean_gb", "energy_j", "energy_counter",
+                   "alloc_retries", "ooms", "fits", "energy_j_per_token", "power_w_per_gpu", "energy_kwh",
+                   "energy_cost_usd", "energy_cost_usd_per_million_tokens", "memory_headroom_gb", "warmup_rule",
+                   "wall_s", "goodput", "productive_s", "warmup_excess_s", "startup_s", "unaccounted_s",
+                   "after_steps_s")
 """Runs columns added since: whether the source measured the row (the reference data says where it did not),
 whether the run competed for its host's CPU (the bench's ``extra_oversubscribed``, and the profiler's record),
 the width of an attention head and whether the output head shares the token embedding (FLOPs conventions),
-memory and energy (the profiler's runs of the embedded data are of steps-file version 1, which recorded only
-the peak: these are empty there; device_memory_gb and memory_headroom_gb come from the datasheet), how the
-warm-up was chosen (trainperf.steady_state: the frames of data/runs were frozen again with it, the others keep
-the warm-up they had) and the goodput breakdown (trainperf.goodput: no frozen input has a wall clock)."""
+an error the row's source is known to have (the reference data's README lists them), whether the model ran
+compiled (a setting repeats share), memory and energy (the profiler's runs of the embedded data are of
+steps-file version 1, which recorded only the peak: these are empty there; device_memory_gb and
+memory_headroom_gb come from the datasheet), how the warm-up was chosen (trainperf.steady_state: the frames of
+data/runs were frozen again with it, the others keep the warm-up they had) and the goodput breakdown
+(trainperf.goodput: no frozen input has a wall clock)."""
 SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
            "cost_efficiency", "notes"]
 TIED = "scaling: several runs share the fewest devices: set baseline_run_id"

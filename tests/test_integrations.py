@@ -218,3 +218,42 @@ def test_hf_trainer_asked_for_fsdp_records_the_strategy_that_ran(tmp_path):
     assert_run(run_dir, "transformers", 2, world=2, strategy=ran)
     steps = load_steps(run_dir)
     assert (steps.loc[~steps["warmup"], "comm_s"] > 0).all()
+
+
+def test_the_callbacks_record_activation_checkpointing_so_runs_with_and_without_are_no_repeats(tmp_path):
+    """The Trainer asked for gradient checkpointing (transformers' flag on the model's blocks), and a Lightning
+    module whose blocks torch's checkpoint_wrapper wraps (as FSDP's activation checkpointing does), each
+    against the same run without: the setting is recorded, HFU counts the recomputation (4/3 of MFU, the
+    CPU's measured peak), and no run is left with an unknown setting or taken for a repeat of the other."""
+    from trainperf import derive
+    from trainperf.estimates import configuration_keys
+
+    for checkpointing in (True, False):
+        hf_training.train(str(tmp_path / f"hf-{checkpointing}"), BATCH, 1, STEPS, SEQ_LEN, checkpointing=checkpointing)
+        lightning_training.train(str(tmp_path / f"lightning-{checkpointing}"), BATCH, 1, STEPS, SEQ_LEN,
+                                 checkpointing=checkpointing)
+    runs = derive(load_runs(tmp_path)).set_index("run_id")
+    assert runs["activation_checkpointing"].to_dict() == {"hf-True": True, "hf-False": False, "lightning-True": True,
+                                                          "lightning-False": False}
+    assert (runs["hfu"] / runs["mfu"]).to_dict() == pytest.approx({"hf-True": 4 / 3, "hf-False": 1.0,
+                                                                    "lightning-True": 4 / 3, "lightning-False": 1.0})
+    assert not runs["notes"].fillna("").str.contains("activation_checkpointing unknown").any()
+    keys = configuration_keys(runs.reset_index()).tolist()
+    assert len(set(keys)) == 4  # the same experiment and batch, told apart by the setting
+
+
+def test_a_lightning_run_that_validates_gets_its_training_only_rate(tmp_path):
+    """Validation after batches 2 and 4 of 4 steps (one measured step carries it): its tokens over the
+    window's time less the validation phase, beside the window's rate the pages use."""
+    from trainperf import derive, load_summaries
+    from trainperf.report.configs import evaluation_rates
+
+    lightning_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, validate_every=2)
+    runs = derive(load_runs(tmp_path))
+    (row,) = evaluation_rates(runs, load_summaries(tmp_path)).to_dict("records")
+    steps = load_steps(tmp_path)
+    validation = steps.loc[~steps["warmup"], "validation_s"].sum()  # one rank
+    tokens, elapsed = runs["tokens"].iloc[0], runs["elapsed_s"].iloc[0]
+    assert tokens == BATCH * SEQ_LEN * 3 and row["evaluation_s"] == pytest.approx(validation)
+    assert row["window_rate"] == pytest.approx(tokens / elapsed) == runs["tokens_per_s"].iloc[0]
+    assert row["training_rate"] == pytest.approx(tokens / (elapsed - validation)) and 0 < row["evaluation_share"] < 1

@@ -230,7 +230,7 @@ EXPECTED_EMBEDDED = {
     # rank 0 / rank 1 = 1384.64 / 806.75 = 1.72x; seed 002: 184,320 / 1,150 = 160.28x at 256 GPUs (shown with
     # its warning: DDP at micro-batch 32 becomes FSDP at 64 on the way), and its 64-GPU job costs $3,072 (the seed's cost table: 64 GPUs x 16 h x $3.00 per GPU-hour)
     "scaling": ["1.61×", "1.72×", "160.28×", "Amdahl", "USL", "Straight line", "$3,072.00",
-                "seed002-throughput changes more than the device count",
+                "seed002-throughput (weak scaling) changes more than the device count",
                 # seed 004 averaged over ranks: 1 - 1095.70 s / 1384.64 s = 20.9 % less than the slowest rank's
                 "Mean over ranks understates elapsed by", "20.9 %"],
     # seed 003: 16,150 tokens/s at micro-batch 1024, 16,150 / 15,250 - 1 = 5.9 % ahead of 512; the measured
@@ -285,9 +285,9 @@ def test_index_links_every_report_with_its_headline(embedded):
         assert f'href="{name}.html"' in index
     assert "Peak throughput 700,970 tokens/s" in text  # 1,081,344,000 / 1542.64 s, seed 000 at 32 GPUs
     # the scaling card: the largest measured scale of an experiment that changes only the device count
-    # (seed 000, 700,970 / 34,086 = 20.6x on 32 GPUs), never seed 002's projected cost table (45.0x on 64)
-    # nor the confounded seed002-throughput's 160.28x
-    assert "seed000-scaling: 20.6× faster on 32 devices than on 1" in text
+    # (seed 000, 700,970 / 34,086 = 20.6x on 32 GPUs, each GPU doing 22,528 tokens per step: weak scaling),
+    # never seed 002's projected cost table (45.0x on 64) nor the confounded seed002-throughput's 160.28x
+    assert "seed000-scaling (weak scaling): 32 devices process 20.6× as much per second as 1" in text
     assert "45.0×" not in text and "160" not in text
     assert "data/reference/seed_000_throughput.csv" in text
     # data/runs is one line for the reports that read it, not one line per run folder found in it
@@ -427,8 +427,10 @@ def test_a_sweep_of_two_micro_batch_sizes_at_one_and_two_processes_builds_every_
     result = build(plan(RUNS_REPORTS, data=[str(tmp_path / "sweep.csv")], out_dir=tmp_path / "out"), workers=2)
     assert not result.failed, result.failed[0].error
     scaling_page = _visible(_page(tmp_path / "out", "scaling"))
-    assert "my-sweep (micro-batch 8): 1.8× faster on 2 devices than on 1" in scaling_page
-    assert "my-sweep (micro-batch 16)" in scaling_page
+    # micro-batch 8 on each process, 8 then 16 samples a step: weak scaling; 7,447 / 4,096 = 1.8x
+    assert ("my-sweep (micro-batch 8; weak scaling): 2 devices process 1.8× as much per second as 1"
+            in scaling_page)
+    assert "my-sweep (micro-batch 16; weak scaling)" in scaling_page
     batch_page = _visible(_page(tmp_path / "out", "batch_size"))
     for devices in ("1 device", "2 devices"):
         assert f"my-sweep ({devices}): fastest micro-batch 16" in batch_page

@@ -468,23 +468,28 @@ def _scaling_runs():
 
 def test_confounded_experiment_is_warned_about_and_never_projected():
     from trainperf.report import scaling
+    from trainperf.report.configs import doubt_notes
 
     runs = _scaling_runs()
     # seed 002's throughput table moves from DDP at micro-batch 32 to FSDP at 64 from 64 GPUs on
     warnings = scaling.confounded(runs)
-    assert len(warnings) == 1 and warnings[0].startswith("seed002-throughput changes more than the device count: "
-                                                         "strategy ddp (from 1 device) → fsdp (from 64 devices)")
-    assert "seed002-throughput" not in {p.experiment for p in scaling.projections(runs)}
+    assert len(warnings) == 1 and warnings[0].startswith("seed002-throughput (weak scaling) changes more than the "
+                                                         "device count: strategy ddp (from 1 device) → fsdp (from "
+                                                         "64 devices)")
+    assert "seed002-throughput (weak scaling)" not in {p.experiment for p in scaling.projections(runs)}
     # the headline: the largest measured scale among the clean studies. Seed 002's cost table reaches 64 GPUs
     # (45.0x) but every time in it is the source's projection (measured = false): not headlined, not fitted.
-    # Seed 000: 700,970 / 34,086 tokens/s = 20.6x on 32 GPUs, 64 % efficiency
-    assert scaling.headline(runs).text == ("seed000-scaling: 20.6× faster on 32 devices than on 1 — 64 % scaling "
+    # Seed 000: 700,970 / 34,086 tokens/s = 20.6x on 32 GPUs, 64 % efficiency; 22,528 tokens per GPU per step
+    # at every GPU count (data/reference/README.md): weak scaling, the work grows with the devices
+    assert scaling.headline(runs).text == ("seed000-scaling (weak scaling): 32 devices process 20.6× as much per "
+                                           "second as 1, each doing the same work per step — 64 % scaling "
                                            "efficiency.")
-    assert "seed002-cost" not in {p.experiment for p in scaling.projections(runs)}
-    (warning,) = scaling.unmeasured(runs)
-    assert warning.startswith("seed002-cost: 5 rows projected or estimated by the source, not measured")
+    assert "seed002-cost (strong scaling)" not in {p.experiment for p in scaling.projections(runs)}
+    (warning,) = doubt_notes(runs)
+    assert warning.startswith("5 runs projected (seed002-cost-g1, seed002-cost-g8, seed002-cost-g16, "
+                              "seed002-cost-g32, …): projected or estimated by its source, not measured")
     # its USL fit through 5 device counts spans more than 4x at 8 x 32 devices: no projection is drawn
-    (fitted,) = [p for p in scaling.projections(runs) if p.experiment == "seed000-scaling"]
+    (fitted,) = [p for p in scaling.projections(runs) if p.experiment == "seed000-scaling (weak scaling)"]
     low, high = fitted.best.band(fitted.target, scaling.BAND_LEVEL)
     assert high[0] > 4 * low[0]
     assert "the data cannot project to 256 devices" in scaling.headline(runs).html
@@ -492,21 +497,21 @@ def test_confounded_experiment_is_warned_about_and_never_projected():
 
 
 def test_oversubscribed_runs_are_shown_but_never_fitted_or_headlined():
-    """The bench's CPU runs at 4 processes on 2 cores (data/runs, oversubscribed): their studies are
-    warned about, neither fitted nor headlined, and each run's notes say what it measures."""
+    """The bench's CPU runs at 4 processes on 2 cores (data/runs, oversubscribed): marked in their studies'
+    rows, neither fitted nor headlined, and each run's notes say what it measures; the headline comes from
+    the runs at 1 and 2 processes of the strong-scaling study, the largest measured scale without doubt."""
     from trainperf.report import scaling
 
     runs = scaling.studies(open_runs([str(ROOT / "data" / "runs")]))
-    warnings = [w for w in scaling.unmeasured(runs) if "oversubscribed" in w]
-    assert [w.split(":")[0] for w in warnings] == ["bench-cpu-small-fp32-strong-scaling",
-                                                   "bench-cpu-small-fp32-weak-scaling"]
-    assert all(w.split(": ", 1)[1].startswith("2 runs with more busy threads than cores") for w in warnings)
+    frame = scaling.table(runs).set_index(["experiment", "gpus"])
+    strong, weak = "bench-cpu-small-fp32-strong-scaling (strong scaling)", "bench-cpu-small-fp32-weak-scaling (weak scaling)"
+    assert frame.loc[(strong, 4), "marks"] == frame.loc[(weak, 4), "marks"] == "oversubscribed"
+    assert not frame.loc[(strong, 4), "concluded"] and frame.loc[(strong, 2), "concluded"]
     assert scaling.projections(runs) == []
-    assert scaling.headline(runs).text.startswith("No experiment measures scaling without doubt")
-    assert scaling.headline(runs).text.endswith("supports no conclusion.")
+    assert scaling.headline(runs).text.startswith(f"{strong}: 1.8× faster on 2 devices than on 1")
     four = runs[runs["gpus"] == 4]
     assert four["oversubscribed"].all() and four["notes"].str.contains("contention for the CPU").all()
-
+    assert all(n.endswith("Left out: 4 devices (oversubscribed).") for n in scaling.efficiency_notes(runs))
 
 
 def test_cost_per_million_tokens_only_where_a_rate_is_known(tmp_path):
@@ -526,9 +531,9 @@ def test_overhead_shows_the_wait_for_the_slowest_rank():
 
     frame = scaling.overhead(_scaling_runs()).set_index(["experiment", "gpus"])
     # seed 004, batch 64 on 2 GPUs: the slowest rank's 1384.64 s against the ranks' mean 1095.70 s
-    assert frame.loc[("seed004-batch64", 2), "slowest_wait_s"] == pytest.approx(1384.64 - 1095.70)
+    assert frame.loc[("seed004-batch64 (strong scaling)", 2), "slowest_wait_s"] == pytest.approx(1384.64 - 1095.70)
     # batch 128 on 4 GPUs: compute 463.90 + communication 21.22 + data 3.53 + the wait 216.79 = 705.44 of 706.41 s
-    row = frame.loc[("seed004-batch128", 4)]
+    row = frame.loc[("seed004-batch128 (strong scaling)", 4)]
     assert row[["compute_s", "comm_s", "data_s", "slowest_wait_s"]].sum() == pytest.approx(705.44, abs=0.01)
 
 def test_single_process_and_ddp_are_the_same_training(tmp_path):
@@ -541,8 +546,8 @@ def test_single_process_and_ddp_are_the_same_training(tmp_path):
               else r["strategy"]} for r in rows]
     runs = studies(open_runs(_write(tmp_path, rows)))
     clean = table(runs).groupby("experiment", sort=False)["only_devices_change"].first()
-    assert clean.to_dict() == {"torchrun": True, "to-fsdp": False}
-    assert [w.split(":")[0] for w in confounded(runs)] == ["to-fsdp changes more than the device count"]
+    assert clean.to_dict() == {"torchrun (weak scaling)": True, "to-fsdp (weak scaling)": False}
+    assert [w.split(":")[0] for w in confounded(runs)] == ["to-fsdp (weak scaling) changes more than the device count"]
     assert "strategy single (from 1 device) → fsdp (from 4 devices)" in confounded(runs)[0]
 
 
@@ -572,26 +577,26 @@ def test_scaling_efficiency_of_measured_runs_has_an_interval():
     runs = scaling.studies(open_runs([str(REFERENCE / "seed_000_throughput.csv"), str(MEASURED)]))
     steps = open_steps([str(MEASURED)], runs)
     frame = scaling.table(runs, steps).set_index("configuration")
-    strong = frame[frame["experiment"] == "bench-cpu-small-fp32-strong-scaling"]
+    strong = frame[frame["experiment"] == "bench-cpu-small-fp32-strong-scaling (strong scaling)"]
     measured = strong[strong["gpus"] > 1]
     assert ((measured["efficiency_low"] < measured["scaling_efficiency"])
             & (measured["scaling_efficiency"] < measured["efficiency_high"])).all()
     assert measured["efficiency_interval"].str.endswith("(steps of one run, run-to-run CV 8% assumed)").all()
     assert strong.loc[strong["gpus"] == 1, "efficiency_interval"].tolist() == ["baseline"]
-    seed = frame[(frame["experiment"] == "seed000-scaling") & (frame["gpus"] > 1)]
+    seed = frame[(frame["experiment"] == "seed000-scaling (weak scaling)") & (frame["gpus"] > 1)]
     assert set(seed["efficiency_interval"]) == {"no interval (one run without steps)"}
     assert seed["efficiency_low"].isna().all()
     notes = scaling.efficiency_notes(runs, steps)
-    assert [n.split(":")[0] for n in notes] == ["bench-cpu-small-fp32-strong-scaling",
-                                                "bench-cpu-small-fp32-weak-scaling"]  # seed 000: nothing to test
-    assert "falls from 2 to 4 devices (93 % → 40 %" in notes[0]
-    # the headline of the measured studies alone: 5,379 / 3,379 tokens/s on 4 processes = 1.59×, 39.8 %, with
-    # its interval; 4 processes on 2 cores are oversubscribed, so the headline concludes nothing from it
+    assert [n.split(":")[0] for n in notes] == ["bench-cpu-small-fp32-strong-scaling (strong scaling)",
+                                                "bench-cpu-small-fp32-weak-scaling (weak scaling)"]  # seed 000: none
+    # 4 processes on 2 cores are oversubscribed: no efficiency move is concluded from them, and they are named
+    assert "4 devices" not in notes[0].split(" Left out:")[0] and notes[0].endswith("Left out: 4 devices (oversubscribed).")
+    # the headline of the measured studies alone: at 4 processes 5,379 / 3,379 tokens/s = 1.59× (39.8 %), but
+    # oversubscribed; the largest scale without doubt is 2 processes, at 92.8 % with its interval
     measured = runs[runs["experiment"].str.startswith("bench")]
     text = scaling.headline(measured, None, steps).text
-    assert re.fullmatch(r"No experiment measures scaling without doubt \(.*\)\. The widest, "
-                        r"bench-cpu-small-fp32-strong-scaling: 1\.6× faster on 4 devices than on 1 — 40 % scaling "
-                        r"efficiency \(95 % interval 3\d\.\d %–4\d\.\d %\), supports no conclusion\.", text)
+    assert re.fullmatch(r"bench-cpu-small-fp32-strong-scaling \(strong scaling\): 1\.9× faster on 2 devices than on "
+                        r"1 — 93 % scaling efficiency \(95 % interval \d\d\.\d %–1\d\d\.\d %\)\.", text)
 
 
 def test_efficiency_change_within_the_noise_is_not_called_a_drop(tmp_path):
@@ -661,21 +666,28 @@ def test_fit_parameters_at_their_bound_print_as_zero():
 
 
 def test_projection_frames_of_seed_000():
+    """Seed 000 is weak scaling (22,528 tokens per GPU per step): USL alone is fitted, through 5 device counts.
+    Its 95 % band spans more than 4× from about 47 GPUs on (8.60×–23.3× at the measured 32, 7.14×–39.0× at
+    64): the curve stops there and the table says the data cannot project to 64, 128 or 256 GPUs."""
     from trainperf.report import scaling
 
     runs = _scaling_runs()
-    found = [p for p in scaling.projections(runs) if p.experiment == "seed000-scaling"]
+    found = [p for p in scaling.projections(runs) if p.experiment == "seed000-scaling (weak scaling)"]
+    assert list(found[0].fits) == ["usl"]
     table = scaling.projected(found)
     # straight line from 32 GPUs at 20.56x (700,972 / 34,086): 20.56 x 256 / 32 = 164.5x at 256 GPUs
     last = table.iloc[-1]
     assert last["devices"] == 256 and last["naive"] == pytest.approx(700_970 / 34_086 * 8, rel=1e-4)
+    assert table["usl"].isna().all()
+    assert table["usl_band"].str.fullmatch(r"the data cannot project this far: 95 % band [\d.,]+×–[\d.,]+×").all()
     curves = scaling.curves(found)
-    assert set(curves["curve"]) == {"Amdahl fit", "USL fit", "ideal",
-                                    "straight line (efficiency held at the last point)"}
-    assert set(curves.loc[curves["curve"].str.endswith("fit"), "band"]) == {"95 % band"}
-    bands = curves.dropna(subset=["low"])
-    assert ((bands["low"] <= bands["multiplier"]) & (bands["multiplier"] <= bands["high"])).all()
-    assert table["amdahl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×").all()
+    assert set(curves["curve"]) == {"USL fit", "ideal", "straight line (efficiency held at the last point)"}
+    usl = curves[curves["curve"] == "USL fit"]
+    assert 32 < usl["devices"].max() < 64 and (usl["high"] <= 4 * usl["low"]).where(usl["devices"] > 32, True).all()
+    assert set(usl["band"]) == {"95 % band"}
+    assert ((usl["low"] <= usl["multiplier"]) & (usl["multiplier"] <= usl["high"])).all()
+    assert any("beyond 47 devices its 95 % band spans more than 4×: the data cannot project this far" in n
+               for n in scaling.fit_notes(found))
 
 
 def test_usl_through_three_device_counts_says_it_has_no_band():
@@ -688,16 +700,18 @@ def test_usl_through_three_device_counts_says_it_has_no_band():
     found = scaling.projections(runs)
     assert {len(p.p) for p in found} == {3}
     table = scaling.projected(found)
-    assert set(table["usl_band"]) == {"no band (3 device counts, 3 parameters: measure a 4th device count)"}
-    assert table["amdahl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×").all()
-    assert "nan" not in " ".join(table.astype(str).to_numpy().ravel()).lower()
+    assert set(table["usl_band"]) == {"the data cannot project this far: no band (3 device counts, 3 parameters: "
+                                      "measure a 4th device count)"}
+    assert table["usl"].isna().all() and table["amdahl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×").all()
+    assert "nan" not in " ".join(table[["usl_band", "amdahl_band"]].to_numpy().ravel()).lower()
     notes = " ".join(scaling.fit_notes(found))
     assert "USL: sigma = " in notes and "no band (3 device counts, 3 parameters" in notes and "nan" not in notes.lower()
     assert {p.best.law for p in found} == {"amdahl"}
     facts = scaling.headline(runs).html
     assert "Amdahl projection at" in facts and "nan" not in facts.lower()
-    curves = scaling.curves(found).groupby("curve")
+    curves = scaling.curves(found).groupby("curve")  # USL drawn through the measured 1-4 GPUs only
     assert set(curves.get_group("USL fit")["band"]) == {"no band (3 device counts, 3 parameters: measure a 4th device count)"}
+    assert curves.get_group("USL fit")["devices"].max() <= 4 < curves.get_group("Amdahl fit")["devices"].max()
     assert curves.get_group("USL fit")["low"].isna().all() and curves.get_group("Amdahl fit")["low"].notna().all()
 
 

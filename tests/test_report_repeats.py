@@ -60,7 +60,7 @@ def test_efficiency_and_serial_fraction_within_the_noise_are_not_called_a_trend(
     # repeats spread by 4-13 % leave both intervals wide
     runs = _runs(tmp_path, RATES)
     notes = scaling.serial_notes(runs)
-    assert len(notes) == 1 and notes[0].startswith("strong: e is within the noise (0.0515 (95 % interval")
+    assert len(notes) == 1 and notes[0].startswith("strong (strong scaling): e is within the noise (0.0515 (95 % interval")
     assert "→ 0.0917 (95 % interval" in notes[0] and "grows" not in notes[0]
     assert scaling.serial_trend(np.array([0.0515, 0.0917])) == "grows"  # the same values, untested
     assert "does not change beyond the noise from 2 to 4 devices" in " ".join(scaling.efficiency_notes(runs))
@@ -72,11 +72,11 @@ def test_headline_does_not_call_a_speed_up_within_the_noise_faster(tmp_path):
     text = scaling.headline(runs).text
     low, high = _ratio_interval((1000.0, 1400.0), (1250.0, 1300.0))
     assert low < 1 < high
-    assert text.startswith(f"strong: indistinguishable in speed on 2 devices and on 1 (1.06×, 95 % interval "
+    assert text.startswith(f"strong (strong scaling): indistinguishable in speed on 2 devices and on 1 (1.06×, 95 % interval "
                            f"{low:.2f}×–{high:.2f}×)")
     assert "faster" not in text
     clear = scaling.headline(_runs(tmp_path, RATES)).text
-    assert clear.startswith("strong: 3.1× faster on 4 devices than on 1")
+    assert clear.startswith("strong (strong scaling): 3.1× faster on 4 devices than on 1")
 
 
 def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
@@ -150,7 +150,8 @@ def test_repeats_without_a_named_baseline_and_a_micro_batch_sweep_at_two_device_
              "tokens": rate * 10, "elapsed_s": 10.0} for (b, g), rate in rates.items()]
     pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
     frame = scaling.table(scaling.studies(open_runs([str(tmp_path / "sweep.csv")])))
-    assert frame["experiment"].tolist() == ["my-sweep (micro-batch 8)"] * 2 + ["my-sweep (micro-batch 16)"] * 2
+    assert frame["experiment"].tolist() == ["my-sweep (micro-batch 8; strong or weak not known)"] * 2 + [
+        "my-sweep (micro-batch 16; strong or weak not known)"] * 2
     assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4096, 1.0, 8402 / 4551])
     assert frame["only_devices_change"].all()
 
@@ -167,8 +168,43 @@ def test_weak_scaling_is_judged_by_scaled_speedup_and_per_device_throughput_not_
     assert frame["scaling_kind"].unique().tolist() == ["weak scaling"] and frame["serial_fraction"].isna().all()
     assert frame["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.875, 0.75])  # per-device rate
     (law,) = scaling.laws(runs)
-    assert law.startswith("weak: weak scaling") and "Gustafson's scaled speedup" in law
+    assert law.startswith("weak (weak scaling): the same work per device") and "Gustafson's scaled speedup" in law
     assert "Karp–Flatt serial fraction assume the same total work" in law
     assert scaling.serial_notes(runs) == []
     (projection,) = scaling.projections(runs)
     assert list(projection.fits) == ["usl"]
+
+
+def test_runs_that_differ_in_any_recorded_setting_are_never_repeats(tmp_path):
+    """Four runs a user named alike (extra_configuration "mb8", as trainperf bench names repeats) at micro-batch
+    8 on one device: two alike, one with activation checkpointing, one compiled. Only the two alike are
+    repeats: their mean 1,050 tokens/s; the others are configurations of their own, each labelled by what
+    sets it apart; so are their runs on two devices."""
+    from trainperf.estimates import configuration_intervals, configuration_keys
+
+    settings = {"r1": (False, False, 1000.0), "r2": (False, False, 1100.0), "ckpt": (True, False, 700.0),
+                "comp": (False, True, 1400.0)}
+    rows = [{"run_id": f"{name}-g{g}", "experiment": "sweep", "gpus": g, "micro_batch_size": 8, "grad_accum_steps": 1,
+             "activation_checkpointing": ckpt, "compiled": comp, "extra_configuration": f"mb8-g{g}",
+             "tokens": rate * g * 0.9 ** (g - 1) * 10, "elapsed_s": 10.0}
+            for name, (ckpt, comp, rate) in settings.items() for g in (1, 2)]
+    pd.DataFrame(rows).to_csv(tmp_path / "runs.csv", index=False)
+    runs = open_runs([str(tmp_path / "runs.csv")])
+    one = runs[runs["gpus"] == 1]
+    assert configuration_keys(one).nunique() == 3
+    found = configuration_intervals(one).set_index("run_ids")
+    assert found.loc["r1-g1, r2-g1", "throughput"] == pytest.approx(1050.0)
+    assert found.loc["ckpt-g1", "runs"] == found.loc["comp-g1", "runs"] == 1
+    # the scaling page: a study per setting, each with its own multiplier (0.9 × 2 = 1.8x at 2 devices)
+    frame = scaling.table(scaling.studies(runs))
+    assert frame["runs"].tolist() == [2, 2, 1, 1, 1, 1]
+    assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.8] * 3)
+    assert frame["experiment"].unique().tolist() == [
+        "sweep (activation checkpointing False, compiled False; weak scaling)",
+        "sweep (activation checkpointing True, compiled False; weak scaling)",
+        "sweep (activation checkpointing False, compiled True; weak scaling)"]
+    # a chart's labels: the repeats share one, each setting names itself
+    from trainperf.report.configs import labels
+
+    assert labels(one, compact=True) == ["no checkpointing\nnot compiled"] * 2 + [
+        "activation checkpointing\nnot compiled", "no checkpointing\ncompiled"]

@@ -5,10 +5,10 @@ is estimated from its measured steps where it has them (:func:`estimate_steps`:
 the hierarchical block bootstrap of :mod:`trainperf.stats`, over runs, then
 blocks of steps) or from the spread of its repeats (:func:`estimate_runs`).
 
-Runs that are repeats of one configuration are grouped: by
-``extra_configuration`` where the runs carry it (``trainperf bench
---repeats``), else by the experiment and the configuration columns
-(:data:`CONFIG_KEY`). Each configuration's interval (:func:`configuration_intervals`)
+Runs that are repeats of one configuration are grouped: by the experiment,
+every recorded setting (:data:`CONFIG_KEY`) and ``extra_configuration`` where
+the runs carry it (``trainperf bench --repeats``): runs that differ in any
+setting are never repeats, whatever their configuration's name. Each configuration's interval (:func:`configuration_intervals`)
 comes from its steps where given (a single run's adds the assumed run-to-run
 variation), else from the spread of its repeats; a single run without steps
 has none. A report says a configuration is better than another only when
@@ -29,10 +29,11 @@ from trainperf.errors import DataError
 from trainperf.stats import (DRAWS, FASTER, LEVEL, MIN_EFFECT, RUN_CV, SLOWER, Difference, log_interval,
                              relative_difference, resample_runs, verdict, with_run_to_run)
 
-CONFIG_KEY = ("platform", "model", "n_params", "precision", "strategy", "gpus", "nodes", "tensor_parallel",
-              "pipeline_parallel", "micro_batch_size", "grad_accum_steps", "global_batch_size", "seq_len",
-              "activation_checkpointing")
-"""Columns that runs must share to be repeats of one configuration."""
+CONFIG_KEY = ("platform", "model", "n_params", "n_active_params", "n_layers", "d_model", "n_heads", "vocab_size",
+              "precision", "strategy", "gpus", "nodes", "tensor_parallel", "pipeline_parallel", "context_parallel",
+              "expert_parallel", "micro_batch_size", "grad_accum_steps", "global_batch_size", "seq_len",
+              "activation_checkpointing", "compiled")
+"""Columns that runs must share to be repeats of one configuration: every setting a runs table records."""
 RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
 
 
@@ -172,15 +173,16 @@ INTERVAL_COLUMNS = ("experiment", "configuration", "runs", "steps", "unit", "thr
 
 
 def configuration_keys(runs: pd.DataFrame) -> pd.Series:
-    """Per run, the name of the configuration it repeats: ``extra_configuration``
-    where given, else its experiment and configuration columns."""
-    explicit = runs["extra_configuration"] if "extra_configuration" in runs else pd.Series(pd.NA, index=runs.index)
-    columns = [c for c in ("experiment", *CONFIG_KEY) if c in runs]
+    """Per run, the key of the configuration it repeats: its experiment, every
+    setting of :data:`CONFIG_KEY` and its ``extra_configuration`` (the name
+    ``trainperf bench`` gives repeats), so that runs alike in all of them, and
+    only those, share a key."""
+    columns = [c for c in ("experiment", *CONFIG_KEY, "extra_configuration") if c in runs]
+    if not columns:
+        return runs["run_id"].astype("string")
     values = zip(*(runs[c].tolist() for c in columns))
-    implicit = pd.Series(["|".join("" if pd.isna(v) else str(v) for v in row) for row in values], index=runs.index,
-                         dtype="string") if columns else runs["run_id"]
-    experiment = runs["experiment"].astype("string").fillna("") if "experiment" in runs else ""
-    return (experiment + "|" + explicit.astype("string")).fillna(implicit)
+    return pd.Series(["|".join("" if pd.isna(v) else str(v) for v in row) for row in values], index=runs.index,
+                     dtype="string")
 
 
 def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, draws: int = DRAWS,

@@ -54,7 +54,9 @@ IDENTITY: list[Column] = [
         "source": "provenance: where the numbers come from",
         "baseline_run_id": "optional: the run this one's scaling is measured against (default: fewest devices in the experiment)",
         "scaling_type": "strong (the same total work per optimizer step at every device count) or weak (the same "
-                        "work per device); derived from the batch where not given",
+                        "work per device); derived where not given from the samples or tokens of a step, else "
+                        "the global batch (trainperf.scaling.scaling_type)",
+        "known_error": "an error the source of this row is known to have (text): shown beside the row",
     }),
     *_cols("float", "count", {
         "n_params": "parameters of the model (count)",
@@ -90,6 +92,7 @@ IDENTITY: list[Column] = [
     Column("tied_embeddings", "bool", "the output head shares the token embedding's weights (torchtitan FLOPs "
                                       "then leave nothing out of n_params; default false)"),
     Column("activation_checkpointing", "bool", "activations recomputed in backward (HFU counts it)"),
+    Column("compiled", "bool", "the model ran compiled (torch.compile): runs that differ in it are no repeats"),
     Column("measured", "bool", "false for a row its source projected or estimated instead of measuring: shown and "
                                "marked, never headlined, fitted or projected from (empty: measured)"),
     Column("oversubscribed", "bool", "more busy threads than cores on a host of the run, or a load average above "

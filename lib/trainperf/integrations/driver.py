@@ -192,6 +192,29 @@ def model_facts(model: Any) -> dict[str, Any]:
     return facts
 
 
+CHECKPOINT_WRAPPERS = ("CheckpointWrapper",)
+"""Classes of torch's ``checkpoint_wrapper`` (``torch.distributed.algorithms._checkpoint``): FSDP's activation
+checkpointing (Lightning's ``activation_checkpointing_policy``, accelerate's) wraps each block in one."""
+
+
+def activation_checkpointing(model: Any) -> bool | None:
+    """Whether ``model`` recomputes activations in backward: True where one of its modules is wrapped for
+    it (:data:`CHECKPOINT_WRAPPERS`) or a transformers module's ``gradient_checkpointing`` flag is set
+    (``activation_checkpointing_enable``, the ``Trainer``'s ``gradient_checkpointing`` argument); False where
+    modules carry that flag and none is set; None where nothing tells (a model that calls
+    ``torch.utils.checkpoint`` in its own forward)."""
+    found = None
+    for module in model.modules() if hasattr(model, "modules") else []:
+        if type(module).__name__ in CHECKPOINT_WRAPPERS:
+            return True
+        flag = module.__dict__.get("gradient_checkpointing")  # an attribute, never the deprecated property
+        if isinstance(flag, bool):
+            if flag:
+                return True
+            found = False
+    return found
+
+
 def _config_of(model: Any) -> Any:
     modules = model.modules() if hasattr(model, "modules") else [model]
     for module in modules:

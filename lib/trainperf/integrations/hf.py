@@ -39,8 +39,8 @@ from typing import Any
 import transformers
 from transformers import TrainerCallback
 
-from trainperf.integrations.driver import (HookedProfiler, TokenCounter, batch_counts, global_batch, guarded,
-                                           model_facts, wrapper_of)
+from trainperf.integrations.driver import (HookedProfiler, TokenCounter, activation_checkpointing, batch_counts,
+                                           global_batch, guarded, model_facts, wrapper_of)
 from trainperf.profiler.comm import strategy_of as wrapped_strategy
 
 
@@ -51,6 +51,16 @@ def precision_of(args: Any) -> str:
     if getattr(args, "fp16", False):
         return "fp16"
     return "tf32" if getattr(args, "tf32", None) else "fp32"
+
+
+def checkpointing_of(args: Any, model: Any) -> dict[str, bool]:
+    """``activation_checkpointing``: True where ``TrainingArguments`` ask for it
+    (``activation_checkpointing``, or ``gradient_checkpointing`` before transformers 5)
+    or the model recomputes activations (:func:`~trainperf.integrations.driver.activation_checkpointing`,
+    which says False for a transformers model that does not); nothing where neither tells."""
+    asked = any(getattr(args, name, None) for name in ("activation_checkpointing", "gradient_checkpointing"))
+    found = True if asked else activation_checkpointing(model) if model is not None else None
+    return {} if found is None else {"activation_checkpointing": found}
 
 
 def strategy_of(args: Any) -> str:
@@ -68,8 +78,8 @@ class HFCallback(TrainerCallback):
 
     ``config``: run columns, which win over what the callback detects
     (framework and version, batch sizes, accumulation, precision, strategy,
-    model facts from the model's ``config``, sequence length from the first
-    batch). ``count_tokens``: tokens of a micro-batch (default: ``input_ids``
+    activation checkpointing, model facts from the model's ``config``,
+    sequence length from the first batch). ``count_tokens``: tokens of a micro-batch (default: ``input_ids``
     elements, padding included). ``profiler_options``: ``StepProfiler``'s
     (``warmup_steps``, ``trace``, ``device``, ...)."""
 
@@ -96,7 +106,8 @@ class HFCallback(TrainerCallback):
         strategy = (wrapped_strategy(watched) if watched is not None else None) or strategy_of(args)
         detected = {"framework": "transformers", "framework_version": transformers.__version__,
                     "precision": precision_of(args), "strategy": strategy,
-                    **global_batch(args.per_device_train_batch_size, accum, args.world_size), **model_facts(model)}
+                    **global_batch(args.per_device_train_batch_size, accum, args.world_size), **model_facts(model),
+                    **checkpointing_of(args, model)}
         # averaged over devices, a micro-batch's part of the loss is scaled by the world size
         self._part_scale = args.world_size if getattr(args, "average_tokens_across_devices", False) else 1
         hooked = self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)

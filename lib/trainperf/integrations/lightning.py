@@ -41,7 +41,8 @@ from typing import Any
 import lightning
 from lightning.pytorch.callbacks import Callback
 
-from trainperf.integrations.driver import HookedProfiler, TokenCounter, batch_counts, global_batch, guarded, model_facts
+from trainperf.integrations.driver import (HookedProfiler, TokenCounter, activation_checkpointing, batch_counts,
+                                           global_batch, guarded, model_facts)
 
 STRATEGIES = {"DDPStrategy": "ddp", "FSDPStrategy": "fsdp", "ModelParallelStrategy": "fsdp",
               "DeepSpeedStrategy": "deepspeed", "SingleDeviceStrategy": "single"}
@@ -74,8 +75,9 @@ class LightningCallback(Callback):
 
     ``config``: run columns, which win over what the callback detects
     (framework and version, accumulation, precision, strategy, world size,
-    micro-batch and sequence length from the first batch, model facts from a
-    transformers-style ``config`` of the module or a submodule).
+    activation checkpointing (a transformers model's flag, or FSDP's checkpoint
+    wrappers), micro-batch and sequence length from the first batch, model
+    facts from a transformers-style ``config`` of the module or a submodule).
     ``count_tokens``: tokens of a micro-batch (default: ``input_ids``
     elements, or those of the batch's first integer tensor, padding
     included). ``profiler_options``: ``StepProfiler``'s."""
@@ -95,11 +97,14 @@ class LightningCallback(Callback):
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._accum = trainer.accumulate_grad_batches
         self._world = trainer.world_size
+        model = trainer.strategy.model if trainer.strategy.model is not None else pl_module  # FSDP wraps the blocks
+        checkpointing = activation_checkpointing(model)
         detected = {"framework": "lightning", "framework_version": lightning.__version__,
                     "precision": precision_of(trainer.precision), "strategy": strategy_of(trainer.strategy),
-                    **global_batch(None, self._accum, self._world), **model_facts(pl_module)}
+                    **global_batch(None, self._accum, self._world), **model_facts(pl_module),
+                    **({} if checkpointing is None else {"activation_checkpointing": checkpointing})}
         self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
-        self._hooked.profiler.watch(trainer.strategy.model if trainer.strategy.model is not None else pl_module)
+        self._hooked.profiler.watch(model)
         self._trainer = trainer
         trainer.save_checkpoint = self._timed_save(trainer.save_checkpoint)
 

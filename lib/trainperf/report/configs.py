@@ -1,6 +1,7 @@
 """Naming, grouping and ordering runs for people: the experiments in data
 order and the ones a report keeps, configuration labels, the throughput unit a set of runs can be
-compared in, and the best run with its margin."""
+compared in, the best run with its margin, and the marks of runs a page shows but never concludes
+from (projected, oversubscribed, incomplete) or whose source has a known error."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from trainperf.aggregate import Summaries, rank_totals
 from trainperf.hardware import is_cpu
 from trainperf.estimates import configuration_keys
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.html import count, fmt_int
+from trainperf.report.html import count, first_of, fmt_int
 
 
 @dataclass(frozen=True)
@@ -96,10 +98,12 @@ def batch(run: pd.Series | dict, *, compact: bool = False, short: bool = False) 
     return text if pd.isna(accum) else f"{text} × {fmt_int(accum)} {'accum.' if short else 'accumulation'}"
 
 
-def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...] = ()) -> str:
+def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...] = (),
+          settings: tuple[str, ...] = ()) -> str:
     """A configuration label: ``4 GPUs across 1 node`` (``processes`` on CPU),
-    plus the batch, strategy, model and platform where the row has them
-    (except the columns of :data:`LABEL_DETAILS` in ``skip``). ``compact``: one part per line, for chart axes."""
+    plus the batch, strategy, model and platform where the row has them (except
+    the columns of :data:`LABEL_DETAILS` in ``skip``) and the ``settings`` of
+    :data:`SETTINGS` asked for (``bf16``, ``activation checkpointing``). ``compact``: one part per line, for chart axes."""
     devices, parts = [], []
     if pd.notna(run.get("gpus")) and "gpus" not in skip:
         platform = run.get("platform")
@@ -115,15 +119,25 @@ def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...]
     for column in ("strategy", "model", "platform"):
         if pd.notna(run.get(column)) and column not in skip:
             parts.append(str(run[column]))
+    for column in settings:
+        value = run.get(column)
+        yes, no = SETTINGS[column]
+        parts.append(f"{column} unknown".replace("_", " ") if pd.isna(value) else str(value) if yes is None
+                     else yes if value else no)
     return ("\n" if compact else ", ").join(parts) if parts else str(run["run_id"])
 
 
+SETTINGS = {"precision": (None, None), "activation_checkpointing": ("activation checkpointing", "no checkpointing"),
+            "compiled": ("compiled", "not compiled")}
+"""Settings a label names only where the runs of an experiment differ in them: column → the words for on
+and off (None: the value itself)."""
 LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accum_steps", "gpus", "nodes")
 
 
 def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     """Labels for ``runs`` that leave out what every run of the same
-    experiment shares (e.g. the platform of a single-platform study); run ids
+    experiment shares (e.g. the platform of a single-platform study) and name
+    the :data:`SETTINGS` its runs differ in (precision, checkpointing); run ids
     where labels would repeat within an experiment, except, ``compact`` (chart
     axes, where the runs of one label are averaged), for the repeats of one
     configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
@@ -131,7 +145,8 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     out = pd.Series("", index=runs.index, dtype=object)
     for _, group in runs.groupby(groups, sort=False):
         shared = tuple(c for c in LABEL_DETAILS if c in group and len(group) > 1 and group[c].nunique(dropna=False) == 1)
-        texts = [label(r, compact=compact, skip=shared) for r in group.to_dict("records")]
+        differ = tuple(c for c in SETTINGS if c in group and group[c].nunique(dropna=False) > 1)
+        texts = [label(r, compact=compact, skip=shared, settings=differ) for r in group.to_dict("records")]
         keys = configuration_keys(group).tolist()
         repeats_only = len(set(texts)) == len(set(keys)) == len(set(zip(texts, keys)))
         if len(set(texts)) < len(texts) and not (compact and repeats_only):
@@ -160,3 +175,115 @@ def rank(runs: pd.DataFrame, column: str, *, larger_is_better: bool = True) -> R
     second = candidates.iloc[1]
     a, b = float(best[column]), float(second[column])
     return Ranking(best, second, a / b - 1 if larger_is_better else b / a - 1)
+
+
+DOUBTS = {
+    "measured": (False, "projected", "projected or estimated by its source, not measured (measured = false)"),
+    "oversubscribed": (True, "oversubscribed", "more busy threads than cores, or a loaded host, at the start "
+                                               "(oversubscribed): it measures contention for the CPU, not the "
+                                               "training"),
+    "complete": (False, "incomplete", "a rank's steps file is missing or a rank stopped early (complete = false): "
+                                      "its figures cover only some ranks"),
+}
+"""Runs a page shows, marked, but never headlines or concludes from: column → (the value that says so, the
+mark beside the row, why)."""
+
+
+def doubts(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run (rows of ``runs``), whether each of :data:`DOUBTS` applies (a bool column per mark)."""
+    return pd.DataFrame({mark: (runs[column].eq(value).fillna(False).astype(bool) if column in runs
+                                else pd.Series(False, index=runs.index))
+                         for column, (value, mark, _) in DOUBTS.items()}, index=runs.index)
+
+
+def doubtful(runs: pd.DataFrame) -> pd.Series:
+    """Per run, whether it is one of :data:`DOUBTS`: shown, never headlined or concluded from."""
+    return doubts(runs).any(axis=1)
+
+
+def marks(runs: pd.DataFrame) -> pd.Series:
+    """Per run, its marks for a table's ``marks`` column: the :data:`DOUBTS` that apply
+    (``projected``, ``oversubscribed``, ``incomplete``) and ``known error`` where its source has one
+    (``known_error``, which :func:`known_errors` words under the table), joined by ``; `` (``""``: none)."""
+    found = doubts(runs)
+    known = runs["known_error"].notna() if "known_error" in runs else pd.Series(False, index=runs.index)
+    return pd.Series(["; ".join([*(m for m in found.columns if row[m]), *(["known error"] if k else [])])
+                      for (_, row), k in zip(found.iterrows(), known)], index=runs.index, dtype=object)
+
+
+def known_errors(frame: pd.DataFrame, label: str = "configuration") -> list[str]:
+    """``label: known error`` for each row of ``frame`` (a table's rows, with ``known_error``) whose source
+    has a known error: the sentences under a table whose ``marks`` say ``known error``."""
+    if "known_error" not in frame:
+        return []
+    rows = frame[frame["known_error"].notna() & frame["known_error"].ne("")]
+    return [f"{name}: {error}." for name, error in zip(rows[label], rows["known_error"])]
+
+
+def with_marks(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (rows of runs, a ``run_id`` column) with a ``marks`` column (:func:`marks`) and the
+    runs' ``known_error`` where any of its runs has one; ``frame`` as it is otherwise."""
+    ids = frame["run_id"].astype(str)
+    shown = ids.map(dict(zip(runs["run_id"].astype(str), marks(runs)))).fillna("")
+    if not shown.ne("").any():
+        return frame
+    known = runs["known_error"] if "known_error" in runs else pd.Series(pd.NA, index=runs.index)
+    return frame.assign(marks=shown, known_error=ids.map(dict(zip(runs["run_id"].astype(str), known))))
+
+
+def doubt_notes(runs: pd.DataFrame, consequence: str = "shown and marked, never headlined") -> list[str]:
+    """One sentence per kind of :data:`DOUBTS` that some of ``runs`` are: how many, which, why and
+    ``consequence`` (what the page does with them)."""
+    found = doubts(runs)
+    ids = runs["run_id"].astype(str)
+    return [f"{count(int(found[mark].sum()), 'run')} {mark} ({first_of(ids[found[mark]].tolist(), 4)}): {why}; "
+            f"{consequence}." for _, (_, mark, why) in DOUBTS.items() if found[mark].any()]
+
+
+EVALUATION_SHARE = 0.001
+"""Share of a run's elapsed time from which its evaluation gets a training-only rate beside the window's."""
+
+
+def evaluation_rates(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
+    """Per run whose measured window holds evaluation (a ``validation`` phase in its steps, as the profiler
+    and the Lightning callback record it): the rate over the whole window, evaluation included
+    (``window_rate``: the rate the other figures of a page use), beside the training-only rate
+    (``training_rate``: the same work over the window's time less the evaluation's), in ``unit`` per
+    second (tokens, else samples); ``evaluation_s`` (the slowest rank's, whose time is the run's) and
+    ``evaluation_share`` of the elapsed time. Runs whose evaluation is below :data:`EVALUATION_SHARE`
+    of it are left out; so are runs without steps (:func:`evaluation_notes` says what is known of them)."""
+    columns = ["experiment", "configuration", "run_id", "unit", "window_rate", "training_rate", "evaluation_s",
+               "evaluation_share"]
+    if steps is None or steps.per_rank.empty or "validation_s" not in steps.per_rank:
+        return pd.DataFrame(columns=columns)
+    totals = rank_totals(steps.per_rank).reset_index()
+    slowest = totals.loc[totals.groupby(totals["run_id"].astype(str))["elapsed_s"].idxmax()]
+    evaluation = dict(zip(slowest["run_id"].astype(str), slowest["validation_s"].fillna(0.0)))
+    shown = runs.assign(configuration=labels(runs), evaluation_s=runs["run_id"].astype(str).map(evaluation))
+    shown = shown[(shown["evaluation_s"] > EVALUATION_SHARE * shown["elapsed_s"]).fillna(False).to_numpy(bool)]
+    unit = "tokens" if shown["tokens"].notna().all() else "samples"
+    return shown.assign(unit=unit, window_rate=shown[unit] / shown["elapsed_s"],
+                        training_rate=shown[unit] / (shown["elapsed_s"] - shown["evaluation_s"]),
+                        evaluation_share=shown["evaluation_s"] / shown["elapsed_s"])[columns].reset_index(drop=True)
+
+
+def evaluation_notes(runs: pd.DataFrame, steps: Summaries | None) -> list[str]:
+    """What is known of the evaluation of the runs :func:`evaluation_rates` cannot split: a log's intervals
+    that include an evaluation were left out of the window (``extra_excluded_records``: its rate is
+    training-only, the rate with evaluation was not measured); a table's ``validation_s`` without steps
+    (whether its ``elapsed_s`` includes it is not recorded: only the rate given is shown)."""
+    stepped = set(steps.per_rank["run_id"].astype(str)) if steps is not None else set()
+    out = []
+    if "extra_excluded_records" in runs:
+        left = runs[pd.to_numeric(runs["extra_excluded_records"], errors="coerce").fillna(0).gt(0).to_numpy(bool)]
+        out += [f"{r['run_id']}: {count(r['extra_excluded_records'], 'interval')} whose time includes an evaluation "
+                "left out of its measured window: its rate is training-only; the rate with evaluation was not "
+                "measured." for r in left.to_dict("records")]
+    if "validation_s" in runs:
+        given = runs[runs["validation_s"].gt(0).fillna(False).to_numpy(bool)
+                     & ~runs["run_id"].astype(str).isin(stepped).to_numpy(bool)]
+        if len(given):
+            out.append(f"{first_of(given['run_id'].astype(str).tolist(), 4)}: validation_s given beside elapsed_s, "
+                       "without saying whether elapsed_s includes it (no steps to tell): the rate shown is the "
+                       "one given, training-only or not as its source measured it.")
+    return out

@@ -23,7 +23,8 @@ from trainperf.importers.reported import compare_reported
 from trainperf.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.html import Html, count, first_of, title as page_title
+from trainperf.report.configs import doubt_notes
+from trainperf.report.html import Html, callout, count, first_of, title as page_title
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
@@ -219,8 +220,10 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
 
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
     """The report's title and what it covers (every experiment, platform and
-    model, ``unknown`` included); records the title and the inputs (of the
-    runs, and of the per-rank ``steps`` when given) for the index."""
+    model, ``unknown`` included), then a warning for each kind of run the page
+    shows but never headlines (:func:`trainperf.report.configs.doubt_notes`:
+    projected, oversubscribed, incomplete); records the title and the inputs
+    (of the runs, and of the per-rank ``steps`` when given) for the index."""
     parts = [count(len(runs), "run")]
     for column in ("experiment", "platform", "model"):
         found = list(dict.fromkeys(runs[column].astype("string").fillna("unknown"))) if column in runs else (
@@ -228,8 +231,11 @@ def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summari
         most = 8 if column == "experiment" else len(found)  # experiments named before the rest are counted
         parts.append(f"{column}{'s' if len(found) > 1 else ''}: {first_of(found, most, total=True)}")
     inputs = list(runs.attrs.get("inputs", [])) + list(steps.attrs.get("inputs", []) if steps is not None else [])
-    return page_title(title, " · ".join(parts) + (f"\n{subtitle}" if subtitle else ""),
+    head = page_title(title, " · ".join(parts) + (f"\n{subtitle}" if subtitle else ""),
                       {"title": title, "inputs": list(dict.fromkeys(inputs))})
+    marked = [callout(note, "warn") for note in doubt_notes(runs)]
+    return Html(head.html + "".join(m.html for m in marked), "\n".join([head.text, *(m.text for m in marked)]),
+                head.facts)
 
 
 def sides_header(title: str, sides: Mapping[str, Sequence[str]]) -> Html:
@@ -263,16 +269,19 @@ def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["where", "reason"])
 
 
-def note_counts(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
+def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -> pd.DataFrame:
     """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated)
     with how many runs carry each and up to three of their run ids. Without
     ``scaling``, notes about scaling only (their keys in
-    :data:`trainperf.derived.SCALING_NOTES`) are left out (for a report that shows none)."""
+    :data:`trainperf.derived.SCALING_NOTES`) are left out, without ``mfu``
+    those about HFU only (for a report that shows none: the setting they miss
+    changes nothing it shows)."""
     notes = runs.assign(note=runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; "))
     notes = notes.explode("note").dropna(subset=["note"])
-    if not scaling:
+    hidden = (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"})
+    if hidden:
         keys = notes["note"].str.split(": ", n=1).str[0].str.split(", ")
-        notes = notes[~keys.map(lambda names: set(names) <= SCALING_NOTES).to_numpy(bool)]
+        notes = notes[~keys.map(lambda names: set(names) <= hidden).to_numpy(bool)]
     return notes.groupby("note", sort=False)["run_id"].agg(
         runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 

@@ -24,16 +24,17 @@ SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) t
 """What the "Source figures vs trainperf" part lists."""
 
 
-def section(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True) -> Html:
+def section(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True, mfu: bool = True) -> Html:
     """The data-quality section of a page showing ``runs`` (and the per-rank
     ``steps`` summaries, where the page reads them): its parts under ``h3``
     headings. Without ``scaling``, notes and conventions of the scaling
-    multiplier are left out (for a report that shows none)."""
+    multiplier are left out, without ``mfu`` the notes on HFU (for a report
+    that shows none)."""
     differences = page.reported_differences(runs)
     parts = [
         ("Inputs read", [bullets(page.inputs_read(runs, steps))]),
         ("Skipped and why", [table(page.skipped(runs, steps), empty="Nothing was skipped.")]),
-        ("Empty or doubtful values", [table(page.note_counts(runs, scaling=scaling),
+        ("Empty or doubtful values", [table(page.note_counts(runs, scaling=scaling, mfu=mfu),
                                             empty="Every derived value of every run could be computed.")]),
         ("Conventions", [bullets(page.conventions(runs, scaling=scaling)),
                          table(page.peak_entries(runs),

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.report.configs import by_experiment, keep_experiments, labels
-from trainperf.report.html import (Html, count, first_of, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
+from trainperf.report.configs import by_experiment, doubtful, keep_experiments, labels, marks
+from trainperf.report.html import (Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
                                    headline as banner)
 from trainperf.report.noise import (NO_INTERVAL, and_list, around, call, configuration_means, content, intervals_per_run,
                                     job_frames, remember, summaries_content)
 from trainperf.report.page import InputError
-from trainperf.report.phases import PHASE_LABELS, per_experiment, slowest_wait
+from trainperf.report.phases import PHASE_LABELS, breakdown, per_experiment, slowest_wait
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
 from trainperf.stats import FASTER, SLOWER, verdict
 from trainperf.aggregate import Summaries, rank_totals
@@ -30,16 +30,30 @@ SAME_TRAINING = {"single": "ddp"}  # one process is DDP at world size 1: single 
 
 def studies(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of scaling studies measured at two or more device counts
-    (:func:`keep_experiments`), each study as an experiment: an experiment
-    whose runs on one device count differ in a setting (a micro-batch sweep
-    at 1 and 2 devices) is one study per value (``scaling_study``)."""
-    runs = runs.assign(experiment=runs["scaling_study"].fillna(runs["experiment"]))
+    (:func:`keep_experiments`), each study as an experiment named with its
+    kind: ``seed000-scaling (weak scaling)``. An experiment whose runs on one
+    device count differ in a setting (a micro-batch sweep at 1 and 2 devices)
+    is one study per value (``scaling_study``: ``my-sweep (micro-batch 8;
+    strong scaling)``)."""
+    study = runs["scaling_study"].fillna(runs["experiment"]).astype(str)
+    kinds = runs.groupby(study, sort=False)["scaling_type"].agg(
+        lambda k: k.dropna().iloc[0] if k.dropna().nunique() == 1 else None)
+    named = {name: _with_kind(name, str(experiment), KIND_LABELS.get(kinds[name], KIND_LABELS[None]))
+             for name, experiment in zip(study, runs["experiment"])}
+    runs = runs.assign(experiment=study.map(named))
     counts = runs.groupby("experiment")["gpus"].nunique()
     return keep_experiments(runs, counts >= 2, ["gpus", "micro_batch_size", "run_id"],
                             "measured at one device count only: no scaling",
                             "no experiment has runs at two or more device counts (column gpus): measure one "
                             "experiment at several device counts, e.g. with torchrun --nproc-per-node 1, 2, 4 "
                             f"(experiments: {', '.join(map(str, counts.index)) or 'none'})")
+
+
+def _with_kind(study: str, experiment: str, kind: str) -> str:
+    """``study`` (an experiment, or ``experiment (its series)``) with ``kind`` in its brackets."""
+    if study != experiment and study.endswith(")"):
+        return f"{study[:-1]}; {kind})"
+    return f"{study} ({kind})"
 
 
 # --- what changes besides the device count ------------------------------------------
@@ -69,39 +83,6 @@ def changes(group: pd.DataFrame) -> list[str]:
     return out
 
 
-DOUBTS = {"measured": (False, "row", "projected or estimated by the source, not measured (measured = false)"),
-          "oversubscribed": (True, "run", "with more busy threads than cores, or on a loaded host "
-                                          "(oversubscribed), which measure contention for the CPU, not scaling")}
-"""Rows that show no scaling (column: the value that says so, and why), shown but never concluded from."""
-
-
-def doubtful(group: pd.DataFrame) -> pd.Series:
-    """Per run of ``group``, whether it is one of :data:`DOUBTS`."""
-    found = pd.Series(False, index=group.index)
-    for column, (value, _, _) in DOUBTS.items():
-        if column in group:
-            found |= group[column].eq(value).fillna(False).astype(bool)
-    return found
-
-
-def measured(group: pd.DataFrame) -> bool:
-    """Whether every run of ``group`` measures scaling (none is one of :data:`DOUBTS`)."""
-    return not doubtful(group).any()
-
-
-def unmeasured(runs: pd.DataFrame) -> list[str]:
-    """A warning for each experiment with runs of :data:`DOUBTS`."""
-    out = []
-    for name, group in by_experiment(runs):
-        for column, (value, noun, why) in DOUBTS.items():
-            rows = group.loc[group[column].eq(value).fillna(False).astype(bool), "run_id"].astype(str).tolist() \
-                if column in group else []
-            if rows:
-                out.append(f"{name}: {count(len(rows), noun)} {why} ({first_of(rows, 4)}): shown, but never "
-                           "headlined, fitted or projected from.")
-    return out
-
-
 def confounded(runs: pd.DataFrame) -> list[str]:
     """A warning for each experiment whose runs differ in more than the device count."""
     return [f"{name} changes more than the device count: {'; '.join(found)}. Its multiplier mixes scaling with "
@@ -127,18 +108,22 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     ``efficiency_low``/``_high``, and as text ``multiplier_interval``,
     ``efficiency_interval``: with what it comes from, or why there is none),
     the Karp–Flatt serial fraction with its interval (``serial_low``/``_high``),
-    the basis of the comparison and ``only_devices_change``."""
+    the basis of the comparison, ``only_devices_change``, ``scaling_kind``,
+    ``marks`` (its runs' :func:`trainperf.report.configs.marks`), ``known_error``
+    (their sources' known errors, ``""``: none) and ``concluded``: whether conclusions may be drawn from the row (none of its
+    runs, nor of the baseline configuration's, is projected, oversubscribed or
+    incomplete)."""
     found = pd.concat([rows for rows, _ in _experiments(runs, steps).values()], ignore_index=True)
     speed = [c for c in SPEED if runs[c].notna().any()]
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
                   "scaling_multiplier", "multiplier_low", "multiplier_high", "multiplier_interval",
                   "scaling_efficiency", "efficiency_low", "efficiency_high", "efficiency_interval",
                   "serial_fraction", "serial_low", "serial_high", "scaling_basis", "only_devices_change",
-                  "scaling_kind"]]
+                  "scaling_kind", "marks", "known_error", "concluded"]]
 
 
-KIND_LABELS = {"strong": "strong scaling", "weak": "weak scaling", None: "strong or weak: not known"}
-"""``scaling_kind`` of :func:`table`, from a study's ``scaling_type``."""
+KIND_LABELS = {"strong": "strong scaling", "weak": "weak scaling", None: "strong or weak not known"}
+"""``scaling_kind`` of :func:`table`, from a study's ``scaling_type``; :func:`studies` puts it in the study's name."""
 
 
 def kind_of(group: pd.DataFrame) -> str | None:
@@ -157,30 +142,31 @@ def laws(runs: pd.DataFrame) -> list[str]:
     for name, group in by_experiment(runs):
         kind = kind_of(group)
         if kind == "weak":
-            out.append(f"{name}: weak scaling (the same work per device at every device count): the multiplier "
-                       "is Gustafson's scaled speedup and the efficiency the per-device throughput against the "
-                       "baseline's; Amdahl's law and the Karp–Flatt serial fraction assume the same total work "
-                       "and are not applied (projection: USL only).")
+            out.append(f"{name}: the same work per device at every device count. The multiplier is Gustafson's "
+                       "scaled speedup and the efficiency the per-device throughput against the baseline's; "
+                       "Amdahl's law and the Karp–Flatt serial fraction assume the same total work and are not "
+                       "applied (projection: USL only).")
         elif kind == "strong":
-            out.append(f"{name}: strong scaling (the same global batch at every device count): Amdahl's law, "
+            out.append(f"{name}: the same total work per optimizer step at every device count: Amdahl's law, "
                        "USL and the Karp–Flatt serial fraction apply.")
         else:
-            out.append(f"{name}: strong or weak scaling cannot be told (no global batch for every run; give "
-                       "global_batch_size, or scaling_type): judged as strong scaling.")
+            out.append(f"{name}: the data does not tell whether the work per step or per device is held (give "
+                       "global_batch_size, tokens and steps, or scaling_type): judged as strong scaling.")
     return out
 
 
 def shown_columns(group: pd.DataFrame) -> list[str]:
     """The columns of one experiment's :func:`table` rows a report shows: the speed its
-    comparison is based on (elapsed time, else tokens/s, else samples/s), the intervals as
-    text, the figures, and nothing empty."""
+    comparison is based on (elapsed time, else tokens/s, else samples/s), its interval and the
+    efficiency's as text (the multiplier's is the efficiency's times the ideal), the figures, the
+    rows' marks, and nothing empty."""
     if str(group["scaling_basis"].iloc[0]).startswith("elapsed"):
         speed = "elapsed_s"
     else:
         speed = next((c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
-    columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "multiplier_interval",
-               "scaling_efficiency", "efficiency_interval", "serial_fraction"]
-    keep = group[columns].notna().any() & ~group[columns].isin(["–"]).all()
+    columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "scaling_efficiency",
+               "efficiency_interval", "serial_fraction", "marks"]
+    keep = group[columns].notna().any() & ~group[columns].isin(["–", ""]).all()
     return [c for c in columns if keep[c]]
 
 
@@ -216,6 +202,15 @@ def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd
     def serial(speedup: np.ndarray, devices: np.ndarray) -> np.ndarray:
         return np.full(len(rows), np.nan) if weak else karp_flatt(speedup, devices)
 
+    known = group["known_error"] if "known_error" in group else pd.Series(pd.NA, index=group.index)
+    shown = group.assign(marks=marks(group), doubtful=doubtful(group), known_error=known.astype(object)
+                         ).groupby(key.to_numpy(), sort=False)
+    row_marks = shown["marks"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m if x)))
+    row_errors = shown["known_error"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m.dropna() if x)))
+    row_doubt = shown["doubtful"].any()
+    configuration = found["configuration"].fillna(found["run_id"])
+    doubt = configuration.map(row_doubt).to_numpy(bool)
+    concluded = ~doubt & (base is not None) & (not doubt[base] if base is not None else False)
     return rows.assign(
         configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
         multiplier_low=low, multiplier_high=high, serial_low=serial(high, ideal),  # e falls as S rises
@@ -223,7 +218,9 @@ def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd
         efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
         scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
         serial_fraction=serial(multiplier, ideal), only_devices_change=not changes(group),
-        scaling_kind=KIND_LABELS.get(kind_of(group), KIND_LABELS[None])), found
+        scaling_kind=KIND_LABELS.get(kind_of(group), KIND_LABELS[None]),
+        marks=configuration.map(row_marks).to_numpy(object), known_error=configuration.map(row_errors).to_numpy(object),
+        concluded=concluded), found
 
 
 def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multiplier: float, ideal: float
@@ -255,21 +252,32 @@ def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
 
 def efficiency_notes(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]:
     """Per experiment whose configurations have intervals: how its efficiency moves from one
-    device count to the next, a rise or drop only beyond the noise (:func:`trainperf.stats.verdict`)."""
+    device count to the next, a rise or drop only beyond the noise (:func:`trainperf.stats.verdict`),
+    between configurations a conclusion may be drawn from (``concluded``, :func:`table`)."""
     out = []
     for name, (rows, found) in _experiments(runs, steps).items():
-        if found["low"].isna().any():
+        kept = rows.index[rows["concluded"] | (rows["ideal"] == 1)]
+        if found["low"].isna().any() or len(kept) < 2 or not rows.loc[kept, "concluded"].any():
             continue
         moves, shown = [], rows["scaling_efficiency"]
-        for a, b in zip(rows.index[:-1], rows.index[1:]):
+        for a, b in zip(kept[:-1], kept[1:]):
             eff = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"]).times(
                 rows.loc[a, "gpus"] / rows.loc[b, "gpus"])  # efficiency ratio = throughput ratio × devices ratio
             move = {FASTER: "rises", SLOWER: "falls"}.get(verdict(eff), "does not change beyond the noise")
             moves.append(f"{move} from {fmt_int(rows.loc[a, 'gpus'])} to {fmt_int(rows.loc[b, 'gpus'])} devices "
                          f"({fmt_pct(shown[a], 0)} → {fmt_pct(shown[b], 0)}, 95 % interval of the change "
                          f"{fmt_pct(eff.low, 0, signed=True)} to {fmt_pct(eff.high, 0, signed=True)})")
-        out.append(f"{name}: scaling efficiency {'; it '.join(moves)}.")
+        out.append(f"{name}: scaling efficiency {'; it '.join(moves)}." + _left_out(rows))
     return out
+
+
+def _left_out(rows: pd.DataFrame) -> str:
+    """`` Left out: 4 devices (oversubscribed).``: the rows of one study's :func:`table` no conclusion is drawn from."""
+    doubted = rows[~rows["concluded"] & (rows["ideal"] != 1)]
+    if doubted.empty:
+        return ""
+    return " Left out: " + and_list([f"{fmt_int(g)} devices ({m or 'its baseline is doubtful'})"
+                                     for g, m in zip(doubted["gpus"], doubted["marks"])]) + "."
 
 
 def phases(runs: pd.DataFrame) -> pd.DataFrame:
@@ -387,6 +395,89 @@ def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFram
     return frame, sentences
 
 
+def rank_phases(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
+    """Where each rank's time goes, per rank of each run in ``steps`` whose slowest rank takes
+    :data:`STRAGGLER` times its fastest or more (in the runs' order): ``experiment, run_id, rank,
+    elapsed_s``, the phases the run's ranks timed (their totals over the measured window, s, as
+    :func:`trainperf.report.phases.breakdown` splits them: labelled columns; NaN for a phase another
+    run timed) and ``beyond_fastest_s``: the rank's elapsed time − its run's fastest rank's."""
+    per_rank = ranks(runs, steps)
+    slow = per_rank.groupby("run_id")["of_slowest"].transform("min") <= 1 / STRAGGLER
+    if not slow.any():
+        return pd.DataFrame(columns=["experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s"])
+    totals = rank_totals(steps.per_rank).reset_index()
+    totals = per_rank.loc[slow, ["experiment", "run_id", "rank"]].merge(
+        totals.assign(run_id=totals["run_id"].astype(str)), on=["run_id", "rank"])
+    parts = []
+    for _, group in totals.groupby("run_id", sort=False):
+        seconds, _ = breakdown(group, per_step=False)
+        parts.append(pd.concat([group[["experiment", "run_id", "rank", "elapsed_s"]], seconds], axis=1).assign(
+            beyond_fastest_s=group["elapsed_s"] - group["elapsed_s"].min()))
+    out = pd.concat(parts, ignore_index=True)
+    return out[[*(c for c in out if c != "beyond_fastest_s"), "beyond_fastest_s"]]
+
+
+OUTSIDE_SHARE = 0.5
+"""A slow rank's extra time counts as waited for inside the synchronised steps when the other ranks'
+communication is longer than its own by at least this share of it."""
+
+
+def rank_time_notes(runs: pd.DataFrame, steps: Summaries | None) -> list[str]:
+    """Per run whose slowest rank takes :data:`STRAGGLER` times its fastest or more (:func:`rank_phases`):
+    in which phase the slowest rank spends its extra time, and whether the other ranks wait for it in
+    the synchronised steps (their communication, where they wait in the gradient all-reduce, grows by
+    :data:`OUTSIDE_SHARE` of it or more) or not: then the extra time lies outside the synchronised steps
+    (work one rank does alone), the job ends when that rank does, and the others idle at the end."""
+    table, out = rank_phases(runs, steps), []
+    phase_names = [c for c in table if c not in ("experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s")]
+    comm = next((c for c in (PHASE_LABELS["comm_exposed_s"], PHASE_LABELS["comm_s"]) if c in table), None)
+    for run_id, group in table.groupby("run_id", sort=False):
+        slow, fast = group.loc[group["elapsed_s"].idxmax()], group.loc[group["elapsed_s"].idxmin()]
+        if not slow["elapsed_s"] >= STRAGGLER * fast["elapsed_s"]:
+            continue
+        extra = slow["elapsed_s"] - fast["elapsed_s"]
+        where = max(phase_names, key=lambda c: slow[c] - fast[c]) if phase_names else None
+        text = (f"Run {run_id}: rank {int(slow['rank'])} takes {fmt_num(extra, 1)} s longer than rank "
+                f"{int(fast['rank'])} ({fmt_num(slow['elapsed_s'], 1)} s against {fmt_num(fast['elapsed_s'], 1)} s)")
+        if where is not None:
+            text += f", {fmt_num(slow[where] - fast[where], 1)} s of it in {where}"
+        others = group.drop(index=slow.name)
+        if comm is None or pd.isna(slow[comm]) or others[comm].isna().all():
+            out.append(text + ". No communication times: whether the other ranks wait for it cannot be told.")
+            continue
+        waited = others[comm].median() - slow[comm]
+        if waited >= OUTSIDE_SHARE * extra:
+            out.append(text + f". The other ranks' {comm} is {fmt_num(waited, 1)} s longer than its own: they wait "
+                              "for it in the synchronised steps (a straggler inside the steps), and the job is as "
+                              "slow as this rank.")
+        else:
+            out.append(text + f". Yet the other ranks' {comm} is not longer ({fmt_num(others[comm].median(), 1)} s "
+                              f"against its own {fmt_num(slow[comm], 1)} s): they do not wait for this work in the gradient "
+                              "all-reduce, so it happens outside the synchronised steps — work this rank does alone "
+                              "(evaluation, logging, checkpointing, or a step the others do not share). The job "
+                              "ends when this rank does; the other ranks idle at the end, which is the “waiting for "
+                              "the slowest rank” of the time breakdown.")
+    return out
+
+
+SINGLE_DEVICE_COMM = 0.01
+"""Share of its elapsed time from which a run on one device's communication is named."""
+
+
+def single_device_comm(runs: pd.DataFrame) -> list[str]:
+    """A sentence for each run on one device whose communication (``comm_s``) is :data:`SINGLE_DEVICE_COMM`
+    of its elapsed time or more: one device exchanges no gradients, so the timer measures something else."""
+    if "comm_s" not in runs:
+        return []
+    one = runs[runs["gpus"].eq(1).fillna(False).to_numpy(bool)
+               & (runs["comm_s"] >= SINGLE_DEVICE_COMM * runs["elapsed_s"]).fillna(False).to_numpy(bool)]
+    return [f"Run {r['run_id']}: {fmt_num(r['comm_s'])} s of “communication” on a single device "
+            f"({fmt_pct(r['comm_s'] / r['elapsed_s'])} of its elapsed time), which has no other device to exchange "
+            "gradients with: the timer measures something else as well (waiting for the device, a collective "
+            "over one rank, work around it). Part of the communication of the runs on more devices may be the "
+            "same, not an exchange." for r in one.to_dict("records")]
+
+
 RANKS_NAMED = 8
 """Ranks a run names (labels on its chart, rows in its table) at most: a larger run names those that wait least
 and most for communication, and its straggler."""
@@ -459,24 +550,32 @@ MEANING = {"grows": "overhead grows with scale (communication, synchronisation) 
 def serial_notes(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]:
     """How each experiment's serial fraction moves with devices, and what that
     means: a move only beyond the noise where its configurations have intervals
-    (see :func:`serial_trend`); without intervals, said to be untested."""
+    (see :func:`serial_trend`); without intervals, said to be untested. Only rows
+    a conclusion may be drawn from (``concluded``) count; an experiment left with
+    fewer than two says so."""
     frame = table(runs, steps).dropna(subset=["serial_fraction"])
     out = []
-    for name, group in frame.groupby("experiment", sort=False):
+    for name, every in frame.groupby("experiment", sort=False):
+        group = every[every["concluded"]]
+        left = _left_out(every)
         e = group["serial_fraction"].to_numpy(float)
-        if len(e) >= 2:
-            tested = group["serial_low"].notna().all()
-            trend = serial_trend(e, group["serial_low"].to_numpy(float), group["serial_high"].to_numpy(float))
-            caveat = " Two values only: a weak indication." if len(e) == 2 and trend not in (
-                "moves both ways", "is within the noise") else ""
-            if not tested and trend != "stays about constant":
-                caveat += " No intervals (runs measured once without steps): the noise is not tested."
-            values = " → ".join(fmt_sig(v) if pd.isna(lo) else f"{fmt_sig(v)} (95 % interval {fmt_sig(lo)} to "
-                                f"{fmt_sig(hi)})"
-                                for v, lo, hi in zip(e, group["serial_low"], group["serial_high"]))
-            out.append(f"{name}: e {trend} ({values} at "
-                       f"{', '.join(f'{x:g}' for x in group['ideal'])}× the baseline devices) — "
-                       f"{MEANING[trend]}.{caveat}")
+        if len(e) < 2:
+            if len(group) < len(every):
+                out.append(f"{name}: no trend of e is read: fewer than two of its values come from runs a "
+                           f"conclusion may be drawn from.{left}")
+            continue
+        tested = group["serial_low"].notna().all()
+        trend = serial_trend(e, group["serial_low"].to_numpy(float), group["serial_high"].to_numpy(float))
+        caveat = " Two values only: a weak indication." if len(e) == 2 and trend not in (
+            "moves both ways", "is within the noise") else ""
+        if not tested and trend != "stays about constant":
+            caveat += " No intervals (runs measured once without steps): the noise is not tested."
+        values = " → ".join(fmt_sig(v) if pd.isna(lo) else f"{fmt_sig(v)} (95 % interval {fmt_sig(lo)} to "
+                            f"{fmt_sig(hi)})"
+                            for v, lo, hi in zip(e, group["serial_low"], group["serial_high"]))
+        out.append(f"{name}: e {trend} ({values} at "
+                   f"{', '.join(f'{x:g}' for x in group['ideal'])}× the baseline devices) — "
+                   f"{MEANING[trend]}.{caveat}{left}")
     return out
 
 
@@ -534,11 +633,14 @@ def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> lis
 def _projections(runs: pd.DataFrame, project_to_gpus: float | None) -> list[Projection]:
     out = []
     for name, group in by_experiment(runs):
-        if changes(group) or not measured(group):
+        if changes(group):
             continue
-        group = group.dropna(subset=["scaling_multiplier"])
+        doubt = doubtful(group)
         named = group.loc[group["run_id"] == group["baseline_run_id"], "gpus"]
         base_gpus = float(named.iloc[0]) if len(named) else float(group["gpus"].min())
+        if doubt[group["gpus"] == base_gpus].any():  # every multiplier is measured against a doubtful baseline
+            continue
+        group = group[~doubt].dropna(subset=["scaling_multiplier"])
         p = group["gpus"].to_numpy(float) / base_gpus  # relative devices, the baseline's p = 1
         if len(np.unique(p)) < MIN_FIT_POINTS:
             continue
@@ -551,19 +653,39 @@ def _projections(runs: pd.DataFrame, project_to_gpus: float | None) -> list[Proj
     return out
 
 
+MAX_BAND = 4.0
+"""A projection whose 95 % band's high end is more than this many times its low end (or that has no band)
+is out of the data's reach: it is neither drawn, tabulated nor headlined."""
+BEYOND_REACH = "the data cannot project this far"
+
+
+def within_reach(f: ScalingFit, relative: np.ndarray, measured_max: float) -> tuple[np.ndarray, np.ndarray,
+                                                                                     np.ndarray]:
+    """Where the fit ``f`` projects (relative devices ``relative``, in increasing order): within the
+    measured scale (``measured_max``), and beyond it as far as its 95 % band spans :data:`MAX_BAND` or
+    less; and the band (low, high) at every point."""
+    low, high = f.band(relative, BAND_LEVEL)
+    narrow = high <= MAX_BAND * low  # False where there is no band (NaN)
+    reach = (relative <= measured_max) | np.logical_and.accumulate(narrow | (relative <= measured_max))
+    return reach, low, high
+
+
 def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
     """The fitted laws, the straight line and the ideal from 1 to the target:
     rows ``experiment, devices, relative, curve, multiplier, low, high, band``
     (``low``/``high``: the fit's 95 % band, NaN for the lines and for a law
-    without a band; ``band``: ``95 % band``, or why there is none)."""
+    without a band; ``band``: ``95 % band``, or why there is none). A law is
+    drawn only as far as it projects (:func:`within_reach`): beyond the measured
+    scale, while its band spans :data:`MAX_BAND` or less."""
     rows = []
     for proj in found:
         x = np.geomspace(1, proj.target, points)
         lines = []
         for law, f in proj.fits.items():
-            low, high = f.band(x, BAND_LEVEL)
+            reach, low, high = within_reach(f, x, float(proj.p.max()))
             lines.append(pd.DataFrame({"curve": f"{LAWS[law]} fit", "relative": x, "multiplier": f.predict(x),
-                                       "low": low, "high": high, "band": "95 % band" if f.has_band else f.why_no_band}))
+                                       "low": low, "high": high, "band": "95 % band" if f.has_band else f.why_no_band}
+                                      )[reach])
         beyond = x[x >= proj.p.max()]
         lines.append(pd.DataFrame({"curve": "straight line (efficiency held at the last point)", "relative": beyond,
                                    "multiplier": proj.naive(beyond)}))
@@ -577,15 +699,19 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
 def projected(found: list[Projection]) -> pd.DataFrame:
     """Per experiment and projected device count (doublings up to the
     target): each law's multiplier and its 95 % band as text (``{law}_band``:
-    ``5.1×–6.3×``, or why there is none), the straight line and the ideal."""
+    ``5.1×–6.3×``; where the band spans more than :data:`MAX_BAND` or there is
+    none, no multiplier and :data:`BEYOND_REACH` with the band or why there is
+    none), the straight line and the ideal."""
     parts = []
     for proj in found:
         p = np.array(proj.targets())
         part = pd.DataFrame({"experiment": proj.experiment, "devices": p * proj.base_gpus})
         for law, f in proj.fits.items():
-            low, high = f.band(p, BAND_LEVEL)  # one call per law: each draws the parameters anew
-            band = [f"{fmt_times(a)}–{fmt_times(b)}" for a, b in zip(low, high)] if f.has_band else f.why_no_band
-            part = part.assign(**{law: f.predict(p), f"{law}_band": band})
+            reach, low, high = within_reach(f, p, float(proj.p.max()))  # one call per law: each draws anew
+            band = [f"{fmt_times(a)}–{fmt_times(b)}" if ok else
+                    f"{BEYOND_REACH}: {f'95 % band {fmt_times(a)}–{fmt_times(b)}' if f.has_band else f.why_no_band}"
+                    for ok, a, b in zip(reach, low, high)]
+            part = part.assign(**{law: np.where(reach, f.predict(p), np.nan), f"{law}_band": band})
         parts.append(part.assign(naive=proj.naive(p), ideal=p))
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
@@ -614,6 +740,14 @@ def fit_notes(found: list[Projection]) -> list[str]:
            for (name, law), g in params.groupby(["experiment", "law"], sort=False)]
     out += [f"The USL fit of {proj.experiment} peaks at about {fmt_int(peak * proj.base_gpus)} devices: beyond "
             "that, adding devices makes it slower." for proj in found if (peak := proj.fits["usl"].peak) < proj.target * 4]
+    for proj in found:
+        x = np.geomspace(1, proj.target, 60)
+        for law, f in proj.fits.items():
+            reach = x[within_reach(f, x, float(proj.p.max()))[0]].max()
+            if reach < proj.target:
+                why = "its 95 % band spans more than 4×" if f.has_band else "its error is not known"
+                out.append(f"{proj.experiment} — {LAWS[law]}: beyond {fmt_int(reach * proj.base_gpus)} devices "
+                           f"{why}: {BEYOND_REACH}, so it is not drawn or tabulated there.")
     return out
 
 
@@ -621,31 +755,44 @@ def fit_notes(found: list[Projection]) -> list[str]:
 
 def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: Summaries | None = None) -> Html:
     """The largest measured scale-up among experiments that change only the
-    device count, its efficiency (with its 95 % interval where ``steps`` or
-    repeats give one), and the fitted projection vs. the straight line;
-    without such an experiment, says so and projects nothing."""
-    study = _experiments(runs, steps)
-    groups = dict(iter(by_experiment(runs)))
-    real = [name for name in study if measured(groups[name])]
-    clean = [name for name in real if study[name][0]["only_devices_change"].iloc[0]]
-    scale = {name: (groups[name]["gpus"].max(), groups[name]["gpus"].max() / groups[name]["gpus"].min())
-             for name in study}
-    widest = max(clean or real or list(study), key=scale.get)  # the largest measured scale, then the widest span
-    group = study[widest][0]
+    device count (from rows a conclusion may be drawn from: ``concluded`` of
+    :func:`table`, none projected, oversubscribed or incomplete), its efficiency
+    (with its 95 % interval where ``steps`` or repeats give one), and the
+    fitted projection vs. the straight line; weak scaling in its own words
+    (the devices process more, they do not finish sooner); without such an
+    experiment, says so and projects nothing."""
+    study = {name: rows for name, (rows, _) in _experiments(runs, steps).items()}
+    real = [name for name, rows in study.items() if rows["concluded"].any()]
+    clean = [name for name in real if study[name]["only_devices_change"].iloc[0]]
+
+    def shown(name: str) -> pd.DataFrame:  # the rows a headline may come from
+        rows = study[name]
+        return rows[rows["concluded"] | (rows["ideal"] == 1)] if name in real else rows
+
+    def scale(name: str) -> tuple[float, float]:  # the largest measured scale, then the widest span
+        gpus = shown(name)["gpus"]
+        return gpus.max(), gpus.max() / gpus.min()
+
+    widest = max(clean or real or list(study), key=scale)
+    group = shown(widest)
     top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
     known = (f" (95 % interval {fmt_pct(top['efficiency_low'])}–{fmt_pct(top['efficiency_high'])})"
              if pd.notna(top["efficiency_low"]) else "")
+    weak = top["scaling_kind"] == KIND_LABELS["weak"]
     if pd.notna(top["multiplier_low"]) and top["multiplier_low"] <= 1 <= top["multiplier_high"]:
-        speed = (f"indistinguishable in speed on {fmt_int(top['gpus'])} devices and on {fmt_int(base['gpus'])} "
-                 f"({fmt_times(top['scaling_multiplier'], 2)}, 95 % interval {fmt_times(top['multiplier_low'], 2)}–"
-                 f"{fmt_times(top['multiplier_high'], 2)})")
+        speed = (f"indistinguishable in {'throughput' if weak else 'speed'} on {fmt_int(top['gpus'])} devices and on "
+                 f"{fmt_int(base['gpus'])} ({fmt_times(top['scaling_multiplier'], 2)}, 95 % interval "
+                 f"{fmt_times(top['multiplier_low'], 2)}–{fmt_times(top['multiplier_high'], 2)})")
+    elif weak:
+        speed = (f"{fmt_int(top['gpus'])} devices process {fmt_times(top['scaling_multiplier'], 1)} as much per "
+                 f"second as {fmt_int(base['gpus'])}, each doing the same work per step")
     else:
         speed = (f"{fmt_times(top['scaling_multiplier'], 1)} faster on {fmt_int(top['gpus'])} devices than on "
                  f"{fmt_int(base['gpus'])}")
     text = f"{widest}: {speed} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency{known}."
     if not real:
-        text = ("No experiment measures scaling without doubt (see the warnings: projected rows, oversubscribed "
-                "runs). The widest, " + text[:-1] + ", supports no conclusion.")
+        text = ("No experiment measures scaling without doubt (see the warnings: projected, oversubscribed or "
+                "incomplete runs). The widest, " + text[:-1] + ", supports no conclusion.")
     elif not clean:
         text = ("No experiment changes only the device count, so none is projected. The widest, " + text[:-1]
                 + ", mixes scaling with other changes.")
@@ -667,10 +814,6 @@ def headline(runs: pd.DataFrame, project_to_gpus: float | None = None, steps: Su
     return banner(text, figures)
 
 
-MAX_BAND = 4.0
-"""A projection whose 95 % band's high end is more than this many times its low end is not shown."""
-
-
 def _priced(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with a price per device-hour."""
     return runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
@@ -680,27 +823,34 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run with a price per device-hour: price, elapsed, device-hours, cost,
     USD per million tokens (``usd_per_million_tokens``; samples where a run lacks
     tokens: ``…_samples``; ``price_per_gpu_hour · gpus / 3600 s/h / rate · 10⁶``;
-    left out where a run lacks both) and cost efficiency (baseline cost per unit
-    of work / this run's)."""
+    left out where a run lacks both), cost efficiency (baseline cost per unit
+    of work / this run's) and, where a run has any, ``marks`` (:func:`trainperf.report.configs.marks`)
+    and ``known_error``."""
     priced = _priced(runs)
-    out = priced.assign(configuration=labels(priced) if len(priced) else [])
+    known = priced["known_error"] if "known_error" in priced else pd.Series(pd.NA, index=priced.index)
+    out = priced.assign(configuration=labels(priced) if len(priced) else [], marks=marks(priced), known_error=known)
     columns = ["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd"]
     rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
     if rate:
         unit = f"usd_per_million_{rate.removesuffix('_per_s')}"
         out[unit] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6
         columns.append(unit)
-    return out[[*columns, "cost_efficiency"]].reset_index(drop=True)
+    return out[[*columns, "cost_efficiency", *(["marks", "known_error"] if out["marks"].ne("").any() else [])]
+               ].reset_index(drop=True)
 
 
 def cost_notes(runs: pd.DataFrame) -> list[str]:
-    """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work."""
+    """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work;
+    said to be the source's projection where a run of the two is one (``measured`` false)."""
     out = []
     for name, group in by_experiment(_priced(runs)):
         top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
         if top.name != base.name and pd.notna(top["cost_efficiency"]) and top["cost_efficiency"] > 0:
+            projected = doubtful(group.loc[[base.name, top.name]]).any()
             out.append(f"{name}: going from {fmt_int(base['gpus'])} to {fmt_int(top['gpus'])} devices makes the job "
                        f"{fmt_times(top['scaling_multiplier'], 1)} faster and each unit of work "
                        f"{fmt_pct(1 / top['cost_efficiency'] - 1, 0)} more expensive ({fmt_usd(base['cost_usd'])} → "
-                       f"{fmt_usd(top['cost_usd'])} per run).")
+                       f"{fmt_usd(top['cost_usd'])} per run)"
+                       + (" — by figures that are not all measurements (see their marks), so no conclusion."
+                          if projected else "."))
     return out

@@ -11,7 +11,7 @@ in tables; chart text is drawn by matplotlib into the image, never as HTML.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -38,6 +38,28 @@ PHASE_COLORS: dict[str, str] = {
 SERIES = ("#2456a6", "#e07b39", "#2a9d8f", "#c44e52", "#8172b3", "#937860", "#d17fb5", "#7f7f7f",
           "#b8a02c", "#3fa7d6")
 """Colours of other series (experiments, platforms, laws), in order."""
+
+
+def series_colors(names: Sequence[object]) -> dict[str, str]:
+    """One colour of :data:`SERIES` per distinct name, in the order the names first appear (again from the
+    first after ten): the palette every chart of a page colours its experiments by."""
+    return {name: SERIES[i % len(SERIES)] for i, name in enumerate(dict.fromkeys(map(str, names)))}
+
+
+def color_titles(axes: Mapping[str, Axes], colors: Mapping[str, str]) -> None:
+    """Write the title of each panel of a grid (``grid.axes_dict``: name → axes) in its name's colour
+    (panels named after no key of ``colors`` keep theirs)."""
+    where = plt.rcParams["axes.titlelocation"]  # the theme's titles sit on the left
+    for name, ax in axes.items():
+        if str(name) in colors:
+            ax.set_title(ax.get_title(loc=where), loc=where, color=colors[str(name)])
+
+
+def color_tick_labels(ax: Axes, colors: Mapping[str, str], axis: str = "y") -> None:
+    """Write each tick label of ``ax``'s ``axis`` in the colour ``colors`` gives its text (others as they are)."""
+    for label in (ax.get_yticklabels() if axis == "y" else ax.get_xticklabels()):
+        if label.get_text() in colors:
+            label.set_color(colors[label.get_text()])
 
 RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold", "axes.titlelocation": "left",
       "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False, "svg.fonttype": "none",
@@ -129,7 +151,10 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "difference": ("Source − trainperf (relative to trainperf)", fmt_pct), "figure": ("Figure", None),
     "note": ("Why a value is empty or doubtful", None), "runs": ("Runs", fmt_int), "examples": ("For example", None),
     "where": ("Input", None), "reason": ("Reason", None), "peak_source": ("Source", None),
-    "side": ("Side", None), "phase": ("Phase", None), "baseline_s": ("Baseline (s)", fmt_sig),
+    "side": ("Side", None), "phase": ("Phase", None), "marks": ("Marks", None),
+    "beyond_fastest_s": ("Longer than the fastest rank (s)", fmt_num), "unit": ("Unit", None),
+    "window_rate": ("Rate with evaluation (per s)", fmt_int), "training_rate": ("Training only (per s)", fmt_int),
+    "evaluation_s": ("Evaluation (s)", fmt_num), "evaluation_share": ("Evaluation, share of the time", fmt_pct), "baseline_s": ("Baseline (s)", fmt_sig),
     "candidate_s": ("Candidate (s)", fmt_sig), "delta_s": ("Change (s)", fmt_sig),
     "low_s": ("95 % interval, low (s)", fmt_sig), "high_s": ("95 % interval, high (s)", fmt_sig),
     "delta_pct": ("Change, of a baseline step", lambda x: fmt_pct(x, signed=True)),
@@ -294,15 +319,26 @@ def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = 
 
 
 def error_bars(ax: Axes, frame: pd.DataFrame, at: str | None, value: str, low: str, high: str, *,
-               horizontal: bool = False, label: str | None = "95 % interval") -> None:
+               horizontal: bool = False, label: str | None = "95 % interval",
+               color: str | Sequence[str] = "black") -> None:
     """Draw each row's 95 % interval, columns ``low`` to ``high`` (in the units
-    of ``value``), as a black bar around ``value``: at the positions in column
-    ``at``, or at the row's position 0, 1, … (where seaborn puts categories)
-    when ``at`` is None; across the plot when ``horizontal``. Rows without an
-    interval get none."""
+    of ``value``), as a bar around ``value`` in ``color``: one colour, or one per
+    row (its series' colour, e.g. ``frame["experiment"].map(palette)``); at the
+    positions in column ``at``, or at the row's position 0, 1, … (where seaborn
+    puts categories) when ``at`` is None; across the plot when ``horizontal``.
+    Rows without an interval get none. The legend's entry (``label``) is grey
+    when the bars have several colours."""
     known = frame[[low, high]].notna().all(axis=1).to_numpy()
     where = (np.arange(len(frame)) if at is None else frame[at].to_numpy(float))[known]
     centre = frame[value].to_numpy(float)[known]
-    spread = [centre - frame[low].to_numpy(float)[known], frame[high].to_numpy(float)[known] - centre]
-    points, bars = ((centre, where), {"xerr": spread}) if horizontal else ((where, centre), {"yerr": spread})
-    ax.errorbar(*points, **bars, fmt="none", ecolor="black", capsize=3, label=label)
+    spread = np.array([centre - frame[low].to_numpy(float)[known], frame[high].to_numpy(float)[known] - centre])
+    colors = np.full(len(frame), color, dtype=object) if isinstance(color, str) else np.asarray(list(color), object)
+    colors = colors[known]
+    for i, shade in enumerate(dict.fromkeys(colors)):
+        rows = colors == shade
+        points = (centre[rows], where[rows]) if horizontal else (where[rows], centre[rows])
+        bars = {"xerr" if horizontal else "yerr": spread[:, rows]}
+        ax.errorbar(*points, **bars, fmt="none", ecolor=shade, capsize=3)
+    if label is not None and known.any():
+        ax.errorbar([], [], yerr=[], fmt="none", ecolor=colors[0] if len(set(colors)) == 1 else "grey",
+                    capsize=3, label=label)

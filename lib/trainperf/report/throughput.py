@@ -14,7 +14,7 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import plotted_steps
 from trainperf.goodput import PARTS
-from trainperf.report.configs import labels, ordered, rank, several_device_counts, unit_of
+from trainperf.report.configs import doubtful, labels, ordered, rank, several_device_counts, unit_of
 from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
 from trainperf.report.page import require
 from trainperf.schema import OUTSIDE_PREFIX
@@ -50,9 +50,12 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def headline(runs: pd.DataFrame) -> Html:
-    """The peak throughput, where it was reached, and what one device keeps of its baseline rate."""
+    """The peak throughput, where it was reached, and what one device keeps of its baseline rate; never
+    of a run the page marks (:func:`trainperf.report.configs.doubtful`: projected, oversubscribed,
+    incomplete) while another has a throughput."""
     unit = unit_of(runs)
-    best = rank(runs, unit.rate).best
+    doubt = doubtful(runs)
+    best = rank(runs[~doubt] if runs.loc[~doubt, unit.rate].notna().any() else runs, unit.rate).best
     where = labels(runs)[runs.index.get_loc(best.name)]
     text = (f"Peak throughput {fmt_int(best[unit.rate])} {unit.label} with {where}: "
             f"{fmt_int(best[unit.per_device])} {unit.label} per device.")
