@@ -237,23 +237,28 @@ def test_the_callbacks_record_activation_checkpointing_so_runs_with_and_without_
                                                           "lightning-False": False}
     assert (runs["hfu"] / runs["mfu"]).to_dict() == pytest.approx({"hf-True": 4 / 3, "hf-False": 1.0,
                                                                     "lightning-True": 4 / 3, "lightning-False": 1.0})
-    assert not runs["notes"].fillna("").str.contains("activation_checkpointing unknown").any()
+    assert not runs["notes"].fillna("").str.contains("hfu: no activation_checkpointing").any()
     keys = configuration_keys(runs.reset_index()).tolist()
     assert len(set(keys)) == 4  # the same experiment and batch, told apart by the setting
 
 
 def test_a_lightning_run_that_validates_gets_its_training_only_rate(tmp_path):
-    """Validation after batches 2 and 4 of 4 steps (one measured step carries it): its tokens over the
-    window's time less the validation phase, beside the window's rate the pages use."""
+    """Validation after batches 2 and 4 of 4 steps (the first lies between two measured steps, outside them):
+    its tokens over the window's time less the validation's, beside the window's rate the pages use."""
     from trainperf import derive, load_summaries
     from trainperf.report.configs import evaluation_rates
 
     lightning_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, validate_every=2)
     runs = derive(load_runs(tmp_path))
     (row,) = evaluation_rates(runs, load_summaries(tmp_path)).to_dict("records")
-    steps = load_steps(tmp_path)
-    validation = steps.loc[~steps["warmup"], "validation_s"].sum()  # one rank
+    measured = load_steps(tmp_path).query("~warmup")
+    first, last = measured["start_s"].min(), (measured["start_s"] + measured["step_s"]).max()
+    events = [json.loads(line) for line in (tmp_path / "events-rank0.jsonl").read_text().splitlines()[1:]]
+    validation = sum(e["seconds"] for e in events if e["phase"] == "validation"
+                     and first <= e["start_s"] and e["start_s"] + e["seconds"] <= last)  # within the window
     tokens, elapsed = runs["tokens"].iloc[0], runs["elapsed_s"].iloc[0]
-    assert tokens == BATCH * SEQ_LEN * 3 and row["evaluation_s"] == pytest.approx(validation)
+    between = elapsed - measured["step_s"].sum()  # one rank: the window's time outside its steps
+    assert tokens == BATCH * SEQ_LEN * 3 and row["evaluation_s"] == pytest.approx(between, abs=2e-6)
+    assert 0 < validation <= between < validation + 0.05  # the validation, and the callback's own moments
     assert row["window_rate"] == pytest.approx(tokens / elapsed) == runs["tokens_per_s"].iloc[0]
-    assert row["training_rate"] == pytest.approx(tokens / (elapsed - validation)) and 0 < row["evaluation_share"] < 1
+    assert row["training_rate"] == pytest.approx(tokens / (elapsed - between)) and 0 < row["evaluation_share"] < 1

@@ -109,7 +109,7 @@ def _run_folder(folder: Path, world: int, ranks: list[int], tokens: int, step_s:
         for step in range(6):
             values = dict.fromkeys(rankfile.LINE_COLUMNS)
             values.update(step=step, warmup=step == 0, start_s=step * step_s, step_s=step_s, tokens=tokens,
-                          samples=8 // world, micro_steps=1)
+                          samples=8 // world, micro_steps=1, out_of_memory=False)
             lines.append(rankfile.step_line([values[c] for c in rankfile.LINE_COLUMNS]))
         lines.append(rankfile.end_line(6, {}))
         (folder / f"steps-rank{rank}.jsonl").write_bytes(b"".join(lines))
@@ -248,7 +248,7 @@ def test_the_hfu_note_is_left_out_of_a_page_that_shows_no_mfu(tmp_path):
     unknown, which matters on a page that shows MFU and HFU, not on the scaling page, which shows neither;
     a run with the setting recorded has no such note anywhere."""
     runs = open_runs([str(REFERENCE / "seed_001_platforms.csv")])
-    note = "hfu: activation_checkpointing unknown"
+    note = "hfu: no activation_checkpointing"
     assert page.note_counts(runs).set_index("note").loc[note, "runs"] == 4
     assert note not in set(page.note_counts(runs, mfu=False)["note"])
     known = open_runs(_write(tmp_path, [{"run_id": "a", "experiment": "e", "platform": "NVIDIA H100 SXM",

@@ -245,20 +245,25 @@ EVALUATION_SHARE = 0.001
 
 
 def evaluation_rates(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
-    """Per run whose measured window holds evaluation (a ``validation`` phase in its steps, as the profiler
-    and the Lightning callback record it): the rate over the whole window, evaluation included
-    (``window_rate``: the rate the other figures of a page use), beside the training-only rate
-    (``training_rate``: the same work over the window's time less the evaluation's), in ``unit`` per
-    second (tokens, else samples); ``evaluation_s`` (the slowest rank's, whose time is the run's) and
-    ``evaluation_share`` of the elapsed time. Runs whose evaluation is below :data:`EVALUATION_SHARE`
-    of it are left out; so are runs without steps (:func:`evaluation_notes` says what is known of them)."""
+    """Per run whose measured window holds evaluation (a ``validation`` phase inside its steps, or phases
+    outside the steps between them, as the profiler and the HF and Lightning callbacks record evaluation
+    loops and checkpoints): the rate over the whole window, evaluation included (``window_rate``: the rate
+    the other figures of a page use), beside the training-only rate (``training_rate``: the same work over
+    the window's time less the evaluation's), in ``unit`` per second (tokens, else samples); ``evaluation_s``
+    (the slowest rank's, whose time is the run's: its window less its steps, plus the validation inside
+    them) and ``evaluation_share`` of the elapsed time. Runs whose evaluation is below
+    :data:`EVALUATION_SHARE` of it are left out; so are runs without steps (:func:`evaluation_notes` says
+    what is known of them)."""
     columns = ["experiment", "configuration", "run_id", "unit", "window_rate", "training_rate", "evaluation_s",
                "evaluation_share"]
-    if steps is None or steps.per_rank.empty or "validation_s" not in steps.per_rank:
+    if steps is None or steps.per_rank.empty:
         return pd.DataFrame(columns=columns)
-    totals = rank_totals(steps.per_rank).reset_index()
+    totals = rank_totals(steps.per_rank)
+    stepped = steps.per_rank.set_index(["run_id", "rank"])["step_s_sum"].reindex(totals.index)
+    within = (totals["elapsed_s"] - stepped).clip(lower=0.0) + totals["validation_s"].fillna(0.0)
+    totals = totals.assign(evaluation_s=within).reset_index()
     slowest = totals.loc[totals.groupby(totals["run_id"].astype(str))["elapsed_s"].idxmax()]
-    evaluation = dict(zip(slowest["run_id"].astype(str), slowest["validation_s"].fillna(0.0)))
+    evaluation = dict(zip(slowest["run_id"].astype(str), slowest["evaluation_s"]))
     shown = runs.assign(configuration=labels(runs), evaluation_s=runs["run_id"].astype(str).map(evaluation))
     shown = shown[(shown["evaluation_s"] > EVALUATION_SHARE * shown["elapsed_s"]).fillna(False).to_numpy(bool)]
     unit = "tokens" if shown["tokens"].notna().all() else "samples"
