@@ -1,0 +1,1 @@
+"""Building reports: papermill runs each report notebook, nbconvert exports it, and an index page links them."""
