@@ -688,16 +688,97 @@ def test_usl_through_three_device_counts_says_it_has_no_band():
 
 # --- platforms ------------------------------------------------------------------------------
 
-def test_sparse_peaks_and_winner_of_seed_001():
+def test_sparse_peaks_and_winners_of_seed_001():
     from trainperf.report.platforms import comparable, sparse_peak_runs, winners
 
     runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv")]))
     assert sorted(sparse_peak_runs(runs)["platform"]) == ["NVIDIA H100 SXM", "NVIDIA H100 SXM"]
-    qwen = winners(runs).set_index("model").loc["Qwen 2.5 7B"]
-    assert qwen["fastest"] == "AMD MI300X"
-    assert qwen["margin"] == pytest.approx(87_933 / 78_877 - 1)  # same 8 GPUs: per device = total
+    found = winners(runs).set_index("model")
+    # both models on 8 GPUs of each platform at bf16, so per device = total: MI300X wins both
+    assert found["fastest"].tolist() == ["AMD MI300X", "AMD MI300X"] and set(found["precision"]) == {"bf16"}
+    assert found.loc["Qwen 2.5 7B", "margin"] == pytest.approx(87_933 / 78_877 - 1)  # 11.5 %
+    assert found.loc["Llama 3.1 8B", "margin"] == pytest.approx(68_875 / 59_175 - 1)  # 16.4 %
+    # the seed's rows differ in no recorded setting but the platform
+    assert set(found["also"]) == {"same recorded settings"}
     # published single figures: 11.5 % is beyond the 2 % minimum effect, but its noise is untested
+    qwen = found.loc["Qwen 2.5 7B"]
     assert qwen["verdict"] == "winner" and qwen["evidence"] == "no interval: single figures, the noise is not tested"
+
+
+def _mpt():
+    from trainperf.report.platforms import comparable
+
+    return comparable(open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
+
+
+def test_each_platform_model_row_is_its_best_configuration_per_device_not_its_largest_job():
+    """llm-foundry's MPT table: on H100 at bf16, MPT-70B's largest job is 515,636 tokens/s on 512 GPUs
+    (1,007 per device, MFU printed 41.25 %), but its best per device is 135,490 on 128 (1,058, 43.36 %);
+    MPT-1B's largest is 20,396,905 on 512 (39,837 each), its best per device 418,201 on 8 (52,275)."""
+    from trainperf.report.platforms import peaks
+
+    rows = peaks(_mpt()).set_index(["platform_key", "model"])
+    h100_70b = rows.loc[("NVIDIA H100 SXM 80GB · bf16", "MPT-70B")]
+    assert h100_70b[["tokens_per_s", "gpus"]].tolist() == [135_490, 128]
+    assert h100_70b["tokens_per_s_per_gpu"] == pytest.approx(135_490 / 128)
+    assert h100_70b["mfu"] == pytest.approx(0.4336, abs=0.001)  # the MFU of the same configuration
+    assert h100_70b["configuration"] == "128 GPUs across 16 nodes, micro-batch 8 × 1 accum., fsdp"
+    assert h100_70b["configs"] == 5 and h100_70b["relative"] == 1
+    assert rows.loc[("NVIDIA H100 SXM 80GB · bf16", "MPT-1B"), ["tokens_per_s", "gpus"]].tolist() == [418_201, 8]
+    # A100 80GB, MPT-70B: 26,274 tokens/s on 64 GPUs against H100's 1,058.5 per device
+    assert rows.loc[("NVIDIA A100 SXM 80GB", "MPT-70B"), "relative"] == pytest.approx((26_274 / 64) / (135_490 / 128))
+
+
+def test_capacity_of_a_pair_comes_from_its_best_configuration_only():
+    """MPT-70B on H100: its best configuration per device (micro-batch 8, 128 to 512 GPUs) was not
+    measured on 64 GPUs; another configuration (micro-batch 8 × 4 accumulation) was, at 66,523 tokens/s,
+    and is not that row's figure."""
+    from trainperf.report.platforms import capacity
+
+    frame = capacity(_mpt(), [8, 16, 64], 8)
+    h100 = frame[(frame["platform_key"] == "NVIDIA H100 SXM 80GB · bf16") & (frame["model"] == "MPT-70B")]
+    h100 = h100.set_index("devices")
+    assert h100.loc[64, "basis"] == "below the measured range" and np.isnan(h100.loc[64, "tokens_per_s"])
+    assert h100.loc[128, ["tokens_per_s", "basis"]].tolist() == [135_490, "measured"]
+    assert h100.loc[512, ["tokens_per_s", "basis"]].tolist() == [515_636, "measured"]
+    assert set(h100["measured"]) == {"128–512"}
+    assert set(h100["configuration"]) == {"128 GPUs across 16 nodes, micro-batch 8 × 1 accum., fsdp"}
+
+
+def test_platforms_are_compared_at_the_same_precision_unless_asked_otherwise():
+    """MPT-3B ran on H100 at fp8 and at bf16 and on both A100s at bf16 (published MPT table)."""
+    from trainperf.report.platforms import policy_notes, winners
+
+    runs = _mpt()
+    same = winners(runs).set_index("model").loc["MPT-3B"]
+    # bf16 against bf16: H100 223,721 tokens/s and A100 80GB 97,019, both on 8 GPUs at micro-batch 40 × 6 and
+    # sequence length 512: the same recorded settings
+    assert same[["fastest", "runner_up", "precision"]].tolist() == ["NVIDIA H100 SXM 80GB · bf16",
+                                                                    "NVIDIA A100 SXM 80GB", "bf16"]
+    assert same["margin"] == pytest.approx(223_721 / 97_019 - 1) and same["also"] == "same recorded settings"
+    assert policy_notes(runs)[1] == ("Measured on one platform only, so no winner is named: MPT-3B at fp8 (NVIDIA "
+                                     "H100 SXM 80GB) and MPT-1B at fp8 (NVIDIA H100 SXM 80GB). precision_policy = "
+                                     "“fastest” compares each platform at its fastest precision.")
+    # asked for each platform's fastest precision: H100 at fp8 (292,217 tokens/s), and the win says so
+    fastest = winners(runs, policy="fastest").set_index("model").loc["MPT-3B"]
+    assert fastest[["fastest", "runner_up"]].tolist() == ["NVIDIA H100 SXM 80GB · fp8", "NVIDIA A100 SXM 80GB"]
+    assert fastest["margin"] == pytest.approx(292_217 / 97_019 - 1) and fastest["also"] == "precision fp8 vs bf16"
+    with pytest.raises(InputError, match="precision_policy 'best': give one of same, fastest"):
+        winners(runs, policy="best")
+
+
+def test_a_win_that_also_changes_the_configuration_says_so():
+    """MPT-30B: H100's best per device is 73,860 tokens/s on 32 GPUs at sequence length 2,048, micro-batch
+    14 × 3; A100 80GB's is 7,739 on 8 GPUs at 512, 12 × 21 (published MPT table)."""
+    from trainperf.report.platforms import headline, winners
+
+    runs = _mpt()
+    mpt30b = winners(runs).set_index("model").loc["MPT-30B"]
+    assert mpt30b["margin"] == pytest.approx((73_860 / 32) / (7_739 / 8) - 1)
+    assert mpt30b["also"] == "devices 32 vs 8; sequence length 2,048 vs 512; micro-batch × accumulation 14 × 3 vs 12 × 21"
+    # the headline's contest, MPT-70B: 128 GPUs at 8 × 1 against 64 at 8 × 4
+    assert headline(runs).text.endswith("Their best configurations also differ: devices 128 vs 64; micro-batch × "
+                                        "accumulation 8 × 1 vs 8 × 4.")
 
 
 def _platform_runs(tmp_path, rates: dict[str, list[float]]) -> pd.DataFrame:
@@ -731,16 +812,49 @@ def test_no_winner_within_the_noise_or_below_the_minimum_effect(tmp_path):
     assert row["verdict"] == "winner" and row["evidence"] == "95 % interval of the margin 9.4 % to 10.6 %"
 
 
-def test_one_device_at_two_precisions_is_not_its_own_runner_up():
-    """MPT-3B ran on H100 at fp8 and at bf16 and on A100 at bf16 (published MPT
-    table): the contest is H100 against A100, H100 at its faster precision."""
-    from trainperf.report.platforms import comparable, winners
+def test_synthetic_contests_rank_per_device_at_one_precision_from_one_configuration(tmp_path):
+    """Platform A: 8 devices at 1,000 tokens/s each and, at another micro-batch, 64 at 600 each (38,400 in
+    all, the largest job); at fp8 8 devices at 1,500 each. Platform B: 8 devices at bf16, 900 each."""
+    from trainperf.report.platforms import capacity, comparable, headline, peaks, winners
 
-    runs = comparable(open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
-    mpt3b = winners(runs).set_index("model").loc["MPT-3B"]
-    assert mpt3b["fastest"] == "NVIDIA H100 SXM 80GB · fp8"
-    assert mpt3b["runner_up"].startswith("NVIDIA A100")
+    def run(run_id, platform, precision, gpus, per_device, micro_batch):
+        return {"run_id": run_id, "experiment": f"{platform}-{micro_batch}-{precision}", "platform": platform,
+                "model": "m", "gpus": gpus, "nodes": gpus // 8, "precision": precision,
+                "micro_batch_size": micro_batch, "tokens": per_device * gpus * 100, "elapsed_s": 100.0}
 
+    runs = comparable(open_runs(_write(tmp_path, [
+        run("a8", "NVIDIA H100 SXM", "bf16", 8, 1_000, 4), run("a64", "NVIDIA H100 SXM", "bf16", 64, 600, 2),
+        run("a16", "NVIDIA H100 SXM", "bf16", 16, 700, 2), run("a8fp8", "NVIDIA H100 SXM", "fp8", 8, 1_500, 4),
+        run("b8", "AMD MI300X", "bf16", 8, 900, 4)])))
+    row = peaks(runs).set_index("platform_key").loc["NVIDIA H100 SXM · bf16"]
+    assert row[["run_id", "tokens_per_s", "gpus", "configs"]].tolist() == ["a8", 8_000, 8, 3]
+    found = winners(runs).iloc[0]
+    assert found[["fastest", "runner_up", "precision"]].tolist() == ["NVIDIA H100 SXM · bf16", "AMD MI300X", "bf16"]
+    assert found["margin"] == pytest.approx(1_000 / 900 - 1) and found["also"] == "same recorded settings"
+    assert "38,400" not in headline(runs).html  # the largest job's total ranks nothing
+    fastest = winners(runs, policy="fastest").iloc[0]
+    assert fastest["fastest"] == "NVIDIA H100 SXM · fp8" and fastest["also"] == "precision fp8 vs bf16"
+    assert fastest["margin"] == pytest.approx(1_500 / 900 - 1)
+    assert "also differ: precision fp8 vs bf16" in headline(runs, "fastest").text
+    # capacity of A's bf16 row: micro-batch 4 was measured on 8 devices only, so 16 and 64 are its upper
+    # bound (1,000 per device), not micro-batch 2's measured 11,200 and 38,400
+    a = capacity(runs, [1, 2, 8], 8).set_index(["platform_key", "devices"]).loc["NVIDIA H100 SXM · bf16"]
+    assert a["tokens_per_s"].tolist() == [8_000, 16_000, 64_000]
+    assert a["basis"].tolist() == ["measured", "upper bound", "upper bound"]
+
+
+def test_a_projected_configuration_never_ranks_a_platform(tmp_path):
+    from trainperf.report.platforms import comparable, peaks, winners
+
+    rows = [{"run_id": run_id, "experiment": "e", "platform": platform, "model": "m", "gpus": 8,
+             "precision": "bf16", "micro_batch_size": mb, "tokens": rate * 8 * 100, "elapsed_s": 100.0,
+             "measured": measured}
+            for run_id, platform, mb, rate, measured in (("a-projected", "NVIDIA H100 SXM", 8, 1_200, False),
+                                                         ("a", "NVIDIA H100 SXM", 4, 1_000, True),
+                                                         ("b", "AMD MI300X", 4, 900, True))]
+    runs = comparable(open_runs(_write(tmp_path, rows)))
+    assert peaks(runs).set_index("platform_key").loc["NVIDIA H100 SXM", "run_id"] == "a"
+    assert winners(runs).iloc[0]["margin"] == pytest.approx(1_000 / 900 - 1)
 
 
 def test_a_winners_rate_and_mfu_come_from_one_configuration():

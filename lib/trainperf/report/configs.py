@@ -1,6 +1,7 @@
 """Naming, grouping and ordering runs for people: the experiments in data
 order and the ones a report keeps, configuration labels, the throughput unit a set of runs can be
-compared in, and the best run with its margin."""
+compared in, one row per configuration, the runs a report never concludes from, and the best run
+with its margin."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from trainperf.aggregate import Summaries
 from trainperf.hardware import is_cpu
 from trainperf.estimates import configuration_keys
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, fmt_int
+from trainperf.report.noise import around, configuration_means, configuration_of, run_intervals
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,51 @@ def unit_of(runs: pd.DataFrame) -> Unit:
         if f"{name}_per_s" in runs and runs[f"{name}_per_s"].notna().all():
             return Unit(name)
     return Unit("tokens")
+
+
+DOUBTS = {"measured": (False, "row", "projected or estimated by the source, not measured (measured = false)",
+                      "projected"),
+          "oversubscribed": (True, "run", "with more busy threads than cores, or on a loaded host "
+                                          "(oversubscribed), which measure contention for the CPU, not scaling",
+                             "oversubscribed"),
+          "complete": (False, "run", "incomplete (a rank stopped early: its work is missing from the throughput)",
+                       "incomplete")}
+"""Runs shown but never headlined, fitted or projected from (column: the value that says so, the noun
+that counts them, why, and the mark a table shows)."""
+
+
+def doubtful(group: pd.DataFrame) -> pd.Series:
+    """Per run of ``group``, whether it is one of :data:`DOUBTS`."""
+    return doubt_marks(group) != ""
+
+
+def doubt_marks(runs: pd.DataFrame) -> pd.Series:
+    """Per run, its marks of :data:`DOUBTS` (``projected``, ``oversubscribed, incomplete``; ``""`` for none)."""
+    marks = pd.Series("", index=runs.index, dtype=object)
+    for column, (value, _, _, mark) in DOUBTS.items():
+        if column in runs:
+            hit = runs[column].eq(value).fillna(False).to_numpy(bool)
+            marks[hit] = [f"{m}, {mark}" if m else mark for m in marks[hit]]
+    return marks
+
+
+def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
+                        steps: Summaries | None = None) -> pd.DataFrame:
+    """One row per configuration of ``runs`` (repeats grouped as
+    :func:`trainperf.report.noise.run_intervals` groups them; its first run's settings,
+    ``columns`` the mean over its repeats, ``runs`` their number), with the 95 % interval of its
+    throughput around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval``
+    as text: ``–`` for none) and ``doubt``: the :func:`doubt_marks` of any of its repeats (``""``
+    for none). ``steps``: the summaries the intervals come from where the runs have steps."""
+    runs = runs.reset_index(drop=True)
+    found = run_intervals(runs, steps)
+    rows, first = configuration_means(runs, found, columns)
+    rate = unit_of(runs).rate
+    low, high, text = around(first, rows[rate])
+    marks = doubt_marks(runs).groupby(configuration_of(found).to_numpy(), sort=False).agg(
+        lambda repeats: ", ".join(dict.fromkeys(m for marks in repeats for m in marks.split(", ") if m)))
+    return rows.assign(**{f"{rate}_low": low, f"{rate}_high": high}, interval=[t or "–" for t in text],
+                       doubt=marks.to_numpy(object))
 
 
 def experiments(runs: pd.DataFrame) -> list[str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.report.configs import by_experiment, keep_experiments, labels
+from trainperf.report.configs import DOUBTS, by_experiment, doubtful, keep_experiments, labels
 from trainperf.report.html import (Html, count, first_of, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
                                    headline as banner)
 from trainperf.report.noise import (NO_INTERVAL, and_list, around, call, configuration_means, content, intervals_per_run,
@@ -69,21 +69,6 @@ def changes(group: pd.DataFrame) -> list[str]:
     return out
 
 
-DOUBTS = {"measured": (False, "row", "projected or estimated by the source, not measured (measured = false)"),
-          "oversubscribed": (True, "run", "with more busy threads than cores, or on a loaded host "
-                                          "(oversubscribed), which measure contention for the CPU, not scaling")}
-"""Rows that show no scaling (column: the value that says so, and why), shown but never concluded from."""
-
-
-def doubtful(group: pd.DataFrame) -> pd.Series:
-    """Per run of ``group``, whether it is one of :data:`DOUBTS`."""
-    found = pd.Series(False, index=group.index)
-    for column, (value, _, _) in DOUBTS.items():
-        if column in group:
-            found |= group[column].eq(value).fillna(False).astype(bool)
-    return found
-
-
 def measured(group: pd.DataFrame) -> bool:
     """Whether every run of ``group`` measures scaling (none is one of :data:`DOUBTS`)."""
     return not doubtful(group).any()
@@ -93,7 +78,7 @@ def unmeasured(runs: pd.DataFrame) -> list[str]:
     """A warning for each experiment with runs of :data:`DOUBTS`."""
     out = []
     for name, group in by_experiment(runs):
-        for column, (value, noun, why) in DOUBTS.items():
+        for column, (value, noun, why, _) in DOUBTS.items():
             rows = group.loc[group[column].eq(value).fillna(False).astype(bool), "run_id"].astype(str).tolist() \
                 if column in group else []
             if rows:
