@@ -355,6 +355,82 @@ def test_efficiency_only_for_experiments_at_several_device_counts():
     assert frame.loc[frame["experiment"] == "bench-cpu-small-fp32-batch-size", "scaling_efficiency"].isna().all()
 
 
+def test_throughput_of_seed_000_per_configuration_and_its_first_step_across_nodes():
+    """Seed 000's table: per GPU 34,086 (1 GPU), 30,650 (4 on 1 node), 25,739 (8 on 2 nodes), 23,411 (16 on 4),
+    21,905 (32 on 8) tokens/s. Efficiency 89.9 %, 75.5 %, 68.7 %, 64.3 %: the drops are 10.1, 14.4, 6.8 and 4.4
+    points, the largest at 4 → 8 GPUs, where the job first spans two nodes (4 GPUs each)."""
+    from trainperf.report.throughput import NO_STEPS, measured, node_boundaries, node_notes, table
+
+    frame = table(measured(open_runs([str(REFERENCE / "seed_000_throughput.csv")])))
+    assert frame["gpus"].tolist() == [1, 4, 8, 16, 32] and frame["runs"].tolist() == [1] * 5
+    # no per-step times: the mean step time is elapsed / steps (991.38 s / 1,500 steps), and the page says so
+    assert frame["step_time_s"].iloc[0] == pytest.approx(991.38 / 1500) and frame["step_time_p50_s"].isna().all()
+    assert set(frame["step_time_basis"]) == {NO_STEPS}
+    (crossing,) = node_boundaries(frame).to_dict("records")
+    assert [crossing[k] for k in ("from_gpus", "from_nodes", "to_gpus", "to_nodes", "per_node")] == [4, 1, 8, 2, 4]
+    assert crossing["drop"] == pytest.approx(30_650 / 34_086 - 25_739 / 34_086, abs=1e-4) and crossing["most"]
+    assert frame.set_index("gpus")["remark"].to_dict() == {
+        1: "", 4: "", 8: "first step across nodes: −14.4 points of efficiency (the largest drop)", 16: "", 32: ""}
+    assert node_notes(frame) == ["seed000-scaling: efficiency drops most at the first step across a node boundary, "
+                                 "4 devices on 1 node → 8 on 2 nodes (4 per node): 89.9 % → 75.5 % efficiency, "
+                                 "−14.4 points. Communication between nodes is the first place to look."]
+
+
+def test_throughput_rows_average_repeats_with_compute_memory_and_step_percentiles(tmp_path):
+    """Two repeats of 1 GPU (100,000 and 120,000 tokens in 10 s; 10 and 12 GiB) and one run of 2 GPUs
+    (180,000 tokens), 1e9 parameters at 6 FLOPs per parameter and token on an H100 (989.5 dense TFLOP/s at
+    bf16). The 2-GPU run has per-step times: after a warm-up step, its slower rank takes 1.0, 1.1, …, 1.9 s."""
+    from trainperf.report.throughput import NO_STEPS, measured, shown, RATES, table
+
+    rows = [{"run_id": run_id, "experiment": "sweep", "platform": "NVIDIA H100 SXM", "model": "m", "n_params": 1e9,
+             "flops_convention": "6n", "precision": "bf16", "gpus": gpus, "nodes": 1, "micro_batch_size": 4,
+             "tokens": tokens, "elapsed_s": 10.0, "steps": 10, "peak_memory_gb": memory}
+            for run_id, gpus, tokens, memory in (("a-r1", 1, 100_000, 10.0), ("a-r2", 1, 120_000, 12.0),
+                                                 ("b", 2, 180_000, 9.0))]
+    steps = tmp_path / "steps.csv"
+    pd.DataFrame([{"run_id": "b", "rank": rank, "step": step, "warmup": step == 0, "tokens": 9_000,
+                   "step_s": 5.0 if step == 0 else 0.9 + 0.1 * step - 0.05 * rank}
+                  for rank in (0, 1) for step in range(11)]).to_csv(steps, index=False)
+    runs = measured(open_runs(_write(tmp_path, rows)))
+    frame = table(runs, open_steps([str(steps)], runs)).set_index("gpus")
+    one, two = frame.loc[1], frame.loc[2]
+    assert one["runs"] == 2 and one["tokens_per_s"] == pytest.approx(11_000)  # (10,000 + 12,000) / 2
+    assert one["tflops_per_gpu"] == pytest.approx(6e9 * 11_000 / 1e12)  # 66 TFLOP/s
+    assert one["mfu"] == pytest.approx(66 / 989.5) and one["peak_memory_gb"] == pytest.approx(11)
+    assert one["step_time_basis"] == NO_STEPS and np.isnan(one["step_time_p50_s"])
+    assert two["tokens_per_s_per_gpu"] == pytest.approx(9_000) and two["step_time_basis"] == "10 steps"
+    # median of 1.0 … 1.9 s: 1.45; 95th percentile at position 0.95 · 9 = 8.55: 1.8 + 0.55 · 0.1 = 1.855
+    assert (two["step_time_p50_s"], two["step_time_p95_s"]) == pytest.approx((1.45, 1.855))
+    assert list(shown(frame.reset_index(), RATES)) == ["configuration", "gpus", "runs", "tokens_per_s", "interval",
+                                                       "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu",
+                                                       "scaling_efficiency"]
+
+
+def test_throughput_headline_never_comes_from_a_projected_oversubscribed_or_incomplete_run(tmp_path):
+    from trainperf.report.throughput import headline, measured, table
+
+    # data/runs, the weak-scaling study: 4 processes on 2 cores (oversubscribed) average more tokens/s than 2
+    runs = measured(open_runs([str(RUNS)], experiments=["bench-cpu-small-fp32-weak-scaling"]))
+    rates = runs.groupby("gpus")["tokens_per_s"].mean()
+    assert rates[4] > rates[2]
+    assert headline(runs).text.startswith(f"Peak throughput {rates[2]:,.0f} tokens/s with 2 processes (mean of 2 "
+                                          f"runs): {rates[2] / 2:,.0f} tokens/s per device.")
+    frame = table(runs)
+    assert set(frame["experiment_scaling"]) == {"bench-cpu-small-fp32-weak-scaling (weak scaling)"}
+    assert frame.set_index("gpus").loc[4, "remark"] == "oversubscribed: not headlined"
+    # a source's projection on 64 GPUs and a run whose rank stopped early outrun the measured 8 GPUs
+    rows = [{"run_id": run_id, "experiment": "e", "gpus": gpus, "tokens": rate * 100, "elapsed_s": 100.0, **doubt}
+            for run_id, gpus, rate, doubt in (("measured", 8, 10_000, {}), ("projected", 64, 70_000, {"measured": False}),
+                                              ("cut", 16, 30_000, {"complete": False}))]
+    runs = measured(open_runs(_write(tmp_path, rows)))
+    assert headline(runs).text.startswith("Peak throughput 10,000 tokens/s with 8 GPUs: 1,250 tokens/s per device. "
+                                          "Not counted: 2 configurations")
+    assert table(runs).set_index("gpus")["remark"].to_dict() == {8: "", 16: "incomplete: not headlined",
+                                                                 64: "projected: not headlined"}
+    runs = measured(open_runs(_write(tmp_path, rows[1:])))
+    assert headline(runs).text.startswith("No configuration measures throughput without doubt")
+
+
 def test_plateau_of_seed_003():
     from trainperf.report.batch_size import plateau
 
