@@ -377,8 +377,8 @@ def test_throughput_of_seed_000_per_configuration_and_its_first_step_across_node
 
 
 def test_throughput_rows_average_repeats_with_compute_memory_and_step_percentiles(tmp_path):
-    """Two repeats of 1 GPU (100,000 and 120,000 tokens in 10 s; 10 and 12 GiB) and one run of 2 GPUs
-    (180,000 tokens), 1e9 parameters at 6 FLOPs per parameter and token on an H100 (989.5 dense TFLOP/s at
+    """Two repeats of 1 GPU (100,000 and 120,000 tokens in 10 s; 10 and 12 GiB), one run of 2 GPUs
+    (180,000 tokens) and one of 4, 1e9 parameters at 6 FLOPs per parameter and token on an H100 (989.5 dense TFLOP/s at
     bf16). The 2-GPU run has per-step times: after a warm-up step, its slower rank takes 1.0, 1.1, …, 1.9 s."""
     from trainperf.report.throughput import NO_STEPS, measured, shown, RATES, table
 
@@ -386,11 +386,13 @@ def test_throughput_rows_average_repeats_with_compute_memory_and_step_percentile
              "flops_convention": "6n", "precision": "bf16", "gpus": gpus, "nodes": 1, "micro_batch_size": 4,
              "tokens": tokens, "elapsed_s": 10.0, "steps": 10, "peak_memory_gb": memory}
             for run_id, gpus, tokens, memory in (("a-r1", 1, 100_000, 10.0), ("a-r2", 1, 120_000, 12.0),
-                                                 ("b", 2, 180_000, 9.0))]
+                                                 ("b", 2, 180_000, 9.0), ("c", 4, 400_000, 9.0))]
     steps = tmp_path / "steps.csv"
+    logged = [{"run_id": "c", "rank": 0, "step": step, "n_steps": 2, "warmup": False, "tokens": 40_000,
+               "step_s": 2.4 if step == 20 else 2.0} for step in range(2, 21, 2)]  # logged every 2 steps
     pd.DataFrame([{"run_id": "b", "rank": rank, "step": step, "warmup": step == 0, "tokens": 9_000,
                    "step_s": 5.0 if step == 0 else 0.9 + 0.1 * step - 0.05 * rank}
-                  for rank in (0, 1) for step in range(11)]).to_csv(steps, index=False)
+                  for rank in (0, 1) for step in range(11)] + logged).to_csv(steps, index=False)
     runs = measured(open_runs(_write(tmp_path, rows)))
     frame = table(runs, open_steps([str(steps)], runs)).set_index("gpus")
     one, two = frame.loc[1], frame.loc[2]
@@ -401,6 +403,10 @@ def test_throughput_rows_average_repeats_with_compute_memory_and_step_percentile
     assert two["tokens_per_s_per_gpu"] == pytest.approx(9_000) and two["step_time_basis"] == "10 steps"
     # median of 1.0 … 1.9 s: 1.45; 95th percentile at position 0.95 · 9 = 8.55: 1.8 + 0.55 · 0.1 = 1.855
     assert (two["step_time_p50_s"], two["step_time_p95_s"]) == pytest.approx((1.45, 1.855))
+    # intervals of 2 steps are 2 steps each of half the interval: 18 steps of 1.0 s and 2 of 1.2 s
+    four = frame.loc[4]
+    assert four["step_time_basis"] == "20 steps"
+    assert (four["step_time_p50_s"], four["step_time_p95_s"]) == pytest.approx((1.0, 1.2))
     assert list(shown(frame.reset_index(), RATES)) == ["configuration", "gpus", "runs", "tokens_per_s", "interval",
                                                        "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu",
                                                        "scaling_efficiency"]
