@@ -370,6 +370,88 @@ def test_efficiency_only_for_experiments_at_several_device_counts():
     assert frame.loc[frame["experiment"] == "bench-cpu-small-fp32-batch-size", "scaling_efficiency"].isna().all()
 
 
+def test_throughput_of_seed_000_per_configuration_and_its_first_step_across_nodes():
+    """Seed 000's table: per GPU 34,086 (1 GPU), 30,650 (4 on 1 node), 25,739 (8 on 2 nodes), 23,411 (16 on 4),
+    21,905 (32 on 8) tokens/s. Efficiency 89.9 %, 75.5 %, 68.7 %, 64.3 %: the drops are 10.1, 14.4, 6.8 and 4.4
+    points, the largest at 4 → 8 GPUs, where the job first spans two nodes (4 GPUs each)."""
+    from trainperf.report.throughput import NO_STEPS, measured, node_boundaries, node_notes, table
+
+    frame = table(measured(open_runs([str(REFERENCE / "seed_000_throughput.csv")])))
+    assert frame["gpus"].tolist() == [1, 4, 8, 16, 32] and frame["runs"].tolist() == [1] * 5
+    # no per-step times: the mean step time is elapsed / steps (991.38 s / 1,500 steps), and the page says so
+    assert frame["step_time_s"].iloc[0] == pytest.approx(991.38 / 1500) and frame["step_time_p50_s"].isna().all()
+    assert set(frame["step_time_basis"]) == {NO_STEPS}
+    (crossing,) = node_boundaries(frame).to_dict("records")
+    assert [crossing[k] for k in ("from_gpus", "from_nodes", "to_gpus", "to_nodes", "per_node")] == [4, 1, 8, 2, 4]
+    assert crossing["drop"] == pytest.approx(30_650 / 34_086 - 25_739 / 34_086, abs=1e-4) and crossing["most"]
+    assert frame.set_index("gpus")["remark"].to_dict() == {
+        1: "", 4: "", 8: "first step across nodes: −14.4 points of efficiency (the largest drop)", 16: "", 32: ""}
+    assert node_notes(frame) == ["seed000-scaling: efficiency drops most at the first step across a node boundary, "
+                                 "4 devices on 1 node → 8 on 2 nodes (4 per node): 89.9 % → 75.5 % efficiency, "
+                                 "−14.4 points. Communication between nodes is the first place to look."]
+
+
+def test_throughput_rows_average_repeats_with_compute_memory_and_step_percentiles(tmp_path):
+    """Two repeats of 1 GPU (100,000 and 120,000 tokens in 10 s; 10 and 12 GiB), one run of 2 GPUs
+    (180,000 tokens) and one of 4, 1e9 parameters at 6 FLOPs per parameter and token on an H100 (989.5 dense TFLOP/s at
+    bf16). The 2-GPU run has per-step times: after a warm-up step, its slower rank takes 1.0, 1.1, …, 1.9 s."""
+    from trainperf.report.throughput import NO_STEPS, measured, shown, RATES, table
+
+    rows = [{"run_id": run_id, "experiment": "sweep", "platform": "NVIDIA H100 SXM", "model": "m", "n_params": 1e9,
+             "flops_convention": "6n", "precision": "bf16", "gpus": gpus, "nodes": 1, "micro_batch_size": 4,
+             "tokens": tokens, "elapsed_s": 10.0, "steps": 10, "peak_memory_gb": memory}
+            for run_id, gpus, tokens, memory in (("a-r1", 1, 100_000, 10.0), ("a-r2", 1, 120_000, 12.0),
+                                                 ("b", 2, 180_000, 9.0), ("c", 4, 400_000, 9.0))]
+    steps = tmp_path / "steps.csv"
+    logged = [{"run_id": "c", "rank": 0, "step": step, "n_steps": 2, "warmup": False, "tokens": 40_000,
+               "step_s": 2.4 if step == 20 else 2.0} for step in range(2, 21, 2)]  # logged every 2 steps
+    pd.DataFrame([{"run_id": "b", "rank": rank, "step": step, "warmup": step == 0, "tokens": 9_000,
+                   "step_s": 5.0 if step == 0 else 0.9 + 0.1 * step - 0.05 * rank}
+                  for rank in (0, 1) for step in range(11)] + logged).to_csv(steps, index=False)
+    runs = measured(open_runs(_write(tmp_path, rows)))
+    frame = table(runs, open_steps([str(steps)], runs)).set_index("gpus")
+    one, two = frame.loc[1], frame.loc[2]
+    assert one["runs"] == 2 and one["tokens_per_s"] == pytest.approx(11_000)  # (10,000 + 12,000) / 2
+    assert one["tflops_per_gpu"] == pytest.approx(6e9 * 11_000 / 1e12)  # 66 TFLOP/s
+    assert one["mfu"] == pytest.approx(66 / 989.5) and one["peak_memory_gb"] == pytest.approx(11)
+    assert one["step_time_basis"] == NO_STEPS and np.isnan(one["step_time_p50_s"])
+    assert two["tokens_per_s_per_gpu"] == pytest.approx(9_000) and two["step_time_basis"] == "10 steps"
+    # median of 1.0 … 1.9 s: 1.45; 95th percentile at position 0.95 · 9 = 8.55: 1.8 + 0.55 · 0.1 = 1.855
+    assert (two["step_time_p50_s"], two["step_time_p95_s"]) == pytest.approx((1.45, 1.855))
+    # intervals of 2 steps are 2 steps each of half the interval: 18 steps of 1.0 s and 2 of 1.2 s
+    four = frame.loc[4]
+    assert four["step_time_basis"] == "20 steps"
+    assert (four["step_time_p50_s"], four["step_time_p95_s"]) == pytest.approx((1.0, 1.2))
+    assert list(shown(frame.reset_index(), RATES)) == ["configuration", "gpus", "runs", "tokens_per_s", "interval",
+                                                       "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu",
+                                                       "scaling_efficiency"]
+
+
+def test_throughput_headline_never_comes_from_a_projected_oversubscribed_or_incomplete_run(tmp_path):
+    from trainperf.report.throughput import headline, measured, table
+
+    # data/runs, the weak-scaling study: 4 processes on 2 cores (oversubscribed) average more tokens/s than 2
+    runs = measured(open_runs([str(RUNS)], experiments=["bench-cpu-small-fp32-weak-scaling"]))
+    rates = runs.groupby("gpus")["tokens_per_s"].mean()
+    assert rates[4] > rates[2]
+    assert headline(runs).text.startswith(f"Peak throughput {rates[2]:,.0f} tokens/s with 2 processes (mean of 2 "
+                                          f"runs): {rates[2] / 2:,.0f} tokens/s per device.")
+    frame = table(runs)
+    assert set(frame["experiment_scaling"]) == {"bench-cpu-small-fp32-weak-scaling (weak scaling)"}
+    assert frame.set_index("gpus").loc[4, "remark"] == "oversubscribed: not headlined"
+    # a source's projection on 64 GPUs and a run whose rank stopped early outrun the measured 8 GPUs
+    rows = [{"run_id": run_id, "experiment": "e", "gpus": gpus, "tokens": rate * 100, "elapsed_s": 100.0, **doubt}
+            for run_id, gpus, rate, doubt in (("measured", 8, 10_000, {}), ("projected", 64, 70_000, {"measured": False}),
+                                              ("cut", 16, 30_000, {"complete": False}))]
+    runs = measured(open_runs(_write(tmp_path, rows)))
+    assert headline(runs).text.startswith("Peak throughput 10,000 tokens/s with 8 GPUs: 1,250 tokens/s per device. "
+                                          "Not counted: 2 configurations")
+    assert table(runs).set_index("gpus")["remark"].to_dict() == {8: "", 16: "incomplete: not headlined",
+                                                                 64: "projected: not headlined"}
+    runs = measured(open_runs(_write(tmp_path, rows[1:])))
+    assert headline(runs).text.startswith("No configuration measures throughput without doubt")
+
+
 def test_plateau_of_seed_003():
     from trainperf.report.batch_size import plateau
 
@@ -717,16 +799,97 @@ def test_usl_through_three_device_counts_says_it_has_no_band():
 
 # --- platforms ------------------------------------------------------------------------------
 
-def test_sparse_peaks_and_winner_of_seed_001():
+def test_sparse_peaks_and_winners_of_seed_001():
     from trainperf.report.platforms import comparable, sparse_peak_runs, winners
 
     runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv")]))
     assert sorted(sparse_peak_runs(runs)["platform"]) == ["NVIDIA H100 SXM", "NVIDIA H100 SXM"]
-    qwen = winners(runs).set_index("model").loc["Qwen 2.5 7B"]
-    assert qwen["fastest"] == "AMD MI300X"
-    assert qwen["margin"] == pytest.approx(87_933 / 78_877 - 1)  # same 8 GPUs: per device = total
+    found = winners(runs).set_index("model")
+    # both models on 8 GPUs of each platform at bf16, so per device = total: MI300X wins both
+    assert found["fastest"].tolist() == ["AMD MI300X", "AMD MI300X"] and set(found["precision"]) == {"bf16"}
+    assert found.loc["Qwen 2.5 7B", "margin"] == pytest.approx(87_933 / 78_877 - 1)  # 11.5 %
+    assert found.loc["Llama 3.1 8B", "margin"] == pytest.approx(68_875 / 59_175 - 1)  # 16.4 %
+    # the seed's rows differ in no recorded setting but the platform
+    assert set(found["also"]) == {"same recorded settings"}
     # published single figures: 11.5 % is beyond the 2 % minimum effect, but its noise is untested
+    qwen = found.loc["Qwen 2.5 7B"]
     assert qwen["verdict"] == "winner" and qwen["evidence"] == "no interval: single figures, the noise is not tested"
+
+
+def _mpt():
+    from trainperf.report.platforms import comparable
+
+    return comparable(open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
+
+
+def test_each_platform_model_row_is_its_best_configuration_per_device_not_its_largest_job():
+    """llm-foundry's MPT table: on H100 at bf16, MPT-70B's largest job is 515,636 tokens/s on 512 GPUs
+    (1,007 per device, MFU printed 41.25 %), but its best per device is 135,490 on 128 (1,058, 43.36 %);
+    MPT-1B's largest is 20,396,905 on 512 (39,837 each), its best per device 418,201 on 8 (52,275)."""
+    from trainperf.report.platforms import peaks
+
+    rows = peaks(_mpt()).set_index(["platform_key", "model"])
+    h100_70b = rows.loc[("NVIDIA H100 SXM 80GB · bf16", "MPT-70B")]
+    assert h100_70b[["tokens_per_s", "gpus"]].tolist() == [135_490, 128]
+    assert h100_70b["tokens_per_s_per_gpu"] == pytest.approx(135_490 / 128)
+    assert h100_70b["mfu"] == pytest.approx(0.4336, abs=0.001)  # the MFU of the same configuration
+    assert h100_70b["configuration"] == "128 GPUs across 16 nodes, micro-batch 8 × 1 accum., fsdp"
+    assert h100_70b["configs"] == 5 and h100_70b["relative"] == 1
+    assert rows.loc[("NVIDIA H100 SXM 80GB · bf16", "MPT-1B"), ["tokens_per_s", "gpus"]].tolist() == [418_201, 8]
+    # A100 80GB, MPT-70B: 26,274 tokens/s on 64 GPUs against H100's 1,058.5 per device
+    assert rows.loc[("NVIDIA A100 SXM 80GB", "MPT-70B"), "relative"] == pytest.approx((26_274 / 64) / (135_490 / 128))
+
+
+def test_capacity_of_a_pair_comes_from_its_best_configuration_only():
+    """MPT-70B on H100: its best configuration per device (micro-batch 8, 128 to 512 GPUs) was not
+    measured on 64 GPUs; another configuration (micro-batch 8 × 4 accumulation) was, at 66,523 tokens/s,
+    and is not that row's figure."""
+    from trainperf.report.platforms import capacity
+
+    frame = capacity(_mpt(), [8, 16, 64], 8)
+    h100 = frame[(frame["platform_key"] == "NVIDIA H100 SXM 80GB · bf16") & (frame["model"] == "MPT-70B")]
+    h100 = h100.set_index("devices")
+    assert h100.loc[64, "basis"] == "below the measured range" and np.isnan(h100.loc[64, "tokens_per_s"])
+    assert h100.loc[128, ["tokens_per_s", "basis"]].tolist() == [135_490, "measured"]
+    assert h100.loc[512, ["tokens_per_s", "basis"]].tolist() == [515_636, "measured"]
+    assert set(h100["measured"]) == {"128–512"}
+    assert set(h100["configuration"]) == {"128 GPUs across 16 nodes, micro-batch 8 × 1 accum., fsdp"}
+
+
+def test_platforms_are_compared_at_the_same_precision_unless_asked_otherwise():
+    """MPT-3B ran on H100 at fp8 and at bf16 and on both A100s at bf16 (published MPT table)."""
+    from trainperf.report.platforms import policy_notes, winners
+
+    runs = _mpt()
+    same = winners(runs).set_index("model").loc["MPT-3B"]
+    # bf16 against bf16: H100 223,721 tokens/s and A100 80GB 97,019, both on 8 GPUs at micro-batch 40 × 6 and
+    # sequence length 512: the same recorded settings
+    assert same[["fastest", "runner_up", "precision"]].tolist() == ["NVIDIA H100 SXM 80GB · bf16",
+                                                                    "NVIDIA A100 SXM 80GB", "bf16"]
+    assert same["margin"] == pytest.approx(223_721 / 97_019 - 1) and same["also"] == "same recorded settings"
+    assert policy_notes(runs)[1] == ("Measured on one platform only, so no winner is named: MPT-3B at fp8 (NVIDIA "
+                                     "H100 SXM 80GB) and MPT-1B at fp8 (NVIDIA H100 SXM 80GB). precision_policy = "
+                                     "“fastest” compares each platform at its fastest precision.")
+    # asked for each platform's fastest precision: H100 at fp8 (292,217 tokens/s), and the win says so
+    fastest = winners(runs, policy="fastest").set_index("model").loc["MPT-3B"]
+    assert fastest[["fastest", "runner_up"]].tolist() == ["NVIDIA H100 SXM 80GB · fp8", "NVIDIA A100 SXM 80GB"]
+    assert fastest["margin"] == pytest.approx(292_217 / 97_019 - 1) and fastest["also"] == "precision fp8 vs bf16"
+    with pytest.raises(InputError, match="precision_policy 'best': give one of same, fastest"):
+        winners(runs, policy="best")
+
+
+def test_a_win_that_also_changes_the_configuration_says_so():
+    """MPT-30B: H100's best per device is 73,860 tokens/s on 32 GPUs at sequence length 2,048, micro-batch
+    14 × 3; A100 80GB's is 7,739 on 8 GPUs at 512, 12 × 21 (published MPT table)."""
+    from trainperf.report.platforms import headline, winners
+
+    runs = _mpt()
+    mpt30b = winners(runs).set_index("model").loc["MPT-30B"]
+    assert mpt30b["margin"] == pytest.approx((73_860 / 32) / (7_739 / 8) - 1)
+    assert mpt30b["also"] == "devices 32 vs 8; sequence length 2,048 vs 512; micro-batch × accumulation 14 × 3 vs 12 × 21"
+    # the headline's contest, MPT-70B: 128 GPUs at 8 × 1 against 64 at 8 × 4
+    assert headline(runs).text.endswith("Their best configurations also differ: devices 128 vs 64; micro-batch × "
+                                        "accumulation 8 × 1 vs 8 × 4.")
 
 
 def _platform_runs(tmp_path, rates: dict[str, list[float]]) -> pd.DataFrame:
@@ -760,16 +923,49 @@ def test_no_winner_within_the_noise_or_below_the_minimum_effect(tmp_path):
     assert row["verdict"] == "winner" and row["evidence"] == "95 % interval of the margin 9.4 % to 10.6 %"
 
 
-def test_one_device_at_two_precisions_is_not_its_own_runner_up():
-    """MPT-3B ran on H100 at fp8 and at bf16 and on A100 at bf16 (published MPT
-    table): the contest is H100 against A100, H100 at its faster precision."""
-    from trainperf.report.platforms import comparable, winners
+def test_synthetic_contests_rank_per_device_at_one_precision_from_one_configuration(tmp_path):
+    """Platform A: 8 devices at 1,000 tokens/s each and, at another micro-batch, 64 at 600 each (38,400 in
+    all, the largest job); at fp8 8 devices at 1,500 each. Platform B: 8 devices at bf16, 900 each."""
+    from trainperf.report.platforms import capacity, comparable, headline, peaks, winners
 
-    runs = comparable(open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
-    mpt3b = winners(runs).set_index("model").loc["MPT-3B"]
-    assert mpt3b["fastest"] == "NVIDIA H100 SXM 80GB · fp8"
-    assert mpt3b["runner_up"].startswith("NVIDIA A100")
+    def run(run_id, platform, precision, gpus, per_device, micro_batch):
+        return {"run_id": run_id, "experiment": f"{platform}-{micro_batch}-{precision}", "platform": platform,
+                "model": "m", "gpus": gpus, "nodes": gpus // 8, "precision": precision,
+                "micro_batch_size": micro_batch, "tokens": per_device * gpus * 100, "elapsed_s": 100.0}
 
+    runs = comparable(open_runs(_write(tmp_path, [
+        run("a8", "NVIDIA H100 SXM", "bf16", 8, 1_000, 4), run("a64", "NVIDIA H100 SXM", "bf16", 64, 600, 2),
+        run("a16", "NVIDIA H100 SXM", "bf16", 16, 700, 2), run("a8fp8", "NVIDIA H100 SXM", "fp8", 8, 1_500, 4),
+        run("b8", "AMD MI300X", "bf16", 8, 900, 4)])))
+    row = peaks(runs).set_index("platform_key").loc["NVIDIA H100 SXM · bf16"]
+    assert row[["run_id", "tokens_per_s", "gpus", "configs"]].tolist() == ["a8", 8_000, 8, 3]
+    found = winners(runs).iloc[0]
+    assert found[["fastest", "runner_up", "precision"]].tolist() == ["NVIDIA H100 SXM · bf16", "AMD MI300X", "bf16"]
+    assert found["margin"] == pytest.approx(1_000 / 900 - 1) and found["also"] == "same recorded settings"
+    assert "38,400" not in headline(runs).html  # the largest job's total ranks nothing
+    fastest = winners(runs, policy="fastest").iloc[0]
+    assert fastest["fastest"] == "NVIDIA H100 SXM · fp8" and fastest["also"] == "precision fp8 vs bf16"
+    assert fastest["margin"] == pytest.approx(1_500 / 900 - 1)
+    assert "also differ: precision fp8 vs bf16" in headline(runs, "fastest").text
+    # capacity of A's bf16 row: micro-batch 4 was measured on 8 devices only, so 16 and 64 are its upper
+    # bound (1,000 per device), not micro-batch 2's measured 11,200 and 38,400
+    a = capacity(runs, [1, 2, 8], 8).set_index(["platform_key", "devices"]).loc["NVIDIA H100 SXM · bf16"]
+    assert a["tokens_per_s"].tolist() == [8_000, 16_000, 64_000]
+    assert a["basis"].tolist() == ["measured", "upper bound", "upper bound"]
+
+
+def test_a_projected_configuration_never_ranks_a_platform(tmp_path):
+    from trainperf.report.platforms import comparable, peaks, winners
+
+    rows = [{"run_id": run_id, "experiment": "e", "platform": platform, "model": "m", "gpus": 8,
+             "precision": "bf16", "micro_batch_size": mb, "tokens": rate * 8 * 100, "elapsed_s": 100.0,
+             "measured": measured}
+            for run_id, platform, mb, rate, measured in (("a-projected", "NVIDIA H100 SXM", 8, 1_200, False),
+                                                         ("a", "NVIDIA H100 SXM", 4, 1_000, True),
+                                                         ("b", "AMD MI300X", 4, 900, True))]
+    runs = comparable(open_runs(_write(tmp_path, rows)))
+    assert peaks(runs).set_index("platform_key").loc["NVIDIA H100 SXM", "run_id"] == "a"
+    assert winners(runs).iloc[0]["margin"] == pytest.approx(1_000 / 900 - 1)
 
 
 def test_a_winners_rate_and_mfu_come_from_one_configuration():

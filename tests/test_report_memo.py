@@ -72,17 +72,17 @@ def test_platform_configurations_are_computed_once_per_content(monkeypatch):
 
     monkeypatch.setattr(noise, "_MEMO", {})
     calls = []
-    means = platforms.configuration_means
-    monkeypatch.setattr(platforms, "configuration_means", lambda *args: calls.append(1) or means(*args))
+    table = platforms.configuration_table
+    monkeypatch.setattr(platforms, "configuration_table", lambda *args: calls.append(1) or table(*args))
     runs = platforms.comparable(open_runs([str(SEED_001)]))
     first = platforms.configurations(runs)
     platforms.headline(runs), platforms.winners(runs), platforms.capacity(runs, [1, 2], 8)
     assert len(calls) == 1
     first.loc[0, "tokens_per_s"] = -1.0  # a caller changing its copy changes nothing remembered
-    pd.testing.assert_frame_equal(platforms.configurations(runs), platforms._configurations(runs))
+    pd.testing.assert_frame_equal(platforms.configurations(runs), table(runs, platforms.MEANS))
     doubled = platforms.configurations(runs.assign(tokens_per_s=runs["tokens_per_s"] * 2))
-    assert len(calls) == 3  # the check above computed afresh once; the changed runs once more
-    assert doubled["tokens_per_s"].sum() == pytest.approx(2 * platforms._configurations(runs)["tokens_per_s"].sum())
+    assert len(calls) == 2  # the changed runs are computed afresh
+    assert doubled["tokens_per_s"].sum() == pytest.approx(2 * table(runs, platforms.MEANS)["tokens_per_s"].sum())
 
 
 def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeypatch):

@@ -1,7 +1,7 @@
 """Naming, grouping and ordering runs for people: the experiments in data
 order and the ones a report keeps, configuration labels, the throughput unit a set of runs can be
-compared in, the best run with its margin, and the marks of runs a page shows but never concludes
-from (projected, oversubscribed, incomplete) or whose source has a known error."""
+compared in, one row per configuration, the best run with its margin, and the marks of runs a page
+shows but never concludes from (projected, oversubscribed, incomplete) or whose source has a known error."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from trainperf.estimates import configuration_keys
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, first_of, fmt_int
+from trainperf.report.noise import around, configuration_means, configuration_of, run_intervals
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,28 @@ def unit_of(runs: pd.DataFrame) -> Unit:
         if f"{name}_per_s" in runs and runs[f"{name}_per_s"].notna().all():
             return Unit(name)
     return Unit("tokens")
+
+
+def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
+                        steps: Summaries | None = None) -> pd.DataFrame:
+    """One row per configuration of ``runs`` (repeats grouped as
+    :func:`trainperf.report.noise.run_intervals` groups them; its first run's settings,
+    ``columns`` the mean over its repeats, ``runs`` their number), with the 95 % interval of its
+    throughput around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval``
+    as text: ``–`` for none) and ``doubt``: the :data:`DOUBTS` of any of its repeats (``""``
+    for none). ``steps``: the summaries the intervals come from where the runs have steps."""
+    runs = runs.reset_index(drop=True)
+    found = run_intervals(runs, steps)
+    rows, first = configuration_means(runs, found, columns)
+    rate = unit_of(runs).rate
+    low, high, text = around(first, rows[rate])
+    found_doubts = doubts(runs)
+    per_run = pd.Series([", ".join(m for m in found_doubts.columns if row[m]) for _, row in found_doubts.iterrows()],
+                        index=runs.index)
+    marks = per_run.groupby(configuration_of(found).to_numpy(), sort=False).agg(
+        lambda repeats: ", ".join(dict.fromkeys(m for marks in repeats for m in marks.split(", ") if m)))
+    return rows.assign(**{f"{rate}_low": low, f"{rate}_high": high}, interval=[t or "–" for t in text],
+                       doubt=marks.to_numpy(object))
 
 
 def experiments(runs: pd.DataFrame) -> list[str]:

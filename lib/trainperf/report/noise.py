@@ -114,12 +114,18 @@ def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[
     """``runs`` (one experiment, index from 0) and ``found`` (its :func:`run_intervals`)
     reduced to the first run of each configuration, ``columns`` the mean over its
     repeats, ``runs`` their number. A run without a throughput is a configuration of its own."""
-    key = found["configuration"].fillna(found["run_id"]).to_numpy()
+    key = configuration_of(found).to_numpy()
     first = ~pd.Series(key).duplicated().to_numpy()
     means = {c: runs[c].groupby(key, sort=False).transform("mean").to_numpy(float) for c in columns if c in runs}
     count = pd.Series(key).groupby(key, sort=False).transform("size").to_numpy(int)
     return (runs.assign(**means, runs=count)[first].reset_index(drop=True),
             found[first].reset_index(drop=True))
+
+
+def configuration_of(found: pd.DataFrame) -> pd.Series:
+    """Per row of a :func:`run_intervals` frame, the configuration its run repeats (its run id where
+    it has no throughput: a configuration of its own)."""
+    return found["configuration"].fillna(found["run_id"])
 
 
 _MEMO: dict[tuple[str, ...], object] = {}

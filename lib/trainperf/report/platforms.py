@@ -1,8 +1,9 @@
-"""The platforms report: platforms × models — peak throughput, achieved
-TFLOP/s and MFU against dense peaks, per-device throughput, the spread over
-configurations, training capacity per day and projected multi-node capacity,
-and the winner per model with its margin — a winner only when it is
-distinguishable from the runner-up."""
+"""The platforms report: platforms × models — each pair's best configuration per
+device (its throughput, achieved TFLOP/s and MFU against dense peaks, capacity per day and
+projected multi-node capacity, all of that one configuration), the spread over configurations,
+and the winner per model with its margin, platforms ranked per device and at the same precision
+unless asked otherwise — a winner only when it is distinguishable from the runner-up, and a win
+that also changes precision or configuration says so."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import pandas as pd
 
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.hardware import Figure, cpu_rows, find_device, normalize_precision
-from trainperf.report.configs import rank
-from trainperf.report.noise import around, call, content, configuration_means, has_interval, remember, run_intervals
+from trainperf.report.configs import batch, configuration_table, doubtful, label, rank
+from trainperf.report.noise import and_list, call, content, has_interval, remember, run_intervals
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
+from trainperf.scaling import SERIES_SETTINGS
 from trainperf.stats import FASTER, MIN_EFFECT, verdict
 
 SPARSE_MATCH = 0.02
@@ -47,39 +49,78 @@ MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_da
 
 
 def configurations(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration of ``runs`` (:func:`trainperf.report.noise.configuration_means`
-    of :data:`MEANS`) with its throughput's 95 % interval ``tokens_per_s_low``–``_high`` and
-    ``interval`` (as text; ``–`` for none). Computed once per process for the same ``runs``."""
-    return remember(("configurations", content(runs)), lambda: _configurations(runs)).copy()
+    """One row per configuration of ``runs`` (:func:`trainperf.report.configs.configuration_table`
+    of :data:`MEANS`: its throughput's 95 % interval ``tokens_per_s_low``–``_high`` and ``interval``,
+    and its ``doubt``). Computed once per process for the same ``runs``."""
+    return remember(("configurations", content(runs)), lambda: configuration_table(runs, MEANS)).copy()
 
 
-def _configurations(runs: pd.DataFrame) -> pd.DataFrame:
-    runs = runs.reset_index(drop=True)
-    rows, found = configuration_means(runs, run_intervals(runs), MEANS)
-    low, high, text = around(found, rows["tokens_per_s"])
-    return rows.assign(tokens_per_s_low=low, tokens_per_s_high=high, interval=[t or "–" for t in text])
+PAIR = ["platform_key", "model"]
+"""The columns of a platform × model pair."""
+PRECISION_POLICIES = {"same": "platforms are compared at the same precision: one comparison per model and precision",
+                      "fastest": "each platform is compared at its fastest precision"}
+"""How :func:`winners` compares platforms that ran a model at several precisions (``precision_policy``)."""
+
+
+def contest(policy: str) -> list[str]:
+    """What the platforms of one contest share: the model, and under the ``same`` policy the precision.
+    ``InputError`` for a policy not in :data:`PRECISION_POLICIES`."""
+    if policy not in PRECISION_POLICIES:
+        raise InputError(f"precision_policy {policy!r}: give one of {', '.join(PRECISION_POLICIES)}")
+    return ["model", "precision"] if policy == "same" else ["model"]
 
 
 def best_per_device(configs: pd.DataFrame) -> pd.DataFrame:
     """Per platform × model, the row of :func:`configurations` with the highest tokens/s per device
-    (its rate, MFU and run all of that one configuration)."""
-    return configs.loc[configs.groupby(["platform_key", "model"], sort=False)["tokens_per_s_per_gpu"].idxmax()]
+    among those without a ``doubt`` (projected, oversubscribed or incomplete; a pair with only
+    such rows keeps its best of them), in data order: its rate, interval, MFU and run all of that
+    one configuration. Never the largest job's total."""
+    ranked = configs.assign(_doubt=configs["doubt"] != "").sort_values(
+        ["_doubt", "tokens_per_s_per_gpu"], ascending=[True, False], kind="stable", na_position="last")
+    return configs.loc[configs.index.isin(ranked.drop_duplicates(PAIR).index)]
 
 
-def peaks(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per platform × model: its highest-throughput row of :func:`configurations`, plus
-    ``configs`` (configurations measured), ``best_per_device`` (the highest per-device rate of
-    any of them) and ``relative`` (that rate / the model's fastest platform's) with
-    ``relative_low``/``_high`` from that configuration's throughput interval."""
+def peaks(runs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
+    """One row per platform × model: its :func:`best_per_device` configuration (every figure of the
+    row that configuration's), ``configuration`` (its devices, batch and strategy in words),
+    ``configs`` (configurations of the pair measured) and ``relative`` (its per-device rate / the
+    fastest of its contest's: the model, and under the ``same`` policy the precision), with
+    ``relative_low``/``_high`` from its throughput interval."""
     configs = configurations(runs)
-    pairs = configs.groupby(["platform_key", "model"], sort=False)
-    out = configs.loc[pairs["tokens_per_s"].idxmax()].reset_index(drop=True)
-    per_device = best_per_device(configs).reset_index(drop=True)
-    fastest = per_device.groupby("model")["tokens_per_s_per_gpu"].transform("max")
-    return out.assign(configs=pairs.size().to_numpy(), best_per_device=per_device["tokens_per_s_per_gpu"],
-                      relative=per_device["tokens_per_s_per_gpu"] / fastest,
-                      relative_low=per_device["tokens_per_s_low"] / per_device["gpus"] / fastest,
-                      relative_high=per_device["tokens_per_s_high"] / per_device["gpus"] / fastest)
+    out = best_per_device(configs).reset_index(drop=True)
+    sizes = configs.groupby(PAIR, sort=False).size()
+    fastest = out.groupby(contest(policy), sort=False, dropna=False)["tokens_per_s_per_gpu"].transform("max")
+    return out.assign(configuration=[label(r, skip=("model", "platform")) for r in out.to_dict("records")],
+                      configs=[sizes[pair] for pair in zip(out["platform_key"], out["model"])],
+                      relative=out["tokens_per_s_per_gpu"] / fastest,
+                      relative_low=out["tokens_per_s_low"] / out["gpus"] / fastest,
+                      relative_high=out["tokens_per_s_high"] / out["gpus"] / fastest)
+
+
+COMPARED = ("precision", "gpus", *(c for c in SERIES_SETTINGS if c not in ("platform", "model", "n_params",
+                                                                             "precision", "extra_configuration")))
+"""The settings :func:`differences` compares, besides the batch."""
+
+
+def differences(a: pd.Series, b: pd.Series) -> list[str]:
+    """What differs between the settings of two configurations, in words (``precision fp8 vs bf16``,
+    ``devices 32 vs 8``, ``micro-batch × accumulation 14 × 3 vs 12 × 21``); a setting one of them
+    does not record is not compared."""
+    def text(value: object) -> str:
+        if isinstance(value, (bool, np.bool_)):
+            return "on" if value else "off"
+        return fmt_int(value) if isinstance(value, (int, float)) else str(value)
+
+    out = []
+    for column in COMPARED:
+        x, y = a.get(column), b.get(column)
+        if not (pd.isna(x) or pd.isna(y)) and text(x) != text(y):
+            out.append(f"{SERIES_SETTINGS.get(column, 'devices')} {text(x)} vs {text(y)}")
+    if pd.notna(a.get("micro_batch_size")) and pd.notna(b.get("micro_batch_size")):
+        x, y = batch(a, compact=True), batch(b, compact=True)
+        if x != y:
+            out.append(f"micro-batch × accumulation {x} vs {y}")
+    return out
 
 
 WINNER, TIED = "winner", "indistinguishable"
@@ -87,19 +128,26 @@ UNTESTED = "no interval: single figures, the noise is not tested"
 """Why a margin between platforms could not be tested against the noise."""
 
 
-def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
-    """Per model measured on two or more platforms (each at its fastest precision): the
-    platform with the highest per-device throughput (``fastest``; its rate, MFU and
-    interval all of the configuration that reaches it), the runner-up, the
-    ``margin`` and ``verdict``: ``winner`` only when the fastest is distinguishable from the
-    runner-up (:func:`trainperf.report.noise.call`; the margin's 95 % interval in
-    ``evidence``), else ``indistinguishable``; by single figures, a margin below ``min_effect``
-    is a tie, a larger one a winner whose noise is untested."""
+SAME_SETTINGS = "same recorded settings"
+"""``also`` of :func:`winners` where the two configurations differ in no recorded setting."""
+
+
+def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT, policy: str = "same") -> pd.DataFrame:
+    """Per contest (:func:`contest`: a model, and under the ``same`` policy a precision) measured on
+    two or more platforms (under ``fastest``, each at its fastest precision): the platform with the
+    highest per-device throughput (``fastest``; its rate, MFU and interval all of its
+    :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``:
+    ``winner`` only when the fastest is distinguishable from the runner-up
+    (:func:`trainperf.report.noise.call`; the margin's 95 % interval in ``evidence``), else
+    ``indistinguishable``; by single figures, a margin below ``min_effect`` is a tie, a larger one
+    a winner whose noise is untested. ``also``: what else differs between the two configurations
+    (:func:`differences`: the precision under ``fastest``, devices, batch, …; :data:`SAME_SETTINGS`
+    for nothing)."""
     rate = "tokens_per_s_per_gpu"
     per_pair = best_per_device(configurations(runs))
     found = run_intervals(runs)
     rows = []
-    for model, group in per_pair.groupby("model", sort=False):
+    for _, group in per_pair.groupby(contest(policy), sort=False, dropna=False):
         fastest = group.loc[group.groupby("platform", sort=False)[rate].idxmax()]
         if len(fastest) < 2:
             continue
@@ -116,11 +164,29 @@ def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
         else:
             verdict_ = WINNER if ranking.margin >= min_effect else TIED
             evidence = UNTESTED + ("" if verdict_ == WINNER else f"; below {fmt_pct(min_effect, 0)}")
-        rows.append({"model": model, "fastest": best["platform_key"], "fastest_rate": best[rate],
+        rows.append({"model": best["model"], "precision": best["precision"] if policy == "same" else None,
+                     "fastest": best["platform_key"], "fastest_rate": best[rate],
                      "runner_up": second["platform_key"], "runner_up_rate": second[rate],
                      "margin": value, "verdict": verdict_, "evidence": evidence,
+                     "also": "; ".join(differences(best, second)) or SAME_SETTINGS,
                      "fastest_mfu": best["mfu"], "runner_up_mfu": second["mfu"]})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["model", "precision", "fastest", "fastest_rate", "runner_up", "runner_up_rate",
+                                       "margin", "verdict", "evidence", "also", "fastest_mfu", "runner_up_mfu"])
+
+
+def uncontested(runs: pd.DataFrame, policy: str = "same") -> list[str]:
+    """A sentence naming the contests (:func:`contest`) measured on one platform only, where no winner is named."""
+    alone = []
+    for key, group in configurations(runs).groupby(contest(policy), sort=False, dropna=False):
+        platforms = list(dict.fromkeys(group["platform"].astype(str)))
+        if len(platforms) == 1:
+            alone.append(" at ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)) if pd.notna(k))
+                         + f" ({platforms[0]})")
+    if not alone:
+        return []
+    hint = (" precision_policy = “fastest” compares each platform at its fastest precision." if policy == "same"
+            else "")
+    return [f"Measured on one platform only, so no winner is named: {and_list(alone)}.{hint}"]
 
 
 def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -155,18 +221,31 @@ def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
     return (runs["peak_source"].notna() & (runs["peak_source"] != GIVEN_PEAK)).fillna(False).to_numpy(bool)
 
 
-def headline(runs: pd.DataFrame) -> Html:
-    """The first model's winner and margin; the best MFU of 1 or less against a
-    datasheet peak (a run's own peak, e.g. a CPU's measured one, only when no run
-    has a datasheet peak); the peak daily capacity."""
-    found = winners(runs)
-    configs = configurations(runs)
-    top = configs.loc[configs["tokens_per_s"].idxmax()]
-    figures = [(fmt_int(top["tokens_per_s"]), f"peak tokens/s: {top['platform_key']}, {top['model']}, "
-                                              f"{fmt_int(top['gpus'])} devices"
-                                              + (f" (mean of {top['runs']} runs)" if top["runs"] > 1 else "")),
-               (fmt_big(top["tokens_per_day"]), "tokens per day at that peak")]
-    possible = runs["mfu"].le(1).to_numpy(bool)  # above 1 is wrong inputs (noted under data quality)
+def headline(runs: pd.DataFrame, policy: str = "same") -> Html:
+    """The first contest's winner and margin per device (what else differs between the two
+    configurations, where anything does), the platform that wins the most contests, and the best
+    MFU of 1 or less against a datasheet peak (a run's own peak, e.g. a CPU's measured one, only
+    when no run has a datasheet peak); no projected, oversubscribed or incomplete run counts."""
+    found = winners(runs, policy=policy)
+    figures = []
+    if found.empty:
+        top = peaks(runs, policy).iloc[0]
+        text = (f"{top['platform_key']}, {top['model']}: {fmt_int(top['tokens_per_s_per_gpu'])} tokens/s per device "
+                f"at best ({top['configuration']}); no model was measured on two or more platforms.")
+    else:
+        w = found.iloc[0]
+        rates = (f"{fmt_int(w['fastest_rate'])} vs {fmt_int(w['runner_up_rate'])} tokens/s per device"
+                 + (f", both {w['precision']}" if pd.notna(w["precision"]) else ""))
+        text = (f"{w['model']}: {w['fastest']} is {fmt_pct(w['margin'])} faster per device than {w['runner_up']} "
+                f"({rates}; {w['evidence']})." if w["verdict"] == WINNER else
+                f"{w['model']}: {w['fastest']} and {w['runner_up']} are indistinguishable per device ({rates}, "
+                f"{fmt_pct(w['margin'])} apart; {w['evidence']}).")
+        if w["also"] != SAME_SETTINGS:
+            text += f" Their best configurations also differ: {w['also']}."
+        wins = found.loc[found["verdict"] == WINNER, "fastest"].value_counts(sort=True)
+        if len(wins):
+            figures.append((f"{wins.iloc[0]} of {len(found)}", f"comparisons won per device by {wins.index[0]}"))
+    possible = (runs["mfu"].le(1) & ~doubtful(runs)).to_numpy(bool)  # above 1 is wrong inputs (data quality)
     rated = runs[datasheet_peak(runs) & possible]
     kind = "datasheet dense peak"
     if rated.empty:
@@ -175,16 +254,12 @@ def headline(runs: pd.DataFrame) -> Html:
         best_mfu = rated.loc[rated["mfu"].idxmax()]
         figures.append((fmt_pct(best_mfu["mfu"]), f"highest MFU ({kind}): {best_mfu['platform_key']}, "
                                                   f"{best_mfu['model']}"))
-    if found.empty:
-        text = f"Peak throughput {fmt_int(top['tokens_per_s'])} tokens/s: {top['platform_key']} with {top['model']}."
-    else:
-        w = found.iloc[0]
-        rates = f"{fmt_int(w['fastest_rate'])} vs {fmt_int(w['runner_up_rate'])} tokens/s per device"
-        text = (f"{w['model']}: {w['fastest']} is {fmt_pct(w['margin'])} faster per device than {w['runner_up']} "
-                f"({rates}; {w['evidence']})." if w["verdict"] == WINNER else
-                f"{w['model']}: {w['fastest']} and {w['runner_up']} are indistinguishable per device ({rates}, "
-                f"{fmt_pct(w['margin'])} apart; {w['evidence']}).")
     return banner(text, figures)
+
+
+def policy_notes(runs: pd.DataFrame, policy: str = "same") -> list[str]:
+    """How platforms are compared (:data:`PRECISION_POLICIES`), and the contests with one platform only."""
+    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.", *uncontested(runs, policy)]
 
 
 def sparse_note(runs: pd.DataFrame) -> str:
@@ -233,19 +308,26 @@ def is_accelerator(platforms: pd.Series) -> np.ndarray:
 
 
 def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
-    """Per accelerator platform × model (no CPU) and node count: ``devices``, ``tokens_per_s``
-    (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis`` (``measured``,
-    ``fitted`` by the best of Amdahl and USL from :data:`~trainperf.report.scaling.MIN_FIT_POINTS`
-    device counts on, else ``upper bound``: best per-device rate × devices), devices ``measured``.
+    """Per accelerator platform × model (no CPU) and node count, of its :func:`best_per_device`
+    configuration (``configuration``) and the configurations that differ from it only in the
+    device count (its ``scaling_study``; none projected, oversubscribed or incomplete): ``devices``,
+    ``tokens_per_s`` (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis``
+    (``measured``, ``fitted`` by the best of Amdahl and USL from
+    :data:`~trainperf.report.scaling.MIN_FIT_POINTS` device counts on, else ``upper bound``: the
+    configuration's per-device rate × devices), devices ``measured``.
     ``InputError`` unless ``gpus_per_node`` and every node count are whole numbers of 1 or more."""
     if not all(isinstance(n, int) and n >= 1 for n in [gpus_per_node, *project_nodes]):
         raise InputError(f"project_nodes ({project_nodes}) and gpus_per_node ({gpus_per_node}) must be whole "
                          "numbers of 1 or more")
     rows = []
     configs = configurations(runs)
-    accelerators = configs[is_accelerator(configs["platform"])]
-    for (key, model), group in accelerators.groupby(["platform_key", "model"], sort=False):
-        series = group.groupby("gpus")["tokens_per_s"].max().sort_index()
+    study = configs["scaling_study"].fillna(configs["experiment"]) if "scaling_study" in configs \
+        else configs["experiment"]
+    best = best_per_device(configs)
+    for i, top in best[is_accelerator(best["platform"])].iterrows():
+        alike = (study == study[i]) & (configs["doubt"] == "") if top["doubt"] == "" else configs.index == i
+        series = configs[alike].groupby("gpus")["tokens_per_s"].mean().sort_index()
+        key, model, shown = top["platform_key"], top["model"], label(top, skip=("model", "platform"))
         base_gpus, base_rate = float(series.index[0]), float(series.iloc[0])
         p = series.index.to_numpy(float) / base_gpus
         fitted, relative = None, np.array(project_nodes, dtype=float) * gpus_per_node / base_gpus
@@ -253,27 +335,28 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
             fitted = project(f"{key} {model}", p, series.to_numpy(float) / base_rate,
                              max(relative.max(), p.max() * 2), base_gpus).best
             bands = fitted.band(relative, BAND_LEVEL)  # once for every node count
-        for i, nodes in enumerate(project_nodes):
+        measured = "–".join(dict.fromkeys(fmt_int(g) for g in (series.index.min(), series.index.max())))
+        for j, nodes in enumerate(project_nodes):
             gpus, low, high = nodes * gpus_per_node, np.nan, np.nan
             if gpus in series.index:
                 rate, basis = float(series[gpus]), "measured"
             elif gpus < base_gpus:
                 rate, basis = np.nan, "below the measured range"
             elif fitted is not None:
-                rate, basis = fitted.predict(relative[i]).item() * base_rate, f"fitted ({LAWS[fitted.law]})"
-                low, high = max(bands[0][i], 0.0) * base_rate, bands[1][i] * base_rate
+                rate, basis = fitted.predict(relative[j]).item() * base_rate, f"fitted ({LAWS[fitted.law]})"
+                low, high = max(bands[0][j], 0.0) * base_rate, bands[1][j] * base_rate
             else:
-                rate, basis = float(group["tokens_per_s_per_gpu"].max()) * gpus, "upper bound"
-            rows.append({"platform_key": key, "model": model, "nodes": nodes, "devices": gpus, "tokens_per_s": rate,
-                         "tokens_per_s_low": low, "tokens_per_s_high": high,
+                rate, basis = float(top["tokens_per_s_per_gpu"]) * gpus, "upper bound"
+            rows.append({"platform_key": key, "model": model, "configuration": shown, "nodes": nodes, "devices": gpus,
+                         "tokens_per_s": rate, "tokens_per_s_low": low, "tokens_per_s_high": high,
                          "tokens_per_day": rate * SECONDS_PER_DAY, "basis": basis,
-                         "measured": f"{fmt_int(series.index.min())}–{fmt_int(series.index.max())}"})
-    return pd.DataFrame(rows, columns=["platform_key", "model", "nodes", "devices", "tokens_per_s",
+                         "measured": measured})
+    return pd.DataFrame(rows, columns=["platform_key", "model", "configuration", "nodes", "devices", "tokens_per_s",
                                        "tokens_per_s_low", "tokens_per_s_high", "tokens_per_day", "basis", "measured"])
 
 
 def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`capacity` one row per platform × model, one text column per
+    """:func:`capacity` one row per platform × model (in the data's order), one text column per
     node count (``8 devices``): ``1.2 M/s · 104 B/day`` measured, ``≈ …
     (USL, 95 %: …)`` fitted, ``≤ …`` the linear upper bound."""
     def text(row: pd.Series) -> str:
@@ -286,22 +369,27 @@ def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
     shown = frame.assign(text=frame.apply(text, axis=1) if len(frame) else [],
                          column=[f"{n:,} node{'s' if n > 1 else ''} ({d:,} devices)"
                                  for n, d in zip(frame["nodes"], frame["devices"])])
-    wide = shown.pivot(index=["platform_key", "model", "measured"], columns="column", values="text")
+    pair = ["platform_key", "model", "configuration", "measured"]
+    wide = shown.pivot(index=pair, columns="column", values="text")
+    wide = wide.reindex(pd.MultiIndex.from_frame(shown[pair].drop_duplicates()))  # in the data's order
     return wide[list(dict.fromkeys(shown["column"]))].reset_index().rename_axis(columns=None)
 
 
 def capacity_notes(runs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
-    """The daily capacity of the overall peak (the fastest configuration, its repeats' mean), and what the
-    projection leaves out or only bounds."""
+    """The daily capacity of the largest measured job (the most tokens/s of any configuration without a
+    doubt, its repeats' mean: a size, not a ranking), and what the projection leaves out or only bounds."""
     configs = configurations(runs)
-    top = configs.loc[configs["tokens_per_s"].idxmax()]
-    out = [f"At its peak ({top['platform_key']}, {top['model']}, {fmt_int(top['gpus'])} devices) the fastest "
-           f"configuration trains {fmt_big(top['tokens_per_day'])} tokens and {fmt_big(top['samples_per_day'])} "
-           "samples per day."]
+    clean = configs[configs["doubt"] == ""] if (configs["doubt"] == "").any() else configs
+    top = clean.loc[clean["tokens_per_s"].idxmax()]
+    samples = "" if pd.isna(top["samples_per_day"]) else f" and {fmt_big(top['samples_per_day'])} samples"
+    out = [f"The largest measured job ({top['platform_key']}, {top['model']}, {fmt_int(top['gpus'])} devices) trains "
+           f"{fmt_big(top['tokens_per_day'])} tokens{samples} per day: the size of that job, not a ranking — "
+           "platforms are ranked per device above."]
     if (capacity_frame["basis"] == "upper bound").any():
-        out.append("Pairs measured at fewer than three device counts cannot be fitted: their multi-node figures are "
-                   "the linear upper bound (the best per-device rate times the devices), which real jobs do not "
-                   "reach — see the scaling report for how efficiency falls with scale.")
+        out.append("Pairs whose best configuration was measured at fewer than three device counts cannot be "
+                   "fitted: their multi-node figures are the linear upper bound (that configuration's per-device "
+                   "rate times the devices), which real jobs do not reach — see the scaling report for how "
+                   "efficiency falls with scale.")
     cpu = runs.loc[~is_accelerator(runs["platform"]), "platform_key"].astype(str).unique()
     if len(cpu):
         out.append(f"{', '.join(cpu)}: CPU runs are not projected to nodes of accelerators.")

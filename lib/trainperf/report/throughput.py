@@ -1,8 +1,10 @@
-"""The throughput report: per configuration, the work done, the elapsed time
-and the throughput of the whole job and of one device — as a frame for the
-notebook's table and charts, and its headline; where the runs recorded it,
-where each run's wall clock went (its goodput, :func:`goodput`) and its step
-time along the run with the warm-up found (:func:`step_timeline`)."""
+"""The throughput report: per configuration (its repeats averaged), the throughput of the whole
+job and of one device, TFLOP/s and MFU, the work done and the elapsed time, the step time's median
+and 95th percentile, peak memory, the experiment's strong or weak scaling, and how much efficiency
+the first step across a node boundary costs — as frames for the notebook's tables and charts, and
+a headline from measured configurations only; where the runs recorded it, where each run's wall
+clock went (its goodput, :func:`goodput`) and its step time along the run with the warm-up found
+(:func:`step_timeline`)."""
 
 from __future__ import annotations
 
@@ -14,14 +16,27 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import plotted_steps
 from trainperf.goodput import PARTS
-from trainperf.report.configs import doubtful, labels, ordered, rank, several_device_counts, unit_of
-from trainperf.report.html import Html, fmt_int, fmt_pct, headline as banner
+from trainperf.report.configs import configuration_table, labels, ordered, rank, several_device_counts, unit_of
+from trainperf.report.html import Html, count, fmt_int, fmt_pct, headline as banner
+from trainperf.report.noise import configuration_of, job_frames, run_intervals
 from trainperf.report.page import require
 from trainperf.schema import OUTSIDE_PREFIX
 
 PART_LABELS = {"productive_s": "productive steps", "warmup_excess_s": "warm-up beyond steady steps",
                "startup_s": "start-up", "unaccounted_s": "in no step", "after_steps_s": "after the last step"}
 """How each part of the wall clock (``trainperf.goodput.PARTS``) is named on the chart."""
+
+MEANS = ("tokens", "samples", "elapsed_s", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s",
+         "samples_per_s_per_gpu", "tflops_per_gpu", "mfu", "peak_memory_gb", "step_time_s", "scaling_efficiency")
+"""Figures of a configuration shown as the mean over its repeats."""
+RATES = ("configuration", "gpus", "runs", "{rate}", "interval", "{per_device}", "tflops_per_gpu", "mfu",
+         "scaling_efficiency", "remark")
+"""The columns of an experiment's throughput table (``{rate}``: the unit's rate column)."""
+TIMES = ("configuration", "gpus", "{work}", "elapsed_s", "step_time_p50_s", "step_time_p95_s", "step_time_s",
+         "step_time_basis", "peak_memory_gb")
+"""The columns of an experiment's step-time and memory table (``{work}``: tokens or samples)."""
+NO_STEPS = "elapsed / steps only"
+"""``step_time_basis`` of a configuration whose runs have no per-step times."""
 
 
 def measured(runs: pd.DataFrame) -> pd.DataFrame:
@@ -32,39 +47,159 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
     return ordered(have, ["gpus", "micro_batch_size", "run_id"])
 
 
-def table(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration: experiment, configuration, devices, work
-    (tokens, samples), elapsed time, throughput total and per device, time
-    per step, per-device rate as a fraction of the baseline's (scaling
-    efficiency; NaN for experiments measured at one device count only),
-    ``best`` (the highest throughput of the report) and ``chart_label`` (the
-    configuration on a chart axis, shared by its repeats); columns no run has are left out."""
+def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
+    """One row per configuration (:func:`trainperf.report.configs.configuration_table`: repeats
+    averaged, as on the scaling page) with ``runs`` (its repeats), the figures of :data:`MEANS`, its
+    throughput's 95 % ``interval``, ``scaling_type`` (``strong`` or ``weak``, from ``derive``) and
+    ``experiment_scaling`` (the experiment's name with it: ``sweep (weak scaling)``),
+    scaling efficiency (the per-device rate as a fraction of the baseline's; NaN for studies measured
+    at one device count only), the step time's percentiles (:func:`step_times`), ``doubt``
+    (projected, oversubscribed, incomplete), ``remark`` (the doubt, or that the row is the first step
+    across a node boundary: :func:`node_boundaries`), ``best`` (the highest throughput of the
+    configurations without a doubt; of all where every one has one) and ``chart_label`` (the
+    configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any."""
     unit = unit_of(runs)
-    view = runs.assign(configuration=labels(runs), best=runs.index == rank(runs, unit.rate).best.name,
-                       scaling_efficiency=runs["scaling_efficiency"].where(several_device_counts(runs)),
-                       chart_label=labels(runs, compact=True))
-    columns = ["experiment", "configuration", "gpus", "tokens", "samples" if unit.name == "samples" else None,
-               "elapsed_s", unit.rate, unit.per_device, "step_time_s", "scaling_efficiency", "best", "chart_label"]
-    return view[[c for c in columns if c and (c in ("best", "chart_label") or view[c].notna().any())]
-                ].reset_index(drop=True)
+    configs = configuration_table(runs, MEANS, steps)
+    clean = configs["doubt"] == ""
+    best = rank(configs[clean] if clean.any() else configs, unit.rate).best.name
+    kind = configs["scaling_type"] if "scaling_type" in configs else pd.Series(pd.NA, index=configs.index)
+    view = configs.assign(configuration=labels(configs), chart_label=labels(configs, compact=True),
+                          experiment_scaling=[f"{e} ({k} scaling)" if pd.notna(k) else str(e)
+                                              for e, k in zip(configs["experiment"], kind)],
+                          scaling_efficiency=configs["scaling_efficiency"].where(several_device_counts(configs)),
+                          best=configs.index == best, **step_times(runs, steps))
+    return view.assign(remark=remarks(view))
 
 
-def headline(runs: pd.DataFrame) -> Html:
-    """The peak throughput, where it was reached, and what one device keeps of its baseline rate; never
-    of a run the page marks (:func:`trainperf.report.configs.doubtful`: projected, oversubscribed,
-    incomplete) while another has a throughput."""
+def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """The ``columns`` of a :func:`table` frame (:data:`RATES`, :data:`TIMES`) that some row has a value in,
+    the rate and work columns in its unit."""
+    unit = unit_of(frame)
+    names = [c.format(rate=unit.rate, per_device=unit.per_device, work=unit.name) for c in columns]
+    return frame[[c for c in names if c in frame and frame[c].replace(["", "–"], np.nan).notna().any()]]
+
+
+def step_times(runs: pd.DataFrame, steps: Summaries | None) -> dict[str, list]:
+    """Per configuration of ``runs`` (in the order of :func:`trainperf.report.configs.configuration_table`):
+    ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per step
+    (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged
+    interval of several steps counts as that many steps of its mean time), and ``step_time_basis``:
+    how many steps they come from, or :data:`NO_STEPS` (its mean ``step_time_s`` is then all that is known)."""
+    found = run_intervals(runs.reset_index(drop=True), steps)
+    frames = job_frames(steps)
+    out: dict[str, list] = {"step_time_p50_s": [], "step_time_p95_s": [], "step_time_basis": []}
+    for _, ids in found["run_id"].groupby(configuration_of(found).to_numpy(), sort=False):
+        times = [per_step(frames[r], steps, r) for r in ids if r in frames]
+        pooled = np.concatenate(times) if times else np.array([])
+        p50, p95 = np.percentile(pooled, [50, 95]) if len(pooled) else (np.nan, np.nan)
+        basis = NO_STEPS if not times else count(len(pooled), "step") + (
+            f" of {len(times)} of its {len(ids)} runs" if len(times) < len(ids) else "")
+        out["step_time_p50_s"].append(p50)
+        out["step_time_p95_s"].append(p95)
+        out["step_time_basis"].append(basis)
+    return out
+
+
+def per_step(frame: pd.DataFrame, steps: Summaries, run_id: str) -> np.ndarray:
+    """The time of each measured step of one run's :func:`trainperf.aggregate.job_steps` frame (s): an
+    interval of ``n_steps`` steps (a log that prints every n steps) gives n steps of its mean time."""
+    mine = steps.per_step[steps.per_step["run_id"].astype(str) == run_id]
+    n = frame["step"].map(mine.set_index("step")["n_steps"]).fillna(1.0).clip(lower=1.0).to_numpy(float)
+    return np.repeat(frame["step_time_s"].to_numpy(float) / n, n.round().astype(int))
+
+
+def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per scaling study of a :func:`table` frame (its ``scaling_study``, else its experiment) measured
+    at two or more device counts with their ``nodes`` known, its configurations without a doubt: the
+    first step from one device count to the next that spans more nodes (``from_gpus``, ``from_nodes``,
+    ``to_gpus``, ``to_nodes``, ``per_node`` devices), the efficiency before and after and its ``drop``
+    (a fraction; negative: a gain), and the step with the largest drop of the study
+    (``largest_from``/``largest_to``, ``largest_drop``; ``most``: whether it is the crossing)."""
+    columns = ["study", "from_gpus", "from_nodes", "to_gpus", "to_nodes", "per_node", "efficiency_before",
+               "efficiency_after", "drop", "largest_from", "largest_to", "largest_drop", "most"]
+    usable = frame[(frame["doubt"] == "") & frame["scaling_efficiency"].notna()]
+    study = usable["scaling_study"].fillna(usable["experiment"]) if "scaling_study" in usable else usable["experiment"]
+    rows = []
+    for name, group in usable.groupby(study.astype(str), sort=False):
+        counts = group.groupby("gpus").agg(nodes=("nodes", "max"), efficiency=("scaling_efficiency", "mean"))
+        if len(counts) < 2 or counts["nodes"].isna().any():
+            continue
+        gpus, nodes, efficiency = counts.index.to_numpy(float), counts["nodes"].to_numpy(float), \
+            counts["efficiency"].to_numpy(float)
+        drops = efficiency[:-1] - efficiency[1:]  # step i: gpus[i] → gpus[i + 1]
+        across = np.flatnonzero(nodes[1:] > nodes[:-1])
+        if not len(across):
+            continue
+        i, worst = int(across[0]), int(np.argmax(drops))
+        rows.append({"study": name, "from_gpus": gpus[i], "from_nodes": nodes[i], "to_gpus": gpus[i + 1],
+                     "to_nodes": nodes[i + 1], "per_node": gpus[i + 1] / nodes[i + 1],
+                     "efficiency_before": efficiency[i], "efficiency_after": efficiency[i + 1], "drop": drops[i],
+                     "largest_from": gpus[worst], "largest_to": gpus[worst + 1], "largest_drop": drops[worst],
+                     "most": worst == i})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _points(drop: float) -> str:
+    """A change of efficiency in percentage points: ``−14.4 points`` (a drop), ``+2.0 points`` (a gain)."""
+    return f"{'−' if drop > 0 else '+'}{abs(drop) * 100:.1f} points"
+
+
+def remarks(frame: pd.DataFrame) -> list[str]:
+    """Per row of a :func:`table` frame: its doubt (``oversubscribed: shown, not headlined``), and where it
+    is the first step across a node boundary (:func:`node_boundaries`), what that step costs."""
+    out = [f"{doubt}: not headlined" if doubt else "" for doubt in frame["doubt"]]
+    study = frame["scaling_study"].fillna(frame["experiment"]) if "scaling_study" in frame else frame["experiment"]
+    for b in node_boundaries(frame).itertuples():
+        rows = np.flatnonzero((study.astype(str) == b.study).to_numpy() & (frame["gpus"] == b.to_gpus).to_numpy()
+                              & (frame["doubt"] == "").to_numpy())
+        for i in rows:
+            out[i] = (f"first step across nodes: {_points(b.drop)} of efficiency"
+                      + (" (the largest drop)" if b.most and b.drop > 0 else ""))
+    return out
+
+
+def node_notes(frame: pd.DataFrame) -> list[str]:
+    """A sentence per study of :func:`node_boundaries`: the first step across a node boundary, what it
+    costs in efficiency, and whether efficiency drops most there."""
+    out = []
+    for b in node_boundaries(frame).itertuples():
+        step = (f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
+                f"{count(b.to_nodes, 'node')} ({fmt_int(b.per_node)} per node)")
+        change = (f"{fmt_pct(b.efficiency_before)} → {fmt_pct(b.efficiency_after)} efficiency, "
+                  f"{_points(b.drop)}")
+        if b.most and b.drop > 0:
+            out.append(f"{b.study}: efficiency drops most at the first step across a node boundary, {step}: "
+                       f"{change}. Communication between nodes is the first place to look.")
+        else:
+            out.append(f"{b.study}: the first step across a node boundary, {step}, changes efficiency "
+                       f"{change}; it drops most from {fmt_int(b.largest_from)} to {fmt_int(b.largest_to)} "
+                       f"devices ({_points(b.largest_drop)}).")
+    return out
+
+
+def headline(runs: pd.DataFrame, steps: Summaries | None = None) -> Html:
+    """The peak throughput among the configurations without a doubt (never a projected, oversubscribed or
+    incomplete run's), where it was reached, and what one device keeps of its baseline rate."""
     unit = unit_of(runs)
-    doubt = doubtful(runs)
-    best = rank(runs[~doubt] if runs.loc[~doubt, unit.rate].notna().any() else runs, unit.rate).best
-    where = labels(runs)[runs.index.get_loc(best.name)]
-    text = (f"Peak throughput {fmt_int(best[unit.rate])} {unit.label} with {where}: "
+    frame = table(runs, steps)
+    best = frame[frame["best"]].iloc[0]
+    repeats = f" (mean of {best['runs']} runs)" if best["runs"] > 1 else ""
+    text = (f"Peak throughput {fmt_int(best[unit.rate])} {unit.label} with {best['configuration']}{repeats}: "
             f"{fmt_int(best[unit.per_device])} {unit.label} per device.")
+    if best["doubt"]:
+        text = (f"No configuration measures throughput without doubt: every run is projected, oversubscribed or "
+                f"incomplete. The highest figure, {fmt_int(best[unit.rate])} {unit.label} with "
+                f"{best['configuration']} ({best['doubt']}), is not a measurement of the hardware.")
+    elif (frame["doubt"] != "").any():
+        text += (f" Not counted: {count((frame['doubt'] != '').sum(), 'configuration')} projected, oversubscribed "
+                 "or incomplete.")
     figures = [(fmt_int(best[unit.rate]), f"{unit.label}, all devices (peak)"),
                (fmt_int(best[unit.per_device]), f"{unit.label} per device at the peak")]
-    if pd.notna(best.get("scaling_efficiency")) and best["gpus"] > runs.loc[
-            runs["experiment"] == best["experiment"], "gpus"].min():
+    if pd.notna(best["scaling_efficiency"]) and best["gpus"] > frame.loc[
+            frame["experiment"] == best["experiment"], "gpus"].min():
+        kind = f", {best['scaling_type']} scaling" if pd.notna(best.get("scaling_type")) else ""
         figures.append((fmt_pct(best["scaling_efficiency"], 0),
-                        "per-device rate kept against the baseline run (scaling efficiency)"))
+                        f"per-device rate kept against the baseline run (scaling efficiency{kind})"))
     if pd.notna(best.get("elapsed_s")):
         figures.append((f"{best['elapsed_s']:,.1f} s", "elapsed at the peak configuration"))
     return banner(text, figures)
