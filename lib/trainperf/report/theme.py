@@ -31,9 +31,10 @@ PHASE_COLORS: dict[str, str] = {
     PHASE_LABELS["loss_s"]: "#7aa0d8", PHASE_LABELS["backward_s"]: "#2a9d8f",
     PHASE_LABELS["optimizer_s"]: "#8172b3", PHASE_LABELS["compute_s"]: "#5b9e48",
     PHASE_LABELS["comm_s"]: "#c44e52", PHASE_LABELS["comm_exposed_s"]: "#e07b39",
-    PHASE_LABELS["validation_s"]: "#6b6b6b", IMBALANCE: "#d17fb5", OTHER: "#cfd5de",
+    OTHER: "#cfd5de", IMBALANCE: "#d17fb5", PHASE_LABELS["validation_s"]: "#6b6b6b",
 }
-"""Colour of each phase (by its label in the ``phase`` column of a breakdown), the same in every chart."""
+"""Colour of each phase (by its label in the ``phase`` column of a breakdown), the same in every chart, in the
+order of a breakdown's columns: the training loop's phases, then validation, outside them."""
 
 SERIES = ("#2456a6", "#e07b39", "#2a9d8f", "#c44e52", "#8172b3", "#937860", "#d17fb5", "#7f7f7f",
           "#b8a02c", "#3fa7d6")
