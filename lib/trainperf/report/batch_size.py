@@ -90,8 +90,7 @@ def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tupl
     unit = unit_of(runs)
     group = runs[runs["experiment"].astype(str) == name].reset_index(drop=True)
     parts = total_parts(group)
-    group = pd.concat([group.drop(columns=[c for c in (*TIMES, *parts) if c in group]), run_times(group, unit),
-                       parts], axis=1)
+    group = pd.concat([group, run_times(group, unit), parts], axis=1)
     found = run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
     group, found = configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s", "mfu",
                                                       *TIMES, *parts))
@@ -127,7 +126,6 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
             **{f"{unit.rate}_low": low, f"{unit.rate}_high": high},
             interval=[basis if t is None else f"{t} ({basis})" for t, basis in zip(text, found["basis"])],
-            mfu=group["mfu"] if "mfu" in group else np.nan,
             gain=plateau(rate, min_gain).gains, vs_previous=previous, time_to_train_s=loop,
             total_time_s=total, at_top=ties_with_fastest(found)))
     return pd.concat(parts)[["experiment", "configuration", "micro_batch_size", "grad_accum_steps",
