@@ -84,13 +84,16 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
     """``frame`` as the previous data layer gave it, where this one changed it
     on purpose: step intervals carry :data:`NEW_STEP_COLUMNS`, and a log's
     intervals include those whose time includes an evaluation (the steps table
-    left them out); a steps table's missing node is empty (it was missing).
+    left them out); a steps table's missing node is empty (it was missing); a timing summary's
+    ``extra_total_exec_s`` was ``extra_total_execution_s``.
     Derived rows have ``scaling_study``, ``scaling_type`` and ``flops_per_sample``, and the scaling
     of the rows that had :data:`TIED`, whose experiment is split into series,
     or that scale weakly (no serial fraction) is new; so are their notes on
     empty values (:data:`NEW_EMPTY_NOTES`) and a derived ``grad_accum_steps``."""
     if "extra_oversubscribed" in stored:  # the bench's flag, canonical since
         frame = frame.rename(columns={"oversubscribed": "extra_oversubscribed"})
+    if "extra_total_execution_s" in stored:  # a timing summary's script total, named as the reference data names it since
+        frame = frame.rename(columns={"extra_total_exec_s": "extra_total_execution_s"})
     frame = frame.drop(columns=[c for c in NEW_RUN_COLUMNS if c in frame and c not in stored])
     if kind == "derived":
         frame.loc[inferred_accumulation(frame, stored), "grad_accum_steps"] = np.nan

@@ -115,6 +115,21 @@ def test_repeats_to_detect_is_the_two_sample_t_test_sample_size(d, statsmodels_n
     assert 2 * z ** 2 / d ** 2 < statsmodels_n < 2 * z ** 2 / d ** 2 + 2
 
 
+@pytest.mark.parametrize("d, statsmodels_n", [(0.2, 393.4057), (0.5, 63.7656), (0.8, 25.5246), (1.0, 16.7147)])
+def test_detectable_effect_is_the_inverse_of_the_t_test_sample_size(d, statsmodels_n):
+    # statsmodels (figures above): n a side detects a standardized effect d with 80 % power; the difference
+    # of two means of n runs with sd 1 has se √(2/n) on 2n - 2 degrees of freedom
+    sd = 0.05
+    found = stats.detectable_effect(sd * math.sqrt(2 / statsmodels_n), 2 * statsmodels_n - 2)
+    assert math.log1p(found) == pytest.approx(d * sd, rel=1e-5)
+
+
+def test_detectable_effect_with_a_known_noise_is_z_975_plus_z_80_standard_errors():
+    # by hand: 1.959964 + 0.841621 = 2.801585 standard errors (the normal, infinite degrees of freedom)
+    assert math.log1p(stats.detectable_effect(0.01, math.inf)) == pytest.approx(0.02801585, rel=1e-5)
+    assert math.isnan(stats.detectable_effect(math.nan, 10)) and math.isnan(stats.detectable_effect(0.01, 0))
+
+
 def test_power_of_a_small_t_test_and_the_limits_of_the_repeats():
     assert stats.t_test_power(20, 0.5) == pytest.approx(0.337939, abs=1e-6)  # statsmodels, as above
     assert stats.repeats_to_detect(0.001, 0.02) == 2  # two runs a side detect 2 % through 0.1 % noise

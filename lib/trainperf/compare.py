@@ -225,8 +225,14 @@ def exposed_inside(side: Side) -> bool:
     ``comm_measurement``, ``extra_comm_measurement`` in the runs table), as the
     profiler does under FSDP. DDP's all-reduces, timed by its communication
     hook, have their exposed part taken out of backward (a slice of its own)."""
+    return bool(exposed_within_phases(side.runs).any())
+
+
+def exposed_within_phases(runs: pd.DataFrame) -> pd.Series:
+    """Per run, whether its exposed communication (``comm_exposed_s``) lies inside its forward and backward
+    phases rather than beside them (:func:`exposed_inside`: ``extra_comm_measurement`` given)."""
     column = "extra_comm_measurement"
-    return column in side.runs and bool(side.runs[column].notna().any())
+    return runs[column].notna() if column in runs else pd.Series(False, index=runs.index)
 
 
 def step_partition(sides: tuple[Side, Side]) -> tuple[list[str], list[str]]:

@@ -247,11 +247,32 @@ def t_test_power(n: float, effect: float, level: float = LEVEL) -> float:
     / standard deviation of one observation): the probability that
     ``|T| > t(½ + level/2, 2n − 2)`` when ``T`` follows the noncentral t with
     ``2n − 2`` degrees of freedom and noncentrality ``effect · √(n/2)``."""
-    dof = 2 * n - 2
+    return t_power(effect * math.sqrt(n / 2), 2 * n - 2, level)
+
+
+def t_power(shift: float, dof: float, level: float = LEVEL) -> float:
+    """Power of a two-sided t test at ``level`` confidence on ``dof`` degrees of freedom when the true
+    difference is ``shift`` standard errors: ``P(|T| > t(½ + level/2, dof))``, ``T`` noncentral t with
+    noncentrality ``shift`` (``dof`` may be infinite: the normal)."""
     critical = stdtrit(dof, 0.5 + level / 2)
-    shift = effect * math.sqrt(n / 2)
     # the lower tail as the upper tail of the mirrored distribution: scipy's nct.cdf is NaN far in its tail
     return float(nct.sf(critical, dof, shift) + nct.sf(critical, dof, -shift))
+
+
+def detectable_effect(se_log: float, dof: float, level: float = LEVEL, power: float = POWER) -> float:
+    """The smallest relative difference (fraction) that a two-sided t test at ``level`` (95 %)
+    confidence on a log ratio with standard error ``se_log`` and ``dof`` degrees of freedom
+    detects with ``power`` (80 %): ``exp(k · se_log) − 1``, ``k`` the shift in standard errors at
+    which :func:`t_power` reaches ``power`` (about ``t(0.975, dof) + t(0.8, dof)``; 2.80 for
+    infinite ``dof``). The inverse of :func:`repeats_to_detect` for a given noise. NaN when
+    ``se_log`` or ``dof`` is not a positive number."""
+    if not (math.isfinite(se_log) and se_log > 0 and dof > 0):
+        return math.nan
+    high = 4.0
+    while t_power(high, dof, level) < power:
+        high *= 2
+    shift = brentq(lambda k: t_power(k, dof, level) - power, 0.0, high, xtol=1e-9)
+    return math.expm1(shift * se_log)
 
 
 def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT, level: float = LEVEL,

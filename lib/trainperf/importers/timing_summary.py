@@ -18,7 +18,7 @@ Conversions: ``elapsed_s`` = ``Train worker.epoch.training`` (the training
 loop's wall time; the throughput the summaries print is tokens over this
 time), ``validation_s`` = ``...epoch.validation``; ``forward_s``,
 ``loss_s``, ``backward_s`` are the phase totals, their per-call means kept
-as ``extra_forward_mean_s`` etc.; ``extra_total_execution_s`` (whole
+as ``extra_forward_mean_s`` etc.; ``extra_total_exec_s`` (whole
 script), ``extra_train_worker_s`` and ``extra_epoch_s`` are kept as printed.
 A Markdown summary table with ``Batch Size``, ``Accum. Steps`` and
 ``Tokens/Sec`` columns gives ``reported_tokens_per_s`` (``~2,090`` is read
@@ -42,7 +42,7 @@ _KEY = re.compile(r"^\s*[-*]?\s*(Total script execution time|Train worker(?:\.ep
 _VALUE = re.compile(rf"\s*({NUMBER})\s*(?:s|sec|seconds)?(?:\s*\(mean\s*=\s*({NUMBER})\s*(?:s|sec|seconds)?\))?\s*$")
 _RULE = re.compile(r"^[\s|:\-]+$")
 _EPOCH = re.compile(r"Train worker\.epoch")
-FIELDS = {"Total script execution time": "extra_total_execution_s", "Train worker": "extra_train_worker_s",
+FIELDS = {"Total script execution time": "extra_total_exec_s", "Train worker": "extra_train_worker_s",
           "Train worker.epoch": "extra_epoch_s", "Train worker.epoch.training": "elapsed_s",
           "Train worker.epoch.validation": "validation_s", "Backward pass": "backward_s",
           "Loss computation": "loss_s", "Forward pass": "forward_s"}

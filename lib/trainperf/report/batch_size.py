@@ -1,7 +1,8 @@
 """The batch-size report: a micro-batch × gradient-accumulation sweep — where
-the time goes, throughput with its 95 % interval, time to train, the
-configurations at the top, where larger batches stop paying, and the memory
-each configuration needs: which ones did not fit."""
+the time goes, throughput with its 95 % interval and MFU, time to train the
+same work over the training loop and in all with start-up, the configurations
+at the top, where larger batches stop paying, and the memory each
+configuration needs: which ones did not fit."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
-from trainperf.report.html import Html, count, fmt_int, fmt_pct, headline as banner
-from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, run_intervals,
-                                    ties_with_fastest)
+from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
+from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, resolution,
+                                    resolution_text, run_intervals, ties_with_fastest)
 from trainperf.report.page import InputError, require
 from trainperf.report.phases import per_experiment
+from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
 from trainperf.stats import MIN_EFFECT
 
 
@@ -79,26 +81,37 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
 
 def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The configurations of sweep ``name`` in sweep order, one row each (index from 0): the first
-    run of each with its rates the mean over its repeats (``runs``: how many; see
+    run of each with its rates, MFU, times (:func:`trainperf.report.time_to_train.run_times`) and the
+    parts of its total time (:func:`trainperf.report.time_to_train.total_parts`, columns named after
+    them) the mean over its repeats (``runs``: how many; see
     :func:`trainperf.report.noise.configuration_means`), and their
-    :func:`trainperf.report.noise.run_intervals` with ``label`` (``micro-batch … × … accumulation``)."""
+    :func:`trainperf.report.noise.run_intervals` with ``label`` (``micro-batch … × … accumulation``)
+    and ``runs``."""
     unit = unit_of(runs)
     group = runs[runs["experiment"].astype(str) == name].reset_index(drop=True)
+    parts = total_parts(group)
+    group = pd.concat([group, run_times(group, unit), parts], axis=1)
     found = run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
-    return configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s"))
+    group, found = configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s", "mfu",
+                                                      *TIMES, *parts))
+    return group, found.assign(runs=group["runs"])
 
 
 def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
           steps: Summaries | None = None) -> pd.DataFrame:
     """One row per configuration of each sweep (repeats: their mean): experiment, configuration
     (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per step
-    (``per_device_batch``), devices, throughput total (95 % interval ``<rate>_low``–``_high``;
-    ``interval``: as text with what it covers, or that there is none) and per device, ``gain``
-    over the previous configuration and ``vs_previous`` (its :func:`trainperf.report.noise.call`),
-    ``time_to_train_s`` (``train_tokens``; the measured window when not given), and
-    ``at_top``: the sweep's fastest configuration or indistinguishable from it."""
+    (``per_device_batch``), samples per optimizer step (``global_batch_size``), devices, throughput
+    total (95 % interval ``<rate>_low``–``_high``; ``interval``: as text with what it covers, or that
+    there is none) and per device, ``mfu`` (fraction; NaN where unknown), ``gain`` over the previous
+    configuration and ``vs_previous`` (its :func:`trainperf.report.noise.call`), the time to train the
+    same work, ``train_tokens`` or else the most any configuration of the sweep measured
+    (:func:`trainperf.report.time_to_train.common_work`), over the training loop (``time_to_train_s``) and
+    in all with the time outside the loop as measured (start-up, validation; ``total_time_s``, NaN where
+    the runs did not record their total), and ``at_top``: the sweep's fastest configuration or
+    indistinguishable from it."""
     unit = unit_of(runs)
-    if train_tokens and unit.name != "tokens":
+    if train_tokens is not None and unit.name != "tokens":
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
     for name in experiments(runs):
@@ -107,18 +120,26 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
         low, high, text = around(found, rate)
         calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
         previous = [""] + [c.verdict + ("" if c.tested else " (no interval)") for c in calls]
+        loop, total, _ = to_train(group, train_tokens, unit)
         parts.append(group.assign(
             configuration=[batch(r, compact=True) for r in group.to_dict("records")],
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
             **{f"{unit.rate}_low": low, f"{unit.rate}_high": high},
             interval=[basis if t is None else f"{t} ({basis})" for t, basis in zip(text, found["basis"])],
-            gain=plateau(rate, min_gain).gains, vs_previous=previous,
-            time_to_train_s=train_tokens / group["tokens_per_s"] if train_tokens else group["elapsed_s"],
-            at_top=ties_with_fastest(found)))
+            gain=plateau(rate, min_gain).gains, vs_previous=previous, time_to_train_s=loop,
+            total_time_s=total, at_top=ties_with_fastest(found)))
     return pd.concat(parts)[["experiment", "configuration", "micro_batch_size", "grad_accum_steps",
-                             "per_device_batch", "gpus", unit.rate, f"{unit.rate}_low", f"{unit.rate}_high",
-                             "interval", unit.per_device, "gain", "vs_previous", "time_to_train_s",
-                             "at_top"]].reset_index(drop=True)
+                             "per_device_batch", "global_batch_size", "gpus", unit.rate, f"{unit.rate}_low",
+                             f"{unit.rate}_high", "interval", unit.per_device, "mfu", "gain", "vs_previous",
+                             "time_to_train_s", "total_time_s", "at_top"]].reset_index(drop=True)
+
+
+def caption(rows: pd.DataFrame) -> str:
+    """The caption of one sweep's rows of :func:`table`: its name, what a configuration names and on how many
+    devices it ran (where known)."""
+    devices = rows["gpus"].iloc[0]
+    on = f", {count(devices, 'device')}" if pd.notna(devices) else ""
+    return f"{rows['experiment'].iloc[0]} (micro-batch × accumulation{on})"
 
 
 def gain_labels(rows: pd.DataFrame) -> list[str]:
@@ -144,8 +165,10 @@ def top(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> str:
     rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
     if tied.sum() > 1:
         names = [batch(group.iloc[i], compact=True) for i in order if tied[i]]
+        pairs = [resolution(found.iloc[best], found.iloc[i]) for i in order[1:] if tied[i]]
         return (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
-                f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)})")
+                f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)}: "
+                f"{resolution_text(pairs)})")
     text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
     if len(order) > 1:
         second = order[1]
@@ -156,9 +179,11 @@ def top(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> str:
     return text
 
 
-def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries | None = None) -> Html:
+def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries | None = None,
+             train_tokens: float | None = None) -> Html:
     """The top of the first sweep (the fastest configuration and those indistinguishable from it, see
-    :func:`top`), named with its experiment, and where throughput plateaus."""
+    :func:`top`), named with its experiment, where throughput plateaus, and the configuration that
+    trains the same work first in all, start-up included, where it is another (:func:`time_notes`)."""
     unit = unit_of(runs)
     name = experiments(runs)[0]
     group, found = sweep(runs, name, steps)
@@ -178,6 +203,12 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries | None
                  f"{fmt_pct(min_gain, 0)}")
         figures.append((batch(group.iloc[found_plateau.index], compact=True),
                         f"after it, no step of the sweep gains {fmt_pct(min_gain, 0)} or more"))
+    loop, total, _ = to_train(group, train_tokens, unit)
+    if total.notna().any() and (first := int(total.idxmin())) != int(loop.idxmin()):
+        text += (f". In all, start-up included, {batch(group.iloc[first])} finishes the same work first "
+                 f"({fmt_seconds(total[first])} against {fmt_seconds(total[loop.idxmin()])}): its time outside "
+                 "the training loop is shorter")
+        figures.append((batch(group.iloc[first], compact=True), "first to finish in all, start-up included"))
     if len(experiments(runs)) > 1:
         text += f" ({count(len(experiments(runs)) - 1, 'more sweep')} below)"
     return banner(text + ".", figures)
@@ -199,8 +230,9 @@ def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries |
             out.append(f"{name}: throughput is still improving at the end of the sweep: the last step adds "
                        f"{fmt_pct(plateau_at.gains[-1])}" + (
                            ". Larger micro-batches may pay further." if last.verdict != TIED else
-                           f", but within the noise ({last.text()}): more repeats would tell whether larger "
-                           "micro-batches pay further."))
+                           f", but within the noise ({last.text()}; "
+                           f"{resolution_text([resolution(found.iloc[-2], found.iloc[-1])])}): more repeats would "
+                           "tell whether larger micro-batches pay further."))
             continue
         first = plateau_at.index
         gains = ", ".join(fmt_pct(g) + (" (within the noise)" if c.verdict == TIED and c.tested else "")
@@ -210,13 +242,91 @@ def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries |
             beyond = "none of the later configurations is faster."
         elif (gain := call(found, configs[first], configs[later])).verdict == TIED:
             beyond = (f"the fastest later configuration, {found.loc[later, 'label']}, is indistinguishable from "
-                      f"it ({gain.text()}).")
+                      f"it ({gain.text()}; {resolution_text([resolution(found.iloc[first], found.iloc[later])])}).")
         else:
             beyond = (f"the fastest later configuration, {found.loc[later, 'label']}, is "
                       f"{fmt_pct(rates[later] / rates[first] - 1)} faster in all"
                       + ("." if gain.tested else " (no interval: the noise is not tested)."))
         out.append(f"{name}: after {batch(group.iloc[first])} no step of the sweep adds "
                    f"{fmt_pct(min_gain, 0)} or more (gains: {gains}); {beyond}")
+    return out
+
+
+def work_notes(runs: pd.DataFrame) -> list[str]:
+    """Per sweep: whether its configurations take the same samples per optimizer step
+    (``global_batch_size``), split differently into micro-batches — the same data per step — or not."""
+    out = []
+    for name in experiments(runs):
+        group = runs[runs["experiment"].astype(str) == name]
+        sizes = group["global_batch_size"] if "global_batch_size" in group else pd.Series(np.nan, index=group.index)
+        if sizes.isna().any():
+            out.append(f"{name}: the samples per optimizer step are not known for every configuration (give "
+                       "global_batch_size, or micro_batch_size, grad_accum_steps and gpus): whether they take the "
+                       "same data per optimizer step cannot be told.")
+        elif sizes.nunique() == 1:
+            out.append(f"{name}: every configuration takes the same {fmt_int(sizes.iloc[0])} samples per optimizer "
+                       "step, split differently into micro-batches and accumulation steps: the same data per "
+                       "optimizer step, so the sweep changes how fast a step runs, not what it computes.")
+        else:
+            out.append(f"{name}: the configurations take different numbers of samples per optimizer step "
+                       f"({fmt_int(sizes.min())} to {fmt_int(sizes.max())}): a larger step is a different training "
+                       "(fewer optimizer steps for the same data; its learning rate may need to change), not only "
+                       "a faster one. The times to train below compare the same work, not the same steps.")
+    return out
+
+
+def total_time(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
+    """One row per configuration of each sweep whose runs recorded their total time with start-up
+    (repeats: their mean; :func:`trainperf.report.time_to_train.total_parts`): experiment, configuration,
+    the seconds of each part of the total (columns named after the parts; NaN where a sweep has no such
+    part) and ``total_s``. Empty when no run recorded its total."""
+    rows = []
+    for name in experiments(runs):
+        group, _ = sweep(runs, name, steps)
+        have = group[group["total_s"].notna()]
+        rows.append(have.assign(configuration=[batch(r, compact=True) for r in have.to_dict("records")])[
+            ["experiment", "configuration", *(c for c in PARTS if c in have), "total_s"]])
+    out = pd.concat(rows, ignore_index=True)
+    return out[[c for c in out if c in ("experiment", "configuration") or out[c].notna().any()]]
+
+
+def time_notes(runs: pd.DataFrame, train_tokens: float | None = None, steps: Summaries | None = None) -> list[str]:
+    """Per sweep: the configuration that trains the same work (``train_tokens``, else the most any
+    configuration measured) fastest over the training loop and the one that does in all, start-up
+    included; where they differ, the reason: the time outside the loop and the part of it that differs most."""
+    unit = unit_of(runs)
+    out = []
+    for name in experiments(runs):
+        group, _ = sweep(runs, name, steps)
+        loop, total, how = to_train(group, train_tokens, unit)
+        fast = int(loop.idxmin())
+        text = (f"{name}: to train {how}, the training loop is shortest with {batch(group.iloc[fast])} "
+                f"({fmt_seconds(loop[fast])})")
+        if total.isna().all():
+            out.append(text + ". No run recorded its total time with start-up (the profiler's wall clock, wall_s, "
+                              "or a script's total): the configurations are compared on the training loop only.")
+            continue
+        first = int(total.idxmin())
+        some = "" if total.notna().all() else (
+            f" among the {count(total.notna().sum(), 'configuration')} that recorded their total")
+        if first == fast:
+            out.append(text + f", and so is the total with start-up{some} ({fmt_seconds(total[first])}).")
+            continue
+        text += (f"; in all, start-up included, {batch(group.iloc[first])} finishes first{some} "
+                 f"({fmt_seconds(total[first])}")
+        if pd.isna(total[fast]):
+            out.append(text + f"; {batch(group.iloc[fast])} recorded no total).")
+            continue
+        text += (f" against {fmt_seconds(total[fast])}): {batch(group.iloc[fast], compact=True)} spends "
+                 f"{fmt_seconds(group.loc[fast, 'outside_loop_s'])} outside its training loop against "
+                 f"{fmt_seconds(group.loc[first, 'outside_loop_s'])}, more than its faster loop saves")
+        parts = [c for c in PARTS if c in group and c != LOOP]
+        gaps = (group.loc[fast, parts] - group.loc[first, parts]).astype(float)
+        if gaps.notna().any() and gaps.max() > 0:
+            part = gaps.idxmax()
+            text += (f"; the part that differs most: {part}, {fmt_seconds(group.loc[fast, part])} against "
+                     f"{fmt_seconds(group.loc[first, part])}")
+        out.append(text + ".")
     return out
 
 

@@ -312,6 +312,7 @@ def evaluation_notes(runs: pd.DataFrame, steps: Summaries | None) -> list[str]:
                      & ~runs["run_id"].astype(str).isin(stepped).to_numpy(bool)]
         if len(given):
             out.append(f"{first_of(given['run_id'].astype(str).tolist(), 4)}: validation_s given beside elapsed_s, "
-                       "without saying whether elapsed_s includes it (no steps to tell): the rate shown is the "
-                       "one given, training-only or not as its source measured it.")
+                       "without steps to tell whether elapsed_s includes it: the rate shown is the one given, "
+                       "training-only or not as its source measured it; a time breakdown shows the validation as a "
+                       "part of its own beside the training loop (trainperf.report.phases.validation_inside).")
     return out

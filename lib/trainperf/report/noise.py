@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
-from trainperf.estimates import distinguish_rows, intervals_of_job_steps
+from trainperf.estimates import Estimate, distinguish_rows, intervals_of_job_steps, run_spread
 from trainperf.report.html import fmt_int, fmt_pct
-from trainperf.stats import FASTER, MIN_EFFECT, SLOWER, Difference
+from trainperf.stats import (FASTER, MIN_EFFECT, POWER, RUN_CV, SLOWER, Difference, detectable_effect,
+                             repeats_to_detect, welch_dof)
 
 TIED = "indistinguishable"
 NO_INTERVAL = "no interval (one run without steps)"
@@ -169,3 +170,51 @@ def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
 def and_list(names: list[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+DETECT = 0.05
+"""The difference whose repeats a sentence that calls configurations indistinguishable states (5 %)."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the data of two configurations could tell apart: ``detectable``, the smallest relative
+    difference of throughput they detect with 80 % power at 95 % confidence
+    (:func:`trainperf.stats.detectable_effect`; NaN without an interval), and ``repeats``, the runs of
+    each that would detect ``effect`` (:func:`trainperf.stats.repeats_to_detect` at their runs' spread,
+    or at :data:`trainperf.stats.RUN_CV` where neither has an interval: ``assumed``)."""
+
+    detectable: float
+    repeats: int | None
+    effect: float
+    assumed: bool
+
+
+def resolution(x: pd.Series, y: pd.Series, effect: float = DETECT) -> Resolution:
+    """The :class:`Resolution` of two rows of a :func:`run_intervals` table (``se_log``, ``dof`` and,
+    where given, ``runs``: how many runs the configuration has; 1 when absent)."""
+    if has_interval(x) and has_interval(y):
+        se = math.hypot(x["se_log"], y["se_log"])
+        sides = [Estimate(r["throughput"], r["se_log"], r["dof"], int(r.get("runs", 1)), 0) for r in (x, y)]
+        detectable = detectable_effect(se, welch_dof(x["se_log"], x["dof"], y["se_log"], y["dof"]))
+        return Resolution(detectable, repeats_to_detect(run_spread(sides), effect), effect, False)
+    return Resolution(math.nan, repeats_to_detect(RUN_CV, effect), effect, True)
+
+
+def resolution_text(found: list[Resolution]) -> str:
+    """A clause for a sentence calling configurations indistinguishable: the smallest difference their
+    data could detect (a range over several pairs) and the runs of each that would detect
+    :attr:`Resolution.effect` (the most any pair needs), or that without an interval no difference can be."""
+    effect = fmt_pct(found[0].effect, 0)
+    repeats = max((r.repeats for r in found if r.repeats is not None), default=None)
+    tested = [r.detectable for r in found if not r.assumed]
+    if not tested:
+        return ("without an interval (a configuration has one run without steps) these data detect no difference; at the "
+                f"assumed run-to-run variation of {fmt_pct(RUN_CV, 0)}, {repeats} runs of each would detect {effect}")
+    low, high = min(tested), max(tested)
+    smallest = fmt_pct(low) if fmt_pct(low) == fmt_pct(high) else f"{fmt_pct(low)} to {fmt_pct(high)}"
+    text = (f"the smallest difference these data could detect is {smallest} (with {fmt_pct(POWER, 0)} power at "
+            "95 % confidence)")
+    if len(tested) < len(found):
+        text += ", and none where a configuration has no interval"
+    return text + (f"; {repeats} runs of each would detect {effect}" if repeats is not None else "")

@@ -8,8 +8,9 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from trainperf.compare import exposed_within_phases
 from trainperf.report.configs import by_experiment
-from trainperf.report.html import count, fmt_sig
+from trainperf.report.html import count, first_of, fmt_sig
 
 PHASE_LABELS = {
     "data_s": "data loading", "h2d_s": "host-to-device copy", "forward_s": "forward", "loss_s": "loss",
@@ -46,15 +47,36 @@ def slowest_wait(runs: pd.DataFrame) -> pd.Series:
     return (runs["elapsed_s"] - mean).astype(float).clip(lower=0)
 
 
+def validation_inside(runs: pd.DataFrame) -> pd.Series:
+    """Per run, whether its ``validation_s`` lies inside its ``elapsed_s``: so for runs measured from
+    their steps (``ranks`` known: the profiler, the callbacks and the logs time validation inside the
+    measured window, in a step or between steps). A runs-table row without steps gives ``elapsed_s`` and
+    ``validation_s`` as two timers side by side, the training loop and the validation beside it (as the
+    timing logs of seed 003 print ``epoch.training`` and ``epoch.validation``): outside."""
+    return runs["ranks"].notna() if "ranks" in runs else pd.Series(False, index=runs.index)
+
+
+def training_loop_s(runs: pd.DataFrame) -> pd.Series:
+    """Per run, seconds of its training loop (the slowest rank's): ``elapsed_s`` less the validation
+    inside it (:func:`validation_inside`)."""
+    validation = runs["validation_s"].astype(float).fillna(0.0) if "validation_s" in runs else 0.0
+    return runs["elapsed_s"].astype(float) - (validation * validation_inside(runs).astype(float))
+
+
 def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:
     """Seconds per phase (columns, in step order) of each of ``runs`` (rows;
     NaN phases count as 0 in a run that has others) and their unit.
 
-    Compute is split into forward, loss, backward and optimizer where any run
-    has them, else shown as one ``compute``; communication is the exposed
-    part where known. ``other`` is a typical rank's elapsed time
-    (``mean_rank_elapsed_s``, else ``elapsed_s``) minus the phases; ``waiting
-    for the slowest rank`` is ``elapsed_s − mean_rank_elapsed_s``. Per
+    The phases of the training loop add up to a typical rank's loop: compute is
+    split into forward, loss, backward and optimizer where any run has them,
+    else shown as one ``compute``; communication is the exposed part where
+    known, 0 for a run whose exposed part lies inside its forward and backward
+    (:func:`trainperf.compare.exposed_within_phases`: :func:`overlap_notes`
+    names it); ``other`` is a typical rank's loop (``mean_rank_elapsed_s``,
+    else ``elapsed_s``, less the validation inside it) minus the phases;
+    ``waiting for the slowest rank`` is ``elapsed_s − mean_rank_elapsed_s``.
+    Validation is a part of its own after them, outside the loop's phases
+    (inside the elapsed time or beside it: :func:`validation_inside`). Per
     optimizer step (``s per step``) when ``per_step`` and every run's step
     count is known (``steps``, else ``samples / global_batch_size``), else
     ``s in the measured window``.
@@ -62,25 +84,47 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
     split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
     compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
     comm = "comm_exposed_s" if "comm_exposed_s" in runs and runs["comm_exposed_s"].notna().any() else "comm_s"
-    wanted = ["data_s", "h2d_s", *compute, comm, "validation_s"]
-    present = [c for c in wanted if c in runs and runs[c].notna().any()]
+    present = [c for c in ["data_s", "h2d_s", *compute, comm] if c in runs and runs[c].notna().any()]
     seconds = pd.DataFrame({PHASE_LABELS[c]: runs[c].astype(float).fillna(0.0) for c in present}, index=runs.index)
+    within = exposed_within_phases(runs)
+    if comm == "comm_exposed_s" and within.any():
+        if within.all():
+            seconds = seconds.drop(columns=PHASE_LABELS[comm])
+        else:
+            seconds[PHASE_LABELS[comm]] = seconds[PHASE_LABELS[comm]].mask(within, 0.0)
     typical = runs["elapsed_s"].astype(float)
     if "mean_rank_elapsed_s" in runs:
         typical = runs["mean_rank_elapsed_s"].astype(float).fillna(typical)
-    other = (typical - seconds.sum(axis=1)).clip(lower=0)
-    if other.fillna(0).gt(0.005 * typical.fillna(np.inf)).any():
+    loop = typical - (runs["elapsed_s"].astype(float) - training_loop_s(runs))
+    other = (loop - seconds.sum(axis=1)).clip(lower=0)
+    if other.fillna(0).gt(0.005 * loop.fillna(np.inf)).any():
         seconds[OTHER] = other.fillna(0.0)
     if "mean_rank_elapsed_s" in runs:
         wait = slowest_wait(runs)
         if wait.fillna(0).gt(0).any():
             seconds[IMBALANCE] = wait.fillna(0.0)
+    if "validation_s" in runs and runs["validation_s"].notna().any():
+        seconds[PHASE_LABELS["validation_s"]] = runs["validation_s"].astype(float).fillna(0.0)
     steps = runs["steps"] if "steps" in runs else pd.Series(np.nan, index=runs.index)
     if {"samples", "global_batch_size"} <= set(runs.columns):
         steps = steps.fillna(runs["samples"] / runs["global_batch_size"])
     if per_step and steps.notna().all() and (steps.astype(float) > 0).all():
         return seconds.div(steps.astype(float), axis=0), "s per step"
     return seconds, "s in the measured window"
+
+
+def overlap_notes(runs: pd.DataFrame) -> list[str]:
+    """A sentence for the runs whose exposed communication lies inside their forward and backward
+    (:func:`trainperf.compare.exposed_within_phases`), which :func:`breakdown` does not add to them."""
+    within = exposed_within_phases(runs)
+    if "comm_exposed_s" not in runs:
+        return []
+    shown = runs[within.to_numpy(bool) & runs["comm_exposed_s"].notna().to_numpy(bool)]
+    if shown.empty:
+        return []
+    return [f"{first_of(shown['run_id'].astype(str).tolist(), 4)}: exposed communication was sampled by "
+            "torch.profiler windows inside forward and backward (where the job waits for it): it is part of "
+            "those phases, not stacked on top of them, so the phases add up to the step."]
 
 
 def long_form(runs: pd.DataFrame, configuration: list[str], *, per_step: bool = True) -> pd.DataFrame:

@@ -31,9 +31,10 @@ PHASE_COLORS: dict[str, str] = {
     PHASE_LABELS["loss_s"]: "#7aa0d8", PHASE_LABELS["backward_s"]: "#2a9d8f",
     PHASE_LABELS["optimizer_s"]: "#8172b3", PHASE_LABELS["compute_s"]: "#5b9e48",
     PHASE_LABELS["comm_s"]: "#c44e52", PHASE_LABELS["comm_exposed_s"]: "#e07b39",
-    PHASE_LABELS["validation_s"]: "#6b6b6b", IMBALANCE: "#d17fb5", OTHER: "#cfd5de",
+    OTHER: "#cfd5de", IMBALANCE: "#d17fb5", PHASE_LABELS["validation_s"]: "#6b6b6b",
 }
-"""Colour of each phase (by its label in the ``phase`` column of a breakdown), the same in every chart."""
+"""Colour of each phase (by its label in the ``phase`` column of a breakdown), the same in every chart, in the
+order of a breakdown's columns: the training loop's phases, then validation, outside them."""
 
 SERIES = ("#2456a6", "#e07b39", "#2a9d8f", "#c44e52", "#8172b3", "#937860", "#d17fb5", "#7f7f7f",
           "#b8a02c", "#3fa7d6")
@@ -103,7 +104,10 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "serial_fraction": ("Serial fraction (Karp–Flatt)", fmt_sig), "scaling_basis": ("Basis", None),
     "micro_batch_size": ("Micro-batch", fmt_int), "grad_accum_steps": ("Accumulation", fmt_int),
     "per_device_batch": ("Samples per device per step", fmt_int), "gain": ("Gain over previous", fmt_pct),
-    "time_to_train_s": ("Time to train", fmt_seconds), "compute_s": ("Compute (s)", fmt_num),
+    "time_to_train_s": ("Time to train: training loop", fmt_seconds),
+    "total_time_s": ("Time to train: in all, start-up included", fmt_seconds),
+    "total_s": ("Total, start-up included", fmt_seconds),
+    "global_batch_size": ("Samples per optimizer step", fmt_int), "compute_s": ("Compute (s)", fmt_num),
     "comm_s": ("Communication (s)", fmt_num), "comm_exposed_s": ("Exposed comm. (s)", fmt_num),
     "data_s": ("Data (s)", fmt_num), "slowest_wait_s": ("Waiting for the slowest rank (s)", fmt_num),
     "comm_overhead": ("Comm. overhead", fmt_pct),

@@ -1,0 +1,96 @@
+"""Time to train: the configurations of a sweep compared on the same amount of work, over the training
+loop and in all, with the time a run spends outside its loop (start-up, validation, the rest) where it
+recorded its total; and the parts that total is made of."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from trainperf.report.configs import Unit
+from trainperf.report.html import fmt_int
+from trainperf.report.page import InputError
+from trainperf.report.phases import training_loop_s
+
+TOTAL_TIME = {"wall_s": "the profiler's wall clock, from its start to close()",
+              "extra_total_exec_s": "the script's execution time"}
+"""Columns that give a run's total time, start-up included (s), in the order they are used, and what each is."""
+TIMES = ("work", "training_loop_s", "total_s", "outside_loop_s")
+"""Columns of :func:`run_times`."""
+LOOP, VALIDATION, OUTSIDE = "training loop", "validation", "other outside the training loop"
+NESTED = (("extra_epoch_s", "epoch outside training and validation"),
+          ("extra_train_worker_s", "train worker outside the epoch"),
+          ("extra_total_exec_s", "script outside the train worker"))
+"""The nested timers of the timing-summary logs (seed 003: the script holds the train worker, which holds
+the epoch, which holds training and validation), innermost first, and the part each adds to the one inside it."""
+PROFILED = (("startup_s", "start-up"), ("after_steps_s", "after the last step"))
+"""Parts of the profiler's wall clock outside the training loop (:mod:`trainperf.goodput`) that are named."""
+PARTS = (LOOP, VALIDATION, *(name for _, name in NESTED), *(name for _, name in PROFILED), OUTSIDE)
+"""Every part :func:`total_parts` may name, in its order."""
+
+
+def run_times(runs: pd.DataFrame, unit: Unit) -> pd.DataFrame:
+    """Per run (``runs``' index): ``work``, its measured work in ``unit`` (its tokens or samples; the rate
+    × ``elapsed_s`` where only a rate is given), ``training_loop_s``
+    (:func:`trainperf.report.phases.training_loop_s`), ``total_s``, its total time with start-up (the first
+    column of :data:`TOTAL_TIME` it has; NaN) and ``outside_loop_s`` = total − training loop (s)."""
+    work = runs[unit.name].astype(float) if unit.name in runs else pd.Series(np.nan, index=runs.index)
+    work = work.fillna(runs[unit.rate].astype(float) * runs["elapsed_s"].astype(float))
+    total, loop = total_s(runs), training_loop_s(runs)
+    return pd.DataFrame({"work": work, "training_loop_s": loop, "total_s": total, "outside_loop_s": total - loop},
+                        index=runs.index)
+
+
+def total_s(runs: pd.DataFrame) -> pd.Series:
+    """Per run, its total time with start-up (s): the first column of :data:`TOTAL_TIME` it has; NaN."""
+    total = pd.Series(np.nan, index=runs.index)
+    for column in TOTAL_TIME:
+        if column in runs:
+            total = total.fillna(runs[column].astype(float))
+    return total
+
+
+def common_work(work: pd.Series, train_work: float | None, unit: Unit) -> tuple[float, str]:
+    """The work every configuration of a sweep is timed on (``unit``), with how it was chosen: ``train_work``
+    where given, else the most any configuration measured (``work`` of :func:`run_times`); ``InputError``
+    when neither is known."""
+    if train_work is not None:
+        if not train_work > 0:
+            raise InputError(f"train_tokens must be a number of tokens above 0, not {train_work!r}")
+        return float(train_work), f"{fmt_int(train_work)} {unit.name} (as asked)"
+    if not work.notna().any():
+        raise InputError(f"no configuration has its {unit.name} or a rate and elapsed_s: no time to train")
+    return float(work.max()), f"{fmt_int(work.max())} {unit.name}, the most any configuration measured"
+
+
+def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run that recorded its total time (``total_s`` of :func:`run_times`; others: NaN), the parts it is
+    made of (s), as columns named after them: the training loop, validation, the parts the run's timers name
+    (:data:`NESTED` for the timing-summary logs, :data:`PROFILED` for the profiler), and the rest of the total
+    outside the training loop. They add up to the total."""
+    total, loop = total_s(runs), training_loop_s(runs)
+    validation = runs["validation_s"].astype(float).fillna(0.0) if "validation_s" in runs else loop * 0.0
+    parts = {LOOP: loop, VALIDATION: validation}
+    inner = loop + validation
+    for column, name in NESTED:
+        if column in runs and runs[column].notna().any():
+            outer = runs[column].astype(float)
+            parts[name] = outer - inner
+            inner = outer.fillna(inner)
+    for column, name in PROFILED:
+        if column in runs and runs[column].notna().any():
+            parts[name] = runs[column].astype(float)
+    out = pd.DataFrame(parts, index=runs.index).where(total.notna())
+    out[OUTSIDE] = total - out.sum(axis=1, min_count=1)
+    keep = [c for c in out if c == LOOP or out[c].abs().gt(0.0005 * total).any()]
+    return out[keep]
+
+
+def to_train(configurations: pd.DataFrame, train_work: float | None, unit: Unit) -> tuple[pd.Series, pd.Series, str]:
+    """The time to train the :func:`common_work` of a sweep's ``configurations`` (rows with ``work``,
+    ``outside_loop_s`` of :func:`run_times` and their rate): over the training loop (work / rate) and in all
+    (the loop + the time outside it as measured, taken as fixed: NaN without a total), s, and how the work
+    was chosen."""
+    work, how = common_work(configurations["work"], train_work, unit)
+    loop = work / configurations[unit.rate].astype(float)
+    return loop, loop + configurations["outside_loop_s"], how
