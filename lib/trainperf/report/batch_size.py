@@ -287,7 +287,7 @@ def total_time(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFra
         rows.append(have.assign(configuration=[batch(r, compact=True) for r in have.to_dict("records")])[
             ["experiment", "configuration", *(c for c in PARTS if c in have), "total_s"]])
     out = pd.concat(rows, ignore_index=True)
-    return out[[c for c in out if c in ("experiment", "configuration") or out[c].notna().any()]]
+    return out[[c for c in out if c in ("experiment", "configuration", "total_s") or out[c].notna().any()]]
 
 
 def time_notes(runs: pd.DataFrame, train_tokens: float | None = None, steps: Summaries | None = None) -> list[str]:
