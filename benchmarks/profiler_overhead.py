@@ -35,8 +35,16 @@ run only while its own variant trains, so it spaces its windows as it would
 in a run of that variant alone (the plain blocks in between would otherwise
 count as time since its last window).
 
+What a window costs, before, during and after it: the sampled loop runs
+alone for ``--window-steps`` steps; for each window (the first aside: it also
+carries torch.profiler's one-time start-up) the CPU time beyond the typical
+step of the steps before it, of its own steps and of the steps after it is set
+beside the part of its cost that the sampler budgets. Last, the step time
+from which the whole run stays within 1 %: the per-step instrumentation
+(paired, CPU) over what the windows' budget leaves of the 1 %.
+
     python benchmarks/profiler_overhead.py [--size small] [--batch 8] [--rounds 20] [--block 2]
-                                           [--run-rounds 20] [--run-block 100]
+                                           [--run-rounds 20] [--run-block 100] [--window-steps 3000]
 """
 
 from __future__ import annotations
@@ -59,6 +67,10 @@ from trainperf.profiler import collectives
 
 TARGET = 0.01
 """Largest acceptable overhead on CPU: 1 % of the median step time."""
+WINDOW_BEFORE = 5
+"""Steps before a sampled window whose time is set against it."""
+WINDOW_AFTER = 20
+"""Steps after a sampled window whose time is set against it."""
 
 
 def batches(n: int, batch: int, seq_len: int, vocab: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -139,7 +151,8 @@ class VariantClock:
         return now - self._paused_s - (now - self._since if self._since is not None else 0.0)
 
     def pause(self) -> None:
-        self._since = self._clock()
+        if self._since is None:  # pausing a paused clock keeps the time it has stood still
+            self._since = self._clock()
 
     def resume(self) -> None:
         if self._since is not None:
@@ -184,6 +197,60 @@ def whole_run(model: torch.nn.Module, opt: torch.optim.Optimizer, args: argparse
     return totals, sampled
 
 
+def window_costs(model: torch.nn.Module, opt: torch.optim.Optimizer, args: argparse.Namespace, config: object,
+                 run_dir: Path) -> tuple[list[tuple[float, float]], list[int], list[tuple[float, float]]]:
+    """The sampled loop alone for ``--window-steps`` steps: every step's
+    (wall s, CPU s), the steps sampled, and each window's host time as the
+    sampler budgets it (wall s, CPU s), to set beside what the steps before,
+    during and after each window really took."""
+    budgeted: list[tuple[float, float]] = []
+    stop = collectives.CollectiveSampler.stop
+
+    def recorded_stop(sampler: collectives.CollectiveSampler) -> tuple[float, float]:
+        estimate = stop(sampler)
+        budgeted.append(sampler.window_s)
+        return estimate
+
+    collectives.CollectiveSampler.stop = recorded_stop
+    try:
+        prof = StepProfiler(run_dir, warmup_steps=0, comm_sampling=True)
+        sampled: list[int] = []
+        times: list[tuple[float, float]] = []
+        profiled_steps(prof, sampled)(model, opt, batches(args.window_steps, args.batch, config.seq_len,
+                                                          config.vocab_size), times)
+        prof.close()
+    finally:
+        collectives.CollectiveSampler.stop = stop
+    return times, sampled, budgeted
+
+
+def window_table(times: list[tuple[float, float]], sampled: list[int],
+                 budgeted: list[tuple[float, float]]) -> tuple[list[dict[str, float]], float]:
+    """Per window after the first (whose steps also carry torch.profiler's
+    one-time start-up): the CPU time (s) beyond the typical step of the
+    ``WINDOW_BEFORE`` steps before it, of its own steps, and of the
+    ``WINDOW_AFTER`` steps after it, beside the part of its cost the sampler
+    budgets (its host time less as many typical steps); and the typical step
+    (s): the median CPU time of the steps at least ``WINDOW_AFTER`` steps
+    away from any window."""
+    cpu = np.array([t[1] for t in times])
+    starts = [s for s in sampled if s - 1 not in sampled]
+    steps = collectives.DEFAULT_STEPS
+    near = np.zeros(len(cpu), dtype=bool)
+    for s in starts:
+        near[max(s - WINDOW_AFTER, 0):s + steps + WINDOW_AFTER] = True
+    typical = float(np.median(cpu[~near])) if (~near).any() else float(np.median(cpu))
+
+    def extra(a: int, b: int) -> float:
+        part = cpu[max(a, 0):b]
+        return float(part.sum() - len(part) * typical)
+
+    rows = [{"step": s, "before": extra(s - WINDOW_BEFORE, s), "during": extra(s, s + steps),
+             "after": extra(s + steps, s + steps + WINDOW_AFTER), "budgeted": cpu_s - steps * typical}
+            for s, (_, cpu_s) in zip(starts[1:], budgeted[1:])]
+    return rows, typical
+
+
 def empty_step_cost(prof: StepProfiler, steps: int) -> float:
     """Seconds per step of the instrumentation alone (empty phases)."""
     start = time.perf_counter()
@@ -214,6 +281,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--run-rounds", type=int, default=20, help="rounds of the whole-run comparison")
     parser.add_argument("--run-block", type=int, default=100, help="steps per block in the whole-run comparison")
+    parser.add_argument("--window-steps", type=int, default=3000,
+                        help="steps of the sampled loop run alone to see what each window costs")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
@@ -235,6 +304,7 @@ def main() -> int:
         cost = min(empty_step_cost(prof, empty) - empty_loop_cost(empty) for _ in range(5))
         prof.close()
         run_totals, sampled = whole_run(model, opt, args, config, Path(tmp) / "sampled")
+        windows, typical = window_table(*window_costs(model, opt, args, config, Path(tmp) / "windows"))
     print(f"GPT {args.size}: {config.n_params / 1e6:.2f} M parameters, batch {args.batch} x {config.seq_len} "
           f"tokens, {args.threads} thread(s); {args.rounds} rounds x {args.block} steps per variant, interleaved\n")
     print(f"{'variant':<16} {'steps':>6} {'wall ms':>9} {'IQR':>7} {'vs plain':>9} {'paired':>8}"
@@ -274,6 +344,23 @@ def main() -> int:
                                         [(t[k], t[2]) for t in run_totals["plain"]])
         print(f"{clock:<6} {plain_mean * 1e3:>9.2f} {sampled_mean * 1e3:>11.2f} {overhead:>+9.2%} {low:>+9.2%} .. "
               f"{high:>+7.2%} {(sampled_mean - plain_mean) * 1e6:>12.1f}")
+    print(f"\nwhat each window costs: the sampled loop alone for {args.window_steps} steps, CPU ms beyond the typical "
+          f"step ({typical * 1e3:.2f} ms, the median of the steps {WINDOW_AFTER} or more away from a window)")
+    print(f"{'window at step':>14} {'before':>8} {'during':>8} {'after':>8} {'total':>8} {'budgeted':>9}")
+    for row in windows:
+        total = row["before"] + row["during"] + row["after"]
+        print(f"{row['step']:>14} {row['before'] * 1e3:>8.1f} {row['during'] * 1e3:>8.1f} {row['after'] * 1e3:>8.1f} "
+              f"{total * 1e3:>8.1f} {row['budgeted'] * 1e3:>9.1f}")
+    print(f"before: the {WINDOW_BEFORE} steps before it; during: its {collectives.DEFAULT_STEPS} steps (torch.profiler "
+          f"started, records read); after: the {WINDOW_AFTER} steps after it; budgeted: its host time less "
+          f"{collectives.DEFAULT_STEPS} typical steps, which the sampler holds to {collectives.BUDGET:.2%} of the "
+          f"time since the last window")
+    paired = overheads["trainperf", 1][1] * statistics.median(t[1] for t in times["plain"])
+    per_step = max(paired, cost)  # the empty-phase cost is the least the instrumentation can cost
+    floor = per_step / (TARGET - collectives.BUDGET)
+    print(f"\nper-step instrumentation, CPU: {per_step * 1e6:.0f} us a step (the larger of the paired difference, "
+          f"{paired * 1e6:.0f} us, and the empty-phase cost); with windows held to {collectives.BUDGET:.2%}, the "
+          f"whole run stays within {TARGET:.0%} for steps of {floor * 1e3:.1f} ms or more")
     ok = whole["CPU"] <= TARGET
     print(f"verdict on CPU time, whole run with sampled windows (target <= {TARGET:.0%}): {whole['CPU']:+.2%} "
           f"{'PASS' if ok else 'FAIL'}")

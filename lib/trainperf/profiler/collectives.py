@@ -181,7 +181,9 @@ class CollectiveSampler:
         self.estimate: tuple[float, float] | None = None
         self._start_index: int | None = None
         self._started_at = (0.0, 0.0)
-        self._window_s = (0.0, 0.0)
+        self.window_s = (0.0, 0.0)
+        """The last window's host time from its start to the end of reading its
+        records (wall s, training thread's CPU s): what :meth:`due` budgets."""
         self._ended_at = (0.0, 0.0)
 
     def describe(self) -> str:
@@ -197,7 +199,7 @@ class CollectiveSampler:
         since_end = index - (self._start_index + self.steps)
         if index - self._start_index < self.every or since_end < 1:
             return False
-        for now, ended, window in zip(clocks(), self._ended_at, self._window_s):
+        for now, ended, window in zip(clocks(), self._ended_at, self.window_s):
             elapsed = now - ended
             if window - self.steps * elapsed / since_end > BUDGET * elapsed:
                 return False
@@ -241,8 +243,9 @@ class CollectiveSampler:
         comm, exposed = window_seconds(records, span, thread)
         count = max(len(steps), 1)
         self.estimate = (comm / count, exposed / count)
+        del profile, records, steps  # freeing thousands of records is part of the window's cost
         self._ended_at = clocks()
-        self._window_s = (self._ended_at[0] - self._started_at[0], self._ended_at[1] - self._started_at[1])
+        self.window_s = (self._ended_at[0] - self._started_at[0], self._ended_at[1] - self._started_at[1])
         return self.estimate
 
     def cancel(self) -> None:
