@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from trainperf.derived import derive
 from trainperf.errors import DataError, DataWarning
 from trainperf.importers import TOLERANCE, ImportResult, compare_reported, import_path
 from trainperf.importers.figures import GROUPS
@@ -118,8 +119,6 @@ def _describe(result: ImportResult) -> None:
 
 
 def _comparisons(runs: pd.DataFrame) -> None:
-    from trainperf.derived import derive
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)
         table = compare_reported(derive(runs))

@@ -19,6 +19,7 @@ from trainperf.compare import Side, read_side
 from trainperf.derived import SCALING_NOTES, derive
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
+from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import compare_reported
 from trainperf.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
@@ -173,8 +174,6 @@ def _override(runs: pd.DataFrame, *, baseline: str | None, precision: str | None
     out = runs.copy()
     applied: list[str] = []
     if precision:
-        from trainperf.hardware import normalize_precision
-
         try:
             canonical = normalize_precision(precision)
         except DataError as exc:
