@@ -365,11 +365,13 @@ def scaling_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     accumulation) in which runs on the same device count differ (a sweep of
     micro-batch sizes at 1 and 2 devices is two series). Runs alike in all of
     them on one device count are repeats."""
+    devices = group["gpus"].fillna(-1.0).to_numpy()
+    if len(np.unique(devices)) == len(devices):  # one run per device count: no two runs to tell apart
+        return np.zeros(len(group), dtype=int), [""]
     settings = group[[c for c in SERIES_SETTINGS if c in group]].astype("string")
     if "micro_batch_size" in group:
         accum = group["grad_accum_steps"].fillna(1.0) if "grad_accum_steps" in group else 1.0
         settings = settings.assign(batch=(group["micro_batch_size"] * accum).astype("string"))
-    devices = group["gpus"].fillna(-1.0).to_numpy()
     varies = [c for c in settings if (settings[c].fillna("").groupby(devices).nunique() > 1).any()]
     if not varies:
         return np.zeros(len(group), dtype=int), [""]
