@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from trainperf.goodput import goodput
+from trainperf.runfolder.rankfile import RankFile
+from trainperf.runfolder.reader import outside_seconds
 
 
 def ranks(**columns):
@@ -41,3 +44,19 @@ def test_only_ranks_with_a_wall_clock_count():
     assert goodput(per_rank, {}) == {}  # files written before the wall clock was recorded: nothing to say
     found = goodput(per_rank, {1: 100.0})
     assert (found["wall_s"], found["goodput"], found["startup_s"]) == pytest.approx((100.0, 0.8, 12.0))
+
+
+def test_a_phase_that_begins_as_the_last_step_ends_is_after_the_steps(tmp_path):
+    """A Trainer run recorded its last step at start_s 0.048521 for 0.006365 s and an evaluation from 0.054886 s,
+    the instant the step ended (each time written to 1 µs). In floating point 0.048521 + 0.006365 is a hair past
+    0.054886: the evaluation was taken for one between the steps, and counted again in after_steps_s (its parts
+    then added up to 1.29 s of a 1.008 s wall clock). Checkpoints before the first step likewise."""
+    events = tmp_path / "events-rank0.jsonl"
+    events.write_text('{"format": "trainperf-events", "version": 1, "rank": 0}\n'
+                      '{"phase": "checkpoint", "start_s": 0.000100, "seconds": 0.002306}\n'
+                      '{"phase": "validation", "start_s": 0.054886, "seconds": 0.012052}\n')
+    steps = RankFile(path=tmp_path / "steps-rank0.jsonl", rank=0, node=None, closed=True, columns={
+        "start_s": np.array([0.002406, 0.040774, 0.048521]), "step_s": np.array([0.010296, 0.007747, 0.006365])})
+    found, bad = outside_seconds(tmp_path, [steps])
+    assert not bad
+    assert sorted(found) == [[0, "checkpoint", 0.002306, 0.0, 0.0], [0, "validation", 0.0, 0.0, 0.012052]]

@@ -34,6 +34,9 @@ from trainperf.steady_state import RULES
 PART_BYTES = 48 << 20
 """Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
 READ_THREADS = 4
+WRITTEN_TO_S = 2e-6
+"""How far two times of the files may differ and still be one instant: each is written rounded to 1 µs, so a
+step's start plus its length may land a microsecond past the phase that began when the step ended."""
 BATCH_FACTS = ("grad_accum_steps", "micro_batch_size", "global_batch_size")
 """Measurements that fill in the run's configuration where it has none."""
 
@@ -183,7 +186,7 @@ def outside_seconds(run_dir: Path, read: Sequence[Any]) -> tuple[list[list[Any]]
         last = float(np.nanmax(start + seconds)) if np.isfinite(start + seconds).any() else math.inf
         sums: dict[str, list[float]] = {}
         for phase in phases:
-            where = 0 if phase.end_s <= first else 2 if phase.start_s >= last else 1
+            where = 0 if phase.end_s <= first + WRITTEN_TO_S else 2 if phase.start_s >= last - WRITTEN_TO_S else 1
             sums.setdefault(phase.name, [0.0, 0.0, 0.0])[where] += phase.seconds
         found += [[rank_file.rank, name, *seconds_by_place] for name, seconds_by_place in sums.items()]
     return found, bad
