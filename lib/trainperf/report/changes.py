@@ -251,6 +251,8 @@ def oversubscription(page: Page) -> Found:
 def node_boundary(page: Page) -> Found:
     """The first step of a study across a node boundary (:func:`trainperf.report.throughput.node_boundaries`)
     where efficiency drops: what recovering it would give per device, ``efficiency before / after − 1``."""
+    if "nodes" not in page.runs or page.runs["nodes"].isna().all():
+        return Found(lacking="no run records its nodes")
     frame = throughput.table(page.runs, page.steps)
     found = throughput.node_boundaries(frame)
     if found.empty:
@@ -494,7 +496,7 @@ def section(kind: str, runs: pd.DataFrame | None = None, steps: Summaries | None
             else "no gain that can be given")
     summary = (f"{count(len(shown), 'change')} the data supports, by expected gain; the largest: "
                f"{short(top['change'])} ({gain}, {top['confidence']} confidence).")
-    table = styled(shown[COLUMNS].rename(columns=SHOWN))
+    table = styled(shown[COLUMNS].replace("", np.nan).dropna(axis=1, how="all").rename(columns=SHOWN))
     html = f"<p>{esc(summary)}</p>" + table.to_html() + "".join(f"<p>{esc(n)}</p>" for n in notes)
     text = "\n".join([summary, table.data.to_string(index=False), *notes])
     return Html(html, text)
