@@ -32,7 +32,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
@@ -496,7 +495,8 @@ def section(kind: str, runs: pd.DataFrame | None = None, steps: Summaries | None
             else "no gain that can be given")
     summary = (f"{count(len(shown), 'change')} the data supports, by expected gain; the largest: "
                f"{short(top['change'])} ({gain}, {top['confidence']} confidence).")
-    table = styled(shown[COLUMNS].replace("", np.nan).dropna(axis=1, how="all").rename(columns=SHOWN))
+    timed = shown["seconds_saved"].notna().any()  # no change of the page saves a time that can be given: no columns
+    table = styled(shown[[c for c in COLUMNS if timed or c not in ("seconds_saved", "saved_per")]].rename(columns=SHOWN))
     html = f"<p>{esc(summary)}</p>" + table.to_html() + "".join(f"<p>{esc(n)}</p>" for n in notes)
     text = "\n".join([summary, table.data.to_string(index=False), *notes])
     return Html(html, text)
