@@ -435,6 +435,11 @@ def test_a_sweep_of_two_micro_batch_sizes_at_one_and_two_processes_builds_every_
     for devices in ("1 device", "2 devices"):
         assert f"my-sweep ({devices}): fastest micro-batch 16" in batch_page
     assert "The data of my-sweep (1 device) holds no phase times" in batch_page
+    # what to change: 4,551 / 4,096 − 1 = 11.1 % for the larger micro-batch on one process; no phase times,
+    # nodes or oversubscription for the throughput page to read a change from
+    assert "Use micro-batches of 16 or more" in batch_page and "11.1 %" in batch_page[batch_page.rindex("What to change"):]
+    assert "What to change" in _visible(_page(tmp_path / "out", "throughput")).split("Claims checked")[-1]
+    assert "The data supports no change: " in _visible(_page(tmp_path / "out", "throughput"))
 
 
 def test_the_throughput_page_shows_goodput_and_the_warm_up_found(tmp_path):

@@ -422,39 +422,63 @@ OUTSIDE_SHARE = 0.5
 communication is longer than its own by at least this share of it."""
 
 
-def rank_time_notes(runs: pd.DataFrame, steps: Summaries | None) -> list[str]:
-    """Per run whose slowest rank takes :data:`STRAGGLER` times its fastest or more (:func:`rank_phases`):
-    in which phase the slowest rank spends its extra time, and whether the other ranks wait for it in
-    the synchronised steps (their communication, where they wait in the gradient all-reduce, grows by
-    :data:`OUTSIDE_SHARE` of it or more) or not: then the extra time lies outside the synchronised steps
-    (work one rank does alone), the job ends when that rank does, and the others idle at the end."""
-    table, out = rank_phases(runs, steps), []
+SLOW_RANK_COLUMNS = ["experiment", "run_id", "rank", "fastest_rank", "elapsed_s", "fastest_s", "extra_s", "phase",
+                     "phase_extra_s", "comm", "comm_s", "others_comm_s", "waited_s", "inside"]
+
+
+def slow_ranks(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
+    """Per run whose slowest rank takes :data:`STRAGGLER` times its fastest or more (:func:`rank_phases`), in
+    the runs' order: its slowest ``rank`` and ``fastest_rank``, their ``elapsed_s`` and ``fastest_s``, the
+    ``extra_s`` between them, the ``phase`` (label) in which the slowest spends most of it and how much
+    (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
+    ``others_comm_s`` the median of the other ranks'), ``waited_s`` = ``others_comm_s − comm_s`` and
+    ``inside``: whether the other ranks wait for it in the synchronised steps (their communication is
+    longer by :data:`OUTSIDE_SHARE` of ``extra_s`` or more), false where the extra time lies outside them
+    (work the rank does alone), NA where no communication was timed. Seconds over the measured window."""
+    table, rows = rank_phases(runs, steps), []
     phase_names = [c for c in table if c not in ("experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s")]
     comm = next((c for c in (PHASE_LABELS["comm_exposed_s"], PHASE_LABELS["comm_s"]) if c in table), None)
     for run_id, group in table.groupby("run_id", sort=False):
         slow, fast = group.loc[group["elapsed_s"].idxmax()], group.loc[group["elapsed_s"].idxmin()]
         if not slow["elapsed_s"] >= STRAGGLER * fast["elapsed_s"]:
             continue
-        extra = slow["elapsed_s"] - fast["elapsed_s"]
         where = max(phase_names, key=lambda c: slow[c] - fast[c]) if phase_names else None
-        text = (f"Run {run_id}: rank {int(slow['rank'])} takes {fmt_num(extra, 1)} s longer than rank "
-                f"{int(fast['rank'])} ({fmt_num(slow['elapsed_s'], 1)} s against {fmt_num(fast['elapsed_s'], 1)} s)")
-        if where is not None:
-            text += f", {fmt_num(slow[where] - fast[where], 1)} s of it in {where}"
         others = group.drop(index=slow.name)
-        if comm is None or pd.isna(slow[comm]) or others[comm].isna().all():
+        known = comm is not None and pd.notna(slow[comm]) and others[comm].notna().any()
+        mine, theirs = (slow[comm], others[comm].median()) if known else (np.nan, np.nan)
+        extra = slow["elapsed_s"] - fast["elapsed_s"]
+        rows.append({"experiment": slow["experiment"], "run_id": run_id, "rank": int(slow["rank"]),
+                     "fastest_rank": int(fast["rank"]), "elapsed_s": slow["elapsed_s"],
+                     "fastest_s": fast["elapsed_s"], "extra_s": extra, "phase": where,
+                     "phase_extra_s": slow[where] - fast[where] if where is not None else np.nan,
+                     "comm": comm if known else None, "comm_s": mine, "others_comm_s": theirs,
+                     "waited_s": theirs - mine, "inside": (theirs - mine >= OUTSIDE_SHARE * extra) if known else pd.NA})
+    return pd.DataFrame(rows, columns=SLOW_RANK_COLUMNS)
+
+
+def rank_time_notes(runs: pd.DataFrame, steps: Summaries | None) -> list[str]:
+    """Per run of :func:`slow_ranks`: in which phase the slowest rank spends its extra time, and whether the
+    other ranks wait for it in the synchronised steps (their communication, where they wait in the gradient
+    all-reduce, grows by :data:`OUTSIDE_SHARE` of it or more) or not: then the extra time lies outside the
+    synchronised steps (work one rank does alone), the job ends when that rank does, and the others idle at
+    the end."""
+    out = []
+    for r in slow_ranks(runs, steps).to_dict("records"):
+        text = (f"Run {r['run_id']}: rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank "
+                f"{r['fastest_rank']} ({fmt_num(r['elapsed_s'], 1)} s against {fmt_num(r['fastest_s'], 1)} s)")
+        if r["phase"] is not None:
+            text += f", {fmt_num(r['phase_extra_s'], 1)} s of it in {r['phase']}"
+        if pd.isna(r["inside"]):
             out.append(text + ". No communication times: whether the other ranks wait for it cannot be told.")
-            continue
-        waited = others[comm].median() - slow[comm]
-        if waited >= OUTSIDE_SHARE * extra:
-            out.append(text + f". The other ranks' {comm} is {fmt_num(waited, 1)} s longer than its own: they wait "
-                              "for it in the synchronised steps (a straggler inside the steps), and the job is as "
-                              "slow as this rank.")
+        elif r["inside"]:
+            out.append(text + f". The other ranks' {r['comm']} is {fmt_num(r['waited_s'], 1)} s longer than its own: "
+                              "they wait for it in the synchronised steps (a straggler inside the steps), and the job "
+                              "is as slow as this rank.")
         else:
-            out.append(text + f". Yet the other ranks' {comm} is not longer ({fmt_num(others[comm].median(), 1)} s "
-                              f"against its own {fmt_num(slow[comm], 1)} s): they do not wait for this work in the gradient "
-                              "all-reduce, so it happens outside the synchronised steps — work this rank does alone "
-                              "(evaluation, logging, checkpointing, or a step the others do not share). The job "
+            out.append(text + f". Yet the other ranks' {r['comm']} is not longer ({fmt_num(r['others_comm_s'], 1)} s "
+                              f"against its own {fmt_num(r['comm_s'], 1)} s): they do not wait for this work in the "
+                              "gradient all-reduce, so it happens outside the synchronised steps — work this rank does "
+                              "alone (evaluation, logging, checkpointing, or a step the others do not share). The job "
                               "ends when this rank does; the other ranks idle at the end, which is the “waiting for "
                               "the slowest rank” of the time breakdown.")
     return out

@@ -179,6 +179,9 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "repeats_needed": ("Runs a side that would tell", fmt_int),
     "moved": ("Moved", None), "baseline_slowest": ("Slowest rank of a step (baseline)", lambda x: fmt_pct(x, 0)),
     "candidate_slowest": ("Slowest rank of a step (candidate)", lambda x: fmt_pct(x, 0)),
+    "what_to_change": ("Change", None), "based_on": ("Evidence", None), "expected_gain": ("Expected gain", fmt_pct),
+    "gain_of": ("Gain of", None), "seconds_saved": ("Time saved", fmt_seconds), "saved_per": ("Per", None),
+    "confidence": ("Confidence", None), "applies_to": ("Applies to", None),
 }
 """Header and cell format of each column a report table may show; a column
 not listed keeps its name and shows numbers to 3 significant figures."""
