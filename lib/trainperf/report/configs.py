@@ -166,11 +166,14 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
     groups = runs["experiment"].astype(str) if "experiment" in runs else pd.Series("", index=runs.index)
     out = pd.Series("", index=runs.index, dtype=object)
-    for _, group in runs.groupby(groups, sort=False):
+    named = runs[[c for c in runs if c in (*LABEL_DETAILS, *SETTINGS, "run_id", "experiment")]]
+    named.attrs = {}  # a slice copies the frame's attrs (skipped lines and all): the label needs none of them
+    every_key = configuration_keys(runs)
+    for _, group in named.groupby(groups, sort=False):
         shared = tuple(c for c in LABEL_DETAILS if c in group and len(group) > 1 and group[c].nunique(dropna=False) == 1)
         differ = tuple(c for c in SETTINGS if c in group and group[c].nunique(dropna=False) > 1)
         texts = [label(r, compact=compact, skip=shared, settings=differ) for r in group.to_dict("records")]
-        keys = configuration_keys(group).tolist()
+        keys = every_key.loc[group.index].tolist()
         repeats_only = len(set(texts)) == len(set(keys)) == len(set(zip(texts, keys)))
         if len(set(texts)) < len(texts) and not (compact and repeats_only):
             texts = [str(r) for r in group["run_id"]]
