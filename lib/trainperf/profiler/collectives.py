@@ -61,7 +61,8 @@ BUDGET = 0.0025
 """Largest share of the run's time a window may cost (its steps' slowdown
 under ``torch.profiler`` and the reading of its records): a quarter of the
 profiler's 1 % target, which the rest of the profiler's work per step shares
-(up to about 0.6 % of a 30 ms step on a loaded 2-core machine)."""
+(about 120 µs a step in a real loop on a 2-core CPU machine: the target holds
+from steps of about 16 ms; docs/profiler.md)."""
 
 
 def clocks() -> tuple[float, float]:
