@@ -94,11 +94,13 @@ def test_a_kernel_ends_when_its_launch_process_is_killed(tmp_path):
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (neither gone nor a zombie). A process that ends while its /proc entry is
+    read makes the read fail with ESRCH (ProcessLookupError): it is gone."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    return Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
 
 
 @pytest.mark.slow
