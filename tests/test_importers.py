@@ -6,6 +6,7 @@ trainperf's recomputation (or are flagged, where the log counts differently)."""
 
 import gzip
 import shutil
+import re
 import warnings
 from pathlib import Path
 
@@ -715,3 +716,25 @@ def test_the_steps_a_throughput_leaves_out_are_counted(tmp_path):
     assert run["samples_per_s"] == pytest.approx(5 * 8 / 2.2)
     assert "throughput: measured without 1 step(s) whose times could not be used (extra_steps_set_aside)" \
         in run["notes"].split("; ")
+
+
+def test_megatron_energy_of_a_record_widened_over_a_lone_first_iteration(tmp_path):
+    """Recent Megatron-LM logs iteration 1 on its own, then every 2: the line of iteration 3 averages iterations 1
+    to 3, so its record is widened to 3 iterations. Its energy is J/iter/GPU x 3 iterations x 8 GPUs (it was left
+    at 2 iterations' worth, which read the power a third low)."""
+    lines = [re.sub(r"iteration +292/", "iteration        1/", ENERGY_LINES[0]),
+             re.sub(r"iteration +293/", "iteration        3/", ENERGY_LINES[1]),
+             re.sub(r"iteration +294/", "iteration        5/", ENERGY_LINES[2])]
+    log = tmp_path / "widened.log"
+    log.write_text("\n".join(lines) + "\n")
+    (log.parent / "widened.log.trainperf.yaml").write_text("gpus: 8\nseq_len: 4096\nwarmup_steps: 0\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = import_path(log)
+    measured = result.steps[~result.steps["warmup"]]
+    assert measured["energy_j"].tolist() == pytest.approx([3 * 1982.6 * 8, 2 * 1980.1 * 8])
+    row = derive(result.runs).iloc[0]
+    # power = energy / (8 GPUs x time): 3 x 3.0372 s and 2 x 3.0352 s at the printed 652.8 and 652.5 W
+    assert row["power_w_per_gpu"] == pytest.approx((3 * 1982.6 + 2 * 1980.1) / (3 * 3.0372 + 2 * 3.0352))
+    assert row["power_w_per_gpu"] == pytest.approx((652.8 * 3 * 3.0372 + 652.5 * 2 * 3.0352) / (3 * 3.0372 + 2 * 3.0352),
+                                                   abs=0.1)

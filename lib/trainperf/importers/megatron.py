@@ -303,8 +303,10 @@ def _first_iteration_alone(table: np.ndarray) -> None:
         if not (first[c["step"]] == 1 or (len(rows) > 2 and table[rows[2], c["step"]] - second[c["step"]] != gap)):
             continue
         per_iteration = second[c["seconds"]] / second[c["n_steps"]]
+        joules_per_iteration = second[c["energy_j"]] / second[c["n_steps"]]
         second[c["n_steps"]] += first[c["n_steps"]]
         second[c["seconds"]] = second[c["weight"]] = second[c["n_steps"]] * per_iteration
+        second[c["energy_j"]] = second[c["n_steps"]] * joules_per_iteration
         second[c["samples"]] += first[c["samples"]]
         second[c["tokens"]] += first[c["tokens"]]
         first[c["excluded"]] = 2.0
