@@ -362,6 +362,9 @@ def test_memory_headroom_against_the_recorded_or_the_datasheet_capacity():
     # the profiler records what the driver offers, which wins over the datasheet
     assert out.loc["recorded", "memory_headroom_gb"] == pytest.approx(79.19 - 61.5)
     assert math.isnan(out.loc["cpu", "memory_headroom_gb"]) and math.isnan(out.loc["unknown", "memory_headroom_gb"])
+    # a CPU has no device memory to look up; a V100 named without its size is named as such
+    assert "no memory size" not in out.loc["cpu", "notes"]
+    assert "no memory size for V100" in out.loc["unknown", "notes"]
 
 
 def test_energy_per_token_power_and_cost():

@@ -388,7 +388,7 @@ def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
     datasheet = [math.nan if not isinstance(p, str) or (found := device_memory(p)) is None else found[0]
                  for p in out["platform"].astype(object).where(given.isna())]
     out["device_memory_gb"] = given.fillna(pd.Series(datasheet, index=out.index, dtype=float))
-    unknown = out["device_memory_gb"].isna() & out["platform"].notna()
+    unknown = out["device_memory_gb"].isna() & out["platform"].notna() & ~cpu_rows(out["platform"])
     for i in np.flatnonzero(unknown.to_numpy(bool)):
         notes[i].append(f"device_memory_gb: no memory size for {out['platform'].iat[i]} in the hardware table "
                         "(name the part with its memory, e.g. 'NVIDIA A100 80GB', or give device_memory_gb)")
