@@ -29,9 +29,13 @@ def test_a_core_r0_8_log_is_compared_under_the_form_without_causal_halving():
     assert figure.convention == "megatron-2024" and not figure.flagged
     assert figure.relative_difference == pytest.approx(0, abs=2e-4)
     # trainperf's own figure keeps today's megatron form, which halves the attention scores: 7 % fewer FLOPs
+    # (core_r0.8.0's per-token count, tests/test_flops.py, less half its 12·L·h·T attention scores)
     derived = derive(result.runs)
     assert derived["flops_convention_used"].iat[0] == "megatron"
-    assert figure.reported / derived["tflops_per_gpu"].iat[0] == pytest.approx(1.0747, abs=5e-4)
+    L, h, T, V = 30, 4096, 4096, 50304
+    core_r08 = 12 * L * h**2 * ((1 + 1 + T / h) + 10880 / h * 1.5 + V / (2 * L * h))
+    assert figure.reported / derived["tflops_per_gpu"].iat[0] == pytest.approx(
+        core_r08 / (core_r08 - 6 * L * h * T), abs=5e-4)
 
 
 def test_a_log_of_todays_megatron_lm_keeps_the_megatron_form_and_reads_kv_channels(tmp_path):

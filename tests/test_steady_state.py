@@ -50,7 +50,7 @@ def table(times_by_rank: dict[int, np.ndarray], minimum: int, run_id: str = "run
 
 def test_mser_by_hand():
     """Step times 4, 1, 2, 1, 2: kept from d on, the squared deviations over (5 - d)^2 are 6/25, 1/16, (6/9)/9,
-    0.5/4 and 0. MSER drops the first step; the last, 0, lies in the second half, which is not searched."""
+    0.5/4 and 0. MSER drops the first step; d = 3 and 4 keep fewer than MIN_KEPT = 3 times and are not searched."""
     assert mser_statistic(np.array([4.0, 1.0, 2.0, 1.0, 2.0])).tolist() == pytest.approx(
         [6 / 25, 1 / 16, 6 / 81, 0.125, 0.0])
     assert mser_truncation(np.array([4.0, 1.0, 2.0, 1.0, 2.0])) == 1
@@ -188,7 +188,8 @@ COMMITTED = {
 
 def test_the_committed_runs_warm_up():
     """data/runs (15 steps, 3 configured as warm-up): MSER judges the 12 after them, and finds more warm-up in the
-    runs listed in COMMITTED, none in the others (or too short to judge). tests/data/measured_runs (10 steps, 2 configured): 8 steps after
+    runs listed in COMMITTED, none in the others (or too short to judge). COMMITTED is a regression record of what
+    the rule found on these files, read against the step times beside each entry, not a figure worked out apart. tests/data/measured_runs (10 steps, 2 configured): 8 steps after
     the warm-up are too few to judge, the configured 2 stay."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -60,11 +60,6 @@ def log_dir_files(folder: Path) -> dict[int, list[Path]]:
     return {0: own} if own else ranks
 
 
-def rank_folder(folder: Path, child: Path) -> bool:
-    """Whether ``child`` is a rank folder of the log dir ``folder`` (read with it)."""
-    return child.parent == folder and child.is_dir() and RANK_FOLDER.fullmatch(child.name) is not None
-
-
 def is_event_file(path: Path) -> bool:
     """Whether ``path``'s first record is a TFRecord holding an event-file
     header (its content, whatever its name). DataError where the file is named

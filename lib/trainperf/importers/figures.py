@@ -1,6 +1,6 @@
 """Named figures into records: what a line read with a pattern
 (``trainperf.importers.pattern``) or a step of TensorBoard scalars
-(``trainperf.importers.tensorboard``) gives, by the documented names of
+(``trainperf.importers.tensorboard_log``) gives, by the documented names of
 :data:`GROUPS`, becomes a record of ``trainperf.importers.records`` — and its
 run's measurement.
 
@@ -45,7 +45,7 @@ GROUPS = {
     "loss": "training loss",
     "mfu_percent": "MFU (%)",
     "tflops_per_gpu": "TFLOP/s per device",
-    "memory_gb": "peak device memory (GB)",
+    "memory_gb": "peak device memory (GiB)",
 }
 """The named figures a pattern's groups or a TensorBoard tag mapping may give, and what each one is."""
 TIMING = ("step_time_s", "step_time_ms", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")

@@ -35,7 +35,8 @@ from typing import Any, NamedTuple
 
 GIB = float(2**30)
 CUDA_KEYS = ("allocated_bytes.all.peak", "reserved_bytes.all.peak", "num_alloc_retries", "num_ooms")
-"""The keys of ``torch.cuda.memory_stats`` read each step."""
+"""The keys of ``torch.cuda.memory_stats`` read each step: peaks (bytes), then counts."""
+PEAKS, (RETRIES, OOMS) = CUDA_KEYS[:2], CUDA_KEYS[2:]
 
 
 class MemoryReading(NamedTuple):
@@ -59,15 +60,15 @@ class CudaMemory:
         self._device = device
         self._reset = reset_peak
         stats = cuda.memory_stats(device)
-        self._retries = int(stats.get("num_alloc_retries", 0))
-        self._ooms = int(stats.get("num_ooms", 0))
+        self._retries = int(stats.get(RETRIES, 0))
+        self._ooms = int(stats.get(OOMS, 0))
 
     def read(self) -> MemoryReading:
         stats = self._cuda.memory_stats(self._device)
         if self._reset:
             self._cuda.reset_peak_memory_stats(self._device)
-        peak, reserved = (stats.get(k) for k in CUDA_KEYS[:2])
-        retries, ooms = int(stats.get("num_alloc_retries", self._retries)), int(stats.get("num_ooms", self._ooms))
+        peak, reserved = (stats.get(k) for k in PEAKS)
+        retries, ooms = int(stats.get(RETRIES, self._retries)), int(stats.get(OOMS, self._ooms))
         reading = MemoryReading(None if peak is None else peak / GIB, None if reserved is None else reserved / GIB,
                                 retries - self._retries, ooms - self._ooms)
         self._retries, self._ooms = retries, ooms

@@ -315,11 +315,7 @@ class StepProfiler:
         if self._off:
             return _NO_STEP
         if self._open is None and name not in CARRIED:
-            if not isinstance(name, str) or not eventfile.NAME.fullmatch(name):
-                self._warn_once(f"phase {name}", f"phase {name!r} is not timed: a name outside a step is a letter, "
-                                                 "then letters, digits or underscores")
-                return _NO_STEP
-            return _OutsidePhase(self, name)
+            return _OutsidePhase(self, name) if self._outside_name_ok(name) else _NO_STEP
         index = PHASE_INDEX.get(name)
         if index is None:
             self._warn_once(f"phase {name}", f"unknown phase {name!r} in a step is not timed; phases of a step: "
@@ -336,15 +332,22 @@ class StepProfiler:
         Nothing happens while a step is open or before the first step."""
         if self._off or self._open is not None or self._window_start is None:
             return
-        if not eventfile.NAME.fullmatch(name):
-            self._warn_once(f"phase {name}", f"phase {name!r} is not timed: a name outside a step is a letter, "
-                                             "then letters, digits or underscores")
+        if not self._outside_name_ok(name):
             return
         try:
             self._carry_data = []
             self._end_outside(name, self._window_start, self._clock.mark())
         except Exception as exc:
             self._fail("cannot record a phase outside the steps", exc)
+
+    def _outside_name_ok(self, name: object) -> bool:
+        """Whether ``name`` can name a phase outside the steps (a letter, then
+        letters, digits or underscores); a ProfilerWarning once where not."""
+        if isinstance(name, str) and eventfile.NAME.fullmatch(name):
+            return True
+        self._warn_once(f"phase {name}", f"phase {name!r} is not timed: a name outside a step is a letter, "
+                                         "then letters, digits or underscores")
+        return False
 
     def close(self) -> None:
         """Write the steps still waiting for the device and the end line, and

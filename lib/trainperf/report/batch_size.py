@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from trainperf.aggregate import Summaries
+from trainperf.aggregate import MEMORY, Summaries
 from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, resolution,
@@ -330,7 +330,7 @@ def time_notes(runs: pd.DataFrame, train_tokens: float | None = None, steps: Sum
     return out
 
 
-MEMORY_COLUMNS = ("peak_memory_gb", "reserved_memory_gb", "host_memory_gb", "device_memory_gb", "memory_headroom_gb")
+MEMORY_COLUMNS = (*MEMORY, "device_memory_gb", "memory_headroom_gb")
 """Memory of a configuration (GiB): its runs' largest peaks and the device's capacity."""
 
 

@@ -28,7 +28,7 @@ A gain whose interval includes 0, or that is below :data:`trainperf.stats.MIN_EF
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -218,7 +218,7 @@ def oversubscription(page: Page) -> Found:
     if over is None or not over.any():
         return Found(lacking="no run has more busy processes than cores")
     unit, out = configs.unit_of(runs), Found()
-    study = runs["scaling_study"].fillna(runs["experiment"]) if "scaling_study" in runs else runs["experiment"]
+    study = configs.study_of(runs)
     for name, group in runs.groupby(study.astype(str), sort=False):
         group = group.reset_index(drop=True)
         found = run_intervals(group, page.steps)
@@ -258,7 +258,7 @@ def node_boundary(page: Page) -> Found:
         return Found(lacking="no study runs on several device counts with their nodes known and crosses a node")
     out = Found()
     for b in found[found["drop"] > 0].itertuples():
-        study = frame["scaling_study"].fillna(frame["experiment"]) if "scaling_study" in frame else frame["experiment"]
+        study = configs.study_of(frame)
         sides = frame[(study.astype(str) == b.study).to_numpy(bool) & frame["gpus"].isin([b.from_gpus, b.to_gpus])]
         out.rows.append(row(
             "Look at communication between nodes first: per-device throughput drops most where the job "

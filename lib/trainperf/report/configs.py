@@ -80,11 +80,16 @@ def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
     return runs.groupby(runs["experiment"].astype(str), sort=False)
 
 
+def study_of(runs: pd.DataFrame) -> pd.Series:
+    """Per row of ``runs``, its scaling study as text: ``scaling_study`` where derived, else its experiment."""
+    study = runs["scaling_study"].fillna(runs["experiment"]) if "scaling_study" in runs else runs["experiment"]
+    return study.astype(str)
+
+
 def several_device_counts(runs: pd.DataFrame) -> pd.Series:
     """Per row of ``runs``, whether its scaling study (its experiment, or the part of it
     that ``scaling_study`` names) was measured at two or more device counts (``gpus``)."""
-    study = runs["scaling_study"].fillna(runs["experiment"]) if "scaling_study" in runs else runs["experiment"]
-    return runs.groupby(study.astype(str))["gpus"].transform("nunique") > 1
+    return runs.groupby(study_of(runs))["gpus"].transform("nunique") > 1
 
 
 def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,

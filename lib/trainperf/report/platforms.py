@@ -14,7 +14,7 @@ import pandas as pd
 
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.hardware import Figure, cpu_rows, find_device, normalize_precision
-from trainperf.report.configs import batch, configuration_table, doubtful, label, rank
+from trainperf.report.configs import batch, configuration_table, doubtful, label, rank, study_of
 from trainperf.report.noise import and_list, call, content, has_interval, remember, run_intervals
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
@@ -321,8 +321,7 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
                          "numbers of 1 or more")
     rows = []
     configs = configurations(runs)
-    study = configs["scaling_study"].fillna(configs["experiment"]) if "scaling_study" in configs \
-        else configs["experiment"]
+    study = study_of(configs)
     best = best_per_device(configs)
     for i, top in best[is_accelerator(best["platform"])].iterrows():
         alike = (study == study[i]) & (configs["doubt"] == "") if top["doubt"] == "" else configs.index == i
@@ -386,7 +385,7 @@ def capacity_notes(runs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str
            f"{fmt_big(top['tokens_per_day'])} tokens{samples} per day: the size of that job, not a ranking — "
            "platforms are ranked per device above."]
     if (capacity_frame["basis"] == "upper bound").any():
-        out.append("Pairs whose best configuration was measured at fewer than three device counts cannot be "
+        out.append(f"Pairs whose best configuration was measured at fewer than {MIN_FIT_POINTS} device counts cannot be "
                    "fitted: their multi-node figures are the linear upper bound (that configuration's per-device "
                    "rate times the devices), which real jobs do not reach — see the scaling report for how "
                    "efficiency falls with scale.")

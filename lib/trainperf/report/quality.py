@@ -14,11 +14,11 @@ from pandas.io.formats.style import Styler
 
 from trainperf.aggregate import Summaries
 from trainperf.report import page
-from trainperf.report.html import Html, bullets, esc
+from trainperf.report.html import Html, bullets, esc, fmt_pct
 from trainperf.report.theme import table
 
 SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) that differ from the figure trainperf "
-                  "recomputes by more than 0.5 % and by more than the last digit the source printed. Difference = "
+                  f"recomputes by more than {fmt_pct(page.REPORTED_TOLERANCE)} and by more than the last digit the source printed. Difference = "
                   "(source − trainperf) / trainperf; fractions (MFU, efficiency) as fractions. Where they differ, "
                   "the report uses trainperf's.")
 """What the "Source figures vs trainperf" part lists."""

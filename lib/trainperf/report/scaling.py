@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from trainperf.report.configs import by_experiment, doubtful, keep_experiments, labels, marks
+from trainperf.report.configs import by_experiment, doubtful, keep_experiments, labels, marks, study_of
 from trainperf.report.html import (Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
                                    headline as banner)
 from trainperf.report.noise import (NO_INTERVAL, and_list, around, call, configuration_means, content, intervals_per_run,
@@ -35,7 +35,7 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
     device count differ in a setting (a micro-batch sweep at 1 and 2 devices)
     is one study per value (``scaling_study``: ``my-sweep (micro-batch 8;
     strong scaling)``)."""
-    study = runs["scaling_study"].fillna(runs["experiment"]).astype(str)
+    study = study_of(runs)
     kinds = runs.groupby(study, sort=False)["scaling_type"].agg(
         lambda k: k.dropna().iloc[0] if k.dropna().nunique() == 1 else None)
     named = {name: _with_kind(name, str(experiment), KIND_LABELS.get(kinds[name], KIND_LABELS[None]))

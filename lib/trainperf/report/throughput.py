@@ -16,7 +16,8 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import plotted_steps
 from trainperf.goodput import PARTS
-from trainperf.report.configs import configuration_table, labels, ordered, rank, several_device_counts, unit_of
+from trainperf.report.configs import (configuration_table, labels, ordered, rank, several_device_counts, study_of,
+                                      unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, headline as banner
 from trainperf.report.noise import configuration_of, job_frames, run_intervals
 from trainperf.report.page import require
@@ -118,7 +119,7 @@ def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
     columns = ["study", "from_gpus", "from_nodes", "to_gpus", "to_nodes", "per_node", "efficiency_before",
                "efficiency_after", "drop", "largest_from", "largest_to", "largest_drop", "most"]
     usable = frame[(frame["doubt"] == "") & frame["scaling_efficiency"].notna()]
-    study = usable["scaling_study"].fillna(usable["experiment"]) if "scaling_study" in usable else usable["experiment"]
+    study = study_of(usable)
     rows = []
     for name, group in usable.groupby(study.astype(str), sort=False):
         counts = group.groupby("gpus").agg(nodes=("nodes", "max"), efficiency=("scaling_efficiency", "mean"))
@@ -148,7 +149,7 @@ def remarks(frame: pd.DataFrame) -> list[str]:
     """Per row of a :func:`table` frame: its doubt (``oversubscribed: shown, not headlined``), and where it
     is the first step across a node boundary (:func:`node_boundaries`), what that step costs."""
     out = [f"{doubt}: not headlined" if doubt else "" for doubt in frame["doubt"]]
-    study = frame["scaling_study"].fillna(frame["experiment"]) if "scaling_study" in frame else frame["experiment"]
+    study = study_of(frame)
     for b in node_boundaries(frame).itertuples():
         rows = np.flatnonzero((study.astype(str) == b.study).to_numpy() & (frame["gpus"] == b.to_gpus).to_numpy()
                               & (frame["doubt"] == "").to_numpy())

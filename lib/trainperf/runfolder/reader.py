@@ -27,16 +27,18 @@ import pandas as pd
 from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
-from trainperf.runfolder.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN, BadLine, RankFile, read_rank_file
+from trainperf.runfolder.rankfile import (LINE_COLUMNS, STEPS_FILE_PATTERN, TIME_DECIMALS, BadLine, RankFile,
+                                         read_rank_file)
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
 from trainperf.steady_state import RULES
 
 PART_BYTES = 48 << 20
 """Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
 READ_THREADS = 4
-WRITTEN_TO_S = 2e-6
-"""How far two times of the files may differ and still be one instant: each is written rounded to 1 µs, so a
-step's start plus its length may land a microsecond past the phase that began when the step ended."""
+WRITTEN_TO_S = 2 * 10.0 ** -TIME_DECIMALS
+"""How far two times of the files may differ and still be one instant (s): each is written rounded to
+``TIME_DECIMALS`` decimals (1 µs), so a step's start plus its length may land a microsecond past the phase that
+began when the step ended."""
 BATCH_FACTS = ("grad_accum_steps", "micro_batch_size", "global_batch_size")
 """Measurements that fill in the run's configuration where it has none."""
 
