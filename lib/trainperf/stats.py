@@ -32,6 +32,7 @@ keeps small samples (a few blocks, two repeats) from looking certain.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -268,11 +269,7 @@ def detectable_effect(se_log: float, dof: float, level: float = LEVEL, power: fl
     ``se_log`` or ``dof`` is not a positive number."""
     if not (math.isfinite(se_log) and se_log > 0 and dof > 0):
         return math.nan
-    high = 4.0
-    while t_power(high, dof, level) < power:
-        high *= 2
-    shift = brentq(lambda k: t_power(k, dof, level) - power, 0.0, high, xtol=1e-9)
-    return math.expm1(shift * se_log)
+    return math.expm1(_reaching(lambda k: t_power(k, dof, level), power, 0.0, xtol=1e-9) * se_log)
 
 
 def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT, level: float = LEVEL,
@@ -289,8 +286,13 @@ def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT, level: floa
     effect = math.log1p(min_effect) / sd_log
     if t_test_power(2, effect, level) >= power:
         return 2
+    return math.ceil(_reaching(lambda n: t_test_power(n, effect, level), power, 2.0, xtol=1e-6) - 1e-9)
+
+
+def _reaching(power_at: Callable[[float], float], power: float, low: float, xtol: float) -> float:
+    """Where ``power_at``, increasing, reaches ``power`` above ``low``: the upper end doubled from 4 until
+    it does, then Brent's root."""
     high = 4.0
-    while t_test_power(high, effect, level) < power:
+    while power_at(high) < power:
         high *= 2
-    n = brentq(lambda x: t_test_power(x, effect, level) - power, 2.0, high, xtol=1e-6)
-    return math.ceil(n - 1e-9)
+    return float(brentq(lambda x: power_at(x) - power, low, high, xtol=xtol))

@@ -56,11 +56,16 @@ def validation_inside(runs: pd.DataFrame) -> pd.Series:
     return runs["ranks"].notna() if "ranks" in runs else pd.Series(False, index=runs.index)
 
 
+def validation_s(runs: pd.DataFrame) -> pd.Series:
+    """Per run, seconds of validation it recorded (``validation_s``; 0 where it recorded none)."""
+    given = runs["validation_s"] if "validation_s" in runs else pd.Series(0.0, index=runs.index)
+    return given.astype(float).fillna(0.0)
+
+
 def training_loop_s(runs: pd.DataFrame) -> pd.Series:
     """Per run, seconds of its training loop (the slowest rank's): ``elapsed_s`` less the validation
     inside it (:func:`validation_inside`)."""
-    validation = runs["validation_s"].astype(float).fillna(0.0) if "validation_s" in runs else 0.0
-    return runs["elapsed_s"].astype(float) - (validation * validation_inside(runs).astype(float))
+    return runs["elapsed_s"].astype(float) - validation_s(runs) * validation_inside(runs).astype(float)
 
 
 def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:

@@ -10,7 +10,7 @@ import pandas as pd
 from trainperf.report.configs import Unit
 from trainperf.report.html import fmt_int
 from trainperf.report.page import InputError
-from trainperf.report.phases import training_loop_s
+from trainperf.report.phases import training_loop_s, validation_s
 
 TOTAL_TIME = {"wall_s": "the profiler's wall clock, from its start to close()",
               "extra_total_exec_s": "the script's execution time"}
@@ -69,7 +69,7 @@ def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
     (:data:`NESTED` for the timing-summary logs, :data:`PROFILED` for the profiler), and the rest of the total
     outside the training loop. They add up to the total."""
     total, loop = total_s(runs), training_loop_s(runs)
-    validation = runs["validation_s"].astype(float).fillna(0.0) if "validation_s" in runs else loop * 0.0
+    validation = validation_s(runs)
     parts = {LOOP: loop, VALIDATION: validation}
     inner = loop + validation
     for column, name in NESTED:
