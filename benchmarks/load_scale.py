@@ -47,8 +47,17 @@ TARGETS = {256: (20.0, 3.0, 1.5), 1024: (60.0, 8.0, 2.0)}
 PROCESSES = max(1, min(4, os.cpu_count() or 1))
 
 
+def version_1_header(rank: int, host: str, node_rank: int, node: str) -> bytes:
+    """The profiler's header line, of the steps file's first version (the columns up to ``peak_memory_gb``): the
+    one both this version and the previous one read (this one reads the later columns as empty)."""
+    header = json.loads(rankfile.header_line(rank, host, node_rank, node))
+    header.update(version=1, columns=list(rankfile.VERSION_1_COLUMNS))
+    return (json.dumps(header) + "\n").encode()
+
+
 def write_rank(run_dir: Path, rank: int, ranks: int, steps: int, seed: int = 0) -> None:
-    """Rank ``rank``'s steps file: 9 phases timed, rank 3 10 % slower, steps 0-1 warm-up."""
+    """Rank ``rank``'s steps file (version 1, :func:`version_1_header`): 9 phases timed, rank 3 10 % slower,
+    steps 0-1 warm-up."""
     rng = np.random.default_rng([seed, rank])
     slow = 1.1 if rank == 3 else 1.0
     host = f"node{rank * 2 // ranks}"
@@ -56,10 +65,11 @@ def write_rank(run_dir: Path, rank: int, ranks: int, steps: int, seed: int = 0) 
     step_s = phases.sum(axis=1) + 0.0005
     start_s = np.concatenate(([0.5], 0.5 + np.cumsum(step_s)[:-1]))
     loss = 5.0 * np.exp(-np.arange(steps) / steps) + rng.normal(0, 0.01, steps)
-    lines = [rankfile.header_line(rank, host, rank * 2 // ranks, host)]
+    lines = [version_1_header(rank, host, rank * 2 // ranks, host)]
     for i in range(steps):
-        lines.append(rankfile.step_line([i, i < 2, float(start_s[i]), float(step_s[i]), *phases[i].tolist(),
-                                         8192, 8, 1, float(loss[i]), 1.5]))
+        values = [i, i < 2, float(start_s[i]), float(step_s[i]), *phases[i].tolist(), 8192, 8, 1, float(loss[i]), 1.5]
+        assert len(values) == len(rankfile.VERSION_1_COLUMNS)
+        lines.append(rankfile.step_line(values))
     lines.append(rankfile.end_line(steps, {}))
     (run_dir / rankfile.STEPS_FILE.format(rank=rank)).write_bytes(b"".join(lines))
 
