@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -76,8 +77,10 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
     steps tables) and its other path parameters (``[]``) unless ``parameters`` gives them.
     Each ``(NAME, VALUE)`` of ``parameters`` goes, converted to the declared type, to every
     selected notebook that declares ``NAME``. ``ParameterError`` for an unknown report, a bad
-    ``data`` path, or a parameter no selected notebook declares or whose value does not fit."""
+    ``data`` path, an ``out_dir`` that cannot be written, or a parameter no selected notebook
+    declares or whose value does not fit."""
     data_paths = check_data(data or ())
+    out = check_out(out_dir)
     found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
     known = [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))  # the known ones first, in order
     names = list(names or known)
@@ -102,7 +105,7 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
         for pname, text in parameters:
             if pname in declared[name]:
                 values[pname] = resolve_paths(pname, declared[name][pname].convert(text))
-        jobs.append(Job(name, notebooks_dir / f"{name}.ipynb", values, Path(out_dir).resolve(), generated))
+        jobs.append(Job(name, notebooks_dir / f"{name}.ipynb", values, out, generated))
     return jobs
 
 
@@ -121,6 +124,18 @@ def check_data(paths: Sequence[str | Path]) -> list[Path]:
             raise ParameterError(f"--data {given}: {exc}") from None
         if not holds:
             raise ParameterError(f"--data {given}: the folder holds no runs table, run folder or log")
+    return resolved
+
+
+def check_out(out_dir: str | Path) -> Path:
+    """``out_dir`` made absolute and created; ``ParameterError`` (one line),
+    before any kernel starts, when it cannot be created or written to."""
+    resolved = Path(out_dir).resolve()
+    try:
+        resolved.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=resolved).close()
+    except OSError as exc:
+        raise ParameterError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
     return resolved
 
 
