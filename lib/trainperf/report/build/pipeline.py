@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +30,7 @@ from trainperf.report.applicability import NotApplicable
 from trainperf.report.build.export import PageInfo, notebook_to_html, warm_up
 from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.build.index import write_index
+from trainperf.report.build.kernel_fork import die_with_parent
 from trainperf.report.build.result import ReportResult
 from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command
 from trainperf.report.page import PROJECT_ROOT, shown_path
@@ -144,7 +147,8 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     """Run ``jobs`` (``workers`` at a time), export each to HTML and write the
     index. ``on_done`` is called with each result as it finishes. Each
     notebook runs in a kernel of its own, forked from a process that has
-    imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`)."""
+    imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`).
+    The worker processes die with this one, even when it is killed outright."""
     if not jobs:
         raise ParameterError("no reports to build")
     kernel = _check_kernel()
@@ -154,7 +158,10 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     results: dict[str, ReportResult] = {}
     if multiprocessing.get_start_method() == "fork":
         warm_up()  # once here, while the kernel server still imports, instead of once in each worker
-    with forked_kernels(kernel, NOTEBOOKS), ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
+    direct = multiprocessing.get_start_method() != "forkserver"  # the workers' parent is this process
+    with forked_kernels(kernel, NOTEBOOKS), ProcessPoolExecutor(
+            max_workers=max(1, min(workers, len(jobs))), initializer=die_with_parent if direct else None,
+            initargs=(signal.SIGKILL, os.getpid()) if direct else ()) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
         for future in as_completed(futures):
             result = future.result()
