@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from trainperf.cli import main
+from trainperf.errors import DataError
 from trainperf.loading import PINNED, load_runs, load_summaries, pin_inputs
 from trainperf.report.build import pipeline
 from trainperf.report.build.kernels import KERNEL
@@ -105,3 +106,18 @@ def _printed(executed: Path) -> list[str]:
     """The lines the notebook's last cell printed (papermill adds a cell of the parameters given before it)."""
     cell = nbformat.read(executed, as_version=4).cells[-1]
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream").splitlines()
+
+
+@pytest.mark.filterwarnings("ignore:run .* is incomplete")
+def test_a_run_pinned_before_its_first_measured_step_stays_unmeasured_for_the_whole_build(tmp_path, monkeypatch):
+    growing = _copy(tmp_path / "runs" / RUN_ID, 3)  # steps 0-2: the manifest's 3 warm-up steps
+    pins = pin_inputs(growing.parent)
+    assert pins[f"run:{growing}"]["last_step"] == {RUN_ID: 2}
+    monkeypatch.setenv(PINNED, json.dumps(pins))
+    lines = (RUN / "steps-rank0.jsonl").read_text().splitlines(keepends=True)
+    with (growing / "steps-rank0.jsonl").open("a") as rank_file:
+        rank_file.write("".join(lines[4:]))
+    with pytest.raises(DataError, match="no measured steps: 3 step line"):
+        load_runs(growing, cache=True)  # named: refused, as the pin read it, not the 16 steps there now
+    monkeypatch.delenv(PINNED)
+    assert load_runs(growing, cache=True)["tokens"].item() == load_runs(RUN, cache=False)["tokens"].item()

@@ -152,8 +152,9 @@ def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str,
     """Read every input at or below ``paths`` once, into the input cache and
     the store, and return what :data:`PINNED` holds for them: the key each was
     stored under, when, and the last step of each run. ``{}`` when the input
-    cache is off. An input that cannot be read is left out (whoever reads it
-    next says why); warnings are left to those readers too."""
+    cache is off. An input that cannot be read (bad data, a file that cannot
+    be opened) is left out: whoever reads it next says why; warnings are left
+    to those readers too."""
     if cache_dir() is None:
         return {}
     chosen = engine.scheduler(scheduler)
@@ -166,13 +167,17 @@ def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str,
             except DataError:
                 continue
             for item in found:
-                key, read_at = input_key(item.path, item.kind), time.time()
+                try:
+                    key, read_at = input_key(item.path, item.kind), time.time()
+                    per_rank = _entry(item, chosen, key=key).summaries.per_rank if item.kind in STEP_KINDS else None
+                except (DataError, OSError):
+                    continue
                 try:
                     if item.kind != "steps":
                         cached_read(item.path, item.kind, partial(_read_runs, item, chosen, key), key)
-                    per_rank = _entry(item, chosen, key=key).summaries.per_rank if item.kind in STEP_KINDS else None
-                except DataError:
-                    continue
+                except (DataError, OSError):
+                    if per_rank is None:  # nothing read to pin
+                        continue  # a run with no measured step yet is pinned: its readers find none in its steps
                 last = {} if per_rank is None else per_rank.groupby("run_id", observed=True)["last_step"].max()
                 pins[_pin_name(item)] = {"key": key, "read_at": read_at,
                                          "last_step": {str(r): int(s) for r, s in dict(last).items()}}
