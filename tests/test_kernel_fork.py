@@ -181,8 +181,9 @@ def test_the_server_refuses_a_process_of_another_user_and_says_so(tmp_path):
     finally:
         server.stdin.close()
         server.wait(timeout=20)
-    assert server.stderr.read().decode() == (f"trainperf kernel server: refused a connection from process {os.getpid()} "
-                                             f"of uid {os.getuid()} (this server serves uid {other} only)\n")
+    assert server.stderr.read().decode() == (f"trainperf kernel server: refused a connection from process "
+                                             f"{os.getpid()} of uid {os.getuid()} (this server serves uid {other} "
+                                             "only)\n")
 
 
 @pytest.mark.slow

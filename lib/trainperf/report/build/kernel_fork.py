@@ -117,7 +117,8 @@ def serve(address: str, modules: list[str]) -> None:
 
 
 def _run_kernel(request: dict, server: int) -> None:
-    """In the child forked by the process ``server``: become the kernel ``python -m ipykernel_launcher ARGUMENTS`` would start; never returns."""
+    """In the child forked by the process ``server``: become the kernel
+    ``python -m ipykernel_launcher ARGUMENTS`` would start; never returns."""
     code = 1
     try:
         die_with_parent(signal.SIGKILL, server)
@@ -188,7 +189,10 @@ def die_with_parent(sig: int, parent: int) -> None:
 
 def _same_user(conn: socket.socket) -> bool:
     """Whether the process at the other end of the Unix socket ``conn`` runs as
-    this process's user (``SO_PEERCRED``); a refusal is written to standard error."""
+    this process's user (``SO_PEERCRED``; where there is none, not Linux, the
+    socket's private folder alone keeps others out); a refusal is written to standard error."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
     pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     if uid == os.getuid():
         return True
