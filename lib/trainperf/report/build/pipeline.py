@@ -82,10 +82,8 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
     steps tables) and its other path parameters (``[]``) unless ``parameters`` gives them.
     Each ``(NAME, VALUE)`` of ``parameters`` goes, converted to the declared type, to every
     selected notebook that declares ``NAME``. ``ParameterError`` for an unknown report, a bad
-    ``data`` path, an ``out_dir`` that cannot be written, or a parameter no selected notebook
-    declares or whose value does not fit."""
+    ``data`` path, or a parameter no selected notebook declares or whose value does not fit."""
     data_paths = check_data(data or ())
-    out = check_out(out_dir)
     found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
     known = [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))  # the known ones first, in order
     names = list(names or known)
@@ -110,7 +108,7 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
         for pname, text in parameters:
             if pname in declared[name]:
                 values[pname] = resolve_paths(pname, declared[name][pname].convert(text))
-        jobs.append(Job(name, notebooks_dir / f"{name}.ipynb", values, out, generated))
+        jobs.append(Job(name, notebooks_dir / f"{name}.ipynb", values, Path(out_dir).resolve(), generated))
     return jobs
 
 
@@ -132,16 +130,14 @@ def check_data(paths: Sequence[str | Path]) -> list[Path]:
     return resolved
 
 
-def check_out(out_dir: str | Path) -> Path:
-    """``out_dir`` made absolute and created; ``ParameterError`` (one line),
-    before any kernel starts, when it cannot be created or written to."""
-    resolved = Path(out_dir).resolve()
+def check_out(out_dir: str | Path) -> None:
+    """Create ``out_dir``; ``ParameterError`` (one line), before any kernel
+    starts, when it cannot be created or written to."""
     try:
-        resolved.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=resolved).close()
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out_dir).close()
     except OSError as exc:
         raise ParameterError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
-    return resolved
 
 
 def build(jobs: Sequence[Job], *, workers: int = 2,
