@@ -9,6 +9,7 @@ own per-report times), from papermill's cell timings; then, with
     python benchmarks/report_time.py                  # build into a temporary folder, then print
     python benchmarks/report_time.py --repeat 2       # build twice (the second is warm), print each
     python benchmarks/report_time.py --out reports    # the cells of a build in reports/ (no "other")
+    python benchmarks/report_time.py --repeat 5 --server both   # with and without the kernel server, alternating
 
 A cell counts as data loading when it opens the inputs (``page.open_*``,
 ``page.data_steps``), as charts when it draws with seaborn (``sns.``), as
@@ -24,6 +25,7 @@ import argparse
 import json
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,10 @@ PARTS = ("kernel start", "imports", "data loading", "analysis", "charts", "other
 LOADING = re.compile(r"\bpage\.(open_\w+|data_steps)\(")
 REPORT_LINE = re.compile(r"^\s+(\w+)\s+\S.*?\s([\d.]+) s\s", re.M)
 """A report's line in ``trainperf report``'s output: its name, ..., its seconds."""
+WITHOUT_SERVER = ("import contextlib, sys, trainperf.report.build.kernels as kernels; "
+                  "kernels.forked_kernels = lambda *a, **k: contextlib.nullcontext(False); "
+                  "from trainperf.cli import main; sys.exit(main(sys.argv[1:]))")
+"""``trainperf report`` with every kernel an ordinary one (no kernel server forking them)."""
 
 
 def kind_of(source: str) -> str:
@@ -119,24 +125,37 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="builds in a row (the first may be cold)")
     parser.add_argument("--cells", action="store_true", help="also list the slowest cells")
     parser.add_argument("--min", type=float, default=0.3, help="shortest cell listed, seconds")
+    parser.add_argument("--server", choices=("on", "off", "both"), default="on",
+                        help="kernels forked from the kernel server (on), ordinary kernels (off), or both, "
+                             "alternating which goes first, with the medians of all but the first round")
     args = parser.parse_args()
     if args.out is not None:
         print_table(args.out, {})
         if args.cells:
             print_cells(args.out, args.min)
         return
+    walls: dict[str, list[float]] = {"on": [], "off": []}
     for attempt in range(1, args.repeat + 1):
-        out = Path(tempfile.mkdtemp(prefix="trainperf-report-time-"))
-        command = [sys.executable, "-m", "trainperf", "report", "--out", str(out), "--jobs", str(args.jobs)]
-        start, cpu = time.perf_counter(), cpu_seconds()
-        printed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-        wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
-        seconds = {name: float(value) for name, value in REPORT_LINE.findall(printed) if name in REPORTS}
-        print(f"\nbuild {attempt}: `trainperf report --jobs {args.jobs}` made {len(seconds)} reports in {out}: "
-              f"{wall:.1f} s wall clock, {cpu:.1f} CPU seconds")
-        print_table(out, seconds)
-        if args.cells:
-            print_cells(out, args.min)
+        modes = ["on", "off"] if args.server == "both" else [args.server]
+        for server in modes if attempt % 2 else modes[::-1]:
+            out = Path(tempfile.mkdtemp(prefix="trainperf-report-time-"))
+            trainperf = ["-m", "trainperf"] if server == "on" else ["-c", WITHOUT_SERVER]
+            command = [sys.executable, *trainperf, "report", "--out", str(out), "--jobs", str(args.jobs)]
+            load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+            start, cpu = time.perf_counter(), cpu_seconds()
+            printed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+            wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+            walls[server] += [wall] if attempt > 1 or args.server != "both" else []
+            seconds = {name: float(value) for name, value in REPORT_LINE.findall(printed) if name in REPORTS}
+            print(f"\nbuild {attempt}, kernel server {server}: `trainperf report --jobs {args.jobs}` made "
+                  f"{len(seconds)} reports in {out}: {wall:.1f} s wall clock, {cpu:.1f} CPU seconds "
+                  f"(load average {load} before)")
+            print_table(out, seconds)
+            if args.cells:
+                print_cells(out, args.min)
+    for server, seconds in walls.items():
+        if args.server == "both" and seconds:
+            print(f"kernel server {server}: median {statistics.median(seconds):.1f} s wall clock of {len(seconds)}")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from trainperf.cli import main
+from trainperf.table_rules import spreadsheet_safe
 
 SEED_000 = Path(__file__).resolve().parents[1] / "data" / "reference" / "seed_000_throughput.csv"
 
@@ -75,3 +76,25 @@ def test_help_lists_every_command_and_a_command_alone_parses_its_own_options(cap
     with pytest.raises(SystemExit):
         main(["report", "--help"])
     assert "--jobs N" in capsys.readouterr().out
+
+
+def test_summarize_csv_escapes_cells_a_spreadsheet_would_run_and_keeps_negative_numbers(tmp_path, capsys):
+    runs = tmp_path / "runs.csv"
+    runs.write_text("run_id,experiment,model,gpus,tokens_per_s,extra_offset_s\n"
+                    '"=cmd|\' /C calc\'!A0",@SUM(1+1),+x,1,10,-1.5\n'
+                    "-2+3,plain,m,2,20,2\n")
+    assert main(["summarize", str(runs), "--format", "csv"]) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out), dtype={"run_id": str})
+    # OWASP: a text cell starting with = + - @ or a tab gets a ' in front; the numbers stay numbers
+    assert table["run_id"].tolist() == ["'=cmd|' /C calc'!A0", "'-2+3"]
+    assert table["experiment"].tolist() == ["'@SUM(1+1)", "plain"]
+    assert table["model"].tolist() == ["'+x", "m"]
+    assert table["extra_offset_s"].tolist() == [-1.5, 2.0] and table["tokens_per_s"].tolist() == [10, 20]
+
+
+def test_a_leading_tab_or_carriage_return_is_escaped_too_and_column_names_are():
+    # the runs readers strip cells, so these come only from a frame built in Python
+    table = pd.DataFrame({"=name": ["\tx", "\ry", None], "n": [-1, 0, 1]})
+    safe = spreadsheet_safe(table)
+    assert safe.columns.tolist() == ["'=name", "n"] and safe["n"].tolist() == [-1, 0, 1]
+    assert safe["'=name"].tolist()[:2] == ["'\tx", "'\ry"] and safe["'=name"].isna().tolist() == [False, False, True]

@@ -9,11 +9,15 @@ import asyncio
 import json
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import nbformat
+import psutil
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
@@ -109,10 +113,12 @@ def test_a_server_inside_another_is_the_same_and_a_server_stops_while_it_imports
     A build refused on its arguments leaves at once, without waiting for the server's imports to finish."""
     with forked_kernels(_spec(), tmp_path) as outer:
         server = os.environ[SERVER_ENV]
+        folder = Path(json.loads(server)["socket"]).parent  # only this user can enter it, so only this user connects
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.getuid()
         with forked_kernels(_spec(), tmp_path) as inner:
             assert outer and inner and os.environ[SERVER_ENV] == server
         assert os.environ[SERVER_ENV] == server
-    assert SERVER_ENV not in os.environ and not Path(json.loads(server)["socket"]).exists()
+    assert SERVER_ENV not in os.environ and not folder.exists()
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", f"import {', '.join(PRELOAD)}"], check=True)
     imports = time.perf_counter() - start
@@ -137,3 +143,84 @@ def test_a_server_on_its_way_out_ignores_a_late_sigterm(tmp_path):
     returncode = server.wait(timeout=20)
     errors = server.stderr.read().decode()
     assert returncode == 0 and "Traceback" not in errors, errors
+
+
+def test_kernel_sockets_and_connection_file_lie_in_a_folder_of_their_own_that_only_the_user_can_enter():
+    first, second = IPCKernelManager(kernel_name=KERNEL), IPCKernelManager(kernel_name=KERNEL)
+    folder = Path(first.ip).parent
+    assert Path(first.connection_file).parent == folder and Path(second.ip).parent != folder
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.getuid()
+    for km in (first, second):
+        asyncio.run(km._async_cleanup_resources())
+    assert not folder.exists() and not Path(second.ip).parent.exists()
+
+
+def test_the_server_refuses_a_process_of_another_user_and_says_so(tmp_path):
+    """Another user cannot enter the socket's folder; were the folder open, the server would still
+    ask the kernel who connects (SO_PEERCRED). Here the server is made to believe it runs as
+    another uid than this test's (so no privilege is needed), and this test connects."""
+    other = os.getuid() + 1
+    serve = (f"import os, sys; sys.path.insert(0, {str(Path(kernel_fork.__file__).parent)!r}); import kernel_fork; "
+             f"os.getuid = lambda: {other}; kernel_fork.serve(sys.argv[1], [])")
+    address = str(tmp_path / "s")
+    server = subprocess.Popen([sys.executable, "-c", serve, address], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+        assert server.stdout.readline().strip() == b"listening"
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(address)
+        try:
+            conn.sendall(json.dumps({"command": [sys.executable, "-m", "ipykernel_launcher"], "cwd": str(tmp_path),
+                                     "env": {}}).encode() + b"\n")
+            reply = conn.recv(100)
+        except (BrokenPipeError, ConnectionResetError):  # closed before or after the request was read
+            reply = b""
+        assert reply == b""  # closed without a kernel's process id
+        conn.close()
+        assert psutil.Process(server.pid).children() == []
+    finally:
+        server.stdin.close()
+        server.wait(timeout=20)
+    assert server.stderr.read().decode() == (f"trainperf kernel server: refused a connection from process "
+                                             f"{os.getpid()} of uid {os.getuid()} (this server serves uid {other} "
+                                             "only)\n")
+
+
+@pytest.mark.slow
+def test_a_build_killed_outright_leaves_no_process_behind(tmp_path):
+    """``kill -9`` of ``trainperf report`` while two notebooks run: the kernel server, its kernels,
+    the launch processes and the build's workers all end (Linux tells each its parent died)."""
+    for name in ("sleep_a", "sleep_b"):
+        nb = nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_code_cell("title = 'sleeps'", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell("import time\ntime.sleep(600)")])
+        nb.metadata["kernelspec"] = {"name": KERNEL, "display_name": KERNEL, "language": "python"}
+        nbformat.write(nb, tmp_path / f"{name}.ipynb")
+    build = (f"import sys; from pathlib import Path; from trainperf.report.build import pipeline; "
+             f"pipeline.NOTEBOOKS = Path({str(tmp_path)!r}); from trainperf.cli import main; "
+             f"sys.exit(main(['report', '--jobs', '2', '--out', {str(tmp_path / 'out')!r}]))")
+    process = subprocess.Popen([sys.executable, "-c", build], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(_kernels(process.pid)) < 2:
+            time.sleep(0.2)
+        assert len(_kernels(process.pid)) == 2, "the two kernels did not start"
+        descendants = psutil.Process(process.pid).children(recursive=True)
+        # the server, its two kernels, two workers and their two launch processes
+        assert len(descendants) == 7, [p.cmdline() for p in descendants]
+    finally:
+        process.kill()
+        process.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(p.pid) for p in descendants):
+        time.sleep(0.1)
+    assert [p.cmdline() for p in descendants if _alive(p.pid)] == []
+
+
+def _kernels(build: int) -> list[psutil.Process]:
+    """The kernels forked by the kernel server of the build ``build``."""
+    try:
+        servers = [p for p in psutil.Process(build).children() if "serve" in p.cmdline()]
+        return [kernel for server in servers for kernel in server.children()]
+    except psutil.NoSuchProcess:
+        return []

@@ -126,6 +126,15 @@ def test_bad_data_is_refused_in_one_line_before_any_kernel(given, message, tmp_p
     assert time.perf_counter() - start < 5
 
 
+def test_an_out_folder_that_cannot_be_written_is_refused_in_one_line_before_any_kernel(tmp_path, monkeypatch,
+                                                                                     capsys):
+    (tmp_path / "a-file").write_text("not a folder\n")  # no folder can be made inside a file, not even by root
+    monkeypatch.setattr(pipeline, "build", lambda *a, **k: pytest.fail("a kernel was started"))
+    assert main(["report", "--out", str(tmp_path / "a-file" / "reports")]) == 2
+    assert capsys.readouterr().err == (f"trainperf report: error: --out {tmp_path / 'a-file' / 'reports'}: "
+                                       "cannot write there (Not a directory)\n")
+
+
 def test_data_replaces_the_per_rank_steps_too():
     table = TINY / "runs.csv"
     (scaling,) = plan(["scaling"], data=[table, RUN_FOLDERS])

@@ -24,6 +24,12 @@ aggregator (``trainperf.aggregate``) on the engine's scheduler
 never whole. ``load_runs`` leaves steps tables to ``load_steps`` and
 ``load_summaries`` (listed as skipped).
 
+A report build reads each input once before its kernels start
+(:func:`pin_inputs`) and hands the kernels the keys of what it read
+(:data:`PINNED`): every page of the build reads those entries, so a run
+folder still being written shows the same steps on every page, and the
+pages say so.
+
 Every value is checked against the schema; the first problem raises
 ``DataError`` naming the file, the row (1-based, as a spreadsheet numbers data
 rows; for CSV also the line) and the column. The result's ``attrs`` hold
@@ -33,6 +39,9 @@ as tuples (``trainperf.provenance``).
 
 from __future__ import annotations
 
+import json
+import os
+import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -48,7 +57,7 @@ from trainperf.aggregate import Summaries, incomplete, measure, measured, stoppe
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat
 from trainperf.goodput import goodput
 from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
-from trainperf.input_cache import cached_read, input_key
+from trainperf.input_cache import cache_dir, cached_read, input_key
 from trainperf.provenance import provenance
 from trainperf.runfolder.manifest import MANIFEST_FILE
 from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines
@@ -68,6 +77,11 @@ STEPS_PART_ROWS = 1 << 20
 """Rows of a steps table per part of the store (whole ranks)."""
 RANK_STEPS_MAX = 64
 """Ranks up to which :func:`rank_step_times` reads each rank's step times."""
+PINNED = "TRAINPERF_PINNED_INPUTS"
+"""Environment variable: the inputs a report build read before its kernels
+started (:func:`pin_inputs`), JSON ``{"<kind>:<resolved path>": {"key": its
+input_key then, "read_at": Unix time (s), "last_step": {run_id: step}}}``.
+Every reader of a pinned input reads the entry stored under that key."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +123,7 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         if item.kind == "steps":
             skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
             continue
-        key = input_key(item.path, item.kind) if cache else None  # hashed once for both caches
+        key = (_pinned_key(item) or input_key(item.path, item.kind)) if cache else None  # one hash for both caches
         reader = partial(_read_runs, item, chosen, key)
         try:
             frames.append(cached_read(item.path, item.kind, reader, key) if cache else reader())
@@ -130,8 +144,74 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
     runs = pd.concat(frames, ignore_index=True)
     _check_unique(runs)
-    runs.attrs = provenance(inputs=read, skipped=skipped)
+    runs.attrs = provenance(inputs=read, skipped=skipped, snapshots=snapshots(*paths) if cache else ())
     return runs
+
+
+def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str, Any]]:
+    """Read every input at or below ``paths`` once, into the input cache and
+    the store, and return what :data:`PINNED` holds for them: the key each was
+    stored under, when, and the last step of each run. ``{}`` when the input
+    cache is off. An input that cannot be read (bad data, a file that cannot
+    be opened) is left out: whoever reads it next says why; warnings are left
+    to those readers too."""
+    if cache_dir() is None:
+        return {}
+    chosen = engine.scheduler(scheduler)
+    pins: dict[str, dict[str, Any]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for path in paths:
+            try:
+                found = inputs(path)
+            except DataError:
+                continue
+            for item in found:
+                try:
+                    key, read_at = input_key(item.path, item.kind), time.time()
+                    per_rank = _entry(item, chosen, key=key).summaries.per_rank if item.kind in STEP_KINDS else None
+                except (DataError, OSError):
+                    continue
+                try:
+                    if item.kind != "steps":
+                        cached_read(item.path, item.kind, partial(_read_runs, item, chosen, key), key)
+                except (DataError, OSError):
+                    if per_rank is None:  # nothing read to pin
+                        continue  # a run with no measured step yet is pinned: its readers find none in its steps
+                last = {} if per_rank is None else per_rank.groupby("run_id", observed=True)["last_step"].max()
+                pins[_pin_name(item)] = {"key": key, "read_at": read_at,
+                                         "last_step": {str(r): int(s) for r, s in dict(last).items()}}
+    return pins
+
+
+def snapshots(*paths: str | Path) -> list[str]:
+    """A sentence for each pinned input (:data:`PINNED`) at or below ``paths``
+    whose files changed since it was pinned: it was still being written, and
+    which snapshot is read."""
+    pins = _pins()
+    notes = []
+    for item in (inputs(*paths) if pins else []):
+        pin = pins.get(_pin_name(item))
+        if pin is None or input_key(item.path, item.kind) == pin["key"]:
+            continue
+        at = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(pin["read_at"]))
+        steps = "; ".join(f"{run}: up to step {step}" for run, step in pin["last_step"].items())
+        notes.append(f"{item.path} was still being written: every page of this build reads it as it was at "
+                     f"{at}" + (f" ({steps})" if steps else ""))
+    return notes
+
+
+def _pins() -> dict[str, dict[str, Any]]:
+    return json.loads(os.environ.get(PINNED) or "{}")
+
+
+def _pin_name(item: Input) -> str:
+    return f"{item.kind}:{item.path.resolve()}"
+
+
+def _pinned_key(item: Input) -> str | None:
+    """The cache key pinned for the input in this build (:data:`PINNED`), if any."""
+    return _pins().get(_pin_name(item), {}).get("key")
 
 
 def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) -> Any:
@@ -140,7 +220,7 @@ def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) ->
     recursively), or steps-table files. With ``lazy``, a Dask DataFrame (for
     runs too large to hold: compute what you need of it), else a pandas frame."""
     chosen = engine.scheduler(scheduler)
-    frames = [_entry(item, chosen).intervals(lazy=lazy) for item in _step_inputs(paths)]
+    frames = [_entry(item, chosen, key=_pinned_key(item)).intervals(lazy=lazy) for item in _step_inputs(paths)]
     if lazy:
         import dask.dataframe as dd
 
@@ -153,7 +233,7 @@ def load_summaries(*paths: str | Path, scheduler: Any = None) -> Summaries:
     run folders and steps tables at or below ``paths``: what the reports read
     instead of every step row."""
     chosen = engine.scheduler(scheduler)
-    return Summaries.concat([_entry(item, chosen).summaries for item in _step_inputs(paths)])
+    return Summaries.concat([_entry(item, chosen, key=_pinned_key(item)).summaries for item in _step_inputs(paths)])
 
 
 def rank_step_times(*paths: str | Path, max_ranks: int = RANK_STEPS_MAX, scheduler: Any = None) -> pd.DataFrame:
@@ -164,7 +244,7 @@ def rank_step_times(*paths: str | Path, max_ranks: int = RANK_STEPS_MAX, schedul
     chosen = engine.scheduler(scheduler)
     frames = []
     for item in _step_inputs(paths):
-        found = _entry(item, chosen)
+        found = _entry(item, chosen, key=_pinned_key(item))
         ranks = found.summaries.per_rank.groupby("run_id", observed=True)["rank"].nunique()
         small = [str(r) for r, n in ranks.items() if n <= max_ranks]
         if small:

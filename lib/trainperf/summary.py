@@ -12,6 +12,7 @@ import pandas as pd
 from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.loading import load_runs
+from trainperf.table_rules import spreadsheet_safe
 
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "experiment", "platform", "model", "precision", "gpus", "elapsed_s",
@@ -62,9 +63,10 @@ def _json_value(value: object) -> object:
 
 
 def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:
-    """``table`` as ``csv``, ``json`` (records) or ``markdown`` text."""
+    """``table`` as ``csv`` (text cells a spreadsheet would run escaped: :func:`spreadsheet_safe`),
+    ``json`` (records) or ``markdown`` text."""
     if fmt == "csv":
-        return table.to_csv(index=False)
+        return spreadsheet_safe(table).to_csv(index=False)
     if fmt == "json":
         records = [dict(zip(table.columns, map(_json_value, row))) for row in table.itertuples(index=False)]
         return json.dumps(records, indent=1)

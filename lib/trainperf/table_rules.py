@@ -160,3 +160,20 @@ def is_missing(value: object) -> bool:
     """Whether a cell is empty: None, pandas' NA or NaT, or a float NaN (numpy's too)."""
     return (value is None or value is pd.NA or value is pd.NaT
             or (isinstance(value, (float, np.floating)) and math.isnan(value)))
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a text cell as a formula (OWASP, "CSV Injection")."""
+
+
+def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` for writing as CSV: every text cell and column name that
+    starts with one of :data:`FORMULA_STARTS` gets a ``'`` in front, so a
+    spreadsheet shows it as text instead of running it (``=cmd|...``). Numeric
+    columns are left as they are: ``-1.5`` stays a number."""
+    def safe(value: object) -> object:
+        return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    text = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
+    out = table.assign(**{c: table[c].map(safe, na_action="ignore") for c in text}) if text else table
+    return out.rename(columns=safe)

@@ -17,6 +17,7 @@ from trainperf.importers import TOLERANCE, ImportResult, compare_reported, impor
 from trainperf.importers.figures import GROUPS
 from trainperf.importers.settings import MAPPING_KEY
 from trainperf.importers.tensorboard_tags import MAPPABLE
+from trainperf.table_rules import spreadsheet_safe
 
 SKIPPED_SHOWN = 5
 
@@ -88,13 +89,13 @@ def _run(args: argparse.Namespace) -> int:
         _describe(result)
     _comparisons(runs)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    runs.to_csv(args.out, index=False)
+    spreadsheet_safe(runs).to_csv(args.out, index=False)
     print(f"wrote {len(runs)} run(s) to {args.out}")
     steps = [r.steps for r in results if r.steps is not None]
     if args.steps_out:
         if steps:
             Path(args.steps_out).parent.mkdir(parents=True, exist_ok=True)
-            pd.concat(steps, ignore_index=True).to_csv(args.steps_out, index=False)
+            spreadsheet_safe(pd.concat(steps, ignore_index=True)).to_csv(args.steps_out, index=False)
             print(f"wrote {sum(len(s) for s in steps)} step row(s) to {args.steps_out}")
         else:
             print("no steps table: none of the logs prints single steps")

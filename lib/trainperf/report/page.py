@@ -57,7 +57,8 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
     ``experiments`` and ``platforms`` (``None`` or empty: all), override ``precision``,
     ``price_per_gpu_hour`` (USD) and ``baseline`` (a run_id) and derive every metric.
     ``attrs``: ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs),
-    ``warnings``, ``overrides``. :class:`InputError` names a bad parameter."""
+    ``warnings``, ``overrides``, ``snapshots`` (inputs still being written: which snapshot
+    the build reads, ``trainperf.loading.snapshots``). :class:`InputError` names a bad parameter."""
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
@@ -65,13 +66,14 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
         runs = load_runs(*paths, cache=True)
         skipped = list(runs.attrs.get("skipped", []))
         inputs = [str(Path(p).resolve()) for p in runs.attrs.get("inputs", [])]
+        snapshots = runs.attrs.get("snapshots", ())
         runs = _select(runs, "experiment", experiments, skipped)
         runs = _select(runs, "platform", platforms, skipped)
         runs, overrides = _override(runs, baseline=baseline, precision=precision,
                                     price_per_gpu_hour=price_per_gpu_hour)
         runs.attrs = {}
         derived = derive(runs)
-    derived.attrs = provenance(inputs=inputs, skipped=skipped, overrides=overrides,
+    derived.attrs = provenance(inputs=inputs, skipped=skipped, overrides=overrides, snapshots=snapshots,
                                warnings=dict.fromkeys(str(w.message) for w in caught))
     return derived
 
@@ -251,12 +253,13 @@ def sides_read(sides: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 def inputs_read(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]:
-    """The inputs read, as shown paths, and a line on the per-rank steps when given."""
+    """The inputs read, as shown paths, a line on the per-rank steps when given,
+    and one for each input that was still being written (the snapshot every page reads)."""
     out = [shown_path(p) for p in runs.attrs.get("inputs", [])]
     if steps is not None:
         out.append(f"per-rank steps: {count(steps.rows, 'row')} of {count(len(steps.run_ids), 'run')} from "
                    + (", ".join(shown_path(p) for p in steps.attrs.get("inputs", [])) or "–"))
-    return out
+    return out + list(runs.attrs.get("snapshots", []))
 
 
 def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:

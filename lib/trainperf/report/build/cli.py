@@ -48,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
     # the kernel server imports the notebooks' modules while this process imports the build's and plans it
     with forked_kernels(kernel_command() or [], Path.cwd()):
         from trainperf.report.html import count
-        from trainperf.report.build.pipeline import NOTEBOOKS, build, plan
+        from trainperf.report.build.pipeline import NOTEBOOKS, build, check_out, plan
 
         try:
+            check_out(args.out)
             jobs = plan(args.only, data=args.data, parameters=[tuple(p) for p in args.parameter],
                         out_dir=args.out, notebooks_dir=NOTEBOOKS)
             print(f"building {count(len(jobs), 'report')} into {args.out}/ with {args.jobs} at a time")

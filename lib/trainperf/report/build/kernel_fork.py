@@ -15,7 +15,15 @@ signals it gets to the kernel, and exits with the kernel's exit status; with
 no server to answer, it runs the kernel command itself. The server kills a
 kernel whose ``launch`` process is gone, and exits (killing its kernels)
 when its standard input closes, when it gets SIGTERM (at once, even while it
-imports) or when the build that started it ends.
+imports) or when the build that started it ends: Linux sends it SIGTERM when
+the build dies, even of SIGKILL, and its kernels SIGKILL when it dies
+(:func:`die_with_parent`).
+
+The server runs a command for whoever connects to its socket, so it serves
+only its own user: the socket lies in a folder only that user can enter
+(:func:`trainperf.report.build.kernels.forked_kernels` makes it), and the
+server asks the kernel for the uid of each process that connects
+(``SO_PEERCRED``), refusing any other with a line on its standard error.
 
 This file runs as a script (``python kernel_fork.py serve|launch ...``) and
 imports nothing from trainperf at the top, so that ``launch`` starts at once::
@@ -26,17 +34,21 @@ imports nothing from trainperf at the top, so that ``launch`` starts at once::
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import selectors
 import signal
 import socket
+import struct
 import sys
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
 """Signals ``launch`` passes on to its kernel (Jupyter interrupts with SIGINT, stops with SIGTERM)."""
 POLL_S = 0.05
 """How often the server looks for kernels that ended, seconds."""
+PR_SET_PDEATHSIG = 1
+"""Linux ``prctl`` option: the signal a process gets when its parent dies (``<linux/prctl.h>``)."""
 
 
 def serve(address: str, modules: list[str]) -> None:
@@ -44,6 +56,8 @@ def serve(address: str, modules: list[str]) -> None:
     if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
         del sys.path[0]  # as ipykernel_launcher: the kernel's sys.path does not start with this script's folder
     signal.signal(signal.SIGTERM, _stop)  # asked to stop, even in the middle of the imports
+    build = os.getppid()
+    die_with_parent(signal.SIGTERM, build)  # a build killed outright stops its server, which stops its kernels
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
     kernels: dict[socket.socket, int] = {}
@@ -57,12 +71,15 @@ def serve(address: str, modules: list[str]) -> None:
         selector = selectors.DefaultSelector()
         selector.register(listener, selectors.EVENT_READ)
         selector.register(sys.stdin, selectors.EVENT_READ)
-        build = os.getppid()
         while os.getppid() == build:  # the build that started the server may end without closing its pipe
             for key, _ in selector.select(POLL_S):
                 if key.fileobj is listener:
                     conn, _ = listener.accept()
+                    if not _same_user(conn):
+                        conn.close()
+                        continue
                     request = json.loads(_read_line(conn))
+                    server = os.getpid()
                     pid = os.fork()
                     if pid == 0:
                         selector.close()
@@ -70,7 +87,7 @@ def serve(address: str, modules: list[str]) -> None:
                         for other in kernels:
                             other.close()
                         conn.close()
-                        _run_kernel(request)
+                        _run_kernel(request, server)
                     conn.sendall(f"{pid}\n".encode())
                     kernels[conn] = pid
                     selector.register(conn, selectors.EVENT_READ)
@@ -99,10 +116,12 @@ def serve(address: str, modules: list[str]) -> None:
         os.unlink(address)
 
 
-def _run_kernel(request: dict) -> None:
-    """In the forked child: become the kernel ``python -m ipykernel_launcher ARGUMENTS`` would start; never returns."""
+def _run_kernel(request: dict, server: int) -> None:
+    """In the child forked by the process ``server``: become the kernel
+    ``python -m ipykernel_launcher ARGUMENTS`` would start; never returns."""
     code = 1
     try:
+        die_with_parent(signal.SIGKILL, server)
         os.setsid()  # a session of its own, as Jupyter starts a kernel (and the scheduler shares out CPU by session)
         os.chdir(request["cwd"])
         os.environ.clear()
@@ -155,6 +174,31 @@ def kernel_arguments(command: list[str]) -> list[str] | None:
         if command[i] == "-m":
             return command[i + 2:] if command[i + 1] == "ipykernel_launcher" else None
     return None
+
+
+def die_with_parent(sig: int, parent: int) -> None:
+    """Have Linux send this process ``sig`` when the thread that started it
+    ends (``prctl(PR_SET_PDEATHSIG)``), and send it now when its parent, the
+    process ``parent``, is already gone. Nothing where there is no ``prctl`` (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the request was made
+        os.kill(os.getpid(), sig)
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """Whether the process at the other end of the Unix socket ``conn`` runs as
+    this process's user (``SO_PEERCRED``; where there is none, not Linux, the
+    socket's private folder alone keeps others out); a refusal is written to standard error."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid == os.getuid():
+        return True
+    print(f"trainperf kernel server: refused a connection from process {pid} of uid {uid} "
+          f"(this server serves uid {os.getuid()} only)", file=sys.stderr, flush=True)
+    return False
 
 
 def _stop(_sig: int, _frame: object) -> None:

@@ -8,9 +8,11 @@ notebooks built in parallel, test workers) can be handed the same port in
 between, and one of them dies with ``ZMQError: Address already in use``.
 
 :class:`IPCKernelManager` uses ZeroMQ's IPC transport instead: each socket is
-a Unix socket file under a path unique to the kernel (a random name in the
-temporary folder), so no two kernels share an address and nothing is picked
-and released. The files are removed when the kernel shuts down.
+a Unix socket file in a folder of the kernel's own (a random name in the
+temporary folder, made by :func:`tempfile.mkdtemp`: only its user can enter
+it, so no other user can connect to the kernel or read its connection file,
+which lies there too), so no two kernels share an address and nothing is
+picked and released. The folder is removed when the kernel shuts down.
 
 Inside :func:`forked_kernels`, a kernel of that kernelspec is forked from a
 process that has imported :data:`PRELOAD` once (see
@@ -22,10 +24,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,14 +56,30 @@ backend: loaded before a kernel's shell exists, it would not hook into it.)"""
 
 class IPCKernelManager(AsyncKernelManager):
     """An ``AsyncKernelManager`` whose kernel listens on Unix sockets
-    ``<tmp>/trainperf-kernel-<random>-<n>`` (one name per kernel) instead of TCP ports."""
+    ``<tmp>/trainperf-kernel-<random>/k-<n>`` instead of TCP ports, in a folder of
+    its own (mode 0700) that also holds its connection file and is removed at shutdown."""
 
     transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
 
     @default("ip")
-    def _unique_ipc_path(self) -> str:
-        # Unix socket paths are limited to about 100 bytes: keep the name short
-        return os.path.join(tempfile.gettempdir(), f"{IPC_PREFIX}{uuid.uuid4().hex[:16]}")
+    def _private_ipc_path(self) -> str:
+        return os.path.join(self._folder, "k")  # Unix socket paths are limited to about 100 bytes: a short name
+
+    @default("connection_file")
+    def _private_connection_file(self) -> str:
+        return os.path.join(self._folder, "kernel.json")
+
+    @property
+    def _folder(self) -> str:
+        """This kernel's folder, made on first use."""
+        if not getattr(self, "_made", None):
+            self._made = tempfile.mkdtemp(prefix=IPC_PREFIX)
+        return self._made
+
+    async def _async_cleanup_resources(self, restart: bool = False) -> None:
+        await super()._async_cleanup_resources(restart)
+        if not restart and getattr(self, "_made", None):
+            shutil.rmtree(self._made, ignore_errors=True)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         """The kernel command; inside :func:`forked_kernels`, one that asks its
@@ -93,7 +111,10 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
     has imported :data:`PRELOAD` (the server runs ``argv``'s Python with its
     options, in ``cwd``). Yields whether a server runs: none for a kernelspec
     that does not start ipykernel that way or where processes cannot fork.
-    Inside another ``forked_kernels`` for the same Python, its server serves."""
+    Inside another ``forked_kernels`` for the same Python, its server serves.
+    The server's socket lies in a folder only this user can enter, the server
+    refuses other users (``SO_PEERCRED``), and it ends, with its kernels, when
+    this process does, even killed outright (:func:`kernel_fork.die_with_parent`)."""
     prefix = argv[:argv.index("-m")] if "-m" in argv else []
     if not hasattr(os, "fork") or not prefix or kernel_fork.kernel_arguments(argv) is None:
         yield False
@@ -102,7 +123,8 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
     if running and running["prefix"] == prefix:
         yield True
         return
-    address = os.path.join(tempfile.gettempdir(), f"{IPC_PREFIX}server-{uuid.uuid4().hex[:16]}")
+    folder = tempfile.mkdtemp(prefix=IPC_PREFIX)  # only this user can enter it, so only this user can connect
+    address = os.path.join(folder, "server")
     server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, *PRELOAD], cwd=cwd,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     saved = os.environ.get(SERVER_ENV)
@@ -124,3 +146,4 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
             server.kill()
             server.wait()
         server.stdout.close()
+        shutil.rmtree(folder, ignore_errors=True)

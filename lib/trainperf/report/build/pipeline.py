@@ -9,10 +9,15 @@ saying what is missing, which is not a failure.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
+import os
+import signal
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,11 +27,12 @@ import nbformat
 
 import trainperf
 from trainperf.errors import DataError
-from trainperf.loading import holds_inputs, holds_steps
+from trainperf.loading import PINNED, holds_inputs, holds_steps, pin_inputs
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.build.export import PageInfo, notebook_to_html, warm_up
 from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.build.index import write_index
+from trainperf.report.build.kernel_fork import die_with_parent
 from trainperf.report.build.result import ReportResult
 from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command
 from trainperf.report.page import PROJECT_ROOT, shown_path
@@ -124,12 +130,26 @@ def check_data(paths: Sequence[str | Path]) -> list[Path]:
     return resolved
 
 
+def check_out(out_dir: str | Path) -> None:
+    """Create ``out_dir``; ``ParameterError`` (one line), before any kernel
+    starts, when it cannot be created or written to."""
+    try:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out_dir).close()
+    except OSError as exc:
+        raise ParameterError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
+
+
 def build(jobs: Sequence[Job], *, workers: int = 2,
           on_done: Callable[[ReportResult], None] | None = None) -> BuildResult:
     """Run ``jobs`` (``workers`` at a time), export each to HTML and write the
     index. ``on_done`` is called with each result as it finishes. Each
     notebook runs in a kernel of its own, forked from a process that has
-    imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`)."""
+    imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`).
+    The worker processes die with this one, even when it is killed outright.
+    Every input is read once before the kernels start and each page reads
+    that snapshot (:func:`trainperf.loading.pin_inputs`), so the pages of a
+    build agree on a run folder still being written."""
     if not jobs:
         raise ParameterError("no reports to build")
     kernel = _check_kernel()
@@ -139,7 +159,10 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     results: dict[str, ReportResult] = {}
     if multiprocessing.get_start_method() == "fork":
         warm_up()  # once here, while the kernel server still imports, instead of once in each worker
-    with forked_kernels(kernel, NOTEBOOKS), ProcessPoolExecutor(max_workers=max(1, min(workers, len(jobs)))) as pool:
+    direct = multiprocessing.get_start_method() != "forkserver"  # the workers' parent is this process
+    with pinned(data_paths(jobs)), forked_kernels(kernel, NOTEBOOKS), ProcessPoolExecutor(
+            max_workers=max(1, min(workers, len(jobs))), initializer=die_with_parent if direct else None,
+            initargs=(signal.SIGKILL, os.getpid()) if direct else ()) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
         for future in as_completed(futures):
             result = future.result()
@@ -150,6 +173,33 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     index = write_index(ordered, out_dir / "index.html", version=trainperf.__version__,
                         generated=jobs[0].generated)
     return BuildResult(ordered, index, time.perf_counter() - start)
+
+
+@contextmanager
+def pinned(paths: Sequence[str]) -> Iterator[None]:
+    """While inside, the inputs at or below ``paths``, read once now, are read as
+    they are now by this process and the kernels it starts (:data:`trainperf.loading.PINNED`)."""
+    saved = os.environ.get(PINNED)
+    os.environ[PINNED] = json.dumps(pin_inputs(*paths))
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(PINNED, None)
+        else:
+            os.environ[PINNED] = saved
+
+
+def data_paths(jobs: Sequence[Job]) -> list[str]:
+    """Every path the ``jobs`` read data from: their path parameters but the claims, as given, else their
+    notebook's defaults (relative to the notebook's folder, where it runs)."""
+    paths: list[str] = []
+    for job in jobs:
+        declared = declared_parameters(job.source)
+        for name in (n for n in PATH_PARAMETERS if n in declared and n != "claims"):
+            value = job.parameters.get(name, declared[name].default)
+            paths += [str(job.source.parent / p) for p in ([value] if isinstance(value, str) else value or [])]
+    return list(dict.fromkeys(paths))
 
 
 def run_job(job: Job) -> ReportResult:
