@@ -360,9 +360,13 @@ def _tokens_per_sample(row: Mapping[str, Any]) -> float:
 
 
 def missing_inputs(row: Mapping[str, Any], convention: str) -> list[str]:
-    """Run columns that ``convention`` needs and ``row`` lacks."""
-    return [c for c in REQUIRES[convention]
-            if not _known(row.get(c)) and not (c == "n_params" and _known(row.get("n_active_params")))]
+    """Run columns that ``convention`` needs and ``row`` lacks (``counted`` per token: ``seq_len or tokens``
+    besides its FLOPs per sample)."""
+    missing = [c for c in REQUIRES[convention]
+               if not _known(row.get(c)) and not (c == "n_params" and _known(row.get("n_active_params")))]
+    if convention == "counted" and not missing and math.isnan(_tokens_per_sample(row)):
+        missing.append("seq_len or tokens")
+    return missing
 
 
 def _number(value: object) -> float:

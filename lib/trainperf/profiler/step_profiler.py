@@ -48,7 +48,7 @@ from typing import Any
 from trainperf.profiler import environment, folder
 from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, CollectiveSampler
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock
-from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
+from trainperf.profiler.comm import DdpCommTimer, parallel_module, strategy_of, watch_ddp
 from trainperf.profiler.cpu_peak import cpu_peak
 from trainperf.profiler.energy import energy_meter
 from trainperf.profiler.flop_count import StepFlopCounter, needs_counting, parameter_counts
@@ -223,7 +223,8 @@ class StepProfiler:
         communication: for ``DistributedDataParallel``, a communication hook
         wrapping ``comm_hook(comm_state, bucket)`` (default: DDP's averaging
         all-reduce; pass your own hook here rather than registering it
-        yourself, DDP takes only one). Call before the first backward. For
+        yourself, DDP takes only one); a framework's wrapper of it (Lightning
+        Fabric's ``fabric.setup``) is looked through. Call before the first backward. For
         FSDP, communication is sampled with torch.profiler
         (``collectives.py``); it also stays inside the forward and backward
         phases."""
@@ -236,9 +237,9 @@ class StepProfiler:
             if self._count_flops is None and needs_counting(model, self._config):
                 self._count_flops = True
                 self.update_config({"flops_convention": "counted"})
-            strategy = strategy_of(model)
+            strategy = strategy_of(parallel_module(model))
             if strategy == "ddp":
-                self._comm = watch_ddp(model, self._clock, comm_hook, comm_state)
+                self._comm = watch_ddp(parallel_module(model), self._clock, comm_hook, comm_state)
             elif strategy == "fsdp" and self._sample_comm is None:
                 self._start_sampling()
             if strategy is not None and strategy != self._strategy:
