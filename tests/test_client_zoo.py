@@ -6,7 +6,8 @@ checked against the client's own timers and counters or a hand computation, each
 * step times: Lightning's ``ThroughputMonitor`` clock, and the plain loop's own clock read after each step
   (both read at the step's end, as the profiler is: within 10 ms + 2 %);
 * time outside the steps: the ``Trainer``'s ``eval_runtime`` (inside the profiler's ``validation``, which adds the
-  ``Trainer``'s logging at that step: within 0.5 s) and the loop's own clock around its rank-0 evaluation;
+  ``Trainer``'s logging at that step: within 0.5 s) and the rank-0 evaluation's own clock in the plain loop (inside
+  the phase: within 10 ms + 5 %);
 * FLOPs: none of the models is a decoder-only transformer (an encoder-decoder LM, an encoder classifier, a CNN),
   so each is counted, and the count equals Lightning's own ``measure_flops`` on the same model and batch, or the
   hand count below (exactly: both count the same matmuls and convolutions);
@@ -31,6 +32,8 @@ from trainperf.runfolder.eventfile import read_events
 sys.path.insert(0, str(Path(__file__).parent))
 import zoo_clients as zoo  # noqa: E402
 
+pytestmark = [pytest.mark.filterwarnings("ignore:When using the `ThroughputMonitor`"),
+              pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
 TIMEOUT_S = 300
 
@@ -186,8 +189,8 @@ def check_fabric_loop(run_dir: Path, found: list[dict], ranks: int) -> None:
             if (run_dir / f"events-rank{rank}.jsonl").exists() else ([], [])
         validations = [e.seconds for e in events if e.name == "validation"]
         assert len(validations) == len(client["evaluations"]) == (2 if rank == 0 else 0)
-        for seconds, timed in zip(validations, client["evaluations"]):
-            assert within(seconds, timed, 0.005, 0.05)
+        for seconds, timed in zip(validations, client["evaluations"]):  # the evaluation's clock, inside the phase
+            assert timed <= seconds <= timed + 0.01 + 0.05 * timed
 
 
 def test_fabric_readme_loop_training_a_cnn(tmp_path, monkeypatch):
