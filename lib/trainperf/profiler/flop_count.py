@@ -37,9 +37,10 @@ NOT_DECODER_ONLY = ("Transformer", "TransformerDecoderLayer", "TransformerDecode
 
 def needs_counting(model: Any, config: Mapping[str, Any]) -> bool:
     """Whether the FLOPs of ``model`` (under DDP, its module) must be counted:
-    ``config`` names no ``flops_convention`` nor ``flops_per_token``, and the
-    model is not a decoder-only transformer (:func:`decoder_only_transformer`)."""
-    if "flops_convention" in config or "flops_per_token" in config:
+    ``config`` gives no ``flops_convention``, ``flops_per_token`` nor
+    ``flops_per_sample``, and the model is not a decoder-only transformer
+    (:func:`decoder_only_transformer`)."""
+    if any(key in config for key in ("flops_convention", "flops_per_token", "flops_per_sample")):
         return False
     return not decoder_only_transformer(getattr(model, "module", model))
 
