@@ -184,3 +184,22 @@ def test_a_model_without_matmuls_is_counted_once_and_gets_no_mfu(tmp_path, monke
     prof.close()
     run = derive(trainperf.load_runs(tmp_path / "scale")).iloc[0]
     assert len(counters) == 1 and run["flops_convention_used"] == "counted" and pd.isna(run["mfu"])
+
+
+def test_a_counter_that_fails_warns_and_the_step_goes_on(tmp_path, monkeypatch):
+    """The FLOP counter's own failure (here: entering it) never reaches the training step: a warning, no MFU."""
+    from torch.utils import flop_counter
+
+    def broken(self: object) -> None:
+        raise RuntimeError("no dispatch mode here")
+
+    monkeypatch.setattr(flop_counter.FlopCounterMode, "__enter__", broken)
+    prof = trainperf.StepProfiler(tmp_path / "broken", config={"precision": "fp32", "peak_tflops_per_gpu": 0.05})
+    model = prof.watch(cnn())
+    with pytest.warns(step_profiler.ProfilerWarning, match="the FLOP counter failed: RuntimeError: no dispatch"):
+        for _ in range(3):
+            with prof.step(samples=8):
+                model(torch.randn(8, 1, 8, 8)).sum().backward()
+    prof.close()
+    run = derive(trainperf.load_runs(tmp_path / "broken")).iloc[0]
+    assert run["steps"] >= 1 and run["flops_convention_used"] == "counted" and pd.isna(run["mfu"])

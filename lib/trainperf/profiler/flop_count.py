@@ -88,25 +88,41 @@ def parameter_counts(model: Any) -> dict[str, float] | None:
 
 class StepFlopCounter:
     """A context manager that counts the FLOPs run inside it (``total``),
-    with scaled-dot-product attention on the math backend."""
+    with scaled-dot-product attention on the math backend. A failure of the
+    counter's own (entering or leaving it) is kept in ``error``, never raised:
+    the step it counts goes on."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self._counter: Any = None
+        self.error: str | None = None
 
     def __enter__(self) -> StepFlopCounter:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         from torch.utils.flop_counter import FlopCounterMode
 
-        self._counter = FlopCounterMode(display=False)
-        self._stack.enter_context(sdpa_kernel(SDPBackend.MATH))
-        self._stack.enter_context(self._counter)
+        try:
+            self._counter = FlopCounterMode(display=False)
+            self._stack.enter_context(sdpa_kernel(SDPBackend.MATH))
+            self._stack.enter_context(self._counter)
+        except Exception as exc:
+            self._failed(exc)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stack.close()
+        try:
+            self._stack.close()
+        except Exception as error:
+            self._failed(error)
+
+    def _failed(self, exc: Exception) -> None:
+        self.error = f"{type(exc).__name__}: {exc}"
+        try:
+            self._stack.close()
+        except Exception:
+            pass
 
     @property
     def total(self) -> int:
-        """FLOPs counted (forward, backward and optimizer of this rank)."""
-        return int(self._counter.get_total_flops())
+        """FLOPs counted (forward, backward and optimizer of this rank); 0 after an error."""
+        return 0 if self.error is not None else int(self._counter.get_total_flops())

@@ -419,17 +419,18 @@ class StepProfiler:
             self._window_start = end
         self._flush(wait=False)
 
-    def _counted(self, flops: int, record: StepRecord) -> None:
+    def _counted(self, counter: StepFlopCounter, record: StepRecord) -> None:
         """Record the FLOPs of the counted step per sample (``flops_per_sample``)
         and count no more."""
         self._count_flops = False
         samples = float(record.samples) if record.samples is not None else 0.0
-        if samples > 0 and flops > 0:
-            self.update_config({"flops_per_sample": flops / samples})
+        if samples > 0 and counter.total > 0:
+            self.update_config({"flops_per_sample": counter.total / samples})
         else:
-            self._warn_once("count_flops", "no MFU: the FLOPs of a step are counted per sample, and the first step "
-                                           + ("gave no samples= to step()" if samples <= 0 else
-                                              "ran no operation the FLOP counter counts (matmul, convolution)"))
+            self._warn_once("count_flops", "no MFU: " + (
+                f"the FLOP counter failed: {counter.error}" if counter.error else
+                "the FLOPs of a step are counted per sample, and the first step gave no samples= to step()"
+                if samples <= 0 else "the first step ran no operation the FLOP counter counts (matmul, convolution)"))
 
     def _end_step(self, record: StepRecord, failed: bool, error: BaseException | None = None) -> None:
         if self._open is not record:
@@ -630,7 +631,7 @@ class _Step:
         if self._counter is not None:
             self._counter.__exit__(None, None, None)
             if exc_type is None:
-                self._profiler._counted(self._counter.total, self._record)
+                self._profiler._counted(self._counter, self._record)
         self._range.__exit__(None, None, None)
         self._profiler._end_step(self._record, exc_type is not None, exc if isinstance(exc, BaseException) else None)
         return False
