@@ -1,6 +1,8 @@
-"""Every model gets MFU: watch(model) records its parameters, and
-count_flops=True counts one step's FLOPs with PyTorch's FLOP counter; both
-checked against counts worked out by hand."""
+"""Every model gets MFU from FLOPs that fit it: watch(model) records its
+parameters, keeps the per-token formulas for decoder-only transformers and
+counts one step's FLOPs with PyTorch's FLOP counter for any other model
+(count_flops=True counts whatever the model); checked against counts worked
+out by hand."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from torch import nn
 
 import trainperf
 from trainperf import derive
-from trainperf.profiler.flop_count import StepFlopCounter
+from trainperf.bench.model import GPT, model_config
+from trainperf.profiler import step_profiler
+from trainperf.profiler.flop_count import StepFlopCounter, decoder_only_transformer, needs_counting
 from trainperf.table_rules import check_runs
 
 B, T, D, V = 2, 16, 32, 50
@@ -91,3 +95,111 @@ def test_a_transformer_keeps_its_formula_and_the_counted_convention_gives_its_fl
     assert palm["flops_convention_used"] == "palm"  # a formula that fits the model is not replaced
     assert counted["flops_per_token"] == pytest.approx(TRANSFORMER_FLOPS_PER_SAMPLE / T)
     assert counted["tflops_total"] == pytest.approx(1000.0 * TRANSFORMER_FLOPS_PER_SAMPLE / T / 1e12)
+
+
+class BagOfWords(nn.Module):
+    """A text classifier: mean of the token embeddings, one linear layer to the classes (no attention)."""
+
+    def __init__(self, vocab: int = 1000, width: int = 64, classes: int = 4) -> None:
+        super().__init__()
+        self.emb, self.fc = nn.Embedding(vocab, width), nn.Linear(width, classes)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.emb(ids).mean(1))
+
+
+def test_an_embedding_and_linear_classifier_gets_counted_flops_not_six_n(tmp_path):
+    """watch() alone, as the README shows: the model is no transformer, so its first step is counted. By hand:
+    the 64 → 4 layer's forward is 2 · 8 · 64 · 4 = 4,096 FLOPs a step, its backward (input and weight gradients)
+    8,192: 12,288 a step of 8 sequences of 32 tokens = 1,536 a sample, 48 a token (the embedding lookup and the
+    mean are no matmul). 6N would say 6 · 64,260 = 385,560 a token, 8,033 times as much (MFU 462-499 %)."""
+    torch.manual_seed(0)
+    net = BagOfWords()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    prof = trainperf.StepProfiler(tmp_path / "bag", config={"model": "bag", "precision": "fp32",
+                                                              "peak_tflops_per_gpu": 0.05})
+    model = prof.watch(net)
+    for _ in range(4):
+        ids, labels = torch.randint(0, 1000, (8, 32)), torch.randint(0, 4, (8,))
+        with prof.step(tokens=ids.numel(), samples=8):
+            nn.functional.cross_entropy(model(ids), labels).backward()
+            opt.step()
+            opt.zero_grad()
+    prof.close()
+    run = derive(trainperf.load_runs(tmp_path / "bag")).iloc[0]
+    assert run["n_params"] == 1000 * 64 + 64 * 4 + 4
+    assert run["flops_convention_used"] == "counted" and run["flops_per_sample"] == 1536
+    assert run["flops_per_token"] == 48  # no seq_len given: the run's tokens per sample, 32
+    assert run["tflops_per_gpu"] == pytest.approx(run["tokens_per_s"] * 48 / 1e12)
+    assert run["mfu"] == pytest.approx(run["tflops_per_gpu"] / 0.05)
+
+
+def test_decoder_only_transformers_are_recognised_from_their_config_or_module_tree():
+    from transformers import BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel
+
+    small = {"num_hidden_layers": 1, "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32,
+             "vocab_size": 50}
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=50))
+    bert = BertForSequenceClassification(BertConfig(**small))
+    encoder_layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    causal_stack = nn.Sequential(nn.Embedding(50, 16), nn.TransformerEncoder(encoder_layer, 1), nn.Linear(16, 50))
+    seq2seq = nn.Sequential(nn.Embedding(50, 16), nn.Transformer(16, 2, 1, 1, 32, batch_first=True), nn.Linear(16, 50))
+    assert decoder_only_transformer(gpt2) and decoder_only_transformer(GPT(model_config("tiny", 16)))
+    assert decoder_only_transformer(causal_stack)  # self-attention blocks between a token embedding and an LM head
+    assert not decoder_only_transformer(bert)  # an encoder (model_type bert) with a classifier
+    assert not decoder_only_transformer(seq2seq)  # cross-attention: an encoder-decoder
+    assert not decoder_only_transformer(BagOfWords()) and not decoder_only_transformer(cnn())
+    assert not decoder_only_transformer(TinyTransformer())  # attention by a function call: counted, still right
+    assert needs_counting(bert, {}) and not needs_counting(bert, {"flops_convention": "6n"})
+    assert not needs_counting(gpt2, {})
+
+
+def test_a_transformer_keeps_its_formula_and_nothing_is_counted(tmp_path):
+    config = model_config("tiny", 16)
+    torch.manual_seed(0)
+    net = GPT(config)
+    prof = trainperf.StepProfiler(tmp_path / "gpt", config={"precision": "fp32", "n_layers": config.n_layers,
+                                                              "d_model": config.d_model, "seq_len": 16})
+    model = prof.watch(net)
+    for _ in range(3):
+        ids = torch.randint(0, config.vocab_size, (2, 16))
+        with prof.step(tokens=ids.numel(), samples=2):
+            nn.functional.cross_entropy(model(ids).flatten(0, 1), ids.flatten()).backward()
+    prof.close()
+    run = derive(trainperf.load_runs(tmp_path / "gpt")).iloc[0]
+    assert run["flops_convention_used"] == "palm" and pd.isna(run.get("flops_per_sample"))
+
+
+def test_a_model_without_matmuls_is_counted_once_and_gets_no_mfu(tmp_path, monkeypatch):
+    """An element-wise model: the counter sees no FLOPs; one counted step, a warning, no figure."""
+    counters = []
+    monkeypatch.setattr(step_profiler, "StepFlopCounter", lambda: counters.append(1) or StepFlopCounter())
+    scale = nn.Parameter(torch.ones(4))
+    prof = trainperf.StepProfiler(tmp_path / "scale", config={"precision": "fp32", "peak_tflops_per_gpu": 0.05})
+    prof.watch(nn.ParameterList([scale]))
+    with pytest.warns(step_profiler.ProfilerWarning, match="no operation the FLOP counter counts"):
+        for _ in range(3):
+            with prof.step(samples=4):
+                (torch.randn(4, 4) * scale).sum().backward()
+    prof.close()
+    run = derive(trainperf.load_runs(tmp_path / "scale")).iloc[0]
+    assert len(counters) == 1 and run["flops_convention_used"] == "counted" and pd.isna(run["mfu"])
+
+
+def test_a_counter_that_fails_warns_and_the_step_goes_on(tmp_path, monkeypatch):
+    """The FLOP counter's own failure (here: entering it) never reaches the training step: a warning, no MFU."""
+    from torch.utils import flop_counter
+
+    def broken(self: object) -> None:
+        raise RuntimeError("no dispatch mode here")
+
+    monkeypatch.setattr(flop_counter.FlopCounterMode, "__enter__", broken)
+    prof = trainperf.StepProfiler(tmp_path / "broken", config={"precision": "fp32", "peak_tflops_per_gpu": 0.05})
+    model = prof.watch(cnn())
+    with pytest.warns(step_profiler.ProfilerWarning, match="the FLOP counter failed: RuntimeError: no dispatch"):
+        for _ in range(3):
+            with prof.step(samples=8):
+                model(torch.randn(8, 1, 8, 8)).sum().backward()
+    prof.close()
+    run = derive(trainperf.load_runs(tmp_path / "broken")).iloc[0]
+    assert run["steps"] >= 1 and run["flops_convention_used"] == "counted" and pd.isna(run["mfu"])

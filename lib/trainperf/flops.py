@@ -93,7 +93,9 @@ need no ``N``; the others take the count the tool itself uses.
     matmul's weight, tied) and the position embedding included.
 ``counted``
     The FLOPs PyTorch's FLOP counter saw in one training step, per sample
-    (``flops_per_sample``), over ``T``; no ``N``.
+    (``flops_per_sample``), over ``T`` (``seq_len``, else the run's tokens
+    per sample); no ``N``. What the profiler records for a model that is not
+    a decoder-only transformer, which the formulas above do not describe.
 
 Hardware FLOPs (HFU) count activation recomputation: one more forward pass,
 so ``4/3`` of the model FLOPs (forward 1 + backward 2 + recomputed forward 1).
@@ -136,7 +138,8 @@ FORMULAS: dict[str, str] = {
                        "attention over the width d",
     "llmc": "6·N + 6·L·d·T — llm.c's gpt2_estimate_mfu",
     "counted": "the FLOPs PyTorch's FLOP counter saw in one training step, per sample "
-               "(StepProfiler(count_flops=True)); per token: / T; attention over the full T × T scores",
+               "(the StepProfiler counts it for a model that is not a decoder-only transformer); per token: / T; "
+               "attention over the full T × T scores",
 }
 """How each convention counts, in one line for the reader of a report (N: n_active_params where given)."""
 
@@ -342,15 +345,28 @@ _BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
     "megatron": _shaped(megatron, MEGATRON_SHAPE),
     "megatron-2024": _shaped(megatron_2024, tuple(c for c in MEGATRON_SHAPE if c != "moe_ffn_hidden_size")),
     "megatron-2023": _shaped(megatron_2023, ("n_heads", "num_query_groups")),
-    "counted": lambda row: float(row["flops_per_sample"]) / _number(row.get("seq_len")),  # per sample over T
+    "counted": lambda row: float(row["flops_per_sample"]) / _tokens_per_sample(row),
 }
 """Each convention's FLOPs per token of a row that has the inputs it needs."""
 
 
+def _tokens_per_sample(row: Mapping[str, Any]) -> float:
+    """``T`` of the ``counted`` convention: ``seq_len``, else the run's tokens
+    over its samples (NaN where neither is known)."""
+    if _known(row.get("seq_len")):
+        return float(row["seq_len"])
+    samples = _number(row.get("samples"))
+    return _number(row.get("tokens")) / samples if samples > 0 else math.nan
+
+
 def missing_inputs(row: Mapping[str, Any], convention: str) -> list[str]:
-    """Run columns that ``convention`` needs and ``row`` lacks."""
-    return [c for c in REQUIRES[convention]
-            if not _known(row.get(c)) and not (c == "n_params" and _known(row.get("n_active_params")))]
+    """Run columns that ``convention`` needs and ``row`` lacks (``counted`` per token: ``seq_len or tokens``
+    besides its FLOPs per sample)."""
+    missing = [c for c in REQUIRES[convention]
+               if not _known(row.get(c)) and not (c == "n_params" and _known(row.get("n_active_params")))]
+    if convention == "counted" and not missing and math.isnan(_tokens_per_sample(row)):
+        missing.append("seq_len or tokens")
+    return missing
 
 
 def _number(value: object) -> float:

@@ -106,7 +106,7 @@ IDENTITY: list[Column] = [
                                         "(trainperf.hardware)", "positive"),
     Column("flops_per_token", "float", "model FLOPs per token, forward + backward (override of the convention)", "positive"),
     Column("flops_per_sample", "float", "model FLOPs per sample, forward + backward, as counted by "
-                                        "StepProfiler(count_flops=True) (the counted convention)", "positive"),
+                                        "the StepProfiler in one step (the counted convention)", "positive"),
     Column("peak_tflops_per_gpu", "float",
            "dense peak TFLOP/s of one device at the run's precision (override; e.g. a measured CPU matmul peak)",
            "positive"),

@@ -2,8 +2,13 @@
 configuration does not give them.
 
 ``StepProfiler.watch(model)`` records the model's parameter count
-(:func:`parameter_counts`). ``StepProfiler(..., count_flops=True)`` counts
-the FLOPs of the first step it times (a warm-up step: counting slows it)
+(:func:`parameter_counts`) and decides how its FLOPs are known
+(:func:`needs_counting`): the FLOPs conventions per token (``6n``, ``palm``,
+...) are formulas for decoder-only transformers, so any other model, and one
+not recognised as such, has the FLOPs of its first step counted.
+``StepProfiler(..., count_flops=True)`` counts whatever the model; ``False``
+never. The first step the profiler times is counted (a warm-up step:
+counting slows it, see docs/profiler.md)
 with PyTorch's FLOP counter (:class:`StepFlopCounter`): every matrix product
 and convolution of the forward and backward passes, attention under the
 math backend (the counter sees no FLOPs in the fused attention kernels of
@@ -16,7 +21,55 @@ describes (CNNs, diffusion models, recommenders).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from typing import Any
+
+
+DECODER_ONLY_MODEL_TYPES: frozenset[str] = frozenset({
+    "bloom", "codegen", "cohere", "deepseek_v2", "deepseek_v3", "falcon", "gemma", "gemma2", "gemma3_text", "glm",
+    "gpt2", "gpt_bigcode", "gpt_neo", "gpt_neox", "gptj", "granite", "llama", "mistral", "mixtral", "mpt",
+    "nemotron", "olmo", "olmo2", "opt", "phi", "phi3", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "stablelm",
+    "starcoder2"})
+"""``model_type`` of the transformers configurations of decoder-only language models."""
+NOT_DECODER_ONLY = ("Transformer", "TransformerDecoderLayer", "TransformerDecoder")
+"""torch modules of an encoder-decoder (cross-attention): ``nn.Transformer`` and its decoder layers."""
+
+
+def needs_counting(model: Any, config: Mapping[str, Any]) -> bool:
+    """Whether the FLOPs of ``model`` (under DDP, its module) must be counted:
+    ``config`` gives no ``flops_convention``, ``flops_per_token`` nor
+    ``flops_per_sample``, and the model is not a decoder-only transformer
+    (:func:`decoder_only_transformer`)."""
+    if any(key in config for key in ("flops_convention", "flops_per_token", "flops_per_sample")):
+        return False
+    return not decoder_only_transformer(getattr(model, "module", model))
+
+
+def decoder_only_transformer(model: Any) -> bool:
+    """Whether ``model`` is a decoder-only transformer, as its transformers
+    configuration says (``model_type`` in :data:`DECODER_ONLY_MODEL_TYPES`,
+    or ``is_decoder``; never ``is_encoder_decoder``), or else as its module
+    tree shows: a token embedding, self-attention modules (``MultiheadAttention``
+    or a class named ``*Attention``/``*Attn``), a last linear layer as wide as
+    the vocabulary (the LM head), and no encoder-decoder module
+    (:data:`NOT_DECODER_ONLY`, a class named ``*Cross*``). The tree cannot show
+    a causal mask: an encoder with a vocabulary head passes."""
+    modules = list(model.modules()) if hasattr(model, "modules") else []
+    config = next((m.config for m in modules if hasattr(getattr(m, "config", None), "model_type")), None)
+    if config is not None:
+        if getattr(config, "is_encoder_decoder", False):
+            return False
+        return config.model_type in DECODER_ONLY_MODEL_TYPES or bool(getattr(config, "is_decoder", False))
+    from torch import nn
+
+    names = [type(m).__name__ for m in modules]
+    if any(n in NOT_DECODER_ONLY or "Cross" in n for n in names):
+        return False
+    vocabularies = {m.num_embeddings for m in modules if isinstance(m, nn.Embedding)}
+    linears = [m for m in modules if isinstance(m, nn.Linear)]
+    attention = any(isinstance(m, nn.MultiheadAttention) or n.endswith(("Attention", "Attn"))
+                    for m, n in zip(modules, names))
+    return attention and bool(linears) and linears[-1].out_features in vocabularies
 
 
 def parameter_counts(model: Any) -> dict[str, float] | None:
@@ -35,25 +88,41 @@ def parameter_counts(model: Any) -> dict[str, float] | None:
 
 class StepFlopCounter:
     """A context manager that counts the FLOPs run inside it (``total``),
-    with scaled-dot-product attention on the math backend."""
+    with scaled-dot-product attention on the math backend. A failure of the
+    counter's own (entering or leaving it) is kept in ``error``, never raised:
+    the step it counts goes on."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
         self._counter: Any = None
+        self.error: str | None = None
 
     def __enter__(self) -> StepFlopCounter:
         from torch.nn.attention import SDPBackend, sdpa_kernel
         from torch.utils.flop_counter import FlopCounterMode
 
-        self._counter = FlopCounterMode(display=False)
-        self._stack.enter_context(sdpa_kernel(SDPBackend.MATH))
-        self._stack.enter_context(self._counter)
+        try:
+            self._counter = FlopCounterMode(display=False)
+            self._stack.enter_context(sdpa_kernel(SDPBackend.MATH))
+            self._stack.enter_context(self._counter)
+        except Exception as exc:
+            self._failed(exc)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stack.close()
+        try:
+            self._stack.close()
+        except Exception as error:
+            self._failed(error)
+
+    def _failed(self, exc: Exception) -> None:
+        self.error = f"{type(exc).__name__}: {exc}"
+        try:
+            self._stack.close()
+        except Exception:
+            pass
 
     @property
     def total(self) -> int:
-        """FLOPs counted (forward, backward and optimizer of this rank)."""
-        return int(self._counter.get_total_flops())
+        """FLOPs counted (forward, backward and optimizer of this rank); 0 after an error."""
+        return 0 if self.error is not None else int(self._counter.get_total_flops())

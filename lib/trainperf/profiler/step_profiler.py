@@ -48,10 +48,10 @@ from typing import Any
 from trainperf.profiler import environment, folder
 from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, CollectiveSampler
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock
-from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
+from trainperf.profiler.comm import DdpCommTimer, parallel_module, strategy_of, watch_ddp
 from trainperf.profiler.cpu_peak import cpu_peak
 from trainperf.profiler.energy import energy_meter
-from trainperf.profiler.flop_count import StepFlopCounter, parameter_counts
+from trainperf.profiler.flop_count import StepFlopCounter, needs_counting, parameter_counts
 from trainperf.profiler.folder import RunFolderInUse
 from trainperf.profiler.memory import GIB, CudaMemory, HostPeak, host_memory_reader
 from trainperf.profiler.record import CARRIED, DATA, PHASE_INDEX, StepRecord, resolve
@@ -95,7 +95,10 @@ class StepProfiler:
 
     ``count_flops``: count the FLOPs of the first step with PyTorch's FLOP
     counter and record ``flops_per_sample`` (``flop_count.py``): MFU for a
-    model no FLOPs formula describes (a CNN, a diffusion model). ``watch``
+    model no FLOPs formula describes (a CNN, a diffusion model). None (the
+    default): ``watch(model)`` decides, counting unless ``config`` names a
+    FLOPs convention or the model is a decoder-only transformer, and records
+    ``flops_convention = counted`` when it counts. ``watch``
     records the model's parameter count unless ``config`` gives ``n_params``.
 
     ``comm_sampling``: measure communication with sampled ``torch.profiler``
@@ -120,7 +123,7 @@ class StepProfiler:
                  warmup_steps: int = 2, warmup: str = "mser", trace: bool = True, device: Any = None,
                  overwrite: bool = False,
                  comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
-                 comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool = False,
+                 comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool | None = None,
                  reset_peak_memory: bool = False) -> None:
         self.run_dir = Path(run_dir)
         self.warmup_steps = warmup_steps
@@ -220,7 +223,8 @@ class StepProfiler:
         communication: for ``DistributedDataParallel``, a communication hook
         wrapping ``comm_hook(comm_state, bucket)`` (default: DDP's averaging
         all-reduce; pass your own hook here rather than registering it
-        yourself, DDP takes only one). Call before the first backward. For
+        yourself, DDP takes only one); a framework's wrapper of it (Lightning
+        Fabric's ``fabric.setup``) is looked through. Call before the first backward. For
         FSDP, communication is sampled with torch.profiler
         (``collectives.py``); it also stays inside the forward and backward
         phases."""
@@ -230,9 +234,12 @@ class StepProfiler:
             counts = parameter_counts(model)
             if counts is not None:
                 self.update_config(counts)  # the configuration's own n_params wins
-            strategy = strategy_of(model)
+            if self._count_flops is None and needs_counting(model, self._config):
+                self._count_flops = True
+                self.update_config({"flops_convention": "counted"})
+            strategy = strategy_of(parallel_module(model))
             if strategy == "ddp":
-                self._comm = watch_ddp(model, self._clock, comm_hook, comm_state)
+                self._comm = watch_ddp(parallel_module(model), self._clock, comm_hook, comm_state)
             elif strategy == "fsdp" and self._sample_comm is None:
                 self._start_sampling()
             if strategy is not None and strategy != self._strategy:
@@ -412,16 +419,18 @@ class StepProfiler:
             self._window_start = end
         self._flush(wait=False)
 
-    def _counted(self, flops: int, record: StepRecord) -> None:
-        """Record the FLOPs of one counted step per sample (``flops_per_sample``)
-        and count no more; a step without samples is counted again next time."""
+    def _counted(self, counter: StepFlopCounter, record: StepRecord) -> None:
+        """Record the FLOPs of the counted step per sample (``flops_per_sample``)
+        and count no more."""
+        self._count_flops = False
         samples = float(record.samples) if record.samples is not None else 0.0
-        if samples > 0 and flops > 0:
-            self._count_flops = False
-            self.update_config({"flops_per_sample": flops / samples})
-        elif record.samples is None:
-            self._warn_once("count_flops", "count_flops needs samples= in step(): FLOPs are counted per sample")
-            self._count_flops = False
+        if samples > 0 and counter.total > 0:
+            self.update_config({"flops_per_sample": counter.total / samples})
+        else:
+            self._warn_once("count_flops", "no MFU: " + (
+                f"the FLOP counter failed: {counter.error}" if counter.error else
+                "the FLOPs of a step are counted per sample, and the first step gave no samples= to step()"
+                if samples <= 0 else "the first step ran no operation the FLOP counter counts (matmul, convolution)"))
 
     def _end_step(self, record: StepRecord, failed: bool, error: BaseException | None = None) -> None:
         if self._open is not record:
@@ -622,7 +631,7 @@ class _Step:
         if self._counter is not None:
             self._counter.__exit__(None, None, None)
             if exc_type is None:
-                self._profiler._counted(self._counter.total, self._record)
+                self._profiler._counted(self._counter, self._record)
         self._range.__exit__(None, None, None)
         self._profiler._end_step(self._record, exc_type is not None, exc if isinstance(exc, BaseException) else None)
         return False
