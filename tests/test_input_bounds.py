@@ -5,15 +5,23 @@ its symptom before the fix."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from trainperf import DataError
+from trainperf import DataError, DataWarning, derive, load_runs, load_steps
+from trainperf.aggregate import find_warmup
+from trainperf.importers import import_path
 from trainperf.importers.settings import MAX_YAML_BYTES, read_yaml
+from trainperf.runfolder import rankfile
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,3 +99,163 @@ def test_a_sidecar_over_the_size_bound_is_refused_and_one_under_it_read(tmp_path
         read_yaml(sidecar)
     sidecar.write_text("model: m\n" + "# padding\n" * (MAX_YAML_BYTES // 10 - 1))
     assert read_yaml(sidecar) == {"model": "m"}
+
+
+# --- bounds and types ---------------------------------------------------------------------------------------------
+
+def write_run(folder: Path, ranks: dict[int, list[bytes]], environment: dict | None = None, **manifest) -> Path:
+    """A run folder: ``ranks`` maps a rank to its step lines (bytes, each ending in a newline), each file closed
+    with an end line."""
+    folder.mkdir(parents=True)
+    content = {"format": "trainperf-run", "version": 1, "config": {"model": "m"}, "warmup_steps": 1,
+               "environment": {"world_size": len(ranks), "device": "cpu", "strategy": "ddp", **(environment or {})},
+               **manifest}
+    (folder / "manifest.json").write_text(json.dumps(content))
+    for rank, lines in ranks.items():
+        body = rankfile.header_line(rank, "a", None, "a") + b"".join(lines) + rankfile.end_line(len(lines), {})
+        (folder / f"steps-rank{rank}.jsonl").write_bytes(body)
+    return folder
+
+
+def step(i: int, seconds: float = 1.0, forward: float = 0.5, tokens: float = 100.0) -> bytes:
+    """A step line as the profiler writes it: step ``i`` starts at ``i`` s and takes ``seconds``; step 0 is
+    warm-up. Values the profiler could never write (NaN, infinities) are written as Python's json does."""
+    values = dict.fromkeys(rankfile.LINE_COLUMNS)
+    values.update(step=i, warmup=i == 0, start_s=float(i), step_s=seconds, forward_s=forward, tokens=tokens,
+                  samples=1.0, micro_steps=1, out_of_memory=False)
+    return (json.dumps([values[c] for c in rankfile.LINE_COLUMNS]) + "\n").encode()
+
+
+def test_a_world_size_of_a_billion_is_refused_at_once_in_bounded_memory(tmp_path):
+    """It took 19 GB and two minutes (a billion ranks listed as having recorded nothing): now a DataError naming
+    the manifest and the key, with the reader's memory growing by less than 20 MB (tracemalloc's peak)."""
+    folder = write_run(tmp_path / "r", {0: [step(i) for i in range(4)]}, {"world_size": 1_000_000_000})
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError, match=r"manifest.json, column 'environment.world_size': 1e\+09 is more than "
+                                             r"1,048,576"):
+            load_runs(folder)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6
+
+
+def test_a_steps_file_beyond_the_world_size_is_refused_naming_it(tmp_path):
+    folder = write_run(tmp_path / "r", {r: [step(i) for i in range(4)] for r in range(3)}, {"world_size": 2})
+    with pytest.raises(DataError, match=r"steps-rank2.jsonl: rank 2 is beyond the manifest's world_size, 2"):
+        load_runs(folder)
+
+
+@pytest.mark.parametrize("manifest, key, problem", [
+    ({"environment": {"world_size": "2"}}, "environment.world_size", "'2' is not a number"),
+    ({"environment": {"world_size": 0}}, "environment.world_size", "0 must be a count of at least 1"),
+    ({"environment": {"world_size": 1.5}}, "environment.world_size", "1.5 must be a whole number"),
+    ({"environment": {"host": ["cores", 8]}}, "environment.host", "['cores', 8] is not of type dict"),
+    ({"environment": {"host": {"cores": "many"}}}, "environment.host.cores", "'many' is not a number"),
+    ({"environment": {"ranks": [{"rank": 0, "node": 3}]}}, "environment.ranks[0].node", "3 is not of type str"),
+    ({"environment": {"cpu_peak": {"tflops": -1}}}, "environment.cpu_peak.tflops", "-1 must be greater than 0"),
+    ({"environment": "cpu"}, "environment", "not an object"),
+    ({"config": {"model": "m", "tensor_parallel": "abc"}}, "config.tensor_parallel", "'abc' is not a number"),
+    ({"config": {"model": "m", "seq_len": float("nan")}}, "config.seq_len", "nan must be a finite number"),
+    ({"warmup_steps": -1}, "warmup_steps", "-1 must not be negative"),
+    ({"warmup_rule": 3}, "warmup_rule", "warmup_rule 3 is not one of mser, fixed"),
+])
+def test_a_manifest_value_of_the_wrong_type_or_out_of_bounds_names_the_file_and_key(tmp_path, manifest, key,
+                                                                                      problem):
+    """Each gave a raw traceback naming no file (``int('2')`` of a dict, ``float('abc')``) or passed."""
+    environment = manifest.pop("environment", None)
+    folder = write_run(tmp_path / "r", {0: [step(i) for i in range(4)]}, **manifest)
+    if environment is not None:
+        content = json.loads((folder / "manifest.json").read_text())
+        content["environment"] = environment if not isinstance(environment, dict) else \
+            {**content["environment"], **environment}
+        (folder / "manifest.json").write_text(json.dumps(content))
+    with pytest.raises(DataError) as caught:
+        load_runs(folder)
+    assert str(caught.value).startswith(f"{folder / 'manifest.json'}, column '{key}': {problem}")
+
+
+@pytest.mark.parametrize("bad, reason", [
+    (step(3, seconds=1e300), "step_s 1e+300 is more than 2,592,000"),
+    (step(3, seconds=float("nan")), "step_s missing (null or NaN)"),
+    (step(3, seconds=float("inf")), "step_s inf must be a finite number"),
+    (step(3, seconds=-1.0), "step_s -1 must be greater than 0"),
+    (step(3, seconds=0.0), "step_s 0 must be greater than 0"),
+    (step(3, forward=-0.5), "forward_s -0.5 must not be negative"),
+    (step(3, forward=float("nan")), None),  # a phase not timed: the line is good
+])
+def test_an_impossible_value_on_a_step_line_skips_the_line_naming_file_line_and_key(tmp_path, bad, reason):
+    """A step time of 1e300 s gave "0 tokens/s" marked ok; NaN, negative and zero times were accepted. Steps 0-5
+    of 1 s and 100 tokens each, step 0 warm-up, step 3's line (line 5 of the file) damaged: the line is skipped
+    and named, and the run is measured from steps 1, 2, 4, 5: 400 tokens from the start of step 1 (1 s) to the
+    end of step 5 (6 s), 80 tokens/s; the skipped step's wall time stays in the window."""
+    lines = [step(i) for i in range(6)]
+    lines[3] = bad
+    folder = write_run(tmp_path / "r", {0: lines})
+    if reason is None:
+        row = load_runs(folder).iloc[0]
+        assert row["steps"] == 5 and row["tokens"] == 500
+        return
+    with pytest.warns(DataWarning, match=re.escape(f"steps-rank0.jsonl:5: {reason}")):
+        row = derive(load_runs(folder)).iloc[0]
+    assert row["steps"] == 4 and row["tokens"] == 400 and row["elapsed_s"] == pytest.approx(5.0)
+    assert row["tokens_per_s"] == pytest.approx(80.0)
+
+
+def test_impossible_values_in_a_steps_table_name_the_row_line_and_column(tmp_path):
+    table = tmp_path / "steps.csv"
+    rows = "".join(f"r,0,{i},{s}\n" for i, s in enumerate([1.0, 1.0, 1e300, 1.0]))
+    table.write_text("run_id,rank,step,step_s\n" + rows)
+    with pytest.raises(DataError, match=r"steps.csv, line 4, row 3, column 'step_s': is more than 2,592,000"):
+        load_steps(table)
+    table.write_text("run_id,rank,step,step_s,forward_s\nr,0,0,1.0,0.5\nr,0,1,1.0,-0.5\n")
+    with pytest.raises(DataError, match=r"line 3, row 2, column 'forward_s': must not be negative: -0.5"):
+        load_steps(table)
+
+
+def test_impossible_values_in_a_runs_table_and_a_sidecar_are_refused(tmp_path):
+    table = tmp_path / "runs.csv"
+    table.write_text("run_id,gpus,tokens,elapsed_s\na,8,1000,1e300\n")
+    with pytest.raises(DataError, match=r"runs.csv, line 2, row 1, column 'elapsed_s': 1e\+300 is more than"):
+        load_runs(table)
+    table.write_text("run_id,gpus,tokens,elapsed_s\na,1000000000,1000,10\n")
+    with pytest.raises(DataError, match=r"column 'gpus': 1e\+09 is more than 1,048,576"):
+        load_runs(table)
+    log = tmp_path / "train.log"
+    log.write_text("it 1 | 0.5 s\nit 2 | 0.5 s\n")
+    (tmp_path / "train.log.trainperf.yaml").write_text(
+        "pattern: 'it (?P<step>\\d+) \\| (?P<step_time_s>\\S+) s'\ngpus: 1e9\n")
+    with pytest.raises(DataError, match=r"train.log.trainperf.yaml, column 'gpus': 1e\+09 is more than 1,048,576"):
+        import_path(log)
+
+
+def test_an_impossible_step_time_in_a_log_is_set_aside_and_said(tmp_path):
+    """Steps 1-6 of 0.5 s and 1,000 tokens, step 4 printed as 1e300 s: step 1 is warm-up, step 4 set aside with
+    a note; the window is steps 2, 3, 5, 6: 4,000 tokens in 2.0 s, 2,000 tokens/s (not 0)."""
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"it {i} | {1e300 if i == 4 else 0.5} s | 1000 tokens\n" for i in range(1, 7)))
+    (tmp_path / "train.log.trainperf.yaml").write_text(
+        "pattern: 'it (?P<step>\\d+) \\| (?P<step_time_s>\\S+) s \\| (?P<tokens>\\d+) tokens'\n")
+    run = derive(import_path(log).runs).iloc[0]
+    assert run["tokens_per_s"] == pytest.approx(2000.0) and run["steps"] == 4
+    assert "step 4: a step time of 1e+300 s is impossible" in run["notes"]
+
+
+def test_missing_or_impossible_step_times_leave_the_warm_up_as_it_is():
+    """Six steps of 2 s, then 40 of 1 s (1 % noise): MSER finds the steady state at step 6. A NaN and a negative
+    time among the steps (damage that got past a reader) are left out of the judgement: the warm-up found is
+    the same. Left in, the -50 s time near the end made every truncation's spread alike, and MSER, dividing it
+    by the steps kept, then dropped none: no warm-up at all."""
+    rng = np.random.default_rng(1)
+    seconds = np.r_[np.full(6, 2.0), 1.0 + 0.01 * rng.standard_normal(40)]
+
+    def first_step(times: np.ndarray) -> float:
+        frame = pd.DataFrame({"run_id": pd.array(["r"] * len(times), dtype="string"), "step": np.arange(len(times)),
+                              "step_s_max": times, "n_steps": 1.0, "warmup": 0.0})
+        return float(find_warmup(frame)[1]["first_step"].iloc[0])
+
+    assert first_step(seconds) == 6
+    damaged = seconds.copy()
+    damaged[[44, 20]] = [-50.0, np.nan]
+    assert first_step(damaged) == 6

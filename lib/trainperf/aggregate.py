@@ -221,8 +221,8 @@ def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") ->
     flagged (the configured warm-up); with the rule ``mser``
     (``trainperf.steady_state``) the steps MSER drops from the job's time
     per step after them (``step_s_max / n_steps``: a log's record of n steps
-    counts as n steps of its mean time; records of unknown length are left
-    out). ``rules``: the rule of every run, or by run_id (``mser`` where a
+    counts as n steps of its mean time; records of unknown length, and times
+    that are missing or not positive, are left out: they cannot shorten it). ``rules``: the rule of every run, or by run_id (``mser`` where a
     run has none). Returns ``times`` with ``warmup`` set for the steps found,
     and per run ``warmup_rule`` (the rule that chose the warm-up: ``fixed``
     where asked, or where MSER had too few steps) and ``first_step`` (the
@@ -235,7 +235,8 @@ def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") ->
         flagged = flags[at] > 0
         minimum = int(np.argmin(flagged)) if not flagged.all() else len(at)
         per_step = times["step_s_max"].to_numpy(float)[at] / times["n_steps"].to_numpy(float)[at]
-        candidates = np.flatnonzero(~flagged & np.isfinite(per_step) & (np.arange(len(at)) >= minimum))
+        usable = np.isfinite(per_step) & (per_step > 0)  # a missing or impossible time judges no warm-up
+        candidates = np.flatnonzero(~flagged & usable & (np.arange(len(at)) >= minimum))
         rule = rules if isinstance(rules, str) else rules.get(run_id, "mser")
         dropped, used = warmup_length(per_step[candidates], 0, rule)
         first = math.nan

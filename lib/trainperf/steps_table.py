@@ -6,7 +6,10 @@ Columns the file lacks are empty; ``warmup`` and ``includes_evaluation``
 default to false and ``n_steps`` to 1 (a row is one step unless it says
 otherwise). A value that is not a number, or a bool that is not spelled as
 ``trainperf.table_rules`` accepts, is a DataError naming its row (and CSV line)
-and column.
+and column, and so is one outside its column's bounds (``trainperf.schema``:
+a step time that is not positive, or longer than 30 days; a negative phase
+time or token count; infinities). A missing value (an empty cell) is not
+given, not out of bounds.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.errors import DataError
-from trainperf.schema import STEP_INTERVAL_COLUMNS
+from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_INTERVALS, bound_problem, out_of_bounds
 from trainperf.table_rules import FALSE, TRUE
 
 SUFFIXES = (".csv", ".parquet")
@@ -25,6 +28,7 @@ REQUIRED = ("run_id", "rank", "step")
 BOOLS = ("warmup", "includes_evaluation")
 TEXT = ("run_id", "node")
 WHOLE = ("rank", "step")
+COLUMNS = {c.name: c for c in STEP_INTERVALS}
 
 
 def has_steps_columns(path: Path) -> bool:
@@ -76,6 +80,10 @@ def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
             _raise_first(values, numbers.isna() & values.notna(), "not a number", path, name)
             if name in WHOLE:
                 _raise_first(values, numbers.isna(), "missing", path, name)
+            bad = pd.Series(out_of_bounds(COLUMNS[name], numbers.to_numpy(float)), index=values.index)
+            if bad.any():
+                problem = bound_problem(COLUMNS[name], float(numbers[bad].iloc[0]))
+                _raise_first(values, bad, problem, path, name)
             out[name] = numbers.astype("int64" if name in WHOLE else "float64")
     order = np.lexsort((out["rank"].to_numpy(), pd.factorize(out["run_id"])[0]))  # runs as they first appear
     return out.iloc[order].reset_index(drop=True)
@@ -85,5 +93,7 @@ def _raise_first(values: pd.Series, bad: pd.Series, problem: str, path: Path | N
     """DataError naming the first row (and CSV line) where ``bad`` holds."""
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataError(f"{problem}: {values.iloc[row]!r}", path=path, row=row + 1, column=column,
+        value = values.iloc[row]
+        shown = f"{value:g}" if isinstance(value, (int, float, np.number)) else repr(value)
+        raise DataError(f"{problem}: {shown}", path=path, row=row + 1, column=column,
                         line=row + 2 if path is not None and path.suffix.lower() == ".csv" else None)

@@ -34,7 +34,6 @@ contradicts what the log says wins, with a ``DataWarning``.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,8 +44,8 @@ import yaml
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers.text import LineError, number
-from trainperf.table_rules import CHOICES, FALSE, RANGE_CHECKS, TRUE
-from trainperf.schema import INPUT_COLUMNS, PREFIXES, SIDECAR_SUFFIX
+from trainperf.schema import INPUT_COLUMNS, PREFIXES, SIDECAR_SUFFIX, bound_problem
+from trainperf.table_rules import CHOICES, FALSE, TRUE
 
 STRUCTURAL = ("runs", "columns", "pattern", "tensorboard_tags")
 MAX_YAML_BYTES = 1 << 20
@@ -231,14 +230,9 @@ def coerce(key: str, value: Any, where: object) -> Any:
     number = as_number(value)
     if number is None:
         raise DataError(f"{value!r} is not a number", path=where, column=key)
-    if not math.isfinite(number):
-        raise DataError(f"{value!r} is not a finite number", path=where, column=key)
-    if column.check:
-        test, text = RANGE_CHECKS[column.check]
-        if not test(number):
-            raise DataError(f"{number:g} {text}", path=where, column=key)
+    problem = bound_problem(column, number)
+    if problem:
+        raise DataError(f"{number:g} {problem}", path=where, column=key)
     if column.kind == "int":
-        if number != int(number):
-            raise DataError(f"{number:g} must be a whole number", path=where, column=key)
         return int(number)
     return number

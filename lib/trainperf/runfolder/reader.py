@@ -30,7 +30,6 @@ from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import (LINE_COLUMNS, STEPS_FILE_PATTERN, TIME_DECIMALS, BadLine, RankFile,
                                          read_rank_file)
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
-from trainperf.steady_state import RULES
 
 PART_BYTES = 48 << 20
 """Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
@@ -67,13 +66,8 @@ class RunFolder:
     @property
     def warmup_rule(self) -> str:
         """How the run's warm-up is chosen (``trainperf.steady_state``): the
-        manifest's ``warmup_rule``, ``mser`` where it has none; DataError
-        naming the manifest for another value."""
-        rule = self.manifest.get("warmup_rule", "mser")
-        if rule not in RULES:
-            raise DataError(f"warmup_rule {rule!r} is not one of {', '.join(RULES)}", path=self.path / MANIFEST_FILE,
-                            column="warmup_rule")
-        return rule
+        manifest's ``warmup_rule`` (checked by ``check_manifest``), ``mser`` where it has none."""
+        return self.manifest.get("warmup_rule") or "mser"
 
     @property
     def world_size(self) -> int | None:
@@ -96,7 +90,9 @@ class RunFolder:
 
 
 def open_run_folder(path: str | Path) -> RunFolder:
-    """Open a run folder: read its manifest and list its steps files."""
+    """Open a run folder: read its manifest (checked: ``check_manifest``) and
+    list its steps files; DataError naming a steps file whose rank lies beyond
+    the manifest's ``world_size``."""
     path = Path(path)
     manifest = read_manifest(path / MANIFEST_FILE)
     config = dict(manifest.get("config") or {})
@@ -104,7 +100,12 @@ def open_run_folder(path: str | Path) -> RunFolder:
     config.setdefault("experiment", path.resolve().parent.name)
     config.setdefault("source", str(path))
     files = sorted((int(m.group(1)), p) for p in path.iterdir() if (m := STEPS_FILE_PATTERN.match(p.name)))
-    return RunFolder(path, {**manifest, "config": config}, tuple(files))
+    folder = RunFolder(path, {**manifest, "config": config}, tuple(files))
+    world = folder.world_size
+    if world and files and files[-1][0] >= world:
+        raise DataError(f"rank {files[-1][0]} is beyond the manifest's world_size, {world} (ranks 0 to {world - 1})",
+                        path=files[-1][1])
+    return folder
 
 
 @dataclass
