@@ -11,13 +11,14 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from trainperf import DataError, DataWarning, derive, load_runs, load_steps
+from trainperf import DataError, DataWarning, aggregate_steps, derive, load_runs, load_steps
 from trainperf.aggregate import find_warmup
 from trainperf.importers import import_path
 from trainperf.importers.settings import MAX_YAML_BYTES, read_yaml
@@ -259,3 +260,92 @@ def test_missing_or_impossible_step_times_leave_the_warm_up_as_it_is():
     damaged = seconds.copy()
     damaged[[44, 20]] = [-50.0, np.nan]
     assert first_step(damaged) == 6
+
+
+# --- duplicate step records ---------------------------------------------------------------------------------------
+
+def test_step_lines_written_twice_are_read_once_with_a_warning(tmp_path):
+    """Steps 0-10 of 1 s and 100 tokens (step 0 warm-up) with the lines of steps 3-7 written again at the end:
+    they read as 15 measured steps and 1,500 tokens, +50 % tokens/s, without a word. Now the copies are read
+    once and named: 10 steps, 1,000 tokens from 1 s to 11 s, 100 tokens/s."""
+    lines = [step(i) for i in range(11)]
+    folder = write_run(tmp_path / "r", {0: lines + lines[3:8]})
+    with pytest.warns(DataWarning, match=r"skipped 5 malformed or repeated line\(s\).*steps-rank0.jsonl:13: step 3 "
+                                         r"again, the same as line 5: read once"):
+        row = derive(load_runs(folder)).iloc[0]
+    assert (row["steps"], row["tokens"], row["elapsed_s"]) == (10, 1000, pytest.approx(10.0))
+    assert row["tokens_per_s"] == pytest.approx(100.0)
+
+
+def test_a_step_line_written_twice_with_different_values_is_refused_naming_file_step_and_lines(tmp_path):
+    lines = [step(i) for i in range(6)]
+    lines.insert(4, step(3, seconds=0.5))  # step 3 again (line 6), its first record on line 5
+    folder = write_run(tmp_path / "r", {0: lines})
+    with pytest.raises(DataError, match=r"steps-rank0.jsonl: step 3 is recorded twice with different values "
+                                        r"\(lines 5 and 6\)"):
+        load_runs(folder)
+
+
+def steps_table(path: Path, rows: list[tuple[int, float]]) -> Path:
+    """A steps table of run r, rank 0: ``(step, step_s)`` rows, 100 tokens each, step 0 warm-up."""
+    path.write_text("run_id,rank,step,step_s,tokens,warmup\n"
+                    + "".join(f"r,0,{s},{t},100,{str(s == 0).lower()}\n" for s, t in rows))
+    return path
+
+
+def test_steps_table_rows_repeated_exactly_are_read_once(tmp_path):
+    """Steps 0-10 of 1 s, rows of steps 3-7 repeated: 10 measured steps, 1,000 tokens in 10 s (step_s summed:
+    the table has no start times), 100 tokens/s."""
+    rows = [(i, 1.0) for i in range(11)]
+    table = steps_table(tmp_path / "steps.csv", rows + rows[3:8])
+    with pytest.warns(DataWarning, match=r"steps.csv: 5 row\(s\) repeat an earlier row exactly, read once \(run r, "
+                                         r"rank 0, step 3 in row 12 \(line 13\), the same as row 4 \(line 5\)"):
+        row = derive(aggregate_steps(load_steps(table))).iloc[0]
+    assert (row["steps"], row["tokens"]) == (10, 1000) and row["tokens_per_s"] == pytest.approx(100.0)
+
+
+def test_a_restart_keeps_the_latest_attempt_of_the_steps_it_ran_again(tmp_path):
+    """Steps 0-7, those from 5 on slow (2 s: the trouble before a crash), then the job restarted from step 5's
+    checkpoint and ran steps 5-10 in 1 s each: steps 5-7 keep their second attempt (a warning says so). The run
+    is steps 1-10 of 1 s: 10 steps, 1,000 tokens in 10 s, 100 tokens/s (read twice, 13 steps, 1,300 tokens in
+    16 s)."""
+    rows = [(i, 1.0) for i in range(5)] + [(i, 2.0) for i in range(5, 8)] + [(i, 1.0) for i in range(5, 11)]
+    table = steps_table(tmp_path / "steps.csv", rows)
+    with pytest.warns(DataWarning, match=r"3 step\(s\) recorded again after a restart: the latest attempt kept"):
+        row = derive(aggregate_steps(load_steps(table))).iloc[0]
+    assert (row["steps"], row["tokens"], row["elapsed_s"]) == (10, 1000, pytest.approx(10.0))
+    assert row["tokens_per_s"] == pytest.approx(100.0)
+
+
+def test_a_steps_table_with_one_step_twice_and_different_is_refused(tmp_path):
+    rows = [(0, 1.0), (1, 1.0), (2, 1.0), (2, 1.5), (3, 1.0)]
+    table = steps_table(tmp_path / "steps.csv", rows)
+    with pytest.raises(DataError, match=r"steps.csv: run r, rank 0, step 2 is recorded twice with different values, "
+                                        r"in row 3 \(line 4\) and row 4 \(line 5\)"):
+        load_steps(table)
+
+
+TWICE = sorted(p.name for p in (ROOT / "tests" / "data" / "importers").glob("*.log"))
+
+
+@pytest.mark.parametrize("name", TWICE)
+def test_a_log_printed_twice_reads_as_the_log(tmp_path, name):
+    """Every sample log of the zoo with every line printed twice (a wrapper's echo): the same runs, every figure
+    alike, and a note that the echoed lines were read once (they read as a second rank, and a wrapped record
+    lost its continuation)."""
+    source = ROOT / "tests" / "data" / "importers" / name
+    sidecar = source.with_name(name + ".trainperf.yaml")
+    read = {}
+    for kind, text in (("once", source.read_text()),
+                       ("twice", "".join(line + line for line in source.read_text().splitlines(keepends=True)))):
+        log = tmp_path / kind / name
+        log.parent.mkdir()
+        log.write_text(text)
+        if sidecar.exists():
+            log.with_name(sidecar.name).write_text(sidecar.read_text())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            read[kind] = derive(import_path(log).runs).drop(columns=["source"])
+        read[f"{kind} notes"] = [str(w.message) for w in caught]
+    pd.testing.assert_frame_equal(read["once"], read["twice"])
+    assert any("line(s) the same as the line just before them" in w for w in read["twice notes"])

@@ -126,4 +126,4 @@ class PatternLog(Format):
         parser = PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source),
                                settings.pattern_source)
         parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)
+        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())

@@ -31,7 +31,8 @@ with ``peak_memory_gb``) read as version 2 with the later columns empty (NaN,
 Arrays without keys keep the lines short (about 200 bytes), and let the reader
 parse a whole file with Arrow's CSV parser after removing the brackets. A file
 that fails that fast path is read line by line, which skips and reports the
-malformed lines (file and line number) and keeps the others.
+malformed lines (file and line number) and keeps the others. A step line
+written twice is read once (``trainperf.runfolder.reader``).
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def warn_bad_lines(bad: list[BadLine], files: str, stacklevel: int = 2) -> None:
         return
     shown = "; ".join(map(str, bad[:BAD_LINES_SHOWN]))
     more = f"; and {len(bad) - BAD_LINES_SHOWN} more" if len(bad) > BAD_LINES_SHOWN else ""
-    warnings.warn(f"skipped {len(bad)} malformed line(s) in {files}: {shown}{more}", DataWarning,
+    warnings.warn(f"skipped {len(bad)} malformed or repeated line(s) in {files}: {shown}{more}", DataWarning,
                   stacklevel=stacklevel + 1)
 
 
@@ -174,6 +175,8 @@ class RankFile:
     written: tuple[str, ...] = LINE_COLUMNS
     wall_s: float | None = None
     """From the end line: seconds from the profiler's start to its close (None where the line has none)."""
+    lines: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    """The file's line number of each step read."""
 
     @property
     def steps(self) -> int:
@@ -204,13 +207,13 @@ def read_rank_file(path: Path) -> RankFile:
         columns, lines = _line_by_line(body, path, bad, written)
     else:
         lines = np.arange(2, 2 + len(columns["step"]))  # the fast path read every line after the header
-    columns = _within_bounds(_complete(columns), lines, path, bad)
+    columns, lines = _within_bounds(_complete(columns), lines, path, bad)
     node = header.get("node") if header else None
-    return RankFile(path, int(match.group(1)), node, columns, closed, bad, written, wall_s)
+    return RankFile(path, int(match.group(1)), node, columns, closed, bad, written, wall_s, lines)
 
 
 def _within_bounds(columns: dict[str, np.ndarray], lines: np.ndarray, path: Path,
-                   bad: list[BadLine]) -> dict[str, np.ndarray]:
+                   bad: list[BadLine]) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """``columns`` without the step lines (file line numbers ``lines``) whose
     values break their column's bounds, each listed in ``bad``: a step that
     completed needs a step time; one that ran out of memory (listed apart,
@@ -220,14 +223,14 @@ def _within_bounds(columns: dict[str, np.ndarray], lines: np.ndarray, path: Path
     broken["step_s"] |= completed & np.isnan(columns["step_s"])
     dropped = np.logical_or.reduce(list(broken.values()))
     if not dropped.any():
-        return columns
+        return columns, lines
     for i in np.flatnonzero(dropped):
         column = next(c for c in BOUNDED if broken[c.name][i])
         value = float(columns[column.name][i])
         why = "missing (null or NaN)" if np.isnan(value) else f"{value:g} {bound_problem(column, value)}"
         bad.append(BadLine(path, int(lines[i]), f"{column.name} {why}"))
     bad.sort(key=lambda b: b.line)
-    return {name: values[~dropped] for name, values in columns.items()}
+    return {name: values[~dropped] for name, values in columns.items()}, lines[~dropped]
 
 
 def _wall_clock(end: bytes, path: Path, number: int, bad: list[BadLine]) -> float | None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trainperf.aggregate import repeated_steps
 from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
@@ -138,6 +139,8 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
     # Arrow and numpy release the GIL while parsing: read files side by side
     with ThreadPoolExecutor(max_workers=max(1, min(threads, os.cpu_count() or 1))) as pool:
         read = list(pool.map(_read_rank_file, [path for _, path in files]))
+    for f in read:
+        _read_once(f)
     out_of_memory = [[f.rank, int(step), int(np.nan_to_num(ooms, nan=1.0))] for f in read
                      for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
     for f in read:
@@ -193,6 +196,28 @@ def outside_seconds(run_dir: Path, read: Sequence[Any]) -> tuple[list[list[Any]]
             sums.setdefault(phase.name, [0.0, 0.0, 0.0])[where] += phase.seconds
         found += [[rank_file.rank, name, *seconds_by_place] for name, seconds_by_place in sums.items()]
     return found, bad
+
+
+def _read_once(rank_file: RankFile) -> None:
+    """Drop the step lines of ``rank_file`` that repeat an earlier one exactly
+    (``trainperf.aggregate.repeated_steps``: a line written twice), each listed
+    with its bad lines; DataError naming the file, the step and both lines where
+    a step is recorded twice with different values (the profiler writes each
+    step once, into a file of its own run: the file is damaged, or two jobs
+    wrote it)."""
+    found = repeated_steps(rank_file.columns)
+    if found is None:
+        return
+    step, lines = rank_file.columns["step"], rank_file.lines
+    if found.conflicts:
+        earlier, later = found.conflicts[0]
+        raise DataError(f"step {step[later]} is recorded twice with different values (lines {lines[earlier]} and "
+                        f"{lines[later]}): the file is damaged, or two jobs wrote it", path=rank_file.path)
+    rank_file.bad_lines += [BadLine(rank_file.path, int(lines[i]), f"step {step[i]} again, the same as line "
+                                    f"{lines[first]}: read once") for i, first in found.copies]
+    rank_file.bad_lines.sort(key=lambda b: b.line)
+    rank_file.columns = {name: values[found.keep] for name, values in rank_file.columns.items()}
+    rank_file.lines = lines[found.keep]
 
 
 def _read_rank_file(path: Path) -> RankFile:
