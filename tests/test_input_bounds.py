@@ -17,12 +17,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from trainperf import DataError, DataWarning, aggregate_steps, derive, load_runs, load_steps
 from trainperf.aggregate import find_warmup
 from trainperf.importers import import_path
 from trainperf.importers.settings import MAX_YAML_BYTES, read_yaml
 from trainperf.runfolder import rankfile
+from trainperf.schema import out_of_bounds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -349,3 +352,28 @@ def test_a_log_printed_twice_reads_as_the_log(tmp_path, name):
         read[f"{kind} notes"] = [str(w.message) for w in caught]
     pd.testing.assert_frame_equal(read["once"], read["twice"])
     assert any("line(s) the same as the line just before them" in w for w in read["twice notes"])
+
+
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.text(max_size=3),
+                   st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e300, -0.0, 0.0, 1e-300]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(damage=st.lists(st.tuples(st.integers(1, 8), st.integers(0, len(rankfile.LINE_COLUMNS) - 1), VALUES),
+                       max_size=6))
+def test_fuzzed_step_lines_are_read_or_skipped_never_used_out_of_bounds(tmp_path_factory, damage):
+    """Step lines with any value of any JSON type put in any column: the file is read (never a traceback), every
+    step kept has its values within their columns' bounds and a step time, and every line left out is named."""
+    lines = [json.loads(step(i)) for i in range(10)]
+    for at, column, value in damage:
+        lines[at][column] = value
+    path = tmp_path_factory.mktemp("fuzz") / "steps-rank0.jsonl"
+    path.write_bytes(rankfile.header_line(0, "a", None, "a")
+                     + b"".join((json.dumps(line) + "\n").encode() for line in lines))
+    read = rankfile.read_rank_file(path)
+    kept = read.columns
+    assert len(kept["step"]) + len(read.bad_lines) == 10
+    assert np.isfinite(kept["step_s"]).all() and (kept["step_s"] > 0).all()
+    for column in rankfile.BOUNDED:
+        assert not out_of_bounds(column, kept[column.name]).any(), column.name
+    assert {b.line for b in read.bad_lines} == set(range(2, 12)) - set(read.lines.tolist())

@@ -139,14 +139,14 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
     # Arrow and numpy release the GIL while parsing: read files side by side
     with ThreadPoolExecutor(max_workers=max(1, min(threads, os.cpu_count() or 1))) as pool:
         read = list(pool.map(_read_rank_file, [path for _, path in files]))
-    for f in read:
-        _read_once(f)
     out_of_memory = [[f.rank, int(step), int(np.nan_to_num(ooms, nan=1.0))] for f in read
                      for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
     for f in read:
         completed = ~f.columns["out_of_memory"]
-        if not completed.all():
+        if not completed.all():  # a step that ran out of memory is run again under its number
             f.columns = {name: values[completed] for name, values in f.columns.items()}
+            f.lines = f.lines[completed]
+        _read_once(f)
     nodes = {r["rank"]: r.get("node") for r in folder.environment.get("ranks", [])}
     counts = np.array([len(f.columns["step"]) for f in read], dtype=np.int64)
     total = int(counts.sum())
