@@ -20,7 +20,6 @@ have the reader list a billion ranks that recorded nothing).
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,20 +56,16 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def _column(name: str, kind: str, check: str = "", most: float = math.inf) -> Column:
-    return Column(name, kind, "", check, most)  # type: ignore[arg-type]
-
-
 TOP: dict[str, Column] = {"warmup_steps": INPUT_COLUMNS["warmup_steps"]}
-ENVIRONMENT: dict[str, Column | type | tuple[type, ...]] = {
+ENVIRONMENT: dict[str, Column | type] = {
     "world_size": INPUT_COLUMNS["gpus"], "nodes": INPUT_COLUMNS["nodes"],
     "device_memory_gb": INPUT_COLUMNS["device_memory_gb"], "device": str, "strategy": str, "energy": str,
     "ranks": list, "host": dict, "cpu_peak": dict}
-HOST: dict[str, Column] = {"cores": _column("cores", "int", "count"),
-                           "load_average": _column("load_average", "float", "nonnegative"),
-                           "threads_per_process": _column("threads_per_process", "int", "count")}
-RANK: dict[str, Column | type] = {"rank": _column("rank", "int", "nonnegative", MOST_RANKS - 1), "host": str,
-                                  "node": str}
+HOST: dict[str, Column] = {"cores": Column("cores", "int", "cores of the host", "count"),
+                           "load_average": Column("load_average", "float", "1-minute load average", "nonnegative"),
+                           "threads_per_process": Column("threads_per_process", "int", "torch threads", "count")}
+RANK: dict[str, Column | type] = {"rank": Column("rank", "int", "global rank", "nonnegative", MOST_RANKS - 1),
+                                  "host": str, "node": str}
 """What each value of a manifest that a reader uses must be: a number within a column's bounds, or of a type
 (None is always allowed: not recorded)."""
 
@@ -102,8 +97,8 @@ def check_manifest(manifest: Mapping[str, Any], path: object) -> None:
     if len(ranks) > MOST_RANKS:
         raise DataError(f"{len(ranks)} ranks: more than {MOST_RANKS}", path=path, column="environment.ranks")
     for i, rank in enumerate(ranks):
-        if not isinstance(rank, dict):
-            raise DataError("not an object", path=path, column=f"environment.ranks[{i}]")
+        if not isinstance(rank, dict) or "rank" not in rank:
+            raise DataError("not an object with a 'rank'", path=path, column=f"environment.ranks[{i}]")
         _check_values(rank, RANK, f"environment.ranks[{i}].", path)
 
 
@@ -124,8 +119,7 @@ def _check_values(values: Mapping[str, Any], expected: Mapping[str, Any], prefix
             continue
         if not isinstance(want, Column):
             if not isinstance(value, want):
-                names = " or ".join(t.__name__ for t in (want if isinstance(want, tuple) else (want,)))
-                raise DataError(f"{_shown(value)} is not of type {names}", path=path, column=prefix + key)
+                raise DataError(f"{_shown(value)} is not of type {want.__name__}", path=path, column=prefix + key)
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise DataError(f"{_shown(value)} is not a number", path=path, column=prefix + key)
