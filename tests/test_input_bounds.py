@@ -25,7 +25,8 @@ from trainperf.aggregate import find_warmup
 from trainperf.importers import import_path
 from trainperf.importers.settings import MAX_YAML_BYTES, read_yaml
 from trainperf.runfolder import rankfile
-from trainperf.schema import out_of_bounds
+from trainperf.runfolder.reader import model_parallel, open_run_folder, oversubscribed
+from trainperf.schema import MOST_RANKS, out_of_bounds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -377,3 +378,41 @@ def test_fuzzed_step_lines_are_read_or_skipped_never_used_out_of_bounds(tmp_path
     for column in rankfile.BOUNDED:
         assert not out_of_bounds(column, kept[column.name]).any(), column.name
     assert {b.line for b in read.bad_lines} == set(range(2, 12)) - set(read.lines.tolist())
+
+
+JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(), st.text(max_size=4)),
+                    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                            st.dictionaries(st.text(max_size=4), inner, max_size=3)), max_leaves=6)
+KEYS = st.sampled_from(["environment.world_size", "environment.nodes", "environment.device", "environment.ranks",
+                        "environment.host", "environment.host.cores", "environment.host.load_average",
+                        "environment.host.threads_per_process", "environment.cpu_peak", "environment.cpu_peak.tflops",
+                        "environment.device_memory_gb", "config.tensor_parallel", "config.gpus", "warmup_steps",
+                        "warmup_rule", "environment"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=st.lists(st.tuples(KEYS, JSON), max_size=4))
+def test_fuzzed_manifests_are_read_or_refused_naming_the_file(tmp_path_factory, changes):
+    """A manifest with any JSON value at the keys a reader uses: opened (and its values used as the runs row uses
+    them), or a DataError naming the manifest; never another exception."""
+    folder = tmp_path_factory.mktemp("fuzz") / "r"
+    manifest = {"config": {"model": "m"}, "warmup_steps": 1,
+                "environment": {"world_size": 1, "device": "cpu", "host": {"cores": 4}, "ranks": [{"rank": 0}]}}
+    for key, value in changes:
+        *parents, last = key.split(".")
+        holder = manifest
+        for name in parents:
+            holder = holder[name] if isinstance(holder.get(name), dict) else holder.setdefault(name, {})
+            if not isinstance(holder, dict):
+                break
+        else:
+            holder[last] = value
+    write_run(folder, {0: [step(i) for i in range(3)]})
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    try:
+        opened = open_run_folder(folder)
+    except DataError as exc:
+        assert str(exc).startswith(str(folder / "manifest.json"))
+        return
+    assert opened.world_size is None or 1 <= opened.world_size <= MOST_RANKS
+    model_parallel(opened.config), oversubscribed(opened.environment)

@@ -121,9 +121,9 @@ class Repeats:
 def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeats | None:
     """The records (step-interval columns: each rank's records in the order
     recorded, one rank after another; ``rank`` and ``run_id`` columns where
-    several ranks or runs are there) that repeat a step of their run and rank. A repeat equal in
-    every value to an earlier record is a copy (a line written or printed
-    twice): dropped. One that differs is, with ``restarts``, where the rank's
+    several ranks or runs are there) that repeat a step of their run and
+    rank. A repeat equal in every value to an earlier record is a copy (a
+    line written or printed twice): dropped. One that differs is, with ``restarts``, where the rank's
     step count went back before it (the job restarted from a checkpoint and
     ran those steps again), the latest attempt: kept, the earlier one dropped;
     otherwise a conflict, which the caller refuses. None where every rank's
@@ -273,8 +273,9 @@ def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") ->
     (``trainperf.steady_state``) the steps MSER drops from the job's time
     per step after them (``step_s_max / n_steps``: a log's record of n steps
     counts as n steps of its mean time; records of unknown length, and times
-    that are missing or not positive, are left out: they cannot shorten it). ``rules``: the rule of every run, or by run_id (``mser`` where a
-    run has none). Returns ``times`` with ``warmup`` set for the steps found,
+    that are missing or not positive, are left out: they cannot shorten it).
+    ``rules``: the rule of every run, or by run_id (``mser`` where a run has
+    none). Returns ``times`` with ``warmup`` set for the steps found,
     and per run ``warmup_rule`` (the rule that chose the warm-up: ``fixed``
     where asked, or where MSER had too few steps) and ``first_step`` (the
     first step of the steady state where the rule added warm-up steps, NaN
