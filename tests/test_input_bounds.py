@@ -24,6 +24,7 @@ from trainperf import DataError, DataWarning, aggregate_steps, derive, load_runs
 from trainperf.aggregate import find_warmup
 from trainperf.importers import import_path
 from trainperf.importers.settings import MAX_YAML_BYTES, read_yaml
+from trainperf.report import page
 from trainperf.runfolder import rankfile
 from trainperf.runfolder.reader import model_parallel, open_run_folder, oversubscribed
 from trainperf.schema import MOST_RANKS, out_of_bounds
@@ -279,6 +280,16 @@ def test_step_lines_written_twice_are_read_once_with_a_warning(tmp_path):
         row = derive(load_runs(folder)).iloc[0]
     assert (row["steps"], row["tokens"], row["elapsed_s"]) == (10, 1000, pytest.approx(10.0))
     assert row["tokens_per_s"] == pytest.approx(100.0)
+
+
+def test_the_data_quality_section_counts_the_repeated_lines(tmp_path):
+    """The report's "Skipped and why" lists the reader's warning: the 5 repeated lines, counted and named."""
+    lines = [step(i) for i in range(11)]
+    write_run(tmp_path / "data" / "r", {0: lines + lines[3:8]})
+    runs = page.open_runs(str(tmp_path / "data"))
+    reasons = page.skipped(runs)["reason"].tolist()
+    assert [r for r in reasons if r.startswith("skipped 5 malformed or repeated line(s)") and "read once" in r]
+    assert runs["steps"].tolist() == [10]
 
 
 def test_a_step_line_written_twice_with_different_values_is_refused_naming_file_step_and_lines(tmp_path):
