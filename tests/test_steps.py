@@ -108,7 +108,7 @@ def test_malformed_and_truncated_lines_are_skipped_counted_and_located(tmp_path)
     with pytest.warns(DataWarning) as caught:
         steps = load_steps(folder)
     message = str(caught[0].message)
-    assert message.startswith("skipped 4 malformed line(s) in steps files:")
+    assert message.startswith("skipped 4 malformed or repeated line(s) in steps files:")
     for line in (3, 4, 5, 8):
         assert f"steps-rank0.jsonl:{line}:" in message
     assert steps[steps["rank"] == 0]["step"].tolist() == [0, 1, 2]  # the good lines are kept
@@ -237,5 +237,5 @@ def test_every_kind_of_bad_input_in_one_folder_is_named_on_the_page_and_the_rest
         assert "without manifest.json" in reasons[str(data / "copied")], attempt
         assert "still running or no measured step" in reasons[str(data / "starting")], attempt
         warned = quality.loc[quality["where"] == "warning while reading", "reason"].tolist()
-        assert [w for w in warned if "skipped 1 malformed line(s)" in w and "steps-rank1.jsonl" in w], warned
+        assert [w for w in warned if "skipped 1 malformed or repeated line(s)" in w and "steps-rank1.jsonl" in w], warned
         assert [w for w in warned if "run crashed is incomplete" in w and "rank 1: 2 of 3 steps" in w], warned

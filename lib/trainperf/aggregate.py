@@ -104,6 +104,57 @@ def empty_intervals() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=kinds.get(c, "float64")) for c in STEP_INTERVAL_COLUMNS})
 
 
+@dataclass
+class Repeats:
+    """What :func:`repeated_steps` found, as row positions: ``keep`` (a
+    bool per record), ``copies`` (``(row, earlier identical row)``: dropped),
+    ``redone`` (``(earlier row, later row)``: a step recorded again after a
+    restart; the earlier one dropped) and ``conflicts`` (``(earlier row, later
+    row)``: the same step recorded twice with different values)."""
+
+    keep: np.ndarray
+    copies: list[tuple[int, int]] = field(default_factory=list)
+    redone: list[tuple[int, int]] = field(default_factory=list)
+    conflicts: list[tuple[int, int]] = field(default_factory=list)
+
+
+def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeats | None:
+    """The records (step-interval columns: each rank's records in the order
+    recorded, one rank after another; ``rank`` and ``run_id`` columns where
+    several ranks or runs are there) that repeat a step of their run and
+    rank. A repeat equal in every value to an earlier record is a copy (a
+    line written or printed twice): dropped. One that differs is, with ``restarts``, where the rank's
+    step count went back before it (the job restarted from a checkpoint and
+    ran those steps again), the latest attempt: kept, the earlier one dropped;
+    otherwise a conflict, which the caller refuses. None where every rank's
+    steps advance (the usual case, found in one pass over the steps)."""
+    step = np.asarray(records["step"])
+    rank = np.asarray(records["rank"]) if "rank" in records else np.zeros(len(step), dtype=np.int64)
+    run = pd.factorize(np.asarray(records["run_id"]))[0] if "run_id" in records else np.zeros(len(step), np.int64)
+    same = (rank[1:] == rank[:-1]) & (run[1:] == run[:-1])
+    if not (same & (step[1:] <= step[:-1])).any():
+        return None
+    frame = pd.DataFrame({name: np.asarray(values) for name, values in records.items()})
+    keys = pd.DataFrame({"run_id": run, "rank": rank, "step": step})
+    group = frame.groupby(list(frame.columns), sort=False, dropna=False).ngroup().to_numpy()
+    first_of = pd.Series(np.arange(len(frame))).groupby(group).transform("min").to_numpy()
+    keep = first_of == np.arange(len(frame))
+    found = Repeats(keep, [(int(i), int(first_of[i])) for i in np.flatnonzero(~keep)])
+    back = np.concatenate([[False], same & (step[1:] < step[:-1])])
+    went_back = np.cumsum(back) - np.cumsum(back)[np.maximum.accumulate(
+        np.where(np.concatenate([[True], ~same]), np.arange(len(step)), 0))] > 0
+    rest = keys[keep]
+    for _, rows in rest[rest.duplicated(keep=False)].groupby(["run_id", "rank", "step"], sort=False):
+        at = rows.index.to_numpy()
+        for earlier, later in zip(at[:-1], at[1:]):
+            if restarts and went_back[later]:
+                keep[earlier] = False
+                found.redone.append((int(earlier), int(later)))
+            else:
+                found.conflicts.append((int(earlier), int(later)))
+    return found
+
+
 def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group codes of the rows by run and ``by`` (an integer column), numbered
     in the order of ``(run_id, by)``; and each group's run_id and ``by`` value."""
@@ -221,9 +272,10 @@ def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") ->
     flagged (the configured warm-up); with the rule ``mser``
     (``trainperf.steady_state``) the steps MSER drops from the job's time
     per step after them (``step_s_max / n_steps``: a log's record of n steps
-    counts as n steps of its mean time; records of unknown length are left
-    out). ``rules``: the rule of every run, or by run_id (``mser`` where a
-    run has none). Returns ``times`` with ``warmup`` set for the steps found,
+    counts as n steps of its mean time; records of unknown length, and times
+    that are missing or not positive, are left out: they cannot shorten it).
+    ``rules``: the rule of every run, or by run_id (``mser`` where a run has
+    none). Returns ``times`` with ``warmup`` set for the steps found,
     and per run ``warmup_rule`` (the rule that chose the warm-up: ``fixed``
     where asked, or where MSER had too few steps) and ``first_step`` (the
     first step of the steady state where the rule added warm-up steps, NaN
@@ -235,7 +287,8 @@ def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") ->
         flagged = flags[at] > 0
         minimum = int(np.argmin(flagged)) if not flagged.all() else len(at)
         per_step = times["step_s_max"].to_numpy(float)[at] / times["n_steps"].to_numpy(float)[at]
-        candidates = np.flatnonzero(~flagged & np.isfinite(per_step) & (np.arange(len(at)) >= minimum))
+        usable = np.isfinite(per_step) & (per_step > 0)  # a missing or impossible time judges no warm-up
+        candidates = np.flatnonzero(~flagged & usable & (np.arange(len(at)) >= minimum))
         rule = rules if isinstance(rules, str) else rules.get(run_id, "mser")
         dropped, used = warmup_length(per_step[candidates], 0, rule)
         first = math.nan

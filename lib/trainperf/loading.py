@@ -59,7 +59,7 @@ from trainperf.goodput import goodput
 from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
 from trainperf.input_cache import cache_dir, cached_read, input_key
 from trainperf.provenance import provenance
-from trainperf.runfolder.manifest import MANIFEST_FILE
+from trainperf.runfolder.manifest import MANIFEST_FILE, check_manifest
 from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines
 from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folder, read_ranks, runs_row
 from trainperf.steps_table import SUFFIXES as STEPS_SUFFIXES
@@ -278,6 +278,7 @@ def summarized_runs(summaries: Summaries, manifests: Mapping[str, Mapping[str, A
     for run_id in summaries.run_ids:
         manifest = dict(manifests.get(run_id) or {})
         manifest["config"] = {"run_id": run_id, **(manifest.get("config") or {})}
+        check_manifest(manifest, f"manifest of run {run_id}")
         rows.append(_runs_row(RunFolder(Path(run_id), manifest, ()), summaries, None, required=False))
     return pd.DataFrame(rows)
 

@@ -19,25 +19,79 @@ Three prefixes are allowed besides the canonical names:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 Kind = Literal["str", "int", "float", "bool"]
 Check = Literal["", "positive", "nonnegative", "count"]
 
+MOST_RANKS = 1 << 20
+"""The most devices (ranks, processes) a job may have: 1,048,576, ten times the largest jobs run today. A world
+size beyond it is a damaged or hostile value, refused before anything is built for each rank."""
+LONGEST_INTERVAL_S = 30 * 86400.0
+"""The longest a step interval may take (s): 30 days (a step time of 1e300 s is refused, not divided into)."""
+LONGEST_RUN_S = 366 * 86400.0
+"""The longest a run's measured window (or a phase's total over it) may take (s): a year."""
+
 
 @dataclass(frozen=True)
 class Column:
-    """A canonical column: name, value kind, validity check, and meaning (with unit)."""
+    """A canonical column: name, value kind, meaning (with unit) and bounds:
+    ``check`` (the least a value may be) and ``most`` (the largest that can be
+    true, in the column's unit). A number must also be finite, and an ``int``
+    column's whole. Every reader checks values with :func:`out_of_bounds`."""
 
     name: str
     kind: Kind
     doc: str
     check: Check = ""
+    most: float = math.inf
 
 
-def _cols(kind: Kind, check: Check, specs: dict[str, str]) -> list[Column]:
-    return [Column(name, kind, doc, check) for name, doc in specs.items()]
+def _cols(kind: Kind, check: Check, specs: dict[str, str], most: float = math.inf) -> list[Column]:
+    return [Column(name, kind, doc, check, most) for name, doc in specs.items()]
+
+
+LEAST: dict[str, tuple[float, bool, str]] = {
+    "positive": (0.0, False, "must be greater than 0"),
+    "nonnegative": (0.0, True, "must not be negative"),
+    "count": (1.0, True, "must be a count of at least 1"),
+}
+"""Each ``check``: the least value, whether it is allowed itself, and what a value below it is told."""
+
+
+def out_of_bounds(column: Column, values: np.ndarray) -> np.ndarray:
+    """Which of ``values`` (numbers, NaN where missing: missing values are
+    never out of bounds) break ``column``'s bounds (:func:`bound_problem`)."""
+    x = np.asarray(values, dtype=float)
+    present = ~np.isnan(x)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(x) | (x > column.most)
+        if column.check:
+            least, allowed, _ = LEAST[column.check]
+            bad |= (x < least) if allowed else (x <= least)
+        if column.kind == "int":
+            bad |= np.isfinite(x) & (np.mod(x, 1) != 0)
+    return present & bad
+
+
+def bound_problem(column: Column, value: float) -> str:
+    """Why ``value`` (a present number) breaks ``column``'s bounds: e.g. ``must
+    be greater than 0``; '' where it keeps them."""
+    if not math.isfinite(value):
+        return "must be a finite number"
+    if column.check:
+        least, allowed, text = LEAST[column.check]
+        if value < least or (value == least and not allowed):
+            return text
+    if value > column.most:
+        return f"is more than {column.most:,.0f}, the most that can be true"
+    if column.kind == "int" and value != int(value):
+        return "must be a whole number"
+    return ""
 
 
 IDENTITY: list[Column] = [
@@ -69,8 +123,12 @@ IDENTITY: list[Column] = [
         "n_heads": "attention heads",
         "vocab_size": "vocabulary size (tokens)",
         "seq_len": "sequence length (tokens per sample)",
+    }),
+    *_cols("int", "count", {
         "nodes": "machines in the job",
         "gpus": "devices (GPUs, or processes on CPU) in the job",
+    }, MOST_RANKS),
+    *_cols("int", "count", {
         "tensor_parallel": "tensor-parallel degree (default 1)",
         "pipeline_parallel": "pipeline-parallel degree (default 1)",
         "context_parallel": "context- (sequence-) parallel degree (default 1)",
@@ -113,12 +171,12 @@ IDENTITY: list[Column] = [
 ]
 
 MEASUREMENTS: list[Column] = [
-    Column("elapsed_s", "float", "wall clock of the measured window, slowest rank (s)", "positive"),
+    Column("elapsed_s", "float", "wall clock of the measured window, slowest rank (s)", "positive", LONGEST_RUN_S),
     Column("tokens", "float", "tokens processed in the measured window, all devices", "nonnegative"),
     Column("samples", "float", "samples processed in the measured window, all devices", "nonnegative"),
     Column("tokens_per_s", "float", "published rate where no elapsed time is known (tokens/s, all devices)", "positive"),
     Column("samples_per_s", "float", "published rate where no elapsed time is known (samples/s, all devices)", "positive"),
-    Column("step_time_s", "float", "published wall time of one optimizer step (s)", "positive"),
+    Column("step_time_s", "float", "published wall time of one optimizer step (s)", "positive", LONGEST_INTERVAL_S),
     *_cols("float", "nonnegative", {
         "data_s": "waiting for the next batch (s)",
         "h2d_s": "copying the batch to the device (s)",
@@ -130,6 +188,8 @@ MEASUREMENTS: list[Column] = [
         "comm_s": "gradient communication, total time of the collectives (s)",
         "comm_exposed_s": "part of comm_s not hidden behind computation (s)",
         "validation_s": "validation (s)",
+    }, LONGEST_RUN_S),
+    *_cols("float", "nonnegative", {
         "peak_memory_gb": "peak device memory, the largest of any rank (GiB): the CUDA allocator's peak of "
                           "allocated memory on GPU, the peak resident set on CPU",
         "peak_memory_mean_gb": "mean over ranks of each rank's peak_memory_gb (GiB)",
@@ -153,7 +213,7 @@ MEASUREMENTS: list[Column] = [
     }),
     Column("fits", "bool", "false: a step ran out of memory (the configuration does not fit the device); true: the "
                            "profiler watched every rank for it and none did; empty: not known"),
-    Column("ranks", "int", "ranks that reported measurements", "count"),
+    Column("ranks", "int", "ranks that reported measurements", "count", MOST_RANKS),
     Column("slowest_rank", "int", "rank whose elapsed time is elapsed_s", "nonnegative"),
     Column("rank_imbalance", "float", "slowest rank's elapsed time / fastest rank's (1 = balanced)", "positive"),
     Column("complete", "bool", "every rank reported every step (False: a rank stopped early)"),
@@ -223,20 +283,21 @@ STEP_INTERVALS: list[Column] = [
     Column("rank", "int", "global rank that recorded the interval", "nonnegative"),
     Column("step", "int", "last optimizer step the interval covers, numbered as its source numbers them"),
     Column("n_steps", "float", "optimizer steps the interval covers: 1 for a profiler step, N for a log line that "
-                               "reports every N steps; NaN where unknown (the first line of an excerpt)"),
+                               "reports every N steps; NaN where unknown (the first line of an excerpt)", "positive"),
     Column("node", "str", "host the rank ran on (empty where unknown)"),
     Column("warmup", "bool", "the interval belongs to the warm-up, not to the measured window"),
     Column("includes_evaluation", "bool", "the interval's time includes an evaluation its source did not time on "
                                           "its own: left out of the measured window"),
     Column("start_s", "float", "start of the interval (s since the rank's clock started: the profiler's creation, "
                                "or a log's first timed step); NaN where unknown"),
-    Column("step_s", "float", "wall time of the interval, all its n_steps steps (s)"),
+    Column("step_s", "float", "wall time of the interval, all its n_steps steps (s)", "positive", LONGEST_INTERVAL_S),
     *_cols("float", "nonnegative", {f"{p}_s": f"{doc} in the interval (s)" for p, doc in (
         ("data", "waiting for batches"), ("h2d", "copying batches to the device"), ("forward", "forward passes"),
         ("loss", "loss computation"), ("backward", "backward passes"), ("optimizer", "optimizer steps"),
         ("comm", "gradient communication (the collectives' total time)"),
         ("comm_exposed", "communication not hidden behind computation"), ("validation", "validation"),
-        ("compute", "forward + loss + backward + optimizer, where a source reports only their sum"))}),
+        ("compute", "forward + loss + backward + optimizer, where a source reports only their sum"))},
+           LONGEST_INTERVAL_S),
     Column("tokens", "float", "tokens this rank processed in the interval, every micro-step counted (a log that "
                               "prints the job's gives each printing rank its share)", "nonnegative"),
     Column("samples", "float", "samples this rank processed in the interval (as tokens)", "nonnegative"),

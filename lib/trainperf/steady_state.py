@@ -87,12 +87,15 @@ def warmup_length(times: np.ndarray, minimum: int, rule: str) -> tuple[int, str]
     """The warm-up of a run, as a number of its step times, and the rule that
     chose it: ``times`` are the job's step times in order (each step at its
     slowest rank, seconds per step), of which the first ``minimum`` are the
-    configured warm-up. ``rule``: one of :data:`RULES`; ``mser`` with fewer
+    configured warm-up (each finite and positive: a NaN or a negative time
+    would move the truncation, so a caller leaves them out). ``rule``: one of :data:`RULES`; ``mser`` with fewer
     than :data:`MIN_STEPS` times after the minimum gives the minimum, as
     ``fixed``."""
     if rule not in RULES:
         raise ValueError(f"warm-up rule {rule!r}: one of {', '.join(RULES)}")
     after = np.asarray(times, dtype=float)[minimum:]
+    if not (np.isfinite(after) & (after > 0)).all():
+        raise ValueError("step times must be finite and positive: leave out those that are not")
     if rule == "fixed" or len(after) < MIN_STEPS:
         return minimum, "fixed"
     cut = mser_truncation(after)

@@ -6,18 +6,28 @@ Columns the file lacks are empty; ``warmup`` and ``includes_evaluation``
 default to false and ``n_steps`` to 1 (a row is one step unless it says
 otherwise). A value that is not a number, or a bool that is not spelled as
 ``trainperf.table_rules`` accepts, is a DataError naming its row (and CSV line)
-and column.
+and column, and so is one outside its column's bounds (``trainperf.schema``:
+a step time that is not positive, or longer than 30 days; a negative phase
+time or token count; infinities). A missing value (an empty cell) is not
+given, not out of bounds. A step of a run and rank in more than one row is
+read once: a row that repeats an earlier one exactly (a line written twice)
+is dropped with a DataWarning; where the rank's steps go back and run again
+(a job restarted from a checkpoint), the latest attempt of each step is kept,
+with a DataWarning; two different rows of one step otherwise are a DataError
+naming both.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from trainperf.errors import DataError
-from trainperf.schema import STEP_INTERVAL_COLUMNS
+from trainperf.aggregate import repeated_steps
+from trainperf.errors import DataError, DataWarning
+from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_INTERVALS, bound_problem, out_of_bounds
 from trainperf.table_rules import FALSE, TRUE
 
 SUFFIXES = (".csv", ".parquet")
@@ -25,6 +35,7 @@ REQUIRED = ("run_id", "rank", "step")
 BOOLS = ("warmup", "includes_evaluation")
 TEXT = ("run_id", "node")
 WHOLE = ("rank", "step")
+COLUMNS = {c.name: c for c in STEP_INTERVALS}
 
 
 def has_steps_columns(path: Path) -> bool:
@@ -76,14 +87,56 @@ def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
             _raise_first(values, numbers.isna() & values.notna(), "not a number", path, name)
             if name in WHOLE:
                 _raise_first(values, numbers.isna(), "missing", path, name)
+            bad = pd.Series(out_of_bounds(COLUMNS[name], numbers.to_numpy(float)), index=values.index)
+            if bad.any():
+                problem = bound_problem(COLUMNS[name], float(numbers[bad].iloc[0]))
+                _raise_first(values, bad, problem, path, name)
             out[name] = numbers.astype("int64" if name in WHOLE else "float64")
     order = np.lexsort((out["rank"].to_numpy(), pd.factorize(out["run_id"])[0]))  # runs as they first appear
-    return out.iloc[order].reset_index(drop=True)
+    return _read_once(out.iloc[order].reset_index(drop=True), order, path)
+
+
+def _read_once(intervals: pd.DataFrame, rows: np.ndarray, path: Path | None) -> pd.DataFrame:
+    """``intervals`` (row ``i`` is the table's row ``rows[i]``) with each
+    step of a run and rank once (``trainperf.aggregate.repeated_steps``): a
+    row that repeats an earlier one exactly is dropped, and where a rank's
+    step count went back (a restart) the steps it recorded again keep their
+    latest attempt, each with a DataWarning; a step recorded twice with
+    different values otherwise is a DataError naming both rows."""
+    found = repeated_steps(intervals, restarts=True)
+    if found is None:
+        return intervals
+    csv = path is not None and path.suffix.lower() == ".csv"
+
+    def where(i: int) -> str:
+        return f"row {rows[i] + 1}" + (f" (line {rows[i] + 2})" if csv else "")
+
+    def record(i: int) -> str:
+        return f"run {intervals['run_id'].iat[i]}, rank {intervals['rank'].iat[i]}, step {intervals['step'].iat[i]}"
+
+    if found.conflicts:
+        earlier, later = found.conflicts[0]
+        raise DataError(f"{record(later)} is recorded twice with different values, in {where(earlier)} and "
+                        f"{where(later)} (a restart, whose steps count from an earlier step again, keeps the "
+                        "latest attempt; this is not one)", path=path)
+    source = f"{path}: " if path is not None else ""
+    if found.copies:
+        shown = "; ".join(f"{record(i)} in {where(i)}, the same as {where(j)}" for i, j in found.copies[:3])
+        warnings.warn(f"{source}{len(found.copies)} row(s) repeat an earlier row exactly, read once ({shown}"
+                      f"{'; ...' if len(found.copies) > 3 else ''})", DataWarning, stacklevel=4)
+    if found.redone:
+        shown = "; ".join(f"{record(i)} in {where(i)}, again in {where(j)}" for i, j in found.redone[:3])
+        warnings.warn(f"{source}{len(found.redone)} step(s) recorded again after a restart: the latest attempt "
+                      f"kept, the earlier left out ({shown}{'; ...' if len(found.redone) > 3 else ''})",
+                      DataWarning, stacklevel=4)
+    return intervals[found.keep].reset_index(drop=True)
 
 
 def _raise_first(values: pd.Series, bad: pd.Series, problem: str, path: Path | None, column: str) -> None:
     """DataError naming the first row (and CSV line) where ``bad`` holds."""
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataError(f"{problem}: {values.iloc[row]!r}", path=path, row=row + 1, column=column,
+        value = values.iloc[row]
+        shown = f"{value:g}" if isinstance(value, (int, float, np.number)) else repr(value)
+        raise DataError(f"{problem}: {shown}", path=path, row=row + 1, column=column,
                         line=row + 2 if path is not None and path.suffix.lower() == ".csv" else None)

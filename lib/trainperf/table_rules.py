@@ -17,7 +17,8 @@ from trainperf.errors import DataError
 from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
 from trainperf.scaling import SCALING_TYPES
-from trainperf.schema import DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, SIDECAR_SUFFIX, Column
+from trainperf.schema import (DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, SIDECAR_SUFFIX, Column,
+                              bound_problem, out_of_bounds)
 from trainperf.steady_state import RULES
 
 CHOICES = {"flops_convention": tuple(CONVENTIONS), "scaling_type": SCALING_TYPES, "warmup_rule": RULES}
@@ -122,29 +123,12 @@ def _convert(values: pd.Series, column: Column, where) -> pd.Series:
     return numbers
 
 
-RANGE_CHECKS = {
-    "positive": (lambda x: x > 0, "must be greater than 0"),
-    "nonnegative": (lambda x: x >= 0, "must not be negative"),
-    "count": (lambda x: x >= 1, "must be a count of at least 1"),
-}
-
-
 def _check_range(numbers: pd.Series, column: Column, where) -> None:
-    present = numbers.notna().to_numpy()
-    finite = np.isfinite(numbers.to_numpy())
-    problems = present & ~finite
-    message = "must be a finite number"
-    if column.check:
-        test, text = RANGE_CHECKS[column.check]
-        failing = present & finite & ~test(numbers.fillna(0).to_numpy())
-        if failing.any() and (not problems.any() or np.argmax(failing) < np.argmax(problems)):
-            problems, message = failing, text
-    if column.kind == "int" and not problems.any():
-        problems = present & finite & (numbers.fillna(0).to_numpy() % 1 != 0)
-        message = "must be a whole number"
+    """DataError at the first value outside the column's bounds (``trainperf.schema.out_of_bounds``)."""
+    problems = out_of_bounds(column, numbers.to_numpy(float))
     if problems.any():
         i = int(np.argmax(problems))
-        raise DataError(f"{numbers.iat[i]:g} {message}", **where(i))
+        raise DataError(f"{numbers.iat[i]:g} {bound_problem(column, float(numbers.iat[i]))}", **where(i))
 
 
 def _convert_extra(values: pd.Series) -> pd.Series:

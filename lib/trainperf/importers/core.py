@@ -93,7 +93,7 @@ class LineFormat(Format):
         parser = self.parser_class(path)
         parser.read()
         runs = parser.result()
-        return ParsedLog(runs, parser.skipped, parser.skipped_total, parser.lines)
+        return ParsedLog(runs, parser.skipped, parser.skipped_total, parser.lines, parser.notes())
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 ``pattern`` (``trainperf import --pattern``), for stacks without a reader of
 their own (nanochat, torchtune, LitGPT, fairseq, research code).
 
-Every line the pattern matches (``re.search``, after a launcher's rank prefix
+Every line the pattern matches (searched for, after a launcher's rank prefix
 such as ``[rank3]:``) is a record of one optimizer step. Its named groups
 (``trainperf.importers.figures.GROUPS``; numbers may carry thousands
 separators: ``6,941``) give the step's figures, and the rest follows from
@@ -12,15 +12,21 @@ A log with a ``step`` group that starts past the warm-up (an excerpt from
 the middle of a run) is measured from its first line; otherwise the first
 ``warmup_steps`` (default 1) are warm-up, as in every format. A matched line
 whose groups are not numbers is skipped and counted.
+
+A pattern is the user's text run on every line, so its work is bounded: it is
+matched by the ``regex`` module (the syntax of Python's ``re``) with a time
+limit of :data:`LINE_SECONDS` per line; a pattern that backtracks
+catastrophically (``(a|aa)+$``) stops the read with a DataError naming the
+sidecar and the line, within seconds.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
+import regex
 
 from trainperf.errors import DataError
 from trainperf.importers import figures, records
@@ -28,16 +34,18 @@ from trainperf.importers.core import Format, ParsedLog
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineError, number, rank_prefix
 
+LINE_SECONDS = 2.0
+"""The longest a pattern may take to search one line (s): a real one takes microseconds."""
 EXAMPLE = r"step (?P<step>\d+) .* (?P<tokens_per_s>[\d,.]+) tok/s"
 """A pattern as the refusal of an unknown log shows it."""
 
 
-def compile_pattern(text: str, where: object) -> re.Pattern[str]:
+def compile_pattern(text: str, where: object) -> regex.Pattern[str]:
     """The pattern ``text`` compiled, with named groups only from ``figures.GROUPS``
     and one of ``figures.TIMING``; DataError naming ``where`` otherwise."""
     try:
-        pattern = re.compile(text)
-    except re.error as exc:
+        pattern = regex.compile(text)
+    except regex.error as exc:
         raise DataError(f"not a regular expression: {exc}", path=where, column="pattern") from None
     unknown = sorted(set(pattern.groupindex) - set(figures.GROUPS))
     if unknown:
@@ -52,13 +60,20 @@ def compile_pattern(text: str, where: object) -> re.Pattern[str]:
 class PatternParser(records.IntervalParser[records.Run]):
     anchors = ("",)  # every line is tried
 
-    def __init__(self, path: Path, pattern: re.Pattern[str]) -> None:
+    def __init__(self, path: Path, pattern: regex.Pattern[str], where: object) -> None:
         super().__init__(path)
         self.start = pattern
+        self.where = where
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         label, body = rank_prefix(lines[i])
-        match = self.start.search(body)
+        try:
+            match = self.start.search(body, timeout=LINE_SECONDS)
+        except TimeoutError:
+            raise DataError(f"the pattern took more than {LINE_SECONDS:g} s on line {number_} of {self.path} and "
+                            "was stopped: it backtracks without bound (a repeated group inside a repeated group, "
+                            "such as (a+)+ or (a|aa)+); write it so that each character can be matched one way only",
+                            path=self.where, column="pattern") from None
         if match is None:
             return 1
         try:
@@ -108,6 +123,7 @@ class PatternLog(Format):
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         assert settings.pattern is not None
-        parser = PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source))
+        parser = PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source),
+                               settings.pattern_source)
         parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines)
+        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())

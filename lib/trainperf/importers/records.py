@@ -49,7 +49,7 @@ import pandas as pd
 from trainperf.aggregate import measure, summarize
 from trainperf.importers.core import REPORTED_CONVENTION, ParsedRun, RunParser
 from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
-from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
+from trainperf.schema import LONGEST_INTERVAL_S, STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
 from trainperf.steady_state import FAR_OUT_IQR, far_out_fence
 from trainperf.table_rules import is_missing
 
@@ -275,11 +275,14 @@ def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str], int]:
     joined with its rank's record before it: one interval of both their steps
     and the sum of their times (their work summed, the later loss). A record
     with no earlier one of its rank, or a pair whose sum is still not
-    positive, is set aside (no interval). Returns the records (a copy where
+    positive, is set aside (no interval), and so is one whose time is
+    infinite or longer than ``trainperf.schema.LONGEST_INTERVAL_S`` (a
+    damaged line: 1e300 s would make the run's throughput 0). Returns the records (a copy where
     any changed), a sentence for each glitch and the number of steps set
     aside (a record of unknown length counts as one)."""
     seconds = table[:, COLUMN["seconds"]]
-    glitches = np.flatnonzero(seconds <= 0)
+    impossible = np.isinf(seconds) | (seconds > LONGEST_INTERVAL_S)
+    glitches = np.flatnonzero((seconds <= 0) | impossible)
     if not len(glitches):
         return table, [], 0
     table = table.copy()
@@ -287,6 +290,12 @@ def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str], int]:
     notes = []
     set_aside = 0
     for i in glitches:
+        if impossible[i]:
+            col["excluded"][i] = 2
+            set_aside += int(col["n_steps"][i]) if np.isfinite(col["n_steps"][i]) else 1
+            notes.append(f"step {int(col['step'][i])}: a step time of {col['seconds'][i]:g} s is impossible (more "
+                         f"than {LONGEST_INTERVAL_S / 86400:g} days), set aside")
+            continue
         earlier = np.flatnonzero((col["rank"][:i] == col["rank"][i]) & (col["excluded"][:i] != 2))
         step, own, evaluated = int(col["step"][i]), col["seconds"][i], col["excluded"][i] == 1
         col["excluded"][i] = 2

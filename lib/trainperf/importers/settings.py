@@ -34,7 +34,6 @@ contradicts what the log says wins, with a ``DataWarning``.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,10 +44,12 @@ import yaml
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers.text import LineError, number
-from trainperf.table_rules import CHOICES, FALSE, RANGE_CHECKS, TRUE
-from trainperf.schema import INPUT_COLUMNS, PREFIXES, SIDECAR_SUFFIX
+from trainperf.schema import INPUT_COLUMNS, PREFIXES, SIDECAR_SUFFIX, bound_problem
+from trainperf.table_rules import CHOICES, FALSE, TRUE
 
 STRUCTURAL = ("runs", "columns", "pattern", "tensorboard_tags")
+MAX_YAML_BYTES = 1 << 20
+"""The largest sidecar or column-mapping file read (1 MiB): a few hundred lines of settings are a few KiB."""
 OVERRIDES = "the overrides (--set)"
 MAPPING_KEY = "mapping"
 """Override naming a column-mapping file (YAML with ``columns:``) for a CSV."""
@@ -104,11 +105,19 @@ def load_settings(log: Path, overrides: Mapping[str, Any] | None = None) -> Sett
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """The mapping a YAML file holds (DataError naming the file and line if it is not one)."""
+    """The mapping a YAML file holds (DataError naming the file and line if it
+    is not one). A file over :data:`MAX_YAML_BYTES`, or one with an anchor or
+    an alias (``&name``, ``*name``: a few hundred bytes of aliases can stand
+    for gigabytes of values), is refused before it is built."""
     try:
-        data = yaml.safe_load(path.read_text())
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_YAML_BYTES + 1)
     except OSError as exc:
         raise DataError(f"cannot read: {exc.strerror or exc}", path=path) from exc
+    if len(raw) > MAX_YAML_BYTES:
+        raise DataError(f"larger than {MAX_YAML_BYTES >> 20} MiB: not a settings file", path=path)
+    try:
+        data = yaml.load(raw.decode("utf-8", errors="replace"), Loader=_PlainLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise DataError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", path=path,
@@ -118,6 +127,18 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise DataError("expected a mapping of column names to values", path=path)
     return data
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """PyYAML's safe loader without anchors and aliases: each node is built
+    once, so a document costs memory in proportion to its size."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.MarkedYAMLError(problem="anchors and aliases (&name, *name) are not allowed in a settings "
+                                               "file: write each value out", problem_mark=event.start_mark)
+        return super().compose_node(parent, index)
 
 
 def _merge(settings: Settings, data: Mapping[str, Any], where: object) -> None:
@@ -209,14 +230,9 @@ def coerce(key: str, value: Any, where: object) -> Any:
     number = as_number(value)
     if number is None:
         raise DataError(f"{value!r} is not a number", path=where, column=key)
-    if not math.isfinite(number):
-        raise DataError(f"{value!r} is not a finite number", path=where, column=key)
-    if column.check:
-        test, text = RANGE_CHECKS[column.check]
-        if not test(number):
-            raise DataError(f"{number:g} {text}", path=where, column=key)
+    problem = bound_problem(column, number)
+    if problem:
+        raise DataError(f"{number:g} {problem}", path=where, column=key)
     if column.kind == "int":
-        if number != int(number):
-            raise DataError(f"{number:g} must be a whole number", path=where, column=key)
         return int(number)
     return number

@@ -231,6 +231,8 @@ def _chunks(path: Path, chunk_bytes: int) -> Iterator[list[str]]:
 class LineParser:
     """Base of the line-oriented parsers: feeds each line that contains one
     of :attr:`anchors` to :meth:`handle`; counts the lines it could not read.
+    A line the same as the one just before it (launcher prefix included) is
+    that line printed twice: it is read once, and counted (:meth:`notes`).
 
     :meth:`handle` gets the chunk's lines, the index of the line and its
     number in the file, and returns how many lines it consumed (more than one
@@ -244,6 +246,8 @@ class LineParser:
         self.skipped: list[tuple[str, int, str]] = []
         self.skipped_total = 0
         self.lines = 0
+        self.repeated = 0
+        self._previous: str | None = None
 
     def handle(self, lines: list[str], i: int, number: int) -> int:
         raise NotImplementedError
@@ -265,11 +269,24 @@ class LineParser:
             line = lines[i]
             for anchor in anchors:
                 if anchor in line:
-                    i += handle(lines, i, first + i)
+                    if line == (lines[i - 1] if i else self._previous) and line.strip():
+                        self.repeated += 1  # the line printed twice (a wrapper's echo): read once
+                        i += 1
+                    else:
+                        i += handle(lines, i, first + i)
                     break
             else:
                 i += 1
+        if i:
+            self._previous = lines[i - 1]
         return i
+
+    def notes(self) -> list[str]:
+        """What the reader should know about the lines read: the lines read once that were printed twice."""
+        if not self.repeated:
+            return []
+        return [f"{self.path}: {self.repeated} line(s) the same as the line just before them (printed twice, "
+                "as some wrappers and collectors do, or by several ranks without a prefix) read once"]
 
     def read(self) -> None:
         """Read the whole file."""
@@ -295,7 +312,8 @@ def parse_wrapped(lines: list[str], i: int, parse: Callable[[str], T],
     """``parse(lines[i])``, or, when that fails, ``parse`` of the line joined
     with up to :data:`WRAP_LINES` continuation lines (a continuation does not
     start a record of its own; a launcher's rank prefix on it is dropped; the
-    pieces are joined as they are, then with a space). Returns the value and
+    pieces are joined as they are, then with a space; a line the same as the
+    one before it is an echo, passed over). Returns the value and
     the number of lines used. Where no join reads, a :class:`CutLine` gives
     what the line itself has; any other first :class:`LineError` is raised again."""
     try:
@@ -303,15 +321,19 @@ def parse_wrapped(lines: list[str], i: int, parse: Callable[[str], T],
     except LineError as error:
         first_error = error
     text = lines[i]
-    for extra in range(1, WRAP_LINES + 1):
-        if i + extra >= len(lines):
+    j = i
+    for _ in range(WRAP_LINES):
+        j += 1
+        while j < len(lines) and lines[j] == lines[j - 1]:
+            j += 1  # a line printed twice: its echo continues nothing
+        if j >= len(lines):
             break
-        piece = rank_prefix(lines[i + extra])[1]
+        piece = rank_prefix(lines[j])[1]
         if not piece.strip() or starts_record(piece):
             break
         for joiner in ("", " "):
             try:
-                return parse(text + joiner + piece), extra + 1
+                return parse(text + joiner + piece), j - i + 1
             except LineError:
                 pass
         text += piece

@@ -18,6 +18,12 @@ step:
   recorded). A file without it belongs to a rank that stopped early (killed,
   crashed, or never closed its profiler).
 
+A step line whose values break their column's bounds (``trainperf.schema``:
+a step time that is missing, not positive, infinite or longer than 30 days,
+a negative phase time or token count, an infinity anywhere) is skipped and
+reported like a malformed one, naming the line and the value: no figure is
+computed from it.
+
 A file is read by its header's own columns: those of version 1 (which ended
 with ``peak_memory_gb``) read as version 2 with the later columns empty (NaN,
 ``out_of_memory`` false; :attr:`RankFile.written` says which were written).
@@ -25,7 +31,8 @@ with ``peak_memory_gb``) read as version 2 with the later columns empty (NaN,
 Arrays without keys keep the lines short (about 200 bytes), and let the reader
 parse a whole file with Arrow's CSV parser after removing the brackets. A file
 that fails that fast path is read line by line, which skips and reports the
-malformed lines (file and line number) and keeps the others.
+malformed lines (file and line number) and keeps the others. A step line
+written twice is read once (``trainperf.runfolder.reader``).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from trainperf.errors import DataWarning
-from trainperf.schema import PHASES
+from trainperf.schema import PHASES, STEP_INTERVALS, bound_problem, out_of_bounds
 
 FORMAT = "trainperf-steps"
 VERSION = 2
@@ -71,6 +78,8 @@ exactly."""
 VERSION_1_COLUMNS: tuple[str, ...] = LINE_COLUMNS[:LINE_COLUMNS.index("peak_memory_gb") + 1]
 """The columns of version 1, which every version's header lists."""
 
+BOUNDED = tuple(c for c in STEP_INTERVALS if c.name in LINE_COLUMNS)
+"""The columns of a step line that the step-intervals table declares, with their bounds."""
 INT_COLUMNS = ("step", "micro_steps")
 BOOL_COLUMNS = ("warmup", "out_of_memory")
 TIME_DECIMALS = 6
@@ -146,7 +155,7 @@ def warn_bad_lines(bad: list[BadLine], files: str, stacklevel: int = 2) -> None:
         return
     shown = "; ".join(map(str, bad[:BAD_LINES_SHOWN]))
     more = f"; and {len(bad) - BAD_LINES_SHOWN} more" if len(bad) > BAD_LINES_SHOWN else ""
-    warnings.warn(f"skipped {len(bad)} malformed line(s) in {files}: {shown}{more}", DataWarning,
+    warnings.warn(f"skipped {len(bad)} malformed or repeated line(s) in {files}: {shown}{more}", DataWarning,
                   stacklevel=stacklevel + 1)
 
 
@@ -166,6 +175,8 @@ class RankFile:
     written: tuple[str, ...] = LINE_COLUMNS
     wall_s: float | None = None
     """From the end line: seconds from the profiler's start to its close (None where the line has none)."""
+    lines: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    """The file's line number of each step read."""
 
     @property
     def steps(self) -> int:
@@ -193,9 +204,33 @@ def read_rank_file(path: Path) -> RankFile:
         body += end  # not an end marker: read with the other lines (and reported there)
     columns = _fast_columns(body, written)
     if columns is None:
-        columns = _line_by_line(body, path, bad, written)
+        columns, lines = _line_by_line(body, path, bad, written)
+    else:
+        lines = np.arange(2, 2 + len(columns["step"]))  # the fast path read every line after the header
+    columns, lines = _within_bounds(_complete(columns), lines, path, bad)
     node = header.get("node") if header else None
-    return RankFile(path, int(match.group(1)), node, _complete(columns), closed, bad, written, wall_s)
+    return RankFile(path, int(match.group(1)), node, columns, closed, bad, written, wall_s, lines)
+
+
+def _within_bounds(columns: dict[str, np.ndarray], lines: np.ndarray, path: Path,
+                   bad: list[BadLine]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """``columns`` without the step lines (file line numbers ``lines``) whose
+    values break their column's bounds, each listed in ``bad``: a step that
+    completed needs a step time; one that ran out of memory (listed apart,
+    with no work) is left as it is."""
+    completed = ~columns["out_of_memory"]
+    broken = {c.name: out_of_bounds(c, columns[c.name]) & completed for c in BOUNDED}
+    broken["step_s"] |= completed & np.isnan(columns["step_s"])
+    dropped = np.logical_or.reduce(list(broken.values()))
+    if not dropped.any():
+        return columns, lines
+    for i in np.flatnonzero(dropped):
+        column = next(c for c in BOUNDED if broken[c.name][i])
+        value = float(columns[column.name][i])
+        why = "missing (null or NaN)" if np.isnan(value) else f"{value:g} {bound_problem(column, value)}"
+        bad.append(BadLine(path, int(lines[i]), f"{column.name} {why}"))
+    bad.sort(key=lambda b: b.line)
+    return {name: values[~dropped] for name, values in columns.items()}, lines[~dropped]
 
 
 def _wall_clock(end: bytes, path: Path, number: int, bad: list[BadLine]) -> float | None:
@@ -296,8 +331,11 @@ def _to_numpy(column: Any, name: str) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
 
 
-def _line_by_line(body: bytes, path: Path, bad: list[BadLine], names: tuple[str, ...]) -> dict[str, np.ndarray]:
+def _line_by_line(body: bytes, path: Path, bad: list[BadLine],
+                  names: tuple[str, ...]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The columns of the good step lines, and the file line number of each."""
     rows: list[list[Any]] = []
+    numbers: list[int] = []
     for number, line in enumerate(body.split(b"\n"), start=2):
         if not line:
             continue
@@ -306,8 +344,9 @@ def _line_by_line(body: bytes, path: Path, bad: list[BadLine], names: tuple[str,
             bad.append(BadLine(path, number, reason))
         else:
             rows.append(json.loads(line))
+            numbers.append(number)
     if not rows:
-        return _empty_columns(names)
+        return _empty_columns(names), np.empty(0, dtype=np.int64)
     values = list(zip(*rows))
     columns = {}
     for name, column in zip(names, values):
@@ -317,7 +356,7 @@ def _line_by_line(body: bytes, path: Path, bad: list[BadLine], names: tuple[str,
             columns[name] = np.array(column, dtype=bool)
         else:
             columns[name] = np.array([np.nan if v is None else v for v in column], dtype=np.float64)
-    return columns
+    return columns, np.array(numbers, dtype=np.int64)
 
 
 def _row_problem(line: bytes, names: tuple[str, ...]) -> str:

@@ -24,13 +24,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from trainperf.aggregate import repeated_steps
 from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import (LINE_COLUMNS, STEPS_FILE_PATTERN, TIME_DECIMALS, BadLine, RankFile,
                                          read_rank_file)
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
-from trainperf.steady_state import RULES
 
 PART_BYTES = 48 << 20
 """Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
@@ -67,13 +67,8 @@ class RunFolder:
     @property
     def warmup_rule(self) -> str:
         """How the run's warm-up is chosen (``trainperf.steady_state``): the
-        manifest's ``warmup_rule``, ``mser`` where it has none; DataError
-        naming the manifest for another value."""
-        rule = self.manifest.get("warmup_rule", "mser")
-        if rule not in RULES:
-            raise DataError(f"warmup_rule {rule!r} is not one of {', '.join(RULES)}", path=self.path / MANIFEST_FILE,
-                            column="warmup_rule")
-        return rule
+        manifest's ``warmup_rule`` (checked by ``check_manifest``), ``mser`` where it has none."""
+        return self.manifest.get("warmup_rule") or "mser"
 
     @property
     def world_size(self) -> int | None:
@@ -96,7 +91,9 @@ class RunFolder:
 
 
 def open_run_folder(path: str | Path) -> RunFolder:
-    """Open a run folder: read its manifest and list its steps files."""
+    """Open a run folder: read its manifest (checked: ``check_manifest``) and
+    list its steps files; DataError naming a steps file whose rank lies beyond
+    the manifest's ``world_size``."""
     path = Path(path)
     manifest = read_manifest(path / MANIFEST_FILE)
     config = dict(manifest.get("config") or {})
@@ -104,7 +101,12 @@ def open_run_folder(path: str | Path) -> RunFolder:
     config.setdefault("experiment", path.resolve().parent.name)
     config.setdefault("source", str(path))
     files = sorted((int(m.group(1)), p) for p in path.iterdir() if (m := STEPS_FILE_PATTERN.match(p.name)))
-    return RunFolder(path, {**manifest, "config": config}, tuple(files))
+    folder = RunFolder(path, {**manifest, "config": config}, tuple(files))
+    world = folder.world_size
+    if world and files and files[-1][0] >= world:
+        raise DataError(f"rank {files[-1][0]} is beyond the manifest's world_size, {world} (ranks 0 to {world - 1})",
+                        path=files[-1][1])
+    return folder
 
 
 @dataclass
@@ -141,8 +143,10 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
                      for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
     for f in read:
         completed = ~f.columns["out_of_memory"]
-        if not completed.all():
+        if not completed.all():  # a step that ran out of memory is run again under its number
             f.columns = {name: values[completed] for name, values in f.columns.items()}
+            f.lines = f.lines[completed]
+        _read_once(f)
     nodes = {r["rank"]: r.get("node") for r in folder.environment.get("ranks", [])}
     counts = np.array([len(f.columns["step"]) for f in read], dtype=np.int64)
     total = int(counts.sum())
@@ -192,6 +196,28 @@ def outside_seconds(run_dir: Path, read: Sequence[Any]) -> tuple[list[list[Any]]
             sums.setdefault(phase.name, [0.0, 0.0, 0.0])[where] += phase.seconds
         found += [[rank_file.rank, name, *seconds_by_place] for name, seconds_by_place in sums.items()]
     return found, bad
+
+
+def _read_once(rank_file: RankFile) -> None:
+    """Drop the step lines of ``rank_file`` that repeat an earlier one exactly
+    (``trainperf.aggregate.repeated_steps``: a line written twice), each listed
+    with its bad lines; DataError naming the file, the step and both lines where
+    a step is recorded twice with different values (the profiler writes each
+    step once, into a file of its own run: the file is damaged, or two jobs
+    wrote it)."""
+    found = repeated_steps(rank_file.columns)
+    if found is None:
+        return
+    step, lines = rank_file.columns["step"], rank_file.lines
+    if found.conflicts:
+        earlier, later = found.conflicts[0]
+        raise DataError(f"step {step[later]} is recorded twice with different values (lines {lines[earlier]} and "
+                        f"{lines[later]}): the file is damaged, or two jobs wrote it", path=rank_file.path)
+    rank_file.bad_lines += [BadLine(rank_file.path, int(lines[i]), f"step {step[i]} again, the same as line "
+                                    f"{lines[first]}: read once") for i, first in found.copies]
+    rank_file.bad_lines.sort(key=lambda b: b.line)
+    rank_file.columns = {name: values[found.keep] for name, values in rank_file.columns.items()}
+    rank_file.lines = lines[found.keep]
 
 
 def _read_rank_file(path: Path) -> RankFile:
