@@ -16,6 +16,7 @@ keep M MiB of its own (written, so resident) through the training.
 GPU (``LOCAL_RANK``) with NCCL instead of the CPU with gloo.
 ``--checkpoint-every N``: every N steps each rank saves its model's state
 (``torch.save``, beside the run folder) in a phase ``checkpoint`` outside the steps.
+``--write-every-steps N --write-every-s S``: the profiler's batches (``StepProfiler``'s arguments).
 
 Under ``ddp`` the job also trains the same model on the same batches with
 DDP's own gradient averaging (no communication hook) and fails unless both
@@ -51,6 +52,8 @@ def main() -> None:
     parser.add_argument("--hold-mib", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--checkpoint-every", type=int, default=0, help="save a checkpoint every N steps")
+    parser.add_argument("--write-every-steps", type=int, default=100)
+    parser.add_argument("--write-every-s", type=float, default=1.0)
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     distributed = strategies != ["single"]
@@ -90,7 +93,8 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
 
         model = FullyShardedDataParallel(model, device_id=device)
     held = torch.ones(args.hold_mib * 2**18) if rank == args.hold_rank else None  # 4-byte floats  # noqa: F841
-    prof = StepProfiler(run_dir, config={"model": "mlp-16-64-64-1", "precision": "fp32"}, warmup_steps=1)
+    prof = StepProfiler(run_dir, config={"model": "mlp-16-64-64-1", "precision": "fp32"}, warmup_steps=1,
+                        write_every_steps=args.write_every_steps, write_every_s=args.write_every_s)
     model = prof.watch(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(rank)

@@ -260,10 +260,14 @@ def test_two_nodes_map_ranks_to_their_node(tmp_path):
 
 def test_rank_killed_mid_run_leaves_the_others_intact(tmp_path):
     """Two processes started by hand (torchrun would stop the survivor);
-    rank 1 kills itself with SIGKILL when step 3 of 8 begins."""
+    rank 1 kills itself with SIGKILL when step 3 of 8 begins. Steps are
+    written in batches of 2 (and never by time): steps 0 and 1 were written
+    when step 1 ended, step 2 waited in the batch the kill lost (the bound:
+    at most the batch not yet written)."""
     port, steps = free_port(), 8
     command = [sys.executable, str(SCRIPT), str(tmp_path), "--strategies", "local", "--steps", str(steps),
-               "--kill-rank", "1", "--kill-at", "3", "--step-sleep", "0.05"]
+               "--kill-rank", "1", "--kill-at", "3", "--step-sleep", "0.05",
+               "--write-every-steps", "2", "--write-every-s", "3600"]
     envs = [{**environment(), "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
              "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)} for rank in (0, 1)]
     (code0, output0), (code1, output1) = run_jobs([command, command], envs)
@@ -272,10 +276,10 @@ def test_rank_killed_mid_run_leaves_the_others_intact(tmp_path):
     run_dir = tmp_path / "local"
     assert_intact(run_dir / "steps-rank0.jsonl", steps)
     killed = rankfile.read_rank_file(run_dir / "steps-rank1.jsonl")
-    assert killed.bad_lines == [] and not killed.closed and killed.steps == 3  # steps 0-2 completed
-    with pytest.warns(DataWarning, match=r"rank\(s\) 1 stopped early \(rank 1: 3 of 8 steps, profiler not closed\)"):
+    assert killed.bad_lines == [] and not killed.closed and killed.steps == 2  # steps 0-2 completed, 0-1 written
+    with pytest.warns(DataWarning, match=r"rank\(s\) 1 stopped early \(rank 1: 2 of 8 steps, profiler not closed\)"):
         runs = load_runs(run_dir)
     row = runs.iloc[0]
     assert not row["complete"] and row["extra_stopped_early_ranks"] == "[1]"
     assert row["ranks"] == 2 and row["gpus"] == 2
-    assert len(load_steps(run_dir)) == steps + 3
+    assert len(load_steps(run_dir)) == steps + 2
