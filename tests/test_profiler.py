@@ -238,8 +238,8 @@ def test_a_closed_profiler_gives_the_signals_back(tmp_path):
 
 def test_chrome_trace_export(tmp_path, fake_time):
     accumulation_run(tmp_path / "acc", fake_time)
-    (path,) = export_chrome_trace(tmp_path / "acc")
-    assert path.name == "rank0.trace.json"
+    path = export_chrome_trace(tmp_path / "acc")
+    assert path == tmp_path / "acc" / "trace.json"
     events = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
     forward = [e for e in events if e["name"] == "forward"]
     assert len(forward) == 6 and all(e["dur"] == pytest.approx(1e6) for e in forward)  # 1 s in µs
@@ -247,13 +247,21 @@ def test_chrome_trace_export(tmp_path, fake_time):
     assert [e["dur"] for e in steps] == pytest.approx([6.75e6, 6.75e6, 6.75e6])
     (validation,) = [e for e in events if e["name"] == "validation"]
     assert (validation["cat"], validation["tid"], validation["ts"], validation["dur"]) == ("outside", 0, 13.5e6, 3e6)
+    # steps 1-2 only: the validation after step 1 lies between them and stays; step 0 goes
+    kept = [e for e in json.loads(export_chrome_trace(tmp_path / "acc", tmp_path / "part", steps=(1, 2)).read_text())[
+        "traceEvents"] if e["ph"] == "X"]
+    assert [e["name"] for e in kept if e["cat"] in ("step", "outside")] == ["step 1", "step 2", "validation"]
 
 
 def test_trace_command(tmp_path, fake_time, capsys):
     accumulation_run(tmp_path / "acc", fake_time)
-    assert cli.main(["trace", str(tmp_path / "acc"), "--out", str(tmp_path / "traces")]) == 0
-    assert capsys.readouterr().out.strip() == str(tmp_path / "traces" / "rank0.trace.json")
+    assert cli.main(["trace", str(tmp_path / "acc"), "--out", str(tmp_path / "traces"), "--ranks", "0-1",
+                     "--steps", "0-1"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "traces" / "trace.json")
+    events = json.loads((tmp_path / "traces" / "trace.json").read_text())["traceEvents"]
+    assert [e["name"] for e in events if e.get("cat") == "step"] == ["step 0", "step 1"]
     assert cli.main(["trace", str(tmp_path / "missing")]) == 2
+    assert cli.main(["trace", str(tmp_path / "acc"), "--ranks", "5"]) == 2  # no such rank: an error naming it
 
 
 def test_unwritable_folder_warns_once_and_training_goes_on(tmp_path):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainperf import DataWarning, find_straggler, load_runs, load_steps
+from trainperf import DataWarning, export_chrome_trace, find_straggler, load_runs, load_steps
 from trainperf.runfolder import rankfile
 
 pytestmark = pytest.mark.slow
@@ -140,6 +140,29 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
         assert measured.groupby("rank")["comm_s"].nunique().eq(1).all()  # one window: one estimate per rank
         manifest = json.loads((tmp_path / strategy / "manifest.json").read_text())
         assert "windows of 2 step(s) every 100 steps or more from step 1" in manifest["config"]["comm_measurement"]
+
+
+def test_the_ranks_of_a_ddp_run_share_one_clock_in_the_trace(tmp_path):
+    """DDP's all-reduces end every step on both ranks together, so step k
+    starts on both at once: in the one trace of the run, the median gap
+    between the ranks' starts of steps 1-7 is a few milliseconds at most.
+    Independently, each step's start on the trace's clock (its
+    ``baseTimeNanoseconds`` + ``ts``) comes just before the Unix time the
+    job itself read before calling ``prof.step()`` (median within 5 ms)."""
+    steps = 8
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
+                                   "--strategies", "ddp", "--steps", str(steps), "--wall-clock-log"]],
+                                 [environment()])
+    assert_exit_0(code, output)
+    trace = json.loads(export_chrome_trace(tmp_path / "ddp", tmp_path / "out").read_text())
+    starts = {(e["pid"], e["args"]["step"]): e["ts"] for e in trace["traceEvents"] if e.get("cat") == "step"}
+    assert len(starts) == 2 * steps
+    gaps = sorted(abs(starts[0, k] - starts[1, k]) for k in range(1, steps))
+    assert gaps[len(gaps) // 2] < 5e3  # µs
+    for rank in (0, 1):
+        read_ns = json.loads((tmp_path / f"ddp-wall-rank{rank}.json").read_text())
+        ahead = sorted(read_ns[k] - (trace["baseTimeNanoseconds"] + starts[rank, k] * 1e3) for k in range(1, steps))
+        assert ahead[0] > -1e6 and 0 <= ahead[len(ahead) // 2] < 5e6  # ns
 
 
 def test_host_memory_per_rank_and_its_mean_and_max_over_ranks(tmp_path):
