@@ -10,7 +10,7 @@ timed), its peak device memory and host memory; above them the run's tokens/s
 in total and per device, its MFU (``trainperf.derived``: the run's own
 FLOPs convention and peak), and the slowest rank: the one with the most work
 in a step (step time less its exposed communication wait), the phase where it
-spends most beyond the median rank, and how long the other ranks wait for
+spends most beyond the other ranks' median, and how long the other ranks wait for
 communication a step (under DDP: mostly for it; ``trainperf.find_straggler``
 gives the verdict after the run). The ranks are sorted slowest first; a run of
 many ranks shows the :data:`SHOWN_RANKS` slowest and the fastest.
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 import warnings
 from collections import deque
@@ -51,6 +52,8 @@ RECENT_STEPS = 20
 SHOWN_RANKS = 16
 """Rows of the rank table: the slowest ranks, and the fastest last."""
 REFRESH_S = 1.0
+WIDE = 160
+"""Columns of a frame printed to a file or a pipe (a terminal's own width otherwise)."""
 SHARES = ("data", "h2d", "forward", "loss", "backward", "optimizer", "comm_exposed", "validation")
 """Phases shown as shares of the step (``comm_exposed`` as ``comm``)."""
 SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt", "comm_exposed": "comm", "validation": "val"}
@@ -142,8 +145,11 @@ class RunWatch:
         slowest = int(np.nanargmax(work)) if np.isfinite(work).any() else None
         if slowest is not None and len(ranks) > 1:
             others = np.delete(np.arange(len(ranks)), slowest)
-            excess = {p: float(np.nanmean(column[f"{p}_s"][slowest]) - np.nanmedian(np.nanmean(column[f"{p}_s"], axis=1)))
-                      for p in SHARES if p != "comm_exposed" and np.isfinite(column[f"{p}_s"][slowest]).any()}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                means = {p: np.nanmean(column[f"{p}_s"], axis=1) for p in SHARES if p != "comm_exposed"}
+                excess = {p: float(m[slowest] - np.nanmedian(m[others])) for p, m in means.items()
+                          if np.isfinite(m[slowest])}
             phase = max(excess, key=excess.get) if excess else None
             out["slowest"] = {"rank": ranks[slowest], "work_s": float(work[slowest]),
                               "median_work_s": float(np.median(work[others])),
@@ -225,13 +231,13 @@ def render(frames: list[dict[str, Any]]) -> Group:
             parts.append(Text("  no step written yet"))
             continue
         parts.append(Text(f"  step {_ms(f['step_s'])}   tokens/s {_rate(f['tokens_per_s'])} total, "
-                          f"{_rate(f['tokens_per_s_per_device'])} per device   MFU {_percent(f['mfu'])}"))
+                          f"{_rate(f['tokens_per_s_per_device'])} per device   MFU {_mfu(f['mfu'])}"))
         slow = f.get("slowest")
         if slow:
-            where = (f", +{_ms(slow['phase_excess_s'])} in {slow['phase']} beyond the median rank"
+            where = (f", +{_ms(slow['phase_excess_s'])} in {slow['phase']} beyond the others' median"
                      if slow["phase"] and slow["phase_excess_s"] > 0 else "")
             parts.append(Text(f"  slowest: rank {slow['rank']}, {_ms(slow['work_s'])} of work a step against "
-                              f"{_ms(slow['median_work_s'])} (median){where}; the others wait "
+                              f"{_ms(slow['median_work_s'])} for the others' median{where}; the others wait "
                               f"{_ms(slow['others_wait_s'])} a step for communication"))
         rows = f["ranks"]
         phases = [p for p in (*SHARES, "other") if any(r["shares"][p] > 0 for r in rows)]
@@ -244,7 +250,7 @@ def render(frames: list[dict[str, Any]]) -> Group:
             if len(rows) > SHOWN_RANKS and i == SHOWN_RANKS - 1:
                 table.add_row(f"({len(rows) - SHOWN_RANKS} more)", *[""] * (len(table.columns) - 1))
             table.add_row(str(r["rank"]), _or_dash(r["step"]), f"{r['step_s'] * 1e3:.1f}", _rate(r["tokens_per_s"]),
-                          _percent(r["mfu"]), *(_percent(r["shares"][p]) for p in phases),
+                          _mfu(r["mfu"]), *(_percent(r["shares"][p]) for p in phases),
                           _number(r["peak_memory_gb"]), _number(r["host_memory_gb"]))
         parts.append(table)
     return Group(*parts)
@@ -266,6 +272,10 @@ def _percent(value: float) -> str:
     return f"{value:.0%}" if math.isfinite(value) else "-"
 
 
+def _mfu(value: float) -> str:
+    return f"{value * 100:.2g}%" if math.isfinite(value) else "-"
+
+
 def _number(value: float) -> str:
     return f"{value:.2f}" if math.isfinite(value) else "-"
 
@@ -276,7 +286,7 @@ def watch(path: str | Path, once: bool = False, console: Console | None = None) 
     path = Path(path)
     if not path.is_dir():
         raise DataError("no such folder", path=path)
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else WIDE)
     watches: dict[Path, RunWatch] = {}
 
     def frame() -> Group:
