@@ -56,7 +56,7 @@ from trainperf.profiler.exit_flush import ExitFlush
 from trainperf.profiler.flop_count import StepFlopCounter, parameter_counts
 from trainperf.profiler.folder import RunFolderInUse
 from trainperf.profiler.memory import GIB, CudaMemory, HostPeak, host_memory_reader
-from trainperf.profiler.record import CARRIED, DATA, PHASE_INDEX, StepRecord, resolve
+from trainperf.profiler.record import CARRIED, DATA, PHASE_INDEX, StepRecord, number, resolve
 from trainperf.profiler.trace import trace_line
 from trainperf.runfolder import eventfile, rankfile
 from trainperf.runfolder.linefile import LineFile
@@ -659,11 +659,12 @@ def device_memory_gb(torch: Any, device: Any) -> float | None:
 
 def _on_host(value: Any) -> Any:
     """A CUDA tensor starts its copy to the host now (ordered before the
-    step's end mark, so it is complete when the step is resolved); anything
-    else is kept as it is."""
+    step's end mark, so it is complete when the step is resolved); a host
+    tensor is read now (no sync), so that the step kept for its batch holds
+    no tensor and no autograd graph; anything else is kept as it is."""
     if getattr(value, "is_cuda", False):
         return value.detach().to("cpu", non_blocking=True)
-    return value
+    return number(value) if hasattr(value, "item") else value
 
 
 class _Step:
