@@ -16,6 +16,9 @@ keep M MiB of its own (written, so resident) through the training.
 GPU (``LOCAL_RANK``) with NCCL instead of the CPU with gloo.
 ``--checkpoint-every N``: every N steps each rank saves its model's state
 (``torch.save``, beside the run folder) in a phase ``checkpoint`` outside the steps.
+``--write-every-steps N --write-every-s S``: the profiler's batches (``StepProfiler``'s arguments).
+``--wall-clock-log``: each rank writes the Unix time (``time.time_ns``) read just before each
+``prof.step()`` to ``<run folder>-wall-rank<R>.json`` (a list, one per step).
 
 Under ``ddp`` the job also trains the same model on the same batches with
 DDP's own gradient averaging (no communication hook) and fails unless both
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import signal
 import time
@@ -51,6 +55,9 @@ def main() -> None:
     parser.add_argument("--hold-mib", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--checkpoint-every", type=int, default=0, help="save a checkpoint every N steps")
+    parser.add_argument("--write-every-steps", type=int, default=100)
+    parser.add_argument("--write-every-s", type=float, default=1.0)
+    parser.add_argument("--wall-clock-log", action="store_true")
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     distributed = strategies != ["single"]
@@ -90,15 +97,18 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
 
         model = FullyShardedDataParallel(model, device_id=device)
     held = torch.ones(args.hold_mib * 2**18) if rank == args.hold_rank else None  # 4-byte floats  # noqa: F841
-    prof = StepProfiler(run_dir, config={"model": "mlp-16-64-64-1", "precision": "fp32"}, warmup_steps=1)
+    prof = StepProfiler(run_dir, config={"model": "mlp-16-64-64-1", "precision": "fp32"}, warmup_steps=1,
+                        write_every_steps=args.write_every_steps, write_every_s=args.write_every_s)
     model = prof.watch(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     generator = torch.Generator().manual_seed(rank)
     data = [(torch.randn(8, 16, generator=generator).to(device), torch.randn(8, 1, generator=generator).to(device))
             for _ in range(args.steps)]
+    wall_ns = []
     for i, (x, y) in enumerate(prof.batches(data)):
         if rank == args.kill_rank and i == args.kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
+        wall_ns.append(time.time_ns())
         with prof.step(tokens=x.numel(), samples=x.shape[0]) as step:
             with prof.phase("forward"):
                 out = model(x)
@@ -116,6 +126,8 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
             with prof.phase("checkpoint"):
                 torch.save(model.state_dict(), run_dir.with_name(f"{run_dir.name}-checkpoint-rank{rank}.pt"))
     prof.close()
+    if args.wall_clock_log:
+        run_dir.with_name(f"{run_dir.name}-wall-rank{rank}.json").write_text(json.dumps(wall_ns))
     if strategy == "ddp":
         assert_same_weights(model, trained_without_hook(data, device))
     del model, opt

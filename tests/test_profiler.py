@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ import trainperf
 from trainperf import cli
 from trainperf import StepProfiler, export_chrome_trace, load_runs, load_steps
 from trainperf.profiler import ProfilerWarning, clocks, comm, record, step_profiler
-from trainperf.runfolder import linefile
+from trainperf.runfolder import linefile, rankfile
 
 
 class FakeTime:
@@ -174,30 +175,71 @@ def test_real_training_loop(tmp_path):
     assert steps["tokens"].tolist() == [512] * 4 and steps["warmup"].tolist() == [True, True, False, False]
 
 
-def test_a_killed_job_keeps_every_completed_step(tmp_path):
-    """Lines reach the OS as each step ends: a process that dies without
-    closing (as with SIGKILL) leaves every completed step readable."""
-    script = f"""
-import os, torch
+KILLED_JOB = """
+import os, signal, sys, torch
 from trainperf import StepProfiler
-prof = StepProfiler({str(tmp_path / 'k')!r}, warmup_steps=0)
+{before}
+prof = StepProfiler({run_dir!r}, warmup_steps=0, write_every_steps=2, write_every_s=3600)
 for i in range(5):
     with prof.step(tokens=10):
         with prof.phase("forward"):
             pass
-os._exit(9)  # no close, no flush at exit
+{end}
 """
-    assert subprocess.run([sys.executable, "-c", script]).returncode == 9
+
+
+def killed_job(run_dir, end, before=""):
+    """Five steps written in batches of two (never by time), then ``end``
+    instead of ``close()``: the process's exit code."""
+    return subprocess.run([sys.executable, "-c", KILLED_JOB.format(run_dir=str(run_dir), end=end, before=before)],
+                          capture_output=True, text=True).returncode
+
+
+def test_a_killed_job_loses_at_most_the_batch_not_yet_written(tmp_path):
+    """A process that dies without a chance to write (SIGKILL, os._exit)
+    keeps every batch written: steps 0-3 (two batches of two), not step 4,
+    which waited for the third; every line it kept reads."""
+    assert killed_job(tmp_path / "k", "os.kill(os.getpid(), signal.SIGKILL)") == -signal.SIGKILL
     with pytest.warns(trainperf.DataWarning, match=r"rank\(s\) 0 stopped early \(rank 0: profiler not closed\)"):
         row = load_runs(tmp_path / "k").iloc[0]
-    assert load_steps(tmp_path / "k")["step"].tolist() == [0, 1, 2, 3, 4]
+    assert load_steps(tmp_path / "k")["step"].tolist() == [0, 1, 2, 3]
     assert not row["complete"] and row["extra_stopped_early_ranks"] == "[0]"
+
+
+@pytest.mark.parametrize("end, code", [("os.kill(os.getpid(), signal.SIGTERM)", -signal.SIGTERM),
+                                       ("os.kill(os.getpid(), signal.SIGINT)", -signal.SIGINT),  # KeyboardInterrupt, then Python exits by SIGINT
+                                       ("sys.exit(4)", 4)])
+def test_a_terminated_or_exiting_job_writes_its_last_batch_and_ends_as_it_would(tmp_path, end, code):
+    """SIGTERM kills the process as its default action would (exit by the
+    signal), SIGINT still raises KeyboardInterrupt, an exit keeps its code;
+    each writes step 4 first. No end line: the profiler was not closed."""
+    assert killed_job(tmp_path / "t", end) == code
+    read = rankfile.read_rank_file(tmp_path / "t" / "steps-rank0.jsonl")
+    assert read.columns["step"].tolist() == [0, 1, 2, 3, 4] and not read.closed and read.bad_lines == []
+
+
+def test_a_signal_handler_of_the_job_still_runs(tmp_path):
+    """The job's own SIGTERM handler, installed before the profiler, is
+    chained: it runs (and decides the exit code) after the last batch is written."""
+    before = ("signal.signal(signal.SIGTERM, lambda *_: (open({marker!r}, 'w').write('ran'), os._exit(3)))"
+              .format(marker=str(tmp_path / "marker")))
+    assert killed_job(tmp_path / "h", "os.kill(os.getpid(), signal.SIGTERM)", before) == 3
+    assert (tmp_path / "marker").read_text() == "ran"
+    assert rankfile.read_rank_file(tmp_path / "h" / "steps-rank0.jsonl").columns["step"].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_a_closed_profiler_gives_the_signals_back(tmp_path):
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    prof = StepProfiler(tmp_path / "g", warmup_steps=0)
+    assert signal.getsignal(signal.SIGTERM) != before[signal.SIGTERM]
+    prof.close()
+    assert {s: signal.getsignal(s) for s in before} == before
 
 
 def test_chrome_trace_export(tmp_path, fake_time):
     accumulation_run(tmp_path / "acc", fake_time)
-    (path,) = export_chrome_trace(tmp_path / "acc")
-    assert path.name == "rank0.trace.json"
+    path = export_chrome_trace(tmp_path / "acc")
+    assert path == tmp_path / "acc" / "trace.json"
     events = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"]
     forward = [e for e in events if e["name"] == "forward"]
     assert len(forward) == 6 and all(e["dur"] == pytest.approx(1e6) for e in forward)  # 1 s in µs
@@ -205,13 +247,21 @@ def test_chrome_trace_export(tmp_path, fake_time):
     assert [e["dur"] for e in steps] == pytest.approx([6.75e6, 6.75e6, 6.75e6])
     (validation,) = [e for e in events if e["name"] == "validation"]
     assert (validation["cat"], validation["tid"], validation["ts"], validation["dur"]) == ("outside", 0, 13.5e6, 3e6)
+    # steps 1-2 only: the validation after step 1 lies between them and stays; step 0 goes
+    kept = [e for e in json.loads(export_chrome_trace(tmp_path / "acc", tmp_path / "part", steps=(1, 2)).read_text())[
+        "traceEvents"] if e["ph"] == "X"]
+    assert [e["name"] for e in kept if e["cat"] in ("step", "outside")] == ["step 1", "step 2", "validation"]
 
 
 def test_trace_command(tmp_path, fake_time, capsys):
     accumulation_run(tmp_path / "acc", fake_time)
-    assert cli.main(["trace", str(tmp_path / "acc"), "--out", str(tmp_path / "traces")]) == 0
-    assert capsys.readouterr().out.strip() == str(tmp_path / "traces" / "rank0.trace.json")
+    assert cli.main(["trace", str(tmp_path / "acc"), "--out", str(tmp_path / "traces"), "--ranks", "0-1",
+                     "--steps", "0-1"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "traces" / "trace.json")
+    events = json.loads((tmp_path / "traces" / "trace.json").read_text())["traceEvents"]
+    assert [e["name"] for e in events if e.get("cat") == "step"] == ["step 0", "step 1"]
     assert cli.main(["trace", str(tmp_path / "missing")]) == 2
+    assert cli.main(["trace", str(tmp_path / "acc"), "--ranks", "5"]) == 2  # no such rank: an error naming it
 
 
 def test_unwritable_folder_warns_once_and_training_goes_on(tmp_path):
@@ -244,7 +294,7 @@ def test_disk_full_at_start_warns_once(tmp_path):
 
 
 def test_disk_full_mid_run_keeps_earlier_steps(tmp_path, monkeypatch):
-    prof = StepProfiler(tmp_path / "mid", warmup_steps=0, trace=False)
+    prof = StepProfiler(tmp_path / "mid", warmup_steps=0, trace=False, write_every_steps=1)  # a write per step
     real_write = linefile.os.write
     calls = {"n": 0}
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainperf import DataWarning, find_straggler, load_runs, load_steps
+from trainperf import DataWarning, export_chrome_trace, find_straggler, load_runs, load_steps
 from trainperf.runfolder import rankfile
 
 pytestmark = pytest.mark.slow
@@ -142,6 +142,29 @@ def test_ddp_and_fsdp_on_two_processes(tmp_path):
         assert "windows of 2 step(s) every 100 steps or more from step 1" in manifest["config"]["comm_measurement"]
 
 
+def test_the_ranks_of_a_ddp_run_share_one_clock_in_the_trace(tmp_path):
+    """DDP's all-reduces end every step on both ranks together, so step k
+    starts on both at once: in the one trace of the run, the median gap
+    between the ranks' starts of steps 1-7 is a few milliseconds at most.
+    Independently, each step's start on the trace's clock (its
+    ``baseTimeNanoseconds`` + ``ts``) comes just before the Unix time the
+    job itself read before calling ``prof.step()`` (median within 5 ms)."""
+    steps = 8
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
+                                   "--strategies", "ddp", "--steps", str(steps), "--wall-clock-log"]],
+                                 [environment()])
+    assert_exit_0(code, output)
+    trace = json.loads(export_chrome_trace(tmp_path / "ddp", tmp_path / "out").read_text())
+    starts = {(e["pid"], e["args"]["step"]): e["ts"] for e in trace["traceEvents"] if e.get("cat") == "step"}
+    assert len(starts) == 2 * steps
+    gaps = sorted(abs(starts[0, k] - starts[1, k]) for k in range(1, steps))
+    assert gaps[len(gaps) // 2] < 5e3  # µs
+    for rank in (0, 1):
+        read_ns = json.loads((tmp_path / f"ddp-wall-rank{rank}.json").read_text())
+        ahead = sorted(read_ns[k] - (trace["baseTimeNanoseconds"] + starts[rank, k] * 1e3) for k in range(1, steps))
+        assert ahead[0] > -1e6 and 0 <= ahead[len(ahead) // 2] < 5e6  # ns
+
+
 def test_host_memory_per_rank_and_its_mean_and_max_over_ranks(tmp_path):
     """Rank 1 holds 256 MiB more than rank 0: each rank's own file shows it,
     and the run's host_memory_gb is the largest rank's, host_memory_mean_gb
@@ -260,10 +283,14 @@ def test_two_nodes_map_ranks_to_their_node(tmp_path):
 
 def test_rank_killed_mid_run_leaves_the_others_intact(tmp_path):
     """Two processes started by hand (torchrun would stop the survivor);
-    rank 1 kills itself with SIGKILL when step 3 of 8 begins."""
+    rank 1 kills itself with SIGKILL when step 3 of 8 begins. Steps are
+    written in batches of 2 (and never by time): steps 0 and 1 were written
+    when step 1 ended, step 2 waited in the batch the kill lost (the bound:
+    at most the batch not yet written)."""
     port, steps = free_port(), 8
     command = [sys.executable, str(SCRIPT), str(tmp_path), "--strategies", "local", "--steps", str(steps),
-               "--kill-rank", "1", "--kill-at", "3", "--step-sleep", "0.05"]
+               "--kill-rank", "1", "--kill-at", "3", "--step-sleep", "0.05",
+               "--write-every-steps", "2", "--write-every-s", "3600"]
     envs = [{**environment(), "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
              "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)} for rank in (0, 1)]
     (code0, output0), (code1, output1) = run_jobs([command, command], envs)
@@ -272,10 +299,10 @@ def test_rank_killed_mid_run_leaves_the_others_intact(tmp_path):
     run_dir = tmp_path / "local"
     assert_intact(run_dir / "steps-rank0.jsonl", steps)
     killed = rankfile.read_rank_file(run_dir / "steps-rank1.jsonl")
-    assert killed.bad_lines == [] and not killed.closed and killed.steps == 3  # steps 0-2 completed
-    with pytest.warns(DataWarning, match=r"rank\(s\) 1 stopped early \(rank 1: 3 of 8 steps, profiler not closed\)"):
+    assert killed.bad_lines == [] and not killed.closed and killed.steps == 2  # steps 0-2 completed, 0-1 written
+    with pytest.warns(DataWarning, match=r"rank\(s\) 1 stopped early \(rank 1: 2 of 8 steps, profiler not closed\)"):
         runs = load_runs(run_dir)
     row = runs.iloc[0]
     assert not row["complete"] and row["extra_stopped_early_ranks"] == "[1]"
     assert row["ranks"] == 2 and row["gpus"] == 2
-    assert len(load_steps(run_dir)) == steps + 3
+    assert len(load_steps(run_dir)) == steps + 2

@@ -120,7 +120,8 @@ def test_a_run_still_being_written_is_skipped_with_a_warning(tmp_path):
     run is still an error."""
     _profile(tmp_path / "runs" / "done")
     started = StepProfiler(tmp_path / "runs" / "started", config={"peak_tflops_per_gpu": 1.0}, warmup_steps=2)
-    warming = StepProfiler(tmp_path / "runs" / "warming", config={"peak_tflops_per_gpu": 1.0}, warmup_steps=2)
+    warming = StepProfiler(tmp_path / "runs" / "warming", config={"peak_tflops_per_gpu": 1.0}, warmup_steps=2,
+                           write_every_steps=1)  # batches of one step: its step is written as it ends
     with warming.step(samples=8):
         pass
     with pytest.warns(trainperf.DataWarning) as caught:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import numbers
+import time
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from trainperf import StepProfiler, export_chrome_trace, load_steps
+from trainperf import DataError, StepProfiler, export_chrome_trace, load_steps
 from trainperf.profiler import ProfilerWarning, collectives
 
 
@@ -66,8 +67,7 @@ def test_chrome_trace_export_follows_the_trace_event_format(tmp_path):
     ``ts`` and ``dur`` in microseconds, integer ``pid`` and ``tid``; metadata
     events ``ph: "M"`` naming processes and threads; ``displayTimeUnit`` ms or ns."""
     profiled_steps(tmp_path / "run", steps=3)
-    (path,) = export_chrome_trace(tmp_path / "run")
-    trace = json.loads(path.read_text())
+    trace = json.loads(export_chrome_trace(tmp_path / "run").read_text())
     assert trace["displayTimeUnit"] in ("ms", "ns")
     events = trace["traceEvents"]
     complete = [e for e in events if e["ph"] == "X"]
@@ -338,3 +338,45 @@ def test_a_failing_window_stops_the_sampling_not_the_profiler(tmp_path, monkeypa
                         torch.ones(4).sum()
     steps = load_steps(tmp_path / "run")
     assert len(steps) == 4 and steps["comm_s"].isna().all() and (steps["forward_s"] > 0).all()
+
+
+def test_a_torch_profiler_trace_merges_onto_the_runs_clock(tmp_path):
+    """A Kineto trace written by torch.profiler in this test, merged by its
+    ``baseTimeNanoseconds``: each ``trainperf/forward`` range it recorded
+    (the same phase, seen by torch) lies where trainperf's own forward phase
+    lies on the run's clock, to within 1 ms on both ends (the phase sleeps
+    20 ms, so a misplaced clock cannot pass), the ``aten::linear`` ops sit
+    inside it, and the torch processes sort below rank 0's tracks."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as user_profile:
+        with StepProfiler(tmp_path / "run", warmup_steps=0) as prof:
+            for x in prof.batches([torch.randn(4, 8) for _ in range(3)]):
+                with prof.step(samples=len(x)):
+                    with prof.phase("forward"):
+                        model(x).sum().backward()
+                        time.sleep(0.02)
+    user_profile.export_chrome_trace(str(tmp_path / "kineto.json"))
+    merged = json.loads(export_chrome_trace(tmp_path / "run", tmp_path / "out",
+                                            torch_traces=[tmp_path / "kineto.json"]).read_text())
+    events = merged["traceEvents"]
+    ours = sorted((e for e in events if e["pid"] == 0 and e["name"] == "forward"), key=lambda e: e["ts"])
+    theirs = sorted((e for e in events if e.get("name") == "trainperf/forward"), key=lambda e: e["ts"])
+    assert len(ours) == len(theirs) == 3
+    for mine, torchs in zip(ours, theirs):
+        assert torchs["pid"] != 0 and mine["dur"] >= 20e3  # µs
+        assert abs(mine["ts"] - torchs["ts"]) < 1e3
+        assert abs((mine["ts"] + mine["dur"]) - (torchs["ts"] + torchs["dur"])) < 1e3
+    linears = [e for e in events if e.get("name") == "aten::linear"]
+    assert len(linears) == 3
+    for op, mine in zip(sorted(linears, key=lambda e: e["ts"]), ours):
+        assert mine["ts"] - 1e3 <= op["ts"] and op["ts"] + op["dur"] <= mine["ts"] + mine["dur"] + 1e3
+    sort = {e["pid"]: e["args"]["sort_index"] for e in events if e.get("name") == "process_sort_index"}
+    assert sort[0] < min(index for pid, index in sort.items() if pid != 0)
+
+
+def test_a_torch_trace_without_a_base_time_is_refused_by_name(tmp_path):
+    profiled_steps(tmp_path / "run")
+    (tmp_path / "old.json").write_text(json.dumps({"traceEvents": []}))
+    with pytest.raises(DataError, match=r"old\.json.*baseTimeNanoseconds"):
+        export_chrome_trace(tmp_path / "run", torch_traces=[tmp_path / "old.json"])

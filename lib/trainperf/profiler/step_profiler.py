@@ -38,6 +38,7 @@ is recorded as such first (:func:`out_of_memory`).
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -51,10 +52,11 @@ from trainperf.profiler.clocks import Clock, CudaClock, HostClock
 from trainperf.profiler.comm import DdpCommTimer, parallel_module, strategy_of, watch_ddp
 from trainperf.profiler.cpu_peak import cpu_peak
 from trainperf.profiler.energy import energy_meter
+from trainperf.profiler.exit_flush import ExitFlush
 from trainperf.profiler.flop_count import StepFlopCounter, needs_counting, parameter_counts
 from trainperf.profiler.folder import RunFolderInUse
 from trainperf.profiler.memory import GIB, CudaMemory, HostPeak, host_memory_reader
-from trainperf.profiler.record import CARRIED, DATA, PHASE_INDEX, StepRecord, resolve
+from trainperf.profiler.record import CARRIED, DATA, PHASE_INDEX, StepRecord, number, resolve
 from trainperf.profiler.trace import trace_line
 from trainperf.runfolder import eventfile, rankfile
 from trainperf.runfolder.linefile import LineFile
@@ -62,6 +64,10 @@ from trainperf.runfolder.manifest import MANIFEST_FILE, TRACE_FILE, write_json
 from trainperf.schema import PHASES
 from trainperf.steady_state import RULES
 
+WRITE_EVERY_STEPS = 100
+"""Steps kept in memory at most before they are written (one write per file)."""
+WRITE_EVERY_S = 1.0
+"""Seconds after which the steps kept in memory are written, checked when a step ends."""
 MAX_PENDING_STEPS = 256
 """On GPU, steps wait for their CUDA events; past this many the device is
 synchronized once and they are all written, which bounds memory if the host
@@ -117,6 +123,15 @@ class StepProfiler:
     user; ``reset_peak_memory=True`` records each step's own peak instead, by
     resetting the allocator's peaks after each step (the user's
     ``max_memory_allocated`` then only covers the current step).
+
+    Completed steps are kept in memory and written in batches, one write
+    per file: when ``write_every_steps`` steps are waiting, or when a step
+    ends ``write_every_s`` seconds or more after the last write; and by
+    ``close()``, at interpreter exit and on SIGTERM or SIGINT
+    (``exit_flush.py``). A process killed without warning (SIGKILL, a
+    crash) loses at most the steps of the batch not yet written: fewer than
+    ``write_every_steps`` steps, all of them ended less than
+    ``write_every_s`` seconds after the previous write.
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
@@ -124,8 +139,16 @@ class StepProfiler:
                  overwrite: bool = False,
                  comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
                  comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool | None = None,
-                 reset_peak_memory: bool = False) -> None:
+                 reset_peak_memory: bool = False, write_every_steps: int = WRITE_EVERY_STEPS,
+                 write_every_s: float = WRITE_EVERY_S) -> None:
         self.run_dir = Path(run_dir)
+        if write_every_steps < 1 or not write_every_s > 0:
+            raise ValueError(f"write_every_steps={write_every_steps!r}, write_every_s={write_every_s!r}: "
+                             "at least one step and more than 0 seconds")
+        self._write_every = (write_every_steps, write_every_s)
+        self._written_at = perf_counter()
+        self._writing = False
+        self._exit_flush: ExitFlush | None = None
         self.warmup_steps = warmup_steps
         self.warmup = warmup
         self._count_flops = count_flops
@@ -193,13 +216,15 @@ class StepProfiler:
         self._write_manifest()
         node = nodes.get(place.rank, place.host)
         self._steps_file = LineFile(self.run_dir / rankfile.STEPS_FILE.format(rank=place.rank))
-        self._steps_file.write(rankfile.header_line(place.rank, place.host, place.node_rank, node))
         if trace:
             self._trace_file = LineFile(self.run_dir / TRACE_FILE.format(rank=place.rank))
-        self._origin = self._clock.mark()
         if self._sample_comm:
             self._start_sampling()
+        self._origin = self._clock.mark()
         self._host_origin = perf_counter() if self._cuda else self._origin
+        self._steps_file.write(rankfile.header_line(place.rank, place.host, place.node_rank, node,
+                                                    unix_ns_at(self._host_origin)))
+        self._exit_flush = ExitFlush(self._write_at_exit)
 
     def _write_manifest(self) -> None:
         if self.rank == 0:
@@ -455,7 +480,8 @@ class StepProfiler:
             self._window_start = record.end
             self._index += 1
             self._pending.append(record)
-            self._flush(wait=len(self._pending) > MAX_PENDING_STEPS)
+            if len(self._pending) >= self._write_every[0] or perf_counter() - self._written_at >= self._write_every[1]:
+                self._flush(wait=len(self._pending) > MAX_PENDING_STEPS)
         except Exception as exc:
             self._fail("cannot record a step", exc)
 
@@ -515,11 +541,30 @@ class StepProfiler:
                 held.waiting, held.estimate = False, estimate
         return estimate
 
+    def _write_at_exit(self) -> None:
+        """The process ends without ``close()`` (exit, SIGTERM, SIGINT): write
+        the steps whose marks are ready, unless a write is under way (the
+        signal interrupted it) or profiling stopped. Never raises."""
+        if self._off or self._writing:
+            return
+        try:
+            self._flush(wait=False)
+        except Exception:
+            pass
+
     def _flush(self, wait: bool) -> None:
         """Resolve and write the phases outside the steps and the pending
         steps whose marks are ready (all of them when ``wait``: one
-        synchronize for the lot). Phases first: a step may give back the mark
-        a phase ends at."""
+        synchronize for the lot), one write per file. Phases first: a step
+        may give back the mark a phase ends at."""
+        self._writing = True
+        try:
+            self._write_ready(wait)
+        finally:
+            self._writing = False
+            self._written_at = perf_counter()
+
+    def _write_ready(self, wait: bool) -> None:
         if wait and (self._pending or self._outside):
             self._clock.synchronize()
         while self._outside and self._clock.ready(self._outside[0][2]):
@@ -529,14 +574,21 @@ class StepProfiler:
                 self._events_file.write(eventfile.header_line(self.rank))
             self._events_file.write(eventfile.phase_line(name, self._clock.seconds(self._origin, start),
                                                          self._clock.seconds(start, end)))
+        steps, traces = [], []
+        data_clock = "host" if self._cuda else "step"
         while self._pending and self._pending[0].ready(self._clock):
             record = self._pending.popleft()
             values, trace = resolve(record, self._clock, self._origin, self._host_origin)
-            assert self._steps_file is not None
-            self._steps_file.write(rankfile.step_line(values))
+            steps.append(rankfile.step_line(values))
             if self._trace_file is not None:
-                self._trace_file.write(trace_line(*trace, data_clock="host" if self._cuda else "step"))
+                traces.append(trace_line(*trace, data_clock=data_clock))
             self._clock.release(record.marks())
+        if steps:
+            assert self._steps_file is not None
+            self._steps_file.write(b"".join(steps))
+        if traces:
+            assert self._trace_file is not None
+            self._trace_file.write(b"".join(traces))
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -552,6 +604,9 @@ class StepProfiler:
     def _stop(self) -> None:
         self._off = True
         self._open = None
+        if self._exit_flush is not None:
+            self._exit_flush.remove()
+            self._exit_flush = None
         if self._comm is not None:
             self._comm.stop()
             self._comm = None  # the model keeps its hook; the profiler lets go of the process group it calls
@@ -569,6 +624,19 @@ class StepProfiler:
                 except OSError:
                     pass
         self._steps_file = self._trace_file = self._events_file = None
+
+
+def unix_ns_at(mark: float) -> int:
+    """The Unix time (ns, ``time.time_ns``) at ``mark``, a ``perf_counter``
+    reading: the rank's clock set against the wall clock, read back to back
+    (the closest of three pairs, within a few µs)."""
+    pairs = []
+    for _ in range(3):
+        before = perf_counter()
+        wall = time.time_ns()
+        pairs.append((perf_counter() - before, wall, before))
+    _, wall, at = min(pairs)
+    return wall - round((at - mark) * 1e9)
 
 
 def out_of_memory(error: BaseException) -> bool:
@@ -600,11 +668,12 @@ def device_memory_gb(torch: Any, device: Any) -> float | None:
 
 def _on_host(value: Any) -> Any:
     """A CUDA tensor starts its copy to the host now (ordered before the
-    step's end mark, so it is complete when the step is resolved); anything
-    else is kept as it is."""
+    step's end mark, so it is complete when the step is resolved); a host
+    tensor is read now (no sync), so that the step kept for its batch holds
+    no tensor and no autograd graph; anything else is kept as it is."""
     if getattr(value, "is_cuda", False):
         return value.detach().to("cpu", non_blocking=True)
-    return value
+    return number(value) if hasattr(value, "item") else value
 
 
 class _Step:

@@ -1,4 +1,5 @@
-"""Per-rank timelines of a run, and their export as Chrome trace JSON.
+"""Every rank of a run on one timeline, as one Chrome trace JSON, and
+``torch.profiler`` (Kineto) traces of the same job merged into it.
 
 With ``trace=True`` (the default) the profiler writes ``trace-rank{R}.jsonl``
 beside the steps file: one JSON object per step with every interval it timed,
@@ -11,27 +12,45 @@ beside the steps file: one JSON object per step with every interval it timed,
 ``host`` when they do not (GPU: phases are device time from CUDA events, the
 data waits host time; the trace shows them on a track of their own).
 
-:func:`export_chrome_trace` turns these files into one Chrome trace JSON per
-rank (the Trace Event Format: complete events, times in microseconds), which
-opens in Perfetto (ui.perfetto.dev) or ``chrome://tracing``; the phases the
-rank timed outside its steps (``events-rank{R}.jsonl``) lie on the steps'
-track, between them.
+:func:`export_chrome_trace` turns a run's files into one trace in the Trace Event
+Format (complete events, times in microseconds), which opens in Perfetto
+(ui.perfetto.dev) or ``chrome://tracing``: a process per rank (``pid`` =
+rank) with its steps, phases, all-reduces and waits for data on tracks of
+their own, and the phases the rank timed outside its steps
+(``events-rank{R}.jsonl``) on the steps' track. Each rank's steps header
+records the Unix time at which its clock reads 0 (``origin_unix_ns``): every
+rank is placed on that one wall clock (ranks on several hosts are as aligned
+as the hosts' clocks are, e.g. by NTP). Time 0 of the trace is the earliest
+rank's origin (``baseTimeNanoseconds``, as in Kineto's traces).
+
+A Kineto trace (``torch.profiler``'s ``export_chrome_trace``) counts ``ts``
+in microseconds from its own ``baseTimeNanoseconds`` on the Unix clock; its
+events are moved onto the run's clock by the difference of the two bases, its
+processes renumbered (their ``pid`` could be a rank's) and named after the
+rank that wrote it (its ``distributedInfo``), and sorted just below that
+rank's trainperf tracks: trainperf's phases above the ops and kernels they ran.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainperf.errors import DataError
+from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
-from trainperf.runfolder.rankfile import BadLine, warn_bad_lines
+from trainperf.runfolder.rankfile import STEPS_FILE, BadLine, warn_bad_lines
 
 TRACE_FILE_PATTERN = re.compile(r"^trace-rank(\d+)\.jsonl$")
-CHROME_FILE = "rank{rank}.trace.json"
+TRACE_OUT = "trace.json"
 TRACKS = {"step": 0, "phases": 1, "allreduce": 2, "data (host clock)": 3}
+KINETO_PID = 1_000_000
+"""Kineto processes are renumbered from here (their own pids may equal a rank)."""
+SORT_PER_RANK = 1_000
+"""A rank's processes sort from ``rank * SORT_PER_RANK``: trainperf's tracks, then its Kineto processes."""
 
 
 def trace_line(step: int, warmup: bool, window: tuple[float, float], phases: list[tuple[str, float, float]],
@@ -46,49 +65,92 @@ def trace_line(step: int, warmup: bool, window: tuple[float, float], phases: lis
                 ",".join(["[%.6f,%.6f]" % i for i in data]), data_clock)).encode()
 
 
-def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
-    """Write ``rank{R}.trace.json`` for every ``trace-rank{R}.jsonl`` of the
-    run folder (into ``out_dir``, default the run folder) and return their
-    paths. Malformed lines are skipped and reported in one DataWarning."""
+def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, *, ranks: Iterable[int] | None = None,
+                 steps: tuple[int, int] | None = None, torch_traces: Sequence[str | Path] = ()) -> Path:
+    """Write ``trace.json`` (into ``out_dir``, default the run folder): the
+    ranks of the run (or those of ``ranks``) on one wall clock, their steps
+    ``steps[0]`` to ``steps[1]`` (inclusive; default all) and the phases
+    outside the steps between them, with the Kineto traces ``torch_traces``
+    merged in; return its path. Malformed lines are skipped and reported in
+    one DataWarning; a rank whose steps file records no clock origin (written
+    before it was recorded) puts every rank on its own clock, with a
+    DataWarning, and cannot be merged with a Kineto trace (DataError)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise DataError("no such folder", path=run_dir)
+    wanted = set(ranks) if ranks is not None else None
     sources = sorted((int(m.group(1)), p) for p in run_dir.glob("trace-rank*.jsonl")
-                     if (m := TRACE_FILE_PATTERN.match(p.name)))
+                     if (m := TRACE_FILE_PATTERN.match(p.name)) and (wanted is None or int(m.group(1)) in wanted))
     if not sources:
-        raise DataError("no trace-rank<R>.jsonl files (the run was profiled with trace=False?)", path=run_dir)
-    out = Path(out_dir) if out_dir is not None else run_dir
-    out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+        raise DataError("no trace-rank<R>.jsonl files" + (f" of ranks {sorted(wanted)}" if wanted is not None else
+                                                          " (the run was profiled with trace=False?)"), path=run_dir)
+    origins = {rank: origin_unix_ns(run_dir / STEPS_FILE.format(rank=rank)) for rank, _ in sources}
+    kineto = [_read_kineto(Path(p)) for p in torch_traces]
+    unknown = sorted(rank for rank, origin in origins.items() if origin is None)
+    if unknown and kineto:
+        raise DataError(f"the steps files of rank(s) {unknown} record no clock origin (origin_unix_ns): "
+                        "the run cannot be aligned with a torch.profiler trace", path=run_dir)
+    if unknown:
+        warnings.warn(f"{run_dir}: the steps files of rank(s) {unknown} record no clock origin (origin_unix_ns): "
+                      "every rank is shown on its own clock, from 0", DataWarning, stacklevel=2)
+        origins = dict.fromkeys(origins, 0)
+    base = min(origins.values())
+    events: list[dict[str, Any]] = []
     bad: list[BadLine] = []
     for rank, source in sources:
-        events = _metadata(rank)
+        shift_us = (origins[rank] - base) / 1e3
+        events += _metadata(rank)
+        kept: list[tuple[float, float]] = []  # the kept steps' windows (start_s, end_s)
         for number, line in enumerate(source.read_text(errors="replace").splitlines(), start=1):
             try:
-                events += _events(rank, json.loads(line))
+                entry = json.loads(line)
+                step = int(entry["step"])
+                if steps is None or steps[0] <= step <= steps[1]:
+                    events += _events(rank, entry, shift_us)
+                    kept.append((float(entry["window"][0]), float(entry["window"][0]) + float(entry["window"][1])))
             except (ValueError, TypeError, KeyError, IndexError) as exc:
                 bad.append(BadLine(source, number, f"{type(exc).__name__}: {exc}"))
         outside = run_dir / EVENTS_FILE.format(rank=rank)
         if outside.exists():
             phases, skipped = read_events(outside)
             bad += skipped
+            if steps is not None:  # between the first and the last step kept
+                phases = [p for p in phases if kept and min(kept)[0] <= p.start_s <= max(e for _, e in kept)]
             events += [{"name": p.name, "cat": "outside", "ph": "X", "pid": rank, "tid": TRACKS["step"],
-                        "ts": p.start_s * 1e6, "dur": p.seconds * 1e6, "args": {}} for p in phases]
-        target = out / CHROME_FILE.format(rank=rank)
-        target.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
-        written.append(target)
+                        "ts": shift_us + p.start_s * 1e6, "dur": p.seconds * 1e6, "args": {}} for p in phases]
+    for number, (path, trace) in enumerate(zip(torch_traces, kineto)):
+        events += _kineto_events(trace, (trace["baseTimeNanoseconds"] - base) / 1e3, KINETO_PID * (number + 1),
+                                 number, Path(path).name)
+    out = Path(out_dir) if out_dir is not None else run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / TRACE_OUT
+    target.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms", "baseTimeNanoseconds": base}))
     warn_bad_lines(bad, "trace and events files")
-    return written
+    return target
+
+
+def origin_unix_ns(steps_file: Path) -> int | None:
+    """The Unix time (ns) at which a rank's clock reads 0, from its steps
+    file's header (None where the header has none, or there is no file)."""
+    try:
+        with steps_file.open("rb") as file:
+            header = json.loads(file.readline())
+    except (OSError, ValueError):
+        return None
+    origin = header.get("origin_unix_ns") if isinstance(header, dict) else None
+    return origin if isinstance(origin, int) and not isinstance(origin, bool) else None
 
 
 def _metadata(rank: int) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = [{"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}}]
+    events: list[dict[str, Any]] = [
+        {"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}},
+        {"name": "process_sort_index", "ph": "M", "pid": rank, "args": {"sort_index": rank * SORT_PER_RANK}}]
     events += [{"name": "thread_name", "ph": "M", "pid": rank, "tid": tid, "args": {"name": name}}
                for name, tid in TRACKS.items()]
     return events
 
 
-def _events(rank: int, entry: dict[str, Any]) -> list[dict[str, Any]]:
+def _events(rank: int, entry: dict[str, Any], shift_us: float) -> list[dict[str, Any]]:
     step = int(entry["step"])
     args = {"step": step, "warmup": bool(entry["warmup"])}
     data_track = TRACKS["phases"] if entry["data_clock"] == "step" else TRACKS["data (host clock)"]
@@ -97,5 +159,46 @@ def _events(rank: int, entry: dict[str, Any]) -> list[dict[str, Any]]:
     spans += [("phase", "data", data_track, interval) for interval in entry["data"]]
     spans += [("allreduce", "all-reduce", TRACKS["allreduce"], interval) for interval in entry["allreduce"]]
     return [{"name": name, "cat": category, "ph": "X", "pid": rank, "tid": track,
-             "ts": float(start) * 1e6, "dur": float(duration) * 1e6, "args": args}
+             "ts": shift_us + float(start) * 1e6, "dur": float(duration) * 1e6, "args": args}
             for category, name, track, (start, duration) in spans]
+
+
+def _read_kineto(path: Path) -> dict[str, Any]:
+    """A Kineto trace JSON; DataError naming it when it is not one that can be aligned."""
+    try:
+        trace = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read the torch.profiler trace: {exc}", path=path) from exc
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise DataError("not a Chrome trace JSON (an object with 'traceEvents')", path=path)
+    base = trace.get("baseTimeNanoseconds")
+    if not isinstance(base, int) or isinstance(base, bool):
+        raise DataError("no integer baseTimeNanoseconds (written by torch.profiler 2.0 or later?): its clock "
+                        "cannot be aligned with the run's", path=path, column="baseTimeNanoseconds")
+    return trace
+
+
+def _kineto_events(trace: dict[str, Any], shift_us: float, first_pid: int, number: int,
+                   name: str) -> list[dict[str, Any]]:
+    """The events of a Kineto trace moved by ``shift_us`` onto the run's
+    clock, its processes renumbered from ``first_pid``, named after its rank
+    and sorted below that rank's trainperf tracks."""
+    rank = (trace.get("distributedInfo") or {}).get("rank")
+    label = f"rank {rank} torch.profiler" if isinstance(rank, int) else f"torch.profiler ({name})"
+    pids: dict[Any, int] = {}
+    events = []
+    for event in trace["traceEvents"]:
+        if not isinstance(event, dict) or event.get("name") == "process_sort_index":
+            continue
+        event = dict(event)
+        if "pid" in event:
+            event["pid"] = pids.setdefault(event["pid"], first_pid + len(pids))
+        if isinstance(event.get("ts"), (int, float)):
+            event["ts"] = float(event["ts"]) + shift_us
+        if event.get("ph") == "M" and event.get("name") == "process_name":
+            event["args"] = {**event.get("args", {}), "name": f"{label}: {event.get('args', {}).get('name', '')}"}
+        events.append(event)
+    sort = (rank if isinstance(rank, int) else number) * SORT_PER_RANK
+    events += [{"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": sort + 1 + i}}
+               for i, pid in enumerate(pids.values())]
+    return events

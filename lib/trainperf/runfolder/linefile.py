@@ -1,9 +1,9 @@
 """Append-only line files that survive the process being killed.
 
-Each line goes to the operating system with one ``os.write`` as soon as it is
-complete (no user-space buffer), so a process killed with SIGKILL loses no
-completed line: the kernel writes the page cache out even after the process
-is gone.
+Whole lines (one, or a batch) go to the operating system with one
+``os.write`` when the writer hands them over (no user-space buffer), so a
+process killed with SIGKILL loses no line handed over: the kernel writes the
+page cache out even after the process is gone.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ class LineFile:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_BINARY", 0), 0o644)
 
     def write(self, line: bytes) -> None:
-        """Write one complete line (raises OSError on a full disk or I/O error)."""
+        """Write complete lines (raises OSError on a full disk or I/O error)."""
         view = memoryview(line)
         while view:
             view = view[os.write(self._fd, view):]

@@ -1,13 +1,16 @@
 """The per-rank steps file of a run folder: its line format, a fast reader,
 and the warning that reports the lines a reader skipped.
 
-``steps-rank{R}.jsonl`` is JSON lines, written one line per optimizer step as
-the step completes, so that a job killed at any moment keeps every completed
-step:
+``steps-rank{R}.jsonl`` is JSON lines, one line per optimizer step, written
+in batches of whole lines (``trainperf.profiler.StepProfiler``: a job killed
+at any moment keeps every step of the batches written before):
 
 * line 1, the header: a JSON object ``{"format": "trainperf-steps",
   "version": 2, "rank": R, "host": ..., "node_rank": ..., "node": ...,
-  "columns": [...]}``;
+  "columns": [...], "origin_unix_ns": T}`` (``origin_unix_ns``: the Unix
+  time in nanoseconds at which the rank's clock reads 0, so that the
+  ``start_s`` of every rank can be put on one wall clock; absent from files
+  written before it was recorded);
 * one line per step: a JSON array of the values of ``columns``, in that order
   (:data:`LINE_COLUMNS`, ``null`` for a value not measured);
 * last line, written by ``StepProfiler.close()`` only: a JSON object
@@ -86,10 +89,12 @@ TIME_DECIMALS = 6
 """Times are written rounded to 1 µs (six decimals)."""
 
 
-def header_line(rank: int, host: str, node_rank: int | None, node: str) -> bytes:
-    """The first line of a rank's steps file."""
+def header_line(rank: int, host: str, node_rank: int | None, node: str, origin_unix_ns: int | None = None) -> bytes:
+    """The first line of a rank's steps file (``origin_unix_ns`` left out where not known)."""
     header = {"format": FORMAT, "version": VERSION, "rank": rank, "host": host,
               "node_rank": node_rank, "node": node, "columns": list(LINE_COLUMNS)}
+    if origin_unix_ns is not None:
+        header["origin_unix_ns"] = origin_unix_ns
     return (json.dumps(header) + "\n").encode()
 
 
