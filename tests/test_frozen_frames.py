@@ -63,6 +63,18 @@ table's reason keyed by peak_tflops_per_gpu; the scaling study's reasons for a t
 tests/test_derive.py checks them. Here both layers' notes on empty values are left out; the others must agree."""
 
 
+IMPOSSIBLE = re.compile(r"(?:[a-z_]+, )*[a-z_]+: impossible, emptied: |scaling_efficiency: super-linear ")
+"""Notes of ``trainperf.invariants`` (a figure that cannot be true is emptied since, with this note): the test
+restores the frozen figure and leaves the note out; tests/test_invariants.py checks them."""
+
+
+def emptied(frame: pd.DataFrame) -> list[tuple[int, list[str]]]:
+    """Per row with notes of figures emptied as impossible: its position and the columns emptied."""
+    return [(i, [c for note in notes.split("; ") if IMPOSSIBLE.match(note) and ": impossible" in note
+                 for c in note.split(": ", 1)[0].split(", ")])
+            for i, notes in enumerate(frame["notes"]) if isinstance(notes, str) and "impossible, emptied" in notes]
+
+
 def without_empty_notes(notes: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
     """``notes`` without those ``pattern`` matches (at their start), empty where none is left."""
     kept = notes.astype("string").str.split("; ").map(
@@ -97,6 +109,9 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
     frame = frame.drop(columns=[c for c in NEW_RUN_COLUMNS if c in frame and c not in stored])
     if kind == "derived":
         frame.loc[inferred_accumulation(frame, stored), "grad_accum_steps"] = np.nan
+        for i, figures in emptied(frame):  # trainperf.invariants empties impossible figures since
+            frame.loc[i, figures] = stored.loc[i, figures]
+        frame["notes"] = without_empty_notes(frame["notes"], IMPOSSIBLE)
         frame["notes"] = without_empty_notes(frame["notes"], NEW_EMPTY_NOTES)
         split = (frame["scaling_study"] != frame["experiment"].fillna("")).to_numpy(bool)
         weak = frame["scaling_type"].eq("weak").fillna(False).to_numpy(bool)  # no Karp–Flatt fraction

@@ -1,4 +1,5 @@
-"""``trainperf summarize``: the runs with every derived column, as CSV, JSON or Markdown."""
+"""``trainperf summarize``: the runs with every derived column, as CSV, JSON or Markdown; the figures emptied
+because they cannot be true (``trainperf.invariants``) are listed on standard error."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 
 from trainperf.derived import derive
 from trainperf.errors import DataError
+from trainperf.invariants import violations
 from trainperf.loading import load_runs
 
 KEY_COLUMNS: tuple[str, ...] = (
@@ -90,4 +92,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     table = summarize(load_runs(*args.paths), args.experiment)
     sys.stdout.write(render(table, args.format, args.columns or "key") + "\n")
+    emptied = violations(table)
+    if len(emptied):
+        sys.stderr.write(f"trainperf summarize: {len(emptied)} figure(s) emptied as impossible:\n" + "".join(
+            f"  {row.run_id}: {row.figures}: {row.why}\n" for row in emptied.itertuples()))
     return 0

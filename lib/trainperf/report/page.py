@@ -17,6 +17,7 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import Side, read_side
 from trainperf.derived import SCALING_NOTES, derive
+from trainperf.invariants import violations
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
@@ -282,6 +283,14 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -
         keys = notes["note"].str.split(": ", n=1).str[0].str.split(", ")
         notes = notes[~keys.map(lambda names: set(names) <= hidden).to_numpy(bool)]
     return notes.groupby("note", sort=False)["run_id"].agg(
+        runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
+
+
+def impossible(runs: pd.DataFrame) -> pd.DataFrame:
+    """The figures emptied because they cannot be true (``trainperf.invariants``): rows ``figures, why, runs,
+    examples`` (how many runs, up to three run ids)."""
+    found = violations(runs)
+    return found.groupby(["figures", "why"], sort=False)["run_id"].agg(
         runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 
 

@@ -245,7 +245,7 @@ def headline(runs: pd.DataFrame, policy: str = "same") -> Html:
         wins = found.loc[found["verdict"] == WINNER, "fastest"].value_counts(sort=True)
         if len(wins):
             figures.append((f"{wins.iloc[0]} of {len(found)}", f"comparisons won per device by {wins.index[0]}"))
-    possible = (runs["mfu"].le(1) & ~doubtful(runs)).to_numpy(bool)  # above 1 is wrong inputs (data quality)
+    possible = (runs["mfu"].notna() & ~doubtful(runs)).to_numpy(bool)  # an impossible MFU is empty (invariants)
     rated = runs[datasheet_peak(runs) & possible]
     kind = "datasheet dense peak"
     if rated.empty:
