@@ -21,10 +21,11 @@ from frames import FROZEN, as_text_columns, frames, inputs, name  # noqa: E402
 KINDS = ("runs", "derived", "steps", "log_steps")
 STEP_KINDS = ("steps", "log_steps")
 NEW_STEP_COLUMNS = ("n_steps", "includes_evaluation", "reserved_memory_gb", "host_memory_gb", "alloc_retries",
-                    "ooms", "energy_j")
+                    "ooms", "energy_j", "wait_outside_s")
 """Step intervals have these columns besides the steps table's: the steps an
 interval covers, whether its time includes an evaluation, and the memory and
-energy the profiler reads since (empty in every frozen input)."""
+energy the profiler reads since, and the wait for another rank's work outside the steps (empty in every
+frozen input)."""
 
 
 NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", "known_error", "compiled",
@@ -33,7 +34,7 @@ NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", 
                    "alloc_retries", "ooms", "fits", "energy_j_per_token", "power_w_per_gpu", "energy_kwh",
                    "energy_cost_usd", "energy_cost_usd_per_million_tokens", "memory_headroom_gb", "warmup_rule",
                    "wall_s", "goodput", "productive_s", "warmup_excess_s", "startup_s", "unaccounted_s",
-                   "after_steps_s")
+                   "after_steps_s", "wait_outside_s", "wait_outside_for", "peak_method")
 """Runs columns added since: whether the source measured the row (the reference data says where it did not),
 whether the run competed for its host's CPU (the bench's ``extra_oversubscribed``, and the profiler's record),
 the width of an attention head and whether the output head shares the token embedding (FLOPs conventions),
@@ -42,7 +43,8 @@ compiled (a setting repeats share), memory and energy (the profiler's runs of th
 steps-file version 1, which recorded only the peak: these are empty there; device_memory_gb and
 memory_headroom_gb come from the datasheet), how the warm-up was chosen (trainperf.steady_state: the frames of
 data/runs were frozen again with it, the others keep the warm-up they had) and the goodput breakdown
-(trainperf.goodput: no frozen input has a wall clock)."""
+(trainperf.goodput: no frozen input has a wall clock), the wait for another rank's work outside the steps
+(no frozen input has an events file) and how a given peak was got."""
 SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
            "cost_efficiency", "notes"]
 TIED = "scaling: several runs share the fewest devices: set baseline_run_id"

@@ -109,3 +109,4 @@ def test_the_scaling_page_plots_no_karp_flatt_outside_zero_one_and_says_why(tmp_
     notes = scaling.serial_notes(studied)
     assert notes[0].startswith("e (strong scaling): the Karp–Flatt fraction e is outside [0, 1] at 8 devices")
     assert notes[0].endswith("not plotted.")
+

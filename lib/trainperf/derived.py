@@ -64,7 +64,8 @@ from trainperf.errors import DataWarning
 from trainperf.hardware import cpu_rows, dense_peak_tflops, device_memory, is_cpu
 from trainperf.invariants import check_runs
 from trainperf.scaling import add_scaling
-from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
+from trainperf.schema import (APPROXIMATE_INPUTS, COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES,
+                              STEPS_SET_ASIDE)
 
 SECONDS_PER_DAY = 86_400.0
 JOULES_PER_KWH = 3.6e6
@@ -140,11 +141,15 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
     _add_energy(out)
     _add_memory(out, notes)
+    if APPROXIMATE_INPUTS in out:  # inputs a source printed rounded
+        for i in np.flatnonzero(out[APPROXIMATE_INPUTS].notna().to_numpy(bool)):
+            notes[i].append(f"approximate: {out[APPROXIMATE_INPUTS].iat[i]}")
     for i in np.flatnonzero(out["oversubscribed"].fillna(False).to_numpy(bool)):
         notes[i].append("oversubscribed: more busy threads than cores, or a loaded host, at the start: the run "
                         "measures contention for the CPU, not the training")
     out = add_scaling(out, notes)
-    check_runs(out, notes, datasheet_peak=out["peak_source"].notna() & out["peak_source"].ne(GIVEN_PEAK))
+    given = out["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
+    check_runs(out, notes, datasheet_peak=(out["peak_source"].notna() & ~given).fillna(False))
     _note_empty(out, notes)
     out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
     out.attrs = dict(runs.attrs)
@@ -330,7 +335,8 @@ def _peak(row: dict) -> tuple[float, object, str]:
     """Dense peak TFLOP/s of the row's device, its source, and why it is missing."""
     given = row.get("peak_tflops_per_gpu")
     if given is not None and not pd.isna(given):
-        return float(given), GIVEN_PEAK, ""
+        method = row.get("peak_method")
+        return float(given), GIVEN_PEAK if method is None or pd.isna(method) else f"{GIVEN_PEAK}: {method}", ""
     platform, precision = row.get("platform"), row.get("precision")
     if platform is None or pd.isna(platform):
         return math.nan, pd.NA, "no platform"

@@ -18,9 +18,15 @@ from trainperf.loading import load_runs
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "experiment", "platform", "model", "precision", "gpus", "elapsed_s",
     "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu", "mfu",
-    "scaling_multiplier", "scaling_efficiency", "comm_overhead", "cost_usd", "notes",
+    "scaling_multiplier", "scaling_efficiency", "comm_overhead", "wait_outside_s", "cost_usd", "notes",
 )
 """Columns of the Markdown summary unless ``--columns all`` is given."""
+
+
+RATE_BASIS = ("tokens_per_s and samples_per_s: the work over elapsed_s, the slowest rank's wall clock over the "
+              "measured window, work between steps (evaluation, checkpoints) included; trainperf compare judges the "
+              "steps' own time and gives this one as elapsed_throughput.")
+"""What the Markdown summary says under its table about the throughput it shows."""
 
 
 def summarize(runs: pd.DataFrame, experiment: str | None = None) -> pd.DataFrame:
@@ -71,7 +77,7 @@ def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:
         records = [dict(zip(table.columns, map(_json_value, row))) for row in table.itertuples(index=False)]
         return json.dumps(records, indent=1)
     shown = table if columns == "all" else table[[c for c in KEY_COLUMNS if c in table]]
-    return to_markdown(shown)
+    return to_markdown(shown) + "\n\n" + RATE_BASIS
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:

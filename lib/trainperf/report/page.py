@@ -21,7 +21,7 @@ from trainperf.invariants import violations
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
-from trainperf.importers.reported import compare_reported
+from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
@@ -348,12 +348,14 @@ def reported_differences(runs: pd.DataFrame, tolerance: float = REPORTED_TOLERAN
     figure a source printed (``reported_<column>``) that differs from
     trainperf's ``<column>`` beyond ``tolerance`` and the last digit printed
     (:func:`trainperf.importers.reported.compare_reported`, against trainperf's
-    own figures). ``difference`` is (source − trainperf) / trainperf, largest first."""
+    own figures: MFU against the log's peak where it names one). ``difference`` is
+    (source − trainperf) / trainperf, largest first; a printed peak of another
+    device has none, and ``note`` says it is not comparable."""
     found = compare_reported(runs, tolerance, source_convention=False)
-    out = found[found["flagged"]].rename(columns={"metric": "figure", "recomputed": "trainperf",
-                                                  "relative_difference": "difference"})
+    out = found[found["flagged"] | found["note"].eq(OTHER_PEAK).fillna(False)].rename(
+        columns={"metric": "figure", "recomputed": "trainperf", "relative_difference": "difference"})
     figures = {name.removeprefix("reported_"): i for i, name in enumerate(runs.columns)}
-    out = out[["run_id", "figure", "reported", "trainperf", "difference"]].sort_values(
+    out = out[["run_id", "figure", "reported", "trainperf", "difference", "note"]].sort_values(
         "figure", key=lambda names: names.map(figures), kind="stable")
     return out.reindex(out["difference"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 

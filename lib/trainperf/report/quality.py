@@ -20,8 +20,9 @@ from trainperf.report.theme import table
 
 SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) that differ from the figure trainperf "
                   f"recomputes by more than {fmt_pct(page.REPORTED_TOLERANCE)} and by more than the last digit the source printed. Difference = "
-                  "(source − trainperf) / trainperf; fractions (MFU, efficiency) as fractions. Where they differ, "
-                  "the report uses trainperf's.")
+                  "(source − trainperf) / trainperf; fractions (MFU, efficiency) as fractions, trainperf's MFU against "
+                  "the peak the source divided by where it names one; a printed peak of another device is not "
+                  "comparable. Where they differ, the report uses trainperf's.")
 """What the "Source figures vs trainperf" part lists."""
 
 
