@@ -64,16 +64,23 @@ def test_notebook_opens_with_a_literal_parameters_cell_and_no_outputs(name):
 
 @pytest.mark.parametrize("name", REPORTS)
 def test_papermill_finds_every_parameter_with_its_default_and_help(name):
-    """What `papermill --help-notebook` lists is every assignment of the parameters cell (read here with ast)."""
+    """What `papermill --help-notebook` lists is every assignment of the parameters cell (read here with ast),
+    each with its type: the annotation (`x: "Optional[float]" = None` where the default is None)."""
     import papermill
 
     cell = ast.parse("".join(_code_cells(name)[0]["source"]))
-    assert all(isinstance(s, ast.Assign) for s in cell.body), "plain `name = literal` lines"
-    assigned = {s.targets[0].id: ast.literal_eval(s.value) for s in cell.body}
+    assert all(isinstance(s, ast.AnnAssign) for s in cell.body), "annotated `name: type = literal` lines"
+    assigned = {s.target.id: ast.literal_eval(s.value) for s in cell.body}
+    annotations = {s.target.id: ast.literal_eval(s.annotation) if isinstance(s.annotation, ast.Constant)
+                   else s.annotation.id for s in cell.body}
     found = papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb"))
     assert list(found) == list(assigned)
     for pname, parameter in found.items():
         assert parameter["help"] and ast.literal_eval(parameter["default"]) == assigned[pname], pname
+        assert parameter["inferred_type_name"] == annotations[pname], pname  # what --help-notebook shows
+        default = assigned[pname]
+        assert annotations[pname] == (type(default).__name__ if default is not None else annotations[pname]), pname
+        assert default is not None or annotations[pname].startswith("Optional["), pname
     assert {p: d.default for p, d in declared_parameters(NOTEBOOKS / f"{name}.ipynb").items()} == assigned
 
 
@@ -278,6 +285,17 @@ def test_pages_are_self_contained_and_show_no_code(request, folder):
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_no_python_warning_text_reaches_a_built_page(embedded):
+    """A warning a cell raises is the library's to say in words (data quality), never a traceback on a page:
+    ``file.py:123: UserWarning: ...`` as Python prints it, in any built page."""
+    pages = sorted(embedded.glob("*.html"))
+    assert len(pages) >= 6  # the five reports and the index
+    for path in pages:
+        found = re.findall(r"\.py:\d+: \w*Warning\b.{0,120}", path.read_text())
+        assert not found, (path.name, found[:3])
+
+
 def test_index_links_every_report_with_its_headline(embedded):
     index = (embedded / "index.html").read_text()
     text = _visible(index)

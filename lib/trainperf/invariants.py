@@ -115,7 +115,7 @@ def _check_scaling(out: pd.DataFrame, notes: list[list[str]]) -> None:
     super_linear = (efficiency > 1 + EFFICIENCY_TOLERANCE) & more_devices
     _empty(out, notes, super_linear & ~strong, ("scaling_multiplier", "scaling_efficiency", "serial_fraction",
                                                 "cost_efficiency"),
-           f"scaling efficiency more than {EFFICIENCY_TOLERANCE:.0%} above 1 without strong scaling: the runs did "
+           f"scaling efficiency more than {EFFICIENCY_TOLERANCE:.0%} above 1 outside strong scaling; the runs did "
            "not do comparable work, or the baseline was slowed (a loaded machine)")
     for i in np.flatnonzero(super_linear & strong):
         notes[i].append("scaling_efficiency: super-linear under strong scaling: each device's share of the "

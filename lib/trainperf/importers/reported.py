@@ -58,15 +58,16 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
     rate (circular).
 
     MFU and HFU are compared in the log's units: trainperf's against the
-    log's own peak where the log names it (``reported_peak_tflops_per_gpu``;
-    ``note`` says so). A printed peak more than :data:`SAME_DEVICE_PEAKS`
-    times off trainperf's is another device's: no difference, not flagged,
-    ``note`` :data:`OTHER_PEAK`.
+    log's own peak where the log names another device's (more than
+    :data:`SAME_DEVICE_PEAKS` times off trainperf's; ``note`` says so), and
+    that printed peak gets no difference, is not flagged, and has ``note``
+    :data:`OTHER_PEAK`. A peak of the same device (a 2:4-sparse one) is a
+    finding: both differences are shown.
 
     With ``source_convention`` (the importer's check), FLOPs figures are
     recomputed under the log's own convention
-    (``extra_reported_flops_convention``, where the importer knows it), so a
-    log's figures reproduce; where that tool's formula changed between
+    (``extra_reported_flops_convention``, where the importer knows it) and MFU
+    against the log's own peak whatever it is, so a log's figures reproduce; where that tool's formula changed between
     releases, under the form that reproduces the log's own figures
     (:func:`_source_forms`: a Megatron-LM log prints no release); ``convention``
     names the convention (form) used.
@@ -93,6 +94,8 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
                 recomputed = recomputed * form_factors
                 conventions = forms
             peak = _peak_factors(derived_runs, metric)  # MFU in the log's units: against the log's own peak
+            if not source_convention:  # the reports: only another device's peak; a sparse one is a finding
+                peak = np.where(np.abs(np.log(peak)) > np.log(SAME_DEVICE_PEAKS), peak, 1.0)
             recomputed = recomputed * peak
             note[peak != 1.0] = "trainperf's converted to the log's peak"
         usable = np.isfinite(reported) & np.isfinite(recomputed)

@@ -286,10 +286,13 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -
         runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 
 
-def impossible(runs: pd.DataFrame) -> pd.DataFrame:
+def impossible(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
     """The figures emptied because they cannot be true (``trainperf.invariants``): rows ``figures, why, runs,
-    examples`` (how many runs, up to three run ids)."""
+    examples`` (how many runs, up to three run ids). Without ``scaling``, those of scaling figures only are
+    left out (for a report that shows none)."""
     found = violations(runs)
+    if not scaling:
+        found = found[~found["figures"].str.split(", ").map(lambda names: set(names) <= SCALING_NOTES).astype(bool)]
     return found.groupby(["figures", "why"], sort=False)["run_id"].agg(
         runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 

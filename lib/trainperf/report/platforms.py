@@ -268,8 +268,8 @@ def headline(runs: pd.DataFrame, policy: str = "same") -> Html:
 
 def policy_notes(runs: pd.DataFrame, policy: str = "same") -> list[str]:
     """How platforms are compared (:data:`PRECISION_POLICIES`), and the contests with one platform only."""
-    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.", *runs.attrs.get("merged_platforms", []),
-            *uncontested(runs, policy)]
+    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.", *uncontested(runs, policy),
+            *runs.attrs.get("merged_platforms", [])]
 
 
 def sparse_note(runs: pd.DataFrame) -> str:

@@ -36,7 +36,7 @@ def section(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool
     parts = [
         ("Inputs read", [bullets(page.inputs_read(runs, steps))]),
         ("Skipped and why", [table(page.skipped(runs, steps), empty="Nothing was skipped.")]),
-        ("Impossible figures, emptied", [table(page.impossible(runs), empty="No figure broke an invariant.")]),
+        ("Impossible figures, emptied", [table(page.impossible(runs, scaling=scaling), empty="No figure broke an invariant.")]),
         ("Empty or doubtful values", [table(page.note_counts(runs, scaling=scaling, mfu=mfu),
                                             empty="Every derived value of every run could be computed.")]),
         ("Conventions", [bullets(page.conventions(runs, scaling=scaling)),

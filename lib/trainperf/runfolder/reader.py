@@ -184,7 +184,10 @@ def outside_waits(folder: RunFolder, read: Sequence[RankFile]) -> tuple[dict[int
     in step s is ``min(comm_exposed_s, max(0, L_R − L_r))``, ``L`` the seconds a rank spent outside the
     steps just before step s, R the rank that spent the most there (a wait is no longer than the phase
     waited for, nor than the communication it was booked as; a rank that evaluated as long waited for
-    nobody). NaN where a step line has no ``comm_exposed_s``."""
+    nobody). NaN where a step line has no ``comm_exposed_s``. Nothing where the run's communication is an
+    estimate sampled in windows (``comm_measurement`` in its config: FSDP), not a time of each step."""
+    if folder.config.get("comm_measurement"):
+        return {}, []
     mine = {f.rank: f for f in read}
     before: dict[int, dict[int, float]] = {}  # rank -> step -> seconds outside the steps just before it
     names: dict[tuple[int, int], list[str]] = {}
