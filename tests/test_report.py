@@ -284,16 +284,35 @@ def test_pages_are_self_contained_and_show_no_code(request, folder):
         assert "import trainperf" not in page and "from trainperf" not in page
 
 
-@pytest.mark.slow
+PYTHON_WARNING = re.compile(r"\.py:\d+: \w*Warning\b.{0,120}")
+"""A warning as Python prints it (``file.py:123: UserWarning: ...``): never on a page."""
+
+
 @pytest.mark.slow
 def test_no_python_warning_text_reaches_a_built_page(embedded):
-    """A warning a cell raises is the library's to say in words (data quality), never a traceback on a page:
-    ``file.py:123: UserWarning: ...`` as Python prints it, in any built page."""
+    """A warning a cell raises is the library's to say in words (data quality), never a traceback on a page."""
     pages = sorted(embedded.glob("*.html"))
     assert len(pages) >= 6  # the five reports and the index
     for path in pages:
-        found = re.findall(r"\.py:\d+: \w*Warning\b.{0,120}", path.read_text())
+        found = PYTHON_WARNING.findall(path.read_text())
         assert not found, (path.name, found[:3])
+
+
+@pytest.mark.slow
+def test_a_scaling_page_of_one_and_two_processes_has_no_python_warning(tmp_path):
+    """A profiled run on 1 process and one on 2 (weak scaling: 8 then 16 samples a step, so no Karp–Flatt
+    fraction): the serial-fraction chart had no data and seaborn's "Ignoring `palette`" UserWarning reached
+    the page. It now says there is nothing to plot."""
+    from test_one_answer import _one_rank
+    from test_wait_outside import _run
+
+    _one_rank(tmp_path / "data" / "exp" / "p1", 0.040)
+    _run(tmp_path / "data" / "exp" / "p2", {0: 0.040})
+    out = tmp_path / "out"
+    build(plan(["scaling"], data=[tmp_path / "data" / "exp"], out_dir=out), workers=1)
+    text = (out / "scaling.html").read_text()
+    assert not PYTHON_WARNING.findall(text)
+    assert "No Karp–Flatt serial fraction to plot." in text
 
 
 def test_index_links_every_report_with_its_headline(embedded):
