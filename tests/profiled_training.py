@@ -19,6 +19,8 @@ GPU (``LOCAL_RANK``) with NCCL instead of the CPU with gloo.
 ``--write-every-steps N --write-every-s S``: the profiler's batches (``StepProfiler``'s arguments).
 ``--wall-clock-log``: each rank writes the Unix time (``time.time_ns``) read just before each
 ``prof.step()`` to ``<run folder>-wall-rank<R>.json`` (a list, one per step).
+``--evaluate-rank R --evaluate-after S,T --evaluate-s D``: rank R alone "evaluates" (sleeps D seconds) in a
+phase ``validation`` outside the steps after steps S, T; the other ranks wait for it in their next all-reduce.
 
 Under ``ddp`` the job also trains the same model on the same batches with
 DDP's own gradient averaging (no communication hook) and fails unless both
@@ -58,6 +60,9 @@ def main() -> None:
     parser.add_argument("--write-every-steps", type=int, default=100)
     parser.add_argument("--write-every-s", type=float, default=1.0)
     parser.add_argument("--wall-clock-log", action="store_true")
+    parser.add_argument("--evaluate-rank", type=int, default=-1, help="the one rank that evaluates")
+    parser.add_argument("--evaluate-after", default="", help="comma-separated steps after which it evaluates")
+    parser.add_argument("--evaluate-s", type=float, default=0.0, help="seconds each evaluation takes")
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     distributed = strategies != ["single"]
@@ -122,6 +127,9 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
                 opt.step()
                 opt.zero_grad()
             step.loss = loss
+        if rank == args.evaluate_rank and str(i) in args.evaluate_after.split(","):
+            with prof.phase("validation"):
+                time.sleep(args.evaluate_s)
         if args.checkpoint_every and (i + 1) % args.checkpoint_every == 0:
             with prof.phase("checkpoint"):
                 torch.save(model.state_dict(), run_dir.with_name(f"{run_dir.name}-checkpoint-rank{rank}.pt"))

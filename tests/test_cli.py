@@ -27,7 +27,9 @@ def test_summarize_json_and_markdown(capsys):
     records = json.loads(capsys.readouterr().out)
     assert [r["gpus"] for r in records] == [1, 4, 8, 16, 32]
     assert main(["summarize", str(SEED_000)]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    table, basis = capsys.readouterr().out.strip().split("\n\n")  # the table, then what its throughput is
+    lines = table.splitlines()
+    assert basis.startswith("tokens_per_s and samples_per_s: the work over elapsed_s")
     assert lines[0].startswith("| run_id | experiment |") and len(lines) == 2 + 5
     assert "| 700,970 |" in lines[-1]  # 32 GPUs: 1,081,344,000 tokens / 1542.64 s
 

@@ -205,26 +205,28 @@ def test_unknown_gpus_leaves_per_device_figures_empty_with_a_reason():
         "scaling_multiplier, scaling_efficiency, serial_fraction, scaling_type: no gpus")
 
 
-def test_an_impossible_mfu_is_noted():
+def test_an_impossible_mfu_is_emptied_with_its_reason():
     # 1.6e9 tokens / 3600 s = 444,444 tokens/s; 6 * 6.7e9 + 12 * 32 * 4096 * 2048 = 4.3421e10 FLOPs per token;
     # / 8 GPUs = 2,412 TFLOP/s per H100 against a dense 989.5: 2.44, more than the device can do
     d = derive(runs({"run_id": "a", "gpus": 8, "tokens": 1.6e9, "elapsed_s": 3600.0, "n_params": 6.7e9,
                      "n_layers": 32, "d_model": 4096, "seq_len": 2048, "platform": "H100", "precision": "bf16",
                      "activation_checkpointing": False}))
-    assert d["mfu"].iloc[0] == pytest.approx(1.6e9 / 3600 * 4.3421e10 / 8 / 1e12 / 989.5, rel=1e-4)
-    assert "mfu above 1, more FLOP/s than the device's peak: likely causes: " in d["notes"].iloc[0]
+    assert d["tflops_per_gpu"].iloc[0] / 989.5 == pytest.approx(1.6e9 / 3600 * 4.3421e10 / 8 / 1e12 / 989.5, rel=1e-4)
+    assert d["mfu"].isna().all() and d["hfu"].isna().all()
+    assert ("mfu, hfu: impossible, emptied: mfu above 1, more FLOP/s than the device's peak: likely causes: "
+            in d["notes"].iloc[0])
 
 
 
-def test_a_cpu_near_its_measured_peak_is_not_doubted_but_above_it_is():
+def test_a_cpu_near_its_measured_peak_is_not_doubted_but_above_it_is_emptied():
     # a CPU's peak is the matmul rate measured on it (given in the run): 0.8 of it is reachable, 1.05 is not;
     # 6 x 1e6 params x tokens/s / 1e12 against a given 0.06 TFLOP/s: 8,000 tokens/s = 0.8, 10,500 = 1.05
     rows = [{"run_id": f"r{i}", "gpus": 1, "tokens_per_s": rate, "n_params": 1e6, "platform": "cpu",
              "precision": "fp32", "peak_tflops_per_gpu": 0.06} for i, rate in enumerate((8_000.0, 10_500.0))]
     d = derive(runs(*rows))
-    assert d["mfu"].tolist() == pytest.approx([0.8, 1.05])
+    assert d["mfu"].iat[0] == pytest.approx(0.8) and pd.isna(d["mfu"].iat[1])
     assert pd.isna(d["notes"].iat[0]) or "mfu" not in d["notes"].iat[0]
-    assert "mfu above 1" in d["notes"].iat[1]
+    assert "mfu, hfu: impossible, emptied: mfu above 1" in d["notes"].iat[1]
 
 
 def test_a_doubtful_mfu_is_one_note_whatever_its_value():

@@ -21,10 +21,11 @@ from frames import FROZEN, as_text_columns, frames, inputs, name  # noqa: E402
 KINDS = ("runs", "derived", "steps", "log_steps")
 STEP_KINDS = ("steps", "log_steps")
 NEW_STEP_COLUMNS = ("n_steps", "includes_evaluation", "reserved_memory_gb", "host_memory_gb", "alloc_retries",
-                    "ooms", "energy_j")
+                    "ooms", "energy_j", "wait_outside_s")
 """Step intervals have these columns besides the steps table's: the steps an
 interval covers, whether its time includes an evaluation, and the memory and
-energy the profiler reads since (empty in every frozen input)."""
+energy the profiler reads since, and the wait for another rank's work outside the steps (empty in every
+frozen input)."""
 
 
 NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", "known_error", "compiled",
@@ -33,7 +34,7 @@ NEW_RUN_COLUMNS = ("measured", "oversubscribed", "head_dim", "tied_embeddings", 
                    "alloc_retries", "ooms", "fits", "energy_j_per_token", "power_w_per_gpu", "energy_kwh",
                    "energy_cost_usd", "energy_cost_usd_per_million_tokens", "memory_headroom_gb", "warmup_rule",
                    "wall_s", "goodput", "productive_s", "warmup_excess_s", "startup_s", "unaccounted_s",
-                   "after_steps_s")
+                   "after_steps_s", "wait_outside_s", "wait_outside_for", "peak_method")
 """Runs columns added since: whether the source measured the row (the reference data says where it did not),
 whether the run competed for its host's CPU (the bench's ``extra_oversubscribed``, and the profiler's record),
 the width of an attention head and whether the output head shares the token embedding (FLOPs conventions),
@@ -42,7 +43,8 @@ compiled (a setting repeats share), memory and energy (the profiler's runs of th
 steps-file version 1, which recorded only the peak: these are empty there; device_memory_gb and
 memory_headroom_gb come from the datasheet), how the warm-up was chosen (trainperf.steady_state: the frames of
 data/runs were frozen again with it, the others keep the warm-up they had) and the goodput breakdown
-(trainperf.goodput: no frozen input has a wall clock)."""
+(trainperf.goodput: no frozen input has a wall clock), the wait for another rank's work outside the steps
+(no frozen input has an events file) and how a given peak was got."""
 SCALING = ["baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency", "serial_fraction",
            "cost_efficiency", "notes"]
 TIED = "scaling: several runs share the fewest devices: set baseline_run_id"
@@ -61,6 +63,18 @@ NEW_EMPTY_NOTES = re.compile(r"(?!scaling: )(?:[a-z_]+, )*[a-z_]+: (?:no |not gi
 """Since, every derived column a row leaves empty has a note saying why (``trainperf.derived.NEEDS``; the peak
 table's reason keyed by peak_tflops_per_gpu; the scaling study's reasons for a type and a serial fraction):
 tests/test_derive.py checks them. Here both layers' notes on empty values are left out; the others must agree."""
+
+
+IMPOSSIBLE = re.compile(r"(?:[a-z_]+, )*[a-z_]+: impossible, emptied: |scaling_efficiency: super-linear ")
+"""Notes of ``trainperf.invariants`` (a figure that cannot be true is emptied since, with this note): the test
+restores the frozen figure and leaves the note out; tests/test_invariants.py checks them."""
+
+
+def emptied(frame: pd.DataFrame) -> list[tuple[int, list[str]]]:
+    """Per row with notes of figures emptied as impossible: its position and the columns emptied."""
+    return [(i, [c for note in notes.split("; ") if IMPOSSIBLE.match(note) and ": impossible" in note
+                 for c in note.split(": ", 1)[0].split(", ")])
+            for i, notes in enumerate(frame["notes"]) if isinstance(notes, str) and "impossible, emptied" in notes]
 
 
 def without_empty_notes(notes: pd.Series, pattern: re.Pattern[str]) -> pd.Series:
@@ -97,6 +111,9 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
     frame = frame.drop(columns=[c for c in NEW_RUN_COLUMNS if c in frame and c not in stored])
     if kind == "derived":
         frame.loc[inferred_accumulation(frame, stored), "grad_accum_steps"] = np.nan
+        for i, figures in emptied(frame):  # trainperf.invariants empties impossible figures since
+            frame.loc[i, figures] = stored.loc[i, figures]
+        frame["notes"] = without_empty_notes(frame["notes"], IMPOSSIBLE)
         frame["notes"] = without_empty_notes(frame["notes"], NEW_EMPTY_NOTES)
         split = (frame["scaling_study"] != frame["experiment"].fillna("")).to_numpy(bool)
         weak = frame["scaling_type"].eq("weak").fillna(False).to_numpy(bool)  # no Karp–Flatt fraction

@@ -259,6 +259,24 @@ def test_the_slowed_rank_is_named_from_the_communication_waits(tmp_path):
     assert sentence.startswith("Run ddp: rank 1 is the straggler.")
 
 
+def test_the_wait_for_rank_0s_evaluation_is_booked_as_such_not_as_communication(tmp_path):
+    """Rank 0 alone evaluates (sleeps 0.3 s) outside the steps after steps 3 and 5 of 8; rank 1 waits for it in
+    its next all-reduce. That wait is rank 1's exposed communication in steps 4 and 6, up to the evaluation's
+    length: wait_outside_s = (0 + rank 0's two validation phases, as its events file times them) / 2 ranks at
+    most, and at least 80 % of it (rank 1 may itself run late on a loaded machine and wait less)."""
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
+                                   "--strategies", "ddp", "--steps", "8", "--evaluate-rank", "0",
+                                   "--evaluate-after", "3,5", "--evaluate-s", "0.3"]], [environment()])
+    assert_exit_0(code, output)
+    events = (tmp_path / "ddp" / "events-rank0.jsonl").read_text().splitlines()[1:]
+    evaluated = sum(json.loads(line)["seconds"] for line in events)
+    assert not (tmp_path / "ddp" / "events-rank1.jsonl").exists() and len(events) == 2
+    row = load_runs(tmp_path / "ddp").iloc[0]
+    assert row["wait_outside_for"] == "rank 0's validation"
+    assert 0.8 * evaluated / 2 <= row["wait_outside_s"] <= evaluated / 2 + 1e-6
+    assert row["comm_exposed_s"] < row["wait_outside_s"]  # what is left is the all-reduces' own time
+
+
 def test_two_nodes_map_ranks_to_their_node(tmp_path):
     port = free_port()
     command = [*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",

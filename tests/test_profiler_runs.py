@@ -15,6 +15,7 @@ import torch
 import trainperf
 from trainperf import StepProfiler
 from trainperf.profiler import RunFolderInUse
+from trainperf.profiler import cpu_peak as cpu_peak_module
 from trainperf.profiler.cpu_peak import CACHE_FILE, cpu_model
 from trainperf import aggregate_steps
 
@@ -34,12 +35,18 @@ def _profile(run_dir, steps=4, micro=1, samples=8, seq_len=16, **kwargs):
     return json.loads((run_dir / "manifest.json").read_text())
 
 
-def test_cpu_run_records_the_measured_peak_and_gets_mfu(tmp_path, machine_cache):
+def test_cpu_run_records_the_measured_peak_and_gets_mfu(tmp_path, machine_cache, monkeypatch):
+    # a quiet machine whose matmuls run at 50 TFLOP/s per thread (fakes: this machine's load and speed vary)
+    monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(cpu_peak_module, "_torch_measure", lambda dtype, threads: 50.0 * threads)
     manifest = _profile(tmp_path / "a")
     peak = manifest["environment"]["cpu_peak"]
     cached = json.loads((machine_cache / CACHE_FILE).read_text())
-    key = f"{cpu_model()}|{peak['cores']}|{torch.__version__}|{torch.get_num_threads()}|float32"
-    assert cached[key] == peak["tflops"] and peak["tflops"] > 0 and peak["dtype"] == "float32"
+    key = f"{cpu_model()}|{peak['cores']}|{torch.__version__}|{{}}|float32"
+    assert peak["quiet"] and "on a quiet machine" in peak["source"]
+    assert cached[key.format(1)]["tflops"] == 50.0 and peak["threads"] == torch.get_num_threads()
+    key = key.format(torch.get_num_threads())
+    assert cached[key]["tflops"] == peak["tflops"] and peak["tflops"] > 0 and peak["dtype"] == "float32"
     run = trainperf.derive(trainperf.load_runs(tmp_path / "a")).iloc[0]
     assert run["peak_tflops_per_gpu"] == peak["tflops"]
     # 6 N FLOPs per token (no layers given) over the run's own tokens/s, against the recorded peak
@@ -52,7 +59,7 @@ def test_cpu_run_records_the_measured_peak_and_gets_mfu(tmp_path, machine_cache)
 def test_a_peak_given_in_the_config_is_not_measured(tmp_path, monkeypatch):
     import trainperf.profiler.step_profiler as step_profiler
 
-    monkeypatch.setattr(step_profiler, "cpu_peak", lambda precision: pytest.fail("measured"))
+    monkeypatch.setattr(step_profiler, "cpu_peak", lambda precision, **_: pytest.fail("measured"))
     prof = StepProfiler(tmp_path / "r", config={"peak_tflops_per_gpu": 0.5}, trace=False)
     prof.close()
     assert "cpu_peak" not in json.loads((tmp_path / "r" / "manifest.json").read_text())["environment"]

@@ -64,16 +64,23 @@ def test_notebook_opens_with_a_literal_parameters_cell_and_no_outputs(name):
 
 @pytest.mark.parametrize("name", REPORTS)
 def test_papermill_finds_every_parameter_with_its_default_and_help(name):
-    """What `papermill --help-notebook` lists is every assignment of the parameters cell (read here with ast)."""
+    """What `papermill --help-notebook` lists is every assignment of the parameters cell (read here with ast),
+    each with its type: the annotation (`x: "Optional[float]" = None` where the default is None)."""
     import papermill
 
     cell = ast.parse("".join(_code_cells(name)[0]["source"]))
-    assert all(isinstance(s, ast.Assign) for s in cell.body), "plain `name = literal` lines"
-    assigned = {s.targets[0].id: ast.literal_eval(s.value) for s in cell.body}
+    assert all(isinstance(s, ast.AnnAssign) for s in cell.body), "annotated `name: type = literal` lines"
+    assigned = {s.target.id: ast.literal_eval(s.value) for s in cell.body}
+    annotations = {s.target.id: ast.literal_eval(s.annotation) if isinstance(s.annotation, ast.Constant)
+                   else s.annotation.id for s in cell.body}
     found = papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb"))
     assert list(found) == list(assigned)
     for pname, parameter in found.items():
         assert parameter["help"] and ast.literal_eval(parameter["default"]) == assigned[pname], pname
+        assert parameter["inferred_type_name"] == annotations[pname], pname  # what --help-notebook shows
+        default = assigned[pname]
+        assert annotations[pname] == (type(default).__name__ if default is not None else annotations[pname]), pname
+        assert default is not None or annotations[pname].startswith("Optional["), pname
     assert {p: d.default for p, d in declared_parameters(NOTEBOOKS / f"{name}.ipynb").items()} == assigned
 
 
@@ -277,7 +284,37 @@ def test_pages_are_self_contained_and_show_no_code(request, folder):
         assert "import trainperf" not in page and "from trainperf" not in page
 
 
+PYTHON_WARNING = re.compile(r"\.py:\d+: \w*Warning\b.{0,120}")
+"""A warning as Python prints it (``file.py:123: UserWarning: ...``): never on a page."""
+
+
 @pytest.mark.slow
+def test_no_python_warning_text_reaches_a_built_page(embedded):
+    """A warning a cell raises is the library's to say in words (data quality), never a traceback on a page."""
+    pages = sorted(embedded.glob("*.html"))
+    assert len(pages) >= 6  # the five reports and the index
+    for path in pages:
+        found = PYTHON_WARNING.findall(path.read_text())
+        assert not found, (path.name, found[:3])
+
+
+@pytest.mark.slow
+def test_a_scaling_page_of_one_and_two_processes_has_no_python_warning(tmp_path):
+    """A profiled run on 1 process and one on 2 (weak scaling: 8 then 16 samples a step, so no Karp–Flatt
+    fraction): the serial-fraction chart had no data and seaborn's "Ignoring `palette`" UserWarning reached
+    the page. It now says there is nothing to plot."""
+    from test_one_answer import _one_rank
+    from test_wait_outside import _run
+
+    _one_rank(tmp_path / "data" / "exp" / "p1", 0.040)
+    _run(tmp_path / "data" / "exp" / "p2", {0: 0.040})
+    out = tmp_path / "out"
+    build(plan(["scaling"], data=[tmp_path / "data" / "exp"], out_dir=out), workers=1)
+    text = (out / "scaling.html").read_text()
+    assert not PYTHON_WARNING.findall(text)
+    assert "No Karp–Flatt serial fraction to plot." in text
+
+
 def test_index_links_every_report_with_its_headline(embedded):
     index = (embedded / "index.html").read_text()
     text = _visible(index)

@@ -832,13 +832,13 @@ def test_each_platform_model_row_is_its_best_configuration_per_device_not_its_la
     from trainperf.report.platforms import peaks
 
     rows = peaks(_mpt()).set_index(["platform_key", "model"])
-    h100_70b = rows.loc[("NVIDIA H100 SXM 80GB · bf16", "MPT-70B")]
+    h100_70b = rows.loc[("NVIDIA H100 SXM · bf16", "MPT-70B")]
     assert h100_70b[["tokens_per_s", "gpus"]].tolist() == [135_490, 128]
     assert h100_70b["tokens_per_s_per_gpu"] == pytest.approx(135_490 / 128)
     assert h100_70b["mfu"] == pytest.approx(0.4336, abs=0.001)  # the MFU of the same configuration
     assert h100_70b["configuration"] == "128 GPUs across 16 nodes, micro-batch 8 × 1 accum., fsdp"
     assert h100_70b["configs"] == 5 and h100_70b["relative"] == 1
-    assert rows.loc[("NVIDIA H100 SXM 80GB · bf16", "MPT-1B"), ["tokens_per_s", "gpus"]].tolist() == [418_201, 8]
+    assert rows.loc[("NVIDIA H100 SXM · bf16", "MPT-1B"), ["tokens_per_s", "gpus"]].tolist() == [418_201, 8]
     # A100 80GB, MPT-70B: 26,274 tokens/s on 64 GPUs against H100's 1,058.5 per device
     assert rows.loc[("NVIDIA A100 SXM 80GB", "MPT-70B"), "relative"] == pytest.approx((26_274 / 64) / (135_490 / 128))
 
@@ -850,7 +850,7 @@ def test_capacity_of_a_pair_comes_from_its_best_configuration_only():
     from trainperf.report.platforms import capacity
 
     frame = capacity(_mpt(), [8, 16, 64], 8)
-    h100 = frame[(frame["platform_key"] == "NVIDIA H100 SXM 80GB · bf16") & (frame["model"] == "MPT-70B")]
+    h100 = frame[(frame["platform_key"] == "NVIDIA H100 SXM · bf16") & (frame["model"] == "MPT-70B")]
     h100 = h100.set_index("devices")
     assert h100.loc[64, "basis"] == "below the measured range" and np.isnan(h100.loc[64, "tokens_per_s"])
     assert h100.loc[128, ["tokens_per_s", "basis"]].tolist() == [135_490, "measured"]
@@ -867,15 +867,15 @@ def test_platforms_are_compared_at_the_same_precision_unless_asked_otherwise():
     same = winners(runs).set_index("model").loc["MPT-3B"]
     # bf16 against bf16: H100 223,721 tokens/s and A100 80GB 97,019, both on 8 GPUs at micro-batch 40 × 6 and
     # sequence length 512: the same recorded settings
-    assert same[["fastest", "runner_up", "precision"]].tolist() == ["NVIDIA H100 SXM 80GB · bf16",
+    assert same[["fastest", "runner_up", "precision"]].tolist() == ["NVIDIA H100 SXM · bf16",
                                                                     "NVIDIA A100 SXM 80GB", "bf16"]
     assert same["margin"] == pytest.approx(223_721 / 97_019 - 1) and same["also"] == "same recorded settings"
     assert policy_notes(runs)[1] == ("Measured on one platform only, so no winner is named: MPT-3B at fp8 (NVIDIA "
-                                     "H100 SXM 80GB) and MPT-1B at fp8 (NVIDIA H100 SXM 80GB). precision_policy = "
+                                     "H100 SXM) and MPT-1B at fp8 (NVIDIA H100 SXM). precision_policy = "
                                      "“fastest” compares each platform at its fastest precision.")
     # asked for each platform's fastest precision: H100 at fp8 (292,217 tokens/s), and the win says so
     fastest = winners(runs, policy="fastest").set_index("model").loc["MPT-3B"]
-    assert fastest[["fastest", "runner_up"]].tolist() == ["NVIDIA H100 SXM 80GB · fp8", "NVIDIA A100 SXM 80GB"]
+    assert fastest[["fastest", "runner_up"]].tolist() == ["NVIDIA H100 SXM · fp8", "NVIDIA A100 SXM 80GB"]
     assert fastest["margin"] == pytest.approx(292_217 / 97_019 - 1) and fastest["also"] == "precision fp8 vs bf16"
     with pytest.raises(InputError, match="precision_policy 'best': give one of same, fastest"):
         winners(runs, policy="best")

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import job_steps
-from trainperf.compare_metrics import METRICS, judge, metric_row, metric_table, spread_basis
+from trainperf.compare_metrics import METRICS, NOT_MEASURED, judge, metric_row, metric_table, spread_basis
 from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.estimates import CONFIG_KEY, RATES, Estimate, Side, estimate_runs, estimate_steps, sides_difference
@@ -43,11 +43,19 @@ from trainperf.loading import holds_steps, load_runs, load_summaries, rank_step_
 from trainperf.stats import (DRAWS, INCONCLUSIVE, MIN_EFFECT, RUN_CV, Difference, t_quantile, verdict,
                              welch_dof)
 
+STEPS_BASIS = ("Throughput here is the work of a step over the job's step time: the steps' own time, without the "
+               "work between steps (evaluation, checkpoints). trainperf summarize's tokens_per_s divides by the elapsed "
+               "time with that work inside: it is given as elapsed_throughput.")
+"""The note of a comparison from steps: which throughput it judges, and where the other one is."""
+SHOWN_ONLY = "shown, not judged"
+"""The end of the ``basis`` of a ``metrics`` row given for information: the exit code does not look at it."""
 PLOTTED_STEPS = 1_000
 """Steps of a run a chart draws at most (:func:`plotted_steps`)."""
-PARTS = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "compute_s", "validation_s")
+PARTS = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "compute_s", "wait_outside_s",
+         "validation_s")
 """Phase columns that are slices of a step, in step order (``compute_s`` only where no compute phase is split
-out); with ``comm_exposed_s`` where it was taken out of backward (:func:`exposed_inside`), the other and the
+out; ``wait_outside_s``: the wait for another rank's work outside the steps, which communication does not count);
+with ``comm_exposed_s`` where it was taken out of backward (:func:`exposed_inside`), the other and the
 wait for the slowest rank, they add up to the step."""
 OVERLAPPING = ("comm_s", "comm_exposed_s")
 """Communication columns, compared beside the partition of the step where they overlap its phases."""
@@ -204,6 +212,12 @@ def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, dra
     rows = [result.metrics.iloc[0].to_dict() if name == "throughput" else
             judge(METRICS[name], baseline, candidate, min_effects.get(name), run_cvs.get(name))
             for name in dict.fromkeys(metrics)]
+    if all(s.steps for s in sides):
+        result.notes.append(STEPS_BASIS)
+        elapsed = judge(METRICS["elapsed_throughput"], baseline, candidate, min_effects.get("elapsed_throughput"),
+                        run_cvs.get("elapsed_throughput"))
+        if "elapsed_throughput" not in metrics and elapsed["verdict"] != NOT_MEASURED:
+            rows.append({**elapsed, "regressed": False, "basis": f"{elapsed['basis']}; {SHOWN_ONLY}"})
     result.metrics = metric_table(rows)
     return result
 

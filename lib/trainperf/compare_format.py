@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from trainperf.compare import Comparison
+from trainperf.compare import SHOWN_ONLY, Comparison
 from trainperf.compare_metrics import METRICS, NOT_MEASURED
 from trainperf.stats import INCONCLUSIVE
 
@@ -23,9 +23,14 @@ def row_name(name: str) -> str:
     return ROW_NAMES.get(name, name.replace("_", " "))
 
 
+def shown_only(metrics: pd.DataFrame) -> pd.Series:
+    """Per row of a comparison's ``metrics``, whether it is shown but not judged (:data:`SHOWN_ONLY`)."""
+    return metrics["basis"].astype("string").str.endswith(SHOWN_ONLY).fillna(False)
+
+
 def gate_line(result: Comparison) -> str:
     """The outcome over every judged metric, one line: the exit status and what regressed."""
-    rows = result.metrics
+    rows = result.metrics[~shown_only(result.metrics)]
     if result.exit_code:
         worse = rows[rows["regressed"].astype(bool)]
         return "regression (exit 1): " + "; ".join(f"{r.label} {r.verdict} ({r.change:+.1%})"
@@ -74,7 +79,7 @@ def text(result: Comparison) -> str:
     lines += ["", *load_lines(result.load), *result.notes, *(f"warning: {w}" for w in result.warnings)]
     others = result.metrics[result.metrics["metric"] != "throughput"]
     lines += [metric_line(row) for _, row in others.iterrows()]
-    judged = set(result.metrics["metric"])
+    judged = set(result.metrics.loc[~shown_only(result.metrics), "metric"])
     if "throughput" in judged:
         lines.append(result.headline())
     if judged != {"throughput"}:

@@ -25,11 +25,7 @@ Formulas (per run; ``N`` devices = ``gpus``):
 * ``mfu = tflops_per_gpu / peak_tflops_per_gpu`` against the **dense** peak
   at the run's precision (``trainperf.hardware``; a ``peak_tflops_per_gpu``
   input, e.g. a measured CPU peak, wins). ``hfu = mfu · 4/3`` with activation
-  checkpointing, else ``mfu``. An MFU above 1, or above :data:`PLAUSIBLE_MFU`
-  of a datasheet peak (a CPU's measured matmul rate can be approached), is
-  noted with its likely causes (a FLOPs formula that does not fit the model,
-  a mixture-of-experts model counted with all its parameters, a wrong device
-  count, a wrong peak).
+  checkpointing, else ``mfu``.
 * ``compute_s = forward_s + loss_s + backward_s + optimizer_s`` where not
   given; ``comm_overhead = (comm_exposed_s, else comm_s) / elapsed`` of a
   typical rank (``mean_rank_elapsed_s`` where known, else ``elapsed_s``);
@@ -49,8 +45,9 @@ A value whose inputs are missing stays NaN and the row's ``notes`` says why:
 every derived column a row leaves empty is named in a note with the inputs
 it lacks (:data:`NEEDS`), or with a reason of its own (the FLOPs convention's
 missing inputs, the peak table, the scaling study); an unknown platform also
-raises a ``DataWarning`` (never a default peak). An MFU above 1 (impossible:
-wrong inputs) is kept and noted. A log's step-time anomalies, and the steps
+raises a ``DataWarning`` (never a default peak). A figure that cannot be
+true (an MFU above 1, a Karp–Flatt fraction outside [0, 1], phases longer
+than the step, …) is emptied and noted by ``trainperf.invariants``. A log's step-time anomalies, and the steps
 its throughput leaves out, are noted too.
 """
 
@@ -65,13 +62,13 @@ import pandas as pd
 from trainperf import flops as flops_mod
 from trainperf.errors import DataWarning
 from trainperf.hardware import cpu_rows, dense_peak_tflops, device_memory, is_cpu
+from trainperf.invariants import check_runs
 from trainperf.scaling import add_scaling
-from trainperf.schema import COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
+from trainperf.schema import (APPROXIMATE_INPUTS, COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES,
+                              STEPS_SET_ASIDE)
 
 SECONDS_PER_DAY = 86_400.0
 JOULES_PER_KWH = 3.6e6
-PLAUSIBLE_MFU = 0.75
-"""MFU above this fraction of a dense peak is implausible for training and is noted."""
 PARALLEL_DEGREES = ("tensor_parallel", "pipeline_parallel", "context_parallel")
 """Model-parallel degrees that divide the devices into data-parallel replicas."""
 RATE_TOLERANCE = 0.02
@@ -144,10 +141,15 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
     _add_energy(out)
     _add_memory(out, notes)
+    if APPROXIMATE_INPUTS in out:  # inputs a source printed rounded
+        for i in np.flatnonzero(out[APPROXIMATE_INPUTS].notna().to_numpy(bool)):
+            notes[i].append(f"approximate: {out[APPROXIMATE_INPUTS].iat[i]}")
     for i in np.flatnonzero(out["oversubscribed"].fillna(False).to_numpy(bool)):
         notes[i].append("oversubscribed: more busy threads than cores, or a loaded host, at the start: the run "
                         "measures contention for the CPU, not the training")
     out = add_scaling(out, notes)
+    given = out["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
+    check_runs(out, notes, datasheet_peak=(out["peak_source"].notna() & ~given).fillna(False))
     _note_empty(out, notes)
     out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
     out.attrs = dict(runs.attrs)
@@ -324,34 +326,17 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
     out["peak_tflops_per_gpu"] = np.array(peaks, dtype=float)
     out["peak_source"] = pd.Series(sources, index=out.index, dtype="string")
     out["mfu"] = out["tflops_per_gpu"] / out["peak_tflops_per_gpu"]
-    cpu = cpu_rows(out["platform"])  # a CPU's peak is a measured matmul rate, which training can approach
-    doubtful = (out["mfu"] > 1) | ((out["mfu"] > PLAUSIBLE_MFU) & ~cpu)
-    for i in np.flatnonzero(doubtful.to_numpy(bool)):
-        notes[i].append(_implausible_mfu(out.iloc[i]))
     checkpointing = out["activation_checkpointing"]
     factor = np.where(checkpointing.fillna(False).to_numpy(bool), flops_mod.RECOMPUTE_FACTOR, 1.0)
     out["hfu"] = (out["mfu"] * factor).where(checkpointing.notna())
-
-
-def _implausible_mfu(row: pd.Series) -> str:
-    """Why an MFU above 1, or above :data:`PLAUSIBLE_MFU` of a datasheet peak, is doubtful, naming the
-    likely causes: the same words for every run it applies to (its values are in its row)."""
-    above = "above 1, more FLOP/s than the device's peak" if row["mfu"] > 1 else \
-        f"above {PLAUSIBLE_MFU:g} of the dense peak, which training rarely exceeds"
-    causes = ["the FLOPs per token may not fit the model (n_params counting the embeddings, or the palm "
-              "formula's attention term for a model without attention)"]
-    if pd.isna(row.get("n_active_params")):
-        causes.append("a mixture-of-experts model counts only the parameters each token uses (give n_active_params)")
-    causes += ["gpus must count every device of the job", "the peak must be the dense one at the run's precision",
-               "tokens and elapsed_s may cover different windows"]
-    return f"mfu {above}: likely causes: " + ", or ".join(causes)
 
 
 def _peak(row: dict) -> tuple[float, object, str]:
     """Dense peak TFLOP/s of the row's device, its source, and why it is missing."""
     given = row.get("peak_tflops_per_gpu")
     if given is not None and not pd.isna(given):
-        return float(given), GIVEN_PEAK, ""
+        method = row.get("peak_method")
+        return float(given), GIVEN_PEAK if method is None or pd.isna(method) else f"{GIVEN_PEAK}: {method}", ""
     platform, precision = row.get("platform"), row.get("precision")
     if platform is None or pd.isna(platform):
         return math.nan, pd.NA, "no platform"

@@ -307,6 +307,14 @@ def find_device(platform: str) -> Device | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
+def platform_name(platform: str) -> str:
+    """One name per device whatever its spelling: the peak table's name of the device ``platform`` names
+    (:func:`find_device`: ``"NVIDIA H100 SXM 80GB"`` and ``"H100"`` are ``"NVIDIA H100 SXM"``), else
+    ``platform`` as given, stripped."""
+    device = find_device(platform)
+    return device.name if device is not None else platform.strip()
+
+
 def device_memory(platform: str) -> tuple[float, str] | None:
     """The memory of one ``platform`` device (GB as printed, compared with
     GiB: see the module's docstring) and where it comes from: the size the

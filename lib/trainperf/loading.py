@@ -409,6 +409,7 @@ def _run_parts(folder: RunFolder) -> list[store.Part]:
 def _run_part(folder: RunFolder, files: Sequence[tuple[int, Path]]) -> tuple[pd.DataFrame, dict[str, list]]:
     read = read_ranks(folder, files, threads=1)
     return read.intervals, {"closed": read.closed, "wall_s": read.wall_s, "outside": read.outside,
+                            "waited_for": read.waited_for,
                             "bad_lines": [[str(b.path), b.line, b.reason] for b in read.bad_lines],
                             "out_of_memory": read.out_of_memory, "memory_checked": read.memory_checked}
 
@@ -461,6 +462,9 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
     facts = facts or {}
     measured.update(memory_verdict(out_of_memory, facts.get("memory_checked", []), expected, measured.get("ooms")))
     measured.update(goodput(run.per_rank, {int(r): w for r, w in facts.get("wall_s", [])}, facts.get("outside", [])))
+    waited = sorted({(int(rank), str(name)) for rank, name in facts.get("waited_for", [])})
+    if waited and measured.get("wait_outside_s", 0.0) > 0:
+        measured["wait_outside_for"] = ", ".join(f"rank {rank}'s {name}" for rank, name in waited)
     return runs_row(folder, measured, run.per_rank["node"].astype(str).tolist())
 
 

@@ -364,7 +364,9 @@ def scaling_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     :data:`SERIES_SETTINGS` and by the batch per device (micro-batch ×
     accumulation) in which runs on the same device count differ (a sweep of
     micro-batch sizes at 1 and 2 devices is two series). Runs alike in all of
-    them on one device count are repeats."""
+    them on one device count are repeats. A label names what every run of its
+    series is: ``micro-batch 4 × 2 accumulation or micro-batch 8`` for a series
+    of 8 samples per device made both ways."""
     devices = group["gpus"].fillna(-1.0).to_numpy()
     if len(np.unique(devices)) == len(devices):  # one run per device count: no two runs to tell apart
         return np.zeros(len(group), dtype=int), [""]
@@ -376,8 +378,9 @@ def scaling_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     if not varies:
         return np.zeros(len(group), dtype=int), [""]
     series, _ = pd.factorize(pd.MultiIndex.from_frame(settings[varies].fillna("")))
-    first = [int(np.flatnonzero(series == number)[0]) for number in range(series.max() + 1)]
-    return series, [", ".join(_setting_label(group.iloc[i], c) for c in varies) for i in first]
+    members = [np.flatnonzero(series == number) for number in range(series.max() + 1)]
+    return series, [", ".join(" or ".join(dict.fromkeys(_setting_label(group.iloc[i], c) for i in at)) for c in varies)
+                    for at in members]
 
 
 def _setting_label(run: pd.Series, column: str) -> str:

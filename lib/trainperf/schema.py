@@ -187,6 +187,8 @@ MEASUREMENTS: list[Column] = [
         "compute_s": "forward + loss + backward + optimizer, where a source reports only their sum (s)",
         "comm_s": "gradient communication, total time of the collectives (s)",
         "comm_exposed_s": "part of comm_s not hidden behind computation (s)",
+        "wait_outside_s": "waiting in the collectives for another rank's work outside the steps (an evaluation or "
+                          "a checkpoint on one rank), not counted in comm_s and comm_exposed_s (s)",
         "validation_s": "validation (s)",
     }, LONGEST_RUN_S),
     *_cols("float", "nonnegative", {
@@ -202,6 +204,10 @@ MEASUREMENTS: list[Column] = [
                     "CPU packages of each host (RAPL)",
         "mean_rank_elapsed_s": "mean over ranks of each rank's elapsed time (s); elapsed_s is the slowest rank's",
     }),
+    Column("peak_method", "str", "how a peak_tflops_per_gpu given in the run was got: a CPU's matmul rate measured "
+                                 "on this machine, quiet or under load, cached or not (trainperf.profiler.cpu_peak)"),
+    Column("wait_outside_for", "str", "whose work outside the steps wait_outside_s waited for: \"rank 0's "
+                                      "validation\""),
     Column("train_loss", "float", "training loss at the end of the window"),
     Column("val_loss", "float", "validation loss at the end of the window"),
     Column("energy_counter", "str", "what measured energy_j (nvml, rapl, a log's own figures), or 'none: ' and why "
@@ -295,7 +301,9 @@ STEP_INTERVALS: list[Column] = [
         ("data", "waiting for batches"), ("h2d", "copying batches to the device"), ("forward", "forward passes"),
         ("loss", "loss computation"), ("backward", "backward passes"), ("optimizer", "optimizer steps"),
         ("comm", "gradient communication (the collectives' total time)"),
-        ("comm_exposed", "communication not hidden behind computation"), ("validation", "validation"),
+        ("comm_exposed", "communication not hidden behind computation"),
+        ("wait_outside", "waiting in the collectives for another rank's work outside the steps (its evaluation, "
+                         "checkpoint), taken out of comm_s and comm_exposed_s"), ("validation", "validation"),
         ("compute", "forward + loss + backward + optimizer, where a source reports only their sum"))},
            LONGEST_INTERVAL_S),
     Column("tokens", "float", "tokens this rank processed in the interval, every micro-step counted (a log that "
@@ -356,6 +364,9 @@ STEP_TIME_ANOMALIES = "extra_step_time_anomalies"
 """Column of the sentences on a log's step times that were joined, set aside
 or far out (``trainperf.importers.records``), ``; `` between them; ``derive``
 notes each one."""
+APPROXIMATE_INPUTS = "extra_approximate"
+"""Column of what a source gave only rounded, in words (``n_params from the printed 0.12M, rounded: up to
+4.2 % off``, ``trainperf.importers``); ``derive`` notes it as approximate."""
 STEPS_SET_ASIDE = "extra_steps_set_aside"
 """Column of the number of a log's steps whose times could not be used (a
 negative or zero time with nothing to join it with), left out of its

@@ -1,4 +1,5 @@
-"""``trainperf summarize``: the runs with every derived column, as CSV, JSON or Markdown."""
+"""``trainperf summarize``: the runs with every derived column, as CSV, JSON or Markdown; the figures emptied
+because they cannot be true (``trainperf.invariants``) are listed on standard error."""
 
 from __future__ import annotations
 
@@ -11,15 +12,22 @@ import pandas as pd
 
 from trainperf.derived import derive
 from trainperf.errors import DataError
+from trainperf.invariants import violations
 from trainperf.loading import load_runs
 from trainperf.table_rules import spreadsheet_safe
 
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "experiment", "platform", "model", "precision", "gpus", "elapsed_s",
     "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu", "mfu",
-    "scaling_multiplier", "scaling_efficiency", "comm_overhead", "cost_usd", "notes",
+    "scaling_multiplier", "scaling_efficiency", "comm_overhead", "wait_outside_s", "cost_usd", "notes",
 )
 """Columns of the Markdown summary unless ``--columns all`` is given."""
+
+
+RATE_BASIS = ("tokens_per_s and samples_per_s: the work over elapsed_s, the slowest rank's wall clock over the "
+              "measured window, work between steps (evaluation, checkpoints) included; trainperf compare judges the "
+              "steps' own time and gives this one as elapsed_throughput.")
+"""What the Markdown summary says under its table about the throughput it shows."""
 
 
 def summarize(runs: pd.DataFrame, experiment: str | None = None) -> pd.DataFrame:
@@ -71,7 +79,7 @@ def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:
         records = [dict(zip(table.columns, map(_json_value, row))) for row in table.itertuples(index=False)]
         return json.dumps(records, indent=1)
     shown = table if columns == "all" else table[[c for c in KEY_COLUMNS if c in table]]
-    return to_markdown(shown)
+    return to_markdown(shown) + "\n\n" + RATE_BASIS
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -92,4 +100,8 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     table = summarize(load_runs(*args.paths), args.experiment)
     sys.stdout.write(render(table, args.format, args.columns or "key") + "\n")
+    emptied = violations(table)
+    if len(emptied):
+        sys.stderr.write(f"trainperf summarize: {len(emptied)} figure(s) emptied as impossible:\n" + "".join(
+            f"  {row.run_id}: {row.figures}: {row.why}\n" for row in emptied.itertuples()))
     return 0

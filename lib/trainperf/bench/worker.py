@@ -58,7 +58,7 @@ def train(spec: RunSpec) -> None:
     loader = RandomWindows(train_tokens, spec.micro_batch_size, config.seq_len, seed=spec.seed + worker.rank + 1)
     autocast = torch.autocast(worker.device.type, dtype=torch.bfloat16, enabled=spec.precision == "bf16")
     profiler = StepProfiler(spec.run_dir, config=run_columns(spec, config, worker),
-                            warmup_steps=spec.warmup_steps, trace=False, device=worker.device)
+                            warmup_steps=spec.warmup_steps, warmup="mser", trace=False, device=worker.device)
     model = profiler.watch(model)
     batches = iter(profiler.batches(loader))
     total_steps = spec.warmup_steps + spec.steps

@@ -129,4 +129,4 @@ def _comparisons(runs: pd.DataFrame) -> None:
     for row in table.itertuples(index=False):
         flag = "  FLAGGED" if row.flagged else ""
         print(f"  {row.run_id}  {row.metric}: reported {row.reported:,.6g}, recomputed {row.recomputed:,.6g} "
-              f"({row.relative_difference:+.1%}){flag}")
+              f"({row.note if pd.isna(row.relative_difference) else f'{row.relative_difference:+.1%}'}){flag}")

@@ -165,6 +165,9 @@ def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> N
             measured["extra_time_source"] = RATE_FROM_REPORTED
 
 
+APPROXIMATE = 0.001
+"""Relative rounding (half the last printed digit over the value) beyond which a printed input is marked
+approximate."""
 REPORTED_CONVENTION = "extra_reported_flops_convention"
 """Column naming the FLOPs convention (``trainperf.flops``) of the figures a
 log printed itself: its ``reported_*`` FLOP/s and MFU are compared with

@@ -47,8 +47,9 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers import records
-from trainperf.importers.core import LineFormat
+from trainperf.importers.core import APPROXIMATE, LineFormat
 from trainperf.importers.text import NUMBER, CutLine, LineError, number, rank_prefix, step_seconds
+from trainperf.schema import APPROXIMATE_INPUTS
 
 NAN = math.nan
 NANOGPT_PEAK_TFLOPS = 312.0
@@ -114,6 +115,10 @@ class NanoGPTParser(records.IntervalParser[records.Run]):
             millions = number(match.group(1))
             if 0 < millions < math.inf:
                 self.config["n_params"] = millions * 1e6
+                half = 0.5 * 10.0 ** -len(match.group(1).partition(".")[2]) / millions  # half the last digit
+                if half > APPROXIMATE:
+                    self.config[APPROXIMATE_INPUTS] = (f"n_params from the printed {match.group(1)}M, rounded: "
+                                                       f"up to {half * 100:.1f} % off, and the FLOPs with it")
             else:
                 self.skip(number_, f"number of parameters: {millions:g}M is not a count")
         elif match := _OVERRIDE.search(line):

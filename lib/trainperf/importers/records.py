@@ -13,8 +13,9 @@ record belongs to the measured window only if every step it covers is at
 least ``w`` steps after the first step of the log. The first step of the log
 is the first step its first record covers; where that record's length is
 unknown (a log that starts at step 5000 after a restart) the record itself is
-counted as warm-up. That is the least warm-up: with the run's
-``warmup_rule`` ``mser`` (the default) the records after it that are still
+counted as warm-up. A warm-up the run states (a sidecar's ``warmup_steps``) is
+a decision, used as given (rule ``fixed``). Otherwise 1 is the least warm-up: with the run's
+``warmup_rule`` ``mser`` (the default where no warm-up is stated) the records after it that are still
 warming up are found from the job's time per step (``trainperf.steady_state``,
 through the aggregator), except in an excerpt from the middle of a run (see
 :func:`aggregate`), whose training warmed up before the log began. Where the log gives durations, a record whose duration
@@ -230,7 +231,8 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     table, anomalies, set_aside = join_timer_glitches(records.table())
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
-    warmup = 1 if warmup is None or is_missing(warmup) else int(warmup)
+    stated = not (warmup is None or is_missing(warmup))
+    warmup = int(warmup) if stated else 1
     ranks, first_record, group = np.unique(col["rank"], return_index=True, return_inverse=True)
     first_covered = col["step"] - col["n_steps"] + 1
     if origin is not None:
@@ -245,8 +247,8 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     if np.isfinite(col["seconds"]).any():
         in_window &= np.isfinite(col["seconds"])
     rule = config.get("warmup_rule")
-    summaries = summarize(_intervals(col, in_window, config),
-                          rules="fixed" if excerpt else "mser" if is_missing(rule) else str(rule))
+    rule = ("fixed" if stated else "mser") if rule is None or is_missing(rule) else str(rule)
+    summaries = summarize(_intervals(col, in_window, config), rules="fixed" if excerpt else rule)
     steady_from = summaries.warmup["first_step"].dropna()
     if len(steady_from):  # the records before the steady state are warm-up too
         in_window &= col["step"] >= float(steady_from.iloc[0])

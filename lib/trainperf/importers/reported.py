@@ -17,6 +17,13 @@ RATE_COLUMNS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "sample
 from the reported throughput (``extra_time_source``), which would be circular."""
 FLOPS_COLUMNS = ("flops_per_token", "tflops_total", "tflops_per_gpu", "mfu", "hfu")
 """Figures that depend on the FLOPs convention (and, for MFU, on the peak)."""
+SAME_DEVICE_PEAKS = 2.5
+"""Largest ratio between the peak a log divides by and trainperf's at which the two are of one device: a
+2:4-sparse figure is twice the dense one (a finding, flagged with its difference). Beyond it the log divides by
+another device's peak (nanoGPT's A100 figure on any machine): the peaks are not comparable, and its MFU is set
+against trainperf's converted to the log's peak."""
+OTHER_PEAK = "not comparable: other peak"
+"""The ``note`` of a printed peak of another device."""
 
 
 def printed_precision(values: pd.Series) -> pd.Series:
@@ -50,11 +57,17 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
     not compared; nor are rates where the run's time came from the reported
     rate (circular).
 
+    MFU and HFU are compared in the log's units: trainperf's against the
+    log's own peak where the log names another device's (more than
+    :data:`SAME_DEVICE_PEAKS` times off trainperf's; ``note`` says so), and
+    that printed peak gets no difference, is not flagged, and has ``note``
+    :data:`OTHER_PEAK`. A peak of the same device (a 2:4-sparse one) is a
+    finding: both differences are shown.
+
     With ``source_convention`` (the importer's check), FLOPs figures are
     recomputed under the log's own convention
-    (``extra_reported_flops_convention``, where the importer knows it) and
-    MFU against the log's own peak (``reported_peak_tflops_per_gpu``), so a
-    log's figures reproduce; where that tool's formula changed between
+    (``extra_reported_flops_convention``, where the importer knows it) and MFU
+    against the log's own peak whatever it is, so a log's figures reproduce; where that tool's formula changed between
     releases, under the form that reproduces the log's own figures
     (:func:`_source_forms`: a Megatron-LM log prints no release); ``convention``
     names the convention (form) used.
@@ -74,22 +87,31 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
         reported = _numbers(derived_runs[column])
         recomputed = _numbers(derived_runs[metric])
         conventions = pd.Series(pd.NA, index=derived_runs.index, dtype="string")
+        note = np.full(len(run_ids), pd.NA, dtype=object)
         if metric in FLOPS_COLUMNS:
             conventions = derived_runs.get("flops_convention_used", conventions)
             if source_convention:
-                recomputed = recomputed * form_factors * _peak_factors(derived_runs, metric)
+                recomputed = recomputed * form_factors
                 conventions = forms
+            peak = _peak_factors(derived_runs, metric)  # MFU in the log's units: against the log's own peak
+            if not source_convention:  # the reports: only another device's peak; a sparse one is a finding
+                peak = np.where(np.abs(np.log(peak)) > np.log(SAME_DEVICE_PEAKS), peak, 1.0)
+            recomputed = recomputed * peak
+            note[peak != 1.0] = "trainperf's converted to the log's peak"
         usable = np.isfinite(reported) & np.isfinite(recomputed)
         if metric in RATE_COLUMNS:
             usable &= ~circular
         beyond = _beyond(reported, recomputed, tolerance)
         with np.errstate(divide="ignore", invalid="ignore"):
             difference = (reported - recomputed) / recomputed
+        if metric == "peak_tflops_per_gpu":
+            other = ~(np.abs(np.log(reported / recomputed)) <= np.log(SAME_DEVICE_PEAKS))
+            note[other], difference[other], beyond[other] = OTHER_PEAK, np.nan, False
         parts.append(pd.DataFrame({
             "run_id": run_ids[usable], "metric": metric, "convention": conventions.to_numpy()[usable],
             "reported": reported[usable], "recomputed": recomputed[usable], "relative_difference": difference[usable],
-            "flagged": beyond[usable], "position": np.flatnonzero(usable)}))
-    columns = ["run_id", "metric", "convention", "reported", "recomputed", "relative_difference", "flagged"]
+            "flagged": beyond[usable], "note": note[usable], "position": np.flatnonzero(usable)}))
+    columns = ["run_id", "metric", "convention", "reported", "recomputed", "relative_difference", "flagged", "note"]
     if not parts:
         return pd.DataFrame(columns=columns).astype(DTYPES)
     table = pd.concat(parts, ignore_index=True).sort_values("position", kind="stable")  # in the runs' order
@@ -108,7 +130,7 @@ def _beyond(reported: np.ndarray, recomputed: np.ndarray, tolerance: float) -> n
 
 
 DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "reported": float, "recomputed": float,
-          "relative_difference": float, "flagged": bool}
+          "relative_difference": float, "flagged": bool, "note": "string"}
 """Column types of :func:`compare_reported`."""
 
 

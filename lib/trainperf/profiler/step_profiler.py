@@ -78,6 +78,10 @@ class ProfilerWarning(UserWarning):
     """The profiler stopped profiling (training goes on), or ignored a call."""
 
 
+DEFAULT_WARMUP_STEPS = 2
+"""Steps flagged as warm-up where the user states none (MSER then finds the rest from the step times)."""
+
+
 class StepProfiler:
     """Time the steps of a training loop on this rank and write them to
     ``run_dir`` (``manifest.json`` from rank 0, ``steps-rank{R}.jsonl`` and,
@@ -85,10 +89,12 @@ class StepProfiler:
 
     ``config``: canonical runs-table columns the profiler cannot know (model,
     precision, n_params, seq_len, ...). ``warmup_steps``: the first steps are
-    recorded but flagged, and left out of summaries; with ``warmup="mser"``
-    (the default) they are the least warm-up, and the reader finds where the
-    steady state starts from the step times (``trainperf.steady_state``);
-    ``warmup="fixed"`` keeps exactly ``warmup_steps``. ``device``: the CUDA
+    recorded but flagged, and left out of summaries. A warm-up you state is a
+    decision, kept exactly (``warmup="fixed"``, the default when
+    ``warmup_steps`` is given); without one the first
+    :data:`DEFAULT_WARMUP_STEPS` are the least warm-up and the reader finds
+    where the steady state starts from the step times (``warmup="mser"``,
+    ``trainperf.steady_state``). ``device``: the CUDA
     device to time on (default: the current one when CUDA is available, else
     the CPU). Create the profiler on every rank after the process group is
     initialized: it gathers every rank's host once (a collective).
@@ -135,7 +141,8 @@ class StepProfiler:
     """
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
-                 warmup_steps: int = 2, warmup: str = "mser", trace: bool = True, device: Any = None,
+                 warmup_steps: int | None = None, warmup: str | None = None, trace: bool = True,
+                 device: Any = None,
                  overwrite: bool = False,
                  comm_sampling: bool | None = None, comm_sample_every: int = DEFAULT_EVERY,
                  comm_sample_steps: int = DEFAULT_STEPS, count_flops: bool | None = None,
@@ -149,8 +156,8 @@ class StepProfiler:
         self._written_at = perf_counter()
         self._writing = False
         self._exit_flush: ExitFlush | None = None
-        self.warmup_steps = warmup_steps
-        self.warmup = warmup
+        self.warmup_steps = DEFAULT_WARMUP_STEPS if warmup_steps is None else warmup_steps
+        self.warmup = warmup or ("mser" if warmup_steps is None else "fixed")
         self._count_flops = count_flops
         self._off = True
         self._warned: set[str] = set()
@@ -169,7 +176,7 @@ class StepProfiler:
         self._window_start: Any = None
         self._index = 0
         self.rank = 0
-        if warmup not in RULES:
+        if self.warmup not in RULES:
             raise ValueError(f"warmup={warmup!r}: the warm-up rule is one of {', '.join(map(repr, RULES))}")
         try:
             self._start(dict(config or {}), trace, device, overwrite, reset_peak_memory)

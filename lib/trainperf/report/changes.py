@@ -178,6 +178,22 @@ def exposed_communication(page: Page) -> Found:
                        "communication not hidden by computation", devices=2)
 
 
+def waits_for_outside_work(page: Page) -> Found:
+    """The other ranks' wait, in their next collective, for one rank's work outside the steps
+    (``wait_outside_s``: an evaluation or a checkpoint on rank 0 alone) as a share of the step: spread that
+    work over every rank, run it less often, or move it off the training's critical path."""
+    found = _phase_rows(page, "wait_outside_s", "Spread the evaluation or checkpoint over every rank, run it "
+                                                "less often, or run it off the training's critical path: the "
+                                                "other ranks wait for it in their next all-reduce",
+                        "waiting for another rank's work outside the steps", devices=2)
+    runs = page.clean
+    for found_row in found.rows:
+        named = runs.loc[runs["wait_outside_for"].notna(), "wait_outside_for"] if "wait_outside_for" in runs else []
+        if len(named):
+            found_row["evidence"] = f"{and_list(sorted(set(named)))}: {found_row['evidence']}"
+    return found
+
+
 def outside_steps(page: Page) -> Found:
     """A rank that takes longer than the others (:func:`trainperf.report.scaling.slow_ranks`), per
     experiment: the job ends when it does, so its extra time is the gain, of the run's measured window."""
@@ -416,6 +432,7 @@ RULES: tuple[tuple[str, Callable[[Page], Found], tuple[str, ...]], ...] = (
     ("a rank's work outside the synchronised steps", outside_steps, ("throughput", "scaling")),
     ("more busy processes than cores", oversubscription, ("throughput", "scaling")),
     ("the first step across a node boundary", node_boundary, ("throughput",)),
+    ("waits for another rank's work outside the steps", waits_for_outside_work, ("throughput", "scaling")),
     ("exposed communication", exposed_communication, ("throughput", "scaling", "batch_size")),
     ("data loading", data_loading, ("throughput", "scaling", "batch_size")),
     ("time outside the training loop (goodput)", outside_loop, ("throughput", "batch_size")),

@@ -17,10 +17,11 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import Side, read_side
 from trainperf.derived import SCALING_NOTES, derive
+from trainperf.invariants import violations
 from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
-from trainperf.importers.reported import compare_reported
+from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
@@ -288,6 +289,17 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -
         runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
 
 
+def impossible(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
+    """The figures emptied because they cannot be true (``trainperf.invariants``): rows ``figures, why, runs,
+    examples`` (how many runs, up to three run ids). Without ``scaling``, those of scaling figures only are
+    left out (for a report that shows none)."""
+    found = violations(runs)
+    if not scaling:
+        found = found[~found["figures"].str.split(", ").map(lambda names: set(names) <= SCALING_NOTES).astype(bool)]
+    return found.groupby(["figures", "why"], sort=False)["run_id"].agg(
+        runs="size", examples=lambda ids: first_of(ids.astype(str).tolist(), 3)).reset_index()
+
+
 def conventions(runs: pd.DataFrame, *, scaling: bool = True) -> list[str]:
     """The FLOPs conventions behind the runs' figures — counting only runs
     whose FLOPs could be computed, and saying how many could not — and the fixed
@@ -342,12 +354,14 @@ def reported_differences(runs: pd.DataFrame, tolerance: float = REPORTED_TOLERAN
     figure a source printed (``reported_<column>``) that differs from
     trainperf's ``<column>`` beyond ``tolerance`` and the last digit printed
     (:func:`trainperf.importers.reported.compare_reported`, against trainperf's
-    own figures). ``difference`` is (source − trainperf) / trainperf, largest first."""
+    own figures: MFU against the log's peak where it names one). ``difference`` is
+    (source − trainperf) / trainperf, largest first; a printed peak of another
+    device has none, and ``note`` says it is not comparable."""
     found = compare_reported(runs, tolerance, source_convention=False)
-    out = found[found["flagged"]].rename(columns={"metric": "figure", "recomputed": "trainperf",
-                                                  "relative_difference": "difference"})
+    out = found[found["flagged"] | found["note"].eq(OTHER_PEAK).fillna(False)].rename(
+        columns={"metric": "figure", "recomputed": "trainperf", "relative_difference": "difference"})
     figures = {name.removeprefix("reported_"): i for i, name in enumerate(runs.columns)}
-    out = out[["run_id", "figure", "reported", "trainperf", "difference"]].sort_values(
+    out = out[["run_id", "figure", "reported", "trainperf", "difference", "note"]].sort_values(
         "figure", key=lambda names: names.map(figures), kind="stable")
     return out.reindex(out["difference"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 

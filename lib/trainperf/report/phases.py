@@ -15,7 +15,8 @@ from trainperf.report.html import count, first_of, fmt_sig
 PHASE_LABELS = {
     "data_s": "data loading", "h2d_s": "host-to-device copy", "forward_s": "forward", "loss_s": "loss",
     "backward_s": "backward", "optimizer_s": "optimizer", "compute_s": "compute",
-    "comm_s": "communication", "comm_exposed_s": "communication (exposed)", "validation_s": "validation",
+    "comm_s": "communication", "comm_exposed_s": "communication (exposed)",
+    "wait_outside_s": "waiting for another rank's work outside the steps", "validation_s": "validation",
 }
 OTHER = "other / unattributed"
 IMBALANCE = "waiting for the slowest rank"
@@ -77,7 +78,9 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
     else shown as one ``compute``; communication is the exposed part where
     known, 0 for a run whose exposed part lies inside its forward and backward
     (:func:`trainperf.compare.exposed_within_phases`: :func:`overlap_notes`
-    names it); ``other`` is a typical rank's loop (``mean_rank_elapsed_s``,
+    names it); the wait for another rank's work outside the steps
+    (``wait_outside_s``, which the communication no longer counts) is a part
+    of its own; ``other`` is a typical rank's loop (``mean_rank_elapsed_s``,
     else ``elapsed_s``, less the validation inside it) minus the phases;
     ``waiting for the slowest rank`` is ``elapsed_s − mean_rank_elapsed_s``.
     Validation is a part of its own after them, outside the loop's phases
@@ -89,7 +92,7 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
     split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
     compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
     comm = "comm_exposed_s" if "comm_exposed_s" in runs and runs["comm_exposed_s"].notna().any() else "comm_s"
-    present = [c for c in ["data_s", "h2d_s", *compute, comm] if c in runs and runs[c].notna().any()]
+    present = [c for c in ["data_s", "h2d_s", *compute, comm, "wait_outside_s"] if c in runs and runs[c].notna().any()]
     seconds = pd.DataFrame({PHASE_LABELS[c]: runs[c].astype(float).fillna(0.0) for c in present}, index=runs.index)
     within = exposed_within_phases(runs)
     if comm == "comm_exposed_s" and within.any():

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
-from trainperf.hardware import Figure, cpu_rows, find_device, normalize_precision
+from trainperf.hardware import Figure, cpu_rows, find_device, normalize_precision, platform_name
 from trainperf.report.configs import batch, configuration_table, doubtful, label, rank, study_of
 from trainperf.report.noise import and_list, call, content, has_interval, remember, run_intervals
 from trainperf.report.page import InputError, require
@@ -28,18 +28,26 @@ SPARSE_MATCH = 0.02
 
 def comparable(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with a platform, a model and a token rate, with ``platform_key``
-    (the platform, plus the precision where a platform ran several)."""
+    (the platform, plus the precision where a platform ran several). A device
+    is one platform whatever its spelling (:func:`trainperf.hardware.platform_name`):
+    ``platform`` becomes the peak table's name, and ``attrs["merged_platforms"]``
+    says which spellings were merged (:func:`policy_notes` shows it)."""
     have = require(require(require(runs, "platform", "a platform", "give the column platform (e.g. NVIDIA H100 "
                                                              "SXM, cpu)"), "model", "a model", "give the column model"),
                    "tokens_per_s", "a throughput in tokens/s",
                    "give tokens and elapsed_s or tokens_per_s, or record tokens with StepProfiler "
                    "(prof.step(tokens=...))")
+    given = have["platform"].astype(str)
+    have = have.assign(platform=given.map(platform_name))
+    spellings = given.groupby(have["platform"].to_numpy()).unique()
+    merged = [f"{and_list([repr(s) for s in sorted(names)])} are one device, {name}: counted as one platform."
+              for name, names in spellings.items() if len(names) > 1]
     precisions = have.groupby("platform")["precision"].nunique()
     several = have["platform"].map(precisions).fillna(0).gt(1).to_numpy(bool)
     key = have["platform"].astype(str).where(~several, have["platform"].astype(str) + " · "
                                              + have["precision"].astype(str))
     out = have.assign(platform_key=key).reset_index(drop=True)
-    out.attrs = have.attrs
+    out.attrs = {**have.attrs, "merged_platforms": merged}
     return out
 
 
@@ -218,7 +226,8 @@ def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
     """Whether each run's MFU divides by its device's datasheet dense peak
     (``peak_source`` of :func:`trainperf.derive`), rather than by a peak
     given in the run, such as one measured on a CPU. MFUs of the two kinds do not compare."""
-    return (runs["peak_source"].notna() & (runs["peak_source"] != GIVEN_PEAK)).fillna(False).to_numpy(bool)
+    return (runs["peak_source"].notna() & ~runs["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
+            ).fillna(False).to_numpy(bool)
 
 
 def headline(runs: pd.DataFrame, policy: str = "same") -> Html:
@@ -245,7 +254,7 @@ def headline(runs: pd.DataFrame, policy: str = "same") -> Html:
         wins = found.loc[found["verdict"] == WINNER, "fastest"].value_counts(sort=True)
         if len(wins):
             figures.append((f"{wins.iloc[0]} of {len(found)}", f"comparisons won per device by {wins.index[0]}"))
-    possible = (runs["mfu"].le(1) & ~doubtful(runs)).to_numpy(bool)  # above 1 is wrong inputs (data quality)
+    possible = (runs["mfu"].notna() & ~doubtful(runs)).to_numpy(bool)  # an impossible MFU is empty (invariants)
     rated = runs[datasheet_peak(runs) & possible]
     kind = "datasheet dense peak"
     if rated.empty:
@@ -259,7 +268,8 @@ def headline(runs: pd.DataFrame, policy: str = "same") -> Html:
 
 def policy_notes(runs: pd.DataFrame, policy: str = "same") -> list[str]:
     """How platforms are compared (:data:`PRECISION_POLICIES`), and the contests with one platform only."""
-    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.", *uncontested(runs, policy)]
+    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.", *uncontested(runs, policy),
+            *runs.attrs.get("merged_platforms", [])]
 
 
 def sparse_note(runs: pd.DataFrame) -> str:

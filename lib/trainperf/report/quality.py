@@ -1,5 +1,6 @@
 """The data-quality section every report ends with, in one call: what was
-read, what was left out and why, the empty or doubtful values, the conventions
+read, what was left out and why, the figures emptied because they cannot be
+true (``trainperf.invariants``), the empty or doubtful values, the conventions
 behind the figures, and the sources' own figures against trainperf's.
 
 A notebook shows it with ``quality.section(runs)`` under its ``## Data quality``
@@ -19,8 +20,9 @@ from trainperf.report.theme import table
 
 SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) that differ from the figure trainperf "
                   f"recomputes by more than {fmt_pct(page.REPORTED_TOLERANCE)} and by more than the last digit the source printed. Difference = "
-                  "(source − trainperf) / trainperf; fractions (MFU, efficiency) as fractions. Where they differ, "
-                  "the report uses trainperf's.")
+                  "(source − trainperf) / trainperf; fractions (MFU, efficiency) as fractions, trainperf's MFU against "
+                  "the peak the source divided by where it names one; a printed peak of another device is not "
+                  "comparable. Where they differ, the report uses trainperf's.")
 """What the "Source figures vs trainperf" part lists."""
 
 
@@ -34,6 +36,7 @@ def section(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool
     parts = [
         ("Inputs read", [bullets(page.inputs_read(runs, steps))]),
         ("Skipped and why", [table(page.skipped(runs, steps), empty="Nothing was skipped.")]),
+        ("Impossible figures, emptied", [table(page.impossible(runs, scaling=scaling), empty="No figure broke an invariant.")]),
         ("Empty or doubtful values", [table(page.note_counts(runs, scaling=scaling, mfu=mfu),
                                             empty="Every derived value of every run could be computed.")]),
         ("Conventions", [bullets(page.conventions(runs, scaling=scaling)),

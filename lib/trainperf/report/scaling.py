@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trainperf.invariants import EMPTIED, serial_fraction_possible
 from trainperf.report.configs import by_experiment, doubtful, keep_experiments, labels, marks, study_of
 from trainperf.report.html import (Html, fmt_int, fmt_num, fmt_pct, fmt_sig, fmt_times, fmt_usd,
                                    headline as banner)
@@ -118,7 +119,7 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
                   "scaling_multiplier", "multiplier_low", "multiplier_high", "multiplier_interval",
                   "scaling_efficiency", "efficiency_low", "efficiency_high", "efficiency_interval",
-                  "serial_fraction", "serial_low", "serial_high", "scaling_basis", "only_devices_change",
+                  "serial_fraction", "serial_low", "serial_high", "serial_emptied", "scaling_basis", "only_devices_change",
                   "scaling_kind", "marks", "known_error", "concluded"]]
 
 
@@ -202,6 +203,9 @@ def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd
     def serial(speedup: np.ndarray, devices: np.ndarray) -> np.ndarray:
         return np.full(len(rows), np.nan) if weak else karp_flatt(speedup, devices)
 
+    point = serial(multiplier, ideal)
+    possible = serial_fraction_possible(point)  # outside [0, 1]: emptied, said by serial_notes
+
     known = group["known_error"] if "known_error" in group else pd.Series(pd.NA, index=group.index)
     shown = group.assign(marks=marks(group), doubtful=doubtful(group), known_error=known.astype(object)
                          ).groupby(key.to_numpy(), sort=False)
@@ -213,11 +217,13 @@ def _experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd
     concluded = ~doubt & (base is not None) & (not doubt[base] if base is not None else False)
     return rows.assign(
         configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
-        multiplier_low=low, multiplier_high=high, serial_low=serial(high, ideal),  # e falls as S rises
-        serial_high=serial(low, ideal), multiplier_interval=multiplier_text.tolist(),
+        multiplier_low=low, multiplier_high=high,  # e falls as S rises; its interval held within [0, 1]
+        serial_low=np.where(possible, np.clip(serial(high, ideal), 0, 1), np.nan),
+        serial_high=np.where(possible, np.clip(serial(low, ideal), 0, 1), np.nan), multiplier_interval=multiplier_text.tolist(),
         efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
         scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
-        serial_fraction=serial(multiplier, ideal), only_devices_change=not changes(group),
+        serial_fraction=np.where(possible, point, np.nan), serial_emptied=np.isfinite(point) & ~possible,
+        only_devices_change=not changes(group),
         scaling_kind=KIND_LABELS.get(kind_of(group), KIND_LABELS[None]),
         marks=configuration.map(row_marks).to_numpy(object), known_error=configuration.map(row_errors).to_numpy(object),
         concluded=concluded), found
@@ -576,9 +582,14 @@ def serial_notes(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str
     means: a move only beyond the noise where its configurations have intervals
     (see :func:`serial_trend`); without intervals, said to be untested. Only rows
     a conclusion may be drawn from (``concluded``) count; an experiment left with
-    fewer than two says so."""
-    frame = table(runs, steps).dropna(subset=["serial_fraction"])
-    out = []
+    fewer than two says so. First, the experiments whose e lies outside [0, 1]
+    somewhere (emptied by ``trainperf.invariants``: not plotted) say where."""
+    every_row = table(runs, steps)
+    out = [f"{name}: the Karp–Flatt fraction e is outside [0, 1] at "
+           f"{and_list([fmt_int(g) + ' devices' for g in group.loc[group['serial_emptied'], 'gpus']])} "
+           f"({EMPTIED}: {SERIAL_OUTSIDE}); not plotted."
+           for name, group in every_row.groupby("experiment", sort=False) if group["serial_emptied"].any()]
+    frame = every_row.dropna(subset=["serial_fraction"])
     for name, every in frame.groupby("experiment", sort=False):
         group = every[every["concluded"]]
         left = _left_out(every)
@@ -601,6 +612,11 @@ def serial_notes(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str
                    f"{', '.join(f'{x:g}' for x in group['ideal'])}× the baseline devices) — "
                    f"{MEANING[trend]}.{caveat}{left}")
     return out
+
+
+SERIAL_OUTSIDE = ("below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
+                  "share of the work explains either")
+"""Why a Karp–Flatt fraction outside [0, 1] is not shown."""
 
 
 # --- fits and projections -------------------------------------------------------

@@ -31,6 +31,7 @@ PHASE_COLORS: dict[str, str] = {
     PHASE_LABELS["loss_s"]: "#7aa0d8", PHASE_LABELS["backward_s"]: "#2a9d8f",
     PHASE_LABELS["optimizer_s"]: "#8172b3", PHASE_LABELS["compute_s"]: "#5b9e48",
     PHASE_LABELS["comm_s"]: "#c44e52", PHASE_LABELS["comm_exposed_s"]: "#e07b39",
+    PHASE_LABELS["wait_outside_s"]: "#a0522d",
     OTHER: "#cfd5de", IMBALANCE: "#d17fb5", PHASE_LABELS["validation_s"]: "#6b6b6b",
 }
 """Colour of each phase (by its label in the ``phase`` column of a breakdown), the same in every chart, in the

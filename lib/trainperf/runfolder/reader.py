@@ -117,8 +117,9 @@ class RanksRead:
     each; no step intervals), the ranks whose file can record them
     (``memory_checked``: written by a profiler of steps-file version 2 or
     later), each closed rank's wall clock from its profiler's start to its
-    close (``wall_s``: ``[rank, seconds]``) and what each rank did outside its
-    steps (``outside``: :func:`outside_seconds`)."""
+    close (``wall_s``: ``[rank, seconds]``), what each rank did outside its
+    steps (``outside``: :func:`outside_seconds`) and the ``[rank, phase]``
+    pairs other ranks waited for (``waited_for``: :func:`outside_waits`)."""
 
     intervals: pd.DataFrame
     closed: list[int] = field(default_factory=list)
@@ -127,6 +128,7 @@ class RanksRead:
     memory_checked: list[int] = field(default_factory=list)
     wall_s: list[list[float]] = field(default_factory=list)
     outside: list[list[Any]] = field(default_factory=list)
+    waited_for: list[list[Any]] = field(default_factory=list)
 
 
 def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None,
@@ -160,13 +162,67 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
         data[name] = (np.concatenate([f.columns[name] for f in read]) if read
                       else np.empty(0, dtype=bool if name == "warmup" else np.int64 if name == "step" else float))
     data["micro_steps"] = data["micro_steps"].astype(np.float64)
+    waits, waited_for = outside_waits(folder, read)
+    data["wait_outside_s"] = (np.concatenate([waits[f.rank] for f in read]) if waits and read
+                              else np.full(total, np.nan))
+    if waits:
+        for name in ("comm_s", "comm_exposed_s"):  # the wait is booked as what it waits for, not communication
+            data[name] = data[name] - np.nan_to_num(data["wait_outside_s"])
     # a column each, not consolidated into one block: building the frame copies nothing
     intervals = pd.DataFrame({name: pd.Series(data[name], copy=False) for name in STEP_INTERVAL_COLUMNS}, copy=False)
     outside, bad_events = outside_seconds(folder.path, read)
     return RanksRead(intervals, [f.rank for f in read if f.closed],
                      [b for f in read for b in f.bad_lines] + bad_events,
                      out_of_memory, [f.rank for f in read if "out_of_memory" in f.written],
-                     [[f.rank, f.wall_s] for f in read if f.wall_s is not None], outside)
+                     [[f.rank, f.wall_s] for f in read if f.wall_s is not None], outside, waited_for)
+
+
+def outside_waits(folder: RunFolder, read: Sequence[RankFile]) -> tuple[dict[int, np.ndarray], list[list[Any]]]:
+    """Per rank of ``read``, per step line: the seconds of its exposed communication spent waiting for
+    another rank's phases outside the steps (an evaluation or a checkpoint on rank 0 alone); and the
+    ``[rank, phase]`` pairs waited for. Empty where no rank of the run timed a phase between its steps.
+
+    The ranks' clocks are their own, so phases are placed by step, not by time: a phase rank R timed between
+    its steps k and k + 1 (its events file; every rank of the folder is read, not only those of ``read``)
+    delays the step k + 1 of every other rank, which waits for R in that step's collectives. Rank r's wait
+    in step s is ``min(comm_exposed_s, max(0, L_R − L_r))``, ``L`` the seconds a rank spent outside the
+    steps just before step s, R the rank that spent the most there (a wait is no longer than the phase
+    waited for, nor than the communication it was booked as; a rank that evaluated as long waited for
+    nobody). NaN where a step line has no ``comm_exposed_s``. Nothing where the run's communication is an
+    estimate sampled in windows (``comm_measurement`` in its config: FSDP), not a time of each step."""
+    if folder.config.get("comm_measurement"):
+        return {}, []
+    mine = {f.rank: f for f in read}
+    before: dict[int, dict[int, float]] = {}  # rank -> step -> seconds outside the steps just before it
+    names: dict[tuple[int, int], list[str]] = {}
+    for rank, path in folder.rank_files:
+        events = folder.path / EVENTS_FILE.format(rank=rank)
+        if not events.exists():
+            continue
+        phases, _ = read_events(events)  # its bad lines are listed by outside_seconds
+        columns = (mine[rank] if rank in mine else _read_rank_file(path)).columns
+        end = columns["start_s"] + columns["step_s"]
+        for phase in phases:
+            ended = int(np.searchsorted(end, phase.start_s + WRITTEN_TO_S, side="right"))
+            if 0 < ended < len(end):
+                step = int(columns["step"][ended])
+                spent = before.setdefault(rank, {})
+                spent[step] = spent.get(step, 0.0) + phase.seconds
+                names.setdefault((rank, step), []).append(phase.name)
+    if not before:
+        return {}, []
+    waits, waited = {}, set()
+    for f in read:
+        own = before.get(f.rank, {})
+        wait = np.zeros(f.steps)
+        for i, step in enumerate(f.columns["step"].tolist()):
+            others = [(spent.get(step, 0.0), rank) for rank, spent in before.items() if rank != f.rank]
+            longest, rank = max(others, default=(0.0, -1))
+            wait[i] = max(0.0, longest - own.get(step, 0.0))
+            if wait[i] > 0:
+                waited.update((rank, name) for name in names[(rank, step)])
+        waits[f.rank] = np.minimum(f.columns["comm_exposed_s"], wait)
+    return waits, [list(pair) for pair in sorted(waited)]
 
 
 def outside_seconds(run_dir: Path, read: Sequence[Any]) -> tuple[list[list[Any]], list[BadLine]]:
@@ -268,7 +324,8 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
     ``gpus`` (the world size, else the ranks that recorded steps) and ``nodes``
     (the distinct nodes of the manifest, else of ``nodes_seen``, each rank's: empty where unknown),
     with a DataWarning where the config says otherwise, and ``platform``,
-    ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak),
+    ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak) and
+    ``peak_method`` (how it was measured: ``trainperf.profiler.cpu_peak``),
     ``oversubscribed`` (:func:`oversubscribed`), ``energy_counter`` and
     ``device_memory_gb`` (what the profiler found), the host's load at the start
     (``extra_load_average_1min``, ``extra_cpu_cores``: the manifest's ``host``,
@@ -293,6 +350,7 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
     host = environment.get("host") or {}
     defaults = {"platform": environment.get("device"), "strategy": environment.get("strategy"),
                 "peak_tflops_per_gpu": (environment.get("cpu_peak") or {}).get("tflops"),
+                "peak_method": (environment.get("cpu_peak") or {}).get("source"),
                 "oversubscribed": oversubscribed(environment), "energy_counter": environment.get("energy"),
                 "device_memory_gb": environment.get("device_memory_gb"),
                 "extra_load_average_1min": host.get("load_average"), "extra_cpu_cores": host.get("cores"),

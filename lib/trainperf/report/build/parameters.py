@@ -3,7 +3,8 @@
 :func:`papermill.inspect_notebook` reads them), and command-line values
 converted to the declared type, so ``-p title 1.10`` stays the string ``"1.10"``:
 the default's type, for a ``None`` default the type its help starts with
-(``# float: USD per hour``), or one papermill found in an annotation or ``# type:`` comment.
+(``# float: USD per hour``), or one papermill found in an annotation (``price: "Optional[float]" = None``,
+as the report notebooks declare theirs, so ``papermill --help-notebook`` shows every type) or ``# type:`` comment.
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ def declared_parameters(path: str | Path) -> dict[str, Declared]:
         except (ValueError, SyntaxError) as exc:
             raise ParameterError(f"{path}: parameter {name} must be a literal, "
                                  f"not {parameter['default']!r}") from exc
-        annotated = parameter["inferred_type_name"].partition("[")[0].strip()
+        annotated = parameter["inferred_type_name"].strip()  # `x: "Optional[float]" = None`: float or None
+        annotated = annotated.removeprefix("Optional[").removesuffix("]") if annotated.startswith("Optional[") \
+            else annotated
+        annotated = annotated.partition("[")[0].strip()
         kind = annotated if annotated in _CONVERTERS and annotated != "None" else None
         if default is None:  # `x = None  # float: ...`: None or the type the help names
             kind = kind or parameter["help"].partition(":")[0].strip()

@@ -1,0 +1,163 @@
+"""What a derived figure must satisfy to be shown: a figure that cannot be
+true is emptied, and the row's ``notes`` say why (never a headline).
+
+Checked once where the derived columns are made (:func:`check_runs`, called
+by ``trainperf.derived.derive`` after the scaling of ``trainperf.scaling``),
+where a scaling page recomputes a serial fraction (:func:`serial_fraction_possible`)
+and where a CPU peak is measured or read from its cache (:func:`peaks_consistent`):
+
+* ``mfu`` and ``hfu`` in (0, 1]: a device cannot run above its peak, nor a
+  training at zero. An ``mfu`` above :data:`PLAUSIBLE_MFU` of a datasheet peak
+  is possible but rare in training: kept and noted.
+* ``scaling_efficiency`` at most ``1 +`` :data:`EFFICIENCY_TOLERANCE`, unless the
+  study is strong scaling (the global batch constant, so each device's share
+  of it shrinks as devices are added and may come to fit a faster memory: the
+  one known source of super-linear speedup), where it is kept and noted. Above
+  that, the runs did not do comparable work (or the baseline was slowed), so
+  the multiplier, efficiency and serial fraction are emptied.
+* ``serial_fraction`` (Karp–Flatt) in [0, 1]: below 0 the speedup is
+  super-linear, above 1 more devices were slower than fewer; the formula's
+  meaning (a serial share of the work) holds in neither.
+* phases within the step: a rank's timed phases that never overlap (data,
+  host-to-device copy, forward, loss, backward, optimizer) add up to at most
+  its elapsed time (``mean_rank_elapsed_s``, else ``elapsed_s``) ``× (1 +``
+  :data:`PHASE_TOLERANCE` ``)``, and so do its exposed communication and its
+  wait for another rank's work outside the steps (apart: under FSDP the
+  profiler's exposed communication lies inside forward and backward); else
+  every phase column is emptied.
+* a peak measured at n threads is not below the one measured at 1 thread.
+
+Every note of an emptied figure reads ``<columns>: impossible, emptied: <why>``
+(:data:`EMPTIED`), the same words for every run it applies to (the values stay
+in the run's other columns); :func:`violations` lists them for the reports'
+data-quality section and the command line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+PLAUSIBLE_MFU = 0.75
+"""MFU above this fraction of a datasheet's dense peak is possible but rare in training: noted, kept."""
+EFFICIENCY_TOLERANCE = 0.10
+"""How far above 1 a scaling efficiency may lie and still be shown outside strong scaling: repeats of one
+configuration on a shared machine differ by a few per cent, and logs print their rates rounded; 10 % above ideal
+is beyond both."""
+PHASE_TOLERANCE = 0.01
+"""How far the non-overlapping phases of a step may add up beyond the elapsed time: timers are read at
+different instants and files round times to 1 µs (a relative allowance)."""
+EMPTIED = "impossible, emptied"
+"""The words after the columns of a note about an emptied figure: ``mfu, hfu: impossible, emptied: …``."""
+SEQUENTIAL_PHASES = (("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s"),
+                     ("comm_exposed_s", "wait_outside_s"))
+"""Groups of phase columns that never overlap within a rank's step (``comm_s`` may overlap the backward pass)."""
+PHASE_COLUMNS = (*(c for group in SEQUENTIAL_PHASES for c in group), "comm_s", "validation_s", "compute_s", "comm_overhead", "compute_comm_ratio")
+"""What a run whose phases exceed its steps loses: every figure read from the phase timers."""
+MFU_CAUSES = ("the FLOPs per token may not fit the model (n_params counting the embeddings, or the palm "
+              "formula's attention term for a model without attention)",
+              "gpus must count every device of the job", "the peak must be the dense one at the run's precision "
+              "(a CPU's measured on a quiet machine)", "tokens and elapsed_s may cover different windows")
+"""Why an MFU is doubtful, for every run alike."""
+
+
+def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: pd.Series) -> None:
+    """Empty, in place, every figure of the derived runs table ``out`` that
+    breaks an invariant of the module's docstring and append why to
+    ``notes[position]``; note an MFU above :data:`PLAUSIBLE_MFU` of a datasheet
+    peak (``datasheet_peak``: per row, whether its peak is a datasheet's rather
+    than one measured on the machine)."""
+    _check_mfu(out, notes, datasheet_peak.to_numpy(bool))
+    _check_scaling(out, notes)
+    _check_phases(out, notes)
+
+
+def _empty(out: pd.DataFrame, notes: list[list[str]], rows: np.ndarray, columns: tuple[str, ...], why: str) -> None:
+    columns = tuple(c for c in columns if c in out)
+    for i in np.flatnonzero(rows):
+        notes[i].append(f"{', '.join(columns)}: {EMPTIED}: {why}")
+    for column in columns:
+        out[column] = out[column].mask(pd.Series(rows, index=out.index))
+
+
+def _check_mfu(out: pd.DataFrame, notes: list[list[str]], datasheet: np.ndarray) -> None:
+    mfu = out["mfu"].to_numpy(float)
+    above = mfu > 1
+    for moe in (True, False):
+        _empty(out, notes, above & (_moe_unknown(out) == moe), ("mfu", "hfu"),
+               "mfu above 1, more FLOP/s than the device's peak: likely causes: " + _causes(moe))
+    _empty(out, notes, mfu <= 0, ("mfu", "hfu"), "mfu not above 0: no work measured")
+    _empty(out, notes, out["hfu"].to_numpy(float) > 1, ("hfu",),
+           "hfu above 1: activation recomputation counted on a run that already uses the peak")
+    moe = _moe_unknown(out)
+    for i in np.flatnonzero((mfu > PLAUSIBLE_MFU) & ~above & datasheet):
+        notes[i].append(f"mfu above {PLAUSIBLE_MFU:g} of the dense peak, which training rarely exceeds: likely "
+                        f"causes: {_causes(moe[i])}")
+
+
+def _moe_unknown(out: pd.DataFrame) -> np.ndarray:
+    """Per row, whether it gives no ``n_active_params`` (a mixture-of-experts model may then be overcounted)."""
+    return out["n_active_params"].isna().to_numpy(bool) if "n_active_params" in out else np.ones(len(out), bool)
+
+
+def _causes(moe: bool) -> str:
+    """The likely causes of a doubtful MFU, with the mixture-of-experts one where ``moe``."""
+    extra = ["a mixture-of-experts model counts only the parameters each token uses (give n_active_params)"]
+    return ", or ".join([MFU_CAUSES[0], *(extra if moe else []), *MFU_CAUSES[1:]])
+
+
+def _check_scaling(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    efficiency = out["scaling_efficiency"].to_numpy(float)
+    strong = out["scaling_type"].eq("strong").fillna(False).to_numpy(bool)
+    more_devices = out["scaling_multiplier"].to_numpy(float) / efficiency > 1  # on the baseline's count: no scaling
+    super_linear = (efficiency > 1 + EFFICIENCY_TOLERANCE) & more_devices
+    _empty(out, notes, super_linear & ~strong, ("scaling_multiplier", "scaling_efficiency", "serial_fraction",
+                                                "cost_efficiency"),
+           f"scaling efficiency more than {EFFICIENCY_TOLERANCE:.0%} above 1 outside strong scaling; the runs did "
+           "not do comparable work, or the baseline was slowed (a loaded machine)")
+    for i in np.flatnonzero(super_linear & strong):
+        notes[i].append("scaling_efficiency: super-linear under strong scaling: each device's share of the "
+                        "global batch shrank and may fit a faster memory; check that the baseline ran on a quiet "
+                        "machine")
+    serial = out["serial_fraction"].to_numpy(float)
+    _empty(out, notes, serial < 0, ("serial_fraction",),
+           "Karp–Flatt below 0: the speedup is super-linear, and a serial share of the work cannot be negative")
+    _empty(out, notes, serial > 1, ("serial_fraction",),
+           "Karp–Flatt above 1: more devices were slower than the baseline, beyond what serial work explains")
+
+
+def serial_fraction_possible(values: np.ndarray) -> np.ndarray:
+    """Per Karp–Flatt value, whether it lies in [0, 1] (NaN: no)."""
+    values = np.asarray(values, dtype=float)
+    return (values >= 0) & (values <= 1)
+
+
+def _check_phases(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    elapsed = out["mean_rank_elapsed_s"].fillna(out["elapsed_s"]).to_numpy(float) * (1 + PHASE_TOLERANCE)
+    longer = np.zeros(len(out), dtype=bool)
+    for group in SEQUENTIAL_PHASES:
+        longer |= out[[c for c in group if c in out]].sum(axis=1, min_count=1).to_numpy(float) > elapsed
+    _empty(out, notes, longer, PHASE_COLUMNS,
+           "phases that never overlap (data, h2d, forward, loss, backward, optimizer; exposed communication and "
+           "waits outside) add up to more than the elapsed time: the timers or the window they cover are wrong")
+
+
+def peaks_consistent(peaks: Mapping[int, float]) -> bool:
+    """Whether CPU peaks measured by thread count (``{threads: TFLOP/s}``) are possible: none at n threads
+    below the one at 1 thread (true where the 1-thread peak is not among them)."""
+    one = peaks.get(1)
+    return one is None or all(value >= one for value in peaks.values())
+
+
+def violations(runs: pd.DataFrame) -> pd.DataFrame:
+    """The emptied figures of a derived runs table: rows ``run_id, figures, why``, one per note of
+    :data:`EMPTIED`."""
+    rows = []
+    for run_id, text in zip(runs["run_id"], runs.get("notes", pd.Series(pd.NA, index=runs.index))):
+        for note in ([] if pd.isna(text) else str(text).split("; ")):
+            columns, _, rest = note.partition(f": {EMPTIED}: ")
+            if rest:
+                rows.append((run_id, columns, rest))
+    return pd.DataFrame(rows, columns=["run_id", "figures", "why"])
