@@ -16,7 +16,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from trainperf.cache import cache_dir
+from trainperf.cache import cache_dir, private_dir
 from trainperf.runfolder.manifest import write_json
 
 CACHE_FILE = "peak-flops.json"
@@ -57,7 +57,7 @@ def cpu_peak(precision: str | None) -> dict[str, Any]:
         return {"tflops": float(cache[key]), **facts, "cached": True}
     tflops = measure_peak_flops(getattr(torch, dtype), seconds=1.0) / 1e12
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         write_json(path, {**cache, key: tflops})
     except OSError:
         pass  # an unwritable cache costs a second per run, nothing else
