@@ -289,3 +289,55 @@ def test_the_key_holds_the_versions_of_the_libraries_that_shape_what_is_stored(t
     finally:
         cache.library_versions.cache_clear()
     assert cache.VERSIONED == ("pandas", "numpy", "pyarrow", "dask")
+
+
+def held_lock(lock: Path, content: bytes):
+    """``lock`` held by this process through a file of its own (another holder, as far as flock is concerned)."""
+    import fcntl
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    held = lock.open("wb")
+    fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+    held.write(content)
+    held.flush()
+    return held
+
+
+def test_a_waiter_names_the_holder_once_and_reads_what_it_built(tmp_path, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "TELL_AFTER_S", 0.0)
+    run = write_run(tmp_path / "run", ranks=2, steps=10)
+    lock = tmp_path / "cache" / "store" / f".{input_key(run, 'run')}.lock"
+    held = held_lock(lock, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": "now"}).encode())
+    threading.Timer(1.0, held.close).start()  # the holder is done a second later
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert trainperf.load_summaries(run).rows == 20
+    assert [str(w.message) for w in caught] == [
+        f"waiting for {lock}, held by pid {os.getpid()} on {socket.gethostname()} since now (gives up after 30 s "
+        f"without a sign of life: ${cache.LOCK_TIMEOUT})"]
+
+
+@pytest.mark.parametrize("content", [b"\xff\x00garbage", b'{"pid": ', b"[1, 2]", b""])
+def test_a_lock_file_damaged_or_cut_neither_blocks_nor_misleads(tmp_path, monkeypatch, content):
+    """Left behind (nobody holds it): taken at once. Held: its holder is a process
+    that did not say who it is, given up on after the bound like any other."""
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(cache.LOCK_TIMEOUT, "1")
+    run = write_run(tmp_path / "run", ranks=2, steps=10)
+    lock = tmp_path / "cache" / "store" / f".{input_key(run, 'run')}.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_bytes(content)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        assert trainperf.load_summaries(run).rows == 20
+    shutil.rmtree(tmp_path / "cache")
+    held = held_lock(lock, content)
+    try:
+        os.utime(lock, (0, 0))  # no sign of life for long
+        with pytest.warns(DataWarning, match="held by a process that did not say who it is"):
+            assert trainperf.load_summaries(run).rows == 20
+    finally:
+        held.close()
