@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import tempfile
 import threading
@@ -54,6 +55,7 @@ TEMP_AGE_S = 24 * 3600.0
 VERSIONED = ("pandas", "numpy", "pyarrow", "dask")
 """Libraries whose versions shape what a cache stores (they are part of every key)."""
 _TEMP = re.compile(r"^\.[0-9a-f]+-(?P<host>[A-Za-z0-9.]*)-(?P<pid>\d+)-[a-z0-9_]+$")
+"""The name :func:`temp_folder` gives: ``.<key>-<host>-<pid>-<random>``."""
 
 
 class Damaged(ValueError):
@@ -147,6 +149,7 @@ def _dtypes(path: Path) -> dict[str, str]:
 
 
 def _digest(body: Any) -> str:
+    """SHA-256 of ``body`` as canonical JSON (sorted keys, no spaces)."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -159,8 +162,6 @@ def temp_folder(root: Path, key: str) -> Path:
 def sweep(root: Path) -> None:
     """Remove the temporary folders in ``root`` left by writers that are gone:
     on this host, their process has ended; on another, older than :data:`TEMP_AGE_S`."""
-    import shutil
-
     try:
         found = [(p, _TEMP.match(p.name)) for p in root.iterdir() if p.name.startswith(".") and p.is_dir()]
     except OSError:
