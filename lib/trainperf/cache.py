@@ -259,8 +259,8 @@ def _holder(lock: Path) -> tuple[dict[str, Any], float]:
     """What the lock file says of its holder (empty when unreadable), and the seconds since its last sign of life."""
     try:
         idle = time.time() - lock.stat().st_mtime
-    except OSError:
-        return {}, 0.0
+    except OSError:  # released meanwhile, or its folder is gone: nothing to wait for
+        return {}, float("inf")
     try:
         holder = json.loads(lock.read_bytes())
     except (OSError, ValueError):
