@@ -18,6 +18,7 @@ import pytest
 import trainperf
 from trainperf import DataWarning, store
 from trainperf.aggregate import Summaries, summarize
+from trainperf.cache import open_entry, seal
 from trainperf.runfolder import rankfile, reader
 
 SUMMARY_FRAMES = ("per_rank", "per_step", "values", "step_times", "warmup")
@@ -156,13 +157,14 @@ def test_a_store_of_another_version_is_built_again_never_read(tmp_path, cache):
     run = write_run(tmp_path / "run", ranks=2, steps=10)
     expected = trainperf.load_summaries(run)
     (entry,) = entries(cache)
-    meta = json.loads((entry / "entry.json").read_text())
-    (entry / "entry.json").write_text(json.dumps({**meta, "version": 0}))
+    content = {k: v for k, v in open_entry(entry).items() if k != "files"}
+    seal(entry, {**content, "version": 0})  # as an older version would have sealed it
     (entry / "summaries.pkl").write_bytes(b"")  # what an older layout left would not be read anyway
-    with pytest.warns(DataWarning, match=r"is not readable \(written as trainperf-store version 0\): it is built again"):
+    with pytest.warns(DataWarning, match=r"is not readable \(Damaged: written as trainperf-store version 0\): "
+                                         "it is built again"):
         again = trainperf.load_summaries(run)
     assert_same(expected, again)
-    assert json.loads((entry / "entry.json").read_text())["version"] == store.VERSION
+    assert open_entry(entry)["version"] == store.VERSION
 
 
 def test_an_empty_part_file_is_a_damaged_entry_built_again(tmp_path, cache):

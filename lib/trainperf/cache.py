@@ -1,10 +1,65 @@
-"""trainperf's cache folder: what it measured about this machine (the CPU
-peak), the runs read from each input and the step-intervals store."""
+"""trainperf's cache folder and what its entries are made of: what it measured
+about this machine (the CPU peak), the runs read from each input
+(``trainperf.input_cache``) and the step-intervals store (``trainperf.store``).
+
+An entry of either cache is a folder of Parquet files and an ``entry.json``
+(:func:`seal`) that records, besides what the cache keeps in it, each file's
+size, the SHA-256 of its Parquet footer (schema, row groups, statistics) and
+its columns and dtypes, with a SHA-256 of the record itself. Every page of
+the files is written with Parquet's CRC-32 page checksum and verified when it
+is read (:func:`read_frame`), so a changed byte anywhere is an error, never a
+different number, without hashing a gigabyte of parts on every read. Nothing
+in a cache is a format that runs code when read (no pickle).
+
+Folders are made private (0700). Entries are built in a temporary folder
+named after their writer (:func:`temp_folder`) and renamed into place; a
+writer that shares work holds a lock file naming it (:func:`holding`).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from functools import cache
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from trainperf.errors import DataWarning
+
+ENTRY_FILE = "entry.json"
+LOCK_TIMEOUT = "TRAINPERF_LOCK_TIMEOUT_S"
+"""Environment variable: seconds a lock's holder may show no sign of life before a waiter stops waiting."""
+LOCK_TIMEOUT_S = 30.0
+"""Default of :data:`LOCK_TIMEOUT`."""
+TELL_AFTER_S = 5.0
+"""Seconds of waiting for a lock after which its holder is named (once)."""
+HEARTBEAT_S = 1.0
+"""Seconds between a lock holder's signs of life (the lock file's modification time)."""
+TEMP_AGE_S = 24 * 3600.0
+"""Age (seconds) after which a temporary folder of a writer on another host is swept."""
+VERSIONED = ("pandas", "numpy", "pyarrow", "dask")
+"""Libraries whose versions shape what a cache stores (they are part of every key)."""
+_TEMP = re.compile(r"^\.[0-9a-f]+-(?P<host>[A-Za-z0-9.]*)-(?P<pid>\d+)-[a-z0-9_]+$")
+"""The name :func:`temp_folder` gives: ``.<key>-<host>-<pid>-<random>``."""
+
+
+class Damaged(ValueError):
+    """A cache entry that does not check out (it is built again)."""
 
 
 def cache_dir() -> Path:
@@ -13,3 +68,219 @@ def cache_dir() -> Path:
         return Path(os.environ["TRAINPERF_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "trainperf"
+
+
+def private_dir(folder: Path) -> Path:
+    """``folder`` (in the cache folder, or the cache folder itself), made with the
+    cache folder where missing, each only its user can enter (0700); folders
+    that exist keep their mode (a cache shared on purpose stays shared)."""
+    cache_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return folder
+
+
+@cache
+def library_versions() -> str:
+    """``name=version`` of each library in :data:`VERSIONED`, for cache keys."""
+    return ",".join(f"{name}={version(name)}" for name in VERSIONED)
+
+
+def write_frame(path: Path, frame: pd.DataFrame) -> None:
+    """``frame`` as Parquet (no index), every page with its CRC-32 checksum."""
+    frame.to_parquet(path, index=False, write_page_checksum=True)
+
+
+def read_frame(path: Path, columns: list[str] | None = None, filters: list | None = None) -> pd.DataFrame:
+    """A Parquet file written by :func:`write_frame`, its ``columns`` of the rows
+    that pass ``filters`` (pyarrow's), every page's checksum verified."""
+    return pd.read_parquet(path, columns=columns, filters=filters, page_checksum_verification=True)
+
+
+def read_checked(folder: Path, name: str, files: dict[str, Any]) -> pd.DataFrame:
+    """File ``name`` of an entry in ``folder`` whose checked record is ``files``
+    (:func:`open_entry`): read whole, its columns and dtypes those recorded."""
+    frame = read_frame(folder / name)
+    if {str(c): str(t) for c, t in frame.dtypes.items()} != files[name]["dtypes"]:
+        raise Damaged(f"{name} holds other columns or dtypes than recorded")
+    return frame
+
+
+def seal(folder: Path, content: dict[str, Any]) -> None:
+    """Write ``folder``'s ``entry.json``: ``content``, and the record of every
+    Parquet file below ``folder`` (size, footer SHA-256, dtypes), checksummed."""
+    files = {str(p.relative_to(folder)): {**_footer(p), "dtypes": _dtypes(p)} for p in sorted(folder.rglob("*.parquet"))}
+    body = {**content, "files": files}
+    (folder / ENTRY_FILE).write_text(json.dumps({"sha256": _digest(body), "entry": body}))
+
+
+def open_entry(folder: Path) -> dict[str, Any]:
+    """The content :func:`seal` wrote in ``folder`` (with ``files``), once the
+    record and every file's size and footer check out; raises
+    ``FileNotFoundError`` when there is no entry, :class:`Damaged` (or what
+    reading raised) when it does not check out."""
+    sealed = json.loads((folder / ENTRY_FILE).read_bytes())
+    if not isinstance(sealed, dict) or not isinstance(sealed.get("entry"), dict) \
+            or sealed.get("sha256") != _digest(sealed["entry"]):
+        raise Damaged(f"{ENTRY_FILE} does not match its checksum")
+    body = sealed["entry"]
+    for name, record in body["files"].items():
+        if ".." in Path(name).parts or Path(name).is_absolute() or _footer(folder / name) != \
+                {k: record[k] for k in ("size", "footer_sha256")}:
+            raise Damaged(f"{name} is not the file recorded")
+    return body
+
+
+def _footer(path: Path) -> dict[str, Any]:
+    """A Parquet file's size and its footer's SHA-256 (the footer's length is in the last 8 bytes)."""
+    with path.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(max(size - 8, 0))
+        tail = handle.read(8)
+        length = int.from_bytes(tail[:4], "little")
+        if tail[4:] != b"PAR1" or length + 12 > size:
+            raise Damaged(f"{path.name} has no Parquet footer")
+        handle.seek(size - 8 - length)
+        return {"size": size, "footer_sha256": hashlib.sha256(handle.read(length)).hexdigest()}
+
+
+def _dtypes(path: Path) -> dict[str, str]:
+    """Column name: pandas dtype, of a Parquet file's schema."""
+    return {str(c): str(t) for c, t in pq.read_schema(path).empty_table().to_pandas().dtypes.items()}
+
+
+def _digest(body: Any) -> str:
+    """SHA-256 of ``body`` as canonical JSON (sorted keys, no spaces)."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def temp_folder(root: Path, key: str) -> Path:
+    """A new private folder in ``root`` to build entry ``key`` in, named after
+    its writer (host and pid) so that :func:`sweep` knows when it is left over."""
+    return Path(tempfile.mkdtemp(prefix=f".{key}-{_host()}-{os.getpid()}-", dir=root))
+
+
+def sweep(root: Path) -> None:
+    """Remove the temporary folders in ``root`` left by writers that are gone:
+    on this host, their process has ended; on another, older than :data:`TEMP_AGE_S`."""
+    try:
+        found = [(p, _TEMP.match(p.name)) for p in root.iterdir() if p.name.startswith(".") and p.is_dir()]
+    except OSError:
+        return
+    for folder, name in found:
+        if name is None:
+            continue
+        try:
+            gone = not _alive(int(name["pid"])) if name["host"] == _host() else \
+                time.time() - folder.stat().st_mtime > TEMP_AGE_S
+        except OSError:
+            continue
+        if gone:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "", socket.gethostname())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+@contextmanager
+def holding(lock: Path) -> Iterator[bool]:
+    """Hold the lock file ``lock`` (an exclusive ``flock``; the file names its
+    holder: pid, host, since, and its modification time is the holder's
+    last sign of life). Waiting for another holder, name it once after
+    :data:`TELL_AFTER_S`; break the lock of a holder on this host whose
+    process has ended (a child that inherited it may hold it still); stop
+    waiting once the holder showed no sign of life for ``$TRAINPERF_LOCK_TIMEOUT_S``
+    (a stopped process), with a warning. Yields whether the lock is held."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX locks (Windows): builds at once only duplicate work, the rename keeps one
+        yield False
+        return
+    bound = float(os.environ.get(LOCK_TIMEOUT) or LOCK_TIMEOUT_S)
+    started, told = time.monotonic(), False
+    while (fd := _try_lock(lock, fcntl)) is None:
+        holder, idle = _holder(lock)
+        waited = time.monotonic() - started
+        if holder.get("host") == _host() and isinstance(holder.get("pid"), int) and not _alive(holder["pid"]):
+            lock.unlink(missing_ok=True)  # the holder is gone: its lock is broken
+            continue
+        if waited >= bound and idle >= bound:
+            _warn(f"{lock} is held by {_named(holder)}, which showed no sign of life for {idle:.0f} s "
+                  f"(stopped?): going on without it")
+            yield False
+            return
+        if not told and waited >= TELL_AFTER_S:
+            told = True
+            _warn(f"waiting for {lock}, held by {_named(holder)} (gives up after {bound:.0f} s without a "
+                  f"sign of life: ${LOCK_TIMEOUT})")
+        time.sleep(0.1)
+    done = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(fd, done), daemon=True)
+    beat.start()
+    try:
+        yield True
+    finally:
+        done.set()
+        beat.join()
+        lock.unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _try_lock(lock: Path, fcntl: Any) -> int | None:
+    """The lock file's descriptor, locked and naming this process; None when another holds it."""
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(fd).st_ino != os.stat(lock).st_ino:  # broken (removed) while we took it: take the new one
+            raise BlockingIOError
+    except OSError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    since = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    os.write(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": since}).encode())
+    return fd
+
+
+def _holder(lock: Path) -> tuple[dict[str, Any], float]:
+    """What the lock file says of its holder (empty when unreadable), and the seconds since its last sign of life."""
+    try:
+        idle = time.time() - lock.stat().st_mtime
+    except OSError:  # released meanwhile, or its folder is gone: nothing to wait for
+        return {}, float("inf")
+    try:
+        holder = json.loads(lock.read_bytes())
+    except (OSError, ValueError):
+        holder = {}
+    return (holder if isinstance(holder, dict) else {}), idle
+
+
+def _named(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "a process that did not say who it is"
+    return f"pid {holder.get('pid')} on {holder.get('host')} since {holder.get('since')}"
+
+
+def _heartbeat(fd: int, done: threading.Event) -> None:
+    while not done.wait(HEARTBEAT_S):
+        try:
+            os.utime(fd)
+        except OSError:
+            return
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, DataWarning, stacklevel=4)

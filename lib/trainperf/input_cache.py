@@ -3,8 +3,9 @@
 Reading an input (a runs table, a run folder, a log) and checking every
 value against the schema costs time; the reports of one build read the same
 folders, and a rebuild reads them again unchanged. :func:`cached_read`
-keeps the checked frame read from one input in a pickle under
-:func:`cache_dir`, keyed by:
+keeps the checked frame read from one input as an entry of :func:`cache_dir`
+(``<key>/frame.parquet``, and in ``entry.json`` the warnings its reading
+raised, by class name and message: see ``trainperf.cache``), keyed by:
 
 * how it was read (``kind``: table, run folder or log) and its resolved path;
 * the content (SHA-256 digest) of every file of the input: every file below
@@ -12,29 +13,35 @@ keeps the checked frame read from one input in a pickle under
   ``<folder>.trainperf.yaml``); a file and its sidecar ``<file>.trainperf.yaml``. A changed,
   added or removed file gives another key;
 * trainperf's own source (every file of the installed package) and the
-  pandas version, so a new version of either never reads an old entry.
+  versions of the libraries that shape what is stored (pandas, numpy,
+  pyarrow, dask), so a new version of any never reads an old entry.
 
 A hit gives the frame as first read and raises again the warnings its
-reading raised. The cache lives in ``inputs`` under trainperf's cache folder
+reading raised. An entry that does not check out (a changed byte, a missing
+file, columns or dtypes other than recorded, a warning class trainperf does
+not know) is read again from the source, with one warning. The cache lives in ``inputs`` under trainperf's cache folder
 (``$TRAINPERF_CACHE_DIR``, else ``$XDG_CACHE_HOME/trainperf``, else
 ``~/.cache/trainperf``); ``TRAINPERF_INPUT_CACHE=off`` reads every input every time.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 from concurrent.futures import ThreadPoolExecutor
 import hashlib
 import os
-import pickle
-import tempfile
+import shutil
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
-from trainperf.cache import cache_dir as trainperf_cache
+from trainperf.cache import (cache_dir as trainperf_cache, library_versions, open_entry, private_dir, read_checked,
+                             seal, sweep, temp_folder, write_frame)
+from trainperf.errors import DataWarning
 from trainperf.importers.settings import sidecar_path
 
 OFF = "TRAINPERF_INPUT_CACHE"
@@ -46,6 +53,12 @@ KEY_LENGTH = 40
 """Hex digits of a key (160 bits)."""
 KEEP = 512
 """Entries kept (one per input); the least recently written beyond this are removed."""
+FRAME_FILE = "frame.parquet"
+WARNINGS = {c.__name__: c for c in (DataWarning, *(v for v in vars(builtins).values()
+                                                     if isinstance(v, type) and issubclass(v, Warning)))}
+"""The warning classes an entry may name (a reader's warning of another class is kept as its nearest of these)."""
+
+_warned: set[str] = set()
 
 
 def cache_dir() -> Path | None:
@@ -59,20 +72,25 @@ def cached_read(path: Path, kind: str, read: Callable[[], pd.DataFrame], key: st
     the cache when the input's files and trainperf are unchanged since it was
     stored (``key``: the input's :func:`input_key`, when the caller has it).
     The warnings ``read`` raised are raised again on a hit; an error it raises
-    is raised and nothing is stored."""
+    is raised and nothing is stored. An entry that does not check out is read
+    again, with one warning."""
     folder = cache_dir()
     if folder is None:
         return read()
-    entry = folder / f"{key or input_key(path, kind)}.pkl"
+    entry = folder / (key or input_key(path, kind))
     try:
-        with entry.open("rb") as handle:
-            frame, raised = pickle.load(handle)
-    except (OSError, EOFError, ValueError, pickle.UnpicklingError, AttributeError, ImportError):
+        content = open_entry(entry)
+        frame = read_checked(entry, FRAME_FILE, content["files"])
+        raised = [(WARNINGS[name], message) for name, message in content["warnings"] if isinstance(message, str)]
+    except Exception as exc:  # anything a damaged entry raises: read again
+        if entry.exists():
+            _warn_once(f"input cache entry {entry} is not readable ({type(exc).__name__}: {exc}): "
+                       f"{path} is read again")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             frame = read()
         raised = [(w.category, str(w.message)) for w in caught]
-        _store(entry, (frame, raised))
+        _store(entry, frame, raised)
     for category, message in raised:
         warnings.warn(message, category, stacklevel=2)
     return frame
@@ -82,7 +100,7 @@ def input_key(path: Path, kind: str) -> str:
     """The cache key of input ``path`` read as ``kind`` (hex digest)."""
     resolved = Path(path).resolve()
     digest = hashlib.sha256()
-    for part in (kind, str(resolved), source_digest(), pd.__version__):
+    for part in (kind, str(resolved), source_digest(), library_versions()):
         digest.update(part.encode() + b"\0")
     files = list(input_files(resolved))
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:  # hashlib releases the GIL on large buffers
@@ -118,15 +136,42 @@ def source_digest() -> str:
     return digest.hexdigest()[:KEY_LENGTH]
 
 
-def _store(entry: Path, value: object) -> None:
-    """Write atomically (two notebooks may store the same entry at once) and prune to :data:`KEEP` entries."""
+def _known(category: type[Warning]) -> str:
+    """The name of the nearest class of ``category`` (itself or a base) in :data:`WARNINGS`."""
+    return next(c.__name__ for c in category.__mro__ if WARNINGS.get(c.__name__) is c)
+
+
+def _store(entry: Path, frame: pd.DataFrame, raised: list[tuple[type[Warning], str]]) -> None:
+    """Write the entry in a temporary folder renamed into place (two notebooks
+    may store the same entry at once) and prune to :data:`KEEP` entries."""
     try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=entry.parent, suffix=".tmp", delete=False) as handle:
-            pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(handle.name, entry)
-        entries = sorted(entry.parent.glob("*.pkl"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[KEEP:]:
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass  # a cache that cannot be written only costs time
+        root = private_dir(entry.parent)
+        building = temp_folder(root, entry.name)
+        try:
+            write_frame(building / FRAME_FILE, frame)
+            seal(building, {"warnings": [[_known(category), message] for category, message in raised]})
+            shutil.rmtree(entry, ignore_errors=True)  # one that did not check out
+            os.rename(building, entry)
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
+        _prune(root)
+    except (OSError, ValueError, TypeError, pa.ArrowException):
+        pass  # a cache that cannot be written, or a frame Parquet cannot hold, only costs time
+
+
+def _prune(root: Path) -> None:
+    """Keep the :data:`KEEP` most recently written entries; remove what an
+    older layout (pickles) or a writer that is gone left."""
+    for old in [*root.glob("*.pkl"), *root.glob("*.tmp")]:
+        old.unlink(missing_ok=True)
+    sweep(root)
+    entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[KEEP:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, DataWarning, stacklevel=3)

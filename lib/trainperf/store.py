@@ -3,38 +3,38 @@ its first read, and the aggregator's summaries of them.
 
 An entry lives in ``store/<key>`` under trainperf's cache folder, beside the
 input cache (``trainperf.input_cache``) and keyed the same way: the input's
-path, the content of every file it holds, trainperf's source and the pandas
-version. A changed input, or another version of trainperf, has another key,
-so an entry is never misread; one whose ``entry.json`` does not say this
-format and version (written by an older layout, or damaged) is built again.
-An entry holds:
+path, the content of every file it holds, trainperf's source and the versions
+of the libraries that shape what is stored. A changed input, or another
+version of trainperf, has another key, so an entry is never misread. An
+entry holds (``trainperf.cache`` says how each file is checked on read):
 
 * ``intervals/part-NNNNN.parquet``: the step intervals, each file whole ranks
   of one run in the order they recorded them (what ``trainperf.aggregate``
   needs of a partition), with the warm-up found from the run's step times
   flagged (``trainperf.steady_state``);
-* ``summaries.pkl``: the :class:`~trainperf.aggregate.Summaries` (per rank,
-  per step: small; pickled, read in a millisecond);
-* ``entry.json``: the format, the version, and what the reader learnt besides
+* ``summaries/<frame>.parquet``: the frames of the
+  :class:`~trainperf.aggregate.Summaries` (per rank, per step: small);
+* ``entry.json``: the format, the version, what the reader learnt besides
   the intervals (``facts``: e.g. which ranks closed their profiler, the lines
-  it skipped).
+  it skipped) and the record of every file.
 
+An entry that does not check out when it is opened (or a part that cannot be
+read later, in a Dask task) is built again from its source, with one
+warning; a part read in a task is then read from its source in that task.
 An entry is written in a temporary folder and renamed into place, so two
 reports building at once never see half of one; a process that finds another
-building the same entry waits for it (a lock file beside the entry) and
-reads what it wrote. A store that cannot be
-written (a read-only or full disk) is left alone: the input is read from its
-source into memory, with one warning. ``TRAINPERF_INPUT_CACHE=off`` turns
-the store off too.
+building the same entry waits for it (``trainperf.cache.holding``: a lock
+file beside the entry) and reads what it wrote, or builds it itself when
+the holder stopped. A store that cannot be written (a read-only or full
+disk) is left alone: the input is read from its source into memory, with
+one warning. ``TRAINPERF_INPUT_CACHE=off`` turns the store off too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,17 +44,16 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from trainperf.aggregate import (Summaries, combine, combine_step_times, empty_intervals, finish, partials, settle,
-                                 settled_times, step_times, summarize)
+from trainperf.aggregate import (FRAMES, Summaries, combine, combine_step_times, empty_intervals, finish, partials,
+                                 settle, settled_times, step_times, summarize)
+from trainperf.cache import (Damaged, holding, open_entry, private_dir, read_checked, read_frame, seal, sweep,
+                             temp_folder, write_frame)
 from trainperf.errors import DataWarning
 from trainperf.input_cache import cache_dir as inputs_dir
 from trainperf.input_cache import input_key
 
 FORMAT = "trainperf-store"
-VERSION = 1
-ENTRY_FILE = "entry.json"
-SUMMARIES_FILE = "summaries.pkl"
-"""The summaries, pickled (they are small; the key holds the pandas version)."""
+VERSION = 2
 KEEP = 64
 """Entries kept; the least recently written beyond this are removed."""
 
@@ -74,12 +73,15 @@ def store_dir() -> Path | None:
 @dataclass
 class Entry:
     """An input's step intervals, their summaries and the reader's facts: in a
-    store ``folder``, or held in memory (``folder`` None)."""
+    store ``folder`` (its ``parts``, read again from ``source`` when one
+    cannot be read), or held in memory (``folder`` None)."""
 
     folder: Path | None
     facts: dict[str, list]
     summaries: Summaries
     held: pd.DataFrame | None = field(default=None, repr=False)
+    parts: list[str] = field(default_factory=list)
+    source: Callable[[], list[Part]] | None = field(default=None, repr=False)
 
     def intervals(self, columns: Sequence[str] | None = None, *, runs: Sequence[str] | None = None,
                   lazy: bool = False) -> Any:
@@ -87,8 +89,7 @@ class Entry:
         all): a pandas frame, or with ``lazy`` a Dask DataFrame over the store
         (a partition per part file: whole ranks)."""
         wanted = None if columns is None else list(columns)
-        parts = sorted((self.folder / "intervals").glob("part-*.parquet")) if self.folder is not None else []
-        if not parts:
+        if self.folder is None or not self.parts:
             frame = self.held if self.held is not None else empty_intervals()
             frame = frame if runs is None else frame[frame["run_id"].isin(list(runs))]
             frame = frame if wanted is None else frame[wanted]
@@ -97,14 +98,16 @@ class Entry:
             import dask.dataframe as dd
 
             return dd.from_pandas(frame, npartitions=1)
-        filters = None if runs is None else [("run_id", "in", list(runs))]
+        paths = [str(self.folder / p) for p in self.parts]
+        read = dict(columns=wanted, runs=None if runs is None else list(runs), source=self.source,
+                    warmup=self.summaries.warmup)
         if not lazy:
-            return pd.concat([_read_part(str(p), wanted, filters) for p in parts], ignore_index=True)
+            return pd.concat([_read_part(p, **read) for p in paths], ignore_index=True)
         import dask.dataframe as dd
 
-        meta = pq.read_schema(parts[0]).empty_table().to_pandas()
-        return dd.from_map(_read_part, [str(p) for p in parts], columns=wanted, filters=filters,
-                           meta=meta if wanted is None else meta[wanted], label="read-step-intervals")
+        meta = pq.read_schema(paths[0]).empty_table().to_pandas()
+        return dd.from_map(_read_part, paths, **read, meta=meta if wanted is None else meta[wanted],
+                           label="read-step-intervals")
 
 
 def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any = None,
@@ -119,40 +122,32 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
     if root is None:
         return _in_memory(parts(), scheduler, rules)
     folder = root / (key or input_key(path, kind))
-    found = _open(folder)
+    found = _open(folder, parts)
     if found is not None:
         return found
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        lock = (root / f".{folder.name}.lock").open("a")
+        private_dir(root)
     except OSError as exc:
         return _unwritable(root, exc, parts, scheduler, rules)
-    with lock:
-        _wait_for(lock)  # a process building the same entry finishes first: its entry is read, not built again
-        found = _open(folder)
+    with holding(root / f".{folder.name}.lock"):  # a process building the same entry finishes first
+        found = _open(folder, parts)
         if found is not None:
             return found
         try:
-            building = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
+            building = temp_folder(root, folder.name)
             try:
                 _write(building, parts(), scheduler, rules)
                 os.rename(building, folder)
+            except OSError:
+                if not folder.is_dir():  # not another writer's entry renamed into place first
+                    raise
             finally:
                 shutil.rmtree(building, ignore_errors=True)
         except OSError as exc:
             return _unwritable(root, exc, parts, scheduler, rules)
     _prune(root)
-    found = _open(folder)
+    found = _open(folder, parts)
     return found if found is not None else _in_memory(parts(), scheduler, rules)
-
-
-def _wait_for(lock: Any) -> None:
-    """Hold an exclusive lock on the open file ``lock``, waiting for its holder (released when it is closed)."""
-    try:
-        import fcntl
-    except ImportError:  # no POSIX locks (Windows): builds at once only duplicate work, the rename keeps one
-        return
-    fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
 
 
 def _unwritable(root: Path, exc: OSError, parts: Callable[[], list[Part]], scheduler: Any,
@@ -172,6 +167,7 @@ def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping
     import dask.dataframe as dd
 
     (folder / "intervals").mkdir()
+    (folder / "summaries").mkdir()
     targets = [str(folder / "intervals" / f"part-{i:05d}.parquet") for i in range(len(parts))]
     tasks = [dask.delayed(_write_part, nout=2)(part, target) for part, target in zip(parts, targets)]
     found = dd.from_delayed([t[0] for t in tasks], meta=_facts_frame({}), verify_meta=False)
@@ -182,15 +178,27 @@ def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping
     facts: dict[str, list] = {}
     for key, values in zip(found["key"], found["values"]):
         facts.setdefault(key, []).extend(json.loads(values))
-    with (folder / SUMMARIES_FILE).open("wb") as handle:
-        pickle.dump(finish(*combined, settled), handle, protocol=pickle.HIGHEST_PROTOCOL)
-    (folder / ENTRY_FILE).write_text(json.dumps({"format": FORMAT, "version": VERSION, "facts": facts}))
+    summaries = finish(*combined, settled)
+    for name in FRAMES:
+        write_frame(folder / "summaries" / f"{name}.parquet", getattr(summaries, name))
+    seal(folder, {"format": FORMAT, "version": VERSION, "facts": facts})
 
 
-def _read_part(path: str, columns: list[str] | None, filters: list | None = None) -> pd.DataFrame:
-    """One part file of an entry (whole ranks, in the order recorded), its ``columns`` of the rows
-    that pass ``filters`` (pyarrow's): one partition."""
-    return pd.read_parquet(path, columns=columns, filters=filters)
+def _read_part(path: str, columns: list[str] | None, runs: list[str] | None = None,
+               source: Callable[[], list[Part]] | None = None, warmup: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One part file of an entry (whole ranks, in the order recorded), its
+    ``columns`` of the ``runs`` named: one partition. A part that cannot be
+    read (its entry is then removed, to be built again) is read from its
+    ``source`` and its warm-up flagged from ``warmup``, as it was stored."""
+    try:
+        return read_frame(Path(path), columns, None if runs is None else [("run_id", "in", runs)])
+    except Exception as exc:  # anything a damaged file raises
+        if source is None or warmup is None:
+            raise
+        _damaged(Path(path).parent.parent, exc)
+    frame = settle(source()[int(Path(path).stem.removeprefix("part-"))]()[0], warmup)
+    frame = frame if runs is None else frame[frame["run_id"].isin(runs)].reset_index(drop=True)
+    return frame if columns is None else frame[columns]
 
 
 def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -198,7 +206,7 @@ def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return its facts (:func:`_facts_frame`) and :func:`~trainperf.aggregate.step_times`."""
     frame, facts = part()
     if len(frame):
-        frame.to_parquet(target, index=False)
+        write_frame(Path(target), frame)
     return _facts_frame(facts), step_times(frame)
 
 
@@ -208,10 +216,10 @@ def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     it), and its :func:`~trainperf.aggregate.partials`."""
     if not os.path.exists(target):
         return partials(empty_intervals())
-    frame = pd.read_parquet(target)
+    frame = read_frame(Path(target))
     settled = settle(frame, warmup)
     if settled is not frame:
-        settled.to_parquet(target, index=False)
+        write_frame(Path(target), settled)
     return partials(settled)
 
 
@@ -221,25 +229,33 @@ def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
                          "values": pd.Series([json.dumps(v) for v in facts.values()], dtype="string")})
 
 
-def _open(folder: Path) -> Entry | None:
-    """The entry in ``folder``; None when there is none, or it is not this
-    format and version or cannot be read (then it is removed, to be built again)."""
+def _open(folder: Path, source: Callable[[], list[Part]]) -> Entry | None:
+    """The entry in ``folder`` (its parts read again from ``source`` when they
+    cannot be read); None when there is none, or it is not this format and
+    version or does not check out (then it is removed, to be built again)."""
     if not folder.is_dir():
         return None
     try:
-        meta = json.loads((folder / ENTRY_FILE).read_text())
-        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-            raise ValueError(f"written as {meta.get('format')} version {meta.get('version')}")
-        with (folder / SUMMARIES_FILE).open("rb") as handle:
-            summaries = pickle.load(handle)
-        rows = sum(pq.read_metadata(part).num_rows for part in (folder / "intervals").glob("part-*.parquet"))
-        if rows != summaries.rows:
-            raise ValueError(f"its parts hold {rows} intervals, its summaries {summaries.rows}")
-    except (OSError, ValueError, EOFError, pickle.UnpicklingError, AttributeError) as exc:  # pyarrow's are these too
-        _warn_once(f"step-intervals store entry {folder} is not readable ({exc}): it is built again")
-        shutil.rmtree(folder, ignore_errors=True)
+        content = open_entry(folder)
+        if content.get("format") != FORMAT or content.get("version") != VERSION:
+            raise Damaged(f"written as {content.get('format')} version {content.get('version')}")
+        facts = content["facts"]
+        if not isinstance(facts, dict) or not all(isinstance(v, list) for v in facts.values()):
+            raise Damaged("its facts are not lists by name")
+        summaries = Summaries(*(read_checked(folder, f"summaries/{name}.parquet", content["files"])
+                                for name in FRAMES))
+        parts = sorted(name for name in content["files"] if name.startswith("intervals/"))
+    except Exception as exc:  # anything a damaged entry raises
+        _damaged(folder, exc)
         return None
-    return Entry(folder, meta.get("facts") or {}, summaries)
+    return Entry(folder, facts, summaries, parts=parts, source=source)
+
+
+def _damaged(folder: Path, exc: Exception) -> None:
+    """Say once that the entry in ``folder`` is not readable, and remove it to be built again."""
+    _warn_once(f"step-intervals store entry {folder} is not readable ({type(exc).__name__}: {exc}): "
+               "it is built again")
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _in_memory(parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> Entry:
@@ -256,7 +272,8 @@ def _in_memory(parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]
 
 
 def _prune(root: Path) -> None:
-    """Keep the :data:`KEEP` most recently written entries, with their lock files."""
+    """Keep the :data:`KEEP` most recently written entries; sweep what writers that are gone left."""
+    sweep(root)
     try:
         entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
                          key=lambda p: p.stat().st_mtime, reverse=True)
@@ -264,7 +281,6 @@ def _prune(root: Path) -> None:
         return
     for old in entries[KEEP:]:
         shutil.rmtree(old, ignore_errors=True)
-        (root / f".{old.name}.lock").unlink(missing_ok=True)
 
 
 def _warn_once(message: str) -> None:

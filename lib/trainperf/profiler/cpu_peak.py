@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainperf.cache import cache_dir
+from trainperf.cache import cache_dir, private_dir
 from trainperf.invariants import peaks_consistent
 from trainperf.runfolder.manifest import write_json
 
@@ -102,7 +102,7 @@ def cpu_peak(precision: str | None, *, threads: int | None = None, measure: Meas
     kept = {p["_key"]: p["entry"] for p in fresh}
     if kept:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
             write_json(path, {**cache, **kept})
         except OSError:
             pass  # an unwritable cache costs a measurement per run, nothing else
