@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainperf.report import configs, page, scaling, theme
+from trainperf.report import configs, page, scaling, theme, throughput
 from trainperf.report.page import open_runs, open_steps
 from trainperf.runfolder import rankfile
 
@@ -69,6 +69,9 @@ def test_an_experiment_holding_both_is_shown_as_a_strong_and_a_weak_study_sharin
     assert weak["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.9, 3.6])
     assert weak["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.9]) and weak["serial_fraction"].isna().all()
     assert not scaling.confounded(runs)
+    assert page.header("t", runs).text.startswith("t\n5 runs · experiments: ")  # s1 counted once
+    # the throughput page groups by configuration: each of the 5 configurations once
+    assert len(throughput.table(open_runs(_write(tmp_path, rows)))) == 5
 
 
 # --- projected, oversubscribed and incomplete rows; known errors -------------------------------
@@ -154,8 +157,6 @@ def test_a_run_with_a_missing_rank_file_is_marked_incomplete_and_never_headlines
     assert configs.with_marks(runs[["run_id"]], runs)["marks"].tolist() == ["", "", "incomplete"]
     # its three ranks' 3 × 1,024 tokens per 0.4 s (7,680 tokens/s) beat the 2 ranks' 4,096 per 0.55 s (7,447),
     # but an incomplete run never headlines a throughput
-    from trainperf.report import throughput
-
     assert runs.set_index("run_id")["tokens_per_s"].to_dict() == pytest.approx({"p1": 4096, "p2": 4096 / 0.55,
                                                                                 "p4": 3072 / 0.4})
     assert throughput.headline(throughput.measured(runs)).text.startswith("Peak throughput 7,447 tokens/s with 2 ")
