@@ -1,5 +1,6 @@
 """Scaling laws, Karp-Flatt and fits against hand calculations."""
 
+import math
 import warnings
 from pathlib import Path
 
@@ -233,3 +234,15 @@ def test_the_seeds_studies_keep_their_figures():
         pytest.approx([16240 / 1150, 184320 / 1150])
     assert four["scaling_study"].tolist() == four["experiment"].tolist() and (four["scaling_type"] == "strong").all()
     assert four["second_scaling_study"].isna().all()
+
+
+def test_an_impossible_figure_of_a_runs_second_study_is_emptied_there_and_said():
+    # b (2 x 8) against c (1 x 8) in its weak study: 2,300 / 1,000 = 2.3x on 2 devices, efficiency 1.15, more
+    # than 10 % above 1 outside strong scaling; against a (1 x 16) in its strong study 2,300 / 2,200 = 1.045x
+    d = _derived({"run_id": "a", "gpus": 1, "micro_batch_size": 16, "samples_per_s": 2200.0},
+                 {"run_id": "b", "gpus": 2, "micro_batch_size": 8, "samples_per_s": 2300.0},
+                 {"run_id": "c", "gpus": 1, "micro_batch_size": 8, "samples_per_s": 1000.0})
+    assert d.loc[1, "scaling_multiplier"] == pytest.approx(2300 / 2200)
+    (extra,) = scaling.second_study_rows(d).to_dict("records")
+    assert extra["scaling_study"] == "e (8 per device)" and math.isnan(extra["scaling_multiplier"])
+    assert "scaling efficiency more than 10% above 1 outside strong scaling" in extra["notes"]

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from trainperf.invariants import check_scaling
 from trainperf.stats import t_quantile
 
 
@@ -350,7 +351,12 @@ def second_study_rows(runs: pd.DataFrame) -> pd.DataFrame:
         _add_series(group[[c for c in SCALING_INPUTS if c in group]], np.arange(len(group)),
                     set(runs["run_id"]), cols, [[] for _ in range(len(group))], None)
         out.append(rows.assign(**{c: values[len(members):] for c, values in cols.items()}))
-    return pd.concat(out).astype({c: runs[c].dtype for c in SCALING_COLUMNS if c in runs})
+    found = pd.concat(out).astype({c: runs[c].dtype for c in SCALING_COLUMNS if c in runs})
+    said: list[list[str]] = [[] for _ in range(len(found))]
+    check_scaling(found, said)  # an impossible figure of the second study is emptied there too, and said
+    notes = found["notes"] if "notes" in found else pd.Series(pd.NA, index=found.index)
+    joined = ["; ".join(filter(None, [n if isinstance(n, str) else "", *s])) or pd.NA for n, s in zip(notes, said)]
+    return found.assign(notes=pd.Series(joined, index=found.index, dtype="string"))
 
 
 def _empty_columns(length: int) -> dict[str, np.ndarray]:
