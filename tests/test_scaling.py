@@ -246,3 +246,19 @@ def test_an_impossible_figure_of_a_runs_second_study_is_emptied_there_and_said()
     (extra,) = scaling.second_study_rows(d).to_dict("records")
     assert extra["scaling_study"] == "e (8 per device)" and math.isnan(extra["scaling_multiplier"])
     assert "scaling efficiency more than 10% above 1 outside strong scaling" in extra["notes"]
+
+
+def test_a_weak_study_whose_every_run_is_in_a_strong_one_is_still_shown_with_its_own_baseline():
+    # 1 x 8 and 2 x 4 hold global batch 8, 1 x 16 and 2 x 8 hold 16 (strong, the runs table's studies); 1 x 8 and
+    # 2 x 8 hold 8 per device, a weak study with no run of its own: 1,900 / 1,000 = 1.9x on 2 devices, 95 %
+    d = _derived({"run_id": "a", "gpus": 1, "micro_batch_size": 8, "samples_per_s": 1000.0},
+                 {"run_id": "b", "gpus": 2, "micro_batch_size": 4, "samples_per_s": 1700.0},
+                 {"run_id": "c", "gpus": 1, "micro_batch_size": 16, "samples_per_s": 1100.0},
+                 {"run_id": "d", "gpus": 2, "micro_batch_size": 8, "samples_per_s": 1900.0})
+    assert d["scaling_study"].tolist() == ["e (global batch 8)"] * 2 + ["e (global batch 16)"] * 2
+    assert d["baseline_run_id"].tolist() == ["a", "a", "c", "c"]
+    extra = scaling.second_study_rows(d)
+    assert extra["run_id"].tolist() == ["a", "d"] and (extra["scaling_study"] == "e (8 per device)").all()
+    assert (extra["scaling_type"] == "weak").all() and (extra["baseline_run_id"] == "a").all()
+    assert extra["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.9])
+    assert extra["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95])

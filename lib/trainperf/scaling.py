@@ -335,18 +335,19 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
 
 
 def second_study_rows(runs: pd.DataFrame) -> pd.DataFrame:
-    """The derived runs that belong to a second study (``second_scaling_study``), once more
-    each as a row of that study: ``scaling_study`` the second one, and the scaling columns
-    measured within it (its runs' type and baseline), as :func:`add_scaling` does for the
-    study's own runs. Empty where no run is in two studies."""
+    """The derived runs that belong to a second study (``second_scaling_study``, a weak one),
+    once more each as a row of that study: ``scaling_study`` the second one, and the scaling
+    columns measured within it (against its runs' baseline, else its fewest devices), as
+    :func:`add_scaling` does for the study's own runs. Empty where no run is in two studies."""
     if "second_scaling_study" not in runs or runs["second_scaling_study"].isna().all():
         return runs.iloc[:0]
     copies = runs[runs["second_scaling_study"].notna()]
     copies = copies.assign(scaling_study=copies["second_scaling_study"], second_scaling_study=copies["scaling_study"])
     out = []
     for name, rows in copies.groupby("scaling_study", sort=False):
-        members = runs[runs["scaling_study"] == name]
-        group = pd.concat([members, rows.assign(scaling_type=members["scaling_type"].iloc[0])])
+        members = runs[runs["scaling_study"] == name]  # none where each of its runs is in a strong study too
+        baseline = members["baseline_run_id"].iloc[0] if len(members) else pd.NA
+        group = pd.concat([members, rows.assign(scaling_type="weak", baseline_run_id=baseline)])
         cols = _empty_columns(len(group))
         _add_series(group[[c for c in SCALING_INPUTS if c in group]], np.arange(len(group)),
                     set(runs["run_id"]), cols, [[] for _ in range(len(group))], None)
