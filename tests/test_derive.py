@@ -87,15 +87,20 @@ def test_runs_alike_on_the_fewest_devices_are_the_baseline_together_and_a_named_
     assert named["scaling_efficiency"].iloc[2] == pytest.approx(0.75)
 
 
-def test_a_micro_batch_sweep_at_two_device_counts_is_two_scaling_series():
+def test_a_micro_batch_sweep_at_two_device_counts_holds_two_weak_studies_and_a_strong_one():
     # two micro-batch sizes, each at 1 and 2 processes: mb 8 scales 4,096 -> 7,447 tokens/s, mb 16
-    # 4,551 -> 8,402; neither is measured against the other, and each series is named by its setting
+    # 4,551 -> 8,402. Per device 8 at 1 and 2 processes and 16 at 1 and 2 are weak studies; 1 x 16 and
+    # 2 x 8 (global batch 16) a strong one, each run's row the strong study where it is in one
     sweep = derive(runs(*({"run_id": f"mb{b}-p{g}", "gpus": g, "micro_batch_size": b, "tokens_per_s": rate}
                           for (b, g), rate in {(8, 1): 4096.0, (8, 2): 7447.0, (16, 1): 4551.0,
                                                (16, 2): 8402.0}.items())))
-    assert sweep["scaling_study"].tolist() == ["e (micro-batch 8)"] * 2 + ["e (micro-batch 16)"] * 2
-    assert sweep["baseline_run_id"].tolist() == ["mb8-p1", "mb8-p1", "mb16-p1", "mb16-p1"]
-    assert sweep["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4096, 1.0, 8402 / 4551])
+    assert sweep["scaling_study"].tolist() == ["e (8 per device)", "e (global batch 16)", "e (global batch 16)",
+                                               "e (16 per device)"]
+    assert sweep["second_scaling_study"].fillna("").tolist() == ["", "e (8 per device)", "e (16 per device)", ""]
+    assert sweep["scaling_type"].tolist() == ["weak", "strong", "strong", "weak"]
+    assert sweep["baseline_run_id"].tolist() == ["mb8-p1", "mb16-p1", "mb16-p1", "mb16-p1"]
+    assert sweep["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4551, 1.0, 8402 / 4551])
+    assert sweep["notes"].str.contains("scaling_study: grad_accum_steps unknown, taken as 1", regex=False).all()
     # a strong-scaling experiment (micro-batch halved as devices double) stays one series
     strong = derive(runs({"run_id": "p1", "gpus": 1, "micro_batch_size": 16, "tokens_per_s": 100.0},
                          {"run_id": "p2", "gpus": 2, "micro_batch_size": 8, "tokens_per_s": 190.0}))
@@ -287,7 +292,7 @@ def unexplained(derived: pd.DataFrame) -> dict[str, list[str]]:
             named.update(("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency")
                          if key == "scaling" else key.split(", "))
         for column in DERIVED_COLUMNS:
-            if column != "notes" and pd.isna(row[column]) and column not in named:
+            if column not in ("notes", "second_scaling_study") and pd.isna(row[column]) and column not in named:
                 found.setdefault(column, []).append(row["run_id"])
     return found
 

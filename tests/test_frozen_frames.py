@@ -119,7 +119,8 @@ def as_frozen(kind: str, frame: pd.DataFrame, stored: pd.DataFrame) -> pd.DataFr
         weak = frame["scaling_type"].eq("weak").fillna(False).to_numpy(bool)  # no Karp–Flatt fraction
         weak |= frame[[c for c in frame if c.endswith("oversubscribed")]].eq(True).any(axis=1).to_numpy(bool)
         tied = stored["notes"].fillna("").str.contains(TIED, regex=False).to_numpy(bool) | split | weak
-        frame = frame.drop(columns=[c for c in ("scaling_study", "scaling_type", "flops_per_sample") if c not in stored])
+        frame = frame.drop(columns=[c for c in ("scaling_study", "second_scaling_study", "scaling_type",
+                                                "flops_per_sample") if c not in stored])
         frame.loc[tied, SCALING] = stored.loc[tied, SCALING].to_numpy()
         return frame
     if kind not in STEP_KINDS:

@@ -8,6 +8,7 @@ import pandas as pd
 from trainperf.hardware import platform_name
 from trainperf.report import platforms
 from trainperf.report.page import open_runs
+from trainperf.scaling import scaling_studies
 
 
 def test_spellings_of_one_device_get_the_tables_name():
@@ -31,11 +32,11 @@ def test_one_device_is_one_platform_whatever_its_spelling_and_the_page_says_wher
 
 
 def test_a_scaling_study_is_labelled_with_what_each_of_its_runs_is():
-    # 8 samples per device per step at 1 device as 4 x 2 accumulation and at 2 devices as 8 x 1; a 16 x 1 run at
-    # 1 device is another study. The first study's label names both ways, not only its first run's
-    from trainperf.scaling import scaling_series
+    # 1 device as 4 x 2 accumulation, 1 device as 16 x 1, 2 devices as 8 x 1: the first and the last hold 8 per
+    # device (weak), the last two the global batch 16 (strong). No study is named by one run's micro-batch (the
+    # "micro-batch 4 x 2" of a study that holds an 8 x 1 run)
     group = pd.DataFrame({"gpus": [1.0, 1.0, 2.0], "micro_batch_size": [4.0, 16.0, 8.0],
                           "grad_accum_steps": [2.0, 1.0, 1.0]})
-    series, labels = scaling_series(group)
-    assert series.tolist() == [0, 1, 0]
-    assert labels == ["micro-batch 4 × 2 accumulation or micro-batch 8", "micro-batch 16"]
+    found = {(s.label, s.kind): (s.members.tolist(), s.primary.tolist()) for s in scaling_studies(group)}
+    assert found == {("global batch 16", "strong"): ([1, 2], [True, True]),
+                     ("8 per device", "weak"): ([0, 2], [True, False])}

@@ -141,7 +141,7 @@ def test_batch_sweep_notes_and_headline_read_configuration_means_not_repeats(tmp
 def test_repeats_without_a_named_baseline_and_a_micro_batch_sweep_at_two_device_counts_scale(tmp_path):
     """Repeats on the fewest devices with no baseline_run_id (the table raised "Cannot mask with
     non-boolean array containing NA"), and two micro-batch sizes each at 1 and 2 processes in one
-    experiment: a scaling study per micro-batch size."""
+    experiment: a weak-scaling study per micro-batch size, and a strong one where 1 x 16 and 2 x 8 hold 16."""
     _runs(tmp_path, RATES)  # writes runs.csv
     pd.read_csv(tmp_path / "runs.csv").drop(columns="baseline_run_id").to_csv(tmp_path / "repeats.csv", index=False)
     runs = scaling.studies(open_runs([str(tmp_path / "repeats.csv")]))
@@ -151,9 +151,12 @@ def test_repeats_without_a_named_baseline_and_a_micro_batch_sweep_at_two_device_
              "tokens": rate * 10, "elapsed_s": 10.0} for (b, g), rate in rates.items()]
     pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
     frame = scaling.table(scaling.studies(open_runs([str(tmp_path / "sweep.csv")])))
-    assert frame["experiment"].tolist() == ["my-sweep (micro-batch 8; strong or weak not known)"] * 2 + [
-        "my-sweep (micro-batch 16; strong or weak not known)"] * 2
-    assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4096, 1.0, 8402 / 4551])
+    # accumulation 1 where unknown: 8 per device at 1 and 2 (weak), 1 x 16 and 2 x 8 (global batch 16: strong),
+    # 16 per device at 1 and 2 (weak); each against its own 1-device run
+    assert frame["experiment"].tolist() == ["my-sweep (8 per device; weak scaling)"] * 2 + [
+        "my-sweep (global batch 16; strong scaling)"] * 2 + ["my-sweep (16 per device; weak scaling)"] * 2
+    assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 7447 / 4096, 1.0, 7447 / 4551, 1.0,
+                                                                  8402 / 4551])
     assert frame["only_devices_change"].all()
 
 

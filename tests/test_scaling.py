@@ -1,5 +1,7 @@
 """Scaling laws, Karp-Flatt and fits against hand calculations."""
 
+import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -7,7 +9,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from trainperf import scaling
+from trainperf import DataWarning, derive, load_runs, scaling
+from trainperf.table_rules import check_runs
 
 
 def test_amdahl_and_usl_by_hand():
@@ -150,3 +153,112 @@ def test_a_baseline_of_several_devices_fits_the_same_law():
     assert fit.params["kappa"] == pytest.approx(0.0002, rel=1e-3)
     assert fit.params["gamma"] == pytest.approx(50, rel=1e-3)
     assert fit.predict(256.0) == pytest.approx(50 * scaling.usl(256.0, 0.02, 0.0002), rel=1e-3)
+
+
+# --- studies from what stays constant ---------------------------------------------------------
+
+def _derived(*rows: dict) -> pd.DataFrame:
+    """Derived runs of experiment ``e`` (accumulation 1 where a row gives none)."""
+    return derive(check_runs(pd.DataFrame([{"experiment": "e", "grad_accum_steps": 1, **r} for r in rows])))
+
+
+BOTH = ({"run_id": "s1", "gpus": 1, "micro_batch_size": 8, "samples_per_s": 1000.0},
+        {"run_id": "s2", "gpus": 2, "micro_batch_size": 4, "samples_per_s": 1800.0},
+        {"run_id": "s4", "gpus": 4, "micro_batch_size": 2, "samples_per_s": 3000.0},
+        {"run_id": "w2", "gpus": 2, "micro_batch_size": 8, "samples_per_s": 1900.0},
+        {"run_id": "w4", "gpus": 4, "micro_batch_size": 8, "samples_per_s": 3600.0})
+"""1 x 8, 2 x 4, 4 x 2 hold the global batch at 8 (strong); 1 x 8, 2 x 8, 4 x 8 hold 8 per device (weak)."""
+
+
+def test_an_experiment_holding_the_global_batch_and_the_work_per_device_is_a_strong_and_a_weak_study():
+    d = _derived(*BOTH).set_index("run_id")
+    assert d["scaling_study"].to_dict() == {"s1": "e (global batch 8)", "s2": "e (global batch 8)",
+                                            "s4": "e (global batch 8)", "w2": "e (8 per device)",
+                                            "w4": "e (8 per device)"}
+    # the 1-device run is in both: its row gives the strong study, and names the weak one
+    assert d.at["s1", "second_scaling_study"] == "e (8 per device)"
+    assert d["second_scaling_study"].drop("s1").isna().all()
+    assert d["scaling_type"].to_dict() == {"s1": "strong", "s2": "strong", "s4": "strong", "w2": "weak", "w4": "weak"}
+    assert (d["baseline_run_id"] == "s1").all()
+    # by hand: strong 1800 / 1000 = 1.8 on 2 (0.9), 3000 / 1000 = 3.0 on 4 (0.75); weak 1.9 (0.95) and 3.6 (0.9)
+    assert d["scaling_multiplier"].to_dict() == pytest.approx({"s1": 1.0, "s2": 1.8, "s4": 3.0, "w2": 1.9, "w4": 3.6})
+    assert d["scaling_efficiency"].to_dict() == pytest.approx({"s1": 1.0, "s2": 0.9, "s4": 0.75, "w2": 0.95,
+                                                               "w4": 0.9})
+    # Karp-Flatt, strong only: (1/1.8 - 1/2) / (1 - 1/2) = 1/9, (1/3 - 1/4) / (1 - 1/4) = 1/9
+    assert d.loc[["s2", "s4"], "serial_fraction"].tolist() == pytest.approx([1 / 9, 1 / 9])
+    assert d.loc[["w2", "w4"], "serial_fraction"].isna().all()
+    # the shared run once more as a row of its weak study, measured against that study's baseline (itself)
+    extra = scaling.second_study_rows(d.reset_index())
+    assert extra["run_id"].tolist() == ["s1"] and extra["scaling_study"].tolist() == ["e (8 per device)"]
+    assert extra["scaling_type"].tolist() == ["weak"] and extra["scaling_multiplier"].tolist() == [1.0]
+
+
+def test_a_run_shared_by_two_studies_is_measured_against_each_studys_baseline():
+    # a: 1 device x 16, b: 2 devices x 8, c: 1 device x 8. b holds the global batch 16 of a (strong, its row's
+    # study: 1700 / 1100) and the 8 per device of c (weak: 1700 / 1000 = 1.7, efficiency 1.7 / 2 = 0.85)
+    d = _derived({"run_id": "a", "gpus": 1, "micro_batch_size": 16, "samples_per_s": 1100.0},
+                 {"run_id": "b", "gpus": 2, "micro_batch_size": 8, "samples_per_s": 1700.0},
+                 {"run_id": "c", "gpus": 1, "micro_batch_size": 8, "samples_per_s": 1000.0})
+    assert d["scaling_study"].tolist() == ["e (global batch 16)", "e (global batch 16)", "e (8 per device)"]
+    assert d["scaling_multiplier"].tolist() == pytest.approx([1.0, 1700 / 1100, 1.0])
+    extra = scaling.second_study_rows(d)
+    assert extra["run_id"].tolist() == ["b"] and extra["scaling_study"].tolist() == ["e (8 per device)"]
+    assert extra["baseline_run_id"].tolist() == ["c"] and extra["scaling_type"].tolist() == ["weak"]
+    assert extra["scaling_multiplier"].tolist() == pytest.approx([1.7])
+    assert extra["scaling_efficiency"].tolist() == pytest.approx([0.85]) and extra["serial_fraction"].isna().all()
+
+
+def test_an_experiment_holding_only_the_global_batch_is_one_strong_study():
+    # repeats at each count; 2 devices as 4 x 1 and as 2 x 2 accumulation: 8 samples per step everywhere
+    d = _derived({"run_id": "p1", "gpus": 1, "micro_batch_size": 8, "samples_per_s": 1000.0},
+                 {"run_id": "p2a", "gpus": 2, "micro_batch_size": 4, "samples_per_s": 1700.0},
+                 {"run_id": "p2b", "gpus": 2, "micro_batch_size": 2, "grad_accum_steps": 2, "samples_per_s": 1500.0},
+                 {"run_id": "p4", "gpus": 4, "micro_batch_size": 2, "samples_per_s": 2800.0})
+    assert d["scaling_study"].tolist() == ["e"] * 4 and d["second_scaling_study"].isna().all()
+    assert d["scaling_type"].tolist() == ["strong"] * 4 and (d["baseline_run_id"] == "p1").all()
+    assert d["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.7, 1.5, 2.8])
+    assert len(scaling.second_study_rows(d)) == 0
+
+
+def test_the_seeds_studies_keep_their_figures():
+    # data/reference/README.md: seed 002's throughput table holds 32 images per GPU (weak; 14.1x at 16 GPUs,
+    # 160.3x at 256: 16,240 / 1,150 and 184,320 / 1,150); seed 004 holds the global batch at 64 and 128 (strong)
+    root = Path(__file__).resolve().parents[1] / "data" / "reference"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        two = derive(load_runs(root / "seed_002_scaling.csv")).set_index("run_id")
+        four = derive(load_runs(root / "seed_004_scaling.csv"))
+    throughput = two[two["experiment"] == "seed002-throughput"]
+    assert (throughput["scaling_study"] == "seed002-throughput").all() and (throughput["scaling_type"] == "weak").all()
+    assert throughput.loc[["seed002-throughput-g16", "seed002-throughput-g256"], "scaling_multiplier"].tolist() == \
+        pytest.approx([16240 / 1150, 184320 / 1150])
+    assert four["scaling_study"].tolist() == four["experiment"].tolist() and (four["scaling_type"] == "strong").all()
+    assert four["second_scaling_study"].isna().all()
+
+
+def test_an_impossible_figure_of_a_runs_second_study_is_emptied_there_and_said():
+    # b (2 x 8) against c (1 x 8) in its weak study: 2,300 / 1,000 = 2.3x on 2 devices, efficiency 1.15, more
+    # than 10 % above 1 outside strong scaling; against a (1 x 16) in its strong study 2,300 / 2,200 = 1.045x
+    d = _derived({"run_id": "a", "gpus": 1, "micro_batch_size": 16, "samples_per_s": 2200.0},
+                 {"run_id": "b", "gpus": 2, "micro_batch_size": 8, "samples_per_s": 2300.0},
+                 {"run_id": "c", "gpus": 1, "micro_batch_size": 8, "samples_per_s": 1000.0})
+    assert d.loc[1, "scaling_multiplier"] == pytest.approx(2300 / 2200)
+    (extra,) = scaling.second_study_rows(d).to_dict("records")
+    assert extra["scaling_study"] == "e (8 per device)" and math.isnan(extra["scaling_multiplier"])
+    assert "scaling efficiency more than 10% above 1 outside strong scaling" in extra["notes"]
+
+
+def test_a_weak_study_whose_every_run_is_in_a_strong_one_is_still_shown_with_its_own_baseline():
+    # 1 x 8 and 2 x 4 hold global batch 8, 1 x 16 and 2 x 8 hold 16 (strong, the runs table's studies); 1 x 8 and
+    # 2 x 8 hold 8 per device, a weak study with no run of its own: 1,900 / 1,000 = 1.9x on 2 devices, 95 %
+    d = _derived({"run_id": "a", "gpus": 1, "micro_batch_size": 8, "samples_per_s": 1000.0},
+                 {"run_id": "b", "gpus": 2, "micro_batch_size": 4, "samples_per_s": 1700.0},
+                 {"run_id": "c", "gpus": 1, "micro_batch_size": 16, "samples_per_s": 1100.0},
+                 {"run_id": "d", "gpus": 2, "micro_batch_size": 8, "samples_per_s": 1900.0})
+    assert d["scaling_study"].tolist() == ["e (global batch 8)"] * 2 + ["e (global batch 16)"] * 2
+    assert d["baseline_run_id"].tolist() == ["a", "a", "c", "c"]
+    extra = scaling.second_study_rows(d)
+    assert extra["run_id"].tolist() == ["a", "d"] and (extra["scaling_study"] == "e (8 per device)").all()
+    assert (extra["scaling_type"] == "weak").all() and (extra["baseline_run_id"] == "a").all()
+    assert extra["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.9])
+    assert extra["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95])

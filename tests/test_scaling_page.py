@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainperf.report import configs, page, scaling, theme
+from trainperf.report import configs, page, scaling, theme, throughput
 from trainperf.report.page import open_runs, open_steps
 from trainperf.runfolder import rankfile
 
@@ -48,6 +48,30 @@ def test_each_study_is_named_with_its_kind_wherever_the_page_names_it():
     frame = scaling.table(runs)
     assert frame.loc[frame["experiment"] == "seed000-scaling (weak scaling)", "serial_fraction"].isna().all()
     assert [list(p.fits) for p in scaling.projections(runs) if "weak" in p.experiment] == [["usl"]]
+
+
+def test_an_experiment_holding_both_is_shown_as_a_strong_and_a_weak_study_sharing_its_one_device_run(tmp_path):
+    # 1 x 8, 2 x 4, 4 x 2 hold the global batch at 8; 1 x 8, 2 x 8, 4 x 8 hold 8 per device. Each study is named
+    # for what its runs hold, the 1-device run in both; no page or label pairs 8 x 1 with "micro-batch 4"
+    rows = [{"run_id": r, "experiment": "e", "gpus": g, "micro_batch_size": b, "grad_accum_steps": 1,
+             "samples_per_s": x} for r, g, b, x in (("s1", 1, 8, 1000.0), ("s2", 2, 4, 1800.0), ("s4", 4, 2, 3000.0),
+                                                     ("w2", 2, 8, 1900.0), ("w4", 4, 8, 3600.0))]
+    runs = scaling.studies(open_runs(_write(tmp_path, rows)))
+    members = runs.groupby("experiment", sort=False)["run_id"].agg(list).to_dict()
+    assert members == {"e (global batch 8; strong scaling)": ["s1", "s2", "s4"],
+                       "e (8 per device; weak scaling)": ["s1", "w2", "w4"]}
+    frame = scaling.table(runs).set_index(["experiment", "gpus"])
+    # by hand: strong 1.8x and 3.0x (90 %, 75 %) with Karp-Flatt 1/9; weak 1.9x and 3.6x (95 %, 90 %), no Karp-Flatt
+    strong, weak = frame.loc["e (global batch 8; strong scaling)"], frame.loc["e (8 per device; weak scaling)"]
+    assert strong["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.8, 3.0])
+    assert strong["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.9, 0.75])
+    assert strong["serial_fraction"].iloc[1:].tolist() == pytest.approx([1 / 9, 1 / 9])
+    assert weak["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.9, 3.6])
+    assert weak["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.9]) and weak["serial_fraction"].isna().all()
+    assert not scaling.confounded(runs)
+    assert page.header("t", runs).text.startswith("t\n5 runs · experiments: ")  # s1 counted once
+    # the throughput page groups by configuration: each of the 5 configurations once
+    assert len(throughput.table(open_runs(_write(tmp_path, rows)))) == 5
 
 
 # --- projected, oversubscribed and incomplete rows; known errors -------------------------------
@@ -133,8 +157,6 @@ def test_a_run_with_a_missing_rank_file_is_marked_incomplete_and_never_headlines
     assert configs.with_marks(runs[["run_id"]], runs)["marks"].tolist() == ["", "", "incomplete"]
     # its three ranks' 3 × 1,024 tokens per 0.4 s (7,680 tokens/s) beat the 2 ranks' 4,096 per 0.55 s (7,447),
     # but an incomplete run never headlines a throughput
-    from trainperf.report import throughput
-
     assert runs.set_index("run_id")["tokens_per_s"].to_dict() == pytest.approx({"p1": 4096, "p2": 4096 / 0.55,
                                                                                 "p4": 3072 / 0.4})
     assert throughput.headline(throughput.measured(runs)).text.startswith("Peak throughput 7,447 tokens/s with 2 ")

@@ -70,7 +70,7 @@ def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: pd.
     peak (``datasheet_peak``: per row, whether its peak is a datasheet's rather
     than one measured on the machine)."""
     _check_mfu(out, notes, datasheet_peak.to_numpy(bool))
-    _check_scaling(out, notes)
+    check_scaling(out, notes)
     _check_phases(out, notes)
 
 
@@ -108,7 +108,8 @@ def _causes(moe: bool) -> str:
     return ", or ".join([MFU_CAUSES[0], *(extra if moe else []), *MFU_CAUSES[1:]])
 
 
-def _check_scaling(out: pd.DataFrame, notes: list[list[str]]) -> None:
+def check_scaling(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    """The scaling invariants of :func:`check_runs` alone (rows in a second scaling study are checked again)."""
     efficiency = out["scaling_efficiency"].to_numpy(float)
     strong = out["scaling_type"].eq("strong").fillna(False).to_numpy(bool)
     more_devices = out["scaling_multiplier"].to_numpy(float) / efficiency > 1  # on the baseline's count: no scaling

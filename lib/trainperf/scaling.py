@@ -1,7 +1,7 @@
 """Scaling across devices: multiplier, efficiency, serial fraction, fitted laws.
 
-Within one scaling series (the runs of an experiment that differ only in the
-device count: :func:`scaling_series`), the baseline is the mean of the runs
+Within one scaling study (the runs of an experiment that hold the global batch,
+or the work per device, across device counts: :func:`scaling_studies`), the baseline is the mean of the runs
 with the fewest devices, unless a row names its ``baseline_run_id``. With ``p``
 the relative device count ``gpus / baseline gpus`` and ``X`` throughput:
 
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from trainperf.invariants import check_scaling
 from trainperf.stats import t_quantile
 
 
@@ -265,8 +266,8 @@ SERIES_SETTINGS = {"platform": "platform", "model": "model", "n_params": "parame
                    "seq_len": "sequence length",
                    "activation_checkpointing": "activation checkpointing", "compiled": "compiled",
                    "extra_configuration": "configuration"}
-"""Settings (column: words) that split an experiment into scaling series where runs
-on one device count differ in them; so does the batch per device."""
+"""Settings (column: words) that split an experiment into series where runs on one device count
+differ in them; within a series, :func:`scaling_studies` finds the studies from the work held constant."""
 
 SCALING_TYPES = ("strong", "weak")
 """``scaling_type``: strong scaling keeps the total work of an optimizer step (the
@@ -277,38 +278,91 @@ SCALING_INPUTS = ("run_id", "experiment", "gpus", "baseline_run_id", "tokens_per
                   "global_batch_size", "data_parallel", "scaling_type", *SERIES_SETTINGS)
 """The columns :func:`add_scaling` reads from a run."""
 
+SCALING_COLUMNS = ("scaling_type", "baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency",
+                   "serial_fraction", "cost_efficiency")
+"""The per-study columns :func:`add_scaling` fills."""
+TEXT = ("scaling_type", "baseline_run_id", "scaling_basis")
+
+
+@dataclass
+class Study:
+    """One scaling study of an experiment: the positions of its runs (in the experiment's
+    rows), its label (``""``: the experiment's only study), its type where the work held
+    constant tells it (None: inferred by :func:`scaling_type`, or given) and, per run,
+    whether this is the run's primary study (the one its row of the runs table shows); ``note``:
+    an assumption its runs' notes state."""
+
+    members: np.ndarray
+    label: str
+    kind: str | None
+    primary: np.ndarray
+    note: str = ""
+
 
 def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
-    """Add ``scaling_study``, ``scaling_type`` (where not given), ``baseline_run_id``,
-    ``scaling_basis``, ``scaling_multiplier``, ``scaling_efficiency``,
-    ``serial_fraction`` (strong scaling only) and ``cost_efficiency`` per
-    scaling series (:func:`scaling_series`). ``runs``
-    needs ``run_id``, ``experiment``, ``gpus`` and the derived throughput
-    columns; the returned frame is a new one. Why a row's scaling stays empty
-    is appended to ``notes[position]``.
+    """Add ``scaling_study``, ``second_scaling_study``, ``scaling_type`` (where not given),
+    ``baseline_run_id``, ``scaling_basis``, ``scaling_multiplier``, ``scaling_efficiency``,
+    ``serial_fraction`` (strong scaling only) and ``cost_efficiency`` per scaling study
+    (:func:`scaling_studies`); a run in two studies gets the figures of its primary one.
+    ``runs`` needs ``run_id``, ``experiment``, ``gpus`` and the derived throughput columns;
+    the returned frame is a new one. Why a row's scaling stays empty is appended to
+    ``notes[position]``.
     """
     out = runs.copy()
-    cols = {c: np.full(len(out), np.nan, dtype=object if c in TEXT else float)
-            for c in ("scaling_type", "baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency",
-                      "serial_fraction", "cost_efficiency")}
+    cols = _empty_columns(len(out))
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
-    study = experiments.astype(object)
+    study, second = experiments.astype(object), np.full(len(out), None, dtype=object)
     used = out[[c for c in SCALING_INPUTS if c in out]]  # slicing the whole wide frame per experiment is slow
     for name in pd.unique(experiments):
         in_experiment = np.flatnonzero(experiments == name)
-        series, labels = scaling_series(used.iloc[in_experiment])
-        for number, label in enumerate(labels):
-            idx = in_experiment[series == number]
-            if label:
-                study[idx] = f"{name} ({label})"
-            _add_series(used.iloc[idx], idx, set(used["run_id"].iloc[in_experiment]), cols, notes)
+        for found in scaling_studies(used.iloc[in_experiment]):
+            idx = in_experiment[found.members]
+            title = f"{name} ({found.label})" if found.label else name
+            study[idx[found.primary]] = title
+            second[idx[~found.primary]] = title
+            here, said = _empty_columns(len(idx)), [[] for _ in idx]
+            _add_series(used.iloc[idx], np.arange(len(idx)), set(used["run_id"].iloc[in_experiment]), here, said,
+                        found.kind)
+            for j in np.flatnonzero(found.primary):
+                notes[idx[j]] += [found.note, *said[j]] if found.note else said[j]
+                for c, values in here.items():
+                    cols[c][idx[j]] = values[j]
     out["scaling_study"] = pd.Series(study, index=out.index, dtype="string")
+    out["second_scaling_study"] = pd.Series(second, index=out.index, dtype="string")
     for c, values in cols.items():
         out[c] = pd.Series(values, index=out.index, dtype="string" if values.dtype == object else float)
     return out
 
 
-TEXT = ("scaling_type", "baseline_run_id", "scaling_basis")
+def second_study_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """The derived runs that belong to a second study (``second_scaling_study``, a weak one),
+    once more each as a row of that study: ``scaling_study`` the second one, and the scaling
+    columns measured within it (against its runs' baseline, else its fewest devices), as
+    :func:`add_scaling` does for the study's own runs. Empty where no run is in two studies."""
+    if "second_scaling_study" not in runs or runs["second_scaling_study"].isna().all():
+        return runs.iloc[:0]
+    copies = runs[runs["second_scaling_study"].notna()]
+    copies = copies.assign(scaling_study=copies["second_scaling_study"], second_scaling_study=copies["scaling_study"])
+    out = []
+    for name, rows in copies.groupby("scaling_study", sort=False):
+        members = runs[runs["scaling_study"] == name]  # none where each of its runs is in a strong study too
+        baseline = members["baseline_run_id"].iloc[0] if len(members) else pd.NA
+        group = pd.concat([members, rows.assign(scaling_type="weak", baseline_run_id=baseline)])
+        cols = _empty_columns(len(group))
+        _add_series(group[[c for c in SCALING_INPUTS if c in group]], np.arange(len(group)),
+                    set(runs["run_id"]), cols, [[] for _ in range(len(group))], None)
+        out.append(rows.assign(**{c: values[len(members):] for c, values in cols.items()}))
+    found = pd.concat(out).astype({c: runs[c].dtype for c in SCALING_COLUMNS if c in runs})
+    said: list[list[str]] = [[] for _ in range(len(found))]
+    check_scaling(found, said)  # an impossible figure of the second study is emptied there too, and said
+    notes = found["notes"] if "notes" in found else pd.Series(pd.NA, index=found.index)
+    joined = ["; ".join(filter(None, [n if isinstance(n, str) else "", *s])) or pd.NA for n, s in zip(notes, said)]
+    return found.assign(notes=pd.Series(joined, index=found.index, dtype="string"))
+
+
+def _empty_columns(length: int) -> dict[str, np.ndarray]:
+    """:data:`SCALING_COLUMNS` as empty arrays (objects for :data:`TEXT`, else floats)."""
+    return {c: np.full(length, np.nan, dtype=object if c in TEXT else float) for c in SCALING_COLUMNS}
 
 
 WORK_TOLERANCE = 0.02
@@ -316,30 +370,99 @@ WORK_TOLERANCE = 0.02
 printed rounded: seed 002's samples per device per step lie within 0.4 % of 32)."""
 
 
+def scaling_studies(group: pd.DataFrame) -> list[Study]:
+    """The scaling studies of one experiment's runs, found from what stays constant across
+    device counts. The experiment is first split by each setting of :data:`SERIES_SETTINGS`
+    in which runs on one device count differ; within each series, runs whose work per
+    optimizer step (the global batch) is equal form a strong-scaling study and runs whose
+    work per data-parallel replica (``gpus / (tp · pp · cp)``: ``data_parallel``) is equal
+    a weak-scaling study, where they span two or more device counts. The work per step is
+    read, in this order, from the samples and the tokens the runs processed (rate × step
+    time), the configured ``global_batch_size`` and ``micro_batch_size ·
+    grad_accum_steps · data_parallel`` (accumulation 1 where unknown): of those every run
+    of the series has, the one that leaves the fewest runs outside a study, the first of
+    equals (equal within :data:`WORK_TOLERANCE`; a run that counted only some ranks' work
+    is judged by its configured batch). A run can be in a strong and a weak study (1 device × 8 is
+    ``global batch 8`` with 2 × 4 and ``8 per device`` with 2 × 8): its primary study is the
+    strong one; runs in neither form a study of their global batch. A series that finds no
+    study, or whose runs give a ``scaling_type``, is one study (its type given, else
+    :func:`scaling_type`). Labels say what every run of a study is (``precision bf16,
+    global batch 8``); an experiment that is one study has none."""
+    series, labels = _setting_series(group)
+    out = []
+    for number, label in enumerate(labels):
+        at = np.flatnonzero(series == number)
+        rows = group.iloc[at]
+        given = "scaling_type" in rows and rows["scaling_type"].notna().any()
+        found = [] if given else _constant_work(rows)
+        if len(found) == 1 and len(found[0].members) == len(at):  # the whole series: no label
+            found[0].label = ""
+        for study in found or [Study(np.arange(len(at)), "", None, np.ones(len(at), bool))]:
+            study.members = at[study.members]
+            study.label = ", ".join(part for part in (label, study.label) if part)
+            out.append(study)
+    return out
+
+
+def _constant_work(rows: pd.DataFrame) -> list[Study]:
+    """The strong and weak studies of one series (:func:`scaling_studies`), then a study per
+    global batch of the runs in neither: by the measure of the work that leaves the fewest
+    runs in neither (the first of equals); none where no measure finds a study."""
+    devices = _column(rows, "gpus").to_numpy()
+    replicas = _column(rows, "data_parallel").fillna(_column(rows, "gpus"))
+    per = "per device" if (replicas == _column(rows, "gpus")).all() else "per replica"
+    step = _column(rows, "step_time_s")
+    accumulation = _column(rows, "grad_accum_steps")
+    configured = _column(rows, "micro_batch_size") * accumulation.fillna(1.0) * replicas
+    assumed = "scaling_study: grad_accum_steps unknown, taken as 1" if accumulation.isna().any() else ""
+    best: list[Study] = []
+    for unit, per_step, note in (("", _column(rows, "samples_per_s") * step, ""),
+                                 (" tokens", _column(rows, "tokens_per_s") * step, ""),
+                                 ("", _column(rows, "global_batch_size"), ""), ("", configured, assumed)):
+        if not (per_step.notna().all() and (per_step > 0).all()):
+            continue
+        per_replica = per_step / replicas
+        found = [Study(m, f"global batch {_amount(per_step.iloc[m])}{unit}", "strong", np.ones(len(m), bool), note)
+                 for m in _clusters(per_step) if len(np.unique(devices[m])) > 1]
+        strong = np.zeros(len(rows), bool)
+        for study in found:
+            strong[study.members] = True
+        found += [Study(m, f"{_amount(per_replica.iloc[m])}{unit} {per}", "weak", ~strong[m], note)
+                  for m in _clusters(per_replica) if len(np.unique(devices[m])) > 1]
+        if not found:
+            continue
+        alone = np.setdiff1d(np.arange(len(rows)), np.concatenate([s.members for s in found]))
+        if not best or len(alone) < sum(len(s.members) for s in best if s.kind is None):
+            best = found + [Study(alone[m], f"global batch {_amount(per_step.iloc[alone[m]])}{unit}", None,
+                                  np.ones(len(m), bool), note) for m in _clusters(per_step.iloc[alone])]
+    return best
+
+
+def _clusters(values: pd.Series) -> list[np.ndarray]:
+    """Positions of ``values`` in groups of equal ones (each within :data:`WORK_TOLERANCE` of its smallest)."""
+    groups: list[list[int]] = []
+    smallest = math.nan
+    for i in np.argsort(values.to_numpy(float), kind="stable"):
+        if not values.iat[i] <= smallest * (1 + WORK_TOLERANCE):
+            groups.append([])
+            smallest = values.iat[i]
+        groups[-1].append(int(i))
+    return [np.array(sorted(g)) for g in groups]
+
+
+def _amount(values: pd.Series) -> str:
+    """The typical value of a group of equal amounts of work, for a label: ``8``, ``2,048``, ``0.5``."""
+    value = float(values.median())
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
 def scaling_type(group: pd.DataFrame, basis: str | None) -> str | None:
-    """``strong`` or ``weak`` for one series measured at two or more device
-    counts, from the work of an optimizer step: strong where every run does the
-    same work per step, weak where every run does the same work per
-    data-parallel replica (``gpus / (tp · pp · cp)``: ``data_parallel``) while
-    the total grows. The work per step is read, in this order, from the
-    samples and the tokens the runs processed (rate × step time:
-    ``samples_per_s · step_time_s``, ``tokens_per_s · step_time_s``) and from
-    the configured ``global_batch_size``; the first that every run has and
-    that tells one of the two decides (equal within :data:`WORK_TOLERANCE`).
-    Otherwise strong where the runs processed the same total work (``tokens``,
-    else ``samples``) or the series is compared by elapsed time (``basis``:
-    equal work assumed); else None."""
+    """``strong`` or ``weak`` for one series measured at two or more device counts
+    in which :func:`scaling_studies` found no study from the work per step: strong where
+    the runs processed the same total work (``tokens``, else ``samples``) or the series
+    is compared by elapsed time (``basis``: equal work assumed); else None."""
     if group["gpus"].nunique() < 2:
         return None
-    replicas = _column(group, "data_parallel").fillna(_column(group, "gpus"))
-    step = _column(group, "step_time_s")
-    for per_step in (_column(group, "samples_per_s") * step, _column(group, "tokens_per_s") * step,
-                     _column(group, "global_batch_size")):
-        if per_step.notna().all() and (per_step > 0).all():
-            if _equal(per_step):
-                return "strong"
-            if replicas.notna().all() and _equal(per_step / replicas):
-                return "weak"
     for total in (_column(group, "tokens"), _column(group, "samples")):
         if total.notna().all() and (total > 0).all() and _equal(total):
             return "strong"
@@ -356,54 +479,39 @@ def _equal(values: pd.Series) -> bool:
     return bool(values.max() <= values.min() * (1 + WORK_TOLERANCE))
 
 
-def scaling_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """The scaling series of one experiment's runs: per run the number of its
-    series, and per series a label (``micro-batch 8``; ``""`` when the
-    experiment is one series). The runs of a series differ only in the device
-    count and what follows from it: an experiment is split by each setting of
-    :data:`SERIES_SETTINGS` and by the batch per device (micro-batch ×
-    accumulation) in which runs on the same device count differ (a sweep of
-    micro-batch sizes at 1 and 2 devices is two series). Runs alike in all of
-    them on one device count are repeats. A label names what every run of its
-    series is: ``micro-batch 4 × 2 accumulation or micro-batch 8`` for a series
-    of 8 samples per device made both ways."""
+def _setting_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """The series of one experiment's runs: per run the number of its series, and per
+    series a label (``precision bf16``; ``""`` when the experiment is one series). An
+    experiment is split by each setting of :data:`SERIES_SETTINGS` in which runs on the
+    same device count differ."""
     devices = group["gpus"].fillna(-1.0).to_numpy()
     if len(np.unique(devices)) == len(devices):  # one run per device count: no two runs to tell apart
         return np.zeros(len(group), dtype=int), [""]
     settings = group[[c for c in SERIES_SETTINGS if c in group]].astype("string")
-    if "micro_batch_size" in group:
-        accum = group["grad_accum_steps"].fillna(1.0) if "grad_accum_steps" in group else 1.0
-        settings = settings.assign(batch=(group["micro_batch_size"] * accum).astype("string"))
     varies = [c for c in settings if (settings[c].fillna("").groupby(devices).nunique() > 1).any()]
     if not varies:
         return np.zeros(len(group), dtype=int), [""]
     series, _ = pd.factorize(pd.MultiIndex.from_frame(settings[varies].fillna("")))
     members = [np.flatnonzero(series == number) for number in range(series.max() + 1)]
-    return series, [", ".join(" or ".join(dict.fromkeys(_setting_label(group.iloc[i], c) for i in at)) for c in varies)
-                    for at in members]
+    return series, [", ".join(_setting_label(group.iloc[at[0]], c) for c in varies) for at in members]
 
 
 def _setting_label(run: pd.Series, column: str) -> str:
-    """``micro-batch 8 × 2 accumulation``, ``precision bf16``: one setting of a run, in words."""
-    if column == "batch":
-        if pd.isna(run["micro_batch_size"]):
-            return "micro-batch unknown"
-        accum = run.get("grad_accum_steps")
-        text = f"micro-batch {run['micro_batch_size']:g}"
-        return text if pd.isna(accum) or accum == 1 else f"{text} × {accum:g} accumulation"
+    """``precision bf16``: one setting of a run, in words."""
     value = run[column]
     return f"{SERIES_SETTINGS[column]} {'unknown' if pd.isna(value) else format(value, 'g') if isinstance(value, float) else value}"
 
 
 def _add_series(group: pd.DataFrame, idx: np.ndarray, experiment: set[str], cols: dict[str, np.ndarray],
-                notes: list[list[str]]) -> None:
+                notes: list[list[str]], found: str | None) -> None:
     """Fill ``cols`` at the positions ``idx`` with the scaling of one series
-    (``group``: its runs; ``experiment``: the run_ids of its experiment): against
+    (``group``: its runs; ``experiment``: the run_ids of its experiment; ``found``: its type
+    where :func:`scaling_studies` found it, else given or :func:`scaling_type`): against
     the baseline run named in ``baseline_run_id``, else the mean speed of the
     runs on the fewest devices (the baseline and its repeats)."""
     basis, speed, measure = _speed(group)
     given = group["scaling_type"] if "scaling_type" in group else pd.Series(pd.NA, index=group.index)
-    kind = given.astype(object).where(given.notna(), scaling_type(group, basis)).to_numpy(object)
+    kind = given.astype(object).where(given.notna(), found or scaling_type(group, basis)).to_numpy(object)
     cols["scaling_type"][idx] = kind
     why = _why_no_type(group)
     for i in idx[pd.isna(kind) & group["gpus"].notna().to_numpy(bool)]:

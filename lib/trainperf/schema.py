@@ -108,8 +108,8 @@ IDENTITY: list[Column] = [
         "source": "provenance: where the numbers come from",
         "baseline_run_id": "optional: the run this one's scaling is measured against (default: fewest devices in the experiment)",
         "scaling_type": "strong (the same total work per optimizer step at every device count) or weak (the same "
-                        "work per device); derived where not given from the samples or tokens of a step, else "
-                        "the global batch (trainperf.scaling.scaling_type)",
+                        "work per device); derived where not given from what the runs of a study hold constant "
+                        "(trainperf.scaling.scaling_studies); given, the runs' series is one study of that type",
         "known_error": "an error the source of this row is known to have (text): shown beside the row",
     }),
     *_cols("float", "count", {
@@ -260,8 +260,12 @@ DERIVED: list[Column] = [
     Column("peak_source", "str", "where peak_tflops_per_gpu comes from"),
     Column("mfu", "float", "model FLOPs utilisation: tflops_per_gpu / peak_tflops_per_gpu (fraction)"),
     Column("hfu", "float", "hardware FLOPs utilisation: mfu x 4/3 with activation recomputation (fraction)"),
-    Column("scaling_study", "str", "the runs scaled together: the experiment, and the settings that tell its series "
-                                   "apart where runs on one device count differ (e.g. 'sweep (micro-batch 8)')"),
+    Column("scaling_study", "str", "the runs scaled together: the experiment, and where it holds several studies what "
+                                   "its runs hold constant and the settings that tell its series apart (e.g. 'sweep "
+                                   "(global batch 8)', 'sweep (8 per device)'); a run in two studies: the strong one, "
+                                   "whose figures the scaling columns give"),
+    Column("second_scaling_study", "str", "the weak-scaling study a run is in besides its strong scaling_study (e.g. "
+                                          "the 1-device baseline of both)"),
     Column("baseline_run_id", "str", "run this one's scaling is measured against (with its repeats: their mean)"),
     Column("scaling_basis", "str", "throughput, or elapsed (runs assumed to do equal work)"),
     Column("scaling_multiplier", "float", "throughput / baseline throughput (x)"),

@@ -225,8 +225,10 @@ def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summari
     model, ``unknown`` included), then a warning for each kind of run the page
     shows but never headlines (:func:`trainperf.report.configs.doubt_notes`:
     projected, oversubscribed, incomplete); records the title and the inputs
-    (of the runs, and of the per-rank ``steps`` when given) for the index."""
-    parts = [count(len(runs), "run")]
+    (of the runs, and of the per-rank ``steps`` when given) for the index. A run shown in two
+    scaling studies is counted once."""
+    once = runs.drop_duplicates("run_id") if "run_id" in runs else runs
+    parts = [count(len(once), "run")]
     for column in ("experiment", "platform", "model"):
         found = list(dict.fromkeys(runs[column].astype("string").fillna("unknown"))) if column in runs else (
             ["unknown"] if len(runs) else [])
@@ -235,7 +237,7 @@ def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summari
     inputs = list(runs.attrs.get("inputs", [])) + list(steps.attrs.get("inputs", []) if steps is not None else [])
     head = page_title(title, " · ".join(parts) + (f"\n{subtitle}" if subtitle else ""),
                       {"title": title, "inputs": list(dict.fromkeys(inputs))})
-    marked = [callout(note, "warn") for note in doubt_notes(runs)]
+    marked = [callout(note, "warn") for note in doubt_notes(once)]
     return Html(head.html + "".join(m.html for m in marked), "\n".join([head.text, *(m.text for m in marked)]),
                 head.facts)
 

@@ -19,7 +19,7 @@ from trainperf.report.noise import (NO_INTERVAL, and_list, around, call, configu
                                     job_frames, remember, summaries_content)
 from trainperf.report.page import InputError
 from trainperf.report.phases import PHASE_LABELS, breakdown, per_experiment, slowest_wait
-from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text
+from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, karp_flatt, parameter_text, second_study_rows
 from trainperf.stats import FASTER, SLOWER, verdict
 from trainperf.aggregate import Summaries, rank_totals
 from trainperf.stragglers import name_straggler, rank_waits
@@ -32,10 +32,15 @@ SAME_TRAINING = {"single": "ddp"}  # one process is DDP at world size 1: single 
 def studies(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of scaling studies measured at two or more device counts
     (:func:`keep_experiments`), each study as an experiment named with its
-    kind: ``seed000-scaling (weak scaling)``. An experiment whose runs on one
-    device count differ in a setting (a micro-batch sweep at 1 and 2 devices)
-    is one study per value (``scaling_study``: ``my-sweep (micro-batch 8;
-    strong scaling)``)."""
+    kind: ``seed000-scaling (weak scaling)``. An experiment that holds several
+    studies (``scaling_study``: what their runs hold constant) is one per study,
+    ``my-sweep (global batch 8; strong scaling)``; a run in two studies
+    (``second_scaling_study``) is shown in both, with each study's figures
+    (:func:`trainperf.scaling.second_study_rows`)."""
+    shared = second_study_rows(runs)
+    if len(shared):
+        attrs, runs = runs.attrs, pd.concat([runs, shared], ignore_index=True).copy()  # copy: one block per dtype
+        runs.attrs = attrs
     study = study_of(runs)
     kinds = runs.groupby(study, sort=False)["scaling_type"].agg(
         lambda k: k.dropna().iloc[0] if k.dropna().nunique() == 1 else None)
