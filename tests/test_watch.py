@@ -11,26 +11,11 @@ import time
 import pytest
 
 from trainperf import StepProfiler, cli
-from trainperf.profiler import clocks, step_profiler
 from trainperf.profiler.watch import RunWatch
 from trainperf.runfolder import rankfile
 from trainperf.runfolder.tail import FIRST_READ_BYTES, StepsTail
 
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def fake_time(monkeypatch):
-    fake = FakeTime()
-    monkeypatch.setattr(clocks, "perf_counter", fake)
-    monkeypatch.setattr(step_profiler, "perf_counter", fake)
-    return fake
+from test_profiler import fake_time  # noqa: F401  (the fixture: a perf_counter that moves only when told to)
 
 
 def known_run(run_dir, fake):
