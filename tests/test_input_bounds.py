@@ -366,11 +366,13 @@ def test_a_log_printed_twice_reads_as_the_log(tmp_path, name):
     assert any("line(s) the same as the line just before them" in w for w in read["twice notes"])
 
 
-VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.text(max_size=3),
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.sampled_from([2**63, -2**63 - 1, 10**400]),
+                   st.text(max_size=3),
                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e300, -0.0, 0.0, 1e-300]))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, derandomize=True,  # the same examples in every run: CI never fails by chance
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage=st.lists(st.tuples(st.integers(1, 8), st.integers(0, len(rankfile.LINE_COLUMNS) - 1), VALUES),
                        max_size=6))
 def test_fuzzed_step_lines_are_read_or_skipped_never_used_out_of_bounds(tmp_path_factory, damage):
@@ -391,6 +393,20 @@ def test_fuzzed_step_lines_are_read_or_skipped_never_used_out_of_bounds(tmp_path
     assert {b.line for b in read.bad_lines} == set(range(2, 12)) - set(read.lines.tolist())
 
 
+def test_a_whole_number_past_64_bits_in_a_step_line_is_a_bad_line(tmp_path):
+    """The fuzz test's find: JSON's integers have no bound, numpy's int64 stops at 2**63 - 1 (an OverflowError
+    stopped the read); a float column's integer past a double (10**400) cannot be a number either."""
+    lines = [json.loads(step(i)) for i in range(3)]
+    lines[1][0] = 2**63  # the step counter
+    lines[2][rankfile.LINE_COLUMNS.index("step_s")] = 10**400
+    path = tmp_path / "steps-rank0.jsonl"
+    path.write_bytes(rankfile.header_line(0, "a", None, "a")
+                     + b"".join((json.dumps(line) + "\n").encode() for line in lines))
+    read = rankfile.read_rank_file(path)
+    assert read.lines.tolist() == [2] and [b.line for b in read.bad_lines] == [3, 4]
+    assert "9223372036854775808" in read.bad_lines[0].reason
+
+
 JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(), st.text(max_size=4)),
                     lambda inner: st.one_of(st.lists(inner, max_size=3),
                                             st.dictionaries(st.text(max_size=4), inner, max_size=3)), max_leaves=6)
@@ -401,7 +417,8 @@ KEYS = st.sampled_from(["environment.world_size", "environment.nodes", "environm
                         "warmup_rule", "environment"])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, derandomize=True,  # the same examples in every run: CI never fails by chance
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=st.lists(st.tuples(KEYS, JSON), max_size=4))
 def test_fuzzed_manifests_are_read_or_refused_naming_the_file(tmp_path_factory, changes):
     """A manifest with any JSON value at the keys a reader uses: opened (and its values used as the runs row uses

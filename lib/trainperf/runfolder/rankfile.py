@@ -44,6 +44,7 @@ import io
 import json
 import math
 import re
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,10 +376,11 @@ def _row_problem(line: bytes, names: tuple[str, ...]) -> str:
     for name, value in zip(names, row):
         if name in BOOL_COLUMNS:
             ok = isinstance(value, bool)
-        elif name in INT_COLUMNS:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+        elif name in INT_COLUMNS:  # a whole number a 64-bit column holds
+            ok = isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+        else:  # JSON's integers have no bound: one past a double's range is no number either
+            ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                   and (isinstance(value, float) or abs(value) <= sys.float_info.max))
         if not ok:
             return f"bad value {value!r} for {name}"
     return ""
