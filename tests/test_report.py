@@ -455,7 +455,8 @@ def test_a_run_without_mfu_gets_a_platforms_page_that_says_so(tmp_path):
 @pytest.mark.slow
 def test_a_sweep_of_two_micro_batch_sizes_at_one_and_two_processes_builds_every_page(tmp_path):
     """A user's natural sweep in one experiment (the scaling and platforms pages failed on it): scaling
-    studies each micro-batch size, the batch-size page each device count; no phase times, said so."""
+    studies each work per device and the constant global batch, the batch-size page each device count; no phase
+    times, said so."""
     rates = {(8, 1): 4096.0, (8, 2): 7447.0, (16, 1): 4551.0, (16, 2): 8402.0}
     rows = [{"run_id": f"mb{b}-p{g}", "experiment": "my-sweep", "platform": "cpu", "gpus": g,
              "micro_batch_size": b, "global_batch_size": b * g, "tokens": rate * 10, "elapsed_s": 10.0}
@@ -464,10 +465,12 @@ def test_a_sweep_of_two_micro_batch_sizes_at_one_and_two_processes_builds_every_
     result = build(plan(RUNS_REPORTS, data=[str(tmp_path / "sweep.csv")], out_dir=tmp_path / "out"), workers=2)
     assert not result.failed, result.failed[0].error
     scaling_page = _visible(_page(tmp_path / "out", "scaling"))
-    # micro-batch 8 on each process, 8 then 16 samples a step: weak scaling; 7,447 / 4,096 = 1.8x
-    assert ("my-sweep (micro-batch 8; weak scaling): 2 devices process 1.8× as much per second as 1"
+    # micro-batch 8 on each process, 8 then 16 samples a step: weak scaling; 7,447 / 4,096 = 1.8x; 16 samples a
+    # step on one process (micro-batch 16) and on two (micro-batch 8): strong scaling
+    assert ("my-sweep (8 per device; weak scaling): 2 devices process 1.8× as much per second as 1"
             in scaling_page)
-    assert "my-sweep (micro-batch 16; weak scaling)" in scaling_page
+    assert "my-sweep (16 per device; weak scaling)" in scaling_page
+    assert "my-sweep (global batch 16; strong scaling)" in scaling_page
     batch_page = _visible(_page(tmp_path / "out", "batch_size"))
     for devices in ("1 device", "2 devices"):
         assert f"my-sweep ({devices}): fastest micro-batch 16" in batch_page
