@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 import trainperf
-from trainperf import DataWarning, cache, input_cache, store
+from trainperf import DataWarning, cache
 from trainperf.input_cache import input_key
 from test_store import assert_same, write_run
 
@@ -108,8 +108,7 @@ def test_every_stored_file_damaged_is_built_again_with_one_warning_and_the_same_
         shutil.copytree(pristine, folder)
         target = folder / path.relative_to(pristine)
         data = target.read_bytes()
-        store._warned.clear()  # each entry says once per process that it is built again
-        input_cache._warned.clear()
+        cache._warned.clear()  # each entry says once per process that it is built again
         if fault == "flip":  # a byte of the first half: pages and record, not unused padding at the end
             damaged = bytearray(data)
             damaged[int(rng.integers(0, len(data) // 2))] ^= 0xFF

@@ -282,5 +282,28 @@ def _heartbeat(fd: int, done: threading.Event) -> None:
             return
 
 
+def prune(root: Path, keep: int) -> None:
+    """Sweep what writers that are gone left in ``root`` (:func:`sweep`), and keep
+    its ``keep`` most recently written entries (folders not starting with ``.``)."""
+    sweep(root)
+    try:
+        entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                         key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return
+    for old in entries[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """A DataWarning with ``message``, once per process (a damaged entry is named once, not at every read)."""
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, DataWarning, stacklevel=3)
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, DataWarning, stacklevel=4)

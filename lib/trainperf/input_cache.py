@@ -40,7 +40,7 @@ import pandas as pd
 import pyarrow as pa
 
 from trainperf.cache import (cache_dir as trainperf_cache, library_versions, open_entry, private_dir, read_checked,
-                             seal, sweep, temp_folder, write_frame)
+                             prune, seal, temp_folder, warn_once, write_frame)
 from trainperf.errors import DataWarning
 from trainperf.importers.settings import sidecar_path
 
@@ -58,7 +58,6 @@ WARNINGS = {c.__name__: c for c in (DataWarning, *(v for v in vars(builtins).val
                                                      if isinstance(v, type) and issubclass(v, Warning)))}
 """The warning classes an entry may name (a reader's warning of another class is kept as its nearest of these)."""
 
-_warned: set[str] = set()
 
 
 def cache_dir() -> Path | None:
@@ -84,7 +83,7 @@ def cached_read(path: Path, kind: str, read: Callable[[], pd.DataFrame], key: st
         raised = [(WARNINGS[name], message) for name, message in content["warnings"] if isinstance(message, str)]
     except Exception as exc:  # anything a damaged entry raises: read again
         if entry.exists():
-            _warn_once(f"input cache entry {entry} is not readable ({type(exc).__name__}: {exc}): "
+            warn_once(f"input cache entry {entry} is not readable ({type(exc).__name__}: {exc}): "
                        f"{path} is read again")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -160,18 +159,7 @@ def _store(entry: Path, frame: pd.DataFrame, raised: list[tuple[type[Warning], s
 
 
 def _prune(root: Path) -> None:
-    """Keep the :data:`KEEP` most recently written entries; remove what an
-    older layout (pickles) or a writer that is gone left."""
+    """Remove what an older layout (pickles) left, then :func:`trainperf.cache.prune` to :data:`KEEP` entries."""
     for old in [*root.glob("*.pkl"), *root.glob("*.tmp")]:
         old.unlink(missing_ok=True)
-    sweep(root)
-    entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[KEEP:]:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, DataWarning, stacklevel=3)
+    prune(root, KEEP)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,9 +45,8 @@ import pyarrow.parquet as pq
 
 from trainperf.aggregate import (FRAMES, Summaries, combine, combine_step_times, empty_intervals, finish, partials,
                                  settle, settled_times, step_times, summarize)
-from trainperf.cache import (Damaged, holding, open_entry, private_dir, read_checked, read_frame, seal, sweep,
-                             temp_folder, write_frame)
-from trainperf.errors import DataWarning
+from trainperf.cache import (Damaged, holding, open_entry, private_dir, prune, read_checked, read_frame, seal,
+                             temp_folder, warn_once, write_frame)
 from trainperf.input_cache import cache_dir as inputs_dir
 from trainperf.input_cache import input_key
 
@@ -61,7 +59,6 @@ Part = Callable[[], tuple[pd.DataFrame, dict[str, list]]]
 """Reads one part of an input: its step intervals (whole ranks) and facts
 (lists, joined over the parts in order)."""
 
-_warned: set[str] = set()
 
 
 def store_dir() -> Path | None:
@@ -145,14 +142,14 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
                 shutil.rmtree(building, ignore_errors=True)
         except OSError as exc:
             return _unwritable(root, exc, parts, scheduler, rules)
-    _prune(root)
+    prune(root, KEEP)
     found = _open(folder, parts)
     return found if found is not None else _in_memory(parts(), scheduler, rules)
 
 
 def _unwritable(root: Path, exc: OSError, parts: Callable[[], list[Part]], scheduler: Any,
                 rules: str | Mapping[str, str]) -> Entry:
-    _warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
+    warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
                "source into memory")
     return _in_memory(parts(), scheduler, rules)
 
@@ -253,7 +250,7 @@ def _open(folder: Path, source: Callable[[], list[Part]]) -> Entry | None:
 
 def _damaged(folder: Path, exc: Exception) -> None:
     """Say once that the entry in ``folder`` is not readable, and remove it to be built again."""
-    _warn_once(f"step-intervals store entry {folder} is not readable ({type(exc).__name__}: {exc}): "
+    warn_once(f"step-intervals store entry {folder} is not readable ({type(exc).__name__}: {exc}): "
                "it is built again")
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -271,19 +268,3 @@ def _in_memory(parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]
     return Entry(None, facts, summaries, settle(held, summaries.warmup))
 
 
-def _prune(root: Path) -> None:
-    """Keep the :data:`KEEP` most recently written entries; sweep what writers that are gone left."""
-    sweep(root)
-    try:
-        entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
-                         key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
-        return
-    for old in entries[KEEP:]:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, DataWarning, stacklevel=3)
