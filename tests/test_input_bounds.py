@@ -39,6 +39,18 @@ def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           timeout=timeout, cwd=ROOT)
 
 
+def import_in_a_fresh_interpreter(log: Path) -> subprocess.CompletedProcess:
+    """``import_path(log)`` under :func:`run_python`; a DataError is printed as ``DataError: <message>``."""
+    return run_python(f"""
+        from trainperf import DataError
+        from trainperf.importers import import_path
+        try:
+            import_path({str(log)!r})
+        except DataError as exc:
+            print("DataError:", exc)
+    """)
+
+
 # --- hostile text -------------------------------------------------------------------------------------------------
 
 def test_a_backtracking_pattern_ends_in_seconds_with_an_error_naming_the_sidecar(tmp_path):
@@ -47,14 +59,7 @@ def test_a_backtracking_pattern_ends_in_seconds_with_an_error_naming_the_sidecar
     log = tmp_path / "train.log"
     log.write_text("step 1 " + "a" * 60 + "b\n")
     (tmp_path / "train.log.trainperf.yaml").write_text("pattern: '(?P<step_time_s>a|aa)+$'\n")
-    done = run_python(f"""
-        from trainperf import DataError
-        from trainperf.importers import import_path
-        try:
-            import_path({str(log)!r})
-        except DataError as exc:
-            print("DataError:", exc)
-    """)
+    done = import_in_a_fresh_interpreter(log)
     assert done.returncode == 0, done.stderr
     assert "DataError: " + str(tmp_path / "train.log.trainperf.yaml") + ", column 'pattern'" in done.stdout
     assert "line 1 of" in done.stdout and "backtracks" in done.stdout
@@ -66,14 +71,7 @@ def test_the_nested_quantifier_of_the_report_ends_in_seconds(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("a" * 40 + "b\n")
     (tmp_path / "train.log.trainperf.yaml").write_text("pattern: '(?P<step_time_s>a+)+$'\n")
-    done = run_python(f"""
-        from trainperf import DataError
-        from trainperf.importers import import_path
-        try:
-            import_path({str(log)!r})
-        except DataError as exc:
-            print("DataError:", exc)
-    """)
+    done = import_in_a_fresh_interpreter(log)
     assert done.returncode == 0, done.stderr
     assert "DataError:" in done.stdout and "backtracks" not in done.stdout
 
