@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from trainperf.errors import DataError
-from trainperf.hardware import DEVICES, dense_peak_tflops, device_memory, find_device, is_cpu, normalize_precision
+from trainperf.hardware import (DEVICES, dense_peak_tflops, device_memory, find_device, is_cpu, normalize_precision,
+                                platform_name)
 from trainperf.profiler.peak_flops import measure_peak_flops
 from trainperf.schema import PRECISIONS
 
@@ -218,3 +219,12 @@ def test_docs_table_has_each_devices_memory() -> None:
     cells = {line.split("|")[1].strip().removesuffix(" (default)"): line.split("|")[7].strip()
              for line in docs.splitlines() if line.startswith(("| NVIDIA", "| AMD"))}
     assert cells == {d.name: "—" if d.capacity_gb is None else f"{d.capacity_gb:g}" for d in DEVICES}
+
+
+def test_a_known_chip_in_another_memory_size_finds_its_peak_and_says_so():
+    # CINECA's Leonardo has A100s of 64 GB, which nvidia-smi names "NVIDIA A100-SXM-64GB"; NVIDIA's A100 datasheet
+    # gives 312 TFLOPS dense BF16 for every A100 (40GB and 80GB, SXM and PCIe).
+    peak = dense_peak_tflops("NVIDIA A100-SXM-64GB", "bf16")
+    assert peak is not None and peak.tflops == 312
+    assert "found by its chip, A100" in peak.source and "every A100" in peak.source
+    assert platform_name("NVIDIA A100-SXM-64GB") == "NVIDIA A100-SXM-64GB"  # its own name is kept

@@ -339,8 +339,31 @@ def dense_peak_tflops(platform: str, precision: str) -> Peak | None:
     precision. Never a sparse figure."""
     canonical = normalize_precision(precision)
     device = find_device(platform)
+    by_chip = ""
+    if device is None:
+        device, by_chip = _same_chip(platform, canonical)
     if device is None or canonical not in device.figures:
         return None
     figure = device.figures[canonical]
     return Peak(tflops=float(figure.dense), device=device.name, precision=canonical,
-                source=f"{device.datasheet}: {figure.printed}")
+                source=f"{device.datasheet}: {figure.printed}{by_chip}")
+
+
+def _same_chip(platform: str, precision: str) -> tuple[Device | None, str]:
+    """The family default of a chip the table has in another memory size or
+    form factor (``"A100 SXM4 64GB"``, as some clusters have it), with a note
+    saying so: ``(None, "")`` for an unknown chip. A peak is the chip's,
+    whatever its memory; where the table's variants differ at ``precision``
+    (H100 SXM and PCIe), the note says the default variant's peak is used."""
+    parsed = None if is_cpu(platform) else _parse(platform)
+    if parsed is None:
+        return None, ""
+    family = [d for d in DEVICES if d.family == parsed[0]]
+    default = next((d for d in family if d.default), family[0] if len(family) == 1 else None)
+    if default is None or precision not in default.figures:
+        return None, ""
+    peaks = {d.figures[precision].dense for d in family if precision in d.figures}
+    chip = default.family.upper()
+    same = (f"every {chip} in the table has this peak" if len(peaks) == 1
+            else f"the {default.name}'s; the table's {chip} variants differ, so this may be off")
+    return default, f" ({platform!r} is not in the table as such: found by its chip, {chip}; {same})"

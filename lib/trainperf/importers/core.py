@@ -136,6 +136,8 @@ class ImportResult:
     warnings: list[str] = field(default_factory=list)
 
 
+SAMPLES_SOURCE = "extra_samples_source"
+"""Column saying why a run's samples are counted rather than taken from a printed rate (also a note)."""
 RATE_FROM_REPORTED = "reported throughput (the log gives no token or sample counts)"
 """``extra_time_source`` of a run whose rate is the log's own reported rate."""
 
@@ -262,8 +264,9 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                              f"{settings.origin(default_id, key)} sets {value!r}; using {value!r}")
             row[key] = value
         row["extra_log_format"] = fmt.name
-        if STEP_TIME_ANOMALIES in measured:
-            notes.append(f"{path}: run {row['run_id']}: {measured[STEP_TIME_ANOMALIES]}")
+        for noted in (STEP_TIME_ANOMALIES, SAMPLES_SOURCE):
+            if noted in measured:
+                notes.append(f"{path}: run {row['run_id']}: {measured[noted]}")
         if not any(not is_missing(row.get(c)) for c in SPEED_INPUTS):
             skipped.append((str(path), run.line, f"run {row['run_id']}: no measured window "
                                                  "(only warm-up or incomplete records)"))

@@ -35,6 +35,7 @@ NAN = math.nan
 GROUPS = {
     "step": "the optimizer step the figures are of (a whole number; without it the records of a rank are "
             "steps 1, 2, 3, ...)",
+    "epoch": "the epoch of that step, where the step counter restarts each epoch (a whole number)",
     "step_time_s": "wall time of that step (s)",
     "step_time_ms": "wall time of that step (ms)",
     "tokens": "tokens the whole job processed in that step",

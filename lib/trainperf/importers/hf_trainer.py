@@ -31,6 +31,11 @@ What the figures mean (``transformers.trainer_utils.speed_metrics``):
   × epochs``, or ``max_steps × total batch``) over ``train_runtime``:
   global. ``samples`` = rate × runtime; the rate is kept as
   ``reported_samples_per_s``.
+* Counted beats printed: where ``Total optimization steps`` (or the steps
+  rate) times the total batch disagrees with the printed samples beyond a
+  partial last batch per epoch and the rate's rounding, the counted samples
+  are used (``extra_samples_source`` says why): Transformers of early 2021
+  printed optimizer steps per second as ``train_samples_per_second``.
 * ``train_steps_per_second`` is optimizer steps over ``train_runtime``:
   ``steps`` = rate × runtime (the header's ``Total optimization steps``
   where they agree).
@@ -63,7 +68,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from trainperf.importers.core import LineFormat, ParsedRun, RunParser
+from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, ParsedRun, RunParser
 from trainperf.importers.text import LineError, number
 
 NAN = math.nan
@@ -158,13 +163,14 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None
     out["extra_time_source"] = ("train_runtime: the whole train() call, first steps and the time after the last "
                                 "step included")
     samples_rate, steps_rate = final.get("train_samples_per_second", NAN), final.get("train_steps_per_second", NAN)
+    max_steps = config.get("extra_max_steps", NAN)
+    if steps_rate > 0:
+        steps = steps_rate * runtime
+        out["steps"] = int(max_steps if abs(max_steps - steps) <= max(1.0, 0.01 * steps) else round(steps))
     if samples_rate > 0:
         out["samples"] = float(round(samples_rate * runtime))
         out["reported_samples_per_s"] = samples_rate
-    if steps_rate > 0:
-        steps = steps_rate * runtime
-        max_steps = config.get("extra_max_steps", NAN)
-        out["steps"] = int(max_steps if abs(max_steps - steps) <= max(1.0, 0.01 * steps) else round(steps))
+        _count_samples(out, out.get("steps", max_steps), config, config.get("extra_num_epochs", NAN))
     if math.isfinite(run.tokens_seen) and run.tokens_seen > 0:
         out["tokens"] = run.tokens_seen
     if math.isfinite(run.global_tokens_per_s):
@@ -178,6 +184,28 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None
     if micro and total and accum and total % (micro * accum) == 0:
         out["gpus"] = total // (micro * accum)
     return out, None
+
+
+def _count_samples(out: dict[str, Any], steps: float, config: Mapping[str, Any], epochs: float) -> None:
+    """Counted beats printed: where the steps run times the global batch (a
+    partial last batch per epoch and the printed rate's rounding allowed)
+    disagree with ``train_samples_per_second × train_runtime``, the counted
+    samples are used and ``extra_samples_source`` says why. Transformers of
+    early 2021 passed ``max_steps`` to ``speed_metrics`` as the sample count,
+    so the printed "samples" per second were optimizer steps per second."""
+    batch = config.get("global_batch_size")
+    if not (batch and steps > 0 and math.isfinite(steps)):
+        return
+    counted = float(steps * batch)
+    slack = batch * max(1.0, math.ceil(epochs) if epochs > 0 else 1.0) + 0.0005 * out["elapsed_s"] + 1
+    printed = out["samples"]
+    if abs(printed - counted) <= slack:
+        return
+    out["samples"] = counted
+    out[SAMPLES_SOURCE] = (
+        f"counted: {steps:,.0f} optimizer steps x a global batch of {batch:,} = {counted:,.0f} samples; the printed "
+        f"train_samples_per_second x train_runtime gives {printed:,.0f} ({printed / counted:.3g} x the count: "
+        "Transformers of early 2021 printed optimizer steps per second under that name)")
 
 
 class HFTrainer(LineFormat):

@@ -36,8 +36,11 @@ Conversions:
   prints no release, and its formula changed between releases
   (``megatron-2024``, ``megatron-2023``): the figures are compared under the
   form that reproduces them (``trainperf.importers.reported``);
-  ``samples per second`` as ``reported_samples_per_s``; ``tgs`` as
-  ``reported_tokens_per_s_per_gpu``.
+  ``samples per second`` as ``reported_samples_per_s``; ``tgs`` (or
+  ``tokens per GPU (tokens/s/GPU)``) as ``reported_tokens_per_s_per_gpu``.
+* AMD's Primus prints Megatron's line with ``current/average`` pairs
+  (``elapsed time per iteration (ms): 13100.0/13240.9``: the interval's mean,
+  then a running mean of the recent ones): the current is read.
 * The argument dump (``  seq_length ........ 2048``) gives ``gpus``
   (``world_size``), the parallel degrees (``tensor_model_parallel_size``,
   ``pipeline_model_parallel_size``, ``context_parallel_size``,
@@ -83,7 +86,7 @@ REPORTED = ("tflops_per_gpu", "samples_per_s", "tokens_per_s_per_gpu", "power_w_
 _ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 _FIELDS = re.compile(r"\| (consumed samples|consumed tokens|elapsed time per iteration \((?:ms|s)\)|"
                      r"global batch size|lm loss|loss|throughput per GPU \(TFLOP/s/GPU\)|TFLOPs|samples per second|"
-                     r"tokens per gpu per second \(tgs\)|energy per GPU \(J/iter/GPU\)|power per GPU \(W/GPU\)): "
+                     r"tokens per gpu per second \(tgs\)|tokens per GPU \(tokens/s/GPU\)|energy per GPU \(J/iter/GPU\)|power per GPU \(W/GPU\)): "
                      r"([^|]*)(?=\|)")
 """The fields read from an iteration line (the others are ignored)."""
 _ARG = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*) \.{3,} (.*?)\s*$")
@@ -132,12 +135,18 @@ def parse_iteration(line: str) -> tuple[Any, ...]:
             _count(fields, "global batch size"), loss if not math.isnan(loss) else _number(fields, "loss"),
             _number(fields, "energy per GPU (J/iter/GPU)"),
             tflops if not math.isnan(tflops) else _number(fields, "TFLOPs"), _number(fields, "samples per second"),
-            _number(fields, "tokens per gpu per second (tgs)"), _number(fields, "power per GPU (W/GPU)"))
+            _first(fields, "tokens per gpu per second (tgs)", "tokens per GPU (tokens/s/GPU)"),
+            _number(fields, "power per GPU (W/GPU)"))
 
 
 def _number(fields: dict[str, str], key: str) -> float:
     """The number of field ``key`` (NaN if absent)."""
     return field_number(key, fields.get(key))
+
+
+def _first(fields: dict[str, str], *keys: str) -> float:
+    """The number of the first of ``keys`` the line prints (NaN if none)."""
+    return next((_number(fields, key) for key in keys if key in fields), NAN)
 
 
 def _count(fields: dict[str, str], key: str) -> float:

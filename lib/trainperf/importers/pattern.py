@@ -8,6 +8,10 @@ such as ``[rank3]:``) is a record of one optimizer step. Its named groups
 separators: ``6,941``) give the step's figures, and the rest follows from
 whatever they give (``trainperf.importers.figures``).
 
+With an ``epoch`` group too, a step counter that restarts each epoch
+(fairseq's ``epoch 011: 1000 / 8223``) counts on across epochs: one run, not
+one per epoch (``records.IntervalParser.across_epochs``).
+
 A log with a ``step`` group that starts past the warm-up (an excerpt from
 the middle of a run) is measured from its first line; otherwise the first
 ``warmup_steps`` (default 1) are warm-up, as in every format. A matched line
@@ -89,6 +93,8 @@ class PatternParser(records.IntervalParser[records.Run]):
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, values = parsed
         step = values["step"] if "step" in values else self.count_step(label)
+        if "epoch" in values:
+            step = self.across_epochs(label, values["epoch"], step)
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         run.records.add(figures.record(values, rank, step))
@@ -105,9 +111,9 @@ class PatternParser(records.IntervalParser[records.Run]):
 def _value(name: str, text: str) -> float:
     """The number a group matched (thousands separators dropped); the step a whole number."""
     value = number(text.replace("_", "").strip())
-    if name == "step":
+    if name in ("step", "epoch"):
         if value != int(value) or value < 0:
-            raise LineError(f"step {text!r} is not a whole number")
+            raise LineError(f"{name} {text!r} is not a whole number")
         return int(value)
     return value
 

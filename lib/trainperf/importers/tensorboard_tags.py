@@ -50,7 +50,7 @@ STEP_TIMES = {
     PER_LOG_FREQ: "the time since the previous point divided by the logging interval (torchtitan's log_freq)",
 }
 """What the step time of a point covers."""
-MAPPABLE = tuple(group for group in GROUPS if group != "step")
+MAPPABLE = tuple(group for group in GROUPS if group not in ("step", "epoch"))
 """Figures a tag may give (a point's step is the event's own)."""
 SHOWN_TAGS = 30
 """Scalar tags a refusal lists."""

@@ -4,7 +4,9 @@ Logs are read in chunks of :data:`CHUNK_BYTES` (gzip-compressed files too,
 recognised by their magic bytes). Each chunk is cleaned before it is split
 into lines:
 
-* ANSI escape sequences (colours, cursor movement) are removed;
+* ANSI escape sequences (colours, cursor movement) are removed, and so are
+  colour codes that lost their escape byte on the way (``[32m``, in a text
+  that also holds a reset code ``[0m``);
 * ``\\r\\n`` becomes ``\\n``; a lone ``\\r`` (a progress bar redrawing its
   line) keeps only the text after the last one, as a terminal shows it.
 
@@ -38,12 +40,14 @@ MAX_SKIPPED_KEPT = 10_000
 """Unreadable lines kept with their reason; beyond that they are only counted."""
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_BARE_COLOUR = re.compile(r"\[[0-9;]{0,16}m")
 _OVERWRITTEN = re.compile(r"[^\n]*\r(?!\n)")
 
 NUMBER = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
 """A number as logs print it: optional sign, thousands separators (``12,345``),
 decimals, exponent, ``nan`` / ``inf``."""
 _NUMBER = re.compile(rf"(?:{NUMBER})\Z")
+_CURRENT_AVERAGE = re.compile(rf"({NUMBER})\s*/\s*(?:{NUMBER})")
 
 _RANK_PREFIX = re.compile(
     r"\s*(?:\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:|(\d+): )")
@@ -87,12 +91,16 @@ def number(text: str) -> float:
 def field_number(key: str, text: str | None) -> float:
     """The value of field ``key`` printed as ``text`` (see :func:`number`);
     NaN where the field is absent (None); :class:`LineError` naming ``key``
-    if it is not a number."""
+    if it is not a number. A ``current/average`` pair (``13100.0/13240.9``,
+    as AMD's Primus prints Megatron's times and rates) is its current value."""
     if text is None:
         return math.nan
     try:
         return number(text)
     except LineError as exc:
+        pair = _CURRENT_AVERAGE.fullmatch(text.strip())
+        if pair is not None:
+            return number(pair.group(1))
         raise LineError(f"{key}: {exc}") from None
 
 
@@ -179,6 +187,8 @@ def clean(text: str) -> str:
     """Text without ANSI escapes and carriage-return overwrites (line count kept)."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if "[0m" in text:  # colour codes whose escape byte a collector dropped: "[[32m20251202 06:56:28[0m]"
+        text = _BARE_COLOUR.sub("", text)
     if "\r" in text:
         text = text.replace("\r\n", "\n")
         if "\r" in text:
