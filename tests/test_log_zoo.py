@@ -1,0 +1,63 @@
+"""The zoo of real logs: public logs nobody here chose, read as they come.
+
+Each group of ``tests/data/zoo`` (``readers``: stacks with a reader of their
+own; ``generic``: stacks and loggers without one) has an ``expected.csv``
+listing its logs with where each comes from (repository, path or issue,
+commit) and its tokens/s (and MFU where the log allows one) computed by hand
+from the log's own numbers; the README beside it shows each computation.
+Every log must give its figures within its band, read by the reader the table
+names, without a ``pattern``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import warnings
+from pathlib import Path
+
+import pytest
+
+from trainperf import derive
+from trainperf.errors import DataWarning
+from trainperf.importers import import_path
+
+ZOO = Path(__file__).resolve().parent / "data" / "zoo"
+ROWS = [{**row, "group": table.parent.name}
+        for table in sorted(ZOO.glob("*/expected.csv")) for row in csv.DictReader(table.open(encoding="utf-8"))]
+
+
+def read(row: dict[str, str]):
+    """The derived run of a zoo log: where a log holds several runs (a restart),
+    the one with the most measured steps, the run its expected figures describe."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        result = import_path(ZOO / row["group"] / row["file"])
+    runs = derive(result.runs)
+    return result, runs.loc[runs["steps"].fillna(0).idxmax()] if "steps" in runs else runs.iloc[0]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[f"{r['group']}/{r['file']}" for r in ROWS])
+def test_a_zoo_log_gives_its_hand_computed_throughput(row):
+    result, run = read(row)
+    assert result.format == row["reader"]
+    expected = float(row["tokens_per_s"])
+    assert run["tokens_per_s"] == pytest.approx(expected, rel=float(row["tokens_band"] or 0.03))
+    if row["mfu"]:
+        assert run["mfu"] == pytest.approx(float(row["mfu"]), rel=float(row["mfu_band"] or 0.05))
+        assert 0 < run["mfu"] <= 1
+
+
+def test_the_zoo_is_as_wide_as_real_logs_are():
+    stacks = {row["stack"] for row in ROWS}
+    assert len(ROWS) >= 40 and len(stacks) >= 15
+    by_reader: dict[str, set[tuple[str, str]]] = {}
+    for row in ROWS:
+        if row["group"] == "readers":
+            by_reader.setdefault(row["reader"], set()).add((row["version"], row["source"]))
+    assert all(len(sources) >= 3 for sources in by_reader.values()), by_reader
+
+
+def test_the_generic_reader_reads_most_logs_of_stacks_without_a_reader():
+    generic = [row for row in ROWS if row["group"] == "generic"]
+    assert generic and sum(row["reader"] == "generic" for row in generic) >= math.ceil(0.8 * len(generic))
