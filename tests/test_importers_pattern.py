@@ -122,3 +122,17 @@ def test_the_docs_worked_examples_read_as_they_say(tmp_path, stack, rate):
     assert run["tokens_per_s"] == pytest.approx(rate)
     if stack == "fairseq":
         assert run["elapsed_s"] == pytest.approx(32722.3 / 41208.5) and run["samples"] == pytest.approx(1046.8)
+
+
+def test_an_epoch_group_keeps_a_counter_that_restarts_each_epoch_one_run(tmp_path):
+    # fairseq-py 2018 progress lines (facebookresearch/fairseq#301, tests/data/zoo/generic): the counter restarts each
+    # epoch (epoch 010 ... 8000 / 8223, then epoch 011 1000 / 8223); wps is the epoch's running mean, 961 to 963
+    log = Path(__file__).resolve().parent / "data" / "zoo" / "generic" / "fairseq_2018_issue301_progress.log"
+    copy = tmp_path / "fairseq.log"
+    copy.write_bytes(log.read_bytes())
+    counter = r"epoch (?P<epoch>\d+)\s+(?P<step>\d+) / \d+ .*wps=(?P<tokens_per_s>\d+), wpb=(?P<tokens>\d+)"
+    without = import_path(copy, {"pattern": counter.replace("(?P<epoch>\\d+)", "\\d+")})
+    assert len(without.runs) == 2  # the restart of the counter reads as a new run
+    result = import_path(copy, {"pattern": counter})
+    assert len(result.runs) == 1
+    assert derive(result.runs)["tokens_per_s"].iat[0] == pytest.approx(962, rel=0.01)
