@@ -230,8 +230,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         return [ParsedRun(None, run.line, run.config, partial(self.finish, run)) for run in runs]
 
 
-def aggregate(records: Intervals, config: Mapping[str, Any],
-              origin: float | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+def aggregate(records: Intervals, config: Mapping[str, Any], origin: float | None = None,
+              least_warmup: int = 1) -> tuple[dict[str, Any], pd.DataFrame]:
     """Measurements of the run's window (a dict of runs columns, by the one
     aggregator: ``trainperf.aggregate.measure``) and its step intervals
     (``run_id`` left empty for the caller to name).
@@ -243,12 +243,15 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     all its records are measured, the first too where its length is unknown
     (taken as the rank's usual interval, else one step, to tell whether it
     lies past the warm-up; it is measured where it has a time, or where no
-    record has one and the log's rates are the measurement)."""
+    record has one and the log's rates are the measurement); a log that
+    starts inside the warm-up has the job's warm-up steps (from ``origin``)
+    left out. ``least_warmup``: the warm-up steps where the run states none
+    (a format's first steps that are never steady)."""
     table, anomalies, set_aside = join_timer_glitches(records.table())
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
     stated = not (warmup is None or is_missing(warmup))
-    warmup = int(warmup) if stated else 1
+    warmup = int(warmup) if stated else least_warmup
     ranks, first_record, group = np.unique(col["rank"], return_index=True, return_inverse=True)
     first_covered = col["step"] - col["n_steps"] + 1
     if origin is not None:
@@ -257,7 +260,7 @@ def aggregate(records: Intervals, config: Mapping[str, Any],
     start = first_covered[first_record]
     excerpt = origin is not None and bool((start >= origin + warmup).all())
     if origin is not None:
-        start = np.where(start >= origin + warmup, start - warmup, start)
+        start = np.where(start >= origin + warmup, start - warmup, np.where(start >= origin, origin, start))
     boundary = np.where(np.isfinite(start), start, col["step"][first_record]) + warmup
     in_window = np.isfinite(first_covered) & (first_covered >= boundary[group])
     if np.isfinite(col["seconds"]).any():
