@@ -57,8 +57,9 @@ What the figures mean (``transformers.trainer_utils.speed_metrics``):
 * ``train_loss`` is the last logged ``loss`` (else the run's mean
   ``train_loss``).
 
-A new header starts a new run; a run without final metrics has no measured
-window.
+A new header starts a new run (the same header printed by several processes
+before any of them logs is one run); a run without final metrics has no
+measured window.
 """
 
 from __future__ import annotations
@@ -105,6 +106,12 @@ class _Run:
         self.global_tokens_per_s = NAN
         self.loss = NAN
 
+    def started(self) -> bool:
+        """Whether the run has logged anything since its header: a header
+        printed again before that is another process's copy of it (every
+        process of a job logs it under DeepSpeed), not a new run."""
+        return bool(self.final) or not (math.isnan(self.loss) and math.isnan(self.tokens_seen))
+
 
 class HFTrainerParser(RunParser):
     anchors = ("Running training", " = ", "train_runtime", "train_samples_per_second", "train_steps_per_second",
@@ -122,7 +129,8 @@ class HFTrainerParser(RunParser):
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
         if _HEADER.search(line):
-            self.runs.append(_Run(number_))
+            if not self.runs or self.runs[-1].started():
+                self.runs.append(_Run(number_))
             return 1
         if " = " in line and (setting := _SETTING.search(line)):
             key, value = setting.groups()
