@@ -8,7 +8,12 @@ through its logger)::
     RunningAvgSamplesPerSec=25.72280894083983, CurrSamplesPerSec=25.811997512605966, MemAllocated=4.32GB,
     MaxMemAllocated=38.49GB
 
-(one line; older versions print ``0/20, RunningAvgSamplesPerSec=...``) and,
+(one line; older versions print ``0/20, RunningAvgSamplesPerSec=...``, or
+``0/20, SamplesPerSec=...``, whose counter may count micro-batches: where the
+printed rate agrees with the samples of a micro-batch per count rather than
+of an optimizer step, as in Habana's DeepSpeed 0.6.1 fork with 256
+accumulation steps, samples are counted per micro-batch and
+``extra_samples_source`` says so) and,
 with ``wall_clock_breakdown``, after every optimizer step::
 
     [Rank 0] time (ms) | fwd: 612.31 | bwd: 1201.77 | bwd_inner: 1150.02 | bwd_allreduce: 51.70 | step: 88.40
@@ -46,7 +51,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import LineFormat, rate_from_reported
+from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, rate_from_reported
 from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, timestamp
 from trainperf.table_rules import is_missing
 
@@ -67,8 +72,9 @@ _PHASES = {"fwd": "forward_s", "forward": "forward_s", "bwd": "backward_s", "bac
 
 
 def parse_timer(line: str) -> tuple[Any, ...]:
-    """``(rank, global step, current samples/s, peak GiB, timestamp)`` of a
-    ThroughputTimer line (NaN where absent). It needs a timestamp or a
+    """``(rank, global step, current samples/s, peak GiB, timestamp, whether
+    it is an older line: a counter without ``global_step=``, see
+    :data:`MICRO_NOTE`)`` of a ThroughputTimer line (NaN where absent). It needs a timestamp or a
     positive rate: a line with a timestamp is timed by it whatever its rate."""
     rank, body = rank_prefix(line)
     match = _TIMER.search(body)
@@ -85,13 +91,22 @@ def parse_timer(line: str) -> tuple[Any, ...]:
             raise LineError(f"no timestamp, and samples per second must be a positive number, not {rate:g}")
         rate = NAN  # timed by its timestamp; the rate is not reported
     memory = _MEMORY.search(body, match.end())
-    return (rank, step, rate, field_number("MaxMemAllocated", memory.group(1) if memory else None), when)
+    return (rank, step, rate, field_number("MaxMemAllocated", memory.group(1) if memory else None), when,
+            match.group(1) is None)
+
+
+MICRO_NOTE = ("the counter of DeepSpeed's older lines ('0/20, SamplesPerSec=') counts micro-batches here, not "
+              "optimizer steps: its rate agrees with {micro:,.0f} samples a count ({batch:,} per optimizer step / "
+              "{accum:,} accumulation steps), not with {batch:,}; samples counted per micro-batch, optimizer steps "
+              "left empty")
+"""Why a run's samples are counted per micro-batch (``extra_samples_source``)."""
 
 
 class _Run(records.Run):
     def __init__(self, line: int, config: dict[str, Any]) -> None:
         super().__init__(line, config, REPORTED)
         self.phases: list[dict[str, float]] = []
+        self.older_counter = False
 
 
 class DeepSpeedParser(records.IntervalParser[_Run]):
@@ -126,7 +141,7 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
         return run
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        label, step, rate, memory, when = parsed
+        label, step, rate, memory, when, older = parsed
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)
@@ -138,12 +153,20 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
                 run.previous[rank] = records.BROKEN
                 return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
+        run.older_counter = run.older_counter or older
         weight = seconds if math.isfinite(seconds) else 1.0 / rate
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, NAN, rate))
         return ""
 
     def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         measured, steps = records.aggregate(run.records, config)
+        micro = _micro_batch_samples(run, config, measured)
+        if micro:
+            measured, steps = records.aggregate(run.records, {**config, "global_batch_size": micro,
+                                                              "grad_accum_steps": 1})
+            del measured["steps"]
+            measured[SAMPLES_SOURCE] = MICRO_NOTE.format(micro=micro, batch=int(config["global_batch_size"]),
+                                                         accum=int(config["grad_accum_steps"]))
         if "elapsed_s" in measured:
             measured["extra_time_source"] = "log timestamps"
         rate_from_reported(measured, config)
@@ -156,6 +179,20 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
                 if values:
                     measured[column] = sum(values) / len(values) * measured["steps"]
         return measured, steps
+
+
+def _micro_batch_samples(run: _Run, config: Mapping[str, Any], measured: Mapping[str, Any]) -> float:
+    """The samples of one micro-batch (global batch / accumulation steps)
+    where a run's older counter counts micro-batches: its printed rate is
+    nearer the samples counted per micro-batch than per optimizer step (the
+    two are ``grad_accum_steps`` apart); else 0."""
+    batch, accum = config.get("global_batch_size"), config.get("grad_accum_steps")
+    printed, elapsed, steps = (measured.get(k, NAN) for k in ("reported_samples_per_s", "elapsed_s", "steps"))
+    if not (run.older_counter and batch and accum and accum > 1 and printed > 0 and elapsed > 0 and steps > 0):
+        return 0.0
+    per_step = steps * batch / elapsed
+    micro = batch / accum
+    return micro if abs(math.log(printed / (per_step / accum))) < abs(math.log(printed / per_step)) else 0.0
 
 
 class DeepSpeed(LineFormat):
