@@ -4,7 +4,8 @@
 
     step   10/32000 | loss 9.072879 (+nanz)| norm 10.5923 (+nanz)| lr 8.57e-06 | 2749.40 ms | 47.3% bf16 MFU | 381369 tok/s
 
-(older versions: ``step 10/74: train loss 4.367 (acc 4.367) (2749.40 ms, 381369 tok/s)``).
+(older versions: ``step 10/74: train loss 4.367 (acc 4.367) (2749.40 ms, 381369 tok/s)``; the CPU
+trainer ``train_gpt2.c``: ``step 1: train loss 4.301069 (took 1288.673000 ms)``, counting from 0).
 
 Conversions:
 
@@ -48,7 +49,7 @@ from trainperf.importers.text import NUMBER, LineError, field_number, number, ra
 
 NAN = math.nan
 REPORTED = ("tokens_per_s", "mfu")
-_STEP = re.compile(r"\bstep\s+(\d+)/(\d+)\s*[|:]")
+_STEP = re.compile(r"\bstep\s+(\d+)(?:/(\d+))?\s*[|:]")
 _USUAL = re.compile(r"\bstep\s+(\d+)/\d+ \| loss (\S+) [^|]*\| norm [^|]*\| lr [^|]*\| (\S+) ms \| (\S+)% [\w ]*MFU \| "
                     r"(\S+) tok/s\s*$")
 """The fields in the order llm.c prints them today (other layouts are read field by field)."""
@@ -166,5 +167,6 @@ class LlmcParser(records.IntervalParser[records.Run]):
 class Llmc(LineFormat):
     name = "llmc"
     title = "an llm.c log"
-    patterns = (re.compile(r"\bstep\s+\d+/\d+\s*\|[^\n]*\bms\b"), re.compile(r"\bstep\s+\d+/\d+: train loss"))
+    patterns = (re.compile(r"\bstep\s+\d+/\d+\s*\|[^\n]*\bms\b"), re.compile(r"\bstep\s+\d+/\d+: train loss"),
+                re.compile(r"\bstep\s+\d+: train loss [^\n]*\(took [\d.]+ ms\)"))
     parser_class = LlmcParser
