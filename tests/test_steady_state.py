@@ -218,3 +218,12 @@ def test_a_slowdown_late_in_a_short_run_is_no_warm_up():
     early[2:14] += 0.3
     found, rule = warmup_length(early, 2, "mser")
     assert rule == "mser" and abs(found - 14) <= 2
+
+
+def test_a_run_too_short_for_mser_leaves_out_a_far_out_first_interval():
+    # a real Composer 0.31 log (tests/data/zoo/readers/composer_0.31_dyna_moe_h100nvl_debug_prints.log): blocks every
+    # 10 batches; seconds per batch of its four intervals from Train time/train (hours): batches 2-10 still warming up
+    per_batch = np.array([32.76 / 9, 23.76 / 10, 23.40 / 10, 24.12 / 10])
+    assert warmup_length(per_batch, 0, "mser") == (1, "mser")
+    assert warmup_length(per_batch[1:], 0, "mser") == (0, "fixed")  # steady: nothing to leave out
+    assert warmup_length(per_batch, 0, "fixed") == (0, "fixed")

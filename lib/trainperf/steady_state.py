@@ -35,8 +35,11 @@ Two choices of this implementation, both measured on synthetic runs of 60 to
   step clipped to the fence still stands far above the steady steps.
 
 With fewer than :data:`MIN_STEPS` step times after the minimum there is too
-little to judge, and the configured warm-up is used (``warmup_rule`` fixed),
-as it is when a run asks for it (``warmup_rule: fixed``).
+little for MSER: only leading times above the far-out fence of the (at least
+:data:`MIN_KEPT`) times after them are warm-up (a log of a few intervals
+whose first one still compiles: ``warmup_rule`` mser), else the configured
+warm-up is used (``warmup_rule`` fixed), as it is when a run asks for it
+(``warmup_rule: fixed``).
 """
 
 from __future__ import annotations
@@ -83,21 +86,35 @@ def mser_truncation(times: np.ndarray) -> int:
     return int(np.argmin(mser_statistic(x)[:len(x) - MIN_KEPT + 1]))
 
 
+def _slow_start(times: np.ndarray) -> int:
+    """How many leading ``times`` of a run too short for MSER lie above the
+    far-out fence of the :data:`MIN_KEPT` or more times after them (a first
+    logged interval still compiling or autotuning, at 1.5 times the steady
+    step in a real Composer log): none where fewer than :data:`MIN_KEPT` + 1."""
+    slow = 0
+    while len(times) - slow > MIN_KEPT and times[slow] > far_out_fence(times[slow + 1:]):
+        slow += 1
+    return slow
+
+
 def warmup_length(times: np.ndarray, minimum: int, rule: str) -> tuple[int, str]:
     """The warm-up of a run, as a number of its step times, and the rule that
     chose it: ``times`` are the job's step times in order (each step at its
     slowest rank, seconds per step), of which the first ``minimum`` are the
     configured warm-up (each finite and positive: a NaN or a negative time
     would move the truncation, so a caller leaves them out). ``rule``: one of :data:`RULES`; ``mser`` with fewer
-    than :data:`MIN_STEPS` times after the minimum gives the minimum, as
-    ``fixed``."""
+    than :data:`MIN_STEPS` times after the minimum gives the minimum (as
+    ``fixed``) plus any far-out times it starts with (:func:`_slow_start`)."""
     if rule not in RULES:
         raise ValueError(f"warm-up rule {rule!r}: one of {', '.join(RULES)}")
     after = np.asarray(times, dtype=float)[minimum:]
     if not (np.isfinite(after) & (after > 0)).all():
         raise ValueError("step times must be finite and positive: leave out those that are not")
-    if rule == "fixed" or len(after) < MIN_STEPS:
+    if rule == "fixed":
         return minimum, "fixed"
+    if len(after) < MIN_STEPS:
+        slow = _slow_start(after)
+        return (minimum + slow, "mser") if slow else (minimum, "fixed")
     cut = mser_truncation(after)
     if cut > len(after) // 2:  # the slowest stretch is late: no warm-up to find, too short to judge
         return minimum, "fixed"

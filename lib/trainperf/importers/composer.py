@@ -51,7 +51,8 @@ from trainperf.importers.text import NUMBER, LineError, number, rank_prefix
 
 NAN = math.nan
 REPORTED = ("tokens_per_s", "samples_per_s", "mfu")
-_BLOCK = re.compile(r"^\s*(?:\[epoch=\d+\])?\[batch=(\d+)/\d+\]:")
+_BLOCK = re.compile(r"(?:\[epoch=\d+\])?\[batch=(\d+)/\d+\]:")
+"""A block's header, wherever it stands in a line (a model's debug print without a final newline glues it on)."""
 _FIELD = re.compile(rf"\bTrain ([\w/.\-]+): ({NUMBER})(?=\s|$)")
 _SETTING = re.compile(r"^\s*(num_gpus_per_node|num_nodes): (\d+)\s*$")
 _KEYS = {"time/batch": "batch", "time/sample": "samples", "time/token": "tokens", "time/train": "hours",
@@ -76,7 +77,7 @@ class ComposerParser(RunParser):
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         body = rank_prefix(lines[i])[1]
-        if match := _BLOCK.match(body):
+        if match := _BLOCK.search(body):
             self.block = {"step": float(match.group(1))}
             last = self.runs[-1].blocks[-1]["step"] if self.runs and self.runs[-1].blocks else None
             if last == self.block["step"]:
