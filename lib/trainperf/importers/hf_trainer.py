@@ -22,6 +22,11 @@ quoted (``'loss': '0.1324'``); a dict may be spread over several lines.
 
 What the figures mean (``transformers.trainer_utils.speed_metrics``):
 
+* Per-step dicts that print the cumulative ``train_runtime`` and
+  ``num_input_tokens_seen`` (``include_num_input_tokens_seen``) give the
+  steady window: intervals of their differences, of ``Δtokens / (global
+  batch × seq_len)`` steps each, measured like any log's (warm-up left out;
+  ``extra_time_source`` says so). Otherwise:
 * ``train_runtime`` (s, or ``h:mm:ss.ss`` in the block) is the wall time
   of the whole ``train()`` call: it includes the first steps (compilation,
   warm-up) and the time after the last step (the final save, an evaluation
@@ -69,10 +74,16 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+import pandas as pd
+
+from trainperf.importers import records
 from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, ParsedRun, RunParser
 from trainperf.importers.text import LineError, number
+from trainperf.table_rules import is_missing
 
 NAN = math.nan
+STEADY_SOURCE = ("train_runtime and num_input_tokens_seen of the per-step logs (cumulative): the steady window, "
+                 "first steps and the time after the last step left out")
 _HEADER = re.compile(r"\*{5} Running training \*{5}")
 _SETTINGS = {
     "Num examples": "extra_num_examples", "Num Epochs": "extra_num_epochs",
@@ -105,6 +116,8 @@ class _Run:
         self.tokens_seen = NAN
         self.global_tokens_per_s = NAN
         self.loss = NAN
+        self.points: list[tuple[float, float]] = []
+        """``(train_runtime, num_input_tokens_seen)`` of each per-step dict that prints both (cumulative)."""
 
     def started(self) -> bool:
         """Whether the run has logged anything since its header: a header
@@ -145,14 +158,17 @@ class HFTrainerParser(RunParser):
                 values[key] = metric_value(text)
             except LineError as exc:
                 self.skip(number_, f"{key}: {exc}")
+        final = any(key in values for key in ("train_samples_per_second", "train_steps_per_second", "train_loss"))
         if "num_input_tokens_seen" in values:
             run.tokens_seen = values["num_input_tokens_seen"]
-            if "train_tokens_per_second" in values:
-                run.global_tokens_per_s = values.pop("train_tokens_per_second")
+            if not final:  # a per-step dict: its rate and runtime are cumulative, the job's
+                if "train_runtime" in values:
+                    run.points.append((values.pop("train_runtime"), run.tokens_seen))
+                if "train_tokens_per_second" in values:
+                    run.global_tokens_per_s = values.pop("train_tokens_per_second")
         if "loss" in values:
             run.loss = values["loss"]
-        if "train_samples_per_second" in values or "train_steps_per_second" in values or "train_loss" in values \
-                or ("train_runtime" in values and "num_input_tokens_seen" not in values):
+        if final or "train_runtime" in values:
             run.final.update(values)
         return 1
 
@@ -161,7 +177,42 @@ class HFTrainerParser(RunParser):
                 for run in self.runs]
 
 
-def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
+def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    out, _ = _whole_call(run, config)
+    steady = _steady_window(run, config)
+    if steady is None:
+        return out, None
+    measured, intervals = steady
+    return {**{k: v for k, v in out.items() if k not in ("samples", "steps")}, **measured}, intervals
+
+
+def _steady_window(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame] | None:
+    """The steady window of a run whose per-step dicts print the cumulative
+    ``train_runtime`` and ``num_input_tokens_seen``
+    (``include_num_input_tokens_seen``): each dict after the first is an
+    interval of their differences, of ``Δtokens / (global batch × seq_len)``
+    steps, measured by the one aggregator (warm-up left out) instead of the
+    whole ``train()`` call; None without three such dicts or a known tokens
+    per step."""
+    batch, seq_len = config.get("global_batch_size"), config.get("seq_len")
+    if len(run.points) < 3 or is_missing(batch) or is_missing(seq_len):
+        return None
+    per_step = float(batch) * float(seq_len)
+    found = records.Intervals(())
+    last_time = last_tokens = 0.0
+    for runtime, tokens in run.points:
+        step = round(tokens / per_step)
+        n, seconds = step - round(last_tokens / per_step), runtime - last_time
+        if n > 0 and seconds > 0:
+            found.add((0, step, float(n), seconds, seconds, NAN, tokens - last_tokens, NAN, NAN, 0.0, NAN))
+        last_time, last_tokens = runtime, tokens
+    measured, intervals = records.aggregate(found, config, origin=1)
+    if "elapsed_s" in measured:
+        measured["extra_time_source"] = STEADY_SOURCE
+    return measured, intervals
+
+
+def _whole_call(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
     final = run.final
     runtime = final.get("train_runtime", NAN)
     out: dict[str, Any] = {}
