@@ -17,14 +17,16 @@ Keys are normalised (lower case, ``_ - .`` and runs of spaces as one space); the
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
 from trainperf.importers.text import NUMBER, number, rank_prefix
 
-_VALUE = rf"(?:{NUMBER})(?:\s*/\s*(?:{NUMBER}))?(?:\s?(?:ms|sec|s|min|m|h|%|[KMBGT]i?B?)\b|%)?"
+VALUE = rf"(?:{NUMBER})(?:\s*/\s*(?:{NUMBER}))?(?:\s?(?:ms|sec|s|min|m|h|%|[KMBGT]i?B?)\b|%)?"
+"""A value as printed: a number, a ``current/average`` pair or ``N/M``, a unit or a multiplier."""
 _PAIR = re.compile(rf"(?:^|(?<=[\s|,\[{{(]))(?P<key>[A-Za-z_][\w./()%\- ]*?)\s*(?:[:=]\s*|\s+)"
-                   rf"(?P<value>{_VALUE})(?=$|[\s|,\])}}])")
+                   rf"(?P<value>{VALUE})(?=$|[\s|,\])}}])")
 """``key: value``, ``key=value``, ``key value``: a key starts at a separator, its value ends at one."""
 _PROGRESS = re.compile(r"(?:^|\s)(\d+)\s*/\s*\d+(?=\s|$)")
 _ENVELOPE = re.compile(r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+"
@@ -85,10 +87,11 @@ def _flatten(found: object, key: str, out: dict[str, str]) -> None:
         out.setdefault(normal(key), str(found))
 
 
+@functools.lru_cache(maxsize=4096)
 def unit_of_key(key: str) -> str:
     """The unit a normalised key prints its value in (``elapsed time per iteration (ms)`` -> ``ms``,
     ``train step timing in s`` -> ``s``, ``tokens/s/gpu`` and ``per gpu`` -> ``per device``); '' if none."""
-    match = _UNIT_IN_KEY.search(key)
+    match = _UNIT_IN_KEY.search(key.lower())
     if match is None:
         return ""
     unit = next((g for g in match.groups() if g), "")

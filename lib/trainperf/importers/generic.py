@@ -24,22 +24,30 @@ tokens; evaluation between blocks is not counted; ``global_batch_size`` and ``ma
 batch. DLLogger's ``step`` ``[epoch, iteration]`` gives both.
 
 The result's notes say which printed field gave each figure (``read generically: step from 'step', ...``).
+
+A stack with a reader of its own is a :class:`Stack`: the keys it prints (each a field of the vocabulary),
+its record line's start and the time the line needs, where its steps count from and what else its lines say.
+Its format keeps its name, reads only its lines (its anchors) and only its keys, and is preferred to this one.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
 from trainperf.importers import figures, records
-from trainperf.importers.core import LineFormat
-from trainperf.importers.fields import fields_of, value
+from trainperf.importers.core import LineFormat, ParsedLog
+from trainperf.importers.fields import VALUE, fields_of, value
 from trainperf.importers.settings import Settings
-from trainperf.importers.text import LineError
-from trainperf.importers.vocabulary import NAMES, Field, in_unit, is_record, lookup
+from trainperf.importers.text import LineError, number, rank_prefix
+from trainperf.importers.vocabulary import FIELD, NAMES, Field, in_unit, is_record, lookup
 
 NAN = math.nan
 SNIFF_LINES = 2000
@@ -47,20 +55,75 @@ SNIFF_LINES = 2000
 TIMES = ("step_time_s", "cumulative_time_s", "interval_time_s", "interval_mean_s", "average_time_s")
 """The time fields of the vocabulary, in the order of ``vocabulary.TIME_KINDS``."""
 _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_len"}
+Values = dict[str, tuple[float, str]]
+"""A line's figures: canonical field -> (value in the field's unit, the key it was printed under)."""
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What a stack's own reader adds to the vocabulary: the ``keys`` it prints (as printed -> a field of
+    :data:`~trainperf.importers.vocabulary.VOCABULARY`), the ``start`` of its record lines (a regular
+    expression), the key of the ``time`` a record line needs, the lines it reads (``anchors``), what its sniff
+    counts (``sniff``), the number of its first step (``origin``; a line without a step is its rank's next),
+    where its times come from, the FLOPs convention of its printed figures, and a validation loss printed on a
+    line of its own (``val_loss``: a regular expression, group 1)."""
+
+    name: str
+    title: str
+    keys: Mapping[str, str]
+    start: str
+    time: str
+    anchors: tuple[str, ...]
+    sniff: str
+    origin: int = 0
+    time_source: str = "step times printed by the log"
+    convention: str | None = None
+    val_loss: str | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @functools.cached_property
+    def patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
+        """The start, the keys and the validation loss, compiled."""
+        keys = "|".join(re.escape(k) for k in sorted(self.keys, key=len, reverse=True))
+        return (re.compile(self.start), re.compile(rf"(?<![\w/])({keys})\s*[:=]\s*({VALUE})"),
+                re.compile(self.val_loss) if self.val_loss else None)
+
+    def parse(self, line: str) -> tuple[int | None, Values]:
+        """The rank the launcher prefix names and the figures of a record line;
+        :class:`~trainperf.importers.text.LineError` where it has no start or no time, two starts (two
+        processes' output run together) or a value that is no number."""
+        start, keys, _ = self.patterns
+        rank, body = rank_prefix(line)
+        match = start.search(body)
+        if match is None:
+            raise LineError(f"no {self.start.split('(')[0].split(chr(92))[0]!r} field")
+        if start.search(body, match.end()):
+            raise LineError("two records on one line (interleaved output of several processes)")
+        values: Values = {}
+        for key, text in keys.findall(body):
+            name = self.keys[key]
+            if name not in values:
+                try:
+                    found, unit = value(text, key)
+                except LineError as exc:
+                    raise LineError(f"{key}: {exc}") from None
+                values[name] = (in_unit(found, unit, FIELD[name]), key)
+        if self.keys[self.time] not in values:
+            raise LineError(f"no {self.time!r} field")
+        return rank, values
 
 
 class GenericParser(records.IntervalParser[records.Run]):
-    """Reads every line through the vocabulary; see the module's docstring."""
+    """Reads a log through the vocabulary (``stack``: through a stack's own keys); see the module's docstring."""
 
-    anchors = ("",)
-
-    def __init__(self, path: Path, names: Mapping[str, Field] = NAMES) -> None:
+    def __init__(self, path: Path, stack: Stack | None = None) -> None:
         super().__init__(path)
-        self.names = names
+        self.stack = stack
+        self.anchors = stack.anchors if stack is not None else ("",)
         self.known: dict[str, Field | None] = {}
         self.used: dict[str, str] = {}
-        self.last: dict[int | None, dict[str, float]] = {}
-        self.config: dict[str, Any] = {}
+        self.last: dict[int, dict[str, float]] = {}
+        self.config: dict[str, Any] = dict(stack.config) if stack is not None else {}
         self.block: tuple[float, float, float] | None = None
         self.benchmark = ""
         self.steps = 0.0
@@ -68,22 +131,22 @@ class GenericParser(records.IntervalParser[records.Run]):
         self.counted_samples = 0.0
 
     def starts_record(self, text: str) -> bool:
-        return False
+        return self.stack is not None and self.stack.patterns[0].search(text) is not None
 
-    def read_fields(self, found: Mapping[str, str]) -> dict[str, tuple[float, str]]:
-        """Canonical field -> (value in its base unit, the printed key), the first key of a field winning."""
-        out: dict[str, tuple[float, str]] = {}
+    def read_fields(self, found: Mapping[str, str]) -> Values:
+        """The figures of a line's fields (``fields.fields_of``), the first key of a field winning."""
+        out: Values = {}
         for key, text in found.items():
-            field = self.known.get(key, False)
-            if field is False:
-                field = self.known[key] = lookup(key, self.names)
-            if field is None or field.name in out or field.kind == "other":
+            known = self.known.get(key, False)
+            if known is False:
+                known = self.known[key] = lookup(key, NAMES)
+            if known is None or known.name in out or known.kind == "other":
                 continue
             try:
-                number, unit = value(text, key)
+                number_, unit = value(text, key)
             except LineError:
                 continue
-            out[field.name] = (in_unit(number, unit, field), key + (f" ({unit})" if unit else ""))
+            out[known.name] = (in_unit(number_, unit, known), key + (f" ({unit})" if unit else ""))
         if "step" not in out and "step 0" in found:  # DLLogger's step: [epoch, iteration] or [iteration]
             last = "step 1" if "step 1" in found else "step 0"
             out["step"] = (_float(found[last]), "step")
@@ -93,50 +156,61 @@ class GenericParser(records.IntervalParser[records.Run]):
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
+        if self.stack is not None:
+            start, _, val_loss = self.stack.patterns
+            if start.search(line):
+                return self.read_record(lines, i, number_, self.stack.parse, "step line")
+            match = val_loss.search(line) if val_loss is not None else None
+            if match is not None and self.run is not None:
+                self.run.val_loss = records.finite(number(match.group(1)))
+            return 1
         if ":::MLLOG" in line:
             self.mllog(number_, *fields_of(line))
             return 1
         label, found = fields_of(line)
         values = self.read_fields(found) if found else {}
-        if values.get("global_batch_size", (0.0,))[0] > 0:
-            self.config["global_batch_size"] = int(values["global_batch_size"][0])
-        if not is_record(values):
-            return 1
-        problem = self.add(number_, (label, values))
-        if problem:
-            self.skip(number_, f"record line: {problem}")
+        if "val_loss" in values and self.run is not None:
+            self.run.val_loss = records.finite(values["val_loss"][0])
+        if is_record(values):
+            problem = self.add(number_, (label, values))
+            if problem:
+                self.skip(number_, f"record line: {problem}")
         return 1
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, values = parsed
-        step_value = values["step"][0]
+        if values.get("global_batch_size", (0.0,))[0] > 0:
+            self.config["global_batch_size"] = int(values["global_batch_size"][0])
+        if "step" not in values:
+            values["step"] = (float(self.count_step(label) - 1 + (self.stack.origin if self.stack else 1)), "")
+        step_value, step_key = values["step"]
         if not (math.isfinite(step_value) and step_value >= 0 and step_value == int(step_value)):
-            return f"step {step_value:g} is not a step number"
+            return f"{step_key} {step_value:g} is not a step number"
         step = int(step_value)
-        last = self.last.setdefault(label, {})
         if "epoch" in values:
-            epoch = values["epoch"][0]
-            if epoch > last.get("epoch", epoch) and step <= last.get("raw", -1):
-                last["offset"] = last["step"]
-            elif epoch < last.get("epoch", epoch):
-                last["offset"] = 0.0
-            last["epoch"], last["raw"] = epoch, step
-            step += int(last.get("offset", 0.0))
-        if step == last.get("step"):
-            return ""  # the same step printed again (its validation line)
+            step = self.across_epochs(label, values["epoch"][0], step)
+        if self.stack is not None:
+            rank = self.rank_of(label, step)
+        else:
+            rank = 0 if label is None else label
+            if step == self.last.get(rank, {}).get("step"):
+                return ""  # the same step printed again (its validation line)
+        last = self.last.setdefault(rank, {})
         n = step - last["step"] if step > last.get("step", math.inf) else NAN
-        figures_ = {name: number for name, (number, _) in values.items()}
+        figures_ = {name: found for name, (found, _) in values.items()}
         seconds = self.seconds(figures_, last, n)
         for work in ("tokens", "samples"):
             total = figures_.get(f"{work}_total", NAN)
-            if work not in figures_ and total - last.get(work, NAN) > 0:
+            if total - last.get(work, NAN) > 0:
                 figures_[work] = (total - last[work]) / n
-            if math.isfinite(total):
-                last[work] = total
+            elif not figures_.get(work, NAN) > 0:
+                figures_.pop(work, None)
+            last[work] = total
+        if "samples" not in figures_ and figures_.get("global_batch_size", NAN) > 0:
+            figures_["samples"] = figures_["global_batch_size"]
         last["step"] = step
         if "mfu" in figures_:
             figures_["mfu_percent"] = figures_["mfu"] * 100.0
-        rank = 0 if label is None else label
         run = self.run_at(line, rank, step)
         if seconds is not None:
             figures_["step_time_s"] = seconds[0] / seconds[1]
@@ -212,12 +286,17 @@ class GenericParser(records.IntervalParser[records.Run]):
         used = ", ".join(f"{_SAID.get(name, name)} from {key!r}" for name, key in self.used.items()
                          if name not in ("epoch", "global_batch_size"))
         said = [f"{self.path}: read generically: {used}; a printed rate is kept as reported and compared, the "
-                "time and the counted work are the measurement"] if self.used else []
+                "time and the counted work are the measurement"] if self.used and self.stack is None else []
         return super().notes() + said
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        return figures.measure(run, config, None if self.blocks else 0,
-                               "the log's own times, read generically")
+        if self.stack is None:
+            return figures.measure(run, config, None if self.blocks else 0, "the log's own times, read generically")
+        measured, steps = figures.measure(run, config, self.stack.origin, self.stack.time_source,
+                                          self.stack.convention)
+        if math.isfinite(run.val_loss):
+            measured["val_loss"] = run.val_loss
+        return measured, steps
 
 
 _SAID = {"step_time_s": "time", "tokens_per_s": "the printed tokens/s", "samples_per_s": "the printed samples/s",
@@ -233,6 +312,20 @@ def _float(text: str | None) -> float:
         return float(text) if text is not None else NAN
     except ValueError:
         return NAN
+
+
+class StackFormat(LineFormat):
+    """The format of a :class:`Stack`: recognised by its ``sniff``, read through its keys."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.name, self.title = stack.name, stack.title
+        self.patterns = (re.compile(stack.sniff),)
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        parser = GenericParser(path, self.stack)
+        parser.read()
+        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())
 
 
 class Generic(LineFormat):

@@ -119,6 +119,8 @@ def extended(names: Mapping[str, str]) -> dict[str, Field]:
 
 NAMES = extended({})
 """Every name of :data:`VOCABULARY`."""
+FIELD = {f.name: f for f in VOCABULARY}
+"""Each canonical field by its name."""
 KIND = {f.name: f.kind for f in VOCABULARY}
 """Each canonical field's kind."""
 
