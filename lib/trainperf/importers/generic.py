@@ -44,7 +44,7 @@ import pandas as pd
 
 from trainperf.importers import figures, records
 from trainperf.importers.core import LineFormat, ParsedLog
-from trainperf.importers.fields import VALUE, fields_of, value
+from trainperf.importers.fields import fields_of, unit_of_key, value
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineError, number, rank_prefix
 from trainperf.importers.vocabulary import FIELD, NAMES, Field, in_unit, is_record, lookup
@@ -55,8 +55,6 @@ SNIFF_LINES = 2000
 TIMES = ("step_time_s", "cumulative_time_s", "interval_time_s", "interval_mean_s", "average_time_s")
 """The time fields of the vocabulary, in the order of ``vocabulary.TIME_KINDS``."""
 _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_len"}
-Values = dict[str, tuple[float, str]]
-"""A line's figures: canonical field -> (value in the field's unit, the key it was printed under)."""
 
 
 @dataclass(frozen=True)
@@ -83,15 +81,20 @@ class Stack:
 
     @functools.cached_property
     def patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
-        """The start, the keys and the validation loss, compiled."""
+        """The start, the keys (each with the text up to the next separator) and the validation loss, compiled."""
         keys = "|".join(re.escape(k) for k in sorted(self.keys, key=len, reverse=True))
-        return (re.compile(self.start), re.compile(rf"(?<![\w/])({keys})\s*[:=]\s*({VALUE})"),
+        return (re.compile(self.start), re.compile(rf"(?<![\w/])({keys})\s*[:=]\s*([^\s,|\]]+)"),
                 re.compile(self.val_loss) if self.val_loss else None)
 
-    def parse(self, line: str) -> tuple[int | None, Values]:
-        """The rank the launcher prefix names and the figures of a record line;
-        :class:`~trainperf.importers.text.LineError` where it has no start or no time, two starts (two
-        processes' output run together) or a value that is no number."""
+    @functools.cached_property
+    def fields(self) -> dict[str, tuple[str, Field, str]]:
+        """Each key's canonical field name, field and the unit the key names."""
+        return {key: (name, FIELD[name], unit_of_key(key)) for key, name in self.keys.items()}
+
+    def parse(self, line: str) -> tuple[int | None, dict[str, float]]:
+        """The rank the launcher prefix names and the figures of a record line (canonical field -> value in
+        the field's unit); :class:`~trainperf.importers.text.LineError` where it has no start or no time,
+        two starts (two processes' output run together) or a value that is no number."""
         start, keys, _ = self.patterns
         rank, body = rank_prefix(line)
         match = start.search(body)
@@ -99,15 +102,19 @@ class Stack:
             raise LineError(f"no {self.start.split('(')[0].split(chr(92))[0]!r} field")
         if start.search(body, match.end()):
             raise LineError("two records on one line (interleaved output of several processes)")
-        values: Values = {}
+        values: dict[str, float] = {}
+        fields = self.fields
         for key, text in keys.findall(body):
-            name = self.keys[key]
+            name, known, unit = fields[key]
             if name not in values:
                 try:
-                    found, unit = value(text, key)
-                except LineError as exc:
-                    raise LineError(f"{key}: {exc}") from None
-                values[name] = (in_unit(found, unit, FIELD[name]), key)
+                    found = float(text)
+                except ValueError:
+                    try:
+                        found, unit = value(text, key)
+                    except LineError as exc:
+                        raise LineError(f"{key}: {exc}") from None
+                values[name] = in_unit(found, unit, known)
         if self.keys[self.time] not in values:
             raise LineError(f"no {self.time!r} field")
         return rank, values
@@ -124,6 +131,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         self.used: dict[str, str] = {}
         self.last: dict[int, dict[str, float]] = {}
         self.config: dict[str, Any] = dict(stack.config) if stack is not None else {}
+        self.step_key = next((k for k, name in stack.keys.items() if name == "step"), "step") if stack else "step"
         self.block: tuple[float, float, float] | None = None
         self.benchmark = ""
         self.steps = 0.0
@@ -133,9 +141,11 @@ class GenericParser(records.IntervalParser[records.Run]):
     def starts_record(self, text: str) -> bool:
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
 
-    def read_fields(self, found: Mapping[str, str]) -> Values:
-        """The figures of a line's fields (``fields.fields_of``), the first key of a field winning."""
-        out: Values = {}
+    def read_fields(self, found: Mapping[str, str]) -> tuple[dict[str, float], dict[str, str]]:
+        """The figures of a line's fields (``fields.fields_of``; canonical field -> value in the field's unit)
+        and the key each was printed under, the first key of a field winning."""
+        out: dict[str, float] = {}
+        said: dict[str, str] = {}
         for key, text in found.items():
             known = self.known.get(key, False)
             if known is False:
@@ -146,13 +156,14 @@ class GenericParser(records.IntervalParser[records.Run]):
                 number_, unit = value(text, key)
             except LineError:
                 continue
-            out[known.name] = (in_unit(number_, unit, known), key + (f" ({unit})" if unit else ""))
+            out[known.name] = in_unit(number_, unit, known)
+            said[known.name] = key + (f" ({unit})" if unit else "")
         if "step" not in out and "step 0" in found:  # DLLogger's step: [epoch, iteration] or [iteration]
             last = "step 1" if "step 1" in found else "step 0"
-            out["step"] = (_float(found[last]), "step")
+            out["step"], said["step"] = _float(found[last]), "step"
             if last == "step 1":
-                out["epoch"] = (_float(found["step 0"]), "step")
-        return out
+                out["epoch"], said["epoch"] = _float(found["step 0"]), "step"
+        return out, said
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
@@ -168,27 +179,29 @@ class GenericParser(records.IntervalParser[records.Run]):
             self.mllog(number_, *fields_of(line))
             return 1
         label, found = fields_of(line)
-        values = self.read_fields(found) if found else {}
+        values, said = self.read_fields(found) if found else ({}, {})
         if "val_loss" in values and self.run is not None:
-            self.run.val_loss = records.finite(values["val_loss"][0])
+            self.run.val_loss = records.finite(values["val_loss"])
         if is_record(values):
-            problem = self.add(number_, (label, values))
+            problem = self.add(number_, (label, values, said))
             if problem:
                 self.skip(number_, f"record line: {problem}")
         return 1
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        label, values = parsed
-        if values.get("global_batch_size", (0.0,))[0] > 0:
-            self.config["global_batch_size"] = int(values["global_batch_size"][0])
-        if "step" not in values:
-            values["step"] = (float(self.count_step(label) - 1 + (self.stack.origin if self.stack else 1)), "")
-        step_value, step_key = values["step"]
-        if not (math.isfinite(step_value) and step_value >= 0 and step_value == int(step_value)):
-            return f"{step_key} {step_value:g} is not a step number"
-        step = int(step_value)
-        if "epoch" in values:
-            step = self.across_epochs(label, values["epoch"][0], step)
+        """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
+        the keys they were printed under); a reason where the line cannot be a record."""
+        label, values = parsed[:2]
+        batch = values.get("global_batch_size", NAN)
+        if batch > 0:
+            self.config["global_batch_size"] = int(batch)
+            values["samples"] = batch
+        step = values.get("step")
+        if step is None:
+            step = float(self.count_step(label) - 1 + (self.stack.origin if self.stack else 1))
+        if not (math.isfinite(step) and step >= 0 and step == int(step)):
+            return f"{self.step_key} {step:g} is not a step number"
+        step = int(step) if "epoch" not in values else self.across_epochs(label, values["epoch"], int(step))
         if self.stack is not None:
             rank = self.rank_of(label, step)
         else:
@@ -197,29 +210,26 @@ class GenericParser(records.IntervalParser[records.Run]):
                 return ""  # the same step printed again (its validation line)
         last = self.last.setdefault(rank, {})
         n = step - last["step"] if step > last.get("step", math.inf) else NAN
-        figures_ = {name: found for name, (found, _) in values.items()}
-        seconds = self.seconds(figures_, last, n)
-        for work in ("tokens", "samples"):
-            total = figures_.get(f"{work}_total", NAN)
-            if total - last.get(work, NAN) > 0:
-                figures_[work] = (total - last[work]) / n
-            elif not figures_.get(work, NAN) > 0:
-                figures_.pop(work, None)
-            last[work] = total
-        if "samples" not in figures_ and figures_.get("global_batch_size", NAN) > 0:
-            figures_["samples"] = figures_["global_batch_size"]
         last["step"] = step
-        if "mfu" in figures_:
-            figures_["mfu_percent"] = figures_["mfu"] * 100.0
+        seconds = self.seconds(values, last, n)
+        for work in ("tokens", "samples"):
+            total = values.get(f"{work}_total")
+            if total is not None:
+                if total - last.get(work, NAN) > 0:
+                    values[work] = (total - last[work]) / n
+                last[work] = total
+            if not values.get(work, 1.0) > 0:
+                del values[work]
         run = self.run_at(line, rank, step)
         if seconds is not None:
-            figures_["step_time_s"] = seconds[0] / seconds[1]
-            run.records.add(figures.record(figures_, rank, step, seconds[1]))
+            values["step_time_s"] = seconds[0] / seconds[1]
+            run.records.add(figures.record(values, rank, step, seconds[1]))
         else:
-            run.records.add(figures.record(figures_, rank, step, n))
-        for name, (_, key) in values.items():
-            if name in figures_ or name in ("step", "epoch", "tokens_total", "samples_total"):
-                self.used.setdefault(name, key)
+            run.records.add(figures.record(values, rank, step, n))
+        if len(parsed) > 2:
+            for name in values:
+                if name in parsed[2]:
+                    self.used.setdefault(name, parsed[2][name])
         return ""
 
     def seconds(self, values: dict[str, float], last: dict[str, float], n: float) -> tuple[float, float] | None:
@@ -344,5 +354,5 @@ class Generic(LineFormat):
                 count += '"block_stop"' in line
                 continue
             found = fields_of(line)[1]
-            count += bool(found) and is_record(parser.read_fields(found))
+            count += bool(found) and is_record(parser.read_fields(found)[0])
         return count
