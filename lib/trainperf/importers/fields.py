@@ -36,6 +36,7 @@ _SEPARATOR = re.compile(r"[\s_\-.]+")
 _UNIT_IN_KEY = re.compile(r"\((ms|s|sec|min|h|%|gb|gib|mb|mib)\)|\bin (ms|s|sec|min|h)\b|[ _](ms|s|sec|min|h|gb|"
                           r"mib|mb)$|/s/(?:gpu|device)\b|per (?:gpu|device)\b")
 _SUFFIX = re.compile(r"([KMBGT])(i?B)?$|(ms|sec|s|min|m|h|%)$")
+_COMMON_UNITS = ("ms", "%", "s")
 SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 """Multipliers of a count printed with a suffix (``1.2K``, ``3M``, ``2B`` tokens)."""
 SECONDS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
@@ -108,6 +109,12 @@ def value(text: str, key: str = "") -> tuple[float, str]:
         return float(text), unit_of_key(key)
     except ValueError:
         pass
+    for unit in _COMMON_UNITS:
+        if text.endswith(unit):
+            try:
+                return float(text[:-len(unit)]), unit
+            except ValueError:
+                break
     unit = ""
     suffix = _SUFFIX.search(text)
     scale = 1.0

@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,7 @@ from trainperf.importers import figures, records
 from trainperf.importers.core import LineFormat, ParsedLog
 from trainperf.importers.fields import fields_of, unit_of_key, value
 from trainperf.importers.settings import Settings
-from trainperf.importers.text import LineError, number, rank_prefix
+from trainperf.importers.text import CutLine, LineError, number, rank_prefix
 from trainperf.importers.vocabulary import FIELD, NAMES, Field, in_unit, is_record, lookup
 
 NAN = math.nan
@@ -63,8 +63,12 @@ class Stack:
     :data:`~trainperf.importers.vocabulary.VOCABULARY`), the ``start`` of its record lines (a regular
     expression), the key of the ``time`` a record line needs, the lines it reads (``anchors``), what its sniff
     counts (``sniff``), the number of its first step (``origin``; a line without a step is its rank's next),
-    where its times come from, the FLOPs convention of its printed figures, and a validation loss printed on a
-    line of its own (``val_loss``: a regular expression, group 1)."""
+    where its times come from, the FLOPs convention of its printed figures, a validation loss printed on a
+    line of its own (``val_loss``: a regular expression with the group ``loss`` and, where the step it names
+    ran the evaluation inside its time, ``step``), what the run states before its records (``config``), what
+    separates a key from its value, the unit a key's value must end in (``units``: a value cut short is no
+    value), the key printed last (``last``: a line without it was cut or wraps onto the next) and a reader of
+    the other lines (``configure``: the parser, the line, its number)."""
 
     name: str
     title: str
@@ -78,18 +82,22 @@ class Stack:
     convention: str | None = None
     val_loss: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
+    separator: str = r"\s*[:=]\s*"
+    units: Mapping[str, str] = field(default_factory=dict)
+    last: str | None = None
+    configure: Callable[[GenericParser, str, int], None] | None = None
 
     @functools.cached_property
     def patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
         """The start, the keys (each with the text up to the next separator) and the validation loss, compiled."""
         keys = "|".join(re.escape(k) for k in sorted(self.keys, key=len, reverse=True))
-        return (re.compile(self.start), re.compile(rf"(?<![\w/])({keys})\s*[:=]\s*([^\s,|\]]+)"),
+        return (re.compile(self.start), re.compile(rf"(?<![\w/])({keys}){self.separator}([^\s,|\]:]+)"),
                 re.compile(self.val_loss) if self.val_loss else None)
 
     @functools.cached_property
-    def fields(self) -> dict[str, tuple[str, Field, str]]:
-        """Each key's canonical field name, field and the unit the key names."""
-        return {key: (name, FIELD[name], unit_of_key(key)) for key, name in self.keys.items()}
+    def fields(self) -> dict[str, tuple[str, Field, str, str | None]]:
+        """Each key's canonical field name, field, the unit the key names and the unit its value must end in."""
+        return {key: (name, FIELD[name], unit_of_key(key), self.units.get(key)) for key, name in self.keys.items()}
 
     def parse(self, line: str) -> tuple[int | None, dict[str, float]]:
         """The rank the launcher prefix names and the figures of a record line (canonical field -> value in
@@ -105,18 +113,26 @@ class Stack:
         values: dict[str, float] = {}
         fields = self.fields
         for key, text in keys.findall(body):
-            name, known, unit = fields[key]
-            if name not in values:
+            name, known, unit, ends = fields[key]
+            if name in values:
+                continue
+            if ends is not None:  # the unit its values are printed in: without it, a value cut short
+                if not text.endswith(ends):
+                    raise LineError(f"{key}: {text!r} does not end in {ends!r}")
+                text, unit = text[:-len(ends)], ends
+            try:
+                found = float(text)
+            except ValueError:
                 try:
-                    found = float(text)
-                except ValueError:
-                    try:
-                        found, unit = value(text, key)
-                    except LineError as exc:
-                        raise LineError(f"{key}: {exc}") from None
-                values[name] = in_unit(found, unit, known)
+                    found, printed = value(text, key)
+                except LineError as exc:
+                    raise LineError(f"{key}: {exc}") from None
+                unit = ends or printed
+            values[name] = in_unit(found, unit, known)
         if self.keys[self.time] not in values:
             raise LineError(f"no {self.time!r} field")
+        if self.last is not None and self.keys[self.last] not in values:
+            raise CutLine(f"no {self.last!r} field (a line cut, or wrapped onto the next)", (rank, values))
         return rank, values
 
 
@@ -137,6 +153,8 @@ class GenericParser(records.IntervalParser[records.Run]):
         self.steps = 0.0
         self.blocks = False
         self.counted_samples = 0.0
+        self.step_tokens = NAN
+        self.evaluated: tuple[float, float] | None = None
 
     def starts_record(self, text: str) -> bool:
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
@@ -172,8 +190,13 @@ class GenericParser(records.IntervalParser[records.Run]):
             if start.search(line):
                 return self.read_record(lines, i, number_, self.stack.parse, "step line")
             match = val_loss.search(line) if val_loss is not None else None
-            if match is not None and self.run is not None:
-                self.run.val_loss = records.finite(number(match.group(1)))
+            if match is not None:
+                found = match.groupdict()
+                self.evaluated = (float(found.get("step") or NAN), records.finite(number(found["loss"])))
+                if self.run is not None:
+                    self.run.val_loss = self.evaluated[1]
+            elif self.stack.configure is not None:
+                self.stack.configure(self, line, number_)
             return 1
         if ":::MLLOG" in line:
             self.mllog(number_, *fields_of(line))
@@ -192,7 +215,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
         the keys they were printed under); a reason where the line cannot be a record."""
         label, values = parsed[:2]
-        batch = values.get("global_batch_size", NAN)
+        batch = values.get("global_batch_size", NAN) if "global_batch_size" in values else NAN
         if batch > 0:
             self.config["global_batch_size"] = int(batch)
             values["samples"] = batch
@@ -212,20 +235,29 @@ class GenericParser(records.IntervalParser[records.Run]):
         n = step - last["step"] if step > last.get("step", math.inf) else NAN
         last["step"] = step
         seconds = self.seconds(values, last, n)
-        for work in ("tokens", "samples"):
-            total = values.get(f"{work}_total")
-            if total is not None:
+        for work, counted in (("tokens", "tokens_total"), ("samples", "samples_total")):
+            if counted in values:
+                total = values[counted]
                 if total - last.get(work, NAN) > 0:
                     values[work] = (total - last[work]) / n
                 last[work] = total
-            if not values.get(work, 1.0) > 0:
+            if work in values and not values[work] > 0:
                 del values[work]
+        if "tokens" not in values and self.step_tokens > 0:
+            values["tokens"] = self.step_tokens
         run = self.run_at(line, rank, step)
+        if batch > 0:
+            run.config["global_batch_size"] = int(batch)
         if seconds is not None:
             values["step_time_s"] = seconds[0] / seconds[1]
-            run.records.add(figures.record(values, rank, step, seconds[1]))
-        else:
-            run.records.add(figures.record(values, rank, step, n))
+        row = figures.record(values, rank, step, seconds[1] if seconds is not None else n)
+        if self.evaluated is not None:
+            run.val_loss = self.evaluated[1]
+            if self.evaluated[0] == step:  # its time holds the evaluation (every rank's line of that step)
+                row = row[:records.COLUMN["excluded"]] + (1.0,) + row[records.COLUMN["excluded"] + 1:]
+            else:
+                self.evaluated = None
+        run.records.add(row)
         if len(parsed) > 2:
             for name in values:
                 if name in parsed[2]:
@@ -240,8 +272,8 @@ class GenericParser(records.IntervalParser[records.Run]):
                 continue
             own = values[name]
             for other in TIMES:
-                values.pop(other, None)
-            values[name] = own
+                if other != name and other in values:
+                    del values[other]
             if name == "step_time_s":
                 return own, 1.0
             if name == "cumulative_time_s":
@@ -290,7 +322,7 @@ class GenericParser(records.IntervalParser[records.Run]):
                                  "epoch_count" if "tokens" in values else "samples_count")
 
     def new_run(self, line: int) -> records.Run:
-        return records.Run(line, self.config, figures.REPORTED)
+        return records.Run(line, dict(self.config), figures.REPORTED)
 
     def notes(self) -> list[str]:
         used = ", ".join(f"{_SAID.get(name, name)} from {key!r}" for name, key in self.used.items()

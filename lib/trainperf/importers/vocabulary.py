@@ -10,6 +10,7 @@ logger's envelope or a JSON object's nesting does not hide it. A stack's reader 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -147,8 +148,8 @@ def in_unit(value: float, unit: str, field: Field) -> float:
     unit = unit or field.unit
     if field.kind in TIME_KINDS:
         return value * SECONDS.get(unit, 1.0)
-    if field.name == "mfu":
-        return value / 100.0 if unit == "%" or value > 1 else value
+    if field.name == "mfu":  # a negative one (nanoGPT's -100 % before it has one) is none
+        return math.nan if value < 0 else value / 100.0 if unit == "%" or value > 1 else value
     if field.kind == "memory":
         return value / 1024.0 if unit in ("mb", "mib") else value
     return value
