@@ -47,7 +47,7 @@ from trainperf.importers.core import LineFormat, ParsedLog
 from trainperf.importers.fields import fields_of, unit_of_key, value
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import CutLine, LineError, number, rank_prefix
-from trainperf.importers.vocabulary import FIELD, NAMES, Field, in_unit, is_record, lookup
+from trainperf.importers.vocabulary import FIELD, NAMES, RATES, Field, in_unit, is_record, lookup
 
 NAN = math.nan
 SNIFF_LINES = 2000
@@ -325,10 +325,10 @@ class GenericParser(records.IntervalParser[records.Run]):
         return records.Run(line, dict(self.config), figures.REPORTED)
 
     def notes(self) -> list[str]:
-        used = ", ".join(f"{_SAID.get(name, name)} from {key!r}" for name, key in self.used.items()
-                         if name not in ("epoch", "global_batch_size"))
-        said = [f"{self.path}: read generically: {used}; a printed rate is kept as reported and compared, the "
-                "time and the counted work are the measurement"] if self.used and self.stack is None else []
+        used = ", ".join(f"{name} from {key!r}" for name, key in self.used.items())
+        rate = ("; a printed rate is kept as reported and compared, a printed time and the counted work are the "
+                "measurement") if set(self.used) & set(RATES) else ""
+        said = [f"{self.path}: read generically: {used}{rate}"] if self.used and self.stack is None else []
         return super().notes() + said
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -339,14 +339,6 @@ class GenericParser(records.IntervalParser[records.Run]):
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps
-
-
-_SAID = {"step_time_s": "time", "tokens_per_s": "the printed tokens/s", "samples_per_s": "the printed samples/s",
-         "tokens_per_s_per_gpu": "the printed tokens/s per device", "mfu": "the printed MFU",
-         "tflops_per_gpu": "the printed TFLOP/s per device", "cumulative_time_s": "time since the start",
-         "interval_time_s": "time since the previous line", "interval_mean_s": "mean time a step",
-         "average_time_s": "mean time a step since the start", "tokens": "tokens a step",
-         "samples": "samples a step", "tokens_total": "tokens so far", "samples_total": "samples so far"}
 
 
 def _float(text: str | None) -> float:
