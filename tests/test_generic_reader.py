@@ -136,3 +136,11 @@ def test_text_without_a_step_and_a_time_or_rate_is_refused_with_the_formats_and_
     log.write_text("epoch 3 finished\nloss 2.5\n")
     with pytest.raises(DataError, match=r"generic \(.*pattern"):
         import_path(log)
+
+
+def test_hostile_text_costs_bounded_time():
+    """Not a log sample: text made to make a field splitter backtrack (a long run of words with no value,
+    JSON nested deeper than Python's stack). Each costs linear time and gives no fields."""
+    assert fields_of("word " * 200_000) == (None, {})
+    assert fields_of("step " + "word " * 12_000)[1] == {}
+    assert fields_of('DLLL {"data": ' + "[" * 5000 + "]" * 5000 + "}") == (None, {})

@@ -25,9 +25,10 @@ from trainperf.importers.text import NUMBER, number, rank_prefix
 
 VALUE = rf"(?:{NUMBER})(?:\s*/\s*(?:{NUMBER}))?(?:\s?(?:ms|sec|s|min|m|h|%|[KMBGT]i?B?)\b|%)?"
 """A value as printed: a number, a ``current/average`` pair or ``N/M``, a unit or a multiplier."""
-_PAIR = re.compile(rf"(?:^|(?<=[\s|,\[{{(]))(?P<key>[A-Za-z_][\w./()%\- ]*?)\s*(?:[:=]\s*|\s+)"
+_PAIR = re.compile(rf"(?:^|(?<=[\s|,\[{{(]))(?P<key>[A-Za-z_][\w./()%\- ]{{0,63}}?)\s*(?:[:=]\s*|\s+)"
                    rf"(?P<value>{VALUE})(?=$|[\s|,\])}}])")
-"""``key: value``, ``key=value``, ``key value``: a key starts at a separator, its value ends at one."""
+"""``key: value``, ``key=value``, ``key value``: a key (at most 64 characters, so a line costs linear time)
+starts at a separator, its value ends at one."""
 _PROGRESS = re.compile(r"(?:^|\s)(\d+)\s*/\s*\d+(?=\s|$)")
 _ENVELOPE = re.compile(r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+"
                        r"\s+\d+\s+[\w.]+:\d+\])")
@@ -41,8 +42,8 @@ SCALE = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 """Multipliers of a count printed with a suffix (``1.2K``, ``3M``, ``2B`` tokens)."""
 SECONDS = {"ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 """Seconds per printed time unit."""
-MAX_JSON_CHARS = 1 << 16
-"""A JSON object longer than this is not read as a record."""
+MAX_LINE_CHARS = 1 << 16
+"""A line longer than this (no log prints records so long) has no fields, nor a JSON object so long."""
 
 
 def normal(key: str) -> str:
@@ -55,14 +56,16 @@ def fields_of(line: str) -> tuple[int | None, dict[str, str]]:
     value (the first of a key wins); a JSON object's strings and numbers as text, ``[a, b]`` as ``key 0``,
     ``key 1``."""
     rank, body = rank_prefix(line)
+    if len(body) > MAX_LINE_CHARS:
+        return rank, {}
     envelope = _ENVELOPE.match(body)
     if envelope is not None:
         body = body[envelope.end():]
     brace = body.find("{")
-    if brace >= 0 and len(body) - brace <= MAX_JSON_CHARS and '":' in body:
+    if brace >= 0 and len(body) <= MAX_LINE_CHARS and '":' in body:
         try:
             found, _ = json.JSONDecoder().raw_decode(body, brace)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested beyond Python's stack
             found = None
         if isinstance(found, dict):
             out: dict[str, str] = {}
