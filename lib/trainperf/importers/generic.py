@@ -54,6 +54,8 @@ SNIFF_LINES = 2000
 """Lines of a file's head the sniff reads."""
 TIMES = ("step_time_s", "cumulative_time_s", "interval_time_s", "interval_mean_s", "average_time_s")
 """The time fields of the vocabulary, in the order of ``vocabulary.TIME_KINDS``."""
+_START_WORDS = re.compile(r"\\[bsd][+*]?|[(\[].*")
+"""What a record start's regular expression is not in words: escapes, groups, classes."""
 _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_len"}
 
 
@@ -107,7 +109,7 @@ class Stack:
         rank, body = rank_prefix(line)
         match = start.search(body)
         if match is None:
-            raise LineError(f"no {self.start.split('(')[0].split(chr(92))[0]!r} field")
+            raise LineError(f"no {_START_WORDS.sub('', self.start).strip()!r} field")
         if start.search(body, match.end()):
             raise LineError("two records on one line (interleaved output of several processes)")
         values: dict[str, float] = {}
