@@ -31,6 +31,7 @@ from trainperf.importers.core import Format, ImportResult, Missing, build_result
 from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
 from trainperf.importers.deepspeed import DeepSpeed
 from trainperf.importers.epoch_timing import EpochTiming
+from trainperf.importers.generic import Generic
 from trainperf.importers.hf_trainer import HFTrainer
 from trainperf.importers.lightning_csv import LightningCsv
 from trainperf.importers.llmc import Llmc
@@ -47,9 +48,11 @@ from trainperf.importers.timing_summary import TimingSummary
 from trainperf.importers.torchtitan import Torchtitan
 
 FORMATS: tuple[Format, ...] = (CsvMapping(), LightningCsv(), NeMo(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
-                               MaxText(), DeepSpeed(), Composer(), EpochTiming(), TimingSummary(), TensorBoardLog())
+                               MaxText(), DeepSpeed(), Composer(), EpochTiming(), TimingSummary(), TensorBoardLog(),
+                               Generic())
 """Every format, in order of preference when two score alike (NeMo 2 lines also look like
-Megatron iteration lines: NeMo first); TensorBoard event files are told by content, not by text."""
+Megatron iteration lines: NeMo first); TensorBoard event files are told by content, not by text. ``generic``
+(last) is tried only where no stack's own reader recognises the file."""
 SNIFF_BYTES = 1 << 20
 
 __all__ = ["FORMATS", "TOLERANCE", "ImportResult", "Missing", "compare_reported", "detect",
@@ -146,6 +149,9 @@ def readable_formats() -> str:
 
 
 def _best(text: str, settings: Settings, csv: bool = True) -> Format | None:
-    scores = [(f.sniff(text, settings), -i, f) for i, f in enumerate(FORMATS) if csv or not isinstance(f, CsvMapping)]
+    scores = [(f.sniff(text, settings), -i, f) for i, f in enumerate(FORMATS[:-1])
+              if csv or not isinstance(f, CsvMapping)]
     score, _, fmt = max(scores, key=lambda s: s[:2])
-    return fmt if score > 0 else None
+    if score > 0:
+        return fmt
+    return FORMATS[-1] if FORMATS[-1].sniff(text, settings) > 0 else None

@@ -16,7 +16,7 @@ figures give:
 * ``tokens`` and ``samples`` are the whole job's in a step (a record of ``n``
   steps did ``n`` times as much; each rank that gives the step gets its share);
 * ``tokens_per_s``, ``tokens_per_s_per_gpu``, ``samples_per_s``,
-  ``mfu_percent`` and ``tflops_per_gpu`` are kept as the source's own figures
+  ``mfu_percent`` (or ``mfu``, a fraction) and ``tflops_per_gpu`` are kept as the source's own figures
   (``reported_*``; ``mfu_percent`` as the fraction ``reported_mfu``).
 """
 
@@ -58,7 +58,9 @@ RATES = REPORTED[:3]
 
 def step_seconds(values: Mapping[str, float]) -> float:
     """The wall time of one step (s) the figures give; NaN where they give none."""
-    seconds = values.get("step_time_s", values.get("step_time_ms", NAN) / 1000.0)
+    seconds = values.get("step_time_s")
+    if seconds is None:
+        seconds = values.get("step_time_ms", NAN) / 1000.0
     if math.isfinite(seconds):
         return seconds
     rates = ((values.get(work, NAN), values.get(f"{work}_per_s", NAN)) for work in ("tokens", "samples"))
@@ -72,22 +74,26 @@ def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1
     Its wall time is the step time times ``timed_steps`` (default ``n_steps``:
     the figures are the mean over the steps the record covers)."""
     seconds = step_seconds(values) * (n_steps if timed_steps is None else timed_steps)
-    rate = next((values[r] for r in RATES if values.get(r, NAN) > 0), NAN)
-    weight = seconds if math.isfinite(seconds) else (n_steps if math.isfinite(n_steps) else 1.0) / rate
-    return (rank, step, n_steps, seconds, weight, n_steps * values.get("samples", NAN),
-            n_steps * values.get("tokens", NAN), values.get("loss", NAN), values.get("memory_gb", NAN), 0.0, NAN,
-            *(values.get(r, NAN) for r in RATES), values.get("mfu_percent", NAN) / 100.0,
-            values.get("tflops_per_gpu", NAN))
+    get = values.get
+    weight = seconds
+    if not math.isfinite(seconds):
+        rate = next((values[r] for r in RATES if get(r, NAN) > 0), NAN)
+        weight = (n_steps if math.isfinite(n_steps) else 1.0) / rate
+    return (rank, step, n_steps, seconds, weight, n_steps * get("samples", NAN), n_steps * get("tokens", NAN),
+            get("loss", NAN), get("memory_gb", NAN), 0.0, NAN, get("tokens_per_s", NAN),
+            get("tokens_per_s_per_gpu", NAN), get("samples_per_s", NAN), get("mfu", get("mfu_percent", NAN) / 100.0),
+            get("tflops_per_gpu", NAN))
 
 
 def measure(run: records.Run, config: Mapping[str, Any], origin: float | None, time_source: str,
-            convention: str | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+            convention: str | None = None, least_warmup: int = 1) -> tuple[dict[str, Any], pd.DataFrame]:
     """The measurements and step intervals of a run of figure records
-    (``records.aggregate``, steps numbered from ``origin``; None: unknown),
+    (``records.aggregate``, steps numbered from ``origin``, None: unknown, and
+    at least ``least_warmup`` warm-up steps where the run states none),
     with where the times came from (``extra_time_source``), the FLOPs
     convention of the source's own figures where known, and the source's
     rate as the throughput where nothing counts the work (``rate_from_reported``)."""
-    measured, steps = records.aggregate(run.records, config, None if run.restarted else origin)
+    measured, steps = records.aggregate(run.records, config, None if run.restarted else origin, least_warmup)
     if "elapsed_s" in measured:
         measured["extra_time_source"] = time_source
     if convention is not None:

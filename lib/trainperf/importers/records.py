@@ -143,7 +143,7 @@ class IntervalParser(RunParser, Generic[RunT]):
         self.done: list[RunT] = []
         self.copies: dict[int | None, tuple[int, int]] = {}
         self.counted: dict[int | None, int] = {}
-        self.epochs: dict[int | None, tuple[int, int, int]] = {}
+        self.epochs: dict[int | None, tuple[float, int, int, int]] = {}
 
     def count_step(self, rank: int | None) -> int:
         """The step of a record line that prints no step number, for the rank
@@ -152,20 +152,20 @@ class IntervalParser(RunParser, Generic[RunT]):
         step = self.counted[rank] = self.counted.get(rank, 0) + 1
         return step
 
-    def across_epochs(self, rank: int | None, epoch: int, step: int) -> int:
+    def across_epochs(self, rank: int | None, epoch: float, step: int) -> int:
         """The step a record of ``epoch``'s ``step`` is, numbered on across
         epochs, for a counter that restarts each epoch (fairseq's ``epoch 011:
-        1000 / 8223``), per launcher prefix ``rank`` (None: none): a new epoch
-        counts on from the last step of the one before; an earlier epoch than
+        1000 / 8223``), per launcher prefix ``rank`` (None: none): in a new
+        epoch a counter that went back counts on from the last step of the one
+        before (one that did not is already the run's); an earlier epoch than
         the last one is a restart of the job (its steps count from 0 again)."""
-        last_epoch, offset, last = self.epochs.get(rank, (epoch, 0, 0))
-        if epoch > last_epoch:
-            offset = last
+        last_epoch, offset, raw, numbered = self.epochs.get(rank, (epoch, 0, -1, 0))
+        if epoch > last_epoch and step <= raw:
+            offset = numbered
         elif epoch < last_epoch:
             offset = 0
-        numbered = offset + step
-        self.epochs[rank] = (epoch, offset, numbered)
-        return numbered
+        self.epochs[rank] = (epoch, offset, step, offset + step)
+        return offset + step
 
     def rank_of(self, rank: int | None, step: int) -> int:
         """The rank a record of ``step`` belongs to, given the rank its line's

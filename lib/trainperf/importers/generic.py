@@ -1,0 +1,386 @@
+"""Logs of stacks without a reader of their own, read through the vocabulary
+(``trainperf.importers.vocabulary``): text lines of ``key: value`` fields, JSON lines, MLPerf ``:::MLLOG``
+result logs and DLLogger ``DLLL`` lines.
+
+A record is a line whose fields (``fields.fields_of``) name a step counter and a time or a rate. What covers
+what:
+
+* its steps: those since the rank's previous record (the first record's are unknown); with an ``epoch``
+  field, a step counter that goes back in a later epoch counts on from the last step (fairseq's
+  ``epoch 011  1000 / 8223``): one run, not one per epoch. The same step printed again (a validation line
+  after the training line of that step) is no new record;
+* its time, by the first kind the line has (``vocabulary.TIME_KINDS``): a step time is that one step's (a
+  record of one step); a clock since the start gives the time since the previous record by difference (a
+  clock that goes back restarted: that record's time is unknown); an interval's time or mean; a mean since the
+  start; else the work over the printed rate;
+* its work: the tokens (samples) of a step times its steps, or the difference of a count since the start.
+  Without either, the sidecar's ``global_batch_size`` and ``seq_len`` count it (``trainperf.derive``), else
+  the printed rate is the throughput. Where the line prints a rate too, it is kept as ``reported_*`` and
+  compared: the time and the counted work are the measurement.
+
+MLPerf ``:::MLLOG`` logs time ``block_start`` .. ``block_stop`` (``time_ms``): each block is a record of its
+samples (``samples_count`` at its ends) or, for ``gpt3`` (whose "epochs" are tokens), its ``epoch_count``
+tokens; evaluation between blocks is not counted; ``global_batch_size`` and ``max_sequence_length`` give the
+batch. DLLogger's ``step`` ``[epoch, iteration]`` gives both.
+
+The result's notes say which printed field gave each figure (``read generically: step from 'step', ...``).
+
+A stack with a reader of its own is a :class:`Stack`: the keys it prints (each a field of the vocabulary),
+its record line's start and the time the line needs, where its steps count from and what else its lines say.
+Its format keeps its name, reads only its lines (its anchors) and only its keys, and is preferred to this one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trainperf.importers import figures, records
+from trainperf.importers.core import LineFormat, ParsedLog
+from trainperf.importers.fields import fields_of, unit_of_key, value
+from trainperf.importers.settings import Settings
+from trainperf.importers.text import CutLine, LineError, number, rank_prefix
+from trainperf.importers.vocabulary import FIELD, NAMES, RATES, Field, in_unit, is_record, lookup
+
+NAN = math.nan
+SNIFF_LINES = 2000
+"""Lines of a file's head the sniff reads."""
+TIMES = ("step_time_s", "cumulative_time_s", "interval_time_s", "interval_mean_s", "average_time_s")
+"""The time fields of the vocabulary, in the order of ``vocabulary.TIME_KINDS``."""
+_START_WORDS = re.compile(r"\\[bsd][+*]?|[(\[].*")
+"""What a record start's regular expression is not in words: escapes, groups, classes."""
+_MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_len"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """What a stack's own reader adds to the vocabulary: the ``keys`` it prints (as printed -> a field of
+    :data:`~trainperf.importers.vocabulary.VOCABULARY`), the ``start`` of its record lines (a regular
+    expression), the key of the ``time`` a record line needs, the lines it reads (``anchors``), what its sniff
+    counts (``sniff``), the number of its first step (``origin``; a line without a step is its rank's next),
+    its first steps that are never steady (``warmup``, where the run states no warm-up),
+    where its times come from, the FLOPs convention of its printed figures, a validation loss printed on a
+    line of its own (``val_loss``: a regular expression with the group ``loss`` and, where the step it names
+    ran the evaluation inside its time, ``step``), what the run states before its records (``config``), what
+    separates a key from its value, the unit a key's value must end in (``units``: a value cut short is no
+    value), the key printed last (``last``: a line without it was cut or wraps onto the next) and a reader of
+    the other lines (``configure``: the parser, the line, its number)."""
+
+    name: str
+    title: str
+    keys: Mapping[str, str]
+    start: str
+    time: str
+    anchors: tuple[str, ...]
+    sniff: str
+    origin: int = 0
+    warmup: int = 1
+    time_source: str = "step times printed by the log"
+    convention: str | None = None
+    val_loss: str | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+    separator: str = r"\s*[:=]\s*"
+    units: Mapping[str, str] = field(default_factory=dict)
+    last: str | None = None
+    configure: Callable[[GenericParser, str, int], None] | None = None
+
+    @functools.cached_property
+    def patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
+        """The start, the keys (each with the text up to the next separator) and the validation loss, compiled."""
+        keys = "|".join(re.escape(k) for k in sorted(self.keys, key=len, reverse=True))
+        return (re.compile(self.start), re.compile(rf"(?<![\w/])({keys}){self.separator}([^\s,|\]:]+)"),
+                re.compile(self.val_loss) if self.val_loss else None)
+
+    @functools.cached_property
+    def fields(self) -> dict[str, tuple[str, Field, str, str | None]]:
+        """Each key's canonical field name, field, the unit the key names and the unit its value must end in."""
+        return {key: (name, FIELD[name], unit_of_key(key), self.units.get(key)) for key, name in self.keys.items()}
+
+    def parse(self, line: str) -> tuple[int | None, dict[str, float]]:
+        """The rank the launcher prefix names and the figures of a record line (canonical field -> value in
+        the field's unit); :class:`~trainperf.importers.text.LineError` where it has no start or no time,
+        two starts (two processes' output run together) or a value that is no number."""
+        start, keys, _ = self.patterns
+        rank, body = rank_prefix(line)
+        match = start.search(body)
+        if match is None:
+            raise LineError(f"no {_START_WORDS.sub('', self.start).strip()!r} field")
+        if start.search(body, match.end()):
+            raise LineError("two records on one line (interleaved output of several processes)")
+        values: dict[str, float] = {}
+        fields = self.fields
+        for key, text in keys.findall(body):
+            name, known, unit, ends = fields[key]
+            if name in values:
+                continue
+            if ends is not None:  # the unit its values are printed in: without it, a value cut short
+                if not text.endswith(ends):
+                    raise LineError(f"{key}: {text!r} does not end in {ends!r}")
+                text, unit = text[:-len(ends)], ends
+            try:
+                found = float(text)
+            except ValueError:
+                try:
+                    found, printed = value(text, key)
+                except LineError as exc:
+                    raise LineError(f"{key}: {exc}") from None
+                unit = ends or printed
+            values[name] = in_unit(found, unit, known)
+        if self.keys[self.time] not in values:
+            raise LineError(f"no {self.time!r} field")
+        if self.last is not None and self.keys[self.last] not in values:
+            raise CutLine(f"no {self.last!r} field (a line cut, or wrapped onto the next)", (rank, values))
+        return rank, values
+
+
+class GenericParser(records.IntervalParser[records.Run]):
+    """Reads a log through the vocabulary (``stack``: through a stack's own keys); see the module's docstring."""
+
+    def __init__(self, path: Path, stack: Stack | None = None) -> None:
+        super().__init__(path)
+        self.stack = stack
+        self.anchors = stack.anchors if stack is not None else ("",)
+        self.known: dict[str, Field | None] = {}
+        self.used: dict[str, str] = {}
+        self.last: dict[int, dict[str, float]] = {}
+        self.config: dict[str, Any] = dict(stack.config) if stack is not None else {}
+        self.step_key = next((k for k, name in stack.keys.items() if name == "step"), "step") if stack else "step"
+        self.block: tuple[float, float, float] | None = None
+        self.benchmark = ""
+        self.steps = 0.0
+        self.blocks = False
+        self.counted_samples = 0.0
+        self.step_tokens = NAN
+        self.evaluated: tuple[float, float] | None = None
+
+    def starts_record(self, text: str) -> bool:
+        return self.stack is not None and self.stack.patterns[0].search(text) is not None
+
+    def read_fields(self, found: Mapping[str, str]) -> tuple[dict[str, float], dict[str, str]]:
+        """The figures of a line's fields (``fields.fields_of``; canonical field -> value in the field's unit)
+        and the key each was printed under, the first key of a field winning."""
+        out: dict[str, float] = {}
+        said: dict[str, str] = {}
+        for key, text in found.items():
+            known = self.known.get(key, False)
+            if known is False:
+                known = self.known[key] = lookup(key, NAMES)
+            if known is None or known.name in out or known.kind == "other":
+                continue
+            try:
+                number_, unit = value(text, key)
+            except LineError:
+                continue
+            out[known.name] = in_unit(number_, unit, known)
+            said[known.name] = key + (f" ({unit})" if unit else "")
+        if "step" not in out and "step 0" in found:  # DLLogger's step: [epoch, iteration] or [iteration]
+            last = "step 1" if "step 1" in found else "step 0"
+            out["step"], said["step"] = _float(found[last]), "step"
+            if last == "step 1":
+                out["epoch"], said["epoch"] = _float(found["step 0"]), "step"
+        return out, said
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        line = lines[i]
+        if self.stack is not None:
+            start, _, val_loss = self.stack.patterns
+            if start.search(line):
+                return self.read_record(lines, i, number_, self.stack.parse, "step line")
+            match = val_loss.search(line) if val_loss is not None else None
+            if match is not None:
+                found = match.groupdict()
+                self.evaluated = (float(found.get("step") or NAN), records.finite(number(found["loss"])))
+                if self.run is not None:
+                    self.run.val_loss = self.evaluated[1]
+            elif self.stack.configure is not None:
+                self.stack.configure(self, line, number_)
+            return 1
+        if ":::MLLOG" in line:
+            self.mllog(number_, *fields_of(line))
+            return 1
+        label, found = fields_of(line)
+        values, said = self.read_fields(found) if found else ({}, {})
+        if "val_loss" in values and self.run is not None:
+            self.run.val_loss = records.finite(values["val_loss"])
+        if is_record(values):
+            problem = self.add(number_, (label, values, said))
+            if problem:
+                self.skip(number_, f"record line: {problem}")
+        return 1
+
+    def add(self, line: int, parsed: tuple[Any, ...]) -> str:
+        """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
+        the keys they were printed under); a reason where the line cannot be a record."""
+        label, values = parsed[:2]
+        batch = values.get("global_batch_size", NAN) if "global_batch_size" in values else NAN
+        if batch > 0:
+            self.config["global_batch_size"] = int(batch)
+            values["samples"] = batch
+        step = values.get("step")
+        if step is None:
+            step = float(self.count_step(label) - 1 + (self.stack.origin if self.stack else 1))
+        if not (math.isfinite(step) and step >= 0 and step == int(step)):
+            return f"{self.step_key} {step:g} is not a step number"
+        step = int(step) if "epoch" not in values else self.across_epochs(label, values["epoch"], int(step))
+        if self.stack is not None:
+            rank = self.rank_of(label, step)
+        else:
+            rank = 0 if label is None else label
+            if step == self.last.get(rank, {}).get("step"):
+                return ""  # the same step printed again (its validation line)
+        last = self.last.setdefault(rank, {})
+        n = step - last["step"] if step > last.get("step", math.inf) else NAN
+        last["step"] = step
+        seconds = self.seconds(values, last, n)
+        for work, counted in (("tokens", "tokens_total"), ("samples", "samples_total")):
+            if counted in values:
+                total = values[counted]
+                if total - last.get(work, NAN) > 0:
+                    values[work] = (total - last[work]) / n
+                last[work] = total
+            if work in values and not values[work] > 0:
+                del values[work]
+        if "tokens" not in values and self.step_tokens > 0:
+            values["tokens"] = self.step_tokens
+        run = self.run_at(line, rank, step)
+        if batch > 0:
+            run.config["global_batch_size"] = int(batch)
+        if seconds is not None:
+            values["step_time_s"] = seconds[0] / seconds[1]
+        row = figures.record(values, rank, step, seconds[1] if seconds is not None else n)
+        if self.evaluated is not None:
+            run.val_loss = self.evaluated[1]
+            if self.evaluated[0] == step:  # its time holds the evaluation (every rank's line of that step)
+                row = row[:records.COLUMN["excluded"]] + (1.0,) + row[records.COLUMN["excluded"] + 1:]
+            else:
+                self.evaluated = None
+        run.records.add(row)
+        if len(parsed) > 2:
+            for name in values:
+                if name in parsed[2]:
+                    self.used.setdefault(name, parsed[2][name])
+        return ""
+
+    def seconds(self, values: dict[str, float], last: dict[str, float], n: float) -> tuple[float, float] | None:
+        """``(seconds, steps)`` the line's time gives (None: none; timed by its rate), by the first kind of
+        :data:`~trainperf.importers.vocabulary.TIME_KINDS` it prints."""
+        for name in TIMES:
+            if name not in values:
+                continue
+            own = values[name]
+            for other in TIMES:
+                if other != name and other in values:
+                    del values[other]
+            if name == "step_time_s":
+                return own, 1.0
+            if name == "cumulative_time_s":
+                before, last["clock"] = last.get("clock", NAN), own
+                return (own - before if own >= before else NAN), n
+            return (own if name == "interval_time_s" else own * n), n
+        return None
+
+    def mllog(self, line: int, label: int | None, found: Mapping[str, str]) -> None:
+        """An MLPerf ``:::MLLOG`` event: configuration, or a block's start or stop."""
+        key, when = found.get("key", ""), _float(found.get("time ms"))
+        if key == "submission_benchmark":
+            self.benchmark = found.get("value", "")
+        elif key in _MLLOG_CONFIG and _float(found.get("value")) > 0:
+            self.config[_MLLOG_CONFIG[key]] = int(_float(found.get("value")))
+        elif key == "block_start":
+            self.block = (when, _float(found.get("metadata samples count")),
+                          _float(found.get("metadata epoch count")))
+        elif key == "block_stop":
+            start, done, self.block = self.block, _float(found.get("metadata samples count")), None
+            if start is not None and start[1] < self.counted_samples:  # a start printing steps, not samples
+                start = (start[0], self.counted_samples, start[2])
+            self.counted_samples = done if done > 0 else self.counted_samples
+            seconds = (when - start[0]) / 1000.0 if start is not None else NAN
+            values: dict[str, float] = {}
+            if start is not None and done - start[1] > 0:
+                values["samples"] = done - start[1]
+            count = _float(found.get("metadata epoch count", str(start[2] if start else NAN)))
+            if self.benchmark == "gpt3" and count > 0:
+                values["tokens"] = count
+            if not values and start is not None:
+                return
+            batch = self.config.get("global_batch_size", 0)
+            work = values.get("samples", values.get("tokens", NAN) / self.config.get("seq_len", NAN))
+            n = work / batch if batch and work > 0 else 1.0
+            n = n if math.isfinite(n) else 1.0
+            self.steps += n
+            values = {name: v / n for name, v in values.items()}
+            values["step_time_s"] = seconds / n
+            rank = 0 if label is None else label
+            run = self.run_at(line, rank, int(self.steps))
+            run.records.add(figures.record(values, rank, int(self.steps), n if start is not None else NAN))
+            self.blocks = True
+            self.used.update(step="block_stop", step_time_s="time_ms of block_start and block_stop")
+            self.used.setdefault("tokens" if "tokens" in values else "samples",
+                                 "epoch_count" if "tokens" in values else "samples_count")
+
+    def new_run(self, line: int) -> records.Run:
+        return records.Run(line, dict(self.config), figures.REPORTED)
+
+    def notes(self) -> list[str]:
+        used = ", ".join(f"{name} from {key!r}" for name, key in self.used.items())
+        rate = ("; a printed rate is kept as reported and compared, a printed time and the counted work are the "
+                "measurement") if set(self.used) & set(RATES) else ""
+        said = [f"{self.path}: read generically: {used}{rate}"] if self.used and self.stack is None else []
+        return super().notes() + said
+
+    def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        if self.stack is None:
+            return figures.measure(run, config, None if self.blocks else 0, "the log's own times, read generically")
+        measured, steps = figures.measure(run, config, self.stack.origin, self.stack.time_source,
+                                          self.stack.convention, self.stack.warmup)
+        if math.isfinite(run.val_loss):
+            measured["val_loss"] = run.val_loss
+        return measured, steps
+
+
+def _float(text: str | None) -> float:
+    try:
+        return float(text) if text is not None else NAN
+    except ValueError:
+        return NAN
+
+
+class StackFormat(LineFormat):
+    """The format of a :class:`Stack`: recognised by its ``sniff``, read through its keys."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.name, self.title = stack.name, stack.title
+        self.patterns = (re.compile(stack.sniff),)
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        parser = GenericParser(path, self.stack)
+        parser.read()
+        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())
+
+
+class Generic(LineFormat):
+    """A log of any stack whose lines print a step counter and a time or a rate (chosen only where no stack's
+    own reader recognises the file)."""
+
+    name = "generic"
+    title = "a log read through the vocabulary of field names"
+    parser_class = GenericParser
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        parser = GenericParser(Path())
+        count = 0
+        for line in head.split("\n", SNIFF_LINES)[:SNIFF_LINES]:
+            if ":::MLLOG" in line:
+                count += '"block_stop"' in line
+                continue
+            found = fields_of(line)[1]
+            count += bool(found) and is_record(parser.read_fields(found)[0])
+        return count
