@@ -21,7 +21,10 @@ what:
 MLPerf ``:::MLLOG`` logs time ``block_start`` .. ``block_stop`` (``time_ms``): each block is a record of its
 samples (``samples_count`` at its ends) or, for ``gpt3`` (whose "epochs" are tokens), its ``epoch_count``
 tokens; evaluation between blocks is not counted; ``global_batch_size`` and ``max_sequence_length`` give the
-batch. DLLogger's ``step`` ``[epoch, iteration]`` gives both.
+batch. Where its ``train_loss`` events (with ``samples_count``) are finer than its blocks, they are the
+records, and one that spans a block's end, where MLPerf evaluates, is left out as holding the evaluation
+(a DeepSpeed submission evaluates inside its blocks, unmarked). DLLogger's ``step`` ``[epoch, iteration]``
+gives both.
 
 The result's notes say which printed field gave each figure (``read generically: step from 'step', ...``).
 
@@ -159,6 +162,9 @@ class GenericParser(records.IntervalParser[records.Run]):
         self.counted_samples = 0.0
         self.step_tokens = NAN
         self.evaluated: tuple[float, float] | None = None
+        self.checkpoints: list[tuple[float, float, bool]] = []
+        """MLPerf ``train_loss`` events: ``(time_ms, samples_count, whether a block ended since the one before)``."""
+        self.block_ended = False
 
     def starts_record(self, text: str) -> bool:
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
@@ -293,10 +299,14 @@ class GenericParser(records.IntervalParser[records.Run]):
             self.benchmark = found.get("value", "")
         elif key in _MLLOG_CONFIG and _float(found.get("value")) > 0:
             self.config[_MLLOG_CONFIG[key]] = int(_float(found.get("value")))
+        elif key == "train_loss" and _float(found.get("metadata samples count")) > 0:
+            self.checkpoints.append((when, _float(found.get("metadata samples count")), self.block_ended))
+            self.block_ended = False
         elif key == "block_start":
             self.block = (when, _float(found.get("metadata samples count")),
                           _float(found.get("metadata epoch count")))
         elif key == "block_stop":
+            self.block_ended = True
             start, done, self.block = self.block, _float(found.get("metadata samples count")), None
             if start is not None and start[1] < self.counted_samples:  # a start printing steps, not samples
                 start = (start[0], self.counted_samples, start[2])
@@ -336,6 +346,10 @@ class GenericParser(records.IntervalParser[records.Run]):
         return super().notes() + said
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+        if self.stack is None and self.blocks and len(self.checkpoints) > len(run.records) + 1:
+            run.records = self.between_checkpoints(config)
+            self.used.update(step="train_loss", step_time_s="time_ms of consecutive train_loss events",
+                             samples="their samples_count")
         if self.stack is None:
             return figures.measure(run, config, None if self.blocks else 0, "the log's own times, read generically")
         measured, steps = figures.measure(run, config, self.stack.origin, self.stack.time_source,
@@ -343,6 +357,27 @@ class GenericParser(records.IntervalParser[records.Run]):
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps
+
+
+    def between_checkpoints(self, config: Mapping[str, Any]) -> records.Intervals:
+        """Records between an MLPerf log's ``train_loss`` events (finer than its blocks, as a DeepSpeed
+        submission logs them every 80 samples): each of the samples and the time since the one before; one
+        that spans a block's end holds the evaluation MLPerf runs there (its time is no training), so it is
+        an interval that includes evaluation (``excluded`` 1)."""
+        found = records.Intervals(figures.REPORTED)
+        batch = float(config.get("global_batch_size") or self.config.get("global_batch_size") or 1)
+        previous: tuple[float, float, bool] | None = None
+        for when, samples, evaluated in self.checkpoints:
+            step = samples / batch
+            if previous is None or not (samples > previous[1] and when > previous[0]):
+                n, seconds, work = NAN, NAN, NAN
+            else:
+                n, seconds, work = step - previous[1] / batch, (when - previous[0]) / 1000.0, samples - previous[1]
+            row = figures.record({"step_time_s": seconds / n, "samples": work / n}, 0, step, n)
+            found.add(row[:records.COLUMN["excluded"]] + (1.0 if evaluated else 0.0,)
+                      + row[records.COLUMN["excluded"] + 1:])
+            previous = (when, samples, evaluated)
+        return found
 
 
 def _float(text: str | None) -> float:
