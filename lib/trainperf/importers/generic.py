@@ -143,6 +143,10 @@ class Stack:
         return rank, values
 
 
+OBJECT_LINES = 64
+"""The most lines one JSON object printed over several lines may take."""
+
+
 class GenericParser(records.IntervalParser[records.Run]):
     """Reads a log through the vocabulary (``stack``: through a stack's own keys); see the module's docstring."""
 
@@ -211,6 +215,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         if ":::MLLOG" in line:
             self.mllog(number_, *fields_of(line))
             return 1
+        line, used = joined_object(lines, i)
         label, found = fields_of(line)
         values, said = self.read_fields(found) if found else ({}, {})
         if "val_loss" in values and self.run is not None:
@@ -219,7 +224,7 @@ class GenericParser(records.IntervalParser[records.Run]):
             problem = self.add(number_, (label, values, said))
             if problem:
                 self.skip(number_, f"record line: {problem}")
-        return 1
+        return used
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
@@ -380,6 +385,22 @@ class GenericParser(records.IntervalParser[records.Run]):
         return found
 
 
+def joined_object(lines: list[str], i: int) -> tuple[str, int]:
+    """``lines[i]`` and how many lines it takes: where it opens a JSON object it does not close (DLLogger's
+    ``DLLL {`` of an indented dump, as NeMo 1 recipes print it), the object's lines joined into one, up to
+    :data:`OBJECT_LINES` lines; else the line alone."""
+    line = lines[i]
+    if not line.rstrip().endswith("{"):
+        return line, 1
+    depth, end = 0, i
+    while end < len(lines) and end - i < OBJECT_LINES:
+        depth += lines[end].count("{") - lines[end].count("}")
+        if depth <= 0:
+            return " ".join(part.strip() for part in lines[i:end + 1]), end - i + 1
+        end += 1
+    return line, 1
+
+
 def _float(text: str | None) -> float:
     try:
         return float(text) if text is not None else NAN
@@ -412,7 +433,11 @@ class Generic(LineFormat):
     def sniff(self, head: str, settings: Settings) -> int:
         parser = GenericParser(Path())
         count = 0
-        for line in head.split("\n", SNIFF_LINES)[:SNIFF_LINES]:
+        lines = head.split("\n", SNIFF_LINES)[:SNIFF_LINES]
+        i = 0
+        while i < len(lines):
+            line, used = joined_object(lines, i)
+            i += used
             if ":::MLLOG" in line:
                 count += '"block_stop"' in line
                 continue
