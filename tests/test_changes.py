@@ -29,7 +29,7 @@ def _csv(tmp_path: Path, rows: list[dict], name: str = "runs.csv") -> str:
 
 def _scaling(runs: pd.DataFrame, steps=None) -> pd.DataFrame:
     """The changes the scaling page of ``runs`` lists."""
-    return what_to_change.listed(scaling.rules.candidates(scaling.analyse(runs, steps))[0])
+    return what_to_change.listed(scaling.analysis.candidates(scaling.analyse(runs, steps))[0])
 
 
 def _rule(frame: pd.DataFrame, words: str) -> pd.DataFrame:

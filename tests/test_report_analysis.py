@@ -726,7 +726,7 @@ def test_rank_section_names_the_slowed_rank_of_each_ddp_run():
 
 
 def test_karp_flatt_trend_of_seed_000_moves_both_ways():
-    from trainperf.report.scaling.serial import serial_trend
+    from trainperf.report.scaling.projection import serial_trend
 
     # seed 000 tokens/s at 1, 4, 8, 16, 32 GPUs; e = (1/S - 1/p) / (1 - 1/p):
     # 0.0374, 0.0463, 0.0304, 0.0179 -- up, then down: no single trend

@@ -63,7 +63,7 @@ def test_efficiency_and_serial_fraction_within_the_noise_are_not_called_a_trend(
     notes = scaling.analyse(runs).serial_notes
     assert len(notes) == 1 and notes[0].startswith("strong (strong scaling): e is within the noise (0.0515 (95 % interval")
     assert "→ 0.0917 (95 % interval" in notes[0] and "grows" not in notes[0]
-    assert scaling.serial.serial_trend(np.array([0.0515, 0.0917])) == "grows"  # the same values, untested
+    assert scaling.projection.serial_trend(np.array([0.0515, 0.0917])) == "grows"  # the same values, untested
     assert "does not change beyond the noise from 2 to 4 devices" in " ".join(scaling.analyse(runs).efficiency_notes)
 
 

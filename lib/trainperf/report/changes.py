@@ -1,7 +1,7 @@
 """What to change on the throughput, batch-size, platforms and compare pages: their rules (:data:`RULES`),
 and the section that ends each (:func:`section`); the machinery, the confidence of a gain and the rules
 several pages share are in :mod:`trainperf.report.what_to_change`, the scaling page's rules in
-:mod:`trainperf.report.scaling.rules`."""
+:mod:`trainperf.report.scaling.analysis`."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from trainperf.goodput import PARTS as GOODPUT_PARTS
 from trainperf.report import batch_size, configs, platforms, throughput
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds
 from trainperf.report.noise import call
-from trainperf.report.scaling.ranks import rank_phases, ranks, slow_ranks
-from trainperf.report.scaling.rules import outside_steps
+from trainperf.report.scaling.analysis import outside_steps
 from trainperf.report.time_to_train import LOOP, VALIDATION, total_parts, total_s
 from trainperf.report.what_to_change import (Found, Rule, candidates as found_by, clean, data_loading,
                                              exposed_communication, listed, oversubscription, row, section as shown,
@@ -28,7 +27,7 @@ from trainperf.stats import FASTER, INCONCLUSIVE, SLOWER
 
 PAGES = ("throughput", "scaling", "batch_size", "platforms", "compare")
 """The pages; each ends with "What to change" (the scaling page's:
-:func:`trainperf.report.scaling.rules.what_to_change`)."""
+:func:`trainperf.report.scaling.analysis.what_to_change`)."""
 
 
 @dataclass
@@ -44,13 +43,6 @@ class Page:
     min_gain: float = 0.10
     train_tokens: float | None = None
     policy: str = "same"
-
-
-def slow_rank_work(page: Page) -> Found:
-    """:func:`trainperf.report.scaling.rules.outside_steps` of the page's runs a change may be concluded from."""
-    if page.steps is None or page.steps.per_rank.empty:
-        return outside_steps(None)
-    return outside_steps(slow_ranks(rank_phases(ranks(clean(page.runs), page.steps), page.steps)))
 
 
 def node_boundary(page: Page) -> Found:
@@ -219,7 +211,7 @@ def verdict(page: Page) -> Found:
 
 
 RULES: tuple[tuple[str, Rule, tuple[str, ...]], ...] = (
-    ("a rank's work outside the synchronised steps", slow_rank_work, ("throughput",)),
+    ("a rank's work outside the synchronised steps", outside_steps, ("throughput",)),
     ("more busy processes than cores", oversubscription, ("throughput",)),
     ("the first step across a node boundary", node_boundary, ("throughput",)),
     ("waits for another rank's work outside the steps", waits_for_outside_work, ("throughput",)),
@@ -239,7 +231,7 @@ def candidates(page: Page) -> tuple[pd.DataFrame, list[str]]:
     kinds = dict.fromkeys(kind for *_, kinds in RULES for kind in kinds)
     if page.kind not in kinds:
         raise ValueError(f"no page {page.kind!r} here: one of {', '.join(kinds)} (the scaling page's rules are "
-                         "trainperf.report.scaling.rules)")
+                         "trainperf.report.scaling.analysis)")
     return found_by([(what, rule) for what, rule, kinds in RULES if page.kind in kinds], page)
 
 

@@ -5,7 +5,7 @@ Every report ends with a section "What to change" (:func:`section`). Its rows co
 one small function per kind of change, each reading what the page already computed (the straggler outside
 the synchronised steps of :func:`trainperf.report.scaling.ranks.slow_ranks`, the batch-size table, the node
 boundary, the goodput parts, the platforms' winners, a comparison's verdict): the scaling page's in
-:mod:`trainperf.report.scaling.rules`, the other pages' in :mod:`trainperf.report.changes`. A rule gives a
+:mod:`trainperf.report.scaling.analysis`, the other pages' in :mod:`trainperf.report.changes`. A rule gives a
 change only where its evidence is in the runs shown, never a generic tip.
 
 ``expected_gain`` is a fraction of what ``gain_of`` names (the time of a step or a run, the wall clock,
@@ -52,15 +52,10 @@ MOST = 6
 
 
 class Measured(Protocol):
-    """What the shared rules read of a page: its runs and per-rank steps."""
+    """What the shared rules read of a page: the ``runs`` it shows and their per-rank ``steps`` (None: none)."""
 
-    @property
-    def runs(self) -> pd.DataFrame:
-        """The runs the page shows."""
-
-    @property
-    def steps(self) -> Summaries | None:
-        """Their per-rank steps (None: none given)."""
+    runs: pd.DataFrame
+    steps: Summaries | None
 
 
 def clean(runs: pd.DataFrame) -> pd.DataFrame:

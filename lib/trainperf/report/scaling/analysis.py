@@ -1,6 +1,5 @@
 """The scaling page, computed once: :func:`analyse` gives a :class:`ScalingPage` holding every frame and
-sentence notebooks/scaling.ipynb shows, from the runs of :func:`trainperf.report.scaling.studies.studies` and
-their per-rank steps."""
+sentence notebooks/scaling.ipynb shows; its headline, and the rules of its "What to change"."""
 
 from __future__ import annotations
 
@@ -9,29 +8,32 @@ from dataclasses import dataclass
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.report.configs import evaluation_notes, evaluation_rates
+from trainperf.report.configs import by_experiment, evaluation_notes, evaluation_rates
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, headline as banner
 from trainperf.report.noise import job_frames
 from trainperf.report.phases import without_phases
-from trainperf.report.scaling import cost, multipliers, projection, ranks, serial, studies, time_spent
+from trainperf.report.scaling import cost, multipliers, projection, ranks, studies
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
 from trainperf.report.scaling.studies import KIND_LABELS
+from trainperf.report.what_to_change import (Found, Measured, Rule, candidates as found_by, clean, data_loading,
+                                             exposed_communication, oversubscription, row, section,
+                                             waits_for_outside_work)
 
 
 @dataclass(frozen=True)
 class ScalingPage:
-    """Every frame and sentence of the scaling page, in the page's order; each attribute is named after the
-    function of :mod:`trainperf.report.scaling` that makes it (see docs/reports.md)."""
+    """Every frame and sentence of the scaling page, in the page's order, from its ``runs``
+    (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank ``steps`` (None: none given); each
+    attribute is named after the function that makes it (docs/reports.md), ``waits`` and ``straggler_notes``
+    after :func:`~trainperf.report.scaling.ranks.stragglers`, ``named_ranks`` and ``named_note`` after
+    :func:`~trainperf.report.scaling.ranks.named_ranks`."""
 
     runs: pd.DataFrame
-    """The runs of the studies (:func:`~trainperf.report.scaling.studies.studies`)."""
     steps: Summaries | None
-    """Their per-rank steps (None: none given)."""
     headline: Html
     confounded: list[str]
     laws: list[str]
     table: pd.DataFrame
-    """One row per configuration (:func:`~trainperf.report.scaling.multipliers.table`)."""
     efficiency_notes: list[str]
     evaluation_notes: list[str]
     evaluation_rates: pd.DataFrame
@@ -44,10 +46,8 @@ class ScalingPage:
     straggler: str
     rank_note: str
     rank_phases: pd.DataFrame
-    slow_ranks: pd.DataFrame
     rank_time_notes: list[str]
     waits: pd.DataFrame
-    """Per rank, its communication wait and busy time (:func:`~trainperf.report.scaling.ranks.stragglers`)."""
     straggler_notes: list[str]
     named_ranks: pd.DataFrame
     named_note: str
@@ -64,25 +64,25 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
             ) -> ScalingPage:
     """The scaling page of ``runs`` (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank
     ``steps``, projected to ``project_to_gpus`` devices (default: 8 × the largest measured)."""
-    study = multipliers.per_experiment(runs, job_frames(steps))
+    frames = job_frames(steps)
+    study = {name: multipliers.experiment_rows(group, frames) for name, group in by_experiment(runs)}
     table = multipliers.table(study)
     found = projection.projections(runs, project_to_gpus)
     per_rank = ranks.ranks(runs, steps)
     summary = ranks.rank_summary(runs, per_rank)
     rank_phases = ranks.rank_phases(per_rank, steps)
-    slow = ranks.slow_ranks(rank_phases)
     waits, straggler_notes = ranks.stragglers(runs, steps)
     named, named_note = ranks.named_ranks(waits)
     return ScalingPage(
         runs=runs, steps=steps, headline=headline(table, found), confounded=studies.confounded(runs),
         laws=studies.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
-        phases=time_spent.phases(runs), without_phases=without_phases(runs), overhead=time_spent.overhead(runs),
-        single_device_comm=time_spent.single_device_comm(runs), ranks=per_rank, rank_summary=summary,
+        phases=ranks.phases(runs), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
+        single_device_comm=ranks.single_device_comm(runs), ranks=per_rank, rank_summary=summary,
         straggler=ranks.straggler(summary), rank_note=ranks.rank_note(steps, per_rank, summary),
-        rank_phases=rank_phases, slow_ranks=slow, rank_time_notes=ranks.rank_time_notes(slow), waits=waits,
+        rank_phases=rank_phases, rank_time_notes=ranks.rank_time_notes(ranks.slow_ranks(rank_phases)), waits=waits,
         straggler_notes=straggler_notes, named_ranks=named, named_note=named_note,
-        serial_notes=serial.serial_notes(table), projections=found, curves=projection.curves(found),
+        serial_notes=projection.serial_notes(table), projections=found, curves=projection.curves(found),
         fit_notes=projection.fit_notes(found), projected=projection.projected(found), cost=cost.cost(runs),
         cost_notes=cost.cost_notes(runs))
 
@@ -148,3 +148,57 @@ def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
                     (fmt_times(proj.naive(proj.target).item(), 0), f"straight-line projection at {at} devices")]
     return banner(text, figures)
 
+
+def outside_steps(page: Measured) -> Found:
+    """A rank that takes longer than the others (:func:`~trainperf.report.scaling.ranks.slow_ranks` of the runs a
+    change may be concluded from), per experiment: the job ends when it does, so its extra time is the gain, of
+    the run's measured window."""
+    if page.steps is None or page.steps.per_rank.empty:
+        return Found(lacking="no per-rank steps are given, so no rank's own time can be told")
+    runs, out = clean(page.runs), Found()
+    slow = ranks.slow_ranks(ranks.rank_phases(ranks.ranks(runs, page.steps), page.steps))
+    for name, group in slow.groupby("experiment", sort=False):
+        alone = group["inside"].eq(False).fillna(False)
+        waited = group["inside"].eq(True).fillna(False)
+        if alone.any():
+            rows = group[alone.to_numpy(bool)]
+            change = ("Move the work one rank does alone outside the synchronised steps (evaluation, logging, "
+                      "checkpointing) off it: spread it over the ranks or run it asynchronously")
+        elif waited.any():
+            rows = group[waited.to_numpy(bool)]
+            change = "Balance the slowest rank's work: the other ranks wait for it inside the synchronised steps"
+        else:
+            rows = group
+            change = "Find what the slowest rank does that the others do not (no communication times tell where)"
+        share = rows["extra_s"] / rows["elapsed_s"]
+        evidence = "; ".join(f"{r['run_id']}: rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank "
+                             f"{r['fastest_rank']} ({fmt_num(r['elapsed_s'], 1)} s against "
+                             f"{fmt_num(r['fastest_s'], 1)} s), {fmt_pct(r['extra_s'] / r['elapsed_s'])} of the run"
+                             for r in rows.to_dict("records"))
+        out.rows.append(row(change, evidence, float(share.mean()), "elapsed time (the slowest rank's)",
+                            f"{name}: {', '.join(rows['run_id'])}", runs=len(rows),
+                            seconds=float(rows["extra_s"].mean()), per="measured window"))
+    if not out.rows:
+        out.lacking = "no run has a rank that takes 1.1× its fastest rank or more"
+    return out
+
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("a rank's work outside the synchronised steps", outside_steps),
+    ("more busy processes than cores", oversubscription),
+    ("waits for another rank's work outside the steps", waits_for_outside_work),
+    ("exposed communication", exposed_communication),
+    ("data loading", data_loading),
+)
+"""The scaling page's rules (each reads the :class:`ScalingPage`): what each looks at, and its function."""
+
+
+def candidates(page: ScalingPage) -> tuple[pd.DataFrame, list[str]]:
+    """Every candidate change the :data:`RULES` found on ``page``
+    (:func:`trainperf.report.what_to_change.candidates`)."""
+    return found_by(RULES, page)
+
+
+def what_to_change(page: ScalingPage) -> Html:
+    """The scaling page's "What to change" section (:func:`trainperf.report.what_to_change.section`)."""
+    return section(*candidates(page))

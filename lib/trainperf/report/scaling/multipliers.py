@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.invariants import serial_fraction_possible
-from trainperf.report.configs import by_experiment, doubtful, labels, marks
+from trainperf.report.configs import doubtful, labels, marks
 from trainperf.report.html import fmt_int, fmt_pct, fmt_times
 from trainperf.report.noise import NO_INTERVAL, and_list, around, call, configuration_means, intervals_per_run
 from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
@@ -16,8 +16,7 @@ from trainperf.scaling import karp_flatt
 from trainperf.stats import FASTER, SLOWER, verdict
 
 Study = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
-"""Per experiment (by name, in the runs' order): its :func:`table` rows and their
-:func:`trainperf.report.noise.run_intervals` rows (same order), as :func:`per_experiment` gives them."""
+"""Per experiment (by name, in the runs' order): its :func:`experiment_rows`."""
 
 SPEED = ("tokens_per_s", "samples_per_s", "elapsed_s")
 """Speed columns a scaling table shows (those any run has), as the mean over a configuration's repeats."""
@@ -68,11 +67,6 @@ def shown_columns(group: pd.DataFrame) -> list[str]:
 BASELINE = "baseline"
 SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "repeats, no steps": "repeats"}
 """What an interval comes from, in the words of the interval columns."""
-
-
-def per_experiment(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> Study:
-    """Per experiment of ``runs``, :func:`experiment_rows`."""
-    return {name: experiment_rows(group, frames) for name, group in by_experiment(runs)}
 
 
 def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:

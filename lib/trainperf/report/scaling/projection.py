@@ -1,6 +1,7 @@
-"""Fitted projections: Amdahl's law and the Universal Scalability Law fitted to each study that changes only
-the device count, projected beyond the measured scale as far as their 95 % bands reach, next to the straight
-line a naive projection draws through the last point."""
+"""The Karp–Flatt serial fraction and the fitted projections: how each strong-scaling study's serial fraction
+moves with the devices (beyond the noise where the measurements have intervals) and what that means; Amdahl's
+law and the Universal Scalability Law fitted to each study that changes only the device count, projected beyond
+the measured scale as far as their 95 % bands reach, next to the straight line a naive projection draws."""
 
 from __future__ import annotations
 
@@ -9,11 +10,101 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from trainperf.invariants import EMPTIED
 from trainperf.report.configs import by_experiment, doubtful
 from trainperf.report.html import fmt_int, fmt_sig, fmt_times
+from trainperf.report.noise import and_list
 from trainperf.report.page import InputError
+from trainperf.report.scaling.multipliers import left_out
 from trainperf.report.scaling.studies import changes, kind_of
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, parameter_text
+
+TREND_STEP = 1.2  # factor by which the serial fraction must change to count as a change
+
+
+def serial_trend(e: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None) -> str:
+    """How the Karp–Flatt serial fraction ``e`` (in order of devices) moves. A
+    move counts when the later value is :data:`TREND_STEP` times the earlier or
+    more (or less; for values ≤ 0, a superlinear multiplier: any difference)
+    and, where the 95 % intervals ``low``–``high`` are given, the two intervals
+    do not overlap. ``moves both ways`` when one step rises and another falls;
+    else ``grows`` or ``falls`` from the first value to the last; else ``is
+    within the noise`` when a move without the intervals would have counted,
+    or ``stays about constant``."""
+    e = np.asarray(e, dtype=float)
+    low = e if low is None else np.where(np.isnan(low), e, low)
+    high = e if high is None else np.where(np.isnan(high), e, high)
+    steps = [_serial_move(e, low, high, i, i + 1) for i in range(len(e) - 1)]
+    if 1 in steps and -1 in steps:
+        return "moves both ways"
+    end = _serial_move(e, low, high, 0, len(e) - 1)
+    if end:
+        return "grows" if end > 0 else "falls"
+    untested = [_serial_move(e, e, e, i, j) for i, j in [*zip(range(len(e) - 1), range(1, len(e))), (0, len(e) - 1)]]
+    return "is within the noise" if any(untested) else "stays about constant"
+
+
+def _serial_move(e: np.ndarray, low: np.ndarray, high: np.ndarray, a: int, b: int) -> int:
+    """+1 when ``e[b]`` rises beyond ``e[a]`` (see :func:`serial_trend`), −1 when it falls, else 0."""
+    positive = e[a] > 0 and e[b] > 0
+    if (e[b] > e[a] * TREND_STEP if positive else e[b] > e[a]) and low[b] > high[a]:
+        return 1
+    if (e[b] < e[a] / TREND_STEP if positive else e[b] < e[a]) and high[b] < low[a]:
+        return -1
+    return 0
+
+
+MEANING = {"grows": "overhead grows with scale (communication, synchronisation) — Amdahl's law alone will be "
+                    "optimistic",
+           "falls": "the baseline carries a cost the larger runs amortise (or the work per device changes)",
+           "stays about constant": "a fixed serial part limits scaling, as Amdahl's law assumes",
+           "moves both ways": "no single serial part explains these runs; other changes between them (nodes, "
+                              "strategy, noise) weigh more",
+           "is within the noise": "its changes lie within the 95 % intervals of the measurements, so no trend can "
+                                  "be read from them"}
+
+
+def serial_notes(every_row: pd.DataFrame) -> list[str]:
+    """How each experiment's serial fraction (of its rows of
+    :func:`trainperf.report.scaling.multipliers.table`, ``every_row``) moves with devices, and what that
+    means: a move only beyond the noise where its configurations have intervals
+    (see :func:`serial_trend`); without intervals, said to be untested. Only rows
+    a conclusion may be drawn from (``concluded``) count; an experiment left with
+    fewer than two says so. First, the experiments whose e lies outside [0, 1]
+    somewhere (emptied by ``trainperf.invariants``: not plotted) say where."""
+    out = [f"{name}: the Karp–Flatt fraction e is outside [0, 1] at "
+           f"{and_list([fmt_int(g) + ' devices' for g in group.loc[group['serial_emptied'], 'gpus']])} "
+           f"({EMPTIED}: {SERIAL_OUTSIDE}); not plotted."
+           for name, group in every_row.groupby("experiment", sort=False) if group["serial_emptied"].any()]
+    frame = every_row.dropna(subset=["serial_fraction"])
+    for name, every in frame.groupby("experiment", sort=False):
+        group = every[every["concluded"]]
+        left = left_out(every)
+        e = group["serial_fraction"].to_numpy(float)
+        if len(e) < 2:
+            if len(group) < len(every):
+                out.append(f"{name}: no trend of e is read: fewer than two of its values come from runs a "
+                           f"conclusion may be drawn from.{left}")
+            continue
+        tested = group["serial_low"].notna().all()
+        trend = serial_trend(e, group["serial_low"].to_numpy(float), group["serial_high"].to_numpy(float))
+        caveat = " Two values only: a weak indication." if len(e) == 2 and trend not in (
+            "moves both ways", "is within the noise") else ""
+        if not tested and trend != "stays about constant":
+            caveat += " No intervals (runs measured once without steps): the noise is not tested."
+        values = " → ".join(fmt_sig(v) if pd.isna(lo) else f"{fmt_sig(v)} (95 % interval {fmt_sig(lo)} to "
+                            f"{fmt_sig(hi)})"
+                            for v, lo, hi in zip(e, group["serial_low"], group["serial_high"]))
+        out.append(f"{name}: e {trend} ({values} at "
+                   f"{', '.join(f'{x:g}' for x in group['ideal'])}× the baseline devices) — "
+                   f"{MEANING[trend]}.{caveat}{left}")
+    return out
+
+
+SERIAL_OUTSIDE = ("below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
+                  "share of the work explains either")
+"""Why a Karp–Flatt fraction outside [0, 1] is not shown."""
+
 
 BAND_LEVEL = 0.95
 MIN_FIT_POINTS = 3  # device counts before a law is fitted: a 2-parameter law through 2 points has no error
@@ -149,28 +240,18 @@ def projected(found: list[Projection]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def fit_parameters(found: list[Projection]) -> pd.DataFrame:
-    """Per experiment, law and parameter: the fitted value, its standard
-    error, the text to show, the law's RMSE (×) over the measured points and
-    ``band``: why the law has no band (empty when it has one)."""
-    rows = [{"experiment": proj.experiment, "law": LAWS[law], "parameter": name, "value": value,
-             "stderr": f.stderr[name], "shown": parameter_text(value, f.stderr[name]), "rmse": f.rmse,
-             "points": len(f.devices), "band": "" if f.has_band else f.why_no_band}
-            for proj in found for law, f in proj.fits.items() for name, value in f.params.items()]
-    return pd.DataFrame(rows)
-
-
 def fit_notes(found: list[Projection]) -> list[str]:
-    """One line per experiment and law (parameters and RMSE), and a warning where the USL fit peaks
-    within 4 × the projection's target; a sentence saying why nothing is fitted when ``found`` is empty."""
+    """One line per experiment and law (its parameters with their standard errors, its RMSE (×) over the
+    measured points, or why it has no band), and a warning where the USL fit peaks within 4 × the
+    projection's target; a sentence saying why nothing is fitted when ``found`` is empty."""
     if not found:
         return [f"No experiment that changes only the device count has {MIN_FIT_POINTS} or more device counts: no "
                 "law is fitted, and nothing is projected."]
-    params = fit_parameters(found)
-    out = [f"{name} — {law}: {', '.join(f'{p} = {s}' for p, s in zip(g['parameter'], g['shown']))}; RMSE "
-           f"{fmt_sig(g['rmse'].iloc[0])}× over {g['points'].iloc[0]} points"
-           + ("" if g["band"].iloc[0] == "" else f"; {g['band'].iloc[0]}, no standard errors")
-           for (name, law), g in params.groupby(["experiment", "law"], sort=False)]
+    out = [f"{proj.experiment} — {LAWS[law]}: "
+           + ", ".join(f"{name} = {parameter_text(value, f.stderr[name])}" for name, value in f.params.items())
+           + f"; RMSE {fmt_sig(f.rmse)}× over {len(f.devices)} points"
+           + ("" if f.has_band else f"; {f.why_no_band}, no standard errors")
+           for proj in found for law, f in proj.fits.items()]
     out += [f"The USL fit of {proj.experiment} peaks at about {fmt_int(peak * proj.base_gpus)} devices: beyond "
             "that, adding devices makes it slower." for proj in found if (peak := proj.fits["usl"].peak) < proj.target * 4]
     for proj in found:
