@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from trainperf import compare
-from trainperf.report import batch_size, changes, page, platforms, scaling, throughput
+from trainperf.report import batch_size, changes, page, platforms, scaling, throughput, what_to_change
 from trainperf.runfolder import rankfile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +25,11 @@ def _csv(tmp_path: Path, rows: list[dict], name: str = "runs.csv") -> str:
     path = tmp_path / name
     pd.DataFrame(rows).to_csv(path, index=False)
     return str(path)
+
+
+def _scaling(runs: pd.DataFrame, steps=None) -> pd.DataFrame:
+    """The changes the scaling page of ``runs`` lists."""
+    return what_to_change.listed(scaling.analysis.candidates(scaling.analyse(runs, steps))[0])
 
 
 def _rule(frame: pd.DataFrame, words: str) -> pd.DataFrame:
@@ -41,7 +46,7 @@ def test_seed_004_a_rank_working_alone_outside_the_synchronised_steps_costs_two_
     the mean 41.4 % and (494.89 + 290.70) / 2 = 392.80 s, two runs: medium."""
     runs = scaling.studies(page.open_runs([str(REFERENCE / "seed_004_scaling.csv")]))
     steps = page.open_steps([str(REFERENCE / "seed_004_ranks.csv")], runs)
-    found = _rule(changes.changes("scaling", runs, steps), "outside the synchronised steps")
+    found = _rule(_scaling(runs, steps), "outside the synchronised steps")
     assert found["applies_to"].tolist() == ["seed004-batch64 (strong scaling): seed004-b64-g2",
                                             "seed004-batch128 (strong scaling): seed004-b128-g2, seed004-b128-g4"]
     assert found["expected_gain"].tolist() == pytest.approx([577.89 / 1384.64, (494.89 / 1188.86 + 290.70 / 706.41) / 2])
@@ -112,12 +117,12 @@ def test_exposed_communication_from_repeats_is_high_and_all_communication_only_a
     runs with only all their communication (comm_s): an upper bound, low."""
     rows = [{"run_id": f"r{i}", "experiment": "e", "gpus": 2, "elapsed_s": 100.0, "tokens": 1e6,
              "comm_exposed_s": c, "comm_s": 2 * c} for i, c in enumerate((12.0, 13.0))]
-    found = _rule(changes.changes("scaling", page.open_runs([_csv(tmp_path, rows)])), "Hide more of the comm")
+    found = _rule(_scaling(page.open_runs([_csv(tmp_path, rows)])), "Hide more of the comm")
     assert found["expected_gain"].tolist() == pytest.approx([0.125])
     assert found["confidence"].tolist() == ["high"]
     assert "6.1 % to 18.9 %" in found.loc[0, "evidence"]
     total = [{k: v for k, v in r.items() if k != "comm_exposed_s"} for r in rows]
-    found = _rule(changes.changes("scaling", page.open_runs([_csv(tmp_path, total, "total.csv")])), "Hide more")
+    found = _rule(_scaling(page.open_runs([_csv(tmp_path, total, "total.csv")])), "Hide more")
     assert found["expected_gain"].tolist() == pytest.approx([0.25]) and found["confidence"].tolist() == ["low"]
 
 
@@ -165,7 +170,7 @@ def test_seed_003_larger_micro_batches_and_the_time_outside_the_training_loop():
     assert worker["expected_gain"].tolist() == pytest.approx([sum(worked) / sum(totals)])
     assert worker["seconds_saved"].tolist() == pytest.approx([sum(worked) / 7])
     assert worker["confidence"].tolist() == ["medium"] and worker["gain_of"].tolist() == ["wall clock (goodput)"]
-    assert found["expected_gain"].is_monotonic_decreasing and len(found) <= changes.MOST
+    assert found["expected_gain"].is_monotonic_decreasing and len(found) <= what_to_change.MOST
 
 
 def test_a_profiled_checkpoint_after_the_last_step_is_its_share_of_the_wall_clock(tmp_path):
@@ -236,7 +241,7 @@ ORDINARY = {
 def test_ordinary_data_without_phases_gets_a_section_that_says_why_it_supports_no_change(tmp_path, data):
     runs = page.open_runs([_csv(tmp_path, ORDINARY[data])])
     for kind in ("throughput", "scaling"):
-        text = changes.section(kind, runs).text
+        text = (scaling.what_to_change(scaling.analyse(runs)) if kind == "scaling" else changes.section(kind, runs)).text
         assert text.startswith("The data supports no change: ") and "no run records data loading" in text, text
 
 
@@ -259,7 +264,8 @@ def test_every_notebook_ends_with_what_to_change(name):
                 if line.startswith("## ")]
     assert headings[-1] == "## What to change"
     assert cells[-2]["cell_type"] == "markdown" and "".join(cells[-2]["source"]).startswith("## What to change")
-    assert cells[-1]["cell_type"] == "code" and "".join(cells[-1]["source"]).startswith(f'changes.section("{name}"')
+    call = {"scaling": "scaling.what_to_change("}.get(name, f'changes.section("{name}"')
+    assert cells[-1]["cell_type"] == "code" and "".join(cells[-1]["source"]).startswith(call)
 
 
 EXPECTED = {

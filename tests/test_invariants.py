@@ -103,10 +103,10 @@ def test_the_scaling_page_plots_no_karp_flatt_outside_zero_one_and_says_why(tmp_
     pd.DataFrame([{"run_id": f"g{n}", "experiment": "e", "gpus": n, "global_batch_size": 8, "tokens": r * 10,
                    "elapsed_s": 10.0} for n, r in rates.items()]).to_csv(path, index=False)
     studied = scaling.studies(open_runs(str(path)))
-    frame = scaling.table(studied)
+    frame = scaling.analyse(studied).table
     assert frame["serial_fraction"].iloc[1:3].tolist() == pytest.approx([1 / 9, 5 / 9])
     assert pd.isna(frame["serial_fraction"].iloc[3]) and frame["serial_emptied"].tolist() == [False] * 3 + [True]
-    notes = scaling.serial_notes(studied)
+    notes = scaling.analyse(studied).serial_notes
     assert notes[0].startswith("e (strong scaling): the Karp–Flatt fraction e is outside [0, 1] at 8 devices")
     assert notes[0].endswith("not plotted.")
 

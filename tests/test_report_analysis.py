@@ -282,7 +282,7 @@ def test_scaling_breakdown_averages_the_repeats_of_a_configuration():
     from trainperf.report import scaling
 
     runs = scaling.studies(open_runs([str(RUNS / "bench-cpu-small-fp32-strong-scaling")]))
-    breakdown = scaling.phases(runs).set_index(["configuration", "phase"])
+    breakdown = scaling.analyse(runs).phases.set_index(["configuration", "phase"])
     assert list(dict.fromkeys(breakdown.index.get_level_values(0))) == [
         "1 process\nmicro-batch 16", "2 processes\nmicro-batch 8", "4 processes\nmicro-batch 4"]
     # per optimizer step: each repeat's backward seconds / its steps, then the mean of the two repeats
@@ -348,7 +348,8 @@ def test_reports_without_scaling_leave_out_scaling_notes(tmp_path):
 
 
 def test_run_folders_given_as_data_give_per_rank_steps():
-    from trainperf.report.scaling import ranks, studies
+    from trainperf.report.scaling import studies
+    from trainperf.report.scaling.ranks import ranks
 
     folder = MEASURED / "bench-cpu-small-fp32-strong-scaling"
     runs = studies(open_runs([str(folder)]))
@@ -554,28 +555,28 @@ def test_confounded_experiment_is_warned_about_and_never_projected():
 
     runs = _scaling_runs()
     # seed 002's throughput table moves from DDP at micro-batch 32 to FSDP at 64 from 64 GPUs on
-    warnings = scaling.confounded(runs)
+    warnings = scaling.analyse(runs).confounded
     assert len(warnings) == 1 and warnings[0].startswith("seed002-throughput (weak scaling) changes more than the "
                                                          "device count: strategy ddp (from 1 device) → fsdp (from "
                                                          "64 devices)")
-    assert "seed002-throughput (weak scaling)" not in {p.experiment for p in scaling.projections(runs)}
+    assert "seed002-throughput (weak scaling)" not in {p.experiment for p in scaling.analyse(runs).projections}
     # the headline: the largest measured scale among the clean studies. Seed 002's cost table reaches 64 GPUs
     # (45.0x) but every time in it is the source's projection (measured = false): not headlined, not fitted.
     # Seed 000: 700,970 / 34,086 tokens/s = 20.6x on 32 GPUs, 64 % efficiency; 22,528 tokens per GPU per step
     # at every GPU count (data/reference/README.md): weak scaling, the work grows with the devices
-    assert scaling.headline(runs).text == ("seed000-scaling (weak scaling): 32 devices process 20.6× as much per "
+    assert scaling.analyse(runs).headline.text == ("seed000-scaling (weak scaling): 32 devices process 20.6× as much per "
                                            "second as 1, each doing the same work per step — 64 % scaling "
                                            "efficiency.")
-    assert "seed002-cost (strong scaling)" not in {p.experiment for p in scaling.projections(runs)}
+    assert "seed002-cost (strong scaling)" not in {p.experiment for p in scaling.analyse(runs).projections}
     (warning,) = doubt_notes(runs)
     assert warning.startswith("5 runs projected (seed002-cost-g1, seed002-cost-g8, seed002-cost-g16, "
                               "seed002-cost-g32, …): projected or estimated by its source, not measured")
     # its USL fit through 5 device counts spans more than 4x at 8 x 32 devices: no projection is drawn
-    (fitted,) = [p for p in scaling.projections(runs) if p.experiment == "seed000-scaling (weak scaling)"]
-    low, high = fitted.best.band(fitted.target, scaling.BAND_LEVEL)
+    (fitted,) = [p for p in scaling.analyse(runs).projections if p.experiment == "seed000-scaling (weak scaling)"]
+    low, high = fitted.best.band(fitted.target, scaling.projection.BAND_LEVEL)
     assert high[0] > 4 * low[0]
-    assert "the data cannot project to 256 devices" in scaling.headline(runs).html
-    assert "projection at 256 devices" not in scaling.headline(runs).html
+    assert "the data cannot project to 256 devices" in scaling.analyse(runs).headline.html
+    assert "projection at 256 devices" not in scaling.analyse(runs).headline.html
 
 
 def test_oversubscribed_runs_are_shown_but_never_fitted_or_headlined():
@@ -585,19 +586,19 @@ def test_oversubscribed_runs_are_shown_but_never_fitted_or_headlined():
     from trainperf.report import scaling
 
     runs = scaling.studies(open_runs([str(ROOT / "data" / "runs")]))
-    frame = scaling.table(runs).set_index(["experiment", "gpus"])
+    frame = scaling.analyse(runs).table.set_index(["experiment", "gpus"])
     strong, weak = "bench-cpu-small-fp32-strong-scaling (strong scaling)", "bench-cpu-small-fp32-weak-scaling (weak scaling)"
     assert frame.loc[(strong, 4), "marks"] == frame.loc[(weak, 4), "marks"] == "oversubscribed"
     assert not frame.loc[(strong, 4), "concluded"] and frame.loc[(strong, 2), "concluded"]
-    assert scaling.projections(runs) == []
-    assert scaling.headline(runs).text.startswith(f"{strong}: 1.8× faster on 2 devices than on 1")
+    assert scaling.analyse(runs).projections == []
+    assert scaling.analyse(runs).headline.text.startswith(f"{strong}: 1.8× faster on 2 devices than on 1")
     four = runs[runs["gpus"] == 4]
     assert four["oversubscribed"].all() and four["notes"].str.contains("contention for the CPU").all()
-    assert all(n.endswith("Left out: 4 devices (oversubscribed).") for n in scaling.efficiency_notes(runs))
+    assert all(n.endswith("Left out: 4 devices (oversubscribed).") for n in scaling.analyse(runs).efficiency_notes)
 
 
 def test_cost_per_million_tokens_only_where_a_rate_is_known(tmp_path):
-    from trainperf.report.scaling import cost
+    from trainperf.report.scaling.cost import cost
 
     rows = [{"run_id": f"g{n}", "experiment": "e", "gpus": n, "tokens": 100_000.0 * n * 100, "elapsed_s": 100.0,
              "price_per_gpu_hour": 2.0} for n in (1, 8)]
@@ -611,7 +612,7 @@ def test_cost_per_million_tokens_only_where_a_rate_is_known(tmp_path):
 def test_overhead_shows_the_wait_for_the_slowest_rank():
     from trainperf.report import scaling
 
-    frame = scaling.overhead(_scaling_runs()).set_index(["experiment", "gpus"])
+    frame = scaling.analyse(_scaling_runs()).overhead.set_index(["experiment", "gpus"])
     # seed 004, batch 64 on 2 GPUs: the slowest rank's 1384.64 s against the ranks' mean 1095.70 s
     assert frame.loc[("seed004-batch64 (strong scaling)", 2), "slowest_wait_s"] == pytest.approx(1384.64 - 1095.70)
     # batch 128 on 4 GPUs: compute 463.90 + communication 21.22 + data 3.53 + the wait 216.79 = 705.44 of 706.41 s
@@ -619,7 +620,7 @@ def test_overhead_shows_the_wait_for_the_slowest_rank():
     assert row[["compute_s", "comm_s", "data_s", "slowest_wait_s"]].sum() == pytest.approx(705.44, abs=0.01)
 
 def test_single_process_and_ddp_are_the_same_training(tmp_path):
-    from trainperf.report.scaling import confounded, studies, table
+    from trainperf.report.scaling import analyse, studies
 
     rows = [{"run_id": f"r{n}", "experiment": "torchrun", "gpus": n, "tokens": 1000 * n, "elapsed_s": 1.0,
              "strategy": "single" if n == 1 else "ddp", "micro_batch_size": 8, "grad_accum_steps": 1}
@@ -627,14 +628,14 @@ def test_single_process_and_ddp_are_the_same_training(tmp_path):
     rows += [{**r, "experiment": "to-fsdp", "run_id": r["run_id"] + "f", "strategy": "fsdp" if r["gpus"] == 4
               else r["strategy"]} for r in rows]
     runs = studies(open_runs(_write(tmp_path, rows)))
-    clean = table(runs).groupby("experiment", sort=False)["only_devices_change"].first()
+    clean = analyse(runs).table.groupby("experiment", sort=False)["only_devices_change"].first()
     assert clean.to_dict() == {"torchrun (weak scaling)": True, "to-fsdp (weak scaling)": False}
-    assert [w.split(":")[0] for w in confounded(runs)] == ["to-fsdp (weak scaling) changes more than the device count"]
-    assert "strategy single (from 1 device) → fsdp (from 4 devices)" in confounded(runs)[0]
+    assert [w.split(":")[0] for w in analyse(runs).confounded] == ["to-fsdp (weak scaling) changes more than the device count"]
+    assert "strategy single (from 1 device) → fsdp (from 4 devices)" in analyse(runs).confounded[0]
 
 
 def test_time_the_mean_hides_of_seed_004():
-    from trainperf.report.scaling import rank_summary, straggler
+    from trainperf.report.scaling.ranks import rank_summary, ranks, straggler
     from trainperf.aggregate import rank_totals
 
     runs = open_runs([str(REFERENCE / "seed_004_scaling.csv")])
@@ -642,11 +643,11 @@ def test_time_the_mean_hides_of_seed_004():
     times = rank_totals(steps.per_rank)["elapsed_s"]
     assert times[("seed004-b64-g2", 0)] == pytest.approx(1384.64)
     assert times[("seed004-b64-g2", 1)] == pytest.approx(806.75)
-    row = rank_summary(runs, steps).set_index("run_id").loc["seed004-b64-g2"]
+    row = rank_summary(runs, ranks(runs, steps)).set_index("run_id").loc["seed004-b64-g2"]
     # mean of the two ranks: 1095.695 s; it understates the job's 1384.64 s by 1 - 1095.695 / 1384.64 = 20.9 %
     assert row["mean_understates"] == pytest.approx(1 - 1095.695 / 1384.64)
     assert row["imbalance"] == pytest.approx(1384.64 / 806.75)
-    text = straggler(rank_summary(runs, steps))
+    text = straggler(rank_summary(runs, ranks(runs, steps)))
     assert "understates this run's elapsed time by 20.9 %" in text and "26.4 % too high" in text  # 1384.64/1095.695
 
 
@@ -658,7 +659,7 @@ def test_scaling_efficiency_of_measured_runs_has_an_interval():
 
     runs = scaling.studies(open_runs([str(REFERENCE / "seed_000_throughput.csv"), str(MEASURED)]))
     steps = open_steps([str(MEASURED)], runs)
-    frame = scaling.table(runs, steps).set_index("configuration")
+    frame = scaling.analyse(runs, steps).table.set_index("configuration")
     strong = frame[frame["experiment"] == "bench-cpu-small-fp32-strong-scaling (strong scaling)"]
     measured = strong[strong["gpus"] > 1]
     assert ((measured["efficiency_low"] < measured["scaling_efficiency"])
@@ -668,7 +669,7 @@ def test_scaling_efficiency_of_measured_runs_has_an_interval():
     seed = frame[(frame["experiment"] == "seed000-scaling (weak scaling)") & (frame["gpus"] > 1)]
     assert set(seed["efficiency_interval"]) == {"no interval (one run without steps)"}
     assert seed["efficiency_low"].isna().all()
-    notes = scaling.efficiency_notes(runs, steps)
+    notes = scaling.analyse(runs, steps).efficiency_notes
     assert [n.split(":")[0] for n in notes] == ["bench-cpu-small-fp32-strong-scaling (strong scaling)",
                                                 "bench-cpu-small-fp32-weak-scaling (weak scaling)"]  # seed 000: none
     # 4 processes on 2 cores are oversubscribed: no efficiency move is concluded from them, and they are named
@@ -676,7 +677,7 @@ def test_scaling_efficiency_of_measured_runs_has_an_interval():
     # the headline of the measured studies alone: at 4 processes 5,379 / 3,379 tokens/s = 1.59× (39.8 %), but
     # oversubscribed; the largest scale without doubt is 2 processes, at 92.8 % with its interval
     measured = runs[runs["experiment"].str.startswith("bench")]
-    text = scaling.headline(measured, None, steps).text
+    text = scaling.analyse(measured, steps).headline.text
     assert re.fullmatch(r"bench-cpu-small-fp32-strong-scaling \(strong scaling\): 1\.9× faster on 2 devices than on "
                         r"1 — 93 % scaling efficiency \(95 % interval \d\d\.\d %–1\d\d\.\d %\)\.", text)
 
@@ -699,7 +700,7 @@ def test_efficiency_change_within_the_noise_is_not_called_a_drop(tmp_path):
     steps_path = tmp_path / "steps.csv"
     pd.DataFrame(steps).to_csv(steps_path, index=False)
     opened = scaling.studies(open_runs(table))
-    notes = " ".join(scaling.efficiency_notes(opened, open_steps([str(steps_path)], opened)))
+    notes = " ".join(scaling.analyse(opened, open_steps([str(steps_path)], opened)).efficiency_notes)
     assert "does not change beyond the noise from 2 to 4 devices" in notes and "falls from 2" not in notes
 
 
@@ -717,7 +718,7 @@ def test_rank_section_names_the_slowed_rank_of_each_ddp_run():
         for step in range(6):
             rows += [{"run_id": run_id, "rank": r, "node": "host", "step": step, "warmup": step == 0, "step_s": 1.0,
                       "comm_exposed_s": w} for r, w in enumerate(waits)]
-    waits, sentences = scaling.stragglers(runs, summarize(as_intervals(pd.DataFrame(rows))))
+    waits, sentences = scaling.ranks.stragglers(runs, summarize(as_intervals(pd.DataFrame(rows))))
     assert waits.loc[waits["straggler"], ["run_id", "rank"]].values.tolist() == [["slow", 1]]
     assert waits.set_index(["run_id", "rank"]).loc[("slow", 1), "busy_s"] == pytest.approx(0.98)
     assert sentences[0].startswith("Run even: no straggler.")
@@ -725,7 +726,7 @@ def test_rank_section_names_the_slowed_rank_of_each_ddp_run():
 
 
 def test_karp_flatt_trend_of_seed_000_moves_both_ways():
-    from trainperf.report.scaling import serial_trend
+    from trainperf.report.scaling.projection import serial_trend
 
     # seed 000 tokens/s at 1, 4, 8, 16, 32 GPUs; e = (1/S - 1/p) / (1 - 1/p):
     # 0.0374, 0.0463, 0.0304, 0.0179 -- up, then down: no single trend
@@ -754,15 +755,15 @@ def test_projection_frames_of_seed_000():
     from trainperf.report import scaling
 
     runs = _scaling_runs()
-    found = [p for p in scaling.projections(runs) if p.experiment == "seed000-scaling (weak scaling)"]
+    found = [p for p in scaling.analyse(runs).projections if p.experiment == "seed000-scaling (weak scaling)"]
     assert list(found[0].fits) == ["usl"]
-    table = scaling.projected(found)
+    table = scaling.projection.projected(found)
     # straight line from 32 GPUs at 20.56x (700,972 / 34,086): 20.56 x 256 / 32 = 164.5x at 256 GPUs
     last = table.iloc[-1]
     assert last["devices"] == 256 and last["naive"] == pytest.approx(700_970 / 34_086 * 8, rel=1e-4)
     assert table["usl"].isna().all()
     assert table["usl_band"].str.fullmatch(r"the data cannot project this far: 95 % band [\d.,]+×–[\d.,]+×").all()
-    curves = scaling.curves(found)
+    curves = scaling.projection.curves(found)
     assert set(curves["curve"]) == {"USL fit", "ideal", "straight line (efficiency held at the last point)"}
     usl = curves[curves["curve"] == "USL fit"]
     assert 32 < usl["devices"].max() < 64 and (usl["high"] <= 4 * usl["low"]).where(usl["devices"] > 32, True).all()
@@ -770,7 +771,7 @@ def test_projection_frames_of_seed_000():
     assert ((usl["low"] <= usl["multiplier"]) & (usl["multiplier"] <= usl["high"])).all()
     # the note names where the band outgrows 4×: past the largest measured scale (32), before the next (64)
     beyond = [re.search(r"beyond ([\d,]+) devices its 95 % band spans more than 4×: the data cannot project this far", n)
-              for n in scaling.fit_notes(found)]
+              for n in scaling.projection.fit_notes(found)]
     (where,) = [int(m.group(1).replace(",", "")) for m in beyond if m]
     assert 32 < where < 64
 
@@ -782,19 +783,19 @@ def test_usl_through_three_device_counts_says_it_has_no_band():
     from trainperf.report import scaling
 
     runs = scaling.studies(open_runs([str(REFERENCE / "seed_004_scaling.csv")]))
-    found = scaling.projections(runs)
+    found = scaling.analyse(runs).projections
     assert {len(p.p) for p in found} == {3}
-    table = scaling.projected(found)
+    table = scaling.projection.projected(found)
     assert set(table["usl_band"]) == {"the data cannot project this far: no band (3 device counts, 3 parameters: "
                                       "measure a 4th device count)"}
     assert table["usl"].isna().all() and table["amdahl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×").all()
     assert "nan" not in " ".join(table[["usl_band", "amdahl_band"]].to_numpy().ravel()).lower()
-    notes = " ".join(scaling.fit_notes(found))
+    notes = " ".join(scaling.projection.fit_notes(found))
     assert "USL: sigma = " in notes and "no band (3 device counts, 3 parameters" in notes and "nan" not in notes.lower()
     assert {p.best.law for p in found} == {"amdahl"}
-    facts = scaling.headline(runs).html
+    facts = scaling.analyse(runs).headline.html
     assert "Amdahl projection at" in facts and "nan" not in facts.lower()
-    curves = scaling.curves(found).groupby("curve")  # USL drawn through the measured 1-4 GPUs only
+    curves = scaling.projection.curves(found).groupby("curve")  # USL drawn through the measured 1-4 GPUs only
     assert set(curves.get_group("USL fit")["band"]) == {"no band (3 device counts, 3 parameters: measure a 4th device count)"}
     assert curves.get_group("USL fit")["devices"].max() <= 4 < curves.get_group("Amdahl fit")["devices"].max()
     assert curves.get_group("USL fit")["low"].isna().all() and curves.get_group("Amdahl fit")["low"].notna().all()
@@ -1044,7 +1045,7 @@ def test_a_run_of_many_ranks_names_those_that_wait_least_and_most_and_its_stragg
     """Run 'big' has 12 ranks waiting 1, 2, ... 12 ms (rank 11 is flagged the straggler by hand, though it waits
     most); run 'small' has 3: the small run names every rank, the big one the 4 that wait least (ranks 0-3),
     the 4 that wait most (8-11) and its straggler."""
-    from trainperf.report.scaling import named_ranks
+    from trainperf.report.scaling.ranks import named_ranks
 
     waits = pd.DataFrame({"run_id": ["big"] * 12 + ["small"] * 3, "rank": [*range(12), 0, 1, 2],
                           "comm_wait_s": [*(np.arange(12) + 1) / 1e3, 0.01, 0.02, 0.03],

@@ -87,26 +87,25 @@ def test_platform_configurations_are_computed_once_per_content(monkeypatch):
 
 def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeypatch):
     """The headline, the table and the notes ask for the same configurations; the headline
-    and the fit cell for the same projections: each is computed once, by content."""
+    and the fit cell for the same projections: the page computes each once."""
     from trainperf.report import scaling
+    from trainperf.report.scaling import multipliers, projection
 
     monkeypatch.setattr(noise, "_MEMO", {})
     studied, fitted = [], []
-    experiment, fit = scaling._experiment, scaling.fit
-    monkeypatch.setattr(scaling, "_experiment", lambda *a: studied.append(1) or experiment(*a))
-    monkeypatch.setattr(scaling, "fit", lambda *a: fitted.append(1) or fit(*a))
+    experiment, fit = multipliers.experiment_rows, projection.fit
+    monkeypatch.setattr(multipliers, "experiment_rows", lambda *a: studied.append(1) or experiment(*a))
+    monkeypatch.setattr(projection, "fit", lambda *a: fitted.append(1) or fit(*a))
     runs, steps = measured
     runs = runs.assign(oversubscribed=False)  # 4 processes on 2 cores are; taken as not, to have fits to share
-    scaling.headline(runs, None, steps)
-    frame = scaling.table(runs.copy(), Summaries(steps.per_rank.copy(), steps.per_step.copy(), steps.values.copy()))
-    scaling.efficiency_notes(runs, steps)
-    scaling.serial_notes(runs, steps)
-    found = scaling.projections(runs)
+    page = scaling.analyse(runs, steps)
+    page.headline, page.efficiency_notes, page.serial_notes
+    frame, found = page.table, page.projections
     assert len(studied) == runs["experiment"].nunique() and len(fitted) == 2  # Amdahl and USL, once
     found[0].target = 1.0  # a caller changing what it was given changes nothing remembered
-    assert scaling.projections(runs)[0].target == 8 * found[0].p.max()
+    assert scaling.analyse(runs).projections[0].target == 8 * found[0].p.max()
     frame.loc[0, "scaling_multiplier"] = -1.0
-    assert (scaling.table(runs, steps)["scaling_multiplier"] > 0).all()
+    assert (scaling.analyse(runs, steps).table["scaling_multiplier"] > 0).all()
 
 
 def test_content_tells_frames_apart_by_any_value_and_not_by_index(measured):

@@ -39,7 +39,7 @@ def _ratio_interval(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, 
 
 
 def test_scaling_table_has_one_row_per_configuration_with_the_mean_and_interval(tmp_path):
-    frame = scaling.table(_runs(tmp_path, RATES))
+    frame = scaling.analyse(_runs(tmp_path, RATES)).table
     assert frame["gpus"].tolist() == [1, 2, 4] and frame["runs"].tolist() == [2, 2, 2]
     assert frame["tokens_per_s"].tolist() == pytest.approx([1020.0, 1940.0, 3200.0])
     four = frame.iloc[2]
@@ -60,23 +60,23 @@ def test_efficiency_and_serial_fraction_within_the_noise_are_not_called_a_trend(
     # 0.0515 then 0.0917 (x1.8, a "growing" serial fraction to a rule without intervals), but two
     # repeats spread by 4-13 % leave both intervals wide
     runs = _runs(tmp_path, RATES)
-    notes = scaling.serial_notes(runs)
+    notes = scaling.analyse(runs).serial_notes
     assert len(notes) == 1 and notes[0].startswith("strong (strong scaling): e is within the noise (0.0515 (95 % interval")
     assert "→ 0.0917 (95 % interval" in notes[0] and "grows" not in notes[0]
-    assert scaling.serial_trend(np.array([0.0515, 0.0917])) == "grows"  # the same values, untested
-    assert "does not change beyond the noise from 2 to 4 devices" in " ".join(scaling.efficiency_notes(runs))
+    assert scaling.projection.serial_trend(np.array([0.0515, 0.0917])) == "grows"  # the same values, untested
+    assert "does not change beyond the noise from 2 to 4 devices" in " ".join(scaling.analyse(runs).efficiency_notes)
 
 
 def test_headline_does_not_call_a_speed_up_within_the_noise_faster(tmp_path):
     # 1 process 1000 / 1400 tokens/s, 2 processes 1250 / 1300: 1.06x with an interval that spans 1
     runs = _runs(tmp_path, {1: (1000.0, 1400.0), 2: (1250.0, 1300.0)})
-    text = scaling.headline(runs).text
+    text = scaling.analyse(runs).headline.text
     low, high = _ratio_interval((1000.0, 1400.0), (1250.0, 1300.0))
     assert low < 1 < high
     assert text.startswith(f"strong (strong scaling): indistinguishable in speed on 2 devices and on 1 (1.06×, 95 % interval "
                            f"{low:.2f}×–{high:.2f}×)")
     assert "faster" not in text
-    clear = scaling.headline(_runs(tmp_path, RATES)).text
+    clear = scaling.analyse(_runs(tmp_path, RATES)).headline.text
     assert clear.startswith("strong (strong scaling): 3.1× faster on 4 devices than on 1")
 
 
@@ -110,7 +110,7 @@ def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
 def test_a_baseline_that_is_not_the_first_repeat_still_anchors_its_configuration(tmp_path):
     runs = _runs(tmp_path, RATES)
     runs["baseline_run_id"] = "p1-r2"
-    frame = scaling.table(runs)
+    frame = scaling.analyse(runs).table
     assert frame["multiplier_interval"].iloc[0] == "baseline"
     assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 1940 / 1020, 3200 / 1020])
 
@@ -145,12 +145,12 @@ def test_repeats_without_a_named_baseline_and_a_micro_batch_sweep_at_two_device_
     _runs(tmp_path, RATES)  # writes runs.csv
     pd.read_csv(tmp_path / "runs.csv").drop(columns="baseline_run_id").to_csv(tmp_path / "repeats.csv", index=False)
     runs = scaling.studies(open_runs([str(tmp_path / "repeats.csv")]))
-    assert scaling.table(runs)["scaling_multiplier"].tolist() == pytest.approx([1.0, 1940 / 1020, 3200 / 1020])
+    assert scaling.analyse(runs).table["scaling_multiplier"].tolist() == pytest.approx([1.0, 1940 / 1020, 3200 / 1020])
     rates = {(8, 1): 4096.0, (8, 2): 7447.0, (16, 1): 4551.0, (16, 2): 8402.0}
     rows = [{"run_id": f"mb{b}-p{g}", "experiment": "my-sweep", "gpus": g, "micro_batch_size": b,
              "tokens": rate * 10, "elapsed_s": 10.0} for (b, g), rate in rates.items()]
     pd.DataFrame(rows).to_csv(tmp_path / "sweep.csv", index=False)
-    frame = scaling.table(scaling.studies(open_runs([str(tmp_path / "sweep.csv")])))
+    frame = scaling.analyse(scaling.studies(open_runs([str(tmp_path / "sweep.csv")]))).table
     # accumulation 1 where unknown: 8 per device at 1 and 2 (weak), 1 x 16 and 2 x 8 (global batch 16: strong),
     # 16 per device at 1 and 2 (weak); each against its own 1-device run
     assert frame["experiment"].tolist() == ["my-sweep (8 per device; weak scaling)"] * 2 + [
@@ -168,14 +168,14 @@ def test_weak_scaling_is_judged_by_scaled_speedup_and_per_device_throughput_not_
              "elapsed_s": 10.0} for n, rate in rates.items()]
     pd.DataFrame(rows).to_csv(tmp_path / "weak.csv", index=False)
     runs = scaling.studies(open_runs([str(tmp_path / "weak.csv")]))
-    frame = scaling.table(runs)
+    frame = scaling.analyse(runs).table
     assert frame["scaling_kind"].unique().tolist() == ["weak scaling"] and frame["serial_fraction"].isna().all()
     assert frame["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.875, 0.75])  # per-device rate
-    (law,) = scaling.laws(runs)
+    (law,) = scaling.analyse(runs).laws
     assert law.startswith("weak (weak scaling): the same work per device") and "Gustafson's scaled speedup" in law
     assert "Karp–Flatt serial fraction assume the same total work" in law
-    assert scaling.serial_notes(runs) == []
-    (projection,) = scaling.projections(runs)
+    assert scaling.analyse(runs).serial_notes == []
+    (projection,) = scaling.analyse(runs).projections
     assert list(projection.fits) == ["usl"]
 
 
@@ -200,7 +200,7 @@ def test_runs_that_differ_in_any_recorded_setting_are_never_repeats(tmp_path):
     assert found.loc["r1-g1, r2-g1", "throughput"] == pytest.approx(1050.0)
     assert found.loc["ckpt-g1", "runs"] == found.loc["comp-g1", "runs"] == 1
     # the scaling page: a study per setting, each with its own multiplier (0.9 × 2 = 1.8x at 2 devices)
-    frame = scaling.table(scaling.studies(runs))
+    frame = scaling.analyse(scaling.studies(runs)).table
     assert frame["runs"].tolist() == [2, 2, 1, 1, 1, 1]
     assert frame["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.8] * 3)
     assert frame["experiment"].unique().tolist() == [

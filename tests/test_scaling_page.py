@@ -41,13 +41,13 @@ def test_each_study_is_named_with_its_kind_wherever_the_page_names_it():
     assert list(dict.fromkeys(runs["experiment"])) == [
         "seed000-scaling (weak scaling)", "seed002-throughput (weak scaling)", "seed002-cost (strong scaling)",
         "seed004-batch64 (strong scaling)", "seed004-batch128 (strong scaling)"]
-    assert scaling.headline(runs).text.startswith("seed000-scaling (weak scaling): ")
-    assert scaling.laws(runs)[0].startswith("seed000-scaling (weak scaling): the same work per device")
-    assert set(scaling.table(runs)["experiment"]) == set(runs["experiment"])
+    assert scaling.analyse(runs).headline.text.startswith("seed000-scaling (weak scaling): ")
+    assert scaling.analyse(runs).laws[0].startswith("seed000-scaling (weak scaling): the same work per device")
+    assert set(scaling.analyse(runs).table["experiment"]) == set(runs["experiment"])
     # weak scaling is never given a Karp-Flatt fraction or an Amdahl fit
-    frame = scaling.table(runs)
+    frame = scaling.analyse(runs).table
     assert frame.loc[frame["experiment"] == "seed000-scaling (weak scaling)", "serial_fraction"].isna().all()
-    assert [list(p.fits) for p in scaling.projections(runs) if "weak" in p.experiment] == [["usl"]]
+    assert [list(p.fits) for p in scaling.analyse(runs).projections if "weak" in p.experiment] == [["usl"]]
 
 
 def test_an_experiment_holding_both_is_shown_as_a_strong_and_a_weak_study_sharing_its_one_device_run(tmp_path):
@@ -60,7 +60,7 @@ def test_an_experiment_holding_both_is_shown_as_a_strong_and_a_weak_study_sharin
     members = runs.groupby("experiment", sort=False)["run_id"].agg(list).to_dict()
     assert members == {"e (global batch 8; strong scaling)": ["s1", "s2", "s4"],
                        "e (8 per device; weak scaling)": ["s1", "w2", "w4"]}
-    frame = scaling.table(runs).set_index(["experiment", "gpus"])
+    frame = scaling.analyse(runs).table.set_index(["experiment", "gpus"])
     # by hand: strong 1.8x and 3.0x (90 %, 75 %) with Karp-Flatt 1/9; weak 1.9x and 3.6x (95 %, 90 %), no Karp-Flatt
     strong, weak = frame.loc["e (global batch 8; strong scaling)"], frame.loc["e (8 per device; weak scaling)"]
     assert strong["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.8, 3.0])
@@ -68,7 +68,7 @@ def test_an_experiment_holding_both_is_shown_as_a_strong_and_a_weak_study_sharin
     assert strong["serial_fraction"].iloc[1:].tolist() == pytest.approx([1 / 9, 1 / 9])
     assert weak["scaling_multiplier"].tolist() == pytest.approx([1.0, 1.9, 3.6])
     assert weak["scaling_efficiency"].tolist() == pytest.approx([1.0, 0.95, 0.9]) and weak["serial_fraction"].isna().all()
-    assert not scaling.confounded(runs)
+    assert not scaling.analyse(runs).confounded
     assert page.header("t", runs).text.startswith("t\n5 runs · experiments: ")  # s1 counted once
     # the throughput page groups by configuration: each of the 5 configurations once
     assert len(throughput.table(open_runs(_write(tmp_path, rows)))) == 5
@@ -77,7 +77,7 @@ def test_an_experiment_holding_both_is_shown_as_a_strong_and_a_weak_study_sharin
 # --- projected, oversubscribed and incomplete rows; known errors -------------------------------
 
 def test_projected_rows_and_known_errors_of_seed_002_are_marked_beside_their_rows_and_never_concluded_from():
-    frame = scaling.table(_seeds()).set_index(["experiment", "gpus"])
+    frame = scaling.analyse(_seeds()).table.set_index(["experiment", "gpus"])
     cost = frame.loc["seed002-cost (strong scaling)"]
     # every time of the cost table is the source's projection (measured = false); its 64-GPU row's 16 h does
     # not follow from the throughput (data/reference/README.md: 14.7 h)
@@ -91,14 +91,14 @@ def test_projected_rows_and_known_errors_of_seed_002_are_marked_beside_their_row
     assert throughput.loc[64, "marks"] == "known error" and throughput.loc[32, "marks"] == ""
     assert configs.known_errors(throughput)[0].startswith("64 GPUs, micro-batch 64, fsdp: printed batch 64, but "
                                                           "64 × 64 / 0.0362 s = 113,149 img/s")
-    assert "marks" in scaling.shown_columns(cost.reset_index())
+    assert "marks" in scaling.multipliers.shown_columns(cost.reset_index())
     # the cost table's falling serial fraction (0.0111 -> 0.0067) is not read as a trend
-    notes = {n.split(":")[0]: n for n in scaling.serial_notes(_seeds())}
+    notes = {n.split(":")[0]: n for n in scaling.analyse(_seeds()).serial_notes}
     assert notes["seed002-cost (strong scaling)"].startswith("seed002-cost (strong scaling): no trend of e is read")
     assert "64 devices (projected; known error)" in notes["seed002-cost (strong scaling)"]
-    (cost_note,) = scaling.cost_notes(_seeds())
+    (cost_note,) = scaling.analyse(_seeds()).cost_notes
     assert cost_note.endswith("by figures that are not all measurements (see their marks), so no conclusion.")
-    priced = scaling.cost(_seeds())
+    priced = scaling.analyse(_seeds()).cost
     assert priced["marks"].str.startswith("projected").all() and len(configs.known_errors(priced)) == 1
 
 
@@ -108,14 +108,14 @@ def test_a_projected_row_is_shown_but_neither_fitted_nor_headlined(tmp_path):
     rows = [{"run_id": f"g{n}", "experiment": "e", "gpus": n, "global_batch_size": 8, "tokens": r * 10,
              "elapsed_s": 10.0, "measured": n < 16} for n, r in rates.items()]
     runs = scaling.studies(open_runs(_write(tmp_path, rows)))
-    frame = scaling.table(runs)
+    frame = scaling.analyse(runs).table
     assert frame["marks"].tolist() == ["", "", "", "", "projected"]
     assert frame["concluded"].tolist() == [True] * 4 + [False]
     # 6,000 / 1,000 = 6.0x on 8 devices, 75 %: not the projected 9.0x on 16
-    assert scaling.headline(runs).text == "e (strong scaling): 6.0× faster on 8 devices than on 1 — 75 % scaling efficiency."
-    (projection,) = scaling.projections(runs)
+    assert scaling.analyse(runs).headline.text == "e (strong scaling): 6.0× faster on 8 devices than on 1 — 75 % scaling efficiency."
+    (projection,) = scaling.analyse(runs).projections
     assert projection.p.tolist() == [1, 2, 4, 8] and projection.target == 64
-    (note,) = scaling.serial_notes(runs)
+    (note,) = scaling.analyse(runs).serial_notes
     assert "at 2, 4, 8× the baseline devices" in note and note.endswith("Left out: 16 devices (projected).")
 
 
@@ -147,10 +147,10 @@ def test_a_run_with_a_missing_rank_file_is_marked_incomplete_and_never_headlines
     _run_folder(tmp_path / "data" / "p4", 4, [0, 1, 2], 1024, 0.4)
     runs = scaling.studies(open_runs(str(tmp_path / "data")))
     assert runs.set_index("run_id")["complete"].to_dict() == {"p1": True, "p2": True, "p4": False}
-    frame = scaling.table(runs).set_index("gpus")
+    frame = scaling.analyse(runs).table.set_index("gpus")
     assert frame.loc[4, "marks"] == "incomplete" and not frame.loc[4, "concluded"]
     # 4,096 tokens per 0.55 s against 4,096 per 1 s: 1.8x on 2 devices, 91 %
-    assert scaling.headline(runs).text == ("grow (strong scaling): 1.8× faster on 2 devices than on 1 — 91 % "
+    assert scaling.analyse(runs).headline.text == ("grow (strong scaling): 1.8× faster on 2 devices than on 1 — 91 % "
                                            "scaling efficiency.")
     header = page.header("t", runs).text
     assert "1 run incomplete (p4): a rank's steps file is missing or a rank stopped early" in header
@@ -172,15 +172,15 @@ def test_a_law_whose_band_spans_more_than_four_times_is_neither_drawn_nor_tabula
     rates = 1000 * p / (0.05 + 0.95 / p) / p * np.array([1.0, 1.03, 0.97, 1.02])
     rows = [{"run_id": f"g{n:g}", "experiment": "e", "gpus": n, "global_batch_size": 8, "tokens": r * 10,
              "elapsed_s": 10.0} for n, r in zip(p, rates)]
-    found = scaling.projections(scaling.studies(open_runs(_write(tmp_path, rows))))
-    curves = scaling.curves(found)
+    found = scaling.analyse(scaling.studies(open_runs(_write(tmp_path, rows)))).projections
+    curves = scaling.projection.curves(found)
     for law, fitted in found[0].fits.items():
-        drawn = curves[curves["curve"] == f"{scaling.LAWS[law]} fit"]
+        drawn = curves[curves["curve"] == f"{scaling.projection.LAWS[law]} fit"]
         beyond = drawn[drawn["devices"] > 8]
         assert (beyond["high"] <= 4 * beyond["low"]).all()
-        low, high = fitted.band(drawn["devices"].max() * 1.2, scaling.BAND_LEVEL)
+        low, high = fitted.band(drawn["devices"].max() * 1.2, scaling.projection.BAND_LEVEL)
         assert drawn["devices"].max() == pytest.approx(64) or not high[0] <= 4 * low[0]
-    table = scaling.projected(found)
+    table = scaling.projection.projected(found)
     wide = ~table["usl_band"].str.fullmatch(r"[\d.,]+×–[\d.,]+×")
     assert table.loc[wide, "usl"].isna().all()
     assert table.loc[wide, "usl_band"].str.startswith("the data cannot project this far: ").all()
@@ -214,20 +214,20 @@ def test_every_chart_colours_an_experiment_alike_and_its_error_bars_in_its_colou
 def test_seed_004_rank_0_computes_outside_the_synchronised_steps_and_one_gpu_reports_communication():
     runs = scaling.studies(open_runs([str(REFERENCE / "seed_004_scaling.csv")]))
     steps = open_steps([str(REFERENCE / "seed_004_ranks.csv")], runs)
-    table = scaling.rank_phases(runs, steps)
+    table = scaling.analyse(runs, steps).rank_phases
     # the runs whose slowest rank takes 1.1x its fastest or more: b64 on 2 GPUs, b128 on 2 and 4 (1.70x)
     assert list(dict.fromkeys(table["run_id"])) == ["seed004-b64-g2", "seed004-b128-g2", "seed004-b128-g4"]
     two = table[table["run_id"] == "seed004-b64-g2"].set_index("rank")
     # rank 0: 1384.64 s, of it 1335.39 s compute; rank 1: 806.75 s, 759.79 s compute (seed_004_ranks.csv)
     assert two.loc[0, "beyond_fastest_s"] == pytest.approx(1384.64 - 806.75)
     assert two.loc[0, "compute"] - two.loc[1, "compute"] == pytest.approx(1335.39 - 759.79)
-    notes = scaling.rank_time_notes(runs, steps)
+    notes = scaling.analyse(runs, steps).rank_time_notes
     assert notes[0].startswith("Run seed004-b64-g2: rank 0 takes 577.9 s longer than rank 1 (1,384.6 s against "
                                "806.8 s), 575.6 s of it in compute. Yet the other ranks' communication is not "
                                "longer (38.9 s against its own 41.1 s)")
     assert "outside the synchronised steps" in notes[0] and len(notes) == 3
     # one GPU exchanges no gradients, yet the seed reports 50.93 s and 25.31 s of communication
-    single = scaling.single_device_comm(runs)
+    single = scaling.analyse(runs).single_device_comm
     assert [s.split(":")[0] for s in single] == ["Run seed004-b64-g1", "Run seed004-b128-g1"]
     assert single[0].startswith("Run seed004-b64-g1: 50.93 s of “communication” on a single device (2.3 % of")
 
@@ -245,7 +245,7 @@ def test_a_slow_rank_the_others_wait_for_in_communication_is_told_from_one_they_
     runs = open_runs(_write(tmp_path, [{"run_id": r, "experiment": "e", "gpus": 2, "elapsed_s": t}
                                        for r, t in (("waited", 1400.0), ("alone", 1000.0))]))
     steps = open_steps([_write(tmp_path, rows, "steps.csv")], runs)
-    waited, alone = scaling.rank_time_notes(runs, steps)
+    waited, alone = scaling.analyse(runs, steps).rank_time_notes
     assert waited.startswith("Run waited: rank 1 takes 400.0 s longer than rank 0 (1,400.0 s against 1,000.0 s), "
                              "700.0 s of it in compute. The other ranks' communication is 300.0 s longer than its "
                              "own: they wait for it in the synchronised steps")
@@ -253,7 +253,7 @@ def test_a_slow_rank_the_others_wait_for_in_communication_is_told_from_one_they_
                             "300.0 s of it in compute. Yet the other ranks' communication is not longer (20.0 s "
                             "against its own 20.0 s)")
     assert "outside the synchronised steps" in alone
-    table = scaling.rank_phases(runs, steps).set_index(["run_id", "rank"])
+    table = scaling.analyse(runs, steps).rank_phases.set_index(["run_id", "rank"])
     assert table.loc[("alone", 0), "beyond_fastest_s"] == 300.0 and table.loc[("alone", 1), "beyond_fastest_s"] == 0
 
 
@@ -261,7 +261,7 @@ def test_communication_on_one_device_is_named_only_beyond_a_percent_of_its_time(
     # 2 s of 1,000 s (0.2 %, a DDP all-reduce over one rank) is not named; 30 s of 1,000 s (3 %) is
     runs = open_runs(_write(tmp_path, [{"run_id": r, "experiment": "e", "gpus": 1, "elapsed_s": 1000.0, "comm_s": c}
                                        for r, c in (("quiet", 2.0), ("loud", 30.0))]))
-    (note,) = scaling.single_device_comm(runs)
+    (note,) = scaling.analyse(runs).single_device_comm
     assert note.startswith("Run loud: 30.00 s of “communication” on a single device (3.0 % of its elapsed time)")
 
 

@@ -18,7 +18,7 @@ from trainperf.report.configs import batch, configuration_table, doubtful, label
 from trainperf.report.noise import and_list, call, content, has_interval, remember, run_intervals
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
-from trainperf.report.scaling import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
+from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.scaling import SERIES_SETTINGS
 from trainperf.stats import FASTER, MIN_EFFECT, verdict
 
@@ -323,7 +323,7 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
     device count (its ``scaling_study``; none projected, oversubscribed or incomplete): ``devices``,
     ``tokens_per_s`` (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis``
     (``measured``, ``fitted`` by the best of Amdahl and USL from
-    :data:`~trainperf.report.scaling.MIN_FIT_POINTS` device counts on, else ``upper bound``: the
+    :data:`~trainperf.report.scaling.projection.MIN_FIT_POINTS` device counts on, else ``upper bound``: the
     configuration's per-device rate × devices), devices ``measured``.
     ``InputError`` unless ``gpus_per_node`` and every node count are whole numbers of 1 or more."""
     if not all(isinstance(n, int) and n >= 1 for n in [gpus_per_node, *project_nodes]):

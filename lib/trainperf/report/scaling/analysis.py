@@ -1,0 +1,204 @@
+"""The scaling page, computed once: :func:`analyse` gives a :class:`ScalingPage` holding every frame and
+sentence notebooks/scaling.ipynb shows; its headline, and the rules of its "What to change"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from trainperf.aggregate import Summaries
+from trainperf.report.configs import by_experiment, evaluation_notes, evaluation_rates
+from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, headline as banner
+from trainperf.report.noise import job_frames
+from trainperf.report.phases import without_phases
+from trainperf.report.scaling import cost, multipliers, projection, ranks, studies
+from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
+from trainperf.report.scaling.studies import KIND_LABELS
+from trainperf.report.what_to_change import (Found, Measured, Rule, candidates as found_by, clean, data_loading,
+                                             exposed_communication, oversubscription, row, section,
+                                             waits_for_outside_work)
+
+
+@dataclass(frozen=True)
+class ScalingPage:
+    """Every frame and sentence of the scaling page, in the page's order, from its ``runs``
+    (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank ``steps`` (None: none given); each
+    attribute is named after the function that makes it (docs/reports.md), ``waits`` and ``straggler_notes``
+    after :func:`~trainperf.report.scaling.ranks.stragglers`, ``named_ranks`` and ``named_note`` after
+    :func:`~trainperf.report.scaling.ranks.named_ranks`."""
+
+    runs: pd.DataFrame
+    steps: Summaries | None
+    headline: Html
+    confounded: list[str]
+    laws: list[str]
+    table: pd.DataFrame
+    efficiency_notes: list[str]
+    evaluation_notes: list[str]
+    evaluation_rates: pd.DataFrame
+    phases: pd.DataFrame
+    without_phases: list[str]
+    overhead: pd.DataFrame
+    single_device_comm: list[str]
+    ranks: pd.DataFrame
+    rank_summary: pd.DataFrame
+    straggler: str
+    rank_note: str
+    rank_phases: pd.DataFrame
+    rank_time_notes: list[str]
+    waits: pd.DataFrame
+    straggler_notes: list[str]
+    named_ranks: pd.DataFrame
+    named_note: str
+    serial_notes: list[str]
+    projections: list[Projection]
+    curves: pd.DataFrame
+    fit_notes: list[str]
+    projected: pd.DataFrame
+    cost: pd.DataFrame
+    cost_notes: list[str]
+
+
+def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus: float | None = None
+            ) -> ScalingPage:
+    """The scaling page of ``runs`` (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank
+    ``steps``, projected to ``project_to_gpus`` devices (default: 8 × the largest measured)."""
+    frames = job_frames(steps)
+    study = {name: multipliers.experiment_rows(group, frames) for name, group in by_experiment(runs)}
+    table = multipliers.table(study)
+    found = projection.projections(runs, project_to_gpus)
+    per_rank = ranks.ranks(runs, steps)
+    summary = ranks.rank_summary(runs, per_rank)
+    rank_phases = ranks.rank_phases(per_rank, steps)
+    waits, straggler_notes = ranks.stragglers(runs, steps)
+    named, named_note = ranks.named_ranks(waits)
+    return ScalingPage(
+        runs=runs, steps=steps, headline=headline(table, found), confounded=studies.confounded(runs),
+        laws=studies.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
+        evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
+        phases=ranks.phases(runs), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
+        single_device_comm=ranks.single_device_comm(runs), ranks=per_rank, rank_summary=summary,
+        straggler=ranks.straggler(summary), rank_note=ranks.rank_note(steps, per_rank, summary),
+        rank_phases=rank_phases, rank_time_notes=ranks.rank_time_notes(ranks.slow_ranks(rank_phases)), waits=waits,
+        straggler_notes=straggler_notes, named_ranks=named, named_note=named_note,
+        serial_notes=projection.serial_notes(table), projections=found, curves=projection.curves(found),
+        fit_notes=projection.fit_notes(found), projected=projection.projected(found), cost=cost.cost(runs),
+        cost_notes=cost.cost_notes(runs))
+
+
+def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
+    """The largest measured scale-up among experiments that change only the
+    device count (from rows a conclusion may be drawn from: ``concluded`` of
+    :func:`~trainperf.report.scaling.multipliers.table` ``table``, none projected,
+    oversubscribed or incomplete), its efficiency (with its 95 % interval where
+    the steps or repeats give one), and the fitted projection (of ``found``) vs.
+    the straight line; weak scaling in its own words
+    (the devices process more, they do not finish sooner); without such an
+    experiment, says so and projects nothing."""
+    study = dict(iter(table.groupby("experiment", sort=False)))
+    real = [name for name, rows in study.items() if rows["concluded"].any()]
+    clean = [name for name in real if study[name]["only_devices_change"].iloc[0]]
+
+    def shown(name: str) -> pd.DataFrame:  # the rows a headline may come from
+        rows = study[name]
+        return rows[rows["concluded"] | (rows["ideal"] == 1)] if name in real else rows
+
+    def scale(name: str) -> tuple[float, float]:  # the largest measured scale, then the widest span
+        gpus = shown(name)["gpus"]
+        return gpus.max(), gpus.max() / gpus.min()
+
+    widest = max(clean or real or list(study), key=scale)
+    group = shown(widest)
+    top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
+    known = (f" (95 % interval {fmt_pct(top['efficiency_low'])}–{fmt_pct(top['efficiency_high'])})"
+             if pd.notna(top["efficiency_low"]) else "")
+    weak = top["scaling_kind"] == KIND_LABELS["weak"]
+    if pd.notna(top["multiplier_low"]) and top["multiplier_low"] <= 1 <= top["multiplier_high"]:
+        speed = (f"indistinguishable in {'throughput' if weak else 'speed'} on {fmt_int(top['gpus'])} devices and on "
+                 f"{fmt_int(base['gpus'])} ({fmt_times(top['scaling_multiplier'], 2)}, 95 % interval "
+                 f"{fmt_times(top['multiplier_low'], 2)}–{fmt_times(top['multiplier_high'], 2)})")
+    elif weak:
+        speed = (f"{fmt_int(top['gpus'])} devices process {fmt_times(top['scaling_multiplier'], 1)} as much per "
+                 f"second as {fmt_int(base['gpus'])}, each doing the same work per step")
+    else:
+        speed = (f"{fmt_times(top['scaling_multiplier'], 1)} faster on {fmt_int(top['gpus'])} devices than on "
+                 f"{fmt_int(base['gpus'])}")
+    text = f"{widest}: {speed} — {fmt_pct(top['scaling_efficiency'], 0)} scaling efficiency{known}."
+    if not real:
+        text = ("No experiment measures scaling without doubt (see the warnings: projected, oversubscribed or "
+                "incomplete runs). The widest, " + text[:-1] + ", supports no conclusion.")
+    elif not clean:
+        text = ("No experiment changes only the device count, so none is projected. The widest, " + text[:-1]
+                + ", mixes scaling with other changes.")
+    figures = [(fmt_times(top["scaling_multiplier"], 1), f"multiplier at {fmt_int(top['gpus'])} devices"),
+               (fmt_pct(top["scaling_efficiency"], 0), "scaling efficiency there")]
+    for proj in (p for p in found if p.experiment == widest):
+        low, high = proj.best.band(proj.target, BAND_LEVEL)
+        at = fmt_int(proj.target * proj.base_gpus)
+        if not high[0] <= MAX_BAND * low[0]:  # a band over 4x wide (or none) projects nothing
+            figures.append(("–", f"the data cannot project to {at} devices ({LAWS[proj.best.law]} 95 % band "
+                                 f"{fmt_num(low[0], 0)}–{fmt_num(high[0], 0)}×)"))
+            continue
+        peak = proj.best.peak
+        peaks = f"; it peaks at about {fmt_int(peak * proj.base_gpus)} devices" if peak < proj.target else ""
+        figures += [(fmt_times(proj.best.predict(proj.target).item(), 0),
+                     f"{LAWS[proj.best.law]} projection at {at} devices (95 % band {fmt_num(low[0], 0)}–"
+                     f"{fmt_num(high[0], 0)}×{peaks})"),
+                    (fmt_times(proj.naive(proj.target).item(), 0), f"straight-line projection at {at} devices")]
+    return banner(text, figures)
+
+
+def outside_steps(page: Measured) -> Found:
+    """A rank that takes longer than the others (:func:`~trainperf.report.scaling.ranks.slow_ranks` of the runs a
+    change may be concluded from), per experiment: the job ends when it does, so its extra time is the gain, of
+    the run's measured window."""
+    if page.steps is None or page.steps.per_rank.empty:
+        return Found(lacking="no per-rank steps are given, so no rank's own time can be told")
+    runs, out = clean(page.runs), Found()
+    slow = ranks.slow_ranks(ranks.rank_phases(ranks.ranks(runs, page.steps), page.steps))
+    for name, group in slow.groupby("experiment", sort=False):
+        alone = group["inside"].eq(False).fillna(False)
+        waited = group["inside"].eq(True).fillna(False)
+        if alone.any():
+            rows = group[alone.to_numpy(bool)]
+            change = ("Move the work one rank does alone outside the synchronised steps (evaluation, logging, "
+                      "checkpointing) off it: spread it over the ranks or run it asynchronously")
+        elif waited.any():
+            rows = group[waited.to_numpy(bool)]
+            change = "Balance the slowest rank's work: the other ranks wait for it inside the synchronised steps"
+        else:
+            rows = group
+            change = "Find what the slowest rank does that the others do not (no communication times tell where)"
+        share = rows["extra_s"] / rows["elapsed_s"]
+        evidence = "; ".join(f"{r['run_id']}: rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank "
+                             f"{r['fastest_rank']} ({fmt_num(r['elapsed_s'], 1)} s against "
+                             f"{fmt_num(r['fastest_s'], 1)} s), {fmt_pct(r['extra_s'] / r['elapsed_s'])} of the run"
+                             for r in rows.to_dict("records"))
+        out.rows.append(row(change, evidence, float(share.mean()), "elapsed time (the slowest rank's)",
+                            f"{name}: {', '.join(rows['run_id'])}", runs=len(rows),
+                            seconds=float(rows["extra_s"].mean()), per="measured window"))
+    if not out.rows:
+        out.lacking = "no run has a rank that takes 1.1× its fastest rank or more"
+    return out
+
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("a rank's work outside the synchronised steps", outside_steps),
+    ("more busy processes than cores", oversubscription),
+    ("waits for another rank's work outside the steps", waits_for_outside_work),
+    ("exposed communication", exposed_communication),
+    ("data loading", data_loading),
+)
+"""The scaling page's rules (each reads the :class:`ScalingPage`): what each looks at, and its function."""
+
+
+def candidates(page: ScalingPage) -> tuple[pd.DataFrame, list[str]]:
+    """Every candidate change the :data:`RULES` found on ``page``
+    (:func:`trainperf.report.what_to_change.candidates`)."""
+    return found_by(RULES, page)
+
+
+def what_to_change(page: ScalingPage) -> Html:
+    """The scaling page's "What to change" section (:func:`trainperf.report.what_to_change.section`)."""
+    return section(*candidates(page))

@@ -1,0 +1,263 @@
+"""Where the time goes: the time per step in each phase, the communication overhead, the "communication" of a
+run on one device; each rank's elapsed time against its run's slowest, how much a mean over ranks understates a
+job's time, which rank holds the job back, and where a slow rank spends its extra time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from trainperf.aggregate import Summaries, rank_totals
+from trainperf.report.configs import labels
+from trainperf.report.html import fmt_int, fmt_num, fmt_pct, fmt_times
+from trainperf.report.noise import and_list
+from trainperf.report.phases import PHASE_LABELS, breakdown, per_experiment, slowest_wait
+from trainperf.stragglers import name_straggler, rank_waits
+
+def phases(runs: pd.DataFrame) -> pd.DataFrame:
+    """Time per step in each phase of each configuration (:func:`trainperf.report.phases.long_form`)."""
+    return per_experiment(runs, lambda group: labels(group, compact=True))
+
+
+OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s", "comm_overhead", "compute_comm_ratio"]
+
+
+def overhead(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run with phase times: elapsed, compute, communication (all and exposed) and data
+    seconds, ``slowest_wait_s`` (:func:`trainperf.report.phases.slowest_wait`: the time the phases
+    of a typical rank leave to waiting for the slowest), ``comm_overhead`` and ``compute_comm_ratio``
+    (see :func:`trainperf.derive.derive`); columns no run has are left out."""
+    have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
+    have = have.assign(configuration=labels(have), slowest_wait_s=slowest_wait(have))
+    present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
+    return have[["experiment", "configuration", "gpus", "elapsed_s", *present]].reset_index(drop=True)
+
+
+
+SINGLE_DEVICE_COMM = 0.01
+"""Share of its elapsed time from which a run on one device's communication is named."""
+
+
+def single_device_comm(runs: pd.DataFrame) -> list[str]:
+    """A sentence for each run on one device whose communication (``comm_s``) is :data:`SINGLE_DEVICE_COMM`
+    of its elapsed time or more: one device exchanges no gradients, so the timer measures something else."""
+    if "comm_s" not in runs:
+        return []
+    one = runs[runs["gpus"].eq(1).fillna(False).to_numpy(bool)
+               & (runs["comm_s"] >= SINGLE_DEVICE_COMM * runs["elapsed_s"]).fillna(False).to_numpy(bool)]
+    return [f"Run {r['run_id']}: {fmt_num(r['comm_s'])} s of “communication” on a single device "
+            f"({fmt_pct(r['comm_s'] / r['elapsed_s'])} of its elapsed time), which has no other device to exchange "
+            "gradients with: the timer measures something else as well (waiting for the device, a collective "
+            "over one rank, work around it). Part of the communication of the runs on more devices may be the "
+            "same, not an exchange." for r in one.to_dict("records")]
+
+
+def ranks(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
+    """Per rank of each run with two or more ranks in ``steps``: rows
+    ``experiment, run_id, rank, elapsed_s, slowest, of_slowest`` (the rank's
+    elapsed time as a fraction of its run's slowest rank), in the runs' order."""
+    columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
+    if steps is None or steps.per_rank.empty:
+        return pd.DataFrame(columns=columns)
+    totals = rank_totals(steps.per_rank).reset_index()
+    times = runs[["run_id", "experiment"]].astype(str).drop_duplicates("run_id", keep="last").merge(
+        totals.assign(run_id=totals["run_id"].astype(str)), on="run_id")  # in the runs' order, by rank
+    times = times[times.groupby("run_id")["rank"].transform("size").to_numpy() > 1].reset_index(drop=True)
+    top = times.groupby("run_id")["elapsed_s"].transform("max")
+    return times.assign(slowest=times["elapsed_s"].eq(top), of_slowest=times["elapsed_s"] / top)[columns]
+
+
+def rank_summary(runs: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
+    """Per multi-rank run: ranks, the slowest rank, slowest / mean / fastest
+    elapsed seconds, imbalance (slowest / fastest) and ``mean_understates``:
+    how much the mean over ranks understates the job's elapsed time, 1 − mean
+    / slowest. From the steps' :func:`ranks` ``per_rank`` where it has rows, else from the runs' own per-rank
+    columns."""
+    if len(per_rank):
+        g = per_rank.groupby("run_id", sort=False)["elapsed_s"]
+        out = pd.DataFrame({"ranks": g.size(), "slowest_rank": per_rank.loc[g.idxmax(), "rank"].to_numpy(),
+                            "slowest_s": g.max(), "mean_s": g.mean(), "fastest_s": g.min()}).reset_index()
+    elif {"rank_imbalance", "mean_rank_elapsed_s"} <= set(runs.columns) and runs["rank_imbalance"].notna().any():
+        have = runs[runs["rank_imbalance"].notna()]
+        out = pd.DataFrame({"run_id": have["run_id"], "ranks": have.get("ranks"),
+                            "slowest_rank": have.get("slowest_rank"), "slowest_s": have["elapsed_s"],
+                            "mean_s": have["mean_rank_elapsed_s"],
+                            "fastest_s": have["elapsed_s"] / have["rank_imbalance"]}).reset_index(drop=True)
+    else:
+        return pd.DataFrame(columns=["run_id", "ranks", "slowest_rank", "slowest_s", "mean_s", "fastest_s",
+                                     "imbalance", "mean_understates"])
+    return out.assign(imbalance=out["slowest_s"] / out["fastest_s"],
+                      mean_understates=1 - out["mean_s"] / out["slowest_s"])
+
+
+def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataFrame) -> str:
+    """Why no per-rank chart of :func:`ranks` ``per_rank`` is drawn, or an empty string when one is; ``summary``:
+    the :func:`rank_summary`."""
+    if len(per_rank):
+        return ""
+    if steps is None or steps.per_rank.empty:
+        return ("No per-rank steps given: set the steps parameter to per-rank step tables or profiler run folders "
+                "to see every rank" + (" (the table shows the runs' own per-rank figures)."
+                                       if len(summary) else "."))
+    return "Every run in the per-rank data has a single rank: no spread to show."
+
+
+STRAGGLER = 1.1  # imbalance (slowest / fastest rank) from which the worst run is called out
+
+
+def straggler(summary: pd.DataFrame) -> str:
+    """A sentence on the run with the largest rank imbalance when it is
+    :data:`STRAGGLER` or more; empty otherwise."""
+    if summary.empty or not summary["imbalance"].max() >= STRAGGLER:
+        return ""
+    worst = summary.loc[summary["imbalance"].idxmax()]
+    rank = f"rank {int(worst['slowest_rank'])}" if pd.notna(worst["slowest_rank"]) else "the slowest rank"
+    return (f"Straggler: in run {worst['run_id']}, {rank} takes {fmt_times(worst['imbalance'])} as long as the "
+            f"fastest rank. The mean over ranks understates this run's elapsed time by "
+            f"{fmt_pct(worst['mean_understates'])}, so a speed-up computed from it is "
+            f"{fmt_pct(worst['slowest_s'] / worst['mean_s'] - 1)} too high.")
+
+
+def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFrame, list[str]]:
+    """For every run with two or more ranks in ``steps``, in the runs' order,
+    :func:`trainperf.stragglers.find_straggler`'s per-rank frame and sentence:
+    rows ``experiment, run_id, rank, node, steps, step_s, comm_wait_s, busy_s,
+    wait_gap_s, straggler`` (medians over the measured steps, seconds;
+    ``comm_wait_s``: the communication the rank waits for, ``comm_exposed_s``)
+    of the runs that measured communication waits, and one sentence per run
+    naming its straggler, or saying why none is named."""
+    columns = ["experiment", "run_id", "rank", "node", "steps", "step_s", "comm_wait_s", "busy_s", "wait_gap_s",
+               "straggler"]
+    if steps is None or steps.per_rank.empty:
+        return pd.DataFrame(columns=columns), []
+    experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
+    ranks_of = steps.per_rank.groupby(steps.per_rank["run_id"].astype(str))["rank"].nunique()
+    waits = rank_waits(steps)
+    of_run = dict(iter(waits.groupby(waits["run_id"].astype(str), sort=False)))
+    parts, sentences = [], []
+    for run_id in (r for r in runs["run_id"].astype(str) if ranks_of.get(r, 0) > 1):
+        try:
+            per_rank, sentence = name_straggler(of_run.get(run_id, waits.iloc[:0]), run_id)
+        except ValueError as exc:
+            sentences.append(f"Run {run_id}: {exc}.")
+            continue
+        if per_rank["comm_exposed_s"].notna().any():
+            parts.append(per_rank.assign(experiment=experiment[run_id])
+                         .rename(columns={"comm_exposed_s": "comm_wait_s"}))
+        sentences.append(sentence)
+    frame = pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
+    return frame, sentences
+
+
+def rank_phases(per_rank: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
+    """Where each rank's time goes, per rank of each run of :func:`ranks` ``per_rank`` whose slowest rank takes
+    :data:`STRAGGLER` times its fastest or more (in the runs' order): ``experiment, run_id, rank,
+    elapsed_s``, the phases the run's ranks timed (their totals over the measured window, s, as
+    :func:`trainperf.report.phases.breakdown` splits them: labelled columns; NaN for a phase another
+    run timed) and ``beyond_fastest_s``: the rank's elapsed time − its run's fastest rank's."""
+    slow = per_rank.groupby("run_id")["of_slowest"].transform("min") <= 1 / STRAGGLER
+    if not slow.any():
+        return pd.DataFrame(columns=["experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s"])
+    totals = rank_totals(steps.per_rank).reset_index()
+    totals = per_rank.loc[slow, ["experiment", "run_id", "rank"]].merge(
+        totals.assign(run_id=totals["run_id"].astype(str)), on=["run_id", "rank"])
+    parts = []
+    for _, group in totals.groupby("run_id", sort=False):
+        seconds, _ = breakdown(group, per_step=False)
+        parts.append(pd.concat([group[["experiment", "run_id", "rank", "elapsed_s"]], seconds], axis=1).assign(
+            beyond_fastest_s=group["elapsed_s"] - group["elapsed_s"].min()))
+    out = pd.concat(parts, ignore_index=True)
+    return out[[*(c for c in out if c != "beyond_fastest_s"), "beyond_fastest_s"]]
+
+
+OUTSIDE_SHARE = 0.5
+"""A slow rank's extra time counts as waited for inside the synchronised steps when the other ranks'
+communication is longer than its own by at least this share of it."""
+
+
+SLOW_RANK_COLUMNS = ["experiment", "run_id", "rank", "fastest_rank", "elapsed_s", "fastest_s", "extra_s", "phase",
+                     "phase_extra_s", "comm", "comm_s", "others_comm_s", "waited_s", "inside"]
+
+
+def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
+    """Per run of :func:`rank_phases` ``table`` (whose slowest rank takes :data:`STRAGGLER` times its fastest or
+    more), in its order: its slowest ``rank`` and ``fastest_rank``, their ``elapsed_s`` and ``fastest_s``, the
+    ``extra_s`` between them, the ``phase`` (label) in which the slowest spends most of it and how much
+    (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
+    ``others_comm_s`` the median of the other ranks'), ``waited_s`` = ``others_comm_s − comm_s`` and
+    ``inside``: whether the other ranks wait for it in the synchronised steps (their communication is
+    longer by :data:`OUTSIDE_SHARE` of ``extra_s`` or more), false where the extra time lies outside them
+    (work the rank does alone), NA where no communication was timed. Seconds over the measured window."""
+    rows = []
+    phase_names = [c for c in table if c not in ("experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s")]
+    comm = next((c for c in (PHASE_LABELS["comm_exposed_s"], PHASE_LABELS["comm_s"]) if c in table), None)
+    for run_id, group in table.groupby("run_id", sort=False):
+        slow, fast = group.loc[group["elapsed_s"].idxmax()], group.loc[group["elapsed_s"].idxmin()]
+        if not slow["elapsed_s"] >= STRAGGLER * fast["elapsed_s"]:
+            continue
+        where = max(phase_names, key=lambda c: slow[c] - fast[c]) if phase_names else None
+        others = group.drop(index=slow.name)
+        known = comm is not None and pd.notna(slow[comm]) and others[comm].notna().any()
+        mine, theirs = (slow[comm], others[comm].median()) if known else (np.nan, np.nan)
+        extra = slow["elapsed_s"] - fast["elapsed_s"]
+        rows.append({"experiment": slow["experiment"], "run_id": run_id, "rank": int(slow["rank"]),
+                     "fastest_rank": int(fast["rank"]), "elapsed_s": slow["elapsed_s"],
+                     "fastest_s": fast["elapsed_s"], "extra_s": extra, "phase": where,
+                     "phase_extra_s": slow[where] - fast[where] if where is not None else np.nan,
+                     "comm": comm if known else None, "comm_s": mine, "others_comm_s": theirs,
+                     "waited_s": theirs - mine, "inside": (theirs - mine >= OUTSIDE_SHARE * extra) if known else pd.NA})
+    return pd.DataFrame(rows, columns=SLOW_RANK_COLUMNS)
+
+
+def rank_time_notes(slow: pd.DataFrame) -> list[str]:
+    """Per run of :func:`slow_ranks` ``slow``: in which phase the slowest rank spends its extra time, and whether the
+    other ranks wait for it in the synchronised steps (their communication, where they wait in the gradient
+    all-reduce, grows by :data:`OUTSIDE_SHARE` of it or more) or not: then the extra time lies outside the
+    synchronised steps (work one rank does alone), the job ends when that rank does, and the others idle at
+    the end."""
+    out = []
+    for r in slow.to_dict("records"):
+        text = (f"Run {r['run_id']}: rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank "
+                f"{r['fastest_rank']} ({fmt_num(r['elapsed_s'], 1)} s against {fmt_num(r['fastest_s'], 1)} s)")
+        if r["phase"] is not None:
+            text += f", {fmt_num(r['phase_extra_s'], 1)} s of it in {r['phase']}"
+        if pd.isna(r["inside"]):
+            out.append(text + ". No communication times: whether the other ranks wait for it cannot be told.")
+        elif r["inside"]:
+            out.append(text + f". The other ranks' {r['comm']} is {fmt_num(r['waited_s'], 1)} s longer than its own: "
+                              "they wait for it in the synchronised steps (a straggler inside the steps), and the job "
+                              "is as slow as this rank.")
+        else:
+            out.append(text + f". Yet the other ranks' {r['comm']} is not longer ({fmt_num(r['others_comm_s'], 1)} s "
+                              f"against its own {fmt_num(r['comm_s'], 1)} s): they do not wait for this work in the "
+                              "gradient all-reduce, so it happens outside the synchronised steps — work this rank does "
+                              "alone (evaluation, logging, checkpointing, or a step the others do not share). The job "
+                              "ends when this rank does; the other ranks idle at the end, which is the “waiting for "
+                              "the slowest rank” of the time breakdown.")
+    return out
+
+
+
+RANKS_NAMED = 8
+"""Ranks a run names (labels on its chart, rows in its table) at most: a larger run names those that wait least
+and most for communication, and its straggler."""
+
+
+def named_ranks(waits: pd.DataFrame, limit: int = RANKS_NAMED) -> tuple[pd.DataFrame, str]:
+    """The rows of :func:`stragglers`' frame that a page names, by run and rank: every rank of a run with at
+    most ``limit``; of a larger run, the ``limit // 2`` ranks that wait least, as many that wait most and its
+    straggler. And a sentence saying which runs show only some of their ranks ("" when none does)."""
+    parts, partial = [], []
+    for run_id, rows in waits.groupby("run_id", sort=False):
+        if len(rows) > limit:
+            order = rows.sort_values("comm_wait_s", kind="stable").index
+            keep = order[:limit // 2].union(order[-(limit - limit // 2):]).union(rows.index[rows["straggler"]])
+            partial.append(f"{run_id} ({len(keep)} of {fmt_int(len(rows))})")
+            rows = rows.loc[keep].sort_values("rank")
+        parts.append(rows)
+    named = pd.concat(parts) if parts else waits
+    if not partial:
+        return named, ""
+    return named, (f"Runs of more than {limit} ranks name the {limit // 2} ranks that wait least, the "
+                   f"{limit - limit // 2} that wait most and the straggler: {and_list(partial)}; their charts show every rank.")
+

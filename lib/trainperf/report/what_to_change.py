@@ -1,0 +1,288 @@
+"""What to change: the few changes a page's runs support, each with its expected gain and confidence; the
+rules several pages share, and the section that shows what a page's rules found.
+
+Every report ends with a section "What to change" (:func:`section`). Its rows come from the page's rules,
+one small function per kind of change, each reading what the page already computed (the straggler outside
+the synchronised steps of :func:`trainperf.report.scaling.ranks.slow_ranks`, the batch-size table, the node
+boundary, the goodput parts, the platforms' winners, a comparison's verdict): the scaling page's in
+:mod:`trainperf.report.scaling.analysis`, the other pages' in :mod:`trainperf.report.changes`. A rule gives a
+change only where its evidence is in the runs shown, never a generic tip.
+
+``expected_gain`` is a fraction of what ``gain_of`` names (the time of a step or a run, the wall clock,
+tokens/s): the time a change could remove over the time it is part of, or a throughput ratio − 1. A gain
+that removes a whole phase or part (data loading, exposed communication, start-up) is an upper bound: the
+change may hide only some of it.
+
+``confidence``:
+
+* ``high``: the gain has a 95 % interval (from the runs' steps, or the spread of repeats:
+  :mod:`trainperf.estimates`, :mod:`trainperf.report.noise`) and it excludes 0;
+* ``medium``: no interval, but the effect is measured in two or more runs (repeats of a configuration, or
+  runs of an experiment that each show it);
+* ``low``: a single figure (one run, or one run a side of a comparison), or a gain that is only an upper
+  bound of unknown tightness (all communication where its exposed part is not recorded; the settings of a
+  faster platform, whose margin is the hardware's too).
+
+A gain whose interval includes 0, or that is below :data:`trainperf.stats.MIN_EFFECT` (2 %), is not listed:
+:func:`section` names it among the candidates left out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import pandas as pd
+
+from trainperf.aggregate import Summaries
+from trainperf.estimates import Side, configuration_keys, estimate_steps
+from trainperf.report import configs
+from trainperf.report.html import Html, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
+from trainperf.report.noise import and_list, call, job_frames, run_intervals
+from trainperf.report.theme import table as styled
+from trainperf.stats import MIN_EFFECT, t_quantile
+
+COLUMNS = ["change", "evidence", "expected_gain", "gain_of", "seconds_saved", "saved_per", "confidence",
+           "applies_to"]
+"""The columns of :func:`listed`: one row per change."""
+MOST = 6
+"""Changes a page lists at most (the largest expected gains); the others are counted."""
+
+
+class Measured(Protocol):
+    """What the shared rules read of a page: the ``runs`` it shows and their per-rank ``steps`` (None: none)."""
+
+    runs: pd.DataFrame
+    steps: Summaries | None
+
+
+def clean(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs a change may be concluded from: none projected, oversubscribed or incomplete."""
+    return runs[~configs.doubtful(runs).to_numpy(bool)] if len(runs) else runs
+
+
+@dataclass
+class Found:
+    """What one rule found: candidate rows (:data:`COLUMNS`, and ``listed``: whether the data supports it)
+    and, where it could not look, why (a sentence: ``no run records phases``)."""
+
+    rows: list[dict] = field(default_factory=list)
+    lacking: str = ""
+
+
+def confidence(interval: tuple[float, float] | None, runs: int, *, bound: bool = False) -> str | None:
+    """The confidence of a gain (the module's rule): ``interval`` its 95 % interval (None: none), ``runs`` the
+    runs that each show it (for a comparison, the fewer repeats of its two sides), ``bound``: the gain is
+    only an upper bound of unknown tightness. None where the interval includes 0 (not supported)."""
+    if interval is not None and not (interval[0] > 0 or interval[1] < 0):
+        return None
+    if bound:
+        return "low"
+    return "high" if interval is not None else "medium" if runs >= 2 else "low"
+
+
+def row(change: str, evidence: str, gain: float, gain_of: str, applies_to: str, *,
+        interval: tuple[float, float] | None = None, runs: int = 1, bound: bool = False,
+        seconds: float = math.nan, per: str = "") -> dict:
+    """One candidate change; ``listed`` where its :func:`confidence` is known and ``gain`` is at least
+    :data:`MIN_EFFECT` (a gain that cannot be given, NaN, is listed on its confidence alone)."""
+    level = confidence(interval, runs, bound=bound)
+    if interval is not None:
+        evidence += f" (95 % interval of the gain {fmt_pct(interval[0])} to {fmt_pct(interval[1])})"
+    return {"change": change, "evidence": evidence, "expected_gain": gain, "gain_of": gain_of,
+            "seconds_saved": seconds, "saved_per": per if pd.notna(seconds) else "", "confidence": level or "",
+            "applies_to": applies_to,
+            "listed": level is not None and not (pd.notna(gain) and gain < MIN_EFFECT)}
+
+
+def _typical_s(runs: pd.DataFrame) -> pd.Series:
+    """Per run, a typical rank's measured window (s): ``mean_rank_elapsed_s``, else ``elapsed_s``."""
+    typical = runs["elapsed_s"].astype(float)
+    return runs["mean_rank_elapsed_s"].astype(float).fillna(typical) if "mean_rank_elapsed_s" in runs else typical
+
+
+def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: dict[str, pd.DataFrame]
+                    ) -> tuple[float, float] | None:
+    """The 95 % interval of the mean share of ``column`` in a configuration's step (its runs ``rows``, their
+    shares ``share``): from its runs' steps where every run has them with the column (the block bootstrap of
+    :func:`trainperf.estimates.estimate_steps`: the column's mean over the typical rank's step), else from the
+    spread of two or more repeats (Student t); None without either."""
+    ids = rows["run_id"].astype(str).tolist()
+    if ids and all(r in frames and column in frames[r] for r in ids):
+        found = estimate_steps(Side("", rows, {r: frames[r] for r in ids}), None, [column, "mean_rank_step_s"])
+        step = found.means["mean_rank_step_s"]
+        centre, half = found.means[column] / step, t_quantile(found.dof) * found.errors[column] / step
+        return centre - half, centre + half
+    if len(share) >= 2:
+        half = t_quantile(len(share) - 1) * float(share.std(ddof=1)) / math.sqrt(len(share))
+        return float(share.mean()) - half, float(share.mean()) + half
+    return None
+
+
+def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices: int = 1) -> Found:
+    """Per experiment, the configuration (repeats: their mean) whose ``column`` (s) takes the largest share
+    of a typical rank's measured window, among the runs on ``devices`` or more devices: a change worth that
+    share of the step (an upper bound: it may hide only part of the phase). For communication
+    (``comm_s``), its exposed part (``comm_exposed_s``) where an experiment's runs record it."""
+    runs = clean(page.runs)
+    have = runs[(runs["gpus"] >= devices).fillna(False).to_numpy(bool)] if len(runs) else runs
+    frames, out = job_frames(page.steps), Found()
+    for name, group in configs.by_experiment(have):
+        exposed = column == "comm_s" and "comm_exposed_s" in group and group["comm_exposed_s"].notna().any()
+        timed = "comm_exposed_s" if exposed else column
+        if timed not in group or group[timed].isna().all():
+            continue
+        group = group[group[timed].notna().to_numpy(bool)]
+        group = group.assign(_share=group[timed].astype(float) / _typical_s(group), _key=configuration_keys(group))
+        means = group.groupby("_key", sort=False)["_share"].mean()
+        rows = group[group["_key"] == means.idxmax()]
+        share, seconds = float(means.max()), float(rows[timed].mean())
+        label = configs.labels(group)[list(group["_key"]).index(means.idxmax())]
+        bound = column == "comm_s" and not exposed
+        shown = "all its communication (the part computation did not hide is not recorded)" if bound else what
+        out.rows.append(row(
+            change, f"{shown}: {fmt_seconds(seconds)} of a {fmt_seconds(float(_typical_s(rows).mean()))} "
+                    f"measured window, {fmt_pct(share)} of a step"
+                    + (f" (the mean of {len(rows)} runs)" if len(rows) > 1 else ""),
+            share, "step time", f"{name}: {label}", interval=_share_interval(rows, rows["_share"], timed, frames),
+            runs=len(rows), bound=bound, seconds=seconds, per="measured window"))
+    if not out.rows:
+        out.lacking = f"no run{' on two or more devices' if devices > 1 else ''} records {what}"
+    return out
+
+
+def data_loading(page: Measured) -> Found:
+    """Data loading (``data_s``) as a share of the step: load the next batch while the step computes."""
+    return _phase_rows(page, "data_s", "Load the next batch while the step computes (more loader workers, "
+                                       "prefetching, pinned memory)", "data loading")
+
+
+def exposed_communication(page: Measured) -> Found:
+    """Communication computation does not hide (``comm_exposed_s``, else all of ``comm_s``: an upper bound)
+    as a share of the step, on two or more devices: hide more of it behind the backward pass."""
+    return _phase_rows(page, "comm_s", "Hide more of the communication behind the backward pass (overlap, "
+                                       "gradient bucket size, fewer or larger all-reduces)",
+                       "communication not hidden by computation", devices=2)
+
+
+def waits_for_outside_work(page: Measured) -> Found:
+    """The other ranks' wait, in their next collective, for one rank's work outside the steps
+    (``wait_outside_s``: an evaluation or a checkpoint on rank 0 alone) as a share of the step: spread that
+    work over every rank, run it less often, or move it off the training's critical path."""
+    found = _phase_rows(page, "wait_outside_s", "Spread the evaluation or checkpoint over every rank, run it "
+                                                "less often, or run it off the training's critical path: the "
+                                                "other ranks wait for it in their next all-reduce",
+                        "waiting for another rank's work outside the steps", devices=2)
+    runs = clean(page.runs)
+    for found_row in found.rows:
+        named = runs.loc[runs["wait_outside_for"].notna(), "wait_outside_for"] if "wait_outside_for" in runs else []
+        if len(named):
+            found_row["evidence"] = f"{and_list(sorted(set(named)))}: {found_row['evidence']}"
+    return found
+
+
+def oversubscription(page: Measured) -> Found:
+    """Runs with more busy processes than cores (``oversubscribed``) against the fastest configuration of
+    their study that is not: the gain of running that one instead, in tokens (or samples) per second."""
+    runs = page.runs
+    over = runs["oversubscribed"].eq(True).fillna(False).to_numpy(bool) if "oversubscribed" in runs else None
+    if over is None or not over.any():
+        return Found(lacking="no run has more busy processes than cores")
+    unit, out = configs.unit_of(runs), Found()
+    study = configs.study_of(runs)
+    for name, group in runs.groupby(study.astype(str), sort=False):
+        group = group.reset_index(drop=True)
+        found = run_intervals(group, page.steps)
+        config = found["configuration"]
+        bad = group["oversubscribed"].eq(True).fillna(False).to_numpy(bool)
+        good = ~configs.doubtful(group).to_numpy(bool) & config.notna().to_numpy(bool)
+        if not bad.any() or not good.any():
+            continue
+        rates = group.groupby(config.to_numpy(), sort=False)[unit.rate].mean()
+        best = rates[config[good].unique()].idxmax()
+        for worst in config[bad].dropna().unique():
+            verdict = call(found, worst, best)
+            a, b = group[config == worst].iloc[0], group[config == best].iloc[0]
+            cores = a.get("extra_cpu_cores")
+            load = a.get("extra_load_average_1min")
+            host = (f" on {fmt_int(cores)} cores" if pd.notna(cores) else "") + (
+                f" (load average {fmt_num(load)} at start)" if pd.notna(load) else "")
+            out.rows.append(row(
+                f"Run {fmt_int(b['gpus'])} processes instead of {fmt_int(a['gpus'])}"
+                + (f": no more busy processes than the {fmt_int(cores)} cores" if pd.notna(cores) else ""),
+                f"{fmt_int(a['gpus'])} processes{host}: {fmt_int(rates[worst])} {unit.label}; "
+                f"{fmt_int(b['gpus'])} processes: {fmt_int(rates[best])} {unit.label}",
+                verdict.estimate, unit.label, f"{name}: {count(a['gpus'], 'process')} against {fmt_int(b['gpus'])}",
+                interval=(verdict.low, verdict.high) if verdict.tested else None,
+                runs=int(min((config == worst).sum(), (config == best).sum()))))
+    return out
+
+
+Rule = Callable[[Measured], Found]
+"""A rule: what it found on a page."""
+
+
+def candidates(rules: Iterable[tuple[str, Rule]], page: Measured) -> tuple[pd.DataFrame, list[str]]:
+    """Every candidate change the ``rules`` (each with what it looks at) found on ``page`` (:data:`COLUMNS` and
+    ``listed``), by expected gain, and a sentence per rule that could not look (what it lacks)."""
+    rows, lacking = [], []
+    for what, rule in rules:
+        found = rule(page)
+        rows += found.rows
+        if found.lacking and not found.rows:
+            lacking.append(f"{what}: {found.lacking}")
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, "listed"])
+    frame = frame.astype({"expected_gain": float, "seconds_saved": float, "listed": bool})
+    return frame.sort_values("expected_gain", ascending=False, kind="stable", na_position="last"
+                             ).reset_index(drop=True), lacking
+
+
+def listed(found: pd.DataFrame) -> pd.DataFrame:
+    """The changes of :func:`candidates` ``found`` a page lists (:data:`COLUMNS`), by expected gain: at most
+    :data:`MOST`."""
+    return found[found["listed"]][COLUMNS].head(MOST).reset_index(drop=True)
+
+
+def short(change: str) -> str:
+    """A change in a few words, for a sentence: its text before a colon or bracket, lower case first."""
+    text = change.split(":")[0].split(" (")[0]
+    return text[0].lower() + text[1:]
+
+
+SHOWN = {"change": "what_to_change", "evidence": "based_on"}
+"""Columns :func:`section` shows under another name (``change`` and ``evidence`` format other tables)."""
+
+
+def section(found: pd.DataFrame, lacking: list[str]) -> Html:
+    """The "What to change" section of a page from what its rules found (:func:`candidates`): a sentence on
+    what the data supports, the table of changes, and the candidates left out (within the noise, below 2 %, or
+    beyond the first :data:`MOST`); where the data supports no change, a sentence saying so and why."""
+    listed = found[found["listed"]]
+    shown = listed.head(MOST)
+    left = found[~found["listed"]]
+    notes = []
+    if len(left):
+        notes.append("Left out, within the noise or below " + fmt_pct(MIN_EFFECT, 0) + ": " + and_list(
+            [f"{short(change)} ({count(len(rows), 'candidate')}, {fmt_pct(rows['expected_gain'].max())} at most)"
+             for change, rows in left.groupby(left["change"].map(short), sort=False)]) + ".")
+    if len(listed) > MOST:
+        notes.append(f"{count(len(listed) - MOST, 'more change')} with smaller gains not shown.")
+    if shown.empty:
+        why = [*lacking, *(["every candidate is within the noise or below " + fmt_pct(MIN_EFFECT, 0)]
+                            if len(left) else [])]
+        summary = ("The data supports no change: " + "; ".join(why) + "." if why
+                   else "The data supports no change.")
+        parts = [paragraph(summary), *map(paragraph, notes)]
+        return Html("".join(p.html for p in parts), "\n".join(p.text for p in parts))
+    top = shown.iloc[0]
+    gain = (f"{fmt_pct(top['expected_gain'])} of its {top['gain_of']}" if pd.notna(top["expected_gain"])
+            else "no gain that can be given")
+    summary = (f"{count(len(shown), 'change')} the data supports, by expected gain; the largest: "
+               f"{short(top['change'])} ({gain}, {top['confidence']} confidence).")
+    timed = shown["seconds_saved"].notna().any()  # no change of the page saves a time that can be given: no columns
+    table = styled(shown[[c for c in COLUMNS if timed or c not in ("seconds_saved", "saved_per")]].rename(columns=SHOWN))
+    html = f"<p>{esc(summary)}</p>" + table.to_html() + "".join(f"<p>{esc(n)}</p>" for n in notes)
+    text = "\n".join([summary, table.data.to_string(index=False), *notes])
+    return Html(html, text)
