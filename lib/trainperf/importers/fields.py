@@ -21,7 +21,7 @@ import functools
 import json
 import re
 
-from trainperf.importers.text import NUMBER, number, rank_prefix
+from trainperf.importers.text import LEADING_TIME, NUMBER, current, number, rank_prefix
 
 VALUE = rf"(?:{NUMBER})(?:\s*/\s*(?:{NUMBER}))?(?:\s?(?:ms|sec|s|min|m|h|%|[KMBGT]i?B?)\b|%)?"
 """A value as printed: a number, a ``current/average`` pair or ``N/M``, a unit or a multiplier."""
@@ -30,8 +30,7 @@ _PAIR = re.compile(rf"(?:^|(?<=[\s|,\[{{(]))(?P<key>[A-Za-z_][\w./()%\- ]{{0,63}
 """``key: value``, ``key=value``, ``key value``: a key (at most 64 characters, so a line costs linear time)
 starts at a separator, its value ends at one."""
 _PROGRESS = re.compile(r"(?:^|\s)(\d+)\s*/\s*\d+(?=\s|$)")
-_ENVELOPE = re.compile(r"^\s*(?:\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+"
-                       r"\s+\d+\s+[\w.]+:\d+\])")
+_ENVELOPE = re.compile(rf"^(?:{LEADING_TIME}|\s*[IWEF]\d{{4}} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.]+:\d+\])")
 """A collector's or logger's timestamp (ISO, or absl's ``I0804 08:14:00.123 140 file.py:196]``) before the record."""
 _SEPARATOR = re.compile(r"[\s_\-.]+")
 _UNIT_IN_KEY = re.compile(r"\((ms|s|sec|min|h|%|gb|gib|mb|mib)\)|\bin (ms|s|sec|min|h)\b|[ _](ms|s|sec|min|h|gb|"
@@ -130,6 +129,4 @@ def value(text: str, key: str = "") -> tuple[float, str]:
         else:
             unit = suffix.group(3)
         text = text[:suffix.start()].rstrip()
-    if "/" in text:
-        text = text.partition("/")[0]
-    return number(text) * scale, unit or unit_of_key(key)
+    return number(current(text)) * scale, unit or unit_of_key(key)

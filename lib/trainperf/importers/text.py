@@ -47,7 +47,7 @@ NUMBER = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|
 """A number as logs print it: optional sign, thousands separators (``12,345``),
 decimals, exponent, ``nan`` / ``inf``."""
 _NUMBER = re.compile(rf"(?:{NUMBER})\Z")
-_CURRENT_AVERAGE = re.compile(rf"({NUMBER})\s*/\s*(?:{NUMBER})")
+_PAIR = re.compile(rf"({NUMBER})\s*/\s*(?:{NUMBER})")
 
 _RANK_PREFIX = re.compile(
     r"\s*(?:\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:|(\d+): )")
@@ -55,8 +55,9 @@ _RANK_PREFIX = re.compile(
 ``--local-ranks-filter``), ``[default3]:`` (torchelastic), ``[1,3]<stdout>:``
 (Open MPI ``--tag-output``), ``3: `` (Slurm ``srun --label``). They nest
 (``0: [rank3]:`` from torchrun under ``srun -l``): the innermost names the rank."""
-_LEADING_TIME = re.compile(r"\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?(?= )")
-"""A timestamp a log collector writes before the launcher's prefix."""
+LEADING_TIME = r"\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?"
+"""A timestamp a log collector writes at the start of a line (ISO date and time, maybe bracketed)."""
+_LEADING_TIME = re.compile(rf"{LEADING_TIME}(?= )")
 
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 
@@ -96,12 +97,17 @@ def field_number(key: str, text: str | None) -> float:
     if text is None:
         return math.nan
     try:
-        return number(text)
+        return number(current(text))
     except LineError as exc:
-        pair = _CURRENT_AVERAGE.fullmatch(text.strip())
-        if pair is not None:
-            return number(pair.group(1))
         raise LineError(f"{key}: {exc}") from None
+
+
+def current(text: str) -> str:
+    """The first number of a printed pair ``X/Y``: of a ``current/average`` pair
+    (``13100.0/13240.9``) the current, of a counter ``N/M`` the N; ``text``
+    itself where it is no such pair."""
+    pair = _PAIR.fullmatch(text.strip())
+    return pair.group(1) if pair is not None else text
 
 
 def positive(value: float, what: str) -> float:
