@@ -77,7 +77,7 @@ class ComposerParser(RunParser):
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         body = rank_prefix(lines[i])[1]
-        if match := _BLOCK.search(body):
+        if "[batch=" in body and (match := _BLOCK.search(body)):  # the literal first: a search of every line is slow
             self.block = {"step": float(match.group(1))}
             last = self.runs[-1].blocks[-1]["step"] if self.runs and self.runs[-1].blocks else None
             if last == self.block["step"]:

@@ -50,7 +50,7 @@ from trainperf.importers.core import LineFormat, ParsedLog
 from trainperf.importers.fields import fields_of, unit_of_key, value
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import CutLine, LineError, number, rank_prefix
-from trainperf.importers.vocabulary import FIELD, NAMES, RATES, Field, in_unit, is_record, lookup
+from trainperf.importers.vocabulary import FIELD, NAMES, RATES, Field, in_unit, is_record, lookup, scale
 
 NAN = math.nan
 SNIFF_LINES = 2000
@@ -102,9 +102,16 @@ class Stack:
                 re.compile(self.val_loss) if self.val_loss else None)
 
     @functools.cached_property
-    def fields(self) -> dict[str, tuple[str, Field, str, str | None]]:
-        """Each key's canonical field name, field, the unit the key names and the unit its value must end in."""
-        return {key: (name, FIELD[name], unit_of_key(key), self.units.get(key)) for key, name in self.keys.items()}
+    def fields(self) -> dict[str, tuple[str, Field, str, str | None, float | None]]:
+        """Each key's canonical field name, field, the unit of its value printed as a bare number (the unit it
+        must end in, else the one the key names), that unit and the factor to the field's unit
+        (``vocabulary.scale``)."""
+        out = {}
+        for key, name in self.keys.items():
+            ends = self.units.get(key)
+            unit = unit_of_key(key) if ends is None else ends
+            out[key] = (name, FIELD[name], unit, ends, scale(unit, FIELD[name]))
+        return out
 
     def parse(self, line: str) -> tuple[int | None, dict[str, float]]:
         """The rank the launcher prefix names and the figures of a record line (canonical field -> value in
@@ -120,13 +127,13 @@ class Stack:
         values: dict[str, float] = {}
         fields = self.fields
         for key, text in keys.findall(body):
-            name, known, unit, ends = fields[key]
+            name, known, unit, ends, factor = fields[key]
             if name in values:
                 continue
             if ends is not None:  # the unit its values are printed in: without it, a value cut short
                 if not text.endswith(ends):
                     raise LineError(f"{key}: {text!r} does not end in {ends!r}")
-                text, unit = text[:-len(ends)], ends
+                text = text[:-len(ends)]
             try:
                 found = float(text)
             except ValueError:
@@ -134,8 +141,9 @@ class Stack:
                     found, printed = value(text, key)
                 except LineError as exc:
                     raise LineError(f"{key}: {exc}") from None
-                unit = ends or printed
-            values[name] = in_unit(found, unit, known)
+                values[name] = in_unit(found, ends or printed, known)
+                continue
+            values[name] = found * factor if factor is not None else in_unit(found, unit, known)
         if self.keys[self.time] not in values:
             raise LineError(f"no {self.time!r} field")
         if self.last is not None and self.keys[self.last] not in values:

@@ -167,6 +167,8 @@ class LlmcParser(records.IntervalParser[records.Run]):
 class Llmc(LineFormat):
     name = "llmc"
     title = "an llm.c log"
-    patterns = (re.compile(r"\bstep\s+\d+/\d+\s*\|[^\n]*\bms\b"), re.compile(r"\bstep\s+\d+/\d+: train loss"),
-                re.compile(r"\bstep\s+\d+: train loss [^\n]*\(took [\d.]+ ms\)"))
+    # "step(?<=\bstep)" is "\bstep" with the word first: the engine then scans the head for it quickly
+    patterns = (re.compile(r"step(?<=\bstep)\s+\d+/\d+\s*\|[^\n]*\bms\b"),
+                re.compile(r"step(?<=\bstep)\s+\d+/\d+: train loss"),
+                re.compile(r"step(?<=\bstep)\s+\d+: train loss [^\n]*\(took [\d.]+ ms\)"))
     parser_class = LlmcParser

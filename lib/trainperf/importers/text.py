@@ -106,6 +106,8 @@ def current(text: str) -> str:
     """The first number of a printed pair ``X/Y``: of a ``current/average`` pair
     (``13100.0/13240.9``) the current, of a counter ``N/M`` the N; ``text``
     itself where it is no such pair."""
+    if "/" not in text:  # most figures: no pair, and no need for the pattern
+        return text
     pair = _PAIR.fullmatch(text.strip())
     return pair.group(1) if pair is not None else text
 

@@ -142,14 +142,25 @@ def lookup(key: str, table: Mapping[str, Field] = NAMES) -> Field | None:
     return None
 
 
+def scale(unit: str, field: Field) -> float | None:
+    """The factor that takes a value printed in ``unit`` ('' : the field's own) to the field's base unit:
+    seconds for times, GiB for memory, 1 for counts and rates; None for MFU, whose unit depends on the value
+    (:func:`in_unit`)."""
+    unit = unit or field.unit
+    if field.kind in TIME_KINDS:
+        return SECONDS.get(unit, 1.0)
+    if field.name == "mfu":
+        return None
+    if field.kind == "memory":
+        return 1.0 / 1024.0 if unit in ("mb", "mib") else 1.0
+    return 1.0
+
+
 def in_unit(value: float, unit: str, field: Field) -> float:
     """``value`` printed in ``unit`` ('' : the field's own) in the field's base unit: seconds for times,
     a fraction for MFU, GiB for memory; counts and rates as printed."""
-    unit = unit or field.unit
-    if field.kind in TIME_KINDS:
-        return value * SECONDS.get(unit, 1.0)
-    if field.name == "mfu":  # a negative one (nanoGPT's -100 % before it has one) is none
-        return math.nan if value < 0 else value / 100.0 if unit == "%" or value > 1 else value
-    if field.kind == "memory":
-        return value / 1024.0 if unit in ("mb", "mib") else value
-    return value
+    factor = scale(unit, field)
+    if factor is not None:
+        return value * factor
+    # MFU: a negative one (nanoGPT's -100 % before it has one) is none
+    return math.nan if value < 0 else value / 100.0 if (unit or field.unit) == "%" or value > 1 else value
