@@ -16,7 +16,7 @@ canonical runs columns (``trainperf.schema``: ``platform``, ``n_params``,
 ``tensorboard_tags``
     the figures TensorBoard tags give, ``{figure: tag}``, for the event files
     of a stack without a mapping of its own (see
-    ``trainperf.importers.tensorboard_tags``); ``trainperf import --tags``
+    ``trainperf.importers.tensorboard_log``); ``trainperf import --tags``
     adds to it.
 ``warmup_steps``
     (a canonical column) read as input: steps at the start of the log
