@@ -51,13 +51,7 @@ def compile_pattern(text: str, where: object) -> regex.Pattern[str]:
         pattern = regex.compile(text)
     except regex.error as exc:
         raise DataError(f"not a regular expression: {exc}", path=where, column="pattern") from None
-    unknown = sorted(set(pattern.groupindex) - set(figures.GROUPS))
-    if unknown:
-        raise DataError(f"unknown group(s) {', '.join(unknown)}: the groups are {', '.join(figures.GROUPS)}",
-                        path=where, column="pattern")
-    if not set(pattern.groupindex) & set(figures.TIMING):
-        raise DataError(f"a pattern needs a step time or a rate: one of the groups {', '.join(figures.TIMING)}",
-                        path=where, column="pattern")
+    figures.check_names(pattern.groupindex, figures.GROUPS, "group", "a pattern", where, "pattern")
     return pattern
 
 

@@ -115,16 +115,11 @@ HINTS = {"megatron": "Megatron-LM writes iteration-time only with --log-timers-t
 def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
     """The mapping ``{figure: tag}`` a user gave (figures of :data:`MAPPABLE`,
     one of ``figures.TIMING`` among them); DataError naming ``where`` otherwise."""
-    unknown = sorted(str(k) for k in tags if k not in MAPPABLE)
-    if unknown:
-        raise DataError(f"unknown figure(s) {', '.join(unknown)}: the figures are {', '.join(MAPPABLE)} "
-                        "(a point's step is the event's own)", path=where, column="tensorboard_tags")
+    figures.check_names(tags, MAPPABLE, "figure", "a mapping", where, "tensorboard_tags",
+                        " (a point's step is the event's own)")
     bad = sorted(str(k) for k, v in tags.items() if not isinstance(v, str) or not v.strip())
     if bad:
         raise DataError(f"the tag of {', '.join(bad)} must be a tag name (a string)", path=where,
-                        column="tensorboard_tags")
-    if not set(tags) & set(figures.TIMING):  # an empty mapping too
-        raise DataError(f"a mapping needs a step time or a rate: one of {', '.join(figures.TIMING)}", path=where,
                         column="tensorboard_tags")
     return TagMapping("tensorboard_tags", "the tags the settings map",
                       {str(group): (str(tag),) for group, tag in tags.items()})
