@@ -24,6 +24,9 @@ another device's peak (nanoGPT's A100 figure on any machine): the peaks are not 
 against trainperf's converted to the log's peak."""
 OTHER_PEAK = "not comparable: other peak"
 """The ``note`` of a printed peak of another device."""
+DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "reported": float, "recomputed": float,
+          "relative_difference": float, "flagged": bool, "note": "string"}
+"""The columns, and their types, of :func:`compare_reported`."""
 
 
 def printed_precision(values: pd.Series) -> pd.Series:
@@ -111,11 +114,10 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
             "run_id": run_ids[usable], "metric": metric, "convention": conventions.to_numpy()[usable],
             "reported": reported[usable], "recomputed": recomputed[usable], "relative_difference": difference[usable],
             "flagged": beyond[usable], "note": note[usable], "position": np.flatnonzero(usable)}))
-    columns = ["run_id", "metric", "convention", "reported", "recomputed", "relative_difference", "flagged", "note"]
     if not parts:
-        return pd.DataFrame(columns=columns).astype(DTYPES)
+        return pd.DataFrame(columns=list(DTYPES)).astype(DTYPES)
     table = pd.concat(parts, ignore_index=True).sort_values("position", kind="stable")  # in the runs' order
-    return table[columns].astype(DTYPES).reset_index(drop=True)
+    return table[list(DTYPES)].astype(DTYPES).reset_index(drop=True)
 
 
 def _numbers(values: pd.Series) -> np.ndarray:
@@ -127,11 +129,6 @@ def _beyond(reported: np.ndarray, recomputed: np.ndarray, tolerance: float) -> n
     than ``tolerance`` (relative) and more than the last digit it was printed with."""
     gap = np.abs(reported - recomputed)
     return (gap > tolerance * np.abs(recomputed)) & (gap > printed_precision(pd.Series(reported)).to_numpy(float))
-
-
-DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "reported": float, "recomputed": float,
-          "relative_difference": float, "flagged": bool, "note": "string"}
-"""Column types of :func:`compare_reported`."""
 
 
 FORM_EVIDENCE = ("tflops_per_gpu", "tflops_total", "flops_per_token", "mfu", "hfu")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from trainperf.importers.core import LineFormat, ParsedRun, RunParser
 from trainperf.importers.text import NUMBER, LineError, number, whole
@@ -132,18 +132,12 @@ class TimingSummaryParser(RunParser):
                 measured["reported_tokens_per_s"] = self.rates[key][1]
             if "elapsed_s" in measured:
                 measured["extra_time_source"] = "phase totals printed by the log"
-            runs.append(ParsedRun(name, section.line, config, _fixed(measured)))
+            runs.append(ParsedRun(name, section.line, config, lambda config, fixed=measured: (dict(fixed), None)))
         for key, (line, _) in self.rates.items():
             if key not in seen:
                 self.skip(line, f"summary table row for batch size {key[0]}, {key[1]} accumulation steps "
                                 "has no timing-details section")
         return runs
-
-
-def _fixed(measured: dict[str, Any]):
-    def finish(config: Mapping[str, Any]):
-        return dict(measured), None
-    return finish
 
 
 class TimingSummary(LineFormat):
