@@ -1,22 +1,10 @@
-"""Any CSV table, through a column mapping.
+"""Any CSV table, through a column mapping: the sidecar's (or a ``--mapping FILE``'s) ``columns``, each runs
+column a CSV column name or ``{column: NAME, scale: NUMBER}`` (docs/importers.md, "What each log says", "Any CSV").
 
-The mapping lives in the CSV's sidecar (``results.csv.trainperf.yaml``) or
-in a file given as the ``mapping`` override (``--mapping FILE``)::
-
-    columns:                      # runs column: CSV column
-      run_id: Configuration
-      gpus: GPUs
-      tokens_per_s: Overall Throughput (tokens/sec)
-      elapsed_s: {column: Elapsed Time (min), scale: 60}
-      reported_mfu: Utilization   # "38.3%" is read as 0.383
-    platform: NVIDIA H100 SXM     # other keys: values for every row
-
-Each data row is one run. Cells are read strictly: thousands separators
-(``1,234``), a leading ``~`` (approximate), a trailing ``%`` (divided by
-100); ``scale`` multiplies the number (units). Empty cells and ``-``,
-``n/a``, ``NA``, ``none`` are missing values. A row with a cell that cannot
-be read (``1,5``, ``fast``) is skipped and reported with its line. Without
-``run_id`` in the mapping, runs are named ``<file>-<row>``.
+Each data row is one run (``<file>-<row>`` without a mapped ``run_id``). Cells are read strictly: thousands
+separators (``1,234``), a leading ``~`` (approximate), a trailing ``%`` (divided by 100); ``scale`` multiplies
+the number (units). :data:`BLANK` cells are missing values. A row with a cell that cannot be read (``1,5``,
+``fast``) is skipped and reported with its line.
 """
 
 from __future__ import annotations

@@ -9,31 +9,16 @@
             Training compute time: 1335.39 seconds
             Training communication time: 41.09 seconds
 
-A single-process run prints ``Epoch E timing breakdown:`` (rank 0). An
-``Average metrics:`` block holds the same times averaged over the ranks,
-with ``Train loss`` and ``Val loss``; ``Epoch E: train loss X, val loss Y``
-lines (optionally after ``Rank N -``) give the losses. Markdown headings
-(``### training_b64_g2``) separate runs and name them; without headings a
-block that repeats a rank and epoch starts a new run.
+A single-process run prints ``Epoch E timing breakdown:`` (rank 0). An ``Average metrics:`` block holds the
+times averaged over the ranks, with ``Train loss`` and ``Val loss``; ``Epoch E: train loss X, val loss Y`` lines
+give the losses (the last epoch's win over the block's). Markdown headings (``### training_b64_g2``) separate
+runs and name them; without headings a block that repeats a rank and epoch starts a new run.
 
-Each rank's epoch block is a step interval (``step`` the epoch; epoch totals
-include the warm-up, which cannot be separated), measured by the one
-aggregator (``trainperf.aggregate.measure``), per run over all epochs:
-
-* ``e_r`` = sum of rank r's ``Total epoch time``; ``elapsed_s = max_r e_r``
-  (the slowest rank), ``slowest_rank``, ``mean_rank_elapsed_s``,
-  ``rank_imbalance = max / min``;
-* ``data_s`` (Data loading), ``h2d_s`` (Data movement), ``compute_s``
-  (Training compute: forward, backward and optimizer as one number),
-  ``comm_s`` (Training communication): mean over ranks of each rank's sum;
-* ``gpus`` = the number of ranks when they are 0..N-1 (every rank prints
-  its block), ``ranks``, ``complete`` (every rank printed every epoch),
-  ``extra_epochs`` (the most any rank printed);
-* the ``Average metrics`` times are kept as ``reported_mean_rank_elapsed_s``,
-  ``reported_data_s``, ``reported_h2d_s``, ``reported_compute_s``,
-  ``reported_comm_s``;
-* ``train_loss`` / ``val_loss``: the last epoch's loss line, else the
-  ``Average metrics`` block.
+Each rank's epoch block is a step interval (``step`` the epoch; its seconds hold the warm-up, which cannot be
+separated) of :data:`INTERVAL_FIELDS`, measured by the one aggregator (``trainperf.aggregate.measure``: the
+slowest rank's total is ``elapsed_s``, phases the mean over ranks of each rank's sum), with ``gpus`` the number
+of ranks when they are 0..N-1, ``extra_epochs`` the most any rank printed, and the ``Average metrics`` times as
+``reported_mean_rank_elapsed_s``, ``reported_data_s``, ... (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
-"""Named figures into records: what a line read with a pattern
-(``trainperf.importers.pattern``) or a step of TensorBoard scalars
-(``trainperf.importers.tensorboard_log``) gives, by the documented names of
-:data:`GROUPS`, becomes a record of ``trainperf.importers.records`` — and its
-run's measurement.
+"""Named figures into records: what a line read with a pattern (``trainperf.importers.pattern``) or a step of
+TensorBoard scalars (``trainperf.importers.tensorboard_log``) gives, by the names of :data:`GROUPS`, becomes a
+record of ``trainperf.importers.records``, and its run's measurement.
 
-The figures are those of one optimizer step; a record may cover ``n`` steps
-that the figures describe on average (a TensorBoard point written every
-``n`` steps with the mean over them). The rest follows from whatever the
-figures give:
-
-* the step's wall time: ``step_time_s``, ``step_time_ms``, else ``tokens`` /
-  ``tokens_per_s`` (or ``samples`` / ``samples_per_s``); where there is only a
-  rate, the run's throughput is the rate, averaged over the measured window
-  as total work / total time (``extra_time_source`` says so);
-* ``tokens`` and ``samples`` are the whole job's in a step (a record of ``n``
-  steps did ``n`` times as much; each rank that gives the step gets its share);
-* ``tokens_per_s``, ``tokens_per_s_per_gpu``, ``samples_per_s``,
-  ``mfu_percent`` (or ``mfu``, a fraction) and ``tflops_per_gpu`` are kept as the source's own figures
-  (``reported_*``; ``mfu_percent`` as the fraction ``reported_mfu``).
+The figures are those of one optimizer step; a record may cover ``n`` steps they describe on average (a
+TensorBoard point written every ``n`` steps with the mean over them). A step's wall time is its step time, else
+its work over its rate (:func:`step_seconds`); ``tokens`` and ``samples`` are the whole job's in a step (a
+record of ``n`` steps did ``n`` times as much). A run timed only by rates gets the rate as its throughput (total
+work / total time; ``extra_time_source`` says so). Rates, MFU and TFLOP/s are kept as the source's own figures
+(``reported_*``; ``mfu_percent`` as the fraction ``reported_mfu``).
 """
 
 from __future__ import annotations

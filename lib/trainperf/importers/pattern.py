@@ -1,27 +1,16 @@
-"""Any log, read with one regular expression of the user's: the sidecar key
-``pattern`` (``trainperf import --pattern``), for stacks without a reader of
-their own (nanochat, torchtune, LitGPT, fairseq, research code).
+"""Any log, read with one regular expression of the user's (the sidecar key ``pattern``, ``trainperf import
+--pattern``), for stacks without a reader of their own (docs/importers.md, "A log of any stack").
 
-Every line the pattern matches (searched for, after a launcher's rank prefix
-such as ``[rank3]:``) is a record of one optimizer step. Its named groups
-(``trainperf.importers.figures.GROUPS``; numbers may carry thousands
-separators: ``6,941``) give the step's figures, and the rest follows from
-whatever they give (``trainperf.importers.figures``).
+Every line the pattern matches (searched for after a launcher's rank prefix such as ``[rank3]:``) is a record of
+one optimizer step whose named groups (``figures.GROUPS``; numbers may carry thousands separators: ``6,941``)
+give its figures (``trainperf.importers.figures``). With an ``epoch`` group, a step counter that restarts each
+epoch counts on across epochs (``records.IntervalParser.across_epochs``). A log with a ``step`` group that starts
+past the warm-up is measured from its first line; a matched line whose groups are not numbers is skipped and
+counted.
 
-With an ``epoch`` group too, a step counter that restarts each epoch
-(fairseq's ``epoch 011: 1000 / 8223``) counts on across epochs: one run, not
-one per epoch (``records.IntervalParser.across_epochs``).
-
-A log with a ``step`` group that starts past the warm-up (an excerpt from
-the middle of a run) is measured from its first line; otherwise the first
-``warmup_steps`` (default 1) are warm-up, as in every format. A matched line
-whose groups are not numbers is skipped and counted.
-
-A pattern is the user's text run on every line, so its work is bounded: it is
-matched by the ``regex`` module (the syntax of Python's ``re``) with a time
-limit of :data:`LINE_SECONDS` per line; a pattern that backtracks
-catastrophically (``(a|aa)+$``) stops the read with a DataError naming the
-sidecar and the line, within seconds.
+A pattern is the user's text run on every line: the ``regex`` module matches it (the syntax of Python's ``re``)
+with a limit of :data:`LINE_SECONDS` per line, so one that backtracks catastrophically (``(a|aa)+$``) stops the
+read with a DataError naming the sidecar and the line, within seconds.
 """
 
 from __future__ import annotations

@@ -1,37 +1,20 @@
 """A run's TensorBoard event files (a log dir, ``trainperf.importers.event_files``) read into step-interval
-records through the tags its stack writes, or the user's mapping of tags to figures (names of
-``trainperf.importers.figures.GROUPS``; sidecar key ``tensorboard_tags``, ``trainperf import --tags``), and
-measured by the one aggregator. Each stack's tags come from its own source:
+records through the tags its stack writes (:data:`STACKS`, each from the stack's own source: torchtitan's
+``MetricsProcessor.log``, Megatron-LM's ``training_log``, NeMo's ``TimingCallback`` and strategy), or the user's
+mapping of tags to figures of ``figures.GROUPS`` (sidecar key ``tensorboard_tags``, ``trainperf import
+--tags``), and measured by the one aggregator (docs/importers.md, "TensorBoard event files").
 
-* torchtitan (``torchtitan/components/metrics.py``, ``MetricsProcessor.log``, pytorch/torchtitan) writes at
-  step 1 and every ``log_freq`` steps ``time_metrics/end_to_end(s)``, the time since its previous point divided
-  by ``log_freq`` (``time_end_to_end = time_delta / log_freq``: the point at step 10 covers steps 2..10 in 10 ×
-  the value; the interval is the greatest common divisor of the steps written after step 1);
-  ``throughput(tps)`` (``wps`` before November 2024) is tokens per second per device, ``tflops`` TFLOP/s per
-  device and ``mfu(%)`` MFU in percent, torchtitan's own FLOPs (convention ``torchtitan``);
-  ``loss_metrics/global_avg_loss`` the loss.
-* Megatron-LM (``megatron/training/training.py``, ``training_log``, NVIDIA/Megatron-LM) writes ``iteration-time``
-  (s) and ``throughput`` (TFLOP/s per GPU, convention ``megatron``) every ``log_interval`` iterations, only with
-  ``--log-timers-to-tensorboard``, as the mean over the ``n = step - previous step`` iterations since its
-  previous point; ``batch-size`` (the global batch of the iteration, in samples), ``lm loss`` every
-  ``tensorboard_log_interval``; ``world-size`` with ``--log-world-size-to-tensorboard``.
-* NeMo on Lightning (``nemo/utils/exp_manager.py``, ``TimingCallback``;
-  ``nemo/lightning/pytorch/strategies/megatron_strategy.py``; ``nemo/lightning/pytorch/plugins/data_sampler.py``,
-  NVIDIA/NeMo) logs at every ``log_every_n_steps``-th step that step's own ``train_step_timing in s``,
-  ``reduced_train_loss``, ``global_batch_size`` (samples) and, with ``log_tokens_per_sec``,
-  ``tokens_per_sec_per_gpu``; steps count from 0. (Its ``TFLOPS_per_GPU`` uses NeMo's own FLOPs formulas, none
-  of trainperf's conventions: not read.)
-* A user's mapping reads each point as the figures of the step it is written at, as the pattern reader reads a
-  line.
-
-Each rank's points of a step time or rate are its records; the other figures are those written at the same
-step (NaN where none is). The first point of a rank covers unknown steps unless it is step 1 (a resumed job
-counts on from its checkpoint). A job restarted from a checkpoint writes its steps again: a point replaced by
-one written later at its step or an earlier one is left out, as TensorBoard does, and the first point after the
-restart covers unknown steps. Warm-up is the start of the training (steps from the stack's first step number),
-so a log dir that starts later is measured from its first measurable point. What the events do not say
-(``gpus``, ``seq_len``, the model) comes from the sidecar ``<log dir>.trainperf.yaml`` next to the log dir
-(``<event file>.trainperf.yaml`` for a file) or ``--set``.
+Each rank's points of a step time or rate are its records; the other figures are those written at the same step
+(NaN where none is). By its stack's step time, a point covers its own step (:data:`STEP`: NeMo, whose steps
+count from 0, and a user's mapping), or the ``n = step - previous step`` steps since the rank's previous point:
+for ``n`` × the mean step time (:data:`INTERVAL`: Megatron-LM's ``iteration-time``), or for the logging interval
+× the step time (:data:`PER_LOG_FREQ`: torchtitan divides the time since its previous point by ``log_freq``, the
+greatest common divisor of the steps written after step 1). The first point of a rank covers unknown steps
+unless it is step 1. A job restarted from a checkpoint writes its steps again: a point replaced by one written
+later at its step or an earlier one is left out, as TensorBoard does, and the first point after the restart
+covers unknown steps. Warm-up is the start of the training (steps from the stack's first step number). What the
+events do not say comes from the sidecar ``<log dir>.trainperf.yaml`` (``<event file>.trainperf.yaml`` for a
+file) or ``--set``.
 """
 
 from __future__ import annotations

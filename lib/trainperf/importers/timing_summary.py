@@ -10,19 +10,9 @@
     - Loss computation: 2.12s (mean=0.0005s)
     - Forward pass: 72.86s (mean=0.0182s)
 
-Each ``Batch Size = B, Accumulation Steps = A`` section is one run, named
-``bsB-accumA`` (``micro_batch_size = B``, ``grad_accum_steps = A``). A
-heading naming the device count (``# GPU=4 ...``) gives ``gpus``.
-
-Conversions: ``elapsed_s`` = ``Train worker.epoch.training`` (the training
-loop's wall time; the throughput the summaries print is tokens over this
-time), ``validation_s`` = ``...epoch.validation``; ``forward_s``,
-``loss_s``, ``backward_s`` are the phase totals, their per-call means kept
-as ``extra_forward_mean_s`` etc.; ``extra_total_exec_s`` (whole
-script), ``extra_train_worker_s`` and ``extra_epoch_s`` are kept as printed.
-A Markdown summary table with ``Batch Size``, ``Accum. Steps`` and
-``Tokens/Sec`` columns gives ``reported_tokens_per_s`` (``~2,090`` is read
-as 2090).
+Each section is one run, ``bsB-accumA``; a heading ``# GPU=4 ...`` gives ``gpus``, a Markdown table's
+``Tokens/Sec`` column ``reported_tokens_per_s``. The printed seconds become the runs columns of :data:`FIELDS`
+(``elapsed_s``: the training loop), per-call means ``extra_*_mean_s`` (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
