@@ -88,18 +88,20 @@ def _run(args: argparse.Namespace) -> int:
     for result in results:
         _describe(result)
     _comparisons(runs)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    spreadsheet_safe(runs).to_csv(args.out, index=False)
-    print(f"wrote {len(runs)} run(s) to {args.out}")
+    _write(runs, args.out, "run(s)")
     steps = [r.steps for r in results if r.steps is not None]
-    if args.steps_out:
-        if steps:
-            Path(args.steps_out).parent.mkdir(parents=True, exist_ok=True)
-            spreadsheet_safe(pd.concat(steps, ignore_index=True)).to_csv(args.steps_out, index=False)
-            print(f"wrote {sum(len(s) for s in steps)} step row(s) to {args.steps_out}")
-        else:
-            print("no steps table: none of the logs prints single steps")
+    if args.steps_out and steps:
+        _write(pd.concat(steps, ignore_index=True), args.steps_out, "step row(s)")
+    elif args.steps_out:
+        print("no steps table: none of the logs prints single steps")
     return 0
+
+
+def _write(table: pd.DataFrame, path: str, rows: str) -> None:
+    """Write ``table`` as a spreadsheet-safe CSV at ``path`` and say how many ``rows`` it holds."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    spreadsheet_safe(table).to_csv(path, index=False)
+    print(f"wrote {len(table)} {rows} to {path}")
 
 
 def _describe(result: ImportResult) -> None:

@@ -25,7 +25,7 @@ from trainperf.errors import DataError
 from trainperf.importers import figures, records
 from trainperf.importers.core import Format, ParsedLog
 from trainperf.importers.settings import Settings
-from trainperf.importers.text import LineError, number, rank_prefix
+from trainperf.importers.text import LineError, number, rank_prefix, whole
 
 LINE_SECONDS = 2.0
 """The longest a pattern may take to search one line (s): a real one takes microseconds."""
@@ -68,9 +68,7 @@ class PatternParser(records.IntervalParser[records.Run]):
         except LineError as exc:
             self.skip(number_, f"line matched by the pattern: {exc}")
             return 1
-        problem = self.add(number_, (label, values))
-        if problem:
-            self.skip(number_, f"line matched by the pattern: {problem}")
+        self.add(number_, (label, values))
         return 1
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
@@ -92,13 +90,9 @@ class PatternParser(records.IntervalParser[records.Run]):
 
 
 def _value(name: str, text: str) -> float:
-    """The number a group matched (thousands separators dropped); the step a whole number."""
-    value = number(text.replace("_", "").strip())
-    if name in ("step", "epoch"):
-        if value != int(value) or value < 0:
-            raise LineError(f"{name} {text!r} is not a whole number")
-        return int(value)
-    return value
+    """The number a group matched (thousands separators dropped); the step and epoch whole numbers."""
+    text = text.replace("_", "")
+    return whole(text, name) if name in ("step", "epoch") else number(text)
 
 
 class PatternLog(Format):

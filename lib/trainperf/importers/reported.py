@@ -46,35 +46,25 @@ def printed_precision(values: pd.Series) -> pd.Series:
 
 def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *,
                      source_convention: bool = True) -> pd.DataFrame:
-    """One row per run and reported figure that has a recomputed counterpart.
+    """One row per run and reported figure that has a recomputed counterpart (docs/importers.md, "Reported
+    against recomputed").
 
-    For every column ``reported_X`` of ``derived_runs`` (the output of
-    ``trainperf.derive``) whose ``X`` is also a column: ``run_id``,
-    ``metric`` (X), ``reported``, ``recomputed``, ``relative_difference =
-    (reported − recomputed) / recomputed`` and ``flagged``: the difference is
-    beyond ``tolerance`` (relative, default 2 %) and beyond the last digit
-    the source printed (:func:`printed_precision`; a source printing whole
-    samples/s shows 0 for 0.4). A flag points at a wrong peak (MFU), a
-    different FLOPs formula (TFLOPS, MFU), a wrong device count or an
-    averaging error (rates, elapsed times). Cells missing on either side are
-    not compared; nor are rates where the run's time came from the reported
-    rate (circular).
+    For every column ``reported_X`` of ``derived_runs`` (``trainperf.derive``'s output) whose ``X`` is also a
+    column: ``run_id``, ``metric`` (X), ``convention``, ``reported``, ``recomputed``, ``relative_difference =
+    (reported − recomputed) / recomputed``, ``flagged`` (beyond ``tolerance``, relative, default 2 %, and beyond
+    the last digit the source printed, :func:`printed_precision`: a source printing whole samples/s shows 0 for
+    0.4) and ``note``. Cells missing on either side are not compared; nor are rates where the run's time came
+    from the reported rate (circular).
 
-    MFU and HFU are compared in the log's units: trainperf's against the
-    log's own peak where the log names another device's (more than
-    :data:`SAME_DEVICE_PEAKS` times off trainperf's; ``note`` says so), and
-    that printed peak gets no difference, is not flagged, and has ``note``
-    :data:`OTHER_PEAK`. A peak of the same device (a 2:4-sparse one) is a
-    finding: both differences are shown.
+    MFU and HFU are compared in the log's units: trainperf's against the log's own peak where the log names
+    another device's (more than :data:`SAME_DEVICE_PEAKS` times off trainperf's; ``note`` says so), and that
+    printed peak gets no difference, is not flagged, and has ``note`` :data:`OTHER_PEAK`. A peak of the same
+    device (a 2:4-sparse one) is a finding: both differences are shown.
 
-    With ``source_convention`` (the importer's check), FLOPs figures are
-    recomputed under the log's own convention
-    (``extra_reported_flops_convention``, where the importer knows it) and MFU
-    against the log's own peak whatever it is, so a log's figures reproduce; where that tool's formula changed between
-    releases, under the form that reproduces the log's own figures
-    (:func:`_source_forms`: a Megatron-LM log prints no release); ``convention``
-    names the convention (form) used.
-    Without it (the reports), the source is set against trainperf's figures
+    With ``source_convention`` (the importer's check), FLOPs figures are recomputed under the log's own
+    convention (``extra_reported_flops_convention``, where the importer knows it), in the form of it that
+    reproduces the log's own figures (:func:`_source_forms`), and MFU against the log's own peak whatever it is;
+    ``convention`` names the form used. Without it (the reports), the source is set against trainperf's figures
     as the reports show them.
     """
     parts = []
