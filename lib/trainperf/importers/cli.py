@@ -62,8 +62,7 @@ def parse_overrides(items: list[str], option: str = "--set") -> dict[str, str]:
 
 def _import_quietly(path: str, overrides: dict[str, Any]) -> ImportResult:
     """``import_path`` with its DataWarnings kept in the result only (printed once by the caller)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DataWarning)
+    with warnings.catch_warnings(action="ignore", category=DataWarning):
         return import_path(path, overrides)
 
 
@@ -122,8 +121,7 @@ def _describe(result: ImportResult) -> None:
 
 
 def _comparisons(runs: pd.DataFrame) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DataWarning)
+    with warnings.catch_warnings(action="ignore", category=DataWarning):
         table = compare_reported(derive(runs))
     if table.empty:
         return

@@ -80,8 +80,7 @@ def cell_value(target: str, text: str, scale: float, where: object) -> Any:
     if text.lower() in BLANK:
         return None
     column = INPUT_COLUMNS.get(target)
-    numeric = column.kind in ("int", "float") if column else True
-    if numeric:
+    if column is None or column.kind in ("int", "float"):
         raw = text.lstrip("~≈ ").strip()
         percent = raw.endswith("%")
         try:

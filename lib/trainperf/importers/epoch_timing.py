@@ -39,13 +39,12 @@ from trainperf.schema import STEP_INTERVAL_COLUMNS
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(\S.*?)\s*#*\s*$")
 _BLOCK = re.compile(r"(?:Rank\s+(\d+)\s+)?Epoch\s+(\d+)\s+timing breakdown:")
 _AVERAGE = re.compile(r"\bAverage metrics:")
-_KEY = re.compile(r"(Total epoch time|Data loading time|Data movement time|Training compute time|"
-                  r"Training communication time|Average Loss|Train loss|Val loss):(.*)$")
 _VALUE = re.compile(rf"\s*({NUMBER})\s*(?:seconds|s)?\s*$")
 _EPOCH_LOSS = re.compile(rf"Epoch\s+(\d+):\s*train loss\s+({NUMBER})\s*,\s*val loss\s+({NUMBER})")
 FIELDS = {"Total epoch time": "elapsed_s", "Data loading time": "data_s", "Data movement time": "h2d_s",
           "Training compute time": "compute_s", "Training communication time": "comm_s",
           "Average Loss": "loss", "Train loss": "train_loss", "Val loss": "val_loss"}
+_KEY = re.compile(f"({'|'.join(FIELDS)}):(.*)$")
 PHASES = ("data_s", "h2d_s", "compute_s", "comm_s")
 INTERVAL_FIELDS = {"step_s": "elapsed_s", **{p: p for p in PHASES}, "loss": "loss"}
 """Step-interval columns and the block values they hold."""
@@ -63,9 +62,6 @@ class _Run:
         self.blocks: dict[tuple[int, int], _Block] = {}
         self.averages: list[_Block] = []
         self.losses: dict[int, tuple[float, float]] = {}
-
-    def empty(self) -> bool:
-        return not (self.blocks or self.averages or self.losses)
 
 
 class EpochTimingParser(RunParser):
@@ -121,7 +117,7 @@ class EpochTimingParser(RunParser):
             self.block.values[FIELDS[key]] = seconds
 
     def _start_run(self, name: str | None, line: int) -> None:
-        if not self.run.empty():
+        if self.run.blocks or self.run.averages or self.run.losses:
             self.runs.append(self.run)
         self.run = _Run(name, line)
 
@@ -173,23 +169,16 @@ def _finisher(run: _Run):
     return finish
 
 
-def _intervals(run: _Run) -> pd.DataFrame:
-    """One step interval per rank and epoch (``step`` the epoch; the steps of
-    an epoch are unknown), in the order the ranks and epochs appear."""
-    keys = sorted(run.blocks)
-    rows = [{"run_id": "", "rank": rank, "step": epoch, "n_steps": math.nan, "node": "", "warmup": False,
-             "includes_evaluation": False, **{name: run.blocks[(rank, epoch)].values.get(source, math.nan)
-                                              for name, source in INTERVAL_FIELDS.items()}}
-            for rank, epoch in keys]
-    return pd.DataFrame(rows).astype({"run_id": "string", "node": "string"}).reindex(
-        columns=list(STEP_INTERVAL_COLUMNS))
-
-
 def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The measurements of the per-rank blocks (``trainperf.aggregate.measure``)
-    and their step intervals. No warm-up was left out (the epoch totals hold it),
-    so none is reported."""
-    intervals = _intervals(run)
+    """The step intervals of the per-rank blocks, one per rank and epoch in that order (``step`` the epoch; the
+    steps of an epoch are unknown), and their measurements (``trainperf.aggregate.measure``). No warm-up was
+    left out (the epoch totals hold it), so none is reported."""
+    rows = [{"run_id": "", "rank": rank, "step": epoch, "n_steps": math.nan, "node": "", "warmup": False,
+             "includes_evaluation": False, **{name: block.values.get(source, math.nan)
+                                              for name, source in INTERVAL_FIELDS.items()}}
+            for (rank, epoch), block in sorted(run.blocks.items())]
+    intervals = pd.DataFrame(rows).astype({"run_id": "string", "node": "string"}).reindex(
+        columns=list(STEP_INTERVAL_COLUMNS))
     out = measure(summarize(intervals), "")
     out.pop("warmup_steps", None)
     out["extra_epochs"] = int(intervals.groupby("rank")["step"].size().max())

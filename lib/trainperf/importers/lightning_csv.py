@@ -42,9 +42,7 @@ class LightningCsv(Format):
 
     def sniff(self, head: str, settings: Settings) -> int:
         header = head.split("\n", 1)[0]
-        if not _HEADER.match(header) or not re.search(r"\btrain[/|]samples\b", header):
-            return 0
-        return max(1, head.count("\n"))
+        return max(1, head.count("\n")) if _HEADER.match(header) and re.search(r"\btrain[/|]samples\b", header) else 0
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         text = "\n".join(line for chunk in iter_chunks(path) for line in chunk)

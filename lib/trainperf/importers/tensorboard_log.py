@@ -65,10 +65,6 @@ class TagMapping:
         return {group: found[0] for group, names in self.figures.items()
                 if (found := [name for name in names if name in tags])}
 
-    def measures(self, tags: Collection[str]) -> bool:
-        """Whether the events hold a tag that gives a step time or a rate."""
-        return any(group in figures.TIMING for group in self.chosen(tags))
-
 
 STACKS: tuple[TagMapping, ...] = (
     TagMapping("torchtitan", "torchtitan", {
@@ -110,7 +106,7 @@ def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
 
 def stack_of(tags: Collection[str]) -> TagMapping | None:
     """The first stack of :data:`STACKS` whose step time or rate the events hold."""
-    return next((stack for stack in STACKS if stack.measures(tags)), None)
+    return next((stack for stack in STACKS if set(stack.chosen(tags)) & set(figures.TIMING)), None)
 
 
 def unknown_tags(tags: Collection[str], sidecar: str) -> str:

@@ -27,8 +27,6 @@ from trainperf.importers.text import NUMBER, LineError, number, whole
 
 _GPUS = re.compile(r"^\s{0,3}#.*?\bGPUs?\s*[=:]\s*(\d+)", re.IGNORECASE)
 _SECTION = re.compile(r"Batch Size\s*=\s*(\d+)\s*,\s*Accum(?:ulation|\.)?\s*Steps\s*=\s*(\d+)", re.IGNORECASE)
-_KEY = re.compile(r"^\s*[-*]?\s*(Total script execution time|Train worker(?:\.epoch(?:\.training|\.validation)?)?"
-                  r"|Backward pass|Loss computation|Forward pass)\s*:(.*)$")
 _VALUE = re.compile(rf"\s*({NUMBER})\s*(?:s|sec|seconds)?(?:\s*\(mean\s*=\s*({NUMBER})\s*(?:s|sec|seconds)?\))?\s*$")
 _RULE = re.compile(r"^[\s|:\-]+$")
 _EPOCH = re.compile(r"Train worker\.epoch")
@@ -36,6 +34,7 @@ FIELDS = {"Total script execution time": "extra_total_exec_s", "Train worker": "
           "Train worker.epoch": "extra_epoch_s", "Train worker.epoch.training": "elapsed_s",
           "Train worker.epoch.validation": "validation_s", "Backward pass": "backward_s",
           "Loss computation": "loss_s", "Forward pass": "forward_s"}
+_KEY = re.compile(rf"^\s*[-*]?\s*({'|'.join(map(re.escape, sorted(FIELDS, key=len, reverse=True)))})\s*:(.*)$")
 
 
 class _Section:
@@ -76,9 +75,7 @@ class TimingSummaryParser(RunParser):
         if not self.sections:
             self.skip(line, f"{key}: before any 'Batch Size = B, Accumulation Steps = A' section")
             return
-        section = self.sections[-1]
-        name = FIELDS[key]
-        seconds = number(value.group(1))
+        section, name, seconds = self.sections[-1], FIELDS[key], number(value.group(1))
         if name in section.values:
             self.skip(line, f"{key}: repeats a field of the section at line {section.line}")
         elif not (math.isfinite(seconds) and (seconds > 0 if name == "elapsed_s" else seconds >= 0)):
