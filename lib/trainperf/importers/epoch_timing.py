@@ -174,9 +174,9 @@ def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:
     steps of an epoch are unknown), and their measurements (``trainperf.aggregate.measure``). No warm-up was
     left out (the epoch totals hold it), so none is reported."""
     rows = [{"run_id": "", "rank": rank, "step": epoch, "n_steps": math.nan, "node": "", "warmup": False,
-             "includes_evaluation": False, **{name: block.values.get(source, math.nan)
+             "includes_evaluation": False, **{name: run.blocks[(rank, epoch)].values.get(source, math.nan)
                                               for name, source in INTERVAL_FIELDS.items()}}
-            for (rank, epoch), block in sorted(run.blocks.items())]
+            for rank, epoch in sorted(run.blocks)]
     intervals = pd.DataFrame(rows).astype({"run_id": "string", "node": "string"}).reindex(
         columns=list(STEP_INTERVAL_COLUMNS))
     out = measure(summarize(intervals), "")
