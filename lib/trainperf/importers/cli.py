@@ -16,7 +16,7 @@ from trainperf.errors import DataError, DataWarning
 from trainperf.importers import TOLERANCE, ImportResult, compare_reported, import_path
 from trainperf.importers.figures import GROUPS
 from trainperf.importers.settings import MAPPING_KEY
-from trainperf.importers.tensorboard_tags import MAPPABLE
+from trainperf.importers.tensorboard_log import MAPPABLE
 from trainperf.table_rules import spreadsheet_safe
 
 SKIPPED_SHOWN = 5
@@ -62,8 +62,7 @@ def parse_overrides(items: list[str], option: str = "--set") -> dict[str, str]:
 
 def _import_quietly(path: str, overrides: dict[str, Any]) -> ImportResult:
     """``import_path`` with its DataWarnings kept in the result only (printed once by the caller)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DataWarning)
+    with warnings.catch_warnings(action="ignore", category=DataWarning):
         return import_path(path, overrides)
 
 
@@ -88,18 +87,20 @@ def _run(args: argparse.Namespace) -> int:
     for result in results:
         _describe(result)
     _comparisons(runs)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    spreadsheet_safe(runs).to_csv(args.out, index=False)
-    print(f"wrote {len(runs)} run(s) to {args.out}")
+    _write(runs, args.out, "run(s)")
     steps = [r.steps for r in results if r.steps is not None]
-    if args.steps_out:
-        if steps:
-            Path(args.steps_out).parent.mkdir(parents=True, exist_ok=True)
-            spreadsheet_safe(pd.concat(steps, ignore_index=True)).to_csv(args.steps_out, index=False)
-            print(f"wrote {sum(len(s) for s in steps)} step row(s) to {args.steps_out}")
-        else:
-            print("no steps table: none of the logs prints single steps")
+    if args.steps_out and steps:
+        _write(pd.concat(steps, ignore_index=True), args.steps_out, "step row(s)")
+    elif args.steps_out:
+        print("no steps table: none of the logs prints single steps")
     return 0
+
+
+def _write(table: pd.DataFrame, path: str, rows: str) -> None:
+    """Write ``table`` as a spreadsheet-safe CSV at ``path`` and say how many ``rows`` it holds."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    spreadsheet_safe(table).to_csv(path, index=False)
+    print(f"wrote {len(table)} {rows} to {path}")
 
 
 def _describe(result: ImportResult) -> None:
@@ -120,8 +121,7 @@ def _describe(result: ImportResult) -> None:
 
 
 def _comparisons(runs: pd.DataFrame) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DataWarning)
+    with warnings.catch_warnings(action="ignore", category=DataWarning):
         table = compare_reported(derive(runs))
     if table.empty:
         return

@@ -1,22 +1,10 @@
-"""Any CSV table, through a column mapping.
+"""Any CSV table, through a column mapping: the sidecar's (or a ``--mapping FILE``'s) ``columns``, each runs
+column a CSV column name or ``{column: NAME, scale: NUMBER}`` (docs/importers.md, "What each log says", "Any CSV").
 
-The mapping lives in the CSV's sidecar (``results.csv.trainperf.yaml``) or
-in a file given as the ``mapping`` override (``--mapping FILE``)::
-
-    columns:                      # runs column: CSV column
-      run_id: Configuration
-      gpus: GPUs
-      tokens_per_s: Overall Throughput (tokens/sec)
-      elapsed_s: {column: Elapsed Time (min), scale: 60}
-      reported_mfu: Utilization   # "38.3%" is read as 0.383
-    platform: NVIDIA H100 SXM     # other keys: values for every row
-
-Each data row is one run. Cells are read strictly: thousands separators
-(``1,234``), a leading ``~`` (approximate), a trailing ``%`` (divided by
-100); ``scale`` multiplies the number (units). Empty cells and ``-``,
-``n/a``, ``NA``, ``none`` are missing values. A row with a cell that cannot
-be read (``1,5``, ``fast``) is skipped and reported with its line. Without
-``run_id`` in the mapping, runs are named ``<file>-<row>``.
+Each data row is one run (``<file>-<row>`` without a mapped ``run_id``). Cells are read strictly: thousands
+separators (``1,234``), a leading ``~`` (approximate), a trailing ``%`` (divided by 100); ``scale`` multiplies
+the number (units). :data:`BLANK` cells are missing values. A row with a cell that cannot be read (``1,5``,
+``fast``) is skipped and reported with its line.
 """
 
 from __future__ import annotations
@@ -25,7 +13,7 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from trainperf.errors import DataError
 from trainperf.importers.core import Format, ParsedLog, ParsedRun, log_stem
@@ -43,27 +31,25 @@ def delimiter(header: str) -> str | None:
     return best if header.count(best) else None
 
 
-def looks_like_csv(head: str, rows: int = 20) -> bool:
-    """Whether ``head`` parses as a CSV table: a header of distinct names (no
-    cell a number), then rows with as many cells, each holding at least one
-    number (the first ``rows`` are checked). A log whose lines merely contain
-    commas is not one."""
+def csv_header(head: str, rows: int = 20) -> list[str] | None:
+    """The column names of ``head`` where it parses as a CSV table: a header of
+    distinct names (no cell a number), then rows with as many cells, each
+    holding at least one number (the first ``rows`` are checked); None
+    otherwise. A log whose lines merely contain commas is not one."""
     lines = [line for line in head.split("\n") if line.strip()][:rows + 1]
     if len(lines) < 2 or (sep := delimiter(lines[0])) is None:
-        return False
+        return None
     header, *body = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=sep))
     names = [cell.strip() for cell in header]
-    if len(names) < 2 or len(set(names)) < len(names) or any(not n or _is_number(n) for n in names):
-        return False
-    return all(len(row) == len(header) and any(_is_number(cell) for cell in row) for row in body)
+    if len(names) < 2 or len(set(names)) < len(names) or any(not n or as_number(n) is not None for n in names):
+        return None
+    numeric = all(len(row) == len(header) and any(as_number(c) is not None for c in row) for row in body)
+    return names if numeric else None
 
 
-def _is_number(text: str) -> bool:
-    try:
-        number(text)
-    except LineError:
-        return False
-    return True
+def looks_like_csv(head: str) -> bool:
+    """Whether ``head`` parses as a CSV table (:func:`csv_header`)."""
+    return csv_header(head) is not None
 
 
 def mapping(settings: Settings, path: Path) -> dict[str, tuple[str, float]]:
@@ -72,20 +58,16 @@ def mapping(settings: Settings, path: Path) -> dict[str, tuple[str, float]]:
     result = {}
     for target, spec in (settings.columns or {}).items():
         check_key(target, where)
-        if isinstance(spec, dict):
-            unknown = set(spec) - {"column", "scale"}
-            if "column" not in spec or unknown:
-                raise DataError("a column spec is a CSV column name or {column: NAME, scale: NUMBER}",
-                                path=where, column=target)
-            scale = as_number(spec.get("scale", 1.0))
+        if isinstance(spec, dict) and "column" in spec and not set(spec) - {"column", "scale"}:
+            column, scale = spec["column"], as_number(spec.get("scale", 1.0))
             if scale is None or not math.isfinite(scale):
                 raise DataError(f"scale {spec['scale']!r} is not a number", path=where, column=target)
-            result[target] = (str(spec["column"]), scale)
         elif isinstance(spec, (str, int)) and not isinstance(spec, bool):
-            result[target] = (str(spec), 1.0)
+            column, scale = spec, 1.0
         else:
             raise DataError("a column spec is a CSV column name or {column: NAME, scale: NUMBER}",
                             path=where, column=target)
+        result[target] = (str(column), scale)
         if target in settings.values:
             raise DataError("given both as a mapped column and as a value for every row", path=where,
                             column=target)
@@ -98,8 +80,7 @@ def cell_value(target: str, text: str, scale: float, where: object) -> Any:
     if text.lower() in BLANK:
         return None
     column = INPUT_COLUMNS.get(target)
-    numeric = column.kind in ("int", "float") if column else True
-    if numeric:
+    if column is None or column.kind in ("int", "float"):
         raw = text.lstrip("~≈ ").strip()
         percent = raw.endswith("%")
         try:
@@ -122,12 +103,9 @@ class CsvMapping(Format):
     title = "a CSV table with a column mapping"
 
     def sniff(self, head: str, settings: Settings) -> int:
-        if settings.columns is None or not looks_like_csv(head):
-            return 0
-        header = next(line for line in head.split("\n") if line.strip())
-        cells = {c.strip() for c in next(csv.reader([header], delimiter=delimiter(header) or ","))}
-        specs = [s["column"] if isinstance(s, dict) else s for s in settings.columns.values()]
-        return 1_000_000 if all(str(s) in cells for s in specs) else 0
+        names = None if settings.columns is None else csv_header(head)
+        specs = [s["column"] if isinstance(s, dict) else s for s in (settings.columns or {}).values()]
+        return 1_000_000 if names is not None and all(str(s) in names for s in specs) else 0
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         columns = mapping(settings, path)
@@ -173,9 +151,5 @@ class CsvMapping(Format):
                 continue
             values = {key: value for key, value in values.items() if value is not None}
             name = str(values.pop("run_id", f"{stem}-{k}"))
-            runs.append(ParsedRun(name, line, values, _nothing))
+            runs.append(ParsedRun(name, line, values, lambda config: ({}, None)))  # each row is all it measures
         return ParsedLog(runs, skipped, len(skipped), len(lines))
-
-
-def _nothing(config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
-    return {}, None

@@ -9,31 +9,16 @@
             Training compute time: 1335.39 seconds
             Training communication time: 41.09 seconds
 
-A single-process run prints ``Epoch E timing breakdown:`` (rank 0). An
-``Average metrics:`` block holds the same times averaged over the ranks,
-with ``Train loss`` and ``Val loss``; ``Epoch E: train loss X, val loss Y``
-lines (optionally after ``Rank N -``) give the losses. Markdown headings
-(``### training_b64_g2``) separate runs and name them; without headings a
-block that repeats a rank and epoch starts a new run.
+A single-process run prints ``Epoch E timing breakdown:`` (rank 0). An ``Average metrics:`` block holds the
+times averaged over the ranks, with ``Train loss`` and ``Val loss``; ``Epoch E: train loss X, val loss Y`` lines
+give the losses (the last epoch's win over the block's). Markdown headings (``### training_b64_g2``) separate
+runs and name them; without headings a block that repeats a rank and epoch starts a new run.
 
-Each rank's epoch block is a step interval (``step`` the epoch; epoch totals
-include the warm-up, which cannot be separated), measured by the one
-aggregator (``trainperf.aggregate.measure``), per run over all epochs:
-
-* ``e_r`` = sum of rank r's ``Total epoch time``; ``elapsed_s = max_r e_r``
-  (the slowest rank), ``slowest_rank``, ``mean_rank_elapsed_s``,
-  ``rank_imbalance = max / min``;
-* ``data_s`` (Data loading), ``h2d_s`` (Data movement), ``compute_s``
-  (Training compute: forward, backward and optimizer as one number),
-  ``comm_s`` (Training communication): mean over ranks of each rank's sum;
-* ``gpus`` = the number of ranks when they are 0..N-1 (every rank prints
-  its block), ``ranks``, ``complete`` (every rank printed every epoch),
-  ``extra_epochs`` (the most any rank printed);
-* the ``Average metrics`` times are kept as ``reported_mean_rank_elapsed_s``,
-  ``reported_data_s``, ``reported_h2d_s``, ``reported_compute_s``,
-  ``reported_comm_s``;
-* ``train_loss`` / ``val_loss``: the last epoch's loss line, else the
-  ``Average metrics`` block.
+Each rank's epoch block is a step interval (``step`` the epoch; its seconds hold the warm-up, which cannot be
+separated) of :data:`INTERVAL_FIELDS`, measured by the one aggregator (``trainperf.aggregate.measure``: the
+slowest rank's total is ``elapsed_s``, phases the mean over ranks of each rank's sum), with ``gpus`` the number
+of ranks when they are 0..N-1, ``extra_epochs`` the most any rank printed, and the ``Average metrics`` times as
+``reported_mean_rank_elapsed_s``, ``reported_data_s``, ... (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -54,13 +39,12 @@ from trainperf.schema import STEP_INTERVAL_COLUMNS
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(\S.*?)\s*#*\s*$")
 _BLOCK = re.compile(r"(?:Rank\s+(\d+)\s+)?Epoch\s+(\d+)\s+timing breakdown:")
 _AVERAGE = re.compile(r"\bAverage metrics:")
-_KEY = re.compile(r"(Total epoch time|Data loading time|Data movement time|Training compute time|"
-                  r"Training communication time|Average Loss|Train loss|Val loss):(.*)$")
 _VALUE = re.compile(rf"\s*({NUMBER})\s*(?:seconds|s)?\s*$")
 _EPOCH_LOSS = re.compile(rf"Epoch\s+(\d+):\s*train loss\s+({NUMBER})\s*,\s*val loss\s+({NUMBER})")
 FIELDS = {"Total epoch time": "elapsed_s", "Data loading time": "data_s", "Data movement time": "h2d_s",
           "Training compute time": "compute_s", "Training communication time": "comm_s",
           "Average Loss": "loss", "Train loss": "train_loss", "Val loss": "val_loss"}
+_KEY = re.compile(f"({'|'.join(FIELDS)}):(.*)$")
 PHASES = ("data_s", "h2d_s", "compute_s", "comm_s")
 INTERVAL_FIELDS = {"step_s": "elapsed_s", **{p: p for p in PHASES}, "loss": "loss"}
 """Step-interval columns and the block values they hold."""
@@ -78,9 +62,6 @@ class _Run:
         self.blocks: dict[tuple[int, int], _Block] = {}
         self.averages: list[_Block] = []
         self.losses: dict[int, tuple[float, float]] = {}
-
-    def empty(self) -> bool:
-        return not (self.blocks or self.averages or self.losses)
 
 
 class EpochTimingParser(RunParser):
@@ -136,7 +117,7 @@ class EpochTimingParser(RunParser):
             self.block.values[FIELDS[key]] = seconds
 
     def _start_run(self, name: str | None, line: int) -> None:
-        if not self.run.empty():
+        if self.run.blocks or self.run.averages or self.run.losses:
             self.runs.append(self.run)
         self.run = _Run(name, line)
 
@@ -188,23 +169,16 @@ def _finisher(run: _Run):
     return finish
 
 
-def _intervals(run: _Run) -> pd.DataFrame:
-    """One step interval per rank and epoch (``step`` the epoch; the steps of
-    an epoch are unknown), in the order the ranks and epochs appear."""
-    keys = sorted(run.blocks)
+def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The step intervals of the per-rank blocks, one per rank and epoch in that order (``step`` the epoch; the
+    steps of an epoch are unknown), and their measurements (``trainperf.aggregate.measure``). No warm-up was
+    left out (the epoch totals hold it), so none is reported."""
     rows = [{"run_id": "", "rank": rank, "step": epoch, "n_steps": math.nan, "node": "", "warmup": False,
              "includes_evaluation": False, **{name: run.blocks[(rank, epoch)].values.get(source, math.nan)
                                               for name, source in INTERVAL_FIELDS.items()}}
-            for rank, epoch in keys]
-    return pd.DataFrame(rows).astype({"run_id": "string", "node": "string"}).reindex(
+            for rank, epoch in sorted(run.blocks)]
+    intervals = pd.DataFrame(rows).astype({"run_id": "string", "node": "string"}).reindex(
         columns=list(STEP_INTERVAL_COLUMNS))
-
-
-def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The measurements of the per-rank blocks (``trainperf.aggregate.measure``)
-    and their step intervals. No warm-up was left out (the epoch totals hold it),
-    so none is reported."""
-    intervals = _intervals(run)
     out = measure(summarize(intervals), "")
     out.pop("warmup_steps", None)
     out["extra_epochs"] = int(intervals.groupby("rank")["step"].size().max())

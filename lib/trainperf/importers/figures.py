@@ -1,59 +1,52 @@
-"""Named figures into records: what a line read with a pattern
-(``trainperf.importers.pattern``) or a step of TensorBoard scalars
-(``trainperf.importers.tensorboard_log``) gives, by the documented names of
-:data:`GROUPS`, becomes a record of ``trainperf.importers.records`` — and its
-run's measurement.
+"""Named figures into records: what a line read with a pattern (``trainperf.importers.pattern``) or a step of
+TensorBoard scalars (``trainperf.importers.tensorboard_log``) gives, by the names of :data:`GROUPS`, becomes a
+record of ``trainperf.importers.records``, and its run's measurement.
 
-The figures are those of one optimizer step; a record may cover ``n`` steps
-that the figures describe on average (a TensorBoard point written every
-``n`` steps with the mean over them). The rest follows from whatever the
-figures give:
-
-* the step's wall time: ``step_time_s``, ``step_time_ms``, else ``tokens`` /
-  ``tokens_per_s`` (or ``samples`` / ``samples_per_s``); where there is only a
-  rate, the run's throughput is the rate, averaged over the measured window
-  as total work / total time (``extra_time_source`` says so);
-* ``tokens`` and ``samples`` are the whole job's in a step (a record of ``n``
-  steps did ``n`` times as much; each rank that gives the step gets its share);
-* ``tokens_per_s``, ``tokens_per_s_per_gpu``, ``samples_per_s``,
-  ``mfu_percent`` (or ``mfu``, a fraction) and ``tflops_per_gpu`` are kept as the source's own figures
-  (``reported_*``; ``mfu_percent`` as the fraction ``reported_mfu``).
+The figures are those of one optimizer step; a record may cover ``n`` steps they describe on average (a
+TensorBoard point written every ``n`` steps with the mean over them). A step's wall time is its step time, else
+its work over its rate (:func:`step_seconds`); ``tokens`` and ``samples`` are the whole job's in a step (a
+record of ``n`` steps did ``n`` times as much). A run timed only by rates gets the rate as its throughput (total
+work / total time; ``extra_time_source`` says so). Rates, MFU and TFLOP/s are kept as the source's own figures
+(``reported_*``; ``mfu_percent`` as the fraction ``reported_mfu``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import pandas as pd
 
+from trainperf.errors import DataError
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, rate_from_reported
 
 NAN = math.nan
-GROUPS = {
-    "step": "the optimizer step the figures are of (a whole number; without it the records of a rank are "
-            "steps 1, 2, 3, ...)",
-    "epoch": "the epoch of that step, where the step counter restarts each epoch (a whole number)",
-    "step_time_s": "wall time of that step (s)",
-    "step_time_ms": "wall time of that step (ms)",
-    "tokens": "tokens the whole job processed in that step",
-    "samples": "samples (sequences) the whole job processed in that step",
-    "tokens_per_s": "throughput, whole job (tokens/s)",
-    "tokens_per_s_per_gpu": "throughput, per device (tokens/s)",
-    "samples_per_s": "throughput, whole job (samples/s)",
-    "loss": "training loss",
-    "mfu_percent": "MFU (%)",
-    "tflops_per_gpu": "TFLOP/s per device",
-    "memory_gb": "peak device memory (GiB)",
-}
-"""The named figures a pattern's groups or a TensorBoard tag mapping may give, and what each one is."""
+GROUPS = ("step", "epoch", "step_time_s", "step_time_ms", "tokens", "samples", "tokens_per_s", "tokens_per_s_per_gpu",
+          "samples_per_s", "loss", "mfu_percent", "tflops_per_gpu", "memory_gb")
+"""The named figures a pattern's groups or a TensorBoard tag mapping may give (docs/importers.md, "A log of any
+stack"): the optimizer step and its epoch (whole numbers), the step's wall time (s, ms), the tokens and samples
+the whole job processed in it, the job's rates (tokens/s, samples/s) and the per-device one (tokens/s), the
+training loss, MFU (%), TFLOP/s per device and peak device memory (GiB)."""
 TIMING = ("step_time_s", "step_time_ms", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
-"""A mapping needs one of these: a step time or a rate."""
+"""A pattern or a mapping needs one of these: a step time or a rate."""
 REPORTED = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "mfu", "tflops_per_gpu")
 """The source's own figures a record keeps, after :data:`records.FIELDS`."""
 RATES = REPORTED[:3]
+
+
+def check_names(names: Collection[Any], allowed: tuple[str, ...], noun: str, what: str, where: object,
+                column: str, hint: str = "") -> None:
+    """DataError naming ``where`` and ``column`` unless each of ``names`` is one of the ``allowed`` figures (the
+    ``noun``: a pattern's groups, a mapping's figures) and one of them is of :data:`TIMING`, as ``what`` needs."""
+    unknown = sorted(str(name) for name in names if name not in allowed)
+    if unknown:
+        raise DataError(f"unknown {noun}(s) {', '.join(unknown)}: the {noun}s are {', '.join(allowed)}{hint}",
+                        path=where, column=column)
+    if not set(names) & set(TIMING):  # none at all too
+        raise DataError(f"{what} needs a step time or a rate: one of the {noun}s {', '.join(TIMING)}", path=where,
+                        column=column)
 
 
 def step_seconds(values: Mapping[str, float]) -> float:

@@ -1,34 +1,17 @@
-"""Lightning's ``CSVLogger`` ``metrics.csv`` with ``ThroughputMonitor`` columns.
-
-``lightning.pytorch.callbacks.ThroughputMonitor`` logs, every
-``log_every_n_steps`` steps, beside the module's own metrics (on rows of
-their own)::
+"""Lightning's ``CSVLogger`` ``metrics.csv`` with ``ThroughputMonitor`` columns, logged every
+``log_every_n_steps`` steps beside the module's own metrics (on rows of their own; ``|`` instead of ``/`` with
+``separator="|"``)::
 
     epoch,step,train/batches,train/device/batches_per_sec,train/device/items_per_sec,
     train/device/samples_per_sec,train/lengths,train/samples,train/time,train_loss
     0,4,5,48.2,25087.7,385.96,2600,40,0.18868,
     0,4,,,,,,,,5.706
 
-(``|`` instead of ``/`` with ``separator="|"``).
-
-What the columns mean (``lightning.fabric.utilities.throughput``), per
-device — the counters of the process that logs (rank 0):
-
-* ``train/time``: seconds since training started, validation left out;
-  ``train/batches``, ``train/samples``, ``train/lengths``: micro-batches,
-  samples and items (tokens, through ``length_fn``) seen so far by that
-  process; ``step``: optimizer steps.
-* The first row is warm-up: the window runs from it to the last row, so
-  ``elapsed_s``, ``steps`` and the per-device counts are differences between
-  the two. ``samples`` / ``tokens`` are the per-device counts times ``gpus``
-  (the world size: from the sidecar, else the ratio of the global
-  ``train/samples_per_sec`` to ``train/device/samples_per_sec``, which
-  Lightning logs only with more than one device).
-* ``train/device/samples_per_sec``, ``…/items_per_sec`` (rolling averages over
-  ``window_size`` updates) and ``…/mfu`` (against the ``available_flops`` the
-  user gave) of the last row are kept as ``reported_samples_per_s_per_gpu``,
-  ``reported_tokens_per_s_per_gpu`` and ``reported_mfu``.
-* ``train_loss`` (or ``loss``, ``train/loss``): its last value.
+The counters (``lightning.fabric.utilities.throughput``) are rank 0's: ``train/time`` seconds of training
+(validation left out), ``train/samples`` and ``train/lengths`` (items: tokens) seen so far. The window runs from
+the first row (warm-up) to the last, so ``elapsed_s``, ``steps`` and the counts are differences, the counts
+times ``gpus``; the last row's per-device rates and MFU are kept as ``reported_*``, and ``train_loss`` (or
+``loss``, ``train/loss``) is its last value (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -59,9 +42,7 @@ class LightningCsv(Format):
 
     def sniff(self, head: str, settings: Settings) -> int:
         header = head.split("\n", 1)[0]
-        if not _HEADER.match(header) or not re.search(r"\btrain[/|]samples\b", header):
-            return 0
-        return max(1, head.count("\n"))
+        return max(1, head.count("\n")) if _HEADER.match(header) and re.search(r"\btrain[/|]samples\b", header) else 0
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         text = "\n".join(line for chunk in iter_chunks(path) for line in chunk)

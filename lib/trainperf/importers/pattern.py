@@ -1,27 +1,16 @@
-"""Any log, read with one regular expression of the user's: the sidecar key
-``pattern`` (``trainperf import --pattern``), for stacks without a reader of
-their own (nanochat, torchtune, LitGPT, fairseq, research code).
+"""Any log, read with one regular expression of the user's (the sidecar key ``pattern``, ``trainperf import
+--pattern``), for stacks without a reader of their own (docs/importers.md, "A log of any stack").
 
-Every line the pattern matches (searched for, after a launcher's rank prefix
-such as ``[rank3]:``) is a record of one optimizer step. Its named groups
-(``trainperf.importers.figures.GROUPS``; numbers may carry thousands
-separators: ``6,941``) give the step's figures, and the rest follows from
-whatever they give (``trainperf.importers.figures``).
+Every line the pattern matches (searched for after a launcher's rank prefix such as ``[rank3]:``) is a record of
+one optimizer step whose named groups (``figures.GROUPS``; numbers may carry thousands separators: ``6,941``)
+give its figures (``trainperf.importers.figures``). With an ``epoch`` group, a step counter that restarts each
+epoch counts on across epochs (``records.IntervalParser.across_epochs``). A log with a ``step`` group that starts
+past the warm-up is measured from its first line; a matched line whose groups are not numbers is skipped and
+counted.
 
-With an ``epoch`` group too, a step counter that restarts each epoch
-(fairseq's ``epoch 011: 1000 / 8223``) counts on across epochs: one run, not
-one per epoch (``records.IntervalParser.across_epochs``).
-
-A log with a ``step`` group that starts past the warm-up (an excerpt from
-the middle of a run) is measured from its first line; otherwise the first
-``warmup_steps`` (default 1) are warm-up, as in every format. A matched line
-whose groups are not numbers is skipped and counted.
-
-A pattern is the user's text run on every line, so its work is bounded: it is
-matched by the ``regex`` module (the syntax of Python's ``re``) with a time
-limit of :data:`LINE_SECONDS` per line; a pattern that backtracks
-catastrophically (``(a|aa)+$``) stops the read with a DataError naming the
-sidecar and the line, within seconds.
+A pattern is the user's text run on every line: the ``regex`` module matches it (the syntax of Python's ``re``)
+with a limit of :data:`LINE_SECONDS` per line, so one that backtracks catastrophically (``(a|aa)+$``) stops the
+read with a DataError naming the sidecar and the line, within seconds.
 """
 
 from __future__ import annotations
@@ -36,7 +25,7 @@ from trainperf.errors import DataError
 from trainperf.importers import figures, records
 from trainperf.importers.core import Format, ParsedLog
 from trainperf.importers.settings import Settings
-from trainperf.importers.text import LineError, number, rank_prefix
+from trainperf.importers.text import LineError, number, rank_prefix, whole
 
 LINE_SECONDS = 2.0
 """The longest a pattern may take to search one line (s): a real one takes microseconds."""
@@ -51,13 +40,7 @@ def compile_pattern(text: str, where: object) -> regex.Pattern[str]:
         pattern = regex.compile(text)
     except regex.error as exc:
         raise DataError(f"not a regular expression: {exc}", path=where, column="pattern") from None
-    unknown = sorted(set(pattern.groupindex) - set(figures.GROUPS))
-    if unknown:
-        raise DataError(f"unknown group(s) {', '.join(unknown)}: the groups are {', '.join(figures.GROUPS)}",
-                        path=where, column="pattern")
-    if not set(pattern.groupindex) & set(figures.TIMING):
-        raise DataError(f"a pattern needs a step time or a rate: one of the groups {', '.join(figures.TIMING)}",
-                        path=where, column="pattern")
+    figures.check_names(pattern.groupindex, figures.GROUPS, "group", "a pattern", where, "pattern")
     return pattern
 
 
@@ -85,9 +68,7 @@ class PatternParser(records.IntervalParser[records.Run]):
         except LineError as exc:
             self.skip(number_, f"line matched by the pattern: {exc}")
             return 1
-        problem = self.add(number_, (label, values))
-        if problem:
-            self.skip(number_, f"line matched by the pattern: {problem}")
+        self.add(number_, (label, values))
         return 1
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
@@ -109,13 +90,9 @@ class PatternParser(records.IntervalParser[records.Run]):
 
 
 def _value(name: str, text: str) -> float:
-    """The number a group matched (thousands separators dropped); the step a whole number."""
-    value = number(text.replace("_", "").strip())
-    if name in ("step", "epoch"):
-        if value != int(value) or value < 0:
-            raise LineError(f"{name} {text!r} is not a whole number")
-        return int(value)
-    return value
+    """The number a group matched (thousands separators dropped); the step and epoch whole numbers."""
+    text = text.replace("_", "")
+    return whole(text, name) if name in ("step", "epoch") else number(text)
 
 
 class PatternLog(Format):

@@ -24,6 +24,9 @@ another device's peak (nanoGPT's A100 figure on any machine): the peaks are not 
 against trainperf's converted to the log's peak."""
 OTHER_PEAK = "not comparable: other peak"
 """The ``note`` of a printed peak of another device."""
+DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "reported": float, "recomputed": float,
+          "relative_difference": float, "flagged": bool, "note": "string"}
+"""The columns, and their types, of :func:`compare_reported`."""
 
 
 def printed_precision(values: pd.Series) -> pd.Series:
@@ -43,35 +46,25 @@ def printed_precision(values: pd.Series) -> pd.Series:
 
 def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *,
                      source_convention: bool = True) -> pd.DataFrame:
-    """One row per run and reported figure that has a recomputed counterpart.
+    """One row per run and reported figure that has a recomputed counterpart (docs/importers.md, "Reported
+    against recomputed").
 
-    For every column ``reported_X`` of ``derived_runs`` (the output of
-    ``trainperf.derive``) whose ``X`` is also a column: ``run_id``,
-    ``metric`` (X), ``reported``, ``recomputed``, ``relative_difference =
-    (reported − recomputed) / recomputed`` and ``flagged``: the difference is
-    beyond ``tolerance`` (relative, default 2 %) and beyond the last digit
-    the source printed (:func:`printed_precision`; a source printing whole
-    samples/s shows 0 for 0.4). A flag points at a wrong peak (MFU), a
-    different FLOPs formula (TFLOPS, MFU), a wrong device count or an
-    averaging error (rates, elapsed times). Cells missing on either side are
-    not compared; nor are rates where the run's time came from the reported
-    rate (circular).
+    For every column ``reported_X`` of ``derived_runs`` (``trainperf.derive``'s output) whose ``X`` is also a
+    column: ``run_id``, ``metric`` (X), ``convention``, ``reported``, ``recomputed``, ``relative_difference =
+    (reported − recomputed) / recomputed``, ``flagged`` (beyond ``tolerance``, relative, default 2 %, and beyond
+    the last digit the source printed, :func:`printed_precision`: a source printing whole samples/s shows 0 for
+    0.4) and ``note``. Cells missing on either side are not compared; nor are rates where the run's time came
+    from the reported rate (circular).
 
-    MFU and HFU are compared in the log's units: trainperf's against the
-    log's own peak where the log names another device's (more than
-    :data:`SAME_DEVICE_PEAKS` times off trainperf's; ``note`` says so), and
-    that printed peak gets no difference, is not flagged, and has ``note``
-    :data:`OTHER_PEAK`. A peak of the same device (a 2:4-sparse one) is a
-    finding: both differences are shown.
+    MFU and HFU are compared in the log's units: trainperf's against the log's own peak where the log names
+    another device's (more than :data:`SAME_DEVICE_PEAKS` times off trainperf's; ``note`` says so), and that
+    printed peak gets no difference, is not flagged, and has ``note`` :data:`OTHER_PEAK`. A peak of the same
+    device (a 2:4-sparse one) is a finding: both differences are shown.
 
-    With ``source_convention`` (the importer's check), FLOPs figures are
-    recomputed under the log's own convention
-    (``extra_reported_flops_convention``, where the importer knows it) and MFU
-    against the log's own peak whatever it is, so a log's figures reproduce; where that tool's formula changed between
-    releases, under the form that reproduces the log's own figures
-    (:func:`_source_forms`: a Megatron-LM log prints no release); ``convention``
-    names the convention (form) used.
-    Without it (the reports), the source is set against trainperf's figures
+    With ``source_convention`` (the importer's check), FLOPs figures are recomputed under the log's own
+    convention (``extra_reported_flops_convention``, where the importer knows it), in the form of it that
+    reproduces the log's own figures (:func:`_source_forms`), and MFU against the log's own peak whatever it is;
+    ``convention`` names the form used. Without it (the reports), the source is set against trainperf's figures
     as the reports show them.
     """
     parts = []
@@ -111,11 +104,10 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
             "run_id": run_ids[usable], "metric": metric, "convention": conventions.to_numpy()[usable],
             "reported": reported[usable], "recomputed": recomputed[usable], "relative_difference": difference[usable],
             "flagged": beyond[usable], "note": note[usable], "position": np.flatnonzero(usable)}))
-    columns = ["run_id", "metric", "convention", "reported", "recomputed", "relative_difference", "flagged", "note"]
     if not parts:
-        return pd.DataFrame(columns=columns).astype(DTYPES)
+        return pd.DataFrame(columns=list(DTYPES)).astype(DTYPES)
     table = pd.concat(parts, ignore_index=True).sort_values("position", kind="stable")  # in the runs' order
-    return table[columns].astype(DTYPES).reset_index(drop=True)
+    return table[list(DTYPES)].astype(DTYPES).reset_index(drop=True)
 
 
 def _numbers(values: pd.Series) -> np.ndarray:
@@ -127,11 +119,6 @@ def _beyond(reported: np.ndarray, recomputed: np.ndarray, tolerance: float) -> n
     than ``tolerance`` (relative) and more than the last digit it was printed with."""
     gap = np.abs(reported - recomputed)
     return (gap > tolerance * np.abs(recomputed)) & (gap > printed_precision(pd.Series(reported)).to_numpy(float))
-
-
-DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "reported": float, "recomputed": float,
-          "relative_difference": float, "flagged": bool, "note": "string"}
-"""Column types of :func:`compare_reported`."""
 
 
 FORM_EVIDENCE = ("tflops_per_gpu", "tflops_total", "flops_per_token", "mfu", "hfu")

@@ -1,34 +1,15 @@
-"""What a log does not say: the YAML sidecar next to it and CLI overrides.
+"""What a log does not say: the YAML sidecar next to it (``<log>.trainperf.yaml``) and CLI overrides.
 
-The sidecar of ``train.log`` is ``train.log.trainperf.yaml``. Its keys are
-canonical runs columns (``trainperf.schema``: ``platform``, ``n_params``,
-``n_layers``, ``d_model``, ``seq_len``, ``gpus``, ``precision``, ...),
-``reported_*`` / ``extra_*`` columns, and five structural keys:
+Its keys are canonical runs columns (``trainperf.schema``), ``reported_*`` / ``extra_*`` columns and the
+structural keys of :data:`STRUCTURAL`: ``runs`` (per-run values by the run id the importer gives, ``{run_id:
+{key: value}}``, winning over the top level), ``columns`` (a CSV's column mapping,
+``trainperf.importers.csv_mapping``), ``pattern`` (``trainperf.importers.pattern``) and ``tensorboard_tags``
+(``{figure: tag}``, ``trainperf.importers.tensorboard_log``; ``trainperf import --tags`` adds to it).
+``warmup_steps`` (default 1: the least warm-up) and ``warmup_rule`` (``mser``, the default, or ``fixed``;
+``trainperf.steady_state``) are canonical columns read as input.
 
-``runs``
-    per-run values, by the run id the importer gives (``{run_id: {key: value}}``);
-    they win over the top-level values.
-``columns``
-    the column mapping of a CSV file (see ``trainperf.importers.csv_mapping``).
-``pattern``
-    a regular expression with named groups that reads a log of any stack
-    (see ``trainperf.importers.pattern``).
-``tensorboard_tags``
-    the figures TensorBoard tags give, ``{figure: tag}``, for the event files
-    of a stack without a mapping of its own (see
-    ``trainperf.importers.tensorboard_tags``); ``trainperf import --tags``
-    adds to it.
-``warmup_steps``
-    (a canonical column) read as input: steps at the start of the log
-    excluded from the measured window (default 1), the least warm-up.
-``warmup_rule``
-    (a canonical column) read as input: ``mser`` (the default) finds the
-    rest of the warm-up from the step times, ``fixed`` keeps ``warmup_steps``
-    (``trainperf.steady_state``).
-
-Precedence: the log < the sidecar's top level < its ``runs`` entry < the
-overrides given to ``import_path`` (``--set KEY=VALUE``). A value that
-contradicts what the log says wins, with a ``DataWarning``.
+Precedence: the log < the sidecar's top level < its ``runs`` entry < the overrides given to ``import_path``
+(``--set KEY=VALUE``). A value that contradicts what the log says wins, with a ``DataWarning``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,27 @@
-"""A run's TensorBoard event files: a log dir (``trainperf.importers.event_files``)
-read into step-interval records by its stack's tag mapping, or the user's
-(``trainperf.importers.tensorboard_tags``), and measured by the one aggregator.
+"""A run's TensorBoard event files (a log dir, ``trainperf.importers.event_files``) read into step-interval
+records through the tags its stack writes (:data:`STACKS`, each from the stack's own source: torchtitan's
+``MetricsProcessor.log``, Megatron-LM's ``training_log``, NeMo's ``TimingCallback`` and strategy), or the user's
+mapping of tags to figures of ``figures.GROUPS`` (sidecar key ``tensorboard_tags``, ``trainperf import
+--tags``), and measured by the one aggregator (docs/importers.md, "TensorBoard event files").
 
-Each rank's points of a step time or rate are its records, at their steps;
-the other figures are those written at the same step (NaN where none is).
-A record covers, by what the stack's step time covers:
-
-* one step (NeMo, a user's mapping): the figures are that step's;
-* the steps since the rank's previous point, ``n = step - previous step``
-  (Megatron-LM, torchtitan), with the figures their mean; the first point of
-  a rank covers unknown steps unless it is step 1 (a resumed job counts on
-  from its checkpoint), and so has no time. Its seconds are ``n`` × the step
-  time (Megatron-LM), or the logging interval × the step time (torchtitan:
-  the interval is the greatest common divisor of the steps written after
-  step 1, all multiples of ``log_freq``).
-
-A job restarted from a checkpoint writes its steps again: a point replaced
-by one written later at its step or an earlier one is left out, as TensorBoard
-does, and the first point after the restart covers unknown steps. Warm-up is
-the start of the training (steps from the stack's first step number), so a
-log dir that starts later is measured from its first measurable point. What
-the events do not say (``gpus``, ``seq_len``, the model) comes from the
-sidecar ``<log dir>.trainperf.yaml`` next to the log dir (``<event
-file>.trainperf.yaml`` for a file) or ``--set``.
+Each rank's points of a step time or rate are its records; the other figures are those written at the same step
+(NaN where none is). By its stack's step time, a point covers its own step (:data:`STEP`: NeMo, whose steps
+count from 0, and a user's mapping), or the ``n = step - previous step`` steps since the rank's previous point:
+for ``n`` × the mean step time (:data:`INTERVAL`: Megatron-LM's ``iteration-time``), or for the logging interval
+× the step time (:data:`PER_LOG_FREQ`: torchtitan divides the time since its previous point by ``log_freq``, the
+greatest common divisor of the steps written after step 1). The first point of a rank covers unknown steps
+unless it is step 1. A job restarted from a checkpoint writes its steps again: a point replaced by one written
+later at its step or an earlier one is left out, as TensorBoard does, and the first point after the restart
+covers unknown steps. Warm-up is the start of the training (steps from the stack's first step number). What the
+events do not say comes from the sidecar ``<log dir>.trainperf.yaml`` (``<event file>.trainperf.yaml`` for a
+file) or ``--set``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from functools import partial, reduce
 from pathlib import Path
 from typing import Any
@@ -40,10 +33,95 @@ from trainperf.errors import DataError, UnknownFormat
 from trainperf.importers import event_files, figures, records
 from trainperf.importers.core import Format, ParsedLog, ParsedRun, log_stem
 from trainperf.importers.settings import Settings, sidecar_path
-from trainperf.importers.tensorboard_tags import (INTERVAL, PER_LOG_FREQ, STEP, TagMapping, stack_of, unknown_tags,
-                                                  user_mapping)
 
 NAN = math.nan
+STEP, INTERVAL, PER_LOG_FREQ = "step", "interval", "per log_freq"
+"""What a point's step time covers: the step it is written at; the mean over the steps since the
+previous point; the time since the previous point divided by the logging interval (torchtitan's log_freq)."""
+MAPPABLE = tuple(group for group in figures.GROUPS if group not in ("step", "epoch"))
+"""Figures a tag may give (a point's step is the event's own)."""
+SHOWN_TAGS = 30
+"""Scalar tags a refusal lists."""
+
+
+@dataclass(frozen=True)
+class TagMapping:
+    """The tags of one stack: for each figure the tags that give it (the first
+    one the events hold is read: a stack renamed some between versions), what
+    a point's step time covers (:data:`STEP`), the number of the
+    training's first step (``origin``), the FLOPs convention of the stack's own
+    TFLOP/s and MFU, and runs columns a tag gives (its last value)."""
+
+    name: str
+    title: str
+    figures: Mapping[str, tuple[str, ...]]
+    step_time: str = STEP
+    origin: int = 1
+    convention: str | None = None
+    config: Mapping[str, str] = field(default_factory=dict)
+
+    def chosen(self, tags: Collection[str]) -> dict[str, str]:
+        """Each figure and the tag it is read from, of those the events hold."""
+        return {group: found[0] for group, names in self.figures.items()
+                if (found := [name for name in names if name in tags])}
+
+
+STACKS: tuple[TagMapping, ...] = (
+    TagMapping("torchtitan", "torchtitan", {
+        "step_time_s": ("time_metrics/end_to_end(s)",),
+        "tokens_per_s_per_gpu": ("throughput(tps)", "wps"),
+        "tflops_per_gpu": ("tflops",),
+        "mfu_percent": ("mfu(%)",),
+        "loss": ("loss_metrics/global_avg_loss",),
+    }, PER_LOG_FREQ, 1, "torchtitan"),
+    TagMapping("megatron", "Megatron-LM", {
+        "step_time_s": ("iteration-time",),
+        "tflops_per_gpu": ("throughput",),
+        "samples": ("batch-size",),
+        "loss": ("lm loss",),
+    }, INTERVAL, 1, "megatron", {"gpus": "world-size", "global_batch_size": "batch-size"}),
+    TagMapping("nemo", "NeMo", {
+        "step_time_s": ("train_step_timing in s",),
+        "tokens_per_s_per_gpu": ("tokens_per_sec_per_gpu",),
+        "samples": ("global_batch_size",),
+        "loss": ("reduced_train_loss",),
+    }, STEP, 0, None, {"global_batch_size": "global_batch_size"}),
+)
+"""The stacks whose tags are read without a mapping, in the order they are tried."""
+HINTS = {"megatron": "Megatron-LM writes iteration-time only with --log-timers-to-tensorboard"}
+
+
+def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
+    """The mapping ``{figure: tag}`` a user gave (figures of :data:`MAPPABLE`,
+    one of ``figures.TIMING`` among them); DataError naming ``where`` otherwise."""
+    figures.check_names(tags, MAPPABLE, "figure", "a mapping", where, "tensorboard_tags",
+                        " (a point's step is the event's own)")
+    bad = sorted(str(k) for k, v in tags.items() if not isinstance(v, str) or not v.strip())
+    if bad:
+        raise DataError(f"the tag of {', '.join(bad)} must be a tag name (a string)", path=where,
+                        column="tensorboard_tags")
+    return TagMapping("tensorboard_tags", "the tags the settings map",
+                      {str(group): (str(tag),) for group, tag in tags.items()})
+
+
+def stack_of(tags: Collection[str]) -> TagMapping | None:
+    """The first stack of :data:`STACKS` whose step time or rate the events hold."""
+    return next((stack for stack in STACKS if set(stack.chosen(tags)) & set(figures.TIMING)), None)
+
+
+def unknown_tags(tags: Collection[str], sidecar: str) -> str:
+    """Why events with ``tags`` are not read, and how to map them."""
+    shown = sorted(tags)[:SHOWN_TAGS]
+    found = (f"the scalar tags here: {', '.join(shown)}" + (f" and {len(tags) - SHOWN_TAGS} more"
+                                                           if len(tags) > SHOWN_TAGS else "")
+             if tags else "no scalar tags here")
+    stacks = "; ".join(f"{s.title} ({', '.join(s.figures['step_time_s'])}"
+                       + (f": {HINTS[s.name]}" if s.name in HINTS else "") + ")" for s in STACKS)
+    return (f"no step time or rate of a known stack among the events' scalars ({found}); read without a "
+            f"mapping: {stacks}; map the tags of any other as 'tensorboard_tags' in {sidecar}, e.g. "
+            "{step_time_s: <tag>, loss: <tag>}, or with trainperf import --tags step_time_s=<tag> "
+            f"(figures: {', '.join(MAPPABLE)}; docs/importers.md)")
+
 
 
 def rank_files(path: Path) -> dict[int, list[Path]]:

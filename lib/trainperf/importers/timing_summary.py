@@ -10,19 +10,9 @@
     - Loss computation: 2.12s (mean=0.0005s)
     - Forward pass: 72.86s (mean=0.0182s)
 
-Each ``Batch Size = B, Accumulation Steps = A`` section is one run, named
-``bsB-accumA`` (``micro_batch_size = B``, ``grad_accum_steps = A``). A
-heading naming the device count (``# GPU=4 ...``) gives ``gpus``.
-
-Conversions: ``elapsed_s`` = ``Train worker.epoch.training`` (the training
-loop's wall time; the throughput the summaries print is tokens over this
-time), ``validation_s`` = ``...epoch.validation``; ``forward_s``,
-``loss_s``, ``backward_s`` are the phase totals, their per-call means kept
-as ``extra_forward_mean_s`` etc.; ``extra_total_exec_s`` (whole
-script), ``extra_train_worker_s`` and ``extra_epoch_s`` are kept as printed.
-A Markdown summary table with ``Batch Size``, ``Accum. Steps`` and
-``Tokens/Sec`` columns gives ``reported_tokens_per_s`` (``~2,090`` is read
-as 2090).
+Each section is one run, ``bsB-accumA``; a heading ``# GPU=4 ...`` gives ``gpus``, a Markdown table's
+``Tokens/Sec`` column ``reported_tokens_per_s``. The printed seconds become the runs columns of :data:`FIELDS`
+(``elapsed_s``: the training loop), per-call means ``extra_*_mean_s`` (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -30,15 +20,13 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from trainperf.importers.core import LineFormat, ParsedRun, RunParser
 from trainperf.importers.text import NUMBER, LineError, number, whole
 
 _GPUS = re.compile(r"^\s{0,3}#.*?\bGPUs?\s*[=:]\s*(\d+)", re.IGNORECASE)
 _SECTION = re.compile(r"Batch Size\s*=\s*(\d+)\s*,\s*Accum(?:ulation|\.)?\s*Steps\s*=\s*(\d+)", re.IGNORECASE)
-_KEY = re.compile(r"^\s*[-*]?\s*(Total script execution time|Train worker(?:\.epoch(?:\.training|\.validation)?)?"
-                  r"|Backward pass|Loss computation|Forward pass)\s*:(.*)$")
 _VALUE = re.compile(rf"\s*({NUMBER})\s*(?:s|sec|seconds)?(?:\s*\(mean\s*=\s*({NUMBER})\s*(?:s|sec|seconds)?\))?\s*$")
 _RULE = re.compile(r"^[\s|:\-]+$")
 _EPOCH = re.compile(r"Train worker\.epoch")
@@ -46,6 +34,7 @@ FIELDS = {"Total script execution time": "extra_total_exec_s", "Train worker": "
           "Train worker.epoch": "extra_epoch_s", "Train worker.epoch.training": "elapsed_s",
           "Train worker.epoch.validation": "validation_s", "Backward pass": "backward_s",
           "Loss computation": "loss_s", "Forward pass": "forward_s"}
+_KEY = re.compile(rf"^\s*[-*]?\s*({'|'.join(map(re.escape, sorted(FIELDS, key=len, reverse=True)))})\s*:(.*)$")
 
 
 class _Section:
@@ -86,9 +75,7 @@ class TimingSummaryParser(RunParser):
         if not self.sections:
             self.skip(line, f"{key}: before any 'Batch Size = B, Accumulation Steps = A' section")
             return
-        section = self.sections[-1]
-        name = FIELDS[key]
-        seconds = number(value.group(1))
+        section, name, seconds = self.sections[-1], FIELDS[key], number(value.group(1))
         if name in section.values:
             self.skip(line, f"{key}: repeats a field of the section at line {section.line}")
         elif not (math.isfinite(seconds) and (seconds > 0 if name == "elapsed_s" else seconds >= 0)):
@@ -132,18 +119,12 @@ class TimingSummaryParser(RunParser):
                 measured["reported_tokens_per_s"] = self.rates[key][1]
             if "elapsed_s" in measured:
                 measured["extra_time_source"] = "phase totals printed by the log"
-            runs.append(ParsedRun(name, section.line, config, _fixed(measured)))
+            runs.append(ParsedRun(name, section.line, config, lambda config, fixed=measured: (dict(fixed), None)))
         for key, (line, _) in self.rates.items():
             if key not in seen:
                 self.skip(line, f"summary table row for batch size {key[0]}, {key[1]} accumulation steps "
                                 "has no timing-details section")
         return runs
-
-
-def _fixed(measured: dict[str, Any]):
-    def finish(config: Mapping[str, Any]):
-        return dict(measured), None
-    return finish
 
 
 class TimingSummary(LineFormat):
