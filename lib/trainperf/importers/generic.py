@@ -105,8 +105,9 @@ class Stack:
     def patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
         """The start, the keys (each with the text up to the next separator) and the validation loss, compiled."""
         keys = "|".join(re.escape(k) for k in sorted(self.keys, key=len, reverse=True))
-        closes = rf"(?=\s*{re.escape(self.closes)})" if self.closes else ""
-        return (re.compile(self.start), re.compile(rf"(?<![\w/])({keys}){self.separator}([^\s,|\]:]+){closes}"),
+        closes = re.escape(self.closes)  # the field before a key ends in it: a search for it finds the keys
+        before, after = (rf"{closes}\s*", rf"(?=\s*{closes})") if closes else (r"(?<![\w/])", "")
+        return (re.compile(self.start), re.compile(rf"{before}({keys}){self.separator}([^\s,|\]:]+){after}"),
                 re.compile(self.val_loss) if self.val_loss else None)
 
     @functools.cached_property
