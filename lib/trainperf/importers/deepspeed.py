@@ -52,7 +52,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, rate_from_reported
-from trainperf.importers.text import NUMBER, LineError, field_number, number, rank_prefix, timestamp
+from trainperf.importers.text import NUMBER, LineError, number, rank_prefix, timestamp
 from trainperf.table_rules import is_missing
 
 NAN = math.nan
@@ -91,7 +91,7 @@ def parse_timer(line: str) -> tuple[Any, ...]:
             raise LineError(f"no timestamp, and samples per second must be a positive number, not {rate:g}")
         rate = NAN  # timed by its timestamp; the rate is not reported
     memory = _MEMORY.search(body, match.end())
-    return (rank, step, rate, field_number("MaxMemAllocated", memory.group(1) if memory else None), when,
+    return (rank, step, rate, number(memory.group(1)) if memory else NAN, when,
             match.group(1) is None)
 
 

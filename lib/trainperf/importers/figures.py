@@ -7,7 +7,9 @@ TensorBoard point written every ``n`` steps with the mean over them). A step's w
 its work over its rate (:func:`step_seconds`); ``tokens`` and ``samples`` are the whole job's in a step (a
 record of ``n`` steps did ``n`` times as much). A run timed only by rates gets the rate as its throughput (total
 work / total time; ``extra_time_source`` says so). Rates, MFU and TFLOP/s are kept as the source's own figures
-(``reported_*``; ``mfu_percent`` as the fraction ``reported_mfu``).
+(``reported_*``; ``mfu_percent`` as the fraction ``reported_mfu``), and so is ``power_w_per_gpu``;
+``energy_per_gpu_j`` (a step's energy on each device, J) gives the record's ``energy_j`` per device: its reader
+multiplies it by the devices once they are known.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ the whole job processed in it, the job's rates (tokens/s, samples/s) and the per
 training loss, MFU (%), TFLOP/s per device and peak device memory (GiB)."""
 TIMING = ("step_time_s", "step_time_ms", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
 """A pattern or a mapping needs one of these: a step time or a rate."""
-REPORTED = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "mfu", "tflops_per_gpu")
+REPORTED = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "mfu", "tflops_per_gpu", "power_w_per_gpu")
 """The source's own figures a record keeps, after :data:`records.FIELDS`."""
 RATES = REPORTED[:3]
 
@@ -73,9 +75,9 @@ def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1
         rate = next((values[r] for r in RATES if get(r, NAN) > 0), NAN)
         weight = (n_steps if math.isfinite(n_steps) else 1.0) / rate
     return (rank, step, n_steps, seconds, weight, n_steps * get("samples", NAN), n_steps * get("tokens", NAN),
-            get("loss", NAN), get("memory_gb", NAN), 0.0, NAN, get("tokens_per_s", NAN),
-            get("tokens_per_s_per_gpu", NAN), get("samples_per_s", NAN), get("mfu", get("mfu_percent", NAN) / 100.0),
-            get("tflops_per_gpu", NAN))
+            get("loss", NAN), get("memory_gb", NAN), 0.0, n_steps * get("energy_per_gpu_j", NAN),
+            get("tokens_per_s", NAN), get("tokens_per_s_per_gpu", NAN), get("samples_per_s", NAN),
+            get("mfu", get("mfu_percent", NAN) / 100.0), get("tflops_per_gpu", NAN), get("power_w_per_gpu", NAN))
 
 
 def measure(run: records.Run, config: Mapping[str, Any], origin: float | None, time_source: str,

@@ -66,13 +66,18 @@ _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length"
 class Stack:
     """What a stack's own reader adds to the vocabulary: the ``keys`` it prints (as printed -> a field of
     :data:`~trainperf.importers.vocabulary.VOCABULARY`), the ``start`` of its record lines (a regular
-    expression), the key of the ``time`` a record line needs, the lines it reads (``anchors``), what its sniff
-    counts (``sniff``), the number of its first step (``origin``; a line without a step is its rank's next),
+    expression; its group ``step``, where it has one, is the record's step), the key of the ``time`` a record
+    line needs (a finite number), the lines it reads (``anchors``), what its sniff counts (``sniff``), the
+    number of its first step (``origin``; a line without a step is its rank's next; None: the job's first step
+    is not known, so no log is taken for an excerpt), the step its counter starts at where a record there covers
+    that one step and the work counted so far (``first``; a later first record covers unknown steps),
     its first steps that are never steady (``warmup``, where the run states no warm-up),
     where its times come from, the FLOPs convention of its printed figures, a validation loss printed on a
     line of its own (``val_loss``: a regular expression with the group ``loss`` and, where the step it names
     ran the evaluation inside its time, ``step``), what the run states before its records (``config``), what
-    separates a key from its value, the unit a key's value must end in (``units``: a value cut short is no
+    separates a key from its value, what follows every value (``closes``, Megatron's ``|``: a last field
+    without it may be cut, and is not read; a record line without its time that does not end in it is
+    truncated), the unit a key's value must end in (``units``: a value cut short is no
     value), the key printed last (``last``: a line without it was cut or wraps onto the next) and a reader of
     the other lines (``configure``: the parser, the line, its number)."""
 
@@ -83,13 +88,15 @@ class Stack:
     time: str
     anchors: tuple[str, ...]
     sniff: str
-    origin: int = 0
+    origin: int | None = 0
+    first: int | None = None
     warmup: int = 1
     time_source: str = "step times printed by the log"
     convention: str | None = None
     val_loss: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
     separator: str = r"\s*[:=]\s*"
+    closes: str = ""
     units: Mapping[str, str] = field(default_factory=dict)
     last: str | None = None
     configure: Callable[[GenericParser, str, int], None] | None = None
@@ -98,7 +105,9 @@ class Stack:
     def patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
         """The start, the keys (each with the text up to the next separator) and the validation loss, compiled."""
         keys = "|".join(re.escape(k) for k in sorted(self.keys, key=len, reverse=True))
-        return (re.compile(self.start), re.compile(rf"(?<![\w/])({keys}){self.separator}([^\s,|\]:]+)"),
+        closes = re.escape(self.closes)  # the field before a key ends in it: a search for it finds the keys
+        before, after = (rf"{closes}\s*", rf"(?=\s*{closes})") if closes else (r"(?<![\w/])", "")
+        return (re.compile(self.start), re.compile(rf"{before}({keys}){self.separator}([^\s,|\]:]+){after}"),
                 re.compile(self.val_loss) if self.val_loss else None)
 
     @functools.cached_property
@@ -125,6 +134,8 @@ class Stack:
         if start.search(body, match.end()):
             raise LineError("two records on one line (interleaved output of several processes)")
         values: dict[str, float] = {}
+        if "step" in start.groupindex:
+            values["step"] = float(match.group("step"))
         fields = self.fields
         for key, text in keys.findall(body):
             name, known, unit, ends, factor = fields[key]
@@ -144,8 +155,12 @@ class Stack:
                 values[name] = in_unit(found, ends or printed, known)
                 continue
             values[name] = found * factor if factor is not None else in_unit(found, unit, known)
-        if self.keys[self.time] not in values:
-            raise LineError(f"no {self.time!r} field")
+        time = values.get(self.keys[self.time])
+        if time is None:
+            cut = self.closes and not body.rstrip().endswith(self.closes)
+            raise LineError(f"{f'truncated (no final {self.closes!r}): ' if cut else ''}no {self.time!r} field")
+        if not math.isfinite(time):
+            raise LineError(f"{self.time} must be a finite number, not {time:g}")
         if self.last is not None and self.keys[self.last] not in values:
             raise CutLine(f"no {self.last!r} field (a line cut, or wrapped onto the next)", (rank, values))
         return rank, values
@@ -157,6 +172,9 @@ OBJECT_LINES = 64
 
 class GenericParser(records.IntervalParser[records.Run]):
     """Reads a log through the vocabulary (``stack``: through a stack's own keys); see the module's docstring."""
+
+    record_line = "step line"
+    """What a skipped record line is called."""
 
     def __init__(self, path: Path, stack: Stack | None = None) -> None:
         super().__init__(path)
@@ -210,15 +228,15 @@ class GenericParser(records.IntervalParser[records.Run]):
         if self.stack is not None:
             start, _, val_loss = self.stack.patterns
             if start.search(line):
-                return self.read_record(lines, i, number_, self.stack.parse, "step line")
+                return self.read_record(lines, i, number_, self.stack.parse, self.record_line)
             match = val_loss.search(line) if val_loss is not None else None
             if match is not None:
                 found = match.groupdict()
                 self.evaluated = (float(found.get("step") or NAN), records.finite(number(found["loss"])))
                 if self.run is not None:
                     self.run.val_loss = self.evaluated[1]
-            elif self.stack.configure is not None:
-                self.stack.configure(self, line, number_)
+            else:
+                self.configure(line, number_)
             return 1
         if ":::MLLOG" in line:
             self.mllog(number_, *fields_of(line))
@@ -234,6 +252,18 @@ class GenericParser(records.IntervalParser[records.Run]):
                 self.skip(number_, f"record line: {problem}")
         return used
 
+    def configure(self, line: str, number_: int) -> None:
+        """Read a stack's line that is no record (line ``number_``): its ``configure``."""
+        if self.stack is not None and self.stack.configure is not None:
+            self.stack.configure(self, line, number_)
+
+    def break_chain(self, rank: int | None) -> None:
+        """After an unreadable record line of ``rank`` (None: any), a stack's next record of an interval's time
+        covers unknown steps (a step's own time needs no line before it)."""
+        if self.stack is not None and FIELD[self.stack.keys[self.stack.time]].kind != "step_time":
+            for last in ([self.last.get(rank, {})] if rank is not None else self.last.values()):
+                last["step"] = NAN
+
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
         the keys they were printed under); a reason where the line cannot be a record."""
@@ -244,7 +274,7 @@ class GenericParser(records.IntervalParser[records.Run]):
             values["samples"] = batch
         step = values.get("step")
         if step is None:
-            step = float(self.count_step(label) - 1 + (self.stack.origin if self.stack else 1))
+            step = float(self.count_step(label) - 1 + ((self.stack.origin or 0) if self.stack else 1))
         if not (math.isfinite(step) and step >= 0 and step == int(step)):
             return f"{self.step_key} {step:g} is not a step number"
         step = int(step) if "epoch" not in values else self.across_epochs(label, values["epoch"], int(step))
@@ -255,6 +285,8 @@ class GenericParser(records.IntervalParser[records.Run]):
             if step == self.last.get(rank, {}).get("step"):
                 return ""  # the same step printed again (its validation line)
         last = self.last.setdefault(rank, {})
+        if self.stack is not None and step == self.stack.first:
+            last.update(step=step - 1.0, tokens=0.0, samples=0.0)
         n = step - last["step"] if step > last.get("step", math.inf) else NAN
         last["step"] = step
         seconds = self.seconds(values, last, n)
@@ -419,13 +451,15 @@ def _float(text: str | None) -> float:
 class StackFormat(LineFormat):
     """The format of a :class:`Stack`: recognised by its ``sniff``, read through its keys."""
 
+    parser_class: type[GenericParser] = GenericParser
+
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
         self.name, self.title = stack.name, stack.title
         self.patterns = (re.compile(stack.sniff),)
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = GenericParser(path, self.stack)
+        parser = self.parser_class(path, self.stack)
         parser.read()
         return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())
 

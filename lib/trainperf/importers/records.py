@@ -103,13 +103,6 @@ class Intervals:
         return np.frombuffer(self.data, dtype=float).reshape(-1, self.width)
 
 
-def break_chain(previous: dict[int, tuple[float, ...]], rank: int | None) -> None:
-    """After an unreadable record line of ``rank`` (None: of an unknown rank,
-    so of every rank), the next record of that rank has an unknown length."""
-    for r in ([rank] if rank is not None else list(previous)):
-        previous[r] = BROKEN
-
-
 class Run:
     """A run of a step-interval log: the line it starts at, its configuration
     (runs columns the log stated before it), its records (with the figures
@@ -200,19 +193,26 @@ class IntervalParser(RunParser, Generic[RunT]):
         :func:`~trainperf.importers.text.parse_wrapped`) with ``parse`` and
         :meth:`add` it; returns the lines used. A line that cannot be read,
         or whose interval cannot be used, is skipped with ``what`` in the
-        reason; an unreadable one breaks its rank's chain (:func:`break_chain`:
+        reason; an unreadable one breaks its rank's chain (:meth:`break_chain`:
         what a log whose lines time the steps since the previous line needs)."""
         try:
             parsed, used = parse_wrapped(lines, i, parse, self.starts_record)
         except LineError as exc:
             self.skip(number, f"{what}: {exc}")
-            if self.run is not None:
-                break_chain(self.run.previous, rank_prefix(lines[i])[0])
+            self.break_chain(rank_prefix(lines[i])[0])
             return 1
         problem = self.add(number, parsed)
         if problem:
             self.skip(number, f"{what}: {problem}")
         return used
+
+    def break_chain(self, rank: int | None) -> None:
+        """After an unreadable record line of ``rank`` (None: of an unknown rank,
+        so of every rank), the next record of that rank has an unknown length."""
+        if self.run is not None:
+            previous = self.run.previous
+            for r in ([rank] if rank is not None else list(previous)):
+                previous[r] = BROKEN
 
     def run_at(self, line: int, rank: int, step: int) -> RunT:
         """The run that a record of ``rank`` at ``step`` (read from ``line``)

@@ -91,6 +91,8 @@ VOCABULARY: tuple[Field, ...] = (
                                          "max memory allocated", "memory gb"),
           "peak device memory (GiB; MB and MiB converted)"),
     Field("energy_j", "energy", "", ("energy", "energy j"), "energy over the record (J)"),
+    Field("energy_per_gpu_j", "energy", "", (), "energy of one step on each device (J; a stack's own key)"),
+    Field("power_w_per_gpu", "reported", "", (), "power per device (W), as printed (a stack's own key)"),
     Field("tokens", "work", "", ("wpb", "tokens per step", "tokens per iteration", "total weights",
                                  "ntokens", "batch tokens", "tokens per batch", "words/batch"),
           "tokens the whole job processed in one step"),
