@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from trainperf import derive
-from trainperf.errors import DataWarning
+from trainperf.errors import DataError, DataWarning
 from trainperf.importers import import_path
 
 ZOO = Path(__file__).resolve().parent / "data" / "zoo"
@@ -64,3 +64,29 @@ def test_the_zoo_is_as_wide_as_real_logs_are():
 def test_the_generic_reader_reads_most_logs_of_stacks_without_a_reader():
     generic = [row for row in ROWS if row["group"] == "generic"]
     assert generic and sum(row["reader"] == "generic" for row in generic) >= math.ceil(0.8 * len(generic))
+
+
+@pytest.mark.parametrize("file", ["megatron_deepspeed_bigscience_gpt2_2021.log", "megatron_lm_bigscience_gpt2_2021.log"])
+def test_a_count_since_the_start_that_goes_down_is_refused_not_counted(tmp_path, file):
+    """A damaged copy of a real Megatron log: one line's ``consumed samples`` printed a tenth of its value while
+    its iteration goes on. The line is skipped with the reason, and no record takes the difference across it
+    (which would count thousands of samples no step processed): the run keeps its hand-computed figure where
+    the log still has a steady window, or is refused where it has none."""
+    row = next(r for r in ROWS if r["file"] == file)
+    lines = (ZOO / row["group"] / file).read_text(encoding="utf-8").splitlines(keepends=True)
+    counted = [i for i, line in enumerate(lines) if "consumed samples:" in line]
+    damaged = counted[len(counted) // 2]
+    cut = lines[damaged].index("consumed samples:") + len("consumed samples:")
+    tail = lines[damaged][cut:].lstrip()
+    total = int(tail.split()[0])
+    lines[damaged] = lines[damaged][:cut] + f" {total // 10}" + tail[len(str(total)):]
+    (tmp_path / file).write_text("".join(lines), encoding="utf-8")
+    copy = {**row, "group": "", "file": str(tmp_path / file)}
+    try:
+        result, run = read(copy)
+    except DataError as exc:
+        assert "went down" in str(exc)
+        return
+    assert [line for _, line, _ in result.skipped] == [damaged + 1]
+    assert "went down" in result.skipped[0][2]
+    assert run["tokens_per_s"] == pytest.approx(float(row["tokens_per_s"]), rel=float(row["tokens_band"] or 0.03))

@@ -13,7 +13,8 @@ what:
   record of one step); a clock since the start gives the time since the previous record by difference (a
   clock that goes back restarted: that record's time is unknown); an interval's time or mean; a mean since the
   start; else the work over the printed rate;
-* its work: the tokens (samples) of a step times its steps, or the difference of a count since the start.
+* its work: the tokens (samples) of a step times its steps, or the difference of a count since the start
+  (a count that goes down while the step goes on is damage: that line is skipped, the next covers unknown steps).
   Without either, the sidecar's ``global_batch_size`` and ``seq_len`` count it (``trainperf.derive``), else
   the printed rate is the throughput. Where the line prints a rate too, it is kept as ``reported_*`` and
   compared: the time and the counted work are the measurement.
@@ -293,6 +294,9 @@ class GenericParser(records.IntervalParser[records.Run]):
         for work, counted in (("tokens", "tokens_total"), ("samples", "samples_total")):
             if counted in values:
                 total = values[counted]
+                if total < last.get(work, NAN) and math.isfinite(n):  # the step went on, its count back: damage
+                    last.update({"step": NAN, work: NAN})  # the next record covers unknown steps
+                    return f"the count of {work} since the start went down since the previous line"
                 if total - last.get(work, NAN) > 0:
                     values[work] = (total - last[work]) / n
                 last[work] = total
