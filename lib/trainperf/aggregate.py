@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.errors import DataError
+from trainperf.ranks import rank_totals, spread
 from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_PHASE_COLUMNS
 from trainperf.steady_state import warmup_length
 
@@ -470,24 +471,6 @@ def summarize(intervals: Any, scheduler: Any = None, rules: str | Mapping[str, s
     return finish(*dask.compute(*combined, scheduler=scheduler), settled)
 
 
-def rank_elapsed(per_rank: pd.DataFrame) -> pd.Series:
-    """Each rank's elapsed time over the measured window (s): the end of its
-    last interval minus the start of its first where every interval of its run
-    has a start, else the sum of its intervals' times. Same index as ``per_rank``."""
-    run = per_rank["run_id"].astype(str)
-    timed = per_rank.groupby(run, sort=False)["untimed_starts"].transform("sum").eq(0)
-    timed &= per_rank["measured_intervals"].gt(0)
-    return (per_rank["last_end_s"] - per_rank["first_start_s"]).where(timed, per_rank["step_s_sum"])
-
-
-def rank_totals(per_rank: pd.DataFrame) -> pd.DataFrame:
-    """Per run and rank with measured intervals: ``elapsed_s`` (:func:`rank_elapsed`)
-    and the phase totals over the measured window (s; NaN where never timed).
-    Index ``run_id, rank``."""
-    out = per_rank[["run_id", "rank", *STEP_PHASE_COLUMNS]].assign(elapsed_s=rank_elapsed(per_rank).to_numpy())
-    return out[per_rank["measured_intervals"].gt(0).to_numpy()].set_index(["run_id", "rank"])
-
-
 def median_of_counts(values: pd.DataFrame, quantity: str) -> float:
     """The median of a quantity of :func:`value_partials` (one run's rows) from
     its counts, as ``numpy.median`` gives it over the values themselves."""
@@ -505,12 +488,12 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
             model_parallel: float = 1.0) -> dict[str, Any]:
     """The measurements of one run as runs columns.
 
-    With ``e_r`` each rank's elapsed time (:func:`rank_elapsed`): ``elapsed_s
-    = max_r e_r`` (the job's wall clock is its slowest rank's), ``slowest_rank``,
-    ``mean_rank_elapsed_s = mean_r e_r``, ``rank_imbalance = max_r e_r /
-    min_r e_r``; phase columns: mean over ranks of each rank's total;
-    ``tokens`` and ``samples``: sums over ranks and intervals, where every
-    measured interval has them; ``steps``: the most optimizer steps any rank's
+    With ``e_r`` each rank's elapsed time (``trainperf.ranks``: :func:`~trainperf.ranks.rank_elapsed`,
+    :func:`~trainperf.ranks.spread`): ``elapsed_s = max_r e_r`` (the job's wall clock is its slowest rank's),
+    ``slowest_rank``, ``mean_rank_elapsed_s = mean_r e_r``, ``rank_imbalance = max_r e_r / min_r e_r``;
+    phase columns: mean over ranks of each rank's total; ``tokens`` and
+    ``samples``: sums over ranks and intervals, where every measured interval
+    has them; ``steps``: the most optimizer steps any rank's
     measured intervals cover; ``warmup_steps``: those the slowest rank's
     warm-up covers, and ``warmup_rule`` the rule that chose it
     (:func:`find_warmup`); ``ranks``: ranks with intervals; ``peak_memory_gb``,
@@ -537,14 +520,12 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     run = summaries.of(run_id)
     per_rank = run.per_rank.set_index("rank")
     out: dict[str, Any] = {}
-    elapsed = pd.Series(rank_elapsed(run.per_rank).to_numpy(), index=per_rank.index)
-    elapsed = elapsed[per_rank["measured_intervals"].gt(0)].dropna()
-    if not elapsed.empty:
-        out["elapsed_s"] = float(elapsed.max())
-        out["slowest_rank"] = int(elapsed.idxmax())
-        out["mean_rank_elapsed_s"] = float(elapsed.mean())
-        if elapsed.min() > 0:
-            out["rank_imbalance"] = float(elapsed.max() / elapsed.min())
+    ranks = spread(rank_totals(run.per_rank)["elapsed_s"].droplevel("run_id"))
+    if ranks:
+        out.update(elapsed_s=ranks["slowest_s"], slowest_rank=int(ranks["slowest_rank"]),
+                   mean_rank_elapsed_s=ranks["mean_s"])
+        if math.isfinite(ranks["imbalance"]):
+            out["rank_imbalance"] = ranks["imbalance"]
     window = per_rank[per_rank["measured_intervals"].gt(0)]
     for name in STEP_PHASE_COLUMNS:
         if window[name].notna().any():
