@@ -43,7 +43,7 @@ rank does alone)."""
 
 def rank_elapsed(per_rank: pd.DataFrame) -> pd.Series:
     """Each rank's elapsed time over the measured window (s), from per-rank summaries
-    (``trainperf.aggregate.RANK_COLUMNS``): the end of its last interval minus the start of its first where
+    (``trainperf.partials.RANK_COLUMNS``): the end of its last interval minus the start of its first where
     every interval of its run has a start, else the sum of its intervals' times. Same index as ``per_rank``."""
     run = per_rank["run_id"].astype(str)
     timed = per_rank.groupby(run, sort=False)["untimed_starts"].transform("sum").eq(0)
