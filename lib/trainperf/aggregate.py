@@ -1,20 +1,13 @@
-"""The one aggregator: step intervals (``trainperf.schema.STEP_INTERVALS``)
-into per-rank summaries, per-step job times and each run's measurements.
+"""The one aggregator: step intervals (``trainperf.schema.STEP_INTERVALS``) into per-rank summaries, per-step job
+times and each run's measurements.
 
-Every per-step input is read into step intervals (profiler run folders,
-per-rank steps tables, logs); this module is the only place they become
-figures. The work is split so that it runs on a Dask DataFrame of any size,
-on one machine or a cluster (:func:`summarize`), and on a pandas frame alike:
-each partition's partials and step times (``trainperf.partials``) are added up
-(:func:`combine`, :func:`combine_step_times`) into :class:`Summaries`, once the
-warm-up was found from the step times (:func:`settled_times`).
-:func:`summarize` runs them on a frame or a Dask DataFrame; the store runs
-them as it writes each part of an input (``trainperf.store``): the same
-functions, so the same figures.
-
-From the summaries, :func:`measure` computes one run's measurements
-(``elapsed_s`` of the slowest rank, phases, tokens, ...) and :func:`job_steps`
-the per-step frames that ``trainperf.stats`` resamples.
+Every per-step input is read into step intervals (profiler run folders, per-rank steps tables, logs); this module
+is the only place they become figures. Each partition's partials and step times (``trainperf.partials``) are
+added up (:func:`combine`, :func:`combine_step_times`) into :class:`Summaries` once the warm-up was found from the
+step times (:func:`settled_times`): :func:`summarize` runs them on a pandas frame or a Dask DataFrame of any size,
+the store as it writes each part of an input (``trainperf.store``): the same functions, so the same figures.
+From the summaries, :func:`measure` computes one run's measurements (``elapsed_s`` of the slowest rank, phases,
+tokens, ...) and :func:`job_steps` the per-step frames that ``trainperf.stats`` resamples.
 """
 
 from __future__ import annotations
@@ -231,7 +224,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
             model_parallel: float = 1.0) -> dict[str, Any]:
     """The measurements of one run as runs columns.
 
-    With ``e_r`` each rank's elapsed time (``trainperf.ranks``: :func:`~trainperf.ranks.rank_elapsed`,
+    With ``e_r`` each rank's elapsed time (``trainperf.ranks``: :func:`~trainperf.ranks.rank_totals`,
     :func:`~trainperf.ranks.spread`): ``elapsed_s = max_r e_r`` (the job's wall clock is its slowest rank's),
     ``slowest_rank``, ``mean_rank_elapsed_s = mean_r e_r``, ``rank_imbalance = max_r e_r / min_r e_r``;
     phase columns: mean over ranks of each rank's total; ``tokens`` and

@@ -1,25 +1,19 @@
-"""What one partition of step intervals (``trainperf.schema.STEP_INTERVALS``)
-contributes to the one aggregator (``trainperf.aggregate``), so that it runs on
-a Dask DataFrame of any size, on one machine or a cluster, and on a pandas frame
-alike:
+"""What one partition of step intervals (``trainperf.schema.STEP_INTERVALS``) contributes to the one aggregator
+(``trainperf.aggregate``), so that it runs on a Dask DataFrame of any size, on one machine or a cluster, and on a
+pandas frame alike:
 
-* :func:`rank_summary` turns the rows of whole ranks into one row per run and
-  rank (:data:`RANK_COLUMNS`). Every rank's rows must lie in one partition
-  (the store writes them so: ``trainperf.store``); within it, in the order the
-  rank recorded them.
-* :func:`step_partials` turns a partition into partial sums per run and step,
-  which :data:`STEP_COMBINE` adds up across partitions into the per-step job
-  times (``trainperf.aggregate.combine``).
-* :func:`value_partials` counts the values whose run-wide median is a batch
-  fact (micro-steps, samples per micro-step).
+* :func:`rank_summary` turns the rows of whole ranks into one row per run and rank (:data:`RANK_COLUMNS`). Every
+  rank's rows must lie in one partition (the store writes them so: ``trainperf.store``), in the order recorded.
+* :func:`step_partials` turns a partition into partial sums per run and step, which :data:`STEP_COMBINE` adds up
+  across partitions into the per-step job times (``trainperf.aggregate.combine``).
+* :func:`value_partials` counts the values whose run-wide median is a batch fact (micro-steps, samples per
+  micro-step).
 
-The *measured window* of a run is its intervals that are neither warm-up nor
-include an evaluation. Its warm-up is found from the job's step times
-(``trainperf.steady_state``): :func:`step_times` gives them, per run and step
-(each step at its slowest rank, added up across partitions like the per-step
-partials), :func:`find_warmup` finds where each run's steady state starts and
-:func:`settle` flags the intervals before it on every rank alike, before the
-partials are taken.
+The *measured window* of a run is its intervals that are neither warm-up nor include an evaluation. Its warm-up
+is found from the job's step times (``trainperf.steady_state``): :func:`step_times` gives them, per run and step
+(each step at its slowest rank, added up across partitions like the per-step partials), :func:`find_warmup`
+finds where each run's steady state starts and :func:`settle` flags the intervals before it on every rank alike,
+before the partials are taken.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.ranks import imbalanced, median_of_others, rank_totals, spread, waited_for
+from trainperf.ranks import OUTSIDE_SHARE, imbalanced, median_of_others, rank_totals, spread
 from trainperf.report.configs import labels
 from trainperf.report.html import fmt_int, fmt_num, fmt_pct, fmt_times
 from trainperf.report.noise import and_list
@@ -107,10 +107,8 @@ def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataF
 def straggler(summary: pd.DataFrame) -> str:
     """A sentence on the run with the largest rank imbalance when it is
     :data:`trainperf.ranks.IMBALANCE_STRAGGLER` or more (:func:`trainperf.ranks.imbalanced`); empty otherwise."""
-    if summary.empty or summary["imbalance"].isna().all():
-        return ""
-    worst = summary.loc[summary["imbalance"].idxmax()]
-    if not imbalanced(worst["slowest_s"], worst["fastest_s"]):
+    worst = summary.loc[summary["imbalance"].idxmax()] if summary["imbalance"].notna().any() else None
+    if worst is None or not imbalanced(worst["slowest_s"], worst["fastest_s"]):
         return ""
     rank = f"rank {int(worst['slowest_rank'])}" if pd.notna(worst["slowest_rank"]) else "the slowest rank"
     return (f"Straggler: in run {worst['run_id']}, {rank} takes {fmt_times(worst['imbalance'])} as long as the "
@@ -184,7 +182,7 @@ def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
     (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
     ``others_comm_s`` the median of the other ranks'), ``waited_s`` = ``others_comm_s − comm_s`` and
     ``inside``: whether the other ranks wait for it in the synchronised steps (their communication is
-    longer by :data:`~trainperf.ranks.OUTSIDE_SHARE` of ``extra_s`` or more: :func:`trainperf.ranks.waited_for`),
+    longer by :data:`~trainperf.ranks.OUTSIDE_SHARE` of ``extra_s`` or more),
     false where the extra time lies outside them (work the rank does alone), NA where no communication was timed. Seconds over the measured window."""
     rows = []
     phase_names = [c for c in table if c not in ("experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s")]
@@ -203,7 +201,7 @@ def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
                      "fastest_s": fast["elapsed_s"], "extra_s": extra, "phase": where,
                      "phase_extra_s": slow[where] - fast[where] if where is not None else np.nan,
                      "comm": comm if known else None, "comm_s": mine, "others_comm_s": theirs,
-                     "waited_s": theirs - mine, "inside": waited_for(theirs, mine, extra) if known else pd.NA})
+                     "waited_s": theirs - mine, "inside": (theirs - mine >= OUTSIDE_SHARE * extra) if known else pd.NA})
     return pd.DataFrame(rows, columns=SLOW_RANK_COLUMNS)
 
 
