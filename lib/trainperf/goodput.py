@@ -52,7 +52,7 @@ BEFORE, BETWEEN, AFTER = range(3)
 def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
             outside: Sequence[Sequence[Any]] = ()) -> dict[str, float]:
     """Runs columns of one run's goodput (see the module's docstring) from
-    its per-rank summaries (``trainperf.aggregate.RANK_COLUMNS``), each rank's
+    its per-rank summaries (``trainperf.partials.RANK_COLUMNS``), each rank's
     wall clock (``wall_s`` by rank, s) and what the ranks did outside their
     steps (``outside``: ``[rank, name, before_s, between_s, after_s]`` rows,
     ``trainperf.runfolder.reader.outside_seconds``). Empty when no rank with

@@ -53,11 +53,12 @@ import numpy as np
 import pandas as pd
 
 from trainperf import engine, store
-from trainperf.aggregate import Summaries, incomplete, measure, measured, stopped_early, summarize
+from trainperf.aggregate import Summaries, incomplete, measure, stopped_early, summarize
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat
 from trainperf.goodput import goodput
 from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
 from trainperf.input_cache import cache_dir, cached_read, input_key
+from trainperf.partials import measured
 from trainperf.provenance import provenance
 from trainperf.runfolder.manifest import MANIFEST_FILE, check_manifest
 from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines

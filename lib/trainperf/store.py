@@ -43,12 +43,12 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from trainperf.aggregate import (FRAMES, Summaries, combine, combine_step_times, empty_intervals, finish, partials,
-                                 settle, settled_times, step_times, summarize)
+from trainperf.aggregate import FRAMES, Summaries, combine, combine_step_times, finish, settled_times, summarize
 from trainperf.cache import (Damaged, holding, open_entry, private_dir, prune, read_checked, read_frame, seal,
                              temp_folder, warn_once, write_frame)
 from trainperf.input_cache import cache_dir as inputs_dir
 from trainperf.input_cache import input_key
+from trainperf.partials import empty_intervals, partials, settle, step_times
 
 FORMAT = "trainperf-store"
 VERSION = 2
@@ -114,7 +114,7 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
     every part of ``parts()`` is read on ``scheduler`` (a ``dask.compute``
     scheduler) and written, then summarized, each run's warm-up found by its
     rule in ``rules`` (one for every run, or by run_id; see
-    ``trainperf.aggregate.find_warmup``)."""
+    ``trainperf.partials.find_warmup``)."""
     root = store_dir()
     if root is None:
         return _in_memory(parts(), scheduler, rules)
@@ -156,9 +156,9 @@ def _unwritable(root: Path, exc: OSError, parts: Callable[[], list[Part]], sched
 
 def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> None:
     """Read every part on ``scheduler``, write it into ``folder`` and take its
-    :func:`~trainperf.aggregate.step_times` in the same task (each part is read
+    :func:`~trainperf.partials.step_times` in the same task (each part is read
     from its source once); find each run's warm-up from them; then flag it in
-    every part file and take its :func:`~trainperf.aggregate.partials`, and
+    every part file and take its :func:`~trainperf.partials.partials`, and
     combine them into the summaries."""
     import dask
     import dask.dataframe as dd
@@ -200,7 +200,7 @@ def _read_part(path: str, columns: list[str] | None, runs: list[str] | None = No
 
 def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read a part, write it to ``target`` (nothing for a part without rows), and
-    return its facts (:func:`_facts_frame`) and :func:`~trainperf.aggregate.step_times`."""
+    return its facts (:func:`_facts_frame`) and :func:`~trainperf.partials.step_times`."""
     frame, facts = part()
     if len(frame):
         write_frame(Path(target), frame)
@@ -209,8 +209,8 @@ def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The part file ``target`` with its runs' warm-up flagged
-    (:func:`~trainperf.aggregate.settle`; written again where that changed
-    it), and its :func:`~trainperf.aggregate.partials`."""
+    (:func:`~trainperf.partials.settle`; written again where that changed
+    it), and its :func:`~trainperf.partials.partials`."""
     if not os.path.exists(target):
         return partials(empty_intervals())
     frame = read_frame(Path(target))

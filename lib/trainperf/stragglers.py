@@ -7,22 +7,17 @@ What differs is the wait. A rank that computes longer arrives last at the
 all-reduce and waits least; the others wait for it. The communication a rank
 waits for (``comm_exposed_s``, the all-reduce time left after its own
 backward finished) names the straggler: the rank that waits least, when its
-wait is clearly below the others'.
+wait is clearly below the others' (the verdict and its threshold are
+``trainperf.ranks``'s: :data:`~trainperf.ranks.WAIT_GAP_SHARE`).
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries, summarize
+from trainperf.ranks import WAIT_GAP_SHARE, wait_gaps, waits_enough_less
 from trainperf.steps_table import as_intervals
-
-MIN_GAP_SHARE = 0.05
-"""A rank is named the straggler only when it waits less than the other
-ranks (their median) by at least this share of the median step time."""
 
 
 def rank_waits(summaries: Summaries) -> pd.DataFrame:
@@ -38,7 +33,7 @@ def rank_waits(summaries: Summaries) -> pd.DataFrame:
 
 
 def find_straggler(steps: pd.DataFrame | Summaries, run_id: str | None = None,
-                   min_gap_share: float = MIN_GAP_SHARE) -> tuple[pd.DataFrame, str]:
+                   min_gap_share: float = WAIT_GAP_SHARE) -> tuple[pd.DataFrame, str]:
     """Per-rank communication waits of one run and the straggler they name.
 
     ``steps``: the run's step intervals (``trainperf.load_steps``) or their
@@ -57,7 +52,7 @@ def find_straggler(steps: pd.DataFrame | Summaries, run_id: str | None = None,
 
 
 def name_straggler(per_rank: pd.DataFrame, run_id: str,
-                   min_gap_share: float = MIN_GAP_SHARE) -> tuple[pd.DataFrame, str]:
+                   min_gap_share: float = WAIT_GAP_SHARE) -> tuple[pd.DataFrame, str]:
     """The straggler among the :func:`rank_waits` rows of run ``run_id``: the
     rank that waits least, when it waits less than the median of the others by
     ``min_gap_share`` of the median step time or more. Returns the rows (index
@@ -66,9 +61,7 @@ def name_straggler(per_rank: pd.DataFrame, run_id: str,
     if per_rank.empty:
         raise ValueError(f"run {run_id!r}: no measured (non-warm-up) steps")
     waits = per_rank["comm_exposed_s"].reset_index(drop=True)
-    values = waits.to_numpy(float)
-    gaps = [_median(np.delete(values, i)) - values[i] if len(values) > 1 else math.nan for i in range(len(values))]
-    per_rank = per_rank.reset_index(drop=True).assign(wait_gap_s=gaps, straggler=False)
+    per_rank = per_rank.reset_index(drop=True).assign(wait_gap_s=wait_gaps(waits.to_numpy(float)), straggler=False)
     if len(per_rank) < 2:
         return per_rank, f"Run {run_id}: one rank, no straggler to find."
     if waits.isna().all():
@@ -78,7 +71,7 @@ def name_straggler(per_rank: pd.DataFrame, run_id: str,
     gap = per_rank.at[slow, "wait_gap_s"]
     step = per_rank["step_s"].median()
     rank = int(per_rank.at[slow, "rank"])
-    if not gap >= min_gap_share * step:
+    if not waits_enough_less(gap, step, min_gap_share):
         return per_rank, (f"Run {run_id}: no straggler. The ranks wait {_ms(waits.min())} to {_ms(waits.max())} "
                           f"per step for communication (median), a spread below {min_gap_share * 100:.0f} % of a "
                           f"{_ms(step)} step.")
@@ -86,12 +79,6 @@ def name_straggler(per_rank: pd.DataFrame, run_id: str,
     return per_rank, (f"Run {run_id}: rank {rank} is the straggler. It waits {_ms(waits[slow])} per step for "
                       f"communication, the other ranks {_ms(waits.drop(slow).median())} (median): they wait "
                       f"{_ms(gap)} per step for it, {gap / step * 100:.0f} % of a {_ms(step)} step.")
-
-
-def _median(values: np.ndarray) -> float:
-    """The median of the values that are not NaN (NaN when none is)."""
-    known = values[~np.isnan(values)]
-    return float(np.median(known)) if len(known) else math.nan
 
 
 def _ms(seconds: float) -> str:

@@ -15,9 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from trainperf.aggregate import incomplete, rank_summary, stopped_early
+from trainperf.aggregate import incomplete, stopped_early
 from trainperf.errors import DataError, DataWarning
 from trainperf.flops import missing_inputs
+from trainperf.partials import rank_summary
 from trainperf.importers.event_files import is_event_file_name
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineParser

@@ -8,11 +8,11 @@ time (median), tokens/s of the rank, its MFU, the share of the step in each
 phase (``comm`` is the exposed communication wait, ``other`` what no phase
 timed), its peak device memory and host memory; above them the run's tokens/s
 in total and per device, its MFU (``trainperf.derived``: the run's own
-FLOPs convention and peak), and the slowest rank: the one with the most work
-in a step (step time less its exposed communication wait), the phase where it
-spends most beyond the other ranks' median, and how long the other ranks wait for
-communication a step (under DDP: mostly for it; ``trainperf.find_straggler``
-gives the verdict after the run). The ranks are sorted slowest first; a run of
+FLOPs convention and peak), and the slowest rank (``trainperf.ranks``): the one
+with the most work in a step (step time less its exposed communication wait),
+the phase where it spends most beyond the other ranks' median, and how long the
+other ranks wait for communication a step (under DDP: mostly for it;
+``trainperf.find_straggler`` gives the verdict after the run). The ranks are sorted slowest first; a run of
 many ranks shows the :data:`SHOWN_RANKS` slowest and the fastest.
 
 The view ends by itself when every run it shows is closed (each of the
@@ -42,6 +42,7 @@ from rich.text import Text
 
 from trainperf.derived import derive
 from trainperf.errors import DataError
+from trainperf.ranks import median_of_others, slowest
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import LINE_COLUMNS, STEPS_FILE_PATTERN
 from trainperf.runfolder.reader import model_parallel
@@ -142,19 +143,17 @@ class RunWatch:
         mean_rate = float(np.nanmean(per_rank_rate)) if np.isfinite(per_rank_rate).any() else math.nan
         out.update(tokens_per_s=run_tokens, tokens_per_s_per_device=run_tokens / devices, mfu=mfu,
                    step_s=float(np.nanmedian(median_s)))
-        slowest = int(np.nanargmax(work)) if np.isfinite(work).any() else None
-        if slowest is not None and len(ranks) > 1:
-            others = np.delete(np.arange(len(ranks)), slowest)
+        slow = slowest(work)
+        if slow is not None and len(ranks) > 1:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 means = {p: np.nanmean(column[f"{p}_s"], axis=1) for p in SHARES if p != "comm_exposed"}
-                excess = {p: float(m[slowest] - np.nanmedian(m[others])) for p, m in means.items()
-                          if np.isfinite(m[slowest])}
+            excess = {p: float(m[slow] - median_of_others(m, slow)) for p, m in means.items() if np.isfinite(m[slow])}
             phase = max(excess, key=excess.get) if excess else None
-            out["slowest"] = {"rank": ranks[slowest], "work_s": float(work[slowest]),
-                              "median_work_s": float(np.median(work[others])),
+            out["slowest"] = {"rank": ranks[slow], "work_s": float(work[slow]),
+                              "median_work_s": median_of_others(work, slow),
                               "phase": phase, "phase_excess_s": excess.get(phase, math.nan) if phase else math.nan,
-                              "others_wait_s": float(np.median(waits[others]))}
+                              "others_wait_s": median_of_others(waits, slow)}
         order = np.argsort(-np.nan_to_num(work, nan=-np.inf), kind="stable")
         for i in order:
             out["ranks"].append({"rank": ranks[i], "step": self.last_step.get(ranks[i]), "step_s": float(median_s[i]),

@@ -10,10 +10,11 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from trainperf.aggregate import Summaries, rank_totals
+from trainperf.aggregate import Summaries
 from trainperf.hardware import is_cpu
 from trainperf.estimates import configuration_keys
 from trainperf.provenance import provenance
+from trainperf.ranks import rank_totals
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, first_of, fmt_int
 from trainperf.report.noise import around, configuration_means, configuration_of, run_intervals

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from trainperf.aggregate import Summaries
+from trainperf.ranks import IMBALANCE_STRAGGLER
 from trainperf.report.configs import by_experiment, evaluation_notes, evaluation_rates
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, headline as banner
 from trainperf.report.noise import job_frames
@@ -179,7 +180,7 @@ def outside_steps(page: Measured) -> Found:
                             f"{name}: {', '.join(rows['run_id'])}", runs=len(rows),
                             seconds=float(rows["extra_s"].mean()), per="measured window"))
     if not out.rows:
-        out.lacking = "no run has a rank that takes 1.1× its fastest rank or more"
+        out.lacking = f"no run has a rank that takes {fmt_times(IMBALANCE_STRAGGLER, 1)} its fastest rank or more"
     return out
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trainperf.aggregate import Summaries, rank_totals
+from trainperf.aggregate import Summaries
+from trainperf.ranks import OUTSIDE_SHARE, imbalanced, median_of_others, rank_totals, spread
 from trainperf.report.configs import labels
 from trainperf.report.html import fmt_int, fmt_num, fmt_pct, fmt_times
 from trainperf.report.noise import and_list
@@ -67,27 +68,28 @@ def ranks(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
     return times.assign(slowest=times["elapsed_s"].eq(top), of_slowest=times["elapsed_s"] / top)[columns]
 
 
+SUMMARY_COLUMNS = ["run_id", "ranks", "slowest_rank", "slowest_s", "mean_s", "fastest_s", "imbalance"]
+
+
 def rank_summary(runs: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
     """Per multi-rank run: ranks, the slowest rank, slowest / mean / fastest
-    elapsed seconds, imbalance (slowest / fastest) and ``mean_understates``:
+    elapsed seconds, imbalance (slowest / fastest; :func:`trainperf.ranks.spread`) and ``mean_understates``:
     how much the mean over ranks understates the job's elapsed time, 1 − mean
     / slowest. From the steps' :func:`ranks` ``per_rank`` where it has rows, else from the runs' own per-rank
     columns."""
     if len(per_rank):
-        g = per_rank.groupby("run_id", sort=False)["elapsed_s"]
-        out = pd.DataFrame({"ranks": g.size(), "slowest_rank": per_rank.loc[g.idxmax(), "rank"].to_numpy(),
-                            "slowest_s": g.max(), "mean_s": g.mean(), "fastest_s": g.min()}).reset_index()
+        out = pd.DataFrame([{"run_id": run_id, "ranks": len(rows), **spread(rows.set_index("rank")["elapsed_s"])}
+                            for run_id, rows in per_rank.groupby("run_id", sort=False)], columns=SUMMARY_COLUMNS)
     elif {"rank_imbalance", "mean_rank_elapsed_s"} <= set(runs.columns) and runs["rank_imbalance"].notna().any():
         have = runs[runs["rank_imbalance"].notna()]
         out = pd.DataFrame({"run_id": have["run_id"], "ranks": have.get("ranks"),
                             "slowest_rank": have.get("slowest_rank"), "slowest_s": have["elapsed_s"],
                             "mean_s": have["mean_rank_elapsed_s"],
                             "fastest_s": have["elapsed_s"] / have["rank_imbalance"]}).reset_index(drop=True)
+        out["imbalance"] = out["slowest_s"] / out["fastest_s"]
     else:
-        return pd.DataFrame(columns=["run_id", "ranks", "slowest_rank", "slowest_s", "mean_s", "fastest_s",
-                                     "imbalance", "mean_understates"])
-    return out.assign(imbalance=out["slowest_s"] / out["fastest_s"],
-                      mean_understates=1 - out["mean_s"] / out["slowest_s"])
+        return pd.DataFrame(columns=[*SUMMARY_COLUMNS, "mean_understates"])
+    return out.assign(mean_understates=1 - out["mean_s"] / out["slowest_s"])
 
 
 def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataFrame) -> str:
@@ -102,15 +104,12 @@ def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataF
     return "Every run in the per-rank data has a single rank: no spread to show."
 
 
-STRAGGLER = 1.1  # imbalance (slowest / fastest rank) from which the worst run is called out
-
-
 def straggler(summary: pd.DataFrame) -> str:
     """A sentence on the run with the largest rank imbalance when it is
-    :data:`STRAGGLER` or more; empty otherwise."""
-    if summary.empty or not summary["imbalance"].max() >= STRAGGLER:
+    :data:`trainperf.ranks.IMBALANCE_STRAGGLER` or more (:func:`trainperf.ranks.imbalanced`); empty otherwise."""
+    worst = summary.loc[summary["imbalance"].idxmax()] if summary["imbalance"].notna().any() else None
+    if worst is None or not imbalanced(worst["slowest_s"], worst["fastest_s"]):
         return ""
-    worst = summary.loc[summary["imbalance"].idxmax()]
     rank = f"rank {int(worst['slowest_rank'])}" if pd.notna(worst["slowest_rank"]) else "the slowest rank"
     return (f"Straggler: in run {worst['run_id']}, {rank} takes {fmt_times(worst['imbalance'])} as long as the "
             f"fastest rank. The mean over ranks understates this run's elapsed time by "
@@ -151,11 +150,13 @@ def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFram
 
 def rank_phases(per_rank: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
     """Where each rank's time goes, per rank of each run of :func:`ranks` ``per_rank`` whose slowest rank takes
-    :data:`STRAGGLER` times its fastest or more (in the runs' order): ``experiment, run_id, rank,
+    :data:`~trainperf.ranks.IMBALANCE_STRAGGLER` times its fastest or more (:func:`trainperf.ranks.imbalanced`;
+    in the runs' order): ``experiment, run_id, rank,
     elapsed_s``, the phases the run's ranks timed (their totals over the measured window, s, as
     :func:`trainperf.report.phases.breakdown` splits them: labelled columns; NaN for a phase another
     run timed) and ``beyond_fastest_s``: the rank's elapsed time − its run's fastest rank's."""
-    slow = per_rank.groupby("run_id")["of_slowest"].transform("min") <= 1 / STRAGGLER
+    times = per_rank.groupby("run_id")["elapsed_s"]
+    slow = imbalanced(times.transform("max"), times.transform("min"))
     if not slow.any():
         return pd.DataFrame(columns=["experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s"])
     totals = rank_totals(steps.per_rank).reset_index()
@@ -170,35 +171,30 @@ def rank_phases(per_rank: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame
     return out[[*(c for c in out if c != "beyond_fastest_s"), "beyond_fastest_s"]]
 
 
-OUTSIDE_SHARE = 0.5
-"""A slow rank's extra time counts as waited for inside the synchronised steps when the other ranks'
-communication is longer than its own by at least this share of it."""
-
-
 SLOW_RANK_COLUMNS = ["experiment", "run_id", "rank", "fastest_rank", "elapsed_s", "fastest_s", "extra_s", "phase",
                      "phase_extra_s", "comm", "comm_s", "others_comm_s", "waited_s", "inside"]
 
 
 def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run of :func:`rank_phases` ``table`` (whose slowest rank takes :data:`STRAGGLER` times its fastest or
-    more), in its order: its slowest ``rank`` and ``fastest_rank``, their ``elapsed_s`` and ``fastest_s``, the
-    ``extra_s`` between them, the ``phase`` (label) in which the slowest spends most of it and how much
+    """Per run of :func:`rank_phases` ``table`` (whose slowest rank takes
+    :data:`~trainperf.ranks.IMBALANCE_STRAGGLER` times its fastest or more), in its order: its slowest ``rank``
+    and ``fastest_rank``, their ``elapsed_s`` and ``fastest_s``, the ``extra_s`` between them, the ``phase`` (label) in which the slowest spends most of it and how much
     (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
     ``others_comm_s`` the median of the other ranks'), ``waited_s`` = ``others_comm_s − comm_s`` and
     ``inside``: whether the other ranks wait for it in the synchronised steps (their communication is
-    longer by :data:`OUTSIDE_SHARE` of ``extra_s`` or more), false where the extra time lies outside them
-    (work the rank does alone), NA where no communication was timed. Seconds over the measured window."""
+    longer by :data:`~trainperf.ranks.OUTSIDE_SHARE` of ``extra_s`` or more),
+    false where the extra time lies outside them (work the rank does alone), NA where no communication was timed. Seconds over the measured window."""
     rows = []
     phase_names = [c for c in table if c not in ("experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s")]
     comm = next((c for c in (PHASE_LABELS["comm_exposed_s"], PHASE_LABELS["comm_s"]) if c in table), None)
     for run_id, group in table.groupby("run_id", sort=False):
         slow, fast = group.loc[group["elapsed_s"].idxmax()], group.loc[group["elapsed_s"].idxmin()]
-        if not slow["elapsed_s"] >= STRAGGLER * fast["elapsed_s"]:
+        if not imbalanced(slow["elapsed_s"], fast["elapsed_s"]):
             continue
         where = max(phase_names, key=lambda c: slow[c] - fast[c]) if phase_names else None
-        others = group.drop(index=slow.name)
-        known = comm is not None and pd.notna(slow[comm]) and others[comm].notna().any()
-        mine, theirs = (slow[comm], others[comm].median()) if known else (np.nan, np.nan)
+        theirs = median_of_others(group[comm].to_numpy(float), group.index.get_loc(slow.name)) if comm else np.nan
+        known = pd.notna(theirs) and pd.notna(slow[comm])
+        mine, theirs = (slow[comm], theirs) if known else (np.nan, np.nan)
         extra = slow["elapsed_s"] - fast["elapsed_s"]
         rows.append({"experiment": slow["experiment"], "run_id": run_id, "rank": int(slow["rank"]),
                      "fastest_rank": int(fast["rank"]), "elapsed_s": slow["elapsed_s"],
@@ -212,7 +208,7 @@ def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
 def rank_time_notes(slow: pd.DataFrame) -> list[str]:
     """Per run of :func:`slow_ranks` ``slow``: in which phase the slowest rank spends its extra time, and whether the
     other ranks wait for it in the synchronised steps (their communication, where they wait in the gradient
-    all-reduce, grows by :data:`OUTSIDE_SHARE` of it or more) or not: then the extra time lies outside the
+    all-reduce, grows by :data:`~trainperf.ranks.OUTSIDE_SHARE` of it or more) or not: then the extra time lies outside the
     synchronised steps (work one rank does alone), the job ends when that rank does, and the others idle at
     the end."""
     out = []

@@ -1,0 +1,275 @@
+"""What one partition of step intervals (``trainperf.schema.STEP_INTERVALS``) contributes to the one aggregator
+(``trainperf.aggregate``), so that it runs on a Dask DataFrame of any size, on one machine or a cluster, and on a
+pandas frame alike:
+
+* :func:`rank_summary` turns the rows of whole ranks into one row per run and rank (:data:`RANK_COLUMNS`). Every
+  rank's rows must lie in one partition (the store writes them so: ``trainperf.store``), in the order recorded.
+* :func:`step_partials` turns a partition into partial sums per run and step, which :data:`STEP_COMBINE` adds up
+  across partitions into the per-step job times (``trainperf.aggregate.combine``).
+* :func:`value_partials` counts the values whose run-wide median is a batch fact (micro-steps, samples per
+  micro-step).
+
+The *measured window* of a run is its intervals that are neither warm-up nor include an evaluation. Its warm-up
+is found from the job's step times (``trainperf.steady_state``): :func:`step_times` gives them, per run and step
+(each step at its slowest rank, added up across partitions like the per-step partials), :func:`find_warmup`
+finds where each run's steady state starts and :func:`settle` flags the intervals before it on every rank alike,
+before the partials are taken.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_PHASE_COLUMNS
+from trainperf.steady_state import warmup_length
+
+WORK = ("tokens", "samples")
+"""Work columns of an interval: summed over ranks and steps."""
+MEMORY = ("peak_memory_gb", "reserved_memory_gb", "host_memory_gb")
+"""Memory columns of an interval (GiB): per rank the largest; per run the largest and the mean over ranks."""
+ALLOCATOR_COUNTS = ("alloc_retries", "ooms")
+"""Counts of an interval that tell of memory pressure: summed over every interval, warm-up included."""
+
+RANK_COLUMNS: tuple[str, ...] = (
+    "run_id", "rank", "node", "intervals", "last_step", "measured_intervals", "measured_steps", "warmup_steps",
+    "excluded_intervals", "untimed_starts", "first_start_s", "last_end_s", "step_s_sum", *STEP_PHASE_COLUMNS,
+    *WORK, *(f"{w}_missing" for w in WORK), "loss", *MEMORY, "energy_j", *ALLOCATOR_COUNTS, "step_s_median",
+    "comm_exposed_s_median", "all_first_start_s", "all_last_end_s", "all_step_s_sum", "warmup_step_s_sum",
+)
+"""Per run and rank (:func:`rank_summary`); over the measured window unless said:
+``intervals`` (all the rank's intervals) and ``last_step`` (the last step it
+recorded); ``measured_intervals``, ``measured_steps`` (optimizer steps they
+cover; NaN where one's length is unknown); ``warmup_steps`` (steps its warm-up intervals cover; NaN where one's
+length is unknown); ``excluded_intervals`` (after the warm-up, left out for an
+evaluation); ``untimed_starts`` (intervals without ``start_s``);
+``first_start_s`` and ``last_end_s`` (s); ``step_s_sum`` and the phase totals
+(s; NaN where never timed); ``tokens``, ``samples`` (sums) with the intervals
+lacking them (``*_missing``); ``loss`` (the last one); ``peak_memory_gb``,
+``reserved_memory_gb``, ``host_memory_gb`` (the largest, GiB); ``energy_j`` (the
+sum, J; NaN unless every measured interval has one); ``alloc_retries`` and
+``ooms`` (sums over all the rank's intervals, warm-up included); medians of
+``step_s`` and ``comm_exposed_s`` over the intervals (s); over all the rank's
+intervals, warm-up included: ``all_first_start_s``, ``all_last_end_s`` and
+``all_step_s_sum`` (s), and over its warm-up ones ``warmup_step_s_sum`` (s):
+what ``trainperf.goodput`` needs."""
+
+STEP_TIMES_COMBINE: dict[str, str] = {"step_s_max": "max", "n_steps": "max", "warmup": "max"}
+"""How :func:`step_times` of several partitions add up."""
+STEP_SUMS: tuple[str, ...] = ("step_s", *WORK, *STEP_PHASE_COLUMNS)
+"""Columns summed per step across ranks, each with its count of values."""
+STEP_COMBINE: dict[str, str] = {"ranks": "sum", "step_s_max": "max", "n_steps": "max",
+                                **{f"{c}_sum": "sum" for c in STEP_SUMS}, **{f"{c}_count": "sum" for c in STEP_SUMS}}
+"""How :func:`step_partials` of several partitions add up (a rank lies in one
+partition, so the ranks of a step add up too)."""
+
+VALUE_QUANTITIES = ("micro_steps", "micro_batch")
+"""Quantities whose run-wide median ``trainperf.aggregate.measure`` needs: micro-steps per
+optimizer step, and samples per micro-step of one rank."""
+
+
+def measured(intervals: Any) -> Any:
+    """Which intervals lie in the measured window: neither warm-up nor including an evaluation
+    (a boolean column of ``intervals``, a pandas or a Dask frame)."""
+    return ~(intervals["warmup"].astype(bool) | intervals["includes_evaluation"].astype(bool))
+
+
+def empty_intervals() -> pd.DataFrame:
+    """A step-intervals frame without rows, with every column's type."""
+    kinds = {"run_id": "string", "node": "string", "rank": "int64", "step": "int64", "warmup": "bool",
+             "includes_evaluation": "bool"}
+    return pd.DataFrame({c: pd.Series(dtype=kinds.get(c, "float64")) for c in STEP_INTERVAL_COLUMNS})
+
+
+
+def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group codes of the rows by run and ``by`` (an integer column), numbered
+    in the order of ``(run_id, by)``; and each group's run_id and ``by`` value."""
+    runs, names = pd.factorize(intervals["run_id"], sort=True)
+    other = intervals[by].to_numpy(np.int64)
+    low = int(other.min()) if len(other) else 0
+    span = int(other.max()) - low + 1 if len(other) else 1
+    groups, codes = np.unique(runs.astype(np.int64) * span + (other - low), return_inverse=True)
+    return codes, np.asarray(names, dtype=object)[groups // span], groups % span + low
+
+
+def _per_group(values: pd.Series, codes: np.ndarray, n: int) -> np.ndarray:
+    """A per-group result of a groupby on ``codes`` as an array over all ``n`` groups (NaN where a group has no row)."""
+    out = np.full(n, np.nan)
+    out[values.index.to_numpy()] = values.to_numpy(float)
+    return out
+
+
+def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
+    """One row per run and rank of ``intervals`` (:data:`RANK_COLUMNS`, by run
+    and rank), which holds all the rows of each of its ranks, each rank's in
+    the order recorded."""
+    if intervals.empty:
+        return pd.DataFrame({c: pd.Series(dtype="string" if c in ("run_id", "node") else
+                                          "int64" if c == "rank" else "float64") for c in RANK_COLUMNS})
+    codes, run_ids, ranks = _groups(intervals, "rank")
+    n = len(run_ids)
+    warmup, window = intervals["warmup"].to_numpy(bool), measured(intervals).to_numpy()
+    n_steps = intervals["n_steps"].to_numpy(float)
+
+    def count(rows: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(codes[rows], weights=None if weights is None else weights[rows], minlength=n).astype(float)
+
+    def known_sum(rows: np.ndarray) -> np.ndarray:  # NaN where a length among ``rows`` is unknown
+        known = count(rows, np.isfinite(n_steps).astype(float)) == count(rows)
+        return np.where(known, count(rows, np.nan_to_num(n_steps)), np.nan)
+
+    first = np.zeros(n, dtype=np.int64)
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
+    out = pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "rank": ranks,
+                        "node": intervals["node"].to_numpy()[first], "intervals": count(slice(None)),
+                        "last_step": _per_group(intervals.groupby(codes)["step"].max(), codes, n),
+                        "measured_intervals": count(window), "warmup_steps": known_sum(warmup),
+                        "excluded_intervals": count(~warmup & ~window)})
+    out["measured_steps"] = np.where(out["measured_intervals"] > 0, known_sum(window), np.nan)
+    inside, kept = intervals[window], codes[window]
+    start, seconds = inside["start_s"].to_numpy(float), inside["step_s"].to_numpy(float)
+    out["untimed_starts"] = count(window, np.isnan(intervals["start_s"].to_numpy(float)).astype(float))
+    grouped = inside.groupby(kept)
+    out["first_start_s"] = _per_group(grouped["start_s"].min(), kept, n)
+    out["last_end_s"] = _per_group(pd.Series(start + seconds).groupby(kept).max(), kept, n)
+    sums = grouped[["step_s", *STEP_PHASE_COLUMNS, *WORK]].sum(min_count=1)
+    for column in sums.columns:
+        out["step_s_sum" if column == "step_s" else column] = _per_group(sums[column], kept, n)
+    for name in WORK:
+        out[f"{name}_missing"] = count(window, np.isnan(intervals[name].to_numpy(float)).astype(float))
+    loss = inside["loss"].to_numpy(float)
+    last_loss = np.full(n, np.nan)
+    last_loss[kept[~np.isnan(loss)]] = loss[~np.isnan(loss)]  # the last of each rank's, in order, is kept
+    out["loss"] = last_loss
+    for name, largest in grouped[list(MEMORY)].max().items():
+        out[name] = _per_group(largest, kept, n)
+    energy = grouped["energy_j"].sum(min_count=1)
+    complete = grouped["energy_j"].count() == grouped["step_s"].size()
+    out["energy_j"] = _per_group(energy.where(complete), kept, n)
+    for name, total in intervals.groupby(codes)[list(ALLOCATOR_COUNTS)].sum(min_count=1).items():
+        out[name] = _per_group(total, codes, n)
+    out["step_s_median"] = _per_group(grouped["step_s"].median(), kept, n)
+    out["comm_exposed_s_median"] = _per_group(grouped["comm_exposed_s"].median(), kept, n)
+    every, seconds = intervals["start_s"].to_numpy(float), intervals["step_s"].to_numpy(float)
+    out["all_first_start_s"] = _per_group(intervals.groupby(codes)["start_s"].min(), codes, n)
+    out["all_last_end_s"] = _per_group(pd.Series(every + seconds).groupby(codes).max(), codes, n)
+    out["all_step_s_sum"] = _per_group(pd.Series(seconds).groupby(codes).sum(min_count=1), codes, n)
+    out["warmup_step_s_sum"] = count(warmup, np.nan_to_num(seconds))
+    return out[list(RANK_COLUMNS)]
+
+
+def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Per run and step of the measured intervals of one partition: ``ranks``
+    (distinct ranks), ``step_s_max``, ``n_steps`` (the most any rank's interval
+    covers) and, for each of :data:`STEP_SUMS`, its ``_sum`` and ``_count`` (of values present)."""
+    inside = intervals[measured(intervals)]
+    codes, run_ids, steps = _groups(inside, "step")
+    grouped = inside.groupby(codes)
+    out = pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "step": steps,
+                        "ranks": grouped["rank"].nunique().to_numpy(float),
+                        "step_s_max": grouped["step_s"].max().to_numpy(float),
+                        "n_steps": grouped["n_steps"].max().to_numpy(float)})
+    sums, counts = grouped[list(STEP_SUMS)].sum(min_count=1), grouped[list(STEP_SUMS)].count()
+    for column in STEP_SUMS:
+        out[f"{column}_sum"] = sums[column].to_numpy(float)
+    for column in STEP_SUMS:
+        out[f"{column}_count"] = counts[column].to_numpy(float)
+    return out
+
+
+def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Per run and step of the intervals that include no evaluation, warm-up
+    ones too: ``step_s_max`` (the job's time of the interval: its slowest
+    rank's, s), ``n_steps`` (the most steps a rank's interval covers) and
+    ``warmup`` (1.0 where a rank flagged it, else 0.0). Those of several
+    partitions add up with :data:`STEP_TIMES_COMBINE`."""
+    rows = intervals[~intervals["includes_evaluation"].astype(bool).to_numpy()]
+    codes, run_ids, steps = _groups(rows, "step")
+    values = pd.DataFrame({"step_s_max": rows["step_s"].to_numpy(float), "n_steps": rows["n_steps"].to_numpy(float),
+                           "warmup": rows["warmup"].to_numpy(bool).astype(float)})
+    found = values.groupby(codes).max()
+    return pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "step": steps,
+                         **{c: found[c].to_numpy(float) for c in STEP_TIMES_COMBINE}})
+
+
+def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Where each run's steady state starts, from its :func:`step_times`:
+    the steps before it are its warm-up. At least the leading steps a rank
+    flagged (the configured warm-up); with the rule ``mser``
+    (``trainperf.steady_state``) the steps MSER drops from the job's time
+    per step after them (``step_s_max / n_steps``: a log's record of n steps
+    counts as n steps of its mean time; records of unknown length, and times
+    that are missing or not positive, are left out: they cannot shorten it).
+    ``rules``: the rule of every run, or by run_id (``mser`` where a run has
+    none). Returns ``times`` with ``warmup`` set for the steps found,
+    and per run ``warmup_rule`` (the rule that chose the warm-up: ``fixed``
+    where asked, or where MSER had too few steps) and ``first_step`` (the
+    first step of the steady state where the rule added warm-up steps, NaN
+    where it added none)."""
+    found = []
+    flags = times["warmup"].to_numpy(float).copy()
+    for run_id, rows in times.groupby(times["run_id"].astype(str), sort=True):
+        at = rows.index.to_numpy()[np.argsort(rows["step"].to_numpy(), kind="stable")]
+        flagged = flags[at] > 0
+        minimum = int(np.argmin(flagged)) if not flagged.all() else len(at)
+        per_step = times["step_s_max"].to_numpy(float)[at] / times["n_steps"].to_numpy(float)[at]
+        usable = np.isfinite(per_step) & (per_step > 0)  # a missing or impossible time judges no warm-up
+        candidates = np.flatnonzero(~flagged & usable & (np.arange(len(at)) >= minimum))
+        rule = rules if isinstance(rules, str) else rules.get(run_id, "mser")
+        dropped, used = warmup_length(per_step[candidates], 0, rule)
+        first = math.nan
+        if dropped:
+            first = float(times["step"].to_numpy()[at][candidates[dropped]])
+            flags[at[times["step"].to_numpy()[at] < first]] = 1.0
+        found.append((run_id, used, first))
+    warmup = pd.DataFrame(found, columns=["run_id", "warmup_rule", "first_step"]).astype(
+        {"run_id": "string", "warmup_rule": "string", "first_step": "float64"})
+    return times.assign(warmup=flags), warmup
+
+
+def nothing_found() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`find_warmup` of no interval: its two frames, empty, with their columns."""
+    return find_warmup(step_times(empty_intervals()))
+
+
+def settle(intervals: pd.DataFrame, warmup: pd.DataFrame) -> pd.DataFrame:
+    """``intervals`` with every interval of a run before its ``first_step``
+    (:func:`find_warmup`) flagged as warm-up, on every rank alike."""
+    first = warmup.set_index(warmup["run_id"].astype(str))["first_step"].dropna()
+    if first.empty or intervals.empty:
+        return intervals
+    runs, names = pd.factorize(intervals["run_id"].astype(str))
+    bound = first.reindex(list(names)).to_numpy(float)[runs]
+    earlier = intervals["step"].to_numpy(float) < bound  # NaN (no bound): False
+    if not earlier.any():
+        return intervals
+    return intervals.assign(warmup=intervals["warmup"].to_numpy(bool) | earlier)
+
+
+def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Counts of each value of :data:`VALUE_QUANTITIES` over the measured
+    intervals, per run: ``run_id, quantity, value, count``, in that order."""
+    window = measured(intervals).to_numpy()
+    runs, names = pd.factorize(intervals["run_id"], sort=True)
+    micro = intervals["micro_steps"].to_numpy(float)[window]
+    batch = intervals["samples"].to_numpy(float)[window] / np.clip(np.nan_to_num(micro, nan=1.0), 1.0, None)
+    frames = []
+    for quantity, values in zip(VALUE_QUANTITIES, (micro, batch)):
+        known = ~np.isnan(values)
+        found = pd.DataFrame({"run": runs[window][known], "value": values[known]}).value_counts().sort_index()
+        frames.append(pd.DataFrame({"run_id": pd.array(np.asarray(names, dtype=object)[
+            found.index.get_level_values("run").to_numpy()], dtype="string"), "quantity": quantity,
+            "value": found.index.get_level_values("value").to_numpy(float), "count": found.to_numpy(float)}))
+    out = pd.concat(frames, ignore_index=True).astype({"quantity": "string"})
+    return out.sort_values(["run_id", "quantity", "value"], kind="stable").reset_index(drop=True)
+
+
+def partials(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """What one partition (whole ranks) contributes: its :func:`rank_summary`,
+    :func:`step_partials` and :func:`value_partials`."""
+    return rank_summary(intervals), step_partials(intervals), value_partials(intervals)
