@@ -118,8 +118,8 @@ class Missing:
 class ImportResult:
     """A log read into canonical tables.
 
-    ``runs``: one row per run in the log; ``steps``: one row per rank per
-    step where the log prints single steps, else None; ``skipped``: ``(file,
+    ``runs``: one row per run in the log; ``steps``: its step intervals (one
+    row per rank per record), None where it prints none; ``skipped``: ``(file,
     line, reason)`` of each line that looked like a record but could not be
     read (and of runs with no measured window), the first
     ``text.MAX_SKIPPED_KEPT``; ``skipped_total``: how many there were;

@@ -1,37 +1,11 @@
-"""Step-interval records of a training log, turned into step intervals and
-measured by the one aggregator (``trainperf.aggregate``); shared by the
-importers of logs that print steps (whose parsers derive from :class:`IntervalParser`).
+"""Step-interval records of a training log, measured by the one aggregator (``trainperf.aggregate``);
+shared by the importers of logs that print steps (whose parsers derive from :class:`IntervalParser`).
 
-A record is one line of a log on one rank: it covers ``n_steps`` optimizer
-steps ending at ``step`` and took ``seconds`` of wall time. Logs that print
-every k-th step with the mean over the k steps (Megatron, torchtitan) give
-records of k steps; logs that print the time of single sampled steps
-(nanoGPT) give records of one step.
-
-Warm-up: with ``w`` warm-up steps (the run's ``warmup_steps``, default 1) a
-record belongs to the measured window only if every step it covers is at
-least ``w`` steps after the first step of the log. The first step of the log
-is the first step its first record covers; where that record's length is
-unknown (a log that starts at step 5000 after a restart) the record itself is
-counted as warm-up. A warm-up the run states (a sidecar's ``warmup_steps``) is
-a decision, used as given (rule ``fixed``). Otherwise 1 is the least warm-up: with the run's
-``warmup_rule`` ``mser`` (the default where no warm-up is stated) the records after it that are still
-warming up are found from the job's time per step (``trainperf.steady_state``,
-through the aggregator), except in an excerpt from the middle of a run (see
-:func:`aggregate`), whose training warmed up before the log began. Where the log gives durations, a record whose duration
-is unknown (torchtitan's line at step 1: no earlier timestamp) is not
-measured either. A record flagged ``excluded`` = 1 (a step whose time
-includes an evaluation) is an interval that ``includes_evaluation``, left out
-of the window (``extra_excluded_records`` counts those after the warm-up);
-one flagged 2 (whose time another record contains) is no interval at all.
-
-The measurements are ``trainperf.aggregate.measure``'s: per rank ``r``,
-``e_r`` = sum of its records' seconds, ``elapsed_s = max_r e_r`` (slowest
-rank), and so on. A log prints the whole job's ``samples`` and ``tokens`` on
-each line: each rank that prints a step gets its share, so that the job's
-work is their sum. A figure the log prints itself (``reported``) is
-averaged over the window weighted by each record's duration (its
-``weight``), so a rate averages to total work / total time.
+A record is one line of a log on one rank: it covers ``n_steps`` optimizer steps ending at ``step`` in
+``seconds`` of wall time (a logging interval's, or a single step's). :func:`aggregate` picks the measured
+window (warm-up, excerpts, records of unknown length) and measures it; the rules, for users, are in
+docs/importers.md, "The measured window". A log prints the whole job's ``samples``, ``tokens`` and energy on
+each line: each rank that prints a step gets its share in the step intervals (docs/data.md).
 """
 
 from __future__ import annotations
@@ -146,12 +120,10 @@ class IntervalParser(RunParser, Generic[RunT]):
         return step
 
     def across_epochs(self, rank: int | None, epoch: float, step: int) -> int:
-        """The step a record of ``epoch``'s ``step`` is, numbered on across
-        epochs, for a counter that restarts each epoch (fairseq's ``epoch 011:
-        1000 / 8223``), per launcher prefix ``rank`` (None: none): in a new
-        epoch a counter that went back counts on from the last step of the one
-        before (one that did not is already the run's); an earlier epoch than
-        the last one is a restart of the job (its steps count from 0 again)."""
+        """The step a record of ``epoch``'s ``step`` is, numbered on across epochs for a counter that
+        restarts each epoch, per launcher prefix ``rank`` (None: none): in a new epoch a counter that went
+        back counts on from the last step of the one before (one that did not is already the run's); an
+        earlier epoch than the last one is a restart of the job (its steps count from 0 again)."""
         last_epoch, offset, raw, numbered = self.epochs.get(rank, (epoch, 0, -1, 0))
         if epoch > last_epoch and step <= raw:
             offset = numbered
@@ -161,12 +133,9 @@ class IntervalParser(RunParser, Generic[RunT]):
         return offset + step
 
     def rank_of(self, rank: int | None, step: int) -> int:
-        """The rank a record of ``step`` belongs to, given the rank its line's
-        launcher prefix names (None: no prefix). Several ranks print the same
-        step: where no prefix tells them apart, the k-th line of one step in a
-        row is rank k (unlabelled) or rank ``label + k·COPY_STRIDE`` (under one
-        label, e.g. ``srun -l``'s task of a node whose processes add no prefix
-        of their own), not a new run."""
+        """The rank a record of ``step`` belongs to, given the rank its line's launcher prefix names (None:
+        no prefix): the k-th line of one step in a row is rank k, or ``label + k·COPY_STRIDE`` under one
+        label (docs/importers.md, "Tolerance")."""
         last, copies = self.copies.get(rank, (-1, 0))
         copies = copies + 1 if step == last else 0
         self.copies[rank] = (step, copies)
@@ -232,21 +201,16 @@ class IntervalParser(RunParser, Generic[RunT]):
 
 def aggregate(records: Intervals, config: Mapping[str, Any], origin: float | None = None,
               least_warmup: int = 1) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Measurements of the run's window (a dict of runs columns, by the one
-    aggregator: ``trainperf.aggregate.measure``) and its step intervals
-    (``run_id`` left empty for the caller to name).
+    """Measurements of the run's window (a dict of runs columns, by ``trainperf.aggregate.measure``) and its
+    step intervals (``run_id`` left empty for the caller to name); the window's rules are those of
+    docs/importers.md, "The measured window" (a stated warm-up is used as given, else MSER on top of
+    ``least_warmup``, the steps a format never has steady).
 
-    ``origin``: the number of a training job's first step, for logs that
-    number steps from it (MaxText, NeMo, nanoGPT, torchtitan, llm.c): a log
-    that starts more than the warm-up past it (an excerpt from the middle of
-    a run; a progress bar that kept only its last step) shows no warm-up, so
-    all its records are measured, the first too where its length is unknown
-    (taken as the rank's usual interval, else one step, to tell whether it
-    lies past the warm-up; it is measured where it has a time, or where no
-    record has one and the log's rates are the measurement); a log that
-    starts inside the warm-up has the job's warm-up steps (from ``origin``)
-    left out. ``least_warmup``: the warm-up steps where the run states none
-    (a format's first steps that are never steady)."""
+    ``origin``: the number of a training job's first step, for logs that number steps from it. A log that
+    starts more than the warm-up past it is an excerpt: all its records are measured (no MSER), the first
+    too where its length is unknown (taken as the rank's usual interval, else one step, to tell whether it
+    lies past the warm-up); a log that starts inside the warm-up has the job's warm-up steps (from
+    ``origin``) left out."""
     table, anomalies, set_aside = join_timer_glitches(records.table())
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
@@ -291,16 +255,11 @@ def aggregate(records: Intervals, config: Mapping[str, Any], origin: float | Non
 
 
 def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str], int]:
-    """The records with each one whose time is negative or zero (a timer
-    glitch: a NeMo log printed 13.75 s for one step and -12.71 s for the next)
-    joined with its rank's record before it: one interval of both their steps
-    and the sum of their times (their work summed, the later loss). A record
-    with no earlier one of its rank, or a pair whose sum is still not
-    positive, is set aside (no interval), and so is one whose time is
-    infinite or longer than ``trainperf.schema.LONGEST_INTERVAL_S`` (a
-    damaged line: 1e300 s would make the run's throughput 0). Returns the records (a copy where
-    any changed), a sentence for each glitch and the number of steps set
-    aside (a record of unknown length counts as one)."""
+    """The records with each timer glitch (a time ≤ 0 s) joined with its rank's record before it, their work
+    summed and the later loss kept, and what cannot be joined or cannot be true (infinite, over
+    ``trainperf.schema.LONGEST_INTERVAL_S``) set aside as no interval (docs/importers.md, "The measured
+    window"). Returns the records (a copy where any changed), a sentence for each glitch and the number of
+    steps set aside (a record of unknown length counts as one)."""
     seconds = table[:, COLUMN["seconds"]]
     impossible = np.isinf(seconds) | (seconds > LONGEST_INTERVAL_S)
     glitches = np.flatnonzero((seconds <= 0) | impossible)
@@ -344,12 +303,9 @@ FAR_OUT_MIN_RECORDS = 8
 
 
 def far_out(col: dict[str, np.ndarray], in_window: np.ndarray) -> list[str]:
-    """A sentence on the measured records whose time per step (``seconds /
-    n_steps``: a line of one step, or the mean of a logging interval) is far
-    above the others (Tukey's far-out fence of the run's,
-    :func:`trainperf.steady_state.far_out_fence`: a pause for garbage
-    collection, a checkpoint, a straggling data loader); they stay in the
-    measurement, which is the time the run took."""
+    """A sentence on the measured records whose time per step (``seconds / n_steps``, s) is above the run's
+    :func:`trainperf.steady_state.far_out_fence`; they stay in the measurement (docs/importers.md, "The
+    measured window")."""
     per_step = col["seconds"] / col["n_steps"]
     timed = in_window & (col["excluded"] == 0) & np.isfinite(per_step) & (col["n_steps"] >= 1)
     times = per_step[timed]
@@ -366,10 +322,9 @@ def far_out(col: dict[str, np.ndarray], in_window: np.ndarray) -> list[str]:
 
 
 def _intervals(col: dict[str, np.ndarray], in_window: np.ndarray, config: Mapping[str, Any]) -> pd.DataFrame:
-    """The step intervals of a log's records: every record but those whose
-    time another record contains, by rank (each in file order). The job's
-    samples, tokens and energy a line prints are shared among the ranks that
-    print that step; ``start_s`` is known for records of single steps (:func:`_starts`)."""
+    """The step intervals of a log's records: every record but those whose time another record contains, by
+    rank (each in file order), the job's work shared among the ranks that print the step; ``start_s`` is
+    known for records of single steps (:func:`_starts`)."""
     keep = np.flatnonzero(col["excluded"] != 2)
     keep = keep[np.argsort(col["rank"][keep], kind="stable")]  # by rank, each in file order
     rank, step, seconds, n_steps = col["rank"][keep], col["step"][keep], col["seconds"][keep], col["n_steps"][keep]
