@@ -1,70 +1,20 @@
-"""Hugging Face Transformers ``Trainer`` logs: the ``***** Running training *****``
-header, the per-logging-step dicts and the final ``train_runtime`` metrics.
-
-``Trainer.train`` logs (through ``logging``, often behind a prefix such as
-``[INFO|trainer.py:2405] 2025-03-06 12:04:09,913 >>``)::
+"""Hugging Face Transformers ``Trainer`` logs: the ``***** Running training *****`` header, the per-logging-step
+dicts and the final metrics (``transformers.trainer_utils.speed_metrics``), often behind a logging prefix such as
+``[INFO|trainer.py:2405] 2025-03-06 12:04:09,913 >>``::
 
     ***** Running training *****
-      Num examples = 3,668
-      Num Epochs = 3
       Instantaneous batch size per device = 32
       Total train batch size (w. parallel, distributed & accumulation) = 32
       Gradient Accumulation steps = 1
       Total optimization steps = 345
-      Number of trainable parameters = 335,143,938
     {'loss': 0.5123, 'grad_norm': 3.1, 'learning_rate': 2e-05, 'epoch': 1.0}
-    {'train_runtime': 159.0603, 'train_samples_per_second': 69.181, 'train_steps_per_second': 2.169,
-     'train_loss': 0.3333, 'epoch': 3.0}
+    {'train_runtime': 159.0603, 'train_samples_per_second': 69.181, 'train_steps_per_second': 2.169, ...}
 
-and example scripts print the same metrics again as a ``***** train metrics
-*****`` block of ``  train_runtime = 0:02:39.06`` lines. Values may be
-quoted (``'loss': '0.1324'``); a dict may be spread over several lines.
-
-What the figures mean (``transformers.trainer_utils.speed_metrics``):
-
-* Per-step dicts that print the cumulative ``train_runtime`` and
-  ``num_input_tokens_seen`` (``include_num_input_tokens_seen``) give the
-  steady window: intervals of their differences, of ``Δtokens / (global
-  batch × seq_len)`` steps each, measured like any log's (warm-up left out;
-  ``extra_time_source`` says so). Otherwise:
-* ``train_runtime`` (s, or ``h:mm:ss.ss`` in the block) is the wall time
-  of the whole ``train()`` call: it includes the first steps (compilation,
-  warm-up) and the time after the last step (the final save, an evaluation
-  at the end), so throughput from it is a lower bound of the steady rate.
-  It is ``elapsed_s``; ``extra_time_source`` says so.
-* ``train_samples_per_second`` is the whole job's samples (``Num examples
-  × epochs``, or ``max_steps × total batch``) over ``train_runtime``:
-  global. ``samples`` = rate × runtime; the rate is kept as
-  ``reported_samples_per_s``.
-* Counted beats printed: where ``Total optimization steps`` (or the steps
-  rate) times the total batch disagrees with the printed samples beyond a
-  partial last batch per epoch and the rate's rounding, the counted samples
-  are used (``extra_samples_source`` says why): Transformers of early 2021
-  printed optimizer steps per second as ``train_samples_per_second``.
-* ``train_steps_per_second`` is optimizer steps over ``train_runtime``:
-  ``steps`` = rate × runtime (the header's ``Total optimization steps``
-  where they agree).
-* ``train_tokens_per_second`` in the final metrics
-  (``include_tokens_per_second``) counts the tokens of one process's
-  dataloader: per device, kept as ``reported_tokens_per_s_per_gpu``. In a
-  per-step dict beside ``num_input_tokens_seen`` it is that count over the
-  time since the start: tokens gathered from every process, global
-  (``reported_tokens_per_s``). ``num_input_tokens_seen`` (global) gives
-  ``tokens``.
-* The header gives ``micro_batch_size`` (batch size per device),
-  ``global_batch_size`` (total train batch size), ``grad_accum_steps`` and
-  ``gpus`` = total / (per device × accumulation): the data-parallel
-  processes (all devices under DDP, FSDP or ZeRO; give ``gpus`` and the
-  parallel degrees in the sidecar under tensor parallelism). ``Number of
-  trainable parameters`` is not the model's size (a shard under FSDP in some
-  versions, the adapters only under LoRA): kept as
-  ``extra_trainable_params``, never as ``n_params``.
-* ``train_loss`` is the last logged ``loss`` (else the run's mean
-  ``train_loss``).
-
-A new header starts a new run (the same header printed by several processes
-before any of them logs is one run); a run without final metrics has no
-measured window.
+Example scripts print the final metrics again as a ``***** train metrics *****`` block (``train_runtime =
+0:02:39.06``); values may be quoted (``'loss': '0.1324'``) and a dict spread over several lines. A run is
+measured over its steady window where the per-step dicts print the cumulative ``train_runtime`` and
+``num_input_tokens_seen`` (:func:`_steady_window`), else over the whole ``train()`` call (``train_runtime``, s);
+what each figure means is in docs/importers.md ("What each log says").
 """
 
 from __future__ import annotations
@@ -246,12 +196,10 @@ def _whole_call(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], N
 
 
 def _count_samples(out: dict[str, Any], steps: float, config: Mapping[str, Any], epochs: float) -> None:
-    """Counted beats printed: where the steps run times the global batch (a
-    partial last batch per epoch and the printed rate's rounding allowed)
-    disagree with ``train_samples_per_second × train_runtime``, the counted
-    samples are used and ``extra_samples_source`` says why. Transformers of
-    early 2021 passed ``max_steps`` to ``speed_metrics`` as the sample count,
-    so the printed "samples" per second were optimizer steps per second."""
+    """Counted beats printed (docs/importers.md, "What each log says"): where the steps run times the global
+    batch disagree with ``samples`` (``train_samples_per_second × train_runtime``) beyond a partial last batch
+    per epoch and the printed rate's rounding, the counted samples are used and ``extra_samples_source`` says
+    why."""
     batch = config.get("global_batch_size")
     if not (batch and steps > 0 and math.isfinite(steps)):
         return
