@@ -1,39 +1,17 @@
-"""Composer / llm-foundry console logs: ``[batch=N/M]:`` blocks of ``Train key: value``.
-
-Composer's ``ConsoleLogger`` prints, every ``console_log_interval`` batches
-(rank 0), a block of the metrics logged since (one per line, or several on
-a line)::
+"""Composer / llm-foundry console logs: ``ConsoleLogger``'s ``[batch=N/M]:`` blocks of ``Train key: value``
+(one a line, or several on a line), printed every ``console_log_interval`` batches by rank 0::
 
     [epoch=1][batch=5/5]:
              Train time/batch: 4
              Train time/sample: 4096
              Train time/token: 29254495
              Train loss/train/total: 8.4213
-             Train throughput/samples_per_sec: 2.7330
-             Train throughput/device/samples_per_sec: 0.1708
              Train throughput/tokens_per_sec: 20082.8418
-             Train throughput/device/tokens_per_sec: 1255.1776
              Train time/train: 0.5249
 
-What the figures mean (``composer.callbacks.SpeedMonitor``):
-
-* ``time/batch``, ``time/sample``, ``time/token``: the whole job's optimizer
-  steps (batches), samples and tokens since the start; ``time/train``: the
-  training wall clock since the start, in hours (validation left out),
-  printed to 4 decimals (0.36 s).
-* A block is a record of the batches since the previous block: ``n``, its
-  seconds, samples and tokens are the differences of those counters; the
-  first block is warm-up.
-* ``throughput/tokens_per_sec`` / ``samples_per_sec`` (whole job; ``device/``
-  ones per device) are averages over the monitor's window (default 100
-  batches): kept as ``reported_tokens_per_s`` / ``reported_samples_per_s``
-  (``throughput/device/mfu`` as ``reported_mfu``). With a single block (no
-  interval to measure) the last block's rate is the run's throughput.
-* Blocks of one batch printed again (by other ranks) are copies, not a new
-  run; a batch count that goes back starts a new run.
-* The configuration printed at the start (``num_gpus_per_node: 8``,
-  ``num_nodes: 2``) gives ``gpus`` and ``nodes``; ``loss/train/total`` gives
-  ``train_loss``.
+A block is a record of the batches since the previous block: its steps, seconds (``time/train`` is in hours)
+samples and tokens are the differences of the cumulative counters of ``composer.callbacks.SpeedMonitor``
+(docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations

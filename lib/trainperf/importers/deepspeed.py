@@ -1,44 +1,16 @@
-"""DeepSpeed logs: ``ThroughputTimer`` lines (``RunningAvgSamplesPerSec``) and
-``wall_clock_breakdown`` timings.
-
-``DeepSpeedEngine`` prints, every ``steps_per_print`` optimizer steps (rank 0,
-through its logger)::
+"""DeepSpeed logs: ``DeepSpeedEngine``'s ``ThroughputTimer`` lines, printed every ``steps_per_print`` optimizer
+steps (rank 0, through its logger), and its ``wall_clock_breakdown`` timings (ms), one line an optimizer step::
 
     [2023-11-07 02:13:41,417] [INFO] [timer.py:260:stop] epoch=0/micro_step=1800/global_step=450,
     RunningAvgSamplesPerSec=25.72280894083983, CurrSamplesPerSec=25.811997512605966, MemAllocated=4.32GB,
     MaxMemAllocated=38.49GB
-
-(one line; older versions print ``0/20, RunningAvgSamplesPerSec=...``, or
-``0/20, SamplesPerSec=...``, whose counter may count micro-batches: where the
-printed rate agrees with the samples of a micro-batch per count rather than
-of an optimizer step, as in Habana's DeepSpeed 0.6.1 fork with 256
-accumulation steps, samples are counted per micro-batch and
-``extra_samples_source`` says so) and,
-with ``wall_clock_breakdown``, after every optimizer step::
-
     [Rank 0] time (ms) | fwd: 612.31 | bwd: 1201.77 | bwd_inner: 1150.02 | bwd_allreduce: 51.70 | step: 88.40
 
-Conversions:
-
-* The timer lines are records of ``N - N_prev`` steps timed by the logger's
-  timestamps (wall clock, data loading and logging included), like
-  torchtitan's; the first line covers unknown steps and is warm-up.
-* ``CurrSamplesPerSec`` is ``train_batch_size`` (the whole job's samples per
-  optimizer step) over that one step's time between the engine's
-  ``forward`` and ``step`` calls (data loading excluded): global, kept as
-  ``reported_samples_per_s`` (averaged over the window, weighted by each
-  record's duration). ``RunningAvgSamplesPerSec`` is the same since step 2.
-  Without timestamps, or without a batch size to count samples, the
-  reported rate is the run's throughput.
-* The configuration dump (``train_batch_size ..... 64``,
-  ``train_micro_batch_size_per_gpu``, ``gradient_accumulation_steps``) gives
-  ``global_batch_size``, ``micro_batch_size`` and ``grad_accum_steps``; the
-  launcher's ``dist_world_size=8`` gives ``gpus``; ``MaxMemAllocated`` gives
-  ``peak_memory_gb``.
-* ``time (ms) | fwd: ... | bwd: ... | step: ...`` (one optimizer step each;
-  ``forward`` / ``backward`` / ``optimizer_step`` in older versions) give
-  ``forward_s``, ``backward_s`` and ``optimizer_s``: the mean of the printed
-  steps after the first ``warmup_steps``, times the window's steps.
+Older versions print ``0/20, RunningAvgSamplesPerSec=...`` or ``0/20, SamplesPerSec=...`` (a counter that may
+count micro-batches: :func:`_micro_batch_samples`) and ``forward`` / ``backward`` / ``optimizer_step`` for the
+phases. The timer lines are records of the steps since the previous line, timed by the logger's timestamps;
+``CurrSamplesPerSec`` (``RunningAvgSamplesPerSec`` is its mean since step 2) is the reported rate, and the
+throughput where no timestamp or batch size times the work (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
