@@ -1,21 +1,10 @@
-"""Log importers: training logs into canonical runs (and steps) tables.
+"""Log importers: training logs into canonical runs (and steps) tables (docs/importers.md).
 
-``import_path(path, overrides)`` recognises a file's format by its content
-(the first :data:`SNIFF_BYTES`, then the rest if that is inconclusive) and
-returns an :class:`ImportResult`. Formats (one module each, in
-:data:`FORMATS`): Megatron-LM / Megatron-DeepSpeed (``megatron``), torchtitan
-(``torchtitan``), nanoGPT (``nanogpt``), llm.c (``llmc``), Hugging Face Trainer
-(``hf_trainer``), MaxText (``maxtext``), NeMo (``nemo``),
-DeepSpeed (``deepspeed``), Composer / llm-foundry (``composer``), Lightning's CSVLogger with ThroughputMonitor
-(``lightning_csv``), per-rank epoch timing logs
-(``epoch_timing``), batch-size timing summaries (``timing_summary``), any
-CSV through a column mapping (``csv_mapping``), any log through a regular
-expression given as ``pattern`` (``pattern``), and TensorBoard event files —
-a log dir or one event file, told by content — through the tags each stack
-writes or a mapping given as ``tensorboard_tags`` (``tensorboard_log``). What a log does not say comes
-from its sidecar ``<log>.trainperf.yaml`` or ``overrides`` (``settings``).
-``compare_reported`` sets the figures a log printed itself against
-``trainperf.derive``'s recomputation.
+``import_path(path, overrides)`` recognises a file's format by its content (the first :data:`SNIFF_BYTES`, then
+the rest if that is inconclusive) and returns an :class:`ImportResult`. Each format (:data:`FORMATS`, listed in
+the docs' "Formats") is read by a module of its own; what a log does not say comes from its sidecar
+``<log>.trainperf.yaml`` or ``overrides`` (``settings``). ``compare_reported`` sets the figures a log printed
+itself against ``trainperf.derive``'s recomputation.
 """
 
 from __future__ import annotations

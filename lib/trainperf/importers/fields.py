@@ -1,18 +1,7 @@
-"""The front end of text logs: a cleaned line (``text.clean``: no colour codes, no carriage-return redraws) into
-its fields, and a printed value into a number and its unit.
-
-:func:`fields_of` strips the launcher's rank prefix (``text.rank_prefix``) and a collector's timestamp, then
-reads the line's fields by the shapes logs print them in:
-
-* a JSON object anywhere in the line (after ``DLLL ``, ``:::MLLOG ``, a logging envelope or nothing), nested
-  objects flattened with dotted keys (``metadata.samples_count``), a list ``[epoch, step]`` as its parts;
-* ``key: value |`` and ``key value |`` between bars; ``key=value,`` and ``key: value,`` between commas; runs of
-  ``key:value`` tokens; a bare ``N / M`` progress counter (fairseq's ``epoch 010  2000 / 8223``).
-
-Keys are normalised (lower case, ``_ - .`` and runs of spaces as one space); the value is the printed text.
-:func:`value` reads that text with its unit: ``1,234.5``, ``12.3ms``, ``45%``, ``1.2K``, ``3M``, ``2B``, a
-``current/average`` pair (the current), and the unit printed in the key (``(ms)``, ``in s``, ``_ms``,
-``/s/GPU``) where the value has none.
+"""The front end of text logs: a cleaned line (``text.clean``) into its fields (:func:`fields_of`: the launcher's
+rank prefix and a collector's timestamp taken off, then a JSON object or ``key: value`` tokens) and a printed
+value into a number and its unit (:func:`value`). The shapes and units read are listed in docs/importers.md,
+"The vocabulary"; keys are normalised (:func:`normal`), values kept as printed.
 """
 
 from __future__ import annotations

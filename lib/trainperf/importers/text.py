@@ -1,19 +1,9 @@
-"""Reading log text: chunks of cleaned lines, numbers, rank prefixes, timestamps.
+"""Reading log text: chunks of cleaned lines (:data:`CHUNK_BYTES` at a time, gzip-compressed files too, told
+by their magic bytes; :func:`clean`), numbers, rank prefixes, timestamps (docs/importers.md, "Tolerance").
 
-Logs are read in chunks of :data:`CHUNK_BYTES` (gzip-compressed files too,
-recognised by their magic bytes). Each chunk is cleaned before it is split
-into lines:
-
-* ANSI escape sequences (colours, cursor movement) are removed, and so are
-  colour codes that lost their escape byte on the way (``[32m``, in a text
-  that also holds a reset code ``[0m``);
-* ``\\r\\n`` becomes ``\\n``; a lone ``\\r`` (a progress bar redrawing its
-  line) keeps only the text after the last one, as a terminal shows it.
-
-Line numbers are those of the file (counted by ``\\n``). A parser sees the
-lines of a chunk plus, at its end, :data:`LOOKAHEAD` lines it may read but
-not consume, so a record wrapped over several lines can be joined across a
-chunk boundary (see :class:`LineParser`).
+Line numbers are those of the file (counted by ``\\n``). A parser sees the lines of a chunk plus, at its end,
+:data:`LOOKAHEAD` lines it may read but not consume, so a record wrapped over several lines can be joined
+across a chunk boundary (see :class:`LineParser`).
 """
 
 from __future__ import annotations
@@ -196,7 +186,10 @@ def _open(path: Path) -> BinaryIO:
 
 
 def clean(text: str) -> str:
-    """Text without ANSI escapes and carriage-return overwrites (line count kept)."""
+    """Text without ANSI escapes, colour codes that lost their escape byte (``[32m``, in a text that also
+    holds a reset code ``[0m``) and carriage-return overwrites (``\\r\\n`` is ``\\n``; a lone ``\\r``, a
+    progress bar redrawing its line, keeps only the text after the last one, as a terminal shows it); the
+    line count is kept."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "[0m" in text:  # colour codes whose escape byte a collector dropped: "[[32m20251202 06:56:28[0m]"

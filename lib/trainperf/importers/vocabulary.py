@@ -1,11 +1,8 @@
-"""One vocabulary of the fields training logs print: each canonical field with the names (synonyms) stacks
-print it under, its unit where the log prints none, and what it means for a record.
-
-Names are normalised as ``fields.normal`` does (lower case, ``_ - .`` as spaces: ``train_step_timing`` is
-``train step timing``); a unit printed in the key (``(ms)``, ``in s``) is not part of the name. A key is looked
-up whole, then without its leading words (``training epoch`` -> ``epoch``, ``metadata step`` -> ``step``), so a
-logger's envelope or a JSON object's nesting does not hide it. A stack's reader adds names of its own with
-:func:`extended`; a field is added here once, with its meaning.
+"""One vocabulary of the fields training logs print (docs/importers.md, "The vocabulary"): each canonical field
+with the names (synonyms) stacks print it under, normalised as ``fields.normal`` does and without a unit printed
+in the key, its unit where the log prints none, and what it means for a record (:func:`lookup` finds a key's
+field). A stack's reader adds names of its own with :func:`extended`; a field is added here once, with its
+meaning.
 """
 
 from __future__ import annotations
