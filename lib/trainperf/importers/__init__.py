@@ -49,16 +49,13 @@ __all__ = ["FORMATS", "TOLERANCE", "ImportResult", "Missing", "compare_reported"
 
 
 def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ImportResult:
-    """Read one log file, or one TensorBoard log dir (a folder of event files,
-    directly or in ``rank_<N>`` folders), into canonical runs (and steps) tables.
+    """Read one log file, or one TensorBoard log dir (a folder of event files, directly or in ``rank_<N>`` folders),
+    into canonical runs (and steps) tables.
 
-    ``overrides`` maps runs columns to values (strings are converted, as from
-    ``--set KEY=VALUE``) and win over the sidecar and the log; the key
-    ``mapping`` names a column-mapping file for a CSV. Raises ``DataError``
-    for a missing or unreadable file, a file no importer recognises (naming
-    the formats tried), a bad sidecar or override, or a log without any
-    measured run.
-    """
+    ``overrides`` maps runs columns to values (strings are converted, as from ``--set KEY=VALUE``) and win over the
+    sidecar and the log; the key ``mapping`` names a column-mapping file for a CSV. Raises ``DataError`` for a
+    missing or unreadable file, a file no importer recognises (naming the formats tried), a bad sidecar or override,
+    or a log without any measured run."""
     path = Path(path)
     if not path.exists():
         raise DataError("no such file", path=path)
@@ -68,17 +65,15 @@ def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
 
 
 def has_column_mapping(path: str | Path) -> bool:
-    """Whether ``path`` (a CSV) has a sidecar with a ``columns:`` mapping, so
-    that it is read by :func:`import_path` rather than as a canonical table.
-    A sidecar that is not valid YAML raises ``DataError`` naming it."""
+    """Whether ``path`` (a CSV) has a sidecar with a ``columns:`` mapping, so that it is read by :func:`import_path`
+    rather than as a canonical table. A sidecar that is not valid YAML raises ``DataError`` naming it."""
     sidecar = sidecar_path(Path(path))
     return sidecar.is_file() and "columns" in read_yaml(sidecar)
 
 
 def reads_as_log(path: str | Path) -> bool:
-    """Whether a table file (CSV) is read by :func:`import_path` rather than as
-    a canonical table: it has a column mapping, or an importer recognises its
-    header (a Lightning ``metrics.csv``)."""
+    """Whether a table file (CSV) is read by :func:`import_path` rather than as a canonical table: it has a column
+    mapping, or an importer recognises its header (a Lightning ``metrics.csv``)."""
     path = Path(path)
     if has_column_mapping(path):
         return True
@@ -89,9 +84,8 @@ def reads_as_log(path: str | Path) -> bool:
 
 
 def tensorboard_parts(folder: Path) -> set[Path]:
-    """The event files and rank folders that make ``folder`` a TensorBoard log
-    dir, read with it (empty: it is none); DataError for a folder holding
-    event files both directly and in rank folders."""
+    """The event files and rank folders that make ``folder`` a TensorBoard log dir, read with it (empty: it is
+    none); DataError for a folder holding event files both directly and in rank folders."""
     return {file if file.parent == folder else file.parent for files in log_dir_files(folder).values()
             for file in files}
 

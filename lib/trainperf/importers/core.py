@@ -1,6 +1,5 @@
-"""The shared core of the importers: what a format parser returns, and how
-its runs become canonical runs rows (sidecar values merged, run ids given,
-typed and checked by ``trainperf.loading.check_runs``), with the list of
+"""The shared core of the importers: what a format parser returns, and how its runs become canonical runs rows
+(sidecar values merged, run ids given, typed and checked by ``trainperf.loading.check_runs``), with the list of
 fields still missing and the derived metrics each one blocks."""
 
 from __future__ import annotations
@@ -26,16 +25,14 @@ from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES
 from trainperf.table_rules import SPEED_INPUTS, check_runs, is_missing
 
 Finish = Callable[[Mapping[str, Any]], tuple[dict[str, Any], "pd.DataFrame | None"]]
-"""Turns a run's merged configuration into its measurements (runs columns)
-and its step intervals (``trainperf.schema.STEP_INTERVALS``; None for a
-format that prints only a run's summary)."""
+"""Turns a run's merged configuration into its measurements (runs columns) and its step intervals
+(``trainperf.schema.STEP_INTERVALS``; None for a format that prints only a run's summary)."""
 
 
 @dataclass
 class ParsedRun:
-    """One run found in a log: its name in the log (a section title) or None,
-    the line it starts at, what the log states about its configuration
-    (runs columns), and how to measure it once the configuration is merged."""
+    """One run found in a log: its name in the log (a section title) or None, the line it starts at, what the log
+    states about its configuration (runs columns), and how to measure it once the configuration is merged."""
 
     name: str | None
     line: int
@@ -45,9 +42,8 @@ class ParsedRun:
 
 @dataclass
 class ParsedLog:
-    """What a format parser read from one file (or a TensorBoard log dir):
-    its runs, the lines (records) it could not read, and notes for the user
-    (each also a ``DataWarning``)."""
+    """What a format parser read from one file (or a TensorBoard log dir): its runs, the lines (records) it could
+    not read, and notes for the user (each also a ``DataWarning``)."""
 
     runs: list[ParsedRun]
     skipped: list[tuple[str, int, str]]
@@ -80,9 +76,8 @@ class RunParser(LineParser):
 
 
 class LineFormat(Format):
-    """A format read line by line by :attr:`parser_class` and recognised by
-    the number of matches of :attr:`patterns` (its record or section starts)
-    in the head of a file."""
+    """A format read line by line by :attr:`parser_class` and recognised by the number of matches of
+    :attr:`patterns` (its record or section starts) in the head of a file."""
 
     patterns: tuple[re.Pattern[str], ...] = ()
     parser_class: type[RunParser]
@@ -118,13 +113,10 @@ class Missing:
 class ImportResult:
     """A log read into canonical tables.
 
-    ``runs``: one row per run in the log; ``steps``: its step intervals (one
-    row per rank per record), None where it prints none; ``skipped``: ``(file,
-    line, reason)`` of each line that looked like a record but could not be
-    read (and of runs with no measured window), the first
-    ``text.MAX_SKIPPED_KEPT``; ``skipped_total``: how many there were;
-    ``missing``: fields neither the log nor its sidecar give, with the derived
-    metrics each blocks."""
+    ``runs``: one row per run in the log; ``steps``: its step intervals (one row per rank per record), None where it
+    prints none; ``skipped``: ``(file, line, reason)`` of each line that looked like a record but could not be read
+    (and of runs with no measured window), the first ``text.MAX_SKIPPED_KEPT``; ``skipped_total``: how many there
+    were; ``missing``: fields neither the log nor its sidecar give, with the derived metrics each blocks."""
 
     path: Path
     format: str
@@ -144,12 +136,10 @@ RATE_FROM_REPORTED = "reported throughput (the log gives no token or sample coun
 
 
 def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> None:
-    """Where a run's window gives no token (or sample) counts and its
-    configuration cannot give them (samples · ``seq_len``; steps ·
-    ``global_batch_size``, or micro-batch · accumulation · devices), the
-    log's own rate is its throughput: ``reported_tokens_per_s`` (global),
-    else ``reported_tokens_per_s_per_gpu`` × ``gpus`` (likewise for samples);
-    ``extra_time_source`` then says so (and rates are not compared)."""
+    """Where a run's window gives no token (or sample) counts and its configuration cannot give them (samples ·
+    ``seq_len``; steps · ``global_batch_size``, or micro-batch · accumulation · devices), the log's own rate is its
+    throughput: ``reported_tokens_per_s`` (global), else ``reported_tokens_per_s_per_gpu`` × ``gpus`` (likewise for
+    samples); ``extra_time_source`` then says so (and rates are not compared)."""
     def known(name: str) -> bool:
         return not is_missing(config.get(name))
 
@@ -172,9 +162,8 @@ APPROXIMATE = 0.001
 """Relative rounding (half the last printed digit over the value) beyond which a printed input is marked
 approximate."""
 REPORTED_CONVENTION = "extra_reported_flops_convention"
-"""Column naming the FLOPs convention (``trainperf.flops``) of the figures a
-log printed itself: its ``reported_*`` FLOP/s and MFU are compared with
-trainperf's under that convention."""
+"""Column naming the FLOPs convention (``trainperf.flops``) of the figures a log printed itself: its ``reported_*``
+FLOP/s and MFU are compared with trainperf's under that convention."""
 
 PER_GPU = ("tokens_per_s_per_gpu", "samples_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu",
            "scaling_efficiency", "gpu_hours", "cost_usd")

@@ -44,10 +44,9 @@ _PHASES = {"fwd": "forward_s", "forward": "forward_s", "bwd": "backward_s", "bac
 
 
 def parse_timer(line: str) -> tuple[Any, ...]:
-    """``(rank, global step, current samples/s, peak GiB, timestamp, whether
-    it is an older line: a counter without ``global_step=``, see
-    :data:`MICRO_NOTE`)`` of a ThroughputTimer line (NaN where absent). It needs a timestamp or a
-    positive rate: a line with a timestamp is timed by it whatever its rate."""
+    """``(rank, global step, current samples/s, peak GiB, timestamp, whether it is an older line: a counter without
+    ``global_step=``, see :data:`MICRO_NOTE`)`` of a ThroughputTimer line (NaN where absent). It needs a timestamp
+    or a positive rate: a line with a timestamp is timed by it whatever its rate."""
     rank, body = rank_prefix(line)
     match = _TIMER.search(body)
     if match is None:
@@ -154,10 +153,9 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
 
 
 def _micro_batch_samples(run: _Run, config: Mapping[str, Any], measured: Mapping[str, Any]) -> float:
-    """The samples of one micro-batch (global batch / accumulation steps)
-    where a run's older counter counts micro-batches: its printed rate is
-    nearer the samples counted per micro-batch than per optimizer step (the
-    two are ``grad_accum_steps`` apart); else 0."""
+    """The samples of one micro-batch (global batch / accumulation steps) where a run's older counter counts
+    micro-batches: its printed rate is nearer the samples counted per micro-batch than per optimizer step (the two
+    are ``grad_accum_steps`` apart); else 0."""
     batch, accum = config.get("global_batch_size"), config.get("grad_accum_steps")
     printed, elapsed, steps = (measured.get(k, NAN) for k in ("reported_samples_per_s", "elapsed_s", "steps"))
     if not (run.older_counter and batch and accum and accum > 1 and printed > 0 and elapsed > 0 and steps > 0):

@@ -70,9 +70,8 @@ class _Run:
         """``(train_runtime, num_input_tokens_seen)`` of each per-step dict that prints both (cumulative)."""
 
     def started(self) -> bool:
-        """Whether the run has logged anything since its header: a header
-        printed again before that is another process's copy of it (every
-        process of a job logs it under DeepSpeed), not a new run."""
+        """Whether the run has logged anything since its header: a header printed again before that is another
+        process's copy of it (every process of a job logs it under DeepSpeed), not a new run."""
         return bool(self.final) or not (math.isnan(self.loss) and math.isnan(self.tokens_seen))
 
 
@@ -137,13 +136,10 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.D
 
 
 def _steady_window(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame] | None:
-    """The steady window of a run whose per-step dicts print the cumulative
-    ``train_runtime`` and ``num_input_tokens_seen``
-    (``include_num_input_tokens_seen``): each dict after the first is an
-    interval of their differences, of ``Δtokens / (global batch × seq_len)``
-    steps, measured by the one aggregator (warm-up left out) instead of the
-    whole ``train()`` call; None without three such dicts or a known tokens
-    per step."""
+    """The steady window of a run whose per-step dicts print the cumulative ``train_runtime`` and
+    ``num_input_tokens_seen`` (``include_num_input_tokens_seen``): each dict after the first is an interval of their
+    differences, of ``Δtokens / (global batch × seq_len)`` steps, measured by the one aggregator (warm-up left out)
+    instead of the whole ``train()`` call; None without three such dicts or a known tokens per step."""
     batch, seq_len = config.get("global_batch_size"), config.get("seq_len")
     if len(run.points) < 3 or is_missing(batch) or is_missing(seq_len):
         return None

@@ -30,11 +30,9 @@ from trainperf.table_rules import is_missing
 
 FIELDS: tuple[str, ...] = ("rank", "step", "n_steps", "seconds", "weight", "samples", "tokens", "loss",
                            "memory_gb", "excluded", "energy_j")
-"""Numeric fields of a record, in order; NaN where the log does not say.
-``weight`` is the record's duration or any quantity proportional to it;
-``excluded`` is 1 for a record that is no training measurement (it
-includes an evaluation), 2 for one whose time another record contains;
-``energy_j``: the whole job's energy over the record (J)."""
+"""Numeric fields of a record, in order; NaN where the log does not say. ``weight`` is the record's duration or any
+quantity proportional to it; ``excluded`` is 1 for a record that is no training measurement (it includes an
+evaluation), 2 for one whose time another record contains; ``energy_j``: the whole job's energy over the record (J)."""
 COLUMN = {name: j for j, name in enumerate(FIELDS)}
 
 NAN = math.nan
@@ -46,9 +44,8 @@ record's start is unknown, so its length is too."""
 
 
 class Intervals:
-    """The records of one run, each :data:`FIELDS` followed by the figures
-    named in ``reported`` (e.g. ``tflops_per_gpu``), stored as one flat
-    array of doubles (8 bytes a value: a 1 GB log fits in memory)."""
+    """The records of one run, each :data:`FIELDS` followed by the figures named in ``reported`` (e.g.
+    ``tflops_per_gpu``), stored as one flat array of doubles (8 bytes a value: a 1 GB log fits in memory)."""
 
     def __init__(self, reported: tuple[str, ...]) -> None:
         self.reported = reported
@@ -78,11 +75,10 @@ class Intervals:
 
 
 class Run:
-    """A run of a step-interval log: the line it starts at, its configuration
-    (runs columns the log stated before it), its records (with the figures
-    named in ``reported``), each rank's last record line that the next one's
-    interval is measured from (``previous``; :data:`BROKEN` after an
-    unreadable one) and its validation loss (NaN until the log prints one)."""
+    """A run of a step-interval log: the line it starts at, its configuration (runs columns the log stated before
+    it), its records (with the figures named in ``reported``), each rank's last record line that the next one's
+    interval is measured from (``previous``; :data:`BROKEN` after an unreadable one) and its validation loss (NaN
+    until the log prints one)."""
 
     def __init__(self, line: int, config: dict[str, Any], reported: tuple[str, ...]) -> None:
         self.line = line
@@ -97,9 +93,8 @@ RunT = TypeVar("RunT", bound=Run)
 
 
 class IntervalParser(RunParser, Generic[RunT]):
-    """Base of the parsers of step-interval logs (Megatron, torchtitan,
-    nanoGPT). A record line starts where :attr:`start` matches; a record whose
-    step does not advance past its rank's last one starts a new run
+    """Base of the parsers of step-interval logs (Megatron, torchtitan, nanoGPT). A record line starts where
+    :attr:`start` matches; a record whose step does not advance past its rank's last one starts a new run
     (:meth:`run_at`). Each run is measured by :meth:`finish`."""
 
     start: re.Pattern[str]
@@ -113,9 +108,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         self.epochs: dict[int | None, tuple[float, int, int, int]] = {}
 
     def count_step(self, rank: int | None) -> int:
-        """The step of a record line that prints no step number, for the rank
-        its launcher prefix names (None: no prefix): its rank's lines are
-        steps 1, 2, 3, ... in the order of the file."""
+        """The step of a record line that prints no step number, for the rank its launcher prefix names (None: no
+        prefix): its rank's lines are steps 1, 2, 3, ... in the order of the file."""
         step = self.counted[rank] = self.counted.get(rank, 0) + 1
         return step
 
@@ -159,11 +153,10 @@ class IntervalParser(RunParser, Generic[RunT]):
     def read_record(self, lines: list[str], i: int, number: int, parse: Callable[[str], tuple[Any, ...]],
                     what: str) -> int:
         """Read the record line ``lines[i]`` (line ``number`` of the file; see
-        :func:`~trainperf.importers.text.parse_wrapped`) with ``parse`` and
-        :meth:`add` it; returns the lines used. A line that cannot be read,
-        or whose interval cannot be used, is skipped with ``what`` in the
-        reason; an unreadable one breaks its rank's chain (:meth:`break_chain`:
-        what a log whose lines time the steps since the previous line needs)."""
+        :func:`~trainperf.importers.text.parse_wrapped`) with ``parse`` and :meth:`add` it; returns the lines used.
+        A line that cannot be read, or whose interval cannot be used, is skipped with ``what`` in the reason; an
+        unreadable one breaks its rank's chain (:meth:`break_chain`: what a log whose lines time the steps since the
+        previous line needs)."""
         try:
             parsed, used = parse_wrapped(lines, i, parse, self.starts_record)
         except LineError as exc:
@@ -348,10 +341,9 @@ def _intervals(col: dict[str, np.ndarray], in_window: np.ndarray, config: Mappin
 
 
 def _starts(rank: np.ndarray, step: np.ndarray, seconds: np.ndarray) -> np.ndarray:
-    """``start_s`` of single-step records sorted by rank (each rank in file
-    order): seconds since the start of the rank's first timed step, summed
-    over the steps before it while they follow one another and are timed;
-    NaN before that step and after a gap."""
+    """``start_s`` of single-step records sorted by rank (each rank in file order): seconds since the start of the
+    rank's first timed step, summed over the steps before it while they follow one another and are timed; NaN before
+    that step and after a gap."""
     n = len(step)
     if n == 0:
         return np.empty(0)
@@ -377,9 +369,8 @@ def finite(value: float) -> float:
 
 def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step: int, seconds: float,
                       tokens: float, samples: float, loss: float, reported: tuple[float, ...]) -> Run:
-    """Add the record of a line of ``rank`` (see :meth:`IntervalParser.rank_of`)
-    that times one step (``seconds``: that step's wall time) to ``parser``'s
-    run, and return the run; the step's ``tokens`` / ``samples`` are the
+    """Add the record of a line of ``rank`` (see :meth:`IntervalParser.rank_of`) that times one step (``seconds``:
+    that step's wall time) to ``parser``'s run, and return the run; the step's ``tokens`` / ``samples`` are the
     whole job's (NaN where unknown)."""
     run = parser.run_at(line, rank, step)
     run.records.add((rank, step, 1.0, seconds, seconds, samples, tokens, loss, NAN, 0.0, NAN, *reported))
@@ -388,11 +379,9 @@ def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step:
 
 def printed_step_times(run: Run, config: Mapping[str, Any], time_source: str, convention: str,
                        origin: float) -> tuple[dict[str, Any], pd.DataFrame]:
-    """:func:`aggregate` for a log that prints each step's time (seconds),
-    numbering steps from ``origin`` (a run after a restart starts with a
-    warm-up wherever it starts): records where the times came from
-    (``extra_time_source``), the FLOPs convention of the figures the log
-    prints, and the last validation loss."""
+    """:func:`aggregate` for a log that prints each step's time (seconds), numbering steps from ``origin`` (a run
+    after a restart starts with a warm-up wherever it starts): records where the times came from
+    (``extra_time_source``), the FLOPs convention of the figures the log prints, and the last validation loss."""
     measured, steps = aggregate(run.records, config, None if run.restarted else origin)
     measured["extra_time_source"] = time_source
     measured[REPORTED_CONVENTION] = convention

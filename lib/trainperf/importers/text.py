@@ -41,10 +41,9 @@ _PAIR = re.compile(rf"({NUMBER})\s*/\s*(?:{NUMBER})")
 
 _RANK_PREFIX = re.compile(
     r"\s*(?:\[(?:rank|default)(\d+)\]:|\[\d+,(\d+)\]<std(?:out|err)>:|(\d+): )")
-"""Per-rank prefixes added by launchers: ``[rank3]:`` (torchrun ``--tee`` /
-``--local-ranks-filter``), ``[default3]:`` (torchelastic), ``[1,3]<stdout>:``
-(Open MPI ``--tag-output``), ``3: `` (Slurm ``srun --label``). They nest
-(``0: [rank3]:`` from torchrun under ``srun -l``): the innermost names the rank."""
+"""Per-rank prefixes added by launchers: ``[rank3]:`` (torchrun ``--tee`` / ``--local-ranks-filter``),
+``[default3]:`` (torchelastic), ``[1,3]<stdout>:`` (Open MPI ``--tag-output``), ``3: `` (Slurm ``srun --label``).
+They nest (``0: [rank3]:`` from torchrun under ``srun -l``): the innermost names the rank."""
 LEADING_TIME = r"\s*\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z?\]?"
 """A timestamp a log collector writes at the start of a line (ISO date and time, maybe bracketed)."""
 _LEADING_TIME = re.compile(rf"{LEADING_TIME}(?= )")
@@ -57,9 +56,8 @@ class LineError(Exception):
 
 
 class CutLine(LineError):
-    """A record line without the field its format prints last: it was cut,
-    or it wraps onto the next lines. ``value`` is what the line gives from
-    the fields it has (its last field, which may have been cut, left out),
+    """A record line without the field its format prints last: it was cut, or it wraps onto the next lines.
+    ``value`` is what the line gives from the fields it has (its last field, which may have been cut, left out),
     used where no continuation completes it (see :func:`parse_wrapped`)."""
 
     def __init__(self, message: str, value: object) -> None:
@@ -80,10 +78,9 @@ def number(text: str) -> float:
 
 
 def field_number(key: str, text: str | None) -> float:
-    """The value of field ``key`` printed as ``text`` (see :func:`number`);
-    NaN where the field is absent (None); :class:`LineError` naming ``key``
-    if it is not a number. A ``current/average`` pair (``13100.0/13240.9``,
-    as AMD's Primus prints Megatron's times and rates) is its current value."""
+    """The value of field ``key`` printed as ``text`` (see :func:`number`); NaN where the field is absent (None);
+    :class:`LineError` naming ``key`` if it is not a number. A ``current/average`` pair (``13100.0/13240.9``, as
+    AMD's Primus prints Megatron's times and rates) is its current value."""
     if text is None:
         return math.nan
     try:
@@ -97,9 +94,8 @@ def field_number(key: str, text: str | None) -> float:
 
 
 def current(text: str) -> str:
-    """The first number of a printed pair ``X/Y``: of a ``current/average`` pair
-    (``13100.0/13240.9``) the current, of a counter ``N/M`` the N; ``text``
-    itself where it is no such pair."""
+    """The first number of a printed pair ``X/Y``: of a ``current/average`` pair (``13100.0/13240.9``) the current,
+    of a counter ``N/M`` the N; ``text`` itself where it is no such pair."""
     if "/" not in text:  # most figures: no pair, and no need for the pattern
         return text
     pair = _PAIR.fullmatch(text.strip())
@@ -114,9 +110,8 @@ def positive(value: float, what: str) -> float:
 
 
 def step_seconds(value: float, what: str) -> float:
-    """A printed step time ``value`` (s) if finite, else :class:`LineError`. A
-    negative or zero time is kept: a timer glitch that the next or previous
-    step makes up for (``records.aggregate`` joins them)."""
+    """A printed step time ``value`` (s) if finite, else :class:`LineError`. A negative or zero time is kept: a
+    timer glitch that the next or previous step makes up for (``records.aggregate`` joins them)."""
     if not math.isfinite(value):
         raise LineError(f"{what} must be a finite number, not {value:g}")
     return value
@@ -131,9 +126,8 @@ def whole(text: str, what: str) -> int:
 
 
 def rank_prefix(line: str) -> tuple[int | None, str]:
-    """The rank named by the launcher prefixes at the start of ``line`` (the
-    innermost of nested ones; None without any) and the line without them (a
-    collector's timestamp before them is kept)."""
+    """The rank named by the launcher prefixes at the start of ``line`` (the innermost of nested ones; None without
+    any) and the line without them (a collector's timestamp before them is kept)."""
     match = _RANK_PREFIX.match(line)
     kept = ""
     if match is None:
@@ -244,15 +238,12 @@ def _chunks(path: Path, chunk_bytes: int) -> Iterator[list[str]]:
 
 
 class LineParser:
-    """Base of the line-oriented parsers: feeds each line that contains one
-    of :attr:`anchors` to :meth:`handle`; counts the lines it could not read.
-    A line the same as the one just before it (launcher prefix included) is
-    that line printed twice: it is read once, and counted (:meth:`notes`).
+    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`;
+    counts the lines it could not read. A line the same as the one just before it (launcher prefix included) is that
+    line printed twice: it is read once, and counted (:meth:`notes`).
 
-    :meth:`handle` gets the chunk's lines, the index of the line and its
-    number in the file, and returns how many lines it consumed (more than one
-    when it joined a wrapped record).
-    """
+    :meth:`handle` gets the chunk's lines, the index of the line and its number in the file, and returns how many
+    lines it consumed (more than one when it joined a wrapped record)."""
 
     anchors: tuple[str, ...] = ()
 
@@ -324,13 +315,11 @@ T = TypeVar("T")
 
 def parse_wrapped(lines: list[str], i: int, parse: Callable[[str], T],
                   starts_record: Callable[[str], bool]) -> tuple[T, int]:
-    """``parse(lines[i])``, or, when that fails, ``parse`` of the line joined
-    with up to :data:`WRAP_LINES` continuation lines (a continuation does not
-    start a record of its own; a launcher's rank prefix on it is dropped; the
-    pieces are joined as they are, then with a space; a line the same as the
-    one before it is an echo, passed over). Returns the value and
-    the number of lines used. Where no join reads, a :class:`CutLine` gives
-    what the line itself has; any other first :class:`LineError` is raised again."""
+    """``parse(lines[i])``, or, when that fails, ``parse`` of the line joined with up to :data:`WRAP_LINES`
+    continuation lines (a continuation does not start a record of its own; a launcher's rank prefix on it is
+    dropped; the pieces are joined as they are, then with a space; a line the same as the one before it is an echo,
+    passed over). Returns the value and the number of lines used. Where no join reads, a :class:`CutLine` gives what
+    the line itself has; any other first :class:`LineError` is raised again."""
     try:
         return parse(lines[i]), 1
     except LineError as error:
