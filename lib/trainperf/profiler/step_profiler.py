@@ -174,6 +174,7 @@ class StepProfiler:
         self._events_file: LineFile | None = None
         self._pending: deque[StepRecord] = deque()
         self._window_start: Any = None
+        self._step_ranges = False
         self._index = 0
         self.rank = 0
         if self.warmup not in RULES:
@@ -341,7 +342,8 @@ class StepProfiler:
                 self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
                 self._sampler = None
         counter = StepFlopCounter() if self._count_flops else None
-        return _Step(self, record, self._range("step"), counter)
+        self._step_ranges = self._recording()  # once a step: its phases are ranges when the step is one
+        return _Step(self, record, self._range("step", self._step_ranges), counter)
 
     def phase(self, name: str) -> _Phase | _OutsidePhase | _NoStep:
         """Context manager timing one phase. In a step: ``data``, ``h2d``,
@@ -360,8 +362,9 @@ class StepProfiler:
             self._warn_once(f"phase {name}", f"unknown phase {name!r} in a step is not timed; phases of a step: "
                                              f"{', '.join(PHASE_INDEX)}")
             return _NO_STEP
-        self._window()
-        return _Phase(self, index)
+        if self._open is None:
+            self._window()
+        return _Phase(self, index, self._range(name, self._step_ranges if self._open is not None else None))
 
     def outside_since_last(self, name: str) -> None:
         """Record the time since the last step (or phase outside a step)
@@ -425,10 +428,13 @@ class StepProfiler:
             self._window_start = self._clock.mark()
         return self._window_start
 
-    def _range(self, name: str) -> Any:
+    def _range(self, name: str, recording: bool | None = None) -> Any:
         """A ``trainperf/<name>`` record_function range while a torch
-        profiler records, else a context manager that does nothing."""
-        return self._record_function(f"trainperf/{name}") if self._recording() else _NO_STEP
+        profiler records (``recording``; None: asked now), else a context
+        manager that does nothing."""
+        if recording is None:
+            recording = self._recording()
+        return self._record_function(f"trainperf/{name}") if recording else _NO_STEP
 
     def _begin_host_interval(self) -> float:
         self._window()
@@ -744,10 +750,10 @@ class _Phase:
 
     __slots__ = ("_profiler", "_index", "_start", "_range")
 
-    def __init__(self, profiler: StepProfiler, index: int) -> None:
+    def __init__(self, profiler: StepProfiler, index: int, trace_range: Any) -> None:
         self._profiler = profiler
         self._index = index
-        self._range = profiler._range(PHASES[index])
+        self._range = trace_range
 
     def __enter__(self) -> _Phase:
         self._range.__enter__()
