@@ -187,22 +187,6 @@ def winners(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> 
                                        "margin", "verdict", "evidence", "also", "fastest_mfu", "runner_up_mfu"])
 
 
-def uncontested(configs: pd.DataFrame, policy: str = "same") -> list[str]:
-    """A sentence naming the contests (:func:`contest`) of the :func:`configurations` ``configs`` measured on
-    one platform only, where no winner is named."""
-    alone = []
-    for key, group in configs.groupby(contest(policy), sort=False, dropna=False):
-        platforms = list(dict.fromkeys(group["platform"].astype(str)))
-        if len(platforms) == 1:
-            alone.append(" at ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)) if pd.notna(k))
-                         + f" ({platforms[0]})")
-    if not alone:
-        return []
-    hint = (" precision_policy = “fastest” compares each platform at its fastest precision." if policy == "same"
-            else "")
-    return [f"Measured on one platform only, so no winner is named: {and_list(alone)}.{hint}"]
-
-
 def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs whose source's peak (``reported_peak_tflops_per_gpu``, else ``reported_tflops_per_gpu
     / reported_mfu``) is within :data:`SPARSE_MATCH` of the vendor's 2:4-sparse figure."""
@@ -268,9 +252,19 @@ def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Htm
 
 
 def policy_notes(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> list[str]:
-    """How platforms are compared (:data:`PRECISION_POLICIES`), the contests with one platform only (of the
-    :func:`configurations` ``configs``), and the spellings of one device merged."""
-    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.", *uncontested(configs, policy),
+    """How platforms are compared (:data:`PRECISION_POLICIES`), the contests (:func:`contest`) of the
+    :func:`configurations` ``configs`` measured on one platform only, where no winner is named, and the
+    spellings of one device merged."""
+    alone = []
+    for key, group in configs.groupby(contest(policy), sort=False, dropna=False):
+        platforms = list(dict.fromkeys(group["platform"].astype(str)))
+        if len(platforms) == 1:
+            alone.append(" at ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)) if pd.notna(k))
+                         + f" ({platforms[0]})")
+    hint = (" precision_policy = “fastest” compares each platform at its fastest precision." if policy == "same"
+            else "")
+    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.",
+            *([f"Measured on one platform only, so no winner is named: {and_list(alone)}.{hint}"] if alone else []),
             *runs.attrs.get("merged_platforms", [])]
 
 
@@ -409,12 +403,9 @@ def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd
 
 @dataclass(frozen=True)
 class PlatformsPage:
-    """Every frame and sentence of the platforms page, in the page's order, from its ``runs``
-    (:func:`comparable`) and their ``steps`` (None: none given); each attribute is named after the function
-    that makes it (docs/reports.md)."""
+    """Every frame and sentence of the platforms page, in the page's order, from its runs (:func:`comparable`)
+    and their steps; each attribute is named after the function that makes it (docs/reports.md)."""
 
-    runs: pd.DataFrame
-    steps: Summaries | None
     headline: Html
     sparse_peak_runs: pd.DataFrame
     sparse_note: str
@@ -440,7 +431,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, policy: str = "s
     found = winners(runs, configs, policy)
     projected = capacity(configs, list(project_nodes), gpus_per_node)
     return PlatformsPage(
-        runs=runs, steps=steps, headline=headline(runs, found, best),
+        headline=headline(runs, found, best),
         sparse_peak_runs=sparse_peak_runs(runs), sparse_note=sparse_note(runs), peaks=best, mfu_notes=mfu_notes(runs),
         policy_notes=policy_notes(runs, configs, policy), winners=found, configurations=configs, capacity=projected,
         capacity_notes=capacity_notes(runs, configs, projected), capacity_table=capacity_table(projected),
