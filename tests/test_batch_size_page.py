@@ -41,7 +41,7 @@ def test_seed_003_names_the_best_on_the_training_loop_and_in_all_with_the_reason
     102.82 s, train worker 73.23 s and 88.91 s, epoch 38.74 s and 36.43 s; ~15,250 and ~16,150 tokens/s. Its
     conclusion (Key Observations 7) is 512 × 2 on total time; the loop alone is shortest at 1,024 × 1."""
     runs = _seed()
-    frame = batch_size.table(runs).set_index("configuration")
+    frame = batch_size.analyse(runs).table.set_index("configuration")
     # the same work for both: the most any configuration measured, 15,250 × 35.54 = 541,985 tokens (512 × 2's)
     work = 15250 * 35.54
     assert frame.loc["512 × 2", "time_to_train_s"] == pytest.approx(35.54)
@@ -49,21 +49,21 @@ def test_seed_003_names_the_best_on_the_training_loop_and_in_all_with_the_reason
     # in all: the loop plus the time outside it as measured (102.82 - 33.33 = 69.49 s; 86.43 - 35.54 = 50.89 s)
     assert frame.loc["512 × 2", "total_time_s"] == pytest.approx(86.43)
     assert frame.loc["1,024 × 1", "total_time_s"] == pytest.approx(work / 16150 + 69.49)  # 103.05 s
-    notes = batch_size.time_notes(runs)
+    notes = batch_size.analyse(runs).time_notes
     assert notes == [
         "seed003-batch-size: to train 541,985 tokens, the most any configuration measured, the training loop is "
         "shortest with micro-batch 1,024 × 1 accumulation (33.56 s); in all, start-up included, micro-batch 512 × 2 "
         "accumulation finishes first (86.43 s against 103.05 s): 1,024 × 1 spends 69.49 s outside its training "
         "loop against 50.89 s, more than its faster loop saves; the part that differs most: train worker outside "
         "the epoch, 52.48 s against 34.49 s."]  # 88.91 - 36.43 and 73.23 - 38.74
-    text = batch_size.headline(runs).text
+    text = batch_size.analyse(runs).headline.text
     assert "In all, start-up included, micro-batch 512 × 2 accumulation finishes the same work first" in text
 
 
 def test_seed_003_total_time_is_made_of_its_timers():
     """Per configuration, the seed's nested timers: the script holds the train worker, which holds the epoch,
     which holds training and validation; the parts add up to the script's total."""
-    totals = batch_size.total_time(_seed()).set_index("configuration")
+    totals = batch_size.analyse(_seed()).total_time.set_index("configuration")
     row = totals.loc["1,024 × 1"]
     assert row["training loop"] == pytest.approx(33.33) and row["validation"] == pytest.approx(1.78)
     assert row["epoch outside training and validation"] == pytest.approx(36.43 - 33.33 - 1.78)
@@ -82,14 +82,14 @@ def test_the_profilers_wall_clock_is_the_total_where_a_run_has_it(tmp_path):
              "tokens": 1000, "elapsed_s": loop, "wall_s": wall, "startup_s": startup, "after_steps_s": 1.0}
             for m, loop, wall, startup in ((1, 10.0, 40.0, 25.0), (2, 8.0, 50.0, 36.0))]
     runs = batch_size.sweeps(open_runs(_write(tmp_path, rows)))
-    frame = batch_size.table(runs)
+    frame = batch_size.analyse(runs).table
     assert frame["time_to_train_s"].tolist() == pytest.approx([10.0, 8.0])
     assert frame["total_time_s"].tolist() == pytest.approx([40.0, 50.0])
-    (note,) = batch_size.time_notes(runs)
+    (note,) = batch_size.analyse(runs).time_notes
     assert "the training loop is shortest with micro-batch 2 × 1 accumulation (8.00 s)" in note
     assert "micro-batch 1 × 2 accumulation finishes first (40.00 s against 50.00 s)" in note
     assert note.endswith("the part that differs most: start-up, 36.00 s against 25.00 s.")
-    totals = batch_size.total_time(runs).set_index("configuration")
+    totals = batch_size.analyse(runs).total_time.set_index("configuration")
     # 40 = 10 loop + 25 start-up + 1 after the last step + 4 other (warm-up steps, phases outside the steps)
     assert totals.loc["1 × 2", ["training loop", "start-up", "after the last step",
                                 "other outside the training loop"]].tolist() == pytest.approx([10, 25, 1, 4])
@@ -97,11 +97,11 @@ def test_the_profilers_wall_clock_is_the_total_where_a_run_has_it(tmp_path):
 
 def test_without_a_total_the_page_says_it_compares_the_training_loop_only():
     runs = batch_size.sweeps(open_runs([str(SWEEP)]))
-    (note,) = batch_size.time_notes(runs)
+    (note,) = batch_size.analyse(runs).time_notes
     assert note.endswith("No run recorded its total time with start-up (the profiler's wall clock, wall_s, or a "
                          "script's total): the configurations are compared on the training loop only.")
-    assert batch_size.table(runs)["total_time_s"].isna().all()
-    assert batch_size.total_time(runs).empty
+    assert batch_size.analyse(runs).table["total_time_s"].isna().all()
+    assert batch_size.analyse(runs).total_time.empty
 
 
 def test_time_to_train_is_the_same_work_for_every_configuration():
@@ -113,14 +113,14 @@ def test_time_to_train_is_the_same_work_for_every_configuration():
     one = runs[runs["micro_batch_size"] == 1].sort_values("run_id")
     assert one["tokens"].tolist() == [18432, 24576]
     rate = (18432 / one["elapsed_s"].iloc[0] + 24576 / one["elapsed_s"].iloc[1]) / 2  # the mean of the repeats
-    frame = batch_size.table(runs).set_index("configuration")
+    frame = batch_size.analyse(runs).table.set_index("configuration")
     assert frame.loc["1 × 16", "time_to_train_s"] == pytest.approx(24576 / rate)  # 21.50 s
     assert frame["time_to_train_s"].to_numpy() == pytest.approx(24576 / frame["tokens_per_s"].to_numpy())
     # asked for a number of tokens: that work over each rate
-    asked = batch_size.table(runs, train_tokens=1e6)
+    asked = batch_size.analyse(runs, train_tokens=1e6).table
     assert asked["time_to_train_s"].to_numpy() == pytest.approx(1e6 / asked["tokens_per_s"].to_numpy())
     with pytest.raises(InputError, match="train_tokens must be a number of tokens above 0"):
-        batch_size.table(runs, train_tokens=0)
+        batch_size.analyse(runs, train_tokens=0)
 
 
 def test_equal_data_per_optimizer_step_is_claimed_only_where_the_global_batch_is_equal(tmp_path):
@@ -186,10 +186,10 @@ def test_fsdp_exposed_communication_sampled_inside_forward_and_backward_is_not_s
 
 def test_mfu_per_configuration_is_the_mean_of_its_repeats_and_empty_where_unknown():
     runs = batch_size.sweeps(open_runs([str(SWEEP)]))
-    frame = batch_size.table(runs).set_index("configuration")
+    frame = batch_size.analyse(runs).table.set_index("configuration")
     for (m, a), group in runs.groupby(["micro_batch_size", "grad_accum_steps"]):
         assert frame.loc[f"{m:.0f} × {a:.0f}", "mfu"] == pytest.approx(group["mfu"].mean())
-    assert batch_size.table(_seed())["mfu"].isna().all()  # seed 003 names neither model nor platform
+    assert batch_size.analyse(_seed()).table["mfu"].isna().all()  # seed 003 names neither model nor platform
 
 
 def test_indistinguishable_states_the_smallest_detectable_difference_and_the_repeats_for_5_percent(tmp_path):
@@ -202,7 +202,7 @@ def test_indistinguishable_states_the_smallest_detectable_difference_and_the_rep
              "grad_accum_steps": 2 // m, "tokens": rate * 10, "elapsed_s": 10.0}
             for m, rates in ((1, (100, 110, 90)), (2, (101, 111, 91))) for i, rate in enumerate(rates)]
     runs = batch_size.sweeps(open_runs(_write(tmp_path, rows)))
-    text = batch_size.top(runs, "sweep")
+    text = batch_size.analyse(runs).tops["sweep"]
     assert "are indistinguishable at the top" in text
     detectable = float(text.partition("could detect is ")[2].partition(" %")[0]) / 100
     se = math.hypot(10 / (math.sqrt(3) * 100), 10 / (math.sqrt(3) * 101))
@@ -218,17 +218,17 @@ def test_the_committed_sweeps_ties_say_what_they_could_have_detected():
     runs = batch_size.sweeps(open_runs([str(SWEEP)]))
     steps = data_steps([str(SWEEP)], runs)
     name = "bench-cpu-small-fp32-batch-size"
-    text = batch_size.top(runs, name, steps)
+    text = batch_size.analyse(runs, steps).tops[name]
     assert "indistinguishable at the top" in text and "the smallest difference these data could detect is " in text
     assert "runs of each would detect 5 %" in text
-    (note,) = batch_size.plateau_notes(runs, 0.10, steps)
+    (note,) = batch_size.analyse(runs, steps, min_gain=0.10).plateau_notes
     assert "is indistinguishable from it" in note and "could detect is " in note
 
 
 def test_without_an_interval_a_tie_says_no_difference_can_be_detected(tmp_path):
     rows = [{"run_id": f"mb{m}", "experiment": "sweep", "gpus": 1, "micro_batch_size": m, "grad_accum_steps": 4 // m,
              "tokens": t, "elapsed_s": 1.0} for m, t in ((1, 1000), (2, 1500), (4, 1510))]
-    text = batch_size.top(batch_size.sweeps(open_runs(_write(tmp_path, rows))), "sweep")
+    text = batch_size.analyse(batch_size.sweeps(open_runs(_write(tmp_path, rows)))).tops["sweep"]
     # one row each: no interval; at the assumed 8 % run-to-run variation, repeats_to_detect(0.08, 0.05) runs
     assert text.endswith("without an interval (a configuration has one run without steps) these data detect no "
                          "difference; at the assumed run-to-run variation of 8 %, 44 runs of each would detect 5 %)")

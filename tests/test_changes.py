@@ -1,4 +1,4 @@
-"""What to change (trainperf.report.changes): every rule's gain against figures worked by hand from the
+"""What to change (each page's RULES, trainperf.report.what_to_change): every rule's gain against figures worked by hand from the
 committed data (the seeds' tables in data/reference, which state some of these conclusions in words:
 ../shared/seeds/003 and 004) or from synthetic runs with a known injected cost; the section at the end
 of every notebook; and pages built on the embedded data and on a user's ordinary data."""
@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
 from trainperf import compare
-from trainperf.report import batch_size, changes, page, platforms, scaling, throughput, what_to_change
+from trainperf.report import batch_size, page, platforms, scaling, throughput, what_to_change
+from trainperf.report.build.pipeline import REPORTS
 from trainperf.runfolder import rankfile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +32,16 @@ def _csv(tmp_path: Path, rows: list[dict], name: str = "runs.csv") -> str:
 def _scaling(runs: pd.DataFrame, steps=None) -> pd.DataFrame:
     """The changes the scaling page of ``runs`` lists."""
     return what_to_change.listed(scaling.analysis.candidates(scaling.analyse(runs, steps))[0])
+
+
+def _changes(module, runs: pd.DataFrame, steps=None) -> pd.DataFrame:
+    """The changes the page of ``module`` (throughput, batch_size or platforms) of ``runs`` lists."""
+    return what_to_change.listed(what_to_change.candidates(module.RULES, module.analyse(runs, steps))[0])
+
+
+def _compared(comparison) -> pd.DataFrame:
+    """The changes the compare page of ``comparison`` lists."""
+    return what_to_change.listed(what_to_change.candidates(what_to_change.COMPARISON_RULES, comparison)[0])
 
 
 def _rule(frame: pd.DataFrame, words: str) -> pd.DataFrame:
@@ -84,7 +96,7 @@ def test_a_rank_that_sleeps_outside_its_steps_costs_its_sleep_of_the_job(tmp_pat
     step = {"step_s": 0.1, "comm_s": 0.02, "forward_s": 0.03, "backward_s": 0.05}
     run = _profiled(tmp_path / "data" / "sleeper", {0: [step] * 20, 1: [{**step, "gap_s": 0.05}] * 19 + [step]})
     runs = throughput.measured(page.open_runs([str(run)]))
-    found = _rule(changes.changes("throughput", runs, page.data_steps([str(run)], runs)),
+    found = _rule(_changes(throughput, runs, page.data_steps([str(run)], runs)),
                   "outside the synchronised steps")
     assert found["expected_gain"].tolist() == pytest.approx([0.95 / 2.95], rel=1e-3)
     assert found["seconds_saved"].tolist() == pytest.approx([0.95], rel=1e-3)
@@ -101,12 +113,12 @@ def test_a_data_phase_of_known_share_is_found_with_its_interval_from_the_steps(t
     data = [str(_profiled(tmp_path / "data" / "loader", {0: slow})),
             str(_profiled(tmp_path / "other" / "quick", {0: quick}))]
     runs = page.open_runs(data[:1])
-    found, _ = changes.candidates(changes.Page("batch_size", runs, page.data_steps(data[:1], runs)))
+    found, _ = what_to_change.candidates(throughput.RULES, throughput.analyse(runs, page.data_steps(data[:1], runs)))
     loading = _rule(found, "Load the next batch")
     assert loading["expected_gain"].tolist() == pytest.approx([0.30], rel=0.01)
     assert loading["confidence"].tolist() == ["high"] and loading["listed"].all()
     runs = page.open_runs(data[1:])
-    quiet, _ = changes.candidates(changes.Page("batch_size", runs, page.data_steps(data[1:], runs)))
+    quiet, _ = what_to_change.candidates(throughput.RULES, throughput.analyse(runs, page.data_steps(data[1:], runs)))
     assert _rule(quiet, "Load the next batch")["expected_gain"].tolist() == pytest.approx([0.01], rel=0.01)
     assert not _rule(quiet, "Load the next batch")["listed"].any()
 
@@ -133,7 +145,7 @@ def test_more_processes_than_cores_cost_what_the_fewer_processes_gain(tmp_path):
              "oversubscribed": g == 4, "extra_cpu_cores": 2}
             for g, rates in ((2, (2010.0, 1990.0)), (4, (1610.0, 1590.0))) for i, rate in enumerate(rates)]
     runs = throughput.measured(page.open_runs([_csv(tmp_path, rows)]))
-    found = _rule(changes.changes("throughput", runs), "processes instead of")
+    found = _rule(_changes(throughput, runs), "processes instead of")
     assert found["change"].tolist() == ["Run 2 processes instead of 4: no more busy processes than the 2 cores"]
     assert found["expected_gain"].tolist() == pytest.approx([0.25])
     assert found["confidence"].tolist() == ["high"]
@@ -143,7 +155,7 @@ def test_seed_000_per_device_throughput_drops_at_the_first_step_across_a_node():
     """Seed 000: 122,599.14 tokens/s on 4 GPUs of one node (30,649.8 per GPU), 205,907.53 on 8 across two
     (25,738.4): recovering the drop gains 30,649.8 / 25,738.4 − 1 = 19.1 % per device; one run each: low."""
     runs = throughput.measured(page.open_runs([str(REFERENCE / "seed_000_throughput.csv")]))
-    found = _rule(changes.changes("throughput", runs), "communication between nodes")
+    found = _rule(_changes(throughput, runs), "communication between nodes")
     assert found["expected_gain"].tolist() == pytest.approx([(122_599.1365 / 4) / (205_907.5329 / 8) - 1], rel=1e-6)
     assert found["gain_of"].tolist() == ["throughput per device"] and found["confidence"].tolist() == ["low"]
     assert "4 devices on 1 node → 8 on 2 nodes" in found.loc[0, "evidence"]
@@ -157,7 +169,7 @@ def test_seed_003_larger_micro_batches_and_the_time_outside_the_training_loop():
     outside the epoch takes 35.60 s a run (32.25, 32.22, 31.91, 31.52, 34.30, 34.49, 52.48), of a mean total
     of 141.73 s (314.00 … 102.82): 25.1 %, seen in 7 runs: medium."""
     runs = batch_size.sweeps(page.open_runs([str(REFERENCE / "seed_003_batch_size.csv")]))
-    found = changes.changes("batch_size", runs)
+    found = _changes(batch_size, runs)
     batch = _rule(found, "Use micro-batches")
     assert batch["change"].tolist() == ["Use micro-batches of 1,024 or more (1,024 × 1 is the fastest)"]
     assert batch["expected_gain"].tolist() == pytest.approx([16150 / 15250 - 1])
@@ -183,7 +195,7 @@ def test_a_profiled_checkpoint_after_the_last_step_is_its_share_of_the_wall_cloc
     steps[-1] = json.dumps({**json.loads(steps[-1]), "wall_s": 2.5})
     (run / "steps-rank0.jsonl").write_text("\n".join(steps) + "\n")
     runs = throughput.measured(page.open_runs([str(run)]))
-    found = _rule(changes.changes("throughput", runs), "checkpoint")
+    found = _rule(_changes(throughput, runs), "checkpoint")
     assert found["expected_gain"].tolist() == pytest.approx([0.2], rel=1e-3)
     assert found["seconds_saved"].tolist() == pytest.approx([0.5], rel=1e-3) and found["saved_per"].tolist() == ["run"]
 
@@ -193,7 +205,7 @@ def test_the_platforms_page_names_the_settings_a_faster_platform_used_without_a_
     micro-batch × accumulation 128 × 2, the A100 40GB's (66,285) 64 × 4: try 128 × 2 on the 40GB. The
     margin, 4.6 %, is the hardware's too: no gain given, low."""
     runs = platforms.comparable(page.open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
-    found = _rule(changes.changes("platforms", runs), "micro-batch × accumulation 128 × 2")
+    found = _rule(_changes(platforms, runs), "micro-batch × accumulation 128 × 2")
     row = found[found["applies_to"] == "MPT-350M on NVIDIA A100 SXM 40GB"].iloc[0]
     assert row["change"] == ("Try on NVIDIA A100 SXM 40GB the settings NVIDIA A100 SXM 80GB's best configuration "
                              "used: micro-batch × accumulation 128 × 2")
@@ -212,16 +224,16 @@ def test_a_comparison_keeps_the_faster_side_or_says_how_many_runs_would_tell(tmp
     embedded DDP and FSDP runs (−5.9 %, 95 % interval −22.0 % to +13.6 %) are inconclusive: about 30 runs a
     side would tell."""
     slow, fast = _side(tmp_path, "slow", (1000.0, 1010.0, 990.0)), _side(tmp_path, "fast", (1200.0, 1210.0, 1190.0))
-    kept = changes.changes("compare", comparison=compare.compare(slow, fast))
+    kept = _compared(compare.compare(slow, fast))
     assert kept["change"].tolist() == ["Keep the candidate"] and kept["confidence"].tolist() == ["high"]
     assert kept["expected_gain"].tolist() == pytest.approx([0.2])
-    reverted = changes.changes("compare", comparison=compare.compare(fast, slow))
+    reverted = _compared(compare.compare(fast, slow))
     assert reverted["change"].tolist() == ["Keep the baseline: the candidate is slower"]
     assert reverted["expected_gain"].tolist() == pytest.approx([0.2])
     strategy = RUNS / "bench-cpu-small-fp32-strategy"
     sides = [compare.read_side(*(strategy / f"bench-cpu-small-fp32-strategy-{s}-p2-r{r}" for r in (1, 2)))
              for s in ("ddp", "fsdp")]
-    found = changes.changes("compare", comparison=compare.compare(*sides))
+    found = _compared(compare.compare(*sides))
     assert found["change"].tolist() == ["Measure more before deciding: about 30 runs a side would detect 2 %"]
 
 
@@ -241,30 +253,33 @@ ORDINARY = {
 def test_ordinary_data_without_phases_gets_a_section_that_says_why_it_supports_no_change(tmp_path, data):
     runs = page.open_runs([_csv(tmp_path, ORDINARY[data])])
     for kind in ("throughput", "scaling"):
-        text = (scaling.what_to_change(scaling.analyse(runs)) if kind == "scaling" else changes.section(kind, runs)).text
+        text = (scaling.what_to_change(scaling.analyse(runs)) if kind == "scaling" else what_to_change.section(
+            *what_to_change.candidates(throughput.RULES, SimpleNamespace(runs=runs, steps=None)))).text
         assert text.startswith("The data supports no change: ") and "no run records data loading" in text, text
 
 
 def test_a_2x2_sweep_supports_its_larger_micro_batch_on_each_device_count(tmp_path):
     """4,551 / 4,096 − 1 = 11.1 % on one process, 8,402 / 7,447 − 1 = 12.8 % on two: single figures, low."""
     runs = batch_size.sweeps(page.open_runs([_csv(tmp_path, ORDINARY["2x2 sweep"])]))
-    found = changes.changes("batch_size", runs)
+    found = _changes(batch_size, runs)
     assert found["expected_gain"].tolist() == pytest.approx([8402 / 7447 - 1, 4551 / 4096 - 1])
     assert found["applies_to"].tolist() == ["my-sweep (2 devices): micro-batches below 16",
                                             "my-sweep (1 device): micro-batches below 16"]
-    assert "1 change" not in changes.section("batch_size", runs).text
+    assert "1 change" not in batch_size.what_to_change(batch_size.analyse(runs)).text
 
 
 # --- the notebooks and the pages --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", changes.PAGES)
+@pytest.mark.parametrize("name", REPORTS)
 def test_every_notebook_ends_with_what_to_change(name):
     cells = json.loads((NOTEBOOKS / f"{name}.ipynb").read_text())["cells"]
     headings = [line for c in cells if c["cell_type"] == "markdown" for line in "".join(c["source"]).splitlines()
                 if line.startswith("## ")]
     assert headings[-1] == "## What to change"
     assert cells[-2]["cell_type"] == "markdown" and "".join(cells[-2]["source"]).startswith("## What to change")
-    call = {"scaling": "scaling.what_to_change("}.get(name, f'changes.section("{name}"')
+    call = {"throughput": "throughput.what_to_change(", "scaling": "scaling.what_to_change(",
+            "batch_size": "batch_size.what_to_change(", "platforms": "compare.what_to_change(",
+            "compare": "what_to_change.comparison("}[name]
     assert cells[-1]["cell_type"] == "code" and "".join(cells[-1]["source"]).startswith(call)
 
 
@@ -282,7 +297,7 @@ EXPECTED = {
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", changes.PAGES)
+@pytest.mark.parametrize("name", REPORTS)
 def test_the_embedded_pages_end_with_the_changes_their_data_supports(tmp_path_factory, name):
     from test_report import _built_once, _visible
 

@@ -429,13 +429,13 @@ def test_throughput_rows_average_repeats_with_compute_memory_and_step_percentile
 
 
 def test_throughput_headline_never_comes_from_a_projected_oversubscribed_or_incomplete_run(tmp_path):
-    from trainperf.report.throughput import headline, measured, table
+    from trainperf.report.throughput import analyse, measured, table
 
     # data/runs, the weak-scaling study: 4 processes on 2 cores (oversubscribed) average more tokens/s than 2
     runs = measured(open_runs([str(RUNS)], experiments=["bench-cpu-small-fp32-weak-scaling"]))
     rates = runs.groupby("gpus")["tokens_per_s"].mean()
     assert rates[4] > rates[2]
-    assert headline(runs).text.startswith(f"Peak throughput {rates[2]:,.0f} tokens/s with 2 processes (mean of 2 "
+    assert analyse(runs).headline.text.startswith(f"Peak throughput {rates[2]:,.0f} tokens/s with 2 processes (mean of 2 "
                                           f"runs): {rates[2] / 2:,.0f} tokens/s per device.")
     frame = table(runs)
     assert set(frame["experiment_scaling"]) == {"bench-cpu-small-fp32-weak-scaling (weak scaling)"}
@@ -445,12 +445,12 @@ def test_throughput_headline_never_comes_from_a_projected_oversubscribed_or_inco
             for run_id, gpus, rate, doubt in (("measured", 8, 10_000, {}), ("projected", 64, 70_000, {"measured": False}),
                                               ("cut", 16, 30_000, {"complete": False}))]
     runs = measured(open_runs(_write(tmp_path, rows)))
-    assert headline(runs).text.startswith("Peak throughput 10,000 tokens/s with 8 GPUs: 1,250 tokens/s per device. "
+    assert analyse(runs).headline.text.startswith("Peak throughput 10,000 tokens/s with 8 GPUs: 1,250 tokens/s per device. "
                                           "Not counted: 2 configurations")
     assert table(runs).set_index("gpus")["remark"].to_dict() == {8: "", 16: "incomplete: not headlined",
                                                                  64: "projected: not headlined"}
     runs = measured(open_runs(_write(tmp_path, rows[1:])))
-    assert headline(runs).text.startswith("No configuration measures throughput without doubt")
+    assert analyse(runs).headline.text.startswith("No configuration measures throughput without doubt")
 
 
 def test_plateau_of_seed_003():
@@ -465,15 +465,15 @@ def test_plateau_of_seed_003():
 
 
 def test_batch_sweep_headline_names_its_experiment_and_does_not_say_it_stops_improving():
-    from trainperf.report.batch_size import headline, plateau_notes, sweeps
+    from trainperf.report.batch_size import analyse, sweeps
 
     runs = sweeps(open_runs([str(REFERENCE / "seed_003_batch_size.csv"), str(RUNS)]))
-    text = headline(runs).text
+    text = analyse(runs).headline.text
     # seed 003 prints single figures: 16,150 vs 15,250 tokens/s, 5.9 % apart, with no interval to test it
     assert text.startswith("seed003-batch-size: fastest micro-batch 1,024 × 1 accumulation at 16,150 tokens/s, "
                            "5.9 % ahead of micro-batch 512 × 2 accumulation (no interval: one run without steps")
     assert "(1 more sweep below)" in text
-    notes = " ".join(plateau_notes(runs))
+    notes = " ".join(analyse(runs).plateau_notes)
     assert "stops improving" not in text + notes
     # after micro-batch 256 (13,900 tokens/s) the sweep still reaches 16,150 at 1,024: 16.2 % more
     assert "the fastest later configuration, micro-batch 1,024 × 1 accumulation, is 16.2 % faster in all" in notes
@@ -493,33 +493,33 @@ def test_committed_sweep_ties_at_the_top_within_the_noise():
     allows for the assumed run-to-run variation (8 %, as ``trainperf compare``): the difference of two single
     runs then has a 95 % interval of about ±22 %, wider than any gap of this sweep (4 × 4 over 1 × 16: +14 %),
     and no configuration may be called the best."""
-    from trainperf.report.batch_size import headline, plateau_notes, table, top
+    from trainperf.report.batch_size import analyse
 
     runs, steps = _bench_sweep()
     name = "bench-cpu-small-fp32-batch-size"
-    assert top(runs, name, steps).startswith(f"{name}: micro-batch × accumulation 4 × 4, 8 × 2, 16 × 1, 1 × 16 and "
+    assert analyse(runs, steps).tops[name].startswith(f"{name}: micro-batch × accumulation 4 × 4, 8 × 2, 16 × 1, 1 × 16 and "
                                              "2 × 8 are indistinguishable at the top (3,183 tokens/s at the fastest")
-    text = headline(runs, 0.10, steps).text
+    text = analyse(runs, steps, min_gain=0.10).headline.text
     assert "indistinguishable at the top" in text and "best" not in text and "ahead" not in text
-    frame = table(runs, None, 0.10, steps)
+    frame = analyse(runs, steps, None, 0.10).table
     assert frame["at_top"].all()
     # every interval holds its run's own figure; no step of the sweep is a change beyond the noise
     rate = frame["tokens_per_s"]
     assert ((frame["tokens_per_s_low"] < rate) & (rate < frame["tokens_per_s_high"])).all()
     assert frame["vs_previous"].tolist() == ["", *["indistinguishable"] * 4]
     # the plateau note does not state the later steps' small changes as gains or losses
-    assert "(gains: -0.8 % (within the noise), -3.8 % (within the noise))" in " ".join(plateau_notes(runs, 0.10, steps))
+    assert "(gains: -0.8 % (within the noise), -3.8 % (within the noise))" in " ".join(analyse(runs, steps, min_gain=0.10).plateau_notes)
 
 
 def test_sweep_without_steps_says_it_has_no_interval_and_ties_below_the_minimum_effect(tmp_path):
-    from trainperf.report.batch_size import sweeps, table, top
+    from trainperf.report.batch_size import analyse, sweeps
 
     rows = [{"run_id": f"mb{m}", "experiment": "sweep", "gpus": 1, "micro_batch_size": m, "grad_accum_steps": 8 // m,
              "tokens": t, "elapsed_s": 1.0} for m, t in ((1, 1000), (2, 1500), (4, 1510), (8, 1470))]
     runs = sweeps(open_runs(_write(tmp_path, rows)))
     # 1,500 and 1,470 vs 1,510: 0.7 % and 2.6 % below, single figures: under 2 % is a tie, 2.6 % is not
-    assert top(runs, "sweep").startswith("sweep: micro-batch × accumulation 4 × 2 and 2 × 4 are indistinguishable")
-    frame = table(runs)
+    assert analyse(runs).tops["sweep"].startswith("sweep: micro-batch × accumulation 4 × 2 and 2 × 4 are indistinguishable")
+    frame = analyse(runs).table
     assert frame["interval"].tolist() == ["no interval (one run without steps)"] * 4
     assert frame["vs_previous"].tolist() == ["", "faster (no interval)", "indistinguishable (no interval)",
                                              "slower (no interval)"]  # 1,470 / 1,510 - 1 = -2.6 %
@@ -804,11 +804,11 @@ def test_usl_through_three_device_counts_says_it_has_no_band():
 # --- platforms ------------------------------------------------------------------------------
 
 def test_sparse_peaks_and_winners_of_seed_001():
-    from trainperf.report.platforms import comparable, sparse_peak_runs, winners
+    from trainperf.report.platforms import analyse, comparable, sparse_peak_runs
 
     runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv")]))
     assert sorted(sparse_peak_runs(runs)["platform"]) == ["NVIDIA H100 SXM", "NVIDIA H100 SXM"]
-    found = winners(runs).set_index("model")
+    found = analyse(runs).winners.set_index("model")
     # both models on 8 GPUs of each platform at bf16, so per device = total: MI300X wins both
     assert found["fastest"].tolist() == ["AMD MI300X", "AMD MI300X"] and set(found["precision"]) == {"bf16"}
     assert found.loc["Qwen 2.5 7B", "margin"] == pytest.approx(87_933 / 78_877 - 1)  # 11.5 %
@@ -830,9 +830,9 @@ def test_each_platform_model_row_is_its_best_configuration_per_device_not_its_la
     """llm-foundry's MPT table: on H100 at bf16, MPT-70B's largest job is 515,636 tokens/s on 512 GPUs
     (1,007 per device, MFU printed 41.25 %), but its best per device is 135,490 on 128 (1,058, 43.36 %);
     MPT-1B's largest is 20,396,905 on 512 (39,837 each), its best per device 418,201 on 8 (52,275)."""
-    from trainperf.report.platforms import peaks
+    from trainperf.report.platforms import analyse
 
-    rows = peaks(_mpt()).set_index(["platform_key", "model"])
+    rows = analyse(_mpt()).peaks.set_index(["platform_key", "model"])
     h100_70b = rows.loc[("NVIDIA H100 SXM · bf16", "MPT-70B")]
     assert h100_70b[["tokens_per_s", "gpus"]].tolist() == [135_490, 128]
     assert h100_70b["tokens_per_s_per_gpu"] == pytest.approx(135_490 / 128)
@@ -848,9 +848,9 @@ def test_capacity_of_a_pair_comes_from_its_best_configuration_only():
     """MPT-70B on H100: its best configuration per device (micro-batch 8, 128 to 512 GPUs) was not
     measured on 64 GPUs; another configuration (micro-batch 8 × 4 accumulation) was, at 66,523 tokens/s,
     and is not that row's figure."""
-    from trainperf.report.platforms import capacity
+    from trainperf.report.platforms import analyse
 
-    frame = capacity(_mpt(), [8, 16, 64], 8)
+    frame = analyse(_mpt(), project_nodes=[8, 16, 64], gpus_per_node=8).capacity
     h100 = frame[(frame["platform_key"] == "NVIDIA H100 SXM · bf16") & (frame["model"] == "MPT-70B")]
     h100 = h100.set_index("devices")
     assert h100.loc[64, "basis"] == "below the measured range" and np.isnan(h100.loc[64, "tokens_per_s"])
@@ -862,37 +862,37 @@ def test_capacity_of_a_pair_comes_from_its_best_configuration_only():
 
 def test_platforms_are_compared_at_the_same_precision_unless_asked_otherwise():
     """MPT-3B ran on H100 at fp8 and at bf16 and on both A100s at bf16 (published MPT table)."""
-    from trainperf.report.platforms import policy_notes, winners
+    from trainperf.report.platforms import analyse
 
     runs = _mpt()
-    same = winners(runs).set_index("model").loc["MPT-3B"]
+    same = analyse(runs).winners.set_index("model").loc["MPT-3B"]
     # bf16 against bf16: H100 223,721 tokens/s and A100 80GB 97,019, both on 8 GPUs at micro-batch 40 × 6 and
     # sequence length 512: the same recorded settings
     assert same[["fastest", "runner_up", "precision"]].tolist() == ["NVIDIA H100 SXM · bf16",
                                                                     "NVIDIA A100 SXM 80GB", "bf16"]
     assert same["margin"] == pytest.approx(223_721 / 97_019 - 1) and same["also"] == "same recorded settings"
-    assert policy_notes(runs)[1] == ("Measured on one platform only, so no winner is named: MPT-3B at fp8 (NVIDIA "
+    assert analyse(runs).policy_notes[1] == ("Measured on one platform only, so no winner is named: MPT-3B at fp8 (NVIDIA "
                                      "H100 SXM) and MPT-1B at fp8 (NVIDIA H100 SXM). precision_policy = "
                                      "“fastest” compares each platform at its fastest precision.")
     # asked for each platform's fastest precision: H100 at fp8 (292,217 tokens/s), and the win says so
-    fastest = winners(runs, policy="fastest").set_index("model").loc["MPT-3B"]
+    fastest = analyse(runs, policy="fastest").winners.set_index("model").loc["MPT-3B"]
     assert fastest[["fastest", "runner_up"]].tolist() == ["NVIDIA H100 SXM · fp8", "NVIDIA A100 SXM 80GB"]
     assert fastest["margin"] == pytest.approx(292_217 / 97_019 - 1) and fastest["also"] == "precision fp8 vs bf16"
     with pytest.raises(InputError, match="precision_policy 'best': give one of same, fastest"):
-        winners(runs, policy="best")
+        analyse(runs, policy="best")
 
 
 def test_a_win_that_also_changes_the_configuration_says_so():
     """MPT-30B: H100's best per device is 73,860 tokens/s on 32 GPUs at sequence length 2,048, micro-batch
     14 × 3; A100 80GB's is 7,739 on 8 GPUs at 512, 12 × 21 (published MPT table)."""
-    from trainperf.report.platforms import headline, winners
+    from trainperf.report.platforms import analyse
 
     runs = _mpt()
-    mpt30b = winners(runs).set_index("model").loc["MPT-30B"]
+    mpt30b = analyse(runs).winners.set_index("model").loc["MPT-30B"]
     assert mpt30b["margin"] == pytest.approx((73_860 / 32) / (7_739 / 8) - 1)
     assert mpt30b["also"] == "devices 32 vs 8; sequence length 2,048 vs 512; micro-batch × accumulation 14 × 3 vs 12 × 21"
     # the headline's contest, MPT-70B: 128 GPUs at 8 × 1 against 64 at 8 × 4
-    assert headline(runs).text.endswith("Their best configurations also differ: devices 128 vs 64; micro-batch × "
+    assert analyse(runs).headline.text.endswith("Their best configurations also differ: devices 128 vs 64; micro-batch × "
                                         "accumulation 8 × 1 vs 8 × 4.")
 
 
@@ -906,31 +906,31 @@ def _platform_runs(tmp_path, rates: dict[str, list[float]]) -> pd.DataFrame:
 
 
 def test_no_winner_within_the_noise_or_below_the_minimum_effect(tmp_path):
-    from trainperf.report.platforms import headline, winners
+    from trainperf.report.platforms import analyse
 
     # single figures 1.5 % apart: below the 2 % minimum effect, a tie
     runs = _platform_runs(tmp_path, {"NVIDIA H100 SXM": [10_150], "AMD MI300X": [10_000]})
-    row = winners(runs).iloc[0]
+    row = analyse(runs).winners.iloc[0]
     assert row["verdict"] == "indistinguishable" and row["evidence"].endswith("below 2 %")
-    assert headline(runs).text.startswith("m: NVIDIA H100 SXM and AMD MI300X are indistinguishable per device")
+    assert analyse(runs).headline.text.startswith("m: NVIDIA H100 SXM and AMD MI300X are indistinguishable per device")
     # two repeats each, 5 % apart on average, but H100's repeats differ by 20 %: the interval of the margin
     # (t with 1-2 degrees of freedom) holds 0, so the 5 % is within the noise
     runs = _platform_runs(tmp_path, {"NVIDIA H100 SXM": [9_500, 11_500], "AMD MI300X": [9_950, 10_050]})
-    row = winners(runs).iloc[0]
+    row = analyse(runs).winners.iloc[0]
     assert row["margin"] == pytest.approx(10_500 / 10_000 - 1) and row["verdict"] == "indistinguishable"
     assert re.fullmatch(r"95 % interval of the margin -[\d.]+ % to [\d.]+ %", row["evidence"])
-    assert "faster" not in headline(runs).text
+    assert "faster" not in analyse(runs).headline.text
     # repeats that agree: 10 % apart beyond the noise, a winner. By hand: se of each mean's log 10 / 11,000 and
     # 10 / 10,000, together 0.00135 with Welch's ~2 degrees of freedom, t = 4.30: 1.1 · exp(±0.0058) - 1
     runs = _platform_runs(tmp_path, {"NVIDIA H100 SXM": [10_990, 11_010], "AMD MI300X": [9_990, 10_010]})
-    row = winners(runs).iloc[0]
+    row = analyse(runs).winners.iloc[0]
     assert row["verdict"] == "winner" and row["evidence"] == "95 % interval of the margin 9.4 % to 10.6 %"
 
 
 def test_synthetic_contests_rank_per_device_at_one_precision_from_one_configuration(tmp_path):
     """Platform A: 8 devices at 1,000 tokens/s each and, at another micro-batch, 64 at 600 each (38,400 in
     all, the largest job); at fp8 8 devices at 1,500 each. Platform B: 8 devices at bf16, 900 each."""
-    from trainperf.report.platforms import capacity, comparable, headline, peaks, winners
+    from trainperf.report.platforms import analyse, comparable
 
     def run(run_id, platform, precision, gpus, per_device, micro_batch):
         return {"run_id": run_id, "experiment": f"{platform}-{micro_batch}-{precision}", "platform": platform,
@@ -941,25 +941,25 @@ def test_synthetic_contests_rank_per_device_at_one_precision_from_one_configurat
         run("a8", "NVIDIA H100 SXM", "bf16", 8, 1_000, 4), run("a64", "NVIDIA H100 SXM", "bf16", 64, 600, 2),
         run("a16", "NVIDIA H100 SXM", "bf16", 16, 700, 2), run("a8fp8", "NVIDIA H100 SXM", "fp8", 8, 1_500, 4),
         run("b8", "AMD MI300X", "bf16", 8, 900, 4)])))
-    row = peaks(runs).set_index("platform_key").loc["NVIDIA H100 SXM · bf16"]
+    row = analyse(runs).peaks.set_index("platform_key").loc["NVIDIA H100 SXM · bf16"]
     assert row[["run_id", "tokens_per_s", "gpus", "configs"]].tolist() == ["a8", 8_000, 8, 3]
-    found = winners(runs).iloc[0]
+    found = analyse(runs).winners.iloc[0]
     assert found[["fastest", "runner_up", "precision"]].tolist() == ["NVIDIA H100 SXM · bf16", "AMD MI300X", "bf16"]
     assert found["margin"] == pytest.approx(1_000 / 900 - 1) and found["also"] == "same recorded settings"
-    assert "38,400" not in headline(runs).html  # the largest job's total ranks nothing
-    fastest = winners(runs, policy="fastest").iloc[0]
+    assert "38,400" not in analyse(runs).headline.html  # the largest job's total ranks nothing
+    fastest = analyse(runs, policy="fastest").winners.iloc[0]
     assert fastest["fastest"] == "NVIDIA H100 SXM · fp8" and fastest["also"] == "precision fp8 vs bf16"
     assert fastest["margin"] == pytest.approx(1_500 / 900 - 1)
-    assert "also differ: precision fp8 vs bf16" in headline(runs, "fastest").text
+    assert "also differ: precision fp8 vs bf16" in analyse(runs, policy="fastest").headline.text
     # capacity of A's bf16 row: micro-batch 4 was measured on 8 devices only, so 16 and 64 are its upper
     # bound (1,000 per device), not micro-batch 2's measured 11,200 and 38,400
-    a = capacity(runs, [1, 2, 8], 8).set_index(["platform_key", "devices"]).loc["NVIDIA H100 SXM · bf16"]
+    a = analyse(runs, project_nodes=[1, 2, 8], gpus_per_node=8).capacity.set_index(["platform_key", "devices"]).loc["NVIDIA H100 SXM · bf16"]
     assert a["tokens_per_s"].tolist() == [8_000, 16_000, 64_000]
     assert a["basis"].tolist() == ["measured", "upper bound", "upper bound"]
 
 
 def test_a_projected_configuration_never_ranks_a_platform(tmp_path):
-    from trainperf.report.platforms import comparable, peaks, winners
+    from trainperf.report.platforms import analyse, comparable
 
     rows = [{"run_id": run_id, "experiment": "e", "platform": platform, "model": "m", "gpus": 8,
              "precision": "bf16", "micro_batch_size": mb, "tokens": rate * 8 * 100, "elapsed_s": 100.0,
@@ -968,15 +968,15 @@ def test_a_projected_configuration_never_ranks_a_platform(tmp_path):
                                                          ("a", "NVIDIA H100 SXM", 4, 1_000, True),
                                                          ("b", "AMD MI300X", 4, 900, True))]
     runs = comparable(open_runs(_write(tmp_path, rows)))
-    assert peaks(runs).set_index("platform_key").loc["NVIDIA H100 SXM", "run_id"] == "a"
-    assert winners(runs).iloc[0]["margin"] == pytest.approx(1_000 / 900 - 1)
+    assert analyse(runs).peaks.set_index("platform_key").loc["NVIDIA H100 SXM", "run_id"] == "a"
+    assert analyse(runs).winners.iloc[0]["margin"] == pytest.approx(1_000 / 900 - 1)
 
 
 def test_a_winners_rate_and_mfu_come_from_one_configuration():
-    from trainperf.report.platforms import comparable, winners
+    from trainperf.report.platforms import analyse, comparable
 
     runs = comparable(open_runs([str(REFERENCE / "llmfoundry_mpt.csv")]))
-    mpt70b = winners(runs).set_index("model").loc["MPT-70B"]
+    mpt70b = analyse(runs).winners.set_index("model").loc["MPT-70B"]
     # llm-foundry's MPT-70B on H100: 135,490 tokens/s on 128 GPUs is its best per device (1,058), at an MFU the
     # source printed as 43.36 %; the 512-GPU run has more tokens/s in all but 1,007 per device and 41.25 %
     assert mpt70b["fastest_rate"] == pytest.approx(135_490 / 128)
@@ -988,35 +988,36 @@ def test_a_winners_rate_and_mfu_come_from_one_configuration():
 def test_highest_mfu_figure_compares_datasheet_peaks_only():
     """A CPU run's MFU against its own measured peak (data/runs, ~70-80 %) is
     not 'the highest MFU' next to GPU MFUs against datasheet peaks."""
-    from trainperf.report.platforms import comparable, headline, own_peak_platforms
+    from trainperf.report.platforms import analyse, comparable, own_peak_platforms
 
     runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv"), str(RUNS)],
                                 experiments=["seed001-peak", "bench-cpu-small-fp32-batch-size"]))
     assert own_peak_platforms(runs) == ["cpu"]
-    figures = re.findall(r"<b>([^<]+)</b><span>highest MFU ([^<]+)</span>", headline(runs).html)
+    figures = re.findall(r"<b>([^<]+)</b><span>highest MFU ([^<]+)</span>", analyse(runs).headline.html)
     # seed 001, H100 + Qwen: 78,877 tokens/s x 6 x 7.6e9 FLOPs / 8 GPUs = 449.6 TFLOP/s; / 989.5 dense = 45.4 %
     assert figures == [("45.4 %", "(datasheet dense peak): NVIDIA H100 SXM, Qwen 2.5 7B")]
 
 
 
 def test_an_impossible_mfu_is_never_the_highest(tmp_path):
-    from trainperf.report.platforms import comparable, headline
+    from trainperf.report.platforms import analyse, comparable
 
     # a given CPU peak of 0.06 TFLOP/s; 6 x 1e6 params x tokens/s: 10,500 tokens/s is 1.05 of it (more than the
     # device can do: wrong inputs), 2 x 7,000 tokens/s on 2 processes is 0.70 per device
     rows = [{"run_id": f"p{n}", "experiment": "mlp", "platform": "cpu", "model": "mlp", "precision": "fp32",
              "gpus": n, "tokens": rate * 10, "elapsed_s": 10.0, "n_params": 1e6, "peak_tflops_per_gpu": 0.06}
             for n, rate in ((1, 10_500.0), (2, 14_000.0))]
-    figures = re.findall(r"<b>([^<]+)</b><span>highest MFU", headline(comparable(open_runs(_write(tmp_path, rows)))).html)
+    figures = re.findall(r"<b>([^<]+)</b><span>highest MFU", analyse(comparable(open_runs(_write(tmp_path, rows)))).headline.html)
     assert figures == ["70.0 %"]
 
 def test_capacity_keeps_cpu_runs_out_of_accelerator_projections():
-    from trainperf.report.platforms import capacity, capacity_notes, comparable
+    from trainperf.report.platforms import analyse, comparable
 
     runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv"), str(RUNS)]))
-    frame = capacity(runs, [1, 8], 8)
+    result = analyse(runs, project_nodes=[1, 8], gpus_per_node=8)
+    frame = result.capacity
     assert "cpu" not in set(frame["platform_key"])
-    assert "cpu: CPU runs are not projected to nodes of accelerators." in capacity_notes(runs, frame)
+    assert "cpu: CPU runs are not projected to nodes of accelerators." in result.capacity_notes
     # seed 001, MI300X + Qwen at 8 GPUs: 87,933 tokens/s measured; 8 nodes: at most 8 x 87,933
     mi300x = frame[(frame["platform_key"] == "AMD MI300X") & (frame["model"] == "Qwen 2.5 7B")].set_index("nodes")
     assert mi300x.loc[1, ["tokens_per_s", "basis"]].tolist() == [87_933, "measured"]
@@ -1026,11 +1027,11 @@ def test_capacity_keeps_cpu_runs_out_of_accelerator_projections():
 
 @pytest.mark.parametrize("nodes, per_node", [([1, 2], 0), ([0, 8], 8), ([1, 2], -8)])
 def test_capacity_refuses_nodes_without_devices(nodes, per_node):
-    from trainperf.report.platforms import capacity, comparable
+    from trainperf.report.platforms import analyse, comparable
 
     runs = comparable(open_runs([str(REFERENCE / "seed_001_platforms.csv")]))
     with pytest.raises(InputError, match="must be whole numbers of 1 or more"):
-        capacity(runs, nodes, per_node)
+        analyse(runs, project_nodes=nodes, gpus_per_node=per_node)
 
 def test_platforms_without_token_rates_are_not_applicable(tmp_path):
     from trainperf.report.platforms import comparable
@@ -1062,7 +1063,7 @@ def test_batch_sweep_memory_shows_where_memory_runs_out(tmp_path):
     """Micro-batch 1 and 2 fit an H100 80GB (peaks of 30 and 61.5 GiB allocated), micro-batch 4 ran out of
     memory: its row has no throughput and stays out of the throughput table, but the memory table and its note
     show it; the headroom is the capacity the platform's name gives less the peak (80 - 61.5 = 18.5 GiB)."""
-    from trainperf.report.batch_size import memory, memory_notes, sweeps, table
+    from trainperf.report.batch_size import analyse, memory, memory_notes, sweeps
 
     common = {"experiment": "sweep", "gpus": 1, "platform": "NVIDIA H100 80GB HBM3", "grad_accum_steps": 1}
     rows = [{**common, "run_id": "mb1", "micro_batch_size": 1, "elapsed_s": 10.0, "tokens": 1e6,
@@ -1071,7 +1072,7 @@ def test_batch_sweep_memory_shows_where_memory_runs_out(tmp_path):
              "peak_memory_gb": 61.5, "reserved_memory_gb": 70.0, "host_memory_gb": 3.1, "fits": True},
             {**common, "run_id": "mb4", "micro_batch_size": 4, "fits": False, "extra_out_of_memory": "rank 0 step 0"}]
     runs = sweeps(open_runs([_write(tmp_path, rows)]))
-    assert runs["run_id"].tolist() == ["mb1", "mb2"] and table(runs)["configuration"].tolist() == ["1 × 1", "2 × 1"]
+    assert runs["run_id"].tolist() == ["mb1", "mb2"] and analyse(runs).table["configuration"].tolist() == ["1 × 1", "2 × 1"]
     found = memory(runs)
     assert found["configuration"].tolist() == ["1 × 1", "2 × 1", "4 × 1"]
     assert found["fits"].tolist() == ["yes", "yes", "no: out of memory"]

@@ -1,6 +1,6 @@
 """The report cells ask for the same intervals again (headline, table, notes):
-each is computed once per kernel for the same runs and steps, by content,
-and gives what computing it afresh gives."""
+each page computes them once (its ``analyse``), and gives what computing
+them afresh gives."""
 
 from pathlib import Path
 
@@ -10,7 +10,7 @@ import pytest
 from trainperf import load_steps
 from trainperf.aggregate import Summaries, summarize
 from trainperf.estimates import configuration_intervals, intervals_of_job_steps
-from trainperf.report import noise
+from trainperf.report import noise, throughput
 from trainperf.report.page import open_runs, open_steps
 from trainperf.report.scaling import studies
 
@@ -26,8 +26,7 @@ def measured():
 
 @pytest.fixture
 def computed(monkeypatch):
-    """How often the intervals are computed, with nothing remembered from other tests."""
-    monkeypatch.setattr(noise, "_MEMO", {})
+    """How often the intervals are computed."""
     calls = []
 
     def counting(*args, **kwargs):
@@ -40,13 +39,14 @@ def computed(monkeypatch):
 
 def test_the_same_runs_and_steps_are_computed_once(measured, computed):
     runs, steps = measured
-    first = noise.run_intervals(runs, steps)
-    first.loc[0, "low"] = -1.0  # a caller changing its copy changes nothing remembered
-    copied = Summaries(steps.per_rank.copy(), steps.per_step.copy(), steps.values.copy())
-    again = noise.run_intervals(runs.copy().set_axis(range(10, 10 + len(runs))), copied)
+    page = throughput.analyse(runs, steps)  # its table, headline and step times share one computation
+    first = page.table
     assert len(computed) == 1
-    assert again.loc[0, "low"] > 0
-    pd.testing.assert_frame_equal(again, noise.intervals_per_run(runs, noise.job_frames(steps)))
+    first.loc[0, "tokens_per_s_low"] = -1.0  # a caller changing its page changes no other page
+    copied = Summaries(steps.per_rank.copy(), steps.per_step.copy(), steps.values.copy())
+    again = throughput.analyse(runs.copy().set_axis(range(10, 10 + len(runs))), copied).table
+    assert again.loc[0, "tokens_per_s_low"] > 0
+    pd.testing.assert_frame_equal(again, throughput.table(runs, steps))
 
 
 def test_changed_steps_are_computed_again(measured, computed):
@@ -70,18 +70,18 @@ def test_platform_configurations_are_computed_once_per_content(monkeypatch):
     """The platforms cells (headline, peaks, winners, capacity) all start from the configurations."""
     from trainperf.report import platforms
 
-    monkeypatch.setattr(noise, "_MEMO", {})
     calls = []
     table = platforms.configuration_table
     monkeypatch.setattr(platforms, "configuration_table", lambda *args: calls.append(1) or table(*args))
     runs = platforms.comparable(open_runs([str(SEED_001)]))
-    first = platforms.configurations(runs)
-    platforms.headline(runs), platforms.winners(runs), platforms.capacity(runs, [1, 2], 8)
+    page = platforms.analyse(runs, project_nodes=[1, 2], gpus_per_node=8)
+    first = page.configurations
+    page.headline, page.winners, page.capacity
     assert len(calls) == 1
-    first.loc[0, "tokens_per_s"] = -1.0  # a caller changing its copy changes nothing remembered
-    pd.testing.assert_frame_equal(platforms.configurations(runs), table(runs, platforms.MEANS))
-    doubled = platforms.configurations(runs.assign(tokens_per_s=runs["tokens_per_s"] * 2))
+    first.loc[0, "tokens_per_s"] = -1.0  # a caller changing its page changes no other page
+    doubled = platforms.analyse(runs.assign(tokens_per_s=runs["tokens_per_s"] * 2)).configurations
     assert len(calls) == 2  # the changed runs are computed afresh
+    pd.testing.assert_frame_equal(platforms.analyse(runs).configurations, table(runs, platforms.MEANS))
     assert doubled["tokens_per_s"].sum() == pytest.approx(2 * table(runs, platforms.MEANS)["tokens_per_s"].sum())
 
 
@@ -91,7 +91,6 @@ def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeyp
     from trainperf.report import scaling
     from trainperf.report.scaling import multipliers, projection
 
-    monkeypatch.setattr(noise, "_MEMO", {})
     studied, fitted = [], []
     experiment, fit = multipliers.experiment_rows, projection.fit
     monkeypatch.setattr(multipliers, "experiment_rows", lambda *a: studied.append(1) or experiment(*a))
@@ -106,13 +105,3 @@ def test_the_scaling_cells_share_one_study_and_one_set_of_fits(measured, monkeyp
     assert scaling.analyse(runs).projections[0].target == 8 * found[0].p.max()
     frame.loc[0, "scaling_multiplier"] = -1.0
     assert (scaling.analyse(runs, steps).table["scaling_multiplier"] > 0).all()
-
-
-def test_content_tells_frames_apart_by_any_value_and_not_by_index(measured):
-    runs, steps = measured
-    assert noise.content(runs) == noise.content(runs.copy().set_axis(range(5, 5 + len(runs))))
-    assert noise.content(runs) != noise.content(runs.assign(model="another model"))  # a text column
-    assert noise.content(runs) != noise.content(runs.assign(gpus=runs["gpus"] * 2))  # a number column
-    intervals = load_steps(STRONG)
-    assert noise.content(intervals) != noise.content(intervals.assign(warmup=~intervals["warmup"]))  # a bool column
-    assert noise.content(runs) != noise.content(runs.rename(columns={"gpus": "devices"}))

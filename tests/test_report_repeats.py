@@ -90,7 +90,8 @@ def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
     path = tmp_path / "runs.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     runs = platforms.comparable(open_runs([str(path)]))
-    peaks = platforms.peaks(runs).set_index("platform_key")
+    result = platforms.analyse(runs, project_nodes=[1], gpus_per_node=8)
+    peaks = result.peaks.set_index("platform_key")
     h100 = peaks.loc["NVIDIA H100 SXM"]
     # the mean of the two repeats, not the faster one; one configuration measured twice
     assert (h100["tokens_per_s"], h100["configs"], h100["runs"]) == (10_500.0, 1, 2)
@@ -101,7 +102,7 @@ def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
     assert h100["relative"] == pytest.approx(1.0)  # 10,500 vs MI300X's 10,000 per 8 devices
     assert h100["relative_low"] == pytest.approx(10_500 * math.exp(-half) / 8 / (10_500 / 8))
     assert peaks.loc["AMD MI300X", "relative"] == pytest.approx(10_000 / 10_500)
-    notes = platforms.capacity_notes(runs, platforms.capacity(runs, [1], 8))
+    notes = result.capacity_notes
     # the mean's capacity: 10,500 tokens/s x 86,400 s
     assert notes[0].startswith("The largest measured job (NVIDIA H100 SXM, m, 8 devices) trains 907.20 million "
                                "tokens per day")
@@ -116,7 +117,7 @@ def test_a_baseline_that_is_not_the_first_repeat_still_anchors_its_configuration
 
 
 def test_batch_sweep_notes_and_headline_read_configuration_means_not_repeats(tmp_path):
-    from trainperf.report.batch_size import headline, plateau_notes, sweeps, table
+    from trainperf.report.batch_size import analyse, sweeps
 
     # micro-batch 1, 2, 4, 8 with 8 // m accumulation, two repeats each (tokens/s)
     sweep = {1: (1000.0, 1100.0), 2: (1400.0, 1500.0), 4: (1500.0, 1520.0), 8: (1490.0, 1470.0)}
@@ -127,14 +128,14 @@ def test_batch_sweep_notes_and_headline_read_configuration_means_not_repeats(tmp
     pd.DataFrame(rows).to_csv(path, index=False)
     runs = sweeps(open_runs([str(path)]))
     # means 1,050, 1,450, 1,510, 1,480: gains +38.1 %, +4.1 %, -2.0 %; after 2 × 4 no step gains 10 %
-    assert table(runs)["gain"].tolist() == pytest.approx([np.nan, 1450 / 1050 - 1, 1510 / 1450 - 1, 1480 / 1510 - 1],
+    assert analyse(runs).table["gain"].tolist() == pytest.approx([np.nan, 1450 / 1050 - 1, 1510 / 1450 - 1, 1480 / 1510 - 1],
                                                         nan_ok=True)
-    (note,) = plateau_notes(runs)
+    (note,) = analyse(runs).plateau_notes
     gains = note.partition("(gains: ")[2].partition(");")[0]
     # the two later steps of the sweep, not the differences between one repeat and the next
     assert [g.partition(" %")[0] for g in gains.split(", ")] == ["4.1", "-2.0"]
     assert note.startswith("sweep: after micro-batch 2 × 4 accumulation no step")
-    headline_ = headline(runs)
+    headline_ = analyse(runs).headline
     assert "1,510 tokens/s" in headline_.text  # the mean of 4 × 2's repeats, not its faster run's 1,520
 
 

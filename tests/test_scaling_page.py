@@ -159,7 +159,7 @@ def test_a_run_with_a_missing_rank_file_is_marked_incomplete_and_never_headlines
     # but an incomplete run never headlines a throughput
     assert runs.set_index("run_id")["tokens_per_s"].to_dict() == pytest.approx({"p1": 4096, "p2": 4096 / 0.55,
                                                                                 "p4": 3072 / 0.4})
-    assert throughput.headline(throughput.measured(runs)).text.startswith("Peak throughput 7,447 tokens/s with 2 ")
+    assert throughput.analyse(throughput.measured(runs)).headline.text.startswith("Peak throughput 7,447 tokens/s with 2 ")
 
 
 # --- projections only as far as the data reaches ------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from trainperf import load_runs
 from trainperf.compare import compare, read_side
-from trainperf.report import changes, page, phases, throughput
+from trainperf.report import page, phases, throughput, what_to_change
 from trainperf.runfolder import eventfile, rankfile
 
 STEP = {"step_s": 0.050, "forward_s": 0.010, "backward_s": 0.030, "optimizer_s": 0.005, "comm_exposed_s": 0.005,
@@ -86,7 +86,7 @@ def test_pages_and_what_to_change_name_the_wait_for_the_evaluation_not_communica
     assert seconds["waiting for another rank's work outside the steps"].iloc[0] == pytest.approx(0.020 / 7)
     assert seconds["communication (exposed)"].iloc[0] == pytest.approx(0.035 / 7)
     # one evaluation in 7 steps: its share's interval may include 0, so it is a candidate, maybe not listed
-    found, _ = changes.candidates(changes.Page("throughput", runs, page.data_steps([str(run)], runs)))
+    found, _ = what_to_change.candidates(throughput.RULES, throughput.analyse(runs, page.data_steps([str(run)], runs)))
     advice = found[found["change"].str.startswith("Spread the evaluation or checkpoint")]
     # 0.020 s of a 0.39 s window: 5.1 % of a step
     assert advice["expected_gain"].tolist() == pytest.approx([0.020 / 0.39])

@@ -6,20 +6,27 @@ configuration needs: which ones did not fit."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
-from trainperf.report.configs import batch, experiments, keep_experiments, unit_of
+from trainperf.report.configs import (Unit, batch, evaluation_notes, evaluation_rates, experiments, keep_experiments,
+                                      unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, resolution,
                                     resolution_text, run_intervals, ties_with_fastest)
 from trainperf.report.page import InputError, require
-from trainperf.report.phases import per_experiment
+from trainperf.report.phases import overlap_notes, per_experiment, without_phases
+from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
+from trainperf.report.what_to_change import Found, candidates, data_loading, exposed_communication, row, section
 from trainperf.stats import MIN_EFFECT
+
+Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
+"""Per sweep (experiment) name, its :func:`sweep`: its configurations and their intervals."""
 
 
 def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
@@ -97,9 +104,10 @@ def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tupl
     return group, found.assign(runs=group["runs"])
 
 
-def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float = 0.10,
-          steps: Summaries | None = None) -> pd.DataFrame:
-    """One row per configuration of each sweep (repeats: their mean): experiment, configuration
+def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, min_gain: float = 0.10
+          ) -> pd.DataFrame:
+    """One row per configuration of each sweep of ``found_sweeps`` (repeats: their mean; rates in ``unit``):
+    experiment, configuration
     (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per step
     (``per_device_batch``), samples per optimizer step (``global_batch_size``), devices, throughput
     total (95 % interval ``<rate>_low``–``_high``; ``interval``: as text with what it covers, or that
@@ -110,12 +118,10 @@ def table(runs: pd.DataFrame, train_tokens: float | None = None, min_gain: float
     in all with the time outside the loop as measured (start-up, validation; ``total_time_s``, NaN where
     the runs did not record their total), and ``at_top``: the sweep's fastest configuration or
     indistinguishable from it."""
-    unit = unit_of(runs)
     if train_tokens is not None and unit.name != "tokens":
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
-    for name in experiments(runs):
-        group, found = sweep(runs, name, steps)
+    for group, found in found_sweeps.values():
         rate = group[unit.rate].to_numpy(float)
         low, high, text = around(found, rate)
         calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
@@ -154,11 +160,9 @@ def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
                           per_step=per_step)
 
 
-def top(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> str:
-    """The fastest configuration of sweep ``name`` and every one indistinguishable from it,
-    or its margin over the next one."""
-    unit = unit_of(runs)
-    group, found = sweep(runs, name, steps)
+def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
+    """The fastest configuration of sweep ``name`` (its :func:`sweep`: ``group`` and ``found``; rates in
+    ``unit``) and every one indistinguishable from it, or its margin over the next one."""
     tied = ties_with_fastest(found)
     order = np.argsort(-group[unit.rate].to_numpy(float), kind="stable")
     best = order[0]
@@ -179,17 +183,14 @@ def top(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> str:
     return text
 
 
-def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries | None = None,
-             train_tokens: float | None = None) -> Html:
-    """The top of the first sweep (the fastest configuration and those indistinguishable from it, see
-    :func:`top`), named with its experiment, where throughput plateaus, and the configuration that
+def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tokens: float | None = None) -> Html:
+    """The top of the first sweep of ``found_sweeps`` (the fastest configuration and those indistinguishable
+    from it, see :func:`top`), named with its experiment, where throughput plateaus, and the configuration that
     trains the same work first in all, start-up included, where it is another (:func:`time_notes`)."""
-    unit = unit_of(runs)
-    name = experiments(runs)[0]
-    group, found = sweep(runs, name, steps)
+    name, (group, found) = next(iter(found_sweeps.items()))
     tied = ties_with_fastest(found)
     best = group.loc[group[unit.rate].idxmax()]
-    text = top(runs, name, steps)
+    text = top(name, group, found, unit)
     figures = [(fmt_int(best[unit.rate]), f"{unit.label} at the fastest configuration of {name}")]
     if tied.sum() > 1:
         figures.append((fmt_int(tied.sum()), "configurations indistinguishable at the top"))
@@ -209,18 +210,16 @@ def headline(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries | None
                  f"({fmt_seconds(total[first])} against {fmt_seconds(total[loop.idxmin()])}): its time outside "
                  "the training loop is shorter")
         figures.append((batch(group.iloc[first], compact=True), "first to finish in all, start-up included"))
-    if len(experiments(runs)) > 1:
-        text += f" ({count(len(experiments(runs)) - 1, 'more sweep')} below)"
+    if len(found_sweeps) > 1:
+        text += f" ({count(len(found_sweeps) - 1, 'more sweep')} below)"
     return banner(text + ".", figures)
 
 
-def plateau_notes(runs: pd.DataFrame, min_gain: float = 0.10, steps: Summaries | None = None) -> list[str]:
-    """Per sweep: where no step gains ``min_gain`` any longer, which later gains are within the
-    noise, and whether it still gets faster in all — or that it is still improving at the end."""
-    unit = unit_of(runs)
+def plateau_notes(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10) -> list[str]:
+    """Per sweep of ``found_sweeps``: where no step gains ``min_gain`` any longer, which later gains are within
+    the noise, and whether it still gets faster in all — or that it is still improving at the end."""
     out = []
-    for name in experiments(runs):
-        group, found = sweep(runs, name, steps)
+    for name, (group, found) in found_sweeps.items():
         configs = found["configuration"]
         rates = group[unit.rate].to_numpy(float)
         plateau_at = plateau(rates, min_gain)
@@ -275,14 +274,14 @@ def work_notes(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-def total_time(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
-    """One row per configuration of each sweep whose runs recorded their total time with start-up
+def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
+    """One row per configuration of each sweep of ``found_sweeps`` whose runs recorded their total time with
+    start-up
     (repeats: their mean; :func:`trainperf.report.time_to_train.total_parts`): experiment, configuration,
     the seconds of each part of the total (columns named after the parts; NaN where a sweep has no such
     part) and ``total_s``. Empty when no run recorded its total."""
     rows = []
-    for name in experiments(runs):
-        group, _ = sweep(runs, name, steps)
+    for group, _ in found_sweeps.values():
         have = group[group["total_s"].notna()]
         rows.append(have.assign(configuration=[batch(r, compact=True) for r in have.to_dict("records")])[
             ["experiment", "configuration", *(c for c in PARTS if c in have), "total_s"]])
@@ -290,14 +289,13 @@ def total_time(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFra
     return out[[c for c in out if c in ("experiment", "configuration", "total_s") or out[c].notna().any()]]
 
 
-def time_notes(runs: pd.DataFrame, train_tokens: float | None = None, steps: Summaries | None = None) -> list[str]:
-    """Per sweep: the configuration that trains the same work (``train_tokens``, else the most any
+def time_notes(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None) -> list[str]:
+    """Per sweep of ``found_sweeps``: the configuration that trains the same work (``train_tokens``, else the
+    most any
     configuration measured) fastest over the training loop and the one that does in all, start-up
     included; where they differ, the reason: the time outside the loop and the part of it that differs most."""
-    unit = unit_of(runs)
     out = []
-    for name in experiments(runs):
-        group, _ = sweep(runs, name, steps)
+    for name, (group, _) in found_sweeps.items():
         loop, total, how = to_train(group, train_tokens, unit)
         fast = int(loop.idxmin())
         text = (f"{name}: to train {how}, the training loop is shortest with {batch(group.iloc[fast])} "
@@ -385,3 +383,100 @@ def memory_notes(table: pd.DataFrame) -> list[str]:
                 text += f" of {last['device_memory_gb']:.3g} GiB ({last['memory_headroom_gb']:.3g} GiB left)"
         out.append(text + ".")
     return out
+
+
+@dataclass(frozen=True)
+class BatchSizePage:
+    """Every frame and sentence of the batch-size page, in the page's order, from its ``runs`` (:func:`sweeps`)
+    and their ``steps`` (None: none given); each attribute is named after the function that makes it
+    (docs/reports.md): ``tops`` (per sweep) after :func:`top`, ``phases`` and ``phases_per_step`` after
+    :func:`phases` over the measured window and per step, ``sweeps`` holds each sweep's :func:`sweep`."""
+
+    runs: pd.DataFrame
+    steps: Summaries | None
+    sweeps: Sweeps
+    headline: Html
+    work_notes: list[str]
+    table: pd.DataFrame
+    tops: dict[str, str]
+    plateau_notes: list[str]
+    time_notes: list[str]
+    total_time: pd.DataFrame
+    memory: pd.DataFrame
+    memory_notes: list[str]
+    phases: pd.DataFrame
+    phases_per_step: pd.DataFrame
+    without_phases: list[str]
+    overlap_notes: list[str]
+    evaluation_notes: list[str]
+    evaluation_rates: pd.DataFrame
+
+
+def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: float | None = None,
+            min_gain: float = 0.10) -> BatchSizePage:
+    """The batch-size page of ``runs`` (:func:`sweeps`) and the ``steps`` of their run folders: each
+    configuration timed on ``train_tokens`` (None: the most any of its sweep measured), a sweep step that gains
+    less than ``min_gain`` of throughput not paying."""
+    unit = unit_of(runs)
+    found = {name: sweep(runs, name, steps) for name in experiments(runs)}
+    frame, used = table(found, unit, train_tokens, min_gain), memory(runs)
+    return BatchSizePage(
+        runs=runs, steps=steps, sweeps=found, headline=headline(found, unit, min_gain, train_tokens),
+        work_notes=work_notes(runs), table=frame,
+        tops={name: top(name, *pair, unit) for name, pair in found.items()},
+        plateau_notes=plateau_notes(found, unit, min_gain), time_notes=time_notes(found, unit, train_tokens),
+        total_time=total_time(found), memory=used, memory_notes=memory_notes(used),
+        phases=phases(runs, per_step=False), phases_per_step=phases(runs, per_step=True),
+        without_phases=without_phases(runs), overlap_notes=overlap_notes(runs),
+        evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps))
+
+
+def small_micro_batches(page: BatchSizePage) -> Found:
+    """Per batch-size sweep, the micro-batches below the smallest at its top (the fastest configuration and
+    those indistinguishable from it, the page's :func:`table`): what the best of them loses against the
+    fastest, ``fastest / best below − 1`` of tokens/s, and the training loop's time on the same work."""
+    unit = unit_of(page.runs)
+    out = Found()
+    for name, rows in page.table.groupby("experiment", sort=False):
+        rows = rows.reset_index(drop=True)
+        smallest = rows.loc[rows["at_top"], "micro_batch_size"].min()
+        below = rows[rows["micro_batch_size"] < smallest]
+        if below.empty:
+            continue
+        group, found = page.sweeps[name]
+        fast, slow = int(rows[unit.rate].idxmax()), int(below[unit.rate].idxmax())
+        gain = call(found, found.loc[slow, "configuration"], found.loc[fast, "configuration"])
+        evidence = (f"micro-batch × accumulation {rows.loc[slow, 'configuration']}: "
+                    f"{fmt_int(rows.loc[slow, unit.rate])} {unit.label}, {rows.loc[fast, 'configuration']}: "
+                    f"{fmt_int(rows.loc[fast, unit.rate])} {unit.label}; every micro-batch below "
+                    f"{fmt_int(smallest)} is slower ({', '.join(below['configuration'])})")
+        if rows.loc[fast, "total_time_s"] > rows.loc[slow, "total_time_s"]:
+            evidence += (f"; in all, start-up included, {rows.loc[slow, 'configuration']} finished first "
+                         f"({fmt_seconds(rows.loc[slow, 'total_time_s'])} against "
+                         f"{fmt_seconds(rows.loc[fast, 'total_time_s'])}): its time outside the loop was shorter")
+        out.rows.append(row(
+            f"Use micro-batches of {fmt_int(smallest)} or more ({rows.loc[fast, 'configuration']} is the fastest)",
+            evidence, gain.estimate, f"{unit.label} of the training loop",
+            f"{name}: micro-batches below {fmt_int(smallest)}",
+            interval=(gain.low, gain.high) if gain.tested else None,
+            runs=int(min(group.loc[slow, "runs"], group.loc[fast, "runs"])),
+            seconds=rows.loc[slow, "time_to_train_s"] - rows.loc[fast, "time_to_train_s"],
+            per="training loop on the same work"))
+    if not out.rows:
+        out.lacking = "every micro-batch of each sweep is at its top or indistinguishable from it"
+    return out
+
+
+RULES = (
+    ("exposed communication", exposed_communication),
+    ("data loading", data_loading),
+    ("time outside the training loop (goodput)", outside_loop),
+    ("micro-batches below the top of a sweep", small_micro_batches),
+)
+"""The batch-size page's rules (each reads the :class:`BatchSizePage`): what each looks at, and its function."""
+
+
+def what_to_change(page: BatchSizePage) -> Html:
+    """The batch-size page's "What to change" section: what its :data:`RULES` found
+    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
+    return section(*candidates(RULES, page))

@@ -50,15 +50,15 @@ def unit_of(runs: pd.DataFrame) -> Unit:
 
 
 def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
-                        steps: Summaries | None = None) -> pd.DataFrame:
+                        found: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per configuration of ``runs`` (repeats grouped as
     :func:`trainperf.report.noise.run_intervals` groups them; its first run's settings,
     ``columns`` the mean over its repeats, ``runs`` their number), with the 95 % interval of its
     throughput around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval``
     as text: ``–`` for none) and ``doubt``: the :data:`DOUBTS` of any of its repeats (``""``
-    for none). ``steps``: the summaries the intervals come from where the runs have steps."""
+    for none). ``found``: the runs' :func:`~trainperf.report.noise.run_intervals` (None: from no steps)."""
     runs = runs.reset_index(drop=True)
-    found = run_intervals(runs, steps)
+    found = run_intervals(runs) if found is None else found
     rows, first = configuration_means(runs, found, columns)
     rate = unit_of(runs).rate
     low, high, text = around(first, rows[rate])

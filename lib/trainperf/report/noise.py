@@ -1,14 +1,11 @@
 """Whether a report may call one configuration faster than another, from
 each configuration's throughput and 95 % interval (:mod:`trainperf.estimates`:
-from its steps, or the spread of its repeats); and a per-process memo of what
-the report cells ask for more than once.
+from its steps, or the spread of its repeats).
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,14 +73,12 @@ def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.Data
     (:func:`trainperf.estimates.configuration_intervals`): ``run_id, configuration``,
     ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
     ``dof`` and ``basis`` (what the interval covers, or that there is none). A run
-    with fewer than 2 complete steps in ``steps`` counts as one without steps.
-    Computed once per process for the same ``runs`` and ``steps`` (by content)."""
-    key = ("run_intervals", content(runs), *summaries_content(steps))
-    return remember(key, lambda: intervals_per_run(runs, job_frames(steps))).copy()
+    with fewer than 2 complete steps in ``steps`` counts as one without steps."""
+    return intervals_per_run(runs, job_frames(steps))
 
 
 def intervals_per_run(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """:func:`run_intervals` from the :func:`job_frames` of the steps, computed afresh."""
+    """:func:`run_intervals` from the :func:`job_frames` of the steps."""
     found = intervals_of_job_steps(runs, {r: frames[r] for r in runs["run_id"].astype(str) if r in frames})
     row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
     ids = runs["run_id"].astype(str).tolist()
@@ -103,11 +98,10 @@ def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, l
 
 
 def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
-    """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of, computed
-    once per process for the same ``steps`` (by content). Shared: not to be changed."""
+    """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of."""
     if steps is None or steps.per_step.empty:
         return {}
-    return remember(("job_steps", *summaries_content(steps)), lambda: job_steps(steps, usable_only=True)[0])
+    return job_steps(steps, usable_only=True)[0]
 
 
 def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
@@ -127,37 +121,6 @@ def configuration_of(found: pd.DataFrame) -> pd.Series:
     """Per row of a :func:`run_intervals` frame, the configuration its run repeats (its run id where
     it has no throughput: a configuration of its own)."""
     return found["configuration"].fillna(found["run_id"])
-
-
-_MEMO: dict[tuple[str, ...], object] = {}
-MEMO_SIZE = 64  # results remember() keeps, the oldest go first
-
-
-def remember(key: tuple[str, ...], compute: Callable[[], object]) -> object:
-    """``compute()``, computed once per process for a ``key`` (e.g. the :func:`content` of
-    its inputs). The result is shared: callers hand out copies, never it."""
-    if key not in _MEMO:
-        if len(_MEMO) >= MEMO_SIZE:
-            del _MEMO[next(iter(_MEMO))]
-        _MEMO[key] = compute()
-    return _MEMO[key]
-
-
-def content(frame: pd.DataFrame | None) -> str:
-    """A digest of ``frame``'s columns, dtypes and values (not its index or attrs)."""
-    if frame is None:
-        return ""
-    digest = hashlib.blake2b(repr([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode(), digest_size=20)
-    floats = (frame.dtypes == np.float64).to_numpy()  # most columns: their bytes, in one block
-    digest.update(frame.loc[:, floats].to_numpy().tobytes())
-    if not floats.all():
-        digest.update(pd.util.hash_pandas_object(frame.loc[:, ~floats], index=False).to_numpy().tobytes())
-    return digest.hexdigest()
-
-
-def summaries_content(summaries: Summaries | None) -> tuple[str, str]:
-    """The :func:`content` of the per-rank and per-step summaries (empty without any)."""
-    return ("", "") if summaries is None else (content(summaries.per_rank), content(summaries.per_step))
 
 
 def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:

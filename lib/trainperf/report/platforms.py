@@ -7,19 +7,23 @@ that also changes precision or configuration says so."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from trainperf.aggregate import Summaries
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
-from trainperf.hardware import Figure, cpu_rows, find_device, normalize_precision, platform_name
-from trainperf.report.configs import batch, configuration_table, doubtful, label, rank, study_of
-from trainperf.report.noise import and_list, call, content, has_interval, remember, run_intervals
+from trainperf.hardware import cpu_rows, find_device, normalize_precision, platform_name
+from trainperf.report.configs import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates, label,
+                                      rank, study_of)
+from trainperf.report.noise import and_list, call, has_interval, run_intervals
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.scaling import SERIES_SETTINGS
+from trainperf.report.what_to_change import Found, candidates, row, section
 from trainperf.stats import FASTER, MIN_EFFECT, verdict
 
 SPARSE_MATCH = 0.02
@@ -59,8 +63,8 @@ MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_da
 def configurations(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration of ``runs`` (:func:`trainperf.report.configs.configuration_table`
     of :data:`MEANS`: its throughput's 95 % interval ``tokens_per_s_low``–``_high`` and ``interval``,
-    and its ``doubt``). Computed once per process for the same ``runs``."""
-    return remember(("configurations", content(runs)), lambda: configuration_table(runs, MEANS)).copy()
+    and its ``doubt``)."""
+    return configuration_table(runs, MEANS)
 
 
 PAIR = ["platform_key", "model"]
@@ -88,13 +92,13 @@ def best_per_device(configs: pd.DataFrame) -> pd.DataFrame:
     return configs.loc[configs.index.isin(ranked.drop_duplicates(PAIR).index)]
 
 
-def peaks(runs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
-    """One row per platform × model: its :func:`best_per_device` configuration (every figure of the
+def peaks(configs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
+    """One row per platform × model of the :func:`configurations` ``configs``: its :func:`best_per_device`
+    configuration (every figure of the
     row that configuration's), ``configuration`` (its devices, batch and strategy in words),
     ``configs`` (configurations of the pair measured) and ``relative`` (its per-device rate / the
     fastest of its contest's: the model, and under the ``same`` policy the precision), with
     ``relative_low``/``_high`` from its throughput interval."""
-    configs = configurations(runs)
     out = best_per_device(configs).reset_index(drop=True)
     sizes = configs.groupby(PAIR, sort=False).size()
     fastest = out.groupby(contest(policy), sort=False, dropna=False)["tokens_per_s_per_gpu"].transform("max")
@@ -140,19 +144,20 @@ SAME_SETTINGS = "same recorded settings"
 """``also`` of :func:`winners` where the two configurations differ in no recorded setting."""
 
 
-def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT, policy: str = "same") -> pd.DataFrame:
-    """Per contest (:func:`contest`: a model, and under the ``same`` policy a precision) measured on
+def winners(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
+    """Per contest of ``runs`` (their :func:`configurations` ``configs``) (:func:`contest`: a model, and under the ``same`` policy a precision) measured on
     two or more platforms (under ``fastest``, each at its fastest precision): the platform with the
     highest per-device throughput (``fastest``; its rate, MFU and interval all of its
     :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``:
     ``winner`` only when the fastest is distinguishable from the runner-up
     (:func:`trainperf.report.noise.call`; the margin's 95 % interval in ``evidence``), else
-    ``indistinguishable``; by single figures, a margin below ``min_effect`` is a tie, a larger one
+    ``indistinguishable``; by single figures, a margin below :data:`~trainperf.stats.MIN_EFFECT` is a tie, a
+    larger one
     a winner whose noise is untested. ``also``: what else differs between the two configurations
     (:func:`differences`: the precision under ``fastest``, devices, batch, …; :data:`SAME_SETTINGS`
     for nothing)."""
     rate = "tokens_per_s_per_gpu"
-    per_pair = best_per_device(configurations(runs))
+    per_pair = best_per_device(configs)
     found = run_intervals(runs)
     rows = []
     for _, group in per_pair.groupby(contest(policy), sort=False, dropna=False):
@@ -164,14 +169,14 @@ def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT, policy: str = "s
         a = found.loc[runs.index[runs["run_id"] == second["run_id"]][0]]
         b = found.loc[runs.index[runs["run_id"] == best["run_id"]][0]]
         if has_interval(a) and has_interval(b):
-            margin = call(found, a["configuration"], b["configuration"], min_effect).times(
+            margin = call(found, a["configuration"], b["configuration"]).times(
                 second["gpus"] / best["gpus"])  # per device: the ratio of totals times the ratio of devices
-            verdict_ = WINNER if verdict(margin, min_effect) == FASTER else TIED
+            verdict_ = WINNER if verdict(margin, MIN_EFFECT) == FASTER else TIED
             evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
             value = margin.estimate
         else:
-            verdict_ = WINNER if ranking.margin >= min_effect else TIED
-            evidence = UNTESTED + ("" if verdict_ == WINNER else f"; below {fmt_pct(min_effect, 0)}")
+            verdict_ = WINNER if ranking.margin >= MIN_EFFECT else TIED
+            evidence = UNTESTED + ("" if verdict_ == WINNER else f"; below {fmt_pct(MIN_EFFECT, 0)}")
         rows.append({"model": best["model"], "precision": best["precision"] if policy == "same" else None,
                      "fastest": best["platform_key"], "fastest_rate": best[rate],
                      "runner_up": second["platform_key"], "runner_up_rate": second[rate],
@@ -180,21 +185,6 @@ def winners(runs: pd.DataFrame, min_effect: float = MIN_EFFECT, policy: str = "s
                      "fastest_mfu": best["mfu"], "runner_up_mfu": second["mfu"]})
     return pd.DataFrame(rows, columns=["model", "precision", "fastest", "fastest_rate", "runner_up", "runner_up_rate",
                                        "margin", "verdict", "evidence", "also", "fastest_mfu", "runner_up_mfu"])
-
-
-def uncontested(runs: pd.DataFrame, policy: str = "same") -> list[str]:
-    """A sentence naming the contests (:func:`contest`) measured on one platform only, where no winner is named."""
-    alone = []
-    for key, group in configurations(runs).groupby(contest(policy), sort=False, dropna=False):
-        platforms = list(dict.fromkeys(group["platform"].astype(str)))
-        if len(platforms) == 1:
-            alone.append(" at ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)) if pd.notna(k))
-                         + f" ({platforms[0]})")
-    if not alone:
-        return []
-    hint = (" precision_policy = “fastest” compares each platform at its fastest precision." if policy == "same"
-            else "")
-    return [f"Measured on one platform only, so no winner is named: {and_list(alone)}.{hint}"]
 
 
 def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -208,18 +198,12 @@ def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
     for run_id, platform, precision, peak, reported_mfu, mfu in zip(
             runs["run_id"], runs["platform"], runs["precision"], implied, runs.get("reported_mfu", nothing),
             runs["mfu"]):
-        figure = None if pd.isna(peak) or pd.isna(precision) else _datasheet(str(platform), str(precision))
+        device = None if pd.isna(peak) or pd.isna(precision) else find_device(str(platform))
+        figure = None if device is None else device.figures.get(normalize_precision(str(precision)))
         if figure is not None and figure.sparse is not None and abs(peak / figure.sparse - 1) <= SPARSE_MATCH:
             rows.append({"run_id": run_id, "platform": platform, "source_peak": peak, "dense_peak": figure.dense,
                          "reported_mfu": reported_mfu, "mfu": mfu})
     return pd.DataFrame(rows, columns=["run_id", "platform", "source_peak", "dense_peak", "reported_mfu", "mfu"])
-
-
-@lru_cache(maxsize=256)
-def _datasheet(platform: str, precision: str) -> Figure | None:
-    """The datasheet figures of ``platform`` at ``precision``; ``None`` for a device or precision not in the table."""
-    device = find_device(platform)
-    return None if device is None else device.figures.get(normalize_precision(precision))
 
 
 def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
@@ -230,15 +214,16 @@ def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
             ).fillna(False).to_numpy(bool)
 
 
-def headline(runs: pd.DataFrame, policy: str = "same") -> Html:
-    """The first contest's winner and margin per device (what else differs between the two
+def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Html:
+    """The first contest's winner of :func:`winners` ``found`` and its margin per device (what else differs
+    between the two
     configurations, where anything does), the platform that wins the most contests, and the best
     MFU of 1 or less against a datasheet peak (a run's own peak, e.g. a CPU's measured one, only
-    when no run has a datasheet peak); no projected, oversubscribed or incomplete run counts."""
-    found = winners(runs, policy=policy)
+    when no run has a datasheet peak); no projected, oversubscribed or incomplete run counts. Without a
+    contest, the first pair's best configuration (of :func:`peaks` ``best``)."""
     figures = []
     if found.empty:
-        top = peaks(runs, policy).iloc[0]
+        top = best.iloc[0]
         text = (f"{top['platform_key']}, {top['model']}: {fmt_int(top['tokens_per_s_per_gpu'])} tokens/s per device "
                 f"at best ({top['configuration']}); no model was measured on two or more platforms.")
     else:
@@ -266,9 +251,20 @@ def headline(runs: pd.DataFrame, policy: str = "same") -> Html:
     return banner(text, figures)
 
 
-def policy_notes(runs: pd.DataFrame, policy: str = "same") -> list[str]:
-    """How platforms are compared (:data:`PRECISION_POLICIES`), and the contests with one platform only."""
-    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.", *uncontested(runs, policy),
+def policy_notes(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> list[str]:
+    """How platforms are compared (:data:`PRECISION_POLICIES`), the contests (:func:`contest`) of the
+    :func:`configurations` ``configs`` measured on one platform only, where no winner is named, and the
+    spellings of one device merged."""
+    alone = []
+    for key, group in configs.groupby(contest(policy), sort=False, dropna=False):
+        platforms = list(dict.fromkeys(group["platform"].astype(str)))
+        if len(platforms) == 1:
+            alone.append(" at ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)) if pd.notna(k))
+                         + f" ({platforms[0]})")
+    hint = (" precision_policy = “fastest” compares each platform at its fastest precision." if policy == "same"
+            else "")
+    return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.",
+            *([f"Measured on one platform only, so no winner is named: {and_list(alone)}.{hint}"] if alone else []),
             *runs.attrs.get("merged_platforms", [])]
 
 
@@ -317,8 +313,9 @@ def is_accelerator(platforms: pd.Series) -> np.ndarray:
     return ~cpu_rows(platforms)
 
 
-def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
-    """Per accelerator platform × model (no CPU) and node count, of its :func:`best_per_device`
+def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
+    """Per accelerator platform × model of the :func:`configurations` ``configs`` (no CPU) and node count, of
+    its :func:`best_per_device`
     configuration (``configuration``) and the configurations that differ from it only in the
     device count (its ``scaling_study``; none projected, oversubscribed or incomplete): ``devices``,
     ``tokens_per_s`` (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis``
@@ -330,7 +327,6 @@ def capacity(runs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -
         raise InputError(f"project_nodes ({project_nodes}) and gpus_per_node ({gpus_per_node}) must be whole "
                          "numbers of 1 or more")
     rows = []
-    configs = configurations(runs)
     study = study_of(configs)
     best = best_per_device(configs)
     for i, top in best[is_accelerator(best["platform"])].iterrows():
@@ -384,10 +380,10 @@ def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
     return wide[list(dict.fromkeys(shown["column"]))].reset_index().rename_axis(columns=None)
 
 
-def capacity_notes(runs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
-    """The daily capacity of the largest measured job (the most tokens/s of any configuration without a
-    doubt, its repeats' mean: a size, not a ranking), and what the projection leaves out or only bounds."""
-    configs = configurations(runs)
+def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
+    """The daily capacity of the largest measured job (the most tokens/s of the :func:`configurations`
+    ``configs`` without a doubt, its repeats' mean: a size, not a ranking), and what the projection of
+    :func:`capacity` leaves out or only bounds."""
     clean = configs[configs["doubt"] == ""] if (configs["doubt"] == "").any() else configs
     top = clean.loc[clean["tokens_per_s"].idxmax()]
     samples = "" if pd.isna(top["samples_per_day"]) else f" and {fmt_big(top['samples_per_day'])} samples"
@@ -403,3 +399,70 @@ def capacity_notes(runs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str
     if len(cpu):
         out.append(f"{', '.join(cpu)}: CPU runs are not projected to nodes of accelerators.")
     return out
+
+
+@dataclass(frozen=True)
+class PlatformsPage:
+    """Every frame and sentence of the platforms page, in the page's order, from its runs (:func:`comparable`)
+    and their steps; each attribute is named after the function that makes it (docs/reports.md)."""
+
+    headline: Html
+    sparse_peak_runs: pd.DataFrame
+    sparse_note: str
+    peaks: pd.DataFrame
+    mfu_notes: list[str]
+    policy_notes: list[str]
+    winners: pd.DataFrame
+    configurations: pd.DataFrame
+    capacity: pd.DataFrame
+    capacity_notes: list[str]
+    capacity_table: pd.DataFrame
+    evaluation_notes: list[str]
+    evaluation_rates: pd.DataFrame
+
+
+def analyse(runs: pd.DataFrame, steps: Summaries | None = None, policy: str = "same",
+            project_nodes: tuple[int, ...] | list[int] = (1, 2, 4, 8), gpus_per_node: int = 8) -> PlatformsPage:
+    """The platforms page of ``runs`` (:func:`comparable`) and the ``steps`` of its run folders, platforms
+    compared under the precision ``policy`` (:data:`PRECISION_POLICIES`), each pair's capacity projected to
+    ``project_nodes`` nodes of ``gpus_per_node`` devices."""
+    configs = configurations(runs)
+    best = peaks(configs, policy)
+    found = winners(runs, configs, policy)
+    projected = capacity(configs, list(project_nodes), gpus_per_node)
+    return PlatformsPage(
+        headline=headline(runs, found, best),
+        sparse_peak_runs=sparse_peak_runs(runs), sparse_note=sparse_note(runs), peaks=best, mfu_notes=mfu_notes(runs),
+        policy_notes=policy_notes(runs, configs, policy), winners=found, configurations=configs, capacity=projected,
+        capacity_notes=capacity_notes(runs, configs, projected), capacity_table=capacity_table(projected),
+        evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps))
+
+
+def platform_settings(page: PlatformsPage) -> Found:
+    """Per model whose faster platform wins (the page's :func:`winners`) with a best configuration that also
+    differs in settings from the runner-up's: try those settings on the runner-up. No gain can be given: the
+    margin is the hardware's too."""
+    found = page.winners
+    if found.empty:
+        return Found(lacking="no model was measured on two or more platforms")
+    out = Found()
+    for w in found[(found["verdict"] == WINNER) & (found["also"] != SAME_SETTINGS)].itertuples():
+        out.rows.append(row(
+            f"Try on {w.runner_up} the settings {w.fastest}'s best configuration used: "
+            + "; ".join(entry.split(" vs ")[0] for entry in w.also.split("; ")),
+            f"{w.fastest} is {fmt_pct(w.margin)} faster per device ({fmt_int(w.fastest_rate)} against "
+            f"{fmt_int(w.runner_up_rate)} tokens/s per device; {w.evidence}); their best configurations also "
+            f"differ in {w.also}", math.nan, "tokens/s per device", f"{w.model} on {w.runner_up}", bound=True))
+    if not out.rows:
+        out.lacking = "every winner's best configuration has the runner-up's recorded settings"
+    return out
+
+
+RULES = (("the settings of a faster platform", platform_settings),)
+"""The platforms page's rules (each reads the :class:`PlatformsPage`): what each looks at, and its function."""
+
+
+def what_to_change(page: PlatformsPage) -> Html:
+    """The platforms page's "What to change" section: what its :data:`RULES` found
+    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
+    return section(*candidates(RULES, page))

@@ -16,11 +16,15 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import plotted_steps
 from trainperf.goodput import PARTS
-from trainperf.report.configs import (configuration_table, labels, ordered, rank, several_device_counts, study_of,
-                                      unit_of)
-from trainperf.report.html import Html, count, fmt_int, fmt_pct, headline as banner
-from trainperf.report.noise import configuration_of, job_frames, run_intervals
+from trainperf.report.configs import (Unit, configuration_table, evaluation_notes, evaluation_rates, labels, ordered, rank,
+                                      several_device_counts, study_of, unit_of)
+from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
+from trainperf.report.noise import configuration_of, intervals_per_run, job_frames
 from trainperf.report.page import require
+from trainperf.report.scaling.analysis import outside_steps
+from trainperf.report.time_to_train import LOOP, VALIDATION, total_parts, total_s
+from trainperf.report.what_to_change import (Found, Measured, candidates, clean, data_loading, exposed_communication,
+                                             oversubscription, row, section, waits_for_outside_work)
 from trainperf.schema import OUTSIDE_PREFIX
 
 PART_LABELS = {"productive_s": "productive steps", "warmup_excess_s": "warm-up beyond steady steps",
@@ -60,7 +64,9 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     configurations without a doubt; of all where every one has one) and ``chart_label`` (the
     configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any."""
     unit = unit_of(runs)
-    configs = configuration_table(runs, MEANS, steps)
+    frames = job_frames(steps)
+    found = intervals_per_run(runs.reset_index(drop=True), frames)
+    configs = configuration_table(runs, MEANS, found)
     clean = configs["doubt"] == ""
     best = rank(configs[clean] if clean.any() else configs, unit.rate).best.name
     kind = configs["scaling_type"] if "scaling_type" in configs else pd.Series(pd.NA, index=configs.index)
@@ -68,7 +74,7 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
                           experiment_scaling=[f"{e} ({k} scaling)" if pd.notna(k) else str(e)
                                               for e, k in zip(configs["experiment"], kind)],
                           scaling_efficiency=configs["scaling_efficiency"].where(several_device_counts(configs)),
-                          best=configs.index == best, **step_times(runs, steps))
+                          best=configs.index == best, **step_times(found, frames, steps))
     return view.assign(remark=remarks(view))
 
 
@@ -80,14 +86,14 @@ def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return frame[[c for c in names if c in frame and frame[c].replace(["", "–"], np.nan).notna().any()]]
 
 
-def step_times(runs: pd.DataFrame, steps: Summaries | None) -> dict[str, list]:
-    """Per configuration of ``runs`` (in the order of :func:`trainperf.report.configs.configuration_table`):
+def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summaries | None) -> dict[str, list]:
+    """Per configuration of runs of :func:`~trainperf.report.noise.run_intervals` ``found`` (in the order of
+    :func:`trainperf.report.configs.configuration_table`; ``frames``: the
+    :func:`~trainperf.report.noise.job_frames` of their ``steps``):
     ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per step
     (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged
     interval of several steps counts as that many steps of its mean time), and ``step_time_basis``:
     how many steps they come from, or :data:`NO_STEPS` (its mean ``step_time_s`` is then all that is known)."""
-    found = run_intervals(runs.reset_index(drop=True), steps)
-    frames = job_frames(steps)
     out: dict[str, list] = {"step_time_p50_s": [], "step_time_p95_s": [], "step_time_basis": []}
     for _, ids in found["run_id"].groupby(configuration_of(found).to_numpy(), sort=False):
         times = [per_step(frames[r], steps, r) for r in ids if r in frames]
@@ -178,11 +184,10 @@ def node_notes(frame: pd.DataFrame) -> list[str]:
     return out
 
 
-def headline(runs: pd.DataFrame, steps: Summaries | None = None) -> Html:
-    """The peak throughput among the configurations without a doubt (never a projected, oversubscribed or
-    incomplete run's), where it was reached, and what one device keeps of its baseline rate."""
-    unit = unit_of(runs)
-    frame = table(runs, steps)
+def headline(frame: pd.DataFrame, unit: Unit) -> Html:
+    """The peak throughput (in ``unit``) of a :func:`table` ``frame`` among the configurations without a doubt
+    (never a projected, oversubscribed or incomplete run's), where it was reached, and what one device keeps of
+    its baseline rate."""
     best = frame[frame["best"]].iloc[0]
     repeats = f" (mean of {best['runs']} runs)" if best["runs"] > 1 else ""
     text = (f"Peak throughput {fmt_int(best[unit.rate])} {unit.label} with {best['configuration']}{repeats}: "
@@ -258,3 +263,128 @@ def step_timeline(summaries: Summaries | None) -> Timeline:
                            "warmup_to": warm["max"].reindex(rules.index).to_numpy(np.float64)})
     shown, note = plotted_steps(steps)
     return Timeline(shown.reset_index(drop=True), warmup, note)
+
+
+@dataclass(frozen=True)
+class ThroughputPage:
+    """Every frame and sentence of the throughput page, in the page's order, from its ``runs``
+    (:func:`measured`) and their ``steps`` (None: none given); each attribute is named after the function that
+    makes it (docs/reports.md), ``goodput_parts`` after :func:`goodput`."""
+
+    runs: pd.DataFrame
+    steps: Summaries | None
+    headline: Html
+    table: pd.DataFrame
+    node_notes: list[str]
+    evaluation_notes: list[str]
+    evaluation_rates: pd.DataFrame
+    goodput: pd.DataFrame
+    goodput_parts: pd.DataFrame
+    step_timeline: Timeline
+
+
+def analyse(runs: pd.DataFrame, steps: Summaries | None = None) -> ThroughputPage:
+    """The throughput page of ``runs`` (:func:`measured`) and the ``steps`` of their run folders."""
+    frame = table(runs, steps)
+    wall, parts = goodput(runs)
+    return ThroughputPage(runs=runs, steps=steps, headline=headline(frame, unit_of(runs)), table=frame,
+                          node_notes=node_notes(frame), evaluation_notes=evaluation_notes(runs, steps),
+                          evaluation_rates=evaluation_rates(runs, steps), goodput=wall, goodput_parts=parts,
+                          step_timeline=step_timeline(steps))
+
+
+def node_boundary(page: ThroughputPage) -> Found:
+    """The first step of a study across a node boundary (:func:`node_boundaries` of the page's table) where
+    efficiency drops: what recovering it would give per device, ``efficiency before / after − 1``."""
+    if "nodes" not in page.runs or page.runs["nodes"].isna().all():
+        return Found(lacking="no run records its nodes")
+    frame = page.table
+    found = node_boundaries(frame)
+    if found.empty:
+        return Found(lacking="no study runs on several device counts with their nodes known and crosses a node")
+    out = Found()
+    for b in found[found["drop"] > 0].itertuples():
+        study = study_of(frame)
+        sides = frame[(study.astype(str) == b.study).to_numpy(bool) & frame["gpus"].isin([b.from_gpus, b.to_gpus])]
+        out.rows.append(row(
+            "Look at communication between nodes first: per-device throughput drops most where the job "
+            "leaves one node" if b.most else "Look at communication between nodes: per-device throughput drops "
+                                             "where the job leaves one node",
+            f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
+            f"{count(b.to_nodes, 'node')}: scaling efficiency {fmt_pct(b.efficiency_before)} → "
+            f"{fmt_pct(b.efficiency_after)}: per-device throughput drops {fmt_pct(b.drop / b.efficiency_before)}",
+            b.efficiency_before / b.efficiency_after - 1, "throughput per device", f"{b.study}: "
+            f"{fmt_int(b.to_gpus)} devices and more", runs=int(sides.groupby("gpus")["runs"].sum().min())))
+    return out
+
+
+PART_CHANGES = {"startup_s": "Shorten start-up (before the first step)",
+                "warmup_excess_s": "Shorten the warm-up (compilation, the first slow steps)",
+                "unaccounted_s": "Find the steps whose code raised (time in no step)",
+                "after_steps_s": "Shorten what runs after the last step",
+                VALIDATION: "Evaluate less often, or on fewer batches"}
+"""How each part of a run's total time outside its training steps is changed (default: shorten it)."""
+
+
+def _wall_clock_parts(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run that recorded its total time: the parts of it outside the training loop, long form (``run_id``,
+    ``experiment``, ``part``: its column or name, ``label``, ``seconds``, ``total_s``): the goodput parts
+    (:mod:`trainperf.goodput`, of the profiler's wall clock) where it has them, else the parts of a script's
+    total (:func:`trainperf.report.time_to_train.total_parts`) but the loop."""
+    profiled = runs["wall_s"].notna() if "wall_s" in runs else pd.Series(False, index=runs.index)
+    parts = []
+    wall = runs[profiled.to_numpy(bool)]
+    if len(wall):
+        names = [c for c in (*PARTS[1:], *(c for c in wall if c.startswith(OUTSIDE_PREFIX))) if c in wall]
+        labels = {**PART_LABELS, **{c: c[len(OUTSIDE_PREFIX):-2] for c in names if c.startswith(OUTSIDE_PREFIX)}}
+        long = wall.melt(id_vars=["run_id", "experiment", "wall_s"], value_vars=names, var_name="part",
+                         value_name="seconds")
+        parts.append(long.assign(label=long["part"].map(labels), total_s=long["wall_s"]).drop(columns="wall_s"))
+    rest = runs[~profiled.to_numpy(bool)]
+    timed = total_parts(rest).drop(columns=LOOP) if len(rest) else pd.DataFrame(index=rest.index)
+    if len(timed.columns):
+        long = pd.concat([rest[["run_id", "experiment"]], timed, total_s(rest).rename("total_s")], axis=1).melt(
+            id_vars=["run_id", "experiment", "total_s"], var_name="part", value_name="seconds")
+        parts.append(long.assign(label=long["part"]))
+    columns = ["run_id", "experiment", "part", "label", "seconds", "total_s"]
+    return pd.concat(parts, ignore_index=True)[columns].dropna(subset=["seconds"]) if parts else pd.DataFrame(
+        columns=columns)
+
+
+def outside_loop(page: Measured) -> Found:
+    """Per experiment and part of a run's total time outside its training loop (start-up, checkpoints and
+    the other phases outside the steps, validation, warm-up beyond steady steps; :func:`_wall_clock_parts`):
+    its mean seconds over the runs that have it, as a share of their mean total — the goodput it costs."""
+    parts = _wall_clock_parts(clean(page.runs))
+    if parts.empty:
+        return Found(lacking="no run records its total time with start-up (the profiler's wall clock, or a "
+                             "script's total), so no goodput can be told")
+    out = Found()
+    for (name, part), rows in parts.groupby(["experiment", "part"], sort=False):
+        seconds, total = float(rows["seconds"].mean()), float(rows["total_s"].mean())
+        label = rows["label"].iloc[0]
+        change = PART_CHANGES.get(part) or (f"Do less {label} outside the steps, or do it asynchronously"
+                                            if str(part).startswith(OUTSIDE_PREFIX) else f"Shorten the {label}")
+        out.rows.append(row(change, f"{label}: {fmt_seconds(seconds)} of {fmt_seconds(total)} in all"
+                                    + (f" (the mean of {len(rows)} runs)" if len(rows) > 1 else ""),
+                            seconds / total, "wall clock (goodput)", f"{name}: {count(len(rows), 'run')}",
+                            runs=len(rows), seconds=seconds, per="run"))
+    return out
+
+
+RULES = (
+    ("a rank's work outside the synchronised steps", outside_steps),
+    ("more busy processes than cores", oversubscription),
+    ("the first step across a node boundary", node_boundary),
+    ("waits for another rank's work outside the steps", waits_for_outside_work),
+    ("exposed communication", exposed_communication),
+    ("data loading", data_loading),
+    ("time outside the training loop (goodput)", outside_loop),
+)
+"""The throughput page's rules (each reads the :class:`ThroughputPage`): what each looks at, and its function."""
+
+
+def what_to_change(page: ThroughputPage) -> Html:
+    """The throughput page's "What to change" section: what its :data:`RULES` found
+    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
+    return section(*candidates(RULES, page))

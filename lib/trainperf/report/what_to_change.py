@@ -1,12 +1,14 @@
 """What to change: the few changes a page's runs support, each with its expected gain and confidence; the
-rules several pages share, and the section that shows what a page's rules found.
+rules several pages share, the compare page's, and the section that shows what a page's rules found.
 
 Every report ends with a section "What to change" (:func:`section`). Its rows come from the page's rules,
 one small function per kind of change, each reading what the page already computed (the straggler outside
 the synchronised steps of :func:`trainperf.report.scaling.ranks.slow_ranks`, the batch-size table, the node
-boundary, the goodput parts, the platforms' winners, a comparison's verdict): the scaling page's in
-:mod:`trainperf.report.scaling.analysis`, the other pages' in :mod:`trainperf.report.changes`. A rule gives a
-change only where its evidence is in the runs shown, never a generic tip.
+boundary, the goodput parts, the platforms' winners, a comparison's verdict): each page's ``RULES`` beside its
+result (:mod:`trainperf.report.scaling.analysis`, :mod:`~trainperf.report.throughput`,
+:mod:`~trainperf.report.batch_size`, :mod:`~trainperf.report.platforms`), the compare page's here
+(:data:`COMPARISON_RULES`). A rule gives a change only where its evidence is in the runs shown, never a
+generic tip.
 
 ``expected_gain`` is a fraction of what ``gain_of`` names (the time of a step or a run, the wall clock,
 tokens/s): the time a change could remove over the time it is part of, or a throughput ratio − 1. A gain
@@ -32,17 +34,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import pandas as pd
 
 from trainperf.aggregate import Summaries
+from trainperf.compare import Comparison
 from trainperf.estimates import Side, configuration_keys, estimate_steps
 from trainperf.report import configs
 from trainperf.report.html import Html, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
 from trainperf.report.noise import and_list, call, job_frames, run_intervals
 from trainperf.report.theme import table as styled
-from trainperf.stats import MIN_EFFECT, t_quantile
+from trainperf.stats import FASTER, INCONCLUSIVE, MIN_EFFECT, SLOWER, t_quantile
 
 COLUMNS = ["change", "evidence", "expected_gain", "gain_of", "seconds_saved", "saved_per", "confidence",
            "applies_to"]
@@ -220,8 +224,38 @@ def oversubscription(page: Measured) -> Found:
     return out
 
 
+def verdict(result: Comparison) -> Found:
+    """A comparison's verdict (:class:`trainperf.compare.Comparison`): keep the candidate when it is faster,
+    the baseline when it is slower (the gain of reverting: ``1 / (1 + d) − 1``), or the repeats a side
+    that would tell when it is inconclusive; no row for no detectable difference."""
+    d = result.difference
+    interval = (d.low, d.high) if math.isfinite(d.low) else None
+    sides = int(result.sides["runs"].min())
+    named = " against ".join(", ".join(Path(p).name for p in label.split(", "))
+                             for label in (result.baseline, result.candidate))
+    figure = f"candidate {result.unit}/s {fmt_pct(d.estimate, signed=True)} against the baseline"
+    if result.verdict == FASTER:
+        return Found([row("Keep the candidate", figure, d.estimate, f"{result.unit}/s", named,
+                          interval=interval, runs=sides)])
+    if result.verdict == SLOWER:
+        back = (1 / (1 + d.high) - 1, 1 / (1 + d.low) - 1) if interval else None
+        return Found([row("Keep the baseline: the candidate is slower", figure, 1 / (1 + d.estimate) - 1,
+                          f"{result.unit}/s", named, interval=back, runs=sides)])
+    if result.verdict == INCONCLUSIVE:
+        need = (f"about {result.repeats_needed:,} runs a side would detect {fmt_pct(result.min_effect, 0)}"
+                if result.repeats_needed else "record repeats to measure the noise")
+        evidence = figure + (f" (95 % interval {fmt_pct(d.low, signed=True)} to {fmt_pct(d.high, signed=True)})"
+                             if interval else " (no interval)")
+        return Found([{**row(f"Measure more before deciding: {need}", evidence, math.nan, f"{result.unit}/s",
+                             named, runs=1), "listed": True}])
+    return Found(lacking=f"the two sides differ by less than the minimum effect of "
+                         f"{fmt_pct(result.min_effect, 0)} ({figure}): neither is worth changing to for speed")
+
+
 Rule = Callable[[Measured], Found]
 """A rule: what it found on a page."""
+COMPARISON_RULES = (("the comparison's verdict", verdict),)
+"""The compare page's rules (each reads its :class:`trainperf.compare.Comparison`)."""
 
 
 def candidates(rules: Iterable[tuple[str, Rule]], page: Measured) -> tuple[pd.DataFrame, list[str]]:
@@ -286,3 +320,8 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     html = f"<p>{esc(summary)}</p>" + table.to_html() + "".join(f"<p>{esc(n)}</p>" for n in notes)
     text = "\n".join([summary, table.data.to_string(index=False), *notes])
     return Html(html, text)
+
+
+def comparison(result: Comparison) -> Html:
+    """The compare page's "What to change" section: what the :data:`COMPARISON_RULES` found of ``result``."""
+    return section(*candidates(COMPARISON_RULES, result))
