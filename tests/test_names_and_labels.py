@@ -28,7 +28,7 @@ def test_one_device_is_one_platform_whatever_its_spelling_and_the_page_says_wher
     runs = platforms.comparable(open_runs(str(path)))
     assert sorted(runs["platform_key"].unique()) == ["AMD MI300X", "NVIDIA H100 SXM"]
     assert ("'NVIDIA H100 SXM' and 'NVIDIA H100 SXM 80GB' are one device, NVIDIA H100 SXM: counted as one platform."
-            in platforms.policy_notes(runs))
+            in platforms.analyse(runs).policy_notes)
 
 
 def test_a_scaling_study_is_labelled_with_what_each_of_its_runs_is():
