@@ -68,8 +68,11 @@ def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1
     (NaN: unknown) with the per-step figures ``values`` (names of :data:`GROUPS`).
     Its wall time is the step time times ``timed_steps`` (default ``n_steps``:
     the figures are the mean over the steps the record covers)."""
-    seconds = step_seconds(values) * (n_steps if timed_steps is None else timed_steps)
     get = values.get
+    seconds = get("step_time_s", NAN)  # most records: their step time, read without a call
+    if not math.isfinite(seconds):
+        seconds = step_seconds(values)
+    seconds *= n_steps if timed_steps is None else timed_steps
     weight = seconds
     if not math.isfinite(seconds):
         rate = next((values[r] for r in RATES if get(r, NAN) > 0), NAN)

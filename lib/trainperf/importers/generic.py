@@ -82,7 +82,7 @@ class Stack:
     value), the key printed last (``last``: a line without it was cut or wraps onto the next), the keys printed
     after their value (``after``: llm.c's ``2749.40 ms``, ``47.3% bf16 MFU``, one word such as a precision
     allowed between), the record line as the stack usually prints it (``usual``: a regular expression matched
-    at the start, each group a key's value, named by its field, on every such line: one match instead of a
+    where the start ends, each group a key's value, named by its field, on every such line: one match instead of a
     search for each key; other layouts are read key by key), whether its printed rates may stand for the
     throughput where nothing counts the work (``rate_measures``) and a reader of the other lines
     (``configure``: the parser, the line, its number)."""
@@ -157,7 +157,7 @@ class Stack:
         if "step" in start.groupindex:
             values["step"] = float(match.group("step"))
         fields = self.fields
-        line_as_usual = usual.match(body, match.start()) if usual is not None else None
+        line_as_usual = usual.match(body, match.end()) if usual is not None else None
         if line_as_usual is not None:
             pairs = zip(self.usual_keys, line_as_usual.groups())
         else:
@@ -253,7 +253,7 @@ class GenericParser(records.IntervalParser[records.Run]):
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
         if self.stack is not None:
-            start, _, val_loss = self.stack.patterns[:3]
+            start, val_loss = self.stack.patterns[0], self.stack.patterns[2]
             if start.search(line):
                 return self.read_record(lines, i, number_, self.stack.parse, self.record_line)
             match = val_loss.search(line) if val_loss is not None else None
@@ -294,25 +294,25 @@ class GenericParser(records.IntervalParser[records.Run]):
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
         the keys they were printed under); a reason where the line cannot be a record."""
-        label, values = parsed[:2]
-        batch = values.get("global_batch_size", NAN) if "global_batch_size" in values else NAN
+        label, values, stack = parsed[0], parsed[1], self.stack
+        batch = values.get("global_batch_size", NAN)
         if batch > 0:
             self.config["global_batch_size"] = int(batch)
             values["samples"] = batch
         step = values.get("step")
         if step is None:
-            step = float(self.count_step(label) - 1 + ((self.stack.origin or 0) if self.stack else 1))
+            step = float(self.count_step(label) - 1 + ((stack.origin or 0) if stack else 1))
         if not (math.isfinite(step) and step >= 0 and step == int(step)):
             return f"{self.step_key} {step:g} is not a step number"
         step = int(step) if "epoch" not in values else self.across_epochs(label, values["epoch"], int(step))
-        if self.stack is not None:
+        if stack is not None:
             rank = self.rank_of(label, step)
         else:
             rank = 0 if label is None else label
             if step == self.last.get(rank, {}).get("step"):
                 return ""  # the same step printed again (its validation line)
         last = self.last.setdefault(rank, {})
-        if self.stack is not None and step == self.stack.first:
+        if stack is not None and step == stack.first:
             last.update(step=step - 1.0, tokens=0.0, samples=0.0)
         n = step - last["step"] if step > last.get("step", math.inf) else NAN
         last["step"] = step

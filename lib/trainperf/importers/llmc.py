@@ -96,8 +96,8 @@ LLMC = Stack(
           r"|step(?<=\bstep)\s+\d+: train loss [^\n]*\(took [\d.]+ ms\)",
     origin=1, convention="llmc", val_loss=rf"^val loss\s+(?P<loss>{NUMBER})", separator=r"\s+",
     units={"MFU": "%"}, after={"ms": "step_time_s", "tok/s": "tokens_per_s", "MFU": "mfu"}, rate_measures=False,
-    usual=r"step\s+\d+/\d+ \| loss (?P<loss>\S+) [^|]*\| norm [^|]*\| lr [^|]*\| (?P<step_time_s>\S+) ms \| "
-          r"(?P<mfu>\S+%) [\w ]*MFU \| (?P<tokens_per_s>\S+) tok/s\s*$", configure=configure)
+    usual=r" loss (?P<loss>[^ ]+) [^|]*\| norm [^|]*\| lr [^|]*\| (?P<step_time_s>[^ ]+) ms \| "
+          r"(?P<mfu>[^ ]+%) [^|]*MFU \| (?P<tokens_per_s>[^ ]+) tok/s\s*$", configure=configure)
 parse_step = LLMC.parse
 
 

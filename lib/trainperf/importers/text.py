@@ -144,6 +144,8 @@ def rank_prefix(line: str) -> tuple[int | None, str]:
     """The rank named by the launcher prefixes at the start of ``line`` (the
     innermost of nested ones; None without any) and the line without them (a
     collector's timestamp before them is kept)."""
+    if line[:1].isalpha():  # most record lines: neither a prefix nor a timestamp starts with a letter
+        return None, line
     match = _RANK_PREFIX.match(line)
     kept = ""
     if match is None:
