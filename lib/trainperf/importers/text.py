@@ -123,15 +123,6 @@ def positive(value: float, what: str) -> float:
     return value
 
 
-def step_seconds(value: float, what: str) -> float:
-    """A printed step time ``value`` (s) if finite, else :class:`LineError`. A
-    negative or zero time is kept: a timer glitch that the next or previous
-    step makes up for (``records.aggregate`` joins them)."""
-    if not math.isfinite(value):
-        raise LineError(f"{what} must be a finite number, not {value:g}")
-    return value
-
-
 def whole(text: str, what: str) -> int:
     """A non-negative whole number (thousands separators allowed)."""
     value = number(text)
