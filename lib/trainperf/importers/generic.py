@@ -294,25 +294,25 @@ class GenericParser(records.IntervalParser[records.Run]):
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
         the keys they were printed under); a reason where the line cannot be a record."""
-        label, values, stack = parsed[0], parsed[1], self.stack
-        batch = values.get("global_batch_size", NAN)
+        label, values = parsed[:2]
+        batch = values.get("global_batch_size", NAN) if "global_batch_size" in values else NAN
         if batch > 0:
             self.config["global_batch_size"] = int(batch)
             values["samples"] = batch
         step = values.get("step")
         if step is None:
-            step = float(self.count_step(label) - 1 + ((stack.origin or 0) if stack else 1))
+            step = float(self.count_step(label) - 1 + ((self.stack.origin or 0) if self.stack else 1))
         if not (math.isfinite(step) and step >= 0 and step == int(step)):
             return f"{self.step_key} {step:g} is not a step number"
         step = int(step) if "epoch" not in values else self.across_epochs(label, values["epoch"], int(step))
-        if stack is not None:
+        if self.stack is not None:
             rank = self.rank_of(label, step)
         else:
             rank = 0 if label is None else label
             if step == self.last.get(rank, {}).get("step"):
                 return ""  # the same step printed again (its validation line)
         last = self.last.setdefault(rank, {})
-        if stack is not None and step == stack.first:
+        if self.stack is not None and step == self.stack.first:
             last.update(step=step - 1.0, tokens=0.0, samples=0.0)
         n = step - last["step"] if step > last.get("step", math.inf) else NAN
         last["step"] = step
