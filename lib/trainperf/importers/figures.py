@@ -68,8 +68,11 @@ def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1
     (NaN: unknown) with the per-step figures ``values`` (names of :data:`GROUPS`).
     Its wall time is the step time times ``timed_steps`` (default ``n_steps``:
     the figures are the mean over the steps the record covers)."""
-    seconds = step_seconds(values) * (n_steps if timed_steps is None else timed_steps)
     get = values.get
+    seconds = get("step_time_s", NAN)  # most records: their step time, read without a call
+    if not math.isfinite(seconds):
+        seconds = step_seconds(values)
+    seconds *= n_steps if timed_steps is None else timed_steps
     weight = seconds
     if not math.isfinite(seconds):
         rate = next((values[r] for r in RATES if get(r, NAN) > 0), NAN)
@@ -81,17 +84,19 @@ def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1
 
 
 def measure(run: records.Run, config: Mapping[str, Any], origin: float | None, time_source: str,
-            convention: str | None = None, least_warmup: int = 1) -> tuple[dict[str, Any], pd.DataFrame]:
+            convention: str | None = None, least_warmup: int = 1,
+            rate_measures: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
     """The measurements and step intervals of a run of figure records
     (``records.aggregate``, steps numbered from ``origin``, None: unknown, and
     at least ``least_warmup`` warm-up steps where the run states none),
     with where the times came from (``extra_time_source``), the FLOPs
-    convention of the source's own figures where known, and the source's
+    convention of the source's own figures where known, and (``rate_measures``) the source's
     rate as the throughput where nothing counts the work (``rate_from_reported``)."""
     measured, steps = records.aggregate(run.records, config, None if run.restarted else origin, least_warmup)
     if "elapsed_s" in measured:
         measured["extra_time_source"] = time_source
     if convention is not None:
         measured[REPORTED_CONVENTION] = convention
-    rate_from_reported(measured, config)
+    if rate_measures:
+        rate_from_reported(measured, config)
     return measured, steps

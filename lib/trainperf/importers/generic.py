@@ -48,7 +48,7 @@ import pandas as pd
 
 from trainperf.importers import figures, records
 from trainperf.importers.core import LineFormat, ParsedLog
-from trainperf.importers.fields import fields_of, unit_of_key, value
+from trainperf.importers.fields import SECONDS, fields_of, unit_of_key, value
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import CutLine, LineError, number, rank_prefix
 from trainperf.importers.vocabulary import FIELD, NAMES, RATES, Field, in_unit, is_record, lookup, scale
@@ -79,8 +79,13 @@ class Stack:
     separates a key from its value, what follows every value (``closes``, Megatron's ``|``: a last field
     without it may be cut, and is not read; a record line without its time that does not end in it is
     truncated), the unit a key's value must end in (``units``: a value cut short is no
-    value), the key printed last (``last``: a line without it was cut or wraps onto the next) and a reader of
-    the other lines (``configure``: the parser, the line, its number)."""
+    value), the key printed last (``last``: a line without it was cut or wraps onto the next), the keys printed
+    after their value (``after``: llm.c's ``2749.40 ms``, ``47.3% bf16 MFU``, one word such as a precision
+    allowed between), the record line as the stack usually prints it (``usual``: a regular expression matched
+    where the start ends, each group a key's value, named by its field, on every such line: one match instead of a
+    search for each key; other layouts are read key by key), whether its printed rates may stand for the
+    throughput where nothing counts the work (``rate_measures``) and a reader of the other lines
+    (``configure``: the parser, the line, its number)."""
 
     name: str
     title: str
@@ -100,34 +105,48 @@ class Stack:
     closes: str = ""
     units: Mapping[str, str] = field(default_factory=dict)
     last: str | None = None
+    after: Mapping[str, str] = field(default_factory=dict)
+    usual: str | None = None
+    rate_measures: bool = True
     configure: Callable[[GenericParser, str, int], None] | None = None
 
     @functools.cached_property
-    def patterns(self) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str] | None]:
-        """The start, the keys (each with the text up to the next separator) and the validation loss, compiled."""
-        keys = "|".join(re.escape(k) for k in sorted(self.keys, key=len, reverse=True))
+    def patterns(self) -> tuple[re.Pattern[str] | None, ...]:
+        """The start, the keys (each with the text up to the next separator), the validation loss, the keys
+        printed after their value (each with that value) and the usual line, compiled (None: not given)."""
+        def either(keys: Mapping[str, str]) -> str:
+            return "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
         closes = re.escape(self.closes)  # the field before a key ends in it: a search for it finds the keys
         before, after = (rf"{closes}\s*", rf"(?=\s*{closes})") if closes else (r"(?<![\w/])", "")
-        return (re.compile(self.start), re.compile(rf"{before}({keys}){self.separator}([^\s,|\]:]+){after}"),
-                re.compile(self.val_loss) if self.val_loss else None)
+        keys = rf"{before}({either(self.keys)}){self.separator}([^\s,|\]:]+){after}"
+        return (re.compile(self.start), re.compile(keys),
+                re.compile(self.val_loss) if self.val_loss else None,
+                re.compile(rf"(?<=[\s(])([-+.\d]\S*)\s+(?:[a-z]\w* )?({either(self.after)})(?![\w/])")
+                if self.after else None, re.compile(self.usual) if self.usual else None)
 
     @functools.cached_property
     def fields(self) -> dict[str, tuple[str, Field, str, str | None, float | None]]:
         """Each key's canonical field name, field, the unit of its value printed as a bare number (the unit it
-        must end in, else the one the key names), that unit and the factor to the field's unit
+        must end in, else the one the key names or is), that unit and the factor to the field's unit
         (``vocabulary.scale``)."""
         out = {}
-        for key, name in self.keys.items():
+        for key, name in {**self.keys, **self.after}.items():
             ends = self.units.get(key)
-            unit = unit_of_key(key) if ends is None else ends
+            unit = ends if ends is not None else key if key in SECONDS else unit_of_key(key)
             out[key] = (name, FIELD[name], unit, ends, scale(unit, FIELD[name]))
         return out
+
+    @functools.cached_property
+    def usual_keys(self) -> tuple[str, ...]:
+        """The (first) key of the field each group of the usual line names, in the groups' order."""
+        key_of = {name: key for key, (name, *_) in reversed(self.fields.items())}
+        return tuple(key_of[name] for name in self.patterns[4].groupindex) if self.usual else ()
 
     def parse(self, line: str) -> tuple[int | None, dict[str, float]]:
         """The rank the launcher prefix names and the figures of a record line (canonical field -> value in
         the field's unit); :class:`~trainperf.importers.text.LineError` where it has no start or no time,
         two starts (two processes' output run together) or a value that is no number."""
-        start, keys, _ = self.patterns
+        start, keys, _, after, usual = self.patterns
         rank, body = rank_prefix(line)
         match = start.search(body)
         if match is None:
@@ -138,7 +157,14 @@ class Stack:
         if "step" in start.groupindex:
             values["step"] = float(match.group("step"))
         fields = self.fields
-        for key, text in keys.findall(body):
+        line_as_usual = usual.match(body, match.end()) if usual is not None else None
+        if line_as_usual is not None:
+            pairs = zip(self.usual_keys, line_as_usual.groups())
+        else:
+            pairs = keys.findall(body)
+            if after is not None:
+                pairs += [(key, text) for text, key in after.findall(body)]
+        for key, text in pairs:
             name, known, unit, ends, factor = fields[key]
             if name in values:
                 continue
@@ -156,13 +182,13 @@ class Stack:
                 values[name] = in_unit(found, ends or printed, known)
                 continue
             values[name] = found * factor if factor is not None else in_unit(found, unit, known)
-        time = values.get(self.keys[self.time])
+        time = values.get(fields[self.time][0])
         if time is None:
             cut = self.closes and not body.rstrip().endswith(self.closes)
             raise LineError(f"{f'truncated (no final {self.closes!r}): ' if cut else ''}no {self.time!r} field")
         if not math.isfinite(time):
             raise LineError(f"{self.time} must be a finite number, not {time:g}")
-        if self.last is not None and self.keys[self.last] not in values:
+        if self.last is not None and fields[self.last][0] not in values:
             raise CutLine(f"no {self.last!r} field (a line cut, or wrapped onto the next)", (rank, values))
         return rank, values
 
@@ -227,7 +253,7 @@ class GenericParser(records.IntervalParser[records.Run]):
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
         if self.stack is not None:
-            start, _, val_loss = self.stack.patterns
+            start, val_loss = self.stack.patterns[0], self.stack.patterns[2]
             if start.search(line):
                 return self.read_record(lines, i, number_, self.stack.parse, self.record_line)
             match = val_loss.search(line) if val_loss is not None else None
@@ -261,7 +287,7 @@ class GenericParser(records.IntervalParser[records.Run]):
     def break_chain(self, rank: int | None) -> None:
         """After an unreadable record line of ``rank`` (None: any), a stack's next record of an interval's time
         covers unknown steps (a step's own time needs no line before it)."""
-        if self.stack is not None and FIELD[self.stack.keys[self.stack.time]].kind != "step_time":
+        if self.stack is not None and self.stack.fields[self.stack.time][1].kind != "step_time":
             for last in ([self.last.get(rank, {})] if rank is not None else self.last.values()):
                 last["step"] = NAN
 
@@ -402,7 +428,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         if self.stack is None:
             return figures.measure(run, config, None if self.blocks else 0, "the log's own times, read generically")
         measured, steps = figures.measure(run, config, self.stack.origin, self.stack.time_source,
-                                          self.stack.convention, self.stack.warmup)
+                                          self.stack.convention, self.stack.warmup, self.stack.rate_measures)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps

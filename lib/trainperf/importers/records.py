@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import measure, summarize
-from trainperf.importers.core import REPORTED_CONVENTION, ParsedRun, RunParser
+from trainperf.importers.core import ParsedRun, RunParser
 from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
 from trainperf.schema import LONGEST_INTERVAL_S, STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
 from trainperf.steady_state import FAR_OUT_IQR, far_out_fence
@@ -365,26 +365,3 @@ def _starts(rank: np.ndarray, step: np.ndarray, seconds: np.ndarray) -> np.ndarr
 def finite(value: float) -> float:
     """``value``, or NaN where it is infinite (runs columns hold finite numbers)."""
     return value if math.isfinite(value) else NAN
-
-
-def step_time_records(parser: "IntervalParser[Run]", line: int, rank: int, step: int, seconds: float,
-                      tokens: float, samples: float, loss: float, reported: tuple[float, ...]) -> Run:
-    """Add the record of a line of ``rank`` (see :meth:`IntervalParser.rank_of`) that times one step (``seconds``:
-    that step's wall time) to ``parser``'s run, and return the run; the step's ``tokens`` / ``samples`` are the
-    whole job's (NaN where unknown)."""
-    run = parser.run_at(line, rank, step)
-    run.records.add((rank, step, 1.0, seconds, seconds, samples, tokens, loss, NAN, 0.0, NAN, *reported))
-    return run
-
-
-def printed_step_times(run: Run, config: Mapping[str, Any], time_source: str, convention: str,
-                       origin: float) -> tuple[dict[str, Any], pd.DataFrame]:
-    """:func:`aggregate` for a log that prints each step's time (seconds), numbering steps from ``origin`` (a run
-    after a restart starts with a warm-up wherever it starts): records where the times came from
-    (``extra_time_source``), the FLOPs convention of the figures the log prints, and the last validation loss."""
-    measured, steps = aggregate(run.records, config, None if run.restarted else origin)
-    measured["extra_time_source"] = time_source
-    measured[REPORTED_CONVENTION] = convention
-    if math.isfinite(run.val_loss):
-        measured["val_loss"] = run.val_loss
-    return measured, steps

@@ -109,14 +109,6 @@ def positive(value: float, what: str) -> float:
     return value
 
 
-def step_seconds(value: float, what: str) -> float:
-    """A printed step time ``value`` (s) if finite, else :class:`LineError`. A negative or zero time is kept: a
-    timer glitch that the next or previous step makes up for (``records.aggregate`` joins them)."""
-    if not math.isfinite(value):
-        raise LineError(f"{what} must be a finite number, not {value:g}")
-    return value
-
-
 def whole(text: str, what: str) -> int:
     """A non-negative whole number (thousands separators allowed)."""
     value = number(text)
@@ -128,6 +120,8 @@ def whole(text: str, what: str) -> int:
 def rank_prefix(line: str) -> tuple[int | None, str]:
     """The rank named by the launcher prefixes at the start of ``line`` (the innermost of nested ones; None without
     any) and the line without them (a collector's timestamp before them is kept)."""
+    if line[:1].isalpha():  # most record lines: neither a prefix nor a timestamp starts with a letter
+        return None, line
     match = _RANK_PREFIX.match(line)
     kept = ""
     if match is None:
