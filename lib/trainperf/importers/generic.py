@@ -1,37 +1,11 @@
-"""Logs of stacks without a reader of their own, read through the vocabulary
-(``trainperf.importers.vocabulary``): text lines of ``key: value`` fields, JSON lines, MLPerf ``:::MLLOG``
-result logs and DLLogger ``DLLL`` lines.
+"""Logs of stacks without a reader of their own, read through the vocabulary (``trainperf.importers.vocabulary``):
+text lines of ``key: value`` fields, JSON lines, MLPerf ``:::MLLOG`` result logs and DLLogger ``DLLL`` lines; and
+the logs of the stacks whose reader is a :class:`Stack`, read through its own keys.
 
-A record is a line whose fields (``fields.fields_of``) name a step counter and a time or a rate. What covers
-what:
-
-* its steps: those since the rank's previous record (the first record's are unknown); with an ``epoch``
-  field, a step counter that goes back in a later epoch counts on from the last step (fairseq's
-  ``epoch 011  1000 / 8223``): one run, not one per epoch. The same step printed again (a validation line
-  after the training line of that step) is no new record;
-* its time, by the first kind the line has (``vocabulary.TIME_KINDS``): a step time is that one step's (a
-  record of one step); a clock since the start gives the time since the previous record by difference (a
-  clock that goes back restarted: that record's time is unknown); an interval's time or mean; a mean since the
-  start; else the work over the printed rate;
-* its work: the tokens (samples) of a step times its steps, or the difference of a count since the start
-  (a count that goes down while the step goes on is damage: that line is skipped, the next covers unknown steps).
-  Without either, the sidecar's ``global_batch_size`` and ``seq_len`` count it (``trainperf.derive``), else
-  the printed rate is the throughput. Where the line prints a rate too, it is kept as ``reported_*`` and
-  compared: the time and the counted work are the measurement.
-
-MLPerf ``:::MLLOG`` logs time ``block_start`` .. ``block_stop`` (``time_ms``): each block is a record of its
-samples (``samples_count`` at its ends) or, for ``gpt3`` (whose "epochs" are tokens), its ``epoch_count``
-tokens; evaluation between blocks is not counted; ``global_batch_size`` and ``max_sequence_length`` give the
-batch. Where its ``train_loss`` events (with ``samples_count``) are finer than its blocks, they are the
-records, and one that spans a block's end, where MLPerf evaluates, is left out as holding the evaluation
-(a DeepSpeed submission evaluates inside its blocks, unmarked). DLLogger's ``step`` ``[epoch, iteration]``
-gives both.
-
-The result's notes say which printed field gave each figure (``read generically: step from 'step', ...``).
-
-A stack with a reader of its own is a :class:`Stack`: the keys it prints (each a field of the vocabulary),
-its record line's start and the time the line needs, where its steps count from and what else its lines say.
-Its format keeps its name, reads only its lines (its anchors) and only its keys, and is preferred to this one.
+A record is a line whose fields (``fields.fields_of``) name a step counter and a time or a rate; its time is
+that of the first kind the line prints (:data:`TIMES`). How a record's steps, time and work are found, how MLPerf
+blocks and ``train_loss`` events are read and what a stack adds: docs/importers.md, "The vocabulary". The
+result's notes name the printed field that gave each figure.
 """
 
 from __future__ import annotations
@@ -65,27 +39,22 @@ _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length"
 
 @dataclass(frozen=True)
 class Stack:
-    """What a stack's own reader adds to the vocabulary: the ``keys`` it prints (as printed -> a field of
-    :data:`~trainperf.importers.vocabulary.VOCABULARY`), the ``start`` of its record lines (a regular
-    expression; its group ``step``, where it has one, is the record's step), the key of the ``time`` a record
-    line needs (a finite number), the lines it reads (``anchors``), what its sniff counts (``sniff``), the
-    number of its first step (``origin``; a line without a step is its rank's next; None: the job's first step
-    is not known, so no log is taken for an excerpt), the step its counter starts at where a record there covers
-    that one step and the work counted so far (``first``; a later first record covers unknown steps),
-    its first steps that are never steady (``warmup``, where the run states no warm-up),
-    where its times come from, the FLOPs convention of its printed figures, a validation loss printed on a
-    line of its own (``val_loss``: a regular expression with the group ``loss`` and, where the step it names
-    ran the evaluation inside its time, ``step``), what the run states before its records (``config``), what
-    separates a key from its value, what follows every value (``closes``, Megatron's ``|``: a last field
-    without it may be cut, and is not read; a record line without its time that does not end in it is
-    truncated), the unit a key's value must end in (``units``: a value cut short is no
-    value), the key printed last (``last``: a line without it was cut or wraps onto the next), the keys printed
-    after their value (``after``: llm.c's ``2749.40 ms``, ``47.3% bf16 MFU``, one word such as a precision
-    allowed between), the record line as the stack usually prints it (``usual``: a regular expression matched
-    where the start ends, each group a key's value, named by its field, on every such line: one match instead of a
-    search for each key; other layouts are read key by key), whether its printed rates may stand for the
-    throughput where nothing counts the work (``rate_measures``) and a reader of the other lines
-    (``configure``: the parser, the line, its number)."""
+    """What a stack's own reader adds to the vocabulary (docs/importers.md, "The vocabulary"): ``name`` and
+    ``title``, its format's; ``keys``, each printed key -> a field of ``vocabulary.VOCABULARY``; ``start``, the
+    regular expression of a record line's start (its group ``step``, where it has one, is the step); ``time``, the
+    key of the time a record line needs (a finite number); ``anchors``, the lines it reads; ``sniff``, what its
+    sniff counts; ``origin``, the number of its first step (a line without a step is its rank's next; None:
+    unknown, so no log is taken for an excerpt); ``first``, the step where a record covers that one step and the
+    work counted so far (a later first record covers unknown steps); ``warmup``, its first steps that are never
+    steady (where the run states no warm-up); ``time_source``, where its times come from; ``convention``, the
+    FLOPs convention of its printed figures; ``val_loss``, the regular expression of a validation loss on a line
+    of its own (group ``loss``, and ``step`` where that step's time holds the evaluation); ``config``, what the
+    run states before its records; ``separator``, between a key and its value; ``closes``, what follows every
+    value (Megatron's ``|``); ``units``, the unit a key's value must end in; ``last``, the key printed last;
+    ``after``, the keys printed after their value (llm.c's ``2749.40 ms``; one word such as a precision may come
+    between); ``usual``, the regular expression of the usual record line where the start ends (each group a
+    key's value, named by its field); ``rate_measures``, whether its printed rates may stand for the throughput
+    where nothing counts the work; ``configure``, a reader of its other lines (the parser, the line, its number)."""
 
     name: str
     title: str
