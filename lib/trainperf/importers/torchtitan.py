@@ -1,55 +1,14 @@
-"""torchtitan logs: ``step: N  loss: ...  memory: ...GiB(...%)  tps: ...  tflops: ...  mfu: ...%``.
-
-``MetricsProcessor.log`` prints, at step 1 and every ``log_freq`` steps,
-through the ``[titan] %(asctime)s - %(name)s - %(levelname)s -`` logger
-(colours by ANSI escapes, per-rank ``[rankN]:`` prefixes from torchrun)::
+"""torchtitan logs: ``MetricsProcessor.log``'s step lines, printed at step 1 and every ``log_freq`` steps through
+the ``[titan] %(asctime)s - %(name)s - %(levelname)s -`` logger (colours, torchrun's ``[rankN]:`` prefixes)::
 
     [rank0]:[titan] 2025-01-15 10:00:12,345 - root - INFO - step: 10  loss:  7.3513
       grad_norm:  1.2461  memory: 35.18GiB(44.47%)  tps: 6,941  tflops: 402.10  mfu: 40.66%
 
-(one line in the log; ``grad_norm`` and ``tflops`` are absent in older
-versions, which print ``wps`` instead of ``tps``). Fields are read by name,
-in any order; a line needs its step and something that times it (a
-timestamp, else ``tps``). A line without ``mfu`` (always last) was cut or
-wraps onto the next lines: a continuation is joined where there is one,
-else the line is read without its last field (which may be cut).
-
-Conversions:
-
-* ``tps`` (``wps``) is tokens per second **per device**: tokens this rank
-  loaded since the previous line / (seconds · size of the non-data-parallel
-  mesh); kept as ``reported_tokens_per_s_per_gpu``. ``tflops`` (per device)
-  and ``mfu`` (percent, against torchtitan's own peak table, printed once as
-  ``Peak FLOPS used for computing MFU: 9.890e+14``) as
-  ``reported_tflops_per_gpu``, ``reported_mfu`` (a fraction) and
-  ``reported_peak_tflops_per_gpu``, compared under the ``torchtitan``
-  conventions: ``6 · (parameters - token embedding) + 12 · L · n_heads ·
-  head_dim · T`` since v0.2.1, ``12 · L · d · T`` for the attention up to
-  v0.2.0 (``torchtitan-2024``); the parameter count it prints includes the
-  embeddings, which the conventions leave out themselves.
-* A line at step N covers the steps since the previous line (``N - N_prev``;
-  the line at step 1 covers step 1). Its wall time is the difference of the
-  two lines' timestamps (the logger's ``asctime``, millisecond resolution):
-  the interval timer restarts right after each line is printed. Without
-  timestamps the run's ``tokens_per_s`` is the window's reported per-device
-  rate times ``gpus`` (``extra_time_source`` says so, and the reported rates
-  are then not compared: they are the measurement).
-* ``memory`` is the peak *reserved* device memory (GiB) since the previous
-  line, on that rank: ``peak_memory_gb`` is the largest.
-* ``Trainer is initialized with local batch size B, global batch size G,
-  gradient accumulation steps A, sequence length T`` (``Training starts at
-  step 1, with ...`` in older versions) gives ``micro_batch_size``,
-  ``global_batch_size``, ``grad_accum_steps``, ``seq_len``; ``Model M size:
-  P total parameters`` gives ``model`` and ``n_params``; ``Building k-D
-  device mesh with ['dp_shard', 'tp', ...], [d1, d2, ...]`` gives ``gpus = d1 · d2 · ...``
-  (an ``ep`` dimension, carved out of the others, left out of the product) and
-  the degrees of its ``tp``, ``pp``, ``cp`` and ``ep`` dimensions; ``CUDA
-  capacity: NAME with ...GiB memory`` gives ``platform`` (the device name);
-  ``validate step: N  loss: X`` gives ``val_loss``; the model arguments,
-  ``Building M F with XModelArgs(dim=..., n_layers=..., ...)`` up to v0.2.0
-  or the same as indented JSON after ``Building M Fwith {`` (v0.2.1, v0.2.2),
-  give ``d_model``, ``n_layers``, ``n_heads``, ``vocab_size``, ``head_dim``
-  and ``tied_embeddings`` (``enable_weight_tying``).
+(one line in the log; older versions print ``wps`` for ``tps`` and no ``grad_norm`` or ``tflops``). A line is a
+record of the steps since its rank's previous line, timed by the difference of their timestamps (``asctime``,
+millisecond resolution; the interval timer restarts right after each line), else by its ``tps`` (tokens/s per
+device); the configuration lines (batch, model, MFU peak, device mesh, device, model arguments) give the run's
+columns. What each figure means and how it is converted: docs/importers.md ("What each log says", "Tolerance").
 """
 
 from __future__ import annotations
