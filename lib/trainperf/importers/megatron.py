@@ -1,43 +1,15 @@
-"""Megatron-LM and Megatron-DeepSpeed logs: ``iteration N/ M | ...`` lines.
-
-``training_log`` prints, every ``log_interval`` iterations, one line of
-``key: value |`` fields::
+"""Megatron-LM and Megatron-DeepSpeed logs: ``training_log``'s line of ``key: value |`` fields, printed every
+``log_interval`` iterations::
 
      [2025-01-15 10:00:07.123456] iteration       20/    1000 | consumed samples:         2560 |
      elapsed time per iteration (ms): 1302.4 | throughput per GPU (TFLOP/s/GPU): 412.3 |
      learning rate: 2.997E-05 | global batch size:   128 | lm loss: 7.211433E+00 | loss scale: 1.0 |
      grad norm: 1.873 | number of skipped iterations:   0 | number of nan iterations:   0 |
 
-(one line in the log). Megatron-DeepSpeed adds ``consumed tokens``, ``actual
-seqlen``, ``samples per second``, ``tokens per gpu per second (tgs)`` and
-``TFLOPs``; older forks print ``elapsed time per iteration (s)``; AMD's Primus
-prints ``current/average`` pairs (the current is read).
-
-What the vocabulary gets from it (``trainperf.importers.generic.Stack``):
-
-* ``elapsed time per iteration`` is the mean over the iterations since the
-  previous line (``interval_mean_s``): a line covers ``n = N - N_prev``
-  iterations and ``n · time`` seconds; the first line of a log covers unknown
-  iterations (a resumed run counts on from its checkpoint) unless it is
-  iteration 1. Only the fields a ``|`` ends are read (a last one may be cut).
-* ``samples`` and ``tokens``: the change in ``consumed samples`` / ``consumed
-  tokens``, else ``n · global batch size``.
-* ``throughput per GPU (TFLOP/s/GPU)`` (Megatron-LM, the ``megatron``
-  conventions: the figures are compared under the form that reproduces them,
-  ``trainperf.importers.reported``) and ``TFLOPs`` (Megatron-DeepSpeed, hardware
-  FLOPs: ``megatron-deepspeed``) are ``reported_tflops_per_gpu``; ``samples per
-  second``, ``tgs`` (``tokens per GPU (tokens/s/GPU)``) and ``power per GPU``
-  the other ``reported_*``; ``lm loss value: X`` (validation) ``val_loss``.
-
-What is its own (docs/importers.md gives the details): recent Megatron-LM logs
-iteration 1 alone without resetting its timers, so the next line's mean covers
-iterations 1..N (widened, the first left out); the argument dump (``  seq_length
-........ 2048``) gives the shape, the parallel degrees, the batch columns,
-``precision`` and ``activation_checkpointing``; ``> padded vocab (... new size:
-V)`` ``vocab_size``; ``memory (MB) | ... max allocated: X`` ``peak_memory_gb``;
-with ``--log-energy`` (NVML counters all-reduced over the GPUs) ``energy per GPU
-(J/iter/GPU): E`` makes a line's interval use ``E · n · gpus`` joules, and the
-closing ``Total training energy (GPU): X MJ`` is ``extra_total_training_energy_j``.
+(one line in the log), read as the :data:`MEGATRON` stack: a line is a record of the iterations since its rank's
+previous one, their mean time printed. :class:`MegatronParser` adds the argument dump, the memory and energy lines
+and the widening over a lone first iteration. The forks' fields and what each figure means: docs/importers.md
+("What each log says", "The vocabulary").
 """
 
 from __future__ import annotations
