@@ -6,31 +6,9 @@
 
 (older versions: ``step 10/74: train loss 4.367 (acc 4.367) (2749.40 ms, 381369 tok/s)``; the CPU
 trainer ``train_gpt2.c``: ``step 1: train loss 4.301069 (took 1288.673000 ms)``, counting from 0).
-
-What the vocabulary gets from it (``trainperf.importers.generic.Stack``; the time, rate and MFU printed
-after their values):
-
-* ``T ms`` is the time of that one step (CUDA events around the whole
-  step, every gradient-accumulation micro-step included): each line is a
-  record of one step. The first step (cuBLAS / cuDNN set-up) is warm-up, as
-  llm.c itself treats it.
-* ``V tok/s`` is a running average (an exponential moving average with
-  factor 0.95, bias-corrected) of the whole job's rate, so it lags the step
-  times: kept as ``reported_tokens_per_s`` (averaged over the window), never
-  used as the measurement.
-* ``U% MFU`` is ``(6·N + 6·L·C·T)`` FLOPs per token (the ``llmc`` convention
-  of ``trainperf.flops``) times one process's tokens over the step time,
-  against llm.c's own peak for the device (``peak TFlops`` in the header);
-  it prints ``-100.0%`` for a device it does not know (read as not
-  reported). Kept as ``reported_mfu`` (a fraction).
-* The header gives ``n_params`` (``num_parameters: N``), ``micro_batch_size``
-  (``B=``), ``seq_len`` (``T=``), ``gpus`` (``num_processes=``), the tokens
-  of a step (``total_batch_size=``: whole job), ``grad_accum_steps``
-  (``=> setting grad_accum_steps=A``); its table gives ``n_layers``
-  (``num_layers L``), ``n_heads`` (``num_heads NH``), ``d_model``
-  (``channels C``), ``vocab_size`` (``vocab_size V``), ``platform``
-  (``device``), ``precision`` and ``reported_peak_tflops_per_gpu`` (``peak
-  TFlops``). ``val loss X`` gives ``val_loss``.
+Read as the :data:`LLMC` stack (the time, rate and MFU printed after their values): each line is a record of
+one step; the header line and table give the run's columns. What each figure means (the lagging ``tok/s`` is
+never the measurement): docs/importers.md ("What each log says").
 """
 
 from __future__ import annotations
