@@ -4,35 +4,10 @@
 
     iter 200: loss 3.2418, time 412.37ms, mfu 38.12%
 
-(before February 2023 without ``, mfu Z%``: such lines are read as well;
-fields are read by name, and a line needs only its ``time``)
-
-and, every ``eval_interval`` iterations, before that iteration's own line,
-``step N: train loss X, val loss Y``.
-
-What the vocabulary gets from it (``trainperf.importers.generic.Stack``):
-
-* ``time`` is the wall time of that one iteration (``dt``, between the ends
-  of two consecutive iterations), including all its gradient-accumulation
-  micro-steps: each line is a record of one step; with ``log_interval > 1``
-  the lines are a sample of the steps, and ``elapsed_s`` is the time of the
-  sampled steps (``steps`` counts them, so rates are exact).
-* An iteration that ran an evaluation (its ``step N:`` line precedes it)
-  includes the evaluation's time: it is left out of the window
-  (``extra_excluded_records``) and of the steps table.
-* ``mfu`` is a running average (``0.9 · previous + 0.1 · current`` over the
-  printed iterations) of ``6·N + 12·L·d·T`` FLOPs per token (N: parameters
-  without the position embedding) against the A100 bf16 dense peak of 312
-  TFLOP/s, per process; it prints ``-100.00%`` for the first five
-  iterations (read as not reported). Kept as ``reported_mfu`` (a fraction),
-  with ``reported_peak_tflops_per_gpu = 312``.
-* ``tokens per iteration will be: T`` (whole job, per optimizer step) gives
-  each record's ``tokens``; ``number of parameters: P M`` gives ``n_params``
-  (the count nanoGPT's MFU uses); ``Overriding: key = value`` lines give
-  ``n_layers`` (``n_layer``), ``n_heads`` (``n_head``), ``d_model``
-  (``n_embd``), ``seq_len`` (``block_size``), ``micro_batch_size``
-  (``batch_size``) and ``precision`` (``dtype``). Defaults of ``train.py``
-  that are not printed are not assumed.
+(before February 2023 without ``, mfu Z%``) and, every ``eval_interval`` iterations, before that iteration's own
+line, ``step N: train loss X, val loss Y``. Read as the :data:`NANOGPT` stack: each line is a record of its one
+iteration, the one that ran an evaluation left out of the window; the configuration lines give the run's columns.
+What each figure means: docs/importers.md ("What each log says").
 """
 
 from __future__ import annotations
