@@ -1,31 +1,15 @@
 """MaxText logs: ``completed step: N, seconds: X, TFLOP/s/device: Y, Tokens/s/device: Z, ...``.
 
-``MetricLogger.log_metrics`` prints, for every step (process 0, through
-absl logging: ``I0804 08:14:00.123 140 metric_logger.py:196] ...``)::
+``MetricLogger.log_metrics`` prints, for every step (process 0, through absl logging: ``I0804 08:14:00.123 140
+metric_logger.py:196] ...``)::
 
     completed step: 9, seconds: 24.706, TFLOP/s/device: 332.463, Tokens/s/device: 1326.307,
     total_weights: 8388608, loss: 0.045
 
-(one line; older versions stop after ``loss``, newer add fields).
-
-What the vocabulary gets from it (``trainperf.importers.generic.Stack``):
-
-* ``seconds`` (``perf/step_time_seconds``) is the host's time of that one
-  step: each line is a record of one step. Steps count from 0; step 0
-  includes compilation, and step 1, dispatched asynchronously right after
-  it, prints the time of its dispatch only (0.631 s for a 10.6 s step in a
-  2026 Gemma log, AI-Hypercomputer/maxtext#4847): both are warm-up unless
-  the run states its own (a log that starts later, e.g. one line quoted
-  from a long run, is measured whole).
-* ``total_weights`` is the number of (non-padding) target tokens of the
-  whole step: the record's ``tokens``.
-* ``Tokens/s/device`` (per device: the step's tokens over its time and the
-  devices) is kept as ``reported_tokens_per_s_per_gpu``; where
-  ``total_weights`` is not printed and no batch size is given, it times
-  ``gpus`` is the run's throughput. ``TFLOP/s/device`` (MaxText's own FLOPs
-  count, ``calculate_tflops_training_per_device``) is kept as
-  ``reported_tflops_per_gpu``.
-* ``eval metrics after step: N, loss=X`` gives ``val_loss``.
+(one line; older versions stop after ``loss``, newer add fields). Read as the :data:`MAXTEXT` stack: each line is
+a record of its one step (``seconds``: ``perf/step_time_seconds``), steps 0 and 1 warm-up; ``TFLOP/s/device`` is
+``calculate_tflops_training_per_device``'s. What each figure means and why step 1 is warm-up: docs/importers.md
+("What each log says").
 """
 
 from __future__ import annotations
