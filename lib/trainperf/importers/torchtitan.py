@@ -55,12 +55,9 @@ _VALIDATE = re.compile(rf"validate step:\s*\d+\s+loss:\s*({NUMBER})")
 
 
 def parse_step(line: str) -> tuple[Any, ...]:
-    """``(rank, step, loss, memory GiB, tps, tflops, mfu fraction, timestamp)``
-    of a step line (NaN where absent; rank None without a launcher prefix).
-    Only the step and a time are needed: the line's timestamp, else its
-    ``tps``. A line without ``mfu`` (the field torchtitan prints last) may be
-    cut or wrapped: :class:`~trainperf.importers.text.CutLine`, with what it
-    gives without its last field."""
+    """``(rank, step, loss, memory GiB, tps, tflops, mfu fraction, timestamp)`` of a step line (NaN where absent;
+    rank None without a launcher prefix); a line without ``mfu`` (printed last) may be cut or wrapped:
+    :class:`~trainperf.importers.text.CutLine`, with what it gives without its last field."""
     rank, body = rank_prefix(line)
     match = _STEP.search(body)
     if match is None:
@@ -89,9 +86,8 @@ def parse_step(line: str) -> tuple[Any, ...]:
 
 def _step_record(rank: int | None, when: float, step: str, loss: str | None, memory: str | None,
                  tps: str | None, tflops: str | None, mfu: str | None) -> tuple[Any, ...]:
-    """The record of a step line from the texts of its fields (None: absent);
-    :class:`LineError` for one that is not a number, or without a timestamp
-    and a ``tps`` to time it."""
+    """The record of a step line from the texts of its fields (None: absent); :class:`LineError` for one that is
+    not a number, or without a timestamp and a ``tps`` to time it."""
     if math.isnan(when) and tps is None:
         raise LineError("no timestamp and no 'tps:' (or 'wps:') field: nothing times the step")
     rate = positive(field_number("tps", tps), "tps") if tps is not None else NAN
@@ -204,9 +200,8 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
 
 
 def _model_args(pairs: list[tuple[str, str]]) -> dict[str, Any]:
-    """Runs columns from torchtitan's ``(argument, value)`` pairs: whole
-    numbers, and ``enable_weight_tying`` as ``tied_embeddings`` (``None`` /
-    ``null`` values are left out)."""
+    """Runs columns from torchtitan's ``(argument, value)`` pairs: whole numbers, and ``enable_weight_tying`` as
+    ``tied_embeddings`` (``None`` / ``null`` values are left out)."""
     columns: dict[str, Any] = {}
     for name, value in pairs:
         if name == "enable_weight_tying" and value.lower() in ("true", "false"):
