@@ -404,10 +404,8 @@ class GenericParser(records.IntervalParser[records.Run]):
 
 
     def between_checkpoints(self, config: Mapping[str, Any]) -> records.Intervals:
-        """Records between an MLPerf log's ``train_loss`` events (finer than its blocks, as a DeepSpeed
-        submission logs them every 80 samples): each of the samples and the time since the one before; one
-        that spans a block's end holds the evaluation MLPerf runs there (its time is no training), so it is
-        an interval that includes evaluation (``excluded`` 1)."""
+        """Records between an MLPerf log's ``train_loss`` events (docs/importers.md, "The vocabulary"): each of the
+        samples and the time since the one before, ``excluded`` 1 where it spans a block's end (an evaluation)."""
         found = records.Intervals(figures.REPORTED)
         batch = float(config.get("global_batch_size") or self.config.get("global_batch_size") or 1)
         previous: tuple[float, float, bool] | None = None

@@ -170,9 +170,8 @@ class MegatronParser(GenericParser):
 
 
 def _first_iteration_alone(table: np.ndarray) -> None:
-    """Where a rank's first line was iteration 1 logged on its own (recent
-    Megatron-LM), its second line's mean covers the first line's iterations
-    too: widen that record (in place) and leave the first out (``excluded`` = 2)."""
+    """Where a rank's first line was iteration 1 logged on its own (docs/importers.md, "What each log says"),
+    widen its second record (in place) over the first's iterations and leave the first out (``excluded`` = 2)."""
     c = records.COLUMN
     for rank in np.unique(table[:, c["rank"]]):
         rows = np.flatnonzero(table[:, c["rank"]] == rank)
