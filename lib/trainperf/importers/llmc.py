@@ -1,6 +1,4 @@
-"""llm.c logs (``train_gpt2cu``): ``step N/M | loss X | norm Y | lr Z | T ms | U% bf16 MFU | V tok/s``.
-
-``train_gpt2.cu`` prints, for every optimizer step (process 0 only)::
+"""llm.c logs: ``train_gpt2.cu`` (``train_gpt2cu``) prints, for every optimizer step (process 0 only)::
 
     step   10/32000 | loss 9.072879 (+nanz)| norm 10.5923 (+nanz)| lr 8.57e-06 | 2749.40 ms | 47.3% bf16 MFU | 381369 tok/s
 

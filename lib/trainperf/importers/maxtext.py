@@ -1,7 +1,5 @@
-"""MaxText logs: ``completed step: N, seconds: X, TFLOP/s/device: Y, Tokens/s/device: Z, ...``.
-
-``MetricLogger.log_metrics`` prints, for every step (process 0, through absl logging: ``I0804 08:14:00.123 140
-metric_logger.py:196] ...``)::
+"""MaxText logs: ``MetricLogger.log_metrics`` prints, for every step (process 0, through absl logging:
+``I0804 08:14:00.123 140 metric_logger.py:196] ...``)::
 
     completed step: 9, seconds: 24.706, TFLOP/s/device: 332.463, Tokens/s/device: 1326.307,
     total_weights: 8388608, loss: 0.045

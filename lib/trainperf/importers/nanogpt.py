@@ -1,6 +1,4 @@
-"""nanoGPT logs: ``iter N: loss X, time Yms, mfu Z%``.
-
-``train.py`` prints, every ``log_interval`` iterations (master process only)::
+"""nanoGPT logs: ``train.py`` prints, every ``log_interval`` iterations (master process only)::
 
     iter 200: loss 3.2418, time 412.37ms, mfu 38.12%
 

@@ -1,11 +1,10 @@
-"""NeMo logs: ``train_step_timing in s`` with ``global_step`` (NeMo 1 progress bar, NeMo 2 / Megatron-Bridge
-console lines). NeMo 1 (PyTorch Lightning's progress bar; a terminal keeps its last redraw, a redirected log
-every one)::
+"""NeMo logs: ``train_step_timing in s`` with ``global_step``, in NeMo 1's progress bar (PyTorch Lightning's; a
+terminal keeps its last redraw, a redirected log every one)::
 
     Epoch 0: : 100%|##########| 100/100 [10:48<00:00, reduced_train_loss=0.0172, global_step=99.00,
     consumed_samples=25600.0, train_step_timing in s=3.130]
 
-NeMo 2::
+and the console lines of NeMo 2 and Megatron-Bridge::
 
     Training epoch 0, iteration 1/249 | lr: 3.922e-06 | global_batch_size: 8 | global_step: 1 |
     reduced_train_loss: 1.653 | train_step_timing in s: 2.505 | consumed_samples: 16
