@@ -462,8 +462,7 @@ class StackFormat(LineFormat):
 
 
 class Generic(LineFormat):
-    """A log of any stack whose lines print a step counter and a time or a rate (chosen only where no stack's
-    own reader recognises the file)."""
+    """A log of any stack read through the vocabulary, chosen only where no stack's own reader recognises it."""
 
     name = "generic"
     title = "a log read through the vocabulary of field names"

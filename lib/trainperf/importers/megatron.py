@@ -6,10 +6,9 @@
      learning rate: 2.997E-05 | global batch size:   128 | lm loss: 7.211433E+00 | loss scale: 1.0 |
      grad norm: 1.873 | number of skipped iterations:   0 | number of nan iterations:   0 |
 
-(one line in the log), read as the :data:`MEGATRON` stack: a line is a record of the iterations since its rank's
-previous one, their mean time printed. :class:`MegatronParser` adds the argument dump, the memory and energy lines
-and the widening over a lone first iteration. The forks' fields and what each figure means: docs/importers.md
-("What each log says", "The vocabulary").
+(one line in the log), read by :class:`MegatronParser`: a line is a record of the iterations since its rank's
+previous one, their mean time printed. The forks' fields and what each figure means: docs/importers.md ("What
+each log says", "The vocabulary").
 """
 
 from __future__ import annotations

@@ -5,10 +5,9 @@ the ``[titan] %(asctime)s - %(name)s - %(levelname)s -`` logger (colours, torchr
       grad_norm:  1.2461  memory: 35.18GiB(44.47%)  tps: 6,941  tflops: 402.10  mfu: 40.66%
 
 (one line in the log; older versions print ``wps`` for ``tps`` and no ``grad_norm`` or ``tflops``). A line is a
-record of the steps since its rank's previous line, timed by the difference of their timestamps (``asctime``,
-millisecond resolution; the interval timer restarts right after each line), else by its ``tps`` (tokens/s per
-device); the configuration lines (batch, model, MFU peak, device mesh, device, model arguments) give the run's
-columns. What each figure means and how it is converted: docs/importers.md ("What each log says", "Tolerance").
+record of the steps since its rank's previous line, timed by the difference of their timestamps (``asctime``, to
+the ms; the interval timer restarts right after each line), else by its ``tps`` (tokens/s per device); its other lines
+give the run's columns. What each figure means: docs/importers.md ("What each log says", "Tolerance").
 """
 
 from __future__ import annotations
