@@ -115,15 +115,10 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
         label, step, rate, memory, when, older = parsed
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
-        previous = run.previous.get(rank)
-        n = seconds = NAN
-        if previous is not None and previous is not records.BROKEN:
-            n = float(step - previous[0])
-            seconds = when - previous[1]
-            if seconds <= 0:
-                run.previous[rank] = records.BROKEN
-                return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
-        run.previous[rank] = (step, when)
+        interval = self.since_previous(run, rank, step, when)
+        if isinstance(interval, str):
+            return interval
+        n, seconds = interval
         run.older_counter = run.older_counter or older
         weight = seconds if math.isfinite(seconds) else 1.0 / rate
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, NAN, rate))

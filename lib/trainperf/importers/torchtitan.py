@@ -218,17 +218,10 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
         label, step, loss, memory, tps, tflops, mfu, when = parsed
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
-        previous = run.previous.get(rank)
-        if previous is None or previous is records.BROKEN:
-            n = 1.0 if step == 1 and previous is None else NAN
-            seconds = NAN
-        else:
-            n = float(step - previous[0])
-            seconds = when - previous[1]
-            if seconds <= 0:
-                run.previous[rank] = records.BROKEN
-                return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
-        run.previous[rank] = (step, when)
+        interval = self.since_previous(run, rank, step, when, first=1)
+        if isinstance(interval, str):
+            return interval
+        n, seconds = interval
         weight = seconds if math.isfinite(seconds) else (n if math.isfinite(n) else 1.0) / tps  # unknown: one step
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, NAN, tps, tflops, mfu))
         return ""
