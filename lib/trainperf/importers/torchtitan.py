@@ -64,7 +64,7 @@ import pandas as pd
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
 from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, positive, rank_prefix,
-                                      timestamp, whole)
+                                      timestamp)
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
@@ -139,8 +139,8 @@ def _step_record(rank: int | None, when: float, step: str, loss: str | None, mem
     gib = field_number("memory", memory)
     if gib < 0 or gib == math.inf:
         raise LineError(f"memory: {gib:g} GiB is not a size")
-    return (rank, int(step) if step.isdigit() else whole(step, "step"), field_number("loss", loss), gib, rate,
-            field_number("tflops", tflops), field_number("mfu", mfu) / 100.0, when)
+    return (rank, int(step), field_number("loss", loss), gib, rate, field_number("tflops", tflops),
+            field_number("mfu", mfu) / 100.0, when)
 
 
 def _before(text: str | None, unit: str) -> str | None:
