@@ -24,7 +24,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, rate_from_reported
-from trainperf.importers.text import NUMBER, LineError, number, rank_prefix, timestamp
+from trainperf.importers.text import NUMBER, LineError, number, one_record, rank_prefix, timestamp
 from trainperf.table_rules import is_missing
 
 NAN = math.nan
@@ -51,8 +51,7 @@ def parse_timer(line: str) -> tuple[Any, ...]:
     match = _TIMER.search(body)
     if match is None:
         raise LineError("no 'global_step=N, RunningAvgSamplesPerSec=' fields")
-    if _TIMER.search(body, match.end()):
-        raise LineError("two records on one line (interleaved output of several processes)")
+    one_record(_TIMER, body, match.end())
     step = int(match.group(1) or match.group(2))
     current = _CURRENT.search(body, match.end())
     rate = number(current.group(1) if current else match.group(3))

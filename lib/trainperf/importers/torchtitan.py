@@ -63,8 +63,8 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
-from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, positive, rank_prefix,
-                                      timestamp)
+from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, one_record, positive,
+                                      rank_prefix, timestamp)
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
@@ -107,8 +107,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
     if match is None:
         raise LineError("no 'step: N  loss:' fields")
     at = match.start()
-    if _STEP.search(body, match.end()):
-        raise LineError("two records on one line (interleaved output of several processes)")
+    one_record(_STEP, body, match.end())
     when = timestamp(body[:at])
     usual = _USUAL.match(body, at)
     if usual is not None:
