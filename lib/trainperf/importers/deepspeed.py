@@ -112,12 +112,9 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, rate, memory, when, older = parsed
-        rank = self.rank_of(label, step)
-        run = self.run_at(line, rank, step)
-        interval = self.since_previous(run, rank, step, when)
-        if isinstance(interval, str):
-            return interval
-        n, seconds = interval
+        run, rank, n, seconds, problem = self.timed(line, label, step, when)
+        if problem:
+            return problem
         run.older_counter = run.older_counter or older
         weight = seconds if math.isfinite(seconds) else 1.0 / rate
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, NAN, rate))

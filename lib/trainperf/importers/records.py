@@ -176,21 +176,23 @@ class IntervalParser(RunParser, Generic[RunT]):
             for r in ([rank] if rank is not None else list(previous)):
                 previous[r] = BROKEN
 
-    def since_previous(self, run: RunT, rank: int, step: int, when: float,
-                       first: int = -1) -> tuple[float, float] | str:
-        """``(steps, seconds)`` since ``rank``'s previous record line in ``run``, for its line at ``step`` stamped
-        ``when`` (s): NaN after none (steps 1 at step ``first``) or an unreadable one; a reason where the time does
-        not advance (the chain is broken)."""
+    def timed(self, line: int, label: int | None, step: int, when: float,
+              first: int = -1) -> tuple[RunT, int, float, float, str]:
+        """``(run, rank, steps, seconds, problem)`` of a record line stamped ``when`` (s) of launcher prefix ``label``:
+        its run and rank (:meth:`run_at`, :meth:`rank_of`) and its steps and time since its rank's previous line (NaN
+        after none, steps 1 at step ``first``, or an unreadable one), or why not (the time does not advance)."""
+        rank = self.rank_of(label, step)
+        run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)
         if previous is None or previous is BROKEN:
             run.previous[rank] = (step, when)
-            return (1.0 if step == first and previous is None else NAN), NAN
+            return run, rank, (1.0 if step == first and previous is None else NAN), NAN, ""
         seconds = when - previous[1]
         if seconds <= 0:
             run.previous[rank] = BROKEN
-            return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
+            return run, rank, NAN, NAN, f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
-        return float(step - previous[0]), seconds
+        return run, rank, float(step - previous[0]), seconds, ""
 
     def run_at(self, line: int, rank: int, step: int) -> RunT:
         """The run that a record of ``rank`` at ``step`` (read from ``line``)

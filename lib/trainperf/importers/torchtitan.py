@@ -215,12 +215,9 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, loss, memory, tps, tflops, mfu, when = parsed
-        rank = self.rank_of(label, step)
-        run = self.run_at(line, rank, step)
-        interval = self.since_previous(run, rank, step, when, first=1)
-        if isinstance(interval, str):
-            return interval
-        n, seconds = interval
+        run, rank, n, seconds, problem = self.timed(line, label, step, when, first=1)
+        if problem:
+            return problem
         weight = seconds if math.isfinite(seconds) else (n if math.isfinite(n) else 1.0) / tps  # unknown: one step
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, NAN, tps, tflops, mfu))
         return ""
