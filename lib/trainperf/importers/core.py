@@ -136,6 +136,12 @@ RATE_FROM_REPORTED = "reported throughput (the log gives no token or sample coun
 """``extra_time_source`` of a run whose rate is the log's own reported rate."""
 
 
+def timed_by(measured: dict[str, Any], source: str) -> None:
+    """Say where a run's times came from (``extra_time_source``: ``source``) where it has a measured time."""
+    if "elapsed_s" in measured:
+        measured["extra_time_source"] = source
+
+
 def _known(row: Mapping[str, Any], *names: str) -> bool:
     """Whether ``row`` holds a value for each of ``names``."""
     return all(not is_missing(row.get(name)) for name in names)

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, rate_from_reported
+from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, rate_from_reported, timed_by
 from trainperf.importers.text import NUMBER, LineError, number, one_record, rank_prefix, timestamp
 from trainperf.table_rules import is_missing
 
@@ -129,8 +129,7 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
             del measured["steps"]
             measured[SAMPLES_SOURCE] = MICRO_NOTE.format(micro=micro, batch=int(config["global_batch_size"]),
                                                          accum=int(config["grad_accum_steps"]))
-        if "elapsed_s" in measured:
-            measured["extra_time_source"] = "log timestamps"
+        timed_by(measured, "log timestamps")
         rate_from_reported(measured, config)
         warmup = config.get("warmup_steps")
         warmup = 1 if is_missing(warmup) else int(warmup)

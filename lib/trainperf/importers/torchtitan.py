@@ -62,7 +62,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
+from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported, timed_by
 from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, one_record, positive,
                                       rank_prefix, timestamp)
 
@@ -227,8 +227,7 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         measured[REPORTED_CONVENTION] = "torchtitan"
-        if "elapsed_s" in measured:
-            measured["extra_time_source"] = "log timestamps"
+        timed_by(measured, "log timestamps")
         rate_from_reported(measured, config)
         return measured, steps
 
