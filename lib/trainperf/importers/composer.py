@@ -24,7 +24,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import LineFormat, ParsedRun, RunParser, rate_from_reported
+from trainperf.importers.core import LineFormat, ParsedRun, RunParser, rate_from_reported, timed_by
 from trainperf.importers.text import NUMBER, LineError, number, rank_prefix
 
 NAN = math.nan
@@ -107,8 +107,7 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.D
     for name in REPORTED:
         if f"reported_{name}" not in measured and math.isfinite(last.get(name, NAN)):
             measured[f"reported_{name}"] = last[name]
-    if "elapsed_s" in measured:
-        measured["extra_time_source"] = "time/train of the SpeedMonitor (hours, 4 decimals)"
+    timed_by(measured, "time/train of the SpeedMonitor (hours, 4 decimals)")
     if "train_loss" not in measured and math.isfinite(last.get("loss", NAN)):
         measured["train_loss"] = last["loss"]
     rate_from_reported(measured, config)

@@ -9,6 +9,7 @@ import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -135,15 +136,24 @@ RATE_FROM_REPORTED = "reported throughput (the log gives no token or sample coun
 """``extra_time_source`` of a run whose rate is the log's own reported rate."""
 
 
+def timed_by(measured: dict[str, Any], source: str) -> None:
+    """Say where a run's times came from (``extra_time_source``: ``source``) where it has a measured time."""
+    if "elapsed_s" in measured:
+        measured["extra_time_source"] = source
+
+
+def _known(row: Mapping[str, Any], *names: str) -> bool:
+    """Whether ``row`` holds a value for each of ``names``."""
+    return all(not is_missing(row.get(name)) for name in names)
+
+
 def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> None:
     """Where a run's window gives no token (or sample) counts and its configuration cannot give them (samples ·
     ``seq_len``; steps · ``global_batch_size``, or micro-batch · accumulation · devices), the log's own rate is its
     throughput: ``reported_tokens_per_s`` (global), else ``reported_tokens_per_s_per_gpu`` × ``gpus`` (likewise for
     samples); ``extra_time_source`` then says so (and rates are not compared)."""
-    def known(name: str) -> bool:
-        return not is_missing(config.get(name))
-
-    batch = known("global_batch_size") or all(known(k) for k in ("micro_batch_size", "grad_accum_steps", "gpus"))
+    known = partial(_known, config)
+    batch = known("global_batch_size") or known("micro_batch_size", "grad_accum_steps", "gpus")
     samples = "samples" in measured or batch and "steps" in measured
     counted = {"samples": samples, "tokens": "tokens" in measured or samples and known("seq_len")}
     gpus = config.get("gpus")
@@ -177,9 +187,7 @@ _SIX_N = "flops_per_token falls back to 6N (no attention term)"
 def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], str]]:
     """``(field, blocked derived metrics, note)`` for each input ``row`` lacks
     that ``derive`` needs (see ``trainperf.derive`` and ``trainperf.flops``)."""
-    def known(name: str) -> bool:
-        return not is_missing(row.get(name))
-
+    known = partial(_known, row)
     found: dict[str, tuple[list[str], str]] = {}
 
     def lack(name: str, blocks: tuple[str, ...], note: str = "") -> None:
@@ -190,7 +198,7 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
 
     if not known("gpus"):
         lack("gpus", PER_GPU)
-    batch = known("global_batch_size") or known("micro_batch_size") and known("grad_accum_steps") and known("gpus")
+    batch = known("global_batch_size") or known("micro_batch_size", "grad_accum_steps", "gpus")
     has_samples = known("samples") or known("samples_per_s") or batch and (known("steps") or known("step_time_s"))
     if not (known("tokens") or known("tokens_per_s")):
         if has_samples:

@@ -23,8 +23,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, rate_from_reported
-from trainperf.importers.text import NUMBER, LineError, number, rank_prefix, timestamp
+from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, rate_from_reported, timed_by
+from trainperf.importers.text import NUMBER, LineError, number, one_record, rank_prefix, timestamp
 from trainperf.table_rules import is_missing
 
 NAN = math.nan
@@ -51,8 +51,7 @@ def parse_timer(line: str) -> tuple[Any, ...]:
     match = _TIMER.search(body)
     if match is None:
         raise LineError("no 'global_step=N, RunningAvgSamplesPerSec=' fields")
-    if _TIMER.search(body, match.end()):
-        raise LineError("two records on one line (interleaved output of several processes)")
+    one_record(_TIMER, body, match.end())
     step = int(match.group(1) or match.group(2))
     current = _CURRENT.search(body, match.end())
     rate = number(current.group(1) if current else match.group(3))
@@ -113,17 +112,9 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, rate, memory, when, older = parsed
-        rank = self.rank_of(label, step)
-        run = self.run_at(line, rank, step)
-        previous = run.previous.get(rank)
-        n = seconds = NAN
-        if previous is not None and previous is not records.BROKEN:
-            n = float(step - previous[0])
-            seconds = when - previous[1]
-            if seconds <= 0:
-                run.previous[rank] = records.BROKEN
-                return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
-        run.previous[rank] = (step, when)
+        run, rank, n, seconds, problem = self.timed(line, label, step, when)
+        if problem:
+            return problem
         run.older_counter = run.older_counter or older
         weight = seconds if math.isfinite(seconds) else 1.0 / rate
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, NAN, rate))
@@ -138,8 +129,7 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
             del measured["steps"]
             measured[SAMPLES_SOURCE] = MICRO_NOTE.format(micro=micro, batch=int(config["global_batch_size"]),
                                                          accum=int(config["grad_accum_steps"]))
-        if "elapsed_s" in measured:
-            measured["extra_time_source"] = "log timestamps"
+        timed_by(measured, "log timestamps")
         rate_from_reported(measured, config)
         warmup = config.get("warmup_steps")
         warmup = 1 if is_missing(warmup) else int(warmup)

@@ -31,7 +31,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.aggregate import measure, summarize
-from trainperf.importers.core import LineFormat, ParsedRun, RunParser
+from trainperf.importers.core import LineFormat, ParsedRun, RunParser, timed_by
 from trainperf.importers.records import finite
 from trainperf.importers.text import NUMBER, number
 from trainperf.schema import STEP_INTERVAL_COLUMNS
@@ -163,8 +163,7 @@ def _finisher(run: _Run):
                 values = [b.values[name] for b in averages if name in b.values]
                 if values:
                     out[name] = values[-1]
-        if "elapsed_s" in out:
-            out["extra_time_source"] = "epoch times printed by the log"
+        timed_by(out, "epoch times printed by the log")
         return out, intervals
     return finish
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from trainperf.errors import DataError
 from trainperf.importers import records
-from trainperf.importers.core import REPORTED_CONVENTION, rate_from_reported
+from trainperf.importers.core import REPORTED_CONVENTION, rate_from_reported, timed_by
 
 NAN = math.nan
 GROUPS = ("step", "epoch", "step_time_s", "step_time_ms", "tokens", "samples", "tokens_per_s", "tokens_per_s_per_gpu",
@@ -93,8 +93,7 @@ def measure(run: records.Run, config: Mapping[str, Any], origin: float | None, t
     convention of the source's own figures where known, and (``rate_measures``) the source's
     rate as the throughput where nothing counts the work (``rate_from_reported``)."""
     measured, steps = records.aggregate(run.records, config, None if run.restarted else origin, least_warmup)
-    if "elapsed_s" in measured:
-        measured["extra_time_source"] = time_source
+    timed_by(measured, time_source)
     if convention is not None:
         measured[REPORTED_CONVENTION] = convention
     if rate_measures:

@@ -24,7 +24,7 @@ from trainperf.importers import figures, records
 from trainperf.importers.core import LineFormat, ParsedLog
 from trainperf.importers.fields import SECONDS, fields_of, unit_of_key, value
 from trainperf.importers.settings import Settings
-from trainperf.importers.text import CutLine, LineError, number, rank_prefix
+from trainperf.importers.text import CutLine, LineError, number, one_record, rank_prefix
 from trainperf.importers.vocabulary import FIELD, NAMES, RATES, Field, in_unit, is_record, lookup, scale
 
 NAN = math.nan
@@ -120,8 +120,7 @@ class Stack:
         match = start.search(body)
         if match is None:
             raise LineError(f"no {_START_WORDS.sub('', self.start).strip()!r} field")
-        if start.search(body, match.end()):
-            raise LineError("two records on one line (interleaved output of several processes)")
+        one_record(start, body, match.end())
         values: dict[str, float] = {}
         if "step" in start.groupindex:
             values["step"] = float(match.group("step"))

@@ -27,7 +27,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, ParsedRun, RunParser
+from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, ParsedRun, RunParser, timed_by
 from trainperf.importers.text import LineError, number
 from trainperf.table_rules import is_missing
 
@@ -153,8 +153,7 @@ def _steady_window(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any]
             found.add((0, step, float(n), seconds, seconds, NAN, tokens - last_tokens, NAN, NAN, 0.0, NAN))
         last_time, last_tokens = runtime, tokens
     measured, intervals = records.aggregate(found, config, origin=1)
-    if "elapsed_s" in measured:
-        measured["extra_time_source"] = STEADY_SOURCE
+    timed_by(measured, STEADY_SOURCE)
     return measured, intervals
 
 

@@ -176,6 +176,24 @@ class IntervalParser(RunParser, Generic[RunT]):
             for r in ([rank] if rank is not None else list(previous)):
                 previous[r] = BROKEN
 
+    def timed(self, line: int, label: int | None, step: int, when: float,
+              first: int = -1) -> tuple[RunT, int, float, float, str]:
+        """``(run, rank, steps, seconds, problem)`` of a record line stamped ``when`` (s) of launcher prefix ``label``:
+        its run and rank (:meth:`run_at`, :meth:`rank_of`) and its steps and time since its rank's previous line (NaN
+        after none, steps 1 at step ``first``, or an unreadable one), or why not (the time does not advance)."""
+        rank = self.rank_of(label, step)
+        run = self.run_at(line, rank, step)
+        previous = run.previous.get(rank)
+        if previous is None or previous is BROKEN:
+            run.previous[rank] = (step, when)
+            return run, rank, (1.0 if step == first and previous is None else NAN), NAN, ""
+        seconds = when - previous[1]
+        if seconds <= 0:
+            run.previous[rank] = BROKEN
+            return run, rank, NAN, NAN, f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
+        run.previous[rank] = (step, when)
+        return run, rank, float(step - previous[0]), seconds, ""
+
     def run_at(self, line: int, rank: int, step: int) -> RunT:
         """The run that a record of ``rank`` at ``step`` (read from ``line``)
         belongs to: the current one, or a new one if the step does not advance."""

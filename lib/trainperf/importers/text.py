@@ -102,6 +102,12 @@ def current(text: str) -> str:
     return pair.group(1) if pair is not None else text
 
 
+def one_record(start: re.Pattern[str], body: str, end: int) -> None:
+    """:class:`LineError` where a record's ``start`` matches ``body`` again from ``end``: two records on one line."""
+    if start.search(body, end):
+        raise LineError("two records on one line (interleaved output of several processes)")
+
+
 def positive(value: float, what: str) -> float:
     """``value`` if finite and > 0, else :class:`LineError`."""
     if not (value > 0 and math.isfinite(value)):

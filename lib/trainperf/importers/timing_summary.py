@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trainperf.importers.core import LineFormat, ParsedRun, RunParser
+from trainperf.importers.core import LineFormat, ParsedRun, RunParser, timed_by
 from trainperf.importers.text import NUMBER, LineError, number, whole
 
 _GPUS = re.compile(r"^\s{0,3}#.*?\bGPUs?\s*[=:]\s*(\d+)", re.IGNORECASE)
@@ -117,8 +117,7 @@ class TimingSummaryParser(RunParser):
             measured = dict(section.values)
             if key in self.rates:
                 measured["reported_tokens_per_s"] = self.rates[key][1]
-            if "elapsed_s" in measured:
-                measured["extra_time_source"] = "phase totals printed by the log"
+            timed_by(measured, "phase totals printed by the log")
             runs.append(ParsedRun(name, section.line, config, lambda config, fixed=measured: (dict(fixed), None)))
         for key, (line, _) in self.rates.items():
             if key not in seen:

@@ -20,9 +20,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported
-from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, positive, rank_prefix,
-                                      timestamp, whole)
+from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported, timed_by
+from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, one_record, positive,
+                                      rank_prefix, timestamp)
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
@@ -62,8 +62,7 @@ def parse_step(line: str) -> tuple[Any, ...]:
     if match is None:
         raise LineError("no 'step: N  loss:' fields")
     at = match.start()
-    if _STEP.search(body, match.end()):
-        raise LineError("two records on one line (interleaved output of several processes)")
+    one_record(_STEP, body, match.end())
     when = timestamp(body[:at])
     usual = _USUAL.match(body, at)
     if usual is not None:
@@ -93,8 +92,8 @@ def _step_record(rank: int | None, when: float, step: str, loss: str | None, mem
     gib = field_number("memory", memory)
     if gib < 0 or gib == math.inf:
         raise LineError(f"memory: {gib:g} GiB is not a size")
-    return (rank, int(step) if step.isdigit() else whole(step, "step"), field_number("loss", loss), gib, rate,
-            field_number("tflops", tflops), field_number("mfu", mfu) / 100.0, when)
+    return (rank, int(step), field_number("loss", loss), gib, rate, field_number("tflops", tflops),
+            field_number("mfu", mfu) / 100.0, when)
 
 
 def _before(text: str | None, unit: str) -> str | None:
@@ -170,19 +169,9 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, loss, memory, tps, tflops, mfu, when = parsed
-        rank = self.rank_of(label, step)
-        run = self.run_at(line, rank, step)
-        previous = run.previous.get(rank)
-        if previous is None or previous is records.BROKEN:
-            n = 1.0 if step == 1 and previous is None else NAN
-            seconds = NAN
-        else:
-            n = float(step - previous[0])
-            seconds = when - previous[1]
-            if seconds <= 0:
-                run.previous[rank] = records.BROKEN
-                return f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
-        run.previous[rank] = (step, when)
+        run, rank, n, seconds, problem = self.timed(line, label, step, when, first=1)
+        if problem:
+            return problem
         weight = seconds if math.isfinite(seconds) else (n if math.isfinite(n) else 1.0) / tps  # unknown: one step
         run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, NAN, tps, tflops, mfu))
         return ""
@@ -192,8 +181,7 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         measured[REPORTED_CONVENTION] = "torchtitan"
-        if "elapsed_s" in measured:
-            measured["extra_time_source"] = "log timestamps"
+        timed_by(measured, "log timestamps")
         rate_from_reported(measured, config)
         return measured, steps
 
