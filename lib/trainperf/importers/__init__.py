@@ -20,14 +20,14 @@ from trainperf.importers.core import Format, ImportResult, Missing, build_result
 from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
 from trainperf.importers.deepspeed import DeepSpeed
 from trainperf.importers.epoch_timing import EpochTiming
-from trainperf.importers.generic import Generic
+from trainperf.importers.generic import Generic, StackFormat
 from trainperf.importers.hf_trainer import HFTrainer
 from trainperf.importers.lightning_csv import LightningCsv
-from trainperf.importers.llmc import Llmc
-from trainperf.importers.maxtext import MaxText
-from trainperf.importers.megatron import Megatron
-from trainperf.importers.nanogpt import NanoGPT
-from trainperf.importers.nemo import NeMo
+from trainperf.importers.llmc import LLMC
+from trainperf.importers.maxtext import MAXTEXT
+from trainperf.importers.megatron import MEGATRON, MegatronParser
+from trainperf.importers.nanogpt import NANOGPT
+from trainperf.importers.nemo import NEMO
 from trainperf.importers.pattern import EXAMPLE, PatternLog
 from trainperf.importers.event_files import is_event_file, is_event_file_name, log_dir_files
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
@@ -36,9 +36,10 @@ from trainperf.importers.text import clean, iter_chunks, read_head
 from trainperf.importers.timing_summary import TimingSummary
 from trainperf.importers.torchtitan import Torchtitan
 
-FORMATS: tuple[Format, ...] = (CsvMapping(), LightningCsv(), NeMo(), Megatron(), Torchtitan(), NanoGPT(), Llmc(), HFTrainer(),
-                               MaxText(), DeepSpeed(), Composer(), EpochTiming(), TimingSummary(), TensorBoardLog(),
-                               Generic())
+FORMATS: tuple[Format, ...] = (
+    CsvMapping(), LightningCsv(), StackFormat(NEMO), StackFormat(MEGATRON, MegatronParser), Torchtitan(),
+    StackFormat(NANOGPT), StackFormat(LLMC), HFTrainer(), StackFormat(MAXTEXT), DeepSpeed(), Composer(), EpochTiming(),
+    TimingSummary(), TensorBoardLog(), Generic())
 """Every format, in order of preference when two score alike (NeMo 2 lines also look like
 Megatron iteration lines: NeMo first); TensorBoard event files are told by content, not by text. ``generic``
 (last) is tried only where no stack's own reader recognises the file."""

@@ -445,12 +445,11 @@ def _float(text: str | None) -> float:
 
 
 class StackFormat(LineFormat):
-    """The format of a :class:`Stack`: recognised by its ``sniff``, read through its keys."""
+    """The format of a :class:`Stack`: recognised by its ``sniff``, read through its keys by ``parser_class``
+    (a stack's own subclass of :class:`GenericParser` reads its other lines)."""
 
-    parser_class: type[GenericParser] = GenericParser
-
-    def __init__(self, stack: Stack) -> None:
-        self.stack = stack
+    def __init__(self, stack: Stack, parser_class: type[GenericParser] = GenericParser) -> None:
+        self.stack, self.parser_class = stack, parser_class
         self.name, self.title = stack.name, stack.title
         self.patterns = (re.compile(stack.sniff),)
 

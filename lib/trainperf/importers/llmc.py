@@ -16,7 +16,7 @@ import re
 
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
-from trainperf.importers.generic import GenericParser, Stack, StackFormat
+from trainperf.importers.generic import GenericParser, Stack
 from trainperf.importers.text import NUMBER, LineError, number, rank_prefix
 
 _HEADER = re.compile(r"batch_size B=(\d+) \* seq_len T=(\d+) \* num_processes=(\d+) and total_batch_size=(\d+)")
@@ -75,8 +75,3 @@ LLMC = Stack(
     usual=r" loss (?P<loss>[^ ]+) [^|]*\| norm [^|]*\| lr [^|]*\| (?P<step_time_s>[^ ]+) ms \| "
           r"(?P<mfu>[^ ]+%) [^|]*MFU \| (?P<tokens_per_s>[^ ]+) tok/s\s*$", configure=configure)
 parse_step = LLMC.parse
-
-
-class Llmc(StackFormat):
-    def __init__(self) -> None:
-        super().__init__(LLMC)

@@ -12,7 +12,7 @@ a record of its one step (``seconds``: ``perf/step_time_seconds``), steps 0 and 
 
 from __future__ import annotations
 
-from trainperf.importers.generic import Stack, StackFormat
+from trainperf.importers.generic import Stack
 from trainperf.importers.text import NUMBER
 
 MAXTEXT = Stack(
@@ -23,8 +23,3 @@ MAXTEXT = Stack(
     sniff=r"completed step:\s*\d+, seconds:", val_loss=rf"eval metrics after step:\s*\d+,\s*loss=(?P<loss>{NUMBER})",
     warmup=2)
 parse_step = MAXTEXT.parse
-
-
-class MaxText(StackFormat):
-    def __init__(self) -> None:
-        super().__init__(MAXTEXT)

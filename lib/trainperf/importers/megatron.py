@@ -24,7 +24,7 @@ import pandas as pd
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION
 from trainperf.importers.figures import REPORTED
-from trainperf.importers.generic import GenericParser, Stack, StackFormat
+from trainperf.importers.generic import GenericParser, Stack
 from trainperf.importers.text import NUMBER, number, rank_prefix
 
 NAN = math.nan
@@ -188,10 +188,3 @@ def _first_iteration_alone(table: np.ndarray) -> None:
         second[c["samples"]] += first[c["samples"]]
         second[c["tokens"]] += first[c["tokens"]]
         first[c["excluded"]] = 2.0
-
-
-class Megatron(StackFormat):
-    parser_class = MegatronParser
-
-    def __init__(self) -> None:
-        super().__init__(MEGATRON)

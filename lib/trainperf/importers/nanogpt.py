@@ -16,7 +16,7 @@ import re
 from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers.core import APPROXIMATE
-from trainperf.importers.generic import GenericParser, Stack, StackFormat
+from trainperf.importers.generic import GenericParser, Stack
 from trainperf.importers.text import NUMBER, number
 from trainperf.schema import APPROXIMATE_INPUTS
 
@@ -66,8 +66,3 @@ NANOGPT = Stack(
     config={"reported_peak_tflops_per_gpu": NANOGPT_PEAK_TFLOPS}, separator=r"\s+",
     units={"time": "ms", "mfu": "%"}, last="mfu", configure=configure)
 parse_iter = NANOGPT.parse
-
-
-class NanoGPT(StackFormat):
-    def __init__(self) -> None:
-        super().__init__(NANOGPT)

@@ -16,7 +16,7 @@ says").
 
 from __future__ import annotations
 
-from trainperf.importers.generic import Stack, StackFormat
+from trainperf.importers.generic import Stack
 
 NEMO = Stack(
     "nemo", "a NeMo log",
@@ -25,8 +25,3 @@ NEMO = Stack(
     start=r"train_step_timing in s\s*[=:]", time="train_step_timing in s", anchors=("train_step_timing in s",),
     sniff=r"train_step_timing in s\s*[=:]\s*[-+.\d]")
 parse_step = NEMO.parse
-
-
-class NeMo(StackFormat):
-    def __init__(self) -> None:
-        super().__init__(NEMO)
