@@ -227,9 +227,11 @@ class GenericParser(records.IntervalParser[records.Run]):
             match = val_loss.search(line) if val_loss is not None else None
             if match is not None:
                 found = match.groupdict()
-                self.evaluated = (float(found.get("step") or NAN), records.finite(number(found["loss"])))
-                if self.run is not None:
-                    self.run.val_loss = self.evaluated[1]
+                # a loss printed before any record that names no step is the untrained model's, not the run's
+                if self.run is not None or found.get("step"):
+                    self.evaluated = (float(found.get("step") or NAN), records.finite(number(found["loss"])))
+                    if self.run is not None:
+                        self.run.val_loss = self.evaluated[1]
             else:
                 self.configure(line, number_)
             return 1
