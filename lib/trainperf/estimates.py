@@ -1,18 +1,11 @@
-"""A throughput with its uncertainty: per side of a comparison, per configuration of a report.
+"""A throughput with its uncertainty: per side of a comparison (:class:`Side`, :class:`Estimate`), per
+configuration of a report (:func:`configuration_intervals`, :func:`run_intervals`), and whether a report
+may call one configuration faster than another (:func:`distinguish`: a :class:`trainperf.stats.Verdict`).
 
-A *side* is runs that repeat one configuration (:class:`Side`): its throughput
-is estimated from its measured steps where it has them (:func:`estimate_steps`:
-the hierarchical block bootstrap of :mod:`trainperf.stats`, over runs, then
-blocks of steps) or from the spread of its repeats (:func:`estimate_runs`).
-
-Runs that are repeats of one configuration are grouped: by the experiment,
-every recorded setting (:data:`CONFIG_KEY`) and ``extra_configuration`` where
-the runs carry it (``trainperf bench --repeats``): runs that differ in any
-setting are never repeats, whatever their configuration's name. Each configuration's interval (:func:`configuration_intervals`)
-comes from its steps where given (a single run's adds the assumed run-to-run
-variation), else from the spread of its repeats; a single run without steps
-has none. A report says a configuration is better than another only when
-:func:`distinguish` does; otherwise they are *indistinguishable*.
+Runs are repeats of one configuration when they share the experiment, every recorded setting
+(:data:`CONFIG_KEY`) and ``extra_configuration`` (``trainperf bench --repeats``). An interval comes from
+the steps (the hierarchical block bootstrap of :mod:`trainperf.stats`; a single run's adds the assumed
+run-to-run variation), else from the spread of repeats; a single run without steps has none.
 """
 
 from __future__ import annotations
@@ -26,8 +19,9 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
 from trainperf.errors import DataError
-from trainperf.stats import (DRAWS, FASTER, LEVEL, MIN_EFFECT, RUN_CV, SLOWER, Difference, log_interval,
-                             relative_difference, resample_runs, verdict, with_run_to_run)
+from trainperf.stats import (DETECT, DRAWS, LEVEL, MIN_EFFECT, RUN_CV, TIED, Difference, Verdict, detectable_effect,
+                             log_interval, relative_difference, repeats_to_detect, resample_runs, welch_dof,
+                             with_run_to_run)
 
 CONFIG_KEY = ("platform", "model", "n_params", "n_active_params", "n_layers", "d_model", "n_heads", "vocab_size",
               "precision", "strategy", "gpus", "nodes", "tensor_parallel", "pipeline_parallel", "context_parallel",
@@ -148,11 +142,8 @@ def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Seque
     single.dof = repeated.dof
     for c in (("step_time_s", *columns) if single.errors else ()):
         single.errors[c] = max(single.errors[c], spread * single.means[c])
-    ratio = est[1].throughput / est[0].throughput
-    low, high = log_interval(ratio, math.hypot(est[0].se_log, est[1].se_log), repeated.dof)
-    note = (f"One side has a single run: it is taken to vary from run to run as much as the other side's "
-            f"{repeated.runs} repeats do.")
-    return Difference(ratio - 1.0, low - 1.0, high - 1.0, repeated.dof), note
+    return _relative(est, repeated.dof), (f"One side has a single run: it is taken to vary from run to run as "
+                                          f"much as the other side's {repeated.runs} repeats do.")
 
 
 def run_spread(est: list[Estimate]) -> float:
@@ -162,9 +153,9 @@ def run_spread(est: list[Estimate]) -> float:
     return math.sqrt(sum((e.se_log * math.sqrt(e.runs)) ** 2 for e in est) / 2)
 
 
-def _relative(est: list[Estimate]) -> Difference:
+def _relative(est: list[Estimate], dof: float | None = None) -> Difference:
     return relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
-                               est[1].throughput, est[1].se_log, est[1].dof)
+                               est[1].throughput, est[1].se_log, est[1].dof, dof=dof)
 
 
 INTERVAL_COLUMNS = ("experiment", "configuration", "runs", "steps", "unit", "throughput", "low", "high",
@@ -200,8 +191,14 @@ def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, 
     variation: its interval adds ``run_cv`` (a fraction, as ``trainperf
     compare`` does; 0 for its steps alone).
     Deterministic for a ``seed``."""
-    frames = job_steps(steps, usable_only=True)[0] if steps is not None else {}
-    return intervals_of_job_steps(runs, frames, draws, seed, run_cv)
+    return intervals_of_job_steps(runs, job_frames(steps), draws, seed, run_cv)
+
+
+def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
+    """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of."""
+    if steps is None or steps.per_step.empty:
+        return {}
+    return job_steps(steps, usable_only=True)[0]
 
 
 def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], draws: int = DRAWS, seed: int = 0,
@@ -239,48 +236,65 @@ def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], 
     return pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS))
 
 
-@dataclass(frozen=True)
-class Distinction:
-    """``b`` against ``a``: relative difference of throughput with its interval,
-    the verdict (``faster``/``slower``/``no detectable difference``/``inconclusive``) and a sentence."""
-
-    a: str
-    b: str
-    difference: Difference
-    verdict: str
-    sentence: str
-
-    @property
-    def distinguishable(self) -> bool:
-        return self.verdict in (FASTER, SLOWER)
+NO_INTERVAL = "no interval (one run without steps)"
+"""What a report shows in place of an interval a configuration does not have."""
 
 
-def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Distinction:
-    """Whether configuration ``b`` of a :func:`configuration_intervals` table is
-    faster or slower than ``a``, or indistinguishable from it (within the noise,
-    or below the minimum effect)."""
-    rows = table.set_index("configuration")
-    return distinguish_rows(rows.loc[a], rows.loc[b], min_effect)
+def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
+    """Per run of ``runs`` (same order): the interval of its configuration
+    (:func:`configuration_intervals`): ``run_id, configuration``,
+    ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
+    ``dof`` and ``basis`` (what the interval covers, or that there is none). A run
+    with fewer than 2 complete steps in ``steps`` counts as one without steps."""
+    return intervals_per_run(runs, job_frames(steps))
 
 
-def distinguish_rows(x: pd.Series, y: pd.Series, min_effect: float = MIN_EFFECT) -> Distinction:
-    """:func:`distinguish` for two rows of a :func:`configuration_intervals` table
-    indexed by configuration (their names): ``y`` against ``x``."""
-    a, b = x.name, y.name
+def intervals_per_run(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """:func:`run_intervals` from the :func:`job_frames` of the steps."""
+    found = intervals_of_job_steps(runs, {r: frames[r] for r in runs["run_id"].astype(str) if r in frames})
+    row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
+    ids = runs["run_id"].astype(str).tolist()
+    out = found.drop(columns=["experiment", "run_ids", "runs", "steps"]).reindex([row.get(r) for r in ids])
+    out = out.reset_index(drop=True).assign(basis=lambda o: o["basis"].where(o["low"].notna(), NO_INTERVAL))
+    out.insert(0, "run_id", ids)
+    return out
+
+
+def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``runs`` (one experiment, index from 0) and ``found`` (its :func:`run_intervals`)
+    reduced to the first run of each configuration, ``columns`` the mean over its
+    repeats, ``runs`` their number. A run without a throughput is a configuration of its own."""
+    key = configuration_of(found).to_numpy()
+    first = ~pd.Series(key).duplicated().to_numpy()
+    means = {c: runs[c].groupby(key, sort=False).transform("mean").to_numpy(float) for c in columns if c in runs}
+    count = pd.Series(key).groupby(key, sort=False).transform("size").to_numpy(int)
+    return (runs.assign(**means, runs=count)[first].reset_index(drop=True),
+            found[first].reset_index(drop=True))
+
+
+def configuration_of(found: pd.DataFrame) -> pd.Series:
+    """Per row of a :func:`run_intervals` frame, the configuration its run repeats (its run id where
+    it has no throughput: a configuration of its own)."""
+    return found["configuration"].fillna(found["run_id"])
+
+
+def has_interval(row: pd.Series) -> bool:
+    """Whether a :func:`configuration_intervals` or :func:`run_intervals` row has an interval."""
+    return bool(row["dof"] > 0 and math.isfinite(row["se_log"]))
+
+
+def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Verdict:
+    """Whether configuration ``b`` of a :func:`configuration_intervals` or :func:`run_intervals` table is
+    faster or slower than ``a``, or indistinguishable from it (within the noise, or below ``min_effect``)."""
+    rows = table.drop_duplicates("configuration").set_index("configuration")
+    x, y = rows.loc[a], rows.loc[b]
     if x["unit"] != y["unit"]:
         raise ValueError(f"{a!r} is measured in {x['unit']}/s and {b!r} in {y['unit']}/s: not comparable")
-    if x["dof"] > 0 and y["dof"] > 0 and math.isfinite(x["se_log"]) and math.isfinite(y["se_log"]):
-        d = relative_difference(x["throughput"], x["se_log"], x["dof"], y["throughput"], y["se_log"], y["dof"])
-    else:
-        d = Difference(y["throughput"] / x["throughput"] - 1.0, math.nan, math.nan, math.nan)
-    call = verdict(d, min_effect)
-    figure = f"{d.estimate:+.1%}" + (f" (95 % interval {d.low:+.1%} to {d.high:+.1%})" if math.isfinite(d.low)
-                                      else " (no interval: one run without steps)")
-    if call not in (FASTER, SLOWER):
-        sentence = f"{b} and {a} are indistinguishable: {figure}, within the noise or below {min_effect:.0%}."
-    else:
-        sentence = f"{b} is {'faster' if call == FASTER else 'slower'} than {a}: {figure}."
-    return Distinction(a, b, d, call, sentence)
+    tested = has_interval(x) and has_interval(y)
+    d = (relative_difference(x["throughput"], x["se_log"], x["dof"], y["throughput"], y["se_log"], y["dof"])
+         if tested else Difference(y["throughput"] / x["throughput"] - 1.0))
+    return Verdict(d, tested, min_effect, a, b)
 
 
 def against_best(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
@@ -299,3 +313,35 @@ def against_best(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.Data
             out.loc[index, ["vs_best", "vs_best_low", "vs_best_high"]] = [d.estimate, d.low, d.high]
             out.loc[index, "tied_with_best"] = not result.distinguishable
     return out
+
+
+def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
+    """Per row of a :func:`run_intervals` frame of one experiment: whether it is the
+    fastest configuration or indistinguishable from it."""
+    fastest = intervals.loc[intervals["throughput"].idxmax(), "configuration"]
+    return np.array([distinguish(intervals, fastest, name).verdict == TIED for name in intervals["configuration"]])
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the data of two configurations could tell apart: ``detectable``, the smallest relative
+    difference of throughput they detect with 80 % power at 95 % confidence
+    (:func:`trainperf.stats.detectable_effect`; NaN without an interval), and ``repeats``, the runs of
+    each that would detect ``effect`` (:func:`trainperf.stats.repeats_to_detect` at their runs' spread,
+    or at :data:`trainperf.stats.RUN_CV` where neither has an interval: ``assumed``)."""
+
+    detectable: float
+    repeats: int | None
+    effect: float
+    assumed: bool
+
+
+def resolution(x: pd.Series, y: pd.Series, effect: float = DETECT) -> Resolution:
+    """The :class:`Resolution` of two rows of a :func:`run_intervals` table (``se_log``, ``dof`` and,
+    where given, ``runs``: how many runs the configuration has; 1 when absent)."""
+    if has_interval(x) and has_interval(y):
+        se = math.hypot(x["se_log"], y["se_log"])
+        sides = [Estimate(r["throughput"], r["se_log"], r["dof"], int(r.get("runs", 1)), 0) for r in (x, y)]
+        detectable = detectable_effect(se, welch_dof(x["se_log"], x["dof"], y["se_log"], y["dof"]))
+        return Resolution(detectable, repeats_to_detect(run_spread(sides), effect), effect, False)
+    return Resolution(math.nan, repeats_to_detect(RUN_CV, effect), effect, True)

@@ -1,32 +1,11 @@
-"""Intervals for training speed that respect how it varies.
+"""The statistics layer: intervals for training speed that respect how it varies, one relative
+difference with its interval (:class:`Difference`), and one verdict on it (:func:`verdict`, and what a
+report may say of two configurations: :class:`Verdict`).
 
-Step times are correlated (a slow stretch lasts several steps) and runs of one
-configuration differ from each other (machine load, placement, clocks), often
-by more than their steps do. The intervals here account for both:
-
-* **Within a run**: the circular block bootstrap (Politis & Romano 1992)
-  resamples blocks of consecutive steps, so step-to-step correlation is kept.
-  The block length follows the rule of Politis & White (2004) with the
-  correction of Patton, Politis & White (2009), computed on the run's
-  step-time series: about ``n^(1/3)`` times a factor that grows with the
-  autocorrelation, 1 for uncorrelated steps, at most ``min(3·√n, n/3)``.
-* **Across repeats** of one configuration: the bootstrap is hierarchical —
-  each replicate draws the runs with replacement, then blocks of steps within
-  each drawn run — so run-to-run variance enters the interval.
-  The bootstrap standard error of a mean of ``k`` pieces (runs, or blocks
-  of one run) is low by ``√((k − 1)/k)`` (it divides their variance by ``k``,
-  not ``k − 1``): it is scaled back (:attr:`Resampled.bias_correction`).
-* **One run**: its steps cannot show how much a second run of the same
-  configuration would differ. :func:`with_run_to_run` adds a run-to-run
-  coefficient of variation, :data:`RUN_CV` unless given.
-* **Runs-table rows only** (no steps): only the spread of repeats is known;
-  with a single row per side no interval exists.
-
-An interval is ``exp(log x̂ ± t(0.975, ν) · SE)`` on the log scale (SE: the
-bootstrap standard deviation of ``log x``), with ``ν`` the number of
-independent pieces less one: runs − 1 with repeats, blocks − 1 within one
-run; for a difference of two sides ν is Welch–Satterthwaite's. The t quantile
-keeps small samples (a few blocks, two repeats) from looking certain.
+Within a run, the circular block bootstrap (block length by Politis & White's rule); across repeats, the
+hierarchical bootstrap (runs, then blocks of steps); one run, an assumed run-to-run variation
+(:data:`RUN_CV`); intervals ``exp(log x̂ ± t(0.975, ν) · SE)``. docs/statistics.md ("Intervals", "The
+verdict") gives the rules, their references and how often they are right.
 """
 
 from __future__ import annotations
@@ -180,20 +159,31 @@ def welch_dof(se_a: float, dof_a: float, se_b: float, dof_b: float) -> float:
 
 @dataclass(frozen=True)
 class Difference:
-    """Relative difference ``b / a − 1`` of two positive estimates, with its interval (fractions)."""
+    """Relative difference ``b / a − 1`` of two positive estimates, with its interval ``low``–``high``
+    (fractions; NaN without one) on ``dof`` degrees of freedom."""
 
     estimate: float
-    low: float
-    high: float
-    dof: float
+    low: float = math.nan
+    high: float = math.nan
+    dof: float = math.nan
+
+    @property
+    def tested(self) -> bool:
+        """Whether it has an interval."""
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    def times(self, k: float) -> Difference:
+        """The difference of the ratio b / a times ``k`` (e.g. of totals, times a ratio of devices: per device)."""
+        return Difference((1 + self.estimate) * k - 1, (1 + self.low) * k - 1, (1 + self.high) * k - 1)
 
 
 def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_log_b: float, dof_b: float,
-                        level: float = LEVEL) -> Difference:
-    """``b / a − 1`` with the interval ``exp(log(b/a) ± t(ν) · √(se_a² + se_b²)) − 1`` (independent sides, Welch ν)."""
+                        level: float = LEVEL, dof: float | None = None) -> Difference:
+    """``b / a − 1`` with the interval ``exp(log(b/a) ± t(ν) · √(se_a² + se_b²)) − 1`` (independent sides; ν
+    Welch's unless ``dof`` is given)."""
     ratio = b / a
     se = math.hypot(se_log_a, se_log_b)
-    dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b)
+    dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b) if dof is None else dof
     low, high = log_interval(ratio, se, dof, level) if not math.isnan(dof) else (math.nan, math.nan)
     return Difference(ratio - 1.0, low - 1.0, high - 1.0, dof)
 
@@ -222,24 +212,68 @@ MIN_EFFECT = 0.02
 FASTER, SLOWER, SAME, INCONCLUSIVE = "faster", "slower", "no detectable difference", "inconclusive"
 POWER = 0.80
 """Power at which :func:`repeats_to_detect` detects the minimum effect."""
+DETECT = 0.05
+"""The difference whose repeats a sentence that calls configurations indistinguishable states (5 %)."""
 
 
-def verdict(difference: Difference, min_effect: float = MIN_EFFECT) -> str:
-    """``faster`` / ``slower`` when the interval excludes 0 **and** the estimate is
-    at least ``min_effect`` (a fraction) from 0; ``no detectable difference`` when
-    the whole interval lies within ``±min_effect`` (a change of the minimum effect
-    is ruled out); otherwise ``inconclusive``: the interval is too wide to tell a
-    change of ``min_effect`` from none (and always without an interval)."""
+def verdict(difference: Difference, min_effect: float = MIN_EFFECT, words: tuple[str, str] = (FASTER, SLOWER)
+            ) -> str:
+    """``faster`` / ``slower`` (``words``: what an increase and a decrease are called) when the interval
+    excludes 0 **and** the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable
+    difference`` when the whole interval lies within ``±min_effect`` (a change of the minimum effect is ruled
+    out); otherwise ``inconclusive``: the interval is too wide to tell a change of ``min_effect`` from none
+    (and always without an interval)."""
     d = difference
-    if not (math.isfinite(d.low) and math.isfinite(d.high)):
+    if not d.tested:
         return INCONCLUSIVE
     if d.low > 0 and d.estimate >= min_effect:
-        return FASTER
+        return words[0]
     if d.high < 0 and d.estimate <= -min_effect:
-        return SLOWER
+        return words[1]
     if -min_effect <= d.low and d.high <= min_effect:
         return SAME
     return INCONCLUSIVE
+
+
+TIED = "indistinguishable"
+"""What a report says of two configurations it may not rank."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a report may say of configuration ``b`` against ``a``: ``verdict``, ``faster``, ``slower`` or
+    :data:`TIED`, from their ``difference`` (b / a − 1). ``tested`` (both have an interval): faster or slower
+    only as :func:`verdict` says; untested, when the estimate is at least ``min_effect`` (a fraction)."""
+
+    difference: Difference
+    tested: bool
+    min_effect: float = MIN_EFFECT
+    a: str = "a"
+    b: str = "b"
+
+    @property
+    def verdict(self) -> str:
+        d = self.difference
+        if self.tested:
+            found = verdict(d, self.min_effect)
+            return found if found in (FASTER, SLOWER) else TIED
+        return TIED if abs(d.estimate) < self.min_effect else FASTER if d.estimate > 0 else SLOWER
+
+    @property
+    def distinguishable(self) -> bool:
+        """Faster or slower beyond the noise: tested, and so by :func:`verdict`."""
+        return self.tested and self.verdict != TIED
+
+    @property
+    def sentence(self) -> str:
+        """``b is faster than a: +4.0% (95 % interval …).``, or that they are indistinguishable."""
+        d = self.difference
+        figure = f"{d.estimate:+.1%}" + (f" (95 % interval {d.low:+.1%} to {d.high:+.1%})" if d.tested
+                                          else " (no interval: one run without steps)")
+        if not self.distinguishable:
+            return (f"{self.b} and {self.a} are indistinguishable: {figure}, within the noise or below "
+                    f"{self.min_effect:.0%}.")
+        return f"{self.b} is {self.verdict} than {self.a}: {figure}."
 
 
 def t_test_power(n: float, effect: float, level: float = LEVEL) -> float:

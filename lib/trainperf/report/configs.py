@@ -12,12 +12,11 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.hardware import is_cpu
-from trainperf.estimates import configuration_keys
+from trainperf.estimates import configuration_keys, configuration_means, configuration_of, run_intervals
 from trainperf.provenance import provenance
 from trainperf.ranks import rank_totals
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.html import count, first_of, fmt_int
-from trainperf.report.noise import around, configuration_means, configuration_of, run_intervals
+from trainperf.report.html import around, count, first_of, fmt_int
 
 
 @dataclass(frozen=True)
@@ -52,11 +51,11 @@ def unit_of(runs: pd.DataFrame) -> Unit:
 def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
                         found: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per configuration of ``runs`` (repeats grouped as
-    :func:`trainperf.report.noise.run_intervals` groups them; its first run's settings,
+    :func:`trainperf.estimates.run_intervals` groups them; its first run's settings,
     ``columns`` the mean over its repeats, ``runs`` their number), with the 95 % interval of its
     throughput around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval``
     as text: ``–`` for none) and ``doubt``: the :data:`DOUBTS` of any of its repeats (``""``
-    for none). ``found``: the runs' :func:`~trainperf.report.noise.run_intervals` (None: from no steps)."""
+    for none). ``found``: the runs' :func:`~trainperf.estimates.run_intervals` (None: from no steps)."""
     runs = runs.reset_index(drop=True)
     found = run_intervals(runs) if found is None else found
     rows, first = configuration_means(runs, found, columns)
