@@ -15,8 +15,7 @@ from trainperf.stats import FASTER, INCONCLUSIVE, MIN_EFFECT, RUN_CV, SLOWER, Di
 
 PEAK_MEMORY_RUN_CV = 0.01
 """Run-to-run coefficient of variation of a run's peak memory assumed for one run against one run (fraction):
-the 13 configurations of ``data/runs``, two repeats each, differ by σ = 0.6 % (``√(mean d² / 2)``,
-``d = log(m₂ / m₁)``), rounded up."""
+σ = 0.6 % over the repeats of ``data/runs``, rounded up (docs/statistics.md, "The gate")."""
 
 
 @dataclass(frozen=True)
@@ -52,11 +51,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "less energy", "more energy"),
     Metric("goodput", "goodput", "goodput", "fraction", True, 0.02, RUN_CV, "higher goodput", "lower goodput"),
 )}
-"""The metrics ``trainperf compare --metric`` judges. ``throughput`` is measured over the steps' own time where
-the sides have steps; ``elapsed_throughput`` is the runs' ``tokens_per_s``, over their elapsed time with the work
-between steps (evaluation, checkpoints) inside, as ``trainperf summarize`` shows it. Energy per token and goodput have not been measured
-twice here: they are given the run-to-run variation of throughput (energy per token is power × time per
-token; goodput moves with start-up and checkpoint times), until repeats or a history measure theirs."""
+"""The metrics ``trainperf compare --metric`` judges: ``throughput`` over the steps' own time where the sides have
+steps, ``elapsed_throughput`` the runs' ``tokens_per_s`` over their elapsed time (as ``trainperf summarize``);
+energy per token and goodput, not measured twice here, get throughput's run-to-run variation (docs/statistics.md,
+"The gate")."""
 
 NOT_MEASURED = "not measured"
 METRIC_COLUMNS = ("metric", "label", "unit", "baseline", "baseline_low", "baseline_high", "candidate",

@@ -1,11 +1,8 @@
 """A throughput with its uncertainty: per side of a comparison (:class:`Side`, :class:`Estimate`), per
-configuration of a report (:func:`configuration_intervals`, :func:`run_intervals`), and whether a report
-may call one configuration faster than another (:func:`distinguish`: a :class:`trainperf.stats.Verdict`).
-
-Runs are repeats of one configuration when they share the experiment, every recorded setting
-(:data:`CONFIG_KEY`) and ``extra_configuration`` (``trainperf bench --repeats``). An interval comes from
-the steps (the hierarchical block bootstrap of :mod:`trainperf.stats`; a single run's adds the assumed
-run-to-run variation), else from the spread of repeats; a single run without steps has none.
+configuration of a report (:func:`configuration_intervals`, :func:`run_intervals`: runs are repeats when
+they share every recorded setting, :func:`configuration_keys`), and whether a report may call one
+configuration faster than another (:func:`distinguish`: a :class:`trainperf.stats.Verdict`).
+docs/statistics.md, "Intervals in the reports".
 """
 
 from __future__ import annotations
@@ -60,7 +57,7 @@ class Estimate:
 
     def interval(self, level: float = LEVEL) -> tuple[float, float]:
         """The throughput's interval (NaN when none can be computed)."""
-        return log_interval(self.throughput, self.se_log, self.dof, level) if self.dof > 0 else (math.nan, math.nan)
+        return log_interval(self.throughput, self.se_log, self.dof, level)
 
 
 def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int = DRAWS, seed: int = 0) -> Estimate:
@@ -110,18 +107,12 @@ def estimate_runs(side: Side, rate: str) -> Estimate:
 
 
 def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Sequence[str] = ()) -> tuple[Difference, str]:
-    """Candidate / baseline − 1 of the two estimates ``est`` with its interval,
-    and a note on what covers the run-to-run variance of a side with a single
-    run (its estimate widened in place: ``se_log`` and, with steps, the errors
-    of ``step_time_s`` and ``columns``):
-
-    * both sides have repeats: their own spread (Welch);
-    * the other side has repeats: the single run is taken to vary from run to
-      run as much as one of them (SE × √runs), on the repeats' degrees of
-      freedom (one spread estimate: no Welch);
-    * both sides have one run: each gets ``run_cv`` on top of its steps' noise
-      (:func:`trainperf.stats.with_run_to_run`; a runs-table row, whose noise
-      within the run is unknown, gets ``run_cv`` alone)."""
+    """Candidate / baseline − 1 of the two estimates ``est`` with its interval, and a note on what covers the
+    run-to-run variance of a side with a single run, whose estimate is widened in place (``se_log`` and, with
+    steps, the errors of ``step_time_s`` and ``columns``): with repeats on both sides, their own spread
+    (Welch); on one, the single run varies as much as one of them (SE × √runs, on their degrees of freedom);
+    one run a side, each gets ``run_cv`` on top of its steps' noise (:func:`trainperf.stats.with_run_to_run`;
+    a runs-table row, ``run_cv`` alone). docs/statistics.md, "Intervals"."""
     if est[0].runs > 1 and est[1].runs > 1:
         return _relative(est), ""
     if est[0].runs == 1 and est[1].runs == 1:
@@ -178,19 +169,13 @@ def configuration_keys(runs: pd.DataFrame) -> pd.Series:
 
 def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, draws: int = DRAWS,
                             seed: int = 0, run_cv: float = RUN_CV) -> pd.DataFrame:
-    """One row per configuration of a derived runs table: ``throughput`` (mean
-    over its repeats, ``unit`` per second: tokens, else samples) with its 95 %
-    interval ``low``–``high`` (NaN for one run without steps), ``se_log`` and
-    ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers),
-    ``runs``, ``steps`` (measured steps used) and ``run_ids``. ``steps``: the
-    summaries of the step intervals of (some of) the runs
-    (``trainperf.load_summaries``); a configuration uses steps only when every
-    one of its runs has at least 2 complete measured steps there (a table of
-    per-rank totals has not: see :func:`trainperf.aggregate.job_steps`).
-    A configuration measured by one run with steps cannot show its run-to-run
-    variation: its interval adds ``run_cv`` (a fraction, as ``trainperf
-    compare`` does; 0 for its steps alone).
-    Deterministic for a ``seed``."""
+    """One row per configuration of a derived runs table: ``throughput`` (mean over its repeats, ``unit`` per
+    second: tokens, else samples) with its 95 % interval ``low``–``high`` (NaN for one run without steps),
+    ``se_log`` and ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers), ``runs``,
+    ``steps`` (measured steps used) and ``run_ids``. A configuration uses ``steps``
+    (``trainperf.load_summaries``) only where each of its runs has 2 complete measured steps there
+    (:func:`trainperf.aggregate.job_steps`); one run with steps adds ``run_cv`` (a fraction, as ``trainperf
+    compare`` does; 0 for its steps alone). Deterministic for a ``seed``."""
     return intervals_of_job_steps(runs, job_frames(steps), draws, seed, run_cv)
 
 
@@ -240,17 +225,13 @@ NO_INTERVAL = "no interval (one run without steps)"
 """What a report shows in place of an interval a configuration does not have."""
 
 
-def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
-    """Per run of ``runs`` (same order): the interval of its configuration
-    (:func:`configuration_intervals`): ``run_id, configuration``,
-    ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
-    ``dof`` and ``basis`` (what the interval covers, or that there is none). A run
-    with fewer than 2 complete steps in ``steps`` counts as one without steps."""
-    return intervals_per_run(runs, job_frames(steps))
-
-
-def intervals_per_run(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """:func:`run_intervals` from the :func:`job_frames` of the steps."""
+def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None,
+                  frames: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Per run of ``runs`` (same order): the interval of its configuration (:func:`configuration_intervals`):
+    ``run_id, configuration``, ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
+    ``dof`` and ``basis`` (what the interval covers, or that there is none). ``frames``: the
+    :func:`job_frames` of ``steps``, where already made."""
+    frames = job_frames(steps) if frames is None else frames
     found = intervals_of_job_steps(runs, {r: frames[r] for r in runs["run_id"].astype(str) if r in frames})
     row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
     ids = runs["run_id"].astype(str).tolist()
@@ -297,38 +278,37 @@ def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFF
     return Verdict(d, tested, min_effect, a, b)
 
 
+def versus_fastest(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> list[Verdict]:
+    """Per row of a :func:`configuration_intervals` or :func:`run_intervals` table of one experiment: its
+    configuration against the fastest one."""
+    fastest = table.loc[table["throughput"].idxmax(), "configuration"]
+    return [distinguish(table, fastest, name, min_effect) for name in table["configuration"]]
+
+
 def against_best(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
     """``table`` with, per configuration, the verdict against the fastest one of its
     experiment (``vs_best``: relative difference; ``vs_best_low``/``vs_best_high``;
     ``tied_with_best``: indistinguishable from it, True for the fastest itself)."""
-    out = table.copy()
-    for column in ("vs_best", "vs_best_low", "vs_best_high"):
-        out[column] = math.nan
-    out["tied_with_best"] = False
-    for _, group in out.groupby("experiment", dropna=False, sort=False):
-        best = group.loc[group["throughput"].idxmax(), "configuration"]
-        for index, row in group.iterrows():
-            result = distinguish(out, best, row["configuration"], min_effect)
-            d = result.difference
-            out.loc[index, ["vs_best", "vs_best_low", "vs_best_high"]] = [d.estimate, d.low, d.high]
-            out.loc[index, "tied_with_best"] = not result.distinguishable
-    return out
+    found = {i: v for _, group in table.groupby("experiment", dropna=False, sort=False)
+             for i, v in zip(group.index, versus_fastest(group, min_effect))}
+    d = [found[i].difference for i in table.index]
+    return table.assign(vs_best=[x.estimate for x in d], vs_best_low=[x.low for x in d],
+                        vs_best_high=[x.high for x in d],
+                        tied_with_best=[not found[i].distinguishable for i in table.index])
 
 
 def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
     """Per row of a :func:`run_intervals` frame of one experiment: whether it is the
     fastest configuration or indistinguishable from it."""
-    fastest = intervals.loc[intervals["throughput"].idxmax(), "configuration"]
-    return np.array([distinguish(intervals, fastest, name).verdict == TIED for name in intervals["configuration"]])
+    return np.array([found.verdict == TIED for found in versus_fastest(intervals)])
 
 
 @dataclass(frozen=True)
 class Resolution:
-    """What the data of two configurations could tell apart: ``detectable``, the smallest relative
-    difference of throughput they detect with 80 % power at 95 % confidence
-    (:func:`trainperf.stats.detectable_effect`; NaN without an interval), and ``repeats``, the runs of
-    each that would detect ``effect`` (:func:`trainperf.stats.repeats_to_detect` at their runs' spread,
-    or at :data:`trainperf.stats.RUN_CV` where neither has an interval: ``assumed``)."""
+    """What the data of two configurations could tell apart: ``detectable``, the smallest relative difference
+    of throughput they detect with 80 % power at 95 % confidence (:func:`trainperf.stats.detectable_effect`;
+    NaN without an interval), and ``repeats``, the runs of each that would detect ``effect`` (at their runs'
+    spread, or at :data:`trainperf.stats.RUN_CV` where neither has an interval: ``assumed``)."""
 
     detectable: float
     repeats: int | None

@@ -26,14 +26,9 @@ DRAWS = 2000
 
 
 def block_length(series: np.ndarray) -> int:
-    """Block length (steps) for a circular block bootstrap of ``series``:
-    Politis & White (2004) with Patton, Politis & White (2009)'s correction.
-
-    ``b = (2 G² / D)^(1/3) · n^(1/3)`` with ``G = Σ λ(k/M) |k| R(k)``,
-    ``D = 4/3 (Σ λ(k/M) R(k))²`` (flat-top kernel ``λ``, autocovariances
-    ``R``, ``M`` twice the last significantly autocorrelated lag), clipped to
-    ``[1, min(3√n, n/3)]``; 1 for fewer than 4 steps.
-    """
+    """Block length (steps) for a circular block bootstrap of ``series``: Politis & White (2004) with Patton,
+    Politis & White (2009)'s correction (the formula: docs/statistics.md, "Intervals"), clipped to
+    ``[1, min(3√n, n/3)]``; 1 for fewer than 4 steps."""
     x = np.asarray(series, dtype=float)
     n = len(x)
     if n < 4:
@@ -93,13 +88,9 @@ def block_means(matrix: np.ndarray, block: int, draws: int, rng: np.random.Gener
 
 @dataclass
 class Resampled:
-    """Bootstrap replicates of one side (a configuration's runs).
-
-    ``replicates``: ``(draws, slots, quantities)`` column means of each run
-    drawn into each slot (slots = runs of the side); ``dof``: the independent
-    pieces less one (runs − 1 with repeats, blocks − 1 in a single run);
-    ``blocks``: the block length of each run (steps).
-    """
+    """Bootstrap replicates of one side: ``replicates``, ``(draws, slots, quantities)`` column means of each
+    run drawn into each slot (slots = runs of the side); ``dof``: the independent pieces less one (runs − 1
+    with repeats, blocks − 1 in a single run); ``blocks``: the block length of each run (steps)."""
 
     replicates: np.ndarray
     dof: float
@@ -107,10 +98,8 @@ class Resampled:
 
     @property
     def bias_correction(self) -> float:
-        """Factor for the bootstrap standard error of a mean of ``k = dof + 1``
-        independent pieces (runs; blocks of one run): ``√(k/(k − 1))``, as
-        resampling divides their variance by ``k`` where the unbiased estimate
-        divides by ``k − 1``."""
+        """Factor for the bootstrap standard error of a mean of ``k = dof + 1`` independent pieces:
+        ``√(k/(k − 1))`` (docs/statistics.md, "Small samples")."""
         return math.sqrt((self.dof + 1) / self.dof)
 
 
@@ -142,7 +131,7 @@ def t_quantile(dof: float, level: float = LEVEL) -> float:
 
 
 def log_interval(estimate: float, se_log: float, dof: float, level: float = LEVEL) -> tuple[float, float]:
-    """``exp(log estimate ± t · se_log)``: an interval for a positive quantity."""
+    """``exp(log estimate ± t · se_log)``: an interval for a positive quantity (NaN when ``dof`` is none)."""
     half = t_quantile(dof, level) * se_log
     return estimate * math.exp(-half), estimate * math.exp(half)
 
@@ -184,20 +173,15 @@ def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_lo
     ratio = b / a
     se = math.hypot(se_log_a, se_log_b)
     dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b) if dof is None else dof
-    low, high = log_interval(ratio, se, dof, level) if not math.isnan(dof) else (math.nan, math.nan)
+    low, high = log_interval(ratio, se, dof, level)
     return Difference(ratio - 1.0, low - 1.0, high - 1.0, dof)
 
 
 RUN_CV = 0.08
-"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a
-second run of the same configuration differs beyond its own step noise, used when a side
-has one run and the inputs hold no repeats. Derived from two sweeps of the 13 CPU
-configurations of ``trainperf bench`` measured at different times (the sweeps kept in
-the project's history before ``data/runs`` held repeats): per configuration,
-``d = log(X₂ / X₁)``; ``E[d²] = 2 σ² + se₁² + se₂²`` (``se`` from each run's block
-bootstrap) gives σ = 8.0 %; the three runs of one configuration (2-process DDP, batch
-16) inside each sweep spread by 7–10 %. ``benchmarks/run_cv.py`` computes it;
-``docs/statistics.md`` has the figures."""
+"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a second run of
+the same configuration differs beyond its own step noise, used when a side has one run and the inputs hold
+no repeats; from two sweeps of ``trainperf bench`` (``benchmarks/run_cv.py``; docs/statistics.md, "How 8 %
+was derived")."""
 
 
 def with_run_to_run(se_log: float, dof: float, run_cv: float = RUN_CV) -> tuple[float, float]:
@@ -277,11 +261,9 @@ class Verdict:
 
 
 def t_test_power(n: float, effect: float, level: float = LEVEL) -> float:
-    """Power of a two-sided two-sample t test at ``level`` confidence with ``n``
-    observations per group and a standardized ``effect`` (difference of means
-    / standard deviation of one observation): the probability that
-    ``|T| > t(½ + level/2, 2n − 2)`` when ``T`` follows the noncentral t with
-    ``2n − 2`` degrees of freedom and noncentrality ``effect · √(n/2)``."""
+    """Power of a two-sided two-sample t test at ``level`` confidence with ``n`` observations per group and a
+    standardized ``effect`` (difference of means / standard deviation of one observation): :func:`t_power`
+    at noncentrality ``effect · √(n/2)`` on ``2n − 2`` degrees of freedom."""
     return t_power(effect * math.sqrt(n / 2), 2 * n - 2, level)
 
 
@@ -295,12 +277,10 @@ def t_power(shift: float, dof: float, level: float = LEVEL) -> float:
 
 
 def detectable_effect(se_log: float, dof: float, level: float = LEVEL, power: float = POWER) -> float:
-    """The smallest relative difference (fraction) that a two-sided t test at ``level`` (95 %)
-    confidence on a log ratio with standard error ``se_log`` and ``dof`` degrees of freedom
-    detects with ``power`` (80 %): ``exp(k · se_log) − 1``, ``k`` the shift in standard errors at
-    which :func:`t_power` reaches ``power`` (about ``t(0.975, dof) + t(0.8, dof)``; 2.80 for
-    infinite ``dof``). The inverse of :func:`repeats_to_detect` for a given noise. NaN when
-    ``se_log`` or ``dof`` is not a positive number."""
+    """The smallest relative difference (fraction) that a two-sided t test at ``level`` (95 %) confidence on a
+    log ratio with standard error ``se_log`` and ``dof`` degrees of freedom detects with ``power`` (80 %):
+    ``exp(k · se_log) − 1``, ``k`` where :func:`t_power` reaches ``power`` (docs/statistics.md, "The smallest
+    difference the data could detect"). NaN when ``se_log`` or ``dof`` is not a positive number."""
     if not (math.isfinite(se_log) and se_log > 0 and dof > 0):
         return math.nan
     return math.expm1(_reaching(lambda k: t_power(k, dof, level), power, 0.0, xtol=1e-9) * se_log)
@@ -308,13 +288,10 @@ def detectable_effect(se_log: float, dof: float, level: float = LEVEL, power: fl
 
 def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT, level: float = LEVEL,
                       power: float = POWER) -> int | None:
-    """Runs per side that would detect a change of ``min_effect`` (a fraction)
-    with ``power`` (80 %) at ``level`` (95 %) confidence, by a two-sided
-    two-sample t test on the log throughput of each run: the smallest whole
-    ``n ≥ 2`` whose :func:`t_test_power` at the standardized effect
-    ``log(1 + min_effect) / sd_log`` reaches ``power``. ``sd_log``: the
-    standard deviation of one run's log throughput (fraction), run-to-run and
-    step noise together. None when it is unknown or the minimum effect is 0."""
+    """Runs per side that would detect a change of ``min_effect`` (a fraction) with ``power`` (80 %) at
+    ``level`` (95 %) confidence: the smallest whole ``n ≥ 2`` whose :func:`t_test_power` at the standardized
+    effect ``log(1 + min_effect) / sd_log`` reaches ``power``, ``sd_log`` the standard deviation of one run's
+    log throughput (fraction). None when it is unknown or the minimum effect is 0."""
     if not (math.isfinite(sd_log) and sd_log > 0 and min_effect > 0):
         return None
     effect = math.log1p(min_effect) / sd_log

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.estimates import configuration_of, intervals_per_run, job_frames
+from trainperf.estimates import configuration_of, job_frames, run_intervals
 from trainperf.compare import plotted_steps
 from trainperf.goodput import PARTS
 from trainperf.report.configs import (Unit, configuration_table, evaluation_notes, evaluation_rates, labels, ordered, rank,
@@ -65,7 +65,7 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any."""
     unit = unit_of(runs)
     frames = job_frames(steps)
-    found = intervals_per_run(runs.reset_index(drop=True), frames)
+    found = run_intervals(runs.reset_index(drop=True), frames=frames)
     configs = configuration_table(runs, MEANS, found)
     clean = configs["doubt"] == ""
     best = rank(configs[clean] if clean.any() else configs, unit.rate).best.name

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trainperf.estimates import NO_INTERVAL, configuration_means, distinguish, intervals_per_run
+from trainperf.estimates import NO_INTERVAL, configuration_means, distinguish, run_intervals
 from trainperf.invariants import serial_fraction_possible
 from trainperf.report.configs import doubtful, labels, marks
 from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
@@ -75,7 +75,7 @@ def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tupl
     :func:`trainperf.estimates.job_frames`."""
     group = runs.reset_index(drop=True)
     weak = kind_of(group) == "weak"  # Karp–Flatt assumes the same total work: none for weak scaling
-    every = intervals_per_run(group, frames)
+    every = run_intervals(group, frames=frames)
     key = every["configuration"].fillna(every["run_id"])
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).fillna(False).to_numpy(bool)])  # its configuration
     rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
