@@ -185,9 +185,8 @@ was derived")."""
 
 
 def with_run_to_run(se_log: float, dof: float, run_cv: float = RUN_CV) -> tuple[float, float]:
-    """A single run's ``se_log`` and ``dof`` (its steps' noise) widened to the uncertainty of its
-    configuration's throughput: ``√(se_log² + run_cv²)``, ``run_cv`` taken as known (infinite
-    degrees of freedom), Welch–Satterthwaite's ``dof`` for the sum."""
+    """A single run's ``se_log`` and ``dof`` (its steps' noise) widened to its configuration's throughput:
+    ``√(se_log² + run_cv²)``, ``run_cv`` known (infinite degrees of freedom), Welch's ``dof`` for the sum."""
     return math.hypot(se_log, run_cv), welch_dof(se_log, dof, run_cv, math.inf)
 
 
@@ -204,9 +203,8 @@ def verdict(difference: Difference, min_effect: float = MIN_EFFECT, words: tuple
             ) -> str:
     """``faster`` / ``slower`` (``words``: what an increase and a decrease are called) when the interval
     excludes 0 **and** the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable
-    difference`` when the whole interval lies within ``±min_effect`` (a change of the minimum effect is ruled
-    out); otherwise ``inconclusive``: the interval is too wide to tell a change of ``min_effect`` from none
-    (and always without an interval)."""
+    difference`` when the whole interval lies within ``±min_effect``; otherwise, and always without an
+    interval, ``inconclusive`` (docs/statistics.md, "The verdict")."""
     d = difference
     if not d.tested:
         return INCONCLUSIVE
