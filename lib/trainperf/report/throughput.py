@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.estimates import configuration_of, job_frames, run_intervals
 from trainperf.compare import plotted_steps
+from trainperf.estimates import configuration_of, job_frames, run_intervals
 from trainperf.goodput import PARTS
 from trainperf.report.configs import (Unit, configuration_table, evaluation_notes, evaluation_rates, labels, ordered, rank,
                                       several_device_counts, study_of, unit_of)
