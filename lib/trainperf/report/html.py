@@ -1,6 +1,7 @@
 """Short pieces of text a report shows around its tables and charts (the page
 header, the headline with its key figures, callouts, lists), every string from
-data escaped; the ``fmt_*`` number formats the tables use too. A piece can carry
+data escaped; the ``fmt_*`` number formats the tables use too, and the words of
+an interval or a verdict of :mod:`trainperf.estimates`. A piece can carry
 facts for the index page (title, headline, inputs) in its display metadata.
 """
 
