@@ -241,25 +241,6 @@ def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None,
     return out
 
 
-def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
-                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``runs`` (one experiment, index from 0) and ``found`` (its :func:`run_intervals`)
-    reduced to the first run of each configuration, ``columns`` the mean over its
-    repeats, ``runs`` their number. A run without a throughput is a configuration of its own."""
-    key = configuration_of(found).to_numpy()
-    first = ~pd.Series(key).duplicated().to_numpy()
-    means = {c: runs[c].groupby(key, sort=False).transform("mean").to_numpy(float) for c in columns if c in runs}
-    count = pd.Series(key).groupby(key, sort=False).transform("size").to_numpy(int)
-    return (runs.assign(**means, runs=count)[first].reset_index(drop=True),
-            found[first].reset_index(drop=True))
-
-
-def configuration_of(found: pd.DataFrame) -> pd.Series:
-    """Per row of a :func:`run_intervals` frame, the configuration its run repeats (its run id where
-    it has no throughput: a configuration of its own)."""
-    return found["configuration"].fillna(found["run_id"])
-
-
 def has_interval(row: pd.Series) -> bool:
     """Whether a :func:`configuration_intervals` or :func:`run_intervals` row has an interval."""
     return bool(row["dof"] > 0 and math.isfinite(row["se_log"]))

@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
-from trainperf.estimates import (configuration_means, distinguish, has_interval, resolution, run_intervals,
-                                 ties_with_fastest)
-from trainperf.report.configs import (Unit, batch, evaluation_notes, evaluation_rates, experiments, keep_experiments,
-                                      unit_of)
+from trainperf.estimates import distinguish, has_interval, resolution, run_intervals, ties_with_fastest
+from trainperf.report.configs import (Unit, batch, configuration_means, evaluation_notes, evaluation_rates, experiments,
+                                      keep_experiments, unit_of)
 from trainperf.report.html import (Html, and_list, around, count, fmt_change, fmt_int, fmt_pct, fmt_seconds,
                                    headline as banner, resolution_text)
 from trainperf.report.page import InputError, require
@@ -92,7 +91,7 @@ def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tupl
     run of each with its rates, MFU, times (:func:`trainperf.report.time_to_train.run_times`) and the
     parts of its total time (:func:`trainperf.report.time_to_train.total_parts`, columns named after
     them) the mean over its repeats (``runs``: how many; see
-    :func:`trainperf.estimates.configuration_means`), and their
+    :func:`trainperf.report.configs.configuration_means`), and their
     :func:`trainperf.estimates.run_intervals` with ``label`` (``micro-batch … × … accumulation``)
     and ``runs``."""
     unit = unit_of(runs)

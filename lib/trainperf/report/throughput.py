@@ -15,10 +15,10 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.compare import plotted_steps
-from trainperf.estimates import configuration_of, job_frames, run_intervals
+from trainperf.estimates import job_frames, run_intervals
 from trainperf.goodput import PARTS
-from trainperf.report.configs import (Unit, configuration_table, evaluation_notes, evaluation_rates, labels, ordered, rank,
-                                      several_device_counts, study_of, unit_of)
+from trainperf.report.configs import (Unit, configuration_of, configuration_table, evaluation_notes, evaluation_rates,
+                                      labels, ordered, rank, several_device_counts, study_of, unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.page import require
 from trainperf.report.scaling.analysis import outside_steps

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trainperf.estimates import NO_INTERVAL, configuration_means, distinguish, run_intervals
+from trainperf.estimates import NO_INTERVAL, distinguish, run_intervals
 from trainperf.invariants import serial_fraction_possible
-from trainperf.report.configs import doubtful, labels, marks
+from trainperf.report.configs import configuration_means, doubtful, labels, marks
 from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
 from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
 from trainperf.scaling import karp_flatt
