@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from trainperf import load_steps
+from trainperf import estimates, load_steps
 from trainperf.aggregate import Summaries, summarize
 from trainperf.estimates import configuration_intervals, intervals_of_job_steps
-from trainperf.report import noise, throughput
+from trainperf.report import throughput
 from trainperf.report.page import open_runs, open_steps
 from trainperf.report.scaling import studies
 
@@ -33,7 +33,7 @@ def computed(monkeypatch):
         calls.append(1)
         return intervals_of_job_steps(*args, **kwargs)
 
-    monkeypatch.setattr(noise, "intervals_of_job_steps", counting)
+    monkeypatch.setattr(estimates, "intervals_of_job_steps", counting)
     return calls
 
 
@@ -51,10 +51,10 @@ def test_the_same_runs_and_steps_are_computed_once(measured, computed):
 
 def test_changed_steps_are_computed_again(measured, computed):
     runs, steps = measured
-    before = noise.run_intervals(runs, steps)
+    before = estimates.run_intervals(runs, steps)
     intervals = load_steps(STRONG)
     slower = summarize(intervals.assign(step_s=intervals["step_s"] * 2)).select(runs["run_id"])
-    after = noise.run_intervals(runs, slower)
+    after = estimates.run_intervals(runs, slower)
     assert len(computed) == 2
     assert after["throughput"].iloc[0] == pytest.approx(before["throughput"].iloc[0] / 2, rel=0.01)
 

@@ -1,14 +1,7 @@
-"""The figures a comparison judges, each in its own direction and with its own minimum effect.
-
-Throughput is judged by :mod:`trainperf.compare` from the steps of each side
-where it has them; peak memory, energy per token and goodput here, from the
-runs rows of each side (one figure per run, repeats averaged). Each has its
-default minimum effect and the run-to-run coefficient of variation assumed
-when each side has a single run (:data:`METRICS`): a side with repeats lends
-their spread to a side of one run, as for throughput
-(:func:`trainperf.estimates.sides_difference`). More memory, more energy per
-token and less goodput are worse. A figure that a run of either side lacks
-is ``not measured``: named, never judged.
+"""The figures a comparison judges, each in its own direction (more memory, more energy per token and less
+goodput are worse), with its own minimum effect and assumed run-to-run variation (:data:`METRICS`), from
+the runs rows of each side; throughput from the steps, by :mod:`trainperf.compare`. A figure a run of
+either side lacks is ``not measured``: named, never judged. docs/statistics.md, "The gate".
 """
 
 from __future__ import annotations
@@ -22,8 +15,7 @@ from trainperf.stats import FASTER, INCONCLUSIVE, MIN_EFFECT, RUN_CV, SLOWER, Di
 
 PEAK_MEMORY_RUN_CV = 0.01
 """Run-to-run coefficient of variation of a run's peak memory assumed for one run against one run (fraction):
-the 13 configurations of ``data/runs``, two repeats each, differ by σ = 0.6 % (``√(mean d² / 2)``,
-``d = log(m₂ / m₁)``), rounded up."""
+σ = 0.6 % over the repeats of ``data/runs``, rounded up (docs/statistics.md, "The gate")."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +35,11 @@ class Metric:
     better: str
     worse: str
 
+    @property
+    def words(self) -> tuple[str, str]:
+        """What :func:`trainperf.stats.verdict` calls an increase and a decrease of the metric."""
+        return (self.better, self.worse) if self.higher_is_better else (self.worse, self.better)
+
 
 METRICS: dict[str, Metric] = {m.name: m for m in (
     Metric("throughput", "throughput", None, "per s", True, MIN_EFFECT, RUN_CV, FASTER, SLOWER),
@@ -54,11 +51,10 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "less energy", "more energy"),
     Metric("goodput", "goodput", "goodput", "fraction", True, 0.02, RUN_CV, "higher goodput", "lower goodput"),
 )}
-"""The metrics ``trainperf compare --metric`` judges. ``throughput`` is measured over the steps' own time where
-the sides have steps; ``elapsed_throughput`` is the runs' ``tokens_per_s``, over their elapsed time with the work
-between steps (evaluation, checkpoints) inside, as ``trainperf summarize`` shows it. Energy per token and goodput have not been measured
-twice here: they are given the run-to-run variation of throughput (energy per token is power × time per
-token; goodput moves with start-up and checkpoint times), until repeats or a history measure theirs."""
+"""The metrics ``trainperf compare --metric`` judges: ``throughput`` over the steps' own time where the sides have
+steps, ``elapsed_throughput`` the runs' ``tokens_per_s`` over their elapsed time (as ``trainperf summarize``);
+energy per token and goodput, not measured twice here, get throughput's run-to-run variation (docs/statistics.md,
+"The gate")."""
 
 NOT_MEASURED = "not measured"
 METRIC_COLUMNS = ("metric", "label", "unit", "baseline", "baseline_low", "baseline_high", "candidate",
@@ -70,22 +66,11 @@ it is a significant regression, for an inconclusive one the runs per side that w
 (else None), and what the intervals cover (``basis``)."""
 
 
-def directed_verdict(metric: Metric, difference: Difference, min_effect: float) -> str:
-    """:func:`trainperf.stats.verdict` in the metric's words: an increase is ``better`` when more is better,
-    else ``worse``; ``no detectable difference`` and ``inconclusive`` as they are."""
-    call = verdict(difference, min_effect)
-    if call == FASTER:
-        return metric.better if metric.higher_is_better else metric.worse
-    if call == SLOWER:
-        return metric.worse if metric.higher_is_better else metric.better
-    return call
-
-
 def metric_row(metric: Metric, est: list[Estimate], difference: Difference, min_effect: float, basis: str,
                unit: str | None = None) -> dict:
     """The ``metrics`` row of ``metric`` from the two sides' estimates (after
     :func:`trainperf.estimates.sides_difference`) and their difference."""
-    call = directed_verdict(metric, difference, min_effect)
+    call = verdict(difference, min_effect, metric.words)
     intervals = [e.interval() for e in est]
     return {"metric": metric.name, "label": metric.label, "unit": unit or metric.unit,
             "baseline": est[0].throughput, "baseline_low": intervals[0][0], "baseline_high": intervals[0][1],

@@ -1,18 +1,8 @@
-"""A throughput with its uncertainty: per side of a comparison, per configuration of a report.
-
-A *side* is runs that repeat one configuration (:class:`Side`): its throughput
-is estimated from its measured steps where it has them (:func:`estimate_steps`:
-the hierarchical block bootstrap of :mod:`trainperf.stats`, over runs, then
-blocks of steps) or from the spread of its repeats (:func:`estimate_runs`).
-
-Runs that are repeats of one configuration are grouped: by the experiment,
-every recorded setting (:data:`CONFIG_KEY`) and ``extra_configuration`` where
-the runs carry it (``trainperf bench --repeats``): runs that differ in any
-setting are never repeats, whatever their configuration's name. Each configuration's interval (:func:`configuration_intervals`)
-comes from its steps where given (a single run's adds the assumed run-to-run
-variation), else from the spread of its repeats; a single run without steps
-has none. A report says a configuration is better than another only when
-:func:`distinguish` does; otherwise they are *indistinguishable*.
+"""A throughput with its uncertainty: per side of a comparison (:class:`Side`, :class:`Estimate`), per
+configuration of a report (:func:`configuration_intervals`, :func:`run_intervals`: runs are repeats when
+they share every recorded setting, :func:`configuration_keys`), and whether a report may call one
+configuration faster than another (:func:`distinguish`: a :class:`trainperf.stats.Verdict`).
+docs/statistics.md, "Intervals in the reports".
 """
 
 from __future__ import annotations
@@ -26,8 +16,9 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
 from trainperf.errors import DataError
-from trainperf.stats import (DRAWS, FASTER, LEVEL, MIN_EFFECT, RUN_CV, SLOWER, Difference, log_interval,
-                             relative_difference, resample_runs, verdict, with_run_to_run)
+from trainperf.stats import (DETECT, DRAWS, LEVEL, MIN_EFFECT, RUN_CV, TIED, Difference, Verdict, detectable_effect,
+                             log_interval, relative_difference, repeats_to_detect, resample_runs, welch_dof,
+                             with_run_to_run)
 
 CONFIG_KEY = ("platform", "model", "n_params", "n_active_params", "n_layers", "d_model", "n_heads", "vocab_size",
               "precision", "strategy", "gpus", "nodes", "tensor_parallel", "pipeline_parallel", "context_parallel",
@@ -66,7 +57,7 @@ class Estimate:
 
     def interval(self, level: float = LEVEL) -> tuple[float, float]:
         """The throughput's interval (NaN when none can be computed)."""
-        return log_interval(self.throughput, self.se_log, self.dof, level) if self.dof > 0 else (math.nan, math.nan)
+        return log_interval(self.throughput, self.se_log, self.dof, level)
 
 
 def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int = DRAWS, seed: int = 0) -> Estimate:
@@ -116,18 +107,12 @@ def estimate_runs(side: Side, rate: str) -> Estimate:
 
 
 def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Sequence[str] = ()) -> tuple[Difference, str]:
-    """Candidate / baseline − 1 of the two estimates ``est`` with its interval,
-    and a note on what covers the run-to-run variance of a side with a single
-    run (its estimate widened in place: ``se_log`` and, with steps, the errors
-    of ``step_time_s`` and ``columns``):
-
-    * both sides have repeats: their own spread (Welch);
-    * the other side has repeats: the single run is taken to vary from run to
-      run as much as one of them (SE × √runs), on the repeats' degrees of
-      freedom (one spread estimate: no Welch);
-    * both sides have one run: each gets ``run_cv`` on top of its steps' noise
-      (:func:`trainperf.stats.with_run_to_run`; a runs-table row, whose noise
-      within the run is unknown, gets ``run_cv`` alone)."""
+    """Candidate / baseline − 1 of the two estimates ``est`` with its interval, and a note on what covers the
+    run-to-run variance of a side with a single run, whose estimate is widened in place (``se_log`` and, with
+    steps, the errors of ``step_time_s`` and ``columns``): with repeats on both sides, their own spread
+    (Welch); on one, the single run varies as much as one of them (SE × √runs, on their degrees of freedom);
+    one run a side, each gets ``run_cv`` on top of its steps' noise (:func:`trainperf.stats.with_run_to_run`;
+    a runs-table row, ``run_cv`` alone). docs/statistics.md, "Intervals"."""
     if est[0].runs > 1 and est[1].runs > 1:
         return _relative(est), ""
     if est[0].runs == 1 and est[1].runs == 1:
@@ -148,11 +133,8 @@ def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Seque
     single.dof = repeated.dof
     for c in (("step_time_s", *columns) if single.errors else ()):
         single.errors[c] = max(single.errors[c], spread * single.means[c])
-    ratio = est[1].throughput / est[0].throughput
-    low, high = log_interval(ratio, math.hypot(est[0].se_log, est[1].se_log), repeated.dof)
-    note = (f"One side has a single run: it is taken to vary from run to run as much as the other side's "
-            f"{repeated.runs} repeats do.")
-    return Difference(ratio - 1.0, low - 1.0, high - 1.0, repeated.dof), note
+    return _relative(est, repeated.dof), (f"One side has a single run: it is taken to vary from run to run as "
+                                          f"much as the other side's {repeated.runs} repeats do.")
 
 
 def run_spread(est: list[Estimate]) -> float:
@@ -162,9 +144,9 @@ def run_spread(est: list[Estimate]) -> float:
     return math.sqrt(sum((e.se_log * math.sqrt(e.runs)) ** 2 for e in est) / 2)
 
 
-def _relative(est: list[Estimate]) -> Difference:
+def _relative(est: list[Estimate], dof: float | None = None) -> Difference:
     return relative_difference(est[0].throughput, est[0].se_log, est[0].dof,
-                               est[1].throughput, est[1].se_log, est[1].dof)
+                               est[1].throughput, est[1].se_log, est[1].dof, dof=dof)
 
 
 INTERVAL_COLUMNS = ("experiment", "configuration", "runs", "steps", "unit", "throughput", "low", "high",
@@ -187,21 +169,21 @@ def configuration_keys(runs: pd.DataFrame) -> pd.Series:
 
 def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, draws: int = DRAWS,
                             seed: int = 0, run_cv: float = RUN_CV) -> pd.DataFrame:
-    """One row per configuration of a derived runs table: ``throughput`` (mean
-    over its repeats, ``unit`` per second: tokens, else samples) with its 95 %
-    interval ``low``–``high`` (NaN for one run without steps), ``se_log`` and
-    ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers),
-    ``runs``, ``steps`` (measured steps used) and ``run_ids``. ``steps``: the
-    summaries of the step intervals of (some of) the runs
-    (``trainperf.load_summaries``); a configuration uses steps only when every
-    one of its runs has at least 2 complete measured steps there (a table of
-    per-rank totals has not: see :func:`trainperf.aggregate.job_steps`).
-    A configuration measured by one run with steps cannot show its run-to-run
-    variation: its interval adds ``run_cv`` (a fraction, as ``trainperf
-    compare`` does; 0 for its steps alone).
-    Deterministic for a ``seed``."""
-    frames = job_steps(steps, usable_only=True)[0] if steps is not None else {}
-    return intervals_of_job_steps(runs, frames, draws, seed, run_cv)
+    """One row per configuration of a derived runs table: ``throughput`` (mean over its repeats, ``unit`` per
+    second: tokens, else samples) with its 95 % interval ``low``–``high`` (NaN for one run without steps),
+    ``se_log`` and ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers), ``runs``,
+    ``steps`` (measured steps used) and ``run_ids``. A configuration uses ``steps``
+    (``trainperf.load_summaries``) only where each of its runs has 2 complete measured steps there
+    (:func:`trainperf.aggregate.job_steps`); one run with steps adds ``run_cv`` (a fraction, as ``trainperf
+    compare`` does; 0 for its steps alone). Deterministic for a ``seed``."""
+    return intervals_of_job_steps(runs, job_frames(steps), draws, seed, run_cv)
+
+
+def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
+    """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of."""
+    if steps is None or steps.per_step.empty:
+        return {}
+    return job_steps(steps, usable_only=True)[0]
 
 
 def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], draws: int = DRAWS, seed: int = 0,
@@ -239,63 +221,88 @@ def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], 
     return pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS))
 
 
-@dataclass(frozen=True)
-class Distinction:
-    """``b`` against ``a``: relative difference of throughput with its interval,
-    the verdict (``faster``/``slower``/``no detectable difference``/``inconclusive``) and a sentence."""
-
-    a: str
-    b: str
-    difference: Difference
-    verdict: str
-    sentence: str
-
-    @property
-    def distinguishable(self) -> bool:
-        return self.verdict in (FASTER, SLOWER)
+NO_INTERVAL = "no interval (one run without steps)"
+"""What a report shows in place of an interval a configuration does not have."""
 
 
-def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Distinction:
-    """Whether configuration ``b`` of a :func:`configuration_intervals` table is
-    faster or slower than ``a``, or indistinguishable from it (within the noise,
-    or below the minimum effect)."""
-    rows = table.set_index("configuration")
-    return distinguish_rows(rows.loc[a], rows.loc[b], min_effect)
+def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None,
+                  frames: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Per run of ``runs`` (same order): the interval of its configuration (:func:`configuration_intervals`):
+    ``run_id, configuration``, ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
+    ``dof`` and ``basis`` (what the interval covers, or that there is none). ``frames``: the
+    :func:`job_frames` of ``steps``, where already made."""
+    frames = job_frames(steps) if frames is None else frames
+    found = intervals_of_job_steps(runs, {r: frames[r] for r in runs["run_id"].astype(str) if r in frames})
+    row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
+    ids = runs["run_id"].astype(str).tolist()
+    out = found.drop(columns=["experiment", "run_ids", "runs", "steps"]).reindex([row.get(r) for r in ids])
+    out = out.reset_index(drop=True).assign(basis=lambda o: o["basis"].where(o["low"].notna(), NO_INTERVAL))
+    out.insert(0, "run_id", ids)
+    return out
 
 
-def distinguish_rows(x: pd.Series, y: pd.Series, min_effect: float = MIN_EFFECT) -> Distinction:
-    """:func:`distinguish` for two rows of a :func:`configuration_intervals` table
-    indexed by configuration (their names): ``y`` against ``x``."""
-    a, b = x.name, y.name
+def has_interval(row: pd.Series) -> bool:
+    """Whether a :func:`configuration_intervals` or :func:`run_intervals` row has an interval."""
+    return bool(row["dof"] > 0 and math.isfinite(row["se_log"]))
+
+
+def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Verdict:
+    """Whether configuration ``b`` of a :func:`configuration_intervals` or :func:`run_intervals` table is
+    faster or slower than ``a``, or indistinguishable from it (within the noise, or below ``min_effect``)."""
+    rows = table.drop_duplicates("configuration").set_index("configuration")
+    x, y = rows.loc[a], rows.loc[b]
     if x["unit"] != y["unit"]:
         raise ValueError(f"{a!r} is measured in {x['unit']}/s and {b!r} in {y['unit']}/s: not comparable")
-    if x["dof"] > 0 and y["dof"] > 0 and math.isfinite(x["se_log"]) and math.isfinite(y["se_log"]):
-        d = relative_difference(x["throughput"], x["se_log"], x["dof"], y["throughput"], y["se_log"], y["dof"])
-    else:
-        d = Difference(y["throughput"] / x["throughput"] - 1.0, math.nan, math.nan, math.nan)
-    call = verdict(d, min_effect)
-    figure = f"{d.estimate:+.1%}" + (f" (95 % interval {d.low:+.1%} to {d.high:+.1%})" if math.isfinite(d.low)
-                                      else " (no interval: one run without steps)")
-    if call not in (FASTER, SLOWER):
-        sentence = f"{b} and {a} are indistinguishable: {figure}, within the noise or below {min_effect:.0%}."
-    else:
-        sentence = f"{b} is {'faster' if call == FASTER else 'slower'} than {a}: {figure}."
-    return Distinction(a, b, d, call, sentence)
+    tested = has_interval(x) and has_interval(y)
+    d = (relative_difference(x["throughput"], x["se_log"], x["dof"], y["throughput"], y["se_log"], y["dof"])
+         if tested else Difference(y["throughput"] / x["throughput"] - 1.0))
+    return Verdict(d, tested, min_effect, a, b)
+
+
+def versus_fastest(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> list[Verdict]:
+    """Per row of a :func:`configuration_intervals` or :func:`run_intervals` table of one experiment: its
+    configuration against the fastest one."""
+    fastest = table.loc[table["throughput"].idxmax(), "configuration"]
+    return [distinguish(table, fastest, name, min_effect) for name in table["configuration"]]
 
 
 def against_best(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
     """``table`` with, per configuration, the verdict against the fastest one of its
     experiment (``vs_best``: relative difference; ``vs_best_low``/``vs_best_high``;
     ``tied_with_best``: indistinguishable from it, True for the fastest itself)."""
-    out = table.copy()
-    for column in ("vs_best", "vs_best_low", "vs_best_high"):
-        out[column] = math.nan
-    out["tied_with_best"] = False
-    for _, group in out.groupby("experiment", dropna=False, sort=False):
-        best = group.loc[group["throughput"].idxmax(), "configuration"]
-        for index, row in group.iterrows():
-            result = distinguish(out, best, row["configuration"], min_effect)
-            d = result.difference
-            out.loc[index, ["vs_best", "vs_best_low", "vs_best_high"]] = [d.estimate, d.low, d.high]
-            out.loc[index, "tied_with_best"] = not result.distinguishable
-    return out
+    found = {i: v for _, group in table.groupby("experiment", dropna=False, sort=False)
+             for i, v in zip(group.index, versus_fastest(group, min_effect))}
+    d = [found[i].difference for i in table.index]
+    return table.assign(vs_best=[x.estimate for x in d], vs_best_low=[x.low for x in d],
+                        vs_best_high=[x.high for x in d],
+                        tied_with_best=[not found[i].distinguishable for i in table.index])
+
+
+def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
+    """Per row of a :func:`run_intervals` frame of one experiment: whether it is the
+    fastest configuration or indistinguishable from it."""
+    return np.array([found.verdict == TIED for found in versus_fastest(intervals)])
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What the data of two configurations could tell apart: ``detectable``, the smallest relative difference
+    of throughput they detect with 80 % power at 95 % confidence (:func:`trainperf.stats.detectable_effect`;
+    NaN without an interval), and ``repeats``, the runs of each that would detect ``effect`` (at their runs'
+    spread, or at :data:`trainperf.stats.RUN_CV` where neither has an interval: ``assumed``)."""
+
+    detectable: float
+    repeats: int | None
+    effect: float
+    assumed: bool
+
+
+def resolution(x: pd.Series, y: pd.Series, effect: float = DETECT) -> Resolution:
+    """The :class:`Resolution` of two rows of a :func:`run_intervals` table (``se_log``, ``dof`` and,
+    where given, ``runs``: how many runs the configuration has; 1 when absent)."""
+    if has_interval(x) and has_interval(y):
+        se = math.hypot(x["se_log"], y["se_log"])
+        sides = [Estimate(r["throughput"], r["se_log"], r["dof"], int(r.get("runs", 1)), 0) for r in (x, y)]
+        detectable = detectable_effect(se, welch_dof(x["se_log"], x["dof"], y["se_log"], y["dof"]))
+        return Resolution(detectable, repeats_to_detect(run_spread(sides), effect), effect, False)
+    return Resolution(math.nan, repeats_to_detect(RUN_CV, effect), effect, True)

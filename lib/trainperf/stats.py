@@ -1,32 +1,11 @@
-"""Intervals for training speed that respect how it varies.
+"""The statistics layer: intervals for training speed that respect how it varies, one relative
+difference with its interval (:class:`Difference`), and one verdict on it (:func:`verdict`, and what a
+report may say of two configurations: :class:`Verdict`).
 
-Step times are correlated (a slow stretch lasts several steps) and runs of one
-configuration differ from each other (machine load, placement, clocks), often
-by more than their steps do. The intervals here account for both:
-
-* **Within a run**: the circular block bootstrap (Politis & Romano 1992)
-  resamples blocks of consecutive steps, so step-to-step correlation is kept.
-  The block length follows the rule of Politis & White (2004) with the
-  correction of Patton, Politis & White (2009), computed on the run's
-  step-time series: about ``n^(1/3)`` times a factor that grows with the
-  autocorrelation, 1 for uncorrelated steps, at most ``min(3·√n, n/3)``.
-* **Across repeats** of one configuration: the bootstrap is hierarchical —
-  each replicate draws the runs with replacement, then blocks of steps within
-  each drawn run — so run-to-run variance enters the interval.
-  The bootstrap standard error of a mean of ``k`` pieces (runs, or blocks
-  of one run) is low by ``√((k − 1)/k)`` (it divides their variance by ``k``,
-  not ``k − 1``): it is scaled back (:attr:`Resampled.bias_correction`).
-* **One run**: its steps cannot show how much a second run of the same
-  configuration would differ. :func:`with_run_to_run` adds a run-to-run
-  coefficient of variation, :data:`RUN_CV` unless given.
-* **Runs-table rows only** (no steps): only the spread of repeats is known;
-  with a single row per side no interval exists.
-
-An interval is ``exp(log x̂ ± t(0.975, ν) · SE)`` on the log scale (SE: the
-bootstrap standard deviation of ``log x``), with ``ν`` the number of
-independent pieces less one: runs − 1 with repeats, blocks − 1 within one
-run; for a difference of two sides ν is Welch–Satterthwaite's. The t quantile
-keeps small samples (a few blocks, two repeats) from looking certain.
+Within a run, the circular block bootstrap (block length by Politis & White's rule); across repeats, the
+hierarchical bootstrap (runs, then blocks of steps); one run, an assumed run-to-run variation
+(:data:`RUN_CV`); intervals ``exp(log x̂ ± t(0.975, ν) · SE)``. docs/statistics.md ("Intervals", "The
+verdict") gives the rules, their references and how often they are right.
 """
 
 from __future__ import annotations
@@ -47,14 +26,9 @@ DRAWS = 2000
 
 
 def block_length(series: np.ndarray) -> int:
-    """Block length (steps) for a circular block bootstrap of ``series``:
-    Politis & White (2004) with Patton, Politis & White (2009)'s correction.
-
-    ``b = (2 G² / D)^(1/3) · n^(1/3)`` with ``G = Σ λ(k/M) |k| R(k)``,
-    ``D = 4/3 (Σ λ(k/M) R(k))²`` (flat-top kernel ``λ``, autocovariances
-    ``R``, ``M`` twice the last significantly autocorrelated lag), clipped to
-    ``[1, min(3√n, n/3)]``; 1 for fewer than 4 steps.
-    """
+    """Block length (steps) for a circular block bootstrap of ``series``: Politis & White (2004) with Patton,
+    Politis & White (2009)'s correction (the formula: docs/statistics.md, "Intervals"), clipped to
+    ``[1, min(3√n, n/3)]``; 1 for fewer than 4 steps."""
     x = np.asarray(series, dtype=float)
     n = len(x)
     if n < 4:
@@ -114,13 +88,9 @@ def block_means(matrix: np.ndarray, block: int, draws: int, rng: np.random.Gener
 
 @dataclass
 class Resampled:
-    """Bootstrap replicates of one side (a configuration's runs).
-
-    ``replicates``: ``(draws, slots, quantities)`` column means of each run
-    drawn into each slot (slots = runs of the side); ``dof``: the independent
-    pieces less one (runs − 1 with repeats, blocks − 1 in a single run);
-    ``blocks``: the block length of each run (steps).
-    """
+    """Bootstrap replicates of one side: ``replicates``, ``(draws, slots, quantities)`` column means of each
+    run drawn into each slot (slots = runs of the side); ``dof``: the independent pieces less one (runs − 1
+    with repeats, blocks − 1 in a single run); ``blocks``: the block length of each run (steps)."""
 
     replicates: np.ndarray
     dof: float
@@ -128,10 +98,8 @@ class Resampled:
 
     @property
     def bias_correction(self) -> float:
-        """Factor for the bootstrap standard error of a mean of ``k = dof + 1``
-        independent pieces (runs; blocks of one run): ``√(k/(k − 1))``, as
-        resampling divides their variance by ``k`` where the unbiased estimate
-        divides by ``k − 1``."""
+        """Factor for the bootstrap standard error of a mean of ``k = dof + 1`` independent pieces:
+        ``√(k/(k − 1))`` (docs/statistics.md, "Small samples")."""
         return math.sqrt((self.dof + 1) / self.dof)
 
 
@@ -163,7 +131,7 @@ def t_quantile(dof: float, level: float = LEVEL) -> float:
 
 
 def log_interval(estimate: float, se_log: float, dof: float, level: float = LEVEL) -> tuple[float, float]:
-    """``exp(log estimate ± t · se_log)``: an interval for a positive quantity."""
+    """``exp(log estimate ± t · se_log)``: an interval for a positive quantity (NaN when ``dof`` is none)."""
     half = t_quantile(dof, level) * se_log
     return estimate * math.exp(-half), estimate * math.exp(half)
 
@@ -180,40 +148,45 @@ def welch_dof(se_a: float, dof_a: float, se_b: float, dof_b: float) -> float:
 
 @dataclass(frozen=True)
 class Difference:
-    """Relative difference ``b / a − 1`` of two positive estimates, with its interval (fractions)."""
+    """Relative difference ``b / a − 1`` of two positive estimates, with its interval ``low``–``high``
+    (fractions; NaN without one) on ``dof`` degrees of freedom."""
 
     estimate: float
-    low: float
-    high: float
-    dof: float
+    low: float = math.nan
+    high: float = math.nan
+    dof: float = math.nan
+
+    @property
+    def tested(self) -> bool:
+        """Whether it has an interval."""
+        return math.isfinite(self.low) and math.isfinite(self.high)
+
+    def times(self, k: float) -> Difference:
+        """The difference of the ratio b / a times ``k`` (e.g. of totals, times a ratio of devices: per device)."""
+        return Difference((1 + self.estimate) * k - 1, (1 + self.low) * k - 1, (1 + self.high) * k - 1)
 
 
 def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_log_b: float, dof_b: float,
-                        level: float = LEVEL) -> Difference:
-    """``b / a − 1`` with the interval ``exp(log(b/a) ± t(ν) · √(se_a² + se_b²)) − 1`` (independent sides, Welch ν)."""
+                        level: float = LEVEL, dof: float | None = None) -> Difference:
+    """``b / a − 1`` with the interval ``exp(log(b/a) ± t(ν) · √(se_a² + se_b²)) − 1`` (independent sides; ν
+    Welch's unless ``dof`` is given)."""
     ratio = b / a
     se = math.hypot(se_log_a, se_log_b)
-    dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b)
-    low, high = log_interval(ratio, se, dof, level) if not math.isnan(dof) else (math.nan, math.nan)
+    dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b) if dof is None else dof
+    low, high = log_interval(ratio, se, dof, level)
     return Difference(ratio - 1.0, low - 1.0, high - 1.0, dof)
 
 
 RUN_CV = 0.08
-"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a
-second run of the same configuration differs beyond its own step noise, used when a side
-has one run and the inputs hold no repeats. Derived from two sweeps of the 13 CPU
-configurations of ``trainperf bench`` measured at different times (the sweeps kept in
-the project's history before ``data/runs`` held repeats): per configuration,
-``d = log(X₂ / X₁)``; ``E[d²] = 2 σ² + se₁² + se₂²`` (``se`` from each run's block
-bootstrap) gives σ = 8.0 %; the three runs of one configuration (2-process DDP, batch
-16) inside each sweep spread by 7–10 %. ``benchmarks/run_cv.py`` computes it;
-``docs/statistics.md`` has the figures."""
+"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a second run of
+the same configuration differs beyond its own step noise, used when a side has one run and the inputs hold
+no repeats; from two sweeps of ``trainperf bench`` (``benchmarks/run_cv.py``; docs/statistics.md, "How 8 %
+was derived")."""
 
 
 def with_run_to_run(se_log: float, dof: float, run_cv: float = RUN_CV) -> tuple[float, float]:
-    """A single run's ``se_log`` and ``dof`` (its steps' noise) widened to the uncertainty of its
-    configuration's throughput: ``√(se_log² + run_cv²)``, ``run_cv`` taken as known (infinite
-    degrees of freedom), Welch–Satterthwaite's ``dof`` for the sum."""
+    """A single run's ``se_log`` and ``dof`` (its steps' noise) widened to its configuration's throughput:
+    ``√(se_log² + run_cv²)``, ``run_cv`` known (infinite degrees of freedom), Welch's ``dof`` for the sum."""
     return math.hypot(se_log, run_cv), welch_dof(se_log, dof, run_cv, math.inf)
 
 
@@ -222,32 +195,73 @@ MIN_EFFECT = 0.02
 FASTER, SLOWER, SAME, INCONCLUSIVE = "faster", "slower", "no detectable difference", "inconclusive"
 POWER = 0.80
 """Power at which :func:`repeats_to_detect` detects the minimum effect."""
+DETECT = 0.05
+"""The difference whose repeats a sentence that calls configurations indistinguishable states (5 %)."""
 
 
-def verdict(difference: Difference, min_effect: float = MIN_EFFECT) -> str:
-    """``faster`` / ``slower`` when the interval excludes 0 **and** the estimate is
-    at least ``min_effect`` (a fraction) from 0; ``no detectable difference`` when
-    the whole interval lies within ``±min_effect`` (a change of the minimum effect
-    is ruled out); otherwise ``inconclusive``: the interval is too wide to tell a
-    change of ``min_effect`` from none (and always without an interval)."""
+def verdict(difference: Difference, min_effect: float = MIN_EFFECT, words: tuple[str, str] = (FASTER, SLOWER)
+            ) -> str:
+    """``faster`` / ``slower`` (``words``: what an increase and a decrease are called) when the interval
+    excludes 0 **and** the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable
+    difference`` when the whole interval lies within ``±min_effect``; otherwise, and always without an
+    interval, ``inconclusive`` (docs/statistics.md, "The verdict")."""
     d = difference
-    if not (math.isfinite(d.low) and math.isfinite(d.high)):
+    if not d.tested:
         return INCONCLUSIVE
     if d.low > 0 and d.estimate >= min_effect:
-        return FASTER
+        return words[0]
     if d.high < 0 and d.estimate <= -min_effect:
-        return SLOWER
+        return words[1]
     if -min_effect <= d.low and d.high <= min_effect:
         return SAME
     return INCONCLUSIVE
 
 
+TIED = "indistinguishable"
+"""What a report says of two configurations it may not rank."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a report may say of configuration ``b`` against ``a``: ``verdict``, ``faster``, ``slower`` or
+    :data:`TIED`, from their ``difference`` (b / a − 1). ``tested`` (both have an interval): faster or slower
+    only as :func:`verdict` says; untested, when the estimate is at least ``min_effect`` (a fraction)."""
+
+    difference: Difference
+    tested: bool
+    min_effect: float = MIN_EFFECT
+    a: str = "a"
+    b: str = "b"
+
+    @property
+    def verdict(self) -> str:
+        d = self.difference
+        if self.tested:
+            found = verdict(d, self.min_effect)
+            return found if found in (FASTER, SLOWER) else TIED
+        return TIED if abs(d.estimate) < self.min_effect else FASTER if d.estimate > 0 else SLOWER
+
+    @property
+    def distinguishable(self) -> bool:
+        """Faster or slower beyond the noise: tested, and so by :func:`verdict`."""
+        return self.tested and self.verdict != TIED
+
+    @property
+    def sentence(self) -> str:
+        """``b is faster than a: +4.0% (95 % interval …).``, or that they are indistinguishable."""
+        d = self.difference
+        figure = f"{d.estimate:+.1%}" + (f" (95 % interval {d.low:+.1%} to {d.high:+.1%})" if d.tested
+                                          else " (no interval: one run without steps)")
+        if not self.distinguishable:
+            return (f"{self.b} and {self.a} are indistinguishable: {figure}, within the noise or below "
+                    f"{self.min_effect:.0%}.")
+        return f"{self.b} is {self.verdict} than {self.a}: {figure}."
+
+
 def t_test_power(n: float, effect: float, level: float = LEVEL) -> float:
-    """Power of a two-sided two-sample t test at ``level`` confidence with ``n``
-    observations per group and a standardized ``effect`` (difference of means
-    / standard deviation of one observation): the probability that
-    ``|T| > t(½ + level/2, 2n − 2)`` when ``T`` follows the noncentral t with
-    ``2n − 2`` degrees of freedom and noncentrality ``effect · √(n/2)``."""
+    """Power of a two-sided two-sample t test at ``level`` confidence with ``n`` observations per group and a
+    standardized ``effect`` (difference of means / standard deviation of one observation): :func:`t_power`
+    at noncentrality ``effect · √(n/2)`` on ``2n − 2`` degrees of freedom."""
     return t_power(effect * math.sqrt(n / 2), 2 * n - 2, level)
 
 
@@ -261,12 +275,10 @@ def t_power(shift: float, dof: float, level: float = LEVEL) -> float:
 
 
 def detectable_effect(se_log: float, dof: float, level: float = LEVEL, power: float = POWER) -> float:
-    """The smallest relative difference (fraction) that a two-sided t test at ``level`` (95 %)
-    confidence on a log ratio with standard error ``se_log`` and ``dof`` degrees of freedom
-    detects with ``power`` (80 %): ``exp(k · se_log) − 1``, ``k`` the shift in standard errors at
-    which :func:`t_power` reaches ``power`` (about ``t(0.975, dof) + t(0.8, dof)``; 2.80 for
-    infinite ``dof``). The inverse of :func:`repeats_to_detect` for a given noise. NaN when
-    ``se_log`` or ``dof`` is not a positive number."""
+    """The smallest relative difference (fraction) that a two-sided t test at ``level`` (95 %) confidence on a
+    log ratio with standard error ``se_log`` and ``dof`` degrees of freedom detects with ``power`` (80 %):
+    ``exp(k · se_log) − 1``, ``k`` where :func:`t_power` reaches ``power`` (docs/statistics.md, "The smallest
+    difference the data could detect"). NaN when ``se_log`` or ``dof`` is not a positive number."""
     if not (math.isfinite(se_log) and se_log > 0 and dof > 0):
         return math.nan
     return math.expm1(_reaching(lambda k: t_power(k, dof, level), power, 0.0, xtol=1e-9) * se_log)
@@ -274,13 +286,10 @@ def detectable_effect(se_log: float, dof: float, level: float = LEVEL, power: fl
 
 def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT, level: float = LEVEL,
                       power: float = POWER) -> int | None:
-    """Runs per side that would detect a change of ``min_effect`` (a fraction)
-    with ``power`` (80 %) at ``level`` (95 %) confidence, by a two-sided
-    two-sample t test on the log throughput of each run: the smallest whole
-    ``n ≥ 2`` whose :func:`t_test_power` at the standardized effect
-    ``log(1 + min_effect) / sd_log`` reaches ``power``. ``sd_log``: the
-    standard deviation of one run's log throughput (fraction), run-to-run and
-    step noise together. None when it is unknown or the minimum effect is 0."""
+    """Runs per side that would detect a change of ``min_effect`` (a fraction) with ``power`` (80 %) at
+    ``level`` (95 %) confidence: the smallest whole ``n ≥ 2`` whose :func:`t_test_power` at the standardized
+    effect ``log(1 + min_effect) / sd_log`` reaches ``power``, ``sd_log`` the standard deviation of one run's
+    log throughput (fraction). None when it is unknown or the minimum effect is 0."""
     if not (math.isfinite(sd_log) and sd_log > 0 and min_effect > 0):
         return None
     effect = math.log1p(min_effect) / sd_log

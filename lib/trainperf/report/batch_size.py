@@ -13,17 +13,17 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
-from trainperf.report.configs import (Unit, batch, evaluation_notes, evaluation_rates, experiments, keep_experiments,
-                                      unit_of)
-from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
-from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, resolution,
-                                    resolution_text, run_intervals, ties_with_fastest)
+from trainperf.estimates import distinguish, has_interval, resolution, run_intervals, ties_with_fastest
+from trainperf.report.configs import (Unit, batch, configuration_means, evaluation_notes, evaluation_rates, experiments,
+                                      keep_experiments, unit_of)
+from trainperf.report.html import (Html, and_list, around, count, fmt_change, fmt_int, fmt_pct, fmt_seconds,
+                                   headline as banner, resolution_text)
 from trainperf.report.page import InputError, require
 from trainperf.report.phases import overlap_notes, per_experiment, without_phases
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
 from trainperf.report.what_to_change import Found, candidates, data_loading, exposed_communication, row, section
-from trainperf.stats import MIN_EFFECT
+from trainperf.stats import MIN_EFFECT, TIED
 
 Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
 """Per sweep (experiment) name, its :func:`sweep`: its configurations and their intervals."""
@@ -91,8 +91,8 @@ def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tupl
     run of each with its rates, MFU, times (:func:`trainperf.report.time_to_train.run_times`) and the
     parts of its total time (:func:`trainperf.report.time_to_train.total_parts`, columns named after
     them) the mean over its repeats (``runs``: how many; see
-    :func:`trainperf.report.noise.configuration_means`), and their
-    :func:`trainperf.report.noise.run_intervals` with ``label`` (``micro-batch … × … accumulation``)
+    :func:`trainperf.report.configs.configuration_means`), and their
+    :func:`trainperf.estimates.run_intervals` with ``label`` (``micro-batch … × … accumulation``)
     and ``runs``."""
     unit = unit_of(runs)
     group = runs[runs["experiment"].astype(str) == name].reset_index(drop=True)
@@ -112,7 +112,7 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
     (``per_device_batch``), samples per optimizer step (``global_batch_size``), devices, throughput
     total (95 % interval ``<rate>_low``–``_high``; ``interval``: as text with what it covers, or that
     there is none) and per device, ``mfu`` (fraction; NaN where unknown), ``gain`` over the previous
-    configuration and ``vs_previous`` (its :func:`trainperf.report.noise.call`), the time to train the
+    configuration and ``vs_previous`` (its :func:`trainperf.estimates.distinguish`), the time to train the
     same work, ``train_tokens`` or else the most any configuration of the sweep measured
     (:func:`trainperf.report.time_to_train.common_work`), over the training loop (``time_to_train_s``) and
     in all with the time outside the loop as measured (start-up, validation; ``total_time_s``, NaN where
@@ -124,7 +124,7 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
     for group, found in found_sweeps.values():
         rate = group[unit.rate].to_numpy(float)
         low, high, text = around(found, rate)
-        calls = [call(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
+        calls = [distinguish(found, a, b) for a, b in zip(found["configuration"], found["configuration"].iloc[1:])]
         previous = [""] + [c.verdict + ("" if c.tested else " (no interval)") for c in calls]
         loop, total, _ = to_train(group, train_tokens, unit)
         parts.append(group.assign(
@@ -176,9 +176,10 @@ def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
     text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
     if len(order) > 1:
         second = order[1]
-        margin = call(found, found.loc[second, "configuration"], found.loc[best, "configuration"])
-        text += (f", {fmt_pct(margin.estimate)} ahead of {found.loc[second, 'label']} "
-                 + (f"(95 % interval {fmt_pct(margin.low)} to {fmt_pct(margin.high)})" if margin.tested
+        margin = distinguish(found, found.loc[second, "configuration"], found.loc[best, "configuration"])
+        d = margin.difference
+        text += (f", {fmt_pct(d.estimate)} ahead of {found.loc[second, 'label']} "
+                 + (f"(95 % interval {fmt_pct(d.low)} to {fmt_pct(d.high)})" if margin.tested
                     else "(no interval: one run without steps, so the noise is not tested)"))
     return text
 
@@ -223,13 +224,13 @@ def plateau_notes(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10) -> l
         configs = found["configuration"]
         rates = group[unit.rate].to_numpy(float)
         plateau_at = plateau(rates, min_gain)
-        steps_ = [call(found, configs[i - 1], configs[i]) for i in range(1, len(group))]
+        steps_ = [distinguish(found, configs[i - 1], configs[i]) for i in range(1, len(group))]
         if plateau_at.index is None:
             last = steps_[-1]
             out.append(f"{name}: throughput is still improving at the end of the sweep: the last step adds "
                        f"{fmt_pct(plateau_at.gains[-1])}" + (
                            ". Larger micro-batches may pay further." if last.verdict != TIED else
-                           f", but within the noise ({last.text()}; "
+                           f", but within the noise ({fmt_change(last)}; "
                            f"{resolution_text([resolution(found.iloc[-2], found.iloc[-1])])}): more repeats would "
                            "tell whether larger micro-batches pay further."))
             continue
@@ -239,9 +240,9 @@ def plateau_notes(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10) -> l
         later = first + int(rates[first:].argmax())
         if later == first:
             beyond = "none of the later configurations is faster."
-        elif (gain := call(found, configs[first], configs[later])).verdict == TIED:
+        elif (gain := distinguish(found, configs[first], configs[later])).verdict == TIED:
             beyond = (f"the fastest later configuration, {found.loc[later, 'label']}, is indistinguishable from "
-                      f"it ({gain.text()}; {resolution_text([resolution(found.iloc[first], found.iloc[later])])}).")
+                      f"it ({fmt_change(gain)}; {resolution_text([resolution(found.iloc[first], found.iloc[later])])}).")
         else:
             beyond = (f"the fastest later configuration, {found.loc[later, 'label']}, is "
                       f"{fmt_pct(rates[later] / rates[first] - 1)} faster in all"
@@ -445,7 +446,7 @@ def small_micro_batches(page: BatchSizePage) -> Found:
             continue
         group, found = page.sweeps[name]
         fast, slow = int(rows[unit.rate].idxmax()), int(below[unit.rate].idxmax())
-        gain = call(found, found.loc[slow, "configuration"], found.loc[fast, "configuration"])
+        gain = distinguish(found, found.loc[slow, "configuration"], found.loc[fast, "configuration"])
         evidence = (f"micro-batch × accumulation {rows.loc[slow, 'configuration']}: "
                     f"{fmt_int(rows.loc[slow, unit.rate])} {unit.label}, {rows.loc[fast, 'configuration']}: "
                     f"{fmt_int(rows.loc[fast, unit.rate])} {unit.label}; every micro-batch below "
@@ -456,9 +457,9 @@ def small_micro_batches(page: BatchSizePage) -> Found:
                          f"{fmt_seconds(rows.loc[fast, 'total_time_s'])}): its time outside the loop was shorter")
         out.rows.append(row(
             f"Use micro-batches of {fmt_int(smallest)} or more ({rows.loc[fast, 'configuration']} is the fastest)",
-            evidence, gain.estimate, f"{unit.label} of the training loop",
+            evidence, gain.difference.estimate, f"{unit.label} of the training loop",
             f"{name}: micro-batches below {fmt_int(smallest)}",
-            interval=(gain.low, gain.high) if gain.tested else None,
+            interval=(gain.difference.low, gain.difference.high) if gain.tested else None,
             runs=int(min(group.loc[slow, "runs"], group.loc[fast, "runs"])),
             seconds=rows.loc[slow, "time_to_train_s"] - rows.loc[fast, "time_to_train_s"],
             per="training loop on the same work"))

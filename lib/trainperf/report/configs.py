@@ -12,12 +12,11 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.hardware import is_cpu
-from trainperf.estimates import configuration_keys
+from trainperf.estimates import configuration_keys, run_intervals
 from trainperf.provenance import provenance
 from trainperf.ranks import rank_totals
 from trainperf.report.applicability import NotApplicable
-from trainperf.report.html import count, first_of, fmt_int
-from trainperf.report.noise import around, configuration_means, configuration_of, run_intervals
+from trainperf.report.html import around, count, first_of, fmt_int
 
 
 @dataclass(frozen=True)
@@ -52,11 +51,11 @@ def unit_of(runs: pd.DataFrame) -> Unit:
 def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
                         found: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per configuration of ``runs`` (repeats grouped as
-    :func:`trainperf.report.noise.run_intervals` groups them; its first run's settings,
+    :func:`trainperf.estimates.run_intervals` groups them; its first run's settings,
     ``columns`` the mean over its repeats, ``runs`` their number), with the 95 % interval of its
     throughput around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval``
     as text: ``–`` for none) and ``doubt``: the :data:`DOUBTS` of any of its repeats (``""``
-    for none). ``found``: the runs' :func:`~trainperf.report.noise.run_intervals` (None: from no steps)."""
+    for none). ``found``: the runs' :func:`~trainperf.estimates.run_intervals` (None: from no steps)."""
     runs = runs.reset_index(drop=True)
     found = run_intervals(runs) if found is None else found
     rows, first = configuration_means(runs, found, columns)
@@ -69,6 +68,25 @@ def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str]
         lambda repeats: ", ".join(dict.fromkeys(m for marks in repeats for m in marks.split(", ") if m)))
     return rows.assign(**{f"{rate}_low": low, f"{rate}_high": high}, interval=[t or "–" for t in text],
                        doubt=marks.to_numpy(object))
+
+
+def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``runs`` (one experiment, index from 0) and ``found`` (its :func:`~trainperf.estimates.run_intervals`)
+    reduced to the first run of each configuration, ``columns`` the mean over its
+    repeats, ``runs`` their number. A run without a throughput is a configuration of its own."""
+    key = configuration_of(found).to_numpy()
+    first = ~pd.Series(key).duplicated().to_numpy()
+    means = {c: runs[c].groupby(key, sort=False).transform("mean").to_numpy(float) for c in columns if c in runs}
+    repeats = pd.Series(key).groupby(key, sort=False).transform("size").to_numpy(int)
+    return (runs.assign(**means, runs=repeats)[first].reset_index(drop=True),
+            found[first].reset_index(drop=True))
+
+
+def configuration_of(found: pd.DataFrame) -> pd.Series:
+    """Per row of a :func:`~trainperf.estimates.run_intervals` frame, the configuration its run repeats (its
+    run id where it has no throughput: a configuration of its own)."""
+    return found["configuration"].fillna(found["run_id"])
 
 
 def experiments(runs: pd.DataFrame) -> list[str]:

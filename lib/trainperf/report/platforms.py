@@ -15,16 +15,16 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
+from trainperf.estimates import distinguish, has_interval, run_intervals
 from trainperf.hardware import cpu_rows, find_device, normalize_precision, platform_name
 from trainperf.report.configs import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates, label,
                                       rank, study_of)
-from trainperf.report.noise import and_list, call, has_interval, run_intervals
 from trainperf.report.page import InputError, require
-from trainperf.report.html import Html, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
+from trainperf.report.html import Html, and_list, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.scaling import SERIES_SETTINGS
 from trainperf.report.what_to_change import Found, candidates, row, section
-from trainperf.stats import FASTER, MIN_EFFECT, verdict
+from trainperf.stats import FASTER, MIN_EFFECT, TIED, Difference, Verdict
 
 SPARSE_MATCH = 0.02
 """Relative tolerance within which a source's peak counts as the vendor's 2:4-sparse figure."""
@@ -135,7 +135,7 @@ def differences(a: pd.Series, b: pd.Series) -> list[str]:
     return out
 
 
-WINNER, TIED = "winner", "indistinguishable"
+WINNER = "winner"
 UNTESTED = "no interval: single figures, the noise is not tested"
 """Why a margin between platforms could not be tested against the noise."""
 
@@ -150,7 +150,7 @@ def winners(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> 
     highest per-device throughput (``fastest``; its rate, MFU and interval all of its
     :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``:
     ``winner`` only when the fastest is distinguishable from the runner-up
-    (:func:`trainperf.report.noise.call`; the margin's 95 % interval in ``evidence``), else
+    (:func:`trainperf.estimates.distinguish`; the margin's 95 % interval in ``evidence``), else
     ``indistinguishable``; by single figures, a margin below :data:`~trainperf.stats.MIN_EFFECT` is a tie, a
     larger one
     a winner whose noise is untested. ``also``: what else differs between the two configurations
@@ -168,14 +168,15 @@ def winners(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> 
         best, second, value = ranking.best, ranking.runner_up, ranking.margin
         a = found.loc[runs.index[runs["run_id"] == second["run_id"]][0]]
         b = found.loc[runs.index[runs["run_id"] == best["run_id"]][0]]
-        if has_interval(a) and has_interval(b):
-            margin = call(found, a["configuration"], b["configuration"]).times(
-                second["gpus"] / best["gpus"])  # per device: the ratio of totals times the ratio of devices
-            verdict_ = WINNER if verdict(margin, MIN_EFFECT) == FASTER else TIED
+        tested = has_interval(a) and has_interval(b)
+        margin = (distinguish(found, a["configuration"], b["configuration"]).difference.times(
+            second["gpus"] / best["gpus"]) if tested  # per device: the ratio of totals times the ratio of devices
+            else Difference(ranking.margin))
+        verdict_ = WINNER if Verdict(margin, tested).verdict == FASTER else TIED
+        if tested:
             evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
             value = margin.estimate
         else:
-            verdict_ = WINNER if ranking.margin >= MIN_EFFECT else TIED
             evidence = UNTESTED + ("" if verdict_ == WINNER else f"; below {fmt_pct(MIN_EFFECT, 0)}")
         rows.append({"model": best["model"], "precision": best["precision"] if policy == "same" else None,
                      "fastest": best["platform_key"], "fastest_rate": best[rate],

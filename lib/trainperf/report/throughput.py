@@ -15,11 +15,11 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.compare import plotted_steps
+from trainperf.estimates import job_frames, run_intervals
 from trainperf.goodput import PARTS
-from trainperf.report.configs import (Unit, configuration_table, evaluation_notes, evaluation_rates, labels, ordered, rank,
-                                      several_device_counts, study_of, unit_of)
+from trainperf.report.configs import (Unit, configuration_of, configuration_table, evaluation_notes, evaluation_rates,
+                                      labels, ordered, rank, several_device_counts, study_of, unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
-from trainperf.report.noise import configuration_of, intervals_per_run, job_frames
 from trainperf.report.page import require
 from trainperf.report.scaling.analysis import outside_steps
 from trainperf.report.time_to_train import LOOP, VALIDATION, total_parts, total_s
@@ -65,7 +65,7 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any."""
     unit = unit_of(runs)
     frames = job_frames(steps)
-    found = intervals_per_run(runs.reset_index(drop=True), frames)
+    found = run_intervals(runs.reset_index(drop=True), frames=frames)
     configs = configuration_table(runs, MEANS, found)
     clean = configs["doubt"] == ""
     best = rank(configs[clean] if clean.any() else configs, unit.rate).best.name
@@ -87,9 +87,9 @@ def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 
 
 def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summaries | None) -> dict[str, list]:
-    """Per configuration of runs of :func:`~trainperf.report.noise.run_intervals` ``found`` (in the order of
+    """Per configuration of runs of :func:`~trainperf.estimates.run_intervals` ``found`` (in the order of
     :func:`trainperf.report.configs.configuration_table`; ``frames``: the
-    :func:`~trainperf.report.noise.job_frames` of their ``steps``):
+    :func:`~trainperf.estimates.job_frames` of their ``steps``):
     ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per step
     (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged
     interval of several steps counts as that many steps of its mean time), and ``step_time_basis``:

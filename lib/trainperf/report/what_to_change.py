@@ -18,7 +18,7 @@ change may hide only some of it.
 ``confidence``:
 
 * ``high``: the gain has a 95 % interval (from the runs' steps, or the spread of repeats:
-  :mod:`trainperf.estimates`, :mod:`trainperf.report.noise`) and it excludes 0;
+  :mod:`trainperf.estimates`) and it excludes 0;
 * ``medium``: no interval, but the effect is measured in two or more runs (repeats of a configuration, or
   runs of an experiment that each show it);
 * ``low``: a single figure (one run, or one run a side of a comparison), or a gain that is only an upper
@@ -41,10 +41,9 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.compare import Comparison
-from trainperf.estimates import Side, configuration_keys, estimate_steps
+from trainperf.estimates import Side, configuration_keys, distinguish, estimate_steps, job_frames, run_intervals
 from trainperf.report import configs
-from trainperf.report.html import Html, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
-from trainperf.report.noise import and_list, call, job_frames, run_intervals
+from trainperf.report.html import Html, and_list, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
 from trainperf.report.theme import table as styled
 from trainperf.stats import FASTER, INCONCLUSIVE, MIN_EFFECT, SLOWER, t_quantile
 
@@ -207,7 +206,7 @@ def oversubscription(page: Measured) -> Found:
         rates = group.groupby(config.to_numpy(), sort=False)[unit.rate].mean()
         best = rates[config[good].unique()].idxmax()
         for worst in config[bad].dropna().unique():
-            verdict = call(found, worst, best)
+            verdict = distinguish(found, worst, best)
             a, b = group[config == worst].iloc[0], group[config == best].iloc[0]
             cores = a.get("extra_cpu_cores")
             load = a.get("extra_load_average_1min")
@@ -218,8 +217,9 @@ def oversubscription(page: Measured) -> Found:
                 + (f": no more busy processes than the {fmt_int(cores)} cores" if pd.notna(cores) else ""),
                 f"{fmt_int(a['gpus'])} processes{host}: {fmt_int(rates[worst])} {unit.label}; "
                 f"{fmt_int(b['gpus'])} processes: {fmt_int(rates[best])} {unit.label}",
-                verdict.estimate, unit.label, f"{name}: {count(a['gpus'], 'process')} against {fmt_int(b['gpus'])}",
-                interval=(verdict.low, verdict.high) if verdict.tested else None,
+                verdict.difference.estimate, unit.label,
+                f"{name}: {count(a['gpus'], 'process')} against {fmt_int(b['gpus'])}",
+                interval=(verdict.difference.low, verdict.difference.high) if verdict.tested else None,
                 runs=int(min((config == worst).sum(), (config == best).sum()))))
     return out
 

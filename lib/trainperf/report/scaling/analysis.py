@@ -8,10 +8,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from trainperf.aggregate import Summaries
+from trainperf.estimates import job_frames
 from trainperf.ranks import IMBALANCE_STRAGGLER
 from trainperf.report.configs import by_experiment, evaluation_notes, evaluation_rates
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, headline as banner
-from trainperf.report.noise import job_frames
 from trainperf.report.phases import without_phases
 from trainperf.report.scaling import cost, multipliers, projection, ranks, studies
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection

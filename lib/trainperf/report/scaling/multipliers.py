@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from trainperf.estimates import NO_INTERVAL, distinguish, run_intervals
 from trainperf.invariants import serial_fraction_possible
-from trainperf.report.configs import doubtful, labels, marks
-from trainperf.report.html import fmt_int, fmt_pct, fmt_times
-from trainperf.report.noise import NO_INTERVAL, and_list, around, call, configuration_means, intervals_per_run
+from trainperf.report.configs import configuration_means, doubtful, labels, marks
+from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
 from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
 from trainperf.scaling import karp_flatt
 from trainperf.stats import FASTER, SLOWER, verdict
@@ -24,7 +24,7 @@ SPEED = ("tokens_per_s", "samples_per_s", "elapsed_s")
 
 def table(study: Study) -> pd.DataFrame:
     """One row per configuration of each experiment of ``study`` (repeats grouped as
-    :func:`trainperf.report.noise.run_intervals` groups them, speeds their mean):
+    :func:`trainperf.estimates.run_intervals` groups them, speeds their mean):
     experiment, configuration, devices (``gpus``; ``ideal``: / the baseline
     configuration's), ``runs`` (its repeats), its speed (tokens/s, samples/s,
     elapsed time: those any run has) with ``interval`` (the throughput's 95 %
@@ -71,11 +71,11 @@ SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "r
 
 def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One experiment's :func:`table` rows and their
-    :func:`trainperf.report.noise.run_intervals` rows (same order) from the steps'
-    :func:`trainperf.report.noise.job_frames`."""
+    :func:`trainperf.estimates.run_intervals` rows (same order) from the steps'
+    :func:`trainperf.estimates.job_frames`."""
     group = runs.reset_index(drop=True)
     weak = kind_of(group) == "weak"  # Karp–Flatt assumes the same total work: none for weak scaling
-    every = intervals_per_run(group, frames)
+    every = run_intervals(group, frames=frames)
     key = every["configuration"].fillna(every["run_id"])
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).fillna(False).to_numpy(bool)])  # its configuration
     rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
@@ -124,12 +124,12 @@ def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multipli
         return np.nan, np.nan, BASELINE, BASELINE
     if base is None or pd.isna(found.at[i, "throughput"]) or pd.isna(found.at[base, "throughput"]):
         return np.nan, np.nan, "–", NO_INTERVAL
-    ratio = call(found, found.at[base, "configuration"], found.at[i, "configuration"])
+    ratio = distinguish(found, found.at[base, "configuration"], found.at[i, "configuration"])
     if not ratio.tested:
         why = NO_INTERVAL if pd.isna(found.at[i, "low"]) else "no interval (the baseline is one run without steps)"
         return np.nan, np.nan, "–", why
-    scale = multiplier / (1 + ratio.estimate)
-    low, high = (1 + ratio.low) * scale, (1 + ratio.high) * scale
+    scale = multiplier / (1 + ratio.difference.estimate)
+    low, high = (1 + ratio.difference.low) * scale, (1 + ratio.difference.high) * scale
     source = " and ".join(dict.fromkeys(SOURCES.get(found.at[j, "basis"], found.at[j, "basis"]) for j in (i, base)))
     return (low, high, f"{fmt_times(low, 2)}–{fmt_times(high, 2)}",
             f"{fmt_pct(low / ideal)}–{fmt_pct(high / ideal)} ({source})")
@@ -153,7 +153,7 @@ def efficiency_notes(study: Study) -> list[str]:
             continue
         moves, shown = [], rows["scaling_efficiency"]
         for a, b in zip(kept[:-1], kept[1:]):
-            eff = call(found, found.loc[a, "configuration"], found.loc[b, "configuration"]).times(
+            eff = distinguish(found, found.loc[a, "configuration"], found.loc[b, "configuration"]).difference.times(
                 rows.loc[a, "gpus"] / rows.loc[b, "gpus"])  # efficiency ratio = throughput ratio × devices ratio
             move = {FASTER: "rises", SLOWER: "falls"}.get(verdict(eff), "does not change beyond the noise")
             moves.append(f"{move} from {fmt_int(rows.loc[a, 'gpus'])} to {fmt_int(rows.loc[b, 'gpus'])} devices "
