@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from trainperf.compare import Side, check_repeats, read_side
+from trainperf.compare.analysis import Side, check_repeats, read_side
 from trainperf.errors import DataError
 
 LAST = 5

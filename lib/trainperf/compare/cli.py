@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
-from trainperf.compare import compare, read_side
-from trainperf.compare_format import FORMATS, render
-from trainperf.compare_history import LAST, accept, has_baselines, read_baselines
-from trainperf.compare_metrics import METRICS
+from trainperf.compare.analysis import compare, read_side
+from trainperf.compare.format import FORMATS, render
+from trainperf.compare.history import LAST, accept, has_baselines, read_baselines
+from trainperf.compare.metrics import METRICS
 from trainperf.errors import DataError
 from trainperf.stats import DRAWS, MIN_EFFECT, RUN_CV
 

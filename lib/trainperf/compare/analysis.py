@@ -19,7 +19,7 @@ effect (default :data:`trainperf.stats.MIN_EFFECT`, 2 %); ``no detectable
 difference`` when the interval lies within ± the minimum effect; otherwise
 ``inconclusive``, with the runs a side that would detect the minimum effect.
 Peak memory, energy per token and goodput are judged the same way, each in its
-direction (:mod:`trainperf.compare_metrics`). The step's phases are compared
+direction (:mod:`trainperf.compare.metrics`). The step's phases are compared
 as slices that add up to the step time (:func:`step_partition`), and each
 run's machine load at its start is shown (:func:`start_load`).
 """
@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import job_steps
-from trainperf.compare_metrics import METRICS, NOT_MEASURED, judge, metric_row, metric_table, spread_basis
+from trainperf.compare.metrics import METRICS, NOT_MEASURED, judge, metric_row, metric_table, spread_basis
 from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.estimates import CONFIG_KEY, RATES, Estimate, Side, estimate_runs, estimate_steps, sides_difference
@@ -132,7 +132,7 @@ class Comparison:
     ``moved``; ``step_times``: tidy per-step job step times of both sides
     (``side``, ``run_id``, ``step``, ``step_time_s``); ``load``: each run's
     machine load at its start (:func:`start_load`); ``metrics``: each judged
-    metric (:data:`trainperf.compare_metrics.METRIC_COLUMNS`); ``notes``:
+    metric (:data:`trainperf.compare.metrics.METRIC_COLUMNS`); ``notes``:
     what the intervals cover, ``warnings``: what casts doubt on the figures,
     sentences.
     """
@@ -186,7 +186,7 @@ def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, dra
     """Compare two sides (see the module docstring). ``run_cv``: the run-to-run
     coefficient of variation (fraction) given to a side of one run with steps
     when neither side has repeats to measure it. ``metrics``: the metrics judged
-    (:data:`trainperf.compare_metrics.METRICS`; the exit code looks at these),
+    (:data:`trainperf.compare.metrics.METRICS`; the exit code looks at these),
     ``min_effects`` and ``run_cvs`` their minimum effects and assumed run-to-run
     variation where not the defaults (throughput's are ``min_effect`` and
     ``run_cv``). Deterministic for a ``seed``."""

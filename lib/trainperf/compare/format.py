@@ -1,4 +1,4 @@
-"""A :class:`~trainperf.compare.Comparison` as text for a terminal, Markdown for
+"""A :class:`~trainperf.compare.analysis.Comparison` as text for a terminal, Markdown for
 a pull-request comment, or JSON for a program: ``trainperf compare --format``."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from trainperf.compare import SHOWN_ONLY, Comparison
-from trainperf.compare_metrics import METRICS, NOT_MEASURED
+from trainperf.compare.analysis import SHOWN_ONLY, Comparison
+from trainperf.compare.metrics import METRICS, NOT_MEASURED
 from trainperf.stats import INCONCLUSIVE
 
 FORMATS = ("text", "json", "markdown")
