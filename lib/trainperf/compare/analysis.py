@@ -1,28 +1,7 @@
-"""Did a change make training faster? A baseline against a candidate, with intervals.
-
-Each side is one configuration: one run, or several runs that are repeats of
-it (folders of run folders, runs tables, logs — what ``load_runs`` and
-``load_steps`` read). With per-step data, the measured steps (warm-up
-excluded) give each run's job step time per step — the slowest rank's, as a
-job waits for it — and its tokens (else samples) per step; a run's throughput
-is its work over its time (each side's estimate: :mod:`trainperf.estimates`).
-Intervals come from :mod:`trainperf.stats`: a block bootstrap within runs,
-hierarchical over repeats; a side of one run gets the run-to-run variance of
-the other side's repeats, else a stated coefficient of variation
-(:data:`trainperf.stats.RUN_CV`). Without steps, only the spread of repeats in
-the runs table is known. Sides that do different work per step are judged on
-tokens/s (a note says so).
-
-The verdict is ``faster`` / ``slower`` only when the interval of the relative
-difference in throughput excludes 0 and the estimate is at least the minimum
-effect (default :data:`trainperf.stats.MIN_EFFECT`, 2 %); ``no detectable
-difference`` when the interval lies within ± the minimum effect; otherwise
-``inconclusive``, with the runs a side that would detect the minimum effect.
-Peak memory, energy per token and goodput are judged the same way, each in its
-direction (:mod:`trainperf.compare.metrics`). The step's phases are compared
-as slices that add up to the step time (:func:`step_partition`), and each
-run's machine load at its start is shown (:func:`start_load`).
-"""
+"""Did a change make training faster? A baseline against a candidate, each side one configuration (one run, or
+repeats of it: what ``load_runs`` and ``load_steps`` read), with the intervals of :mod:`trainperf.estimates` and
+the verdict of :mod:`trainperf.stats`; peak memory, energy per token and goodput are judged by
+:mod:`trainperf.compare.metrics`. What is compared, the intervals and the verdict: docs/statistics.md."""
 
 from __future__ import annotations
 
@@ -40,8 +19,8 @@ from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.estimates import CONFIG_KEY, RATES, Estimate, Side, estimate_runs, estimate_steps, sides_difference
 from trainperf.loading import holds_steps, load_runs, load_summaries, rank_step_times, summarized_runs
-from trainperf.stats import (DRAWS, INCONCLUSIVE, MIN_EFFECT, RUN_CV, Difference, t_quantile, verdict,
-                             welch_dof)
+from trainperf.ranks import often_slowest
+from trainperf.stats import DRAWS, INCONCLUSIVE, MIN_EFFECT, RUN_CV, Difference, t_quantile, welch_dof
 
 STEPS_BASIS = ("Throughput here is the work of a step over the job's step time: the steps' own time, without the "
                "work between steps (evaluation, checkpoints). trainperf summarize's tokens_per_s divides by the elapsed "
@@ -54,13 +33,15 @@ PLOTTED_STEPS = 1_000
 PARTS = ("data_s", "h2d_s", "forward_s", "loss_s", "backward_s", "optimizer_s", "compute_s", "wait_outside_s",
          "validation_s")
 """Phase columns that are slices of a step, in step order (``compute_s`` only where no compute phase is split
-out; ``wait_outside_s``: the wait for another rank's work outside the steps, which communication does not count);
-with ``comm_exposed_s`` where it was taken out of backward (:func:`exposed_inside`), the other and the
-wait for the slowest rank, they add up to the step."""
+out; ``wait_outside_s``: the wait for another rank's work outside the steps, which communication does not count)."""
 OVERLAPPING = ("comm_s", "comm_exposed_s")
 """Communication columns, compared beside the partition of the step where they overlap its phases."""
 ROUNDING_S = 1e-6
 """Phases of a step are written to the microsecond: their sum may miss the step by this much per phase (s)."""
+DELTA_COLUMNS = ("baseline_s", "candidate_s", "delta_s", "low_s", "high_s", "delta_pct", "relative_change", "moved")
+"""Columns of a phase or rank row of a :class:`Comparison` after its name (see there)."""
+
+
 def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cache: bool = False) -> Side:
     """Read one side. Steps are used where the inputs hold them (run folders,
     steps tables), after each run's warm-up and ``warmup`` more steps.
@@ -77,9 +58,9 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cac
     others = [p for p in paths if p not in tables]
     frames = (([load_runs(*others, cache=cache)] if others else [])
               + ([summarized_runs(load_summaries(*tables))] if tables else []))
-    runs = derive(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0])
-    check_repeats(runs, label or ", ".join(map(str, paths)))
-    side = Side(label or ", ".join(map(str, paths)), runs)
+    side = Side(label or ", ".join(map(str, paths)),
+                derive(pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]))
+    check_repeats(side.runs, side.label)
     if with_steps:
         side.steps, side.dropped_steps = job_steps(load_summaries(*with_steps), warmup,
                                                    rank_steps=rank_step_times(*with_steps))
@@ -118,23 +99,18 @@ def plotted_steps(step_times: pd.DataFrame, limit: int = PLOTTED_STEPS) -> tuple
 class Comparison:
     """A baseline against a candidate.
 
-    ``sides``: one row per side (``side``, ``runs``, ``steps``, ``throughput``,
-    ``low``, ``high``: ``unit`` per second, 95 %; ``work_per_step``: ``unit``
-    per step); ``difference``: candidate / baseline − 1 of throughput with its
-    interval (fractions), ``verdict`` its verdict and ``repeats_needed`` the
-    runs per side that would detect ``min_effect`` (None where unknown);
-    ``phases``: the step time and the slices that add up to it (phases, the
-    other time, the wait for the slowest rank), ``overlaps``: communication
-    that overlaps those slices, and ``ranks``: one row per phase / rank with
-    ``baseline_s``, ``candidate_s`` (seconds per step), ``delta_s`` with
-    ``low_s`` / ``high_s``, ``delta_pct`` (of the baseline step time,
-    fraction), ``relative_change`` (of its own baseline time, fraction) and
-    ``moved``; ``step_times``: tidy per-step job step times of both sides
-    (``side``, ``run_id``, ``step``, ``step_time_s``); ``load``: each run's
-    machine load at its start (:func:`start_load`); ``metrics``: each judged
-    metric (:data:`trainperf.compare.metrics.METRIC_COLUMNS`); ``notes``:
-    what the intervals cover, ``warnings``: what casts doubt on the figures,
-    sentences.
+    ``sides``: one row per side (``side``, ``runs``, ``steps``, ``throughput``, ``low``, ``high``: ``unit`` per
+    second, 95 %; ``work_per_step``: ``unit`` per step); ``difference``: candidate / baseline − 1 of throughput
+    with its interval (fractions), ``verdict`` its verdict and ``repeats_needed`` the runs per side that would
+    detect ``min_effect`` (None where unknown); ``phases``: the step time and the slices that add up to it,
+    ``overlaps``: communication that overlaps them, and ``ranks``: one row per phase / rank (``phase`` or
+    ``rank``, then :data:`DELTA_COLUMNS`: seconds per step of each side, their difference with its 95 % interval,
+    the difference as a fraction of the baseline step and of its own baseline time, whether it moved; a rank also
+    ``baseline_slowest`` / ``candidate_slowest``: the fraction of steps it is the slowest of); ``step_times``: per
+    step the job step time of both sides (``side``, ``run_id``, ``step``, ``step_time_s``); ``load``: each run's
+    machine load at its start (:func:`start_load`); ``metrics``: each judged metric
+    (:data:`trainperf.compare.metrics.METRIC_COLUMNS`); ``notes``: what the intervals cover, ``warnings``: what
+    casts doubt on the figures, sentences.
     """
 
     baseline: str
@@ -183,7 +159,7 @@ class Comparison:
 def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, draws: int = DRAWS,
             seed: int = 0, run_cv: float = RUN_CV, metrics: Sequence[str] = ("throughput",),
             min_effects: Mapping[str, float] | None = None, run_cvs: Mapping[str, float] | None = None) -> Comparison:
-    """Compare two sides (see the module docstring). ``run_cv``: the run-to-run
+    """Compare two sides (docs/statistics.md). ``run_cv``: the run-to-run
     coefficient of variation (fraction) given to a side of one run with steps
     when neither side has repeats to measure it. ``metrics``: the metrics judged
     (:data:`trainperf.compare.metrics.METRICS`; the exit code looks at these),
@@ -201,224 +177,166 @@ def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, dra
     for name, value in (("run_cv", run_cv), *((f"run_cv of {m}", v) for m, v in run_cvs.items())):
         if not 0 <= value < 1:
             raise DataError(f"{name} must be a fraction in [0, 1), got {value}")
-    sides = (baseline, candidate)
-    if all(s.steps for s in sides):
-        result = _compare_steps(baseline, candidate, min_effect, draws, seed, run_cv)
-    else:
-        result = _compare_runs(baseline, candidate, min_effect)
+    with_steps = all(s.steps for s in (baseline, candidate))
+    result = (_compare_steps(baseline, candidate, min_effect, draws, seed, run_cv) if with_steps else
+              _compare_runs(baseline, candidate, min_effect))
     result.load, loaded = start_load(baseline, candidate)
     result.warnings = same_runs(baseline, candidate) + loaded
-    result.notes += _work_note(result)
+    work = result.sides["work_per_step"].to_numpy(float)
+    if np.isfinite(work).all() and not abs(work[1] / work[0] - 1) < 1e-3:
+        result.notes.append(f"The sides do different work per step ({work[0]:,.0f} and {work[1]:,.0f} {result.unit} "
+                            f"per step): the verdict judges {result.unit}/s, not step time; the step and phase times "
+                            "are each side's own steps.")
+    names = list(dict.fromkeys(metrics))
+    elapsed = with_steps and "elapsed_throughput" not in names  # shown beside throughput from steps
     rows = [result.metrics.iloc[0].to_dict() if name == "throughput" else
             judge(METRICS[name], baseline, candidate, min_effects.get(name), run_cvs.get(name))
-            for name in dict.fromkeys(metrics)]
-    if all(s.steps for s in sides):
+            for name in names + ["elapsed_throughput"] * elapsed]
+    if with_steps:
         result.notes.append(STEPS_BASIS)
-        elapsed = judge(METRICS["elapsed_throughput"], baseline, candidate, min_effects.get("elapsed_throughput"),
-                        run_cvs.get("elapsed_throughput"))
-        if "elapsed_throughput" not in metrics and elapsed["verdict"] != NOT_MEASURED:
-            rows.append({**elapsed, "regressed": False, "basis": f"{elapsed['basis']}; {SHOWN_ONLY}"})
+    if elapsed and rows[-1]["verdict"] == NOT_MEASURED:
+        rows.pop()
+    elif elapsed:
+        rows[-1] |= {"regressed": False, "basis": f"{rows[-1]['basis']}; {SHOWN_ONLY}"}
     result.metrics = metric_table(rows)
     return result
 
 
-def _common_unit(sides: tuple[Side, Side]) -> str | None:
-    for unit in RATES:
-        if all(unit in f for s in sides for f in s.steps.values()):
-            return unit
-    return None
-
-
-def _common(sides: tuple[Side, Side], names: Sequence[str]) -> list[str]:
-    return [c for c in names if all(c in f for s in sides for f in s.steps.values())]
-
-
-def exposed_inside(side: Side) -> bool:
-    """Whether the side's exposed communication lies inside its forward and
-    backward phases: sampled by ``torch.profiler`` windows (the manifest's
-    ``comm_measurement``, ``extra_comm_measurement`` in the runs table), as the
-    profiler does under FSDP. DDP's all-reduces, timed by its communication
-    hook, have their exposed part taken out of backward (a slice of its own)."""
-    return bool(exposed_within_phases(side.runs).any())
-
-
 def exposed_within_phases(runs: pd.DataFrame) -> pd.Series:
     """Per run, whether its exposed communication (``comm_exposed_s``) lies inside its forward and backward
-    phases rather than beside them (:func:`exposed_inside`: ``extra_comm_measurement`` given)."""
+    phases rather than beside them: sampled by ``torch.profiler`` windows (``extra_comm_measurement`` given), as
+    the profiler does under FSDP, where DDP's communication hook takes it out of backward."""
     column = "extra_comm_measurement"
     return runs[column].notna() if column in runs else pd.Series(False, index=runs.index)
 
 
-def step_partition(sides: tuple[Side, Side]) -> tuple[list[str], list[str]]:
-    """The phase columns both sides timed that are slices of a step, in step
-    order (:data:`PARTS`, and ``comm_exposed_s`` where a side took it out of
-    backward, :func:`exposed_inside`: the other side's slice is then 0), and
-    the communication columns both timed that overlap them (``comm_s``, and
-    ``comm_exposed_s`` where it is no slice)."""
+def _common(sides: Sequence[Side], names: Sequence[str]) -> list[str]:
+    """The columns of ``names`` that every run of every side has in its steps."""
+    return [c for c in names if all(c in f for s in sides for f in s.steps.values())]
+
+
+def step_partition(baseline: Side, candidate: Side) -> tuple[list[str], list[str], tuple[Side, ...], list[str]]:
+    """The phase columns both sides timed that are slices of a step, in step order (:data:`PARTS`, and
+    ``comm_exposed_s`` where a side took it out of backward); the communication columns both timed that overlap
+    them; the sides with, per step, ``other_s`` (a typical rank's mean step less the slices, s) and
+    ``slowest_wait_s`` (the job's step less that mean, s; unknown without the mean over ranks, and the other is then
+    the job's step less the slices), which with the slices add up to ``step_time_s``; and the notes on them. A
+    side's slice of exposed communication is 0 where it lies inside its phases (:func:`exposed_within_phases`) or
+    the side timed none."""
+    sides = (baseline, candidate)
+    inside = [bool(exposed_within_phases(s.runs).any()) for s in sides]
+    timed = [bool(_common((s,), ("comm_exposed_s",))) for s in sides]
     parts = _common(sides, PARTS)
     if any(c in parts for c in ("forward_s", "loss_s", "backward_s", "optimizer_s")):
         parts = [c for c in parts if c != "compute_s"]
-    if any(_common((s, s), ("comm_exposed_s",)) and not exposed_inside(s) for s in sides):
+    if any(t and not i for t, i in zip(timed, inside)):
         parts.insert(parts.index("validation_s") if "validation_s" in parts else len(parts), "comm_exposed_s")
-    return parts, [c for c in _common(sides, OVERLAPPING) if c not in parts]
-
-
-def _partitioned(side: Side, parts: list[str]) -> Side:
-    """The side with, per step, ``other_s`` (a typical rank's time outside
-    ``parts``: its mean interval minus the parts) and ``slowest_wait_s`` (the
-    job's step minus that mean), so that the parts, the other and the wait add
-    up to ``step_time_s``; without the mean over ranks, the other is the job's
-    step minus the parts and the wait is not known. Where the side's exposed
-    communication lies inside forward and backward, or it timed none, its
-    slice of its own (``comm_exposed_s`` among ``parts``) is 0."""
-    frames = {}
-    for run_id, f in side.steps.items():
-        if "comm_exposed_s" in parts and (exposed_inside(side) or "comm_exposed_s" not in f):
-            f = f.assign(comm_exposed_s=0.0)
-        typical = f["mean_rank_step_s"] if "mean_rank_step_s" in f else f["step_time_s"]
-        f = f.assign(other_s=typical - f[parts].sum(axis=1))
-        frames[run_id] = f.assign(slowest_wait_s=f["step_time_s"] - typical) if "mean_rank_step_s" in f else f
-    return replace(side, steps=frames)
+    overlaps = [c for c in _common(sides, OVERLAPPING) if c not in parts]
+    notes = ["Phases: the slices of a step below (each a mean over ranks), the other time of a typical rank and its "
+             "wait for the slowest add up to the job's step time." +
+             (f" Communication ({', '.join(c.removesuffix('_s') for c in overlaps)}) overlaps them and is shown "
+              "apart." if overlaps else "")] if parts else []
+    partitioned, overlapping = [], []
+    for name, side, within, has in zip(("baseline", "candidate"), sides, inside, timed):
+        if "comm_exposed_s" in parts and not has:
+            notes.append(f"The {name} did not time its communication: what it waited for is inside its other "
+                         "phases, and its slice of exposed communication is 0.")
+        if within and has:
+            exposed = float(np.mean([f["comm_exposed_s"].mean() for f in side.steps.values()]))
+            where = ("its slice of its own is 0" if "comm_exposed_s" in parts else
+                     "it is shown beside the phases, not added to them")
+            notes.append(f"The {name}'s exposed communication ({exposed:.4f} s a step) was sampled by torch.profiler "
+                         f"windows: it lies inside its forward and backward, where the job waits for it, and {where}.")
+        frames = {}
+        for run_id, f in side.steps.items():
+            if "comm_exposed_s" in parts and (within or "comm_exposed_s" not in f):
+                f = f.assign(comm_exposed_s=0.0)
+            typical = f["mean_rank_step_s"] if "mean_rank_step_s" in f else f["step_time_s"]
+            f = f.assign(other_s=typical - f[parts].sum(axis=1))
+            frames[run_id] = f.assign(slowest_wait_s=f["step_time_s"] - typical) if "mean_rank_step_s" in f else f
+        partitioned.append(replace(side, steps=frames))
+        over = -float(np.mean([f["other_s"].mean() for f in frames.values()]))
+        if over > ROUNDING_S * (len(parts) + 1):
+            overlapping.append(f"The {name}'s timed phases add up to {over:.4f} s more than a typical rank's step: "
+                               "some of them overlap, and its other time is negative.")
+    return parts, overlaps, tuple(partitioned), notes + overlapping
 
 
 def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: int, seed: int,
                    run_cv: float) -> Comparison:
-    unit = _common_unit((baseline, candidate))
-    parts, overlaps = step_partition((baseline, candidate))
-    sides = tuple(_partitioned(s, parts) for s in (baseline, candidate))
+    parts, overlaps, sides, partition_notes = step_partition(baseline, candidate)
+    unit = next(iter(_common(sides, RATES)), None)
     slices = [*parts, *_common(sides, ("other_s", "slowest_wait_s"))]
     rank_sets = {tuple(c for c in f if c.startswith("rank_")) for s in sides for f in s.steps.values()}
     ranks = list(next(iter(rank_sets))) if len(rank_sets) == 1 else []
-    columns = slices + overlaps + ranks
-    est = [estimate_steps(s, unit, columns, draws, seed + i) for i, s in enumerate(sides)]
-    notes = [_scope_steps(est)]
-    diff, note = sides_difference(est, run_cv, columns)
+    est = [estimate_steps(s, unit, slices + overlaps + ranks, draws, seed + i) for i, s in enumerate(sides)]
+    single = all(e.runs == 1 for e in est)
+    notes = [("One run per side: the intervals cover step-to-step noise within each run (circular block bootstrap) "
+              "and a run-to-run variation that one run cannot show (below); record repeats (trainperf bench "
+              "--repeats) to measure it.") if single else
+             (f"{est[0].runs} baseline and {est[1].runs} candidate run(s): the intervals resample runs, then blocks "
+              "of steps within runs (hierarchical block bootstrap), so run-to-run variance is included.")]
+    diff, note = sides_difference(est, run_cv, slices + overlaps + ranks)
     notes += [note] if note else []
-    notes += _partition_notes((baseline, candidate), sides, parts, overlaps)
+    notes += partition_notes
     if len(rank_sets) > 1:
         notes.append("The runs have different ranks: no per-rank comparison.")
-    for s in sides:
-        if s.dropped_steps:
-            notes.append(f"{s.label}: {s.dropped_steps} step(s) left out because not every rank recorded them.")
-    base_step = est[0].means["step_time_s"]
-    phase_rows = [_delta_row(c.removesuffix("_s"), c, est, base_step, min_effect) for c in ["step_time_s", *slices]]
-    overlap_rows = [_delta_row(c.removesuffix("_s"), c, est, base_step, min_effect) for c in overlaps]
-    rank_rows = [_delta_row(c.removeprefix("rank_").removesuffix("_s"), c, est, base_step, min_effect)
-                 | {"baseline_slowest": est[0].slowest_share.get(c, math.nan),
-                    "candidate_slowest": est[1].slowest_share.get(c, math.nan)} for c in ranks]
-    notes += _stragglers(rank_rows)
+    notes += [f"{s.label}: {s.dropped_steps} step(s) left out because not every rank recorded them."
+              for s in sides if s.dropped_steps]
+    shares = [[e.slowest_share.get(c, math.nan) for c in ranks] for e in est]
+    top = often_slowest(np.array(shares[1]))
+    if top is not None:
+        notes.append(f"Rank {ranks[top].removeprefix('rank_').removesuffix('_s')} is the slowest in "
+                     f"{shares[1][top]:.0%} of the candidate's steps (baseline: {shares[0][top]:.0%}).")
+    rank_table = (_deltas(est, ranks, min_effect, "rank").assign(baseline_slowest=shares[0],
+                                                                  candidate_slowest=shares[1])
+                  if ranks else pd.DataFrame())
     steps = pd.concat([f.assign(side=name, run_id=run_id)[["side", "run_id", "step", "step_time_s"]]
                        for name, s in zip(("baseline", "candidate"), sides) for run_id, f in s.steps.items()],
                       ignore_index=True)
-    call = verdict(diff, min_effect)
-    row = metric_row(METRICS["throughput"], est, diff, min_effect, _steps_basis(est, run_cv), f"{unit or 'step'}/s")
+    basis = ((f"steps of one run a side, run-to-run CV {run_cv:.0%} assumed" if run_cv > 0 else
+              "steps of one run a side only") if single else "steps, " + spread_basis(est, run_cv))
+    row = metric_row(METRICS["throughput"], est, diff, min_effect, basis, f"{unit or 'step'}/s")
     return Comparison(baseline.label, candidate.label, unit or "step", min_effect, _sides_table(est, sides, unit),
-                      diff, call, _phase_table(phase_rows), pd.DataFrame(rank_rows).rename(columns={"name": "rank"}),
-                      steps, notes, assumed_run_cv=run_cv if all(e.runs == 1 for e in est) else math.nan,
-                      repeats_needed=row["repeats_needed"], overlaps=_phase_table(overlap_rows),
-                      metrics=metric_table([row]))
+                      diff, row["verdict"], _deltas(est, ["step_time_s", *slices], min_effect), rank_table, steps,
+                      notes, assumed_run_cv=run_cv if single else math.nan, repeats_needed=row["repeats_needed"],
+                      overlaps=_deltas(est, overlaps, min_effect), metrics=metric_table([row]))
 
 
-def _phase_table(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=list(DELTA_COLUMNS)).rename(columns={"name": "phase"})
+def _deltas(est: list[Estimate], columns: Sequence[str], min_effect: float, key: str = "phase") -> pd.DataFrame:
+    """Per column of ``columns`` (s per step), its name (``key``: the column without ``rank_`` and ``_s``) and
+    :data:`DELTA_COLUMNS`; it moved when the 95 % interval of the difference excludes 0 and the difference is at
+    least ``min_effect`` of the baseline step (s)."""
+    base_step = est[0].means["step_time_s"]
+    rows = []
+    for column in columns:
+        a, b = est[0].means[column], est[1].means[column]
+        se_a, se_b = est[0].errors[column], est[1].errors[column]
+        dof = welch_dof(se_a, est[0].dof, se_b, est[1].dof)
+        half = t_quantile(dof) * math.hypot(se_a, se_b) if math.isfinite(dof) else math.nan
+        delta = b - a
+        rows.append({key: column.removeprefix("rank_").removesuffix("_s"), "baseline_s": a, "candidate_s": b,
+                     "delta_s": delta, "low_s": delta - half, "high_s": delta + half, "delta_pct": delta / base_step,
+                     "relative_change": delta / a if a > 0 else math.nan,
+                     "moved": bool(abs(delta) > half and abs(delta) >= min_effect * base_step)})
+    return pd.DataFrame(rows, columns=[key, *DELTA_COLUMNS])
 
 
-DELTA_COLUMNS = ("name", "baseline_s", "candidate_s", "delta_s", "low_s", "high_s", "delta_pct", "relative_change",
-                 "moved")
-
-
-def _delta_row(name: str, column: str, est: list[Estimate], base_step: float, min_effect: float) -> dict:
-    a, b = est[0].means[column], est[1].means[column]
-    se_a, se_b = est[0].errors[column], est[1].errors[column]
-    dof = welch_dof(se_a, est[0].dof, se_b, est[1].dof)
-    half = t_quantile(dof) * math.hypot(se_a, se_b) if math.isfinite(dof) else math.nan
-    delta = b - a
-    moved = bool(abs(delta) > half and abs(delta) >= min_effect * base_step)
-    return {"name": name, "baseline_s": a, "candidate_s": b, "delta_s": delta, "low_s": delta - half,
-            "high_s": delta + half, "delta_pct": delta / base_step,
-            "relative_change": delta / a if a > 0 else math.nan, "moved": moved}
-
-
-def _partition_notes(sides: tuple[Side, Side], partitioned: tuple[Side, ...], parts: list[str],
-                     overlaps: list[str]) -> list[str]:
-    """What the phase table adds up to, where exposed communication is counted, and a side whose phases
-    overlap (they add up to more than its step; ``partitioned``: the sides with their other time)."""
-    notes = []
-    if parts:
-        notes.append("Phases: the slices of a step below (each a mean over ranks), the other time of a typical "
-                     "rank and its wait for the slowest add up to the job's step time." +
-                     (f" Communication ({', '.join(c.removesuffix('_s') for c in overlaps)}) overlaps them and is "
-                      "shown apart." if overlaps else ""))
-    for name, side in zip(("baseline", "candidate"), sides):
-        if "comm_exposed_s" in parts and not _common((side, side), ("comm_exposed_s",)):
-            notes.append(f"The {name} did not time its communication: what it waited for is inside its other "
-                         "phases, and its slice of exposed communication is 0.")
-        if not exposed_inside(side) or not _common((side, side), ("comm_exposed_s",)):
-            continue
-        exposed = float(np.mean([f["comm_exposed_s"].mean() for f in side.steps.values()]))
-        where = ("its slice of its own is 0" if "comm_exposed_s" in parts else
-                 "it is shown beside the phases, not added to them")
-        notes.append(f"The {name}'s exposed communication ({exposed:.4f} s a step) was sampled by torch.profiler "
-                     f"windows: it lies inside its forward and backward, where the job waits for it, and {where}.")
-    tolerance = ROUNDING_S * (len(parts) + 1)
-    for name, side in zip(("baseline", "candidate"), partitioned):
-        over = -float(np.mean([f["other_s"].mean() for f in side.steps.values()]))
-        if over > tolerance:
-            notes.append(f"The {name}'s timed phases add up to {over:.4f} s more than a typical rank's step: some "
-                         "of them overlap, and its other time is negative.")
-    return notes
-
-
-def _steps_basis(est: list[Estimate], run_cv: float) -> str:
-    if all(e.runs == 1 for e in est):
-        return (f"steps of one run a side, run-to-run CV {run_cv:.0%} assumed" if run_cv > 0 else
-                "steps of one run a side only")
-    return "steps, " + spread_basis(est, run_cv)
-
-
-def _stragglers(rank_rows: list[dict]) -> list[str]:
-    if len(rank_rows) < 2:
-        return []
-    top = max(rank_rows, key=lambda r: r["candidate_slowest"])
-    note = (f"Rank {top['name']} is the slowest in {top['candidate_slowest']:.0%} of the "
-            f"candidate's steps (baseline: {top['baseline_slowest']:.0%}).")
-    return [note] if top["candidate_slowest"] >= max(0.5, 1.5 / len(rank_rows)) else []
-
-
-def _scope_steps(est: list[Estimate]) -> str:
-    if all(e.runs == 1 for e in est):
-        return ("One run per side: the intervals cover step-to-step noise within each run (circular block "
-                "bootstrap) and a run-to-run variation that one run cannot show (below); record repeats "
-                "(trainperf bench --repeats) to measure it.")
-    return (f"{est[0].runs} baseline and {est[1].runs} candidate run(s): the intervals resample runs, then blocks of "
-            "steps within runs (hierarchical block bootstrap), so run-to-run variance is included.")
-
-
-def _sides_table(est: list[Estimate], sides: tuple[Side, Side], unit: str | None) -> pd.DataFrame:
+def _sides_table(est: list[Estimate], sides: tuple[Side, ...], unit: str | None) -> pd.DataFrame:
+    """One row per side (see :class:`Comparison`); a side's ``work_per_step`` is the mean over its runs of the
+    ``unit`` of a step: from its steps, else from its runs' ``unit`` and ``steps``; NaN where unknown."""
     rows = []
     for name, e, side in zip(("baseline", "candidate"), est, sides):
+        if side.steps and unit:
+            work = float(np.mean([f[unit].mean() for f in side.steps.values()]))
+        elif unit and {unit, "steps"} <= set(side.runs.columns):
+            work = float((side.runs[unit] / side.runs["steps"]).astype(float).mean())
+        else:
+            work = math.nan
         low, high = e.interval()
         rows.append({"side": name, "runs": e.runs, "steps": e.steps, "throughput": e.throughput,
-                     "low": low, "high": high, "work_per_step": _work_per_step(side, unit)})
+                     "low": low, "high": high, "work_per_step": work})
     return pd.DataFrame(rows)
-
-
-def _work_per_step(side: Side, unit: str | None) -> float:
-    """Tokens (``unit``) per step of a side, the mean over its runs: from its steps, else from its runs'
-    ``unit`` and ``steps``; NaN where unknown."""
-    if side.steps and unit:
-        return float(np.mean([f[unit].mean() for f in side.steps.values()]))
-    if unit and {unit, "steps"} <= set(side.runs.columns):
-        return float((side.runs[unit] / side.runs["steps"]).astype(float).mean())
-    return math.nan
-
-
-def _work_note(result: Comparison) -> list[str]:
-    work = result.sides["work_per_step"].to_numpy(float)
-    if not np.isfinite(work).all() or abs(work[1] / work[0] - 1) < 1e-3:
-        return []
-    return [f"The sides do different work per step ({work[0]:,.0f} and {work[1]:,.0f} {result.unit} per step): the "
-            f"verdict judges {result.unit}/s, not step time; the step and phase times are each side's own steps."]
 
 
 def start_load(baseline: Side, candidate: Side) -> tuple[pd.DataFrame, list[str]]:
@@ -428,27 +346,24 @@ def start_load(baseline: Side, candidate: Side) -> tuple[pd.DataFrame, list[str]
     ``trainperf bench``'s) and ``oversubscribed``; and a warning for each side with a loaded run."""
     rows, warned = [], []
     for name, side in (("baseline", baseline), ("candidate", candidate)):
-        runs = side.runs
-        column = {c: runs[c] if c in runs else pd.Series(pd.NA, index=runs.index, dtype="object")
-                  for c in ("extra_load_average_1min", "extra_cpu_cores", "oversubscribed")}
-        reasons = []
-        for i in range(len(runs)):
-            load, cores, over = (pd.to_numeric(column["extra_load_average_1min"]).iloc[i],
-                                 pd.to_numeric(column["extra_cpu_cores"]).iloc[i], column["oversubscribed"].iloc[i])
-            busy = bool(pd.notna(load) and pd.notna(cores) and load > cores)
+        runs, reasons = side.runs, []
+        missing = pd.Series(pd.NA, index=runs.index, dtype="object")
+        loads, cores = (pd.to_numeric(runs.get(c, missing)) for c in ("extra_load_average_1min", "extra_cpu_cores"))
+        for i, over in enumerate(runs.get("oversubscribed", missing)):
+            load, core, run_id = loads.iloc[i], cores.iloc[i], str(runs["run_id"].iloc[i])
+            busy = bool(pd.notna(load) and pd.notna(core) and load > core)
             over = bool(over) if pd.notna(over) else None
-            rows.append({"side": name, "run_id": str(runs["run_id"].iloc[i]), "load_average_1min": load,
-                         "cpu_cores": cores, "oversubscribed": over, "loaded": busy or bool(over)})
+            rows.append({"side": name, "run_id": run_id, "load_average_1min": load, "cpu_cores": core,
+                         "oversubscribed": over, "loaded": busy or bool(over)})
             if busy or over:
-                why = f"load average {load:.2f} on {cores:.0f} cores" if busy else "more busy threads than cores"
-                reasons.append(f"{runs['run_id'].iloc[i]} ({why})")
+                why = f"load average {load:.2f} on {core:.0f} cores" if busy else "more busy threads than cores"
+                reasons.append(f"{run_id} ({why})")
         if reasons:
             warned.append(f"The {name} ran on a loaded machine: {'; '.join(reasons)}. Other work competed for the "
                           "CPU, so its figures measure that contention too (the 1-minute load average at the start "
                           "also counts work that ended in the minute before).")
-    table = pd.DataFrame(rows, columns=["side", "run_id", "load_average_1min", "cpu_cores", "oversubscribed",
-                                        "loaded"])
-    return table, warned
+    return pd.DataFrame(rows, columns=["side", "run_id", "load_average_1min", "cpu_cores", "oversubscribed",
+                                       "loaded"]), warned
 
 
 def same_runs(baseline: Side, candidate: Side) -> list[str]:
@@ -476,13 +391,12 @@ def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Compari
         notes.append(note or "Intervals: t intervals on the log scale from the spread of the repeats.")
         basis = spread_basis(est, 0.0)
     else:
-        ratio = est[1].throughput / est[0].throughput - 1.0
-        diff = Difference(ratio, math.nan, math.nan, math.nan)
+        diff = Difference(est[1].throughput / est[0].throughput - 1.0, math.nan, math.nan, math.nan)
         notes.append("Each side has a single runs-table row and no steps: no interval can be computed.")
         qualifier, basis = " (no repeats or steps)", "one runs-table row a side: no interval"
     unit = rate.removesuffix("_per_s")
     row = metric_row(METRICS["throughput"], est, diff, min_effect, basis, f"{unit}/s")
     empty = pd.DataFrame()
     return Comparison(baseline.label, candidate.label, unit, min_effect, _sides_table(est, sides, unit),
-                      diff, verdict(diff, min_effect), empty, empty, empty, notes, qualifier,
+                      diff, row["verdict"], empty, empty, empty, notes, qualifier,
                       repeats_needed=row["repeats_needed"], metrics=metric_table([row]))
