@@ -88,11 +88,9 @@ def plotted_steps(step_times: pd.DataFrame, limit: int = PLOTTED_STEPS) -> tuple
             thinned.append(f"{run_id} ({limit:,} of {len(steps):,} steps)")
             steps = steps.iloc[np.linspace(0, len(steps) - 1, limit).round().astype(int)]
         parts.append(steps)
-    shown = pd.concat(parts, ignore_index=True) if parts else step_times
-    if not thinned:
-        return shown, ""
-    return shown, (f"The charts draw {limit:,} steps of a longer run, evenly spaced along it: {', '.join(thinned)}. "
-                   "The throughput above uses every step.")
+    return pd.concat(parts, ignore_index=True) if parts else step_times, (
+        f"The charts draw {limit:,} steps of a longer run, evenly spaced along it: {', '.join(thinned)}. The "
+        "throughput above uses every step." if thinned else "")
 
 
 @dataclass
@@ -159,13 +157,10 @@ class Comparison:
 def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, draws: int = DRAWS,
             seed: int = 0, run_cv: float = RUN_CV, metrics: Sequence[str] = ("throughput",),
             min_effects: Mapping[str, float] | None = None, run_cvs: Mapping[str, float] | None = None) -> Comparison:
-    """Compare two sides (docs/statistics.md). ``run_cv``: the run-to-run
-    coefficient of variation (fraction) given to a side of one run with steps
-    when neither side has repeats to measure it. ``metrics``: the metrics judged
-    (:data:`trainperf.compare.metrics.METRICS`; the exit code looks at these),
-    ``min_effects`` and ``run_cvs`` their minimum effects and assumed run-to-run
-    variation where not the defaults (throughput's are ``min_effect`` and
-    ``run_cv``). Deterministic for a ``seed``."""
+    """Compare two sides (docs/statistics.md), the same for a ``seed``. ``metrics``: those judged (the exit code looks
+    at these), ``min_effects`` and ``run_cvs`` their minimum effects and the run-to-run coefficients of variation
+    given to a side of one run when neither side has repeats, where not their defaults
+    (:data:`trainperf.compare.metrics.METRICS`; throughput's are ``min_effect`` and ``run_cv``), fractions."""
     min_effects, run_cvs = dict(min_effects or {}), dict(run_cvs or {})
     unknown = [m for m in (*metrics, *min_effects, *run_cvs) if m not in METRICS]
     if unknown:
@@ -206,8 +201,7 @@ def exposed_within_phases(runs: pd.DataFrame) -> pd.Series:
     """Per run, whether its exposed communication (``comm_exposed_s``) lies inside its forward and backward
     phases rather than beside them: sampled by ``torch.profiler`` windows (``extra_comm_measurement`` given), as
     the profiler does under FSDP, where DDP's communication hook takes it out of backward."""
-    column = "extra_comm_measurement"
-    return runs[column].notna() if column in runs else pd.Series(False, index=runs.index)
+    return runs.get("extra_comm_measurement", pd.Series(pd.NA, index=runs.index, dtype="object")).notna()
 
 
 def _common(sides: Sequence[Side], names: Sequence[str]) -> list[str]:
@@ -346,24 +340,21 @@ def start_load(baseline: Side, candidate: Side) -> tuple[pd.DataFrame, list[str]
     ``trainperf bench``'s) and ``oversubscribed``; and a warning for each side with a loaded run."""
     rows, warned = [], []
     for name, side in (("baseline", baseline), ("candidate", candidate)):
-        runs, reasons = side.runs, []
-        missing = pd.Series(pd.NA, index=runs.index, dtype="object")
-        loads, cores = (pd.to_numeric(runs.get(c, missing)) for c in ("extra_load_average_1min", "extra_cpu_cores"))
-        for i, over in enumerate(runs.get("oversubscribed", missing)):
-            load, core, run_id = loads.iloc[i], cores.iloc[i], str(runs["run_id"].iloc[i])
-            busy = bool(pd.notna(load) and pd.notna(core) and load > core)
-            over = bool(over) if pd.notna(over) else None
-            rows.append({"side": name, "run_id": run_id, "load_average_1min": load, "cpu_cores": core,
-                         "oversubscribed": over, "loaded": busy or bool(over)})
-            if busy or over:
-                why = f"load average {load:.2f} on {core:.0f} cores" if busy else "more busy threads than cores"
-                reasons.append(f"{run_id} ({why})")
+        missing = pd.Series(pd.NA, index=side.runs.index, dtype="object")
+        load, cores = (pd.to_numeric(side.runs.get(c, missing)) for c in ("extra_load_average_1min", "extra_cpu_cores"))
+        over = pd.Series([bool(o) if pd.notna(o) else None for o in side.runs.get("oversubscribed", missing)],
+                         index=side.runs.index, dtype="object")
+        busy = (load > cores).fillna(False).astype(bool)
+        table = pd.DataFrame({"side": name, "run_id": side.runs["run_id"].astype(str), "load_average_1min": load,
+                              "cpu_cores": cores, "oversubscribed": over, "loaded": busy | over.eq(True)})
+        reasons = [f"{r.run_id} (load average {r.load_average_1min:.2f} on {r.cpu_cores:.0f} cores)" if b else
+                   f"{r.run_id} (more busy threads than cores)" for b, r in zip(busy, table.itertuples()) if r.loaded]
         if reasons:
             warned.append(f"The {name} ran on a loaded machine: {'; '.join(reasons)}. Other work competed for the "
                           "CPU, so its figures measure that contention too (the 1-minute load average at the start "
                           "also counts work that ended in the minute before).")
-    return pd.DataFrame(rows, columns=["side", "run_id", "load_average_1min", "cpu_cores", "oversubscribed",
-                                       "loaded"]), warned
+        rows += table.to_dict("records")
+    return pd.DataFrame(rows, columns=list(table.columns)), warned
 
 
 def same_runs(baseline: Side, candidate: Side) -> list[str]:

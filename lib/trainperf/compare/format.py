@@ -38,14 +38,18 @@ def gate_line(result: Comparison) -> str:
     return "no regression (exit 0): " + "; ".join(f"{r.label} {r.verdict}" for r in rows.itertuples())
 
 
+def _interval(row: pd.Series) -> str:
+    """The 95 % interval of the change of a ``metrics`` row (fractions), "" where it has none."""
+    return f"{row['low']:+.1%} to {row['high']:+.1%}" if pd.notna(row["low"]) and math.isfinite(row["low"]) else ""
+
+
 def metric_line(row: pd.Series) -> str:
     """A judged metric in one line: its verdict, the change with its interval, minimum effect and basis."""
     if row["verdict"] == NOT_MEASURED:
         return f"{row['label']}: not measured ({row['basis']})"
     effect = f"{row['min_effect'] * 100:g}%"
-    interval = (f"95 % interval {row['low']:+.1%} to {row['high']:+.1%}; " if pd.notna(row["low"])
-                and math.isfinite(row["low"]) else "no interval; ")
-    line = (f"{row['label']}: {row['verdict']}: candidate {row['change']:+.1%} vs baseline ({interval}minimum effect "
+    interval = f"95 % interval {_interval(row)}" if _interval(row) else "no interval"
+    line = (f"{row['label']}: {row['verdict']}: candidate {row['change']:+.1%} vs baseline ({interval}; minimum effect "
             f"{effect}; {row['basis']})")
     if row["verdict"] == INCONCLUSIVE and pd.notna(row["repeats_needed"]):
         line += f"; about {int(row['repeats_needed']):,} runs a side would detect {effect} (80 % power)"
@@ -65,11 +69,10 @@ def text(result: Comparison) -> str:
                      f"{per_step:>12}")
     for title, table in (("phase", result.phases), ("overlapping", result.overlaps), ("rank", result.ranks)):
         if len(table):
-            key = "rank" if title == "rank" else "phase"
             lines += ["", f"{title:<13} {'baseline s':>11} {'candidate s':>11} {'of step':>8} {'of own':>8}  "
                           "95 % interval (s)"]
             for row in table.itertuples():
-                name = row_name(getattr(row, key))
+                name = row_name(row[1])  # the phase or the rank
                 own = "—" if math.isnan(row.relative_change) else f"{row.relative_change:+.1%}"
                 lines.append(f"{name:<13} {row.baseline_s:>11.4f} {row.candidate_s:>11.4f} {row.delta_pct:>+8.1%} "
                              f"{own:>8}  {row.low_s:+.4f} to {row.high_s:+.4f}{'  *' if row.moved else ''}")
@@ -113,8 +116,6 @@ def markdown(result: Comparison) -> str:
     for _, row in result.metrics.iterrows():
         measured = row["verdict"] != NOT_MEASURED
         unit = f"{result.unit}/s" if row["metric"] == "throughput" else row["unit"]
-        interval = (f"{row['low']:+.1%} to {row['high']:+.1%}" if measured and pd.notna(row["low"])
-                    and math.isfinite(row["low"]) else "–")
         call = row["verdict"]
         if call == INCONCLUSIVE and pd.notna(row["repeats_needed"]):
             call += f": about {int(row['repeats_needed']):,} runs a side would detect {row['min_effect'] * 100:g} %"
@@ -122,13 +123,12 @@ def markdown(result: Comparison) -> str:
             call += f" ({row['basis']})"
         elif row["regressed"]:
             call = f"**{call}**"
-        cells = [f"{row['label']} ({unit})", _number(row["baseline"]) if measured else "–",
-                 _number(row["candidate"]) if measured else "–",
-                 f"{row['change']:+.1%}" if measured else "–", interval, f"{row['min_effect'] * 100:g} %", call]
+        figures = ([_number(row["baseline"]), _number(row["candidate"]), f"{row['change']:+.1%}"] if measured else
+                   ["–"] * 3)
+        cells = [f"{row['label']} ({unit})", *figures, _interval(row) or "–", f"{row['min_effect'] * 100:g} %", call]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    if result.warnings:
-        for warning in result.warnings:
-            lines += ["", f"> **Warning:** {_cell(warning)}"]
+    for warning in result.warnings:
+        lines += ["", f"> **Warning:** {_cell(warning)}"]
     if len(result.phases):
         lines += ["", "<details><summary>Phases per step (s)</summary>", "",
                   "| phase | baseline | candidate | change of step | change of own | moved |", "|---|---:|---:|---:|---:|---|"]

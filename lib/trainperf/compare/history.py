@@ -1,25 +1,10 @@
-"""A history of accepted baselines: ``trainperf compare --history DIR CANDIDATE``.
-
-``DIR`` holds one entry per accepted baseline — a run folder, a folder of run
-folders (repeats), a runs table or a log — ordered by name; entries whose
-name starts with ``.`` are left out. ``--accept`` adds a candidate that passed
-as ``<UTC time>-<its name>`` (``20261125T212400Z-run``), so that name order is
-the order of acceptance; entries of your own sort by their names
-(``001-v1.0``, ``002-v1.1``).
-
-The last ``N`` entries (default :data:`LAST`) are the baseline side: their
-runs are taken as repeats of one configuration, so their spread, measured
-across accepted baselines, is the run-to-run variation the candidate is
-judged against (it replaces the assumed
-:data:`trainperf.stats.RUN_CV`). Each of their runs is named
-``<entry>/<run_id>``: the same run id in two entries (a CI job that names its
-run alike each time) stays two runs.
-"""
+"""A history of accepted baselines: ``trainperf compare --history DIR CANDIDATE`` (docs/statistics.md, "A baseline
+history"). ``DIR`` holds one entry per accepted baseline, oldest first by name (``.`` entries left out); the last
+``N`` are the baseline side, repeats of one configuration whose spread is the run-to-run variation."""
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -42,47 +27,33 @@ def entries(folder: str | Path) -> list[Path]:
     return sorted((p for p in folder.iterdir() if not p.name.startswith(".")), key=lambda p: p.name)
 
 
-def has_baselines(folder: str | Path) -> bool:
-    """Whether ``folder`` holds an accepted baseline (False where it does not exist)."""
-    return bool(entries(folder))
-
-
 def read_baselines(folder: str | Path, last: int = LAST, warmup: int = 0) -> tuple[Side, str]:
-    """The baseline side made of the last ``last`` accepted baselines of
-    ``folder``, and a sentence saying which. DataError when there is none."""
+    """The baseline side made of the runs of the last ``last`` accepted baselines of ``folder``, each run named
+    ``<entry>/<run_id>`` (the same run id in two entries stays two runs), and a sentence saying which. DataError
+    when there is none, or when their runs are not repeats of one configuration."""
     found = entries(folder)
     chosen = found[-last:]
     if not chosen:
         raise DataError("no accepted baseline yet: give --accept to accept the candidate as the first",
                         path=folder)
     label = f"{folder} (last {len(chosen)} accepted)"
-    side = joined([read_side(entry, label=entry.name, warmup=warmup) for entry in chosen], label)
-    names = ", ".join(e.name for e in chosen)
-    spread = ("their spread measures the run-to-run variation" if len(side.runs) > 1 else
-              "a single run: its run-to-run variation is assumed, not measured")
-    return side, (f"Baseline: the last {len(chosen)} of {len(found)} accepted baseline(s) in {folder} ({names}), "
-                  f"{len(side.runs)} run(s): {spread}.")
-
-
-def joined(sides: list[Side], label: str) -> Side:
-    """One side of the runs of ``sides`` (each an accepted baseline, named by
-    its label), each run named ``<label>/<run_id>``; DataError when they are not
-    repeats of one configuration."""
-    renamed = []
-    for side in sides:
-        name = {str(r): f"{side.label}/{r}" for r in side.runs["run_id"]}
-        renamed.append(replace(side, runs=side.runs.assign(run_id=side.runs["run_id"].astype(str).map(name)),
-                               steps={name[r]: f for r, f in side.steps.items()}))
-    runs = pd.concat([s.runs for s in renamed], ignore_index=True)
+    sides = [read_side(entry, label=entry.name, warmup=warmup) for entry in chosen]
+    names = [{str(r): f"{s.label}/{r}" for r in s.runs["run_id"]} for s in sides]
+    runs = pd.concat([s.runs.assign(run_id=s.runs["run_id"].astype(str).map(name)) for s, name in zip(sides, names)],
+                     ignore_index=True)
     check_repeats(runs, label)
-    with_steps = [s for s in renamed if s.steps]
-    steps = {r: f for s in with_steps for r, f in s.steps.items()} if len(with_steps) == len(renamed) else {}
-    return Side(label, runs, steps, sum(s.dropped_steps for s in renamed))
+    steps = ({name[r]: f for s, name in zip(sides, names) for r, f in s.steps.items()}
+             if all(s.steps for s in sides) else {})
+    side = Side(label, runs, steps, sum(s.dropped_steps for s in sides))
+    spread = ("their spread measures the run-to-run variation" if len(runs) > 1 else
+              "a single run: its run-to-run variation is assumed, not measured")
+    return side, (f"Baseline: the last {len(chosen)} of {len(found)} accepted baseline(s) in {folder} "
+                  f"({', '.join(e.name for e in chosen)}), {len(runs)} run(s): {spread}.")
 
 
 def accept(candidate: str | Path, folder: str | Path, when: datetime | None = None) -> Path:
-    """Copy ``candidate`` (a file or folder) into the history ``folder`` as
-    ``<UTC time>-<its name>`` and return the new entry."""
+    """Copy ``candidate`` (a file or folder) into the history ``folder`` as ``<UTC time>-<its name>``
+    (``20261125T212400Z-run``: name order is the order of acceptance) and return the new entry."""
     candidate, folder = Path(candidate), Path(folder)
     stamp = (when or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     target = folder / f"{stamp}-{candidate.resolve().name}"
