@@ -39,7 +39,7 @@ OVERLAPPING = ("comm_s", "comm_exposed_s")
 ROUNDING_S = 1e-6
 """Phases of a step are written to the microsecond: their sum may miss the step by this much per phase (s)."""
 DELTA_COLUMNS = ("baseline_s", "candidate_s", "delta_s", "low_s", "high_s", "delta_pct", "relative_change", "moved")
-"""Columns of a phase or rank row of a :class:`Comparison` after its name (see there)."""
+"""Columns of a phase or rank row of a :class:`Comparison` after its name (docs/statistics.md, "The result")."""
 
 
 def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cache: bool = False) -> Side:
@@ -95,21 +95,7 @@ def plotted_steps(step_times: pd.DataFrame, limit: int = PLOTTED_STEPS) -> tuple
 
 @dataclass
 class Comparison:
-    """A baseline against a candidate.
-
-    ``sides``: one row per side (``side``, ``runs``, ``steps``, ``throughput``, ``low``, ``high``: ``unit`` per
-    second, 95 %; ``work_per_step``: ``unit`` per step); ``difference``: candidate / baseline − 1 of throughput
-    with its interval (fractions), ``verdict`` its verdict and ``repeats_needed`` the runs per side that would
-    detect ``min_effect`` (None where unknown); ``phases``: the step time and the slices that add up to it,
-    ``overlaps``: communication that overlaps them, and ``ranks``: one row per phase / rank (``phase`` or
-    ``rank``, then :data:`DELTA_COLUMNS`: seconds per step of each side, their difference with its 95 % interval,
-    the difference as a fraction of the baseline step and of its own baseline time, whether it moved; a rank also
-    ``baseline_slowest`` / ``candidate_slowest``: the fraction of steps it is the slowest of); ``step_times``: per
-    step the job step time of both sides (``side``, ``run_id``, ``step``, ``step_time_s``); ``load``: each run's
-    machine load at its start (:func:`start_load`); ``metrics``: each judged metric
-    (:data:`trainperf.compare.metrics.METRIC_COLUMNS`); ``notes``: what the intervals cover, ``warnings``: what
-    casts doubt on the figures, sentences.
-    """
+    """A baseline against a candidate: its fields are described in docs/statistics.md, "The result"."""
 
     baseline: str
     candidate: str
@@ -124,7 +110,6 @@ class Comparison:
     notes: list[str]
     qualifier: str = ""
     assumed_run_cv: float = math.nan
-    """The run-to-run coefficient of variation given to both sides (one run each), NaN when none was assumed."""
     repeats_needed: int | None = None
     overlaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     load: pd.DataFrame = field(default_factory=pd.DataFrame)

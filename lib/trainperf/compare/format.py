@@ -94,14 +94,11 @@ def load_lines(load: pd.DataFrame) -> list[str]:
     """Each side's machine load at the start of its runs, one line a side."""
     lines = []
     for side, runs in load.groupby("side", sort=False):
-        known = runs[runs["load_average_1min"].notna()]
-        if known.empty:
-            lines.append(f"Load at start, {side}: not recorded.")
-            continue
-        shown = [f"{r.run_id} {r.load_average_1min:.2f}" + (f" on {r.cpu_cores:.0f} cores" if pd.notna(r.cpu_cores)
-                                                               else "") + (" (loaded)" if r.loaded else "")
-                 for r in known.itertuples()]
-        lines.append(f"Load at start (1-minute load average), {side}: {'; '.join(shown)}.")
+        shown = [f"{r.run_id} {r.load_average_1min:.2f}"
+                 + (f" on {r.cpu_cores:.0f} cores" if pd.notna(r.cpu_cores) else "") + (" (loaded)" if r.loaded else "")
+                 for r in runs.itertuples() if pd.notna(r.load_average_1min)]
+        lines.append(f"Load at start (1-minute load average), {side}: {'; '.join(shown)}." if shown else
+                     f"Load at start, {side}: not recorded.")
     return lines
 
 
