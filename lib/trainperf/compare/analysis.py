@@ -124,19 +124,16 @@ class Comparison:
     def headline(self) -> str:
         """The throughput's verdict and its figure, one line; an inconclusive one
         ends with the runs a side that would detect the minimum effect."""
-        d = self.difference
-        effect = f"{self.min_effect * 100:g}%"
-        figure = f"candidate {self.unit}/s {d.estimate:+.1%} vs baseline"
-        if math.isfinite(d.low):
-            assumed = (f"; run-to-run CV {self.assumed_run_cv:.0%} assumed" if self.assumed_run_cv > 0 else
-                       "; steps only" if self.assumed_run_cv == 0 else "")
-            figure += f" (95 % interval {d.low:+.1%} to {d.high:+.1%}; minimum effect {effect}{assumed})"
-        else:
-            figure += " (no interval)"
+        d, effect = self.difference, f"{self.min_effect * 100:g}%"
+        assumed = (f"; run-to-run CV {self.assumed_run_cv:.0%} assumed" if self.assumed_run_cv > 0 else
+                   "; steps only" if self.assumed_run_cv == 0 else "")
+        interval = (f"95 % interval {d.low:+.1%} to {d.high:+.1%}; minimum effect {effect}{assumed}"
+                    if math.isfinite(d.low) else "no interval")
+        line = f"{self.verdict}{self.qualifier}: candidate {self.unit}/s {d.estimate:+.1%} vs baseline ({interval})"
         if self.verdict == INCONCLUSIVE:
-            figure += (f"; about {self.repeats_needed:,} runs a side would detect {effect} (80 % power)"
-                       if self.repeats_needed else "; record repeats to measure the noise")
-        return f"{self.verdict}{self.qualifier}: {figure}"
+            line += (f"; about {self.repeats_needed:,} runs a side would detect {effect} (80 % power)"
+                     if self.repeats_needed else "; record repeats to measure the noise")
+        return line
 
 
 def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, draws: int = DRAWS,
@@ -198,10 +195,8 @@ def step_partition(baseline: Side, candidate: Side) -> tuple[list[str], list[str
     """The phase columns both sides timed that are slices of a step, in step order (:data:`PARTS`, and
     ``comm_exposed_s`` where a side took it out of backward); the communication columns both timed that overlap
     them; the sides with, per step, ``other_s`` (a typical rank's mean step less the slices, s) and
-    ``slowest_wait_s`` (the job's step less that mean, s; unknown without the mean over ranks, and the other is then
-    the job's step less the slices), which with the slices add up to ``step_time_s``; and the notes on them. A
-    side's slice of exposed communication is 0 where it lies inside its phases (:func:`exposed_within_phases`) or
-    the side timed none."""
+    ``slowest_wait_s`` (the job's step less that mean, s; where the mean over ranks is known), which with the
+    slices add up to ``step_time_s`` (docs/statistics.md, "What is compared"); and the notes on them."""
     sides = (baseline, candidate)
     inside = [bool(exposed_within_phases(s.runs).any()) for s in sides]
     timed = [bool(_common((s,), ("comm_exposed_s",))) for s in sides]
@@ -256,8 +251,7 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
              (f"{est[0].runs} baseline and {est[1].runs} candidate run(s): the intervals resample runs, then blocks "
               "of steps within runs (hierarchical block bootstrap), so run-to-run variance is included.")]
     diff, note = sides_difference(est, run_cv, slices + overlaps + ranks)
-    notes += [note] if note else []
-    notes += partition_notes
+    notes += [note, *partition_notes] if note else partition_notes
     if len(rank_sets) > 1:
         notes.append("The runs have different ranks: no per-rank comparison.")
     notes += [f"{s.label}: {s.dropped_steps} step(s) left out because not every rank recorded them."
@@ -267,9 +261,8 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
     if top is not None:
         notes.append(f"Rank {ranks[top].removeprefix('rank_').removesuffix('_s')} is the slowest in "
                      f"{shares[1][top]:.0%} of the candidate's steps (baseline: {shares[0][top]:.0%}).")
-    rank_table = (_deltas(est, ranks, min_effect, "rank").assign(baseline_slowest=shares[0],
-                                                                  candidate_slowest=shares[1])
-                  if ranks else pd.DataFrame())
+    rank_table = pd.DataFrame() if not ranks else _deltas(est, ranks, min_effect, "rank").assign(
+        baseline_slowest=shares[0], candidate_slowest=shares[1])
     steps = pd.concat([f.assign(side=name, run_id=run_id)[["side", "run_id", "step", "step_time_s"]]
                        for name, s in zip(("baseline", "candidate"), sides) for run_id, f in s.steps.items()],
                       ignore_index=True)
@@ -283,9 +276,7 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
 
 
 def _deltas(est: list[Estimate], columns: Sequence[str], min_effect: float, key: str = "phase") -> pd.DataFrame:
-    """Per column of ``columns`` (s per step), its name (``key``: the column without ``rank_`` and ``_s``) and
-    :data:`DELTA_COLUMNS`; it moved when the 95 % interval of the difference excludes 0 and the difference is at
-    least ``min_effect`` of the baseline step (s)."""
+    """Per column of ``columns`` (s per step): its name (``key``: no ``rank_``, no ``_s``), :data:`DELTA_COLUMNS`."""
     base_step = est[0].means["step_time_s"]
     rows = []
     for column in columns:
@@ -319,10 +310,9 @@ def _sides_table(est: list[Estimate], sides: tuple[Side, ...], unit: str | None)
 
 
 def start_load(baseline: Side, candidate: Side) -> tuple[pd.DataFrame, list[str]]:
-    """Each run's machine at its start (``side``, ``run_id``, ``load_average_1min``: the host's 1-minute load
-    average, ``cpu_cores``, ``oversubscribed``, ``loaded``: a load average above the cores, or oversubscribed)
-    from the runs columns ``extra_load_average_1min``, ``extra_cpu_cores`` (the manifest's host record, or
-    ``trainperf bench``'s) and ``oversubscribed``; and a warning for each side with a loaded run."""
+    """Each run's machine at its start (the ``load`` of a :class:`Comparison`) from the runs columns
+    ``extra_load_average_1min``, ``extra_cpu_cores`` and ``oversubscribed``; and a warning for each side with a loaded
+    run (a 1-minute load average above its cores, or oversubscribed)."""
     rows, warned = [], []
     for name, side in (("baseline", baseline), ("candidate", candidate)):
         missing = pd.Series(pd.NA, index=side.runs.index, dtype="object")

@@ -57,8 +57,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    wanted = 1 if args.history else 2
-    if len(args.inputs) != wanted:
+    if len(args.inputs) != (1 if args.history else 2):
         raise DataError(f"give {'the candidate alone with --history' if args.history else 'a baseline and a candidate'}"
                         f", not {len(args.inputs)} input(s)")
     if args.accept and not args.history:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import asdict
 
 import pandas as pd
 
@@ -80,8 +81,7 @@ def text(result: Comparison) -> str:
         lines.append("(change of step: of the baseline step time; of own: of the phase's own baseline time; "
                      "* moved: interval excludes 0 and the change is at least the minimum effect of a step)")
     lines += ["", *load_lines(result.load), *result.notes, *(f"warning: {w}" for w in result.warnings)]
-    others = result.metrics[result.metrics["metric"] != "throughput"]
-    lines += [metric_line(row) for _, row in others.iterrows()]
+    lines += [metric_line(row) for _, row in result.metrics.iterrows() if row["metric"] != "throughput"]
     judged = set(result.metrics.loc[~shown_only(result.metrics), "metric"])
     if "throughput" in judged:
         lines.append(result.headline())
@@ -143,15 +143,13 @@ def markdown(result: Comparison) -> str:
 
 def as_json(result: Comparison) -> str:
     """Every figure, verdict, note and the exit code as one JSON object (NaN as null)."""
-    d = result.difference
     data = {
         "baseline": result.baseline, "candidate": result.candidate, "unit": result.unit,
         "exit_code": result.exit_code, "verdict": result.verdict, "headline": result.headline(),
         "min_effect": result.min_effect, "repeats_needed": result.repeats_needed,
-        "assumed_run_cv": result.assumed_run_cv,
-        "difference": {"estimate": d.estimate, "low": d.low, "high": d.high, "dof": d.dof},
-        "metrics": _records(result.metrics), "sides": _records(result.sides), "phases": _records(result.phases),
-        "overlaps": _records(result.overlaps), "ranks": _records(result.ranks), "load": _records(result.load),
+        "assumed_run_cv": result.assumed_run_cv, "difference": asdict(result.difference),
+        **{table: getattr(result, table).astype(object).to_dict(orient="records")
+           for table in ("metrics", "sides", "phases", "overlaps", "ranks", "load")},
         "notes": result.notes, "warnings": result.warnings,
         "defaults": {m.name: {"min_effect": m.min_effect, "run_cv": m.run_cv, "higher_is_better": m.higher_is_better}
                      for m in METRICS.values()},
@@ -162,10 +160,6 @@ def as_json(result: Comparison) -> str:
 def render(result: Comparison, form: str = "text") -> str:
     """``result`` in one of :data:`FORMATS`."""
     return {"text": text, "json": as_json, "markdown": markdown}[form](result)
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return frame.astype(object).to_dict(orient="records")
 
 
 def _plain(value: object) -> object:

@@ -60,8 +60,5 @@ def accept(candidate: str | Path, folder: str | Path, when: datetime | None = No
     if target.exists():
         raise DataError("an accepted baseline of this name exists already", path=target)
     folder.mkdir(parents=True, exist_ok=True)
-    if candidate.is_dir():
-        shutil.copytree(candidate, target)
-    else:
-        shutil.copy2(candidate, target)
+    (shutil.copytree if candidate.is_dir() else shutil.copy2)(candidate, target)
     return target
