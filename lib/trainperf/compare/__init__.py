@@ -1,7 +1,5 @@
-"""Did a change make training faster, or use more memory or energy? A baseline against a candidate
-(:mod:`~trainperf.compare.analysis`), the metrics judged (:mod:`~trainperf.compare.metrics`), a history of
-accepted baselines (:mod:`~trainperf.compare.history`), the output formats (:mod:`~trainperf.compare.format`) and
-``trainperf compare`` (:mod:`~trainperf.compare.cli`), layered in that order from the top down: docs/statistics.md."""
+"""Did a change make training faster, or use more memory or energy (docs/statistics.md)? Its modules, from the
+top layer down: ``cli`` (``trainperf compare``); ``format``, ``history``; ``analysis``; ``metrics``."""
 
 from trainperf.compare.analysis import (PLOTTED_STEPS, STEPS_BASIS, Comparison, Side, compare, exposed_within_phases,
                                         plotted_steps, read_side)

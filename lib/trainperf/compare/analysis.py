@@ -1,7 +1,5 @@
-"""Did a change make training faster? A baseline against a candidate, each side one configuration (one run, or
-repeats of it: what ``load_runs`` and ``load_steps`` read), with the intervals of :mod:`trainperf.estimates` and
-the verdict of :mod:`trainperf.stats`; peak memory, energy per token and goodput are judged by
-:mod:`trainperf.compare.metrics`. What is compared, the intervals and the verdict: docs/statistics.md."""
+"""A baseline against a candidate, each side one configuration (one run, or repeats of it), with the intervals of
+:mod:`trainperf.estimates`: what is compared, the intervals and the verdict are in docs/statistics.md."""
 
 from __future__ import annotations
 
@@ -69,19 +67,16 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cac
 
 def check_repeats(runs: pd.DataFrame, label: str) -> None:
     """DataError naming ``label`` when ``runs`` differ in a configuration column (:data:`CONFIG_KEY`)."""
-    for column in CONFIG_KEY:
-        if column in runs:
-            values = runs[column].dropna().astype(str).unique()
-            if len(values) > 1:
-                raise DataError(f"the runs of one side must be repeats of one configuration, but they differ in "
-                                f"{column!r} ({', '.join(sorted(values))}); compare one configuration per side",
-                                path=label)
+    for column in (c for c in CONFIG_KEY if c in runs):
+        values = runs[column].dropna().astype(str).unique()
+        if len(values) > 1:
+            raise DataError(f"the runs of one side must be repeats of one configuration, but they differ in "
+                            f"{column!r} ({', '.join(sorted(values))}); compare one configuration per side", path=label)
 
 
 def plotted_steps(step_times: pd.DataFrame, limit: int = PLOTTED_STEPS) -> tuple[pd.DataFrame, str]:
-    """The rows of a :class:`Comparison`'s ``step_times`` that a chart draws: every step of a run of at most
-    ``limit`` measured steps, else ``limit`` steps evenly spaced along it; and a sentence naming the runs
-    drawn in part ("" when none is)."""
+    """The rows of ``step_times`` a chart draws: every step of a run of at most ``limit`` measured steps, else
+    ``limit`` steps evenly spaced along it; and a sentence naming the runs drawn in part ("" when none is)."""
     parts, thinned = [], []
     for run_id, steps in step_times.groupby("run_id", sort=False):
         if len(steps) > limit:
@@ -104,10 +99,10 @@ class Comparison:
     sides: pd.DataFrame
     difference: Difference
     verdict: str
-    phases: pd.DataFrame
-    ranks: pd.DataFrame
-    step_times: pd.DataFrame
     notes: list[str]
+    phases: pd.DataFrame = field(default_factory=pd.DataFrame)
+    ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    step_times: pd.DataFrame = field(default_factory=pd.DataFrame)
     qualifier: str = ""
     assumed_run_cv: float = math.nan
     repeats_needed: int | None = None
@@ -122,8 +117,7 @@ class Comparison:
         return 1 if self.metrics["regressed"].astype(bool).any() else 0
 
     def headline(self) -> str:
-        """The throughput's verdict and its figure, one line; an inconclusive one
-        ends with the runs a side that would detect the minimum effect."""
+        """The throughput's verdict and its figure, one line (an inconclusive one: the runs a side that would tell)."""
         d, effect = self.difference, f"{self.min_effect * 100:g}%"
         assumed = (f"; run-to-run CV {self.assumed_run_cv:.0%} assumed" if self.assumed_run_cv > 0 else
                    "; steps only" if self.assumed_run_cv == 0 else "")
@@ -180,9 +174,8 @@ def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, dra
 
 
 def exposed_within_phases(runs: pd.DataFrame) -> pd.Series:
-    """Per run, whether its exposed communication (``comm_exposed_s``) lies inside its forward and backward
-    phases rather than beside them: sampled by ``torch.profiler`` windows (``extra_comm_measurement`` given), as
-    the profiler does under FSDP, where DDP's communication hook takes it out of backward."""
+    """Per run, whether its exposed communication (``comm_exposed_s``) lies inside its forward and backward phases
+    (sampled by ``torch.profiler`` windows: ``extra_comm_measurement`` given) rather than beside them."""
     return runs.get("extra_comm_measurement", pd.Series(pd.NA, index=runs.index, dtype="object")).notna()
 
 
@@ -270,8 +263,8 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
               "steps of one run a side only") if single else "steps, " + spread_basis(est, run_cv))
     row = metric_row(METRICS["throughput"], est, diff, min_effect, basis, f"{unit or 'step'}/s")
     return Comparison(baseline.label, candidate.label, unit or "step", min_effect, _sides_table(est, sides, unit),
-                      diff, row["verdict"], _deltas(est, ["step_time_s", *slices], min_effect), rank_table, steps,
-                      notes, assumed_run_cv=run_cv if single else math.nan, repeats_needed=row["repeats_needed"],
+                      diff, row["verdict"], notes, _deltas(est, ["step_time_s", *slices], min_effect), rank_table,
+                      steps, assumed_run_cv=run_cv if single else math.nan, repeats_needed=row["repeats_needed"],
                       overlaps=_deltas(est, overlaps, min_effect), metrics=metric_table([row]))
 
 
@@ -335,11 +328,9 @@ def start_load(baseline: Side, candidate: Side) -> tuple[pd.DataFrame, list[str]
 def same_runs(baseline: Side, candidate: Side) -> list[str]:
     """A warning when a run is on both sides (``compare X X``)."""
     shared = sorted(set(baseline.runs["run_id"].astype(str)) & set(candidate.runs["run_id"].astype(str)))
-    if not shared:
-        return []
     named = ", ".join(shared[:3]) + (f" and {len(shared) - 3} more" if len(shared) > 3 else "")
     return [f"The same run(s) on both sides ({named}): a run compared with itself shows no change "
-            "by construction; give the baseline and the candidate their own runs."]
+            "by construction; give the baseline and the candidate their own runs."] if shared else []
 
 
 def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Comparison:
@@ -362,7 +353,6 @@ def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Compari
         qualifier, basis = " (no repeats or steps)", "one runs-table row a side: no interval"
     unit = rate.removesuffix("_per_s")
     row = metric_row(METRICS["throughput"], est, diff, min_effect, basis, f"{unit}/s")
-    empty = pd.DataFrame()
-    return Comparison(baseline.label, candidate.label, unit, min_effect, _sides_table(est, sides, unit),
-                      diff, row["verdict"], empty, empty, empty, notes, qualifier,
-                      repeats_needed=row["repeats_needed"], metrics=metric_table([row]))
+    return Comparison(baseline.label, candidate.label, unit, min_effect, _sides_table(est, sides, unit), diff,
+                      row["verdict"], notes, qualifier=qualifier, repeats_needed=row["repeats_needed"],
+                      metrics=metric_table([row]))

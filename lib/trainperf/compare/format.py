@@ -33,9 +33,8 @@ def gate_line(result: Comparison) -> str:
     """The outcome over every judged metric, one line: the exit status and what regressed."""
     rows = result.metrics[~shown_only(result.metrics)]
     if result.exit_code:
-        worse = rows[rows["regressed"].astype(bool)]
         return "regression (exit 1): " + "; ".join(f"{r.label} {r.verdict} ({r.change:+.1%})"
-                                                   for r in worse.itertuples())
+                                                   for r in rows.itertuples() if r.regressed)
     return "no regression (exit 0): " + "; ".join(f"{r.label} {r.verdict}" for r in rows.itertuples())
 
 
@@ -58,9 +57,8 @@ def metric_line(row: pd.Series) -> str:
 
 
 def text(result: Comparison) -> str:
-    """The short text report: sides, phases, communication and ranks, the load at
-    start, notes and warnings; the other judged metrics, and last the verdict
-    (the gate's outcome where more than throughput is judged)."""
+    """The short text report: sides, phases, communication and ranks, the load at start, notes and warnings; the
+    other judged metrics, and last the verdict (the gate's outcome where more than throughput is judged)."""
     unit = f"{result.unit}/s"
     lines = [f"{'side':<10} {'runs':>4} {'steps':>6} {unit:>14}  {'95 % interval':<23} {result.unit + '/step':>12}"]
     for row in result.sides.itertuples():

@@ -1,6 +1,5 @@
-"""A history of accepted baselines: ``trainperf compare --history DIR CANDIDATE`` (docs/statistics.md, "A baseline
-history"). ``DIR`` holds one entry per accepted baseline, oldest first by name (``.`` entries left out); the last
-``N`` are the baseline side, repeats of one configuration whose spread is the run-to-run variation."""
+"""A history of accepted baselines, one entry each in a folder, oldest first by name: ``trainperf compare --history
+DIR CANDIDATE`` (docs/statistics.md, "A baseline history")."""
 
 from __future__ import annotations
 
