@@ -48,7 +48,7 @@ def metric_line(row: pd.Series) -> str:
     if row["verdict"] == NOT_MEASURED:
         return f"{row['label']}: not measured ({row['basis']})"
     effect = f"{row['min_effect'] * 100:g}%"
-    interval = f"95 % interval {_interval(row)}" if _interval(row) else "no interval"
+    interval = f"95 % interval {shown}" if (shown := _interval(row)) else "no interval"
     line = (f"{row['label']}: {row['verdict']}: candidate {row['change']:+.1%} vs baseline ({interval}; minimum effect "
             f"{effect}; {row['basis']})")
     if row["verdict"] == INCONCLUSIVE and pd.notna(row["repeats_needed"]):
