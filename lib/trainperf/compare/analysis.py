@@ -273,8 +273,7 @@ def _deltas(est: list[Estimate], columns: Sequence[str], min_effect: float, key:
     base_step = est[0].means["step_time_s"]
     rows = []
     for column in columns:
-        a, b = est[0].means[column], est[1].means[column]
-        se_a, se_b = est[0].errors[column], est[1].errors[column]
+        (a, se_a), (b, se_b) = ((e.means[column], e.errors[column]) for e in est)
         dof = welch_dof(se_a, est[0].dof, se_b, est[1].dof)
         half = t_quantile(dof) * math.hypot(se_a, se_b) if math.isfinite(dof) else math.nan
         delta = b - a

@@ -133,9 +133,8 @@ def markdown(result: Comparison) -> str:
                 lines.append(f"| {row_name(row.phase)} | {row.baseline_s:.4f} | {row.candidate_s:.4f} | "
                              f"{row.delta_pct:+.1%} | {own} | {'yes' if row.moved else 'no'} |")
         lines += ["", "</details>"]
-    lines += ["", "<details><summary>Notes</summary>", "", *(f"- {_cell(n)}" for n in
-                                                             [*load_lines(result.load), *result.notes]),
-              "", "</details>"]
+    notes = [f"- {_cell(n)}" for n in [*load_lines(result.load), *result.notes]]
+    lines += ["", "<details><summary>Notes</summary>", "", *notes, "", "</details>"]
     return "\n".join(lines)
 
 

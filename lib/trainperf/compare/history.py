@@ -33,8 +33,7 @@ def read_baselines(folder: str | Path, last: int = LAST, warmup: int = 0) -> tup
     found = entries(folder)
     chosen = found[-last:]
     if not chosen:
-        raise DataError("no accepted baseline yet: give --accept to accept the candidate as the first",
-                        path=folder)
+        raise DataError("no accepted baseline yet: give --accept to accept the candidate as the first", path=folder)
     label = f"{folder} (last {len(chosen)} accepted)"
     sides = [read_side(entry, label=entry.name, warmup=warmup) for entry in chosen]
     names = [{str(r): f"{s.label}/{r}" for r in s.runs["run_id"]} for s in sides]
