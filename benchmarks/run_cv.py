@@ -18,7 +18,7 @@ from pathlib import Path
 
 import trainperf
 from trainperf.aggregate import job_steps
-from trainperf.compare import Side, estimate_steps
+from trainperf.estimates import Side, estimate_steps
 
 
 def per_run(folder: Path) -> dict[str, tuple[float, float]]:

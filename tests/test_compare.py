@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 import trainperf
-from trainperf import compare, stats
+from trainperf import compare, estimates, stats
 from trainperf.cli import main
 from trainperf.errors import DataError
 from trainperf.report.applicability import NotApplicable
@@ -77,7 +77,7 @@ def test_one_run_a_side_adds_the_run_to_run_variation_to_the_interval(tmp_path):
     assert steps_only.verdict == "slower" and widened.verdict == "inconclusive"
     # by hand: log ratio ± t(ν) · √(se_b² + se_c² + 2 · 0.08²), the 8 % taken as known, ν by Welch from
     # each run's blocks; se and blocks from each side's own bootstrap (seeds 0 and 1, as compare draws)
-    sides = [compare.estimate_steps(compare.read_side(p), "tokens", [], seed=i) for i, p in enumerate((P2, slow))]
+    sides = [estimates.estimate_steps(compare.read_side(p), "tokens", [], seed=i) for i, p in enumerate((P2, slow))]
     total = [e.se_log ** 2 + 0.08 ** 2 for e in sides]
     dof_side = [t ** 2 / (e.se_log ** 4 / e.dof) for t, e in zip(total, sides)]
     dof = sum(total) ** 2 / sum(t ** 2 / d for t, d in zip(total, dof_side))

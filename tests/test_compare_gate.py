@@ -13,7 +13,7 @@ from scipy import stats as scipy_stats
 
 from trainperf import compare
 from trainperf.cli import main
-from trainperf.compare_history import accept, entries, read_baselines
+from trainperf.compare.history import accept, entries, read_baselines
 from trainperf.errors import DataError
 from trainperf.estimates import Side
 

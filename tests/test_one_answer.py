@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from trainperf.compare import STEPS_BASIS, compare, read_side
-from trainperf.compare_format import render
+from trainperf.compare.format import render
 from trainperf.importers.reported import OTHER_PEAK
 from trainperf.report import page
 from trainperf.runfolder import eventfile, rankfile

@@ -11,7 +11,7 @@ from trainperf import __version__
 from trainperf.errors import DataError
 
 COMMANDS: dict[str, str] = {"summarize": "trainperf.summary", "report": "trainperf.report.build.cli",
-                            "bench": "trainperf.bench.cli", "compare": "trainperf.compare_cli",
+                            "bench": "trainperf.bench.cli", "compare": "trainperf.compare.cli",
                             "import": "trainperf.importers.cli", "trace": "trainperf.profiler.cli",
                             "watch": "trainperf.profiler.watch"}
 """Each subcommand and the module that registers it (``add_subcommand``). A command line naming one

@@ -78,3 +78,15 @@ def wait_gaps(waits: np.ndarray) -> np.ndarray:
 def waits_enough_less(gap: float, step_s: float, min_gap_share: float = WAIT_GAP_SHARE) -> bool:
     """The straggler verdict of the rank that waits least: its gap (s) is ``min_gap_share`` of the step (s) or more."""
     return bool(gap >= min_gap_share * step_s)
+
+
+SLOWEST_STEPS_SHARE = 0.5
+"""Share of the steps (fraction) of which one rank must be the slowest to be named the straggler of a comparison,
+and at least 1.5 times the share it would have were every rank as often the slowest (1.5 / ranks)."""
+
+
+def often_slowest(shares: np.ndarray) -> int | None:
+    """The position of the rank that is the slowest of the most steps (``shares``: per rank, the fraction of steps
+    of which it is the slowest) where it is a straggler (:data:`SLOWEST_STEPS_SHARE`); else None."""
+    at = slowest(shares)
+    return at if at is not None and shares[at] >= max(SLOWEST_STEPS_SHARE, 1.5 / len(shares)) else None

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 
-from trainperf.compare import compare, read_side
-from trainperf.compare_format import FORMATS, render
-from trainperf.compare_history import LAST, accept, has_baselines, read_baselines
-from trainperf.compare_metrics import METRICS
+from trainperf.compare.analysis import compare, read_side
+from trainperf.compare.format import FORMATS, render
+from trainperf.compare.history import LAST, accept, entries, read_baselines
+from trainperf.compare.metrics import METRICS
 from trainperf.errors import DataError
-from trainperf.stats import DRAWS, MIN_EFFECT, RUN_CV
+from trainperf.stats import DRAWS
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -28,13 +28,13 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
                     "significantly, 2 bad input.")
     p.add_argument("inputs", nargs="+", metavar="BASELINE CANDIDATE",
                    help="the baseline and the candidate; with --history, the candidate alone")
-    p.add_argument("--metric", action="append", type=_metrics, metavar="NAME[,NAME]",
+    p.add_argument("--metric", action="extend", type=_metrics, metavar="NAME[,NAME]",
                    help=f"what to judge, repeatable or a comma list: {', '.join(METRICS)} (default throughput); "
                         "a metric a run does not record is 'not measured'")
-    p.add_argument("--min-effect", action="append", type=_per_metric, default=[], metavar="[METRIC=]FRACTION",
+    p.add_argument("--min-effect", action="extend", type=_per_metric, default=[], metavar="[METRIC=]FRACTION",
                    help=f"smallest relative change called a change, of throughput or of METRIC (repeatable; "
                         f"defaults: {defaults})")
-    p.add_argument("--run-cv", action="append", type=_per_metric, default=[], metavar="[METRIC=]FRACTION",
+    p.add_argument("--run-cv", action="extend", type=_per_metric, default=[], metavar="[METRIC=]FRACTION",
                    help=f"run-to-run coefficient of variation assumed for a run compared with a run when no side "
                         f"has repeats to measure it, of throughput or of METRIC (defaults: {cvs}; 0: none, "
                         "steps only for throughput)")
@@ -57,63 +57,51 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    wanted = 1 if args.history else 2
-    if len(args.inputs) != wanted:
+    if len(args.inputs) != (1 if args.history else 2):
         raise DataError(f"give {'the candidate alone with --history' if args.history else 'a baseline and a candidate'}"
                         f", not {len(args.inputs)} input(s)")
     if args.accept and not args.history:
         raise DataError("--accept adds the candidate to a history: give --history DIR")
     candidate = read_side(args.inputs[-1], warmup=args.warmup)
-    history_note = ""
-    if args.history:
-        if args.accept and not has_baselines(args.history):
-            target = accept(args.inputs[-1], args.history)
-            print(f"No accepted baseline yet: {args.inputs[-1]} accepted as the first, {target}.")
-            return 0
-        baseline, history_note = read_baselines(args.history, args.last, args.warmup)
-    else:
-        baseline = read_side(args.inputs[0], warmup=args.warmup)
-    min_effects, run_cvs = _by_metric(args.min_effect, "min_effect"), _by_metric(args.run_cv, "run_cv")
-    metrics = [m for group in (args.metric or [["throughput"]]) for m in group]
-    result = compare(baseline, candidate, min_effect=min_effects.pop("throughput", MIN_EFFECT), draws=args.draws,
-                     seed=args.seed, run_cv=run_cvs.pop("throughput", RUN_CV), metrics=metrics,
-                     min_effects=min_effects, run_cvs=run_cvs)
-    if history_note:
-        result.notes.insert(0, history_note)
+    if args.history and args.accept and not entries(args.history):
+        print(f"No accepted baseline yet: {args.inputs[-1]} accepted as the first, "
+              f"{accept(args.inputs[-1], args.history)}.")
+        return 0
+    baseline, history_note = (read_baselines(args.history, args.last, args.warmup) if args.history else
+                              (read_side(args.inputs[0], warmup=args.warmup), None))
+    result = compare(baseline, candidate, draws=args.draws, seed=args.seed, metrics=args.metric or ["throughput"],
+                     min_effects=_by_metric(args.min_effect, "--min-effect"),
+                     run_cvs=_by_metric(args.run_cv, "--run-cv"))
+    result.notes[:0] = [history_note] if history_note else []
     if args.accept and result.exit_code == 0:
         result.notes.append(f"Accepted into the history as {accept(args.inputs[-1], args.history)}.")
     print(render(result, args.format))
     return result.exit_code
 
 
-def _by_metric(given: list[list[tuple[str, float]]], option: str) -> dict[str, float]:
+def _by_metric(given: list[tuple[str, float]], option: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for name, value in (pair for group in given for pair in group):
+    for name, value in given:
         if name in out:
-            raise DataError(f"--{option.replace('_', '-')} given twice for {name}")
+            raise DataError(f"{option} given twice for {name}")
         out[name] = value
     return out
 
 
+def _metric(name: str) -> str:
+    if name not in METRICS:
+        raise argparse.ArgumentTypeError(f"unknown metric {name!r}: one of {', '.join(METRICS)}")
+    return name
+
+
 def _metrics(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in METRICS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown metric {unknown[0] if unknown else text!r}: "
-                                         f"one of {', '.join(METRICS)}")
-    return names
+    return [_metric(n.strip()) for n in text.split(",") if n.strip()] or [_metric(text)]
 
 
 def _per_metric(text: str) -> list[tuple[str, float]]:
     """``0.02`` (throughput) or ``peak_memory=0.05``; a comma list of either."""
-    out = []
-    for item in (i.strip() for i in text.split(",")):
-        name, _, value = item.rpartition("=")
-        name = name.strip() or "throughput"
-        if name not in METRICS:
-            raise argparse.ArgumentTypeError(f"unknown metric {name!r}: one of {', '.join(METRICS)}")
-        out.append((name, _fraction(value)))
-    return out
+    pairs = [item.strip().rpartition("=") for item in text.split(",")]
+    return [(_metric(name.strip() or "throughput"), _fraction(value)) for name, _, value in pairs]
 
 
 def _fraction(text: str) -> float:

@@ -1,4 +1,4 @@
-"""A :class:`~trainperf.compare.Comparison` as text for a terminal, Markdown for
+"""A :class:`~trainperf.compare.analysis.Comparison` as text for a terminal, Markdown for
 a pull-request comment, or JSON for a program: ``trainperf compare --format``."""
 
 from __future__ import annotations
@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import asdict
 
 import pandas as pd
 
-from trainperf.compare import SHOWN_ONLY, Comparison
-from trainperf.compare_metrics import METRICS, NOT_MEASURED
+from trainperf.compare.analysis import SHOWN_ONLY, Comparison
+from trainperf.compare.metrics import METRICS, NOT_MEASURED
 from trainperf.stats import INCONCLUSIVE
 
 FORMATS = ("text", "json", "markdown")
@@ -32,10 +33,14 @@ def gate_line(result: Comparison) -> str:
     """The outcome over every judged metric, one line: the exit status and what regressed."""
     rows = result.metrics[~shown_only(result.metrics)]
     if result.exit_code:
-        worse = rows[rows["regressed"].astype(bool)]
         return "regression (exit 1): " + "; ".join(f"{r.label} {r.verdict} ({r.change:+.1%})"
-                                                   for r in worse.itertuples())
+                                                   for r in rows.itertuples() if r.regressed)
     return "no regression (exit 0): " + "; ".join(f"{r.label} {r.verdict}" for r in rows.itertuples())
+
+
+def _interval(row: pd.Series) -> str:
+    """The 95 % interval of the change of a ``metrics`` row (fractions), "" where it has none."""
+    return f"{row['low']:+.1%} to {row['high']:+.1%}" if pd.notna(row["low"]) and math.isfinite(row["low"]) else ""
 
 
 def metric_line(row: pd.Series) -> str:
@@ -43,9 +48,8 @@ def metric_line(row: pd.Series) -> str:
     if row["verdict"] == NOT_MEASURED:
         return f"{row['label']}: not measured ({row['basis']})"
     effect = f"{row['min_effect'] * 100:g}%"
-    interval = (f"95 % interval {row['low']:+.1%} to {row['high']:+.1%}; " if pd.notna(row["low"])
-                and math.isfinite(row["low"]) else "no interval; ")
-    line = (f"{row['label']}: {row['verdict']}: candidate {row['change']:+.1%} vs baseline ({interval}minimum effect "
+    interval = f"95 % interval {shown}" if (shown := _interval(row)) else "no interval"
+    line = (f"{row['label']}: {row['verdict']}: candidate {row['change']:+.1%} vs baseline ({interval}; minimum effect "
             f"{effect}; {row['basis']})")
     if row["verdict"] == INCONCLUSIVE and pd.notna(row["repeats_needed"]):
         line += f"; about {int(row['repeats_needed']):,} runs a side would detect {effect} (80 % power)"
@@ -53,9 +57,8 @@ def metric_line(row: pd.Series) -> str:
 
 
 def text(result: Comparison) -> str:
-    """The short text report: sides, phases, communication and ranks, the load at
-    start, notes and warnings; the other judged metrics, and last the verdict
-    (the gate's outcome where more than throughput is judged)."""
+    """The short text report: sides, phases, communication and ranks, the load at start, notes and warnings; the
+    other judged metrics, and last the verdict (the gate's outcome where more than throughput is judged)."""
     unit = f"{result.unit}/s"
     lines = [f"{'side':<10} {'runs':>4} {'steps':>6} {unit:>14}  {'95 % interval':<23} {result.unit + '/step':>12}"]
     for row in result.sides.itertuples():
@@ -65,11 +68,10 @@ def text(result: Comparison) -> str:
                      f"{per_step:>12}")
     for title, table in (("phase", result.phases), ("overlapping", result.overlaps), ("rank", result.ranks)):
         if len(table):
-            key = "rank" if title == "rank" else "phase"
             lines += ["", f"{title:<13} {'baseline s':>11} {'candidate s':>11} {'of step':>8} {'of own':>8}  "
                           "95 % interval (s)"]
             for row in table.itertuples():
-                name = row_name(getattr(row, key))
+                name = row_name(row[1])  # the phase or the rank
                 own = "—" if math.isnan(row.relative_change) else f"{row.relative_change:+.1%}"
                 lines.append(f"{name:<13} {row.baseline_s:>11.4f} {row.candidate_s:>11.4f} {row.delta_pct:>+8.1%} "
                              f"{own:>8}  {row.low_s:+.4f} to {row.high_s:+.4f}{'  *' if row.moved else ''}")
@@ -77,8 +79,7 @@ def text(result: Comparison) -> str:
         lines.append("(change of step: of the baseline step time; of own: of the phase's own baseline time; "
                      "* moved: interval excludes 0 and the change is at least the minimum effect of a step)")
     lines += ["", *load_lines(result.load), *result.notes, *(f"warning: {w}" for w in result.warnings)]
-    others = result.metrics[result.metrics["metric"] != "throughput"]
-    lines += [metric_line(row) for _, row in others.iterrows()]
+    lines += [metric_line(row) for _, row in result.metrics.iterrows() if row["metric"] != "throughput"]
     judged = set(result.metrics.loc[~shown_only(result.metrics), "metric"])
     if "throughput" in judged:
         lines.append(result.headline())
@@ -91,14 +92,11 @@ def load_lines(load: pd.DataFrame) -> list[str]:
     """Each side's machine load at the start of its runs, one line a side."""
     lines = []
     for side, runs in load.groupby("side", sort=False):
-        known = runs[runs["load_average_1min"].notna()]
-        if known.empty:
-            lines.append(f"Load at start, {side}: not recorded.")
-            continue
-        shown = [f"{r.run_id} {r.load_average_1min:.2f}" + (f" on {r.cpu_cores:.0f} cores" if pd.notna(r.cpu_cores)
-                                                               else "") + (" (loaded)" if r.loaded else "")
-                 for r in known.itertuples()]
-        lines.append(f"Load at start (1-minute load average), {side}: {'; '.join(shown)}.")
+        shown = [f"{r.run_id} {r.load_average_1min:.2f}"
+                 + (f" on {r.cpu_cores:.0f} cores" if pd.notna(r.cpu_cores) else "") + (" (loaded)" if r.loaded else "")
+                 for r in runs.itertuples() if pd.notna(r.load_average_1min)]
+        lines.append(f"Load at start (1-minute load average), {side}: {'; '.join(shown)}." if shown else
+                     f"Load at start, {side}: not recorded.")
     return lines
 
 
@@ -113,8 +111,6 @@ def markdown(result: Comparison) -> str:
     for _, row in result.metrics.iterrows():
         measured = row["verdict"] != NOT_MEASURED
         unit = f"{result.unit}/s" if row["metric"] == "throughput" else row["unit"]
-        interval = (f"{row['low']:+.1%} to {row['high']:+.1%}" if measured and pd.notna(row["low"])
-                    and math.isfinite(row["low"]) else "–")
         call = row["verdict"]
         if call == INCONCLUSIVE and pd.notna(row["repeats_needed"]):
             call += f": about {int(row['repeats_needed']):,} runs a side would detect {row['min_effect'] * 100:g} %"
@@ -122,13 +118,12 @@ def markdown(result: Comparison) -> str:
             call += f" ({row['basis']})"
         elif row["regressed"]:
             call = f"**{call}**"
-        cells = [f"{row['label']} ({unit})", _number(row["baseline"]) if measured else "–",
-                 _number(row["candidate"]) if measured else "–",
-                 f"{row['change']:+.1%}" if measured else "–", interval, f"{row['min_effect'] * 100:g} %", call]
+        figures = ([_number(row["baseline"]), _number(row["candidate"]), f"{row['change']:+.1%}"] if measured else
+                   ["–"] * 3)
+        cells = [f"{row['label']} ({unit})", *figures, _interval(row) or "–", f"{row['min_effect'] * 100:g} %", call]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    if result.warnings:
-        for warning in result.warnings:
-            lines += ["", f"> **Warning:** {_cell(warning)}"]
+    for warning in result.warnings:
+        lines += ["", f"> **Warning:** {_cell(warning)}"]
     if len(result.phases):
         lines += ["", "<details><summary>Phases per step (s)</summary>", "",
                   "| phase | baseline | candidate | change of step | change of own | moved |", "|---|---:|---:|---:|---:|---|"]
@@ -138,23 +133,20 @@ def markdown(result: Comparison) -> str:
                 lines.append(f"| {row_name(row.phase)} | {row.baseline_s:.4f} | {row.candidate_s:.4f} | "
                              f"{row.delta_pct:+.1%} | {own} | {'yes' if row.moved else 'no'} |")
         lines += ["", "</details>"]
-    lines += ["", "<details><summary>Notes</summary>", "", *(f"- {_cell(n)}" for n in
-                                                             [*load_lines(result.load), *result.notes]),
-              "", "</details>"]
+    notes = [f"- {_cell(n)}" for n in [*load_lines(result.load), *result.notes]]
+    lines += ["", "<details><summary>Notes</summary>", "", *notes, "", "</details>"]
     return "\n".join(lines)
 
 
 def as_json(result: Comparison) -> str:
     """Every figure, verdict, note and the exit code as one JSON object (NaN as null)."""
-    d = result.difference
     data = {
         "baseline": result.baseline, "candidate": result.candidate, "unit": result.unit,
         "exit_code": result.exit_code, "verdict": result.verdict, "headline": result.headline(),
         "min_effect": result.min_effect, "repeats_needed": result.repeats_needed,
-        "assumed_run_cv": result.assumed_run_cv,
-        "difference": {"estimate": d.estimate, "low": d.low, "high": d.high, "dof": d.dof},
-        "metrics": _records(result.metrics), "sides": _records(result.sides), "phases": _records(result.phases),
-        "overlaps": _records(result.overlaps), "ranks": _records(result.ranks), "load": _records(result.load),
+        "assumed_run_cv": result.assumed_run_cv, "difference": asdict(result.difference),
+        **{table: getattr(result, table).astype(object).to_dict(orient="records")
+           for table in ("metrics", "sides", "phases", "overlaps", "ranks", "load")},
         "notes": result.notes, "warnings": result.warnings,
         "defaults": {m.name: {"min_effect": m.min_effect, "run_cv": m.run_cv, "higher_is_better": m.higher_is_better}
                      for m in METRICS.values()},
@@ -165,10 +157,6 @@ def as_json(result: Comparison) -> str:
 def render(result: Comparison, form: str = "text") -> str:
     """``result`` in one of :data:`FORMATS`."""
     return {"text": text, "json": as_json, "markdown": markdown}[form](result)
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    return frame.astype(object).to_dict(orient="records")
 
 
 def _plain(value: object) -> object:
