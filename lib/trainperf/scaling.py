@@ -1,35 +1,7 @@
-"""Scaling across devices: multiplier, efficiency, serial fraction, fitted laws.
-
-Within one scaling study (the runs of an experiment that hold the global batch,
-or the work per device, across device counts: :func:`scaling_studies`), the baseline is the mean of the runs
-with the fewest devices, unless a row names its ``baseline_run_id``. With ``p``
-the relative device count ``gpus / baseline gpus`` and ``X`` throughput:
-
-* scaling multiplier ``S = X / X_baseline``
-* scaling efficiency ``E = S / p``
-* Karp–Flatt serial fraction ``e = (1/S − 1/p) / (1 − 1/p)`` for ``p > 1``
-  (Karp & Flatt 1990, "Measuring parallel processor performance"); constant
-  ``e`` means Amdahl-like serial work, ``e`` growing with ``p`` means
-  overhead growing with scale (communication).
-* cost efficiency: baseline cost per unit of work / this run's,
-  ``E · price_baseline / price`` (equal to ``E`` at one price).
-
-The speed compared is tokens/s, else samples/s (the one more runs have;
-tokens/s on a tie). When no run of an experiment has a throughput (only
-elapsed times, as in a strong-scaling study that reports epoch times), the
-runs are taken to do equal work and ``S = elapsed_baseline / elapsed``; the
-row's ``scaling_basis`` says which was used. A run that lacks the speed its
-experiment is compared by gets no scaling (never a mix of bases), and
-neither does an experiment whose baseline has no positive speed; the row's
-notes say why.
-
-Projections beyond the measured scale come from a fitted law, with its error:
-
-* Amdahl: ``S(p) = 1 / (s + (1 − s) / p)``, serial fraction ``s`` in [0, 1];
-* Universal Scalability Law (Gunther 1993):
-  ``S(p) = p / (1 + σ(p − 1) + κ p (p − 1))``, contention ``σ ≥ 0``,
-  coherency ``κ ≥ 0``; ``κ > 0`` gives a peak at ``p* = sqrt((1 − σ)/κ)``.
-"""
+"""Scaling across devices: the scaling studies of each experiment (:func:`scaling_studies`), their multiplier,
+efficiency, Karp–Flatt serial fraction and cost efficiency (:func:`add_scaling`), and Amdahl's law and the Universal
+Scalability Law fitted to throughput (:func:`fit`). The formulas and rules: README.md, "Scaling"; the fits:
+docs/statistics.md, "Scaling fits"."""
 
 from __future__ import annotations
 
@@ -71,22 +43,11 @@ AT_BOUND = 1e-9
 
 @dataclass
 class ScalingFit:
-    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)``.
-
-    As the R package ``usl`` (v3, Moeding & Gunther) does, the single-device
-    throughput ``gamma`` (γ) is a fitted parameter, so the fit does not inherit
-    the noise of one baseline measurement. ``devices`` are in the units the
-    fit was given (device counts, or counts relative to a baseline: then γ is
-    the baseline's fitted throughput); ``throughput`` in any unit (tokens/s,
-    or multipliers: then γ ≈ 1). ``params``: the law's parameters then
-    ``gamma``; ``stderr``: their standard errors (NaN when there are no more
-    points than parameters); ``intervals``: 95 % intervals
-    ``estimate ± t(0.975, n − k) · stderr`` clipped to the parameter's bounds
-    (``usl``'s ``confint`` prints ``± t(0.95, n − 1) · stderr``, a narrower
-    interval). ``rmse``: root-mean-square error of the fitted throughput
-    (units of ``throughput``); ``relative_rmse``: of the residuals as a
-    fraction of the measured throughput.
-    """
+    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)`` (docs/statistics.md, "Scaling
+    fits"). ``devices``: as given (counts, or relative to a baseline); ``throughput`` in any unit (tokens/s, or
+    multipliers: γ ≈ 1). ``params``: the law's, then ``gamma``; ``stderr`` (NaN with no more device counts than
+    parameters); ``intervals``: 95 %, clipped to the bounds; ``rmse`` (units of ``throughput``) and
+    ``relative_rmse`` (fraction of the measured throughput)."""
 
     law: str
     params: dict[str, float]
@@ -143,18 +104,9 @@ class ScalingFit:
 
     def band(self, devices: np.ndarray | float, level: float = 0.95,
              draws: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper bound of the fitted throughput at ``devices``.
-
-        Propagates the parameters' covariance by sampling (``draws`` parameter
-        sets from the fit's normal approximation, clipped to the law's bounds),
-        takes the central ``level`` of the resulting spread and widens it by
-        the fit's relative RMSE (throughput is never below 0). NaN where the
-        covariance is unknown. Where a parameter sits at its bound (USL
-        ``kappa = 0``: no retrograde term in the data), its draws can only move
-        one way, so the band is one-sided: the estimate is near its upper edge,
-        and the lower edge shows how much retrograde scaling the few points
-        cannot rule out.
-        """
+        """Lower and upper bound of the fitted throughput at ``devices`` (units of the data; NaN without a
+        covariance): the central ``level`` of ``draws`` parameter sets from the fit's normal approximation,
+        clipped to the law's bounds, widened by the relative RMSE (README.md, "Scaling": one-sided at a bound)."""
         p = np.atleast_1d(np.asarray(devices, dtype=float))
         if not np.all(np.isfinite(self.covariance)):
             nan = np.full(p.shape, np.nan)
@@ -201,14 +153,8 @@ def _bounds(law: str) -> tuple[list[float], list[float]]:
 
 
 def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> ScalingFit:
-    """Fit ``X(N) = γ · S(N)`` (``S``: ``amdahl`` or ``usl``) by least squares
-    on the throughput ``X`` measured at device counts ``devices`` (absolute, or
-    relative to a baseline), estimating ``γ`` with the law's parameters.
-
-    The start values are ``usl``'s: ``γ = max(X / N)``, ``σ = 0.01``,
-    ``κ = 10⁻⁴`` (Amdahl ``s = 0.05``). Raises ``ValueError`` with fewer
-    than two distinct device counts.
-    """
+    """Fit ``X(N) = γ · S(N)`` (``S``: ``amdahl`` or ``usl``) to the throughput measured at ``devices`` (docs/
+    statistics.md, "Scaling fits"). ValueError with fewer than two distinct device counts."""
     if law not in LAWS:
         raise ValueError(f"unknown scaling law {law!r}; known: {', '.join(LAWS)}")
     p = np.asarray(devices, dtype=float)
@@ -371,23 +317,11 @@ printed rounded: seed 002's samples per device per step lie within 0.4 % of 32).
 
 
 def scaling_studies(group: pd.DataFrame) -> list[Study]:
-    """The scaling studies of one experiment's runs, found from what stays constant across
-    device counts. The experiment is first split by each setting of :data:`SERIES_SETTINGS`
-    in which runs on one device count differ; within each series, runs whose work per
-    optimizer step (the global batch) is equal form a strong-scaling study and runs whose
-    work per data-parallel replica (``gpus / (tp · pp · cp)``: ``data_parallel``) is equal
-    a weak-scaling study, where they span two or more device counts. The work per step is
-    read, in this order, from the samples and the tokens the runs processed (rate × step
-    time), the configured ``global_batch_size`` and ``micro_batch_size ·
-    grad_accum_steps · data_parallel`` (accumulation 1 where unknown): of those every run
-    of the series has, the one that leaves the fewest runs outside a study, the first of
-    equals (equal within :data:`WORK_TOLERANCE`; a run that counted only some ranks' work
-    is judged by its configured batch). A run can be in a strong and a weak study (1 device × 8 is
-    ``global batch 8`` with 2 × 4 and ``8 per device`` with 2 × 8): its primary study is the
-    strong one; runs in neither form a study of their global batch. A series that finds no
-    study, or whose runs give a ``scaling_type``, is one study (its type given, else
-    :func:`scaling_type`). Labels say what every run of a study is (``precision bf16,
-    global batch 8``); an experiment that is one study has none."""
+    """The scaling studies of one experiment's runs, found from what stays constant across device counts
+    (README.md, "Scaling"): per series of :data:`SERIES_SETTINGS` (:func:`_setting_series`), its strong and weak
+    studies (:func:`_constant_work`), else the series as one study (its type given, else :func:`scaling_type`).
+    Labels say what every run of a study is (``precision bf16, global batch 8``); an experiment that is one study
+    has none."""
     series, labels = _setting_series(group)
     out = []
     for number, label in enumerate(labels):
