@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
 
 from trainperf.invariants import serial_fraction_possible
 from trainperf.report.configs import doubtful, labels, marks
 from trainperf.report.html import fmt_int, fmt_pct, fmt_times
 from trainperf.report.noise import NO_INTERVAL, and_list, around, call, configuration_means, intervals_per_run
+from trainperf.report.theme import error_bars, tick_labels
 from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
 from trainperf.scaling import karp_flatt
 from trainperf.stats import FASTER, SLOWER, verdict
@@ -62,6 +65,27 @@ def shown_columns(group: pd.DataFrame) -> list[str]:
                "efficiency_interval", "serial_fraction", "marks"]
     keep = group[columns].notna().any() & ~group[columns].isin(["–", ""]).all()
     return [c for c in columns if keep[c]]
+
+
+INTERVALS = {"scaling_multiplier": ("multiplier_low", "multiplier_high"),
+             "scaling_efficiency": ("efficiency_low", "efficiency_high"), "serial_fraction": ("serial_low", "serial_high")}
+"""The figures of :func:`table` drawn against the ideal, and the columns of their 95 % intervals."""
+
+
+def against_ideal(frame: pd.DataFrame, value: str, colors: dict[str, str]) -> Axes:
+    """The chart the scaling page draws for each figure of :data:`INTERVALS`: ``value`` of :func:`table` rows
+    ``frame`` per experiment (in ``colors``) against the devices relative to the baseline (log scale, ticks at the
+    measured ratios), with its 95 % interval, rows no conclusion is drawn from crossed; the cell adds the ideal,
+    the title, the y axis and the legend."""
+    ax = sns.lineplot(frame, x="ideal", y=value, hue="experiment", palette=colors, marker="o")
+    error_bars(ax, frame, "ideal", value, *INTERVALS[value], color=frame["experiment"].map(colors))
+    marked = frame[~frame["concluded"]]  # projected, oversubscribed or incomplete
+    ax.scatter(marked["ideal"], marked[value], marker="x", s=60, color=marked["experiment"].map(colors), zorder=3,
+               label="not concluded from (marked)")
+    ax.set(xscale="log", xlabel="devices relative to the baseline (N / N_baseline)")
+    ax.set_xticks(sorted(frame["ideal"].unique()))  # the measured ratios
+    tick_labels(ax, "x")
+    return ax
 
 
 BASELINE = "baseline"
