@@ -266,9 +266,7 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
             title = f"{name} ({found.label})" if found.label else name
             study[idx[found.primary]] = title
             second[idx[~found.primary]] = title
-            here, said = _empty_columns(len(idx)), [[] for _ in idx]
-            _add_series(used.iloc[idx], np.arange(len(idx)), set(used["run_id"].iloc[in_experiment]), here, said,
-                        found.kind)
+            here, said = _series_scaling(used.iloc[idx], set(used["run_id"].iloc[in_experiment]), found.kind)
             for j in np.flatnonzero(found.primary):
                 notes[idx[j]] += [found.note, *said[j]] if found.note else said[j]
                 for c, values in here.items():
@@ -294,9 +292,7 @@ def second_study_rows(runs: pd.DataFrame) -> pd.DataFrame:
         members = runs[runs["scaling_study"] == name]  # none where each of its runs is in a strong study too
         baseline = members["baseline_run_id"].iloc[0] if len(members) else pd.NA
         group = pd.concat([members, rows.assign(scaling_type="weak", baseline_run_id=baseline)])
-        cols = _empty_columns(len(group))
-        _add_series(group[[c for c in SCALING_INPUTS if c in group]], np.arange(len(group)),
-                    set(runs["run_id"]), cols, [[] for _ in range(len(group))], None)
+        cols, _ = _series_scaling(group[[c for c in SCALING_INPUTS if c in group]], set(runs["run_id"]), None)
         out.append(rows.assign(**{c: values[len(members):] for c, values in cols.items()}))
     found = pd.concat(out).astype({c: runs[c].dtype for c in SCALING_COLUMNS if c in runs})
     said: list[list[str]] = [[] for _ in range(len(found))]
@@ -436,59 +432,54 @@ def _setting_label(run: pd.Series, column: str) -> str:
     return f"{SERIES_SETTINGS[column]} {'unknown' if pd.isna(value) else format(value, 'g') if isinstance(value, float) else value}"
 
 
-def _add_series(group: pd.DataFrame, idx: np.ndarray, experiment: set[str], cols: dict[str, np.ndarray],
-                notes: list[list[str]], found: str | None) -> None:
-    """Fill ``cols`` at the positions ``idx`` with the scaling of one series
-    (``group``: its runs; ``experiment``: the run_ids of its experiment; ``found``: its type
-    where :func:`scaling_studies` found it, else given or :func:`scaling_type`): against
-    the baseline run named in ``baseline_run_id``, else the mean speed of the
-    runs on the fewest devices (the baseline and its repeats)."""
+def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
+                    ) -> tuple[dict[str, np.ndarray], list[list[str]]]:
+    """The :data:`SCALING_COLUMNS` of one series' runs ``group`` (``experiment``: the run_ids of its experiment;
+    ``found``: its type where :func:`scaling_studies` found it, else given or :func:`scaling_type`) against the run
+    named in ``baseline_run_id``, else the mean speed of the runs on the fewest devices; and per run, why a figure
+    stays empty."""
+    cols, notes = _empty_columns(len(group)), [[] for _ in range(len(group))]
+
+    def say(where: np.ndarray | bool, text: str) -> None:
+        for i in np.flatnonzero(np.broadcast_to(where, len(group))):
+            notes[i].append(text)
+
     basis, speed, measure = _speed(group)
     given = group["scaling_type"] if "scaling_type" in group else pd.Series(pd.NA, index=group.index)
     kind = given.astype(object).where(given.notna(), found or scaling_type(group, basis)).to_numpy(object)
-    cols["scaling_type"][idx] = kind
-    why = _why_no_type(group)
-    for i in idx[pd.isna(kind) & group["gpus"].notna().to_numpy(bool)]:
-        notes[i].append(f"scaling_type: {why}")
+    cols["scaling_type"][:] = kind
+    say(pd.isna(kind) & group["gpus"].notna().to_numpy(bool), f"scaling_type: {_why_no_type(group)}")
     base, named, note = _baseline(group, experiment)
-    for i in idx if note else ():
-        notes[i].append(note)
+    say(bool(note), note)
     if base is None:  # no device count: derive says so
-        return
+        return cols, notes
     if basis is None:
-        for i in idx:
-            notes[i].append("scaling: no throughput or elapsed time in any run")
-        return
+        say(True, "scaling: no throughput or elapsed time in any run")
+        return cols, notes
     gpus = group["gpus"].to_numpy(float)
     b = group.index.get_loc(base)
     at_base = gpus == gpus[b] if named is None else np.arange(len(group)) == b
     base_speed = np.nanmean(speed[at_base]) if np.isfinite(speed[at_base]).any() else np.nan
     if not base_speed > 0:
-        for i in idx:
-            notes[i].append(f"scaling: the baseline {group['run_id'].iloc[b]!r} has no positive {measure}")
-        return
-    for i in idx[np.isnan(speed)]:
-        notes[i].append(f"scaling: no {measure} in this run, and its experiment is compared by {measure}")
+        say(True, f"scaling: the baseline {group['run_id'].iloc[b]!r} has no positive {measure}")
+        return cols, notes
+    say(np.isnan(speed), f"scaling: no {measure} in this run, and its experiment is compared by {measure}")
     rel = gpus / gpus[b]
     mult = speed / base_speed
     eff = mult / rel
-    price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(idx), np.nan)
-    cols["baseline_run_id"][idx] = group["run_id"].iloc[b]
-    cols["scaling_basis"][idx] = basis
-    cols["scaling_multiplier"][idx] = mult
-    cols["scaling_efficiency"][idx] = eff
+    price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(group), np.nan)
     weak = kind == "weak"
-    cols["serial_fraction"][idx] = np.where(weak, np.nan, karp_flatt(mult, rel))
-    for i in idx[weak & (rel > 1)]:
-        notes[i].append("serial_fraction: weak scaling (the same work per device), and the Karp–Flatt serial "
-                        "fraction assumes the same total work")
-    for i in idx[rel <= 1]:
-        notes[i].append("serial_fraction: not above the baseline's device count (Karp–Flatt compares more "
-                        "devices with fewer)")
-    cols["cost_efficiency"][idx] = eff * price[b] / price
-    if not np.isfinite(price[b]):
-        for i in idx[np.isfinite(price) & np.isfinite(eff)]:
-            notes[i].append(f"cost_efficiency: the baseline {group['run_id'].iloc[b]!r} has no price_per_gpu_hour")
+    cols.update(baseline_run_id=np.full(len(group), group["run_id"].iloc[b], dtype=object),
+                scaling_basis=np.full(len(group), basis, dtype=object), scaling_multiplier=mult,
+                scaling_efficiency=eff, serial_fraction=np.where(weak, np.nan, karp_flatt(mult, rel)),
+                cost_efficiency=eff * price[b] / price)
+    say(weak & (rel > 1), "serial_fraction: weak scaling (the same work per device), and the Karp–Flatt serial "
+                          "fraction assumes the same total work")
+    say(rel <= 1, "serial_fraction: not above the baseline's device count (Karp–Flatt compares more devices with "
+                  "fewer)")
+    say(~np.isfinite(price[b]) & np.isfinite(price) & np.isfinite(eff),
+        f"cost_efficiency: the baseline {group['run_id'].iloc[b]!r} has no price_per_gpu_hour")
+    return cols, notes
 
 
 def _why_no_type(group: pd.DataFrame) -> str:
