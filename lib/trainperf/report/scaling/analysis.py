@@ -69,6 +69,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     study = {name: multipliers.experiment_rows(group, frames) for name, group in by_experiment(runs)}
     table = multipliers.table(study)
     found = projection.projections(runs, project_to_gpus)
+    curves = projection.curves(found)
     per_rank = ranks.ranks(runs, steps)
     summary = ranks.rank_spread(runs, per_rank)
     rank_phases = ranks.rank_phases(runs, steps)
@@ -83,8 +84,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
         straggler=ranks.straggler(summary), rank_note=ranks.rank_note(steps, per_rank, summary),
         rank_phases=rank_phases, rank_time_notes=ranks.rank_time_notes(ranks.slow_ranks(rank_phases)), waits=waits,
         straggler_notes=straggler_notes, named_ranks=named, named_note=named_note,
-        serial_notes=projection.serial_notes(table), projections=found, curves=projection.curves(found),
-        fit_notes=projection.fit_notes(found), projected=projection.projected(found), cost=cost(runs),
+        serial_notes=projection.serial_notes(table), projections=found, curves=curves,
+        fit_notes=projection.fit_notes(found, curves), projected=projection.projected(found), cost=cost(runs),
         cost_notes=cost_notes(runs))
 
 

@@ -240,10 +240,12 @@ def projected(found: list[Projection]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def fit_notes(found: list[Projection]) -> list[str]:
+def fit_notes(found: list[Projection], drawn: pd.DataFrame | None = None) -> list[str]:
     """One line per experiment and law (its parameters with their standard errors, its RMSE (×) over the
-    measured points, or why it has no band), and a warning where the USL fit peaks within 4 × the
-    projection's target; a sentence saying why nothing is fitted when ``found`` is empty."""
+    measured points, or why it has no band), a warning where the USL fit peaks within 4 × the projection's
+    target, and where a law stops short of it in its :func:`curves` ``drawn``; why nothing is fitted when
+    ``found`` is empty."""
+    drawn = curves(found) if drawn is None else drawn
     if not found:
         return [f"No experiment that changes only the device count has {MIN_FIT_POINTS} or more device counts: no "
                 "law is fitted, and nothing is projected."]
@@ -255,9 +257,9 @@ def fit_notes(found: list[Projection]) -> list[str]:
     out += [f"The USL fit of {proj.experiment} peaks at about {fmt_int(peak * proj.base_gpus)} devices: beyond "
             "that, adding devices makes it slower." for proj in found if (peak := proj.fits["usl"].peak) < proj.target * 4]
     for proj in found:
-        x = np.geomspace(1, proj.target, 60)
         for law, f in proj.fits.items():
-            reach = x[within_reach(f, x, float(proj.p.max()))[0]].max()
+            reach = drawn.loc[(drawn["experiment"] == proj.experiment) & (drawn["curve"] == f"{LAWS[law]} fit"),
+                              "relative"].max()
             if reach < proj.target:
                 why = "its 95 % band spans more than 4×" if f.has_band else "its error is not known"
                 out.append(f"{proj.experiment} — {LAWS[law]}: beyond {fmt_int(reach * proj.base_gpus)} devices "
