@@ -90,14 +90,10 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
 
 
 def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
-    """The largest measured scale-up among experiments that change only the
-    device count (from rows a conclusion may be drawn from: ``concluded`` of
-    :func:`~trainperf.report.scaling.multipliers.table` ``table``, none projected,
-    oversubscribed or incomplete), its efficiency (with its 95 % interval where
-    the steps or repeats give one), and the fitted projection (of ``found``) vs.
-    the straight line; weak scaling in its own words
-    (the devices process more, they do not finish sooner); without such an
-    experiment, says so and projects nothing."""
+    """The largest measured scale-up of the ``concluded`` rows of
+    :func:`~trainperf.report.scaling.multipliers.table` ``table`` among experiments that change only the device
+    count, its efficiency (and 95 % interval), and the projection of ``found`` beside the straight line (weak
+    scaling in its own words); without such an experiment, says so and projects nothing."""
     study = dict(iter(table.groupby("experiment", sort=False)))
     real = [name for name, rows in study.items() if rows["concluded"].any()]
     clean = [name for name in real if study[name]["only_devices_change"].iloc[0]]
@@ -191,12 +187,10 @@ def _priced(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run with a price per device-hour: price, elapsed, device-hours, cost,
-    USD per million tokens (``usd_per_million_tokens``; samples where a run lacks
-    tokens: ``…_samples``; ``price_per_gpu_hour · gpus / 3600 s/h / rate · 10⁶``;
-    left out where a run lacks both), cost efficiency (baseline cost per unit
-    of work / this run's) and, where a run has any, ``marks`` (:func:`trainperf.report.configs.marks`)
-    and ``known_error``."""
+    """Per run with a price per device-hour: price (USD/h), ``elapsed_s``, ``gpu_hours``, ``cost_usd``, USD per
+    million tokens (``usd_per_million_tokens``, else ``…_samples``: ``price_per_gpu_hour · gpus / 3600 s/h / rate ·
+    10⁶``; left out where a run lacks both), ``cost_efficiency`` and, where a run has any, ``marks`` and
+    ``known_error``."""
     priced = _priced(runs)
     known = priced["known_error"] if "known_error" in priced else pd.Series(pd.NA, index=priced.index)
     out = priced.assign(configuration=labels(priced) if len(priced) else [], marks=marks(priced), known_error=known)

@@ -1,6 +1,5 @@
-"""The table of multipliers: per configuration of each scaling study, its speed, multiplier and efficiency
-against the study's baseline configuration and the Karp–Flatt serial fraction, each with its 95 % interval
-where the steps or repeats give one; and how the efficiency moves from one device count to the next."""
+"""The table of multipliers (per configuration of each scaling study, with 95 % intervals), the chart each of its
+figures is drawn in, and how the efficiency moves from one device count to the next."""
 
 from __future__ import annotations
 
@@ -26,22 +25,14 @@ SPEED = ("tokens_per_s", "samples_per_s", "elapsed_s")
 
 
 def table(study: Study) -> pd.DataFrame:
-    """One row per configuration of each experiment of ``study`` (repeats grouped as
-    :func:`trainperf.report.noise.run_intervals` groups them, speeds their mean):
-    experiment, configuration, devices (``gpus``; ``ideal``: / the baseline
-    configuration's), ``runs`` (its repeats), its speed (tokens/s, samples/s,
-    elapsed time: those any run has) with ``interval`` (the throughput's 95 %
-    interval as text), multiplier (mean throughput / the baseline's; the
-    elapsed-time ratio where that is the basis) and efficiency (/ ideal) with
-    95 % intervals from that of the throughput ratio (``multiplier_low``/``_high``,
-    ``efficiency_low``/``_high``, and as text ``multiplier_interval``,
-    ``efficiency_interval``: with what it comes from, or why there is none),
-    the Karp–Flatt serial fraction with its interval (``serial_low``/``_high``),
-    the basis of the comparison, ``only_devices_change``, ``scaling_kind``,
-    ``marks`` (its runs' :func:`trainperf.report.configs.marks`), ``known_error``
-    (their sources' known errors, ``""``: none) and ``concluded``: whether conclusions may be drawn from the row (none of its
-    runs, nor of the baseline configuration's, is projected, oversubscribed or
-    incomplete)."""
+    """One row per configuration of each experiment of ``study`` (its repeats' mean, docs/statistics.md):
+    ``experiment, configuration, gpus, runs``, the speeds any run has (tokens/s, samples/s, elapsed s) with
+    ``interval`` (the throughput's 95 % interval, text), ``ideal`` (devices / the baseline configuration's),
+    ``scaling_multiplier`` (×) and ``scaling_efficiency`` with their 95 % intervals (``multiplier_low``/``_high``,
+    ``efficiency_low``/``_high``; as text ``multiplier_interval``, ``efficiency_interval``: with their source, or why
+    there is none), ``serial_fraction`` with ``serial_low``/``_high`` and ``serial_emptied``, ``scaling_basis``,
+    ``only_devices_change``, ``scaling_kind``, ``marks``, ``known_error`` (``""``: none) and ``concluded`` (none of
+    its runs, nor the baseline configuration's, is projected, oversubscribed or incomplete)."""
     found = pd.concat([rows for rows, _ in study.values()], ignore_index=True)
     speed = [c for c in SPEED if found[c].notna().any()]
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
