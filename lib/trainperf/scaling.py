@@ -197,13 +197,14 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
     )
 
 
-def karp_flatt(multiplier: np.ndarray, devices: np.ndarray) -> np.ndarray:
-    """Karp–Flatt serial fraction ``(1/S − 1/p) / (1 − 1/p)``; NaN where ``p <= 1``."""
+def karp_flatt(multiplier: np.ndarray, devices: np.ndarray, weak: np.ndarray | bool = False) -> np.ndarray:
+    """Karp–Flatt serial fraction ``(1/S − 1/p) / (1 − 1/p)``; NaN where ``p <= 1`` or the scaling is ``weak`` (it
+    assumes the same total work)."""
     s = np.asarray(multiplier, dtype=float)
     p = np.asarray(devices, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         e = (1.0 / s - 1.0 / p) / (1.0 - 1.0 / p)
-    return np.where(p > 1, e, np.nan)
+    return np.where((p > 1) & ~np.asarray(weak, bool), e, np.nan)
 
 
 SERIES_SETTINGS = {"platform": "platform", "model": "model", "n_params": "parameters", "precision": "precision",
@@ -246,14 +247,10 @@ class Study:
 
 
 def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
-    """Add ``scaling_study``, ``second_scaling_study``, ``scaling_type`` (where not given),
-    ``baseline_run_id``, ``scaling_basis``, ``scaling_multiplier``, ``scaling_efficiency``,
-    ``serial_fraction`` (strong scaling only) and ``cost_efficiency`` per scaling study
-    (:func:`scaling_studies`); a run in two studies gets the figures of its primary one.
-    ``runs`` needs ``run_id``, ``experiment``, ``gpus`` and the derived throughput columns;
-    the returned frame is a new one. Why a row's scaling stays empty is appended to
-    ``notes[position]``.
-    """
+    """A new frame of ``runs`` (with ``run_id``, ``experiment``, ``gpus`` and the derived throughputs) with
+    ``scaling_study``, ``second_scaling_study`` and :data:`SCALING_COLUMNS` per scaling study
+    (:func:`scaling_studies`; a run in two has its primary one's figures); why a row's scaling stays empty is
+    appended to ``notes[position]``."""
     out = runs.copy()
     cols = _empty_columns(len(out))
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
@@ -471,7 +468,7 @@ def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
     weak = kind == "weak"
     cols.update(baseline_run_id=np.full(len(group), group["run_id"].iloc[b], dtype=object),
                 scaling_basis=np.full(len(group), basis, dtype=object), scaling_multiplier=mult,
-                scaling_efficiency=eff, serial_fraction=np.where(weak, np.nan, karp_flatt(mult, rel)),
+                scaling_efficiency=eff, serial_fraction=karp_flatt(mult, rel, weak),
                 cost_efficiency=eff * price[b] / price)
     say(weak & (rel > 1), "serial_fraction: weak scaling (the same work per device), and the Karp–Flatt serial "
                           "fraction assumes the same total work")

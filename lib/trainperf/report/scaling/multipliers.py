@@ -89,7 +89,7 @@ def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tupl
     :func:`trainperf.report.noise.run_intervals` rows (same order) from the steps'
     :func:`trainperf.report.noise.job_frames`."""
     group = runs.reset_index(drop=True)
-    weak = kind_of(group) == "weak"  # Karp–Flatt assumes the same total work: none for weak scaling
+    weak = kind_of(group) == "weak"
     every = intervals_per_run(group, frames)
     key = every["configuration"].fillna(every["run_id"])
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).fillna(False).to_numpy(bool)])  # its configuration
@@ -101,10 +101,7 @@ def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tupl
         multiplier, ideal = multiplier / multiplier[base], rows["gpus"] / rows.at[base, "gpus"]
     low, high, multiplier_text, efficiency_text = map(np.array, zip(*(
         _multiplier_interval(found, i, base, m, p) for i, m, p in zip(rows.index, multiplier, ideal))))
-    def serial(speedup: np.ndarray, devices: np.ndarray) -> np.ndarray:
-        return np.full(len(rows), np.nan) if weak else karp_flatt(speedup, devices)
-
-    point = serial(multiplier, ideal)
+    point = karp_flatt(multiplier, ideal, weak)
     possible = serial_fraction_possible(point)  # outside [0, 1]: emptied, said by serial_notes
 
     known = group["known_error"] if "known_error" in group else pd.Series(pd.NA, index=group.index)
@@ -119,8 +116,8 @@ def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tupl
     return rows.assign(
         configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
         multiplier_low=low, multiplier_high=high,  # e falls as S rises; its interval held within [0, 1]
-        serial_low=np.where(possible, np.clip(serial(high, ideal), 0, 1), np.nan),
-        serial_high=np.where(possible, np.clip(serial(low, ideal), 0, 1), np.nan), multiplier_interval=multiplier_text.tolist(),
+        serial_low=np.where(possible, np.clip(karp_flatt(high, ideal, weak), 0, 1), np.nan),
+        serial_high=np.where(possible, np.clip(karp_flatt(low, ideal, weak), 0, 1), np.nan), multiplier_interval=multiplier_text.tolist(),
         efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
         scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
         serial_fraction=np.where(possible, point, np.nan), serial_emptied=np.isfinite(point) & ~possible,
