@@ -598,7 +598,7 @@ def test_oversubscribed_runs_are_shown_but_never_fitted_or_headlined():
 
 
 def test_cost_per_million_tokens_only_where_a_rate_is_known(tmp_path):
-    from trainperf.report.scaling.cost import cost
+    from trainperf.report.scaling.analysis import cost
 
     rows = [{"run_id": f"g{n}", "experiment": "e", "gpus": n, "tokens": 100_000.0 * n * 100, "elapsed_s": 100.0,
              "price_per_gpu_hour": 2.0} for n in (1, 8)]
@@ -635,7 +635,7 @@ def test_single_process_and_ddp_are_the_same_training(tmp_path):
 
 
 def test_time_the_mean_hides_of_seed_004():
-    from trainperf.report.scaling.ranks import rank_summary, ranks, straggler
+    from trainperf.report.scaling.ranks import rank_spread, ranks, straggler
     from trainperf.aggregate import rank_totals
 
     runs = open_runs([str(REFERENCE / "seed_004_scaling.csv")])
@@ -643,11 +643,11 @@ def test_time_the_mean_hides_of_seed_004():
     times = rank_totals(steps.per_rank)["elapsed_s"]
     assert times[("seed004-b64-g2", 0)] == pytest.approx(1384.64)
     assert times[("seed004-b64-g2", 1)] == pytest.approx(806.75)
-    row = rank_summary(runs, ranks(runs, steps)).set_index("run_id").loc["seed004-b64-g2"]
+    row = rank_spread(runs, ranks(runs, steps)).set_index("run_id").loc["seed004-b64-g2"]
     # mean of the two ranks: 1095.695 s; it understates the job's 1384.64 s by 1 - 1095.695 / 1384.64 = 20.9 %
     assert row["mean_understates"] == pytest.approx(1 - 1095.695 / 1384.64)
     assert row["imbalance"] == pytest.approx(1384.64 / 806.75)
-    text = straggler(rank_summary(runs, ranks(runs, steps)))
+    text = straggler(rank_spread(runs, ranks(runs, steps)))
     assert "understates this run's elapsed time by 20.9 %" in text and "26.4 % too high" in text  # 1384.64/1095.695
 
 

@@ -1,24 +1,24 @@
-"""Which rank holds a job back, defined once for the aggregator (``slowest_rank``, ``rank_imbalance``,
-``mean_rank_elapsed_s``), the straggler finder (``trainperf.stragglers``), the scaling page's ranks
-(``trainperf.report.scaling.ranks``) and the live view (``trainperf.profiler.watch``), with one set of thresholds.
+"""Which rank holds a job back, defined once, with one set of thresholds, for the aggregator, the straggler finder
+(:func:`name_straggler`, read from steps by ``trainperf.stragglers.find_straggler``), the scaling page's ranks and the
+live view (``trainperf.profiler.watch``); docs/reports.md, "Which rank holds a job back", says how.
 
-Over the measured window a rank is judged by its elapsed time (:func:`rank_totals`): the slowest rank has the
-largest (the job's elapsed time is its), the imbalance is slowest / fastest (:func:`spread`), a run is imbalanced
-from :data:`IMBALANCE_STRAGGLER` (:func:`imbalanced`). Per synchronised step (DDP) every rank's step lasts as
-long as the slowest's, so the slow rank is the one that waits least for communication (``comm_exposed_s``):
-a straggler from :data:`WAIT_GAP_SHARE` (:func:`waits_enough_less`); while a run is written, the slowest rank
-is the one with the most work a step (step time less that wait: :func:`slowest`).
-"""
+Over the measured window a rank is judged by its elapsed time (:func:`rank_totals`, :func:`spread`,
+:func:`imbalanced`). Under DDP every rank's step lasts as long as the slowest's, so the slow rank is the one that
+waits least for communication (``comm_exposed_s``: :func:`name_straggler`); while a run is written, the one with
+the most work a step (:func:`slowest`)."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from trainperf.schema import STEP_PHASE_COLUMNS
+
+if TYPE_CHECKING:
+    from trainperf.aggregate import Summaries
 
 IMBALANCE_STRAGGLER = 1.1
 """Imbalance (slowest rank's elapsed time / fastest rank's, s / s) from which a run's slowest rank is a straggler
@@ -70,14 +70,48 @@ def median_of_others(values: np.ndarray, at: int) -> float:
     return float(np.median(known)) if len(known) else math.nan
 
 
-def wait_gaps(waits: np.ndarray) -> np.ndarray:
-    """How much less each rank waits for communication than the median of the other ranks (s per step)."""
-    return np.array([median_of_others(waits, i) - waits[i] for i in range(len(waits))], dtype=float)
+def rank_waits(summaries: Summaries) -> pd.DataFrame:
+    """Per run and rank with measured steps (warm-up left out): rows ``run_id, rank, node, steps, step_s,
+    comm_exposed_s, busy_s`` (medians over steps, s; ``busy_s = step_s − comm_exposed_s``), by run and rank."""
+    per_rank = summaries.per_rank[summaries.per_rank["measured_intervals"].gt(0)]
+    out = pd.DataFrame({"run_id": per_rank["run_id"].astype(str), "rank": per_rank["rank"],
+                        "node": per_rank["node"], "steps": per_rank["measured_intervals"].astype(int),
+                        "step_s": per_rank["step_s_median"], "comm_exposed_s": per_rank["comm_exposed_s_median"]})
+    return out.sort_values(["run_id", "rank"]).reset_index(drop=True).assign(
+        busy_s=lambda o: o["step_s"] - o["comm_exposed_s"])
 
 
-def waits_enough_less(gap: float, step_s: float, min_gap_share: float = WAIT_GAP_SHARE) -> bool:
-    """The straggler verdict of the rank that waits least: its gap (s) is ``min_gap_share`` of the step (s) or more."""
-    return bool(gap >= min_gap_share * step_s)
+def name_straggler(per_rank: pd.DataFrame, run_id: str,
+                   min_gap_share: float = WAIT_GAP_SHARE) -> tuple[pd.DataFrame, str]:
+    """The straggler among the :func:`rank_waits` rows of run ``run_id``: the rank that waits least, when it waits
+    less than the median of the others by ``min_gap_share`` of the median step or more. Returns the rows (index from
+    0) with ``wait_gap_s`` (how much less the rank waits than the median of the others, s per step) and
+    ``straggler``, and a sentence naming it or saying why none is named. ValueError without measured steps."""
+    if per_rank.empty:
+        raise ValueError(f"run {run_id!r}: no measured (non-warm-up) steps")
+    waits = per_rank["comm_exposed_s"].reset_index(drop=True)
+    gaps = [median_of_others(waits.to_numpy(float), i) - waits[i] for i in range(len(waits))]
+    per_rank = per_rank.reset_index(drop=True).assign(wait_gap_s=np.array(gaps, dtype=float), straggler=False)
+    if len(per_rank) < 2:
+        return per_rank, f"Run {run_id}: one rank, no straggler to find."
+    if waits.isna().all():
+        return per_rank, (f"Run {run_id}: no communication waits measured (comm_exposed_s is empty), "
+                          "so no straggler can be named.")
+    slow = int(waits.idxmin())
+    gap, step = per_rank.at[slow, "wait_gap_s"], per_rank["step_s"].median()
+    if not gap >= min_gap_share * step:
+        return per_rank, (f"Run {run_id}: no straggler. The ranks wait {_ms(waits.min())} to {_ms(waits.max())} "
+                          f"per step for communication (median), a spread below {min_gap_share * 100:.0f} % of a "
+                          f"{_ms(step)} step.")
+    per_rank.loc[slow, "straggler"] = True
+    return per_rank, (f"Run {run_id}: rank {int(per_rank.at[slow, 'rank'])} is the straggler. It waits "
+                      f"{_ms(waits[slow])} per step for communication, the other ranks "
+                      f"{_ms(waits.drop(slow).median())} (median): they wait {_ms(gap)} per step for it, "
+                      f"{gap / step * 100:.0f} % of a {_ms(step)} step.")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms"
 
 
 SLOWEST_STEPS_SHARE = 0.5

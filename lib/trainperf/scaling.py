@@ -1,35 +1,7 @@
-"""Scaling across devices: multiplier, efficiency, serial fraction, fitted laws.
-
-Within one scaling study (the runs of an experiment that hold the global batch,
-or the work per device, across device counts: :func:`scaling_studies`), the baseline is the mean of the runs
-with the fewest devices, unless a row names its ``baseline_run_id``. With ``p``
-the relative device count ``gpus / baseline gpus`` and ``X`` throughput:
-
-* scaling multiplier ``S = X / X_baseline``
-* scaling efficiency ``E = S / p``
-* Karp–Flatt serial fraction ``e = (1/S − 1/p) / (1 − 1/p)`` for ``p > 1``
-  (Karp & Flatt 1990, "Measuring parallel processor performance"); constant
-  ``e`` means Amdahl-like serial work, ``e`` growing with ``p`` means
-  overhead growing with scale (communication).
-* cost efficiency: baseline cost per unit of work / this run's,
-  ``E · price_baseline / price`` (equal to ``E`` at one price).
-
-The speed compared is tokens/s, else samples/s (the one more runs have;
-tokens/s on a tie). When no run of an experiment has a throughput (only
-elapsed times, as in a strong-scaling study that reports epoch times), the
-runs are taken to do equal work and ``S = elapsed_baseline / elapsed``; the
-row's ``scaling_basis`` says which was used. A run that lacks the speed its
-experiment is compared by gets no scaling (never a mix of bases), and
-neither does an experiment whose baseline has no positive speed; the row's
-notes say why.
-
-Projections beyond the measured scale come from a fitted law, with its error:
-
-* Amdahl: ``S(p) = 1 / (s + (1 − s) / p)``, serial fraction ``s`` in [0, 1];
-* Universal Scalability Law (Gunther 1993):
-  ``S(p) = p / (1 + σ(p − 1) + κ p (p − 1))``, contention ``σ ≥ 0``,
-  coherency ``κ ≥ 0``; ``κ > 0`` gives a peak at ``p* = sqrt((1 − σ)/κ)``.
-"""
+"""Scaling across devices: the scaling studies of each experiment (:func:`scaling_studies`), their multiplier,
+efficiency, Karp–Flatt serial fraction and cost efficiency (:func:`add_scaling`), and Amdahl's law and the Universal
+Scalability Law fitted to throughput (:func:`fit`). The formulas and rules: README.md, "Scaling"; the fits:
+docs/statistics.md, "Scaling fits"."""
 
 from __future__ import annotations
 
@@ -71,22 +43,11 @@ AT_BOUND = 1e-9
 
 @dataclass
 class ScalingFit:
-    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)``.
-
-    As the R package ``usl`` (v3, Moeding & Gunther) does, the single-device
-    throughput ``gamma`` (γ) is a fitted parameter, so the fit does not inherit
-    the noise of one baseline measurement. ``devices`` are in the units the
-    fit was given (device counts, or counts relative to a baseline: then γ is
-    the baseline's fitted throughput); ``throughput`` in any unit (tokens/s,
-    or multipliers: then γ ≈ 1). ``params``: the law's parameters then
-    ``gamma``; ``stderr``: their standard errors (NaN when there are no more
-    points than parameters); ``intervals``: 95 % intervals
-    ``estimate ± t(0.975, n − k) · stderr`` clipped to the parameter's bounds
-    (``usl``'s ``confint`` prints ``± t(0.95, n − 1) · stderr``, a narrower
-    interval). ``rmse``: root-mean-square error of the fitted throughput
-    (units of ``throughput``); ``relative_rmse``: of the residuals as a
-    fraction of the measured throughput.
-    """
+    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)`` (docs/statistics.md, "Scaling
+    fits"). ``devices``: as given (counts, or relative to a baseline); ``throughput`` in any unit (tokens/s, or
+    multipliers: γ ≈ 1). ``params``: the law's, then ``gamma``; ``stderr`` (NaN with no more device counts than
+    parameters); ``intervals``: 95 %, clipped to the bounds; ``rmse`` (units of ``throughput``) and
+    ``relative_rmse`` (fraction of the measured throughput)."""
 
     law: str
     params: dict[str, float]
@@ -143,18 +104,9 @@ class ScalingFit:
 
     def band(self, devices: np.ndarray | float, level: float = 0.95,
              draws: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Lower and upper bound of the fitted throughput at ``devices``.
-
-        Propagates the parameters' covariance by sampling (``draws`` parameter
-        sets from the fit's normal approximation, clipped to the law's bounds),
-        takes the central ``level`` of the resulting spread and widens it by
-        the fit's relative RMSE (throughput is never below 0). NaN where the
-        covariance is unknown. Where a parameter sits at its bound (USL
-        ``kappa = 0``: no retrograde term in the data), its draws can only move
-        one way, so the band is one-sided: the estimate is near its upper edge,
-        and the lower edge shows how much retrograde scaling the few points
-        cannot rule out.
-        """
+        """Lower and upper bound of the fitted throughput at ``devices`` (units of the data; NaN without a
+        covariance): the central ``level`` of ``draws`` parameter sets from the fit's normal approximation,
+        clipped to the law's bounds, widened by the relative RMSE (README.md, "Scaling": one-sided at a bound)."""
         p = np.atleast_1d(np.asarray(devices, dtype=float))
         if not np.all(np.isfinite(self.covariance)):
             nan = np.full(p.shape, np.nan)
@@ -201,14 +153,8 @@ def _bounds(law: str) -> tuple[list[float], list[float]]:
 
 
 def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> ScalingFit:
-    """Fit ``X(N) = γ · S(N)`` (``S``: ``amdahl`` or ``usl``) by least squares
-    on the throughput ``X`` measured at device counts ``devices`` (absolute, or
-    relative to a baseline), estimating ``γ`` with the law's parameters.
-
-    The start values are ``usl``'s: ``γ = max(X / N)``, ``σ = 0.01``,
-    ``κ = 10⁻⁴`` (Amdahl ``s = 0.05``). Raises ``ValueError`` with fewer
-    than two distinct device counts.
-    """
+    """Fit ``X(N) = γ · S(N)`` (``S``: ``amdahl`` or ``usl``) to the throughput measured at ``devices`` (docs/
+    statistics.md, "Scaling fits"). ValueError with fewer than two distinct device counts."""
     if law not in LAWS:
         raise ValueError(f"unknown scaling law {law!r}; known: {', '.join(LAWS)}")
     p = np.asarray(devices, dtype=float)
@@ -251,13 +197,14 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
     )
 
 
-def karp_flatt(multiplier: np.ndarray, devices: np.ndarray) -> np.ndarray:
-    """Karp–Flatt serial fraction ``(1/S − 1/p) / (1 − 1/p)``; NaN where ``p <= 1``."""
+def karp_flatt(multiplier: np.ndarray, devices: np.ndarray, weak: np.ndarray | bool = False) -> np.ndarray:
+    """Karp–Flatt serial fraction ``(1/S − 1/p) / (1 − 1/p)``; NaN where ``p <= 1`` or the scaling is ``weak`` (it
+    assumes the same total work)."""
     s = np.asarray(multiplier, dtype=float)
     p = np.asarray(devices, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         e = (1.0 / s - 1.0 / p) / (1.0 - 1.0 / p)
-    return np.where(p > 1, e, np.nan)
+    return np.where((p > 1) & ~np.asarray(weak, bool), e, np.nan)
 
 
 SERIES_SETTINGS = {"platform": "platform", "model": "model", "n_params": "parameters", "precision": "precision",
@@ -300,14 +247,10 @@ class Study:
 
 
 def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
-    """Add ``scaling_study``, ``second_scaling_study``, ``scaling_type`` (where not given),
-    ``baseline_run_id``, ``scaling_basis``, ``scaling_multiplier``, ``scaling_efficiency``,
-    ``serial_fraction`` (strong scaling only) and ``cost_efficiency`` per scaling study
-    (:func:`scaling_studies`); a run in two studies gets the figures of its primary one.
-    ``runs`` needs ``run_id``, ``experiment``, ``gpus`` and the derived throughput columns;
-    the returned frame is a new one. Why a row's scaling stays empty is appended to
-    ``notes[position]``.
-    """
+    """A new frame of ``runs`` (with ``run_id``, ``experiment``, ``gpus`` and the derived throughputs) with
+    ``scaling_study``, ``second_scaling_study`` and :data:`SCALING_COLUMNS` per scaling study
+    (:func:`scaling_studies`; a run in two has its primary one's figures); why a row's scaling stays empty is
+    appended to ``notes[position]``."""
     out = runs.copy()
     cols = _empty_columns(len(out))
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
@@ -320,9 +263,7 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
             title = f"{name} ({found.label})" if found.label else name
             study[idx[found.primary]] = title
             second[idx[~found.primary]] = title
-            here, said = _empty_columns(len(idx)), [[] for _ in idx]
-            _add_series(used.iloc[idx], np.arange(len(idx)), set(used["run_id"].iloc[in_experiment]), here, said,
-                        found.kind)
+            here, said = _series_scaling(used.iloc[idx], set(used["run_id"].iloc[in_experiment]), found.kind)
             for j in np.flatnonzero(found.primary):
                 notes[idx[j]] += [found.note, *said[j]] if found.note else said[j]
                 for c, values in here.items():
@@ -348,9 +289,7 @@ def second_study_rows(runs: pd.DataFrame) -> pd.DataFrame:
         members = runs[runs["scaling_study"] == name]  # none where each of its runs is in a strong study too
         baseline = members["baseline_run_id"].iloc[0] if len(members) else pd.NA
         group = pd.concat([members, rows.assign(scaling_type="weak", baseline_run_id=baseline)])
-        cols = _empty_columns(len(group))
-        _add_series(group[[c for c in SCALING_INPUTS if c in group]], np.arange(len(group)),
-                    set(runs["run_id"]), cols, [[] for _ in range(len(group))], None)
+        cols, _ = _series_scaling(group[[c for c in SCALING_INPUTS if c in group]], set(runs["run_id"]), None)
         out.append(rows.assign(**{c: values[len(members):] for c, values in cols.items()}))
     found = pd.concat(out).astype({c: runs[c].dtype for c in SCALING_COLUMNS if c in runs})
     said: list[list[str]] = [[] for _ in range(len(found))]
@@ -371,23 +310,11 @@ printed rounded: seed 002's samples per device per step lie within 0.4 % of 32).
 
 
 def scaling_studies(group: pd.DataFrame) -> list[Study]:
-    """The scaling studies of one experiment's runs, found from what stays constant across
-    device counts. The experiment is first split by each setting of :data:`SERIES_SETTINGS`
-    in which runs on one device count differ; within each series, runs whose work per
-    optimizer step (the global batch) is equal form a strong-scaling study and runs whose
-    work per data-parallel replica (``gpus / (tp · pp · cp)``: ``data_parallel``) is equal
-    a weak-scaling study, where they span two or more device counts. The work per step is
-    read, in this order, from the samples and the tokens the runs processed (rate × step
-    time), the configured ``global_batch_size`` and ``micro_batch_size ·
-    grad_accum_steps · data_parallel`` (accumulation 1 where unknown): of those every run
-    of the series has, the one that leaves the fewest runs outside a study, the first of
-    equals (equal within :data:`WORK_TOLERANCE`; a run that counted only some ranks' work
-    is judged by its configured batch). A run can be in a strong and a weak study (1 device × 8 is
-    ``global batch 8`` with 2 × 4 and ``8 per device`` with 2 × 8): its primary study is the
-    strong one; runs in neither form a study of their global batch. A series that finds no
-    study, or whose runs give a ``scaling_type``, is one study (its type given, else
-    :func:`scaling_type`). Labels say what every run of a study is (``precision bf16,
-    global batch 8``); an experiment that is one study has none."""
+    """The scaling studies of one experiment's runs, found from what stays constant across device counts
+    (README.md, "Scaling"): per series of :data:`SERIES_SETTINGS` (:func:`_setting_series`), its strong and weak
+    studies (:func:`_constant_work`), else the series as one study (its type given, else :func:`scaling_type`).
+    Labels say what every run of a study is (``precision bf16, global batch 8``); an experiment that is one study
+    has none."""
     series, labels = _setting_series(group)
     out = []
     for number, label in enumerate(labels):
@@ -502,59 +429,54 @@ def _setting_label(run: pd.Series, column: str) -> str:
     return f"{SERIES_SETTINGS[column]} {'unknown' if pd.isna(value) else format(value, 'g') if isinstance(value, float) else value}"
 
 
-def _add_series(group: pd.DataFrame, idx: np.ndarray, experiment: set[str], cols: dict[str, np.ndarray],
-                notes: list[list[str]], found: str | None) -> None:
-    """Fill ``cols`` at the positions ``idx`` with the scaling of one series
-    (``group``: its runs; ``experiment``: the run_ids of its experiment; ``found``: its type
-    where :func:`scaling_studies` found it, else given or :func:`scaling_type`): against
-    the baseline run named in ``baseline_run_id``, else the mean speed of the
-    runs on the fewest devices (the baseline and its repeats)."""
+def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
+                    ) -> tuple[dict[str, np.ndarray], list[list[str]]]:
+    """The :data:`SCALING_COLUMNS` of one series' runs ``group`` (``experiment``: the run_ids of its experiment;
+    ``found``: its type where :func:`scaling_studies` found it, else given or :func:`scaling_type`) against the run
+    named in ``baseline_run_id``, else the mean speed of the runs on the fewest devices; and per run, why a figure
+    stays empty."""
+    cols, notes = _empty_columns(len(group)), [[] for _ in range(len(group))]
+
+    def say(where: np.ndarray | bool, text: str) -> None:
+        for i in np.flatnonzero(np.broadcast_to(where, len(group))):
+            notes[i].append(text)
+
     basis, speed, measure = _speed(group)
     given = group["scaling_type"] if "scaling_type" in group else pd.Series(pd.NA, index=group.index)
     kind = given.astype(object).where(given.notna(), found or scaling_type(group, basis)).to_numpy(object)
-    cols["scaling_type"][idx] = kind
-    why = _why_no_type(group)
-    for i in idx[pd.isna(kind) & group["gpus"].notna().to_numpy(bool)]:
-        notes[i].append(f"scaling_type: {why}")
+    cols["scaling_type"][:] = kind
+    say(pd.isna(kind) & group["gpus"].notna().to_numpy(bool), f"scaling_type: {_why_no_type(group)}")
     base, named, note = _baseline(group, experiment)
-    for i in idx if note else ():
-        notes[i].append(note)
+    say(bool(note), note)
     if base is None:  # no device count: derive says so
-        return
+        return cols, notes
     if basis is None:
-        for i in idx:
-            notes[i].append("scaling: no throughput or elapsed time in any run")
-        return
+        say(True, "scaling: no throughput or elapsed time in any run")
+        return cols, notes
     gpus = group["gpus"].to_numpy(float)
     b = group.index.get_loc(base)
     at_base = gpus == gpus[b] if named is None else np.arange(len(group)) == b
     base_speed = np.nanmean(speed[at_base]) if np.isfinite(speed[at_base]).any() else np.nan
     if not base_speed > 0:
-        for i in idx:
-            notes[i].append(f"scaling: the baseline {group['run_id'].iloc[b]!r} has no positive {measure}")
-        return
-    for i in idx[np.isnan(speed)]:
-        notes[i].append(f"scaling: no {measure} in this run, and its experiment is compared by {measure}")
+        say(True, f"scaling: the baseline {group['run_id'].iloc[b]!r} has no positive {measure}")
+        return cols, notes
+    say(np.isnan(speed), f"scaling: no {measure} in this run, and its experiment is compared by {measure}")
     rel = gpus / gpus[b]
     mult = speed / base_speed
     eff = mult / rel
-    price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(idx), np.nan)
-    cols["baseline_run_id"][idx] = group["run_id"].iloc[b]
-    cols["scaling_basis"][idx] = basis
-    cols["scaling_multiplier"][idx] = mult
-    cols["scaling_efficiency"][idx] = eff
+    price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(group), np.nan)
     weak = kind == "weak"
-    cols["serial_fraction"][idx] = np.where(weak, np.nan, karp_flatt(mult, rel))
-    for i in idx[weak & (rel > 1)]:
-        notes[i].append("serial_fraction: weak scaling (the same work per device), and the Karp–Flatt serial "
-                        "fraction assumes the same total work")
-    for i in idx[rel <= 1]:
-        notes[i].append("serial_fraction: not above the baseline's device count (Karp–Flatt compares more "
-                        "devices with fewer)")
-    cols["cost_efficiency"][idx] = eff * price[b] / price
-    if not np.isfinite(price[b]):
-        for i in idx[np.isfinite(price) & np.isfinite(eff)]:
-            notes[i].append(f"cost_efficiency: the baseline {group['run_id'].iloc[b]!r} has no price_per_gpu_hour")
+    cols.update(baseline_run_id=np.full(len(group), group["run_id"].iloc[b], dtype=object),
+                scaling_basis=np.full(len(group), basis, dtype=object), scaling_multiplier=mult,
+                scaling_efficiency=eff, serial_fraction=karp_flatt(mult, rel, weak),
+                cost_efficiency=eff * price[b] / price)
+    say(weak & (rel > 1), "serial_fraction: weak scaling (the same work per device), and the Karp–Flatt serial "
+                          "fraction assumes the same total work")
+    say(rel <= 1, "serial_fraction: not above the baseline's device count (Karp–Flatt compares more devices with "
+                  "fewer)")
+    say(~np.isfinite(price[b]) & np.isfinite(price) & np.isfinite(eff),
+        f"cost_efficiency: the baseline {group['run_id'].iloc[b]!r} has no price_per_gpu_hour")
+    return cols, notes
 
 
 def _why_no_type(group: pd.DataFrame) -> str:

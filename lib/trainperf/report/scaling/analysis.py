@@ -1,5 +1,5 @@
 """The scaling page, computed once: :func:`analyse` gives a :class:`ScalingPage` holding every frame and
-sentence notebooks/scaling.ipynb shows; its headline, and the rules of its "What to change"."""
+sentence notebooks/scaling.ipynb shows; its headline, its cost, and the rules of its "What to change"."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.estimates import job_frames
 from trainperf.ranks import IMBALANCE_STRAGGLER
-from trainperf.report.configs import by_experiment, evaluation_notes, evaluation_rates
-from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, headline as banner
-from trainperf.report.phases import without_phases
-from trainperf.report.scaling import cost, multipliers, projection, ranks, studies
+from trainperf.report.configs import by_experiment, doubtful, evaluation_notes, evaluation_rates, labels, marks
+from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fmt_usd, headline as banner
+from trainperf.report.phases import per_experiment, without_phases
+from trainperf.report.scaling import multipliers, projection, ranks, studies
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
 from trainperf.report.scaling.studies import KIND_LABELS
 from trainperf.report.what_to_change import (Found, Measured, Rule, candidates as found_by, clean, data_loading,
@@ -43,7 +43,7 @@ class ScalingPage:
     overhead: pd.DataFrame
     single_device_comm: list[str]
     ranks: pd.DataFrame
-    rank_summary: pd.DataFrame
+    rank_spread: pd.DataFrame
     straggler: str
     rank_note: str
     rank_phases: pd.DataFrame
@@ -69,34 +69,31 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     study = {name: multipliers.experiment_rows(group, frames) for name, group in by_experiment(runs)}
     table = multipliers.table(study)
     found = projection.projections(runs, project_to_gpus)
+    curves = projection.curves(found)
     per_rank = ranks.ranks(runs, steps)
-    summary = ranks.rank_summary(runs, per_rank)
-    rank_phases = ranks.rank_phases(per_rank, steps)
+    summary = ranks.rank_spread(runs, per_rank)
+    rank_phases = ranks.rank_phases(runs, steps)
     waits, straggler_notes = ranks.stragglers(runs, steps)
     named, named_note = ranks.named_ranks(waits)
     return ScalingPage(
         runs=runs, steps=steps, headline=headline(table, found), confounded=studies.confounded(runs),
         laws=studies.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
-        phases=ranks.phases(runs), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
-        single_device_comm=ranks.single_device_comm(runs), ranks=per_rank, rank_summary=summary,
+        phases=per_experiment(runs, lambda group: labels(group, compact=True)), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
+        single_device_comm=ranks.single_device_comm(runs), ranks=per_rank, rank_spread=summary,
         straggler=ranks.straggler(summary), rank_note=ranks.rank_note(steps, per_rank, summary),
         rank_phases=rank_phases, rank_time_notes=ranks.rank_time_notes(ranks.slow_ranks(rank_phases)), waits=waits,
         straggler_notes=straggler_notes, named_ranks=named, named_note=named_note,
-        serial_notes=projection.serial_notes(table), projections=found, curves=projection.curves(found),
-        fit_notes=projection.fit_notes(found), projected=projection.projected(found), cost=cost.cost(runs),
-        cost_notes=cost.cost_notes(runs))
+        serial_notes=projection.serial_notes(table), projections=found, curves=curves,
+        fit_notes=projection.fit_notes(found, curves), projected=projection.projected(found), cost=cost(runs),
+        cost_notes=cost_notes(runs))
 
 
 def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
-    """The largest measured scale-up among experiments that change only the
-    device count (from rows a conclusion may be drawn from: ``concluded`` of
-    :func:`~trainperf.report.scaling.multipliers.table` ``table``, none projected,
-    oversubscribed or incomplete), its efficiency (with its 95 % interval where
-    the steps or repeats give one), and the fitted projection (of ``found``) vs.
-    the straight line; weak scaling in its own words
-    (the devices process more, they do not finish sooner); without such an
-    experiment, says so and projects nothing."""
+    """The largest measured scale-up of the ``concluded`` rows of
+    :func:`~trainperf.report.scaling.multipliers.table` ``table`` among experiments that change only the device
+    count, its efficiency (and 95 % interval), and the projection of ``found`` beside the straight line (weak
+    scaling in its own words); without such an experiment, says so and projects nothing."""
     study = dict(iter(table.groupby("experiment", sort=False)))
     real = [name for name, rows in study.items() if rows["concluded"].any()]
     clean = [name for name in real if study[name]["only_devices_change"].iloc[0]]
@@ -157,7 +154,7 @@ def outside_steps(page: Measured) -> Found:
     if page.steps is None or page.steps.per_rank.empty:
         return Found(lacking="no per-rank steps are given, so no rank's own time can be told")
     runs, out = clean(page.runs), Found()
-    slow = ranks.slow_ranks(ranks.rank_phases(ranks.ranks(runs, page.steps), page.steps))
+    slow = ranks.slow_ranks(ranks.rank_phases(runs, page.steps))
     for name, group in slow.groupby("experiment", sort=False):
         alone = group["inside"].eq(False).fillna(False)
         waited = group["inside"].eq(True).fillna(False)
@@ -181,6 +178,46 @@ def outside_steps(page: Measured) -> Found:
                             seconds=float(rows["extra_s"].mean()), per="measured window"))
     if not out.rows:
         out.lacking = f"no run has a rank that takes {fmt_times(IMBALANCE_STRAGGLER, 1)} its fastest rank or more"
+    return out
+
+
+def _priced(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with a price per device-hour."""
+    return runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
+
+
+def cost(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run with a price per device-hour: price (USD/h), ``elapsed_s``, ``gpu_hours``, ``cost_usd``, USD per
+    million tokens (``usd_per_million_tokens``, else ``…_samples``: ``price_per_gpu_hour · gpus / 3600 s/h / rate ·
+    10⁶``; left out where a run lacks both), ``cost_efficiency`` and, where a run has any, ``marks`` and
+    ``known_error``."""
+    priced = _priced(runs)
+    known = priced["known_error"] if "known_error" in priced else pd.Series(pd.NA, index=priced.index)
+    out = priced.assign(configuration=labels(priced) if len(priced) else [], marks=marks(priced), known_error=known)
+    columns = ["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd"]
+    rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
+    if rate:
+        unit = f"usd_per_million_{rate.removesuffix('_per_s')}"
+        out[unit] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6
+        columns.append(unit)
+    return out[[*columns, "cost_efficiency", *(["marks", "known_error"] if out["marks"].ne("").any() else [])]
+               ].reset_index(drop=True)
+
+
+def cost_notes(runs: pd.DataFrame) -> list[str]:
+    """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work;
+    said to be the source's projection where a run of the two is one (``measured`` false)."""
+    out = []
+    for name, group in by_experiment(_priced(runs)):
+        top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]
+        if top.name != base.name and pd.notna(top["cost_efficiency"]) and top["cost_efficiency"] > 0:
+            projected = doubtful(group.loc[[base.name, top.name]]).any()
+            out.append(f"{name}: going from {fmt_int(base['gpus'])} to {fmt_int(top['gpus'])} devices makes the job "
+                       f"{fmt_times(top['scaling_multiplier'], 1)} faster and each unit of work "
+                       f"{fmt_pct(1 / top['cost_efficiency'] - 1, 0)} more expensive ({fmt_usd(base['cost_usd'])} → "
+                       f"{fmt_usd(top['cost_usd'])} per run)"
+                       + (" — by figures that are not all measurements (see their marks), so no conclusion."
+                          if projected else "."))
     return out
 
 

@@ -1,16 +1,18 @@
-"""The table of multipliers: per configuration of each scaling study, its speed, multiplier and efficiency
-against the study's baseline configuration and the Karp–Flatt serial fraction, each with its 95 % interval
-where the steps or repeats give one; and how the efficiency moves from one device count to the next."""
+"""The table of multipliers (per configuration of each scaling study, with 95 % intervals), the chart each of its
+figures is drawn in, and how the efficiency moves from one device count to the next."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import seaborn as sns
+from matplotlib.axes import Axes
 
 from trainperf.estimates import NO_INTERVAL, distinguish, run_intervals
 from trainperf.invariants import serial_fraction_possible
 from trainperf.report.configs import configuration_means, doubtful, labels, marks
 from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
+from trainperf.report.theme import error_bars, tick_labels
 from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
 from trainperf.scaling import karp_flatt
 from trainperf.stats import FASTER, SLOWER, verdict
@@ -23,22 +25,14 @@ SPEED = ("tokens_per_s", "samples_per_s", "elapsed_s")
 
 
 def table(study: Study) -> pd.DataFrame:
-    """One row per configuration of each experiment of ``study`` (repeats grouped as
-    :func:`trainperf.estimates.run_intervals` groups them, speeds their mean):
-    experiment, configuration, devices (``gpus``; ``ideal``: / the baseline
-    configuration's), ``runs`` (its repeats), its speed (tokens/s, samples/s,
-    elapsed time: those any run has) with ``interval`` (the throughput's 95 %
-    interval as text), multiplier (mean throughput / the baseline's; the
-    elapsed-time ratio where that is the basis) and efficiency (/ ideal) with
-    95 % intervals from that of the throughput ratio (``multiplier_low``/``_high``,
-    ``efficiency_low``/``_high``, and as text ``multiplier_interval``,
-    ``efficiency_interval``: with what it comes from, or why there is none),
-    the Karp–Flatt serial fraction with its interval (``serial_low``/``_high``),
-    the basis of the comparison, ``only_devices_change``, ``scaling_kind``,
-    ``marks`` (its runs' :func:`trainperf.report.configs.marks`), ``known_error``
-    (their sources' known errors, ``""``: none) and ``concluded``: whether conclusions may be drawn from the row (none of its
-    runs, nor of the baseline configuration's, is projected, oversubscribed or
-    incomplete)."""
+    """One row per configuration of each experiment of ``study`` (its repeats' mean, docs/statistics.md):
+    ``experiment, configuration, gpus, runs``, the speeds any run has (tokens/s, samples/s, elapsed s) with
+    ``interval`` (the throughput's 95 % interval, text), ``ideal`` (devices / the baseline configuration's),
+    ``scaling_multiplier`` (×) and ``scaling_efficiency`` with their 95 % intervals (``multiplier_low``/``_high``,
+    ``efficiency_low``/``_high``; as text ``multiplier_interval``, ``efficiency_interval``: with their source, or why
+    there is none), ``serial_fraction`` with ``serial_low``/``_high`` and ``serial_emptied``, ``scaling_basis``,
+    ``only_devices_change``, ``scaling_kind``, ``marks``, ``known_error`` (``""``: none) and ``concluded`` (none of
+    its runs, nor the baseline configuration's, is projected, oversubscribed or incomplete)."""
     found = pd.concat([rows for rows, _ in study.values()], ignore_index=True)
     speed = [c for c in SPEED if found[c].notna().any()]
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
@@ -64,6 +58,27 @@ def shown_columns(group: pd.DataFrame) -> list[str]:
     return [c for c in columns if keep[c]]
 
 
+INTERVALS = {"scaling_multiplier": ("multiplier_low", "multiplier_high"),
+             "scaling_efficiency": ("efficiency_low", "efficiency_high"), "serial_fraction": ("serial_low", "serial_high")}
+"""The figures of :func:`table` drawn against the ideal, and the columns of their 95 % intervals."""
+
+
+def against_ideal(frame: pd.DataFrame, value: str, colors: dict[str, str]) -> Axes:
+    """The chart the scaling page draws for each figure of :data:`INTERVALS`: ``value`` of :func:`table` rows
+    ``frame`` per experiment (in ``colors``) against the devices relative to the baseline (log scale, ticks at the
+    measured ratios), with its 95 % interval, rows no conclusion is drawn from crossed; the cell adds the ideal,
+    the title, the y axis and the legend."""
+    ax = sns.lineplot(frame, x="ideal", y=value, hue="experiment", palette=colors, marker="o")
+    error_bars(ax, frame, "ideal", value, *INTERVALS[value], color=frame["experiment"].map(colors))
+    marked = frame[~frame["concluded"]]  # projected, oversubscribed or incomplete
+    ax.scatter(marked["ideal"], marked[value], marker="x", s=60, color=marked["experiment"].map(colors), zorder=3,
+               label="not concluded from (marked)")
+    ax.set(xscale="log", xlabel="devices relative to the baseline (N / N_baseline)")
+    ax.set_xticks(sorted(frame["ideal"].unique()))  # the measured ratios
+    tick_labels(ax, "x")
+    return ax
+
+
 BASELINE = "baseline"
 SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "repeats, no steps": "repeats"}
 """What an interval comes from, in the words of the interval columns."""
@@ -86,10 +101,7 @@ def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tupl
         multiplier, ideal = multiplier / multiplier[base], rows["gpus"] / rows.at[base, "gpus"]
     low, high, multiplier_text, efficiency_text = map(np.array, zip(*(
         _multiplier_interval(found, i, base, m, p) for i, m, p in zip(rows.index, multiplier, ideal))))
-    def serial(speedup: np.ndarray, devices: np.ndarray) -> np.ndarray:
-        return np.full(len(rows), np.nan) if weak else karp_flatt(speedup, devices)
-
-    point = serial(multiplier, ideal)
+    point = karp_flatt(multiplier, ideal, weak)
     possible = serial_fraction_possible(point)  # outside [0, 1]: emptied, said by serial_notes
 
     known = group["known_error"] if "known_error" in group else pd.Series(pd.NA, index=group.index)
@@ -104,8 +116,8 @@ def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tupl
     return rows.assign(
         configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
         multiplier_low=low, multiplier_high=high,  # e falls as S rises; its interval held within [0, 1]
-        serial_low=np.where(possible, np.clip(serial(high, ideal), 0, 1), np.nan),
-        serial_high=np.where(possible, np.clip(serial(low, ideal), 0, 1), np.nan), multiplier_interval=multiplier_text.tolist(),
+        serial_low=np.where(possible, np.clip(karp_flatt(high, ideal, weak), 0, 1), np.nan),
+        serial_high=np.where(possible, np.clip(karp_flatt(low, ideal, weak), 0, 1), np.nan), multiplier_interval=multiplier_text.tolist(),
         efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
         scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
         serial_fraction=np.where(possible, point, np.nan), serial_emptied=np.isfinite(point) & ~possible,

@@ -1,7 +1,5 @@
-"""The Karp–Flatt serial fraction and the fitted projections: how each strong-scaling study's serial fraction
-moves with the devices (beyond the noise where the measurements have intervals) and what that means; Amdahl's
-law and the Universal Scalability Law fitted to each study that changes only the device count, projected beyond
-the measured scale as far as their 95 % bands reach, next to the straight line a naive projection draws."""
+"""How the Karp–Flatt serial fraction moves, and Amdahl's law and the USL fitted and projected as far as their
+95 % bands reach, beside the straight line (README.md, "Scaling"; docs/statistics.md, "Scaling fits")."""
 
 from __future__ import annotations
 
@@ -22,14 +20,9 @@ TREND_STEP = 1.2  # factor by which the serial fraction must change to count as 
 
 
 def serial_trend(e: np.ndarray, low: np.ndarray | None = None, high: np.ndarray | None = None) -> str:
-    """How the Karp–Flatt serial fraction ``e`` (in order of devices) moves. A
-    move counts when the later value is :data:`TREND_STEP` times the earlier or
-    more (or less; for values ≤ 0, a superlinear multiplier: any difference)
-    and, where the 95 % intervals ``low``–``high`` are given, the two intervals
-    do not overlap. ``moves both ways`` when one step rises and another falls;
-    else ``grows`` or ``falls`` from the first value to the last; else ``is
-    within the noise`` when a move without the intervals would have counted,
-    or ``stays about constant``."""
+    """How the Karp–Flatt serial fraction ``e`` (in order of devices) moves, a key of :data:`MEANING`: a move
+    counts at :data:`TREND_STEP` times (any difference for values ≤ 0) and, with the 95 % intervals
+    ``low``–``high``, only where they do not overlap; ``is within the noise`` where only that holds it back."""
     e = np.asarray(e, dtype=float)
     low = e if low is None else np.where(np.isnan(low), e, low)
     high = e if high is None else np.where(np.isnan(high), e, high)
@@ -64,13 +57,9 @@ MEANING = {"grows": "overhead grows with scale (communication, synchronisation) 
 
 
 def serial_notes(every_row: pd.DataFrame) -> list[str]:
-    """How each experiment's serial fraction (of its rows of
-    :func:`trainperf.report.scaling.multipliers.table`, ``every_row``) moves with devices, and what that
-    means: a move only beyond the noise where its configurations have intervals
-    (see :func:`serial_trend`); without intervals, said to be untested. Only rows
-    a conclusion may be drawn from (``concluded``) count; an experiment left with
-    fewer than two says so. First, the experiments whose e lies outside [0, 1]
-    somewhere (emptied by ``trainperf.invariants``: not plotted) say where."""
+    """How each experiment's serial fraction (its ``concluded`` rows of
+    :func:`~trainperf.report.scaling.multipliers.table` ``every_row``) moves with devices (:func:`serial_trend`)
+    and what that means; first, where e lies outside [0, 1] (emptied, not plotted)."""
     out = [f"{name}: the Karp–Flatt fraction e is outside [0, 1] at "
            f"{and_list([fmt_int(g) + ' devices' for g in group.loc[group['serial_emptied'], 'gpus']])} "
            f"({EMPTIED}: {SERIAL_OUTSIDE}); not plotted."
@@ -194,12 +183,9 @@ def within_reach(f: ScalingFit, relative: np.ndarray, measured_max: float) -> tu
 
 
 def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
-    """The fitted laws, the straight line and the ideal from 1 to the target:
-    rows ``experiment, devices, relative, curve, multiplier, low, high, band``
-    (``low``/``high``: the fit's 95 % band, NaN for the lines and for a law
-    without a band; ``band``: ``95 % band``, or why there is none). A law is
-    drawn only as far as it projects (:func:`within_reach`): beyond the measured
-    scale, while its band spans :data:`MAX_BAND` or less."""
+    """The fitted laws (as far as :func:`within_reach`), the straight line and the ideal from 1 to the target:
+    rows ``experiment, devices, relative, curve, multiplier, low, high, band`` (multipliers, ×; ``low``/``high``:
+    the fit's 95 % band, NaN for the lines and a law without one; ``band``: ``95 % band``, or why there is none)."""
     rows = []
     for proj in found:
         x = np.geomspace(1, proj.target, points)
@@ -220,11 +206,9 @@ def curves(found: list[Projection], points: int = 60) -> pd.DataFrame:
 
 
 def projected(found: list[Projection]) -> pd.DataFrame:
-    """Per experiment and projected device count (doublings up to the
-    target): each law's multiplier and its 95 % band as text (``{law}_band``:
-    ``5.1×–6.3×``; where the band spans more than :data:`MAX_BAND` or there is
-    none, no multiplier and :data:`BEYOND_REACH` with the band or why there is
-    none), the straight line and the ideal."""
+    """Per experiment and projected device count (doublings up to the target): each law's multiplier (×; none
+    beyond :func:`within_reach`) and its 95 % band as text (``{law}_band``: ``5.1×–6.3×``, or :data:`BEYOND_REACH`
+    with the band or why there is none), the straight line (``naive``) and the ``ideal``."""
     parts = []
     for proj in found:
         p = np.array(proj.targets())
@@ -239,10 +223,12 @@ def projected(found: list[Projection]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
-def fit_notes(found: list[Projection]) -> list[str]:
+def fit_notes(found: list[Projection], drawn: pd.DataFrame | None = None) -> list[str]:
     """One line per experiment and law (its parameters with their standard errors, its RMSE (×) over the
-    measured points, or why it has no band), and a warning where the USL fit peaks within 4 × the
-    projection's target; a sentence saying why nothing is fitted when ``found`` is empty."""
+    measured points, or why it has no band), a warning where the USL fit peaks within 4 × the projection's
+    target, and where a law stops short of it in its :func:`curves` ``drawn``; why nothing is fitted when
+    ``found`` is empty."""
+    drawn = curves(found) if drawn is None else drawn
     if not found:
         return [f"No experiment that changes only the device count has {MIN_FIT_POINTS} or more device counts: no "
                 "law is fitted, and nothing is projected."]
@@ -254,9 +240,9 @@ def fit_notes(found: list[Projection]) -> list[str]:
     out += [f"The USL fit of {proj.experiment} peaks at about {fmt_int(peak * proj.base_gpus)} devices: beyond "
             "that, adding devices makes it slower." for proj in found if (peak := proj.fits["usl"].peak) < proj.target * 4]
     for proj in found:
-        x = np.geomspace(1, proj.target, 60)
         for law, f in proj.fits.items():
-            reach = x[within_reach(f, x, float(proj.p.max()))[0]].max()
+            reach = drawn.loc[(drawn["experiment"] == proj.experiment) & (drawn["curve"] == f"{LAWS[law]} fit"),
+                              "relative"].max()
             if reach < proj.target:
                 why = "its 95 % band spans more than 4×" if f.has_band else "its error is not known"
                 out.append(f"{proj.experiment} — {LAWS[law]}: beyond {fmt_int(reach * proj.base_gpus)} devices "

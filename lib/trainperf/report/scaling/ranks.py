@@ -1,6 +1,5 @@
-"""Where the time goes: the time per step in each phase, the communication overhead, the "communication" of a
-run on one device; each rank's elapsed time against its run's slowest, how much a mean over ranks understates a
-job's time, which rank holds the job back, and where a slow rank spends its extra time."""
+"""The scaling page's "Where the time goes" and "Ranks and stragglers" (docs/reports.md, "The scaling page, figure
+by figure"), from the one definition of a slow rank and its thresholds in ``trainperf.ranks``."""
 
 from __future__ import annotations
 
@@ -8,30 +7,22 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.ranks import OUTSIDE_SHARE, imbalanced, median_of_others, rank_totals, spread
+from trainperf.ranks import OUTSIDE_SHARE, imbalanced, median_of_others, name_straggler, rank_totals, rank_waits, spread
 from trainperf.report.configs import labels
 from trainperf.report.html import and_list, fmt_int, fmt_num, fmt_pct, fmt_times
-from trainperf.report.phases import PHASE_LABELS, breakdown, per_experiment, slowest_wait
-from trainperf.stragglers import name_straggler, rank_waits
-
-def phases(runs: pd.DataFrame) -> pd.DataFrame:
-    """Time per step in each phase of each configuration (:func:`trainperf.report.phases.long_form`)."""
-    return per_experiment(runs, lambda group: labels(group, compact=True))
-
+from trainperf.report.phases import PHASE_LABELS, breakdown, slowest_wait
 
 OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s", "comm_overhead", "compute_comm_ratio"]
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run with phase times: elapsed, compute, communication (all and exposed) and data
-    seconds, ``slowest_wait_s`` (:func:`trainperf.report.phases.slowest_wait`: the time the phases
-    of a typical rank leave to waiting for the slowest), ``comm_overhead`` and ``compute_comm_ratio``
-    (see :func:`trainperf.derive.derive`); columns no run has are left out."""
+    """Per run with phase times: ``elapsed_s`` and :data:`OVERHEAD` (s, and the ratios of
+    :func:`trainperf.derive.derive`; ``slowest_wait_s``: :func:`trainperf.report.phases.slowest_wait`); columns no
+    run has are left out."""
     have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
     have = have.assign(configuration=labels(have), slowest_wait_s=slowest_wait(have))
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
     return have[["experiment", "configuration", "gpus", "elapsed_s", *present]].reset_index(drop=True)
-
 
 
 SINGLE_DEVICE_COMM = 0.01
@@ -52,33 +43,36 @@ def single_device_comm(runs: pd.DataFrame) -> list[str]:
             "same, not an exchange." for r in one.to_dict("records")]
 
 
+def _rank_totals(runs: pd.DataFrame, steps: Summaries) -> pd.DataFrame:
+    """:func:`trainperf.ranks.rank_totals` of the runs of ``runs`` with two or more ranks, with their ``experiment``,
+    in the runs' order, by rank."""
+    totals = rank_totals(steps.per_rank).reset_index()
+    times = runs[["run_id", "experiment"]].astype(str).drop_duplicates("run_id", keep="last").merge(
+        totals.assign(run_id=totals["run_id"].astype(str)), on="run_id")
+    return times[times.groupby("run_id")["rank"].transform("size").to_numpy() > 1].reset_index(drop=True)
+
+
 def ranks(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
-    """Per rank of each run with two or more ranks in ``steps``: rows
-    ``experiment, run_id, rank, elapsed_s, slowest, of_slowest`` (the rank's
-    elapsed time as a fraction of its run's slowest rank), in the runs' order."""
+    """Per rank of each run with two or more ranks in ``steps``: rows ``experiment, run_id, rank, elapsed_s,
+    slowest, of_slowest`` (its elapsed time, s, and as a fraction of its run's slowest rank's), in the runs' order."""
     columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
     if steps is None or steps.per_rank.empty:
         return pd.DataFrame(columns=columns)
-    totals = rank_totals(steps.per_rank).reset_index()
-    times = runs[["run_id", "experiment"]].astype(str).drop_duplicates("run_id", keep="last").merge(
-        totals.assign(run_id=totals["run_id"].astype(str)), on="run_id")  # in the runs' order, by rank
-    times = times[times.groupby("run_id")["rank"].transform("size").to_numpy() > 1].reset_index(drop=True)
+    times = _rank_totals(runs, steps)
     top = times.groupby("run_id")["elapsed_s"].transform("max")
     return times.assign(slowest=times["elapsed_s"].eq(top), of_slowest=times["elapsed_s"] / top)[columns]
 
 
-SUMMARY_COLUMNS = ["run_id", "ranks", "slowest_rank", "slowest_s", "mean_s", "fastest_s", "imbalance"]
+SPREAD_COLUMNS = ["run_id", "ranks", "slowest_rank", "slowest_s", "mean_s", "fastest_s", "imbalance"]
 
 
-def rank_summary(runs: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
-    """Per multi-rank run: ranks, the slowest rank, slowest / mean / fastest
-    elapsed seconds, imbalance (slowest / fastest; :func:`trainperf.ranks.spread`) and ``mean_understates``:
-    how much the mean over ranks understates the job's elapsed time, 1 − mean
-    / slowest. From the steps' :func:`ranks` ``per_rank`` where it has rows, else from the runs' own per-rank
-    columns."""
+def rank_spread(runs: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
+    """Per multi-rank run, the spread of its ranks' elapsed times (:func:`trainperf.ranks.spread`: s, and the
+    imbalance slowest / fastest) with ``mean_understates`` = 1 − mean / slowest; from the :func:`ranks` rows
+    ``per_rank`` where there are any, else from the runs' own per-rank columns."""
     if len(per_rank):
         out = pd.DataFrame([{"run_id": run_id, "ranks": len(rows), **spread(rows.set_index("rank")["elapsed_s"])}
-                            for run_id, rows in per_rank.groupby("run_id", sort=False)], columns=SUMMARY_COLUMNS)
+                            for run_id, rows in per_rank.groupby("run_id", sort=False)], columns=SPREAD_COLUMNS)
     elif {"rank_imbalance", "mean_rank_elapsed_s"} <= set(runs.columns) and runs["rank_imbalance"].notna().any():
         have = runs[runs["rank_imbalance"].notna()]
         out = pd.DataFrame({"run_id": have["run_id"], "ranks": have.get("ranks"),
@@ -87,13 +81,13 @@ def rank_summary(runs: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
                             "fastest_s": have["elapsed_s"] / have["rank_imbalance"]}).reset_index(drop=True)
         out["imbalance"] = out["slowest_s"] / out["fastest_s"]
     else:
-        return pd.DataFrame(columns=[*SUMMARY_COLUMNS, "mean_understates"])
+        return pd.DataFrame(columns=[*SPREAD_COLUMNS, "mean_understates"])
     return out.assign(mean_understates=1 - out["mean_s"] / out["slowest_s"])
 
 
 def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataFrame) -> str:
-    """Why no per-rank chart of :func:`ranks` ``per_rank`` is drawn, or an empty string when one is; ``summary``:
-    the :func:`rank_summary`."""
+    """Why no per-rank chart of :func:`ranks` ``per_rank`` is drawn ("" when one is); ``summary``: the
+    :func:`rank_spread`."""
     if len(per_rank):
         return ""
     if steps is None or steps.per_rank.empty:
@@ -104,8 +98,8 @@ def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataF
 
 
 def straggler(summary: pd.DataFrame) -> str:
-    """A sentence on the run with the largest rank imbalance when it is
-    :data:`trainperf.ranks.IMBALANCE_STRAGGLER` or more (:func:`trainperf.ranks.imbalanced`); empty otherwise."""
+    """A sentence on the run of :func:`rank_spread` ``summary`` with the largest imbalance when it is
+    :func:`trainperf.ranks.imbalanced`; "" otherwise."""
     worst = summary.loc[summary["imbalance"].idxmax()] if summary["imbalance"].notna().any() else None
     if worst is None or not imbalanced(worst["slowest_s"], worst["fastest_s"]):
         return ""
@@ -117,13 +111,9 @@ def straggler(summary: pd.DataFrame) -> str:
 
 
 def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFrame, list[str]]:
-    """For every run with two or more ranks in ``steps``, in the runs' order,
-    :func:`trainperf.stragglers.find_straggler`'s per-rank frame and sentence:
-    rows ``experiment, run_id, rank, node, steps, step_s, comm_wait_s, busy_s,
-    wait_gap_s, straggler`` (medians over the measured steps, seconds;
-    ``comm_wait_s``: the communication the rank waits for, ``comm_exposed_s``)
-    of the runs that measured communication waits, and one sentence per run
-    naming its straggler, or saying why none is named."""
+    """For every run with two or more ranks in ``steps``, in the runs' order, :func:`trainperf.ranks.name_straggler`'s
+    rows (``comm_exposed_s`` as ``comm_wait_s``; medians over the measured steps, s) of the runs that measured
+    communication waits, and its sentence."""
     columns = ["experiment", "run_id", "rank", "node", "steps", "step_s", "comm_wait_s", "busy_s", "wait_gap_s",
                "straggler"]
     if steps is None or steps.per_rank.empty:
@@ -131,11 +121,10 @@ def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFram
     experiment = dict(zip(runs["run_id"].astype(str), runs["experiment"].astype(str)))
     ranks_of = steps.per_rank.groupby(steps.per_rank["run_id"].astype(str))["rank"].nunique()
     waits = rank_waits(steps)
-    of_run = dict(iter(waits.groupby(waits["run_id"].astype(str), sort=False)))
     parts, sentences = [], []
     for run_id in (r for r in runs["run_id"].astype(str) if ranks_of.get(r, 0) > 1):
         try:
-            per_rank, sentence = name_straggler(of_run.get(run_id, waits.iloc[:0]), run_id)
+            per_rank, sentence = name_straggler(waits[waits["run_id"] == run_id], run_id)
         except ValueError as exc:
             sentences.append(f"Run {run_id}: {exc}.")
             continue
@@ -147,20 +136,20 @@ def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFram
     return frame, sentences
 
 
-def rank_phases(per_rank: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
-    """Where each rank's time goes, per rank of each run of :func:`ranks` ``per_rank`` whose slowest rank takes
-    :data:`~trainperf.ranks.IMBALANCE_STRAGGLER` times its fastest or more (:func:`trainperf.ranks.imbalanced`;
-    in the runs' order): ``experiment, run_id, rank,
-    elapsed_s``, the phases the run's ranks timed (their totals over the measured window, s, as
-    :func:`trainperf.report.phases.breakdown` splits them: labelled columns; NaN for a phase another
-    run timed) and ``beyond_fastest_s``: the rank's elapsed time − its run's fastest rank's."""
-    times = per_rank.groupby("run_id")["elapsed_s"]
+def rank_phases(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
+    """Where each rank's time goes, per rank of each run of ``runs`` whose slowest rank in ``steps`` takes
+    :func:`trainperf.ranks.imbalanced` its fastest's time (in the runs' order): ``experiment, run_id, rank,
+    elapsed_s``, its phase totals over the measured window (s, labelled, as :func:`trainperf.report.phases.breakdown`
+    splits them; NaN for a phase another run timed) and ``beyond_fastest_s`` (s) over its run's fastest rank."""
+    empty = pd.DataFrame(columns=["experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s"])
+    if steps is None or steps.per_rank.empty:
+        return empty
+    totals = _rank_totals(runs, steps)
+    times = totals.groupby("run_id")["elapsed_s"]
     slow = imbalanced(times.transform("max"), times.transform("min"))
     if not slow.any():
-        return pd.DataFrame(columns=["experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s"])
-    totals = rank_totals(steps.per_rank).reset_index()
-    totals = per_rank.loc[slow, ["experiment", "run_id", "rank"]].merge(
-        totals.assign(run_id=totals["run_id"].astype(str)), on=["run_id", "rank"])
+        return empty
+    totals = totals[slow]
     parts = []
     for _, group in totals.groupby("run_id", sort=False):
         seconds, _ = breakdown(group, per_step=False)
@@ -175,21 +164,17 @@ SLOW_RANK_COLUMNS = ["experiment", "run_id", "rank", "fastest_rank", "elapsed_s"
 
 
 def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run of :func:`rank_phases` ``table`` (whose slowest rank takes
-    :data:`~trainperf.ranks.IMBALANCE_STRAGGLER` times its fastest or more), in its order: its slowest ``rank``
-    and ``fastest_rank``, their ``elapsed_s`` and ``fastest_s``, the ``extra_s`` between them, the ``phase`` (label) in which the slowest spends most of it and how much
-    (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
-    ``others_comm_s`` the median of the other ranks'), ``waited_s`` = ``others_comm_s − comm_s`` and
-    ``inside``: whether the other ranks wait for it in the synchronised steps (their communication is
-    longer by :data:`~trainperf.ranks.OUTSIDE_SHARE` of ``extra_s`` or more),
-    false where the extra time lies outside them (work the rank does alone), NA where no communication was timed. Seconds over the measured window."""
+    """Per run of :func:`rank_phases` ``table``, in its order: its slowest ``rank`` and ``fastest_rank``, their
+    ``elapsed_s`` and ``fastest_s``, the ``extra_s`` between them, the ``phase`` (label) holding most of it and how
+    much (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
+    ``others_comm_s`` the median of the others'), ``waited_s`` = ``others_comm_s − comm_s`` and ``inside``: whether
+    the others wait for it in the synchronised steps (``waited_s`` ≥ :data:`~trainperf.ranks.OUTSIDE_SHARE` ·
+    ``extra_s``; NA where no communication was timed). Seconds over the measured window."""
     rows = []
     phase_names = [c for c in table if c not in ("experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s")]
     comm = next((c for c in (PHASE_LABELS["comm_exposed_s"], PHASE_LABELS["comm_s"]) if c in table), None)
     for run_id, group in table.groupby("run_id", sort=False):
         slow, fast = group.loc[group["elapsed_s"].idxmax()], group.loc[group["elapsed_s"].idxmin()]
-        if not imbalanced(slow["elapsed_s"], fast["elapsed_s"]):
-            continue
         where = max(phase_names, key=lambda c: slow[c] - fast[c]) if phase_names else None
         theirs = median_of_others(group[comm].to_numpy(float), group.index.get_loc(slow.name)) if comm else np.nan
         known = pd.notna(theirs) and pd.notna(slow[comm])
@@ -205,11 +190,8 @@ def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_time_notes(slow: pd.DataFrame) -> list[str]:
-    """Per run of :func:`slow_ranks` ``slow``: in which phase the slowest rank spends its extra time, and whether the
-    other ranks wait for it in the synchronised steps (their communication, where they wait in the gradient
-    all-reduce, grows by :data:`~trainperf.ranks.OUTSIDE_SHARE` of it or more) or not: then the extra time lies outside the
-    synchronised steps (work one rank does alone), the job ends when that rank does, and the others idle at
-    the end."""
+    """Per run of :func:`slow_ranks` ``slow``: in which phase its slowest rank spends its extra time, and whether the
+    other ranks wait for it inside the synchronised steps or it works alone outside them (``inside``)."""
     out = []
     for r in slow.to_dict("records"):
         text = (f"Run {r['run_id']}: rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank "
@@ -230,7 +212,6 @@ def rank_time_notes(slow: pd.DataFrame) -> list[str]:
                               "ends when this rank does; the other ranks idle at the end, which is the “waiting for "
                               "the slowest rank” of the time breakdown.")
     return out
-
 
 
 RANKS_NAMED = 8

@@ -1,6 +1,5 @@
-"""The scaling studies of a page's runs: each experiment (or series of one) measured at two or more device
-counts, named with its kind (strong or weak scaling); what else changes between its runs, and which laws
-judge it."""
+"""The scaling studies of a page's runs, named with their kind; what else changes between their runs, and which
+laws judge them."""
 
 from __future__ import annotations
 
@@ -14,13 +13,9 @@ SAME_TRAINING = {"single": "ddp"}  # one process is DDP at world size 1: single 
 
 
 def studies(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of scaling studies measured at two or more device counts
-    (:func:`keep_experiments`), each study as an experiment named with its
-    kind: ``seed000-scaling (weak scaling)``. An experiment that holds several
-    studies (``scaling_study``: what their runs hold constant) is one per study,
-    ``my-sweep (global batch 8; strong scaling)``; a run in two studies
-    (``second_scaling_study``) is shown in both, with each study's figures
-    (:func:`trainperf.scaling.second_study_rows`)."""
+    """The runs of scaling studies measured at two or more device counts (:func:`keep_experiments`), each study
+    an experiment named with its kind (``seed000-scaling (weak scaling)``, ``my-sweep (global batch 8; strong
+    scaling)``); a run in two studies is in both (:func:`trainperf.scaling.second_study_rows`; docs/reports.md)."""
     shared = second_study_rows(runs)
     if len(shared):
         attrs, runs = runs.attrs, pd.concat([runs, shared], ignore_index=True).copy()  # copy: one block per dtype
@@ -90,11 +85,8 @@ def kind_of(group: pd.DataFrame) -> str | None:
 
 
 def laws(runs: pd.DataFrame) -> list[str]:
-    """Per study, which laws judge it: strong scaling by Amdahl, USL and the
-    Karp–Flatt serial fraction (the same total work on more devices); weak
-    scaling by Gustafson's scaled speedup — the multiplier, since the work
-    grows with the devices — and the per-device throughput (efficiency), with
-    USL for a projection; one not known, as strong scaling, said so."""
+    """Per study, a sentence on which laws judge it (README.md, "Scaling"); one not known is judged as strong
+    scaling, and says so."""
     out = []
     for name, group in by_experiment(runs):
         kind = kind_of(group)
