@@ -39,7 +39,7 @@ from trainperf.compare_metrics import METRICS, NOT_MEASURED, judge, metric_row, 
 from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.estimates import CONFIG_KEY, RATES, Estimate, Side, estimate_runs, estimate_steps, sides_difference
-from trainperf.loading import holds_steps, load_runs, load_summaries, rank_step_times, summarized_runs
+from trainperf.reading.loading import holds_steps, load_runs, load_summaries, rank_step_times, summarized_runs
 from trainperf.stats import (DRAWS, INCONCLUSIVE, MIN_EFFECT, RUN_CV, Difference, t_quantile, verdict,
                              welch_dof)
 
@@ -65,7 +65,7 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cac
     """Read one side. Steps are used where the inputs hold them (run folders,
     steps tables), after each run's warm-up and ``warmup`` more steps.
     DataError when the runs are not repeats of one configuration. With
-    ``cache``, runs come from :mod:`trainperf.input_cache` (``load_runs``)."""
+    ``cache``, runs come from :mod:`trainperf.reading.input_cache` (``load_runs``)."""
     if not paths:
         raise DataError("no input given for a side of the comparison")
     paths = tuple(Path(p) for p in paths)

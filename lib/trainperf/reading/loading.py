@@ -5,11 +5,11 @@ Each input is classified once (:func:`inputs`) and handed to its one reader:
 
 * ``table``: a runs table, CSV, JSON (a list of records, ``{"runs": [...]}``,
   or one record per line), JSON lines or Parquet with the canonical columns
-  (``trainperf.tables``);
+  (``trainperf.reading.runs_tables``);
 * ``run``: a run folder written by the profiler (it holds ``manifest.json``;
   ``trainperf.runfolder``), one runs row;
 * ``steps``: a per-rank steps table, CSV or Parquet with ``rank`` and
-  ``step`` (``trainperf.steps_table``);
+  ``step`` (``trainperf.reading.steps_tables``);
 * ``log``: a training log, or a CSV with a column-mapping sidecar
   (``trainperf.importers``);
 * a folder: every table, run folder, log (``.log``, ``.txt``, ``.out``) and
@@ -18,9 +18,9 @@ Each input is classified once (:func:`inputs`) and handed to its one reader:
   no log trainperf can read are listed as skipped.
 
 Run folders and steps tables are read into step intervals in the store
-(``trainperf.store``, on their first read) and aggregated by the one
+(``trainperf.reading.store``, on their first read) and aggregated by the one
 aggregator (``trainperf.aggregate``) on the engine's scheduler
-(``trainperf.engine``): a run of thousands of ranks is read part by part,
+(``trainperf.reading.scheduler``): a run of thousands of ranks is read part by part,
 never whole. ``load_runs`` leaves steps tables to ``load_steps`` and
 ``load_summaries`` (listed as skipped).
 
@@ -52,21 +52,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from trainperf import engine, store
+from trainperf.reading import scheduler as schedule, store
 from trainperf.aggregate import Summaries, incomplete, measure, stopped_early, summarize
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat
 from trainperf.goodput import goodput
 from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
-from trainperf.input_cache import cache_dir, cached_read, input_key
+from trainperf.reading.input_cache import cache_dir, cached_read, input_key
 from trainperf.partials import measured
 from trainperf.provenance import provenance
 from trainperf.runfolder.manifest import MANIFEST_FILE, check_manifest
 from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines
 from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folder, read_ranks, runs_row
-from trainperf.steps_table import SUFFIXES as STEPS_SUFFIXES
-from trainperf.steps_table import as_intervals, has_steps_columns, read_steps_table
+from trainperf.reading.steps_tables import SUFFIXES as STEPS_SUFFIXES
+from trainperf.reading.steps_tables import as_intervals, has_steps_columns, read_steps_table
 from trainperf.table_rules import check_runs
-from trainperf.tables import is_claims_file, read_raw, read_runs_table
+from trainperf.reading.runs_tables import is_claims_file, read_raw, read_runs_table
 
 TABLE_SUFFIXES = {".csv", ".json", ".jsonl", ".parquet"}
 LOG_SUFFIXES = {".log", ".txt", ".out"}
@@ -114,12 +114,12 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
     canonical runs table (one row per run, schema columns plus any
     ``reported_*`` / ``extra_*``). Raises ``DataError`` on bad input or on a
     ``run_id`` that appears twice. With ``cache`` (the default), each input
-    unchanged since it was last read comes from ``trainperf.input_cache``.
-    ``scheduler``: where run folders are aggregated (``trainperf.engine``)."""
+    unchanged since it was last read comes from ``trainperf.reading.input_cache``.
+    ``scheduler``: where run folders are aggregated (``trainperf.reading.scheduler``)."""
     frames: list[pd.DataFrame] = []
     read: list[str] = []
     skipped: list[tuple[str, str]] = []
-    chosen = engine.scheduler(scheduler)
+    chosen = schedule(scheduler)
     for item in inputs(*paths, skipped=skipped):
         if item.kind == "steps":
             skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
@@ -158,7 +158,7 @@ def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str,
     to those readers too."""
     if cache_dir() is None:
         return {}
-    chosen = engine.scheduler(scheduler)
+    chosen = schedule(scheduler)
     pins: dict[str, dict[str, Any]] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -220,7 +220,7 @@ def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) ->
     per step) of run folders, folders holding run folders (searched
     recursively), or steps-table files. With ``lazy``, a Dask DataFrame (for
     runs too large to hold: compute what you need of it), else a pandas frame."""
-    chosen = engine.scheduler(scheduler)
+    chosen = schedule(scheduler)
     frames = [_entry(item, chosen, key=_pinned_key(item)).intervals(lazy=lazy) for item in _step_inputs(paths)]
     if lazy:
         import dask.dataframe as dd
@@ -233,7 +233,7 @@ def load_summaries(*paths: str | Path, scheduler: Any = None) -> Summaries:
     """The :class:`~trainperf.aggregate.Summaries` (per rank, per step) of the
     run folders and steps tables at or below ``paths``: what the reports read
     instead of every step row."""
-    chosen = engine.scheduler(scheduler)
+    chosen = schedule(scheduler)
     return Summaries.concat([_entry(item, chosen, key=_pinned_key(item)).summaries for item in _step_inputs(paths)])
 
 
@@ -242,7 +242,7 @@ def rank_step_times(*paths: str | Path, max_ranks: int = RANK_STEPS_MAX, schedul
     the runs at or below ``paths`` that have at most ``max_ranks`` ranks (a
     per-rank comparison of a run of thousands of ranks reads its per-rank
     summaries instead: ``load_summaries``). Only these columns of these runs are read."""
-    chosen = engine.scheduler(scheduler)
+    chosen = schedule(scheduler)
     frames = []
     for item in _step_inputs(paths):
         found = _entry(item, chosen, key=_pinned_key(item))

@@ -1,6 +1,6 @@
 """trainperf's cache folder and what its entries are made of: what it measured
 about this machine (the CPU peak), the runs read from each input
-(``trainperf.input_cache``) and the step-intervals store (``trainperf.store``).
+(``trainperf.reading.input_cache``) and the step-intervals store (``trainperf.reading.store``).
 
 An entry of either cache is a folder of Parquet files and an ``entry.json``
 (:func:`seal`) that records, besides what the cache keeps in it, each file's

@@ -5,7 +5,7 @@ value against the schema costs time; the reports of one build read the same
 folders, and a rebuild reads them again unchanged. :func:`cached_read`
 keeps the checked frame read from one input as an entry of :func:`cache_dir`
 (``<key>/frame.parquet``, and in ``entry.json`` the warnings its reading
-raised, by class name and message: see ``trainperf.cache``), keyed by:
+raised, by class name and message: see ``trainperf.reading.cache``), keyed by:
 
 * how it was read (``kind``: table, run folder or log) and its resolved path;
 * the content (SHA-256 digest) of every file of the input: every file below
@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from trainperf.cache import (cache_dir as trainperf_cache, library_versions, open_entry, private_dir, read_checked,
+from trainperf.reading.cache import (cache_dir as trainperf_cache, library_versions, open_entry, private_dir, read_checked,
                              prune, seal, temp_folder, warn_once, write_frame)
 from trainperf.errors import DataWarning
 from trainperf.importers.settings import sidecar_path
@@ -128,7 +128,7 @@ def file_digest(path: Path) -> bytes:
 @functools.cache
 def source_digest() -> str:
     """Digest of trainperf's installed source (every file of the package except bytecode)."""
-    root = Path(__file__).resolve().parent  # the package this module belongs to
+    root = Path(__file__).resolve().parents[1]  # trainperf, the package above this one
     digest = hashlib.sha256()
     for file in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         digest.update(str(file.relative_to(root)).encode() + b"\0" + file_digest(file))
@@ -159,7 +159,7 @@ def _store(entry: Path, frame: pd.DataFrame, raised: list[tuple[type[Warning], s
 
 
 def _prune(root: Path) -> None:
-    """Remove what an older layout (pickles) left, then :func:`trainperf.cache.prune` to :data:`KEEP` entries."""
+    """Remove what an older layout (pickles) left, then :func:`trainperf.reading.cache.prune` to :data:`KEEP` entries."""
     for old in [*root.glob("*.pkl"), *root.glob("*.tmp")]:
         old.unlink(missing_ok=True)
     prune(root, KEEP)

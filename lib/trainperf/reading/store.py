@@ -2,11 +2,11 @@
 its first read, and the aggregator's summaries of them.
 
 An entry lives in ``store/<key>`` under trainperf's cache folder, beside the
-input cache (``trainperf.input_cache``) and keyed the same way: the input's
+input cache (``trainperf.reading.input_cache``) and keyed the same way: the input's
 path, the content of every file it holds, trainperf's source and the versions
 of the libraries that shape what is stored. A changed input, or another
 version of trainperf, has another key, so an entry is never misread. An
-entry holds (``trainperf.cache`` says how each file is checked on read):
+entry holds (``trainperf.reading.cache`` says how each file is checked on read):
 
 * ``intervals/part-NNNNN.parquet``: the step intervals, each file whole ranks
   of one run in the order they recorded them (what ``trainperf.aggregate``
@@ -23,7 +23,7 @@ read later, in a Dask task) is built again from its source, with one
 warning; a part read in a task is then read from its source in that task.
 An entry is written in a temporary folder and renamed into place, so two
 reports building at once never see half of one; a process that finds another
-building the same entry waits for it (``trainperf.cache.holding``: a lock
+building the same entry waits for it (``trainperf.reading.cache.holding``: a lock
 file beside the entry) and reads what it wrote, or builds it itself when
 the holder stopped. A store that cannot be written (a read-only or full
 disk) is left alone: the input is read from its source into memory, with
@@ -44,10 +44,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from trainperf.aggregate import FRAMES, Summaries, combine, combine_step_times, finish, settled_times, summarize
-from trainperf.cache import (Damaged, holding, open_entry, private_dir, prune, read_checked, read_frame, seal,
+from trainperf.reading.cache import (Damaged, holding, open_entry, private_dir, prune, read_checked, read_frame, seal,
                              temp_folder, warn_once, write_frame)
-from trainperf.input_cache import cache_dir as inputs_dir
-from trainperf.input_cache import input_key
+from trainperf.reading.input_cache import cache_dir as inputs_dir
+from trainperf.reading.input_cache import input_key
 from trainperf.partials import empty_intervals, partials, settle, step_times
 
 FORMAT = "trainperf-store"
@@ -58,7 +58,6 @@ KEEP = 64
 Part = Callable[[], tuple[pd.DataFrame, dict[str, list]]]
 """Reads one part of an input: its step intervals (whole ranks) and facts
 (lists, joined over the parts in order)."""
-
 
 
 def store_dir() -> Path | None:

@@ -1,0 +1,40 @@
+"""Reading inputs: runs tables, run folders, steps tables and logs into the
+runs table, step intervals and their summaries (docs/data.md).
+
+``loading`` is the one dispatcher (``load_runs``, ``load_steps``,
+``load_summaries``); each input kind is sniffed and read by its reader;
+step intervals go to the ``store`` (Parquet, on their first read), the runs
+read from an input to the ``input_cache``; ``cache`` is what entries of
+both are made of. Step intervals are read and aggregated by Dask, on the
+scheduler :func:`scheduler` names: its local threads by default and needing
+no setup, a ``dask.distributed`` cluster when the user names one (workers
+need the same file system: docs/data.md, "The engine").
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+SCHEDULER = "TRAINPERF_SCHEDULER"
+"""Environment variable naming the scheduler when no call does."""
+LOCAL = ("threads", "sync", "processes")
+"""Dask's local schedulers, by name."""
+
+
+def scheduler(name: Any = None) -> Any:
+    """What ``dask.compute(..., scheduler=)`` takes for ``name``: a
+    ``distributed.Client`` as it is; ``threads``, ``sync`` or ``processes``
+    (Dask's local schedulers); any other text is the address of a
+    ``dask.distributed`` scheduler (``tcp://host:8786``), connected to once
+    per process. ``None`` or empty: ``$TRAINPERF_SCHEDULER``, else ``threads``."""
+    name = os.environ.get(SCHEDULER) or "threads" if name is None or name == "" else name
+    return name if not isinstance(name, str) or name in LOCAL else _client(name)
+
+
+@functools.cache
+def _client(address: str) -> Any:
+    from distributed import Client
+
+    return Client(address, set_as_default=False)
