@@ -14,7 +14,7 @@ import trainperf
 from trainperf.reading import loading
 from trainperf.aggregate import summarize
 from trainperf.importers import import_path
-from trainperf.reading.loading import summarized_runs
+from trainperf.reading.run_folders import summarized_runs
 from trainperf.runfolder import rankfile
 from trainperf.steady_state import MIN_STEPS, mser_statistic, mser_truncation, warmup_length
 from trainperf.reading.steps_tables import as_intervals

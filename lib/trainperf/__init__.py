@@ -16,12 +16,13 @@ from trainperf.errors import DataError, DataWarning, install_warning_format
 
 if TYPE_CHECKING:
     from trainperf.derived import derive
-    from trainperf.reading.loading import aggregate_steps, load_runs, load_steps, load_summaries
+    from trainperf.reading.loading import load_runs, load_steps, load_summaries
+    from trainperf.reading.run_folders import aggregate_steps
     from trainperf.profiler import StepProfiler, export_chrome_trace
     from trainperf.stragglers import find_straggler
 
 _HOMES = {"derive": "trainperf.derived", "load_runs": "trainperf.reading.loading", "StepProfiler": "trainperf.profiler",
-          "export_chrome_trace": "trainperf.profiler", "aggregate_steps": "trainperf.reading.loading",
+          "export_chrome_trace": "trainperf.profiler", "aggregate_steps": "trainperf.reading.run_folders",
           "load_steps": "trainperf.reading.loading", "load_summaries": "trainperf.reading.loading",
           "find_straggler": "trainperf.stragglers"}
 

@@ -39,7 +39,8 @@ from trainperf.compare_metrics import METRICS, NOT_MEASURED, judge, metric_row, 
 from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.estimates import CONFIG_KEY, RATES, Estimate, Side, estimate_runs, estimate_steps, sides_difference
-from trainperf.reading.loading import holds_steps, load_runs, load_summaries, rank_step_times, summarized_runs
+from trainperf.reading.loading import holds_steps, load_runs, load_summaries, rank_step_times
+from trainperf.reading.run_folders import summarized_runs
 from trainperf.stats import (DRAWS, INCONCLUSIVE, MIN_EFFECT, RUN_CV, Difference, t_quantile, verdict,
                              welch_dof)
 

@@ -21,9 +21,25 @@ from trainperf.schema import CLAIMS_COLUMNS
 from trainperf.table_rules import check_runs
 
 
+SUFFIXES = (".csv", ".json", ".jsonl", ".parquet")
+"""The endings of table files (runs tables, steps tables, claims files)."""
+
+
 def is_claims_file(path: Path) -> bool:
-    """Whether a CSV file's header is a claims file's (:data:`trainperf.schema.CLAIMS_COLUMNS`)."""
-    return path.stat().st_size > 0 and tuple(pd.read_csv(path, nrows=0).columns) == CLAIMS_COLUMNS
+    """Whether ``path`` is a CSV file whose header is a claims file's (:data:`trainperf.schema.CLAIMS_COLUMNS`)."""
+    return path.suffix.lower() == ".csv" and path.stat().st_size > 0 and \
+        tuple(pd.read_csv(path, nrows=0).columns) == CLAIMS_COLUMNS
+
+
+def is_runs_table(path: Path) -> bool:
+    """Whether ``path`` is a table file (:data:`SUFFIXES`), read as a runs table;
+    DataError for a claims file."""
+    if not path.is_file() or path.suffix.lower() not in SUFFIXES:
+        return False
+    if is_claims_file(path):
+        raise DataError("a claims file (what a report concluded, not runs): give it to the reports as -p claims "
+                        "PATH", path=path)
+    return True
 
 
 def read_runs_table(path: Path) -> pd.DataFrame:

@@ -20,6 +20,8 @@ naming both.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -27,10 +29,10 @@ import pandas as pd
 
 from trainperf.aggregate import repeated_steps
 from trainperf.errors import DataError, DataWarning
+from trainperf.reading.runs_tables import SUFFIXES, read_raw
 from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_INTERVALS, bound_problem, out_of_bounds
 from trainperf.table_rules import FALSE, TRUE
 
-SUFFIXES = (".csv", ".parquet")
 REQUIRED = ("run_id", "rank", "step")
 BOOLS = ("warmup", "includes_evaluation")
 TEXT = ("run_id", "node")
@@ -38,18 +40,46 @@ WHOLE = ("rank", "step")
 COLUMNS = {c.name: c for c in STEP_INTERVALS}
 
 
-def has_steps_columns(path: Path) -> bool:
-    """Whether a CSV or Parquet file is a steps table (has ``rank`` and ``step``)."""
-    if path.suffix.lower() == ".parquet":
+def is_steps_table(path: Path) -> bool:
+    """Whether ``path`` is a table file with the columns ``rank`` and ``step``
+    (a JSON one is read whole: a table small enough to be JSON is small)."""
+    suffix = path.suffix.lower()
+    if not path.is_file() or suffix not in SUFFIXES:
+        return False
+    if suffix == ".parquet":
         import pyarrow.parquet as pq
 
         try:
             names = pq.read_schema(path).names
         except (OSError, ValueError):
             return False
-    else:
+    elif suffix == ".csv":
         names = list(pd.read_csv(path, nrows=0).columns) if path.stat().st_size else []
+    else:
+        names = list(read_raw(path).columns)
     return {"rank", "step"} <= set(names)
+
+
+def parts(path: Path, rows: int) -> list[Callable[[], tuple[pd.DataFrame, dict[str, list]]]]:
+    """The parts of a steps-table file for the store (each gives its step
+    intervals, whole ranks of one run and at most ``rows`` rows, or one rank
+    when a rank has more, and no facts)."""
+    intervals = read_steps_table(path)
+    run, rank = intervals["run_id"].to_numpy(), intervals["rank"].to_numpy()
+    new_run = run[1:] != run[:-1]
+    bounds = [0, *(np.flatnonzero(new_run | (rank[1:] != rank[:-1])) + 1).tolist(), len(intervals)]
+    runs = set((np.flatnonzero(new_run) + 1).tolist())
+    pieces, begin = [], 0
+    for start, end in zip(bounds[:-1], bounds[1:]):  # each rank's rows
+        if start > begin and (start in runs or end - begin > rows):
+            pieces.append(intervals.iloc[begin:start])
+            begin = start
+    pieces.append(intervals.iloc[begin:])
+    return [partial(_held, piece) for piece in pieces]
+
+
+def _held(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list]]:
+    return frame, {}
 
 
 def read_steps_table(path: Path) -> pd.DataFrame:
