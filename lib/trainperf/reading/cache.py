@@ -1,19 +1,13 @@
-"""trainperf's cache folder and what its entries are made of: what it measured
-about this machine (the CPU peak), the runs read from each input
-(``trainperf.reading.input_cache``) and the step-intervals store (``trainperf.reading.store``).
-
-An entry of either cache is a folder of Parquet files and an ``entry.json``
-(:func:`seal`) that records, besides what the cache keeps in it, each file's
-size, the SHA-256 of its Parquet footer (schema, row groups, statistics) and
-its columns and dtypes, with a SHA-256 of the record itself. Every page of
-the files is written with Parquet's CRC-32 page checksum and verified when it
-is read (:func:`read_frame`), so a changed byte anywhere is an error, never a
-different number, without hashing a gigabyte of parts on every read. Nothing
-in a cache is a format that runs code when read (no pickle).
-
-Folders are made private (0700). Entries are built in a temporary folder
-named after their writer (:func:`temp_folder`) and renamed into place; a
-writer that shares work holds a lock file naming it (:func:`holding`).
+"""trainperf's cache folder and what its entries are made of: the CPU peak
+measured on this machine, the runs read from each input
+(``trainperf.reading.input_cache``) and the step-intervals store
+(``trainperf.reading.store``). An entry is a folder of Parquet files, every
+page with its CRC-32 checksum, and an ``entry.json`` recording each file's
+size, footer SHA-256, columns and dtypes, itself checksummed (:func:`seal`);
+nothing that runs code when read (no pickle). Entries are built in a private
+temporary folder and renamed into place (:func:`build`); a writer that shares
+work holds a lock file naming it (:func:`holding`). What is checked, and what
+happens on damage: docs/data.md, "What the caches guarantee".
 """
 
 from __future__ import annotations
@@ -28,7 +22,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import cache
@@ -159,6 +153,31 @@ def temp_folder(root: Path, key: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".{key}-{_host()}-{os.getpid()}-", dir=root))
 
 
+def build(entry: Path, write: Callable[[Path], None], keep: int) -> None:
+    """Build ``entry`` (a folder in a cache folder) by ``write(folder)`` in a
+    :func:`temp_folder` renamed into place, so that no reader sees half of one
+    (where another writer's was renamed there first, it is kept); then
+    :func:`prune` the cache folder to ``keep`` entries. Raises what ``write``
+    raised; OSError where the cache cannot be written."""
+    building = temp_folder(private_dir(entry.parent), entry.name)
+    try:
+        write(building)
+        os.rename(building, entry)
+    except OSError:
+        if not entry.is_dir():
+            raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    prune(entry.parent, keep)
+
+
+def damaged(what: str, folder: Path, exc: Exception, then: str) -> None:
+    """Say once that the entry in ``folder`` (``what``: of which cache) is not
+    readable and ``then`` what is done instead, and remove it, to be built again."""
+    warn_once(f"{what} {folder} is not readable ({type(exc).__name__}: {exc}): {then}")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def sweep(root: Path) -> None:
     """Remove the temporary folders in ``root`` left by writers that are gone:
     on this host, their process has ended; on another, older than :data:`TEMP_AGE_S`."""
@@ -283,9 +302,12 @@ def _heartbeat(fd: int, done: threading.Event) -> None:
 
 
 def prune(root: Path, keep: int) -> None:
-    """Sweep what writers that are gone left in ``root`` (:func:`sweep`), and keep
+    """Sweep what writers that are gone left in ``root`` (:func:`sweep`) and what
+    an older layout left there (``*.pkl``, ``*.tmp``: never opened), and keep
     its ``keep`` most recently written entries (folders not starting with ``.``)."""
     sweep(root)
+    for old in [*root.glob("*.pkl"), *root.glob("*.tmp")]:
+        old.unlink(missing_ok=True)
     try:
         entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
                          key=lambda p: p.stat().st_mtime, reverse=True)

@@ -1,46 +1,35 @@
-"""A content-keyed cache of the runs read from each input, for ``load_runs(..., cache=True)``.
+"""The runs read from each input, kept by content, for ``load_runs(..., cache=True)``.
 
-Reading an input (a runs table, a run folder, a log) and checking every
-value against the schema costs time; the reports of one build read the same
-folders, and a rebuild reads them again unchanged. :func:`cached_read`
-keeps the checked frame read from one input as an entry of :func:`cache_dir`
-(``<key>/frame.parquet``, and in ``entry.json`` the warnings its reading
-raised, by class name and message: see ``trainperf.reading.cache``), keyed by:
-
-* how it was read (``kind``: table, run folder or log) and its resolved path;
-* the content (SHA-256 digest) of every file of the input: every file below
-  a run folder (and a TensorBoard log dir, with its sidecar
-  ``<folder>.trainperf.yaml``); a file and its sidecar ``<file>.trainperf.yaml``. A changed,
-  added or removed file gives another key;
-* trainperf's own source (every file of the installed package) and the
-  versions of the libraries that shape what is stored (pandas, numpy,
-  pyarrow, dask), so a new version of any never reads an old entry.
-
-A hit gives the frame as first read and raises again the warnings its
-reading raised. An entry that does not check out (a changed byte, a missing
-file, columns or dtypes other than recorded, a warning class trainperf does
-not know) is read again from the source, with one warning. The cache lives in ``inputs`` under trainperf's cache folder
-(``$TRAINPERF_CACHE_DIR``, else ``$XDG_CACHE_HOME/trainperf``, else
-``~/.cache/trainperf``); ``TRAINPERF_INPUT_CACHE=off`` reads every input every time.
+:func:`cached_read` keeps the checked frame an input gave, and the warnings
+its reading raised (by class name and message; raised again on a hit), as an
+entry ``inputs/<key>/`` of trainperf's cache folder (``$TRAINPERF_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/trainperf``, else ``~/.cache/trainperf``;
+``TRAINPERF_INPUT_CACHE=off`` reads every input every time). Its key
+(:func:`input_key`) is how the input is read (``kind``) and its resolved
+path, the SHA-256 of every file it holds and of its sidecar
+``<path>.trainperf.yaml``, trainperf's source and the versions of the
+libraries that shape what is stored: a changed, added or removed file, or
+another version, never reads an old entry. An entry that does not check out
+is read again from the source, with one warning (docs/data.md, "What the
+caches guarantee").
 """
 
 from __future__ import annotations
 
 import builtins
 import functools
-from concurrent.futures import ThreadPoolExecutor
 import hashlib
 import os
-import shutil
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 
-from trainperf.reading.cache import (cache_dir as trainperf_cache, library_versions, open_entry, private_dir, read_checked,
-                             prune, seal, temp_folder, warn_once, write_frame)
+from trainperf.reading.cache import build, damaged, library_versions, open_entry, read_checked, seal, write_frame
+from trainperf.reading.cache import cache_dir as trainperf_cache
 from trainperf.errors import DataWarning
 from trainperf.importers.settings import sidecar_path
 
@@ -60,10 +49,10 @@ WARNINGS = {c.__name__: c for c in (DataWarning, *(v for v in vars(builtins).val
 
 
 
-def cache_dir() -> Path | None:
-    """``inputs`` in trainperf's cache folder (``$TRAINPERF_CACHE_DIR``, else
-    ``~/.cache/trainperf``); ``None`` when ``TRAINPERF_INPUT_CACHE`` is ``off``."""
-    return None if os.environ.get(OFF, "").lower() == "off" else trainperf_cache() / "inputs"
+def cache_dir(name: str = "inputs") -> Path | None:
+    """Folder ``name`` (``inputs``, ``store``) of trainperf's cache folder;
+    ``None`` when ``TRAINPERF_INPUT_CACHE`` is ``off``."""
+    return None if os.environ.get(OFF, "").lower() == "off" else trainperf_cache() / name
 
 
 def cached_read(path: Path, kind: str, read: Callable[[], pd.DataFrame], key: str | None = None) -> pd.DataFrame:
@@ -83,8 +72,7 @@ def cached_read(path: Path, kind: str, read: Callable[[], pd.DataFrame], key: st
         raised = [(WARNINGS[name], message) for name, message in content["warnings"] if isinstance(message, str)]
     except Exception as exc:  # anything a damaged entry raises: read again
         if entry.exists():
-            warn_once(f"input cache entry {entry} is not readable ({type(exc).__name__}: {exc}): "
-                       f"{path} is read again")
+            damaged("input cache entry", entry, exc, f"{path} is read again")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             frame = read()
@@ -141,25 +129,12 @@ def _known(category: type[Warning]) -> str:
 
 
 def _store(entry: Path, frame: pd.DataFrame, raised: list[tuple[type[Warning], str]]) -> None:
-    """Write the entry in a temporary folder renamed into place (two notebooks
-    may store the same entry at once) and prune to :data:`KEEP` entries."""
+    """Write the entry (:func:`trainperf.reading.cache.build`: two notebooks may store the same one at once)."""
+    def write(folder: Path) -> None:
+        write_frame(folder / FRAME_FILE, frame)
+        seal(folder, {"warnings": [[_known(category), message] for category, message in raised]})
+
     try:
-        root = private_dir(entry.parent)
-        building = temp_folder(root, entry.name)
-        try:
-            write_frame(building / FRAME_FILE, frame)
-            seal(building, {"warnings": [[_known(category), message] for category, message in raised]})
-            shutil.rmtree(entry, ignore_errors=True)  # one that did not check out
-            os.rename(building, entry)
-        finally:
-            shutil.rmtree(building, ignore_errors=True)
-        _prune(root)
+        build(entry, write, KEEP)
     except (OSError, ValueError, TypeError, pa.ArrowException):
         pass  # a cache that cannot be written, or a frame Parquet cannot hold, only costs time
-
-
-def _prune(root: Path) -> None:
-    """Remove what an older layout (pickles) left, then :func:`trainperf.reading.cache.prune` to :data:`KEEP` entries."""
-    for old in [*root.glob("*.pkl"), *root.glob("*.tmp")]:
-        old.unlink(missing_ok=True)
-    prune(root, KEEP)
