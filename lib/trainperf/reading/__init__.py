@@ -1,14 +1,10 @@
-"""Reading inputs: runs tables, run folders, steps tables and logs into the
-runs table, step intervals and their summaries (docs/data.md).
-
-``loading`` is the one dispatcher (``load_runs``, ``load_steps``,
-``load_summaries``); each input kind is sniffed and read by its reader;
-step intervals go to the ``store`` (Parquet, on their first read), the runs
-read from an input to the ``input_cache``; ``cache`` is what entries of
-both are made of. Step intervals are read and aggregated by Dask, on the
-scheduler :func:`scheduler` names: its local threads by default and needing
-no setup, a ``dask.distributed`` cluster when the user names one (workers
-need the same file system: docs/data.md, "The engine").
+"""Reading inputs into the runs table, step intervals and their summaries
+(docs/data.md): ``loading`` is the one dispatcher, each kind of input has
+its reader, step intervals are kept in the ``store`` and the runs read from
+an input in the ``input_cache``. Step intervals are read and aggregated by
+Dask on the scheduler :func:`scheduler` names: its local threads by default,
+a ``dask.distributed`` cluster when the user names one (docs/data.md, "The
+engine: Dask, from a laptop to a cluster").
 """
 
 from __future__ import annotations

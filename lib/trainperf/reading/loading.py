@@ -1,40 +1,26 @@
 """Reading inputs, the one dispatcher: ``load_runs``, ``load_steps`` and
-``load_summaries``.
+``load_summaries`` (docs/data.md, "Readers and the dispatcher").
 
 Each input is classified once (:func:`inputs`), as the first kind of
-:data:`KINDS` whose sniff recognises it, and read by that kind's reader alone:
-
-* ``run``: a run folder written by the profiler (it holds ``manifest.json``;
-  ``trainperf.reading.run_folders``), one runs row;
-* ``log``: a training log, a TensorBoard log dir (a folder of event files,
-  directly or in ``rank_<N>`` folders: one run), or a CSV with a
-  column-mapping sidecar (``trainperf.importers``);
-* ``steps``: a per-rank steps table, a table file with ``rank`` and ``step``
-  (``trainperf.reading.steps_tables``);
-* ``table``: a runs table, CSV, JSON (a list of records, ``{"runs": [...]}``,
-  or one record per line), JSON lines or Parquet with the canonical columns
-  (``trainperf.reading.runs_tables``).
-
-In a folder, every table, run folder, log (``.log``, ``.txt``, ``.out``) and
-TensorBoard log dir below it is read; other files (``.md``, ``.py``,
-sidecars) and text files that are no log trainperf can read are listed as
-skipped. Run folders and steps tables are read into step intervals in the
-store (``trainperf.reading.store``, on their first read) and aggregated on
-the package's scheduler (``trainperf.reading.scheduler``): a run of
-thousands of ranks is read part by part, never whole. ``load_runs`` leaves
-steps tables to ``load_steps`` and ``load_summaries`` (listed as skipped).
+:data:`KINDS` whose sniff recognises it, and read by that kind's reader
+alone: ``run`` (a run folder: ``trainperf.reading.run_folders``), ``log``
+(a training log, a TensorBoard log dir, or a CSV with a column-mapping
+sidecar: ``trainperf.importers``), ``steps`` (a per-rank steps table:
+``trainperf.reading.steps_tables``), ``table`` (a runs table:
+``trainperf.reading.runs_tables``). In a folder, every table, run folder, log
+(``.log``, ``.txt``, ``.out``) and TensorBoard log dir below it is read;
+other files, and text files that are no log trainperf can read, are listed
+as skipped. ``load_runs`` leaves steps tables to ``load_steps`` and
+``load_summaries`` (listed as skipped).
 
 A report build reads each input once before its kernels start
 (:func:`pin_inputs`) and hands the kernels the keys of what it read
 (:data:`PINNED`): every page of the build reads those entries, so a run
 folder still being written shows the same steps on every page, and the
-pages say so.
-
-Every value is checked against the schema; the first problem raises
-``DataError`` naming the file, the row (1-based, as a spreadsheet numbers data
-rows; for CSV also the line) and the column. The result's ``attrs`` hold
-``inputs`` (files and folders read) and ``skipped`` (``(path, reason)`` pairs),
-as tuples (``trainperf.provenance``).
+pages say so. The first bad value raises ``DataError`` naming the file, the
+row (1-based; for CSV also the line) and the column. The result's ``attrs``
+hold ``inputs`` (files and folders read) and ``skipped`` (``(path, reason)``
+pairs), as tuples (``trainperf.provenance``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Runs tables: CSV, JSON (a list of records, ``{"runs": [...]}``, or one
 record per line), JSON lines and Parquet files with the canonical columns
-(``trainperf.schema``), read and checked (``trainperf.table_rules``).
-
-A CSV's cells are read as strings and typed by the check, which names the
-file, the row, the line and the column of a bad value; a row with more or
-fewer fields than the header is refused (a stray comma would shift its values
-into the wrong columns).
+(``trainperf.schema``), read and checked (``trainperf.table_rules``). A
+CSV's cells are read as strings, typed by the check; a row with more or fewer
+fields than the header is refused (a stray comma would shift its values).
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
-"""Per-rank steps tables: CSV or Parquet files with at least the columns
-``run_id``, ``rank`` and ``step`` (one row per rank per step, or per rank per
-epoch), read into step intervals (``trainperf.schema.STEP_INTERVALS``).
-
-Columns the file lacks are empty; ``warmup`` and ``includes_evaluation``
-default to false and ``n_steps`` to 1 (a row is one step unless it says
-otherwise). A value that is not a number, or a bool that is not spelled as
-``trainperf.table_rules`` accepts, is a DataError naming its row (and CSV line)
-and column, and so is one outside its column's bounds (``trainperf.schema``:
-a step time that is not positive, or longer than 30 days; a negative phase
-time or token count; infinities). A missing value (an empty cell) is not
-given, not out of bounds. A step of a run and rank in more than one row is
-read once: a row that repeats an earlier one exactly (a line written twice)
-is dropped with a DataWarning; where the rank's steps go back and run again
-(a job restarted from a checkpoint), the latest attempt of each step is kept,
-with a DataWarning; two different rows of one step otherwise are a DataError
-naming both.
+"""Per-rank steps tables: table files with at least the columns ``run_id``,
+``rank`` and ``step`` (one row per rank per step, or per rank per epoch), read
+into step intervals (``trainperf.schema.STEP_INTERVALS``). Columns the file
+lacks are empty (``warmup`` and ``includes_evaluation`` false, ``n_steps``
+1); a value that is not a number, a bool not spelled as
+``trainperf.table_rules`` accepts, or one outside its column's bounds is a
+DataError naming its row (and CSV line) and column; a step recorded in more
+than one row is read once (docs/data.md, "Bounds, types and repeated steps").
 """
 
 from __future__ import annotations
@@ -31,7 +22,7 @@ from trainperf.aggregate import repeated_steps
 from trainperf.errors import DataError, DataWarning
 from trainperf.reading.runs_tables import SUFFIXES, read_raw
 from trainperf.schema import STEP_INTERVAL_COLUMNS, STEP_INTERVALS, bound_problem, out_of_bounds
-from trainperf.table_rules import FALSE, TRUE
+from trainperf.table_rules import FALSE, TRUE, raise_first
 
 REQUIRED = ("run_id", "rank", "step")
 BOOLS = ("warmup", "includes_evaluation")
@@ -117,10 +108,9 @@ def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
             _raise_first(values, numbers.isna() & values.notna(), "not a number", path, name)
             if name in WHOLE:
                 _raise_first(values, numbers.isna(), "missing", path, name)
-            bad = pd.Series(out_of_bounds(COLUMNS[name], numbers.to_numpy(float)), index=values.index)
+            bad = out_of_bounds(COLUMNS[name], numbers.to_numpy(float))
             if bad.any():
-                problem = bound_problem(COLUMNS[name], float(numbers[bad].iloc[0]))
-                _raise_first(values, bad, problem, path, name)
+                _raise_first(values, bad, bound_problem(COLUMNS[name], float(numbers[bad].iloc[0])), path, name)
             out[name] = numbers.astype("int64" if name in WHOLE else "float64")
     order = np.lexsort((out["rank"].to_numpy(), pd.factorize(out["run_id"])[0]))  # runs as they first appear
     return _read_once(out.iloc[order].reset_index(drop=True), order, path)
@@ -164,9 +154,10 @@ def _read_once(intervals: pd.DataFrame, rows: np.ndarray, path: Path | None) -> 
 
 def _raise_first(values: pd.Series, bad: pd.Series, problem: str, path: Path | None, column: str) -> None:
     """DataError naming the first row (and CSV line) where ``bad`` holds."""
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        value = values.iloc[row]
-        shown = f"{value:g}" if isinstance(value, (int, float, np.number)) else repr(value)
-        raise DataError(f"{problem}: {shown}", path=path, row=row + 1, column=column,
-                        line=row + 2 if path is not None and path.suffix.lower() == ".csv" else None)
+    csv = path is not None and path.suffix.lower() == ".csv"
+
+    def shown(i: int) -> str:
+        value = values.iloc[i]
+        return f"{problem}: {value:g}" if isinstance(value, (int, float, np.number)) else f"{problem}: {value!r}"
+
+    raise_first(bad, shown, lambda i: {"path": path, "row": i + 1, "column": column, "line": i + 2 if csv else None})
