@@ -149,7 +149,7 @@ def _digest(body: Any) -> str:
 
 def temp_folder(root: Path, key: str) -> Path:
     """A new private folder in ``root`` to build entry ``key`` in, named after
-    its writer (host and pid) so that :func:`sweep` knows when it is left over."""
+    its writer (host and pid) so that :func:`prune` knows when it is left over."""
     return Path(tempfile.mkdtemp(prefix=f".{key}-{_host()}-{os.getpid()}-", dir=root))
 
 
@@ -176,25 +176,6 @@ def damaged(what: str, folder: Path, exc: Exception, then: str) -> None:
     readable and ``then`` what is done instead, and remove it, to be built again."""
     warn_once(f"{what} {folder} is not readable ({type(exc).__name__}: {exc}): {then}")
     shutil.rmtree(folder, ignore_errors=True)
-
-
-def sweep(root: Path) -> None:
-    """Remove the temporary folders in ``root`` left by writers that are gone:
-    on this host, their process has ended; on another, older than :data:`TEMP_AGE_S`."""
-    try:
-        found = [(p, _TEMP.match(p.name)) for p in root.iterdir() if p.name.startswith(".") and p.is_dir()]
-    except OSError:
-        return
-    for folder, name in found:
-        if name is None:
-            continue
-        try:
-            gone = not _alive(int(name["pid"])) if name["host"] == _host() else \
-                time.time() - folder.stat().st_mtime > TEMP_AGE_S
-        except OSError:
-            continue
-        if gone:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _host() -> str:
@@ -302,19 +283,29 @@ def _heartbeat(fd: int, done: threading.Event) -> None:
 
 
 def prune(root: Path, keep: int) -> None:
-    """Sweep what writers that are gone left in ``root`` (:func:`sweep`) and what
-    an older layout left there (``*.pkl``, ``*.tmp``: never opened), and keep
-    its ``keep`` most recently written entries (folders not starting with ``.``)."""
-    sweep(root)
-    for old in [*root.glob("*.pkl"), *root.glob("*.tmp")]:
-        old.unlink(missing_ok=True)
+    """Keep the ``keep`` most recently written entries in ``root`` (folders not
+    starting with ``.``), and remove what writers that are gone left there (the
+    :func:`temp_folder` of a process that has ended on this host, or older than
+    :data:`TEMP_AGE_S` on another) and what an older layout left (``*.pkl``,
+    ``*.tmp``: never opened)."""
     try:
-        entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        found = list(root.iterdir())
+        entries = sorted((p for p in found if p.is_dir() and not p.name.startswith(".")),
                          key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return
     for old in entries[keep:]:
         shutil.rmtree(old, ignore_errors=True)
+    for old in found:
+        name = _TEMP.match(old.name)
+        try:
+            if name and (not _alive(int(name["pid"])) if name["host"] == _host() else
+                         time.time() - old.stat().st_mtime > TEMP_AGE_S):
+                shutil.rmtree(old, ignore_errors=True)
+            elif old.suffix in (".pkl", ".tmp") and old.is_file():
+                old.unlink(missing_ok=True)
+        except OSError:
+            continue
 
 
 _warned: set[str] = set()

@@ -207,12 +207,6 @@ def _read_runs(item: Input, scheduler: Any, key: str | None = None) -> pd.DataFr
     return KINDS[item.kind].runs(item.path, scheduler, key)
 
 
-def _entry(item: Input, scheduler: Any, key: str | None = None) -> store.Entry:
-    """The store entry of a run folder or steps table, written on its first
-    read (``key``: the input's ``input_key``, when known)."""
-    return KINDS[item.kind].entry(item.path, scheduler, key)
-
-
 def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str, Any]]:
     """Read every input at or below ``paths`` once, into the input cache and
     the store, and return what :data:`PINNED` holds for them: the key each was
@@ -234,11 +228,12 @@ def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str,
             for item in found:
                 try:
                     key, read_at = input_key(item.path, item.kind), time.time()
-                    per_rank = _entry(item, chosen, key).summaries.per_rank if item.kind in STEP_KINDS else None
+                    kind = KINDS[item.kind]
+                    per_rank = kind.entry(item.path, chosen, key).summaries.per_rank if kind.entry else None
                 except (DataError, OSError):
                     continue
                 try:
-                    if KINDS[item.kind].runs:
+                    if kind.runs:
                         cached_read(item.path, item.kind, partial(_read_runs, item, chosen, key), key)
                 except (DataError, OSError):
                     if per_rank is None:  # nothing read to pin
@@ -290,7 +285,7 @@ def _entries(paths: Sequence[str | Path], scheduler: Any) -> list[store.Entry]:
     if not found:
         raise DataError("no run folders (with manifest.json) or steps tables found", path=", ".join(map(str, paths)))
     chosen = schedule(scheduler)
-    return [_entry(item, chosen, _pinned_key(item)) for item in found]
+    return [KINDS[item.kind].entry(item.path, chosen, _pinned_key(item)) for item in found]
 
 
 def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) -> Any:

@@ -77,12 +77,10 @@ def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, An
     columns, its environment gives ``gpus``, ``nodes``, ``platform``, ... (see
     ``trainperf.runfolder.reader.runs_row``); without one, ``gpus`` is the number
     of ranks."""
-    missing = [c for c in ("run_id", "rank", "step") if c not in steps.columns]
-    if missing:
-        raise DataError(f"not a steps table: missing column(s) {', '.join(missing)}")
-    if steps.empty:
+    intervals = as_intervals(steps)
+    if intervals.empty:
         raise DataError("no steps to aggregate")
-    return summarized_runs(summarize(as_intervals(steps)), manifests)
+    return summarized_runs(summarize(intervals), manifests)
 
 
 def summarized_runs(summaries: Summaries, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
