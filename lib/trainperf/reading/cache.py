@@ -5,7 +5,7 @@ measured on this machine, the runs read from each input
 page with its CRC-32 checksum, and an ``entry.json`` recording each file's
 size, footer SHA-256, columns and dtypes, itself checksummed (:func:`seal`);
 nothing that runs code when read (no pickle). Entries are built in a private
-temporary folder and renamed into place (:func:`build`); a writer that shares
+temporary folder and renamed into place (:func:`building`); a writer that shares
 work holds a lock file naming it (:func:`holding`). What is checked, and what
 happens on damage: docs/data.md, "What the caches guarantee".
 """
@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import cache
@@ -153,21 +153,22 @@ def temp_folder(root: Path, key: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".{key}-{_host()}-{os.getpid()}-", dir=root))
 
 
-def build(entry: Path, write: Callable[[Path], None], keep: int) -> None:
-    """Build ``entry`` (a folder in a cache folder) by ``write(folder)`` in a
-    :func:`temp_folder` renamed into place, so that no reader sees half of one
-    (where another writer's was renamed there first, it is kept); then
-    :func:`prune` the cache folder to ``keep`` entries. Raises what ``write``
-    raised; OSError where the cache cannot be written."""
-    building = temp_folder(private_dir(entry.parent), entry.name)
+@contextmanager
+def building(entry: Path, keep: int) -> Iterator[Path]:
+    """A :func:`temp_folder` to build ``entry`` (a folder in a cache folder) in,
+    renamed into place when the block ends, so that no reader sees half of one
+    (where another writer's was renamed there first, it is kept); then the
+    cache folder is pruned to ``keep`` entries (:func:`prune`). Raises what
+    the block raised; OSError where the cache cannot be written."""
+    folder = temp_folder(private_dir(entry.parent), entry.name)
     try:
-        write(building)
-        os.rename(building, entry)
+        yield folder
+        os.rename(folder, entry)
     except OSError:
         if not entry.is_dir():
             raise
     finally:
-        shutil.rmtree(building, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
     prune(entry.parent, keep)
 
 

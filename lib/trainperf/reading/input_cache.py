@@ -1,6 +1,6 @@
 """The runs read from each input, kept by content, for ``load_runs(..., cache=True)``.
 
-:func:`cached_read` keeps the checked frame an input gave, and the warnings
+:func:`cached` keeps the checked frame an input gave, and the warnings
 its reading raised (by class name and message; raised again on a hit), as an
 entry ``inputs/<key>/`` of trainperf's cache folder (``$TRAINPERF_CACHE_DIR``,
 else ``$XDG_CACHE_HOME/trainperf``, else ``~/.cache/trainperf``;
@@ -22,13 +22,15 @@ import hashlib
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 
-from trainperf.reading.cache import build, damaged, library_versions, open_entry, read_checked, seal, write_frame
+from trainperf.reading.cache import building, damaged, library_versions, open_entry, read_checked, seal, write_frame
 from trainperf.reading.cache import cache_dir as trainperf_cache
 from trainperf.errors import DataWarning
 from trainperf.importers.settings import sidecar_path
@@ -55,32 +57,46 @@ def cache_dir(name: str = "inputs") -> Path | None:
     return None if os.environ.get(OFF, "").lower() == "off" else trainperf_cache() / name
 
 
-def cached_read(path: Path, kind: str, read: Callable[[], pd.DataFrame], key: str | None = None) -> pd.DataFrame:
-    """The frame ``read()`` gives for input ``path`` read as ``kind``, from
-    the cache when the input's files and trainperf are unchanged since it was
-    stored (``key``: the input's :func:`input_key`, when the caller has it).
-    The warnings ``read`` raised are raised again on a hit; an error it raises
-    is raised and nothing is stored. An entry that does not check out is read
-    again, with one warning."""
-    folder = cache_dir()
+@dataclass
+class Cached:
+    """What :func:`cached` yields: ``frame``, the runs of the input from the
+    cache, None on a miss (the caller then reads them into it)."""
+
+    frame: pd.DataFrame | None = None
+
+
+@contextmanager
+def cached(path: Path, kind: str, key: str | None = None, on: bool = True) -> Iterator[Cached]:
+    """The runs of input ``path`` read as ``kind``, from the cache when its
+    files and trainperf are unchanged since they were stored (``key``: its
+    :func:`input_key`, when the caller has it; ``on`` False, or the cache
+    off: always a miss, nothing stored). On a hit the warnings their reading
+    raised are raised again; on a miss what the caller puts in ``frame`` is
+    stored with the warnings raised meanwhile, and nothing where the block
+    raises. An entry that does not check out is a miss, with one warning."""
+    folder = cache_dir() if on else None
     if folder is None:
-        return read()
+        yield Cached()
+        return
     entry = folder / (key or input_key(path, kind))
     try:
         content = open_entry(entry)
-        frame = read_checked(entry, FRAME_FILE, content["files"])
+        found = Cached(read_checked(entry, FRAME_FILE, content["files"]))
         raised = [(WARNINGS[name], message) for name, message in content["warnings"] if isinstance(message, str)]
     except Exception as exc:  # anything a damaged entry raises: read again
         if entry.exists():
             damaged("input cache entry", entry, exc, f"{path} is read again")
+        found = Cached()
+    if found.frame is None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            frame = read()
+            yield found
         raised = [(w.category, str(w.message)) for w in caught]
-        _store(entry, frame, raised)
+        _store(entry, found.frame, raised)
+    else:
+        yield found
     for category, message in raised:
-        warnings.warn(message, category, stacklevel=2)
-    return frame
+        warnings.warn(message, category, stacklevel=3)
 
 
 def input_key(path: Path, kind: str) -> str:
@@ -129,12 +145,10 @@ def _known(category: type[Warning]) -> str:
 
 
 def _store(entry: Path, frame: pd.DataFrame, raised: list[tuple[type[Warning], str]]) -> None:
-    """Write the entry (:func:`trainperf.reading.cache.build`: two notebooks may store the same one at once)."""
-    def write(folder: Path) -> None:
-        write_frame(folder / FRAME_FILE, frame)
-        seal(folder, {"warnings": [[_known(category), message] for category, message in raised]})
-
+    """Write the entry (:func:`trainperf.reading.cache.building`: two notebooks may store the same one at once)."""
     try:
-        build(entry, write, KEEP)
+        with building(entry, KEEP) as folder:
+            write_frame(folder / FRAME_FILE, frame)
+            seal(folder, {"warnings": [[_known(category), message] for category, message in raised]})
     except (OSError, ValueError, TypeError, pa.ArrowException):
         pass  # a cache that cannot be written, or a frame Parquet cannot hold, only costs time

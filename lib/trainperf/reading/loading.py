@@ -44,7 +44,7 @@ from trainperf.partials import measured
 from trainperf.provenance import provenance
 from trainperf.reading import run_folders, store
 from trainperf.reading import scheduler as schedule
-from trainperf.reading.input_cache import cache_dir, cached_read, input_key
+from trainperf.reading.input_cache import cache_dir, cached, input_key
 from trainperf.reading.runs_tables import SUFFIXES as TABLE_SUFFIXES
 from trainperf.reading.runs_tables import is_claims_file, is_runs_table, read_runs_table
 from trainperf.reading.steps_tables import is_steps_table, parts
@@ -178,9 +178,10 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
             skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
             continue
         key = (_pinned_key(item) or input_key(item.path, item.kind)) if cache else None  # one hash for both caches
-        reader = partial(_read_runs, item, chosen, key)
         try:
-            frames.append(cached_read(item.path, item.kind, reader, key) if cache else reader())
+            with cached(item.path, item.kind, key, on=cache) as entry:
+                if entry.frame is None:
+                    entry.frame = _read_runs(item, chosen, key)
         except NoMeasuredSteps as exc:
             if item.named:  # named explicitly: the caller asked for this run
                 raise
@@ -193,6 +194,7 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
                 raise
             skipped.append((str(item.path), f"not a log trainperf can read ({exc})"))
             continue
+        frames.append(entry.frame)
         read.append(str(item.path))
     if not frames:
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
@@ -234,7 +236,9 @@ def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str,
                     continue
                 try:
                     if kind.runs:
-                        cached_read(item.path, item.kind, partial(_read_runs, item, chosen, key), key)
+                        with cached(item.path, item.kind, key) as entry:
+                            if entry.frame is None:
+                                entry.frame = _read_runs(item, chosen, key)
                 except (DataError, OSError):
                     if per_rank is None:  # nothing read to pin
                         continue  # a run with no measured step yet is pinned: its readers find none in its steps
@@ -337,7 +341,9 @@ def holds_inputs(path: str | Path) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for table in (where for where, kind in found if kind == "table"):
-            cached_read(table, "table", partial(read_runs_table, table))
+            with cached(table, "table") as entry:
+                if entry.frame is None:
+                    entry.frame = read_runs_table(table)
     return any(kind != "steps" for _, kind in found)
 
 

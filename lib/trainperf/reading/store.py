@@ -24,7 +24,6 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ import pyarrow.parquet as pq
 
 from trainperf.aggregate import FRAMES, Summaries, combine, combine_step_times, finish, settled_times, summarize
 from trainperf.partials import empty_intervals, partials, settle, step_times
-from trainperf.reading.cache import (Damaged, build, damaged, holding, open_entry, private_dir, read_checked, read_frame,
+from trainperf.reading.cache import (Damaged, building, damaged, holding, open_entry, private_dir, read_checked, read_frame,
                                      seal, warn_once, write_frame)
 from trainperf.reading.input_cache import cache_dir, input_key
 
@@ -105,7 +104,8 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
             with holding(private_dir(root) / f".{folder.name}.lock"):  # one building the same entry finishes first
                 found = _open(folder, parts)
                 if found is None:
-                    build(folder, partial(_write, parts=parts(), scheduler=scheduler, rules=rules), KEEP)
+                    with building(folder, KEEP) as built:
+                        _write(built, parts(), scheduler, rules)
                     found = _open(folder, parts)
     except OSError as exc:
         warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
