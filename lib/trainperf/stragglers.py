@@ -17,7 +17,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries, summarize
 from trainperf.ranks import WAIT_GAP_SHARE, wait_gaps, waits_enough_less
-from trainperf.reading.steps_tables import as_intervals
+from trainperf.reading.tables import as_intervals
 
 
 def rank_waits(summaries: Summaries) -> pd.DataFrame:

@@ -5,9 +5,8 @@ Each input is classified once (:func:`inputs`), as the first kind of
 :data:`KINDS` whose sniff recognises it, and read by that kind's reader
 alone: ``run`` (a run folder: ``trainperf.reading.run_folders``), ``log``
 (a training log, a TensorBoard log dir, or a CSV with a column-mapping
-sidecar: ``trainperf.importers``), ``steps`` (a per-rank steps table:
-``trainperf.reading.steps_tables``), ``table`` (a runs table:
-``trainperf.reading.runs_tables``). In a folder, every table, run folder, log
+sidecar: ``trainperf.importers``), ``steps`` (a per-rank steps table) and
+``table`` (a runs table; both ``trainperf.reading.tables``). In a folder, every table, run folder, log
 (``.log``, ``.txt``, ``.out``) and TensorBoard log dir below it is read;
 other files, and text files that are no log trainperf can read, are listed
 as skipped. ``load_runs`` leaves steps tables to ``load_steps`` and
@@ -45,9 +44,8 @@ from trainperf.provenance import provenance
 from trainperf.reading import run_folders, store
 from trainperf.reading import scheduler as schedule
 from trainperf.reading.input_cache import cache_dir, cached, input_key
-from trainperf.reading.runs_tables import SUFFIXES as TABLE_SUFFIXES
-from trainperf.reading.runs_tables import is_claims_file, is_runs_table, read_runs_table
-from trainperf.reading.steps_tables import is_steps_table, parts
+from trainperf.reading.tables import SUFFIXES as TABLE_SUFFIXES
+from trainperf.reading.tables import is_claims_file, is_runs_table, is_steps_table, parts, read_runs_table
 from trainperf.table_rules import check_runs
 
 LOG_SUFFIXES = {".log", ".txt", ".out"}

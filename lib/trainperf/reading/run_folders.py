@@ -18,7 +18,7 @@ from trainperf.aggregate import Summaries, incomplete, measure, stopped_early, s
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
 from trainperf.goodput import goodput
 from trainperf.reading import store
-from trainperf.reading.steps_tables import as_intervals
+from trainperf.reading.tables import as_intervals
 from trainperf.runfolder.manifest import MANIFEST_FILE, check_manifest
 from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines
 from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folder, read_ranks, runs_row
