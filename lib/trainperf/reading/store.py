@@ -66,11 +66,9 @@ class Entry:
         (a partition per part file: whole ranks)."""
         wanted = None if columns is None else list(columns)
         if self.folder is None or not self.parts:
-            frame = self.held if self.held is not None else empty_intervals()
-            frame = frame if runs is None else frame[frame["run_id"].isin(list(runs))]
-            frame = frame if wanted is None else frame[wanted]
+            frame = _select(self.held if self.held is not None else empty_intervals(), wanted, runs)
             if not lazy:
-                return frame.reset_index(drop=True)
+                return frame
             import dask.dataframe as dd
 
             return dd.from_pandas(frame, npartitions=1)
@@ -152,9 +150,13 @@ def _read_part(path: str, columns: list[str] | None, runs: list[str] | None = No
         if source is None or warmup is None:
             raise
         damaged("step-intervals store entry", Path(path).parent.parent, exc, "it is built again")
-    frame = settle(source()[int(Path(path).stem.removeprefix("part-"))]()[0], warmup)
-    frame = frame if runs is None else frame[frame["run_id"].isin(runs)].reset_index(drop=True)
-    return frame if columns is None else frame[columns]
+    return _select(settle(source()[int(Path(path).stem.removeprefix("part-"))]()[0], warmup), columns, runs)
+
+
+def _select(frame: pd.DataFrame, columns: Sequence[str] | None, runs: Sequence[str] | None) -> pd.DataFrame:
+    """``frame``'s ``columns`` (default all) of the ``runs`` named (default all), indexed from 0."""
+    frame = frame if runs is None else frame[frame["run_id"].isin(list(runs))]
+    return (frame if columns is None else frame[list(columns)]).reset_index(drop=True)
 
 
 def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
