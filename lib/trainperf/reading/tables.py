@@ -37,10 +37,15 @@ SUFFIXES = (".csv", ".json", ".jsonl", ".parquet")
 """The endings of table files (runs tables, steps tables, claims files)."""
 
 
+def csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file: its first line that is not blank (none in an empty file)."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        return next((row for row in csv.reader(handle) if row), [])
+
+
 def is_claims_file(path: Path) -> bool:
     """Whether ``path`` is a CSV file whose header is a claims file's (:data:`trainperf.schema.CLAIMS_COLUMNS`)."""
-    return path.suffix.lower() == ".csv" and path.stat().st_size > 0 and \
-        tuple(pd.read_csv(path, nrows=0).columns) == CLAIMS_COLUMNS
+    return path.suffix.lower() == ".csv" and tuple(csv_header(path)) == CLAIMS_COLUMNS
 
 
 def is_runs_table(path: Path) -> bool:
@@ -163,7 +168,7 @@ def is_steps_table(path: Path) -> bool:
         except (OSError, ValueError):
             return False
     elif suffix == ".csv":
-        names = list(pd.read_csv(path, nrows=0).columns) if path.stat().st_size else []
+        names = csv_header(path)
     else:
         names = list(read_raw(path).columns)
     return {"rank", "step"} <= set(names)
