@@ -22,8 +22,9 @@ import pandas as pd
 import pytest
 
 import trainperf
-from trainperf import DataWarning, cache
-from trainperf.input_cache import input_key
+from trainperf import DataWarning
+from trainperf.reading import cache
+from trainperf.reading.input_cache import input_key
 from test_store import assert_same, write_run
 
 SEED = 29
@@ -203,7 +204,7 @@ def test_cache_folders_are_private(clean, tmp_path):
 HOLD = """
 import os, signal, sys
 from pathlib import Path
-from trainperf.cache import holding
+from trainperf.reading.cache import holding
 with holding(Path(sys.argv[1])):
     print("held", flush=True)
     os.kill(os.getpid(), getattr(signal, sys.argv[2]))

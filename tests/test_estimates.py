@@ -92,7 +92,7 @@ def test_a_run_with_too_few_steps_counts_as_a_run_without_steps():
     """A per-rank totals table (one row per rank, as seed 004's) gives no job steps: the
     configuration falls back to its runs-table figure and says it has no interval."""
     from trainperf.aggregate import job_steps, summarize
-    from trainperf.steps_table import as_intervals
+    from trainperf.reading.tables import as_intervals
 
     runs = repeats_table({"mb4": [1000], "mb8": [1300]})
     steps = summarize(as_intervals(pd.DataFrame({"run_id": ["mb4-r1", "mb4-r1", "mb4-r1", "mb8-r1"], "rank": 0,

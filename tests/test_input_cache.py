@@ -6,10 +6,10 @@ import warnings
 import pandas as pd
 import pytest
 
-import trainperf.loading as loading
+import trainperf.reading.loading as loading
 from trainperf import load_runs
 from trainperf.errors import DataWarning
-from trainperf.input_cache import input_key
+from trainperf.reading.input_cache import input_key
 
 RUNS = "run_id,gpus,tokens,elapsed_s\na,1,1000,10\nb,2,2000,11\n"
 

@@ -710,7 +710,7 @@ def test_rank_section_names_the_slowed_rank_of_each_ddp_run():
     0.10 s. The rank section names rank 1 of 'slow' and no straggler in 'even'."""
     from trainperf.aggregate import summarize
     from trainperf.report import scaling
-    from trainperf.steps_table import as_intervals
+    from trainperf.reading.tables import as_intervals
 
     runs = pd.DataFrame({"run_id": ["even", "slow"], "experiment": ["ddp", "ddp"]})
     rows = []

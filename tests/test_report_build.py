@@ -249,7 +249,7 @@ def test_kernels_started_together_share_no_address():
 def test_a_runs_table_checked_before_the_build_is_not_read_again_by_its_kernels(tmp_path, monkeypatch):
     """``--data runs.csv`` is read once: the check before any kernel starts leaves it in the input cache, where
     the reports' ``load_runs`` finds it."""
-    from trainperf import loading
+    from trainperf.reading import loading
 
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
     table = tmp_path / "runs.csv"

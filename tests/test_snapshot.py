@@ -1,6 +1,6 @@
 """One snapshot per report build: a run folder whose steps files grow while
 the reports are built is read once before the kernels start
-(``trainperf.loading.pin_inputs``), and every page reads that snapshot and
+(``trainperf.reading.loading.pin_inputs``), and every page reads that snapshot and
 says so in its inputs."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from trainperf.cli import main
 from trainperf.errors import DataError
-from trainperf.loading import PINNED, load_runs, load_summaries, pin_inputs
+from trainperf.reading.loading import PINNED, load_runs, load_summaries, pin_inputs
 from trainperf.report.build import pipeline
 from trainperf.report.build.kernels import KERNEL
 

@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 
 import trainperf
-from trainperf import loading
+from trainperf.reading import loading
 from trainperf.aggregate import summarize
 from trainperf.importers import import_path
-from trainperf.loading import summarized_runs
+from trainperf.reading.run_folders import summarized_runs
 from trainperf.runfolder import rankfile
 from trainperf.steady_state import MIN_STEPS, mser_statistic, mser_truncation, warmup_length
-from trainperf.steps_table import as_intervals
+from trainperf.reading.tables import as_intervals
 
 STEADY_S, NOISE = 1.0, 0.03
 """Synthetic runs: steady steps of 1 s with 3 % noise (seeded)."""

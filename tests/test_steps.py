@@ -13,7 +13,7 @@ from trainperf import DataError, DataWarning, aggregate_steps, load_runs, load_s
 from trainperf.aggregate import rank_totals, summarize
 from trainperf.runfolder import rankfile
 from trainperf.schema import STEP_INTERVAL_COLUMNS
-from trainperf.steps_table import as_intervals
+from trainperf.reading.tables import as_intervals
 
 
 def step_values(step, start, step_s, forward, tokens=100, warmup=False, loss=None):

@@ -16,9 +16,10 @@ import pandas as pd
 import pytest
 
 import trainperf
-from trainperf import DataWarning, store
+from trainperf import DataWarning
+from trainperf.reading import store
 from trainperf.aggregate import Summaries, summarize
-from trainperf.cache import open_entry, seal
+from trainperf.reading.cache import open_entry, seal
 from trainperf.runfolder import rankfile, reader
 
 SUMMARY_FRAMES = ("per_rank", "per_step", "values", "step_times", "warmup")
@@ -198,7 +199,7 @@ def test_store_off_reads_in_memory_and_keeps_nothing(tmp_path, cache, monkeypatc
 
 def test_a_steps_table_is_stored_a_run_a_part_and_whole_ranks(tmp_path, cache, monkeypatch):
     """Two runs in one table, rows of their ranks interleaved: each part holds one run's whole ranks."""
-    from trainperf import loading
+    from trainperf.reading import loading
 
     monkeypatch.setattr(loading, "STEPS_PART_ROWS", 4)
     rows = [{"run_id": run, "rank": rank, "step": step, "step_s": 1.0 + rank}

@@ -54,7 +54,7 @@ def test_nothing_to_name():
 
 def test_every_run_named_from_one_pass_over_the_steps():
     from trainperf.aggregate import summarize
-    from trainperf.steps_table import as_intervals
+    from trainperf.reading.tables import as_intervals
     from trainperf.stragglers import name_straggler, rank_waits
 
     both = pd.concat([steps_table({0: [9, 0.30, 0.30], 1: [9, 0.01, 0.01]}, run_id="a"),

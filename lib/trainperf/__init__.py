@@ -16,13 +16,14 @@ from trainperf.errors import DataError, DataWarning, install_warning_format
 
 if TYPE_CHECKING:
     from trainperf.derived import derive
-    from trainperf.loading import aggregate_steps, load_runs, load_steps, load_summaries
+    from trainperf.reading.loading import load_runs, load_steps, load_summaries
+    from trainperf.reading.run_folders import aggregate_steps
     from trainperf.profiler import StepProfiler, export_chrome_trace
     from trainperf.stragglers import find_straggler
 
-_HOMES = {"derive": "trainperf.derived", "load_runs": "trainperf.loading", "StepProfiler": "trainperf.profiler",
-          "export_chrome_trace": "trainperf.profiler", "aggregate_steps": "trainperf.loading",
-          "load_steps": "trainperf.loading", "load_summaries": "trainperf.loading",
+_HOMES = {"derive": "trainperf.derived", "load_runs": "trainperf.reading.loading", "StepProfiler": "trainperf.profiler",
+          "export_chrome_trace": "trainperf.profiler", "aggregate_steps": "trainperf.reading.run_folders",
+          "load_steps": "trainperf.reading.loading", "load_summaries": "trainperf.reading.loading",
           "find_straggler": "trainperf.stragglers"}
 
 __version__ = "0.1.0"

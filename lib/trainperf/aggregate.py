@@ -5,7 +5,7 @@ Every per-step input is read into step intervals (profiler run folders, per-rank
 is the only place they become figures. Each partition's partials and step times (``trainperf.partials``) are
 added up (:func:`combine`, :func:`combine_step_times`) into :class:`Summaries` once the warm-up was found from the
 step times (:func:`settled_times`): :func:`summarize` runs them on a pandas frame or a Dask DataFrame of any size,
-the store as it writes each part of an input (``trainperf.store``): the same functions, so the same figures.
+the store as it writes each part of an input (``trainperf.reading.store``): the same functions, so the same figures.
 From the summaries, :func:`measure` computes one run's measurements (``elapsed_s`` of the slowest rank, phases,
 tokens, ...) and :func:`job_steps` the per-step frames that ``trainperf.stats`` resamples.
 """

@@ -1,36 +1,24 @@
 """What a derived figure must satisfy to be shown: a figure that cannot be
-true is emptied, and the row's ``notes`` say why (never a headline).
+true is emptied, and the row's ``notes`` say why (never a headline; README,
+"Figures that cannot be true").
 
 Checked once where the derived columns are made (:func:`check_runs`, called
 by ``trainperf.derived.derive`` after the scaling of ``trainperf.scaling``),
 where a scaling page recomputes a serial fraction (:func:`serial_fraction_possible`)
 and where a CPU peak is measured or read from its cache (:func:`peaks_consistent`):
-
-* ``mfu`` and ``hfu`` in (0, 1]: a device cannot run above its peak, nor a
-  training at zero. An ``mfu`` above :data:`PLAUSIBLE_MFU` of a datasheet peak
-  is possible but rare in training: kept and noted.
-* ``scaling_efficiency`` at most ``1 +`` :data:`EFFICIENCY_TOLERANCE`, unless the
-  study is strong scaling (the global batch constant, so each device's share
-  of it shrinks as devices are added and may come to fit a faster memory: the
-  one known source of super-linear speedup), where it is kept and noted. Above
-  that, the runs did not do comparable work (or the baseline was slowed), so
-  the multiplier, efficiency and serial fraction are emptied.
-* ``serial_fraction`` (Karp–Flatt) in [0, 1]: below 0 the speedup is
-  super-linear, above 1 more devices were slower than fewer; the formula's
-  meaning (a serial share of the work) holds in neither.
-* phases within the step: a rank's timed phases that never overlap (data,
-  host-to-device copy, forward, loss, backward, optimizer) add up to at most
-  its elapsed time (``mean_rank_elapsed_s``, else ``elapsed_s``) ``× (1 +``
-  :data:`PHASE_TOLERANCE` ``)``, and so do its exposed communication and its
-  wait for another rank's work outside the steps (apart: under FSDP the
-  profiler's exposed communication lies inside forward and backward); else
-  every phase column is emptied.
-* a peak measured at n threads is not below the one measured at 1 thread.
+``mfu`` and ``hfu`` in (0, 1] (above :data:`PLAUSIBLE_MFU` of a datasheet
+peak: kept and noted); ``scaling_efficiency`` at most ``1 +``
+:data:`EFFICIENCY_TOLERANCE` outside strong scaling (under it, where each
+device's share of the global batch shrinks and may fit a faster memory:
+kept and noted); ``serial_fraction`` (Karp–Flatt) in [0, 1]; the phases of
+a rank that never overlap (:data:`SEQUENTIAL_PHASES`, each group apart: under
+FSDP the exposed communication lies inside forward and backward) within its
+elapsed time ``× (1 +`` :data:`PHASE_TOLERANCE` ``)``, else every phase
+column is emptied; a peak measured at n threads not below the 1-thread one.
 
 Every note of an emptied figure reads ``<columns>: impossible, emptied: <why>``
-(:data:`EMPTIED`), the same words for every run it applies to (the values stay
-in the run's other columns); :func:`violations` lists them for the reports'
-data-quality section and the command line.
+(:data:`EMPTIED`), the same words for every run it applies to; :func:`violations`
+lists them for the reports' data-quality section and the command line.
 """
 
 from __future__ import annotations

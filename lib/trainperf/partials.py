@@ -3,7 +3,7 @@
 pandas frame alike:
 
 * :func:`rank_summary` turns the rows of whole ranks into one row per run and rank (:data:`RANK_COLUMNS`). Every
-  rank's rows must lie in one partition (the store writes them so: ``trainperf.store``), in the order recorded.
+  rank's rows must lie in one partition (the store writes them so: ``trainperf.reading.store``), in the order recorded.
 * :func:`step_partials` turns a partition into partial sums per run and step, which :data:`STEP_COMBINE` adds up
   across partitions into the per-step job times (``trainperf.aggregate.combine``).
 * :func:`value_partials` counts the values whose run-wide median is a batch fact (micro-steps, samples per

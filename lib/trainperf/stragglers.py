@@ -7,7 +7,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries, summarize
 from trainperf.ranks import WAIT_GAP_SHARE, name_straggler, rank_waits
-from trainperf.steps_table import as_intervals
+from trainperf.reading.tables import as_intervals
 
 __all__ = ["find_straggler", "name_straggler", "rank_waits"]
 

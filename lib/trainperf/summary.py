@@ -13,7 +13,7 @@ import pandas as pd
 from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.invariants import violations
-from trainperf.loading import load_runs
+from trainperf.reading.loading import load_runs
 from trainperf.table_rules import spreadsheet_safe
 
 KEY_COLUMNS: tuple[str, ...] = (

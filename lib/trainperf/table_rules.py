@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -87,13 +88,13 @@ def _check_columns(columns: list[str], path: object) -> None:
         raise DataError(f"missing required column(s): {', '.join(missing)}", path=path)
 
 
-def _convert(values: pd.Series, column: Column, where) -> pd.Series:
+def _convert(values: pd.Series, column: Column, where: Callable[[int], dict]) -> pd.Series:
     """Typed copy of one canonical column; DataError at the first bad cell."""
     blank = values.isna() | values.astype("string").str.strip().eq("")
     if column.kind == "str":
         result = values.astype("string").str.strip().mask(blank)
-        if column.name == "run_id" and blank.any():
-            raise DataError("run_id is empty", **where(int(np.flatnonzero(blank)[0])))
+        if column.name == "run_id":
+            raise_first(blank, lambda i: "run_id is empty", where)
         if column.name == "precision":
             for i in np.flatnonzero(~blank.to_numpy()):
                 try:
@@ -102,33 +103,27 @@ def _convert(values: pd.Series, column: Column, where) -> pd.Series:
                     raise DataError(str(exc), **where(int(i))) from exc
         if column.name in CHOICES:
             result = result.str.lower()
-            bad = ~blank & ~result.isin(CHOICES[column.name])
-            if bad.any():
-                i = int(np.flatnonzero(bad.to_numpy())[0])
-                raise DataError(f"{result.iat[i]!r} is not one of {', '.join(CHOICES[column.name])}", **where(i))
+            raise_first(~blank & ~result.isin(CHOICES[column.name]),
+                        lambda i: f"{result.iat[i]!r} is not one of {', '.join(CHOICES[column.name])}", where)
         return result
     if column.kind == "bool":
         text = values.astype("string").str.strip().str.lower()
-        bad = ~blank & ~text.isin(TRUE | FALSE)
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise DataError(f"'{values.iat[i]}' is not true or false", **where(i))
+        raise_first(~blank & ~text.isin(TRUE | FALSE), lambda i: f"'{values.iat[i]}' is not true or false", where)
         return text.isin(TRUE).astype("boolean").mask(blank)
     numbers = pd.to_numeric(values.mask(blank), errors="coerce").astype(float)
-    bad = ~blank & (numbers.isna() | values.map(lambda v: isinstance(v, (bool, np.bool_))))
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise DataError(f"'{values.iat[i]}' is not a number", **where(i))
-    _check_range(numbers, column, where)
+    raise_first(~blank & (numbers.isna() | values.map(lambda v: isinstance(v, (bool, np.bool_)))),
+                lambda i: f"'{values.iat[i]}' is not a number", where)
+    raise_first(out_of_bounds(column, numbers.to_numpy(float)),
+                lambda i: f"{numbers.iat[i]:g} {bound_problem(column, float(numbers.iat[i]))}", where)
     return numbers
 
 
-def _check_range(numbers: pd.Series, column: Column, where) -> None:
-    """DataError at the first value outside the column's bounds (``trainperf.schema.out_of_bounds``)."""
-    problems = out_of_bounds(column, numbers.to_numpy(float))
-    if problems.any():
-        i = int(np.argmax(problems))
-        raise DataError(f"{numbers.iat[i]:g} {bound_problem(column, float(numbers.iat[i]))}", **where(i))
+def raise_first(bad: pd.Series | np.ndarray, problem: Callable[[int], str], where: Callable[[int], dict]) -> None:
+    """DataError ``problem(i)`` at ``where(i)`` (``path``, ``row``, ``line``,
+    ``column``) for the first row ``i`` where ``bad`` holds; nothing where it holds nowhere."""
+    rows = np.flatnonzero(np.asarray(bad, dtype=bool))
+    if len(rows):
+        raise DataError(problem(int(rows[0])), **where(int(rows[0])))
 
 
 def _convert_extra(values: pd.Series) -> pd.Series:

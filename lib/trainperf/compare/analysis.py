@@ -16,8 +16,9 @@ from trainperf.compare.metrics import METRICS, NOT_MEASURED, judge, metric_row, 
 from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.estimates import CONFIG_KEY, RATES, Estimate, Side, estimate_runs, estimate_steps, sides_difference
-from trainperf.loading import holds_steps, load_runs, load_summaries, rank_step_times, summarized_runs
 from trainperf.ranks import often_slowest
+from trainperf.reading.loading import holds_steps, load_runs, load_summaries, rank_step_times
+from trainperf.reading.run_folders import summarized_runs
 from trainperf.stats import DRAWS, INCONCLUSIVE, MIN_EFFECT, RUN_CV, Difference, t_quantile, welch_dof
 
 STEPS_BASIS = ("Throughput here is the work of a step over the job's step time: the steps' own time, without the "
@@ -44,7 +45,7 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cac
     """Read one side. Steps are used where the inputs hold them (run folders,
     steps tables), after each run's warm-up and ``warmup`` more steps.
     DataError when the runs are not repeats of one configuration. With
-    ``cache``, runs come from :mod:`trainperf.input_cache` (``load_runs``)."""
+    ``cache``, runs come from :mod:`trainperf.reading.input_cache` (``load_runs``)."""
     if not paths:
         raise DataError("no input given for a side of the comparison")
     paths = tuple(Path(p) for p in paths)

@@ -1,5 +1,5 @@
 """The shared core of the importers: what a format parser returns, and how its runs become canonical runs rows
-(sidecar values merged, run ids given, typed and checked by ``trainperf.loading.check_runs``), with the list of
+(sidecar values merged, run ids given, typed and checked by ``trainperf.table_rules.check_runs``), with the list of
 fields still missing and the derived metrics each one blocks."""
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainperf.cache import cache_dir, private_dir
+from trainperf.reading.cache import cache_dir, private_dir
 from trainperf.invariants import peaks_consistent
 from trainperf.runfolder.manifest import write_json
 

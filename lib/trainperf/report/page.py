@@ -22,7 +22,7 @@ from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
-from trainperf.loading import holds_steps, load_runs, load_summaries
+from trainperf.reading.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.configs import doubt_notes
@@ -54,12 +54,12 @@ class InputError(DataError):
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
               platforms: Sequence[str] | str | None = None, baseline: str | None = None,
               precision: str | None = None, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
-    """Load ``data`` (paths, through :mod:`trainperf.input_cache`), keep the selected
+    """Load ``data`` (paths, through :mod:`trainperf.reading.input_cache`), keep the selected
     ``experiments`` and ``platforms`` (``None`` or empty: all), override ``precision``,
     ``price_per_gpu_hour`` (USD) and ``baseline`` (a run_id) and derive every metric.
     ``attrs``: ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs),
     ``warnings``, ``overrides``, ``snapshots`` (inputs still being written: which snapshot
-    the build reads, ``trainperf.loading.snapshots``). :class:`InputError` names a bad parameter."""
+    the build reads, ``trainperf.reading.loading.snapshots``). :class:`InputError` names a bad parameter."""
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")

@@ -7,7 +7,7 @@ measurements make.
 folder that holds it, ``source`` to the folder's path. A part is a group of
 ranks small enough to read at once (:data:`PART_BYTES` of steps files), so
 that a run of thousands of ranks is read part by part
-(``trainperf.store`` writes each part; the engine reads them in parallel).
+(``trainperf.reading.store`` writes each part; the engine reads them in parallel).
 """
 
 from __future__ import annotations

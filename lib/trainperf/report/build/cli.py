@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from trainperf.engine import ENVIRONMENT
+from trainperf.reading import SCHEDULER
 from trainperf.report.build.parameters import ParameterError
 from trainperf.report.build.result import ReportResult
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from trainperf.report.build.kernels import forked_kernels, kernel_command
 
     if args.scheduler:  # the kernels inherit it
-        os.environ[ENVIRONMENT] = args.scheduler
+        os.environ[SCHEDULER] = args.scheduler
     # the kernel server imports the notebooks' modules while this process imports the build's and plans it
     with forked_kernels(kernel_command() or [], Path.cwd()):
         from trainperf.report.html import count

@@ -27,7 +27,7 @@ import nbformat
 
 import trainperf
 from trainperf.errors import DataError
-from trainperf.loading import PINNED, holds_inputs, holds_steps, pin_inputs
+from trainperf.reading.loading import PINNED, holds_inputs, holds_steps, pin_inputs
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.build.export import PageInfo, notebook_to_html, warm_up
 from trainperf.report.html import FACTS_KEY, callout
@@ -116,7 +116,7 @@ def check_data(paths: Sequence[str | Path]) -> list[Path]:
     """``paths`` made absolute; ``ParameterError`` (one line), before any
     kernel starts, for a path that does not exist, a folder holding no runs
     table, run folder or log, or a runs table or run folder that cannot be
-    read (:func:`trainperf.loading.holds_inputs`)."""
+    read (:func:`trainperf.reading.loading.holds_inputs`)."""
     resolved = [Path(p).resolve() for p in paths]
     for given, path in zip(paths, resolved):
         if not path.exists():
@@ -148,7 +148,7 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`).
     The worker processes die with this one, even when it is killed outright.
     Every input is read once before the kernels start and each page reads
-    that snapshot (:func:`trainperf.loading.pin_inputs`), so the pages of a
+    that snapshot (:func:`trainperf.reading.loading.pin_inputs`), so the pages of a
     build agree on a run folder still being written."""
     if not jobs:
         raise ParameterError("no reports to build")
@@ -178,7 +178,7 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
 @contextmanager
 def pinned(paths: Sequence[str]) -> Iterator[None]:
     """While inside, the inputs at or below ``paths``, read once now, are read as
-    they are now by this process and the kernels it starts (:data:`trainperf.loading.PINNED`)."""
+    they are now by this process and the kernels it starts (:data:`trainperf.reading.loading.PINNED`)."""
     saved = os.environ.get(PINNED)
     os.environ[PINNED] = json.dumps(pin_inputs(*paths))
     try:

@@ -1,19 +1,13 @@
-"""trainperf's cache folder and what its entries are made of: what it measured
-about this machine (the CPU peak), the runs read from each input
-(``trainperf.input_cache``) and the step-intervals store (``trainperf.store``).
-
-An entry of either cache is a folder of Parquet files and an ``entry.json``
-(:func:`seal`) that records, besides what the cache keeps in it, each file's
-size, the SHA-256 of its Parquet footer (schema, row groups, statistics) and
-its columns and dtypes, with a SHA-256 of the record itself. Every page of
-the files is written with Parquet's CRC-32 page checksum and verified when it
-is read (:func:`read_frame`), so a changed byte anywhere is an error, never a
-different number, without hashing a gigabyte of parts on every read. Nothing
-in a cache is a format that runs code when read (no pickle).
-
-Folders are made private (0700). Entries are built in a temporary folder
-named after their writer (:func:`temp_folder`) and renamed into place; a
-writer that shares work holds a lock file naming it (:func:`holding`).
+"""trainperf's cache folder and what its entries are made of: the CPU peak
+measured on this machine, the runs read from each input
+(``trainperf.reading.input_cache``) and the step-intervals store
+(``trainperf.reading.store``). An entry is a folder of Parquet files, every
+page with its CRC-32 checksum, and an ``entry.json`` recording each file's
+size, footer SHA-256, columns and dtypes, itself checksummed (:func:`seal`);
+nothing that runs code when read (no pickle). Entries are built in a private
+temporary folder and renamed into place (:func:`building`); a writer that shares
+work holds a lock file naming it (:func:`holding`). What is checked, and what
+happens on damage: docs/data.md, "What the caches guarantee".
 """
 
 from __future__ import annotations
@@ -155,27 +149,34 @@ def _digest(body: Any) -> str:
 
 def temp_folder(root: Path, key: str) -> Path:
     """A new private folder in ``root`` to build entry ``key`` in, named after
-    its writer (host and pid) so that :func:`sweep` knows when it is left over."""
+    its writer (host and pid) so that :func:`prune` knows when it is left over."""
     return Path(tempfile.mkdtemp(prefix=f".{key}-{_host()}-{os.getpid()}-", dir=root))
 
 
-def sweep(root: Path) -> None:
-    """Remove the temporary folders in ``root`` left by writers that are gone:
-    on this host, their process has ended; on another, older than :data:`TEMP_AGE_S`."""
+@contextmanager
+def building(entry: Path, keep: int) -> Iterator[Path]:
+    """A :func:`temp_folder` to build ``entry`` (a folder in a cache folder) in,
+    renamed into place when the block ends, so that no reader sees half of one
+    (where another writer's was renamed there first, it is kept); then the
+    cache folder is pruned to ``keep`` entries (:func:`prune`). Raises what
+    the block raised; OSError where the cache cannot be written."""
+    folder = temp_folder(private_dir(entry.parent), entry.name)
     try:
-        found = [(p, _TEMP.match(p.name)) for p in root.iterdir() if p.name.startswith(".") and p.is_dir()]
+        yield folder
+        os.rename(folder, entry)
     except OSError:
-        return
-    for folder, name in found:
-        if name is None:
-            continue
-        try:
-            gone = not _alive(int(name["pid"])) if name["host"] == _host() else \
-                time.time() - folder.stat().st_mtime > TEMP_AGE_S
-        except OSError:
-            continue
-        if gone:
-            shutil.rmtree(folder, ignore_errors=True)
+        if not entry.is_dir():
+            raise
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    prune(entry.parent, keep)
+
+
+def damaged(what: str, folder: Path, exc: Exception, then: str) -> None:
+    """Say once that the entry in ``folder`` (``what``: of which cache) is not
+    readable and ``then`` what is done instead, and remove it, to be built again."""
+    warn_once(f"{what} {folder} is not readable ({type(exc).__name__}: {exc}): {then}")
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _host() -> str:
@@ -283,16 +284,29 @@ def _heartbeat(fd: int, done: threading.Event) -> None:
 
 
 def prune(root: Path, keep: int) -> None:
-    """Sweep what writers that are gone left in ``root`` (:func:`sweep`), and keep
-    its ``keep`` most recently written entries (folders not starting with ``.``)."""
-    sweep(root)
+    """Keep the ``keep`` most recently written entries in ``root`` (folders not
+    starting with ``.``), and remove what writers that are gone left there (the
+    :func:`temp_folder` of a process that has ended on this host, or older than
+    :data:`TEMP_AGE_S` on another) and what an older layout left (``*.pkl``,
+    ``*.tmp``: never opened)."""
     try:
-        entries = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        found = list(root.iterdir())
+        entries = sorted((p for p in found if p.is_dir() and not p.name.startswith(".")),
                          key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
         return
     for old in entries[keep:]:
         shutil.rmtree(old, ignore_errors=True)
+    for old in found:
+        name = _TEMP.match(old.name)
+        try:
+            if name and (not _alive(int(name["pid"])) if name["host"] == _host() else
+                         time.time() - old.stat().st_mtime > TEMP_AGE_S):
+                shutil.rmtree(old, ignore_errors=True)
+            elif old.suffix in (".pkl", ".tmp") and old.is_file():
+                old.unlink(missing_ok=True)
+        except OSError:
+            continue
 
 
 _warned: set[str] = set()

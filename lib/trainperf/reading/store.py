@@ -1,40 +1,27 @@
-"""The step-intervals store: each input's step intervals as Parquet, written on
-its first read, and the aggregator's summaries of them.
-
-An entry lives in ``store/<key>`` under trainperf's cache folder, beside the
-input cache (``trainperf.input_cache``) and keyed the same way: the input's
-path, the content of every file it holds, trainperf's source and the versions
-of the libraries that shape what is stored. A changed input, or another
-version of trainperf, has another key, so an entry is never misread. An
-entry holds (``trainperf.cache`` says how each file is checked on read):
+"""The step-intervals store (docs/data.md, "The store"): each input's step
+intervals as Parquet, written on its first read, and the aggregator's
+summaries of them, in an entry ``store/<key>`` beside the input cache and
+keyed the same way (``trainperf.reading.input_cache.input_key``):
 
 * ``intervals/part-NNNNN.parquet``: the step intervals, each file whole ranks
   of one run in the order they recorded them (what ``trainperf.aggregate``
-  needs of a partition), with the warm-up found from the run's step times
-  flagged (``trainperf.steady_state``);
+  needs of a partition), the warm-up found from the run's step times flagged;
 * ``summaries/<frame>.parquet``: the frames of the
   :class:`~trainperf.aggregate.Summaries` (per rank, per step: small);
 * ``entry.json``: the format, the version, what the reader learnt besides
-  the intervals (``facts``: e.g. which ranks closed their profiler, the lines
-  it skipped) and the record of every file.
+  the intervals (``facts``) and the record of every file.
 
-An entry that does not check out when it is opened (or a part that cannot be
-read later, in a Dask task) is built again from its source, with one
-warning; a part read in a task is then read from its source in that task.
-An entry is written in a temporary folder and renamed into place, so two
-reports building at once never see half of one; a process that finds another
-building the same entry waits for it (``trainperf.cache.holding``: a lock
-file beside the entry) and reads what it wrote, or builds it itself when
-the holder stopped. A store that cannot be written (a read-only or full
-disk) is left alone: the input is read from its source into memory, with
-one warning. ``TRAINPERF_INPUT_CACHE=off`` turns the store off too.
+An entry that does not check out when opened, or a part that cannot be read
+later in a Dask task, is read again from its source, with one warning; a
+process that finds another building the same entry waits for it (a lock
+file beside it); a store that cannot be written leaves the input read into
+memory, with one warning. ``TRAINPERF_INPUT_CACHE=off`` turns it off too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,11 +31,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from trainperf.aggregate import FRAMES, Summaries, combine, combine_step_times, finish, settled_times, summarize
-from trainperf.cache import (Damaged, holding, open_entry, private_dir, prune, read_checked, read_frame, seal,
-                             temp_folder, warn_once, write_frame)
-from trainperf.input_cache import cache_dir as inputs_dir
-from trainperf.input_cache import input_key
 from trainperf.partials import empty_intervals, partials, settle, step_times
+from trainperf.reading.cache import (Damaged, building, damaged, holding, open_entry, private_dir, read_checked, read_frame,
+                                     seal, warn_once, write_frame)
+from trainperf.reading.input_cache import cache_dir, input_key
 
 FORMAT = "trainperf-store"
 VERSION = 2
@@ -58,13 +44,6 @@ KEEP = 64
 Part = Callable[[], tuple[pd.DataFrame, dict[str, list]]]
 """Reads one part of an input: its step intervals (whole ranks) and facts
 (lists, joined over the parts in order)."""
-
-
-
-def store_dir() -> Path | None:
-    """``store`` in trainperf's cache folder; ``None`` when the input cache is off."""
-    inputs = inputs_dir()
-    return None if inputs is None else inputs.with_name("store")
 
 
 @dataclass
@@ -87,11 +66,9 @@ class Entry:
         (a partition per part file: whole ranks)."""
         wanted = None if columns is None else list(columns)
         if self.folder is None or not self.parts:
-            frame = self.held if self.held is not None else empty_intervals()
-            frame = frame if runs is None else frame[frame["run_id"].isin(list(runs))]
-            frame = frame if wanted is None else frame[wanted]
+            frame = _select(self.held if self.held is not None else empty_intervals(), wanted, runs)
             if not lazy:
-                return frame.reset_index(drop=True)
+                return frame
             import dask.dataframe as dd
 
             return dd.from_pandas(frame, npartitions=1)
@@ -115,43 +92,23 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
     scheduler) and written, then summarized, each run's warm-up found by its
     rule in ``rules`` (one for every run, or by run_id; see
     ``trainperf.partials.find_warmup``)."""
-    root = store_dir()
+    root = cache_dir("store")
     if root is None:
         return _in_memory(parts(), scheduler, rules)
     folder = root / (key or input_key(path, kind))
     found = _open(folder, parts)
-    if found is not None:
-        return found
     try:
-        private_dir(root)
+        if found is None:
+            with holding(private_dir(root) / f".{folder.name}.lock"):  # one building the same entry finishes first
+                found = _open(folder, parts)
+                if found is None:
+                    with building(folder, KEEP) as built:
+                        _write(built, parts(), scheduler, rules)
+                    found = _open(folder, parts)
     except OSError as exc:
-        return _unwritable(root, exc, parts, scheduler, rules)
-    with holding(root / f".{folder.name}.lock"):  # a process building the same entry finishes first
-        found = _open(folder, parts)
-        if found is not None:
-            return found
-        try:
-            building = temp_folder(root, folder.name)
-            try:
-                _write(building, parts(), scheduler, rules)
-                os.rename(building, folder)
-            except OSError:
-                if not folder.is_dir():  # not another writer's entry renamed into place first
-                    raise
-            finally:
-                shutil.rmtree(building, ignore_errors=True)
-        except OSError as exc:
-            return _unwritable(root, exc, parts, scheduler, rules)
-    prune(root, KEEP)
-    found = _open(folder, parts)
+        warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
+                  "source into memory")
     return found if found is not None else _in_memory(parts(), scheduler, rules)
-
-
-def _unwritable(root: Path, exc: OSError, parts: Callable[[], list[Part]], scheduler: Any,
-                rules: str | Mapping[str, str]) -> Entry:
-    warn_once(f"the step-intervals store {root} cannot be written ({exc}): inputs are read from their "
-               "source into memory")
-    return _in_memory(parts(), scheduler, rules)
 
 
 def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> None:
@@ -192,10 +149,14 @@ def _read_part(path: str, columns: list[str] | None, runs: list[str] | None = No
     except Exception as exc:  # anything a damaged file raises
         if source is None or warmup is None:
             raise
-        _damaged(Path(path).parent.parent, exc)
-    frame = settle(source()[int(Path(path).stem.removeprefix("part-"))]()[0], warmup)
-    frame = frame if runs is None else frame[frame["run_id"].isin(runs)].reset_index(drop=True)
-    return frame if columns is None else frame[columns]
+        damaged("step-intervals store entry", Path(path).parent.parent, exc, "it is built again")
+    return _select(settle(source()[int(Path(path).stem.removeprefix("part-"))]()[0], warmup), columns, runs)
+
+
+def _select(frame: pd.DataFrame, columns: Sequence[str] | None, runs: Sequence[str] | None) -> pd.DataFrame:
+    """``frame``'s ``columns`` (default all) of the ``runs`` named (default all), indexed from 0."""
+    frame = frame if runs is None else frame[frame["run_id"].isin(list(runs))]
+    return (frame if columns is None else frame[list(columns)]).reset_index(drop=True)
 
 
 def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -243,16 +204,9 @@ def _open(folder: Path, source: Callable[[], list[Part]]) -> Entry | None:
                                 for name in FRAMES))
         parts = sorted(name for name in content["files"] if name.startswith("intervals/"))
     except Exception as exc:  # anything a damaged entry raises
-        _damaged(folder, exc)
+        damaged("step-intervals store entry", folder, exc, "it is built again")
         return None
     return Entry(folder, facts, summaries, parts=parts, source=source)
-
-
-def _damaged(folder: Path, exc: Exception) -> None:
-    """Say once that the entry in ``folder`` is not readable, and remove it to be built again."""
-    warn_once(f"step-intervals store entry {folder} is not readable ({type(exc).__name__}: {exc}): "
-               "it is built again")
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _in_memory(parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> Entry:

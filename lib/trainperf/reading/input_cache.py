@@ -1,0 +1,154 @@
+"""The runs read from each input, kept by content, for ``load_runs(..., cache=True)``.
+
+:func:`cached` keeps the checked frame an input gave, and the warnings
+its reading raised (by class name and message; raised again on a hit), as an
+entry ``inputs/<key>/`` of trainperf's cache folder (``$TRAINPERF_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/trainperf``, else ``~/.cache/trainperf``;
+``TRAINPERF_INPUT_CACHE=off`` reads every input every time). Its key
+(:func:`input_key`) is how the input is read (``kind``) and its resolved
+path, the SHA-256 of every file it holds and of its sidecar
+``<path>.trainperf.yaml``, trainperf's source and the versions of the
+libraries that shape what is stored: a changed, added or removed file, or
+another version, never reads an old entry. An entry that does not check out
+is read again from the source, with one warning (docs/data.md, "What the
+caches guarantee").
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import hashlib
+import os
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from trainperf.reading.cache import building, damaged, library_versions, open_entry, read_checked, seal, write_frame
+from trainperf.reading.cache import cache_dir as trainperf_cache
+from trainperf.errors import DataWarning
+from trainperf.importers.settings import sidecar_path
+
+OFF = "TRAINPERF_INPUT_CACHE"
+"""Environment variable: ``off`` reads every input every time."""
+
+HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Files hashed at once (a run of a thousand ranks has a thousand files)."""
+KEY_LENGTH = 40
+"""Hex digits of a key (160 bits)."""
+KEEP = 512
+"""Entries kept (one per input); the least recently written beyond this are removed."""
+FRAME_FILE = "frame.parquet"
+WARNINGS = {c.__name__: c for c in (DataWarning, *(v for v in vars(builtins).values()
+                                                     if isinstance(v, type) and issubclass(v, Warning)))}
+"""The warning classes an entry may name (a reader's warning of another class is kept as its nearest of these)."""
+
+
+
+def cache_dir(name: str = "inputs") -> Path | None:
+    """Folder ``name`` (``inputs``, ``store``) of trainperf's cache folder;
+    ``None`` when ``TRAINPERF_INPUT_CACHE`` is ``off``."""
+    return None if os.environ.get(OFF, "").lower() == "off" else trainperf_cache() / name
+
+
+@dataclass
+class Cached:
+    """What :func:`cached` yields: ``frame``, the runs of the input from the
+    cache, None on a miss (the caller then reads them into it)."""
+
+    frame: pd.DataFrame | None = None
+
+
+@contextmanager
+def cached(path: Path, kind: str, key: str | None = None, on: bool = True) -> Iterator[Cached]:
+    """The runs of input ``path`` read as ``kind``, from the cache when its
+    files and trainperf are unchanged since they were stored (``key``: its
+    :func:`input_key`, when the caller has it; ``on`` False, or the cache
+    off: always a miss, nothing stored). On a hit the warnings their reading
+    raised are raised again; on a miss what the caller puts in ``frame`` is
+    stored with the warnings raised meanwhile, and nothing where the block
+    raises. An entry that does not check out is a miss, with one warning."""
+    folder = cache_dir() if on else None
+    if folder is None:
+        yield Cached()
+        return
+    entry = folder / (key or input_key(path, kind))
+    try:
+        content = open_entry(entry)
+        found = Cached(read_checked(entry, FRAME_FILE, content["files"]))
+        raised = [(WARNINGS[name], message) for name, message in content["warnings"] if isinstance(message, str)]
+    except Exception as exc:  # anything a damaged entry raises: read again
+        if entry.exists():
+            damaged("input cache entry", entry, exc, f"{path} is read again")
+        found = Cached()
+    if found.frame is None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield found
+        raised = [(w.category, str(w.message)) for w in caught]
+        _store(entry, found.frame, raised)
+    else:
+        yield found
+    for category, message in raised:
+        warnings.warn(message, category, stacklevel=3)
+
+
+def input_key(path: Path, kind: str) -> str:
+    """The cache key of input ``path`` read as ``kind`` (hex digest)."""
+    resolved = Path(path).resolve()
+    digest = hashlib.sha256()
+    for part in (kind, str(resolved), source_digest(), library_versions()):
+        digest.update(part.encode() + b"\0")
+    files = list(input_files(resolved))
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:  # hashlib releases the GIL on large buffers
+        for file, content in zip(files, pool.map(file_digest, files)):
+            digest.update(str(file.relative_to(resolved.parent)).encode() + b"\0" + content + b"\0")
+    return digest.hexdigest()[:KEY_LENGTH]
+
+
+def input_files(path: Path) -> Iterator[Path]:
+    """Every file below a folder (sorted), or a file; and its sidecar when it has one."""
+    if path.is_dir():
+        yield from sorted(p for p in path.rglob("*") if p.is_file())
+    elif path.is_file():
+        yield path
+    sidecar = sidecar_path(path)
+    if sidecar.is_file():
+        yield sidecar
+
+
+def file_digest(path: Path) -> bytes:
+    """SHA-256 digest of the file's content (twice BLAKE2's speed where the CPU has SHA instructions)."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").digest()
+
+
+@functools.cache
+def source_digest() -> str:
+    """Digest of trainperf's installed source (every file of the package except bytecode)."""
+    root = Path(__file__).resolve().parents[1]  # trainperf, the package above this one
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(file.relative_to(root)).encode() + b"\0" + file_digest(file))
+    return digest.hexdigest()[:KEY_LENGTH]
+
+
+def _known(category: type[Warning]) -> str:
+    """The name of the nearest class of ``category`` (itself or a base) in :data:`WARNINGS`."""
+    return next(c.__name__ for c in category.__mro__ if WARNINGS.get(c.__name__) is c)
+
+
+def _store(entry: Path, frame: pd.DataFrame, raised: list[tuple[type[Warning], str]]) -> None:
+    """Write the entry (:func:`trainperf.reading.cache.building`: two notebooks may store the same one at once)."""
+    try:
+        with building(entry, KEEP) as folder:
+            write_frame(folder / FRAME_FILE, frame)
+            seal(folder, {"warnings": [[_known(category), message] for category, message in raised]})
+    except (OSError, ValueError, TypeError, pa.ArrowException):
+        pass  # a cache that cannot be written, or a frame Parquet cannot hold, only costs time

@@ -1,0 +1,361 @@
+"""Reading inputs, the one dispatcher: ``load_runs``, ``load_steps`` and
+``load_summaries`` (docs/data.md, "Readers and the dispatcher").
+
+Each input is classified once (:func:`inputs`), as the first kind of
+:data:`KINDS` whose sniff recognises it, and read by that kind's reader
+alone: ``run`` (a run folder: ``trainperf.reading.run_folders``), ``log``
+(a training log, a TensorBoard log dir, or a CSV with a column-mapping
+sidecar: ``trainperf.importers``), ``steps`` (a per-rank steps table) and
+``table`` (a runs table; both ``trainperf.reading.tables``). In a folder, every table, run folder, log
+(``.log``, ``.txt``, ``.out``) and TensorBoard log dir below it is read;
+other files, and text files that are no log trainperf can read, are listed
+as skipped. ``load_runs`` leaves steps tables to ``load_steps`` and
+``load_summaries`` (listed as skipped).
+
+A report build reads each input once before its kernels start
+(:func:`pin_inputs`) and hands the kernels the keys of what it read
+(:data:`PINNED`): every page of the build reads those entries, so a run
+folder still being written shows the same steps on every page, and the
+pages say so. The first bad value raises ``DataError`` naming the file, the
+row (1-based; for CSV also the line) and the column. The result's ``attrs``
+hold ``inputs`` (files and folders read) and ``skipped`` (``(path, reason)``
+pairs), as tuples (``trainperf.provenance``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trainperf.aggregate import Summaries
+from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat
+from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
+from trainperf.partials import measured
+from trainperf.provenance import provenance
+from trainperf.reading import run_folders, store
+from trainperf.reading import scheduler as schedule
+from trainperf.reading.input_cache import cache_dir, cached, input_key
+from trainperf.reading.tables import SUFFIXES as TABLE_SUFFIXES
+from trainperf.reading.tables import is_claims_file, is_runs_table, is_steps_table, parts, read_runs_table
+from trainperf.table_rules import check_runs
+
+LOG_SUFFIXES = {".log", ".txt", ".out"}
+"""In a folder, files with these endings are read as logs; a file named
+explicitly is read as a log whatever its ending."""
+STEPS_PART_ROWS = 1 << 20
+"""Rows of a steps table per part of the store (whole ranks)."""
+RANK_STEPS_MAX = 64
+"""Ranks up to which :func:`rank_step_times` reads each rank's step times."""
+PINNED = "TRAINPERF_PINNED_INPUTS"
+"""Environment variable: the inputs a report build read before its kernels
+started (:func:`pin_inputs`), JSON ``{"<kind>:<resolved path>": {"key": its
+input_key then, "read_at": Unix time (s), "last_step": {run_id: step}}}``.
+Every reader of a pinned input reads the entry stored under that key."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of input. ``sniff(path, found)``: whether ``path`` (``found`` in a
+    folder, else named) is one; DataError where it looks like one that cannot
+    be read (named, it is refused; found, skipped with the reason).
+    ``runs(path, scheduler, key)``: its checked runs (None: it holds none).
+    ``entry(path, scheduler, key)``: its step intervals' store entry (None: it
+    holds none). ``key``: the input's ``input_key``, when known."""
+
+    sniff: Callable[[Path, bool], bool]
+    runs: Callable[[Path, Any, str | None], pd.DataFrame] | None = None
+    entry: Callable[[Path, Any, str | None], store.Entry] | None = None
+
+
+def _is_log(path: Path, found: bool) -> bool:
+    """A TensorBoard log dir; a table file the importers read (a column
+    mapping, a Lightning ``metrics.csv``); any other file named, or found and
+    recognised by an importer."""
+    if path.is_dir():
+        return bool(tensorboard_parts(path))
+    if path.suffix.lower() in TABLE_SUFFIXES and (is_claims_file(path) or not reads_as_log(path)):
+        return False
+    if found:
+        try:
+            detect(path)
+        except DataError as exc:
+            raise DataError(f"not a log trainperf can read ({exc})", path=path) from exc
+    return True
+
+
+def _steps_entry(path: Path, scheduler: Any, key: str | None) -> store.Entry:
+    """A steps table's store entry: parts of one run's whole ranks, at most :data:`STEPS_PART_ROWS` rows each."""
+    return store.entry(path, "steps", partial(parts, path, STEPS_PART_ROWS), scheduler, key)
+
+
+KINDS = {"run": Kind(lambda path, _: run_folders.is_run_folder(path), run_folders.read_runs, run_folders.entry),
+         "log": Kind(_is_log, lambda path, *_: check_runs(import_path(path).runs, path)),
+         "steps": Kind(lambda path, _: is_steps_table(path), entry=_steps_entry),
+         "table": Kind(lambda path, _: is_runs_table(path), lambda path, *_: read_runs_table(path))}
+"""The kinds of input, in the order they are sniffed."""
+STEP_KINDS = tuple(name for name, kind in KINDS.items() if kind.entry)
+"""The kinds of input that hold step intervals."""
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input: its path, its kind (a name of :data:`KINDS`) and whether the
+    user named it (else it was found in a folder)."""
+
+    path: Path
+    kind: str
+    named: bool
+
+
+def inputs(*paths: str | Path, skipped: list[tuple[str, str]] | None = None) -> list[Input]:
+    """Every input at or below ``paths``, classified. What a folder holds that
+    is no input is listed in ``skipped`` (``(path, reason)``); a file named
+    explicitly that no reader recognises is a DataError, as is a missing path."""
+    if not paths:
+        raise DataError("no input given: name at least one file or folder")
+    found: list[Input] = []
+    for path in map(Path, paths):
+        if not path.exists():
+            raise DataError("no such file or folder", path=path)
+        found += [Input(item, kind, item == path) for item, kind in _walk(path, [] if skipped is None else skipped)]
+    return found
+
+
+def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> Iterator[tuple[Path, str]]:
+    """``(path, kind)`` of every input at or below ``path``: its kind (the first
+    of :data:`KINDS` whose sniff recognises it), then, in a folder that is no
+    run folder, every input below it but a TensorBoard log dir's own event
+    files. What a folder holds that no kind recognises, or that looks like an
+    input that cannot be read, is listed in ``skipped``; a path named
+    explicitly (not ``found``) that cannot be read is refused."""
+    try:
+        kind = next((name for name, reader in KINDS.items() if reader.sniff(path, found)), None)
+    except DataError as exc:
+        if not found:
+            raise
+        skipped.append((str(path), str(exc).removeprefix(f"{path}: ")))
+        return
+    if kind is not None:
+        yield path, kind
+    if kind == "run" or not path.is_dir():
+        return
+    log_dir = tensorboard_parts(path) if kind == "log" else set()
+    for child in sorted(path.iterdir()):
+        if child.name.startswith(".") or child in log_dir:
+            continue
+        if child.is_file() and child.stat().st_size == 0:
+            skipped.append((str(child), "empty file"))
+        elif child.is_dir() or child.suffix.lower() in {*TABLE_SUFFIXES, *LOG_SUFFIXES}:
+            yield from _walk(child, skipped, found=True)
+        else:
+            skipped.append((str(child), "not a data file"))
+
+
+def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> pd.DataFrame:
+    """Read runs from tables, run folders, logs or folders of them into one
+    canonical runs table (one row per run, schema columns plus any
+    ``reported_*`` / ``extra_*``). Raises ``DataError`` on bad input or on a
+    ``run_id`` that appears twice. With ``cache`` (the default), each input
+    unchanged since it was last read comes from ``trainperf.reading.input_cache``.
+    ``scheduler``: where run folders are aggregated (``trainperf.reading.scheduler``)."""
+    frames: list[pd.DataFrame] = []
+    read: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    chosen = schedule(scheduler)
+    for item in inputs(*paths, skipped=skipped):
+        if KINDS[item.kind].runs is None:
+            skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
+            continue
+        key = (_pinned_key(item) or input_key(item.path, item.kind)) if cache else None  # one hash for both caches
+        try:
+            with cached(item.path, item.kind, key, on=cache) as entry:
+                if entry.frame is None:
+                    entry.frame = _read_runs(item, chosen, key)
+        except NoMeasuredSteps as exc:
+            if item.named:  # named explicitly: the caller asked for this run
+                raise
+            skipped.append((str(item.path), f"still running or no measured step ({exc})"))
+            warnings.warn(f"{item.path}: run skipped, still running or no measured step "
+                          f"({str(exc).removeprefix(f'{item.path}: ')})", DataWarning, stacklevel=2)
+            continue
+        except UnknownFormat as exc:
+            if item.named:
+                raise
+            skipped.append((str(item.path), f"not a log trainperf can read ({exc})"))
+            continue
+        frames.append(entry.frame)
+        read.append(str(item.path))
+    if not frames:
+        raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
+    runs = pd.concat(frames, ignore_index=True)
+    _check_unique(runs)
+    runs.attrs = provenance(inputs=read, skipped=skipped, snapshots=snapshots(*paths) if cache else ())
+    return runs
+
+
+def _read_runs(item: Input, scheduler: Any, key: str | None = None) -> pd.DataFrame:
+    """The checked runs of one input (not a steps table); ``key``: its ``input_key``, when known."""
+    return KINDS[item.kind].runs(item.path, scheduler, key)
+
+
+def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str, Any]]:
+    """Read every input at or below ``paths`` once, into the input cache and
+    the store, and return what :data:`PINNED` holds for them: the key each was
+    stored under, when, and the last step of each run. ``{}`` when the input
+    cache is off. An input that cannot be read (bad data, a file that cannot
+    be opened) is left out: whoever reads it next says why; warnings are left
+    to those readers too."""
+    if cache_dir() is None:
+        return {}
+    chosen = schedule(scheduler)
+    pins: dict[str, dict[str, Any]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for path in paths:
+            try:
+                found = inputs(path)
+            except DataError:
+                continue
+            for item in found:
+                try:
+                    key, read_at = input_key(item.path, item.kind), time.time()
+                    kind = KINDS[item.kind]
+                    per_rank = kind.entry(item.path, chosen, key).summaries.per_rank if kind.entry else None
+                except (DataError, OSError):
+                    continue
+                try:
+                    if kind.runs:
+                        with cached(item.path, item.kind, key) as entry:
+                            if entry.frame is None:
+                                entry.frame = _read_runs(item, chosen, key)
+                except (DataError, OSError):
+                    if per_rank is None:  # nothing read to pin
+                        continue  # a run with no measured step yet is pinned: its readers find none in its steps
+                last = {} if per_rank is None else per_rank.groupby("run_id", observed=True)["last_step"].max()
+                pins[_pin_name(item)] = {"key": key, "read_at": read_at,
+                                         "last_step": {str(r): int(s) for r, s in dict(last).items()}}
+    return pins
+
+
+def snapshots(*paths: str | Path) -> list[str]:
+    """A sentence for each pinned input (:data:`PINNED`) at or below ``paths``
+    whose files changed since it was pinned: it was still being written, and
+    which snapshot is read."""
+    pins = _pins()
+    notes = []
+    for item in (inputs(*paths) if pins else []):
+        pin = pins.get(_pin_name(item))
+        if pin is None or input_key(item.path, item.kind) == pin["key"]:
+            continue
+        at = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(pin["read_at"]))
+        steps = "; ".join(f"{run}: up to step {step}" for run, step in pin["last_step"].items())
+        notes.append(f"{item.path} was still being written: every page of this build reads it as it was at "
+                     f"{at}" + (f" ({steps})" if steps else ""))
+    return notes
+
+
+def _pins() -> dict[str, dict[str, Any]]:
+    return json.loads(os.environ.get(PINNED) or "{}")
+
+
+def _pin_name(item: Input) -> str:
+    return f"{item.kind}:{item.path.resolve()}"
+
+
+def _pinned_key(item: Input) -> str | None:
+    """The cache key pinned for the input in this build (:data:`PINNED`), if any."""
+    return _pins().get(_pin_name(item), {}).get("key")
+
+
+def _entries(paths: Sequence[str | Path], scheduler: Any) -> list[store.Entry]:
+    """The store entries of the run folders and steps tables at or below
+    ``paths`` (a file named is read as a steps table, and refused there if it
+    is none), each the one pinned for this build if any; DataError when there is none."""
+    if not paths:
+        raise DataError("no input given: name a run folder, a folder of them, or a steps table")
+    found = [Input(Path(p), "steps", True) if Path(p).is_file() else item
+             for p in paths for item in inputs(p) if Path(p).is_file() or item.kind in STEP_KINDS]
+    if not found:
+        raise DataError("no run folders (with manifest.json) or steps tables found", path=", ".join(map(str, paths)))
+    chosen = schedule(scheduler)
+    return [KINDS[item.kind].entry(item.path, chosen, _pinned_key(item)) for item in found]
+
+
+def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) -> Any:
+    """The step intervals (``trainperf.schema.STEP_INTERVALS``: one row per rank
+    per step) of run folders, folders holding run folders (searched
+    recursively), or steps-table files. With ``lazy``, a Dask DataFrame (for
+    runs too large to hold: compute what you need of it), else a pandas frame."""
+    frames = [found.intervals(lazy=lazy) for found in _entries(paths, scheduler)]
+    if lazy:
+        import dask.dataframe as dd
+
+        return dd.concat(frames) if len(frames) > 1 else frames[0]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def load_summaries(*paths: str | Path, scheduler: Any = None) -> Summaries:
+    """The :class:`~trainperf.aggregate.Summaries` (per rank, per step) of the
+    run folders and steps tables at or below ``paths``: what the reports read
+    instead of every step row."""
+    return Summaries.concat([found.summaries for found in _entries(paths, scheduler)])
+
+
+def rank_step_times(*paths: str | Path, max_ranks: int = RANK_STEPS_MAX, scheduler: Any = None) -> pd.DataFrame:
+    """Each rank's measured step times, ``run_id, rank, step, step_s`` (s), of
+    the runs at or below ``paths`` that have at most ``max_ranks`` ranks (a
+    per-rank comparison of a run of thousands of ranks reads its per-rank
+    summaries instead: ``load_summaries``). Only these columns of these runs are read."""
+    frames = []
+    for found in _entries(paths, scheduler):
+        ranks = found.summaries.per_rank.groupby("run_id", observed=True)["rank"].nunique()
+        small = [str(r) for r, n in ranks.items() if n <= max_ranks]
+        if small:
+            steps = found.intervals(["run_id", "rank", "step", "step_s", "warmup", "includes_evaluation"], runs=small)
+            frames.append(steps[measured(steps)])
+    columns = ["run_id", "rank", "step", "step_s"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def holds_inputs(path: str | Path) -> bool:
+    """Whether ``path`` is, or is a folder holding, a runs table, run folder or log
+    (what :func:`load_runs` reads); False for a missing path or an empty folder.
+    Every runs table found is read (a table is small) through the input cache,
+    so that the reports that read it next find it there: DataError if one
+    cannot be (a column of its own that needs a mapping, a bad value), as for
+    ``path`` a run folder without its manifest. Warnings of those reads are
+    raised again when the tables are loaded, not here."""
+    path = Path(path)
+    found = list(_walk(path, [])) if path.exists() else []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for table in (where for where, kind in found if kind == "table"):
+            with cached(table, "table") as entry:
+                if entry.frame is None:
+                    entry.frame = read_runs_table(table)
+    return any(kind != "steps" for _, kind in found)
+
+
+def holds_steps(path: str | Path) -> bool:
+    """Whether ``path`` is a steps table, a run folder, or a folder holding
+    them (what :func:`load_steps` reads)."""
+    path = Path(path)
+    return path.exists() and any(kind in STEP_KINDS for _, kind in _walk(path, []))
+
+
+def _check_unique(runs: pd.DataFrame) -> None:
+    duplicated = runs["run_id"].duplicated(keep="first")
+    if duplicated.any():
+        rid = runs["run_id"][duplicated].iloc[0]
+        sources = runs.loc[runs["run_id"] == rid, "source"].astype(str).tolist() if "source" in runs else []
+        raise DataError(f"run_id {rid!r} appears more than once" +
+                        (f" (in {' and '.join(dict.fromkeys(sources))})" if sources else ""), column="run_id")

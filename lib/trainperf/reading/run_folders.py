@@ -1,0 +1,140 @@
+"""Run folders as an input kind (``manifest.json`` and ``steps-rank*.jsonl``,
+written by the profiler; their format is ``trainperf.runfolder``'s): read a
+part at a time into the store, and measured into one runs row from the
+summaries of their step intervals. Steps tables' runs are measured the same
+way, without a folder (:func:`summarized_runs`)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from trainperf.aggregate import Summaries, incomplete, measure, stopped_early, summarize
+from trainperf.errors import DataError, DataWarning, NoMeasuredSteps
+from trainperf.goodput import goodput
+from trainperf.reading import store
+from trainperf.reading.tables import as_intervals
+from trainperf.runfolder.manifest import MANIFEST_FILE, check_manifest
+from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines
+from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folder, read_ranks, runs_row
+from trainperf.table_rules import check_runs
+
+
+def is_run_folder(path: Path) -> bool:
+    """Whether ``path`` is a run folder (it holds ``manifest.json``); DataError
+    for a folder of steps-rank files without one."""
+    if not path.is_dir():
+        return False
+    if (path / MANIFEST_FILE).exists():
+        return True
+    if any(STEPS_FILE_PATTERN.match(child.name) for child in path.iterdir()):
+        raise DataError(f"a run folder without {MANIFEST_FILE}: the profiler writes it next to the steps-rank "
+                        "files when the run starts (its configuration, devices and peak); copy it with them",
+                        path=path)
+    return False
+
+
+def entry(path: Path, scheduler: Any, key: str | None = None, folder: RunFolder | None = None) -> store.Entry:
+    """The store entry of the run folder at ``path``, written on its first read
+    (``key``: its ``input_key``, when known). Its lines that could not be read
+    are reported in one DataWarning."""
+    folder = folder or open_run_folder(path)
+    found = store.entry(path, "run", partial(_parts, folder), scheduler, key, folder.warmup_rule)
+    bad = [BadLine(Path(file), line, reason) for file, line, reason in found.facts.get("bad_lines", [])]
+    events = any(STEPS_FILE_PATTERN.match(b.path.name) is None for b in bad)
+    warn_bad_lines(bad, "steps and events files" if events else "steps files", stacklevel=4)
+    return found
+
+
+def read_runs(path: Path, scheduler: Any, key: str | None = None) -> pd.DataFrame:
+    """The checked runs row of the run folder at ``path`` (``key`` as for :func:`entry`)."""
+    folder = open_run_folder(path)
+    found = entry(path, scheduler, key, folder)
+    return check_runs(pd.DataFrame([_runs_row(folder, found.summaries, found.facts)]), path)
+
+
+def _parts(folder: RunFolder) -> list[store.Part]:
+    return [partial(_part, folder, files) for files in folder.parts()]
+
+
+def _part(folder: RunFolder, files: Sequence[tuple[int, Path]]) -> tuple[pd.DataFrame, dict[str, list]]:
+    read = read_ranks(folder, files, threads=1)
+    return read.intervals, {"closed": read.closed, "wall_s": read.wall_s, "outside": read.outside,
+                            "waited_for": read.waited_for,
+                            "bad_lines": [[str(b.path), b.line, b.reason] for b in read.bad_lines],
+                            "out_of_memory": read.out_of_memory, "memory_checked": read.memory_checked}
+
+
+def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """One canonical runs row per ``run_id`` of step intervals (a steps table),
+    measured by ``trainperf.aggregate.measure``. ``manifests`` maps a run_id to
+    its run manifest (``manifest.json``'s content): its ``config`` keys become
+    columns, its environment gives ``gpus``, ``nodes``, ``platform``, ... (see
+    ``trainperf.runfolder.reader.runs_row``); without one, ``gpus`` is the number
+    of ranks."""
+    intervals = as_intervals(steps)
+    if intervals.empty:
+        raise DataError("no steps to aggregate")
+    return summarized_runs(summarize(intervals), manifests)
+
+
+def summarized_runs(summaries: Summaries, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """One canonical runs row per run of ``summaries`` (``manifests`` as in
+    :func:`aggregate_steps`): the runs of steps tables without holding their
+    step rows (``summarized_runs(load_summaries(path))``)."""
+    manifests = manifests or {}
+    rows = []
+    for run_id in summaries.run_ids:
+        manifest = dict(manifests.get(run_id) or {})
+        manifest["config"] = {"run_id": run_id, **(manifest.get("config") or {})}
+        check_manifest(manifest, f"manifest of run {run_id}")
+        rows.append(_runs_row(RunFolder(Path(run_id), manifest, ()), summaries, None, required=False))
+    return pd.DataFrame(rows)
+
+
+def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list] | None,
+              required: bool = True) -> dict[str, Any]:
+    """The runs row of a run (a run folder; a steps table's run without one)
+    from the summaries of its step intervals and the reader's ``facts``;
+    :class:`NoMeasuredSteps` when none is measured and the row is ``required``,
+    unless a step ran out of memory (then the row says that it does not fit)."""
+    run = summaries.of(folder.run_id)
+    out_of_memory = (facts or {}).get("out_of_memory", [])
+    if required and not out_of_memory and not run.per_rank["measured_intervals"].gt(0).any():
+        lines = int(run.per_rank["intervals"].sum())
+        raise NoMeasuredSteps(f"no measured steps: {lines} step line(s){', all warm-up' if lines else ''} "
+                              f"(warmup_steps = {folder.manifest.get('warmup_steps')})", path=folder.path)
+    world = folder.world_size
+    expected = range(world) if world else sorted(run.per_rank["rank"].astype(int))
+    closed = None if facts is None else facts.get("closed", [])
+    stopped = stopped_early(run.per_rank, expected, closed)
+    if stopped:
+        warnings.warn(incomplete(folder.run_id, stopped), DataWarning, stacklevel=4)
+    measured = measure(summaries, folder.run_id, expected_ranks=expected, closed_ranks=closed, batch_facts=True,
+                       model_parallel=model_parallel(folder.config))
+    facts = facts or {}
+    measured.update(memory_verdict(out_of_memory, facts.get("memory_checked", []), expected, measured.get("ooms")))
+    measured.update(goodput(run.per_rank, {int(r): w for r, w in facts.get("wall_s", [])}, facts.get("outside", [])))
+    waited = sorted({(int(rank), str(name)) for rank, name in facts.get("waited_for", [])})
+    if waited and measured.get("wait_outside_s", 0.0) > 0:
+        measured["wait_outside_for"] = ", ".join(f"rank {rank}'s {name}" for rank, name in waited)
+    return runs_row(folder, measured, run.per_rank["node"].astype(str).tolist())
+
+
+def memory_verdict(out_of_memory: Sequence[Sequence[int]], checked: Sequence[int], expected: Sequence[int],
+                   ooms: int | None) -> dict[str, Any]:
+    """Whether a run fits its devices, from the steps that ran out of memory
+    (``[rank, step, ooms]`` each) and the ranks whose steps files can record
+    them: ``fits`` false where a step did (``ooms`` counts their errors too,
+    ``extra_out_of_memory`` names them), true where every expected rank could
+    record one and none did; nothing where not known."""
+    if out_of_memory:
+        where = "; ".join(f"rank {rank} step {step}" for rank, step, _ in out_of_memory)
+        return {"fits": False, "ooms": int(ooms or 0) + sum(int(n) for *_, n in out_of_memory),
+                "extra_out_of_memory": where}
+    return {"fits": True} if set(expected) <= set(checked) else {}
