@@ -7,6 +7,7 @@ configuration needs: which ones did not fit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -22,7 +23,7 @@ from trainperf.report.page import InputError, require
 from trainperf.report.phases import overlap_notes, per_experiment, without_phases
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
-from trainperf.report.what_to_change import Found, candidates, data_loading, exposed_communication, row, section
+from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, section_of
 from trainperf.stats import MIN_EFFECT
 
 Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
@@ -476,7 +477,4 @@ RULES = (
 """The batch-size page's rules (each reads the :class:`BatchSizePage`): what each looks at, and its function."""
 
 
-def what_to_change(page: BatchSizePage) -> Html:
-    """The batch-size page's "What to change" section: what its :data:`RULES` found
-    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
-    return section(*candidates(RULES, page))
+what_to_change = partial(section_of, RULES)

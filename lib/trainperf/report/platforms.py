@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -23,7 +24,7 @@ from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.scaling import SERIES_SETTINGS
-from trainperf.report.what_to_change import Found, candidates, row, section
+from trainperf.report.what_to_change import Found, row, section_of
 from trainperf.stats import FASTER, MIN_EFFECT, verdict
 
 SPARSE_MATCH = 0.02
@@ -462,7 +463,4 @@ RULES = (("the settings of a faster platform", platform_settings),)
 """The platforms page's rules (each reads the :class:`PlatformsPage`): what each looks at, and its function."""
 
 
-def what_to_change(page: PlatformsPage) -> Html:
-    """The platforms page's "What to change" section: what its :data:`RULES` found
-    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
-    return section(*candidates(RULES, page))
+what_to_change = partial(section_of, RULES)

@@ -9,6 +9,7 @@ clock went (its goodput, :func:`goodput`) and its step time along the run with t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -23,8 +24,8 @@ from trainperf.report.noise import configuration_of, intervals_per_run, job_fram
 from trainperf.report.page import require
 from trainperf.report.scaling.analysis import outside_steps
 from trainperf.report.time_to_train import LOOP, VALIDATION, total_parts, total_s
-from trainperf.report.what_to_change import (Found, Measured, candidates, clean, data_loading, exposed_communication,
-                                             oversubscription, row, section, waits_for_outside_work)
+from trainperf.report.what_to_change import (Found, Measured, clean, data_loading, exposed_communication,
+                                             oversubscription, row, section_of, waits_for_outside_work)
 from trainperf.schema import OUTSIDE_PREFIX
 
 PART_LABELS = {"productive_s": "productive steps", "warmup_excess_s": "warm-up beyond steady steps",
@@ -384,7 +385,4 @@ RULES = (
 """The throughput page's rules (each reads the :class:`ThroughputPage`): what each looks at, and its function."""
 
 
-def what_to_change(page: ThroughputPage) -> Html:
-    """The throughput page's "What to change" section: what its :data:`RULES` found
-    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
-    return section(*candidates(RULES, page))
+what_to_change = partial(section_of, RULES)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -322,6 +323,11 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     return Html(html, text)
 
 
-def comparison(result: Comparison) -> Html:
-    """The compare page's "What to change" section: what the :data:`COMPARISON_RULES` found of ``result``."""
-    return section(*candidates(COMPARISON_RULES, result))
+def section_of(rules: Iterable[tuple[str, Rule]], page: Measured) -> Html:
+    """The "What to change" section of ``page``: what its ``rules`` found (:func:`candidates`, :func:`section`).
+    Each page binds its own rules: ``what_to_change = partial(section_of, RULES)``."""
+    return section(*candidates(rules, page))
+
+
+comparison = partial(section_of, COMPARISON_RULES)
+"""The compare page's "What to change" section: what the :data:`COMPARISON_RULES` found of a comparison."""
