@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from trainperf.report import html, page, theme
-from trainperf.report.applicability import NotApplicable
+from trainperf.report.page import NotApplicable
 from trainperf.report.page import InputError, open_runs, open_steps
 
 ROOT = Path(__file__).resolve().parents[1]

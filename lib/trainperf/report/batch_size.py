@@ -14,12 +14,11 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
-from trainperf.report.configs import (Unit, batch, evaluation_notes, evaluation_rates, experiments, keep_experiments,
-                                      unit_of)
+from trainperf.report.configs import Unit, batch, evaluation_notes, evaluation_rates, experiments, unit_of
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, resolution,
                                     resolution_text, run_intervals, ties_with_fastest)
-from trainperf.report.page import InputError, require
+from trainperf.report.page import InputError, keep_experiments, require
 from trainperf.report.phases import overlap_notes, per_experiment, without_phases
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
@@ -37,7 +36,7 @@ def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
     count (``my-sweep (2 devices)``). Other experiments are listed in
     ``attrs['skipped']``; the runs of a sweep's configurations that ran out
     of memory (``fits`` false) in ``attrs['did_not_fit']`` (their rows as dicts; :func:`memory`).
-    :class:`~trainperf.report.applicability.NotApplicable` when no sweep is left."""
+    :class:`~trainperf.report.page.NotApplicable` when no sweep is left."""
     unit = unit_of(runs)
     too_big = runs["fits"].eq(False).fillna(False).to_numpy(bool) if "fits" in runs else np.zeros(len(runs), bool)
     have = require(require(runs[~too_big], "micro_batch_size", "a micro-batch size",

@@ -24,8 +24,7 @@ from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
-from trainperf.report.applicability import NotApplicable
-from trainperf.report.configs import doubt_notes
+from trainperf.report.configs import doubt_notes, ordered
 from trainperf.report.html import Html, callout, count, first_of, title as page_title
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
@@ -43,12 +42,21 @@ REPORTED_TOLERANCE = 0.005
 (when it is also beyond the precision the source printed)."""
 
 
-class InputError(DataError):
-    """A report parameter or input that cannot be used. Jupyter shows it as
-    one line (``InputError: …``) instead of a traceback."""
+class _OneLine(DataError):
+    """An error Jupyter shows as one line (``InputError: …``, ``NotApplicable: …``), not a traceback."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"InputError: {self}"]
+        return [f"{type(self).__name__}: {self}"]
+
+
+class InputError(_OneLine):
+    """A report parameter or input that cannot be used."""
+
+
+class NotApplicable(_OneLine):
+    """The selected data cannot answer this report (not an error in the data); the message names what is
+    missing and what would supply it. The build writes a short page with it and marks the report "not
+    applicable"."""
 
 
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
@@ -218,6 +226,19 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     have = have.copy()
     have.attrs = {**runs.attrs, **provenance(skipped=skipped)}
     return have
+
+
+def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,
+                     none_kept: str) -> pd.DataFrame:
+    """The runs of the experiments for which ``keep`` (a bool per experiment) holds,
+    :func:`~trainperf.report.configs.ordered` by ``by``; the others go to ``attrs['skipped']`` with ``why_not``.
+    :class:`NotApplicable` saying ``none_kept`` when none is kept."""
+    if not keep.any():
+        raise NotApplicable(none_kept)
+    out = ordered(runs[runs["experiment"].isin(keep.index[keep]).fillna(False).to_numpy(bool)], by)
+    out.attrs = {**runs.attrs, **provenance(skipped=[*runs.attrs.get("skipped", ()),
+                                                    *((f"experiment {name}", why_not) for name in keep.index[~keep])])}
+    return out
 
 
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
