@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
-from trainperf.report.configs import Unit, batch, evaluation_notes, evaluation_rates, experiments, unit_of
+from trainperf.report.run_labels import Unit, batch, evaluation_notes, evaluation_rates, experiments, unit_of
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.noise import (TIED, and_list, around, call, configuration_means, has_interval, resolution,
                                     resolution_text, run_intervals, ties_with_fastest)

@@ -24,7 +24,7 @@ from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
-from trainperf.report.configs import doubt_notes, ordered
+from trainperf.report.run_labels import doubt_notes, ordered
 from trainperf.report.html import Html, callout, count, first_of, title as page_title
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
@@ -231,7 +231,7 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
 def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,
                      none_kept: str) -> pd.DataFrame:
     """The runs of the experiments for which ``keep`` (a bool per experiment) holds,
-    :func:`~trainperf.report.configs.ordered` by ``by``; the others go to ``attrs['skipped']`` with ``why_not``.
+    :func:`~trainperf.report.run_labels.ordered` by ``by``; the others go to ``attrs['skipped']`` with ``why_not``.
     :class:`NotApplicable` saying ``none_kept`` when none is kept."""
     if not keep.any():
         raise NotApplicable(none_kept)
@@ -244,7 +244,7 @@ def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
     """The report's title and what it covers (every experiment, platform and
     model, ``unknown`` included), then a warning for each kind of run the page
-    shows but never headlines (:func:`trainperf.report.configs.doubt_notes`:
+    shows but never headlines (:func:`trainperf.report.run_labels.doubt_notes`:
     projected, oversubscribed, incomplete); records the title and the inputs
     (of the runs, and of the per-rank ``steps`` when given) for the index. A run shown in two
     scaling studies is counted once."""

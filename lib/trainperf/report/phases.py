@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.compare import exposed_within_phases
-from trainperf.report.configs import by_experiment
+from trainperf.report.run_labels import by_experiment
 from trainperf.report.html import count, first_of, fmt_sig
 
 PHASE_LABELS = {

@@ -17,8 +17,8 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.hardware import cpu_rows, find_device, normalize_precision, platform_name
-from trainperf.report.configs import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates, label,
-                                      rank, study_of)
+from trainperf.report.run_labels import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates,
+                                          label, rank, study_of)
 from trainperf.report.noise import and_list, call, has_interval, run_intervals
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
@@ -62,7 +62,7 @@ MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_da
 
 
 def configurations(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration of ``runs`` (:func:`trainperf.report.configs.configuration_table`
+    """One row per configuration of ``runs`` (:func:`trainperf.report.run_labels.configuration_table`
     of :data:`MEANS`: its throughput's 95 % interval ``tokens_per_s_low``–``_high`` and ``interval``,
     and its ``doubt``)."""
     return configuration_table(runs, MEANS)

@@ -17,8 +17,8 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import plotted_steps
 from trainperf.goodput import PARTS
-from trainperf.report.configs import (Unit, configuration_table, evaluation_notes, evaluation_rates, labels, ordered, rank,
-                                      several_device_counts, study_of, unit_of)
+from trainperf.report.run_labels import (Unit, configuration_table, evaluation_notes, evaluation_rates, labels,
+                                          ordered, rank, several_device_counts, study_of, unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.noise import configuration_of, intervals_per_run, job_frames
 from trainperf.report.page import require
@@ -54,7 +54,7 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
-    """One row per configuration (:func:`trainperf.report.configs.configuration_table`: repeats
+    """One row per configuration (:func:`trainperf.report.run_labels.configuration_table`: repeats
     averaged, as on the scaling page) with ``runs`` (its repeats), the figures of :data:`MEANS`, its
     throughput's 95 % ``interval``, ``scaling_type`` (``strong`` or ``weak``, from ``derive``) and
     ``experiment_scaling`` (the experiment's name with it: ``sweep (weak scaling)``),
@@ -89,7 +89,7 @@ def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 
 def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summaries | None) -> dict[str, list]:
     """Per configuration of runs of :func:`~trainperf.report.noise.run_intervals` ``found`` (in the order of
-    :func:`trainperf.report.configs.configuration_table`; ``frames``: the
+    :func:`trainperf.report.run_labels.configuration_table`; ``frames``: the
     :func:`~trainperf.report.noise.job_frames` of their ``steps``):
     ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per step
     (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged

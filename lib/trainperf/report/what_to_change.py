@@ -43,7 +43,7 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import Comparison
 from trainperf.estimates import Side, configuration_keys, estimate_steps
-from trainperf.report import configs
+from trainperf.report import run_labels
 from trainperf.report.html import Html, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
 from trainperf.report.noise import and_list, call, job_frames, run_intervals
 from trainperf.report.theme import table as styled
@@ -65,7 +65,7 @@ class Measured(Protocol):
 
 def clean(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs a change may be concluded from: none projected, oversubscribed or incomplete."""
-    return runs[~configs.doubtful(runs).to_numpy(bool)] if len(runs) else runs
+    return runs[~run_labels.doubtful(runs).to_numpy(bool)] if len(runs) else runs
 
 
 @dataclass
@@ -134,7 +134,7 @@ def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices:
     runs = clean(page.runs)
     have = runs[(runs["gpus"] >= devices).fillna(False).to_numpy(bool)] if len(runs) else runs
     frames, out = job_frames(page.steps), Found()
-    for name, group in configs.by_experiment(have):
+    for name, group in run_labels.by_experiment(have):
         exposed = column == "comm_s" and "comm_exposed_s" in group and group["comm_exposed_s"].notna().any()
         timed = "comm_exposed_s" if exposed else column
         if timed not in group or group[timed].isna().all():
@@ -144,7 +144,7 @@ def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices:
         means = group.groupby("_key", sort=False)["_share"].mean()
         rows = group[group["_key"] == means.idxmax()]
         share, seconds = float(means.max()), float(rows[timed].mean())
-        label = configs.labels(group)[list(group["_key"]).index(means.idxmax())]
+        label = run_labels.labels(group)[list(group["_key"]).index(means.idxmax())]
         bound = column == "comm_s" and not exposed
         shown = "all its communication (the part computation did not hide is not recorded)" if bound else what
         out.rows.append(row(
@@ -195,14 +195,14 @@ def oversubscription(page: Measured) -> Found:
     over = runs["oversubscribed"].eq(True).fillna(False).to_numpy(bool) if "oversubscribed" in runs else None
     if over is None or not over.any():
         return Found(lacking="no run has more busy processes than cores")
-    unit, out = configs.unit_of(runs), Found()
-    study = configs.study_of(runs)
+    unit, out = run_labels.unit_of(runs), Found()
+    study = run_labels.study_of(runs)
     for name, group in runs.groupby(study.astype(str), sort=False):
         group = group.reset_index(drop=True)
         found = run_intervals(group, page.steps)
         config = found["configuration"]
         bad = group["oversubscribed"].eq(True).fillna(False).to_numpy(bool)
-        good = ~configs.doubtful(group).to_numpy(bool) & config.notna().to_numpy(bool)
+        good = ~run_labels.doubtful(group).to_numpy(bool) & config.notna().to_numpy(bool)
         if not bad.any() or not good.any():
             continue
         rates = group.groupby(config.to_numpy(), sort=False)[unit.rate].mean()

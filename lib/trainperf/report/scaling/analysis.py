@@ -9,7 +9,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.ranks import IMBALANCE_STRAGGLER
-from trainperf.report.configs import by_experiment, evaluation_notes, evaluation_rates
+from trainperf.report.run_labels import by_experiment, evaluation_notes, evaluation_rates
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, headline as banner
 from trainperf.report.noise import job_frames
 from trainperf.report.phases import without_phases

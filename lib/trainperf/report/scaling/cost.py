@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from trainperf.report.configs import by_experiment, doubtful, labels, marks
+from trainperf.report.run_labels import by_experiment, doubtful, labels, marks
 from trainperf.report.html import fmt_int, fmt_pct, fmt_times, fmt_usd
 
 def _priced(runs: pd.DataFrame) -> pd.DataFrame:
@@ -17,7 +17,7 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
     USD per million tokens (``usd_per_million_tokens``; samples where a run lacks
     tokens: ``…_samples``; ``price_per_gpu_hour · gpus / 3600 s/h / rate · 10⁶``;
     left out where a run lacks both), cost efficiency (baseline cost per unit
-    of work / this run's) and, where a run has any, ``marks`` (:func:`trainperf.report.configs.marks`)
+    of work / this run's) and, where a run has any, ``marks`` (:func:`trainperf.report.run_labels.marks`)
     and ``known_error``."""
     priced = _priced(runs)
     known = priced["known_error"] if "known_error" in priced else pd.Series(pd.NA, index=priced.index)

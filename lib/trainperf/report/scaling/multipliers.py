@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.invariants import serial_fraction_possible
-from trainperf.report.configs import doubtful, labels, marks
+from trainperf.report.run_labels import doubtful, labels, marks
 from trainperf.report.html import fmt_int, fmt_pct, fmt_times
 from trainperf.report.noise import NO_INTERVAL, and_list, around, call, configuration_means, intervals_per_run
 from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
@@ -35,7 +35,7 @@ def table(study: Study) -> pd.DataFrame:
     ``efficiency_interval``: with what it comes from, or why there is none),
     the Karp–Flatt serial fraction with its interval (``serial_low``/``_high``),
     the basis of the comparison, ``only_devices_change``, ``scaling_kind``,
-    ``marks`` (its runs' :func:`trainperf.report.configs.marks`), ``known_error``
+    ``marks`` (its runs' :func:`trainperf.report.run_labels.marks`), ``known_error``
     (their sources' known errors, ``""``: none) and ``concluded``: whether conclusions may be drawn from the row (none of its
     runs, nor of the baseline configuration's, is projected, oversubscribed or
     incomplete)."""

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.invariants import EMPTIED
-from trainperf.report.configs import by_experiment, doubtful
+from trainperf.report.run_labels import by_experiment, doubtful
 from trainperf.report.html import fmt_int, fmt_sig, fmt_times
 from trainperf.report.noise import and_list
 from trainperf.report.page import InputError

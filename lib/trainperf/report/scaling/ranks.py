@@ -9,7 +9,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.ranks import OUTSIDE_SHARE, imbalanced, median_of_others, rank_totals, spread
-from trainperf.report.configs import labels
+from trainperf.report.run_labels import labels
 from trainperf.report.html import fmt_int, fmt_num, fmt_pct, fmt_times
 from trainperf.report.noise import and_list
 from trainperf.report.phases import PHASE_LABELS, breakdown, per_experiment, slowest_wait

@@ -1,4 +1,4 @@
-"""Naming, grouping and ordering runs for people: the experiments in data
+"""How pages name, group and order runs for people (labels for runs): the experiments in data
 order, configuration labels, the throughput unit a set of runs can be
 compared in, one row per configuration, the best run with its margin, and the marks of runs a page
 shows but never concludes from (projected, oversubscribed, incomplete) or whose source has a known error."""
