@@ -48,6 +48,12 @@ def slowest_wait(runs: pd.DataFrame) -> pd.Series:
     return (runs["elapsed_s"] - mean).astype(float).clip(lower=0)
 
 
+def typical_s(runs: pd.DataFrame) -> pd.Series:
+    """Per run, a typical rank's measured window (s): ``mean_rank_elapsed_s``, else ``elapsed_s``."""
+    typical = runs["elapsed_s"].astype(float)
+    return runs["mean_rank_elapsed_s"].astype(float).fillna(typical) if "mean_rank_elapsed_s" in runs else typical
+
+
 def validation_inside(runs: pd.DataFrame) -> pd.Series:
     """Per run, whether its ``validation_s`` lies inside its ``elapsed_s``: so for runs measured from
     their steps (``ranks`` known: the profiler, the callbacks and the logs time validation inside the
@@ -100,10 +106,7 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
             seconds = seconds.drop(columns=PHASE_LABELS[comm])
         else:
             seconds[PHASE_LABELS[comm]] = seconds[PHASE_LABELS[comm]].mask(within, 0.0)
-    typical = runs["elapsed_s"].astype(float)
-    if "mean_rank_elapsed_s" in runs:
-        typical = runs["mean_rank_elapsed_s"].astype(float).fillna(typical)
-    loop = typical - (runs["elapsed_s"].astype(float) - training_loop_s(runs))
+    loop = typical_s(runs) - (runs["elapsed_s"].astype(float) - training_loop_s(runs))
     other = (loop - seconds.sum(axis=1)).clip(lower=0)
     if other.fillna(0).gt(0.005 * loop.fillna(np.inf)).any():
         seconds[OTHER] = other.fillna(0.0)

@@ -46,6 +46,7 @@ from trainperf.estimates import Side, configuration_keys, estimate_steps
 from trainperf.report import run_labels
 from trainperf.report.html import Html, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
 from trainperf.report.noise import and_list, call, job_frames, run_intervals
+from trainperf.report.phases import typical_s
 from trainperf.report.theme import table as styled
 from trainperf.stats import FASTER, INCONCLUSIVE, MIN_EFFECT, SLOWER, t_quantile
 
@@ -102,12 +103,6 @@ def row(change: str, evidence: str, gain: float, gain_of: str, applies_to: str, 
             "listed": level is not None and not (pd.notna(gain) and gain < MIN_EFFECT)}
 
 
-def _typical_s(runs: pd.DataFrame) -> pd.Series:
-    """Per run, a typical rank's measured window (s): ``mean_rank_elapsed_s``, else ``elapsed_s``."""
-    typical = runs["elapsed_s"].astype(float)
-    return runs["mean_rank_elapsed_s"].astype(float).fillna(typical) if "mean_rank_elapsed_s" in runs else typical
-
-
 def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: dict[str, pd.DataFrame]
                     ) -> tuple[float, float] | None:
     """The 95 % interval of the mean share of ``column`` in a configuration's step (its runs ``rows``, their
@@ -140,7 +135,7 @@ def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices:
         if timed not in group or group[timed].isna().all():
             continue
         group = group[group[timed].notna().to_numpy(bool)]
-        group = group.assign(_share=group[timed].astype(float) / _typical_s(group), _key=configuration_keys(group))
+        group = group.assign(_share=group[timed].astype(float) / typical_s(group), _key=configuration_keys(group))
         means = group.groupby("_key", sort=False)["_share"].mean()
         rows = group[group["_key"] == means.idxmax()]
         share, seconds = float(means.max()), float(rows[timed].mean())
@@ -148,7 +143,7 @@ def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices:
         bound = column == "comm_s" and not exposed
         shown = "all its communication (the part computation did not hide is not recorded)" if bound else what
         out.rows.append(row(
-            change, f"{shown}: {fmt_seconds(seconds)} of a {fmt_seconds(float(_typical_s(rows).mean()))} "
+            change, f"{shown}: {fmt_seconds(seconds)} of a {fmt_seconds(float(typical_s(rows).mean()))} "
                     f"measured window, {fmt_pct(share)} of a step"
                     + (f" (the mean of {len(rows)} runs)" if len(rows) > 1 else ""),
             share, "step time", f"{name}: {label}", interval=_share_interval(rows, rows["_share"], timed, frames),
