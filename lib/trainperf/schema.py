@@ -385,6 +385,15 @@ STEPS_SET_ASIDE = "extra_steps_set_aside"
 negative or zero time with nothing to join it with), left out of its
 throughput; set with :data:`STEP_TIME_ANOMALIES`."""
 
+UNITS: dict[str, str] = {"_per_s": "", "_s": "s", "_gb": "GiB"}
+"""The unit each column-name suffix declares, longest suffix first (a rate, ``_per_s``, names its unit in words)."""
+
+
+def unit(name: str) -> str:
+    """The unit ``name``'s suffix declares (:data:`UNITS`: ``s``, ``GiB``); "" for none."""
+    return next((shown for suffix, shown in UNITS.items() if name.endswith(suffix)), "")
+
+
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
