@@ -1,32 +1,12 @@
 """What to change: the few changes a page's runs support, each with its expected gain and confidence; the
 rules several pages share, the compare page's, and the section that shows what a page's rules found.
 
-Every report ends with a section "What to change" (:func:`section`). Its rows come from the page's rules,
-one small function per kind of change, each reading what the page already computed (the straggler outside
-the synchronised steps of :func:`trainperf.report.scaling.ranks.slow_ranks`, the batch-size table, the node
-boundary, the goodput parts, the platforms' winners, a comparison's verdict): each page's ``RULES`` beside its
-result (:mod:`trainperf.report.scaling.analysis`, :mod:`~trainperf.report.throughput`,
-:mod:`~trainperf.report.batch_size`, :mod:`~trainperf.report.platforms`), the compare page's here
-(:data:`COMPARISON_RULES`). A rule gives a change only where its evidence is in the runs shown, never a
-generic tip.
-
-``expected_gain`` is a fraction of what ``gain_of`` names (the time of a step or a run, the wall clock,
-tokens/s): the time a change could remove over the time it is part of, or a throughput ratio − 1. A gain
-that removes a whole phase or part (data loading, exposed communication, start-up) is an upper bound: the
-change may hide only some of it.
-
-``confidence``:
-
-* ``high``: the gain has a 95 % interval (from the runs' steps, or the spread of repeats:
-  :mod:`trainperf.estimates`, :mod:`trainperf.report.noise`) and it excludes 0;
-* ``medium``: no interval, but the effect is measured in two or more runs (repeats of a configuration, or
-  runs of an experiment that each show it);
-* ``low``: a single figure (one run, or one run a side of a comparison), or a gain that is only an upper
-  bound of unknown tightness (all communication where its exposed part is not recorded; the settings of a
-  faster platform, whose margin is the hardware's too).
-
-A gain whose interval includes 0, or that is below :data:`trainperf.stats.MIN_EFFECT` (2 %), is not listed:
-:func:`section` names it among the candidates left out.
+Each rule is one small function reading what its page already computed; each page's ``RULES`` live beside
+its result, the compare page's here (:data:`COMPARISON_RULES`). A rule gives a change only where its evidence
+is in the runs shown, never a generic tip. ``expected_gain`` is a fraction of what ``gain_of`` names (an upper
+bound where a change removes a whole phase or part); ``confidence`` is ``high`` (a 95 % interval that excludes
+0), ``medium`` (no interval, two or more runs show it) or ``low`` (:func:`confidence`). The rules, their gains
+and the confidence levels: docs/reports.md, "What to change".
 """
 
 from __future__ import annotations
