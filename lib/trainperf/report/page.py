@@ -1,7 +1,7 @@
 """What every report page has: its inputs opened and checked against the
 notebook's parameters (a bad one raises :class:`InputError`), a header, and
-the data-quality section's frames and sentences: inputs, what was skipped,
-empty values, conventions, the sources' own figures against trainperf's.
+the data-quality section (:func:`quality`) with its frames and sentences: inputs,
+what was skipped, empty values, conventions, the sources' own figures against trainperf's.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
+from pandas.io.formats.style import Styler
 
 from trainperf.aggregate import Summaries
 from trainperf.compare import Side, read_side
@@ -24,8 +25,9 @@ from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
+from trainperf.report.html import Html, bullets, callout, count, esc, first_of, fmt_pct, title as page_title
 from trainperf.report.run_labels import doubt_notes, ordered
-from trainperf.report.html import Html, callout, count, first_of, title as page_title
+from trainperf.report.theme import table
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
@@ -395,3 +397,53 @@ def difference_summary(differences: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["figure", "runs", "difference"])
     first = differences.groupby("figure", sort=False).agg(runs=("run_id", "size"), difference=("difference", "first"))
     return first.reset_index()
+
+
+SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) that differ from the figure trainperf "
+                  f"recomputes by more than {fmt_pct(REPORTED_TOLERANCE)} and by more than the last digit the source "
+                  "printed. Difference = (source − trainperf) / trainperf; fractions (MFU, efficiency) as fractions, "
+                  "trainperf's MFU against the peak the source divided by where it names one; a printed peak of "
+                  "another device is not comparable. Where they differ, the report uses trainperf's.")
+"""What the "Source figures vs trainperf" part lists."""
+
+
+def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True, mfu: bool = True) -> Html:
+    """The data-quality section every report ends with (under its ``## Data quality`` heading), of a page
+    showing ``runs`` (and the per-rank ``steps`` summaries, where the page reads them): what was read, what was
+    left out and why, the figures emptied because they cannot be true, the empty or doubtful values, the
+    conventions behind the figures and the sources' own figures against trainperf's, under ``h3`` headings.
+    Without ``scaling``, notes and conventions of the scaling multiplier are left out, without ``mfu`` the
+    notes on HFU (for a report that shows none)."""
+    differences = reported_differences(runs)
+    parts = [
+        ("Inputs read", [bullets(inputs_read(runs, steps))]),
+        ("Skipped and why", [table(skipped(runs, steps), empty="Nothing was skipped.")]),
+        ("Impossible figures, emptied", [table(impossible(runs, scaling=scaling),
+                                               empty="No figure broke an invariant.")]),
+        ("Empty or doubtful values", [table(note_counts(runs, scaling=scaling, mfu=mfu),
+                                            empty="Every derived value of every run could be computed.")]),
+        ("Conventions", [bullets(conventions(runs, scaling=scaling)),
+                         table(peak_entries(runs),
+                               caption="Peak table entries used for MFU (dense, never 2:4-sparse)")]),
+        ("Source figures vs trainperf", [Html(f"<p>{esc(SOURCE_FIGURES)}</p>", SOURCE_FIGURES),
+                                         table(difference_summary(differences), empty=NO_DIFFERENCES),
+                                         table(differences.head(12), caption="The largest differences"),
+                                         bullets(unverifiable_figures(runs))]),
+    ]
+    html = "".join(f'<h3 id="{_anchor(title)}">{esc(title)}</h3>' + "".join(_html(p) for p in shown)
+                   for title, shown in parts)
+    text = "\n\n".join(title + "\n" + "\n".join(_text(p) for p in shown) for title, shown in parts)
+    return Html(html, text)
+
+
+def _anchor(title: str) -> str:
+    """The heading's id, as nbconvert makes one for a Markdown heading (spaces as hyphens)."""
+    return title.replace(" ", "-")
+
+
+def _html(part: Html | Styler) -> str:
+    return part.to_html() if isinstance(part, Styler) else part.html
+
+
+def _text(part: Html | Styler) -> str:
+    return part.data.to_string(index=False) if isinstance(part, Styler) else part.text

@@ -47,7 +47,7 @@ PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "I
            "IPython.core.completerlib", "IPython.extensions.storemagic", "sqlite3", "IPython.display",
            "matplotlib.backends.backend_svg", "pandas", "seaborn", "trainperf", "trainperf.compare",
            "trainperf.report.batch_size", "trainperf.report.html", "trainperf.report.page",
-           "trainperf.report.platforms", "trainperf.report.quality", "trainperf.report.run_labels",
+           "trainperf.report.platforms", "trainperf.report.run_labels",
            "trainperf.report.scaling", "trainperf.report.theme", "trainperf.report.throughput")
 """What a report kernel imports as it starts (its debugger, history, completer, the SVG backend) and
 what the report notebooks import (never torch), imported once by the kernel server. (Not the inline
