@@ -15,7 +15,7 @@ import trainperf
 from trainperf import compare, estimates, stats
 from trainperf.cli import main
 from trainperf.errors import DataError
-from trainperf.report.applicability import NotApplicable
+from trainperf.report.page import NotApplicable
 from trainperf.report.page import open_side
 
 RUNS = Path(__file__).parent / "data" / "measured_runs"  # real runs, kept as measured (see its README)

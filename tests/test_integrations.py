@@ -246,7 +246,7 @@ def test_a_lightning_run_that_validates_gets_its_training_only_rate(tmp_path):
     """Validation after batches 2 and 4 of 4 steps (the first lies between two measured steps, outside them):
     its tokens over the window's time less the validation's, beside the window's rate the pages use."""
     from trainperf import derive, load_summaries
-    from trainperf.report.configs import evaluation_rates
+    from trainperf.report.run_labels import evaluation_rates
 
     lightning_training.train(str(tmp_path), BATCH, 1, 4, SEQ_LEN, validate_every=2)
     runs = derive(load_runs(tmp_path))

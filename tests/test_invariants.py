@@ -12,7 +12,7 @@ import pytest
 
 from trainperf import derive
 from trainperf.invariants import EFFICIENCY_TOLERANCE, violations
-from trainperf.report import page, quality, scaling
+from trainperf.report import page, scaling
 from trainperf.report.page import open_runs
 from trainperf.table_rules import check_runs
 
@@ -88,7 +88,7 @@ def test_the_data_quality_section_and_summarize_list_what_was_emptied(tmp_path):
     assert found[["run_id", "figures"]].values.tolist() == [["a", "mfu, hfu"]]
     counted = page.impossible(derived)
     assert counted[["figures", "runs"]].values.tolist() == [["mfu, hfu", 1]]
-    assert "Impossible figures, emptied" in quality.section(derived).text
+    assert "Impossible figures, emptied" in page.quality(derived).text
     done = subprocess.run([sys.executable, "-m", "trainperf", "summarize", str(table)], capture_output=True,
                           text=True, check=True)
     assert "1 figure(s) emptied as impossible" in done.stderr

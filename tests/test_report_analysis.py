@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from trainperf.report import html, page, theme
-from trainperf.report.applicability import NotApplicable
+from trainperf.report.page import NotApplicable
 from trainperf.report.page import InputError, open_runs, open_steps
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -248,7 +248,7 @@ def test_header_names_every_platform_and_model_unknown_included():
 
 
 def test_one_batch_text_for_sweeps_and_configuration_labels():
-    from trainperf.report.configs import batch, label
+    from trainperf.report.run_labels import batch, label
 
     run = pd.Series({"run_id": "r", "gpus": 4, "micro_batch_size": 16.0, "grad_accum_steps": 64.0})
     assert (batch(run), batch(run, compact=True)) == ("micro-batch 16 × 64 accumulation", "16 × 64")
@@ -260,7 +260,7 @@ def test_one_batch_text_for_sweeps_and_configuration_labels():
 
 
 def test_chart_labels_share_a_configuration_across_its_repeats_only():
-    from trainperf.report.configs import labels
+    from trainperf.report.run_labels import labels
 
     def run(run_id, gpus, micro_batch, seq_len=1024):
         return {"run_id": run_id, "experiment": "e", "gpus": gpus, "nodes": 1, "micro_batch_size": micro_batch,
@@ -551,7 +551,7 @@ def _scaling_runs():
 
 def test_confounded_experiment_is_warned_about_and_never_projected():
     from trainperf.report import scaling
-    from trainperf.report.configs import doubt_notes
+    from trainperf.report.run_labels import doubt_notes
 
     runs = _scaling_runs()
     # seed 002's throughput table moves from DDP at micro-batch 32 to FSDP at 64 from 64 GPUs on

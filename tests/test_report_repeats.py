@@ -209,7 +209,7 @@ def test_runs_that_differ_in_any_recorded_setting_are_never_repeats(tmp_path):
         "sweep (activation checkpointing True, compiled False; weak scaling)",
         "sweep (activation checkpointing False, compiled True; weak scaling)"]
     # a chart's labels: the repeats share one, each setting names itself
-    from trainperf.report.configs import labels
+    from trainperf.report.run_labels import labels
 
     assert labels(one, compact=True) == ["no checkpointing\nnot compiled"] * 2 + [
         "activation checkpointing\nnot compiled", "no checkpointing\ncompiled"]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainperf.report import configs, page, scaling, theme, throughput
+from trainperf.report import page, run_labels, scaling, theme, throughput
 from trainperf.report.page import open_runs, open_steps
 from trainperf.runfolder import rankfile
 
@@ -83,13 +83,13 @@ def test_projected_rows_and_known_errors_of_seed_002_are_marked_beside_their_row
     # not follow from the throughput (data/reference/README.md: 14.7 h)
     assert cost["marks"].str.startswith("projected").all() and not cost["concluded"].any()
     assert cost.loc[64, "marks"] == "projected; known error"
-    assert configs.known_errors(cost.loc[[64]]) == [
+    assert run_labels.known_errors(cost.loc[[64]]) == [
         "64 GPUs: 16 h does not follow from the throughput: the epoch size of the 1–32 GPU rows gives 14.7 h "
         "($2,823, cost efficiency 0.77)."]
     # the FSDP rows of the throughput table: a batch of 64 printed, a throughput that matches 32
     throughput = frame.loc["seed002-throughput (weak scaling)"]
     assert throughput.loc[64, "marks"] == "known error" and throughput.loc[32, "marks"] == ""
-    assert configs.known_errors(throughput)[0].startswith("64 GPUs, micro-batch 64, fsdp: printed batch 64, but "
+    assert run_labels.known_errors(throughput)[0].startswith("64 GPUs, micro-batch 64, fsdp: printed batch 64, but "
                                                           "64 × 64 / 0.0362 s = 113,149 img/s")
     assert "marks" in scaling.multipliers.shown_columns(cost.reset_index())
     # the cost table's falling serial fraction (0.0111 -> 0.0067) is not read as a trend
@@ -99,7 +99,7 @@ def test_projected_rows_and_known_errors_of_seed_002_are_marked_beside_their_row
     (cost_note,) = scaling.analyse(_seeds()).cost_notes
     assert cost_note.endswith("by figures that are not all measurements (see their marks), so no conclusion.")
     priced = scaling.analyse(_seeds()).cost
-    assert priced["marks"].str.startswith("projected").all() and len(configs.known_errors(priced)) == 1
+    assert priced["marks"].str.startswith("projected").all() and len(run_labels.known_errors(priced)) == 1
 
 
 def test_a_projected_row_is_shown_but_neither_fitted_nor_headlined(tmp_path):
@@ -154,7 +154,7 @@ def test_a_run_with_a_missing_rank_file_is_marked_incomplete_and_never_headlines
                                            "scaling efficiency.")
     header = page.header("t", runs).text
     assert "1 run incomplete (p4): a rank's steps file is missing or a rank stopped early" in header
-    assert configs.with_marks(runs[["run_id"]], runs)["marks"].tolist() == ["", "", "incomplete"]
+    assert run_labels.with_marks(runs[["run_id"]], runs)["marks"].tolist() == ["", "", "incomplete"]
     # its three ranks' 3 × 1,024 tokens per 0.4 s (7,680 tokens/s) beat the 2 ranks' 4,096 per 0.55 s (7,447),
     # but an incomplete run never headlines a throughput
     assert runs.set_index("run_id")["tokens_per_s"].to_dict() == pytest.approx({"p1": 4096, "p2": 4096 / 0.55,
@@ -293,7 +293,7 @@ def test_a_run_that_evaluates_gets_its_training_only_rate_beside_the_window_rate
     runs = open_runs(_write(tmp_path, [{"run_id": "eval", "experiment": "e", "gpus": 1, "tokens": 400, "elapsed_s": 4.5},
                                        {"run_id": "plain", "experiment": "e", "gpus": 1, "tokens": 400,
                                         "elapsed_s": 4.0}]))
-    rates = configs.evaluation_rates(runs, open_steps([steps_path], runs))
+    rates = run_labels.evaluation_rates(runs, open_steps([steps_path], runs))
     assert rates["run_id"].tolist() == ["eval"]
     row = rates.iloc[0]
     assert (row["unit"], row["evaluation_s"]) == ("tokens", 0.5)
@@ -305,7 +305,7 @@ def test_seed_003_validation_beside_its_training_loop_is_said_to_be_unsplit():
     """Seed 003 gives each configuration's validation (12.97 s at micro-batch 16) beside its training loop's
     time, and no steps: which of the two its rate covers is its source's, and the page says so."""
     runs = open_runs([str(REFERENCE / "seed_003_batch_size.csv")])
-    assert configs.evaluation_rates(runs, None).empty
-    (note,) = configs.evaluation_notes(runs, None)
+    assert run_labels.evaluation_rates(runs, None).empty
+    (note,) = run_labels.evaluation_notes(runs, None)
     assert note.startswith("seed003-bs16-acc64, seed003-bs32-acc32, seed003-bs64-acc16, seed003-bs128-acc8, …: "
                            "validation_s given beside elapsed_s")

@@ -146,17 +146,18 @@ IDENTITY: list[Column] = [
         "moe_router_topk": "experts each token is routed to (Megatron-LM's default 2; megatron FLOPs)",
         "moe_ffn_hidden_size": "hidden width of one expert's MLP (default ffn_hidden_size; megatron FLOPs)",
     }),
-    Column("swiglu", "bool", "the MLP is a gated linear unit (SwiGLU: three matrices instead of two; megatron FLOPs)"),
-    Column("tied_embeddings", "bool", "the output head shares the token embedding's weights (torchtitan FLOPs "
-                                      "then leave nothing out of n_params; default false)"),
-    Column("activation_checkpointing", "bool", "activations recomputed in backward (HFU counts it)"),
-    Column("compiled", "bool", "the model ran compiled (torch.compile): runs that differ in it are no repeats"),
-    Column("measured", "bool", "false for a row its source projected or estimated instead of measuring: shown and "
-                               "marked, never headlined, fitted or projected from (empty: measured)"),
-    Column("oversubscribed", "bool", "more busy threads than cores on a host of the run, or a load average above "
-                                     "its core count at start (recorded by the profiler): the run measures "
-                                     "contention for the CPU; shown and marked, never headlined, fitted or "
-                                     "projected from"),
+    *_cols("bool", "", {
+        "swiglu": "the MLP is a gated linear unit (SwiGLU: three matrices instead of two; megatron FLOPs)",
+        "tied_embeddings": "the output head shares the token embedding's weights (torchtitan FLOPs then leave "
+                           "nothing out of n_params; default false)",
+        "activation_checkpointing": "activations recomputed in backward (HFU counts it)",
+        "compiled": "the model ran compiled (torch.compile): runs that differ in it are no repeats",
+        "measured": "false for a row its source projected or estimated instead of measuring: shown and marked, "
+                    "never headlined, fitted or projected from (empty: measured)",
+        "oversubscribed": "more busy threads than cores on a host of the run, or a load average above its core "
+                          "count at start (recorded by the profiler): the run measures contention for the CPU; "
+                          "shown and marked, never headlined, fitted or projected from",
+    }),
     Column("price_per_gpu_hour", "float", "rental price of one device for one hour (USD)", "nonnegative"),
     Column("price_per_kwh", "float", "price of one kilowatt-hour of electricity (USD)", "nonnegative"),
     Column("device_memory_gb", "float", "memory of one device (GiB): what the profiler read (a GPU's memory as the "
@@ -242,49 +243,57 @@ MEASUREMENTS: list[Column] = [
 ]
 
 DERIVED: list[Column] = [
-    Column("data_parallel", "float", "data-parallel degree: gpus / (tensor_parallel x pipeline_parallel x context_parallel)"),
-    Column("global_batch_size", "float", "samples per optimizer step: micro_batch_size x grad_accum_steps x data_parallel "
-                                         "where not given"),
-    Column("tokens_per_s", "float", "throughput, all devices (tokens/s)"),
-    Column("tokens_per_s_per_gpu", "float", "throughput per device (tokens/s)"),
-    Column("samples_per_s", "float", "throughput, all devices (samples/s)"),
-    Column("samples_per_s_per_gpu", "float", "throughput per device (samples/s)"),
-    Column("step_time_s", "float", "wall time of one optimizer step (s)"),
-    Column("tokens_per_day", "float", "tokens processed in 24 h at this throughput"),
-    Column("samples_per_day", "float", "samples processed in 24 h at this throughput"),
-    Column("flops_per_token", "float", "model FLOPs per token, forward + backward"),
+    *_cols("float", "", {
+        "data_parallel": "data-parallel degree: gpus / (tensor_parallel x pipeline_parallel x context_parallel)",
+        "global_batch_size": "samples per optimizer step: micro_batch_size x grad_accum_steps x data_parallel "
+                             "where not given",
+        "tokens_per_s": "throughput, all devices (tokens/s)",
+        "tokens_per_s_per_gpu": "throughput per device (tokens/s)",
+        "samples_per_s": "throughput, all devices (samples/s)",
+        "samples_per_s_per_gpu": "throughput per device (samples/s)",
+        "step_time_s": "wall time of one optimizer step (s)",
+        "tokens_per_day": "tokens processed in 24 h at this throughput",
+        "samples_per_day": "samples processed in 24 h at this throughput",
+        "flops_per_token": "model FLOPs per token, forward + backward",
+    }),
     Column("flops_convention_used", "str", "the formula behind flops_per_token (a trainperf.flops convention) or given"),
-    Column("tflops_total", "float", "achieved model TFLOP/s, all devices"),
-    Column("tflops_per_gpu", "float", "achieved model TFLOP/s per device"),
-    Column("peak_tflops_per_gpu", "float", "dense peak TFLOP/s of one device at the run's precision"),
+    *_cols("float", "", {
+        "tflops_total": "achieved model TFLOP/s, all devices",
+        "tflops_per_gpu": "achieved model TFLOP/s per device",
+        "peak_tflops_per_gpu": "dense peak TFLOP/s of one device at the run's precision",
+    }),
     Column("peak_source", "str", "where peak_tflops_per_gpu comes from"),
-    Column("mfu", "float", "model FLOPs utilisation: tflops_per_gpu / peak_tflops_per_gpu (fraction)"),
-    Column("hfu", "float", "hardware FLOPs utilisation: mfu x 4/3 with activation recomputation (fraction)"),
-    Column("scaling_study", "str", "the runs scaled together: the experiment, and where it holds several studies what "
-                                   "its runs hold constant and the settings that tell its series apart (e.g. 'sweep "
-                                   "(global batch 8)', 'sweep (8 per device)'); a run in two studies: the strong one, "
-                                   "whose figures the scaling columns give"),
-    Column("second_scaling_study", "str", "the weak-scaling study a run is in besides its strong scaling_study (e.g. "
-                                          "the 1-device baseline of both)"),
-    Column("baseline_run_id", "str", "run this one's scaling is measured against (with its repeats: their mean)"),
-    Column("scaling_basis", "str", "throughput, or elapsed (runs assumed to do equal work)"),
-    Column("scaling_multiplier", "float", "throughput / baseline throughput (x)"),
-    Column("scaling_efficiency", "float", "scaling_multiplier / (gpus / baseline gpus) (fraction)"),
-    Column("serial_fraction", "float", "Karp-Flatt experimentally determined serial fraction"),
-    Column("comm_overhead", "float", "exposed communication / elapsed (fraction of wall time)"),
-    Column("compute_comm_ratio", "float", "compute time / communication time (x)"),
-    Column("gpu_hours", "float", "device-hours of the measured window"),
-    Column("cost_usd", "float", "gpu_hours x price_per_gpu_hour (USD)"),
-    Column("energy_j_per_token", "float", "energy_j / tokens (J per token)"),
-    Column("power_w_per_gpu", "float", "mean power of one device over the measured window: energy_j / (gpus x "
-                                       "elapsed_s) (W)"),
-    Column("energy_kwh", "float", "energy_j in kilowatt-hours"),
-    Column("energy_cost_usd", "float", "energy_kwh x price_per_kwh (USD)"),
-    Column("energy_cost_usd_per_million_tokens", "float", "energy_cost_usd per million tokens (USD)"),
-    Column("device_memory_gb", "float", "memory of one device (GiB): as given or recorded, else the datasheet's"),
-    Column("memory_headroom_gb", "float", "device_memory_gb - peak_memory_gb: memory left on the fullest device "
-                                          "(GiB)"),
-    Column("cost_efficiency", "float", "baseline cost per unit of work / this run's (fraction; = efficiency at equal price)"),
+    *_cols("float", "", {
+        "mfu": "model FLOPs utilisation: tflops_per_gpu / peak_tflops_per_gpu (fraction)",
+        "hfu": "hardware FLOPs utilisation: mfu x 4/3 with activation recomputation (fraction)",
+    }),
+    *_cols("str", "", {
+        "scaling_study": "the runs scaled together: the experiment, and where it holds several studies what its "
+                         "runs hold constant and the settings that tell its series apart (e.g. 'sweep (global "
+                         "batch 8)', 'sweep (8 per device)'); a run in two studies: the strong one, whose figures "
+                         "the scaling columns give",
+        "second_scaling_study": "the weak-scaling study a run is in besides its strong scaling_study (e.g. the "
+                                "1-device baseline of both)",
+        "baseline_run_id": "run this one's scaling is measured against (with its repeats: their mean)",
+        "scaling_basis": "throughput, or elapsed (runs assumed to do equal work)",
+    }),
+    *_cols("float", "", {
+        "scaling_multiplier": "throughput / baseline throughput (x)",
+        "scaling_efficiency": "scaling_multiplier / (gpus / baseline gpus) (fraction)",
+        "serial_fraction": "Karp-Flatt experimentally determined serial fraction",
+        "comm_overhead": "exposed communication / elapsed (fraction of wall time)",
+        "compute_comm_ratio": "compute time / communication time (x)",
+        "gpu_hours": "device-hours of the measured window",
+        "cost_usd": "gpu_hours x price_per_gpu_hour (USD)",
+        "energy_j_per_token": "energy_j / tokens (J per token)",
+        "power_w_per_gpu": "mean power of one device over the measured window: energy_j / (gpus x elapsed_s) (W)",
+        "energy_kwh": "energy_j in kilowatt-hours",
+        "energy_cost_usd": "energy_kwh x price_per_kwh (USD)",
+        "energy_cost_usd_per_million_tokens": "energy_cost_usd per million tokens (USD)",
+        "device_memory_gb": "memory of one device (GiB): as given or recorded, else the datasheet's",
+        "memory_headroom_gb": "device_memory_gb - peak_memory_gb: memory left on the fullest device (GiB)",
+        "cost_efficiency": "baseline cost per unit of work / this run's (fraction; = efficiency at equal price)",
+    }),
     Column("notes", "str", "why derived values are empty or doubtful, '; '-separated"),
 ]
 
@@ -375,6 +384,15 @@ STEPS_SET_ASIDE = "extra_steps_set_aside"
 """Column of the number of a log's steps whose times could not be used (a
 negative or zero time with nothing to join it with), left out of its
 throughput; set with :data:`STEP_TIME_ANOMALIES`."""
+
+UNITS: dict[str, str] = {"_per_s": "", "_s": "s", "_gb": "GiB"}
+"""The unit each column-name suffix declares, longest suffix first (a rate, ``_per_s``, names its unit in words)."""
+
+
+def unit(name: str) -> str:
+    """The unit ``name``'s suffix declares (:data:`UNITS`: ``s``, ``GiB``); "" for none."""
+    return next((shown for suffix, shown in UNITS.items() if name.endswith(suffix)), "")
+
 
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
 

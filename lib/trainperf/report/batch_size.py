@@ -7,6 +7,7 @@ configuration needs: which ones did not fit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -14,15 +15,15 @@ import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
 from trainperf.estimates import distinguish, has_interval, resolution, run_intervals, ties_with_fastest
-from trainperf.report.configs import (Unit, batch, configuration_means, evaluation_notes, evaluation_rates, experiments,
-                                      keep_experiments, unit_of)
 from trainperf.report.html import (Html, and_list, around, count, fmt_change, fmt_int, fmt_pct, fmt_seconds,
                                    headline as banner, resolution_text)
-from trainperf.report.page import InputError, require
+from trainperf.report.page import InputError, keep_experiments, require
 from trainperf.report.phases import overlap_notes, per_experiment, without_phases
+from trainperf.report.run_labels import (Unit, batch, configuration_means, evaluation_notes, evaluation_rates,
+                                         experiments, unit_of)
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
-from trainperf.report.what_to_change import Found, candidates, data_loading, exposed_communication, row, section
+from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, section_of
 from trainperf.stats import MIN_EFFECT, TIED
 
 Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
@@ -36,7 +37,7 @@ def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
     count (``my-sweep (2 devices)``). Other experiments are listed in
     ``attrs['skipped']``; the runs of a sweep's configurations that ran out
     of memory (``fits`` false) in ``attrs['did_not_fit']`` (their rows as dicts; :func:`memory`).
-    :class:`~trainperf.report.applicability.NotApplicable` when no sweep is left."""
+    :class:`~trainperf.report.page.NotApplicable` when no sweep is left."""
     unit = unit_of(runs)
     too_big = runs["fits"].eq(False).fillna(False).to_numpy(bool) if "fits" in runs else np.zeros(len(runs), bool)
     have = require(require(runs[~too_big], "micro_batch_size", "a micro-batch size",
@@ -91,7 +92,7 @@ def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tupl
     run of each with its rates, MFU, times (:func:`trainperf.report.time_to_train.run_times`) and the
     parts of its total time (:func:`trainperf.report.time_to_train.total_parts`, columns named after
     them) the mean over its repeats (``runs``: how many; see
-    :func:`trainperf.report.configs.configuration_means`), and their
+    :func:`trainperf.report.run_labels.configuration_means`), and their
     :func:`trainperf.estimates.run_intervals` with ``label`` (``micro-batch … × … accumulation``)
     and ``runs``."""
     unit = unit_of(runs)
@@ -477,7 +478,4 @@ RULES = (
 """The batch-size page's rules (each reads the :class:`BatchSizePage`): what each looks at, and its function."""
 
 
-def what_to_change(page: BatchSizePage) -> Html:
-    """The batch-size page's "What to change" section: what its :data:`RULES` found
-    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
-    return section(*candidates(RULES, page))
+what_to_change = partial(section_of, RULES)

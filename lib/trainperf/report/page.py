@@ -1,7 +1,7 @@
 """What every report page has: its inputs opened and checked against the
 notebook's parameters (a bad one raises :class:`InputError`), a header, and
-the data-quality section's frames and sentences: inputs, what was skipped,
-empty values, conventions, the sources' own figures against trainperf's.
+the data-quality section (:func:`quality`) with its frames and sentences: inputs,
+what was skipped, empty values, conventions, the sources' own figures against trainperf's.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
+from pandas.io.formats.style import Styler
 
 from trainperf.aggregate import Summaries
 from trainperf.compare import Side, read_side
@@ -24,9 +25,9 @@ from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.reading.loading import holds_steps, load_runs, load_summaries
 from trainperf.provenance import provenance
-from trainperf.report.applicability import NotApplicable
-from trainperf.report.configs import doubt_notes
-from trainperf.report.html import Html, callout, count, first_of, title as page_title
+from trainperf.report.html import Html, bullets, callout, count, esc, first_of, fmt_pct, title as page_title
+from trainperf.report.run_labels import doubt_notes, ordered
+from trainperf.report.theme import table
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
@@ -43,12 +44,21 @@ REPORTED_TOLERANCE = 0.005
 (when it is also beyond the precision the source printed)."""
 
 
-class InputError(DataError):
-    """A report parameter or input that cannot be used. Jupyter shows it as
-    one line (``InputError: …``) instead of a traceback."""
+class _OneLine(DataError):
+    """An error Jupyter shows as one line (``InputError: …``, ``NotApplicable: …``), not a traceback."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"InputError: {self}"]
+        return [f"{type(self).__name__}: {self}"]
+
+
+class InputError(_OneLine):
+    """A report parameter or input that cannot be used."""
+
+
+class NotApplicable(_OneLine):
+    """The selected data cannot answer this report (not an error in the data); the message names what is
+    missing and what would supply it. The build writes a short page with it and marks the report "not
+    applicable"."""
 
 
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
@@ -220,10 +230,23 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     return have
 
 
+def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,
+                     none_kept: str) -> pd.DataFrame:
+    """The runs of the experiments for which ``keep`` (a bool per experiment) holds,
+    :func:`~trainperf.report.run_labels.ordered` by ``by``; the others go to ``attrs['skipped']`` with ``why_not``.
+    :class:`NotApplicable` saying ``none_kept`` when none is kept."""
+    if not keep.any():
+        raise NotApplicable(none_kept)
+    out = ordered(runs[runs["experiment"].isin(keep.index[keep]).fillna(False).to_numpy(bool)], by)
+    out.attrs = {**runs.attrs, **provenance(skipped=[*runs.attrs.get("skipped", ()),
+                                                    *((f"experiment {name}", why_not) for name in keep.index[~keep])])}
+    return out
+
+
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
     """The report's title and what it covers (every experiment, platform and
     model, ``unknown`` included), then a warning for each kind of run the page
-    shows but never headlines (:func:`trainperf.report.configs.doubt_notes`:
+    shows but never headlines (:func:`trainperf.report.run_labels.doubt_notes`:
     projected, oversubscribed, incomplete); records the title and the inputs
     (of the runs, and of the per-rank ``steps`` when given) for the index. A run shown in two
     scaling studies is counted once."""
@@ -374,3 +397,53 @@ def difference_summary(differences: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["figure", "runs", "difference"])
     first = differences.groupby("figure", sort=False).agg(runs=("run_id", "size"), difference=("difference", "first"))
     return first.reset_index()
+
+
+SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) that differ from the figure trainperf "
+                  f"recomputes by more than {fmt_pct(REPORTED_TOLERANCE)} and by more than the last digit the source "
+                  "printed. Difference = (source − trainperf) / trainperf; fractions (MFU, efficiency) as fractions, "
+                  "trainperf's MFU against the peak the source divided by where it names one; a printed peak of "
+                  "another device is not comparable. Where they differ, the report uses trainperf's.")
+"""What the "Source figures vs trainperf" part lists."""
+
+
+def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True, mfu: bool = True) -> Html:
+    """The data-quality section every report ends with (under its ``## Data quality`` heading), of a page
+    showing ``runs`` (and the per-rank ``steps`` summaries, where the page reads them): what was read, what was
+    left out and why, the figures emptied because they cannot be true, the empty or doubtful values, the
+    conventions behind the figures and the sources' own figures against trainperf's, under ``h3`` headings.
+    Without ``scaling``, notes and conventions of the scaling multiplier are left out, without ``mfu`` the
+    notes on HFU (for a report that shows none)."""
+    differences = reported_differences(runs)
+    parts = [
+        ("Inputs read", [bullets(inputs_read(runs, steps))]),
+        ("Skipped and why", [table(skipped(runs, steps), empty="Nothing was skipped.")]),
+        ("Impossible figures, emptied", [table(impossible(runs, scaling=scaling),
+                                               empty="No figure broke an invariant.")]),
+        ("Empty or doubtful values", [table(note_counts(runs, scaling=scaling, mfu=mfu),
+                                            empty="Every derived value of every run could be computed.")]),
+        ("Conventions", [bullets(conventions(runs, scaling=scaling)),
+                         table(peak_entries(runs),
+                               caption="Peak table entries used for MFU (dense, never 2:4-sparse)")]),
+        ("Source figures vs trainperf", [Html(f"<p>{esc(SOURCE_FIGURES)}</p>", SOURCE_FIGURES),
+                                         table(difference_summary(differences), empty=NO_DIFFERENCES),
+                                         table(differences.head(12), caption="The largest differences"),
+                                         bullets(unverifiable_figures(runs))]),
+    ]
+    html = "".join(f'<h3 id="{_anchor(title)}">{esc(title)}</h3>' + "".join(_html(p) for p in shown)
+                   for title, shown in parts)
+    text = "\n\n".join(title + "\n" + "\n".join(_text(p) for p in shown) for title, shown in parts)
+    return Html(html, text)
+
+
+def _anchor(title: str) -> str:
+    """The heading's id, as nbconvert makes one for a Markdown heading (spaces as hyphens)."""
+    return title.replace(" ", "-")
+
+
+def _html(part: Html | Styler) -> str:
+    return part.to_html() if isinstance(part, Styler) else part.html
+
+
+def _text(part: Html | Styler) -> str:
+    return part.data.to_string(index=False) if isinstance(part, Styler) else part.text

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.compare import exposed_within_phases
-from trainperf.report.configs import by_experiment
+from trainperf.report.run_labels import by_experiment
 from trainperf.report.html import count, first_of, fmt_sig
 
 PHASE_LABELS = {
@@ -46,6 +46,12 @@ def slowest_wait(runs: pd.DataFrame) -> pd.Series:
     (0 at least; NaN where the mean over ranks is unknown)."""
     mean = runs["mean_rank_elapsed_s"] if "mean_rank_elapsed_s" in runs else pd.Series(np.nan, index=runs.index)
     return (runs["elapsed_s"] - mean).astype(float).clip(lower=0)
+
+
+def typical_s(runs: pd.DataFrame) -> pd.Series:
+    """Per run, a typical rank's measured window (s): ``mean_rank_elapsed_s``, else ``elapsed_s``."""
+    typical = runs["elapsed_s"].astype(float)
+    return runs["mean_rank_elapsed_s"].astype(float).fillna(typical) if "mean_rank_elapsed_s" in runs else typical
 
 
 def validation_inside(runs: pd.DataFrame) -> pd.Series:
@@ -100,10 +106,7 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
             seconds = seconds.drop(columns=PHASE_LABELS[comm])
         else:
             seconds[PHASE_LABELS[comm]] = seconds[PHASE_LABELS[comm]].mask(within, 0.0)
-    typical = runs["elapsed_s"].astype(float)
-    if "mean_rank_elapsed_s" in runs:
-        typical = runs["mean_rank_elapsed_s"].astype(float).fillna(typical)
-    loop = typical - (runs["elapsed_s"].astype(float) - training_loop_s(runs))
+    loop = typical_s(runs) - (runs["elapsed_s"].astype(float) - training_loop_s(runs))
     other = (loop - seconds.sum(axis=1)).clip(lower=0)
     if other.fillna(0).gt(0.005 * loop.fillna(np.inf)).any():
         seconds[OTHER] = other.fillna(0.0)

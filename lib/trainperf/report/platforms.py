@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -17,13 +18,13 @@ from trainperf.aggregate import Summaries
 from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.estimates import distinguish, has_interval, run_intervals
 from trainperf.hardware import cpu_rows, find_device, normalize_precision, platform_name
-from trainperf.report.configs import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates, label,
-                                      rank, study_of)
+from trainperf.report.run_labels import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates,
+                                         label, rank, study_of)
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, and_list, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.scaling import SERIES_SETTINGS
-from trainperf.report.what_to_change import Found, candidates, row, section
+from trainperf.report.what_to_change import Found, row, section_of
 from trainperf.stats import FASTER, MIN_EFFECT, TIED, Difference, Verdict
 
 SPARSE_MATCH = 0.02
@@ -61,7 +62,7 @@ MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_da
 
 
 def configurations(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration of ``runs`` (:func:`trainperf.report.configs.configuration_table`
+    """One row per configuration of ``runs`` (:func:`trainperf.report.run_labels.configuration_table`
     of :data:`MEANS`: its throughput's 95 % interval ``tokens_per_s_low``–``_high`` and ``interval``,
     and its ``doubt``)."""
     return configuration_table(runs, MEANS)
@@ -463,7 +464,4 @@ RULES = (("the settings of a faster platform", platform_settings),)
 """The platforms page's rules (each reads the :class:`PlatformsPage`): what each looks at, and its function."""
 
 
-def what_to_change(page: PlatformsPage) -> Html:
-    """The platforms page's "What to change" section: what its :data:`RULES` found
-    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
-    return section(*candidates(RULES, page))
+what_to_change = partial(section_of, RULES)

@@ -24,7 +24,7 @@ from pandas.io.formats.style import Styler
 from trainperf.report.html import (Html, esc, fmt_big, fmt_int, fmt_num, fmt_pct, fmt_seconds, fmt_sig, fmt_times,
                                    fmt_usd, paragraph)
 from trainperf.report.phases import IMBALANCE, OTHER, PHASE_LABELS
-from trainperf.schema import OUTSIDE_PREFIX
+from trainperf.schema import OUTSIDE_PREFIX, unit
 
 PHASE_COLORS: dict[str, str] = {
     PHASE_LABELS["data_s"]: "#b8a02c", PHASE_LABELS["h2d_s"]: "#f2c85b", PHASE_LABELS["forward_s"]: "#2456a6",
@@ -96,9 +96,9 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "tokens": ("Total tokens", fmt_int), "samples": ("Total samples", fmt_int), "elapsed_s": ("Elapsed", fmt_seconds),
     "tokens_per_s": ("Tokens/s", fmt_int), "samples_per_s": ("Samples/s", fmt_int),
     "tokens_per_s_per_gpu": ("Tokens/s per device", fmt_int), "samples_per_s_per_gpu": ("Samples/s per device", fmt_int),
-    "step_time_s": ("Time per step, mean (s)", lambda x: fmt_num(x, 4)), "ideal": ("Ideal", fmt_times),
-    "step_time_p50_s": ("Step time, median (s)", lambda x: fmt_num(x, 4)),
-    "step_time_p95_s": ("Step time, 95th percentile (s)", lambda x: fmt_num(x, 4)),
+    "step_time_s": ("Time per step, mean", lambda x: fmt_num(x, 4)), "ideal": ("Ideal", fmt_times),
+    "step_time_p50_s": ("Step time, median", lambda x: fmt_num(x, 4)),
+    "step_time_p95_s": ("Step time, 95th percentile", lambda x: fmt_num(x, 4)),
     "step_time_basis": ("Step times from", None),
     "scaling_type": ("Scaling", None), "experiment_scaling": ("Experiment", None), "remark": ("Remark", None),
     "scaling_multiplier": ("Multiplier", fmt_times), "scaling_efficiency": ("Efficiency", fmt_pct),
@@ -108,17 +108,17 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "time_to_train_s": ("Time to train: training loop", fmt_seconds),
     "total_time_s": ("Time to train: in all, start-up included", fmt_seconds),
     "total_s": ("Total, start-up included", fmt_seconds),
-    "global_batch_size": ("Samples per optimizer step", fmt_int), "compute_s": ("Compute (s)", fmt_num),
-    "comm_s": ("Communication (s)", fmt_num), "comm_exposed_s": ("Exposed comm. (s)", fmt_num),
-    "data_s": ("Data (s)", fmt_num), "slowest_wait_s": ("Waiting for the slowest rank (s)", fmt_num),
+    "global_batch_size": ("Samples per optimizer step", fmt_int), "compute_s": ("Compute", fmt_num),
+    "comm_s": ("Communication", fmt_num), "comm_exposed_s": ("Exposed comm.", fmt_num),
+    "data_s": ("Data", fmt_num), "slowest_wait_s": ("Waiting for the slowest rank", fmt_num),
     "comm_overhead": ("Comm. overhead", fmt_pct),
     "compute_comm_ratio": ("Compute / comm.", fmt_times), "slowest_rank": ("Slowest rank", fmt_int),
-    "slowest_s": ("Slowest (s)", fmt_num), "mean_s": ("Mean over ranks (s)", fmt_num),
-    "fastest_s": ("Fastest (s)", fmt_num), "imbalance": ("Imbalance (slowest / fastest)", fmt_times),
+    "slowest_s": ("Slowest", fmt_num), "mean_s": ("Mean over ranks", fmt_num),
+    "fastest_s": ("Fastest", fmt_num), "imbalance": ("Imbalance (slowest / fastest)", fmt_times),
     "mean_understates": ("Mean over ranks understates elapsed by", fmt_pct),
-    "peak_memory_gb": ("Peak allocated (GiB)", fmt_num), "reserved_memory_gb": ("Peak reserved (GiB)", fmt_num),
-    "host_memory_gb": ("Host resident (GiB)", fmt_num), "device_memory_gb": ("Device memory (GiB)", fmt_num),
-    "memory_headroom_gb": ("Headroom (GiB)", fmt_num), "fits": ("Fits", None),
+    "peak_memory_gb": ("Peak allocated", fmt_num), "reserved_memory_gb": ("Peak reserved", fmt_num),
+    "host_memory_gb": ("Host resident", fmt_num), "device_memory_gb": ("Device memory", fmt_num),
+    "memory_headroom_gb": ("Headroom", fmt_num), "fits": ("Fits", None),
     "price_per_gpu_hour": ("Price ($/device-h)", fmt_usd), "gpu_hours": ("Device-hours", fmt_num),
     "cost_usd": ("Cost", fmt_usd), "cost_efficiency": ("Cost efficiency", fmt_pct),
     "usd_per_million_tokens": ("$ per million tokens", fmt_usd),
@@ -150,9 +150,9 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "startup_s": ("Start-up", fmt_seconds), "unaccounted_s": ("In no step", fmt_seconds),
     "after_steps_s": ("After the last step", fmt_seconds), "warmup_rule": ("Warm-up rule", None),
     "warmup_steps": ("Warm-up steps", fmt_int),
-    "node": ("Node", None), "steps": ("Steps", fmt_int), "step_s": ("Step (s, median)", fmt_sig),
-    "comm_wait_s": ("Communication wait (s per step)", fmt_sig), "busy_s": ("Busy (s per step)", fmt_sig),
-    "wait_gap_s": ("Waits less than the other ranks by (s)", fmt_sig), "straggler": ("Straggler", None),
+    "node": ("Node", None), "steps": ("Steps", fmt_int), "step_s": ("Step, median", fmt_sig),
+    "comm_wait_s": ("Communication wait per step", fmt_sig), "busy_s": ("Busy per step", fmt_sig),
+    "wait_gap_s": ("Waits less than the other ranks by", fmt_sig), "straggler": ("Straggler", None),
     "multiplier": ("Multiplier", fmt_times), "low": ("95 % band, low", fmt_times),
     "high": ("95 % band, high", fmt_times), "naive": ("Straight line", fmt_times), "law": ("Law", None),
     "reported": ("Source printed", fmt_sig), "trainperf": ("trainperf", fmt_sig),
@@ -162,17 +162,17 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "note": ("Why a value is empty or doubtful", None), "runs": ("Runs", fmt_int), "examples": ("For example", None),
     "where": ("Input", None), "reason": ("Reason", None), "peak_source": ("Source", None),
     "side": ("Side", None), "phase": ("Phase", None), "marks": ("Marks", None),
-    "beyond_fastest_s": ("Longer than the fastest rank (s)", fmt_num), "unit": ("Unit", None),
+    "beyond_fastest_s": ("Longer than the fastest rank", fmt_num), "unit": ("Unit", None),
     "window_rate": ("Rate with evaluation (per s)", fmt_int), "training_rate": ("Training only (per s)", fmt_int),
-    "evaluation_s": ("Evaluation (s)", fmt_num), "evaluation_share": ("Evaluation, share of the time", fmt_pct), "baseline_s": ("Baseline (s)", fmt_sig),
-    "candidate_s": ("Candidate (s)", fmt_sig), "delta_s": ("Change (s)", fmt_sig),
-    "low_s": ("95 % interval, low (s)", fmt_sig), "high_s": ("95 % interval, high (s)", fmt_sig),
+    "evaluation_s": ("Evaluation", fmt_num), "evaluation_share": ("Evaluation, share of the time", fmt_pct), "baseline_s": ("Baseline", fmt_sig),
+    "candidate_s": ("Candidate", fmt_sig), "delta_s": ("Change", fmt_sig),
+    "low_s": ("95 % interval, low", fmt_sig), "high_s": ("95 % interval, high", fmt_sig),
     "delta_pct": ("Change, of a baseline step", lambda x: fmt_pct(x, signed=True)),
     "relative_change": ("Change, of its own baseline", lambda x: fmt_pct(x, signed=True)),
     "tokens_per_step": ("Tokens per step", fmt_int), "samples_per_step": ("Samples per step", fmt_int),
     "load_average_1min": ("Load average at start (1 min)", fmt_num), "cpu_cores": ("Cores", fmt_int),
     "oversubscribed": ("Oversubscribed", None), "loaded": ("Loaded", None), "metric": ("Metric", None),
-    "unit": ("Unit", None), "baseline": ("Baseline", fmt_sig), "candidate": ("Candidate", fmt_sig),
+    "baseline": ("Baseline", fmt_sig), "candidate": ("Candidate", fmt_sig),
     "change": ("Change", lambda x: fmt_pct(x, signed=True)),
     "change_low": ("Change, 95 % interval low", lambda x: fmt_pct(x, signed=True)),
     "change_high": ("Change, 95 % interval high", lambda x: fmt_pct(x, signed=True)),
@@ -185,7 +185,9 @@ COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
     "confidence": ("Confidence", None), "applies_to": ("Applies to", None),
 }
 """Header and cell format of each column a report table may show; a column
-not listed keeps its name and shows numbers to 3 significant figures."""
+not listed keeps its name and shows numbers to 3 significant figures. A header
+gets the unit its column's name declares (:func:`trainperf.schema.unit`: ``(s)``,
+``(GiB)``) unless its format writes it (:func:`~trainperf.report.html.fmt_seconds`)."""
 
 
 def phase_order(frame: pd.DataFrame) -> list[str]:
@@ -202,7 +204,7 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
     if frame.empty:
         return paragraph(empty) if empty else Html("", "")
     spec = {c: COLUMNS.get(c) or _outside(c) or (str(c), None) for c in frame.columns}
-    headers = {c: spec[c][0] for c in frame.columns}
+    headers = {c: _header(c, *spec[c]) for c in frame.columns}
     formats = {headers[c]: _cell(spec[c][1], frame[c]) for c in frame.columns}
     shown = frame.rename(columns=headers).reset_index(drop=True)
     styler = (shown.style.format(formats, escape="html", na_rep="–").format_index(escape="html", axis=1)
@@ -214,6 +216,13 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
         styler = styler.apply(lambda row: ["background-color: #eaf6ef; font-weight: 600" if marks[row.name] else ""]
                               * len(row), axis=1)
     return styler.set_caption(esc(caption)) if caption else styler
+
+
+def _header(column: object, label: str, fmt: Callable[[object], str] | None) -> str:
+    """A :data:`COLUMNS` column's header: its label, with the unit its name declares where its format does not
+    write it (``Compute (s)``); another column's label as it is."""
+    shown = unit(str(column)) if column in COLUMNS and fmt is not fmt_seconds else ""
+    return f"{label} ({shown})" if shown else label
 
 
 def _outside(column: object) -> tuple[str, Callable[[object], str]] | None:

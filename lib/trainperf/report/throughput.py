@@ -9,6 +9,7 @@ clock went (its goodput, :func:`goodput`) and its step time along the run with t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -17,14 +18,15 @@ from trainperf.aggregate import Summaries
 from trainperf.compare import plotted_steps
 from trainperf.estimates import job_frames, run_intervals
 from trainperf.goodput import PARTS
-from trainperf.report.configs import (Unit, configuration_of, configuration_table, evaluation_notes, evaluation_rates,
-                                      labels, ordered, rank, several_device_counts, study_of, unit_of)
+from trainperf.report.run_labels import (Unit, configuration_of, configuration_table, evaluation_notes,
+                                         evaluation_rates, labels, ordered, rank, several_device_counts, study_of,
+                                         unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.page import require
 from trainperf.report.scaling.analysis import outside_steps
 from trainperf.report.time_to_train import LOOP, VALIDATION, total_parts, total_s
-from trainperf.report.what_to_change import (Found, Measured, candidates, clean, data_loading, exposed_communication,
-                                             oversubscription, row, section, waits_for_outside_work)
+from trainperf.report.what_to_change import (Found, Measured, clean, data_loading, exposed_communication,
+                                             oversubscription, row, section_of, waits_for_outside_work)
 from trainperf.schema import OUTSIDE_PREFIX
 
 PART_LABELS = {"productive_s": "productive steps", "warmup_excess_s": "warm-up beyond steady steps",
@@ -53,7 +55,7 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
-    """One row per configuration (:func:`trainperf.report.configs.configuration_table`: repeats
+    """One row per configuration (:func:`trainperf.report.run_labels.configuration_table`: repeats
     averaged, as on the scaling page) with ``runs`` (its repeats), the figures of :data:`MEANS`, its
     throughput's 95 % ``interval``, ``scaling_type`` (``strong`` or ``weak``, from ``derive``) and
     ``experiment_scaling`` (the experiment's name with it: ``sweep (weak scaling)``),
@@ -88,7 +90,7 @@ def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 
 def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summaries | None) -> dict[str, list]:
     """Per configuration of runs of :func:`~trainperf.estimates.run_intervals` ``found`` (in the order of
-    :func:`trainperf.report.configs.configuration_table`; ``frames``: the
+    :func:`trainperf.report.run_labels.configuration_table`; ``frames``: the
     :func:`~trainperf.estimates.job_frames` of their ``steps``):
     ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per step
     (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged
@@ -384,7 +386,4 @@ RULES = (
 """The throughput page's rules (each reads the :class:`ThroughputPage`): what each looks at, and its function."""
 
 
-def what_to_change(page: ThroughputPage) -> Html:
-    """The throughput page's "What to change" section: what its :data:`RULES` found
-    (:func:`trainperf.report.what_to_change.candidates`, :func:`~trainperf.report.what_to_change.section`)."""
-    return section(*candidates(RULES, page))
+what_to_change = partial(section_of, RULES)

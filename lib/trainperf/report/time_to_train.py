@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from trainperf.report.configs import Unit
+from trainperf.report.run_labels import Unit
 from trainperf.report.html import fmt_int
 from trainperf.report.page import InputError
 from trainperf.report.phases import training_loop_s, validation_s

@@ -1,32 +1,12 @@
 """What to change: the few changes a page's runs support, each with its expected gain and confidence; the
 rules several pages share, the compare page's, and the section that shows what a page's rules found.
 
-Every report ends with a section "What to change" (:func:`section`). Its rows come from the page's rules,
-one small function per kind of change, each reading what the page already computed (the straggler outside
-the synchronised steps of :func:`trainperf.report.scaling.ranks.slow_ranks`, the batch-size table, the node
-boundary, the goodput parts, the platforms' winners, a comparison's verdict): each page's ``RULES`` beside its
-result (:mod:`trainperf.report.scaling.analysis`, :mod:`~trainperf.report.throughput`,
-:mod:`~trainperf.report.batch_size`, :mod:`~trainperf.report.platforms`), the compare page's here
-(:data:`COMPARISON_RULES`). A rule gives a change only where its evidence is in the runs shown, never a
-generic tip.
-
-``expected_gain`` is a fraction of what ``gain_of`` names (the time of a step or a run, the wall clock,
-tokens/s): the time a change could remove over the time it is part of, or a throughput ratio − 1. A gain
-that removes a whole phase or part (data loading, exposed communication, start-up) is an upper bound: the
-change may hide only some of it.
-
-``confidence``:
-
-* ``high``: the gain has a 95 % interval (from the runs' steps, or the spread of repeats:
-  :mod:`trainperf.estimates`) and it excludes 0;
-* ``medium``: no interval, but the effect is measured in two or more runs (repeats of a configuration, or
-  runs of an experiment that each show it);
-* ``low``: a single figure (one run, or one run a side of a comparison), or a gain that is only an upper
-  bound of unknown tightness (all communication where its exposed part is not recorded; the settings of a
-  faster platform, whose margin is the hardware's too).
-
-A gain whose interval includes 0, or that is below :data:`trainperf.stats.MIN_EFFECT` (2 %), is not listed:
-:func:`section` names it among the candidates left out.
+Each rule is one small function reading what its page already computed; each page's ``RULES`` live beside
+its result, the compare page's here (:data:`COMPARISON_RULES`). A rule gives a change only where its evidence
+is in the runs shown, never a generic tip. ``expected_gain`` is a fraction of what ``gain_of`` names (an upper
+bound where a change removes a whole phase or part); ``confidence`` is ``high`` (a 95 % interval that excludes
+0), ``medium`` (no interval, two or more runs show it) or ``low`` (:func:`confidence`). The rules, their gains
+and the confidence levels: docs/reports.md, "What to change".
 """
 
 from __future__ import annotations
@@ -34,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -42,8 +23,9 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.compare import Comparison
 from trainperf.estimates import Side, configuration_keys, distinguish, estimate_steps, job_frames, run_intervals
-from trainperf.report import configs
+from trainperf.report import run_labels
 from trainperf.report.html import Html, and_list, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
+from trainperf.report.phases import typical_s
 from trainperf.report.theme import table as styled
 from trainperf.stats import FASTER, INCONCLUSIVE, MIN_EFFECT, SLOWER, t_quantile
 
@@ -63,7 +45,7 @@ class Measured(Protocol):
 
 def clean(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs a change may be concluded from: none projected, oversubscribed or incomplete."""
-    return runs[~configs.doubtful(runs).to_numpy(bool)] if len(runs) else runs
+    return runs[~run_labels.doubtful(runs).to_numpy(bool)] if len(runs) else runs
 
 
 @dataclass
@@ -100,12 +82,6 @@ def row(change: str, evidence: str, gain: float, gain_of: str, applies_to: str, 
             "listed": level is not None and not (pd.notna(gain) and gain < MIN_EFFECT)}
 
 
-def _typical_s(runs: pd.DataFrame) -> pd.Series:
-    """Per run, a typical rank's measured window (s): ``mean_rank_elapsed_s``, else ``elapsed_s``."""
-    typical = runs["elapsed_s"].astype(float)
-    return runs["mean_rank_elapsed_s"].astype(float).fillna(typical) if "mean_rank_elapsed_s" in runs else typical
-
-
 def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: dict[str, pd.DataFrame]
                     ) -> tuple[float, float] | None:
     """The 95 % interval of the mean share of ``column`` in a configuration's step (its runs ``rows``, their
@@ -132,21 +108,21 @@ def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices:
     runs = clean(page.runs)
     have = runs[(runs["gpus"] >= devices).fillna(False).to_numpy(bool)] if len(runs) else runs
     frames, out = job_frames(page.steps), Found()
-    for name, group in configs.by_experiment(have):
+    for name, group in run_labels.by_experiment(have):
         exposed = column == "comm_s" and "comm_exposed_s" in group and group["comm_exposed_s"].notna().any()
         timed = "comm_exposed_s" if exposed else column
         if timed not in group or group[timed].isna().all():
             continue
         group = group[group[timed].notna().to_numpy(bool)]
-        group = group.assign(_share=group[timed].astype(float) / _typical_s(group), _key=configuration_keys(group))
+        group = group.assign(_share=group[timed].astype(float) / typical_s(group), _key=configuration_keys(group))
         means = group.groupby("_key", sort=False)["_share"].mean()
         rows = group[group["_key"] == means.idxmax()]
         share, seconds = float(means.max()), float(rows[timed].mean())
-        label = configs.labels(group)[list(group["_key"]).index(means.idxmax())]
+        label = run_labels.labels(group)[list(group["_key"]).index(means.idxmax())]
         bound = column == "comm_s" and not exposed
         shown = "all its communication (the part computation did not hide is not recorded)" if bound else what
         out.rows.append(row(
-            change, f"{shown}: {fmt_seconds(seconds)} of a {fmt_seconds(float(_typical_s(rows).mean()))} "
+            change, f"{shown}: {fmt_seconds(seconds)} of a {fmt_seconds(float(typical_s(rows).mean()))} "
                     f"measured window, {fmt_pct(share)} of a step"
                     + (f" (the mean of {len(rows)} runs)" if len(rows) > 1 else ""),
             share, "step time", f"{name}: {label}", interval=_share_interval(rows, rows["_share"], timed, frames),
@@ -193,14 +169,14 @@ def oversubscription(page: Measured) -> Found:
     over = runs["oversubscribed"].eq(True).fillna(False).to_numpy(bool) if "oversubscribed" in runs else None
     if over is None or not over.any():
         return Found(lacking="no run has more busy processes than cores")
-    unit, out = configs.unit_of(runs), Found()
-    study = configs.study_of(runs)
+    unit, out = run_labels.unit_of(runs), Found()
+    study = run_labels.study_of(runs)
     for name, group in runs.groupby(study.astype(str), sort=False):
         group = group.reset_index(drop=True)
         found = run_intervals(group, page.steps)
         config = found["configuration"]
         bad = group["oversubscribed"].eq(True).fillna(False).to_numpy(bool)
-        good = ~configs.doubtful(group).to_numpy(bool) & config.notna().to_numpy(bool)
+        good = ~run_labels.doubtful(group).to_numpy(bool) & config.notna().to_numpy(bool)
         if not bad.any() or not good.any():
             continue
         rates = group.groupby(config.to_numpy(), sort=False)[unit.rate].mean()
@@ -322,6 +298,11 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     return Html(html, text)
 
 
-def comparison(result: Comparison) -> Html:
-    """The compare page's "What to change" section: what the :data:`COMPARISON_RULES` found of ``result``."""
-    return section(*candidates(COMPARISON_RULES, result))
+def section_of(rules: Iterable[tuple[str, Rule]], page: Measured) -> Html:
+    """The "What to change" section of ``page``: what its ``rules`` found (:func:`candidates`, :func:`section`).
+    Each page binds its own rules: ``what_to_change = partial(section_of, RULES)``."""
+    return section(*candidates(rules, page))
+
+
+comparison = partial(section_of, COMPARISON_RULES)
+"""The compare page's "What to change" section: what the :data:`COMPARISON_RULES` found of a comparison."""

@@ -46,9 +46,9 @@ SERVER_ENV = "TRAINPERF_KERNEL_SERVER"
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.debugger",
            "IPython.core.completerlib", "IPython.extensions.storemagic", "sqlite3", "IPython.display",
            "matplotlib.backends.backend_svg", "pandas", "seaborn", "trainperf", "trainperf.compare",
-           "trainperf.report.batch_size", "trainperf.report.configs", "trainperf.report.html", "trainperf.report.page",
-           "trainperf.report.platforms", "trainperf.report.quality", "trainperf.report.scaling",
-           "trainperf.report.theme", "trainperf.report.throughput")
+           "trainperf.report.batch_size", "trainperf.report.html", "trainperf.report.page",
+           "trainperf.report.platforms", "trainperf.report.run_labels",
+           "trainperf.report.scaling", "trainperf.report.theme", "trainperf.report.throughput")
 """What a report kernel imports as it starts (its debugger, history, completer, the SVG backend) and
 what the report notebooks import (never torch), imported once by the kernel server. (Not the inline
 backend: loaded before a kernel's shell exists, it would not hook into it.)"""

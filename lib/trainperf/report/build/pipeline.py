@@ -3,7 +3,7 @@ parallel, each in its own process and kernel), export it to HTML, and write
 an index page linking them. A failing notebook does not stop the others: its
 page (up to the failing cell, the error in one line at the top) is still
 written and the index marks it failed; one that raises
-:class:`~trainperf.report.applicability.NotApplicable` gets a short page
+:class:`~trainperf.report.page.NotApplicable` gets a short page
 saying what is missing, which is not a failure.
 """
 
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import nbformat
 import trainperf
 from trainperf.errors import DataError
 from trainperf.reading.loading import PINNED, holds_inputs, holds_steps, pin_inputs
-from trainperf.report.applicability import NotApplicable
+from trainperf.report.page import NotApplicable
 from trainperf.report.build.export import PageInfo, notebook_to_html, warm_up
 from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.build.index import write_index

@@ -10,9 +10,9 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.estimates import job_frames
 from trainperf.ranks import IMBALANCE_STRAGGLER
-from trainperf.report.configs import by_experiment, doubtful, evaluation_notes, evaluation_rates, labels, marks
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fmt_usd, headline as banner
 from trainperf.report.phases import per_experiment, without_phases
+from trainperf.report.run_labels import by_experiment, doubtful, evaluation_notes, evaluation_rates, labels, marks
 from trainperf.report.scaling import multipliers, projection, ranks, studies
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
 from trainperf.report.scaling.studies import KIND_LABELS

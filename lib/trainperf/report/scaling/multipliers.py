@@ -10,8 +10,8 @@ from matplotlib.axes import Axes
 
 from trainperf.estimates import NO_INTERVAL, distinguish, run_intervals
 from trainperf.invariants import serial_fraction_possible
-from trainperf.report.configs import configuration_means, doubtful, labels, marks
 from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
+from trainperf.report.run_labels import configuration_means, doubtful, labels, marks
 from trainperf.report.theme import error_bars, tick_labels
 from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
 from trainperf.scaling import karp_flatt

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from trainperf.invariants import EMPTIED
-from trainperf.report.configs import by_experiment, doubtful
 from trainperf.report.html import and_list, fmt_int, fmt_sig, fmt_times
+from trainperf.report.run_labels import by_experiment, doubtful
 from trainperf.report.page import InputError
 from trainperf.report.scaling.multipliers import left_out
 from trainperf.report.scaling.studies import changes, kind_of

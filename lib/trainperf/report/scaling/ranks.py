@@ -8,9 +8,9 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.ranks import OUTSIDE_SHARE, imbalanced, median_of_others, name_straggler, rank_totals, rank_waits, spread
-from trainperf.report.configs import labels
 from trainperf.report.html import and_list, fmt_int, fmt_num, fmt_pct, fmt_times
 from trainperf.report.phases import PHASE_LABELS, breakdown, slowest_wait
+from trainperf.report.run_labels import labels
 
 OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s", "comm_overhead", "compute_comm_ratio"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from trainperf.report.configs import by_experiment, keep_experiments, study_of
+from trainperf.report.run_labels import by_experiment, study_of
+from trainperf.report.page import keep_experiments
 from trainperf.report.html import fmt_int
 from trainperf.scaling import second_study_rows
 

@@ -1,5 +1,5 @@
-"""Naming, grouping and ordering runs for people: the experiments in data
-order and the ones a report keeps, configuration labels, the throughput unit a set of runs can be
+"""How pages name, group and order runs for people (labels for runs): the experiments in data
+order, configuration labels, the throughput unit a set of runs can be
 compared in, one row per configuration, the best run with its margin, and the marks of runs a page
 shows but never concludes from (projected, oversubscribed, incomplete) or whose source has a known error."""
 
@@ -13,9 +13,7 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.hardware import is_cpu
 from trainperf.estimates import configuration_keys, run_intervals
-from trainperf.provenance import provenance
 from trainperf.ranks import rank_totals
-from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import around, count, first_of, fmt_int
 
 
@@ -109,19 +107,6 @@ def several_device_counts(runs: pd.DataFrame) -> pd.Series:
     """Per row of ``runs``, whether its scaling study (its experiment, or the part of it
     that ``scaling_study`` names) was measured at two or more device counts (``gpus``)."""
     return runs.groupby(study_of(runs))["gpus"].transform("nunique") > 1
-
-
-def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not: str,
-                     none_kept: str) -> pd.DataFrame:
-    """The runs of the experiments for which ``keep`` (a bool per experiment) holds,
-    :func:`ordered` by ``by``; the others go to ``attrs['skipped']`` with ``why_not``.
-    :class:`NotApplicable` saying ``none_kept`` when none is kept."""
-    if not keep.any():
-        raise NotApplicable(none_kept)
-    out = ordered(runs[runs["experiment"].isin(keep.index[keep]).fillna(False).to_numpy(bool)], by)
-    out.attrs = {**runs.attrs, **provenance(skipped=[*runs.attrs.get("skipped", ()),
-                                                    *((f"experiment {name}", why_not) for name in keep.index[~keep])])}
-    return out
 
 
 def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
