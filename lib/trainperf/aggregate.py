@@ -153,7 +153,7 @@ class Summaries:
     step_times: pd.DataFrame = field(default_factory=lambda: nothing_found()[0])
     warmup: pd.DataFrame = field(default_factory=lambda: nothing_found()[1])
     attrs: dict[str, Any] = field(default_factory=dict)
-    """What they were read from (as a frame's ``attrs``: ``trainperf.provenance``)."""
+    """What they were read from (as a frame's ``attrs``: ``trainperf.errors.provenance``)."""
 
     def of(self, run_id: str) -> Summaries:
         """The summaries of one run."""

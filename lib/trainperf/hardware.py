@@ -1,39 +1,9 @@
-"""Peak FLOP/s of accelerators, per precision.
+"""Peak FLOP/s of accelerators, per precision: TFLOP/s per device (10¹² FLOP/s, a multiply-add counted as 2).
 
-Units: TFLOP/s (10¹² floating-point operations per second, a multiply-add
-counted as 2 operations), per device.
-
-The table holds the **dense** peak of each device at each precision, as MFU
-needs it. Vendor sheets often print the 2:4 structured-sparsity figure, twice
-the dense one (NVIDIA H100 SXM BF16: "1,979 TFLOPS*", * with sparsity; dense
-989.5). Sparse figures are kept in :attr:`Figure.sparse` for reference and are
-never returned by :func:`dense_peak_tflops`. A precision a device lacks (TF32
-on V100 or MI250X, FP8 before Hopper/CDNA3) is absent, never guessed.
-
-``fp32`` is the device's fastest IEEE FP32 matrix rate (CUDA cores on NVIDIA,
-matrix cores where AMD has FP32 ones); ``tf32`` is the NVIDIA / AMD
-TensorFloat-32 tensor-core rate, which PyTorch uses for float32 matmuls only
-when allowed (``torch.backends.cuda.matmul.allow_tf32``).
-
-Platform names are matched tolerantly (:func:`find_device`): vendor words,
-memory type and separators are ignored, so ``"H100"``, ``"h100_80gb"``,
-``"NVIDIA H100 80GB HBM3"`` (what ``torch.cuda.get_device_name`` returns),
-``"H100-SXM5-80GB"`` and ``"NVIDIA H100 SXM"`` all name the H100 SXM. A name
-that leaves the variant open gets the family's default, marked in the table:
-H100 → SXM, H200 → SXM, A100 → SXM 80GB (SXM 40GB has the same peaks),
-V100 → SXM2. Unknown or ambiguous names return ``None``: there is no default
-peak.
-
-Each device also has its memory capacity (:attr:`Device.capacity_gb`, from
-the same datasheet; :func:`device_memory`), where the sheet prints one size
-for it. Datasheets print GB; the capacities of HBM and GDDR are binary (an
-H100's 80 GB are five 16 GiB stacks), so they are compared with peaks in
-GiB as printed. The driver offers PyTorch a little less, which the profiler
-records where it runs.
-
-CPUs (platform ``"cpu"`` or starting with ``"cpu"``) have no table entry;
-``trainperf.profiler.peak_flops.measure_peak_flops`` measures the running
-machine's dense matmul rate.
+The table holds each device's **dense** peak at each precision, as MFU needs it (sparse figures are kept for
+reference, never returned), and its memory capacity. The table, how names are matched, the variants a bare name
+stands for and the memory figures: docs/hardware.md, "Peak FLOP/s". CPUs have no entry: their peak is measured
+(``trainperf.profiler.peak_flops.measure_peak_flops``).
 """
 
 from __future__ import annotations
@@ -258,8 +228,10 @@ _MEMORY = re.compile(r"(\d+)gb")
 
 
 def _parse(platform: str) -> tuple[str, str, int | None] | None:
-    """``(family, form, memory_gb)`` of a platform name; ``None`` unless it
+    """``(family, form, memory_gb)`` of a platform name; ``None`` for a CPU and unless it
     names exactly one model (``"MI250X / MI250"`` names two)."""
+    if is_cpu(platform):
+        return None
     text = re.sub(r"(\d+)\s*gb\b", r"\1gb", platform.lower())
     tokens = [t for t in re.split(r"[\s\-_/(),:;]+", text) if t and t not in _NOISE]
     forms = {_FORMS[t] for t in tokens if t in _FORMS}
@@ -282,16 +254,9 @@ def cpu_rows(platforms: Iterable[object]) -> np.ndarray:
 
 
 def find_device(platform: str) -> Device | None:
-    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU).
-
-    Matching ignores case, separators, vendor words and memory type. Form
-    (SXM, PCIe, NVL ...) and memory size pick the variant where given; where
-    a name leaves them open, the family's default: a bare ``"H100"`` is the
-    H100 SXM, ``"H200"`` the H200 SXM, ``"A100"`` the A100 SXM 80GB,
-    ``"V100"`` the V100 SXM2, ``"MI250X"`` the MI250X module (two GCDs).
-    """
-    if is_cpu(platform):
-        return None
+    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU): case, separators, vendor
+    words and memory type ignored; form and memory size pick the variant, else the family's default
+    (docs/hardware.md)."""
     parsed = _parse(platform)
     if parsed is None:
         return None
@@ -316,13 +281,10 @@ def platform_name(platform: str) -> str:
 
 
 def device_memory(platform: str) -> tuple[float, str] | None:
-    """The memory of one ``platform`` device (GB as printed, compared with
-    GiB: see the module's docstring) and where it comes from: the size the
-    name gives (``"Tesla V100-SXM2-32GB"``, ``"NVIDIA H100 80GB HBM3"``),
-    else the datasheet's for the device :func:`find_device` finds; ``None``
-    where neither says (a CPU, an unknown device, a V100 named without its
-    size)."""
-    parsed = None if is_cpu(platform) else _parse(platform)
+    """The memory of one ``platform`` device (GB as printed, compared with GiB: docs/hardware.md, "Memory
+    capacity") and where it comes from: the size the name gives, else the datasheet's for the device
+    :func:`find_device` finds; ``None`` where neither says (a CPU, an unknown device, a V100 without its size)."""
+    parsed = _parse(platform)
     if parsed is not None and parsed[2] is not None:
         return float(parsed[2]), f"the platform's name ({platform})"
     device = find_device(platform)
@@ -355,7 +317,7 @@ def _same_chip(platform: str, precision: str) -> tuple[Device | None, str]:
     saying so: ``(None, "")`` for an unknown chip. A peak is the chip's,
     whatever its memory; where the table's variants differ at ``precision``
     (H100 SXM and PCIe), the note says the default variant's peak is used."""
-    parsed = None if is_cpu(platform) else _parse(platform)
+    parsed = _parse(platform)
     if parsed is None:
         return None, ""
     family = [d for d in DEVICES if d.family == parsed[0]]

@@ -34,7 +34,7 @@ Every value is checked against the schema; the first problem raises
 ``DataError`` naming the file, the row (1-based, as a spreadsheet numbers data
 rows; for CSV also the line) and the column. The result's ``attrs`` hold
 ``inputs`` (files and folders read) and ``skipped`` (``(path, reason)`` pairs),
-as tuples (``trainperf.provenance``).
+as tuples (``trainperf.errors.provenance``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from trainperf.goodput import goodput
 from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
 from trainperf.input_cache import cache_dir, cached_read, input_key
 from trainperf.partials import measured
-from trainperf.provenance import provenance
+from trainperf.errors import provenance
 from trainperf.runfolder.manifest import MANIFEST_FILE, check_manifest
 from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines
 from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folder, read_ranks, runs_row

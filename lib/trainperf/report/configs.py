@@ -13,7 +13,7 @@ import pandas as pd
 from trainperf.aggregate import Summaries
 from trainperf.hardware import is_cpu
 from trainperf.estimates import configuration_keys
-from trainperf.provenance import provenance
+from trainperf.errors import provenance
 from trainperf.ranks import rank_totals
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.html import count, first_of, fmt_int

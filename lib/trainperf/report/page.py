@@ -23,7 +23,7 @@ from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.loading import holds_steps, load_runs, load_summaries
-from trainperf.provenance import provenance
+from trainperf.errors import provenance
 from trainperf.report.applicability import NotApplicable
 from trainperf.report.configs import doubt_notes
 from trainperf.report.html import Html, callout, count, first_of, title as page_title
