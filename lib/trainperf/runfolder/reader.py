@@ -1,13 +1,7 @@
-"""Reading a run folder: its manifest, its ranks' steps files as step
-intervals (``trainperf.schema.STEP_INTERVALS``) in parts of whole ranks, what
-each rank did outside its steps (its events file), and the runs row its
-measurements make.
-
-``run_id`` defaults to the folder name, ``experiment`` to the name of the
-folder that holds it, ``source`` to the folder's path. A part is a group of
-ranks small enough to read at once (:data:`PART_BYTES` of steps files), so
-that a run of thousands of ranks is read part by part
-(``trainperf.store`` writes each part; the engine reads them in parallel).
+"""Reading a run folder: its manifest, its ranks' steps files as step intervals in parts of whole ranks
+(:data:`PART_BYTES` each, so that a run of thousands of ranks is read part by part), what each rank did outside
+its steps, and the runs row its measurements make (``run_id`` defaults to the folder's name, ``experiment`` to its
+parent's, ``source`` to its path).
 """
 
 from __future__ import annotations
@@ -319,18 +313,12 @@ def oversubscribed(environment: Mapping[str, Any]) -> bool | None:
 
 
 def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequence[str]) -> dict[str, Any]:
-    """The run's runs row: its ``config`` keys as columns (non-canonical keys as
-    ``extra_<key>``), its ``measured`` columns (``trainperf.aggregate.measure``),
-    ``gpus`` (the world size, else the ranks that recorded steps) and ``nodes``
-    (the distinct nodes of the manifest, else of ``nodes_seen``, each rank's: empty where unknown),
-    with a DataWarning where the config says otherwise, and ``platform``,
-    ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak) and
-    ``peak_method`` (how it was measured: ``trainperf.profiler.cpu_peak``),
-    ``oversubscribed`` (:func:`oversubscribed`), ``energy_counter`` and
-    ``device_memory_gb`` (what the profiler found), the host's load at the start
-    (``extra_load_average_1min``, ``extra_cpu_cores``: the manifest's ``host``,
-    under the names ``trainperf bench`` gives them) and the batch facts where
-    the config has none."""
+    """The run's runs row: its ``config`` keys as columns (non-canonical keys as ``extra_<key>``), its ``measured``
+    columns (``trainperf.aggregate.measure``), ``gpus`` (the world size, else the ranks that recorded steps) and
+    ``nodes`` (the manifest's, else those of ``nodes_seen``), with a DataWarning where the config says otherwise; and,
+    where the config has none, what the profiler found (platform, strategy, a CPU's measured peak and how it was
+    measured, :func:`oversubscribed`, energy counter, device memory, the host's load as ``trainperf bench`` names
+    it) and the batch facts."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
     for key, value in config.items():
