@@ -1,11 +1,6 @@
-"""Callbacks that profile a training job run by a framework, without
-touching its loop: :class:`HFCallback` for the Hugging Face ``Trainer`` and
-:class:`LightningCallback` for Lightning. Both write the run folder
-``StepProfiler`` writes (they drive one).
-
-Importing this package imports neither framework: each callback imports its
-own framework when it is first used (``pip install trainperf[hf]`` or
-``trainperf[lightning]``).
+"""Callbacks that profile a job run by a framework without touching its loop: :class:`HFCallback` (Hugging Face
+``Trainer``) and :class:`LightningCallback`; both write the run folder ``StepProfiler`` writes. Importing this
+package imports neither framework (``pip install trainperf[hf]`` or ``trainperf[lightning]``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""What both framework callbacks share: a ``StepProfiler`` driven from hooks
-(a step or phase opened in one hook and closed in another), what a batch
-holds (samples, tokens, sequence length), and the model facts a framework
-exposes.
-
-Tokens are the positions the model computes on: the ``input_ids`` of a batch
-(or its first integer tensor of two or more dimensions), padding included,
-because the accelerator spends the same work on a padded position; a job
-that wants only real tokens passes ``count_tokens`` (e.g. ``lambda batch:
-batch["attention_mask"].sum()``).
+"""What both framework callbacks share: the callback's arguments, a ``StepProfiler`` driven from hooks (a step or
+phase opened in one hook and closed in another), what a batch holds (samples, tokens, sequence length: tokens are
+the positions the model computes on, padding included) and the model facts a framework exposes
+(docs/profiler.md, "Framework integrations").
 """
 
 from __future__ import annotations
@@ -42,6 +36,28 @@ def guarded(hook: Hook) -> Hook:
                 pass
 
     return run  # type: ignore[return-value]
+
+
+class ProfilingCallback:
+    """The arguments of a framework callback: ``run_dir``; ``config``: run columns, which win over what the
+    callback detects; ``count_tokens``: tokens of a micro-batch (default: ``input_ids`` elements, or those of the
+    batch's first integer tensor, padding included); ``profiler_options``: ``StepProfiler``'s."""
+
+    def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
+                 count_tokens: TokenCounter | None = None, **profiler_options: Any) -> None:
+        self.run_dir = Path(run_dir)
+        self.config = dict(config or {})
+        self.count_tokens = count_tokens
+        self.profiler_options = profiler_options
+        self._hooked: HookedProfiler | None = None
+
+    def _switch(self, end: str | None, begin: str | None = None) -> None:
+        """End the phase ``end`` and begin ``begin`` of the open profiler (nothing outside training)."""
+        if self._hooked is not None:
+            if end is not None:
+                self._hooked.end(end)
+            if begin is not None:
+                self._hooked.begin(begin)
 
 
 class HookedProfiler:
