@@ -1,13 +1,9 @@
-"""The one aggregator: step intervals (``trainperf.schema.STEP_INTERVALS``) into per-rank summaries, per-step job
-times and each run's measurements.
-
-Every per-step input is read into step intervals (profiler run folders, per-rank steps tables, logs); this module
-is the only place they become figures. Each partition's partials and step times (``trainperf.partials``) are
-added up (:func:`combine`, :func:`combine_step_times`) into :class:`Summaries` once the warm-up was found from the
-step times (:func:`settled_times`): :func:`summarize` runs them on a pandas frame or a Dask DataFrame of any size,
-the store as it writes each part of an input (``trainperf.store``): the same functions, so the same figures.
-From the summaries, :func:`measure` computes one run's measurements (``elapsed_s`` of the slowest rank, phases,
-tokens, ...) and :func:`job_steps` the per-step frames that ``trainperf.stats`` resamples.
+"""The one aggregator: step intervals into :class:`Summaries` (per rank, per step, the warm-up found) and each
+run's measurements (:func:`measure`, the runs columns of docs/data.md, "The shapes"). Each partition's partials and
+step times (``trainperf.partials``) are added up (:func:`combine`, :func:`combine_step_times`): :func:`summarize`
+runs the same functions on a pandas frame, a Dask DataFrame of any size and, part by part, in the store
+(``trainperf.store``), so the figures are the same. :func:`job_steps` gives the per-step frames ``trainperf.stats``
+resamples.
 """
 
 from __future__ import annotations
@@ -138,14 +134,11 @@ def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.Series | p
 
 @dataclass
 class Summaries:
-    """What :func:`summarize` made of step intervals: ``per_rank``
-    (:data:`trainperf.partials.RANK_COLUMNS`), ``per_step`` (per run and step of the measured
-    window: ``ranks``, ``step_s_max``, ``n_steps``, ``*_sum`` and ``*_count`` of
-    :data:`STEP_SUMS`), ``values`` (:func:`trainperf.partials.value_partials`, added up),
-    ``step_times`` (every step but evaluations, warm-up included:
-    :func:`step_times` with the warm-up found) and ``warmup`` (per run: the
-    rule that chose its warm-up and where its steady state starts,
-    :func:`find_warmup`)."""
+    """What :func:`summarize` made of step intervals (docs/data.md, "The shapes"): ``per_rank``
+    (:data:`trainperf.partials.RANK_COLUMNS`), ``per_step`` (per run and step of the measured window: ``ranks``,
+    ``step_s_max``, ``n_steps``, ``*_sum`` and ``*_count`` of :data:`STEP_SUMS`), ``values`` (the counts of
+    :func:`trainperf.partials.value_partials`), ``step_times`` (:func:`step_times`, warm-up included, with the
+    warm-up found) and ``warmup`` (per run, :func:`find_warmup`)."""
 
     per_rank: pd.DataFrame
     per_step: pd.DataFrame
@@ -222,37 +215,14 @@ def median_of_counts(values: pd.DataFrame, quantity: str) -> float:
 def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] | None = None,
             closed_ranks: Sequence[int] | None = None, batch_facts: bool = False,
             model_parallel: float = 1.0) -> dict[str, Any]:
-    """The measurements of one run as runs columns.
+    """The measurements of one run as runs columns: docs/data.md, "Runs rows" says how each is measured (the
+    elapsed time is the slowest rank's, by ``trainperf.ranks``).
 
-    With ``e_r`` each rank's elapsed time (``trainperf.ranks``: :func:`~trainperf.ranks.rank_totals`,
-    :func:`~trainperf.ranks.spread`): ``elapsed_s = max_r e_r`` (the job's wall clock is its slowest rank's),
-    ``slowest_rank``, ``mean_rank_elapsed_s = mean_r e_r``, ``rank_imbalance = max_r e_r / min_r e_r``;
-    phase columns: mean over ranks of each rank's total; ``tokens`` and
-    ``samples``: sums over ranks and intervals, where every measured interval
-    has them; ``steps``: the most optimizer steps any rank's
-    measured intervals cover; ``warmup_steps``: those the slowest rank's
-    warm-up covers, and ``warmup_rule`` the rule that chose it
-    (:func:`find_warmup`); ``ranks``: ranks with intervals; ``peak_memory_gb``,
-    ``reserved_memory_gb``, ``host_memory_gb``: the largest of any rank, and
-    ``peak_memory_mean_gb``, ``reserved_memory_mean_gb``, ``host_memory_mean_gb``:
-    the mean over ranks of each rank's largest; ``energy_j``: the sum over
-    the ranks that measured it; ``alloc_retries`` and ``ooms``: sums over
-    ranks and every interval, warm-up included; ``train_loss``: mean over
-    ranks of each rank's last loss; ``extra_excluded_records``: intervals left
-    out for an evaluation.
-
-    ``complete``: every expected rank (``expected_ranks``; without them the
-    ranks present, when there are several: one rank alone cannot tell) recorded
-    as many intervals, up to the same last step, as the most advanced one and,
-    where ``closed_ranks`` is given, closed its profiler (:func:`stopped_early`;
-    the ranks that did not are listed in ``extra_stopped_early_ranks``, text
-    such as ``[1, 3]``, and the reader warns with :func:`incomplete`).
-
-    With ``batch_facts`` (every rank recorded its own work: run folders, per-rank
-    tables), ``grad_accum_steps`` (median of ``micro_steps``),
-    ``micro_batch_size`` (median of samples per micro-step of one rank) and
-    ``global_batch_size`` (median over steps of the samples of all ranks,
-    divided by ``model_parallel``, the ranks that share their samples)."""
+    ``complete``: every expected rank (``expected_ranks``; without them the ranks present, when there are several)
+    recorded as many intervals, up to the same last step, as the most advanced one and, where ``closed_ranks`` is
+    given, closed its profiler (:func:`stopped_early`; the others in ``extra_stopped_early_ranks``). With
+    ``batch_facts`` (every rank recorded its own work), the batch sizes measured, the global batch divided by
+    ``model_parallel`` (the ranks that share their samples)."""
     run = summaries.of(run_id)
     per_rank = run.per_rank.set_index("rank")
     out: dict[str, Any] = {}
