@@ -1,14 +1,6 @@
-"""The bench corpus and its data loader.
-
-The text is CPython's own documentation that ships with every Python
-installation: ``pydoc_data.topics``, the Language Reference and Library
-Reference sections that ``help()`` shows (about 0.47 MB of English prose
-and code examples in Python 3.11). It needs no download. Tokens are the
-text's UTF-8 bytes, so the vocabulary has 256 entries and no tokenizer is
-involved.
-
-The topics are joined in sorted order; the last :data:`VAL_FRACTION` of the
-bytes is held out for validation.
+"""The bench corpus and its data loader: CPython's documentation that ships with Python (``pydoc_data.topics``,
+joined in sorted order), tokens its UTF-8 bytes (vocabulary 256), the last :data:`VAL_FRACTION` held out
+(docs/bench.md, "The corpus").
 """
 
 from __future__ import annotations

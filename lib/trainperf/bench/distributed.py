@@ -1,20 +1,6 @@
-"""Process group, device and data-parallel wrapping for one bench worker.
-
-A worker is one process started by torchrun, which sets ``RANK``,
-``WORLD_SIZE`` and ``LOCAL_RANK``. On GPU each process uses the GPU of its
-local rank and NCCL; on CPU, gloo.
-
-Strategies:
-
-``single``
-    one process, no process group, the bare model.
-``ddp``
-    ``DistributedDataParallel``: every rank holds the whole model and
-    all-reduces gradients during backward.
-``fsdp``
-    ``fully_shard`` (FSDP2): parameters, gradients and optimizer state sharded
-    over the ranks, each transformer block its own unit; parameters are
-    all-gathered for forward and backward, gradients reduce-scattered.
+"""Process group, device and data-parallel wrapping for one bench worker, one process started by torchrun (which
+sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): the GPU of its local rank with NCCL, else the CPU with gloo. The
+strategies (:data:`STRATEGIES`): docs/bench.md, "A run".
 """
 
 from __future__ import annotations

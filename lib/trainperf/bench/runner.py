@@ -8,9 +8,8 @@ from dataclasses import dataclass, field, replace
 
 from tqdm import tqdm
 
-from trainperf.bench.flop_count import counted_flops_per_token
 from trainperf.bench.launch import RunFailed, launch
-from trainperf.bench.model import model_config
+from trainperf.bench.model import counted_flops_per_token, model_config
 from trainperf.bench.spec import RunSpec
 from trainperf.bench.sweeps import Machine, Plan, Settings, with_cpu_peaks
 from trainperf.errors import DataError

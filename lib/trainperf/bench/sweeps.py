@@ -1,18 +1,6 @@
-"""The bench sweeps: which runs each one makes, with defaults per machine.
-
-``batch-size``
-    one process; micro-batch × accumulation steps at a constant global
-    batch (seed 003's experiment).
-``scaling``
-    1, 2, 4 processes with DDP, twice: weak scaling (per-process batch fixed,
-    global batch grows with the processes) and strong scaling (global batch
-    fixed, split over the processes) (seeds 000 and 004).
-``strategy``
-    DDP against FSDP at the same process count and batch (seed 002).
-
-Each sweep is one or two experiments, named
-``bench-<platform>-<model>-<precision>-<sweep>``; each run writes one
-profiler run folder ``<out>/<experiment>/<run_id>``.
+"""The bench sweeps (:data:`SWEEPS`): which runs each one makes, with defaults per machine; each run writes one
+profiler run folder ``<out>/<experiment>/<run_id>``, experiments named ``bench-<platform>-<model>-<precision>-<sweep>``
+(docs/bench.md, "The sweeps").
 """
 
 from __future__ import annotations
