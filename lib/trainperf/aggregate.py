@@ -28,11 +28,9 @@ COMBINE_EVERY = 8
 
 @dataclass
 class Repeats:
-    """What :func:`repeated_steps` found, as row positions: ``keep`` (a
-    bool per record), ``copies`` (``(row, earlier identical row)``: dropped),
-    ``redone`` (``(earlier row, later row)``: a step recorded again after a
-    restart; the earlier one dropped) and ``conflicts`` (``(earlier row, later
-    row)``: the same step recorded twice with different values)."""
+    """What :func:`repeated_steps` found, as row positions: ``keep`` (a bool per record), ``copies`` (``(row,
+    earlier identical row)``), ``redone`` (``(earlier, later)``: a step run again after a restart) and
+    ``conflicts`` (``(earlier, later)``: one step recorded twice with different values)."""
 
     keep: np.ndarray
     copies: list[tuple[int, int]] = field(default_factory=list)
@@ -41,15 +39,10 @@ class Repeats:
 
 
 def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeats | None:
-    """The records (step-interval columns: each rank's records in the order
-    recorded, one rank after another; ``rank`` and ``run_id`` columns where
-    several ranks or runs are there) that repeat a step of their run and
-    rank. A repeat equal in every value to an earlier record is a copy (a
-    line written or printed twice): dropped. One that differs is, with ``restarts``, where the rank's
-    step count went back before it (the job restarted from a checkpoint and
-    ran those steps again), the latest attempt: kept, the earlier one dropped;
-    otherwise a conflict, which the caller refuses. None where every rank's
-    steps advance (the usual case, found in one pass over the steps)."""
+    """The records (step-interval columns, each rank's in the order recorded) that repeat a step of their run and
+    rank: a copy equal in every value to an earlier one is dropped; one that differs is, with ``restarts`` and
+    where the rank's step count went back before it (a restart from a checkpoint), the latest attempt (the earlier
+    dropped), otherwise a conflict the caller refuses. None where every rank's steps advance (the usual case)."""
     step = np.asarray(records["step"])
     rank = np.asarray(records["rank"]) if "rank" in records else np.zeros(len(step), dtype=np.int64)
     run = pd.factorize(np.asarray(records["run_id"]))[0] if "run_id" in records else np.zeros(len(step), np.int64)
@@ -320,18 +313,12 @@ def _batch_facts(run: Summaries, model_parallel: float) -> dict[str, Any]:
 
 def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = False,
               rank_steps: pd.DataFrame | None = None) -> tuple[dict[str, pd.DataFrame], int]:
-    """Per run, the job's measured steps, and how many steps were left out
-    because some rank did not record them. A run's frame has per step:
-    ``step``, ``step_time_s`` (the slowest rank's interval, s), ``mean_rank_step_s``
-    (the mean over ranks of their intervals, s), ``tokens`` and
-    ``samples`` (all ranks; where every interval of the run has them), the
-    phase columns (mean over ranks, s; where every interval has them) and,
-    for the runs in ``rank_steps`` (rows ``run_id, rank, step, step_s`` of
-    measured intervals), each rank's time ``rank_<r>_s`` (s).
-    ``warmup``: steps left out at the start of each run on top of those
-    recorded as warm-up. A run with a complete step without ``step_s``, or
-    with fewer than 2 complete steps, is a DataError, or with ``usable_only``
-    left out."""
+    """Per run, the job's measured steps, and how many steps were left out because some rank did not record them.
+    A run's frame has per step ``step``, ``step_time_s`` (the slowest rank's, s), ``mean_rank_step_s`` (s),
+    ``tokens`` and ``samples`` (all ranks), the phase columns (mean over ranks, s; each where every interval has
+    it) and, for the runs in ``rank_steps`` (``run_id, rank, step, step_s``), each rank's ``rank_<r>_s`` (s).
+    ``warmup``: steps left out at the start on top of the warm-up. A run with a step without ``step_s``, or fewer
+    than 2 complete steps, is a DataError, or with ``usable_only`` left out."""
     out: dict[str, pd.DataFrame] = {}
     dropped = 0
     ranks_of = summaries.per_rank[summaries.per_rank["measured_intervals"].gt(0)].groupby("run_id", sort=False,

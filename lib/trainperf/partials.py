@@ -176,19 +176,12 @@ def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Where each run's steady state starts, from its :func:`step_times`:
-    the steps before it are its warm-up. At least the leading steps a rank
-    flagged (the configured warm-up); with the rule ``mser``
-    (``trainperf.steady_state``) the steps MSER drops from the job's time
-    per step after them (``step_s_max / n_steps``: a log's record of n steps
-    counts as n steps of its mean time; records of unknown length, and times
-    that are missing or not positive, are left out: they cannot shorten it).
-    ``rules``: the rule of every run, or by run_id (``mser`` where a run has
-    none). Returns ``times`` with ``warmup`` set for the steps found,
-    and per run ``warmup_rule`` (the rule that chose the warm-up: ``fixed``
-    where asked, or where MSER had too few steps) and ``first_step`` (the
-    first step of the steady state where the rule added warm-up steps, NaN
-    where it added none)."""
+    """Where each run's steady state starts, from its :func:`step_times`: at least the leading steps a rank flagged;
+    with the rule ``mser`` (``trainperf.steady_state``) the steps MSER drops from the job's time per step after
+    them (``step_s_max / n_steps``; records of unknown length and times missing or not positive left out).
+    ``rules``: every run's rule, or by run_id (``mser`` where none). Returns ``times`` with ``warmup`` set for the
+    steps found, and per run ``warmup_rule`` (``fixed`` where asked, or where MSER had too few steps) and
+    ``first_step`` (the first steady step where the rule added warm-up, else NaN)."""
     found = []
     flags = times["warmup"].to_numpy(float).copy()
     for run_id, rows in times.groupby(times["run_id"].astype(str), sort=True):

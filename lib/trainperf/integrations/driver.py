@@ -107,11 +107,6 @@ class HookedProfiler:
         if timer is not None:
             timer.__exit__(None, None, None)
 
-    def outside_since_last(self, phase: str) -> None:
-        """The time since the last step (or phase outside the steps) ended is
-        ``phase``, outside the steps (``StepProfiler.outside_since_last``)."""
-        self.profiler.outside_since_last(phase)
-
     def micro_batch(self, samples: Any, tokens: Any) -> None:
         """Count one micro-batch of the open step."""
         if self._step is not None:

@@ -96,12 +96,12 @@ class HFCallback(ProfilingCallback, TrainerCallback):
     @guarded
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:  # only between on_train_begin and on_train_end
-            self._hooked.outside_since_last("validation")
+            self._hooked.profiler.outside_since_last("validation")
 
     @guarded
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:
-            self._hooked.outside_since_last("checkpoint")
+            self._hooked.profiler.outside_since_last("checkpoint")
 
     @guarded
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
