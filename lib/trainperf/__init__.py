@@ -1,12 +1,8 @@
 """trainperf: measure how fast deep-learning training runs and how well it scales.
 
-The runs table (``load_runs``), the step intervals (``load_steps``) and
-their summaries (``load_summaries``: per rank, per step) are the shapes
-that flow between parts; ``derive`` adds every metric. Importing
-``trainperf`` does not import torch: the profiler and the bench load it lazily;
-it makes a ``DataWarning`` print as one line (``DataWarning: message``).
-The names below load their modules (and pandas) when first used, so that
-the ``trainperf`` command starts without them.
+The runs table (``load_runs``), the step intervals (``load_steps``) and their summaries (``load_summaries``) flow
+between the parts; ``derive`` adds every metric. The names load their modules when first used (the ``trainperf``
+command starts without pandas; torch is never imported here), and a ``DataWarning`` prints as one line.
 """
 
 from importlib import import_module
