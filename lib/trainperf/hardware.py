@@ -106,6 +106,14 @@ _AMD_CDNA3 = {
 
 
 _V100 = "NVIDIA Tesla V100 GPU Accelerator datasheet"
+
+
+def _volta(fp32: float, fp16: float) -> dict[str, Figure]:
+    """A V100 sheet: FP32 and FP16 tensor-core figures only."""
+    return {"fp32": _dense(fp32, "Single-Precision"),
+            "fp16": _dense(fp16, "Tensor Performance (FP16 in, FP32 accumulate)")}
+
+
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet"
 _A100_FIGURES = {
     "fp32": _dense(19.5, "FP32"),
@@ -116,21 +124,17 @@ _A100_FIGURES = {
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet"
 _H200 = "NVIDIA H200 Tensor Core GPU datasheet"
 _MI250X = "AMD Instinct MI250X accelerator datasheet"
+_MI250X_MODULE = {"fp32": _dense(95.7, "Peak FP32 Matrix"), "bf16": _dense(383, "Peak bfloat16"),
+                  "fp16": _dense(383, "Peak FP16")}
+_VOLTA = "no BF16, TF32 or FP8"
 _MI355X_CLOCK = "2,516.6 = 2,400 MHz x 256 CUs x 4,096 FLOP/clock"
 
 DEVICES: tuple[Device, ...] = (
-    Device("NVIDIA V100 SXM2", "v100", "sxm", f"{_V100} (V100 SXM2)", default=True, figures={
-        "fp32": _dense(15.7, "Single-Precision"),
-        "fp16": _dense(125, "Tensor Performance (FP16 in, FP32 accumulate)"),
-    }, note="no BF16, TF32 or FP8"),
-    Device("NVIDIA V100 PCIe", "v100", "pcie", f"{_V100} (V100 PCIe)", figures={
-        "fp32": _dense(14, "Single-Precision"),
-        "fp16": _dense(112, "Tensor Performance (FP16 in, FP32 accumulate)"),
-    }, note="no BF16, TF32 or FP8"),
-    Device("NVIDIA V100S PCIe", "v100s", "pcie", f"{_V100} (V100S PCIe)", capacity_gb=32, figures={
-        "fp32": _dense(16.4, "Single-Precision"),
-        "fp16": _dense(130, "Tensor Performance (FP16 in, FP32 accumulate)"),
-    }, note="no BF16, TF32 or FP8"),
+    Device("NVIDIA V100 SXM2", "v100", "sxm", f"{_V100} (V100 SXM2)", default=True, figures=_volta(15.7, 125),
+           note=_VOLTA),
+    Device("NVIDIA V100 PCIe", "v100", "pcie", f"{_V100} (V100 PCIe)", figures=_volta(14, 112), note=_VOLTA),
+    Device("NVIDIA V100S PCIe", "v100s", "pcie", f"{_V100} (V100S PCIe)", capacity_gb=32, figures=_volta(16.4, 130),
+           note=_VOLTA),
     Device("NVIDIA A100 SXM 40GB", "a100", "sxm", f"{_A100} (A100 40GB SXM)", memory_gb=40, capacity_gb=40,
            figures=_A100_FIGURES, note="no FP8"),
     Device("NVIDIA A100 SXM 80GB", "a100", "sxm", f"{_A100} (A100 80GB SXM)", memory_gb=80, default=True,
@@ -166,18 +170,11 @@ DEVICES: tuple[Device, ...] = (
         "fp8": _dense(733, "FP8 Tensor Core", sparse=1466),
     }, note="the sheet's sparse BF16/FP16 figure (733) is not exactly twice its dense one (362.05)"),
     Device("AMD MI250X", "mi250x", "oam", f"{_MI250X} (OAM module: 2 GCDs)", default=True, capacity_gb=128,
-           figures={
-        "fp32": _dense(95.7, "Peak FP32 Matrix"),
-        "bf16": _dense(383, "Peak bfloat16"),
-        "fp16": _dense(383, "Peak FP16"),
-    }, note="one module is two GCDs, and PyTorch sees each GCD as a device: a run that counts "
+           figures=_MI250X_MODULE, note="one module is two GCDs, and PyTorch sees each GCD as a device: a run that counts "
             "GCDs as gpus should name 'AMD MI250X GCD'; no TF32, FP8 or sparsity"),
     Device("AMD MI250X GCD", "mi250x", "gcd", f"{_MI250X} (per module; one GCD is half)", capacity_gb=64,
-           figures={
-        "fp32": Figure(95.7 / 2, "Peak FP32 Matrix 95.7 TFLOPS per module of 2 GCDs (one GCD: half)"),
-        "bf16": Figure(383 / 2, "Peak bfloat16 383 TFLOPS per module of 2 GCDs (one GCD: half)"),
-        "fp16": Figure(383 / 2, "Peak FP16 383 TFLOPS per module of 2 GCDs (one GCD: half)"),
-    }, note="half an MI250X module, one PyTorch device"),
+           figures={k: Figure(f.dense / 2, f"{f.printed} per module of 2 GCDs (one GCD: half)")
+                    for k, f in _MI250X_MODULE.items()}, note="half an MI250X module, one PyTorch device"),
     Device("AMD MI300X", "mi300x", "", "AMD Instinct MI300X accelerator datasheet", capacity_gb=192,
            figures=_AMD_CDNA3),
     Device("AMD MI325X", "mi325x", "", "AMD Instinct MI325X accelerator datasheet", capacity_gb=256,
