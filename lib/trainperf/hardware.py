@@ -170,8 +170,8 @@ DEVICES: tuple[Device, ...] = (
         "fp8": _dense(733, "FP8 Tensor Core", sparse=1466),
     }, note="the sheet's sparse BF16/FP16 figure (733) is not exactly twice its dense one (362.05)"),
     Device("AMD MI250X", "mi250x", "oam", f"{_MI250X} (OAM module: 2 GCDs)", default=True, capacity_gb=128,
-           figures=_MI250X_MODULE, note="one module is two GCDs, and PyTorch sees each GCD as a device: a run that counts "
-            "GCDs as gpus should name 'AMD MI250X GCD'; no TF32, FP8 or sparsity"),
+           figures=_MI250X_MODULE, note="one module is two GCDs, and PyTorch sees each GCD as a device: a run "
+           "that counts GCDs as gpus should name 'AMD MI250X GCD'; no TF32, FP8 or sparsity"),
     Device("AMD MI250X GCD", "mi250x", "gcd", f"{_MI250X} (per module; one GCD is half)", capacity_gb=64,
            figures={k: Figure(f.dense / 2, f"{f.printed} per module of 2 GCDs (one GCD: half)")
                     for k, f in _MI250X_MODULE.items()}, note="half an MI250X module, one PyTorch device"),
