@@ -5,10 +5,11 @@ between the parts; ``derive`` adds every metric. The names load their modules wh
 command starts without pandas; torch is never imported here), and a ``DataWarning`` prints as one line.
 """
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from trainperf.errors import DataError, DataWarning, install_warning_format
+from trainperf.errors import DataError, DataWarning, format_warning
 
 if TYPE_CHECKING:
     from trainperf.derived import derive
@@ -23,7 +24,7 @@ _HOMES = {"derive": "trainperf.derived", "load_runs": "trainperf.loading", "Step
 
 __version__ = "0.1.0"
 
-install_warning_format()  # a DataWarning is shown as one line, without trainperf's source line
+warnings.formatwarning = format_warning  # a DataWarning is shown as one line, without trainperf's source line
 
 __all__ = ["DataError", "DataWarning", "StepProfiler", "__version__", "aggregate_steps", "derive", "find_straggler",
            "export_chrome_trace", "load_runs", "load_steps", "load_summaries"]

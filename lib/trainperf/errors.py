@@ -48,12 +48,6 @@ def format_warning(message: Warning | str, category: type[Warning], filename: st
     return _python_format_warning(message, category, filename, lineno, line)
 
 
-def install_warning_format() -> None:
-    """Make :func:`format_warning` Python's ``warnings.formatwarning`` (done on
-    ``import trainperf``; the command line and notebook kernels show warnings through it)."""
-    warnings.formatwarning = format_warning
-
-
 _python_format_warning = warnings.formatwarning
 
 
