@@ -71,12 +71,11 @@ class RunFolder:
 
     def parts(self) -> list[tuple[tuple[int, Path], ...]]:
         """The steps files in groups of whole ranks of about :data:`PART_BYTES` each."""
-        part_bytes = PART_BYTES
         groups: list[list[tuple[int, Path]]] = [[]]
         size = 0
         for rank, path in self.rank_files:
             length = path.stat().st_size
-            if groups[-1] and size + length > part_bytes:
+            if groups[-1] and size + length > PART_BYTES:
                 groups.append([])
                 size = 0
             groups[-1].append((rank, path))
