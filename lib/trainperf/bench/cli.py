@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from dataclasses import replace
 
 from trainperf.bench.sweeps import CPU_DEFAULTS, GPU_DEFAULTS, SWEEPS, Settings
@@ -144,18 +143,18 @@ def _commas(values: tuple[int, ...]) -> str:
     return ",".join(map(str, values))
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
-    """An argument type: a whole number of at least ``minimum``."""
-    def whole(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    return whole
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
-_positive, _nonnegative = _at_least(1), _at_least(0)
+def _nonnegative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
 
 
 def _positive_list(text: str) -> tuple[int, ...]:
