@@ -92,12 +92,8 @@ def _with_keys(frame: pd.DataFrame | pd.Series) -> pd.DataFrame:
 
 
 def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
-    """The summaries of many partitions as Dask collections, from each
-    partition's :func:`partials` (Dask delayed values of the triple): the
-    per-rank rows joined, the per-step and value partials added up with
-    :data:`STEP_COMBINE` in a tree (a few partitions at a time), so that a run
-    of any number of partitions is combined in bounded memory. Computed with
-    :func:`finish`."""
+    """The summaries of many partitions as Dask collections, from each partition's :func:`partials` (Dask delayed
+    triples): the per-rank rows joined, the rest added up in a tree (bounded memory). Computed with :func:`finish`."""
     import dask.dataframe as dd
 
     empty = partials(empty_intervals())
@@ -174,13 +170,9 @@ FRAMES = ("per_rank", "per_step", "values", "step_times", "warmup")
 
 
 def summarize(intervals: Any, scheduler: Any = None, rules: str | Mapping[str, str] = "mser") -> Summaries:
-    """The :class:`Summaries` of step intervals: a pandas frame, or a Dask
-    DataFrame whose partitions each hold whole ranks, computed on ``scheduler``
-    (a ``dask.compute`` scheduler: ``None`` for Dask's default). The same
-    functions either way: the :func:`step_times` of each partition, added up
-    and :func:`find_warmup` run on them (``rules``: the warm-up rule of every
-    run, or by run_id), then the :func:`partials` of each partition once
-    :func:`settle` flagged its warm-up, combined (:func:`combine`)."""
+    """The :class:`Summaries` of step intervals: a pandas frame, or a Dask DataFrame whose partitions each hold whole
+    ranks, computed on ``scheduler`` (``None``: Dask's default), by the same functions either way; ``rules``: the
+    warm-up rule of every run, or by run_id."""
     if isinstance(intervals, pd.DataFrame):
         settled = find_warmup(step_times(intervals), rules)
         return finish(*partials(settle(intervals, settled[1])), settled)

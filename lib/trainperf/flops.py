@@ -179,13 +179,9 @@ def default_convention(row: Mapping[str, Any]) -> str:
 
 
 def flops_per_token(row: Mapping[str, Any], convention: str | None = None) -> tuple[float, str]:
-    """Model FLOPs per token of one run and the convention that produced them.
-
-    ``row`` holds canonical run columns. A ``flops_per_token`` value in the row
-    wins (convention ``given``) unless ``convention`` is named; else
-    ``convention``, else the row's ``flops_convention``, else
-    :func:`default_convention`. The value is NaN when inputs the convention
-    needs are missing (see :func:`missing_inputs`).
+    """Model FLOPs per token of one run (canonical run columns) and the convention that produced them: a given
+    ``flops_per_token`` (convention ``given``) unless ``convention`` is named; else ``convention``, the row's
+    ``flops_convention`` or :func:`default_convention`. NaN where the convention lacks inputs (:func:`missing_inputs`).
     """
     given = row.get("flops_per_token")
     if _known(given) and convention is None:

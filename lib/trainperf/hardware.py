@@ -20,12 +20,8 @@ from trainperf.schema import PRECISIONS
 
 @dataclass(frozen=True)
 class Figure:
-    """One precision's peak on one device (TFLOP/s).
-
-    ``dense``: the peak without sparsity, used for MFU. ``sparse``: the 2:4
-    structured-sparsity peak where the vendor prints one (reference only).
-    ``printed``: the figure as the datasheet prints it.
-    """
+    """One precision's peak on one device (TFLOP/s): ``dense`` (used for MFU), ``printed`` (as the datasheet prints
+    it) and ``sparse`` (2:4 structured sparsity, where printed; reference only)."""
 
     dense: float
     printed: str
@@ -34,18 +30,10 @@ class Figure:
 
 @dataclass(frozen=True)
 class Device:
-    """An accelerator and its peaks.
-
-    ``family`` (e.g. ``"h100"``), ``form`` (``"sxm"``, ``"pcie"``, ``"nvl"``,
-    ``"oam"``, ``"gcd"``, or ``""`` where the family has one form) and
-    ``memory_gb`` (set only where it tells variants apart) are what names are
-    matched against; ``default`` marks the variant a name that leaves form or
-    memory open refers to. ``figures`` maps precision (``fp32``, ``tf32``,
-    ``bf16``, ``fp16``, ``fp8``) to its :class:`Figure`; ``datasheet`` names
-    the vendor document the figures come from. ``capacity_gb``: the device's
-    memory as the datasheet prints it (GB), where it prints one size (None
-    where the variant comes in several: V100 16 or 32 GB).
-    """
+    """An accelerator and its peaks: ``family``, ``form`` (``sxm``, ``pcie``, ``nvl``, ``oam``, ``gcd`` or ``""``)
+    and ``memory_gb`` (only where it tells variants apart) are what names are matched against; ``default`` marks the
+    variant a name that leaves them open means; ``figures`` by precision; ``capacity_gb``: the datasheet's memory
+    (GB), where it prints one size."""
 
     name: str
     family: str

@@ -63,13 +63,10 @@ def _slow_start(times: np.ndarray) -> int:
 
 
 def warmup_length(times: np.ndarray, minimum: int, rule: str) -> tuple[int, str]:
-    """The warm-up of a run, as a number of its step times, and the rule that
-    chose it: ``times`` are the job's step times in order (each step at its
-    slowest rank, seconds per step), of which the first ``minimum`` are the
-    configured warm-up (each finite and positive: a NaN or a negative time
-    would move the truncation, so a caller leaves them out). ``rule``: one of :data:`RULES`; ``mser`` with fewer
-    than :data:`MIN_STEPS` times after the minimum gives the minimum (as
-    ``fixed``) plus any far-out times it starts with (:func:`_slow_start`)."""
+    """The warm-up of a run, as a number of its step ``times`` (in order, s per step, each at its slowest rank;
+    finite and positive after the configured ``minimum``), and the rule that chose it (one of :data:`RULES`):
+    ``mser`` with fewer than :data:`MIN_STEPS` times after the minimum keeps the minimum (``fixed``) plus any
+    far-out times it starts with."""
     if rule not in RULES:
         raise ValueError(f"warm-up rule {rule!r}: one of {', '.join(RULES)}")
     after = np.asarray(times, dtype=float)[minimum:]

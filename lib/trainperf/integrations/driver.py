@@ -209,11 +209,9 @@ checkpointing (Lightning's ``activation_checkpointing_policy``, accelerate's) wr
 
 
 def activation_checkpointing(model: Any) -> bool | None:
-    """Whether ``model`` recomputes activations in backward: True where one of its modules is wrapped for
-    it (:data:`CHECKPOINT_WRAPPERS`) or a transformers module's ``gradient_checkpointing`` flag is set
-    (``activation_checkpointing_enable``, the ``Trainer``'s ``gradient_checkpointing`` argument); False where
-    modules carry that flag and none is set; None where nothing tells (a model that calls
-    ``torch.utils.checkpoint`` in its own forward)."""
+    """Whether ``model`` recomputes activations in backward: True where a module is wrapped for it
+    (:data:`CHECKPOINT_WRAPPERS`) or a transformers module's ``gradient_checkpointing`` flag is set; False where
+    modules carry that flag and none is set; None where nothing tells."""
     found = None
     for module in model.modules() if hasattr(model, "modules") else []:
         if type(module).__name__ in CHECKPOINT_WRAPPERS:
@@ -236,10 +234,8 @@ def _config_of(model: Any) -> Any:
 
 
 def wrapper_of(model: Any) -> Any:
-    """The ``DistributedDataParallel`` or ``FullyShardedDataParallel`` that
-    wraps ``model`` (frameworks hand callbacks the bare model), or None.
-    Found among the objects the garbage collector tracks: one pass, once
-    per run."""
+    """The ``DistributedDataParallel`` or ``FullyShardedDataParallel`` that wraps ``model`` (frameworks hand
+    callbacks the bare model), or None: one pass over the objects the garbage collector tracks."""
     import gc
 
     from torch.nn.parallel import DistributedDataParallel

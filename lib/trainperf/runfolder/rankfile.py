@@ -256,12 +256,8 @@ def _is_end(line: bytes) -> bool:
 
 
 def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
-    """Parse every step line at once, or return None if any line is not
-    well-formed (then the caller reads line by line to say which). Every line
-    must be ``[...]`` with no other bracket and no quote (a nested array or a
-    string is not a value of a step line, and would pass Arrow's parser once
-    the brackets are removed); Arrow's parser rejects a line with a wrong
-    number of values or a value of the wrong type."""
+    """Every step line parsed at once, or None if any line is not ``[...]`` of the right number of values of the
+    right types, with no other bracket and no quote (then the caller reads line by line to say which)."""
     if not body:
         return _empty_columns(names)
     if not body.endswith(b"\n"):
