@@ -5,18 +5,13 @@ package imports neither framework (``pip install trainperf[hf]`` or ``trainperf[
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
 
 __all__ = ["HFCallback", "LightningCallback"]
+_HOMES = {"HFCallback": "trainperf.integrations.hf", "LightningCallback": "trainperf.integrations.lightning"}
 
 
-def __getattr__(name: str) -> Any:
-    if name == "HFCallback":
-        from trainperf.integrations.hf import HFCallback
-
-        return HFCallback
-    if name == "LightningCallback":
-        from trainperf.integrations.lightning import LightningCallback
-
-        return LightningCallback
+def __getattr__(name: str) -> object:
+    if name in _HOMES:
+        return getattr(import_module(_HOMES[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
