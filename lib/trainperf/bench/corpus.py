@@ -36,13 +36,8 @@ def train_val_split(data: torch.Tensor, val_fraction: float = VAL_FRACTION) -> t
 
 
 class RandomWindows:
-    """Endless batches of random windows of a token tensor, for next-token prediction.
-
-    Each batch is ``(inputs, targets)``, both int64 of shape
-    ``(batch_size, seq_len)``; ``targets`` is ``inputs`` shifted by one token.
-    Window starts are drawn uniformly from a generator seeded with ``seed``,
-    so every rank (given its own seed) sees its own reproducible stream.
-    """
+    """Endless batches ``(inputs, targets)`` of random windows of a token tensor (int64, ``(batch_size, seq_len)``,
+    targets shifted by one token), drawn from a generator seeded with ``seed`` (each rank its own stream)."""
 
     def __init__(self, tokens: torch.Tensor, batch_size: int, seq_len: int, seed: int) -> None:
         if len(tokens) < seq_len + 1:

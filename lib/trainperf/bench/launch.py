@@ -23,17 +23,11 @@ class RunFailed(RuntimeError):
 
 
 def launch(spec: RunSpec, on_step: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
-    """Run ``spec`` to completion into a fresh ``spec.run_dir``.
-
-    A previous folder of the same run is replaced. torchrun runs on one node, ``--standalone`` (a free local port,
-    so concurrent runs do not collide), with ``OMP_NUM_THREADS`` = the spec's threads per process (torchrun sets
-    it to 1 for multi-process jobs only when it is unset). ``on_step`` is called once
-    per optimizer step (warm-up included) as the main worker reports it.
-    Raises :class:`RunFailed`, with the tail of torchrun's output, when it
-    exits with an error or runs longer than ``timeout_s`` seconds. torchrun
-    is stopped (it stops its workers) on a timeout or when this process is
-    interrupted.
-    """
+    """Run ``spec`` to completion into a fresh ``spec.run_dir`` (a previous folder of the run replaced), under
+    ``torchrun --standalone`` (a free local port) with ``OMP_NUM_THREADS`` = the spec's threads per process.
+    ``on_step`` is called once per optimizer step the main worker reports (warm-up included). Raises
+    :class:`RunFailed`, with the tail of torchrun's output, when it fails or runs longer than ``timeout_s`` seconds;
+    torchrun (and so its workers) is stopped then, or when this process is interrupted."""
     if spec.run_dir.exists():
         shutil.rmtree(spec.run_dir)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={spec.nprocs}",

@@ -60,12 +60,9 @@ RANK: dict[str, Column | type] = {"rank": Column("rank", "int", "global rank", "
 
 
 def check_manifest(manifest: Mapping[str, Any], path: object) -> None:
-    """DataError naming ``path`` and the key (``environment.world_size``) of
-    the first value of a run manifest of the wrong type or out of its bounds:
-    the numbers of :data:`TOP`, :data:`ENVIRONMENT`, :data:`HOST` and
-    :data:`RANK`, ``warmup_rule`` (one of ``trainperf.steady_state.RULES``)
-    and the ``config`` values of numeric runs columns (numbers, or text that
-    reads as one, within the column's bounds)."""
+    """DataError naming ``path`` and the key (``environment.world_size``) of the first value of a run manifest of the
+    wrong type or out of its bounds (:data:`TOP`, :data:`ENVIRONMENT`, :data:`HOST`, :data:`RANK`, ``warmup_rule``,
+    numeric ``config`` values)."""
     _check_values(manifest, TOP, "", path)
     rule = manifest.get("warmup_rule")
     if rule is not None and rule not in RULES:
