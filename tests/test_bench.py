@@ -16,9 +16,8 @@ import torch.nn.functional as F
 from trainperf import DataWarning, StepProfiler, compare, derive, estimates, load_runs, load_steps, load_summaries
 from trainperf.bench import runner
 from trainperf.bench.corpus import RandomWindows, corpus_bytes, train_val_split
-from trainperf.bench.flop_count import counted_flops_per_token
 from trainperf.bench.launch import RunFailed, launch
-from trainperf.bench.model import GPT, MODEL_SIZES, model_config
+from trainperf.bench.model import GPT, MODEL_SIZES, counted_flops_per_token, model_config
 from trainperf.bench.runner import describe
 from trainperf.bench.spec import RunSpec
 from trainperf.bench.sweeps import CPU_DEFAULTS, GPU_DEFAULTS, Machine, default_settings, plan, with_cpu_peaks

@@ -14,7 +14,7 @@ from trainperf.compare.format import render
 from trainperf.importers.reported import OTHER_PEAK
 from trainperf.report import page
 from trainperf.runfolder import eventfile, rankfile
-from trainperf.summary import RATE_BASIS, summarize, render as render_summary
+from trainperf.summarize_cli import RATE_BASIS, summarize, render as render_summary
 
 
 def _one_rank(folder: Path, evaluation_s: float, steps: int = 8) -> Path:

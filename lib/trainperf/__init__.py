@@ -1,18 +1,15 @@
 """trainperf: measure how fast deep-learning training runs and how well it scales.
 
-The runs table (``load_runs``), the step intervals (``load_steps``) and
-their summaries (``load_summaries``: per rank, per step) are the shapes
-that flow between parts; ``derive`` adds every metric. Importing
-``trainperf`` does not import torch: the profiler and the bench load it lazily;
-it makes a ``DataWarning`` print as one line (``DataWarning: message``).
-The names below load their modules (and pandas) when first used, so that
-the ``trainperf`` command starts without them.
+The runs table (``load_runs``), the step intervals (``load_steps``) and their summaries (``load_summaries``) flow
+between the parts; ``derive`` adds every metric. The names load their modules when first used (the ``trainperf``
+command starts without pandas; torch is never imported here), and a ``DataWarning`` prints as one line.
 """
 
+import warnings
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from trainperf.errors import DataError, DataWarning, install_warning_format
+from trainperf.errors import DataError, DataWarning, format_warning
 
 if TYPE_CHECKING:
     from trainperf.derived import derive
@@ -28,7 +25,7 @@ _HOMES = {"derive": "trainperf.derived", "load_runs": "trainperf.reading.loading
 
 __version__ = "0.1.0"
 
-install_warning_format()  # a DataWarning is shown as one line, without trainperf's source line
+warnings.formatwarning = format_warning  # a DataWarning is shown as one line, without trainperf's source line
 
 __all__ = ["DataError", "DataWarning", "StepProfiler", "__version__", "aggregate_steps", "derive", "find_straggler",
            "export_chrome_trace", "load_runs", "load_steps", "load_summaries"]

@@ -1,13 +1,9 @@
-"""The one aggregator: step intervals (``trainperf.schema.STEP_INTERVALS``) into per-rank summaries, per-step job
-times and each run's measurements.
-
-Every per-step input is read into step intervals (profiler run folders, per-rank steps tables, logs); this module
-is the only place they become figures. Each partition's partials and step times (``trainperf.partials``) are
-added up (:func:`combine`, :func:`combine_step_times`) into :class:`Summaries` once the warm-up was found from the
-step times (:func:`settled_times`): :func:`summarize` runs them on a pandas frame or a Dask DataFrame of any size,
-the store as it writes each part of an input (``trainperf.reading.store``): the same functions, so the same figures.
-From the summaries, :func:`measure` computes one run's measurements (``elapsed_s`` of the slowest rank, phases,
-tokens, ...) and :func:`job_steps` the per-step frames that ``trainperf.stats`` resamples.
+"""The one aggregator: step intervals into :class:`Summaries` (per rank, per step, the warm-up found) and each
+run's measurements (:func:`measure`, the runs columns of docs/data.md, "The shapes"). Each partition's partials and
+step times (``trainperf.partials``) are added up (:func:`combine`, :func:`combine_step_times`): :func:`summarize`
+runs the same functions on a pandas frame, a Dask DataFrame of any size and, part by part, in the store
+(``trainperf.reading.store``), so the figures are the same. :func:`job_steps` gives the per-step frames ``trainperf.stats``
+resamples.
 """
 
 from __future__ import annotations
@@ -32,11 +28,9 @@ COMBINE_EVERY = 8
 
 @dataclass
 class Repeats:
-    """What :func:`repeated_steps` found, as row positions: ``keep`` (a
-    bool per record), ``copies`` (``(row, earlier identical row)``: dropped),
-    ``redone`` (``(earlier row, later row)``: a step recorded again after a
-    restart; the earlier one dropped) and ``conflicts`` (``(earlier row, later
-    row)``: the same step recorded twice with different values)."""
+    """What :func:`repeated_steps` found, as row positions: ``keep`` (a bool per record), ``copies`` (``(row,
+    earlier identical row)``), ``redone`` (``(earlier, later)``: a step run again after a restart) and
+    ``conflicts`` (``(earlier, later)``: one step recorded twice with different values)."""
 
     keep: np.ndarray
     copies: list[tuple[int, int]] = field(default_factory=list)
@@ -45,15 +39,10 @@ class Repeats:
 
 
 def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeats | None:
-    """The records (step-interval columns: each rank's records in the order
-    recorded, one rank after another; ``rank`` and ``run_id`` columns where
-    several ranks or runs are there) that repeat a step of their run and
-    rank. A repeat equal in every value to an earlier record is a copy (a
-    line written or printed twice): dropped. One that differs is, with ``restarts``, where the rank's
-    step count went back before it (the job restarted from a checkpoint and
-    ran those steps again), the latest attempt: kept, the earlier one dropped;
-    otherwise a conflict, which the caller refuses. None where every rank's
-    steps advance (the usual case, found in one pass over the steps)."""
+    """The records (step-interval columns, each rank's in the order recorded) that repeat a step of their run and
+    rank: a copy equal in every value to an earlier one is dropped; one that differs is, with ``restarts`` and
+    where the rank's step count went back before it (a restart from a checkpoint), the latest attempt (the earlier
+    dropped), otherwise a conflict the caller refuses. None where every rank's steps advance (the usual case)."""
     step = np.asarray(records["step"])
     rank = np.asarray(records["rank"]) if "rank" in records else np.zeros(len(step), dtype=np.int64)
     run = pd.factorize(np.asarray(records["run_id"]))[0] if "run_id" in records else np.zeros(len(step), np.int64)
@@ -103,12 +92,8 @@ def _with_keys(frame: pd.DataFrame | pd.Series) -> pd.DataFrame:
 
 
 def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
-    """The summaries of many partitions as Dask collections, from each
-    partition's :func:`partials` (Dask delayed values of the triple): the
-    per-rank rows joined, the per-step and value partials added up with
-    :data:`STEP_COMBINE` in a tree (a few partitions at a time), so that a run
-    of any number of partitions is combined in bounded memory. Computed with
-    :func:`finish`."""
+    """The summaries of many partitions as Dask collections, from each partition's :func:`partials` (Dask delayed
+    triples): the per-rank rows joined, the rest added up in a tree (bounded memory). Computed with :func:`finish`."""
     import dask.dataframe as dd
 
     empty = partials(empty_intervals())
@@ -138,14 +123,11 @@ def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.Series | p
 
 @dataclass
 class Summaries:
-    """What :func:`summarize` made of step intervals: ``per_rank``
-    (:data:`trainperf.partials.RANK_COLUMNS`), ``per_step`` (per run and step of the measured
-    window: ``ranks``, ``step_s_max``, ``n_steps``, ``*_sum`` and ``*_count`` of
-    :data:`STEP_SUMS`), ``values`` (:func:`trainperf.partials.value_partials`, added up),
-    ``step_times`` (every step but evaluations, warm-up included:
-    :func:`step_times` with the warm-up found) and ``warmup`` (per run: the
-    rule that chose its warm-up and where its steady state starts,
-    :func:`find_warmup`)."""
+    """What :func:`summarize` made of step intervals (docs/data.md, "The shapes"): ``per_rank``
+    (:data:`trainperf.partials.RANK_COLUMNS`), ``per_step`` (per run and step of the measured window: ``ranks``,
+    ``step_s_max``, ``n_steps``, ``*_sum`` and ``*_count`` of :data:`STEP_SUMS`), ``values`` (the counts of
+    :func:`trainperf.partials.value_partials`), ``step_times`` (:func:`step_times`, warm-up included, with the
+    warm-up found) and ``warmup`` (per run, :func:`find_warmup`)."""
 
     per_rank: pd.DataFrame
     per_step: pd.DataFrame
@@ -153,7 +135,7 @@ class Summaries:
     step_times: pd.DataFrame = field(default_factory=lambda: nothing_found()[0])
     warmup: pd.DataFrame = field(default_factory=lambda: nothing_found()[1])
     attrs: dict[str, Any] = field(default_factory=dict)
-    """What they were read from (as a frame's ``attrs``: ``trainperf.provenance``)."""
+    """What they were read from (as a frame's ``attrs``: ``trainperf.errors.provenance``)."""
 
     def of(self, run_id: str) -> Summaries:
         """The summaries of one run."""
@@ -188,13 +170,9 @@ FRAMES = ("per_rank", "per_step", "values", "step_times", "warmup")
 
 
 def summarize(intervals: Any, scheduler: Any = None, rules: str | Mapping[str, str] = "mser") -> Summaries:
-    """The :class:`Summaries` of step intervals: a pandas frame, or a Dask
-    DataFrame whose partitions each hold whole ranks, computed on ``scheduler``
-    (a ``dask.compute`` scheduler: ``None`` for Dask's default). The same
-    functions either way: the :func:`step_times` of each partition, added up
-    and :func:`find_warmup` run on them (``rules``: the warm-up rule of every
-    run, or by run_id), then the :func:`partials` of each partition once
-    :func:`settle` flagged its warm-up, combined (:func:`combine`)."""
+    """The :class:`Summaries` of step intervals: a pandas frame, or a Dask DataFrame whose partitions each hold whole
+    ranks, computed on ``scheduler`` (``None``: Dask's default), by the same functions either way; ``rules``: the
+    warm-up rule of every run, or by run_id."""
     if isinstance(intervals, pd.DataFrame):
         settled = find_warmup(step_times(intervals), rules)
         return finish(*partials(settle(intervals, settled[1])), settled)
@@ -222,37 +200,14 @@ def median_of_counts(values: pd.DataFrame, quantity: str) -> float:
 def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] | None = None,
             closed_ranks: Sequence[int] | None = None, batch_facts: bool = False,
             model_parallel: float = 1.0) -> dict[str, Any]:
-    """The measurements of one run as runs columns.
+    """The measurements of one run as runs columns: docs/data.md, "Runs rows" says how each is measured (the
+    elapsed time is the slowest rank's, by ``trainperf.ranks``).
 
-    With ``e_r`` each rank's elapsed time (``trainperf.ranks``: :func:`~trainperf.ranks.rank_totals`,
-    :func:`~trainperf.ranks.spread`): ``elapsed_s = max_r e_r`` (the job's wall clock is its slowest rank's),
-    ``slowest_rank``, ``mean_rank_elapsed_s = mean_r e_r``, ``rank_imbalance = max_r e_r / min_r e_r``;
-    phase columns: mean over ranks of each rank's total; ``tokens`` and
-    ``samples``: sums over ranks and intervals, where every measured interval
-    has them; ``steps``: the most optimizer steps any rank's
-    measured intervals cover; ``warmup_steps``: those the slowest rank's
-    warm-up covers, and ``warmup_rule`` the rule that chose it
-    (:func:`find_warmup`); ``ranks``: ranks with intervals; ``peak_memory_gb``,
-    ``reserved_memory_gb``, ``host_memory_gb``: the largest of any rank, and
-    ``peak_memory_mean_gb``, ``reserved_memory_mean_gb``, ``host_memory_mean_gb``:
-    the mean over ranks of each rank's largest; ``energy_j``: the sum over
-    the ranks that measured it; ``alloc_retries`` and ``ooms``: sums over
-    ranks and every interval, warm-up included; ``train_loss``: mean over
-    ranks of each rank's last loss; ``extra_excluded_records``: intervals left
-    out for an evaluation.
-
-    ``complete``: every expected rank (``expected_ranks``; without them the
-    ranks present, when there are several: one rank alone cannot tell) recorded
-    as many intervals, up to the same last step, as the most advanced one and,
-    where ``closed_ranks`` is given, closed its profiler (:func:`stopped_early`;
-    the ranks that did not are listed in ``extra_stopped_early_ranks``, text
-    such as ``[1, 3]``, and the reader warns with :func:`incomplete`).
-
-    With ``batch_facts`` (every rank recorded its own work: run folders, per-rank
-    tables), ``grad_accum_steps`` (median of ``micro_steps``),
-    ``micro_batch_size`` (median of samples per micro-step of one rank) and
-    ``global_batch_size`` (median over steps of the samples of all ranks,
-    divided by ``model_parallel``, the ranks that share their samples)."""
+    ``complete``: every expected rank (``expected_ranks``; without them the ranks present, when there are several)
+    recorded as many intervals, up to the same last step, as the most advanced one and, where ``closed_ranks`` is
+    given, closed its profiler (:func:`stopped_early`; the others in ``extra_stopped_early_ranks``). With
+    ``batch_facts`` (every rank recorded its own work), the batch sizes measured, the global batch divided by
+    ``model_parallel`` (the ranks that share their samples)."""
     run = summaries.of(run_id)
     per_rank = run.per_rank.set_index("rank")
     out: dict[str, Any] = {}
@@ -350,18 +305,12 @@ def _batch_facts(run: Summaries, model_parallel: float) -> dict[str, Any]:
 
 def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = False,
               rank_steps: pd.DataFrame | None = None) -> tuple[dict[str, pd.DataFrame], int]:
-    """Per run, the job's measured steps, and how many steps were left out
-    because some rank did not record them. A run's frame has per step:
-    ``step``, ``step_time_s`` (the slowest rank's interval, s), ``mean_rank_step_s``
-    (the mean over ranks of their intervals, s), ``tokens`` and
-    ``samples`` (all ranks; where every interval of the run has them), the
-    phase columns (mean over ranks, s; where every interval has them) and,
-    for the runs in ``rank_steps`` (rows ``run_id, rank, step, step_s`` of
-    measured intervals), each rank's time ``rank_<r>_s`` (s).
-    ``warmup``: steps left out at the start of each run on top of those
-    recorded as warm-up. A run with a complete step without ``step_s``, or
-    with fewer than 2 complete steps, is a DataError, or with ``usable_only``
-    left out."""
+    """Per run, the job's measured steps, and how many steps were left out because some rank did not record them.
+    A run's frame has per step ``step``, ``step_time_s`` (the slowest rank's, s), ``mean_rank_step_s`` (s),
+    ``tokens`` and ``samples`` (all ranks), the phase columns (mean over ranks, s; each where every interval has
+    it) and, for the runs in ``rank_steps`` (``run_id, rank, step, step_s``), each rank's ``rank_<r>_s`` (s).
+    ``warmup``: steps left out at the start on top of the warm-up. A run with a step without ``step_s``, or fewer
+    than 2 complete steps, is a DataError, or with ``usable_only`` left out."""
     out: dict[str, pd.DataFrame] = {}
     dropped = 0
     ranks_of = summaries.per_rank[summaries.per_rank["measured_intervals"].gt(0)].groupby("run_id", sort=False,

@@ -10,7 +10,7 @@ from importlib import import_module
 from trainperf import __version__
 from trainperf.errors import DataError
 
-COMMANDS: dict[str, str] = {"summarize": "trainperf.summary", "report": "trainperf.report.build.cli",
+COMMANDS: dict[str, str] = {"summarize": "trainperf.summarize_cli", "report": "trainperf.report.build.cli",
                             "bench": "trainperf.bench.cli", "compare": "trainperf.compare.cli",
                             "import": "trainperf.importers.cli", "trace": "trainperf.profiler.cli",
                             "watch": "trainperf.profiler.watch"}

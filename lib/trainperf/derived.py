@@ -1,54 +1,11 @@
 """``derive``: every derived metric of a runs table, from its inputs only.
 
-Formulas (per run; ``N`` devices = ``gpus``):
-
-* parallelism: ``data_parallel = gpus / (tensor_parallel · pipeline_parallel
-  · context_parallel)`` (each degree 1 where not given);
-  ``global_batch_size = micro_batch_size · grad_accum_steps · data_parallel``
-  where not given; ``grad_accum_steps = global_batch_size / (micro_batch_size
-  · data_parallel)`` where not given and a whole number (else noted).
-* work: ``samples = steps · global_batch_size`` and ``tokens = samples ·
-  seq_len`` where not given (and ``samples = tokens / seq_len``);
-  ``elapsed_s = steps · step_time_s`` where only the step time is given.
-* throughput: ``tokens_per_s = tokens / elapsed_s`` (elapsed: slowest rank),
-  else the published rate, else ``samples_per_s · seq_len``; likewise
-  ``samples_per_s`` (also ``global_batch_size / step_time_s``). Per device:
-  ``/ N``.
-* ``step_time_s = elapsed_s / steps``, else the published step time, else
-  ``global_batch_size / samples_per_s``; per day: ``rate · 86 400 s``.
-* Where a row gives two independent estimates of one quantity (a count, a
-  rate, the step time) that differ by more than 2 %, the first in the order
-  above is kept and the row's notes say so.
-* FLOPs: ``flops_per_token`` from ``trainperf.flops`` (convention recorded in
-  ``flops_convention_used``); ``tflops_total = tokens_per_s ·
-  flops_per_token / 10¹²``; ``tflops_per_gpu = tflops_total / N``.
-* ``mfu = tflops_per_gpu / peak_tflops_per_gpu`` against the **dense** peak
-  at the run's precision (``trainperf.hardware``; a ``peak_tflops_per_gpu``
-  input, e.g. a measured CPU peak, wins). ``hfu = mfu · 4/3`` with activation
-  checkpointing, else ``mfu``.
-* ``compute_s = forward_s + loss_s + backward_s + optimizer_s`` where not
-  given; ``comm_overhead = (comm_exposed_s, else comm_s) / elapsed`` of a
-  typical rank (``mean_rank_elapsed_s`` where known, else ``elapsed_s``);
-  ``compute_comm_ratio = compute_s / comm_s``.
-* ``gpu_hours = N · elapsed_s / 3600``; ``cost_usd = gpu_hours ·
-  price_per_gpu_hour``.
-* energy: ``energy_j_per_token = energy_j / tokens``; ``power_w_per_gpu =
-  energy_j / (N · elapsed_s)``; ``energy_kwh = energy_j / 3.6·10⁶``;
-  ``energy_cost_usd = energy_kwh · price_per_kwh``, and per million tokens.
-* memory: ``device_memory_gb`` as given (the profiler records the device's),
-  else the datasheet's (``trainperf.hardware.device_memory``);
-  ``memory_headroom_gb = device_memory_gb − peak_memory_gb``. A run with
-  ``fits`` false ran out of memory: its notes say so.
-* scaling per experiment: ``trainperf.scaling.add_scaling``.
-
-A value whose inputs are missing stays NaN and the row's ``notes`` says why:
-every derived column a row leaves empty is named in a note with the inputs
-it lacks (:data:`NEEDS`), or with a reason of its own (the FLOPs convention's
-missing inputs, the peak table, the scaling study); an unknown platform also
-raises a ``DataWarning`` (never a default peak). A figure that cannot be
-true (an MFU above 1, a Karp–Flatt fraction outside [0, 1], phases longer
-than the step, …) is emptied and noted by ``trainperf.invariants``. A log's step-time anomalies, and the steps
-its throughput leaves out, are noted too.
+The formulas (parallelism, work, throughput, step time, FLOPs and MFU against the dense peak, communication, cost,
+energy, memory; scaling per experiment: ``trainperf.scaling``) are in README.md, "Metrics"; each derived column's
+inputs are in :data:`NEEDS`. Where two independent estimates of one quantity differ by more than 2 %, the first in
+order of trust is kept and noted. A value whose inputs are missing stays NaN and the row's ``notes`` says why (the
+inputs it lacks, or a reason of its own); an unknown platform also raises a ``DataWarning`` (never a default peak).
+A figure that cannot be true is emptied and noted by ``trainperf.invariants``.
 """
 
 from __future__ import annotations
@@ -111,10 +68,9 @@ NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "device_memory_gb": (("platform",),),
     "memory_headroom_gb": (("device_memory_gb", "peak_memory_gb"),),
 }
-"""Each derived column and what it is computed from (see the formulas
-above): any one group of inputs, all present, gives it; an input that is
-derived itself is followed. Why a row leaves a column empty is read from
-this table (:func:`_note_empty`), unless a note of its own says why."""
+"""Each derived column and what it is computed from: any one group of inputs, all present, gives it; an input that is
+derived itself is followed. Why a row leaves a column empty is read from this table (:func:`_note_empty`), unless
+a note of its own says why."""
 NOTE_KEYS = {"scaling": ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency")}
 """Notes whose key (the text before ``: ``) is no column, and the columns
 their reasons cover. Every other note's key names the columns it is about."""
@@ -217,11 +173,6 @@ def _empty(n: int, kind: str, index: pd.Index) -> pd.Series:
     return pd.Series([pd.NA if kind in ("str", "bool") else np.nan] * n, index=index, dtype=dtype)
 
 
-def _fill(out: pd.DataFrame, column: str, values: pd.Series) -> None:
-    """Fill the missing cells of ``column`` with ``values``."""
-    out[column] = out[column].fillna(values)
-
-
 def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
     model_parallel = out[list(PARALLEL_DEGREES)].astype(float).fillna(1.0).prod(axis=1)
     out["data_parallel"] = out["gpus"] / model_parallel
@@ -240,7 +191,7 @@ def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
     for i in np.flatnonzero((out["grad_accum_steps"].isna() & accum.notna() & ~whole).to_numpy(bool)):
         notes[i].append(f"grad_accum_steps: global_batch_size / (micro_batch_size · data_parallel) is "
                         f"{accum.iat[i]:g}, not a whole number: check the batch sizes and the parallel degrees")
-    _fill(out, "grad_accum_steps", accum.where(whole))
+    out["grad_accum_steps"] = out["grad_accum_steps"].fillna(accum.where(whole))
 
 
 def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -255,7 +206,7 @@ def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
         ("steps · global_batch_size", from_steps),
         ("tokens / seq_len", out["tokens"] / out["seq_len"]),
     ])
-    _fill(out, "elapsed_s", out["steps"] * out["step_time_s"])
+    out["elapsed_s"] = out["elapsed_s"].fillna(out["steps"] * out["step_time_s"])
 
 
 def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -268,8 +219,8 @@ def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
         ("the given rate", out["samples_per_s"]),
         ("global_batch_size / step_time_s", out["global_batch_size"] / out["step_time_s"]),
     ])
-    _fill(out, "tokens_per_s", out["samples_per_s"] * out["seq_len"])
-    _fill(out, "samples_per_s", out["tokens_per_s"] / out["seq_len"])
+    out["tokens_per_s"] = out["tokens_per_s"].fillna(out["samples_per_s"] * out["seq_len"])
+    out["samples_per_s"] = out["samples_per_s"].fillna(out["tokens_per_s"] / out["seq_len"])
     out["step_time_s"] = _first_estimate("step_time_s", notes, [
         ("elapsed_s / steps", out["elapsed_s"] / out["steps"]),
         ("the given step time", out["step_time_s"]),
@@ -353,7 +304,7 @@ def _peak(row: dict) -> tuple[float, object, str]:
 def _add_phases(out: pd.DataFrame) -> None:
     parts = out[[f"{p}_s" for p in COMPUTE_PHASES]]
     summed = parts.sum(axis=1, min_count=1).where(out["forward_s"].notna() & out["backward_s"].notna())
-    _fill(out, "compute_s", summed)
+    out["compute_s"] = out["compute_s"].fillna(summed)
     comm = out["comm_exposed_s"].fillna(out["comm_s"])
     out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
     out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)

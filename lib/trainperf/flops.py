@@ -1,104 +1,11 @@
-"""Model FLOPs per token of a decoder-only transformer, forward + backward.
+"""Model FLOPs per token of a decoder-only transformer, forward + backward (a multiply-add = 2 FLOPs).
 
-Every convention counts a multiply-add as 2 FLOPs and the backward pass as
-twice the forward, and is named after the tool whose printed figures it
-reproduces; where that tool changed its formula between releases, each form
-has its own name (the year the form appeared) and :data:`FORMS` lists a
-tool's forms, newest first. ``N`` is ``n_active_params`` where given (the
-parameters a token uses in a mixture-of-experts model), else ``n_params``;
-``L`` layers, ``d`` (``h``) width, ``T`` sequence length, ``V`` vocabulary,
-``H`` attention heads and ``q`` the width of all query heads together,
-``H · head_dim`` where ``head_dim`` is given, else ``d``.
-
-What ``N`` counts is the convention's to say (each entry below): the
-conventions built from the shape (``megatron*``, ``megatron-deepspeed``)
-need no ``N``; the others take the count the tool itself uses.
-
-``6n``
-    ``6 · N``. Kaplan et al. 2020 ("Scaling Laws for Neural Language
-    Models", sec. 2.1), whose ``N`` leaves out every embedding (token and
-    position). Ignores attention scores; the only choice when the
-    architecture is unknown. ``N`` is used as given.
-``palm``
-    ``6 · N + 12 · L · d · T``. Chowdhery et al. 2022 (PaLM), appendix B:
-    the second term is the attention score and value matmuls (``Q·Kᵀ`` and
-    ``A·V``) over ``T`` tokens, causal mask not halved. nanoGPT's
-    ``estimate_mfu`` and MosaicML llm-foundry use this form. The default.
-    nanoGPT's ``N`` (``get_num_params()``, the ``number of parameters`` it
-    prints) is every parameter but the learned position embedding: the token
-    embedding, tied to the output head, counted once.
-``megatron``
-    Megatron-LM's ``num_floating_point_operations``
-    (``megatron/training/training.py``) since commit 8873b55d6a (2025-03-06,
-    "Fixes in number of floating-point operation estimates for MoE and
-    attention layer"; releases core_v0.12.0 and later), per token, for a
-    standard transformer: ``6·h·(E·F·L_dense + E·F_moe·k·L_moe) +
-    12·L·h·q·(1 + g/H) + 6·L·T·q + 6·h·V``, with ``E`` = 3 for a gated
-    (SwiGLU) MLP else 2, ``F`` = ``ffn_hidden_size`` (default ``4h``, with
-    SwiGLU ``⌊8h/3 / 64⌋·64`` as Megatron-LM sets it), ``q`` = ``kv_channels
-    · H`` (``head_dim``; default ``h``), ``g/H`` = ``num_query_groups /
-    n_heads`` (1 without grouped-query attention), and with ``num_experts``
-    every layer a mixture-of-experts layer routing each token to ``k`` =
-    ``moe_router_topk`` (default 2) experts of width ``F_moe`` =
-    ``moe_ffn_hidden_size`` (default ``F``). The causal mask halves the
-    attention-score term; the logit layer counts ``6·h·V`` (the output
-    head, tied or not); the input embedding lookup and position embeddings
-    count nothing. Its ``throughput per GPU (TFLOP/s/GPU)`` is these FLOPs
-    over the iteration time and the world size. Not covered: multi-latent
-    attention, multi-token prediction, shared experts, attention output
-    gates, hybrid (Mamba) models.
-``megatron-2024``
-    The same function from commit e116d81ed7 (2024-03-25, SwiGLU counted)
-    to 8873b55d6a: releases core_v0.6.0 to core_v0.11.0 (core_r0.8.0,
-    core_r0.9.0 ...). ``12·L·h²·((1 + g/H + T/h)·q/h + F/h·k·E/2 +
-    V/(2·L·h))`` per token: the attention scores are not halved
-    (``12·L·T·q``), and experts are ``ffn_hidden_size`` wide
-    (``moe_ffn_hidden_size`` is not read). ``q`` follows ``kv_channels``
-    since 2bfe9beaae (2024-04-03, core_v0.7.0); core_v0.6.0 used ``h``.
-``megatron-2023``
-    The function as it was added in 2748e7c7d4 (2023-11-26) until
-    fbf600bb5e (2024-03-13): release core_v0.5.0. ``60·L·h²·(1 + g/(5H) +
-    T/(5h) + V/(10·L·h))`` per token: a ``4h`` MLP whatever
-    ``ffn_hidden_size``, ``swiglu`` and ``num_experts`` say, ``q = h``, and
-    attention not halved.
-``megatron-deepspeed``
-    Narayanan et al. 2021 eq. 3 with three passes instead of four, as the
-    throughput calculator of Megatron-DeepSpeed computes it (``24 · 3 · B ·
-    s · l · h² · (…)``): ``72 · L · h² · (1 + T / (6h) + V / (16 · L · h))``
-    per token. Attention scores are not halved (``12·L·T·h``) and the logit
-    layer gets ``4.5·h·V``; no embedding lookup. (This was trainperf's
-    ``megatron`` before Megatron-LM's own formula was added.)
-``torchtitan``
-    torchtitan's ``get_dense_model_nparams_and_flops`` /
-    ``get_moe_model_nparams_and_flops`` (``torchtitan/models/utils.py``)
-    since commit 5a090f21e (2025-10-29, "Fix attention FLOPs estimate";
-    releases v0.2.1 and later): ``6 · (N − V·d) + 12 · L · q · T``, with
-    ``q = H · head_dim`` (Qwen3: ``2·d``). ``N`` is the count torchtitan
-    prints (``Model ... size: P total parameters``): every parameter, token
-    embedding and untied output head included; the convention leaves out
-    the token embedding ``V·d`` and keeps the output head. With
-    ``tied_embeddings`` nothing is left out, ``6 · N + …``: torchtitan's
-    printed count of a tied model leaves the shared embedding out (through
-    v0.2.2) or counts it once (since 4ed3c5363, 2026-05-08), and its FLOPs
-    are six times that count in both. Causal attention is not halved.
-``torchtitan-2024``
-    The same from commit 0c6ca903f (2024-04-26, "exclude embedding in MFU
-    computation") to 5a090f21e: releases v0.1.0 to v0.2.0. ``6 · (N − V·d)
-    + 12 · L · H · ⌊d / H⌋ · T``: the attention term takes the width from
-    ``d`` whatever ``head_dim`` is (``≈ 12·L·d·T``).
-``llmc``
-    ``6 · N + 6 · L · d · T``: llm.c's ``gpt2_estimate_mfu``
-    (``train_gpt2.cu``), half PaLM's attention term. ``N`` is llm.c's
-    ``num_parameters``: every parameter, the token embedding (the logit
-    matmul's weight, tied) and the position embedding included.
-``counted``
-    The FLOPs PyTorch's FLOP counter saw in one training step, per sample
-    (``flops_per_sample``), over ``T`` (``seq_len``, else the run's tokens
-    per sample); no ``N``. What the profiler records for a model that is not
-    a decoder-only transformer, which the formulas above do not describe.
-
-Hardware FLOPs (HFU) count activation recomputation: one more forward pass,
-so ``4/3`` of the model FLOPs (forward 1 + backward 2 + recomputed forward 1).
+Each convention is named after the tool whose printed figures it reproduces, one name per form of a formula that
+changed between releases (:data:`FORMS`). The formulas, their citations and what ``N`` counts for each are in
+README.md, "Metrics" (FLOPs per token). Symbols: ``N`` parameters (``n_active_params`` where given, else
+``n_params``), ``L`` layers, ``d`` (``h``) width, ``T`` sequence length (tokens), ``V`` vocabulary, ``H`` attention
+heads, ``q`` the width of all query heads (``H · head_dim``, else ``d``). Hardware FLOPs (HFU) with activation
+recomputation are 4/3 of the model FLOPs (:data:`RECOMPUTE_FACTOR`).
 """
 
 from __future__ import annotations
@@ -202,38 +109,10 @@ def megatron_deepspeed(n_layers: int, d_model: int, seq_len: int, vocab_size: in
 def megatron(n_layers: int, d_model: int, seq_len: int, vocab_size: int, *, n_heads: float = math.nan,
              head_dim: float = math.nan, num_query_groups: float = math.nan, ffn_hidden_size: float = math.nan,
              swiglu: bool = False, num_experts: float = math.nan, moe_router_topk: float = math.nan,
-             moe_ffn_hidden_size: float = math.nan) -> float:
-    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` since
-    core_v0.12.0 for a standard (no MLA, no MTP, no shared experts)
-    transformer; NaN arguments take Megatron-LM's defaults (see the module notes)."""
-    return _megatron(n_layers, d_model, seq_len, vocab_size, n_heads, head_dim, num_query_groups, ffn_hidden_size,
-                     swiglu, num_experts, moe_router_topk, moe_ffn_hidden_size, causal_halved=True)
-
-
-def megatron_2024(n_layers: int, d_model: int, seq_len: int, vocab_size: int, *, n_heads: float = math.nan,
-                  head_dim: float = math.nan, num_query_groups: float = math.nan, ffn_hidden_size: float = math.nan,
-                  swiglu: bool = False, num_experts: float = math.nan, moe_router_topk: float = math.nan) -> float:
-    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` of
-    core_v0.6.0 to core_v0.11.0: attention scores not halved, experts
-    ``ffn_hidden_size`` wide (that form reads no ``moe_ffn_hidden_size``)."""
-    return _megatron(n_layers, d_model, seq_len, vocab_size, n_heads, head_dim, num_query_groups, ffn_hidden_size,
-                     swiglu, num_experts, moe_router_topk, math.nan, causal_halved=False)
-
-
-def megatron_2023(n_layers: int, d_model: int, seq_len: int, vocab_size: int, *, n_heads: float = math.nan,
-                  num_query_groups: float = math.nan) -> float:
-    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` of
-    core_v0.5.0, ``60·L·h²·(1 + g/(5H) + T/(5h) + V/(10·L·h))``: the 2024
-    form with a ``4h`` MLP, no experts and ``q = h`` (that form reads no
-    other shape)."""
-    return megatron_2024(n_layers, d_model, seq_len, vocab_size, n_heads=n_heads, num_query_groups=num_query_groups)
-
-
-def _megatron(n_layers: int, d_model: int, seq_len: int, vocab_size: int, n_heads: float, head_dim: float,
-              num_query_groups: float, ffn_hidden_size: float, swiglu: bool, num_experts: float,
-              moe_router_topk: float, moe_ffn_hidden_size: float, *, causal_halved: bool) -> float:
-    """Megatron-LM's per-token FLOPs: MLP (dense or top-k experts),
-    attention projections, attention scores (halved or not) and logits."""
+             moe_ffn_hidden_size: float = math.nan, causal_halved: bool = True) -> float:
+    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` since core_v0.12.0 for a standard (no MLA,
+    no MTP, no shared experts) transformer: MLP (dense or top-k experts), attention projections, attention scores
+    (halved unless ``causal_halved`` is false) and logits; NaN arguments take Megatron-LM's defaults."""
     h = float(d_model)
     q = query_width(d_model, n_heads, head_dim)
     if not _known(ffn_hidden_size):
@@ -249,6 +128,20 @@ def _megatron(n_layers: int, d_model: int, seq_len: int, vocab_size: int, n_head
     projections = 12.0 * n_layers * h * q * (1.0 + groups)
     scores = (6.0 if causal_halved else 12.0) * n_layers * seq_len * q
     return 6.0 * h * mlp + projections + scores + 6.0 * h * vocab_size
+
+
+def megatron_2024(n_layers: int, d_model: int, seq_len: int, vocab_size: int, **shape: Any) -> float:
+    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` of core_v0.6.0 to core_v0.11.0: attention
+    scores not halved, experts ``ffn_hidden_size`` wide (that form reads no ``moe_ffn_hidden_size``)."""
+    return megatron(n_layers, d_model, seq_len, vocab_size, **{**shape, "moe_ffn_hidden_size": math.nan},
+                    causal_halved=False)
+
+
+def megatron_2023(n_layers: int, d_model: int, seq_len: int, vocab_size: int, *, n_heads: float = math.nan,
+                  num_query_groups: float = math.nan) -> float:
+    """FLOPs per token, Megatron-LM's ``num_floating_point_operations`` of core_v0.5.0,
+    ``60·L·h²·(1 + g/(5H) + T/(5h) + V/(10·L·h))``: the 2024 form with a ``4h`` MLP, no experts and ``q = h``."""
+    return megatron_2024(n_layers, d_model, seq_len, vocab_size, n_heads=n_heads, num_query_groups=num_query_groups)
 
 
 MEGATRON_SHAPE: tuple[str, ...] = ("n_heads", "head_dim", "num_query_groups", "ffn_hidden_size", "swiglu",
@@ -286,13 +179,9 @@ def default_convention(row: Mapping[str, Any]) -> str:
 
 
 def flops_per_token(row: Mapping[str, Any], convention: str | None = None) -> tuple[float, str]:
-    """Model FLOPs per token of one run and the convention that produced them.
-
-    ``row`` holds canonical run columns. A ``flops_per_token`` value in the row
-    wins (convention ``given``) unless ``convention`` is named; else
-    ``convention``, else the row's ``flops_convention``, else
-    :func:`default_convention`. The value is NaN when inputs the convention
-    needs are missing (see :func:`missing_inputs`).
+    """Model FLOPs per token of one run (canonical run columns) and the convention that produced them: a given
+    ``flops_per_token`` (convention ``given``) unless ``convention`` is named; else ``convention``, the row's
+    ``flops_convention`` or :func:`default_convention`. NaN where the convention lacks inputs (:func:`missing_inputs`).
     """
     given = row.get("flops_per_token")
     if _known(given) and convention is None:
@@ -323,24 +212,20 @@ def _options(row: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
             for key in names}
 
 
-def _shaped(function: Callable[..., float], options: tuple[str, ...]) -> Callable[[Mapping[str, Any]], float]:
-    """A convention built from the shape alone: ``function`` of the row's
-    layers, width, sequence length, vocabulary and ``options``."""
-    return lambda row: function(*_shape(row), row["vocab_size"], **_options(row, options))
-
-
-def _counted(function: Callable[..., float], options: tuple[str, ...]) -> Callable[[Mapping[str, Any]], float]:
-    """A convention built from ``N`` and the shape: ``function`` of the row's
-    parameters, layers, width, sequence length, vocabulary and ``options``."""
-    return lambda row: function(_n(row), *_shape(row), row["vocab_size"], **_options(row, options))
+def _shaped(function: Callable[..., float], options: tuple[str, ...],
+            with_n: bool = False) -> Callable[[Mapping[str, Any]], float]:
+    """A convention built from the shape: ``function`` of the row's ``N`` (with ``with_n``), layers, width,
+    sequence length, vocabulary and ``options``."""
+    return lambda row: function(*([_n(row)] if with_n else []), *_shape(row), row["vocab_size"],
+                                **_options(row, options))
 
 
 _BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
     "6n": lambda row: six_n(_n(row)),
     "palm": lambda row: palm(_n(row), *_shape(row)),
     "llmc": lambda row: llmc(_n(row), *_shape(row)),
-    "torchtitan": _counted(torchtitan, TORCHTITAN_SHAPE),
-    "torchtitan-2024": _counted(torchtitan_2024, ("n_heads", "tied_embeddings")),
+    "torchtitan": _shaped(torchtitan, TORCHTITAN_SHAPE, with_n=True),
+    "torchtitan-2024": _shaped(torchtitan_2024, ("n_heads", "tied_embeddings"), with_n=True),
     "megatron-deepspeed": _shaped(megatron_deepspeed, ()),
     "megatron": _shaped(megatron, MEGATRON_SHAPE),
     "megatron-2024": _shaped(megatron_2024, tuple(c for c in MEGATRON_SHAPE if c != "moe_ffn_hidden_size")),

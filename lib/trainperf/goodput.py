@@ -1,37 +1,7 @@
-"""Goodput: how much of a run's wall clock was training, and where the rest went.
-
-Google's ML Goodput Measurement (``ml-goodput-measurement``, the library
-MaxText reports with) defines a job's goodput as its productive training time
-over its total elapsed time, from the job's start to its end, and counts the
-time of every step as productive but for the first step's time beyond the
-mean of the others, which it books as "program startup" badput (compilation,
-tracing; ``_compute_segment_final_metrics`` in its ``goodput.py``, release
-0.2.3). trainperf does the same with the warm-up found from the data
-(``trainperf.steady_state``) in place of the first step: warm-up steps are
-training progress, and only their time beyond as many steady steps is lost
-to warming up. Waits for data stay inside the steps (the profiler times them
-in the step's window), so they count as productive here.
-
-Per rank ``r``, over the wall clock from the profiler's start on that rank
-(after its own set-up) to ``close()`` (``wall_s``, the steps file's end line):
-
-* ``productive_s`` = the time of all its steps - ``warmup_excess_s``;
-* ``warmup_excess_s`` = max(0, its warm-up steps' time - as many steps at the
-  mean step time of its measured window);
-* ``startup_s``: from the start to its first step, but phases outside the
-  steps timed then;
-* ``outside_<name>_s``: the phases it timed outside the steps, by name
-  (a checkpoint, a validation run; ``events-rank{R}.jsonl``);
-* ``unaccounted_s``: between its first step's start and its last step's end,
-  the time in no step and no phase (a step whose code raised, which is not
-  recorded);
-* ``after_steps_s``: from its last step's end to ``close()``, but phases
-  timed then;
-
-which add up to ``wall_s``. For the run: ``goodput`` = the productive time of
-all ranks / their wall clock, every other column the mean over ranks (s).
-Only ranks whose steps file has the wall clock count (a profiler that was
-closed, of this version or later).
+"""Goodput: how much of a run's wall clock was training, and where the rest went (s, per rank then the mean over
+ranks; ``goodput`` a fraction). The definition (Google's ML Goodput Measurement, with the warm-up found from the
+data in place of the first step) and each part: docs/profiler.md, "Goodput: where the wall clock went". The parts
+add up to ``wall_s``; only ranks whose steps file has the wall clock count.
 """
 
 from __future__ import annotations
@@ -51,7 +21,7 @@ BEFORE, BETWEEN, AFTER = range(3)
 
 def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
             outside: Sequence[Sequence[Any]] = ()) -> dict[str, float]:
-    """Runs columns of one run's goodput (see the module's docstring) from
+    """Runs columns of one run's goodput (docs/profiler.md) from
     its per-rank summaries (``trainperf.partials.RANK_COLUMNS``), each rank's
     wall clock (``wall_s`` by rank, s) and what the ranks did outside their
     steps (``outside``: ``[rank, name, before_s, between_s, after_s]`` rows,

@@ -1,39 +1,9 @@
-"""Peak FLOP/s of accelerators, per precision.
+"""Peak FLOP/s of accelerators, per precision: TFLOP/s per device (10¹² FLOP/s, a multiply-add counted as 2).
 
-Units: TFLOP/s (10¹² floating-point operations per second, a multiply-add
-counted as 2 operations), per device.
-
-The table holds the **dense** peak of each device at each precision, as MFU
-needs it. Vendor sheets often print the 2:4 structured-sparsity figure, twice
-the dense one (NVIDIA H100 SXM BF16: "1,979 TFLOPS*", * with sparsity; dense
-989.5). Sparse figures are kept in :attr:`Figure.sparse` for reference and are
-never returned by :func:`dense_peak_tflops`. A precision a device lacks (TF32
-on V100 or MI250X, FP8 before Hopper/CDNA3) is absent, never guessed.
-
-``fp32`` is the device's fastest IEEE FP32 matrix rate (CUDA cores on NVIDIA,
-matrix cores where AMD has FP32 ones); ``tf32`` is the NVIDIA / AMD
-TensorFloat-32 tensor-core rate, which PyTorch uses for float32 matmuls only
-when allowed (``torch.backends.cuda.matmul.allow_tf32``).
-
-Platform names are matched tolerantly (:func:`find_device`): vendor words,
-memory type and separators are ignored, so ``"H100"``, ``"h100_80gb"``,
-``"NVIDIA H100 80GB HBM3"`` (what ``torch.cuda.get_device_name`` returns),
-``"H100-SXM5-80GB"`` and ``"NVIDIA H100 SXM"`` all name the H100 SXM. A name
-that leaves the variant open gets the family's default, marked in the table:
-H100 → SXM, H200 → SXM, A100 → SXM 80GB (SXM 40GB has the same peaks),
-V100 → SXM2. Unknown or ambiguous names return ``None``: there is no default
-peak.
-
-Each device also has its memory capacity (:attr:`Device.capacity_gb`, from
-the same datasheet; :func:`device_memory`), where the sheet prints one size
-for it. Datasheets print GB; the capacities of HBM and GDDR are binary (an
-H100's 80 GB are five 16 GiB stacks), so they are compared with peaks in
-GiB as printed. The driver offers PyTorch a little less, which the profiler
-records where it runs.
-
-CPUs (platform ``"cpu"`` or starting with ``"cpu"``) have no table entry;
-``trainperf.profiler.peak_flops.measure_peak_flops`` measures the running
-machine's dense matmul rate.
+The table holds each device's **dense** peak at each precision, as MFU needs it (sparse figures are kept for
+reference, never returned), and its memory capacity. The table, how names are matched, the variants a bare name
+stands for and the memory figures: docs/hardware.md, "Peak FLOP/s". CPUs have no entry: their peak is measured
+(``trainperf.profiler.peak_flops.measure_peak_flops``).
 """
 
 from __future__ import annotations
@@ -50,12 +20,8 @@ from trainperf.schema import PRECISIONS
 
 @dataclass(frozen=True)
 class Figure:
-    """One precision's peak on one device (TFLOP/s).
-
-    ``dense``: the peak without sparsity, used for MFU. ``sparse``: the 2:4
-    structured-sparsity peak where the vendor prints one (reference only).
-    ``printed``: the figure as the datasheet prints it.
-    """
+    """One precision's peak on one device (TFLOP/s): ``dense`` (used for MFU), ``printed`` (as the datasheet prints
+    it) and ``sparse`` (2:4 structured sparsity, where printed; reference only)."""
 
     dense: float
     printed: str
@@ -64,18 +30,10 @@ class Figure:
 
 @dataclass(frozen=True)
 class Device:
-    """An accelerator and its peaks.
-
-    ``family`` (e.g. ``"h100"``), ``form`` (``"sxm"``, ``"pcie"``, ``"nvl"``,
-    ``"oam"``, ``"gcd"``, or ``""`` where the family has one form) and
-    ``memory_gb`` (set only where it tells variants apart) are what names are
-    matched against; ``default`` marks the variant a name that leaves form or
-    memory open refers to. ``figures`` maps precision (``fp32``, ``tf32``,
-    ``bf16``, ``fp16``, ``fp8``) to its :class:`Figure`; ``datasheet`` names
-    the vendor document the figures come from. ``capacity_gb``: the device's
-    memory as the datasheet prints it (GB), where it prints one size (None
-    where the variant comes in several: V100 16 or 32 GB).
-    """
+    """An accelerator and its peaks: ``family``, ``form`` (``sxm``, ``pcie``, ``nvl``, ``oam``, ``gcd`` or ``""``)
+    and ``memory_gb`` (only where it tells variants apart) are what names are matched against; ``default`` marks the
+    variant a name that leaves them open means; ``figures`` by precision; ``capacity_gb``: the datasheet's memory
+    (GB), where it prints one size."""
 
     name: str
     family: str
@@ -136,6 +94,14 @@ _AMD_CDNA3 = {
 
 
 _V100 = "NVIDIA Tesla V100 GPU Accelerator datasheet"
+
+
+def _volta(fp32: float, fp16: float) -> dict[str, Figure]:
+    """A V100 sheet: FP32 and FP16 tensor-core figures only."""
+    return {"fp32": _dense(fp32, "Single-Precision"),
+            "fp16": _dense(fp16, "Tensor Performance (FP16 in, FP32 accumulate)")}
+
+
 _A100 = "NVIDIA A100 Tensor Core GPU datasheet"
 _A100_FIGURES = {
     "fp32": _dense(19.5, "FP32"),
@@ -146,21 +112,17 @@ _A100_FIGURES = {
 _H100 = "NVIDIA H100 Tensor Core GPU datasheet"
 _H200 = "NVIDIA H200 Tensor Core GPU datasheet"
 _MI250X = "AMD Instinct MI250X accelerator datasheet"
+_MI250X_MODULE = {"fp32": _dense(95.7, "Peak FP32 Matrix"), "bf16": _dense(383, "Peak bfloat16"),
+                  "fp16": _dense(383, "Peak FP16")}
+_VOLTA = "no BF16, TF32 or FP8"
 _MI355X_CLOCK = "2,516.6 = 2,400 MHz x 256 CUs x 4,096 FLOP/clock"
 
 DEVICES: tuple[Device, ...] = (
-    Device("NVIDIA V100 SXM2", "v100", "sxm", f"{_V100} (V100 SXM2)", default=True, figures={
-        "fp32": _dense(15.7, "Single-Precision"),
-        "fp16": _dense(125, "Tensor Performance (FP16 in, FP32 accumulate)"),
-    }, note="no BF16, TF32 or FP8"),
-    Device("NVIDIA V100 PCIe", "v100", "pcie", f"{_V100} (V100 PCIe)", figures={
-        "fp32": _dense(14, "Single-Precision"),
-        "fp16": _dense(112, "Tensor Performance (FP16 in, FP32 accumulate)"),
-    }, note="no BF16, TF32 or FP8"),
-    Device("NVIDIA V100S PCIe", "v100s", "pcie", f"{_V100} (V100S PCIe)", capacity_gb=32, figures={
-        "fp32": _dense(16.4, "Single-Precision"),
-        "fp16": _dense(130, "Tensor Performance (FP16 in, FP32 accumulate)"),
-    }, note="no BF16, TF32 or FP8"),
+    Device("NVIDIA V100 SXM2", "v100", "sxm", f"{_V100} (V100 SXM2)", default=True, figures=_volta(15.7, 125),
+           note=_VOLTA),
+    Device("NVIDIA V100 PCIe", "v100", "pcie", f"{_V100} (V100 PCIe)", figures=_volta(14, 112), note=_VOLTA),
+    Device("NVIDIA V100S PCIe", "v100s", "pcie", f"{_V100} (V100S PCIe)", capacity_gb=32, figures=_volta(16.4, 130),
+           note=_VOLTA),
     Device("NVIDIA A100 SXM 40GB", "a100", "sxm", f"{_A100} (A100 40GB SXM)", memory_gb=40, capacity_gb=40,
            figures=_A100_FIGURES, note="no FP8"),
     Device("NVIDIA A100 SXM 80GB", "a100", "sxm", f"{_A100} (A100 80GB SXM)", memory_gb=80, default=True,
@@ -196,18 +158,11 @@ DEVICES: tuple[Device, ...] = (
         "fp8": _dense(733, "FP8 Tensor Core", sparse=1466),
     }, note="the sheet's sparse BF16/FP16 figure (733) is not exactly twice its dense one (362.05)"),
     Device("AMD MI250X", "mi250x", "oam", f"{_MI250X} (OAM module: 2 GCDs)", default=True, capacity_gb=128,
-           figures={
-        "fp32": _dense(95.7, "Peak FP32 Matrix"),
-        "bf16": _dense(383, "Peak bfloat16"),
-        "fp16": _dense(383, "Peak FP16"),
-    }, note="one module is two GCDs, and PyTorch sees each GCD as a device: a run that counts "
-            "GCDs as gpus should name 'AMD MI250X GCD'; no TF32, FP8 or sparsity"),
+           figures=_MI250X_MODULE, note="one module is two GCDs, and PyTorch sees each GCD as a device: a run "
+           "that counts GCDs as gpus should name 'AMD MI250X GCD'; no TF32, FP8 or sparsity"),
     Device("AMD MI250X GCD", "mi250x", "gcd", f"{_MI250X} (per module; one GCD is half)", capacity_gb=64,
-           figures={
-        "fp32": Figure(95.7 / 2, "Peak FP32 Matrix 95.7 TFLOPS per module of 2 GCDs (one GCD: half)"),
-        "bf16": Figure(383 / 2, "Peak bfloat16 383 TFLOPS per module of 2 GCDs (one GCD: half)"),
-        "fp16": Figure(383 / 2, "Peak FP16 383 TFLOPS per module of 2 GCDs (one GCD: half)"),
-    }, note="half an MI250X module, one PyTorch device"),
+           figures={k: Figure(f.dense / 2, f"{f.printed} per module of 2 GCDs (one GCD: half)")
+                    for k, f in _MI250X_MODULE.items()}, note="half an MI250X module, one PyTorch device"),
     Device("AMD MI300X", "mi300x", "", "AMD Instinct MI300X accelerator datasheet", capacity_gb=192,
            figures=_AMD_CDNA3),
     Device("AMD MI325X", "mi325x", "", "AMD Instinct MI325X accelerator datasheet", capacity_gb=256,
@@ -258,8 +213,10 @@ _MEMORY = re.compile(r"(\d+)gb")
 
 
 def _parse(platform: str) -> tuple[str, str, int | None] | None:
-    """``(family, form, memory_gb)`` of a platform name; ``None`` unless it
+    """``(family, form, memory_gb)`` of a platform name; ``None`` for a CPU and unless it
     names exactly one model (``"MI250X / MI250"`` names two)."""
+    if is_cpu(platform):
+        return None
     text = re.sub(r"(\d+)\s*gb\b", r"\1gb", platform.lower())
     tokens = [t for t in re.split(r"[\s\-_/(),:;]+", text) if t and t not in _NOISE]
     forms = {_FORMS[t] for t in tokens if t in _FORMS}
@@ -282,16 +239,9 @@ def cpu_rows(platforms: Iterable[object]) -> np.ndarray:
 
 
 def find_device(platform: str) -> Device | None:
-    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU).
-
-    Matching ignores case, separators, vendor words and memory type. Form
-    (SXM, PCIe, NVL ...) and memory size pick the variant where given; where
-    a name leaves them open, the family's default: a bare ``"H100"`` is the
-    H100 SXM, ``"H200"`` the H200 SXM, ``"A100"`` the A100 SXM 80GB,
-    ``"V100"`` the V100 SXM2, ``"MI250X"`` the MI250X module (two GCDs).
-    """
-    if is_cpu(platform):
-        return None
+    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU): case, separators, vendor
+    words and memory type ignored; form and memory size pick the variant, else the family's default
+    (docs/hardware.md)."""
     parsed = _parse(platform)
     if parsed is None:
         return None
@@ -316,13 +266,10 @@ def platform_name(platform: str) -> str:
 
 
 def device_memory(platform: str) -> tuple[float, str] | None:
-    """The memory of one ``platform`` device (GB as printed, compared with
-    GiB: see the module's docstring) and where it comes from: the size the
-    name gives (``"Tesla V100-SXM2-32GB"``, ``"NVIDIA H100 80GB HBM3"``),
-    else the datasheet's for the device :func:`find_device` finds; ``None``
-    where neither says (a CPU, an unknown device, a V100 named without its
-    size)."""
-    parsed = None if is_cpu(platform) else _parse(platform)
+    """The memory of one ``platform`` device (GB as printed, compared with GiB: docs/hardware.md, "Memory
+    capacity") and where it comes from: the size the name gives, else the datasheet's for the device
+    :func:`find_device` finds; ``None`` where neither says (a CPU, an unknown device, a V100 without its size)."""
+    parsed = _parse(platform)
     if parsed is not None and parsed[2] is not None:
         return float(parsed[2]), f"the platform's name ({platform})"
     device = find_device(platform)
@@ -355,7 +302,7 @@ def _same_chip(platform: str, precision: str) -> tuple[Device | None, str]:
     saying so: ``(None, "")`` for an unknown chip. A peak is the chip's,
     whatever its memory; where the table's variants differ at ``precision``
     (H100 SXM and PCIe), the note says the default variant's peak is used."""
-    parsed = None if is_cpu(platform) else _parse(platform)
+    parsed = _parse(platform)
     if parsed is None:
         return None, ""
     family = [d for d in DEVICES if d.family == parsed[0]]

@@ -1,19 +1,9 @@
-"""What one partition of step intervals (``trainperf.schema.STEP_INTERVALS``) contributes to the one aggregator
-(``trainperf.aggregate``), so that it runs on a Dask DataFrame of any size, on one machine or a cluster, and on a
-pandas frame alike:
-
-* :func:`rank_summary` turns the rows of whole ranks into one row per run and rank (:data:`RANK_COLUMNS`). Every
-  rank's rows must lie in one partition (the store writes them so: ``trainperf.reading.store``), in the order recorded.
-* :func:`step_partials` turns a partition into partial sums per run and step, which :data:`STEP_COMBINE` adds up
-  across partitions into the per-step job times (``trainperf.aggregate.combine``).
-* :func:`value_partials` counts the values whose run-wide median is a batch fact (micro-steps, samples per
-  micro-step).
-
-The *measured window* of a run is its intervals that are neither warm-up nor include an evaluation. Its warm-up
-is found from the job's step times (``trainperf.steady_state``): :func:`step_times` gives them, per run and step
-(each step at its slowest rank, added up across partitions like the per-step partials), :func:`find_warmup`
-finds where each run's steady state starts and :func:`settle` flags the intervals before it on every rank alike,
-before the partials are taken.
+"""What one partition of step intervals (whole ranks, each in the order recorded) contributes to the aggregator
+(``trainperf.aggregate``), on a pandas frame or a Dask partition alike: :func:`rank_summary` (one row per run and
+rank), :func:`step_partials` (per run and step, added up across partitions with :data:`STEP_COMBINE`),
+:func:`value_partials` (counts of batch facts), and the warm-up: :func:`step_times` (each step at its slowest rank),
+:func:`find_warmup` (``trainperf.steady_state``) and :func:`settle` (the warm-up flagged on every rank alike). The
+measured window is the intervals that are neither warm-up nor include an evaluation.
 """
 
 from __future__ import annotations
@@ -41,22 +31,10 @@ RANK_COLUMNS: tuple[str, ...] = (
     *WORK, *(f"{w}_missing" for w in WORK), "loss", *MEMORY, "energy_j", *ALLOCATOR_COUNTS, "step_s_median",
     "comm_exposed_s_median", "all_first_start_s", "all_last_end_s", "all_step_s_sum", "warmup_step_s_sum",
 )
-"""Per run and rank (:func:`rank_summary`); over the measured window unless said:
-``intervals`` (all the rank's intervals) and ``last_step`` (the last step it
-recorded); ``measured_intervals``, ``measured_steps`` (optimizer steps they
-cover; NaN where one's length is unknown); ``warmup_steps`` (steps its warm-up intervals cover; NaN where one's
-length is unknown); ``excluded_intervals`` (after the warm-up, left out for an
-evaluation); ``untimed_starts`` (intervals without ``start_s``);
-``first_start_s`` and ``last_end_s`` (s); ``step_s_sum`` and the phase totals
-(s; NaN where never timed); ``tokens``, ``samples`` (sums) with the intervals
-lacking them (``*_missing``); ``loss`` (the last one); ``peak_memory_gb``,
-``reserved_memory_gb``, ``host_memory_gb`` (the largest, GiB); ``energy_j`` (the
-sum, J; NaN unless every measured interval has one); ``alloc_retries`` and
-``ooms`` (sums over all the rank's intervals, warm-up included); medians of
-``step_s`` and ``comm_exposed_s`` over the intervals (s); over all the rank's
-intervals, warm-up included: ``all_first_start_s``, ``all_last_end_s`` and
-``all_step_s_sum`` (s), and over its warm-up ones ``warmup_step_s_sum`` (s):
-what ``trainperf.goodput`` needs."""
+"""Per run and rank (:func:`rank_summary`), over the measured window unless said: counts of intervals and the steps
+they cover (NaN where a length is unknown), times (s), work with the intervals lacking it, the last loss, the
+largest memory (GiB), energy (J; NaN unless every measured interval has one), allocator counts and the ``all_*`` and
+``warmup_*`` columns (all the rank's intervals, warm-up included: what ``trainperf.goodput`` needs)."""
 
 STEP_TIMES_COMBINE: dict[str, str] = {"step_s_max": "max", "n_steps": "max", "warmup": "max"}
 """How :func:`step_times` of several partitions add up."""
@@ -198,19 +176,12 @@ def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def find_warmup(times: pd.DataFrame, rules: str | Mapping[str, str] = "mser") -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Where each run's steady state starts, from its :func:`step_times`:
-    the steps before it are its warm-up. At least the leading steps a rank
-    flagged (the configured warm-up); with the rule ``mser``
-    (``trainperf.steady_state``) the steps MSER drops from the job's time
-    per step after them (``step_s_max / n_steps``: a log's record of n steps
-    counts as n steps of its mean time; records of unknown length, and times
-    that are missing or not positive, are left out: they cannot shorten it).
-    ``rules``: the rule of every run, or by run_id (``mser`` where a run has
-    none). Returns ``times`` with ``warmup`` set for the steps found,
-    and per run ``warmup_rule`` (the rule that chose the warm-up: ``fixed``
-    where asked, or where MSER had too few steps) and ``first_step`` (the
-    first step of the steady state where the rule added warm-up steps, NaN
-    where it added none)."""
+    """Where each run's steady state starts, from its :func:`step_times`: at least the leading steps a rank flagged;
+    with the rule ``mser`` (``trainperf.steady_state``) the steps MSER drops from the job's time per step after
+    them (``step_s_max / n_steps``; records of unknown length and times missing or not positive left out).
+    ``rules``: every run's rule, or by run_id (``mser`` where none). Returns ``times`` with ``warmup`` set for the
+    steps found, and per run ``warmup_rule`` (``fixed`` where asked, or where MSER had too few steps) and
+    ``first_step`` (the first steady step where the rule added warm-up, else NaN)."""
     found = []
     flags = times["warmup"].to_numpy(float).copy()
     for run_id, rows in times.groupby(times["run_id"].astype(str), sort=True):

@@ -1,45 +1,11 @@
-"""Where a run's steady state starts: its warm-up, found from its step times.
+"""Where a run's steady state starts: its warm-up, found from its step times (s per step).
 
-The first steps of a training job are slower than the rest (compilation,
-autotuning, allocator and cache warm-up, a data loader filling its prefetch
-queue), and how many are slow depends on the job. The configured warm-up
-(``warmup_steps``: the profiler's argument, a log's sidecar, a steps table's
-``warmup`` flags) is the least that is left out; after it, the steady state
-starts where the Marginal Standard Error Rule puts it (MSER: White, K. P.
-(1997), "An effective truncation heuristic for bias reduction in simulation
-output", *Simulation* 69(6), 323-334). Of the job step times after the
-minimum, ``x_1 .. x_n`` (each step at its slowest rank), MSER drops the first
-``d`` that minimise
-
-    MSER(d) = sum_{i>d} (x_i - mean(x_{d+1..n}))^2 / (n - d)^2,
-
-the squared standard error of the mean of the steps kept, searched over
-every ``d`` that keeps three steps or more. Where the minimum lies in the
-second half, the run is too short to tell a warm-up from its steady state
-(White 1997): the configured warm-up is used (``warmup_rule`` fixed). Dropping slow early steps shrinks the spread more than the loss of
-steps widens the error; dropping steady ones does not.
-
-Two choices of this implementation, both measured on synthetic runs of 60 to
-2,000 steps (``tests/test_steady_state.py`` keeps the cases):
-
-* batches of one step (MSER), not the means of five (MSER-5: White, Cobb and
-  Spratt (2000), "A comparison of five steady-state truncation heuristics
-  for simulation", *Proc. Winter Simulation Conference*; Franklin and White
-  (2008), "Stationarity tests and MSER-5"): MSER-5 truncates at multiples of
-  five steps, and on steady runs of a few hundred steps it cut 30 or more
-  steps in one run of twenty, where MSER cut at most a few;
-* step times above Tukey's far-out fence (Q3 + 3 IQR of the times after the
-  minimum, :func:`far_out_fence`) are clipped to it first: one stall early in
-  the run (a garbage collection, a checkpoint taken inside a step) would
-  otherwise pull the truncation past it, biasing the measurement; a warm-up
-  step clipped to the fence still stands far above the steady steps.
-
-With fewer than :data:`MIN_STEPS` step times after the minimum there is too
-little for MSER: only leading times above the far-out fence of the (at least
-:data:`MIN_KEPT`) times after them are warm-up (a log of a few intervals
-whose first one still compiles: ``warmup_rule`` mser), else the configured
-warm-up is used (``warmup_rule`` fixed), as it is when a run asks for it
-(``warmup_rule: fixed``).
+After the configured warm-up (the least that is left out), the Marginal Standard Error Rule (MSER: White, K. P.
+(1997), "An effective truncation heuristic for bias reduction in simulation output", *Simulation* 69(6), 323-334)
+drops the first ``d`` step times that minimise ``MSER(d) = sum_{i>d} (x_i - mean(x_{d+1..n}))^2 / (n - d)^2``,
+with far-out times clipped to Tukey's fence first; too short a run keeps the configured warm-up. The rule, the two
+choices of this implementation and how they were measured: docs/profiler.md, "Steady state: the warm-up found from
+the data".
 """
 
 from __future__ import annotations
@@ -76,8 +42,7 @@ def mser_statistic(times: np.ndarray) -> np.ndarray:
 
 
 def mser_truncation(times: np.ndarray) -> int:
-    """How many of the first ``times`` MSER drops (see the module's
-    docstring): far-out times clipped to the fence, the truncation searched
+    """How many of the first ``times`` MSER drops: far-out times clipped to the fence, the truncation searched
     over every ``d`` that keeps :data:`MIN_KEPT` times or more. A truncation
     in the second half means the run is too short to tell its warm-up from
     its steady state (White 1997); the caller then uses the configured one."""
@@ -98,13 +63,10 @@ def _slow_start(times: np.ndarray) -> int:
 
 
 def warmup_length(times: np.ndarray, minimum: int, rule: str) -> tuple[int, str]:
-    """The warm-up of a run, as a number of its step times, and the rule that
-    chose it: ``times`` are the job's step times in order (each step at its
-    slowest rank, seconds per step), of which the first ``minimum`` are the
-    configured warm-up (each finite and positive: a NaN or a negative time
-    would move the truncation, so a caller leaves them out). ``rule``: one of :data:`RULES`; ``mser`` with fewer
-    than :data:`MIN_STEPS` times after the minimum gives the minimum (as
-    ``fixed``) plus any far-out times it starts with (:func:`_slow_start`)."""
+    """The warm-up of a run, as a number of its step ``times`` (in order, s per step, each at its slowest rank;
+    finite and positive after the configured ``minimum``), and the rule that chose it (one of :data:`RULES`):
+    ``mser`` with fewer than :data:`MIN_STEPS` times after the minimum keeps the minimum (``fixed``) plus any
+    far-out times it starts with."""
     if rule not in RULES:
         raise ValueError(f"warm-up rule {rule!r}: one of {', '.join(RULES)}")
     after = np.asarray(times, dtype=float)[minimum:]

@@ -134,7 +134,7 @@ def _run(args: argparse.Namespace) -> int:
 def _summary(run_dirs: list[str]) -> str:
     """The measured runs with their derived throughput and MFU, as a Markdown table."""
     from trainperf.reading.loading import load_runs
-    from trainperf.summary import render, summarize
+    from trainperf.summarize_cli import render, summarize
 
     return render(summarize(load_runs(*run_dirs)), "markdown")
 

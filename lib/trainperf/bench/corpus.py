@@ -1,14 +1,6 @@
-"""The bench corpus and its data loader.
-
-The text is CPython's own documentation that ships with every Python
-installation: ``pydoc_data.topics``, the Language Reference and Library
-Reference sections that ``help()`` shows (about 0.47 MB of English prose
-and code examples in Python 3.11). It needs no download. Tokens are the
-text's UTF-8 bytes, so the vocabulary has 256 entries and no tokenizer is
-involved.
-
-The topics are joined in sorted order; the last :data:`VAL_FRACTION` of the
-bytes is held out for validation.
+"""The bench corpus and its data loader: CPython's documentation that ships with Python (``pydoc_data.topics``,
+joined in sorted order), tokens its UTF-8 bytes (vocabulary 256), the last :data:`VAL_FRACTION` held out
+(docs/bench.md, "The corpus").
 """
 
 from __future__ import annotations
@@ -44,13 +36,8 @@ def train_val_split(data: torch.Tensor, val_fraction: float = VAL_FRACTION) -> t
 
 
 class RandomWindows:
-    """Endless batches of random windows of a token tensor, for next-token prediction.
-
-    Each batch is ``(inputs, targets)``, both int64 of shape
-    ``(batch_size, seq_len)``; ``targets`` is ``inputs`` shifted by one token.
-    Window starts are drawn uniformly from a generator seeded with ``seed``,
-    so every rank (given its own seed) sees its own reproducible stream.
-    """
+    """Endless batches ``(inputs, targets)`` of random windows of a token tensor (int64, ``(batch_size, seq_len)``,
+    targets shifted by one token), drawn from a generator seeded with ``seed`` (each rank its own stream)."""
 
     def __init__(self, tokens: torch.Tensor, batch_size: int, seq_len: int, seed: int) -> None:
         if len(tokens) < seq_len + 1:

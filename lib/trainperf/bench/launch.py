@@ -22,42 +22,18 @@ class RunFailed(RuntimeError):
     """A bench run's torchrun exited with an error or ran out of time; the message ends with its output."""
 
 
-def torchrun_command(spec: RunSpec) -> list[str]:
-    """The command line that runs ``spec``: ``python -m torch.distributed.run`` on one node.
-
-    ``--standalone`` lets torchrun pick a free local port, so concurrent runs
-    on the same machine do not collide.
-    """
-    return [
-        sys.executable, "-m", "torch.distributed.run",
-        "--standalone", f"--nproc-per-node={spec.nprocs}",
-        "-m", "trainperf.bench.worker", spec.to_json(),
-    ]
-
-
-def worker_environment(spec: RunSpec) -> dict[str, str]:
-    """This process's environment with ``OMP_NUM_THREADS`` = the spec's threads per process.
-
-    torchrun sets it to 1 for multi-process jobs only when it is unset;
-    setting it here gives every run the thread count its spec records.
-    """
-    return {**os.environ, "OMP_NUM_THREADS": str(spec.threads_per_process), "PYTHONUNBUFFERED": "1"}
-
-
 def launch(spec: RunSpec, on_step: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
-    """Run ``spec`` to completion into a fresh ``spec.run_dir``.
-
-    A previous folder of the same run is replaced. ``on_step`` is called once
-    per optimizer step (warm-up included) as the main worker reports it.
-    Raises :class:`RunFailed`, with the tail of torchrun's output, when it
-    exits with an error or runs longer than ``timeout_s`` seconds. torchrun
-    is stopped (it stops its workers) on a timeout or when this process is
-    interrupted.
-    """
+    """Run ``spec`` to completion into a fresh ``spec.run_dir`` (a previous folder of the run replaced), under
+    ``torchrun --standalone`` (a free local port) with ``OMP_NUM_THREADS`` = the spec's threads per process.
+    ``on_step`` is called once per optimizer step the main worker reports (warm-up included). Raises
+    :class:`RunFailed`, with the tail of torchrun's output, when it fails or runs longer than ``timeout_s`` seconds;
+    torchrun (and so its workers) is stopped then, or when this process is interrupted."""
     if spec.run_dir.exists():
         shutil.rmtree(spec.run_dir)
-    process = subprocess.Popen(torchrun_command(spec), env=worker_environment(spec), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={spec.nprocs}",
+               "-m", "trainperf.bench.worker", spec.to_json()]
+    environment = {**os.environ, "OMP_NUM_THREADS": str(spec.threads_per_process), "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     timed_out = threading.Event()
 
     def stop() -> None:

@@ -1,16 +1,6 @@
-"""The bench model: a small decoder-only (GPT-style) transformer.
-
-Pre-LayerNorm blocks (Radford et al. 2019, GPT-2): causal multi-head
-self-attention and a 4×-wide GELU MLP, each with a residual connection;
-learned token and position embeddings; the output projection (LM head) shares
-its weight with the token embedding. Linear layers have no bias, so that
-every parameter outside the embeddings and layer norms belongs to a matmul.
-
-Parameters (``L`` layers, width ``d``, vocabulary ``V``, context ``T``)::
-
-    N = L·(12·d² + 4·d)   blocks: Q,K,V,O 4·d², MLP 8·d², two layer norms 4·d
-      + V·d + T·d          token and position embeddings (LM head tied)
-      + 2·d                final layer norm
+"""The bench model: a small decoder-only (GPT-2 style) transformer, pre-LayerNorm blocks, a 4×-wide GELU MLP, the LM
+head tied to the token embedding, no biases (docs/bench.md, "The model"); and its FLOPs per token as PyTorch counts
+them.
 """
 
 from __future__ import annotations
@@ -20,6 +10,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from trainperf.profiler.flop_count import StepFlopCounter
 
 
 @dataclass(frozen=True)
@@ -131,3 +123,17 @@ def _init_weights(module: nn.Module) -> None:
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
+
+
+def counted_flops_per_token(config: ModelConfig, batch_size: int = 1) -> float:
+    """FLOPs per token of forward + loss + backward, as ``FlopCounterMode`` counts them
+    (:class:`trainperf.profiler.flop_count.StepFlopCounter`: matmul-like operators at 2 FLOPs per multiply-add,
+    nothing for element-wise work, embeddings or the loss), on the ``meta`` device: no compute, no memory."""
+    with torch.device("meta"):
+        model = GPT(config)
+        idx = torch.zeros(batch_size, config.seq_len, dtype=torch.long)
+    with StepFlopCounter() as counter:
+        logits = model(idx)
+        loss = F.cross_entropy(logits.view(-1, config.vocab_size), idx.view(-1))
+        loss.backward()
+    return counter.total / (batch_size * config.seq_len)

@@ -8,9 +8,8 @@ from dataclasses import dataclass, field, replace
 
 from tqdm import tqdm
 
-from trainperf.bench.flop_count import counted_flops_per_token
 from trainperf.bench.launch import RunFailed, launch
-from trainperf.bench.model import model_config
+from trainperf.bench.model import counted_flops_per_token, model_config
 from trainperf.bench.spec import RunSpec
 from trainperf.bench.sweeps import Machine, Plan, Settings, with_cpu_peaks
 from trainperf.errors import DataError
@@ -75,17 +74,10 @@ def describe(settings: Settings, machine: Machine, sweep_plan: Plan) -> list[str
 
 def run_sweeps(sweep_plan: Plan, settings: Settings, machine: Machine, *, progress: bool = True,
                timeout_s: float | None = None, echo: Echo = print) -> Outcome:
-    """Measure every run of ``sweep_plan``, one after the other.
-
-    On CPU the matmul peak is measured first, once per thread count the runs
-    use, and recorded in each run (:func:`~trainperf.bench.sweeps.with_cpu_peaks`).
-    Each run also records the model's FLOPs per token as ``FlopCounterMode``
-    counts them (``extra_counted_flops_per_token``), next to the analytic
-    convention ``derive`` applies.
-    A run that ran out of memory (its run folder records the step) does not
-    fit: the outcome lists it apart, its folder stays (a row whose ``fits``
-    is false) and the sweep goes on; so does it after any other failure.
-    """
+    """Measure every run of ``sweep_plan``, one after the other: on CPU the matmul peak first, per thread count
+    (:func:`~trainperf.bench.sweeps.with_cpu_peaks`); each run records the FLOPs per token PyTorch counts
+    (``extra_counted_flops_per_token``). A run that ran out of memory is listed apart (its folder stays, ``fits``
+    false); after it, or any other failure, the sweep goes on."""
     started = time.perf_counter()
     for line in describe(settings, machine, sweep_plan):
         echo(line)

@@ -9,20 +9,10 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class RunSpec:
-    """A bench run's configuration.
-
-    Batch sizes are in samples (sequences of ``seq_len`` tokens):
-    ``micro_batch_size`` per process per forward pass, ``grad_accum_steps``
-    micro-batches per optimizer step, so ``global_batch_size`` =
-    micro-batch × accumulation steps × processes. ``steps`` are measured
-    optimizer steps; ``warmup_steps`` more run first and are flagged as
-    warm-up. ``device`` is ``cpu`` or ``cuda`` (one GPU per process).
-    ``peak_tflops_per_gpu`` is the dense peak of one process's share of the
-    CPU (TFLOP/s), or None where the platform's published figure applies.
-    ``baseline_run_id``: the run of the experiment this one is compared with
-    (None: the one with the fewest processes).
-    ``extra`` holds ``extra_*`` columns written into the manifest verbatim.
-    """
+    """A bench run's configuration. Batch sizes in samples of ``seq_len`` tokens (``micro_batch_size`` per process
+    per forward pass); ``steps`` measured after ``warmup_steps``; ``device`` ``cpu`` or ``cuda``;
+    ``peak_tflops_per_gpu``: one process's share of the CPU's dense peak (TFLOP/s), None where the datasheet's
+    applies; ``baseline_run_id`` None: the fewest processes; ``extra``: ``extra_*`` columns for the manifest."""
 
     experiment: str
     run_id: str

@@ -1,18 +1,6 @@
-"""The bench sweeps: which runs each one makes, with defaults per machine.
-
-``batch-size``
-    one process; micro-batch × accumulation steps at a constant global
-    batch (seed 003's experiment).
-``scaling``
-    1, 2, 4 processes with DDP, twice: weak scaling (per-process batch fixed,
-    global batch grows with the processes) and strong scaling (global batch
-    fixed, split over the processes) (seeds 000 and 004).
-``strategy``
-    DDP against FSDP at the same process count and batch (seed 002).
-
-Each sweep is one or two experiments, named
-``bench-<platform>-<model>-<precision>-<sweep>``; each run writes one
-profiler run folder ``<out>/<experiment>/<run_id>``.
+"""The bench sweeps (:data:`SWEEPS`): which runs each one makes, with defaults per machine; each run writes one
+profiler run folder ``<out>/<experiment>/<run_id>``, experiments named ``bench-<platform>-<model>-<precision>-<sweep>``
+(docs/bench.md, "The sweeps").
 """
 
 from __future__ import annotations
@@ -60,18 +48,8 @@ def detect_machine(device: str = "auto") -> Machine:
 
 @dataclass(frozen=True)
 class Settings:
-    """Sweep parameters. Batch sizes in samples of ``seq_len`` tokens.
-
-    ``global_batch``: the constant global batch of the batch-size sweep and
-    of strong scaling; ``micro_batches``: micro-batch sizes the batch-size
-    sweep tries (each must divide ``global_batch``); ``per_process_batch``:
-    the micro-batch of weak scaling and of the strategy sweep;
-    ``processes``: process counts of the scaling sweep;
-    ``strategy_processes``: process count of the strategy sweep;
-    ``threads``: intra-op threads per process (None: the cores shared out,
-    ``max(1, cores // processes)``); ``repeats``: runs of each configuration
-    (repeats make run-to-run variance measurable: see docs/statistics.md).
-    """
+    """Sweep parameters (docs/bench.md, "Options"). Batch sizes in samples of ``seq_len`` tokens; ``threads``:
+    intra-op threads per process (None: ``max(1, cores // processes)``); ``repeats``: runs of each configuration."""
 
     model: str
     seq_len: int
@@ -92,13 +70,8 @@ class Settings:
 CPU_DEFAULTS = Settings(
     model="small", seq_len=128, precision="fp32", steps=12, warmup_steps=3, global_batch=16,
     micro_batches=(1, 2, 4, 8, 16), per_process_batch=8, processes=(1, 2, 4), strategy_processes=2, threads=1)
-"""Sized so that ``make bench`` (13 configurations, each measured twice) takes a few minutes on 2 cores.
-
-One thread per process: on CPU a process on one core plays the part of one
-GPU, so that the scaling sweep adds cores as it adds processes. It also keeps
-the figures sound on a machine shared with other work, where a process's
-OpenMP threads wait for each other whenever one of them is descheduled (on
-a busy 2-core machine two threads trained 3-4x slower than one)."""
+"""Sized so that ``make bench`` (13 configurations, each measured twice) takes a few minutes on 2 cores; one thread
+per process (docs/bench.md, "A run": one process on one core stands for one device)."""
 
 GPU_DEFAULTS = Settings(
     model="large", seq_len=512, precision="bf16", steps=20, warmup_steps=5, global_batch=64,
@@ -180,14 +153,9 @@ def plan(settings: Settings, machine: Machine, sweeps: tuple[str, ...], out_dir:
 
 
 def with_repeats(runs: list[RunSpec], repeats: int) -> list[RunSpec]:
-    """Each run ``repeats`` times, as repeats of one configuration: run ids
-    ``<run_id>-r<i>`` (i from 1), the configuration's run id in
-    ``extra_configuration`` and ``extra_repeat = i``, the same experiment,
-    seed and settings. Whole passes follow each other (every configuration
-    once, then again), so a slow period of the machine spreads over
-    configurations instead of hitting one. Baselines name the first repeat of
-    the baseline configuration (the fewest processes where none is named), as
-    an experiment has one baseline. ``repeats = 1`` leaves ``runs`` as they are."""
+    """Each run ``repeats`` times, as repeats of one configuration (docs/bench.md, "The sweeps"): run ids
+    ``<run_id>-r<i>``, ``extra_configuration`` and ``extra_repeat = i``; whole passes one after the other;
+    baselines name the first repeat of the baseline configuration. ``repeats = 1`` leaves ``runs`` as they are."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     if repeats == 1:
@@ -203,14 +171,9 @@ def with_repeats(runs: list[RunSpec], repeats: int) -> list[RunSpec]:
 
 
 def with_cpu_peaks(runs: list[RunSpec], peaks_tflops: dict[int, float], cores: int) -> list[RunSpec]:
-    """``runs`` with the CPU peak of one process as ``peak_tflops_per_gpu``.
-
-    ``peaks_tflops`` maps a thread count to the matmul peak measured with
-    that many threads (TFLOP/s). A process gets ``threads_per_process``
-    threads; when ``nprocs × threads`` exceeds the cores the processes
-    time-share them, and each gets ``cores / (nprocs × threads)`` of its
-    measured peak. The measured figure is kept as ``extra_measured_peak_tflops``.
-    """
+    """``runs`` with the CPU peak of one process as ``peak_tflops_per_gpu`` (TFLOP/s): ``peaks_tflops`` by thread
+    count, times ``cores / (nprocs × threads)`` where the processes time-share the cores; the measured figure kept
+    as ``extra_measured_peak_tflops``."""
     out = []
     for run in runs:
         measured = peaks_tflops[run.threads_per_process]

@@ -1,28 +1,105 @@
-"""One process of a bench run: ``python -m trainperf.bench.worker '<RunSpec JSON>'`` under torchrun.
-
-Trains the bench model on the bench corpus for the spec's warm-up and
-measured steps, every step instrumented with the ``StepProfiler``, which
-writes the run folder.
+"""One process of a bench run, ``python -m trainperf.bench.worker '<RunSpec JSON>'`` under torchrun (which sets
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): the bench model trained on the bench corpus for the spec's warm-up and
+measured steps under the ``StepProfiler``, on the GPU of its local rank with NCCL, else the CPU with gloo; the
+strategies (:data:`STRATEGIES`): docs/bench.md, "A run".
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import platform as host
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
+from torch import nn
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.nn.parallel import DistributedDataParallel
 
 from trainperf import StepProfiler
-from trainperf.bench import distributed
 from trainperf.bench.corpus import VOCAB_SIZE, RandomWindows, corpus_bytes, corpus_name, train_val_split
 from trainperf.bench.launch import STEP_MARK
 from trainperf.bench.model import GPT, ModelConfig, model_config
 from trainperf.bench.spec import RunSpec
 
+STRATEGIES: tuple[str, ...] = ("single", "ddp", "fsdp")
 
-def run_columns(spec: RunSpec, config: ModelConfig, worker: distributed.Worker) -> dict[str, object]:
+
+@dataclass(frozen=True)
+class Worker:
+    """Where this process sits in the job."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+
+
+def start_worker(strategy: str, device: str) -> Worker:
+    """Bind this process to its device (``cpu``, or ``cuda``: the GPU of its local rank)
+    and, for ``ddp`` and ``fsdp``, join the process group (NCCL on GPU, gloo on CPU)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if strategy == "single" and world_size != 1:
+        raise ValueError(f"strategy 'single' runs one process, got WORLD_SIZE={world_size}")
+    if device == "cuda":
+        where = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(where)
+    else:
+        where = torch.device("cpu")
+    if strategy != "single":
+        cuda = where.type == "cuda"
+        dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None)
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    return Worker(rank, world_size, where)
+
+
+def wrap_model(model: nn.Module, strategy: str, worker: Worker) -> nn.Module:
+    """``model`` moved to the worker's device and wrapped for ``strategy``."""
+    model = model.to(worker.device)
+    if strategy == "ddp":
+        device_ids = [worker.device.index] if worker.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=device_ids)
+    if strategy == "fsdp":
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+    return model
+
+
+@contextlib.contextmanager
+def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
+    """Within the block, backward synchronises gradients across ranks only if ``sync``.
+
+    Gradient accumulation synchronises on the last micro-batch of a step only.
+    """
+    if isinstance(model, DistributedDataParallel) and not sync:
+        with model.no_sync():
+            yield
+        return
+    if isinstance(model, FSDPModule):
+        model.set_requires_gradient_sync(sync)
+    yield
+
+
+def leave_group() -> None:
+    """Collect garbage, then leave the process group.
+
+    Call it after deleting the model and optimizer: gloo workers that exit
+    while DDP's reducer or FSDP's state still hold the group can abort at
+    interpreter exit.
+    """
+    gc.collect()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def run_columns(spec: RunSpec, config: ModelConfig, worker: Worker) -> dict[str, object]:
     """The run's configuration as canonical run columns (and ``extra_*``) for the profiler's manifest.
 
     ``extra_load_average_1min`` is the host's load average when the run
@@ -49,10 +126,10 @@ def run_columns(spec: RunSpec, config: ModelConfig, worker: distributed.Worker) 
 
 def train(spec: RunSpec) -> None:
     """Train for ``spec.warmup_steps + spec.steps`` optimizer steps under the profiler."""
-    worker = distributed.start(spec.strategy, spec.device)
+    worker = start_worker(spec.strategy, spec.device)
     torch.manual_seed(spec.seed)  # same initial weights on every rank
     config = model_config(spec.model, spec.seq_len, VOCAB_SIZE)
-    model = distributed.wrap(GPT(config), spec.strategy, worker)
+    model = wrap_model(GPT(config), spec.strategy, worker)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.learning_rate)
     train_tokens, _ = train_val_split(corpus_bytes())
     loader = RandomWindows(train_tokens, spec.micro_batch_size, config.seq_len, seed=spec.seed + worker.rank + 1)
@@ -71,7 +148,7 @@ def train(spec: RunSpec) -> None:
                     with profiler.phase("h2d"):
                         inputs = inputs.to(worker.device, non_blocking=True)
                         targets = targets.to(worker.device, non_blocking=True)
-                    with distributed.gradient_sync(model, sync=micro == spec.grad_accum_steps - 1):
+                    with gradient_sync(model, sync=micro == spec.grad_accum_steps - 1):
                         with autocast, profiler.phase("forward"):
                             logits = model(inputs)
                         with autocast, profiler.phase("loss"):
@@ -84,12 +161,12 @@ def train(spec: RunSpec) -> None:
                     optimizer.step()
                     optimizer.zero_grad(set_to_none=True)
                 step.loss = step_loss
-            if worker.is_main:
+            if worker.rank == 0:
                 print(f"{STEP_MARK}{step_index + 1}/{total_steps}", flush=True)
     finally:  # also after an out-of-memory error, which the profiler has written: the run folder ends cleanly
         profiler.close()
     del model, optimizer, profiler
-    distributed.finish()
+    leave_group()
 
 
 def main(argv: list[str]) -> int:

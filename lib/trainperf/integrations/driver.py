@@ -1,13 +1,7 @@
-"""What both framework callbacks share: a ``StepProfiler`` driven from hooks
-(a step or phase opened in one hook and closed in another), what a batch
-holds (samples, tokens, sequence length), and the model facts a framework
-exposes.
-
-Tokens are the positions the model computes on: the ``input_ids`` of a batch
-(or its first integer tensor of two or more dimensions), padding included,
-because the accelerator spends the same work on a padded position; a job
-that wants only real tokens passes ``count_tokens`` (e.g. ``lambda batch:
-batch["attention_mask"].sum()``).
+"""What both framework callbacks share: the callback's arguments, a ``StepProfiler`` driven from hooks (a step or
+phase opened in one hook and closed in another), what a batch holds (samples, tokens, sequence length: tokens are
+the positions the model computes on, padding included) and the model facts a framework exposes
+(docs/profiler.md, "Framework integrations").
 """
 
 from __future__ import annotations
@@ -42,6 +36,28 @@ def guarded(hook: Hook) -> Hook:
                 pass
 
     return run  # type: ignore[return-value]
+
+
+class ProfilingCallback:
+    """The arguments of a framework callback: ``run_dir``; ``config``: run columns, which win over what the
+    callback detects; ``count_tokens``: tokens of a micro-batch (default: ``input_ids`` elements, or those of the
+    batch's first integer tensor, padding included); ``profiler_options``: ``StepProfiler``'s."""
+
+    def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
+                 count_tokens: TokenCounter | None = None, **profiler_options: Any) -> None:
+        self.run_dir = Path(run_dir)
+        self.config = dict(config or {})
+        self.count_tokens = count_tokens
+        self.profiler_options = profiler_options
+        self._hooked: HookedProfiler | None = None
+
+    def _switch(self, end: str | None, begin: str | None = None) -> None:
+        """End the phase ``end`` and begin ``begin`` of the open profiler (nothing outside training)."""
+        if self._hooked is not None:
+            if end is not None:
+                self._hooked.end(end)
+            if begin is not None:
+                self._hooked.begin(begin)
 
 
 class HookedProfiler:
@@ -90,11 +106,6 @@ class HookedProfiler:
         timer = self._phases.pop(phase, None)
         if timer is not None:
             timer.__exit__(None, None, None)
-
-    def outside_since_last(self, phase: str) -> None:
-        """The time since the last step (or phase outside the steps) ended is
-        ``phase``, outside the steps (``StepProfiler.outside_since_last``)."""
-        self.profiler.outside_since_last(phase)
 
     def micro_batch(self, samples: Any, tokens: Any) -> None:
         """Count one micro-batch of the open step."""
@@ -198,11 +209,9 @@ checkpointing (Lightning's ``activation_checkpointing_policy``, accelerate's) wr
 
 
 def activation_checkpointing(model: Any) -> bool | None:
-    """Whether ``model`` recomputes activations in backward: True where one of its modules is wrapped for
-    it (:data:`CHECKPOINT_WRAPPERS`) or a transformers module's ``gradient_checkpointing`` flag is set
-    (``activation_checkpointing_enable``, the ``Trainer``'s ``gradient_checkpointing`` argument); False where
-    modules carry that flag and none is set; None where nothing tells (a model that calls
-    ``torch.utils.checkpoint`` in its own forward)."""
+    """Whether ``model`` recomputes activations in backward: True where a module is wrapped for it
+    (:data:`CHECKPOINT_WRAPPERS`) or a transformers module's ``gradient_checkpointing`` flag is set; False where
+    modules carry that flag and none is set; None where nothing tells."""
     found = None
     for module in model.modules() if hasattr(model, "modules") else []:
         if type(module).__name__ in CHECKPOINT_WRAPPERS:
@@ -225,10 +234,8 @@ def _config_of(model: Any) -> Any:
 
 
 def wrapper_of(model: Any) -> Any:
-    """The ``DistributedDataParallel`` or ``FullyShardedDataParallel`` that
-    wraps ``model`` (frameworks hand callbacks the bare model), or None.
-    Found among the objects the garbage collector tracks: one pass, once
-    per run."""
+    """The ``DistributedDataParallel`` or ``FullyShardedDataParallel`` that wraps ``model`` (frameworks hand
+    callbacks the bare model), or None: one pass over the objects the garbage collector tracks."""
     import gc
 
     from torch.nn.parallel import DistributedDataParallel

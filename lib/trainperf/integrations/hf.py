@@ -1,45 +1,16 @@
-"""``HFCallback``: profile a Hugging Face ``Trainer`` run.
-
-::
-
-    trainer = Trainer(model, args, train_dataset=..., callbacks=[HFCallback("data/runs/my-run")])
-    trainer.train()
-
-One step is one optimizer step (``gradient_accumulation_steps`` micro-batches
-on each rank). What the ``Trainer``'s hooks and the model let the callback see:
-
-* ``data``: each wait for a batch of the training dataloader (the
-  ``Trainer`` fetches a step's micro-batches before the step begins);
-* ``forward``: each forward pass of the model (the loss included, computed
-  inside the model when the batch has labels), from forward hooks;
-* ``backward``: from the end of each forward pass to the end of its
-  micro-batch (backward, loss scaling, gradient clipping);
-* ``optimizer``: optimizer step, scheduler step and zeroing of gradients;
-* ``comm_s``/``comm_exposed_s``: DDP's gradient all-reduces (the
-  communication hook of ``StepProfiler.watch``), FSDP's collectives (sampled);
-* outside the steps (``events-rank{R}.jsonl``): ``validation``, an
-  evaluation during training, and ``checkpoint``, a checkpoint saved. The
-  ``Trainer`` evaluates and saves after ``on_step_end`` and calls
-  ``on_evaluate`` and ``on_save`` when each is done (``_maybe_log_save_evaluate``
-  in its ``trainer.py``), so each is the time since the step (or the
-  evaluation before the save) ended, the ``Trainer``'s logging at that step
-  included.
-
-Tokens and samples are counted from the ``input_ids`` each forward pass
-receives (see ``driver.py``); the step's loss is the one the ``Trainer``
-logs (the sum of the micro-batches' parts when it passes the model
-``num_items_in_batch``, else their mean).
+"""``HFCallback``: profile a Hugging Face ``Trainer`` run,
+``Trainer(..., callbacks=[HFCallback("data/runs/my-run")])``. One step is one optimizer step; which hook times
+which phase, and what the callback detects: docs/profiler.md, "Framework integrations".
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import transformers
 from transformers import TrainerCallback
 
-from trainperf.integrations.driver import (HookedProfiler, TokenCounter, activation_checkpointing, batch_counts,
+from trainperf.integrations.driver import (HookedProfiler, ProfilingCallback, activation_checkpointing, batch_counts,
                                            global_batch, guarded, model_facts, wrapper_of)
 from trainperf.profiler.comm import strategy_of as wrapped_strategy
 
@@ -73,29 +44,14 @@ def strategy_of(args: Any) -> str:
     return "ddp" if args.world_size > 1 else "single"
 
 
-class HFCallback(TrainerCallback):
-    """Write a trainperf run folder for a ``Trainer`` run (every rank).
+class HFCallback(ProfilingCallback, TrainerCallback):
+    """Write a trainperf run folder for a ``Trainer`` run (every rank); the arguments are
+    :class:`~trainperf.integrations.driver.ProfilingCallback`'s. Detected: framework and version, batch sizes,
+    accumulation, precision, strategy, activation checkpointing, model facts, sequence length from the first batch."""
 
-    ``config``: run columns, which win over what the callback detects
-    (framework and version, batch sizes, accumulation, precision, strategy,
-    activation checkpointing, model facts from the model's ``config``,
-    sequence length from the first batch). ``count_tokens``: tokens of a micro-batch (default: ``input_ids``
-    elements, padding included). ``profiler_options``: ``StepProfiler``'s
-    (``warmup_steps``, ``trace``, ``device``, ...)."""
-
-    def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
-                 count_tokens: TokenCounter | None = None, **profiler_options: Any) -> None:
-        self.run_dir = Path(run_dir)
-        self.config = dict(config or {})
-        self.count_tokens = count_tokens
-        self.profiler_options = profiler_options
-        self._hooked: HookedProfiler | None = None
-        self._handles: list[Any] = []
-        self._seq_len_known = "seq_len" in self.config
-        self._loss_part = False
-        self._part_scale = 1
-
-    # -- Trainer events ----------------------------------------------------
+    _handles: list[Any] = []
+    _loss_part = False
+    _part_scale = 1
 
     @guarded
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
@@ -110,6 +66,7 @@ class HFCallback(TrainerCallback):
                     **checkpointing_of(args, model)}
         # averaged over devices, a micro-batch's part of the loss is scaled by the world size
         self._part_scale = args.world_size if getattr(args, "average_tokens_across_devices", False) else 1
+        self._seq_len_known = "seq_len" in self.config
         hooked = self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
         if model is not None:
             hooked.profiler.watch(watched)
@@ -125,14 +82,11 @@ class HFCallback(TrainerCallback):
 
     @guarded
     def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.end("backward")
+        self._switch("backward")
 
     @guarded
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.end("backward")
-            self._hooked.begin("optimizer")
+        self._switch("backward", "optimizer")
 
     @guarded
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -142,12 +96,12 @@ class HFCallback(TrainerCallback):
     @guarded
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:  # only between on_train_begin and on_train_end
-            self._hooked.outside_since_last("validation")
+            self._hooked.profiler.outside_since_last("validation")
 
     @guarded
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._hooked is not None:
-            self._hooked.outside_since_last("checkpoint")
+            self._hooked.profiler.outside_since_last("checkpoint")
 
     @guarded
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

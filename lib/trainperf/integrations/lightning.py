@@ -1,47 +1,17 @@
-"""``LightningCallback``: profile a Lightning ``Trainer`` run.
-
-::
-
-    trainer = L.Trainer(..., callbacks=[LightningCallback("data/runs/my-run")])
-    trainer.fit(module, datamodule)
-
-One step is one optimizer step: ``accumulate_grad_batches`` micro-batches on
-each rank; a step ends with the batch after which ``trainer.global_step``
-moved, so the shorter last step of an epoch is counted as it is. What
-Lightning's hooks let the callback see, per micro-batch:
-
-* ``data``: from the end of a batch (or the start of an epoch) to the start
-  of the next batch (the loader's wait and Lightning's own work between
-  batches; Lightning fetches the first batch of an epoch ahead);
-* ``forward``: ``training_step`` (forward and loss), to ``on_before_backward``;
-* ``backward``: ``on_before_backward`` to ``on_after_backward``;
-* ``optimizer``: ``on_before_optimizer_step`` to the end of the batch
-  (optimizer step and zeroing of gradients);
-* ``comm_s``/``comm_exposed_s``: DDP's gradient all-reduces (the
-  communication hook of ``StepProfiler.watch`` on the strategy's wrapped
-  model), FSDP's collectives (sampled);
-* outside the steps (``events-rank{R}.jsonl``): ``validation``, a validation
-  run during training (``on_validation_start`` to ``on_validation_end``;
-  one that Lightning starts within an optimizer step of several
-  micro-batches is that step's ``validation`` phase), and ``checkpoint``,
-  each ``trainer.save_checkpoint`` (what ``ModelCheckpoint`` calls; the
-  ``on_save_checkpoint`` hook fires before the file is written, and no hook
-  after it, so the callback wraps the method for the run).
-
-Tokens and samples come from each batch (see ``driver.py``); the step's loss
-is the mean of its micro-batches' ``training_step`` losses (the sum of the parts
-Lightning divides by the accumulation).
+"""``LightningCallback``: profile a Lightning ``Trainer`` run,
+``L.Trainer(..., callbacks=[LightningCallback("data/runs/my-run")])``. One step is one optimizer step (it ends with
+the batch after which ``trainer.global_step`` moved); which hook times which phase, and what the callback detects:
+docs/profiler.md, "Framework integrations".
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import lightning
 from lightning.pytorch.callbacks import Callback
 
-from trainperf.integrations.driver import (HookedProfiler, TokenCounter, activation_checkpointing, batch_counts,
+from trainperf.integrations.driver import (HookedProfiler, ProfilingCallback, activation_checkpointing, batch_counts,
                                            global_batch, guarded, model_facts)
 
 STRATEGIES = {"DDPStrategy": "ddp", "FSDPStrategy": "fsdp", "ModelParallelStrategy": "fsdp",
@@ -70,28 +40,15 @@ def strategy_of(strategy: Any) -> str:
     return STRATEGIES.get(name, name.removesuffix("Strategy").lower())
 
 
-class LightningCallback(Callback):
-    """Write a trainperf run folder for a Lightning run (every rank).
+class LightningCallback(ProfilingCallback, Callback):
+    """Write a trainperf run folder for a Lightning run (every rank); the arguments are
+    :class:`~trainperf.integrations.driver.ProfilingCallback`'s. Detected: framework and version, accumulation,
+    precision, strategy, world size, activation checkpointing, micro-batch and sequence length from the first batch,
+    model facts."""
 
-    ``config``: run columns, which win over what the callback detects
-    (framework and version, accumulation, precision, strategy, world size,
-    activation checkpointing (a transformers model's flag, or FSDP's checkpoint
-    wrappers), micro-batch and sequence length from the first batch, model
-    facts from a transformers-style ``config`` of the module or a submodule).
-    ``count_tokens``: tokens of a micro-batch (default: ``input_ids``
-    elements, or those of the batch's first integer tensor, padding
-    included). ``profiler_options``: ``StepProfiler``'s."""
-
-    def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
-                 count_tokens: TokenCounter | None = None, **profiler_options: Any) -> None:
-        self.run_dir = Path(run_dir)
-        self.config = dict(config or {})
-        self.count_tokens = count_tokens
-        self.profiler_options = profiler_options
-        self._hooked: HookedProfiler | None = None
-        self._trainer: Any = None
-        self._step_began_at = 0
-        self._batch_known = False
+    _trainer: Any = None
+    _step_began_at = 0
+    _batch_known = False
 
     @guarded
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
@@ -123,20 +80,15 @@ class LightningCallback(Callback):
 
     @guarded
     def _save_begins(self) -> None:
-        if self._hooked is not None:
-            self._hooked.end("data")
-            self._hooked.begin("checkpoint")
+        self._switch("data", "checkpoint")
 
     @guarded
     def _save_ends(self) -> None:
-        if self._hooked is not None:
-            self._hooked.end("checkpoint")
-            self._hooked.begin("data")
+        self._switch("checkpoint", "data")
 
     @guarded
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.begin("data")
+        self._switch(None, "data")
 
     @guarded
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
@@ -159,19 +111,15 @@ class LightningCallback(Callback):
 
     @guarded
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.end("forward")
-            self._hooked.begin("backward")
+        self._switch("forward", "backward")
 
     @guarded
     def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.end("backward")
+        self._switch("backward")
 
     @guarded
     def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.begin("optimizer")
+        self._switch(None, "optimizer")
 
     @guarded
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -188,15 +136,11 @@ class LightningCallback(Callback):
 
     @guarded
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
-        if self._hooked is not None:  # only between on_train_start and on_train_end
-            self._hooked.end("data")
-            self._hooked.begin("validation")
+        self._switch("data", "validation")  # only between on_train_start and on_train_end
 
     @guarded
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.end("validation")
-            self._hooked.begin("data")
+        self._switch("validation", "data")
 
     @guarded
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:

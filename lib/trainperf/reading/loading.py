@@ -19,7 +19,7 @@ folder still being written shows the same steps on every page, and the
 pages say so. The first bad value raises ``DataError`` naming the file, the
 row (1-based; for CSV also the line) and the column. The result's ``attrs``
 hold ``inputs`` (files and folders read) and ``skipped`` (``(path, reason)``
-pairs), as tuples (``trainperf.provenance``).
+pairs), as tuples (``trainperf.errors.provenance``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from trainperf.aggregate import Summaries
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat
 from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
 from trainperf.partials import measured
-from trainperf.provenance import provenance
+from trainperf.errors import provenance
 from trainperf.reading import run_folders, store
 from trainperf.reading import scheduler as schedule
 from trainperf.reading.input_cache import cache_dir, cached, input_key

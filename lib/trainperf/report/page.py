@@ -23,8 +23,8 @@ from trainperf.errors import DataError
 from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
+from trainperf.errors import provenance
 from trainperf.reading.loading import holds_steps, load_runs, load_summaries
-from trainperf.provenance import provenance
 from trainperf.report.html import Html, bullets, callout, count, esc, first_of, fmt_pct, title as page_title
 from trainperf.report.run_labels import doubt_notes, ordered
 from trainperf.report.theme import table

@@ -1,18 +1,6 @@
-"""The per-rank events file of a run folder: what a rank did outside its steps.
-
-``events-rank{R}.jsonl`` is JSON lines, written by ``StepProfiler`` when the
-first phase outside any step ends (a run with none has no such file), one
-line per phase as it completes, so that a job killed at any moment keeps
-every completed one:
-
-* line 1, the header: ``{"format": "trainperf-events", "version": 1, "rank": R}``;
-* one line per phase outside a step: ``{"phase": NAME, "start_s": S,
-  "seconds": D}`` (``start_s``: seconds since the profiler started on this
-  rank, on the clock its steps are timed with; ``seconds``: the phase's
-  length), e.g. a checkpoint saved or a validation run between two steps.
-
-These phases belong to no step: the next step's window starts when they end
-(``trainperf.profiler.record``).
+"""The per-rank events file of a run folder, ``events-rank{R}.jsonl``: what a rank did outside its steps (a
+checkpoint, a validation run), a header line then one line per phase as it completes, ``{"phase": NAME, "start_s":
+S, "seconds": D}`` (s, on the rank's step clock): docs/profiler.md, "The run folder".
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
-"""``manifest.json``: a run's configuration and environment.
+"""``manifest.json``: a run's configuration (``config``: runs columns) and environment (what the profiler found),
+with ``warmup_steps`` and ``warmup_rule`` (docs/profiler.md, "The run folder").
 
-A JSON object ``{"format": "trainperf-run", "version": 1, "config": {...},
-"environment": {...}, "warmup_steps": N, "warmup_rule": "mser"}``
-(``warmup_steps``: the least warm-up the profiler flagged; ``warmup_rule``:
-how the reader finds the rest, ``trainperf.steady_state``; a manifest without
-it reads as ``mser``). ``config`` holds the runs-table
-columns the user gave (model, precision, ...); ``environment`` what the
-profiler found: ``device``, ``strategy``, ``world_size``, ``nodes``, each
-rank's ``host`` and ``node`` (``ranks``), and a CPU run's measured
-``cpu_peak``.
-
-:func:`read_manifest` checks the type and bounds of every value a reader
-uses (:func:`check_manifest`), so that a damaged or hostile manifest is a
-DataError naming the file and the key, at once: ``world_size`` is a count of
-at most ``trainperf.schema.MOST_RANKS`` (a world size of 1e9 would otherwise
-have the reader list a billion ranks that recorded nothing).
+:func:`read_manifest` checks the type and bounds of every value a reader uses (:func:`check_manifest`), so that a
+damaged or hostile manifest is a DataError naming the file and the key (a ``world_size`` of 1e9 would otherwise have
+the reader list a billion ranks).
 """
 
 from __future__ import annotations
@@ -71,12 +60,9 @@ RANK: dict[str, Column | type] = {"rank": Column("rank", "int", "global rank", "
 
 
 def check_manifest(manifest: Mapping[str, Any], path: object) -> None:
-    """DataError naming ``path`` and the key (``environment.world_size``) of
-    the first value of a run manifest of the wrong type or out of its bounds:
-    the numbers of :data:`TOP`, :data:`ENVIRONMENT`, :data:`HOST` and
-    :data:`RANK`, ``warmup_rule`` (one of ``trainperf.steady_state.RULES``)
-    and the ``config`` values of numeric runs columns (numbers, or text that
-    reads as one, within the column's bounds)."""
+    """DataError naming ``path`` and the key (``environment.world_size``) of the first value of a run manifest of the
+    wrong type or out of its bounds (:data:`TOP`, :data:`ENVIRONMENT`, :data:`HOST`, :data:`RANK`, ``warmup_rule``,
+    numeric ``config`` values)."""
     _check_values(manifest, TOP, "", path)
     rule = manifest.get("warmup_rule")
     if rule is not None and rule not in RULES:

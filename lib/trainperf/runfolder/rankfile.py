@@ -1,41 +1,12 @@
-"""The per-rank steps file of a run folder: its line format, a fast reader,
-and the warning that reports the lines a reader skipped.
+"""The per-rank steps file of a run folder, ``steps-rank{R}.jsonl``: its line format, a fast reader, and the
+warning that reports the lines a reader skipped.
 
-``steps-rank{R}.jsonl`` is JSON lines, one line per optimizer step, written
-in batches of whole lines (``trainperf.profiler.StepProfiler``: a job killed
-at any moment keeps every step of the batches written before):
-
-* line 1, the header: a JSON object ``{"format": "trainperf-steps",
-  "version": 2, "rank": R, "host": ..., "node_rank": ..., "node": ...,
-  "columns": [...], "origin_unix_ns": T}`` (``origin_unix_ns``: the Unix
-  time in nanoseconds at which the rank's clock reads 0, so that the
-  ``start_s`` of every rank can be put on one wall clock; absent from files
-  written before it was recorded);
-* one line per step: a JSON array of the values of ``columns``, in that order
-  (:data:`LINE_COLUMNS`, ``null`` for a value not measured);
-* last line, written by ``StepProfiler.close()`` only: a JSON object
-  ``{"end": true, "steps": N, "unattributed_s": {...}, "wall_s": W}``
-  (``unattributed_s``: phases timed after the last step, which count in no
-  step; ``wall_s``: seconds from the profiler's start to ``close()``, the
-  denominator of the run's goodput, absent from files written before it was
-  recorded). A file without it belongs to a rank that stopped early (killed,
-  crashed, or never closed its profiler).
-
-A step line whose values break their column's bounds (``trainperf.schema``:
-a step time that is missing, not positive, infinite or longer than 30 days,
-a negative phase time or token count, an infinity anywhere) is skipped and
-reported like a malformed one, naming the line and the value: no figure is
-computed from it.
-
-A file is read by its header's own columns: those of version 1 (which ended
-with ``peak_memory_gb``) read as version 2 with the later columns empty (NaN,
-``out_of_memory`` false; :attr:`RankFile.written` says which were written).
-
-Arrays without keys keep the lines short (about 200 bytes), and let the reader
-parse a whole file with Arrow's CSV parser after removing the brackets. A file
-that fails that fast path is read line by line, which skips and reports the
-malformed lines (file and line number) and keeps the others. A step line
-written twice is read once (``trainperf.runfolder.reader``).
+The format (header, one JSON array per optimizer step in :data:`LINE_COLUMNS` order, the end line ``close()``
+writes) and what a crash loses: docs/profiler.md, "The run folder". A step line whose values break their column's
+bounds (``trainperf.schema``) is skipped and reported like a malformed one, naming the line and the value. A file is
+read by its header's own columns (version 1 with the later columns empty). The fast path parses a whole file with
+Arrow's CSV parser after removing the brackets; a file that fails it is read line by line, which names each
+malformed line.
 """
 
 from __future__ import annotations
@@ -67,18 +38,10 @@ LINE_COLUMNS: tuple[str, ...] = (
     "tokens", "samples", "micro_steps", "loss", "peak_memory_gb",
     "reserved_memory_gb", "host_memory_gb", "alloc_retries", "ooms", "energy_j", "out_of_memory",
 )
-"""Values of one step line, in order: ``step`` (optimizer step index, from 0),
-``warmup`` (bool), ``start_s`` (start of the step's window, s since the
-profiler started, rank-local clock), ``step_s`` (wall time of the step, s),
-the phase seconds, ``comm_exposed_s``, ``tokens`` and ``samples`` (processed
-by this rank in the step, every micro-step counted), ``micro_steps``,
-``loss``, ``peak_memory_gb``, ``reserved_memory_gb`` and ``host_memory_gb``
-(GiB), ``alloc_retries`` and ``ooms`` (the allocator's retries and
-out-of-memory errors in the step), ``energy_j`` (J) and ``out_of_memory``
-(bool: the step raised an out-of-memory error and did not complete; such a
-line has no work). See ``trainperf.profiler.memory`` and ``.energy``. Times
-and memory are written with six decimals (1 µs, 1 KiB), other numbers
-exactly."""
+"""Values of one step line, in order (docs/profiler.md, "What is measured"): ``step`` (from 0), ``warmup``, the
+step's window ``start_s`` (s since the profiler started, rank-local clock) and ``step_s`` (s), the phase seconds,
+work (this rank's, every micro-step counted), memory (GiB), allocator counts, ``energy_j`` (J) and ``out_of_memory``
+(the step raised an out-of-memory error: no work). Times and memory are written with six decimals (1 µs, 1 KiB)."""
 VERSION_1_COLUMNS: tuple[str, ...] = LINE_COLUMNS[:LINE_COLUMNS.index("peak_memory_gb") + 1]
 """The columns of version 1, which every version's header lists."""
 
@@ -293,12 +256,8 @@ def _is_end(line: bytes) -> bool:
 
 
 def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
-    """Parse every step line at once, or return None if any line is not
-    well-formed (then the caller reads line by line to say which). Every line
-    must be ``[...]`` with no other bracket and no quote (a nested array or a
-    string is not a value of a step line, and would pass Arrow's parser once
-    the brackets are removed); Arrow's parser rejects a line with a wrong
-    number of values or a value of the wrong type."""
+    """Every step line parsed at once, or None if any line is not ``[...]`` of the right number of values of the
+    right types, with no other bracket and no quote (then the caller reads line by line to say which)."""
     if not body:
         return _empty_columns(names)
     if not body.endswith(b"\n"):
@@ -353,15 +312,9 @@ def _line_by_line(body: bytes, path: Path, bad: list[BadLine],
             numbers.append(number)
     if not rows:
         return _empty_columns(names), np.empty(0, dtype=np.int64)
-    values = list(zip(*rows))
-    columns = {}
-    for name, column in zip(names, values):
-        if name in INT_COLUMNS:
-            columns[name] = np.array(column, dtype=np.int64)
-        elif name in BOOL_COLUMNS:
-            columns[name] = np.array(column, dtype=bool)
-        else:
-            columns[name] = np.array([np.nan if v is None else v for v in column], dtype=np.float64)
+    columns = {name: np.array(column if _dtype(name) is not np.float64 else
+                              [np.nan if v is None else v for v in column], dtype=_dtype(name))
+               for name, column in zip(names, zip(*rows))}
     return columns, np.array(numbers, dtype=np.int64)
 
 
@@ -386,6 +339,10 @@ def _row_problem(line: bytes, names: tuple[str, ...]) -> str:
     return ""
 
 
+def _dtype(name: str) -> type:
+    """The numpy type of a step-line column."""
+    return np.int64 if name in INT_COLUMNS else bool if name in BOOL_COLUMNS else np.float64
+
+
 def _empty_columns(names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    return {c: np.empty(0, dtype=np.int64 if c in INT_COLUMNS else bool if c in BOOL_COLUMNS else np.float64)
-            for c in names}
+    return {c: np.empty(0, dtype=_dtype(c)) for c in names}

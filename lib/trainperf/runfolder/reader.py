@@ -1,13 +1,7 @@
-"""Reading a run folder: its manifest, its ranks' steps files as step
-intervals (``trainperf.schema.STEP_INTERVALS``) in parts of whole ranks, what
-each rank did outside its steps (its events file), and the runs row its
-measurements make.
-
-``run_id`` defaults to the folder name, ``experiment`` to the name of the
-folder that holds it, ``source`` to the folder's path. A part is a group of
-ranks small enough to read at once (:data:`PART_BYTES` of steps files), so
-that a run of thousands of ranks is read part by part
-(``trainperf.reading.store`` writes each part; the engine reads them in parallel).
+"""Reading a run folder: its manifest, its ranks' steps files as step intervals in parts of whole ranks
+(:data:`PART_BYTES` each, so that a run of thousands of ranks is read part by part), what each rank did outside
+its steps, and the runs row its measurements make (``run_id`` defaults to the folder's name, ``experiment`` to its
+parent's, ``source`` to its path).
 """
 
 from __future__ import annotations
@@ -77,12 +71,11 @@ class RunFolder:
 
     def parts(self) -> list[tuple[tuple[int, Path], ...]]:
         """The steps files in groups of whole ranks of about :data:`PART_BYTES` each."""
-        part_bytes = PART_BYTES
         groups: list[list[tuple[int, Path]]] = [[]]
         size = 0
         for rank, path in self.rank_files:
             length = path.stat().st_size
-            if groups[-1] and size + length > part_bytes:
+            if groups[-1] and size + length > PART_BYTES:
                 groups.append([])
                 size = 0
             groups[-1].append((rank, path))
@@ -111,15 +104,11 @@ def open_run_folder(path: str | Path) -> RunFolder:
 
 @dataclass
 class RanksRead:
-    """Some ranks of a run, read: their step intervals, the ranks whose file
-    ends with the profiler's end line (``closed``), the lines skipped, the
-    steps that ran out of memory (``out_of_memory``: ``[rank, step, ooms]``
-    each; no step intervals), the ranks whose file can record them
-    (``memory_checked``: written by a profiler of steps-file version 2 or
-    later), each closed rank's wall clock from its profiler's start to its
-    close (``wall_s``: ``[rank, seconds]``), what each rank did outside its
-    steps (``outside``: :func:`outside_seconds`) and the ``[rank, phase]``
-    pairs other ranks waited for (``waited_for``: :func:`outside_waits`)."""
+    """Some ranks of a run, read: their step intervals, the ranks whose file ends with the end line (``closed``),
+    the lines skipped, the steps that ran out of memory (``[rank, step, ooms]``: no intervals), the ranks whose
+    file can record them (``memory_checked``), each closed rank's wall clock (``[rank, seconds]``), what each rank
+    did outside its steps (:func:`outside_seconds`) and the ``[rank, phase]`` pairs others waited for
+    (:func:`outside_waits`)."""
 
     intervals: pd.DataFrame
     closed: list[int] = field(default_factory=list)
@@ -178,18 +167,12 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
 
 
 def outside_waits(folder: RunFolder, read: Sequence[RankFile]) -> tuple[dict[int, np.ndarray], list[list[Any]]]:
-    """Per rank of ``read``, per step line: the seconds of its exposed communication spent waiting for
-    another rank's phases outside the steps (an evaluation or a checkpoint on rank 0 alone); and the
-    ``[rank, phase]`` pairs waited for. Empty where no rank of the run timed a phase between its steps.
-
-    The ranks' clocks are their own, so phases are placed by step, not by time: a phase rank R timed between
-    its steps k and k + 1 (its events file; every rank of the folder is read, not only those of ``read``)
-    delays the step k + 1 of every other rank, which waits for R in that step's collectives. Rank r's wait
-    in step s is ``min(comm_exposed_s, max(0, L_R − L_r))``, ``L`` the seconds a rank spent outside the
-    steps just before step s, R the rank that spent the most there (a wait is no longer than the phase
-    waited for, nor than the communication it was booked as; a rank that evaluated as long waited for
-    nobody). NaN where a step line has no ``comm_exposed_s``. Nothing where the run's communication is an
-    estimate sampled in windows (``comm_measurement`` in its config: FSDP), not a time of each step."""
+    """Per rank of ``read``, per step line: the seconds of its exposed communication spent waiting for another
+    rank's phases outside the steps, and the ``[rank, phase]`` pairs waited for (docs/profiler.md, "Usage": a
+    phase rank R timed between its steps k and k + 1 delays every other rank's step k + 1, whose wait is
+    ``min(comm_exposed_s, max(0, L_R − L_r))``). Every rank's events file is read, not only those of ``read``.
+    Empty where no rank timed a phase between its steps, or where the run's communication is sampled in windows
+    (``comm_measurement`` in its config: FSDP), not a time of each step."""
     if folder.config.get("comm_measurement"):
         return {}, []
     mine = {f.rank: f for f in read}
@@ -255,12 +238,9 @@ def outside_seconds(run_dir: Path, read: Sequence[Any]) -> tuple[list[list[Any]]
 
 
 def _read_once(rank_file: RankFile) -> None:
-    """Drop the step lines of ``rank_file`` that repeat an earlier one exactly
-    (``trainperf.aggregate.repeated_steps``: a line written twice), each listed
-    with its bad lines; DataError naming the file, the step and both lines where
-    a step is recorded twice with different values (the profiler writes each
-    step once, into a file of its own run: the file is damaged, or two jobs
-    wrote it)."""
+    """Drop the step lines of ``rank_file`` that repeat an earlier one exactly (listed with its bad lines);
+    DataError naming the file, the step and both lines where a step is recorded twice with different values (the
+    file is damaged, or two jobs wrote it)."""
     found = repeated_steps(rank_file.columns)
     if found is None:
         return
@@ -295,10 +275,7 @@ def _repeat_strings(values: list[str], counts: np.ndarray) -> pd.Series:
 
 def model_parallel(config: Mapping[str, Any]) -> float:
     """Ranks that share their samples: tensor × pipeline × context parallel degrees."""
-    degree = 1.0
-    for key in ("tensor_parallel", "pipeline_parallel", "context_parallel"):
-        degree *= float(config.get(key) or 1)
-    return degree
+    return math.prod(float(config.get(k) or 1) for k in ("tensor_parallel", "pipeline_parallel", "context_parallel"))
 
 
 def oversubscribed(environment: Mapping[str, Any]) -> bool | None:
@@ -319,18 +296,12 @@ def oversubscribed(environment: Mapping[str, Any]) -> bool | None:
 
 
 def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequence[str]) -> dict[str, Any]:
-    """The run's runs row: its ``config`` keys as columns (non-canonical keys as
-    ``extra_<key>``), its ``measured`` columns (``trainperf.aggregate.measure``),
-    ``gpus`` (the world size, else the ranks that recorded steps) and ``nodes``
-    (the distinct nodes of the manifest, else of ``nodes_seen``, each rank's: empty where unknown),
-    with a DataWarning where the config says otherwise, and ``platform``,
-    ``strategy``, ``peak_tflops_per_gpu`` (a CPU run's measured peak) and
-    ``peak_method`` (how it was measured: ``trainperf.profiler.cpu_peak``),
-    ``oversubscribed`` (:func:`oversubscribed`), ``energy_counter`` and
-    ``device_memory_gb`` (what the profiler found), the host's load at the start
-    (``extra_load_average_1min``, ``extra_cpu_cores``: the manifest's ``host``,
-    under the names ``trainperf bench`` gives them) and the batch facts where
-    the config has none."""
+    """The run's runs row: its ``config`` keys as columns (non-canonical keys as ``extra_<key>``), its ``measured``
+    columns (``trainperf.aggregate.measure``), ``gpus`` (the world size, else the ranks that recorded steps) and
+    ``nodes`` (the manifest's, else those of ``nodes_seen``), with a DataWarning where the config says otherwise; and,
+    where the config has none, what the profiler found (platform, strategy, a CPU's measured peak and how it was
+    measured, :func:`oversubscribed`, energy counter, device memory, the host's load as ``trainperf bench`` names
+    it) and the batch facts."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
     for key, value in config.items():

@@ -1,12 +1,6 @@
-"""Following a steps file while it is written: the step lines appended since
-the last read, for a live view (``trainperf watch``).
-
-A :class:`StepsTail` keeps its place in the file (a byte offset), so each
-read costs what was appended, not the file. The first read takes the header
-(line 1) and at most :data:`FIRST_READ_BYTES` of the end of the file: a view
-of recent steps needs no history. A line still being written (no newline
-yet) is read once it is complete. The profiler writes whole lines in batches,
-so a reader sees the steps of a rank up to its last batch.
+"""Following a steps file while it is written (``trainperf watch``): the step lines appended since the last read,
+at the cost of what was appended. The first read takes the header and at most :data:`FIRST_READ_BYTES` of the end
+of the file; a line still being written is read once it is complete.
 """
 
 from __future__ import annotations
