@@ -12,6 +12,7 @@ phase.
 
 from __future__ import annotations
 
+import time
 from time import perf_counter
 from typing import Any, Protocol
 
@@ -85,3 +86,16 @@ class CudaClock:
 
     def release(self, marks: list[Any]) -> None:
         self._pool.extend(marks)
+
+
+def unix_ns_at(mark: float) -> int:
+    """The Unix time (ns, ``time.time_ns``) at ``mark``, a ``perf_counter``
+    reading: the rank's clock set against the wall clock, read back to back
+    (the closest of three pairs, within a few µs)."""
+    pairs = []
+    for _ in range(3):
+        before = perf_counter()
+        wall = time.time_ns()
+        pairs.append((perf_counter() - before, wall, before))
+    _, wall, at = min(pairs)
+    return wall - round((at - mark) * 1e9)

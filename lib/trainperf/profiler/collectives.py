@@ -252,7 +252,10 @@ class CollectiveSampler:
         return self.estimate
 
     def cancel(self) -> None:
-        """Stop a window without reading it (profiling stopped)."""
+        """Stop a window without reading it (sampling or profiling stopped); never raises."""
         profile, self._profile = self._profile, None
-        if profile is not None:
-            profile.stop()
+        try:
+            if profile is not None:
+                profile.stop()
+        except Exception:
+            pass

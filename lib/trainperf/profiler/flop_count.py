@@ -126,3 +126,12 @@ class StepFlopCounter:
     def total(self) -> int:
         """FLOPs counted (forward, backward and optimizer of this rank); 0 after an error."""
         return 0 if self.error is not None else int(self._counter.get_total_flops())
+
+    def per_sample(self, samples: Any) -> float | str:
+        """The FLOPs counted per sample of the ``samples`` the step processed, or why there are none."""
+        samples = float(samples) if samples is not None else 0.0
+        if samples > 0 and self.total > 0:
+            return self.total / samples
+        return (f"the FLOP counter failed: {self.error}" if self.error else
+                "the FLOPs of a step are counted per sample, and the first step gave no samples= to step()"
+                if samples <= 0 else "the first step ran no operation the FLOP counter counts (matmul, convolution)")

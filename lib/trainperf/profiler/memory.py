@@ -109,3 +109,30 @@ def host_memory_reader() -> Callable[[], float]:
         return lambda: process.memory_info().rss / GIB
     page = os.sysconf("SC_PAGE_SIZE") / GIB
     return lambda: int(os.pread(statm, 128, 0).split()[1]) * page
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says that memory ran out: torch's ``OutOfMemoryError``
+    (CUDA, ROCm, XPU, MPS), or a ``RuntimeError`` saying ``out of memory``
+    (older releases) or ``can't allocate memory`` (the CPU allocator)."""
+    import torch
+
+    if isinstance(error, getattr(torch, "OutOfMemoryError", ())):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def device_memory_gb(torch: Any, device: Any) -> float | None:
+    """The memory of ``device`` (GiB): what the driver lets PyTorch use on a
+    GPU, the host's physical memory on CPU (psutil); None where unknown."""
+    try:
+        if device.type == "cuda":
+            return torch.cuda.get_device_properties(device).total_memory / GIB
+        if device.type == "cpu":
+            import psutil
+
+            return psutil.virtual_memory().total / GIB
+    except Exception:
+        return None
+    return None

@@ -125,6 +125,29 @@ def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]])
     return sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in spans for s2, e2 in others)
 
 
+def on_host(value: Any) -> Any:
+    """A CUDA tensor starts its copy to the host now (ordered before the
+    step's end mark, so it is complete when the step is resolved); a host
+    tensor is read now (no sync), so that the step kept for its batch holds
+    no tensor and no autograd graph; anything else is kept as it is."""
+    if getattr(value, "is_cuda", False):
+        return value.detach().to("cpu", non_blocking=True)
+    return number(value) if hasattr(value, "item") else value
+
+
+def unattributed(phases: list[tuple[int, Any, Any]], data: list[tuple[float, float]],
+                 clock: Clock) -> dict[str, float]:
+    """Seconds per phase column (``data_s``, ...) of the phases timed after the last step, which
+    belong to no step (``unattributed_s`` of the steps file's end line)."""
+    seconds: dict[str, float] = {}
+    for index, start, end in phases:
+        name = f"{PHASES[index]}_s"
+        seconds[name] = seconds.get(name, 0.0) + clock.seconds(start, end)
+    if data:
+        seconds["data_s"] = seconds.get("data_s", 0.0) + sum(e - s for s, e in data)
+    return seconds
+
+
 def number(value: Any) -> int | float | None:
     """A counter or loss as a plain number (tensors read on the host)."""
     if value is None:
