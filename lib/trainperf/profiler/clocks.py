@@ -1,13 +1,9 @@
-"""Clocks that time the phases of a step.
+"""Clocks that time the phases of a step (docs/profiler.md, "Clocks").
 
-A clock hands out *marks* (points in time) and later turns pairs of marks into
-seconds. On CPU a mark is a ``time.perf_counter()`` reading and is known at
-once. On GPU a mark is a CUDA event recorded on the current stream: it
-completes when the device reaches it, so the time between two marks is device
-time, and it can only be read after both events completed. The profiler keeps
-a step's marks until its last one completed (``ready``, a non-blocking query)
-and resolves them then, several steps at a time: it never synchronizes per
-phase.
+A clock hands out *marks* and later turns pairs of marks into seconds: on CPU a ``perf_counter``
+reading, known at once; on GPU a CUDA event on the current stream, readable once the device reached
+it. The profiler resolves a step's marks once the last one is ready, several steps at a time: it
+never synchronizes per phase.
 """
 
 from __future__ import annotations

@@ -1,49 +1,9 @@
-"""Communication of strategies that issue their own collectives (FSDP2
-``fully_shard``, the older ``FullyShardedDataParallel``, any collective),
-from short sampled ``torch.profiler`` windows.
-
-DDP hands its gradient all-reduces to a communication hook (``comm.py``);
-FSDP has no such hook for its parameter all-gathers and gradient
-reduce-scatters. Every ``every`` optimizer steps or more the profiler runs
-``torch.profiler`` for ``steps`` steps and reads the collectives it recorded.
-A window starts once at least ``every`` steps passed since the last one
-started *and* the last window's cost (its host time minus that of as many
-ordinary steps) is at most :data:`BUDGET` of the time since it ended, on
-the wall clock and on the training thread's CPU time alike (on a machine
-shared with other processes, wall time grows with their load while the
-window's cost does not): short steps, whose ops ``torch.profiler`` slows
-most, are sampled less often, so the sampling costs at most 0.25 % of the
-run (the first window aside).
-The first window is the end of the warm-up when the warm-up is longer than a
-window (the very first step, with its one-time costs, is never sampled), so
-the measured steps of a short run are not slowed by the sampling; else it
-starts with the first measured step. What is read:
-
-* on CPU with gloo, the ``gloo:<collective>`` ranges that gloo's worker
-  threads record while they run a collective; compute is the ``aten::`` ops
-  of the training thread;
-* on GPU with NCCL, the NCCL kernels (``nccl...``) on the device timeline;
-  compute is every other kernel and memory operation on the device
-  (:data:`DEVICE_WORK`). A window with no device record at all (no CUPTI)
-  is an error, not zero communication.
-
-Per window (seconds per step, the window's mean):
-
-* ``comm_s``: length of the union of the collective intervals;
-* ``comm_exposed_s``: the part of that union during which no compute ran
-  (the rank waits for communication only).
-
-Each sampled step gets its window's values, and every following step the
-latest window's values, until the next window (the sampling is stated in the
-run's manifest). The estimate covers the whole step: under FSDP the exposed
-waits lie inside the ``forward`` and ``backward`` phases the user times and
-are not taken out of them (unlike DDP's measured all-reduces).
-
-Why ``torch.profiler`` rather than wrapping FSDP's collective calls: the
-collective records (gloo's ranges, NCCL's kernels) come from the process
-group backends, whoever issues the collective (FSDP2, FSDP, DDP, user code),
-while the functions FSDP calls internally (and their streams) change between
-torch releases.
+"""Communication of strategies that issue their own collectives (FSDP2 ``fully_shard``, the older
+``FullyShardedDataParallel``, any collective), from short sampled ``torch.profiler`` windows: when a
+window starts, what is read on CPU (gloo's ranges) and on GPU (NCCL's kernels), ``comm_s`` and
+``comm_exposed_s`` per window, and why ``torch.profiler`` rather than wrapping FSDP's calls:
+docs/profiler.md, "Communication under FSDP (and any collective)". ``sampling.py`` ties the windows
+to the profiler's steps.
 """
 
 from __future__ import annotations

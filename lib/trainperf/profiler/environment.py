@@ -1,16 +1,6 @@
-"""Where a rank runs, and the content of the run's ``manifest.json``
-(format: ``trainperf.runfolder.manifest``).
-
-The manifest holds the run's configuration (the canonical runs-table columns
-the user passed, which the profiler cannot know: model, precision, ...) and
-its environment: torch version, device name, world size, the host of each
-rank, the number of nodes, the git commit of the working directory when there
-is one.
-
-A *node* is one machine of the job. torchrun numbers its nodes (``GROUP_RANK``);
-the profiler names a node after its host, and adds torchrun's node number when
-one host runs several of them (as in a test that simulates two nodes on one
-machine), so that ``nodes`` counts what torchrun counts.
+"""Where a rank runs, and the content of the run's ``manifest.json`` (format:
+``trainperf.runfolder.manifest``; its fields: docs/profiler.md, "The run folder"). A *node* is named
+after its host, and ``host#<node_rank>`` where one host runs several of torchrun's nodes.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
-"""The model's size and FLOPs, from the model itself, for the runs whose
-configuration does not give them.
-
-``StepProfiler.watch(model)`` records the model's parameter count
-(:func:`parameter_counts`) and decides how its FLOPs are known
-(:func:`needs_counting`): the FLOPs conventions per token (``6n``, ``palm``,
-...) are formulas for decoder-only transformers, so any other model, and one
-not recognised as such, has the FLOPs of its first step counted.
-``StepProfiler(..., count_flops=True)`` counts whatever the model; ``False``
-never. The first step the profiler times is counted (a warm-up step:
-counting slows it, see docs/profiler.md)
-with PyTorch's FLOP counter (:class:`StepFlopCounter`): every matrix product
-and convolution of the forward and backward passes, attention under the
-math backend (the counter sees no FLOPs in the fused attention kernels of
-the CPU). The count is this rank's; divided by the samples this rank
-processed in that step it is ``flops_per_sample``, the same on every rank,
-which the ``counted`` FLOPs convention uses for models that no formula
-describes (CNNs, diffusion models, recommenders).
+"""The model's size and FLOPs, from the model itself, for the runs whose configuration does not give
+them: the parameter count, whether a model is a decoder-only transformer (which the per-token FLOPs
+conventions describe), and PyTorch's FLOP counter over the first step for any other model
+(docs/profiler.md, "FLOPs that fit the model").
 """
 
 from __future__ import annotations

@@ -1,29 +1,5 @@
-"""Memory of a step, read on the host after the step's end mark, without a
-synchronisation. Sizes in GiB (2**30 bytes).
-
-On GPU, one call to ``torch.cuda.memory_stats(device)`` (the CUDA caching
-allocator's host-side counters) gives, per step:
-
-* ``peak_memory_gb``: ``allocated_bytes.all.peak``, the most memory tensors
-  held at once. The peak is *not* reset by default, so each step's value is
-  the peak so far (since the process started, or since the user last called
-  ``torch.cuda.reset_peak_memory_stats``), and ``torch.cuda.max_memory_allocated``
-  keeps answering the user. With ``reset_peak=True`` the peaks are reset
-  after each reading, so that each step's value is that step's own peak; this
-  resets them for the user too.
-* ``reserved_memory_gb``: ``reserved_bytes.all.peak``, the most memory the
-  allocator held from the driver (tensors, their rounding, and its cache):
-  what counts against the device's capacity.
-* ``alloc_retries`` and ``ooms``: how many times in the step the allocator
-  freed its cache and retried an allocation that failed (``num_alloc_retries``:
-  memory pressure, each retry costs a synchronisation) and raised an
-  out-of-memory error (``num_ooms``, those the user's code caught included).
-
-On CPU, ``peak_memory_gb`` is the peak resident set of the process so far
-(``getrusage``'s ``ru_maxrss``, which only grows; psutil's resident set where
-``getrusage`` is missing). On every device, ``host_memory_gb`` is the
-process's resident set at the end of the step (``/proc/self/statm`` on Linux,
-read through a file kept open: about 5 µs; psutil elsewhere).
+"""Memory of a step, read on the host after the step's end mark, without a synchronisation (the
+columns: docs/profiler.md, "What is measured" and "Memory"). Sizes in GiB (2**30 bytes).
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""One optimizer step as the profiler records it, and its resolution into a
-line of the steps file.
-
-A step's *window* runs from the end of the previous step (for the first step:
-the first thing the profiler timed) to the end of this one, so the windows of
-consecutive steps tile the rank's timeline: ``step_s`` includes the wait for
-the batch and anything else done between two steps that the profiler was not
-told about. A phase timed outside any step (a checkpoint, a validation run:
-``events-rank{R}.jsonl``) is the exception: the next step's window starts
-when it ends, so the rank's timeline is its steps and those phases. Time in
-a window outside every timed phase is work the profiler was not told about. Exposed gradient communication, which
-DDP waits for inside ``backward()``, is counted once, as ``comm_exposed_s``,
-not also in ``backward_s``.
+"""One optimizer step as the profiler records it, the clock marks that time it, and their resolution
+into a line of the steps file. A step's *window* and how the phases and exposed communication fit in
+it: docs/profiler.md, "What is measured".
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
-"""``trainperf watch RUN_DIR``: a live terminal view of a run (or of a folder
-of runs) while the profiler writes it.
-
-About once a second each rank's steps file is read from where the last read
-stopped (``trainperf.runfolder.tail``: only what was appended), and the view
-shows, over each rank's last :data:`RECENT_STEPS` measured steps: the step
-time (median), tokens/s of the rank, its MFU, the share of the step in each
-phase (``comm`` is the exposed communication wait, ``other`` what no phase
-timed), its peak device memory and host memory; above them the run's tokens/s
-in total and per device, its MFU (``trainperf.derived``: the run's own
-FLOPs convention and peak), and the slowest rank (``trainperf.ranks``): the one
-with the most work in a step (step time less its exposed communication wait),
-the phase where it spends most beyond the other ranks' median, and how long the
-other ranks wait for communication a step (under DDP: mostly for it;
-``trainperf.find_straggler`` gives the verdict after the run). The ranks are sorted slowest first; a run of
-many ranks shows the :data:`SHOWN_RANKS` slowest and the fastest.
-
-The view ends by itself when every run it shows is closed (each of the
-world's ranks wrote its end line); a run with a rank that died never closes
-(leave with Ctrl-C). ``--once`` prints one frame and exits (scripts, CI logs).
-The profiler writes in batches (every 100 steps or about a second), so the
-view trails the job by about a batch.
+"""``trainperf watch RUN_DIR``: a live terminal view of a run (or of a folder of runs) while the
+profiler writes it, from what each rank appended to its steps file (``trainperf.runfolder.tail``);
+what it shows and when it ends: docs/profiler.md, "Watching a run live".
 """
 
 from __future__ import annotations
