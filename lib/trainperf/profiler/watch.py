@@ -205,13 +205,14 @@ def render(frames: list[dict[str, Any]]) -> Group:
         world = f["world_size"] or "?"
         parts.append(Text.from_markup(
             f"[bold]{f['run']}[/bold] {f['model'] or ''}  {state}  ranks {f['ranks_seen']}/{world} "
-            f"({f['closed_ranks']} closed)  last step {_or_dash(f['last_step'])}"
+            f"({f['closed_ranks']} closed)  last step {_shown(f['last_step'])}"
             + (f"  [red]{f['bad_lines']} unreadable line(s)[/red]" if f["bad_lines"] else "")))
         if not f["ranks"]:
             parts.append(Text("  no step written yet"))
             continue
-        parts.append(Text(f"  step {_ms(f['step_s'])}   tokens/s {_rate(f['tokens_per_s'])} total, "
-                          f"{_rate(f['tokens_per_s_per_device'])} per device   MFU {_mfu(f['mfu'])}"))
+        parts.append(Text(f"  step {_ms(f['step_s'])}   tokens/s {_shown(f['tokens_per_s'], ',.0f')} total, "
+                          f"{_shown(f['tokens_per_s_per_device'], ',.0f')} per device   "
+                          f"MFU {_shown(f['mfu'] * 100, '.2g', '%')}"))
         slow = f.get("slowest")
         if slow:
             where = (f", +{_ms(slow['phase_excess_s'])} in {slow['phase']} beyond the others' median"
@@ -229,35 +230,21 @@ def render(frames: list[dict[str, Any]]) -> Group:
         for i, r in enumerate(shown):
             if len(rows) > SHOWN_RANKS and i == SHOWN_RANKS - 1:
                 table.add_row(f"({len(rows) - SHOWN_RANKS} more)", *[""] * (len(table.columns) - 1))
-            table.add_row(str(r["rank"]), _or_dash(r["step"]), f"{r['step_s'] * 1e3:.1f}", _rate(r["tokens_per_s"]),
-                          _mfu(r["mfu"]), *(_percent(r["shares"][p]) for p in phases),
-                          _number(r["peak_memory_gb"]), _number(r["host_memory_gb"]))
+            table.add_row(str(r["rank"]), _shown(r["step"]), f"{r['step_s'] * 1e3:.1f}",
+                          _shown(r["tokens_per_s"], ",.0f"), _shown(r["mfu"] * 100, ".2g", "%"),
+                          *(_shown(r["shares"][p], ".0%") for p in phases),
+                          _shown(r["peak_memory_gb"], ".2f"), _shown(r["host_memory_gb"], ".2f"))
         parts.append(table)
     return Group(*parts)
 
 
-def _or_dash(value: Any) -> str:
-    return "-" if value is None else str(value)
+def _shown(value: Any, spec: str = "", unit: str = "") -> str:
+    """``value`` formatted by ``spec``, then ``unit``; ``-`` where it is None or not finite."""
+    return "-" if value is None or not math.isfinite(value) else f"{value:{spec}}{unit}"
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if math.isfinite(seconds) else "-"
-
-
-def _rate(value: float) -> str:
-    return f"{value:,.0f}" if math.isfinite(value) else "-"
-
-
-def _percent(value: float) -> str:
-    return f"{value:.0%}" if math.isfinite(value) else "-"
-
-
-def _mfu(value: float) -> str:
-    return f"{value * 100:.2g}%" if math.isfinite(value) else "-"
-
-
-def _number(value: float) -> str:
-    return f"{value:.2f}" if math.isfinite(value) else "-"
+    return _shown(seconds * 1e3, ".1f", " ms")
 
 
 def watch(path: str | Path, once: bool = False, console: Console | None = None) -> int:
