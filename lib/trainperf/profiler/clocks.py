@@ -14,22 +14,20 @@ from typing import Any, Protocol
 
 
 class Clock(Protocol):
-    """What the profiler needs from a clock."""
+    """What the profiler needs from a clock: ``mark()``, a point in time now (on GPU: on the current
+    stream); ``ready(mark)``, whether it can be read without waiting; ``seconds(start, end)`` between two
+    ready marks; ``synchronize()``, until every mark handed out is ready; ``release(marks)``, marks read
+    and no longer needed (they may be reused)."""
 
-    def mark(self) -> Any:
-        """A point in time, now (on GPU: now on the current stream)."""
+    def mark(self) -> Any: ...
 
-    def ready(self, mark: Any) -> bool:
-        """Whether the mark can be read without waiting."""
+    def ready(self, mark: Any) -> bool: ...
 
-    def seconds(self, start: Any, end: Any) -> float:
-        """Seconds from ``start`` to ``end`` (both ready)."""
+    def seconds(self, start: Any, end: Any) -> float: ...
 
-    def synchronize(self) -> None:
-        """Wait until every mark handed out so far is ready."""
+    def synchronize(self) -> None: ...
 
-    def release(self, marks: list[Any]) -> None:
-        """Marks that are read and no longer needed (they may be reused)."""
+    def release(self, marks: list[Any]) -> None: ...
 
 
 class HostClock:

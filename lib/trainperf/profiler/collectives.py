@@ -18,11 +18,10 @@ DEFAULT_EVERY = 100
 DEFAULT_STEPS = 2
 """Steps per sampled window."""
 BUDGET = 0.0025
-"""Largest share of the run's time a window may cost (its steps' slowdown
-under ``torch.profiler`` and the reading of its records): a quarter of the
-profiler's 1 % target, which the rest of the profiler's work per step shares
-(about 120 µs a step in a real loop on a 2-core CPU machine: the target holds
-from steps of about 16 ms; docs/profiler.md)."""
+"""Largest share of the run's time a window may cost (its steps' slowdown under ``torch.profiler``
+and the reading of its records): a quarter of the profiler's 1 % target, which the rest of its work
+per step shares (about 120 µs a step in a real loop on a 2-core CPU machine: the target holds from
+steps of about 16 ms; docs/profiler.md, "Overhead")."""
 
 
 def clocks() -> tuple[float, float]:
@@ -88,11 +87,8 @@ def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tupl
 
 STEP_RANGE = "trainperf/step"
 DEVICE_WORK = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-"""Kineto activity types of the device records that are work on the device
-(NCCL's collectives are kernels too). The device timeline's other records
-are not: ``record_function`` ranges drawn there (``gpu_user_annotation``),
-synchronization waits (``cuda_sync``, recorded when a user's experimental
-config asks for them), events and profiler ranges."""
+"""Kineto activity types of the device records that are work (NCCL's collectives are kernels too);
+the others (``record_function`` ranges, ``cuda_sync`` waits, events) are not."""
 
 
 def is_device_work(event: Any) -> bool:
@@ -105,12 +101,9 @@ def is_device_work(event: Any) -> bool:
 
 
 def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
-    """``(name, on_device, thread, start_us, end_us)`` of every host record
-    and every device record that is work (:func:`is_device_work`) of a
-    stopped ``torch.profiler.profile``, read from Kineto's raw results (tens
-    of milliseconds for a few thousand records, where building
-    ``profile.events()`` takes about a second); ``events()`` where the raw
-    results are not there."""
+    """``(name, on_device, thread, start_us, end_us)`` of every host record and every device record
+    that is work (:func:`is_device_work`) of a stopped ``torch.profiler.profile``, from Kineto's raw
+    results (``profile.events()`` takes a second to build), else from ``events()``."""
     results = getattr(getattr(profile, "profiler", None), "kineto_results", None)
     if results is not None and hasattr(results, "events"):
         records = []

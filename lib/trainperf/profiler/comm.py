@@ -138,16 +138,11 @@ def average(group: Any, bucket: Any) -> Any:
 
 
 def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any = None) -> DdpCommTimer:
-    """Register the timing hook on a ``DistributedDataParallel`` model,
-    wrapping ``comm_hook`` (default: :func:`average` on the model's process
-    group). Must be called before the first backward.
-
-    The hook holds no reference to the default process group (:func:`average`
-    finds it by itself): the completion callbacks of the last step live as long
-    as its tensors (``loss``), and a group they held would outlive
-    ``destroy_process_group()`` with its communication threads, which then touch
-    Python while the interpreter exits (gloo: "terminate called without an active
-    exception", SIGABRT)."""
+    """Register the timing hook on a ``DistributedDataParallel`` model, wrapping ``comm_hook``
+    (default: :func:`average` on the model's process group), before the first backward. The hook
+    holds no reference to the default group: the last step's completion callbacks live as long as its
+    tensors, and a group they held would outlive ``destroy_process_group()`` (see the module's
+    docstring)."""
     if comm_hook is None:
         import torch.distributed as dist
 

@@ -49,14 +49,11 @@ def _torch_measure(dtype: str, threads: int) -> float:
 
 def cpu_peak(precision: str | None, *, threads: int | None = None, measure: Measure | None = None,
              load: Callable[[], float] | None = None, cores: int | None = None) -> dict[str, Any]:
-    """This machine's CPU peak for a run at ``precision`` with ``threads``
-    (default: torch's current thread count): ``{"tflops", "dtype", "threads",
-    "cpu", "cores", "torch", "cached", "quiet", "loads", "source"}``
-    (TFLOP/s per process; ``loads``: the 1-minute load averages before and
-    after the measurement; ``source``: how the peak was got, in words). Read
-    from the cache where a quiet measurement of its key is kept, else measured
-    (see the module's docstring). ``measure``, ``load`` and ``cores`` stand in
-    for the matmul timing, the load average and ``os.cpu_count()``."""
+    """This machine's CPU peak for a run at ``precision`` with ``threads`` (default: torch's):
+    ``{"tflops", "dtype", "threads", "cpu", "cores", "torch", "cached", "quiet", "loads", "source"}``
+    (TFLOP/s per process; ``loads``: the 1-minute load averages before and after; ``source``: how it
+    was got, in words). ``measure``, ``load`` and ``cores`` stand in for the matmul timing, the load
+    average and ``os.cpu_count()``."""
     import torch
 
     measure = measure or _torch_measure

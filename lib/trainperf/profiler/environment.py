@@ -87,13 +87,9 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
              strategy: str | None, warmup_steps: int, warmup_rule: str, torch_version: str,
              cpu_peak: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
              energy: str | None = None, device_memory_gb: float | None = None) -> dict[str, Any]:
-    """The content of ``manifest.json``; ``warmup_steps`` and ``warmup_rule``:
-    the least warm-up and how the reader finds the rest
-    (``trainperf.steady_state``); ``cpu_peak``: the CPU's measured
-    matmul peak (``trainperf.profiler.cpu_peak``), a CPU run's peak for MFU;
-    ``host``: rank 0's host at the start (:func:`host_load`); ``energy``: what
-    measures the steps' energy (``energy.py``: ``nvml: ...``, ``rapl: ...``
-    or ``none: <why>``); ``device_memory_gb``: rank 0's device memory (GiB)."""
+    """The content of ``manifest.json`` (docs/profiler.md, "The run folder"); ``cpu_peak``:
+    ``cpu_peak.cpu_peak``'s; ``host``: :func:`host_load`'s; ``energy``: ``energy.energy_meter``'s
+    sentence; ``device_memory_gb``: rank 0's device memory (GiB)."""
     from trainperf import __version__
 
     nodes = node_names(places)

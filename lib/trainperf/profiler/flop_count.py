@@ -32,14 +32,9 @@ def needs_counting(model: Any, config: Mapping[str, Any]) -> bool:
 
 
 def decoder_only_transformer(model: Any) -> bool:
-    """Whether ``model`` is a decoder-only transformer, as its transformers
-    configuration says (``model_type`` in :data:`DECODER_ONLY_MODEL_TYPES`,
-    or ``is_decoder``; never ``is_encoder_decoder``), or else as its module
-    tree shows: a token embedding, self-attention modules (``MultiheadAttention``
-    or a class named ``*Attention``/``*Attn``), a last linear layer as wide as
-    the vocabulary (the LM head), and no encoder-decoder module
-    (:data:`NOT_DECODER_ONLY`, a class named ``*Cross*``). The tree cannot show
-    a causal mask: an encoder with a vocabulary head passes."""
+    """Whether ``model`` is a decoder-only transformer, as its transformers configuration says, or
+    else as its module tree shows (docs/profiler.md, "FLOPs that fit the model"). The tree cannot
+    show a causal mask: an encoder with a vocabulary head passes."""
     modules = list(model.modules()) if hasattr(model, "modules") else []
     config = next((m.config for m in modules if hasattr(getattr(m, "config", None), "model_type")), None)
     if config is not None:

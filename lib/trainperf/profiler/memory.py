@@ -75,7 +75,8 @@ def host_peak_reader() -> Callable[[], float]:
 
 def host_memory_reader() -> Callable[[], float]:
     """Resident set of this process now (GiB): the second field of
-    ``/proc/self/statm`` (pages) where there is one, else psutil's."""
+    ``/proc/self/statm`` (pages, read through a file kept open: about 5 µs)
+    where there is one, else psutil's."""
     try:
         statm = os.open("/proc/self/statm", os.O_RDONLY)
     except OSError:

@@ -1,5 +1,4 @@
-"""One optimizer step as the profiler records it, the clock marks that time it, and their resolution
-into a line of the steps file. A step's *window* and how the phases and exposed communication fit in
+"""One optimizer step as the profiler records it, and its resolution into a line of the steps file. A step's *window* and how the phases and exposed communication fit in
 it: docs/profiler.md, "What is measured".
 """
 
@@ -21,15 +20,10 @@ CARRIED = ("data", "h2d")
 
 
 class StepRecord:
-    """Marks and counters of one step until it is resolved. ``phases`` holds
-    ``(phase index, start mark, end mark)`` on the step clock; ``data`` holds
-    ``(start, end)`` of the waits for a batch on the host clock. ``estimate``:
-    ``(comm_s, comm_exposed_s)`` from a sampled window (``collectives.py``),
-    used where no collective was timed; ``waiting``: the step waits for the
-    end of its window before it can be resolved. ``memory``, ``host_memory_gb``
-    and ``energy_j``: read when the step ended (``memory.py``, ``energy.py``);
-    ``out_of_memory``: the step raised an out-of-memory error and did not
-    complete."""
+    """Marks and counters of one step until it is resolved: ``phases``, ``(phase index, start, end)``
+    marks on the step clock; ``data``, ``(start, end)`` of the waits for a batch on the host clock;
+    ``estimate``, ``(comm_s, comm_exposed_s)`` of a sampled window, used where no collective was timed;
+    ``waiting``, the step waits for its window's end; the rest as in the steps file's columns."""
 
     __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm", "tokens", "samples", "micro_steps",
                  "loss", "memory", "host_memory_gb", "energy_j", "out_of_memory", "estimate", "waiting")

@@ -40,14 +40,11 @@ def trace_line(step: int, warmup: bool, window: tuple[float, float], phases: lis
 
 def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, *, ranks: Iterable[int] | None = None,
                  steps: tuple[int, int] | None = None, torch_traces: Sequence[str | Path] = ()) -> Path:
-    """Write ``trace.json`` (into ``out_dir``, default the run folder): the
-    ranks of the run (or those of ``ranks``) on one wall clock, their steps
-    ``steps[0]`` to ``steps[1]`` (inclusive; default all) and the phases
-    outside the steps between them, with the Kineto traces ``torch_traces``
-    merged in; return its path. Malformed lines are skipped and reported in
-    one DataWarning; a rank whose steps file records no clock origin (written
-    before it was recorded) puts every rank on its own clock, with a
-    DataWarning, and cannot be merged with a Kineto trace (DataError)."""
+    """Write ``trace.json`` into ``out_dir`` (default: the run folder) and return its path: the
+    ranks (those of ``ranks``) on one wall clock, their steps ``steps[0]`` to ``steps[1]``
+    (inclusive) and the phases outside the steps between them, the Kineto traces ``torch_traces``
+    merged in. Malformed lines are skipped (one DataWarning); a rank whose steps file records no clock
+    origin puts every rank on its own clock (a DataWarning), and cannot take a Kineto trace (DataError)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise DataError("no such folder", path=run_dir)

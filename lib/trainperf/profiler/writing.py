@@ -115,11 +115,9 @@ class RankFiles:
 
 
 class ExitFlush:
-    """Call ``flush`` at exit and on the signals of :data:`SIGNALS`, in this process only (a forked
-    data-loader worker writes nothing), until :meth:`remove`. A Python handler already installed is
-    chained; with none (the default action) the default is restored and the signal sent again, so the
-    process ends as it would have; an ignored signal stays ignored; a handler installed from C, and
-    signals outside the main thread, are left alone."""
+    """Call ``flush`` at exit and on the signals of :data:`SIGNALS`, in this process only (not in a
+    forked data-loader worker), until :meth:`remove`; the handlers already installed are chained
+    (docs/profiler.md, "The run folder"), and signals outside the main thread left alone."""
 
     def __init__(self, flush: Callable[[], None]) -> None:
         self._flush = flush
