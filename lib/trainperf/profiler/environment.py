@@ -29,29 +29,39 @@ class Place:
     local_rank: int | None
 
 
-def this_place(dist: Any) -> Place:
-    """Rank and world size from the initialized process group, else from
-    torchrun's environment variables, else a single process."""
-    if dist is not None and dist.is_available() and dist.is_initialized():
+def grouped(dist: Any) -> bool:
+    """Whether ``dist`` (``torch.distributed``) has an initialized process group."""
+    return dist is not None and dist.is_available() and dist.is_initialized()
+
+
+def gather_places(dist: Any) -> tuple[Place, list[Place]]:
+    """This rank's place, from the initialized process group, else from torchrun's environment
+    variables, else a single process; and every rank's, in rank order (a collective when a process
+    group is initialized: every rank must call it; otherwise this rank's only)."""
+    if grouped(dist):
         rank, world = dist.get_rank(), dist.get_world_size()
     else:
         rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    return Place(rank, world, socket.gethostname(), _env_int("GROUP_RANK"), _env_int("LOCAL_RANK"))
+    place = Place(rank, world, socket.gethostname(), _env_int("GROUP_RANK"), _env_int("LOCAL_RANK"))
+    if not grouped(dist) or world == 1:
+        return place, [place]
+    places: list[Any] = [None] * world
+    dist.all_gather_object(places, place)
+    return place, places
+
+
+def first_on_host(place: Place, places: list[Place]) -> bool:
+    """Whether this rank is the lowest of its node (where every rank's place is known; else
+    torchrun's first local rank)."""
+    if len(places) != place.world_size:
+        return place.local_rank in (None, 0)
+    nodes = node_names(places)
+    return min(r for r, n in nodes.items() if n == nodes[place.rank]) == place.rank
 
 
 def _env_int(name: str) -> int | None:
     value = os.environ.get(name)
     return int(value) if value is not None and value.lstrip("-").isdigit() else None
-
-
-def gather_places(dist: Any, place: Place) -> list[Place]:
-    """Every rank's place, in rank order (a collective when a process group
-    is initialized: every rank must call it; otherwise this rank's only)."""
-    if dist is None or not dist.is_available() or not dist.is_initialized() or place.world_size == 1:
-        return [place]
-    places: list[Any] = [None] * place.world_size
-    dist.all_gather_object(places, place)
-    return places
 
 
 def node_names(places: list[Place]) -> dict[int, str]:

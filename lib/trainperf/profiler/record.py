@@ -1,5 +1,6 @@
-"""One optimizer step as the profiler records it, and its resolution into a line of the steps file. A step's *window* and how the phases and exposed communication fit in
-it: docs/profiler.md, "What is measured".
+"""One optimizer step as the profiler records it, and its resolution into a line of the steps file.
+A step's *window*, and how the phases and the exposed communication fit in it: docs/profiler.md,
+"What is measured".
 """
 
 from __future__ import annotations

@@ -116,14 +116,10 @@ class StepProfiler(CommSampling):
         self._host_memory = host_memory_reader()
         self._device_name = torch.cuda.get_device_name(device) if self._cuda else "cpu"
         self._device_memory_gb = device_memory_gb(torch, device)
-        self._backend = dist.get_backend() if dist.is_available() and dist.is_initialized() else None
-        place = environment.this_place(dist)
-        self._places = environment.gather_places(dist, place)
+        self._backend = dist.get_backend() if environment.grouped(dist) else None
+        place, self._places = environment.gather_places(dist)
         self.rank = place.rank
-        nodes = environment.node_names(self._places)
-        first_on_host = (min(r for r, n in nodes.items() if n == nodes.get(place.rank)) == place.rank
-                         if len(self._places) == place.world_size else place.local_rank in (None, 0))
-        self._energy, self._energy_source = energy_meter(torch, device, first_on_host)
+        self._energy, self._energy_source = energy_meter(torch, device, environment.first_on_host(place, self._places))
         claim(self.run_dir, overwrite, dist, place.rank, place.world_size)
         self._config = config
         self._strategy: str | None = None if place.world_size > 1 else "single"
@@ -131,7 +127,7 @@ class StepProfiler(CommSampling):
         self._host = environment.host_load(torch.get_num_threads())
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
-        node = nodes.get(place.rank, place.host)
+        node = environment.node_names(self._places).get(place.rank, place.host)
         self._files = RankFiles(self.run_dir, place.rank, trace, "host" if self._cuda else "step")
         if self._sample_comm:
             self._start_sampling()

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainperf.profiler.environment import grouped
 from trainperf.profiler.record import StepRecord, resolve
 from trainperf.profiler.trace import trace_line
 from trainperf.runfolder import eventfile, rankfile
@@ -44,7 +45,7 @@ def claim(run_dir: Path, overwrite: bool, dist: Any, rank: int, world_size: int)
     must call it (a broadcast); each then raises the same error. Without a
     process group, rank 0 of several looks only at the manifest and its own
     files (the other ranks may already be writing theirs)."""
-    collective = world_size > 1 and dist is not None and dist.is_available() and dist.is_initialized()
+    collective = world_size > 1 and grouped(dist)
     problem = None
     if rank == 0:
         found = sorted({p for pattern in RUN_FILES for p in run_dir.glob(pattern)}) if run_dir.is_dir() else []
