@@ -12,7 +12,7 @@ from trainperf.errors import DataError
 
 COMMANDS: dict[str, str] = {"summarize": "trainperf.summarize_cli", "report": "trainperf.report.build.cli",
                             "bench": "trainperf.bench.cli", "compare": "trainperf.compare.cli",
-                            "import": "trainperf.importers.cli", "trace": "trainperf.profiler.cli",
+                            "import": "trainperf.importers.cli", "trace": "trainperf.profiler.trace",
                             "watch": "trainperf.profiler.watch"}
 """Each subcommand and the module that registers it (``add_subcommand``). A command line naming one
 imports only that module: ``trainperf report`` starts its kernel server before pandas is loaded."""

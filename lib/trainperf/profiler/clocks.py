@@ -1,38 +1,33 @@
-"""Clocks that time the phases of a step.
+"""Clocks that time the phases of a step (docs/profiler.md, "Clocks").
 
-A clock hands out *marks* (points in time) and later turns pairs of marks into
-seconds. On CPU a mark is a ``time.perf_counter()`` reading and is known at
-once. On GPU a mark is a CUDA event recorded on the current stream: it
-completes when the device reaches it, so the time between two marks is device
-time, and it can only be read after both events completed. The profiler keeps
-a step's marks until its last one completed (``ready``, a non-blocking query)
-and resolves them then, several steps at a time: it never synchronizes per
-phase.
+A clock hands out *marks* and later turns pairs of marks into seconds: on CPU a ``perf_counter``
+reading, known at once; on GPU a CUDA event on the current stream, readable once the device reached
+it. The profiler resolves a step's marks once the last one is ready, several steps at a time: it
+never synchronizes per phase.
 """
 
 from __future__ import annotations
 
+import time
 from time import perf_counter
 from typing import Any, Protocol
 
 
 class Clock(Protocol):
-    """What the profiler needs from a clock."""
+    """What the profiler needs from a clock: ``mark()``, a point in time now (on GPU: on the current
+    stream); ``ready(mark)``, whether it can be read without waiting; ``seconds(start, end)`` between two
+    ready marks; ``synchronize()``, until every mark handed out is ready; ``release(marks)``, marks read
+    and no longer needed (they may be reused)."""
 
-    def mark(self) -> Any:
-        """A point in time, now (on GPU: now on the current stream)."""
+    def mark(self) -> Any: ...
 
-    def ready(self, mark: Any) -> bool:
-        """Whether the mark can be read without waiting."""
+    def ready(self, mark: Any) -> bool: ...
 
-    def seconds(self, start: Any, end: Any) -> float:
-        """Seconds from ``start`` to ``end`` (both ready)."""
+    def seconds(self, start: Any, end: Any) -> float: ...
 
-    def synchronize(self) -> None:
-        """Wait until every mark handed out so far is ready."""
+    def synchronize(self) -> None: ...
 
-    def release(self, marks: list[Any]) -> None:
-        """Marks that are read and no longer needed (they may be reused)."""
+    def release(self, marks: list[Any]) -> None: ...
 
 
 class HostClock:
@@ -85,3 +80,16 @@ class CudaClock:
 
     def release(self, marks: list[Any]) -> None:
         self._pool.extend(marks)
+
+
+def unix_ns_at(mark: float) -> int:
+    """The Unix time (ns, ``time.time_ns``) at ``mark``, a ``perf_counter``
+    reading: the rank's clock set against the wall clock, read back to back
+    (the closest of three pairs, within a few µs)."""
+    pairs = []
+    for _ in range(3):
+        before = perf_counter()
+        wall = time.time_ns()
+        pairs.append((perf_counter() - before, wall, before))
+    _, wall, at = min(pairs)
+    return wall - round((at - mark) * 1e9)

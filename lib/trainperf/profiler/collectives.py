@@ -1,49 +1,9 @@
-"""Communication of strategies that issue their own collectives (FSDP2
-``fully_shard``, the older ``FullyShardedDataParallel``, any collective),
-from short sampled ``torch.profiler`` windows.
-
-DDP hands its gradient all-reduces to a communication hook (``comm.py``);
-FSDP has no such hook for its parameter all-gathers and gradient
-reduce-scatters. Every ``every`` optimizer steps or more the profiler runs
-``torch.profiler`` for ``steps`` steps and reads the collectives it recorded.
-A window starts once at least ``every`` steps passed since the last one
-started *and* the last window's cost (its host time minus that of as many
-ordinary steps) is at most :data:`BUDGET` of the time since it ended, on
-the wall clock and on the training thread's CPU time alike (on a machine
-shared with other processes, wall time grows with their load while the
-window's cost does not): short steps, whose ops ``torch.profiler`` slows
-most, are sampled less often, so the sampling costs at most 0.25 % of the
-run (the first window aside).
-The first window is the end of the warm-up when the warm-up is longer than a
-window (the very first step, with its one-time costs, is never sampled), so
-the measured steps of a short run are not slowed by the sampling; else it
-starts with the first measured step. What is read:
-
-* on CPU with gloo, the ``gloo:<collective>`` ranges that gloo's worker
-  threads record while they run a collective; compute is the ``aten::`` ops
-  of the training thread;
-* on GPU with NCCL, the NCCL kernels (``nccl...``) on the device timeline;
-  compute is every other kernel and memory operation on the device
-  (:data:`DEVICE_WORK`). A window with no device record at all (no CUPTI)
-  is an error, not zero communication.
-
-Per window (seconds per step, the window's mean):
-
-* ``comm_s``: length of the union of the collective intervals;
-* ``comm_exposed_s``: the part of that union during which no compute ran
-  (the rank waits for communication only).
-
-Each sampled step gets its window's values, and every following step the
-latest window's values, until the next window (the sampling is stated in the
-run's manifest). The estimate covers the whole step: under FSDP the exposed
-waits lie inside the ``forward`` and ``backward`` phases the user times and
-are not taken out of them (unlike DDP's measured all-reduces).
-
-Why ``torch.profiler`` rather than wrapping FSDP's collective calls: the
-collective records (gloo's ranges, NCCL's kernels) come from the process
-group backends, whoever issues the collective (FSDP2, FSDP, DDP, user code),
-while the functions FSDP calls internally (and their streams) change between
-torch releases.
+"""Communication of strategies that issue their own collectives (FSDP2 ``fully_shard``, the older
+``FullyShardedDataParallel``, any collective), from short sampled ``torch.profiler`` windows: when a
+window starts, what is read on CPU (gloo's ranges) and on GPU (NCCL's kernels), ``comm_s`` and
+``comm_exposed_s`` per window, and why ``torch.profiler`` rather than wrapping FSDP's calls:
+docs/profiler.md, "Communication under FSDP (and any collective)". ``sampling.py`` ties the windows
+to the profiler's steps.
 """
 
 from __future__ import annotations
@@ -58,11 +18,10 @@ DEFAULT_EVERY = 100
 DEFAULT_STEPS = 2
 """Steps per sampled window."""
 BUDGET = 0.0025
-"""Largest share of the run's time a window may cost (its steps' slowdown
-under ``torch.profiler`` and the reading of its records): a quarter of the
-profiler's 1 % target, which the rest of the profiler's work per step shares
-(about 120 µs a step in a real loop on a 2-core CPU machine: the target holds
-from steps of about 16 ms; docs/profiler.md)."""
+"""Largest share of the run's time a window may cost (its steps' slowdown under ``torch.profiler``
+and the reading of its records): a quarter of the profiler's 1 % target, which the rest of its work
+per step shares (about 120 µs a step in a real loop on a 2-core CPU machine: the target holds from
+steps of about 16 ms; docs/profiler.md, "Overhead")."""
 
 
 def clocks() -> tuple[float, float]:
@@ -128,11 +87,8 @@ def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tupl
 
 STEP_RANGE = "trainperf/step"
 DEVICE_WORK = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-"""Kineto activity types of the device records that are work on the device
-(NCCL's collectives are kernels too). The device timeline's other records
-are not: ``record_function`` ranges drawn there (``gpu_user_annotation``),
-synchronization waits (``cuda_sync``, recorded when a user's experimental
-config asks for them), events and profiler ranges."""
+"""Kineto activity types of the device records that are work (NCCL's collectives are kernels too);
+the others (``record_function`` ranges, ``cuda_sync`` waits, events) are not."""
 
 
 def is_device_work(event: Any) -> bool:
@@ -145,12 +101,9 @@ def is_device_work(event: Any) -> bool:
 
 
 def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
-    """``(name, on_device, thread, start_us, end_us)`` of every host record
-    and every device record that is work (:func:`is_device_work`) of a
-    stopped ``torch.profiler.profile``, read from Kineto's raw results (tens
-    of milliseconds for a few thousand records, where building
-    ``profile.events()`` takes about a second); ``events()`` where the raw
-    results are not there."""
+    """``(name, on_device, thread, start_us, end_us)`` of every host record and every device record
+    that is work (:func:`is_device_work`) of a stopped ``torch.profiler.profile``, from Kineto's raw
+    results (``profile.events()`` takes a second to build), else from ``events()``."""
     results = getattr(getattr(profile, "profiler", None), "kineto_results", None)
     if results is not None and hasattr(results, "events"):
         records = []
@@ -252,7 +205,10 @@ class CollectiveSampler:
         return self.estimate
 
     def cancel(self) -> None:
-        """Stop a window without reading it (profiling stopped)."""
+        """Stop a window without reading it (sampling or profiling stopped); never raises."""
         profile, self._profile = self._profile, None
-        if profile is not None:
-            profile.stop()
+        try:
+            if profile is not None:
+                profile.stop()
+        except Exception:
+            pass

@@ -1,37 +1,12 @@
-"""Gradient communication timing under DDP, through a DDP communication hook.
+"""Gradient communication timing under DDP, through a DDP communication hook that marks when each
+bucket is handed over and when its all-reduce completes; ``comm_s`` and ``comm_exposed_s`` from those
+marks: docs/profiler.md, "Communication under DDP". FSDP's collectives are sampled (``collectives.py``).
 
-DDP groups gradients into buckets and all-reduces each bucket as soon as its
-gradients are computed, while backward goes on for earlier layers. The hook
-installed by :func:`watch_ddp` wraps the all-reduce (by default DDP's own
-``allreduce_hook``, which averages like DDP does without a hook) and takes a
-mark when a bucket is handed to it (its gradients are ready) and one when its
-all-reduce completes. From those marks, per step:
-
-* ``comm_s``: the time during which at least one gradient all-reduce was in
-  flight (length of the union of the intervals; queued all-reduces overlap);
-* ``comm_exposed_s``: the part not hidden behind backward. In each backward
-  pass, gradient computation ends when the last bucket is ready; what remains
-  of the all-reduces after that point is exposed:
-  ``max(all-reduce ends) - ready time of the last bucket``, summed over the
-  backward passes of the step (several with gradient accumulation without
-  ``no_sync``).
-
-The completion mark is taken by a Python callback that runs on the thread
-of the communication backend. That thread lets go of the callback only after
-DDP has seen the all-reduce complete, so at the end of training the training
-thread may reach interpreter exit first; a backend thread that then takes the
-GIL to free it aborts the process (gloo: "terminate called without an active
-exception"). :meth:`DdpCommTimer.stop` therefore waits until every callback has
+The completion mark is taken by a Python callback on the communication backend's thread, which lets
+go of it only after DDP has seen the all-reduce complete: a backend thread that takes the GIL to free
+it after the training thread reached interpreter exit aborts the process (gloo: "terminate called
+without an active exception"). :meth:`DdpCommTimer.stop` therefore waits until every callback has
 been let go, and the default hook adds no callback of its own.
-
-DDP's ``backward()`` returns only once every all-reduce has completed, so
-the exposed stretch lies inside the ``backward`` phase as the user times it;
-the profiler reports it once, as ``comm_exposed_s``, and takes it out of
-``backward_s``: the phases then add up to the step.
-
-Under FSDP there is no such hook for the parameter all-gathers and gradient
-reduce-scatters FSDP issues itself: they are sampled with ``torch.profiler``
-(``collectives.py``).
 """
 
 from __future__ import annotations
@@ -163,16 +138,11 @@ def average(group: Any, bucket: Any) -> Any:
 
 
 def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any = None) -> DdpCommTimer:
-    """Register the timing hook on a ``DistributedDataParallel`` model,
-    wrapping ``comm_hook`` (default: :func:`average` on the model's process
-    group). Must be called before the first backward.
-
-    The hook holds no reference to the default process group (:func:`average`
-    finds it by itself): the completion callbacks of the last step live as long
-    as its tensors (``loss``), and a group they held would outlive
-    ``destroy_process_group()`` with its communication threads, which then touch
-    Python while the interpreter exits (gloo: "terminate called without an active
-    exception", SIGABRT)."""
+    """Register the timing hook on a ``DistributedDataParallel`` model, wrapping ``comm_hook``
+    (default: :func:`average` on the model's process group), before the first backward. The hook
+    holds no reference to the default group: the last step's completion callbacks live as long as its
+    tensors, and a group they held would outlive ``destroy_process_group()`` (see the module's
+    docstring)."""
     if comm_hook is None:
         import torch.distributed as dist
 

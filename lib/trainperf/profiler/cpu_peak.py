@@ -1,24 +1,5 @@
-"""The CPU's measured matmul peak for a CPU run's MFU, measured on a quiet machine and kept per machine.
-
-A CPU has no datasheet peak in trainperf's table, so a CPU run's MFU needs
-the rate this machine reaches (:func:`trainperf.profiler.peak_flops.measure_peak_flops`,
-the best of at least three timed products in about a second). A peak measured while
-other work competes for the cores is too low, and every MFU against it too high, so:
-
-* the machine's load is read before and after the measurement (the 1-minute load
-  average, ``os.getloadavg``); the machine is *quiet* when the larger of the two plus
-  the threads measured is at most its cores (:func:`quiet`);
-* a peak is kept, per CPU model, core count, torch version, thread count and dtype, in
-  ``peak-flops.json`` in the cache folder (``$TRAINPERF_CACHE_DIR``, else
-  ``$XDG_CACHE_HOME/trainperf``, else ``~/.cache/trainperf``) only when measured quiet;
-  one measured under load is used for its run alone and said to be;
-* at n threads the 1-thread peak is known too (measured once, kept alike): a peak at
-  n threads below it is impossible (``trainperf.invariants.peaks_consistent``), so a
-  cached one is measured again and one just measured is not kept; the run then uses
-  the 1-thread peak, the least the n threads can do;
-* a cache entry that is not a quiet measurement of this version's form is measured again.
-
-Each run records the peak it used and how it was got (``source``, the runs column ``peak_method``).
+"""The CPU's measured matmul peak for a CPU run's MFU, measured on a quiet machine and kept per
+machine in ``peak-flops.json`` in the cache folder (docs/profiler.md, "CPU peak" under "Usage").
 """
 
 from __future__ import annotations
@@ -68,14 +49,11 @@ def _torch_measure(dtype: str, threads: int) -> float:
 
 def cpu_peak(precision: str | None, *, threads: int | None = None, measure: Measure | None = None,
              load: Callable[[], float] | None = None, cores: int | None = None) -> dict[str, Any]:
-    """This machine's CPU peak for a run at ``precision`` with ``threads``
-    (default: torch's current thread count): ``{"tflops", "dtype", "threads",
-    "cpu", "cores", "torch", "cached", "quiet", "loads", "source"}``
-    (TFLOP/s per process; ``loads``: the 1-minute load averages before and
-    after the measurement; ``source``: how the peak was got, in words). Read
-    from the cache where a quiet measurement of its key is kept, else measured
-    (see the module's docstring). ``measure``, ``load`` and ``cores`` stand in
-    for the matmul timing, the load average and ``os.cpu_count()``."""
+    """This machine's CPU peak for a run at ``precision`` with ``threads`` (default: torch's):
+    ``{"tflops", "dtype", "threads", "cpu", "cores", "torch", "cached", "quiet", "loads", "source"}``
+    (TFLOP/s per process; ``loads``: the 1-minute load averages before and after; ``source``: how it
+    was got, in words). ``measure``, ``load`` and ``cores`` stand in for the matmul timing, the load
+    average and ``os.cpu_count()``."""
     import torch
 
     measure = measure or _torch_measure

@@ -1,22 +1,6 @@
-"""Energy of a step window, in joules, from the hardware's own energy
-counters, read on the host after the step's end mark (no synchronisation).
-
-* GPU: NVML's total-energy counter of the rank's GPU
-  (``nvmlDeviceGetTotalEnergyConsumption``: millijoules since the driver was
-  loaded, Volta and later), through the ``nvidia-ml-py`` package's
-  ``pynvml``, imported only on CUDA.
-* CPU: the RAPL package counters of the host
-  (``/sys/class/powercap/intel-rapl:<N>/energy_uj``, microjoules, one per CPU
-  package; Intel, and AMD Zen under the same driver), where this process may
-  read them (recent kernels let only root). A counter wraps to 0 after
-  ``max_energy_range_uj``. A package counts every process on it, so only the
-  first rank of each host reads them: its ``energy_j`` is the host's.
-* Otherwise none: the manifest says why, once.
-
-The host reads the counter when the step ends on the host; on GPU the host
-runs ahead of the device, and NVML updates its counter every few
-milliseconds, so one step's value may carry some of its neighbours' energy;
-their sum over many steps is the energy of the window.
+"""Energy of a step window, in joules, from the hardware's own counters, read on the host after the
+step's end mark without a synchronisation: NVML's total-energy counter of a GPU, the RAPL package
+counters of a CPU host, read by its first rank (docs/profiler.md, "Energy").
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""Where a rank runs, and the content of the run's ``manifest.json``
-(format: ``trainperf.runfolder.manifest``).
-
-The manifest holds the run's configuration (the canonical runs-table columns
-the user passed, which the profiler cannot know: model, precision, ...) and
-its environment: torch version, device name, world size, the host of each
-rank, the number of nodes, the git commit of the working directory when there
-is one.
-
-A *node* is one machine of the job. torchrun numbers its nodes (``GROUP_RANK``);
-the profiler names a node after its host, and adds torchrun's node number when
-one host runs several of them (as in a test that simulates two nodes on one
-machine), so that ``nodes`` counts what torchrun counts.
+"""Where a rank runs, and the content of the run's ``manifest.json`` (format:
+``trainperf.runfolder.manifest``; its fields: docs/profiler.md, "The run folder"). A *node* is named
+after its host, and ``host#<node_rank>`` where one host runs several of torchrun's nodes.
 """
 
 from __future__ import annotations
@@ -39,29 +29,39 @@ class Place:
     local_rank: int | None
 
 
-def this_place(dist: Any) -> Place:
-    """Rank and world size from the initialized process group, else from
-    torchrun's environment variables, else a single process."""
-    if dist is not None and dist.is_available() and dist.is_initialized():
+def grouped(dist: Any) -> bool:
+    """Whether ``dist`` (``torch.distributed``) has an initialized process group."""
+    return dist is not None and dist.is_available() and dist.is_initialized()
+
+
+def gather_places(dist: Any) -> tuple[Place, list[Place]]:
+    """This rank's place, from the initialized process group, else from torchrun's environment
+    variables, else a single process; and every rank's, in rank order (a collective when a process
+    group is initialized: every rank must call it; otherwise this rank's only)."""
+    if grouped(dist):
         rank, world = dist.get_rank(), dist.get_world_size()
     else:
         rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    return Place(rank, world, socket.gethostname(), _env_int("GROUP_RANK"), _env_int("LOCAL_RANK"))
+    place = Place(rank, world, socket.gethostname(), _env_int("GROUP_RANK"), _env_int("LOCAL_RANK"))
+    if not grouped(dist) or world == 1:
+        return place, [place]
+    places: list[Any] = [None] * world
+    dist.all_gather_object(places, place)
+    return place, places
+
+
+def first_on_host(place: Place, places: list[Place]) -> bool:
+    """Whether this rank is the lowest of its node (where every rank's place is known; else
+    torchrun's first local rank)."""
+    if len(places) != place.world_size:
+        return place.local_rank in (None, 0)
+    nodes = node_names(places)
+    return min(r for r, n in nodes.items() if n == nodes[place.rank]) == place.rank
 
 
 def _env_int(name: str) -> int | None:
     value = os.environ.get(name)
     return int(value) if value is not None and value.lstrip("-").isdigit() else None
-
-
-def gather_places(dist: Any, place: Place) -> list[Place]:
-    """Every rank's place, in rank order (a collective when a process group
-    is initialized: every rank must call it; otherwise this rank's only)."""
-    if dist is None or not dist.is_available() or not dist.is_initialized() or place.world_size == 1:
-        return [place]
-    places: list[Any] = [None] * place.world_size
-    dist.all_gather_object(places, place)
-    return places
 
 
 def node_names(places: list[Place]) -> dict[int, str]:
@@ -97,13 +97,9 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
              strategy: str | None, warmup_steps: int, warmup_rule: str, torch_version: str,
              cpu_peak: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
              energy: str | None = None, device_memory_gb: float | None = None) -> dict[str, Any]:
-    """The content of ``manifest.json``; ``warmup_steps`` and ``warmup_rule``:
-    the least warm-up and how the reader finds the rest
-    (``trainperf.steady_state``); ``cpu_peak``: the CPU's measured
-    matmul peak (``trainperf.profiler.cpu_peak``), a CPU run's peak for MFU;
-    ``host``: rank 0's host at the start (:func:`host_load`); ``energy``: what
-    measures the steps' energy (``energy.py``: ``nvml: ...``, ``rapl: ...``
-    or ``none: <why>``); ``device_memory_gb``: rank 0's device memory (GiB)."""
+    """The content of ``manifest.json`` (docs/profiler.md, "The run folder"); ``cpu_peak``:
+    ``cpu_peak.cpu_peak``'s; ``host``: :func:`host_load`'s; ``energy``: ``energy.energy_meter``'s
+    sentence; ``device_memory_gb``: rank 0's device memory (GiB)."""
     from trainperf import __version__
 
     nodes = node_names(places)

@@ -1,21 +1,7 @@
-"""The model's size and FLOPs, from the model itself, for the runs whose
-configuration does not give them.
-
-``StepProfiler.watch(model)`` records the model's parameter count
-(:func:`parameter_counts`) and decides how its FLOPs are known
-(:func:`needs_counting`): the FLOPs conventions per token (``6n``, ``palm``,
-...) are formulas for decoder-only transformers, so any other model, and one
-not recognised as such, has the FLOPs of its first step counted.
-``StepProfiler(..., count_flops=True)`` counts whatever the model; ``False``
-never. The first step the profiler times is counted (a warm-up step:
-counting slows it, see docs/profiler.md)
-with PyTorch's FLOP counter (:class:`StepFlopCounter`): every matrix product
-and convolution of the forward and backward passes, attention under the
-math backend (the counter sees no FLOPs in the fused attention kernels of
-the CPU). The count is this rank's; divided by the samples this rank
-processed in that step it is ``flops_per_sample``, the same on every rank,
-which the ``counted`` FLOPs convention uses for models that no formula
-describes (CNNs, diffusion models, recommenders).
+"""The model's size and FLOPs, from the model itself, for the runs whose configuration does not give
+them: the parameter count, whether a model is a decoder-only transformer (which the per-token FLOPs
+conventions describe), and PyTorch's FLOP counter over the first step for any other model
+(docs/profiler.md, "FLOPs that fit the model").
 """
 
 from __future__ import annotations
@@ -46,14 +32,9 @@ def needs_counting(model: Any, config: Mapping[str, Any]) -> bool:
 
 
 def decoder_only_transformer(model: Any) -> bool:
-    """Whether ``model`` is a decoder-only transformer, as its transformers
-    configuration says (``model_type`` in :data:`DECODER_ONLY_MODEL_TYPES`,
-    or ``is_decoder``; never ``is_encoder_decoder``), or else as its module
-    tree shows: a token embedding, self-attention modules (``MultiheadAttention``
-    or a class named ``*Attention``/``*Attn``), a last linear layer as wide as
-    the vocabulary (the LM head), and no encoder-decoder module
-    (:data:`NOT_DECODER_ONLY`, a class named ``*Cross*``). The tree cannot show
-    a causal mask: an encoder with a vocabulary head passes."""
+    """Whether ``model`` is a decoder-only transformer, as its transformers configuration says, or
+    else as its module tree shows (docs/profiler.md, "FLOPs that fit the model"). The tree cannot
+    show a causal mask: an encoder with a vocabulary head passes."""
     modules = list(model.modules()) if hasattr(model, "modules") else []
     config = next((m.config for m in modules if hasattr(getattr(m, "config", None), "model_type")), None)
     if config is not None:
@@ -126,3 +107,12 @@ class StepFlopCounter:
     def total(self) -> int:
         """FLOPs counted (forward, backward and optimizer of this rank); 0 after an error."""
         return 0 if self.error is not None else int(self._counter.get_total_flops())
+
+    def per_sample(self, samples: Any) -> float | str:
+        """The FLOPs counted per sample of the ``samples`` the step processed, or why there are none."""
+        samples = float(samples) if samples is not None else 0.0
+        if samples > 0 and self.total > 0:
+            return self.total / samples
+        return (f"the FLOP counter failed: {self.error}" if self.error else
+                "the FLOPs of a step are counted per sample, and the first step gave no samples= to step()"
+                if samples <= 0 else "the first step ran no operation the FLOP counter counts (matmul, convolution)")

@@ -1,29 +1,5 @@
-"""Memory of a step, read on the host after the step's end mark, without a
-synchronisation. Sizes in GiB (2**30 bytes).
-
-On GPU, one call to ``torch.cuda.memory_stats(device)`` (the CUDA caching
-allocator's host-side counters) gives, per step:
-
-* ``peak_memory_gb``: ``allocated_bytes.all.peak``, the most memory tensors
-  held at once. The peak is *not* reset by default, so each step's value is
-  the peak so far (since the process started, or since the user last called
-  ``torch.cuda.reset_peak_memory_stats``), and ``torch.cuda.max_memory_allocated``
-  keeps answering the user. With ``reset_peak=True`` the peaks are reset
-  after each reading, so that each step's value is that step's own peak; this
-  resets them for the user too.
-* ``reserved_memory_gb``: ``reserved_bytes.all.peak``, the most memory the
-  allocator held from the driver (tensors, their rounding, and its cache):
-  what counts against the device's capacity.
-* ``alloc_retries`` and ``ooms``: how many times in the step the allocator
-  freed its cache and retried an allocation that failed (``num_alloc_retries``:
-  memory pressure, each retry costs a synchronisation) and raised an
-  out-of-memory error (``num_ooms``, those the user's code caught included).
-
-On CPU, ``peak_memory_gb`` is the peak resident set of the process so far
-(``getrusage``'s ``ru_maxrss``, which only grows; psutil's resident set where
-``getrusage`` is missing). On every device, ``host_memory_gb`` is the
-process's resident set at the end of the step (``/proc/self/statm`` on Linux,
-read through a file kept open: about 5 µs; psutil elsewhere).
+"""Memory of a step, read on the host after the step's end mark, without a synchronisation (the
+columns: docs/profiler.md, "What is measured" and "Memory"). Sizes in GiB (2**30 bytes).
 """
 
 from __future__ import annotations
@@ -99,7 +75,8 @@ def host_peak_reader() -> Callable[[], float]:
 
 def host_memory_reader() -> Callable[[], float]:
     """Resident set of this process now (GiB): the second field of
-    ``/proc/self/statm`` (pages) where there is one, else psutil's."""
+    ``/proc/self/statm`` (pages, read through a file kept open: about 5 µs)
+    where there is one, else psutil's."""
     try:
         statm = os.open("/proc/self/statm", os.O_RDONLY)
     except OSError:
@@ -109,3 +86,30 @@ def host_memory_reader() -> Callable[[], float]:
         return lambda: process.memory_info().rss / GIB
     page = os.sysconf("SC_PAGE_SIZE") / GIB
     return lambda: int(os.pread(statm, 128, 0).split()[1]) * page
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` says that memory ran out: torch's ``OutOfMemoryError``
+    (CUDA, ROCm, XPU, MPS), or a ``RuntimeError`` saying ``out of memory``
+    (older releases) or ``can't allocate memory`` (the CPU allocator)."""
+    import torch
+
+    if isinstance(error, getattr(torch, "OutOfMemoryError", ())):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def device_memory_gb(torch: Any, device: Any) -> float | None:
+    """The memory of ``device`` (GiB): what the driver lets PyTorch use on a
+    GPU, the host's physical memory on CPU (psutil); None where unknown."""
+    try:
+        if device.type == "cuda":
+            return torch.cuda.get_device_properties(device).total_memory / GIB
+        if device.type == "cpu":
+            import psutil
+
+            return psutil.virtual_memory().total / GIB
+    except Exception:
+        return None
+    return None

@@ -18,24 +18,13 @@ if TYPE_CHECKING:
 
 def measure_peak_flops(dtype: torch.dtype | None = None, n: int | None = None, seconds: float = 1.0,
                        device: str | torch.device = "cpu", threads: int | None = None) -> float:
-    """Measured dense matmul rate of this machine, in FLOP/s (not TFLOP/s).
-
-    Multiplies two random ``n × n`` matrices of ``dtype`` (default
-    ``torch.float32``) with ``torch.mm`` (``2·n³`` FLOPs each): two warm-up
-    products, then timed samples for about ``seconds`` (at least three), and
-    returns the best sample's rate. On CUDA each sample is timed with CUDA
-    events around enough back-to-back products to last about a tenth of
-    ``seconds``, after a synchronize; on CPU with ``time.perf_counter``.
-
-    ``n`` defaults to 1024 on CPU (about 1.2 s in all with the default
-    ``seconds``) and 8192 on CUDA (large enough to approach the tensor-core
-    peak). ``threads`` sets ``torch``'s intra-op thread count for the
-    measurement (restored afterwards); measure with the threads one training
-    process uses, since a CPU run's ``gpus`` counts processes. Other load on
-    the machine lowers the result; the best-of-samples rule limits that, and a
-    single thread is the least sensitive. The result divided by 10¹² is a
-    run's ``peak_tflops_per_gpu``. Raises ``RuntimeError`` for a CUDA device
-    when CUDA is not available.
+    """Measured dense matmul rate of this machine, in FLOP/s (not TFLOP/s): the best of at least
+    three timed ``n × n`` products of ``dtype`` (default ``torch.float32``) over about ``seconds``
+    (docs/hardware.md). ``n`` defaults to 1024 on CPU (about 1.2 s in all) and 8192 on CUDA (large
+    enough to approach the tensor-core peak). ``threads`` sets torch's intra-op thread count for the
+    measurement (restored afterwards). Other load on the machine lowers the result; the best-of-samples
+    rule limits that, and a single thread is the least sensitive. Raises ``RuntimeError`` for a CUDA
+    device when CUDA is not available.
     """
     import torch
 

@@ -1,16 +1,6 @@
-"""One optimizer step as the profiler records it, and its resolution into a
-line of the steps file.
-
-A step's *window* runs from the end of the previous step (for the first step:
-the first thing the profiler timed) to the end of this one, so the windows of
-consecutive steps tile the rank's timeline: ``step_s`` includes the wait for
-the batch and anything else done between two steps that the profiler was not
-told about. A phase timed outside any step (a checkpoint, a validation run:
-``events-rank{R}.jsonl``) is the exception: the next step's window starts
-when it ends, so the rank's timeline is its steps and those phases. Time in
-a window outside every timed phase is work the profiler was not told about. Exposed gradient communication, which
-DDP waits for inside ``backward()``, is counted once, as ``comm_exposed_s``,
-not also in ``backward_s``.
+"""One optimizer step as the profiler records it, and its resolution into a line of the steps file.
+A step's *window*, and how the phases and the exposed communication fit in it: docs/profiler.md,
+"What is measured".
 """
 
 from __future__ import annotations
@@ -31,15 +21,10 @@ CARRIED = ("data", "h2d")
 
 
 class StepRecord:
-    """Marks and counters of one step until it is resolved. ``phases`` holds
-    ``(phase index, start mark, end mark)`` on the step clock; ``data`` holds
-    ``(start, end)`` of the waits for a batch on the host clock. ``estimate``:
-    ``(comm_s, comm_exposed_s)`` from a sampled window (``collectives.py``),
-    used where no collective was timed; ``waiting``: the step waits for the
-    end of its window before it can be resolved. ``memory``, ``host_memory_gb``
-    and ``energy_j``: read when the step ended (``memory.py``, ``energy.py``);
-    ``out_of_memory``: the step raised an out-of-memory error and did not
-    complete."""
+    """Marks and counters of one step until it is resolved: ``phases``, ``(phase index, start, end)``
+    marks on the step clock; ``data``, ``(start, end)`` of the waits for a batch on the host clock;
+    ``estimate``, ``(comm_s, comm_exposed_s)`` of a sampled window, used where no collective was timed;
+    ``waiting``, the step waits for its window's end; the rest as in the steps file's columns."""
 
     __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm", "tokens", "samples", "micro_steps",
                  "loss", "memory", "host_memory_gb", "energy_j", "out_of_memory", "estimate", "waiting")
@@ -123,6 +108,29 @@ def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]])
     """Total length (s) of the intersections of two lists of ``(start, end)`` intervals,
     each list made of disjoint intervals."""
     return sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in spans for s2, e2 in others)
+
+
+def on_host(value: Any) -> Any:
+    """A CUDA tensor starts its copy to the host now (ordered before the
+    step's end mark, so it is complete when the step is resolved); a host
+    tensor is read now (no sync), so that the step kept for its batch holds
+    no tensor and no autograd graph; anything else is kept as it is."""
+    if getattr(value, "is_cuda", False):
+        return value.detach().to("cpu", non_blocking=True)
+    return number(value) if hasattr(value, "item") else value
+
+
+def unattributed(phases: list[tuple[int, Any, Any]], data: list[tuple[float, float]],
+                 clock: Clock) -> dict[str, float]:
+    """Seconds per phase column (``data_s``, ...) of the phases timed after the last step, which
+    belong to no step (``unattributed_s`` of the steps file's end line)."""
+    seconds: dict[str, float] = {}
+    for index, start, end in phases:
+        name = f"{PHASES[index]}_s"
+        seconds[name] = seconds.get(name, 0.0) + clock.seconds(start, end)
+    if data:
+        seconds["data_s"] = seconds.get("data_s", 0.0) + sum(e - s for s, e in data)
+    return seconds
 
 
 def number(value: Any) -> int | float | None:

@@ -1,38 +1,11 @@
-"""Every rank of a run on one timeline, as one Chrome trace JSON, and
-``torch.profiler`` (Kineto) traces of the same job merged into it.
-
-With ``trace=True`` (the default) the profiler writes ``trace-rank{R}.jsonl``
-beside the steps file: one JSON object per step with every interval it timed,
-``[start_s, duration_s]`` in seconds since the profiler started on that rank:
-
-``{"step": 3, "warmup": false, "window": [s, d], "phases": [["forward", s, d], ...],
-"allreduce": [[s, d], ...], "data": [[s, d], ...], "data_clock": "step"}``
-
-``data_clock`` is ``step`` when the waits for data share the step clock (CPU),
-``host`` when they do not (GPU: phases are device time from CUDA events, the
-data waits host time; the trace shows them on a track of their own).
-
-:func:`export_chrome_trace` turns a run's files into one trace in the Trace Event
-Format (complete events, times in microseconds), which opens in Perfetto
-(ui.perfetto.dev) or ``chrome://tracing``: a process per rank (``pid`` =
-rank) with its steps, phases, all-reduces and waits for data on tracks of
-their own, and the phases the rank timed outside its steps
-(``events-rank{R}.jsonl``) on the steps' track. Each rank's steps header
-records the Unix time at which its clock reads 0 (``origin_unix_ns``): every
-rank is placed on that one wall clock (ranks on several hosts are as aligned
-as the hosts' clocks are, e.g. by NTP). Time 0 of the trace is the earliest
-rank's origin (``baseTimeNanoseconds``, as in Kineto's traces).
-
-A Kineto trace (``torch.profiler``'s ``export_chrome_trace``) counts ``ts``
-in microseconds from its own ``baseTimeNanoseconds`` on the Unix clock; its
-events are moved onto the run's clock by the difference of the two bases, its
-processes renumbered (their ``pid`` could be a rank's) and named after the
-rank that wrote it (its ``distributedInfo``), and sorted just below that
-rank's trainperf tracks: trainperf's phases above the ops and kernels they ran.
+"""Every rank of a run on one timeline, as one Chrome trace JSON, with ``torch.profiler`` (Kineto)
+traces of the same job merged in: ``trainperf trace`` (docs/profiler.md, "One timeline for every rank");
+the ``trace-rank{R}.jsonl`` lines it reads: docs/profiler.md, "The run folder".
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import warnings
@@ -67,14 +40,11 @@ def trace_line(step: int, warmup: bool, window: tuple[float, float], phases: lis
 
 def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, *, ranks: Iterable[int] | None = None,
                  steps: tuple[int, int] | None = None, torch_traces: Sequence[str | Path] = ()) -> Path:
-    """Write ``trace.json`` (into ``out_dir``, default the run folder): the
-    ranks of the run (or those of ``ranks``) on one wall clock, their steps
-    ``steps[0]`` to ``steps[1]`` (inclusive; default all) and the phases
-    outside the steps between them, with the Kineto traces ``torch_traces``
-    merged in; return its path. Malformed lines are skipped and reported in
-    one DataWarning; a rank whose steps file records no clock origin (written
-    before it was recorded) puts every rank on its own clock, with a
-    DataWarning, and cannot be merged with a Kineto trace (DataError)."""
+    """Write ``trace.json`` into ``out_dir`` (default: the run folder) and return its path: the
+    ranks (those of ``ranks``) on one wall clock, their steps ``steps[0]`` to ``steps[1]``
+    (inclusive) and the phases outside the steps between them, the Kineto traces ``torch_traces``
+    merged in. Malformed lines are skipped (one DataWarning); a rank whose steps file records no clock
+    origin puts every rank on its own clock (a DataWarning), and cannot take a Kineto trace (DataError)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise DataError("no such folder", path=run_dir)
@@ -202,3 +172,53 @@ def _kineto_events(trace: dict[str, Any], shift_us: float, first_pid: int, numbe
     events += [{"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": sort + 1 + i}}
                for i, pid in enumerate(pids.values())]
     return events
+
+
+def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``trainperf trace``: :func:`export_chrome_trace` on the command line."""
+    parser = subparsers.add_parser(
+        "trace", help="put a profiled run's ranks on one timeline: one Chrome trace JSON (Perfetto)",
+        description=f"Turn the trace-rank<R>.jsonl files of a run folder written by StepProfiler into one "
+                    f"{TRACE_OUT} with a track per rank on one wall clock, which opens in Perfetto "
+                    "(ui.perfetto.dev) or chrome://tracing; torch.profiler traces of the same job can be merged in.")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="run folder written by StepProfiler")
+    parser.add_argument("--out", metavar="DIR", help="write the file here (default: the run folder)")
+    parser.add_argument("--ranks", metavar="LIST", type=int_ranges,
+                        help="only these ranks, e.g. 0-3,8 (default: all)")
+    parser.add_argument("--steps", metavar="FIRST-LAST", type=step_range,
+                        help="only these steps, e.g. 100-120 (inclusive; default: all)")
+    parser.add_argument("--torch-trace", metavar="FILE", nargs="+", default=[],
+                        help="torch.profiler (Kineto) trace JSON files of the same job to merge, aligned by "
+                             "their baseTimeNanoseconds")
+    parser.set_defaults(run=_run)
+
+
+def int_ranges(text: str) -> list[int]:
+    """``0-3,8`` as ``[0, 1, 2, 3, 8]``."""
+    return [n for first, last in _spans(text, "a list of ranks such as 0-3,8") for n in range(first, last + 1)]
+
+
+def step_range(text: str) -> tuple[int, int]:
+    """``100-120`` as ``(100, 120)``; ``7`` as ``(7, 7)``."""
+    return _spans(text, "a step range such as 100-120", most=1)[0]
+
+
+def _spans(text: str, example: str, most: int | None = None) -> list[tuple[int, int]]:
+    """``0-3,8`` as ``[(0, 3), (8, 8)]`` (at most ``most`` of them); an argparse error saying
+    that ``text`` is not ``example`` where it is not that."""
+    parts = [part.partition("-") for part in text.split(",")]
+    try:
+        if most is not None and len(parts) > most:
+            raise ValueError(text)
+        return [(int(first), int(last or first)) for first, _, last in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {example}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        print(export_chrome_trace(args.run_dir, args.out, ranks=args.ranks, steps=args.steps,
+                                  torch_traces=args.torch_trace))
+    except OSError as exc:
+        raise DataError(f"cannot write the trace: {exc}", path=args.out or args.run_dir) from exc
+    return 0

@@ -1,25 +1,6 @@
-"""``trainperf watch RUN_DIR``: a live terminal view of a run (or of a folder
-of runs) while the profiler writes it.
-
-About once a second each rank's steps file is read from where the last read
-stopped (``trainperf.runfolder.tail``: only what was appended), and the view
-shows, over each rank's last :data:`RECENT_STEPS` measured steps: the step
-time (median), tokens/s of the rank, its MFU, the share of the step in each
-phase (``comm`` is the exposed communication wait, ``other`` what no phase
-timed), its peak device memory and host memory; above them the run's tokens/s
-in total and per device, its MFU (``trainperf.derived``: the run's own
-FLOPs convention and peak), and the slowest rank (``trainperf.ranks``): the one
-with the most work in a step (step time less its exposed communication wait),
-the phase where it spends most beyond the other ranks' median, and how long the
-other ranks wait for communication a step (under DDP: mostly for it;
-``trainperf.find_straggler`` gives the verdict after the run). The ranks are sorted slowest first; a run of
-many ranks shows the :data:`SHOWN_RANKS` slowest and the fastest.
-
-The view ends by itself when every run it shows is closed (each of the
-world's ranks wrote its end line); a run with a rank that died never closes
-(leave with Ctrl-C). ``--once`` prints one frame and exits (scripts, CI logs).
-The profiler writes in batches (every 100 steps or about a second), so the
-view trails the job by about a batch.
+"""``trainperf watch RUN_DIR``: a live terminal view of a run (or of a folder of runs) while the
+profiler writes it, from what each rank appended to its steps file (``trainperf.runfolder.tail``);
+what it shows and when it ends: docs/profiler.md, "Watching a run live".
 """
 
 from __future__ import annotations
@@ -224,13 +205,14 @@ def render(frames: list[dict[str, Any]]) -> Group:
         world = f["world_size"] or "?"
         parts.append(Text.from_markup(
             f"[bold]{f['run']}[/bold] {f['model'] or ''}  {state}  ranks {f['ranks_seen']}/{world} "
-            f"({f['closed_ranks']} closed)  last step {_or_dash(f['last_step'])}"
+            f"({f['closed_ranks']} closed)  last step {_shown(f['last_step'])}"
             + (f"  [red]{f['bad_lines']} unreadable line(s)[/red]" if f["bad_lines"] else "")))
         if not f["ranks"]:
             parts.append(Text("  no step written yet"))
             continue
-        parts.append(Text(f"  step {_ms(f['step_s'])}   tokens/s {_rate(f['tokens_per_s'])} total, "
-                          f"{_rate(f['tokens_per_s_per_device'])} per device   MFU {_mfu(f['mfu'])}"))
+        parts.append(Text(f"  step {_ms(f['step_s'])}   tokens/s {_shown(f['tokens_per_s'], ',.0f')} total, "
+                          f"{_shown(f['tokens_per_s_per_device'], ',.0f')} per device   "
+                          f"MFU {_shown(f['mfu'] * 100, '.2g', '%')}"))
         slow = f.get("slowest")
         if slow:
             where = (f", +{_ms(slow['phase_excess_s'])} in {slow['phase']} beyond the others' median"
@@ -248,35 +230,21 @@ def render(frames: list[dict[str, Any]]) -> Group:
         for i, r in enumerate(shown):
             if len(rows) > SHOWN_RANKS and i == SHOWN_RANKS - 1:
                 table.add_row(f"({len(rows) - SHOWN_RANKS} more)", *[""] * (len(table.columns) - 1))
-            table.add_row(str(r["rank"]), _or_dash(r["step"]), f"{r['step_s'] * 1e3:.1f}", _rate(r["tokens_per_s"]),
-                          _mfu(r["mfu"]), *(_percent(r["shares"][p]) for p in phases),
-                          _number(r["peak_memory_gb"]), _number(r["host_memory_gb"]))
+            table.add_row(str(r["rank"]), _shown(r["step"]), f"{r['step_s'] * 1e3:.1f}",
+                          _shown(r["tokens_per_s"], ",.0f"), _shown(r["mfu"] * 100, ".2g", "%"),
+                          *(_shown(r["shares"][p], ".0%") for p in phases),
+                          _shown(r["peak_memory_gb"], ".2f"), _shown(r["host_memory_gb"], ".2f"))
         parts.append(table)
     return Group(*parts)
 
 
-def _or_dash(value: Any) -> str:
-    return "-" if value is None else str(value)
+def _shown(value: Any, spec: str = "", unit: str = "") -> str:
+    """``value`` formatted by ``spec``, then ``unit``; ``-`` where it is None or not finite."""
+    return "-" if value is None or not math.isfinite(value) else f"{value:{spec}}{unit}"
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if math.isfinite(seconds) else "-"
-
-
-def _rate(value: float) -> str:
-    return f"{value:,.0f}" if math.isfinite(value) else "-"
-
-
-def _percent(value: float) -> str:
-    return f"{value:.0%}" if math.isfinite(value) else "-"
-
-
-def _mfu(value: float) -> str:
-    return f"{value * 100:.2g}%" if math.isfinite(value) else "-"
-
-
-def _number(value: float) -> str:
-    return f"{value:.2f}" if math.isfinite(value) else "-"
+    return _shown(seconds * 1e3, ".1f", " ms")
 
 
 def watch(path: str | Path, once: bool = False, console: Console | None = None) -> int:
