@@ -313,31 +313,40 @@ def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = Fals
     than 2 complete steps, is a DataError, or with ``usable_only`` left out."""
     out: dict[str, pd.DataFrame] = {}
     dropped = 0
-    ranks_of = summaries.per_rank[summaries.per_rank["measured_intervals"].gt(0)].groupby("run_id", sort=False,
-                                                                                          observed=True).size()
-    for run_id, steps in summaries.per_step.groupby(summaries.per_step["run_id"].astype(str), sort=True):
-        steps = steps[steps["step"] >= steps["step"].min() + warmup]
-        complete = steps["ranks"].to_numpy() == ranks_of.get(run_id, 0)
-        timed = [c for c in (*WORK, *STEP_PHASE_COLUMNS) if steps[f"{c}_count"].sum() == steps["ranks"].sum()]
-        kept = steps[complete]
-        frame = pd.DataFrame({"step": kept["step"].to_numpy(), "step_time_s": kept["step_s_max"].to_numpy(),
-                              "mean_rank_step_s": (kept["step_s_sum"] / kept["step_s_count"]).to_numpy(float)})
-        for c in timed:
-            total = kept[f"{c}_sum"].to_numpy(float)
-            frame[c] = total if c in WORK else total / kept[f"{c}_count"].to_numpy(float)
+    measured = summaries.per_rank[summaries.per_rank["measured_intervals"].gt(0)]
+    ranks_of = measured.groupby(measured["run_id"].astype(str), sort=False).size()
+    ids = summaries.per_step["run_id"].astype(str)
+    after = summaries.per_step["step"] >= summaries.per_step.groupby(ids)["step"].transform("min") + warmup
+    steps, ids = summaries.per_step[after.to_numpy(bool)], ids[after.to_numpy(bool)]
+    columns = (*WORK, *STEP_PHASE_COLUMNS)
+    counts = steps[[f"{c}_count" for c in columns]].to_numpy(float)
+    figures = steps[[f"{c}_sum" for c in columns]].to_numpy(float, copy=True)
+    figures[:, len(WORK):] /= counts[:, len(WORK):]  # phases: the mean over ranks; tokens, samples: all ranks
+    by_run = steps.groupby(ids.to_numpy(), sort=True)
+    ranks = by_run["ranks"].sum()
+    every = {run_id: np.nansum(counts[where], axis=0) for run_id, where in by_run.indices.items()}
+    complete = steps["ranks"].to_numpy() == ids.map(ranks_of).fillna(0).to_numpy(float)
+    step, slowest = steps["step"].to_numpy(), steps["step_s_max"].to_numpy()
+    mean = (steps["step_s_sum"] / steps["step_s_count"]).to_numpy(float)
+    untimed_at = steps["step_s_count"].to_numpy() == 0
+    for run_id, where in by_run.indices.items():
+        kept = where[complete[where]]
+        timed = np.flatnonzero(every[run_id] == ranks[run_id])
+        frame = pd.DataFrame({"step": step[kept], "step_time_s": slowest[kept], "mean_rank_step_s": mean[kept],
+                              **{columns[i]: figures[kept, i] for i in timed}})
         if rank_steps is not None and (rank_steps["run_id"].astype(str) == run_id).any():
             mine = rank_steps[rank_steps["run_id"].astype(str) == run_id]
             wide = mine.groupby(["step", "rank"], sort=True)["step_s"].max().unstack("rank").reindex(frame["step"])
             for rank in wide.columns:
                 frame[f"rank_{int(rank)}_s"] = wide[rank].to_numpy()
-        untimed = frame["step"][kept["step_s_count"].to_numpy() == 0]
-        problem = (f"step {untimed.iloc[0]} has no step_s" if len(untimed) else
+        untimed = step[kept][untimed_at[kept]]
+        problem = (f"step {untimed[0]} has no step_s" if len(untimed) else
                    f"{len(frame)} measured step(s) after the warm-up: at least 2 are needed" if len(frame) < 2
                    else None)
         if problem and usable_only:
             continue
         if problem:
             raise DataError(problem, path=f"run {run_id}")
-        dropped += int((~complete).sum())
+        dropped += len(where) - len(kept)
         out[run_id] = frame
     return out, dropped

@@ -255,15 +255,19 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
     cols = _empty_columns(len(out))
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
     study, second = experiments.astype(object), np.full(len(out), None, dtype=object)
-    used = out[[c for c in SCALING_INPUTS if c in out]]  # slicing the whole wide frame per experiment is slow
-    for name in pd.unique(experiments):
-        in_experiment = np.flatnonzero(experiments == name)
-        for found in scaling_studies(used.iloc[in_experiment]):
+    codes, names = pd.factorize(experiments)
+    order = np.argsort(codes, kind="stable")  # each experiment's runs side by side, in their order
+    used = out[[c for c in SCALING_INPUTS if c in out]].iloc[order]  # a slice per experiment: taking rows is slow
+    sizes = np.bincount(codes)
+    for name, stop, size in zip(names, np.cumsum(sizes), sizes):
+        in_experiment, runs_of = order[stop - size:stop], used.iloc[stop - size:stop]
+        for found in scaling_studies(runs_of):
             idx = in_experiment[found.members]
             title = f"{name} ({found.label})" if found.label else name
             study[idx[found.primary]] = title
             second[idx[~found.primary]] = title
-            here, said = _series_scaling(used.iloc[idx], set(used["run_id"].iloc[in_experiment]), found.kind)
+            group = runs_of if len(idx) == len(runs_of) else runs_of.iloc[found.members]
+            here, said = _series_scaling(group, set(runs_of["run_id"]), found.kind)
             for j in np.flatnonzero(found.primary):
                 notes[idx[j]] += [found.note, *said[j]] if found.note else said[j]
                 for c, values in here.items():
@@ -336,6 +340,8 @@ def _constant_work(rows: pd.DataFrame) -> list[Study]:
     global batch of the runs in neither: by the measure of the work that leaves the fewest
     runs in neither (the first of equals); none where no measure finds a study."""
     devices = _column(rows, "gpus").to_numpy()
+    if len(np.unique(devices)) < 2:  # one device count: no study spans two
+        return []
     replicas = _column(rows, "data_parallel").fillna(_column(rows, "gpus"))
     per = "per device" if (replicas == _column(rows, "gpus")).all() else "per replica"
     step = _column(rows, "step_time_s")

@@ -174,20 +174,23 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
     axes, where the runs of one label are averaged), for the repeats of one
     configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
     groups = runs["experiment"].astype(str) if "experiment" in runs else pd.Series("", index=runs.index)
-    out = pd.Series("", index=runs.index, dtype=object)
+    out = [""] * len(runs)
     named = runs[[c for c in runs if c in (*LABEL_DETAILS, *SETTINGS, "run_id", "experiment")]]
     named.attrs = {}  # a slice copies the frame's attrs (skipped lines and all): the label needs none of them
-    every_key = configuration_keys(runs)
-    for _, group in named.groupby(groups, sort=False):
-        shared = tuple(c for c in LABEL_DETAILS if c in group and len(group) > 1 and group[c].nunique(dropna=False) == 1)
-        differ = tuple(c for c in SETTINGS if c in group and group[c].nunique(dropna=False) > 1)
-        texts = [label(r, compact=compact, skip=shared, settings=differ) for r in group.to_dict("records")]
-        keys = every_key.loc[group.index].tolist()
+    records, every_key = named.to_dict("records"), configuration_keys(runs).tolist()
+    by_experiment = named.groupby(groups.to_numpy(), sort=False)
+    distinct = by_experiment.nunique(dropna=False)  # per experiment and column: its values
+    for name, at in by_experiment.indices.items():
+        shared = tuple(c for c in LABEL_DETAILS if c in named and len(at) > 1 and distinct.at[name, c] == 1)
+        differ = tuple(c for c in SETTINGS if c in named and distinct.at[name, c] > 1)
+        texts = [label(records[i], compact=compact, skip=shared, settings=differ) for i in at]
+        keys = [every_key[i] for i in at]
         repeats_only = len(set(texts)) == len(set(keys)) == len(set(zip(texts, keys)))
         if len(set(texts)) < len(texts) and not (compact and repeats_only):
-            texts = [str(r) for r in group["run_id"]]
-        out.loc[group.index] = texts
-    return out.tolist()
+            texts = [str(records[i]["run_id"]) for i in at]
+        for i, text in zip(at, texts):
+            out[i] = text
+    return out
 
 
 class Ranking(NamedTuple):

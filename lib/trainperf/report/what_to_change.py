@@ -169,11 +169,11 @@ def oversubscription(page: Measured) -> Found:
     over = runs["oversubscribed"].eq(True).fillna(False).to_numpy(bool) if "oversubscribed" in runs else None
     if over is None or not over.any():
         return Found(lacking="no run has more busy processes than cores")
-    unit, out = run_labels.unit_of(runs), Found()
+    unit, out, frames = run_labels.unit_of(runs), Found(), job_frames(page.steps)
     study = run_labels.study_of(runs)
     for name, group in runs.groupby(study.astype(str), sort=False):
         group = group.reset_index(drop=True)
-        found = run_intervals(group, page.steps)
+        found = run_intervals(group, frames=frames)
         config = found["configuration"]
         bad = group["oversubscribed"].eq(True).fillna(False).to_numpy(bool)
         good = ~run_labels.doubtful(group).to_numpy(bool) & config.notna().to_numpy(bool)
