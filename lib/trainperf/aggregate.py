@@ -200,8 +200,10 @@ def median_of_counts(values: pd.DataFrame, quantity: str) -> float:
 def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] | None = None,
             closed_ranks: Sequence[int] | None = None, batch_facts: bool = False,
             model_parallel: float = 1.0) -> dict[str, Any]:
-    """The measurements of one run as runs columns: docs/data.md, "Runs rows" says how each is measured (the
-    elapsed time is the slowest rank's, by ``trainperf.ranks``).
+    """The measurements of one run as runs columns: docs/data.md, "Runs rows" says how each is measured. With
+    ``e_r`` each rank's elapsed time (s, :func:`trainperf.ranks.rank_totals`): ``elapsed_s = max_r e_r`` (a job
+    takes as long as its slowest rank), ``rank_imbalance = max_r e_r / min_r e_r``, ``mean_rank_elapsed_s =
+    mean_r e_r``; phases (s): the mean over ranks of each rank's total.
 
     ``complete``: every expected rank (``expected_ranks``; without them the ranks present, when there are several)
     recorded as many intervals, up to the same last step, as the most advanced one and, where ``closed_ranks`` is
