@@ -16,6 +16,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
 from trainperf.errors import DataError
+from trainperf.ranks import slowest_shares
 from trainperf.stats import (DETECT, DRAWS, LEVEL, MIN_EFFECT, RUN_CV, TIED, Difference, Verdict, detectable_effect,
                              log_interval, relative_difference, repeats_to_detect, resample_runs, welch_dof,
                              with_run_to_run)
@@ -75,11 +76,8 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
     names = ["step_time_s", "work", *columns]
     rep_throughput = (rep[..., 1] / rep[..., 0]).mean(axis=1)
     scale = resampled.bias_correction
-    shares = {}
     ranks = [c for c in columns if c.startswith("rank_")]
-    if len(ranks) > 1:
-        slowest = pd.concat([f[ranks] for f in frames]).idxmax(axis=1).value_counts(normalize=True)
-        shares = {r: float(slowest.get(r, 0.0)) for r in ranks}
+    shares = slowest_shares(pd.concat([f[ranks] for f in frames])) if len(ranks) > 1 else {}
     return Estimate(
         throughput=float((point[:, 1] / point[:, 0]).mean()),
         se_log=float(np.std(np.log(rep_throughput), ddof=1)) * scale,

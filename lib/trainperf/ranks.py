@@ -5,7 +5,8 @@ live view (``trainperf.profiler.watch``); docs/reports.md, "Which rank holds a j
 Over the measured window a rank is judged by its elapsed time (:func:`rank_totals`, :func:`spread`,
 :func:`imbalanced`). Under DDP every rank's step lasts as long as the slowest's, so the slow rank is the one that
 waits least for communication (``comm_exposed_s``: :func:`name_straggler`); while a run is written, the one with
-the most work a step (:func:`slowest`)."""
+the most work a step (:func:`slowest`). Step by step, each rank's time (:func:`step_times_by_rank`) and how often
+each is the slowest (:func:`slowest_shares`, :func:`often_slowest`)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,20 @@ def rank_totals(per_rank: pd.DataFrame) -> pd.DataFrame:
 def slowest(times: np.ndarray) -> int | None:
     """The position of the slowest rank among ``times`` (s): the largest known, the first of equals; None if none."""
     return int(np.nanargmax(times)) if np.isfinite(times).any() else None
+
+
+def step_times_by_rank(rank_steps: pd.DataFrame, steps: pd.Series) -> pd.DataFrame:
+    """Each rank's time (s) of each of one run's ``steps``, from its ``rank, step, step_s`` rows (a step recorded
+    twice: the longer): a column ``rank_<r>_s`` per rank, a row per step of ``steps`` (NaN where a rank has none)."""
+    wide = rank_steps.groupby(["step", "rank"], sort=True)["step_s"].max().unstack("rank").reindex(steps)
+    return pd.DataFrame({f"rank_{int(rank)}_s": wide[rank].to_numpy() for rank in wide.columns})
+
+
+def slowest_shares(times: pd.DataFrame) -> dict[str, float]:
+    """Per column of ``times`` (a row per step, a :func:`step_times_by_rank` column per rank, s), the fraction of
+    the steps of which that rank is the slowest (the first of equals)."""
+    counts = times.idxmax(axis=1).value_counts(normalize=True)
+    return {rank: float(counts.get(rank, 0.0)) for rank in times.columns}
 
 
 def spread(elapsed: pd.Series) -> dict[str, Any]:
