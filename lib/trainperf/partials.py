@@ -63,7 +63,6 @@ def empty_intervals() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=kinds.get(c, "float64")) for c in STEP_INTERVAL_COLUMNS})
 
 
-
 def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group codes of the rows by run and ``by`` (an integer column), numbered
     in the order of ``(run_id, by)``; and each group's run_id and ``by`` value."""
@@ -152,11 +151,8 @@ def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
                         "step_s_max": grouped["step_s"].max().to_numpy(float),
                         "n_steps": grouped["n_steps"].max().to_numpy(float)})
     sums, counts = grouped[list(STEP_SUMS)].sum(min_count=1), grouped[list(STEP_SUMS)].count()
-    for column in STEP_SUMS:
-        out[f"{column}_sum"] = sums[column].to_numpy(float)
-    for column in STEP_SUMS:
-        out[f"{column}_count"] = counts[column].to_numpy(float)
-    return out
+    return out.assign(**{f"{c}_sum": sums[c].to_numpy(float) for c in STEP_SUMS},
+                      **{f"{c}_count": counts[c].to_numpy(float) for c in STEP_SUMS})
 
 
 def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
