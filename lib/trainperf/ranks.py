@@ -96,10 +96,9 @@ def rank_waits(summaries: Summaries) -> pd.DataFrame:
         busy_s=lambda o: o["step_s"] - o["comm_exposed_s"])
 
 
-def name_straggler(per_rank: pd.DataFrame, run_id: str,
-                   min_gap_share: float = WAIT_GAP_SHARE) -> tuple[pd.DataFrame, str]:
+def name_straggler(per_rank: pd.DataFrame, run_id: str) -> tuple[pd.DataFrame, str]:
     """The straggler among the :func:`rank_waits` rows of run ``run_id``: the rank that waits least, when it waits
-    less than the median of the others by ``min_gap_share`` of the median step or more. Returns the rows (index from
+    less than the median of the others by :data:`WAIT_GAP_SHARE` of the median step or more. Returns the rows (index from
     0) with ``wait_gap_s`` (how much less the rank waits than the median of the others, s per step) and
     ``straggler``, and a sentence naming it or saying why none is named. ValueError without measured steps."""
     if per_rank.empty:
@@ -114,9 +113,9 @@ def name_straggler(per_rank: pd.DataFrame, run_id: str,
                           "so no straggler can be named.")
     slow = int(waits.idxmin())
     gap, step = per_rank.at[slow, "wait_gap_s"], per_rank["step_s"].median()
-    if not gap >= min_gap_share * step:
+    if not gap >= WAIT_GAP_SHARE * step:
         return per_rank, (f"Run {run_id}: no straggler. The ranks wait {_ms(waits.min())} to {_ms(waits.max())} "
-                          f"per step for communication (median), a spread below {min_gap_share * 100:.0f} % of a "
+                          f"per step for communication (median), a spread below {WAIT_GAP_SHARE * 100:.0f} % of a "
                           f"{_ms(step)} step.")
     per_rank.loc[slow, "straggler"] = True
     return per_rank, (f"Run {run_id}: rank {int(per_rank.at[slow, 'rank'])} is the straggler. It waits "

@@ -97,18 +97,16 @@ class ScalingFit:
             return math.inf
         return math.sqrt((1 - self.params["sigma"]) / self.params["kappa"])
 
-    def band(self, devices: np.ndarray | float, level: float = 0.95,
-             draws: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def band(self, devices: np.ndarray | float, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper bound of the fitted throughput at ``devices`` (units of the data; NaN without a
-        covariance): the central ``level`` of ``draws`` parameter sets from the fit's normal approximation,
+        covariance): the central ``level`` of 4,000 parameter sets from the fit's normal approximation (seed 0),
         clipped to the law's bounds, widened by the relative RMSE (README.md, "Scaling": one-sided at a bound)."""
         p = np.atleast_1d(np.asarray(devices, dtype=float))
         if not np.all(np.isfinite(self.covariance)):
             nan = np.full(p.shape, np.nan)
             return nan, nan.copy()
         lo, hi = _bounds(self.law)
-        rng = np.random.default_rng(seed)
-        theta = rng.multivariate_normal(list(self.params.values()), self.covariance, size=draws)
+        theta = np.random.default_rng(0).multivariate_normal(list(self.params.values()), self.covariance, size=4000)
         theta = np.clip(theta, lo, hi)
         curves = _curve(self.law, p, theta.T[..., np.newaxis])  # (draws, points): every draw at once
         tail = (1.0 - level) / 2.0
