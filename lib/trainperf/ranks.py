@@ -98,9 +98,9 @@ def rank_waits(summaries: Summaries) -> pd.DataFrame:
 
 def name_straggler(per_rank: pd.DataFrame, run_id: str) -> tuple[pd.DataFrame, str]:
     """The straggler among the :func:`rank_waits` rows of run ``run_id``: the rank that waits least, when it waits
-    less than the median of the others by :data:`WAIT_GAP_SHARE` of the median step or more. Returns the rows (index from
-    0) with ``wait_gap_s`` (how much less the rank waits than the median of the others, s per step) and
-    ``straggler``, and a sentence naming it or saying why none is named. ValueError without measured steps."""
+    less than the median of the others by :data:`WAIT_GAP_SHARE` of the median step or more. Returns the rows
+    (index from 0) with ``wait_gap_s`` (how much less the rank waits than the median of the others, s per step)
+    and ``straggler``, and a sentence naming it or saying why none is named. ValueError without measured steps."""
     if per_rank.empty:
         raise ValueError(f"run {run_id!r}: no measured (non-warm-up) steps")
     waits = per_rank["comm_exposed_s"].reset_index(drop=True)

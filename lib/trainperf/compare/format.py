@@ -118,8 +118,8 @@ def markdown(result: Comparison) -> str:
             call += f" ({row['basis']})"
         elif row["regressed"]:
             call = f"**{call}**"
-        figures = ([figure_text(row["baseline"]), figure_text(row["candidate"]), f"{row['change']:+.1%}"] if measured else
-                   ["–"] * 3)
+        figures = ([figure_text(row["baseline"]), figure_text(row["candidate"]), f"{row['change']:+.1%}"]
+                   if measured else ["–"] * 3)
         cells = [f"{row['label']} ({unit})", *figures, _interval(row) or "–", f"{row['min_effect'] * 100:g} %", call]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     for warning in result.warnings:
