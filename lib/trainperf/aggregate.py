@@ -19,7 +19,7 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.partials import (ALLOCATOR_COUNTS, MEMORY, STEP_COMBINE, STEP_SUMS, STEP_TIMES_COMBINE, WORK,
                                 empty_intervals, find_warmup, nothing_found, partials, settle, step_times)
-from trainperf.ranks import rank_totals, spread
+from trainperf.ranks import rank_totals, spread, step_times_by_rank
 from trainperf.schema import STEP_PHASE_COLUMNS
 
 COMBINE_EVERY = 8
@@ -310,7 +310,8 @@ def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = Fals
     """Per run, the job's measured steps, and how many steps were left out because some rank did not record them.
     A run's frame has per step ``step``, ``step_time_s`` (the slowest rank's, s), ``mean_rank_step_s`` (s),
     ``tokens`` and ``samples`` (all ranks), the phase columns (mean over ranks, s; each where every interval has
-    it) and, for the runs in ``rank_steps`` (``run_id, rank, step, step_s``), each rank's ``rank_<r>_s`` (s).
+    it) and, for the runs in ``rank_steps`` (``run_id, rank, step, step_s``), each rank's ``rank_<r>_s`` (s:
+    :func:`trainperf.ranks.step_times_by_rank`).
     ``warmup``: steps left out at the start on top of the warm-up. A run with a step without ``step_s``, or fewer
     than 2 complete steps, is a DataError, or with ``usable_only`` left out."""
     out: dict[str, pd.DataFrame] = {}
@@ -336,11 +337,9 @@ def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = Fals
         timed = np.flatnonzero(every[run_id] == ranks[run_id])
         frame = pd.DataFrame({"step": step[kept], "step_time_s": slowest[kept], "mean_rank_step_s": mean[kept],
                               **{columns[i]: figures[kept, i] for i in timed}})
-        if rank_steps is not None and (rank_steps["run_id"].astype(str) == run_id).any():
-            mine = rank_steps[rank_steps["run_id"].astype(str) == run_id]
-            wide = mine.groupby(["step", "rank"], sort=True)["step_s"].max().unstack("rank").reindex(frame["step"])
-            for rank in wide.columns:
-                frame[f"rank_{int(rank)}_s"] = wide[rank].to_numpy()
+        mine = rank_steps[rank_steps["run_id"].astype(str) == run_id] if rank_steps is not None else ()
+        if len(mine):
+            frame = frame.join(step_times_by_rank(mine, frame["step"]))
         untimed = step[kept][untimed_at[kept]]
         problem = (f"step {untimed[0]} has no step_s" if len(untimed) else
                    f"{len(frame)} measured step(s) after the warm-up: at least 2 are needed" if len(frame) < 2

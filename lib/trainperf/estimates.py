@@ -16,7 +16,8 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
 from trainperf.errors import DataError
-from trainperf.stats import (DETECT, DRAWS, LEVEL, MIN_EFFECT, RUN_CV, TIED, Difference, Verdict, detectable_effect,
+from trainperf.ranks import slowest_shares
+from trainperf.stats import (DETECT, DRAWS, MIN_EFFECT, RUN_CV, TIED, Difference, Verdict, detectable_effect,
                              log_interval, relative_difference, repeats_to_detect, resample_runs, welch_dof,
                              with_run_to_run)
 
@@ -55,9 +56,9 @@ class Estimate:
     errors: dict[str, float] = field(default_factory=dict)
     slowest_share: dict[str, float] = field(default_factory=dict)
 
-    def interval(self, level: float = LEVEL) -> tuple[float, float]:
-        """The throughput's interval (NaN when none can be computed)."""
-        return log_interval(self.throughput, self.se_log, self.dof, level)
+    def interval(self) -> tuple[float, float]:
+        """The throughput's 95 % interval (NaN when none can be computed)."""
+        return log_interval(self.throughput, self.se_log, self.dof)
 
 
 def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int = DRAWS, seed: int = 0) -> Estimate:
@@ -75,11 +76,8 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
     names = ["step_time_s", "work", *columns]
     rep_throughput = (rep[..., 1] / rep[..., 0]).mean(axis=1)
     scale = resampled.bias_correction
-    shares = {}
     ranks = [c for c in columns if c.startswith("rank_")]
-    if len(ranks) > 1:
-        slowest = pd.concat([f[ranks] for f in frames]).idxmax(axis=1).value_counts(normalize=True)
-        shares = {r: float(slowest.get(r, 0.0)) for r in ranks}
+    shares = slowest_shares(pd.concat([f[ranks] for f in frames])) if len(ranks) > 1 else {}
     return Estimate(
         throughput=float((point[:, 1] / point[:, 0]).mean()),
         se_log=float(np.std(np.log(rep_throughput), ddof=1)) * scale,
@@ -167,16 +165,15 @@ def configuration_keys(runs: pd.DataFrame) -> pd.Series:
                      dtype="string")
 
 
-def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, draws: int = DRAWS,
-                            seed: int = 0, run_cv: float = RUN_CV) -> pd.DataFrame:
+def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, run_cv: float = RUN_CV) -> pd.DataFrame:
     """One row per configuration of a derived runs table: ``throughput`` (mean over its repeats, ``unit`` per
     second: tokens, else samples) with its 95 % interval ``low``–``high`` (NaN for one run without steps),
     ``se_log`` and ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers), ``runs``,
     ``steps`` (measured steps used) and ``run_ids``. A configuration uses ``steps``
     (``trainperf.load_summaries``) only where each of its runs has 2 complete measured steps there
     (:func:`trainperf.aggregate.job_steps`); one run with steps adds ``run_cv`` (a fraction, as ``trainperf
-    compare`` does; 0 for its steps alone). Deterministic for a ``seed``."""
-    return intervals_of_job_steps(runs, job_frames(steps), draws, seed, run_cv)
+    compare`` does; 0 for its steps alone). Deterministic (:data:`trainperf.stats.DRAWS` replicates, seed 0)."""
+    return intervals_of_job_steps(runs, job_frames(steps), run_cv)
 
 
 def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
@@ -186,8 +183,7 @@ def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
     return job_steps(steps, usable_only=True)[0]
 
 
-def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], draws: int = DRAWS, seed: int = 0,
-                           run_cv: float = RUN_CV) -> pd.DataFrame:
+def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], run_cv: float = RUN_CV) -> pd.DataFrame:
     """:func:`configuration_intervals` from the runs' job steps already made by
     :func:`trainperf.aggregate.job_steps` (``usable_only``): ``frames`` maps a run_id to
     its steps; the runs it leaves out have none."""
@@ -202,7 +198,7 @@ def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], 
         side = Side(name, group, {r: frames[r] for r in ids if r in frames})
         unit = next((u for u in RATES if side.steps and all(u in f for f in side.steps.values())), None)
         if len(side.steps) == len(ids):
-            est = estimate_steps(side, unit, [], draws, seed + i)
+            est = estimate_steps(side, unit, [], seed=i)
             basis = "steps, repeats" if len(ids) > 1 else "steps of one run"
             if len(ids) == 1 and run_cv > 0:
                 est = replace(est, **dict(zip(("se_log", "dof"), with_run_to_run(est.se_log, est.dof, run_cv))))
@@ -246,9 +242,10 @@ def has_interval(row: pd.Series) -> bool:
     return bool(row["dof"] > 0 and math.isfinite(row["se_log"]))
 
 
-def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFFECT) -> Verdict:
+def distinguish(table: pd.DataFrame, a: str, b: str) -> Verdict:
     """Whether configuration ``b`` of a :func:`configuration_intervals` or :func:`run_intervals` table is
-    faster or slower than ``a``, or indistinguishable from it (within the noise, or below ``min_effect``)."""
+    faster or slower than ``a``, or indistinguishable from it (within the noise, or below
+    :data:`trainperf.stats.MIN_EFFECT`)."""
     rows = table.drop_duplicates("configuration").set_index("configuration")
     x, y = rows.loc[a], rows.loc[b]
     if x["unit"] != y["unit"]:
@@ -256,22 +253,22 @@ def distinguish(table: pd.DataFrame, a: str, b: str, min_effect: float = MIN_EFF
     tested = has_interval(x) and has_interval(y)
     d = (relative_difference(x["throughput"], x["se_log"], x["dof"], y["throughput"], y["se_log"], y["dof"])
          if tested else Difference(y["throughput"] / x["throughput"] - 1.0))
-    return Verdict(d, tested, min_effect, a, b)
+    return Verdict(d, tested, MIN_EFFECT, a, b)
 
 
-def versus_fastest(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> list[Verdict]:
+def versus_fastest(table: pd.DataFrame) -> list[Verdict]:
     """Per row of a :func:`configuration_intervals` or :func:`run_intervals` table of one experiment: its
     configuration against the fastest one."""
     fastest = table.loc[table["throughput"].idxmax(), "configuration"]
-    return [distinguish(table, fastest, name, min_effect) for name in table["configuration"]]
+    return [distinguish(table, fastest, name) for name in table["configuration"]]
 
 
-def against_best(table: pd.DataFrame, min_effect: float = MIN_EFFECT) -> pd.DataFrame:
+def against_best(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` with, per configuration, the verdict against the fastest one of its
     experiment (``vs_best``: relative difference; ``vs_best_low``/``vs_best_high``;
     ``tied_with_best``: indistinguishable from it, True for the fastest itself)."""
     found = {i: v for _, group in table.groupby("experiment", dropna=False, sort=False)
-             for i, v in zip(group.index, versus_fastest(group, min_effect))}
+             for i, v in zip(group.index, versus_fastest(group))}
     d = [found[i].difference for i in table.index]
     return table.assign(vs_best=[x.estimate for x in d], vs_best_low=[x.low for x in d],
                         vs_best_high=[x.high for x in d],
@@ -297,12 +294,12 @@ class Resolution:
     assumed: bool
 
 
-def resolution(x: pd.Series, y: pd.Series, effect: float = DETECT) -> Resolution:
+def resolution(x: pd.Series, y: pd.Series) -> Resolution:
     """The :class:`Resolution` of two rows of a :func:`run_intervals` table (``se_log``, ``dof`` and,
     where given, ``runs``: how many runs the configuration has; 1 when absent)."""
     if has_interval(x) and has_interval(y):
         se = math.hypot(x["se_log"], y["se_log"])
         sides = [Estimate(r["throughput"], r["se_log"], r["dof"], int(r.get("runs", 1)), 0) for r in (x, y)]
         detectable = detectable_effect(se, welch_dof(x["se_log"], x["dof"], y["se_log"], y["dof"]))
-        return Resolution(detectable, repeats_to_detect(run_spread(sides), effect), effect, False)
-    return Resolution(math.nan, repeats_to_detect(RUN_CV, effect), effect, True)
+        return Resolution(detectable, repeats_to_detect(run_spread(sides), DETECT), DETECT, False)
+    return Resolution(math.nan, repeats_to_detect(RUN_CV, DETECT), DETECT, True)

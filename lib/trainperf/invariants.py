@@ -1,24 +1,8 @@
-"""What a derived figure must satisfy to be shown: a figure that cannot be
-true is emptied, and the row's ``notes`` say why (never a headline; README,
-"Figures that cannot be true").
-
-Checked once where the derived columns are made (:func:`check_runs`, called
-by ``trainperf.derived.derive`` after the scaling of ``trainperf.scaling``),
-where a scaling page recomputes a serial fraction (:func:`serial_fraction_possible`)
-and where a CPU peak is measured or read from its cache (:func:`peaks_consistent`):
-``mfu`` and ``hfu`` in (0, 1] (above :data:`PLAUSIBLE_MFU` of a datasheet
-peak: kept and noted); ``scaling_efficiency`` at most ``1 +``
-:data:`EFFICIENCY_TOLERANCE` outside strong scaling (under it, where each
-device's share of the global batch shrinks and may fit a faster memory:
-kept and noted); ``serial_fraction`` (Karp–Flatt) in [0, 1]; the phases of
-a rank that never overlap (:data:`SEQUENTIAL_PHASES`, each group apart: under
-FSDP the exposed communication lies inside forward and backward) within its
-elapsed time ``× (1 +`` :data:`PHASE_TOLERANCE` ``)``, else every phase
-column is emptied; a peak measured at n threads not below the 1-thread one.
-
-Every note of an emptied figure reads ``<columns>: impossible, emptied: <why>``
-(:data:`EMPTIED`), the same words for every run it applies to; :func:`violations`
-lists them for the reports' data-quality section and the command line.
+"""What a derived figure must satisfy to be shown: the rules, their tolerances and the note an emptied figure gets
+(``<columns>: impossible, emptied: <why>``, :data:`EMPTIED`) are in README.md, "Figures that cannot be true".
+Checked where ``trainperf.derived.derive`` makes the columns (:func:`check_runs`), where a scaling page recomputes a
+serial fraction (:func:`serial_fraction_possible`) and where a CPU peak is measured (:func:`peaks_consistent`);
+:func:`violations` lists the emptied figures for the reports and the command line.
 """
 
 from __future__ import annotations
@@ -53,7 +37,7 @@ MFU_CAUSES = ("the FLOPs per token may not fit the model (n_params counting the 
 
 def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: pd.Series) -> None:
     """Empty, in place, every figure of the derived runs table ``out`` that
-    breaks an invariant of the module's docstring and append why to
+    breaks an invariant (README.md, "Figures that cannot be true") and append why to
     ``notes[position]``; note an MFU above :data:`PLAUSIBLE_MFU` of a datasheet
     peak (``datasheet_peak``: per row, whether its peak is a datasheet's rather
     than one measured on the machine)."""

@@ -1,5 +1,5 @@
 """What one partition of step intervals (whole ranks, each in the order recorded) contributes to the aggregator
-(``trainperf.aggregate``), on a pandas frame or a Dask partition alike: :func:`rank_summary` (one row per run and
+(``trainperf.aggregate``), on a pandas frame or a Dask partition alike: :func:`rank_partials` (one row per run and
 rank), :func:`step_partials` (per run and step, added up across partitions with :data:`STEP_COMBINE`),
 :func:`value_partials` (counts of batch facts), and the warm-up: :func:`step_times` (each step at its slowest rank),
 :func:`find_warmup` (``trainperf.steady_state``) and :func:`settle` (the warm-up flagged on every rank alike). The
@@ -31,7 +31,7 @@ RANK_COLUMNS: tuple[str, ...] = (
     *WORK, *(f"{w}_missing" for w in WORK), "loss", *MEMORY, "energy_j", *ALLOCATOR_COUNTS, "step_s_median",
     "comm_exposed_s_median", "all_first_start_s", "all_last_end_s", "all_step_s_sum", "warmup_step_s_sum",
 )
-"""Per run and rank (:func:`rank_summary`), over the measured window unless said: counts of intervals and the steps
+"""Per run and rank (:func:`rank_partials`), over the measured window unless said: counts of intervals and the steps
 they cover (NaN where a length is unknown), times (s), work with the intervals lacking it, the last loss, the
 largest memory (GiB), energy (J; NaN unless every measured interval has one), allocator counts and the ``all_*`` and
 ``warmup_*`` columns (all the rank's intervals, warm-up included: what ``trainperf.goodput`` needs)."""
@@ -63,7 +63,6 @@ def empty_intervals() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=kinds.get(c, "float64")) for c in STEP_INTERVAL_COLUMNS})
 
 
-
 def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group codes of the rows by run and ``by`` (an integer column), numbered
     in the order of ``(run_id, by)``; and each group's run_id and ``by`` value."""
@@ -82,10 +81,9 @@ def _per_group(values: pd.Series, codes: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def rank_summary(intervals: pd.DataFrame) -> pd.DataFrame:
-    """One row per run and rank of ``intervals`` (:data:`RANK_COLUMNS`, by run
-    and rank), which holds all the rows of each of its ranks, each rank's in
-    the order recorded."""
+def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
+    """Each rank's counts, times, work, memory and energy: one row per run and rank of ``intervals``
+    (:data:`RANK_COLUMNS`, by run and rank), which holds all the rows of each of its ranks, in the order recorded."""
     if intervals.empty:
         return pd.DataFrame({c: pd.Series(dtype="string" if c in ("run_id", "node") else
                                           "int64" if c == "rank" else "float64") for c in RANK_COLUMNS})
@@ -153,11 +151,8 @@ def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
                         "step_s_max": grouped["step_s"].max().to_numpy(float),
                         "n_steps": grouped["n_steps"].max().to_numpy(float)})
     sums, counts = grouped[list(STEP_SUMS)].sum(min_count=1), grouped[list(STEP_SUMS)].count()
-    for column in STEP_SUMS:
-        out[f"{column}_sum"] = sums[column].to_numpy(float)
-    for column in STEP_SUMS:
-        out[f"{column}_count"] = counts[column].to_numpy(float)
-    return out
+    return out.assign(**{f"{c}_sum": sums[c].to_numpy(float) for c in STEP_SUMS},
+                      **{f"{c}_count": counts[c].to_numpy(float) for c in STEP_SUMS})
 
 
 def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
@@ -241,6 +236,6 @@ def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def partials(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """What one partition (whole ranks) contributes: its :func:`rank_summary`,
+    """What one partition (whole ranks) contributes: its :func:`rank_partials`,
     :func:`step_partials` and :func:`value_partials`."""
-    return rank_summary(intervals), step_partials(intervals), value_partials(intervals)
+    return rank_partials(intervals), step_partials(intervals), value_partials(intervals)

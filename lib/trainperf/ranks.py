@@ -5,7 +5,8 @@ live view (``trainperf.profiler.watch``); docs/reports.md, "Which rank holds a j
 Over the measured window a rank is judged by its elapsed time (:func:`rank_totals`, :func:`spread`,
 :func:`imbalanced`). Under DDP every rank's step lasts as long as the slowest's, so the slow rank is the one that
 waits least for communication (``comm_exposed_s``: :func:`name_straggler`); while a run is written, the one with
-the most work a step (:func:`slowest`)."""
+the most work a step (:func:`slowest`). Step by step, each rank's time (:func:`step_times_by_rank`) and how often
+each is the slowest (:func:`slowest_shares`, :func:`often_slowest`)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,20 @@ def slowest(times: np.ndarray) -> int | None:
     return int(np.nanargmax(times)) if np.isfinite(times).any() else None
 
 
+def step_times_by_rank(rank_steps: pd.DataFrame, steps: pd.Series) -> pd.DataFrame:
+    """Each rank's time (s) of each of one run's ``steps``, from its ``rank, step, step_s`` rows (a step recorded
+    twice: the longer): a column ``rank_<r>_s`` per rank, a row per step of ``steps`` (NaN where a rank has none)."""
+    wide = rank_steps.groupby(["step", "rank"], sort=True)["step_s"].max().unstack("rank").reindex(steps)
+    return pd.DataFrame({f"rank_{int(rank)}_s": wide[rank].to_numpy() for rank in wide.columns})
+
+
+def slowest_shares(times: pd.DataFrame) -> dict[str, float]:
+    """Per column of ``times`` (a row per step, a :func:`step_times_by_rank` column per rank, s), the fraction of
+    the steps of which that rank is the slowest (the first of equals)."""
+    counts = times.idxmax(axis=1).value_counts(normalize=True)
+    return {rank: float(counts.get(rank, 0.0)) for rank in times.columns}
+
+
 def spread(elapsed: pd.Series) -> dict[str, Any]:
     """One run's ``slowest_rank`` (label), ``slowest_s``, ``mean_s``, ``fastest_s`` (s) and ``imbalance`` (slowest
     / fastest; NaN where the fastest took no time) from its ranks' elapsed times (s, by rank); empty if none known."""
@@ -81,12 +96,11 @@ def rank_waits(summaries: Summaries) -> pd.DataFrame:
         busy_s=lambda o: o["step_s"] - o["comm_exposed_s"])
 
 
-def name_straggler(per_rank: pd.DataFrame, run_id: str,
-                   min_gap_share: float = WAIT_GAP_SHARE) -> tuple[pd.DataFrame, str]:
+def name_straggler(per_rank: pd.DataFrame, run_id: str) -> tuple[pd.DataFrame, str]:
     """The straggler among the :func:`rank_waits` rows of run ``run_id``: the rank that waits least, when it waits
-    less than the median of the others by ``min_gap_share`` of the median step or more. Returns the rows (index from
-    0) with ``wait_gap_s`` (how much less the rank waits than the median of the others, s per step) and
-    ``straggler``, and a sentence naming it or saying why none is named. ValueError without measured steps."""
+    less than the median of the others by :data:`WAIT_GAP_SHARE` of the median step or more. Returns the rows
+    (index from 0) with ``wait_gap_s`` (how much less the rank waits than the median of the others, s per step)
+    and ``straggler``, and a sentence naming it or saying why none is named. ValueError without measured steps."""
     if per_rank.empty:
         raise ValueError(f"run {run_id!r}: no measured (non-warm-up) steps")
     waits = per_rank["comm_exposed_s"].reset_index(drop=True)
@@ -99,9 +113,9 @@ def name_straggler(per_rank: pd.DataFrame, run_id: str,
                           "so no straggler can be named.")
     slow = int(waits.idxmin())
     gap, step = per_rank.at[slow, "wait_gap_s"], per_rank["step_s"].median()
-    if not gap >= min_gap_share * step:
+    if not gap >= WAIT_GAP_SHARE * step:
         return per_rank, (f"Run {run_id}: no straggler. The ranks wait {_ms(waits.min())} to {_ms(waits.max())} "
-                          f"per step for communication (median), a spread below {min_gap_share * 100:.0f} % of a "
+                          f"per step for communication (median), a spread below {WAIT_GAP_SHARE * 100:.0f} % of a "
                           f"{_ms(step)} step.")
     per_rank.loc[slow, "straggler"] = True
     return per_rank, (f"Run {run_id}: rank {int(per_rank.at[slow, 'rank'])} is the straggler. It waits "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,18 +62,12 @@ class ScalingFit:
 
     def predict(self, devices: np.ndarray | float) -> np.ndarray:
         """Fitted throughput ``γ · S(N)`` at device count(s) ``devices`` (units of the data)."""
-        return self._curve(np.asarray(devices, dtype=float), list(self.params.values()))
+        return _curve(self.law, np.asarray(devices, dtype=float), list(self.params.values()))
 
     def multiplier(self, devices: np.ndarray | float) -> np.ndarray:
         """Fitted multiplier ``S(N) = X(N) / γ``: throughput relative to one device (``N = 1``)."""
         fn = LAWS[self.law][0]
         return fn(np.asarray(devices, dtype=float), *list(self.params.values())[:-1])
-
-    def _curve(self, devices: np.ndarray, theta: list[float] | np.ndarray) -> np.ndarray:
-        """``γ · S(devices)`` for the parameters ``theta`` (the law's, then γ): numbers,
-        or arrays that broadcast against ``devices``."""
-        fn = LAWS[self.law][0]
-        return theta[-1] * fn(devices, *theta[:-1])
 
     @property
     def name(self) -> str:
@@ -102,20 +97,18 @@ class ScalingFit:
             return math.inf
         return math.sqrt((1 - self.params["sigma"]) / self.params["kappa"])
 
-    def band(self, devices: np.ndarray | float, level: float = 0.95,
-             draws: int = 4000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def band(self, devices: np.ndarray | float, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper bound of the fitted throughput at ``devices`` (units of the data; NaN without a
-        covariance): the central ``level`` of ``draws`` parameter sets from the fit's normal approximation,
+        covariance): the central ``level`` of 4,000 parameter sets from the fit's normal approximation (seed 0),
         clipped to the law's bounds, widened by the relative RMSE (README.md, "Scaling": one-sided at a bound)."""
         p = np.atleast_1d(np.asarray(devices, dtype=float))
         if not np.all(np.isfinite(self.covariance)):
             nan = np.full(p.shape, np.nan)
             return nan, nan.copy()
         lo, hi = _bounds(self.law)
-        rng = np.random.default_rng(seed)
-        theta = rng.multivariate_normal(list(self.params.values()), self.covariance, size=draws)
+        theta = np.random.default_rng(0).multivariate_normal(list(self.params.values()), self.covariance, size=4000)
         theta = np.clip(theta, lo, hi)
-        curves = self._curve(p, theta.T[..., np.newaxis])  # (draws, points): every draw at once
+        curves = _curve(self.law, p, theta.T[..., np.newaxis])  # (draws, points): every draw at once
         tail = (1.0 - level) / 2.0
         low, high = np.quantile(curves, [tail, 1.0 - tail], axis=0)
         return low * max(0.0, 1.0 - self.relative_rmse), high * (1.0 + self.relative_rmse)
@@ -146,6 +139,12 @@ def _ordinal(n: int) -> str:
     return ("an " if n in (8, 11, 18) or str(n).startswith("8") else "a ") + f"{n}{suffix}"
 
 
+def _curve(law: str, devices: np.ndarray, theta: Sequence[float] | np.ndarray) -> np.ndarray:
+    """``γ · S(devices)`` of ``law`` for the parameters ``theta`` (the law's, then γ): numbers, or arrays that
+    broadcast against ``devices``."""
+    return theta[-1] * LAWS[law][0](devices, *theta[:-1])
+
+
 def _bounds(law: str) -> tuple[list[float], list[float]]:
     """Lower and upper bounds of the law's parameters followed by ``gamma``'s."""
     lo, hi = LAWS[law][2]
@@ -163,18 +162,15 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
     p, x = p[keep], x[keep]
     if len(np.unique(p)) < 2:
         raise ValueError("a scaling fit needs measurements at two or more device counts")
-    fn, law_names, _, guess = LAWS[law]
+    _, law_names, _, guess = LAWS[law]
     names = (*law_names, "gamma")
-
-    def model(n, *theta):
-        return theta[-1] * fn(n, *theta[:-1])
 
     from scipy.optimize import OptimizeWarning, curve_fit  # imported here: a second to load, fits only
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OptimizeWarning)  # no covariance: handled below
-        params, cov = curve_fit(model, p, x, p0=[*guess, float(np.max(x / p))], bounds=_bounds(law),
-                                x_scale="jac", maxfev=20000)
+        params, cov = curve_fit(lambda n, *theta: _curve(law, n, theta), p, x, p0=[*guess, float(np.max(x / p))],
+                                bounds=_bounds(law), x_scale="jac", maxfev=20000)
     dof = len(p) - len(names)
     if len(np.unique(p)) <= len(names):  # repeats measure noise, not whether the law's shape fits: no band
         cov = np.full((len(names), len(names)), np.nan)
@@ -183,7 +179,7 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
     lo, hi = _bounds(law)
     intervals = {n: (max(lo[i], float(params[i]) - t * stderr[n]), min(hi[i], float(params[i]) + t * stderr[n]))
                  for i, n in enumerate(names)}
-    residuals = x - model(p, *params)
+    residuals = x - _curve(law, p, params)
     return ScalingFit(
         law=law,
         params=dict(zip(names, map(float, params))),
@@ -397,7 +393,7 @@ def scaling_type(group: pd.DataFrame, basis: str | None) -> str | None:
     if group["gpus"].nunique() < 2:
         return None
     for total in (_column(group, "tokens"), _column(group, "samples")):
-        if total.notna().all() and (total > 0).all() and _equal(total):
+        if total.notna().all() and (total > 0).all() and total.max() <= total.min() * (1 + WORK_TOLERANCE):
             return "strong"
     return "strong" if basis is not None and basis.startswith("elapsed") else None
 
@@ -405,11 +401,6 @@ def scaling_type(group: pd.DataFrame, basis: str | None) -> str | None:
 def _column(group: pd.DataFrame, name: str) -> pd.Series:
     """``group[name]`` as floats; all NaN where the column is missing."""
     return group[name].astype(float) if name in group else pd.Series(np.nan, index=group.index)
-
-
-def _equal(values: pd.Series) -> bool:
-    """Whether positive ``values`` lie within :data:`WORK_TOLERANCE` of each other (largest / smallest − 1)."""
-    return bool(values.max() <= values.min() * (1 + WORK_TOLERANCE))
 
 
 def _setting_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:

@@ -103,15 +103,14 @@ class Resampled:
         return math.sqrt((self.dof + 1) / self.dof)
 
 
-def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0,
-                  time_column: int = 0) -> Resampled:
+def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0) -> Resampled:
     """Hierarchical bootstrap of one side: each replicate draws ``len(runs)``
     runs with replacement, then resamples blocks of steps within each drawn run
-    (block length from :func:`block_length` of the run's ``time_column``).
+    (block length from :func:`block_length` of the run's first column, its step times).
     ``runs``: one ``steps × quantities`` matrix per run. Deterministic for a ``seed``."""
     rng = np.random.default_rng(seed)
     slots = len(runs)
-    blocks = [block_length(r[:, time_column]) for r in runs]
+    blocks = [block_length(r[:, 0]) for r in runs]
     per_run = np.stack([block_means(r, b, draws * slots, rng).reshape(draws, slots, -1)
                         for r, b in zip(runs, blocks)])  # (runs, draws, slots, quantities)
     if slots == 1:
@@ -124,15 +123,15 @@ def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0,
     return Resampled(replicates=replicates, dof=dof, blocks=blocks)
 
 
-def t_quantile(dof: float, level: float = LEVEL) -> float:
-    """Two-sided Student t quantile for ``level`` with ``dof`` degrees of freedom (the normal one
+def t_quantile(dof: float) -> float:
+    """Two-sided Student t quantile for :data:`LEVEL` with ``dof`` degrees of freedom (the normal one
     for infinite ``dof``; NaN when none)."""
-    return float(stdtrit(dof, 0.5 + level / 2)) if dof > 0 and not math.isnan(dof) else math.nan
+    return float(stdtrit(dof, 0.5 + LEVEL / 2)) if dof > 0 and not math.isnan(dof) else math.nan
 
 
-def log_interval(estimate: float, se_log: float, dof: float, level: float = LEVEL) -> tuple[float, float]:
+def log_interval(estimate: float, se_log: float, dof: float) -> tuple[float, float]:
     """``exp(log estimate ± t · se_log)``: an interval for a positive quantity (NaN when ``dof`` is none)."""
-    half = t_quantile(dof, level) * se_log
+    half = t_quantile(dof) * se_log
     return estimate * math.exp(-half), estimate * math.exp(half)
 
 
@@ -167,13 +166,13 @@ class Difference:
 
 
 def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_log_b: float, dof_b: float,
-                        level: float = LEVEL, dof: float | None = None) -> Difference:
+                        dof: float | None = None) -> Difference:
     """``b / a − 1`` with the interval ``exp(log(b/a) ± t(ν) · √(se_a² + se_b²)) − 1`` (independent sides; ν
     Welch's unless ``dof`` is given)."""
     ratio = b / a
     se = math.hypot(se_log_a, se_log_b)
     dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b) if dof is None else dof
-    low, high = log_interval(ratio, se, dof, level)
+    low, high = log_interval(ratio, se, dof)
     return Difference(ratio - 1.0, low - 1.0, high - 1.0, dof)
 
 
@@ -258,50 +257,49 @@ class Verdict:
         return f"{self.b} is {self.verdict} than {self.a}: {figure}."
 
 
-def t_test_power(n: float, effect: float, level: float = LEVEL) -> float:
-    """Power of a two-sided two-sample t test at ``level`` confidence with ``n`` observations per group and a
+def t_test_power(n: float, effect: float) -> float:
+    """Power of a two-sided two-sample t test at :data:`LEVEL` confidence with ``n`` observations per group and a
     standardized ``effect`` (difference of means / standard deviation of one observation): :func:`t_power`
     at noncentrality ``effect · √(n/2)`` on ``2n − 2`` degrees of freedom."""
-    return t_power(effect * math.sqrt(n / 2), 2 * n - 2, level)
+    return t_power(effect * math.sqrt(n / 2), 2 * n - 2)
 
 
-def t_power(shift: float, dof: float, level: float = LEVEL) -> float:
-    """Power of a two-sided t test at ``level`` confidence on ``dof`` degrees of freedom when the true
-    difference is ``shift`` standard errors: ``P(|T| > t(½ + level/2, dof))``, ``T`` noncentral t with
+def t_power(shift: float, dof: float) -> float:
+    """Power of a two-sided t test at :data:`LEVEL` confidence on ``dof`` degrees of freedom when the true
+    difference is ``shift`` standard errors: ``P(|T| > t(½ + LEVEL/2, dof))``, ``T`` noncentral t with
     noncentrality ``shift`` (``dof`` may be infinite: the normal)."""
-    critical = stdtrit(dof, 0.5 + level / 2)
+    critical = stdtrit(dof, 0.5 + LEVEL / 2)
     # the lower tail as the upper tail of the mirrored distribution: scipy's nct.cdf is NaN far in its tail
     return float(nct.sf(critical, dof, shift) + nct.sf(critical, dof, -shift))
 
 
-def detectable_effect(se_log: float, dof: float, level: float = LEVEL, power: float = POWER) -> float:
-    """The smallest relative difference (fraction) that a two-sided t test at ``level`` (95 %) confidence on a
-    log ratio with standard error ``se_log`` and ``dof`` degrees of freedom detects with ``power`` (80 %):
-    ``exp(k · se_log) − 1``, ``k`` where :func:`t_power` reaches ``power`` (docs/statistics.md, "The smallest
+def detectable_effect(se_log: float, dof: float) -> float:
+    """The smallest relative difference (fraction) that a two-sided t test at :data:`LEVEL` (95 %) confidence on
+    a log ratio with standard error ``se_log`` and ``dof`` degrees of freedom detects with :data:`POWER` (80 %):
+    ``exp(k · se_log) − 1``, ``k`` where :func:`t_power` reaches it (docs/statistics.md, "The smallest
     difference the data could detect"). NaN when ``se_log`` or ``dof`` is not a positive number."""
     if not (math.isfinite(se_log) and se_log > 0 and dof > 0):
         return math.nan
-    return math.expm1(_reaching(lambda k: t_power(k, dof, level), power, 0.0, xtol=1e-9) * se_log)
+    return math.expm1(_reaching(lambda k: t_power(k, dof), 0.0, xtol=1e-9) * se_log)
 
 
-def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT, level: float = LEVEL,
-                      power: float = POWER) -> int | None:
-    """Runs per side that would detect a change of ``min_effect`` (a fraction) with ``power`` (80 %) at
-    ``level`` (95 %) confidence: the smallest whole ``n ≥ 2`` whose :func:`t_test_power` at the standardized
-    effect ``log(1 + min_effect) / sd_log`` reaches ``power``, ``sd_log`` the standard deviation of one run's
+def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT) -> int | None:
+    """Runs per side that would detect a change of ``min_effect`` (a fraction) with :data:`POWER` (80 %) at
+    :data:`LEVEL` (95 %) confidence: the smallest whole ``n ≥ 2`` whose :func:`t_test_power` at the standardized
+    effect ``log(1 + min_effect) / sd_log`` reaches it, ``sd_log`` the standard deviation of one run's
     log throughput (fraction). None when it is unknown or the minimum effect is 0."""
     if not (math.isfinite(sd_log) and sd_log > 0 and min_effect > 0):
         return None
     effect = math.log1p(min_effect) / sd_log
-    if t_test_power(2, effect, level) >= power:
+    if t_test_power(2, effect) >= POWER:
         return 2
-    return math.ceil(_reaching(lambda n: t_test_power(n, effect, level), power, 2.0, xtol=1e-6) - 1e-9)
+    return math.ceil(_reaching(lambda n: t_test_power(n, effect), 2.0, xtol=1e-6) - 1e-9)
 
 
-def _reaching(power_at: Callable[[float], float], power: float, low: float, xtol: float) -> float:
-    """Where ``power_at``, increasing, reaches ``power`` above ``low``: the upper end doubled from 4 until
+def _reaching(power_at: Callable[[float], float], low: float, xtol: float) -> float:
+    """Where ``power_at``, increasing, reaches :data:`POWER` above ``low``: the upper end doubled from 4 until
     it does, then Brent's root."""
     high = 4.0
-    while power_at(high) < power:
+    while power_at(high) < POWER:
         high *= 2
-    return float(brentq(lambda x: power_at(x) - power, low, high, xtol=xtol))
+    return float(brentq(lambda x: power_at(x) - POWER, low, high, xtol=xtol))

@@ -6,14 +6,13 @@ from __future__ import annotations
 import pandas as pd
 
 from trainperf.aggregate import Summaries, summarize
-from trainperf.ranks import WAIT_GAP_SHARE, name_straggler, rank_waits
+from trainperf.ranks import name_straggler, rank_waits
 from trainperf.reading.tables import as_intervals
 
 __all__ = ["find_straggler", "name_straggler", "rank_waits"]
 
 
-def find_straggler(steps: pd.DataFrame | Summaries, run_id: str | None = None,
-                   min_gap_share: float = WAIT_GAP_SHARE) -> tuple[pd.DataFrame, str]:
+def find_straggler(steps: pd.DataFrame | Summaries, run_id: str | None = None) -> tuple[pd.DataFrame, str]:
     """Per-rank communication waits of one run and the straggler they name (:func:`~trainperf.ranks.name_straggler`).
     ``steps``: the run's step intervals (``trainperf.load_steps``) or their summaries (``trainperf.load_summaries``);
     ``run_id`` picks a run when they hold several. Warm-up steps are left out."""
@@ -23,4 +22,4 @@ def find_straggler(steps: pd.DataFrame | Summaries, run_id: str | None = None,
         if len(runs) != 1:
             raise ValueError(f"the steps hold {len(runs)} runs ({', '.join(runs)}): pass run_id")
         run_id = runs[0]
-    return name_straggler(rank_waits(summaries.of(run_id)), run_id, min_gap_share)
+    return name_straggler(rank_waits(summaries.of(run_id)), run_id)

@@ -14,7 +14,7 @@ from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.invariants import violations
 from trainperf.reading.loading import load_runs
-from trainperf.table_rules import spreadsheet_safe
+from trainperf.table_rules import figure_text, json_ready, spreadsheet_safe
 
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "experiment", "platform", "model", "precision", "gpus", "elapsed_s",
@@ -55,19 +55,8 @@ def _cell(value: object) -> str:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+        return figure_text(value)
     return str(value).replace("|", "\\|")
-
-
-def _json_value(value: object) -> object:
-    """A cell as a JSON value at full precision: numbers as numbers, empty or non-finite as null."""
-    if value is None or value is pd.NA:
-        return None
-    if hasattr(value, "item"):  # numpy scalar
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:
@@ -76,7 +65,7 @@ def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:
     if fmt == "csv":
         return spreadsheet_safe(table).to_csv(index=False)
     if fmt == "json":
-        records = [dict(zip(table.columns, map(_json_value, row))) for row in table.itertuples(index=False)]
+        records = [dict(zip(table.columns, map(json_ready, row))) for row in table.itertuples(index=False)]
         return json.dumps(records, indent=1)
     shown = table if columns == "all" else table[[c for c in KEY_COLUMNS if c in table]]
     return to_markdown(shown) + "\n\n" + RATE_BASIS

@@ -1,14 +1,15 @@
 """Rules for the values of a table, shared by every reader: what counts as
 missing, how a bool is spelled, the range a column's values must lie in, and
 the check of a runs table against the schema (``check_runs``), which types its
-columns and names the file, row (and line) and column of the first bad value.
+columns and names the file, row (and line) and column of the first bad value;
+and how a cell is written out (CSV a spreadsheet reads safely, JSON, a figure in Markdown).
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,23 @@ def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
     text = [c for c in table.columns if not pd.api.types.is_numeric_dtype(table[c])]
     out = table.assign(**{c: table[c].map(safe, na_action="ignore") for c in text}) if text else table
     return out.rename(columns=safe)
+
+
+def json_ready(value: object) -> object:
+    """``value`` (a cell, or a dict or list of them) for JSON: NaN and pandas' missing values as None, numpy
+    scalars as Python numbers."""
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [json_ready(v) for v in value]
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def figure_text(x: float) -> str:
+    """A number in a Markdown table: 4 significant digits below 1,000, else a whole number, with thousands
+    separators."""
+    return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"

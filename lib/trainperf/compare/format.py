@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import asdict
 
 import pandas as pd
@@ -13,6 +12,7 @@ import pandas as pd
 from trainperf.compare.analysis import SHOWN_ONLY, Comparison
 from trainperf.compare.metrics import METRICS, NOT_MEASURED
 from trainperf.stats import INCONCLUSIVE
+from trainperf.table_rules import figure_text, json_ready
 
 FORMATS = ("text", "json", "markdown")
 ROW_NAMES = {"step_time": "step", "slowest_wait": "slowest wait", "comm_exposed": "comm exposed"}
@@ -118,8 +118,8 @@ def markdown(result: Comparison) -> str:
             call += f" ({row['basis']})"
         elif row["regressed"]:
             call = f"**{call}**"
-        figures = ([_number(row["baseline"]), _number(row["candidate"]), f"{row['change']:+.1%}"] if measured else
-                   ["–"] * 3)
+        figures = ([figure_text(row["baseline"]), figure_text(row["candidate"]), f"{row['change']:+.1%}"]
+                   if measured else ["–"] * 3)
         cells = [f"{row['label']} ({unit})", *figures, _interval(row) or "–", f"{row['min_effect'] * 100:g} %", call]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     for warning in result.warnings:
@@ -151,29 +151,12 @@ def as_json(result: Comparison) -> str:
         "defaults": {m.name: {"min_effect": m.min_effect, "run_cv": m.run_cv, "higher_is_better": m.higher_is_better}
                      for m in METRICS.values()},
     }
-    return json.dumps(_plain(data), indent=2, allow_nan=False)
+    return json.dumps(json_ready(data), indent=2, allow_nan=False)
 
 
 def render(result: Comparison, form: str = "text") -> str:
     """``result`` in one of :data:`FORMATS`."""
     return {"text": text, "json": as_json, "markdown": markdown}[form](result)
-
-
-def _plain(value: object) -> object:
-    """JSON-ready: NaN and pandas' missing values as None, numpy scalars as Python numbers."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return [_plain(v) for v in value]
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return None
-    if hasattr(value, "item"):
-        value = value.item()
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-def _number(x: float) -> str:
-    return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"
 
 
 def _code(text: str) -> str:

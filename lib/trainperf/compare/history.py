@@ -49,11 +49,11 @@ def read_baselines(folder: str | Path, last: int = LAST, warmup: int = 0) -> tup
                   f"({', '.join(e.name for e in chosen)}), {len(runs)} run(s): {spread}.")
 
 
-def accept(candidate: str | Path, folder: str | Path, when: datetime | None = None) -> Path:
+def accept(candidate: str | Path, folder: str | Path) -> Path:
     """Copy ``candidate`` (a file or folder) into the history ``folder`` as ``<UTC time>-<its name>``
     (``20261125T212400Z-run``: name order is the order of acceptance) and return the new entry."""
     candidate, folder = Path(candidate), Path(folder)
-    stamp = (when or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     target = folder / f"{stamp}-{candidate.resolve().name}"
     if target.exists():
         raise DataError("an accepted baseline of this name exists already", path=target)

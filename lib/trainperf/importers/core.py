@@ -18,7 +18,7 @@ import pandas as pd
 from trainperf.aggregate import incomplete, stopped_early
 from trainperf.errors import DataError, DataWarning
 from trainperf.flops import missing_inputs
-from trainperf.partials import rank_summary
+from trainperf.partials import rank_partials
 from trainperf.importers.event_files import is_event_file_name
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineParser
@@ -272,7 +272,7 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
         rows.append(row)
         if run_steps is not None and len(run_steps):
             steps.append(run_steps.assign(run_id=row["run_id"]))
-            stopped = stopped_early(rank_summary(run_steps), None, None)
+            stopped = stopped_early(rank_partials(run_steps), None, None)
             if stopped:
                 notes.append(f"{path}: {incomplete(str(row['run_id']), stopped)}")
     for note in notes:

@@ -208,20 +208,19 @@ CHECKPOINT_WRAPPERS = ("CheckpointWrapper",)
 checkpointing (Lightning's ``activation_checkpointing_policy``, accelerate's) wraps each block in one."""
 
 
-def activation_checkpointing(model: Any) -> bool | None:
-    """Whether ``model`` recomputes activations in backward: True where a module is wrapped for it
-    (:data:`CHECKPOINT_WRAPPERS`) or a transformers module's ``gradient_checkpointing`` flag is set; False where
-    modules carry that flag and none is set; None where nothing tells."""
-    found = None
-    for module in model.modules() if hasattr(model, "modules") else []:
-        if type(module).__name__ in CHECKPOINT_WRAPPERS:
-            return True
+def activation_checkpointing(model: Any, asked: bool = False) -> dict[str, bool]:
+    """The run column ``activation_checkpointing``: True where the framework's arguments ask for it (``asked``), a
+    module of ``model`` is wrapped for it (:data:`CHECKPOINT_WRAPPERS`) or a transformers module's
+    ``gradient_checkpointing`` flag is set; False where modules carry that flag and none is set; none where nothing
+    tells."""
+    found = True if asked else None
+    for module in [] if asked or not hasattr(model, "modules") else model.modules():
         flag = module.__dict__.get("gradient_checkpointing")  # an attribute, never the deprecated property
-        if isinstance(flag, bool):
-            if flag:
-                return True
-            found = False
-    return found
+        if type(module).__name__ in CHECKPOINT_WRAPPERS or flag is True:
+            found = True
+            break
+        found = False if flag is False else found
+    return {} if found is None else {"activation_checkpointing": found}
 
 
 def _config_of(model: Any) -> Any:

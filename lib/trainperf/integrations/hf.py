@@ -24,16 +24,6 @@ def precision_of(args: Any) -> str:
     return "tf32" if getattr(args, "tf32", None) else "fp32"
 
 
-def checkpointing_of(args: Any, model: Any) -> dict[str, bool]:
-    """``activation_checkpointing``: True where ``TrainingArguments`` ask for it
-    (``activation_checkpointing``, or ``gradient_checkpointing`` before transformers 5)
-    or the model recomputes activations (:func:`~trainperf.integrations.driver.activation_checkpointing`,
-    which says False for a transformers model that does not); nothing where neither tells."""
-    asked = any(getattr(args, name, None) for name in ("activation_checkpointing", "gradient_checkpointing"))
-    found = True if asked else activation_checkpointing(model) if model is not None else None
-    return {} if found is None else {"activation_checkpointing": found}
-
-
 def strategy_of(args: Any) -> str:
     """``deepspeed``, ``fsdp``, ``ddp`` or ``single`` from ``TrainingArguments``:
     what the Trainer was asked for (the model it wrapped says what runs)."""
@@ -63,7 +53,9 @@ class HFCallback(ProfilingCallback, TrainerCallback):
         detected = {"framework": "transformers", "framework_version": transformers.__version__,
                     "precision": precision_of(args), "strategy": strategy,
                     **global_batch(args.per_device_train_batch_size, accum, args.world_size), **model_facts(model),
-                    **checkpointing_of(args, model)}
+                    # TrainingArguments' activation_checkpointing (gradient_checkpointing before transformers 5)
+                    **activation_checkpointing(model, asked=any(getattr(args, name, None) for name in (
+                        "activation_checkpointing", "gradient_checkpointing")))}
         # averaged over devices, a micro-batch's part of the loss is scaled by the world size
         self._part_scale = args.world_size if getattr(args, "average_tokens_across_devices", False) else 1
         self._seq_len_known = "seq_len" in self.config

@@ -55,11 +55,10 @@ class LightningCallback(ProfilingCallback, Callback):
         self._accum = trainer.accumulate_grad_batches
         self._world = trainer.world_size
         model = trainer.strategy.model if trainer.strategy.model is not None else pl_module  # FSDP wraps the blocks
-        checkpointing = activation_checkpointing(model)
         detected = {"framework": "lightning", "framework_version": lightning.__version__,
                     "precision": precision_of(trainer.precision), "strategy": strategy_of(trainer.strategy),
                     **global_batch(None, self._accum, self._world), **model_facts(pl_module),
-                    **({} if checkpointing is None else {"activation_checkpointing": checkpointing})}
+                    **activation_checkpointing(model)}
         self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
         self._hooked.profiler.watch(model)
         self._trainer = trainer
