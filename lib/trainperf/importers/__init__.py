@@ -23,14 +23,11 @@ from trainperf.importers.epoch_timing import EpochTiming
 from trainperf.importers.generic import Generic, StackFormat
 from trainperf.importers.hf_trainer import HFTrainer
 from trainperf.importers.lightning_csv import LightningCsv
-from trainperf.importers.llmc import LLMC
-from trainperf.importers.maxtext import MAXTEXT
 from trainperf.importers.megatron import MEGATRON, MegatronParser
-from trainperf.importers.nanogpt import NANOGPT
-from trainperf.importers.nemo import NEMO
 from trainperf.importers.pattern import EXAMPLE, PatternLog
 from trainperf.importers.event_files import is_event_file, is_event_file_name, log_dir_files
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
+from trainperf.importers.stacks import LLMC, MAXTEXT, NANOGPT, NEMO
 from trainperf.importers.tensorboard_log import TensorBoardLog
 from trainperf.importers.text import clean, iter_chunks, read_head
 from trainperf.importers.timing_summary import TimingSummary

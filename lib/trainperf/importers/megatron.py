@@ -42,7 +42,6 @@ MEGATRON = Stack(
     sniff=r"iteration\s+\d+\s*/\s*\d+\s*\|", origin=None, first=1,
     time_source="iteration times printed by the log", val_loss=rf"lm loss value:\s*(?P<loss>{NUMBER})",
     separator=r":\s*", closes="|")
-parse_iteration = MEGATRON.parse
 _ARG = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*) \.{3,} (.*?)\s*$")
 _VOCAB = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
 _MEMORY = re.compile(rf"memory \(MB\) \| allocated: (?:{NUMBER}) \| max allocated: ({NUMBER})")
