@@ -1,10 +1,7 @@
 """Log importers: training logs into canonical runs (and steps) tables (docs/importers.md).
 
-``import_path(path, overrides)`` recognises a file's format by its content (the first :data:`SNIFF_BYTES`, then
-the rest if that is inconclusive) and returns an :class:`ImportResult`. Each format (:data:`FORMATS`, listed in
-the docs' "Formats") is read by a module of its own; what a log does not say comes from its sidecar
-``<log>.trainperf.yaml`` or ``overrides`` (``settings``). ``compare_reported`` sets the figures a log printed
-itself against ``trainperf.derive``'s recomputation.
+``import_path(path, overrides)`` recognises a file's format (:data:`FORMATS`) by its content and reads it;
+``compare_reported`` sets the figures a log printed itself against ``trainperf.derive``'s recomputation.
 """
 
 from __future__ import annotations
@@ -15,13 +12,13 @@ from typing import Any
 
 from trainperf.errors import DataError
 from trainperf.importers.reported import TOLERANCE, compare_reported
-from trainperf.importers.composer import Composer
+from trainperf.importers.composer import COMPOSER
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
 from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
-from trainperf.importers.deepspeed import DeepSpeed
-from trainperf.importers.epoch_timing import EpochTiming
-from trainperf.importers.generic import Generic, StackFormat
-from trainperf.importers.hf_trainer import HFTrainer
+from trainperf.importers.deepspeed import DEEPSPEED
+from trainperf.importers.epoch_timing import EPOCH_TIMING
+from trainperf.importers.generic import Generic, stack_format
+from trainperf.importers.hf_trainer import HF_TRAINER
 from trainperf.importers.lightning_csv import LightningCsv
 from trainperf.importers.megatron import MEGATRON, MegatronParser
 from trainperf.importers.pattern import EXAMPLE, PatternLog
@@ -30,13 +27,13 @@ from trainperf.importers.settings import Settings, load_settings, read_yaml, sid
 from trainperf.importers.stacks import LLMC, MAXTEXT, NANOGPT, NEMO
 from trainperf.importers.tensorboard_log import TensorBoardLog
 from trainperf.importers.text import clean, iter_chunks, read_head
-from trainperf.importers.timing_summary import TimingSummary
-from trainperf.importers.torchtitan import Torchtitan
+from trainperf.importers.timing_summary import TIMING_SUMMARY
+from trainperf.importers.torchtitan import TORCHTITAN
 
 FORMATS: tuple[Format, ...] = (
-    CsvMapping(), LightningCsv(), StackFormat(NEMO), StackFormat(MEGATRON, MegatronParser), Torchtitan(),
-    StackFormat(NANOGPT), StackFormat(LLMC), HFTrainer(), StackFormat(MAXTEXT), DeepSpeed(), Composer(), EpochTiming(),
-    TimingSummary(), TensorBoardLog(), Generic())
+    CsvMapping(), LightningCsv(), stack_format(NEMO), stack_format(MEGATRON, MegatronParser), TORCHTITAN,
+    stack_format(NANOGPT), stack_format(LLMC), HF_TRAINER, stack_format(MAXTEXT), DEEPSPEED, COMPOSER, EPOCH_TIMING,
+    TIMING_SUMMARY, TensorBoardLog(), Generic())
 """Every format, in order of preference when two score alike (NeMo 2 lines also look like
 Megatron iteration lines: NeMo first); TensorBoard event files are told by content, not by text. ``generic``
 (last) is tried only where no stack's own reader recognises the file."""

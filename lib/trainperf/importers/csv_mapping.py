@@ -1,10 +1,4 @@
-"""Any CSV table, through a column mapping: the sidecar's (or a ``--mapping FILE``'s) ``columns``, each runs
-column a CSV column name or ``{column: NAME, scale: NUMBER}`` (docs/importers.md, "What each log says", "Any CSV").
-
-Each data row is one run (``<file>-<row>`` without a mapped ``run_id``). Cells are read strictly: thousands
-separators (``1,234``), a leading ``~`` (approximate), a trailing ``%`` (divided by 100); ``scale`` multiplies
-the number (units). :data:`BLANK` cells are missing values. A row with a cell that cannot be read (``1,5``,
-``fast``) is skipped and reported with its line.
+"""Any CSV table, through a column mapping (``columns``; docs/importers.md, "Any CSV"): each data row one run.
 """
 
 from __future__ import annotations

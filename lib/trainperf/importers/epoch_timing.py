@@ -1,24 +1,5 @@
-"""Per-rank epoch timing logs (the logs behind seed report 004)::
-
-    2024-12-11 16:14:45,135 - Rank 0 -
-        Rank 0 Epoch 0 timing breakdown:
-            Average Loss: 1.22
-            Total epoch time: 1384.64 seconds
-            Data loading time: 6.37 seconds
-            Data movement time: 1.80 seconds
-            Training compute time: 1335.39 seconds
-            Training communication time: 41.09 seconds
-
-A single-process run prints ``Epoch E timing breakdown:`` (rank 0). An ``Average metrics:`` block holds the
-times averaged over the ranks, with ``Train loss`` and ``Val loss``; ``Epoch E: train loss X, val loss Y`` lines
-give the losses (the last epoch's win over the block's). Markdown headings (``### training_b64_g2``) separate
-runs and name them; without headings a block that repeats a rank and epoch starts a new run.
-
-Each rank's epoch block is a step interval (``step`` the epoch; its seconds hold the warm-up, which cannot be
-separated) of :data:`INTERVAL_FIELDS`, measured by the one aggregator (``trainperf.aggregate.measure``: the
-slowest rank's total is ``elapsed_s``, phases the mean over ranks of each rank's sum), with ``gpus`` the number
-of ranks when they are 0..N-1, ``extra_epochs`` the most any rank printed, and the ``Average metrics`` times as
-``reported_mean_rank_elapsed_s``, ``reported_data_s``, ... (docs/importers.md, "What each log says").
+"""Per-rank epoch timing logs (the logs behind seed report 004): ``[Rank N] Epoch E timing breakdown:`` and
+``Average metrics:`` blocks, runs separated by Markdown headings (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -184,8 +165,4 @@ def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:
     return out, intervals
 
 
-class EpochTiming(LineFormat):
-    name = "epoch-timing"
-    title = "a per-rank epoch timing log"
-    patterns = (_BLOCK, _AVERAGE)
-    parser_class = EpochTimingParser
+EPOCH_TIMING = LineFormat("epoch-timing", "a per-rank epoch timing log", (_BLOCK, _AVERAGE), EpochTimingParser)

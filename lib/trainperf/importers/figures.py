@@ -1,15 +1,5 @@
-"""Named figures into records: what a line read with a pattern (``trainperf.importers.pattern``) or a step of
-TensorBoard scalars (``trainperf.importers.tensorboard_log``) gives, by the names of :data:`GROUPS`, becomes a
-record of ``trainperf.importers.records``, and its run's measurement.
-
-The figures are those of one optimizer step; a record may cover ``n`` steps they describe on average (a
-TensorBoard point written every ``n`` steps with the mean over them). A step's wall time is its step time, else
-its work over its rate (:func:`step_seconds`); ``tokens`` and ``samples`` are the whole job's in a step (a
-record of ``n`` steps did ``n`` times as much). A run timed only by rates gets the rate as its throughput (total
-work / total time; ``extra_time_source`` says so). Rates, MFU and TFLOP/s are kept as the source's own figures
-(``reported_*``; ``mfu_percent`` as the fraction ``reported_mfu``), and so is ``power_w_per_gpu``;
-``energy_per_gpu_j`` (a step's energy on each device, J) gives the record's ``energy_j`` per device: its reader
-multiplies it by the devices once they are known.
+"""Named figures (:data:`GROUPS`, of a pattern's line or a TensorBoard step) into records and their run's
+measurement (docs/importers.md, "A log of any stack").
 """
 
 from __future__ import annotations
@@ -87,12 +77,12 @@ def measure(run: records.Run, config: Mapping[str, Any], origin: float | None, t
             convention: str | None = None, least_warmup: int = 1,
             rate_measures: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
     """The measurements and step intervals of a run of figure records
-    (``records.aggregate``, steps numbered from ``origin``, None: unknown, and
+    (``records.measure_window``, steps numbered from ``origin``, None: unknown, and
     at least ``least_warmup`` warm-up steps where the run states none),
     with where the times came from (``extra_time_source``), the FLOPs
     convention of the source's own figures where known, and (``rate_measures``) the source's
     rate as the throughput where nothing counts the work (``rate_from_reported``)."""
-    measured, steps = records.aggregate(run.records, config, None if run.restarted else origin, least_warmup)
+    measured, steps = records.measure_window(run.records, config, None if run.restarted else origin, least_warmup)
     timed_by(measured, time_source)
     if convention is not None:
         measured[REPORTED_CONVENTION] = convention

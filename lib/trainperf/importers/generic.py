@@ -1,11 +1,6 @@
-"""Logs of stacks without a reader of their own, read through the vocabulary (``trainperf.importers.vocabulary``):
-text lines of ``key: value`` fields, JSON lines, MLPerf ``:::MLLOG`` result logs and DLLogger ``DLLL`` lines; and
-the logs of the stacks whose reader is a :class:`Stack`, read through its own keys.
-
-A record is a line whose fields (``fields.fields_of``) name a step counter and a time or a rate; its time is
-that of the first kind the line prints (:data:`TIMES`). How a record's steps, time and work are found, how MLPerf
-blocks and ``train_loss`` events are read and what a stack adds: docs/importers.md, "The vocabulary". The
-result's notes name the printed field that gave each figure.
+"""Logs read through the vocabulary (``trainperf.importers.vocabulary``): text ``key: value`` lines, JSON lines,
+MLPerf ``:::MLLOG`` and DLLogger ``DLLL`` lines, and the logs of the stacks whose reader is a :class:`Stack`
+(docs/importers.md, "The vocabulary").
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from trainperf.importers import figures, records
-from trainperf.importers.core import LineFormat, ParsedLog
+from trainperf.importers.core import LineFormat
 from trainperf.importers.fields import SECONDS, fields_of, unit_of_key, value
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import CutLine, LineError, number, one_record, rank_prefix
@@ -446,27 +441,17 @@ def _float(text: str | None) -> float:
         return NAN
 
 
-class StackFormat(LineFormat):
+def stack_format(stack: Stack, parser_class: type[GenericParser] = GenericParser) -> LineFormat:
     """The format of a :class:`Stack`: recognised by its ``sniff``, read through its keys by ``parser_class``
     (a stack's own subclass of :class:`GenericParser` reads its other lines)."""
-
-    def __init__(self, stack: Stack, parser_class: type[GenericParser] = GenericParser) -> None:
-        self.stack, self.parser_class = stack, parser_class
-        self.name, self.title = stack.name, stack.title
-        self.patterns = (re.compile(stack.sniff),)
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = self.parser_class(path, self.stack)
-        parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())
+    return LineFormat(stack.name, stack.title, (re.compile(stack.sniff),), lambda path: parser_class(path, stack))
 
 
 class Generic(LineFormat):
     """A log of any stack read through the vocabulary, chosen only where no stack's own reader recognises it."""
 
-    name = "generic"
-    title = "a log read through the vocabulary of field names"
-    parser_class = GenericParser
+    def __init__(self) -> None:
+        super().__init__("generic", "a log read through the vocabulary of field names", (), GenericParser)
 
     def sniff(self, head: str, settings: Settings) -> int:
         parser = GenericParser(Path())

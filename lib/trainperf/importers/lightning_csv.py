@@ -1,17 +1,5 @@
-"""Lightning's ``CSVLogger`` ``metrics.csv`` with ``ThroughputMonitor`` columns, logged every
-``log_every_n_steps`` steps beside the module's own metrics (on rows of their own; ``|`` instead of ``/`` with
-``separator="|"``)::
-
-    epoch,step,train/batches,train/device/batches_per_sec,train/device/items_per_sec,
-    train/device/samples_per_sec,train/lengths,train/samples,train/time,train_loss
-    0,4,5,48.2,25087.7,385.96,2600,40,0.18868,
-    0,4,,,,,,,,5.706
-
-The counters (``lightning.fabric.utilities.throughput``) are rank 0's: ``train/time`` seconds of training
-(validation left out), ``train/samples`` and ``train/lengths`` (items: tokens) seen so far. The window runs from
-the first row (warm-up) to the last, so ``elapsed_s``, ``steps`` and the counts are differences, the counts
-times ``gpus``; the last row's per-device rates and MFU are kept as ``reported_*``, and ``train_loss`` (or
-``loss``, ``train/loss``) is its last value (docs/importers.md, "What each log says").
+"""Lightning's ``CSVLogger`` ``metrics.csv`` with ``ThroughputMonitor`` columns (docs/importers.md, "What each log
+says").
 """
 
 from __future__ import annotations

@@ -1,16 +1,5 @@
-"""Any log, read with one regular expression of the user's (the sidecar key ``pattern``, ``trainperf import
---pattern``), for stacks without a reader of their own (docs/importers.md, "A log of any stack").
-
-Every line the pattern matches (searched for after a launcher's rank prefix such as ``[rank3]:``) is a record of
-one optimizer step whose named groups (``figures.GROUPS``; numbers may carry thousands separators: ``6,941``)
-give its figures (``trainperf.importers.figures``). With an ``epoch`` group, a step counter that restarts each
-epoch counts on across epochs (``records.IntervalParser.across_epochs``). A log with a ``step`` group that starts
-past the warm-up is measured from its first line; a matched line whose groups are not numbers is skipped and
-counted.
-
-A pattern is the user's text run on every line: the ``regex`` module matches it (the syntax of Python's ``re``)
-with a limit of :data:`LINE_SECONDS` per line, so one that backtracks catastrophically (``(a|aa)+$``) stops the
-read with a DataError naming the sidecar and the line, within seconds.
+"""Any log, read with one regular expression of the user's (sidecar ``pattern``, ``--pattern``; docs/importers.md,
+"A log of any stack"), matched by the ``regex`` module with a limit of :data:`LINE_SECONDS` a line.
 """
 
 from __future__ import annotations
@@ -23,7 +12,7 @@ import regex
 
 from trainperf.errors import DataError
 from trainperf.importers import figures, records
-from trainperf.importers.core import Format, ParsedLog
+from trainperf.importers.core import Format, ParsedLog, read_log
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineError, number, rank_prefix, whole
 
@@ -106,7 +95,5 @@ class PatternLog(Format):
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         assert settings.pattern is not None
-        parser = PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source),
-                               settings.pattern_source)
-        parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())
+        return read_log(PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source),
+                                      settings.pattern_source))

@@ -1,11 +1,6 @@
-"""Step-interval records of a training log, measured by the one aggregator (``trainperf.aggregate``);
-shared by the importers of logs that print steps (whose parsers derive from :class:`IntervalParser`).
-
-A record is one line of a log on one rank: it covers ``n_steps`` optimizer steps ending at ``step`` in
-``seconds`` of wall time (a logging interval's, or a single step's). :func:`aggregate` picks the measured
-window (warm-up, excerpts, records of unknown length) and measures it; the rules, for users, are in
-docs/importers.md, "The measured window". A log prints the whole job's ``samples``, ``tokens`` and energy on
-each line: each rank that prints a step gets its share in the step intervals (docs/data.md).
+"""Step-interval records of a training log (one line of one rank: ``n_steps`` steps ending at ``step`` in
+``seconds``), their parsers' base (:class:`IntervalParser`) and the measurement of their window by the one
+aggregator (:func:`measure_window`; docs/importers.md, "The measured window").
 """
 
 from __future__ import annotations
@@ -210,7 +205,7 @@ class IntervalParser(RunParser, Generic[RunT]):
         return [ParsedRun(None, run.line, run.config, partial(self.finish, run)) for run in runs]
 
 
-def aggregate(records: Intervals, config: Mapping[str, Any], origin: float | None = None,
+def measure_window(records: Intervals, config: Mapping[str, Any], origin: float | None = None,
               least_warmup: int = 1) -> tuple[dict[str, Any], pd.DataFrame]:
     """Measurements of the run's window (a dict of runs columns, by ``trainperf.aggregate.measure``) and its
     step intervals (``run_id`` left empty for the caller to name); the window's rules are those of

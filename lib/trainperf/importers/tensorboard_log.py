@@ -1,20 +1,5 @@
-"""A run's TensorBoard event files (a log dir, ``trainperf.importers.event_files``) read into step-interval
-records through the tags its stack writes (:data:`STACKS`, each from the stack's own source: torchtitan's
-``MetricsProcessor.log``, Megatron-LM's ``training_log``, NeMo's ``TimingCallback`` and strategy), or the user's
-mapping of tags to figures of ``figures.GROUPS`` (sidecar key ``tensorboard_tags``, ``trainperf import
---tags``), and measured by the one aggregator (docs/importers.md, "TensorBoard event files").
-
-Each rank's points of a step time or rate are its records; the other figures are those written at the same step
-(NaN where none is). By its stack's step time, a point covers its own step (:data:`STEP`: NeMo, whose steps
-count from 0, and a user's mapping), or the ``n = step - previous step`` steps since the rank's previous point:
-for ``n`` × the mean step time (:data:`INTERVAL`: Megatron-LM's ``iteration-time``), or for the logging interval
-× the step time (:data:`PER_LOG_FREQ`: torchtitan divides the time since its previous point by ``log_freq``, the
-greatest common divisor of the steps written after step 1). The first point of a rank covers unknown steps
-unless it is step 1. A job restarted from a checkpoint writes its steps again: a point replaced by one written
-later at its step or an earlier one is left out, as TensorBoard does, and the first point after the restart
-covers unknown steps. Warm-up is the start of the training (steps from the stack's first step number). What the
-events do not say comes from the sidecar ``<log dir>.trainperf.yaml`` (``<event file>.trainperf.yaml`` for a
-file) or ``--set``.
+"""A run's TensorBoard event files read into step-interval records through the tags its stack writes
+(:data:`STACKS`) or the user's mapping (``tensorboard_tags``) (docs/importers.md, "TensorBoard event files").
 """
 
 from __future__ import annotations

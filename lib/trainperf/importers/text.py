@@ -1,9 +1,5 @@
-"""Reading log text: chunks of cleaned lines (:data:`CHUNK_BYTES` at a time, gzip-compressed files too, told
-by their magic bytes; :func:`clean`), numbers, rank prefixes, timestamps (docs/importers.md, "Tolerance").
-
-Line numbers are those of the file (counted by ``\\n``). A parser sees the lines of a chunk plus, at its end,
-:data:`LOOKAHEAD` lines it may read but not consume, so a record wrapped over several lines can be joined
-across a chunk boundary (see :class:`LineParser`).
+"""Reading log text: chunks of cleaned lines (gzip too), numbers, rank prefixes, timestamps, records wrapped over
+lines (docs/importers.md, "Tolerance"). Line numbers are those of the file.
 """
 
 from __future__ import annotations

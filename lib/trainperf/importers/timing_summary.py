@@ -1,18 +1,5 @@
-"""Timing summaries per batch-size configuration (the logs behind seed report 003)::
-
-    ### Batch Size = 16, Accumulation Steps = 64
-    - Total script execution time: 314.00 seconds
-    - Train worker: 300.29s
-    - Train worker.epoch: 268.04s
-    - Train worker.epoch.training: 253.84s
-    - Train worker.epoch.validation: 12.97s
-    - Backward pass: 111.54s (mean=0.0314s)
-    - Loss computation: 2.12s (mean=0.0005s)
-    - Forward pass: 72.86s (mean=0.0182s)
-
-Each section is one run, ``bsB-accumA``; a heading ``# GPU=4 ...`` gives ``gpus``, a Markdown table's
-``Tokens/Sec`` column ``reported_tokens_per_s``. The printed seconds become the runs columns of :data:`FIELDS`
-(``elapsed_s``: the training loop), per-call means ``extra_*_mean_s`` (docs/importers.md, "What each log says").
+"""Timing summaries per batch-size configuration (the logs behind seed report 003): one run per ``Batch Size = B,
+Accumulation Steps = A`` section (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -126,8 +113,5 @@ class TimingSummaryParser(RunParser):
         return runs
 
 
-class TimingSummary(LineFormat):
-    name = "timing-summary"
-    title = "a batch-size timing summary"
-    patterns = (_SECTION, _EPOCH)
-    parser_class = TimingSummaryParser
+TIMING_SUMMARY = LineFormat("timing-summary", "a batch-size timing summary", (_SECTION, _EPOCH),
+                            TimingSummaryParser)

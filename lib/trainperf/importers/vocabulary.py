@@ -1,8 +1,5 @@
-"""One vocabulary of the fields training logs print (docs/importers.md, "The vocabulary"): each canonical field
-with the names (synonyms) stacks print it under, normalised as ``fields.normal`` does and without a unit printed
-in the key, its unit where the log prints none, and what it means for a record (:func:`lookup` finds a key's
-field). A stack's reader adds names of its own with :func:`extended`; a field is added here once, with its
-meaning.
+"""One vocabulary of the fields training logs print: each canonical field once, with its names, unit and meaning
+(docs/importers.md, "The vocabulary"); :func:`lookup` finds a key's field.
 """
 
 from __future__ import annotations
