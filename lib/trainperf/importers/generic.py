@@ -15,12 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-from trainperf.importers import figures, records
+from trainperf.importers import records
 from trainperf.importers.core import LineFormat
-from trainperf.importers.fields import SECONDS, fields_of, unit_of_key, value
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import CutLine, LineError, number, one_record, rank_prefix
-from trainperf.importers.vocabulary import FIELD, NAMES, RATES, Field, in_unit, is_record, lookup, scale
+from trainperf.importers.vocabulary import (FIELD, NAMES, RATES, SECONDS, Field, fields_of, in_unit, is_record, lookup,
+                                            scale, unit_of_key, value)
 
 NAN = math.nan
 SNIFF_LINES = 2000
@@ -190,7 +190,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
 
     def read_fields(self, found: Mapping[str, str]) -> tuple[dict[str, float], dict[str, str]]:
-        """The figures of a line's fields (``fields.fields_of``; canonical field -> value in the field's unit)
+        """The figures of a line's fields (``vocabulary.fields_of``; canonical field -> value in the field's unit)
         and the key each was printed under, the first key of a field winning."""
         out: dict[str, float] = {}
         said: dict[str, str] = {}
@@ -300,7 +300,7 @@ class GenericParser(records.IntervalParser[records.Run]):
             run.config["global_batch_size"] = int(batch)
         if seconds is not None:
             values["step_time_s"] = seconds[0] / seconds[1]
-        row = figures.record(values, rank, step, seconds[1] if seconds is not None else n)
+        row = records.record(values, rank, step, seconds[1] if seconds is not None else n)
         if self.evaluated is not None:
             run.val_loss = self.evaluated[1]
             if self.evaluated[0] == step:  # its time holds the evaluation (every rank's line of that step)
@@ -369,14 +369,14 @@ class GenericParser(records.IntervalParser[records.Run]):
             values["step_time_s"] = seconds / n
             rank = 0 if label is None else label
             run = self.run_at(line, rank, int(self.steps))
-            run.records.add(figures.record(values, rank, int(self.steps), n if start is not None else NAN))
+            run.records.add(records.record(values, rank, int(self.steps), n if start is not None else NAN))
             self.blocks = True
             self.used.update(step="block_stop", step_time_s="time_ms of block_start and block_stop")
             self.used.setdefault("tokens" if "tokens" in values else "samples",
                                  "epoch_count" if "tokens" in values else "samples_count")
 
     def new_run(self, line: int) -> records.Run:
-        return records.Run(line, dict(self.config), figures.REPORTED)
+        return records.Run(line, dict(self.config), records.REPORTED)
 
     def notes(self) -> list[str]:
         used = ", ".join(f"{name} from {key!r}" for name, key in self.used.items())
@@ -391,8 +391,9 @@ class GenericParser(records.IntervalParser[records.Run]):
             self.used.update(step="train_loss", step_time_s="time_ms of consecutive train_loss events",
                              samples="their samples_count")
         if self.stack is None:
-            return figures.measure(run, config, None if self.blocks else 0, "the log's own times, read generically")
-        measured, steps = figures.measure(run, config, self.stack.origin, self.stack.time_source,
+            return records.measure_figures(run, config, None if self.blocks else 0,
+                                           "the log's own times, read generically")
+        measured, steps = records.measure_figures(run, config, self.stack.origin, self.stack.time_source,
                                           self.stack.convention, self.stack.warmup, self.stack.rate_measures)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
@@ -402,7 +403,7 @@ class GenericParser(records.IntervalParser[records.Run]):
     def between_checkpoints(self, config: Mapping[str, Any]) -> records.Intervals:
         """Records between an MLPerf log's ``train_loss`` events (docs/importers.md, "The vocabulary"): each of the
         samples and the time since the one before, ``excluded`` 1 where it spans a block's end (an evaluation)."""
-        found = records.Intervals(figures.REPORTED)
+        found = records.Intervals(records.REPORTED)
         batch = float(config.get("global_batch_size") or self.config.get("global_batch_size") or 1)
         previous: tuple[float, float, bool] | None = None
         for when, samples, evaluated in self.checkpoints:
@@ -411,7 +412,7 @@ class GenericParser(records.IntervalParser[records.Run]):
                 n, seconds, work = NAN, NAN, NAN
             else:
                 n, seconds, work = step - previous[1] / batch, (when - previous[0]) / 1000.0, samples - previous[1]
-            row = figures.record({"step_time_s": seconds / n, "samples": work / n}, 0, step, n)
+            row = records.record({"step_time_s": seconds / n, "samples": work / n}, 0, step, n)
             found.add(row[:records.COLUMN["excluded"]] + (1.0 if evaluated else 0.0,)
                       + row[records.COLUMN["excluded"] + 1:])
             previous = (when, samples, evaluated)

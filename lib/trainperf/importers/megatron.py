@@ -14,7 +14,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION
-from trainperf.importers.figures import REPORTED
+from trainperf.importers.records import REPORTED
 from trainperf.importers.generic import GenericParser, Stack
 from trainperf.importers.text import NUMBER, number, rank_prefix
 

@@ -11,7 +11,7 @@ import pandas as pd
 import regex
 
 from trainperf.errors import DataError
-from trainperf.importers import figures, records
+from trainperf.importers import records
 from trainperf.importers.core import Format, ParsedLog, read_log
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineError, number, rank_prefix, whole
@@ -23,13 +23,13 @@ EXAMPLE = r"step (?P<step>\d+) .* (?P<tokens_per_s>[\d,.]+) tok/s"
 
 
 def compile_pattern(text: str, where: object) -> regex.Pattern[str]:
-    """The pattern ``text`` compiled, with named groups only from ``figures.GROUPS``
-    and one of ``figures.TIMING``; DataError naming ``where`` otherwise."""
+    """The pattern ``text`` compiled, with named groups only from ``records.GROUPS``
+    and one of ``records.TIMING``; DataError naming ``where`` otherwise."""
     try:
         pattern = regex.compile(text)
     except regex.error as exc:
         raise DataError(f"not a regular expression: {exc}", path=where, column="pattern") from None
-    figures.check_names(pattern.groupindex, figures.GROUPS, "group", "a pattern", where, "pattern")
+    records.check_names(pattern.groupindex, records.GROUPS, "group", "a pattern", where, "pattern")
     return pattern
 
 
@@ -67,15 +67,15 @@ class PatternParser(records.IntervalParser[records.Run]):
             step = self.across_epochs(label, values["epoch"], step)
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
-        run.records.add(figures.record(values, rank, step))
+        run.records.add(records.record(values, rank, step))
         return ""
 
     def new_run(self, line: int) -> records.Run:
-        return records.Run(line, {}, figures.REPORTED)
+        return records.Run(line, {}, records.REPORTED)
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         origin = 1 if "step" in self.start.groupindex else None
-        return figures.measure(run, config, origin, "step times the log prints (read with a pattern)")
+        return records.measure_figures(run, config, origin, "step times the log prints (read with a pattern)")
 
 
 def _value(name: str, text: str) -> float:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.errors import DataError, UnknownFormat
-from trainperf.importers import event_files, figures, records
+from trainperf.importers import event_files, records
 from trainperf.importers.core import Format, ParsedLog, ParsedRun, log_stem
 from trainperf.importers.settings import Settings, sidecar_path
 
@@ -23,7 +23,7 @@ NAN = math.nan
 STEP, INTERVAL, PER_LOG_FREQ = "step", "interval", "per log_freq"
 """What a point's step time covers: the step it is written at; the mean over the steps since the
 previous point; the time since the previous point divided by the logging interval (torchtitan's log_freq)."""
-MAPPABLE = tuple(group for group in figures.GROUPS if group not in ("step", "epoch"))
+MAPPABLE = tuple(group for group in records.GROUPS if group not in ("step", "epoch"))
 """Figures a tag may give (a point's step is the event's own)."""
 SHOWN_TAGS = 30
 """Scalar tags a refusal lists."""
@@ -78,8 +78,8 @@ HINTS = {"megatron": "Megatron-LM writes iteration-time only with --log-timers-t
 
 def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
     """The mapping ``{figure: tag}`` a user gave (figures of :data:`MAPPABLE`,
-    one of ``figures.TIMING`` among them); DataError naming ``where`` otherwise."""
-    figures.check_names(tags, MAPPABLE, "figure", "a mapping", where, "tensorboard_tags",
+    one of ``records.TIMING`` among them); DataError naming ``where`` otherwise."""
+    records.check_names(tags, MAPPABLE, "figure", "a mapping", where, "tensorboard_tags",
                         " (a point's step is the event's own)")
     bad = sorted(str(k) for k, v in tags.items() if not isinstance(v, str) or not v.strip())
     if bad:
@@ -91,7 +91,7 @@ def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
 
 def stack_of(tags: Collection[str]) -> TagMapping | None:
     """The first stack of :data:`STACKS` whose step time or rate the events hold."""
-    return next((stack for stack in STACKS if set(stack.chosen(tags)) & set(figures.TIMING)), None)
+    return next((stack for stack in STACKS if set(stack.chosen(tags)) & set(records.TIMING)), None)
 
 
 def unknown_tags(tags: Collection[str], sidecar: str) -> str:
@@ -174,7 +174,7 @@ class TensorBoardLog(Format):
             if mapping is None:
                 raise UnknownFormat(unknown_tags(tags, sidecar_path(path).name), path=path)
         chosen = mapping.chosen(tags)
-        run = records.Run(1, {}, figures.REPORTED)
+        run = records.Run(1, {}, records.REPORTED)
         notes: list[str] = []
         for rank, scalars in ranks.items():
             notes += _add_rank(run, rank, scalars, chosen, mapping)
@@ -200,17 +200,17 @@ def _add_rank(run: records.Run, rank: int, scalars: event_files.Scalars, chosen:
     for group, tag in chosen.items():
         steps, values, restart, replaced = latest_points(*scalars.series(tag))
         series[group] = pd.Series(values, index=steps)
-        if group in figures.TIMING:
+        if group in records.TIMING:
             restarts = np.union1d(restarts, steps[restart])
             if replaced:
                 notes.append(f"rank {rank}: {replaced} point(s) of {tag!r} written before a restart from a "
                              "checkpoint are replaced by those written after it at the same or earlier steps")
-    timing = reduce(np.union1d, [s.index.to_numpy() for g, s in series.items() if g in figures.TIMING])
+    timing = reduce(np.union1d, [s.index.to_numpy() for g, s in series.items() if g in records.TIMING])
     table = pd.DataFrame({group: s.reindex(timing) for group, s in series.items()})
     n, timed = covered_steps(timing, np.isin(timing, restarts), mapping.step_time)
     for step, row, n_steps, timed_steps in zip(timing, table.to_numpy(), n, timed):
         values = {group: value for group, value in zip(table.columns, row) if math.isfinite(value)}
-        run.records.add(figures.record(values, rank, int(step), n_steps, timed_steps))
+        run.records.add(records.record(values, rank, int(step), n_steps, timed_steps))
     for column, tag in mapping.config.items():
         _, values, _, _ = latest_points(*scalars.series(tag))
         if len(values) and values[-1] > 0 and values[-1] == int(values[-1]):
@@ -220,5 +220,5 @@ def _add_rank(run: records.Run, rank: int, scalars: event_files.Scalars, chosen:
 
 def _measure(run: records.Run, mapping: TagMapping, chosen: Mapping[str, str],
              config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-    timing = ", ".join(tag for group, tag in chosen.items() if group in figures.TIMING)
-    return figures.measure(run, config, mapping.origin, f"TensorBoard scalars ({timing})", mapping.convention)
+    timing = ", ".join(tag for group, tag in chosen.items() if group in records.TIMING)
+    return records.measure_figures(run, config, mapping.origin, f"TensorBoard scalars ({timing})", mapping.convention)
