@@ -107,12 +107,6 @@ class Missing:
     runs: tuple[str, ...]
     note: str = ""
 
-    def __str__(self) -> str:
-        what = f"blocks {', '.join(self.blocks)}" if self.blocks else self.note
-        if self.blocks and self.note:
-            what += f" ({self.note})"
-        return f"{self.field}: {what} [runs: {', '.join(self.runs)}]"
-
 
 @dataclass
 class ImportResult:

@@ -34,22 +34,10 @@ _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length"
 
 @dataclass(frozen=True)
 class Stack:
-    """What a stack's own reader adds to the vocabulary (docs/importers.md, "The vocabulary"): ``name`` and
-    ``title``, its format's; ``keys``, each printed key -> a field of ``vocabulary.VOCABULARY``; ``start``, the
-    regular expression of a record line's start (its group ``step``, where it has one, is the step); ``time``, the
-    key of the time a record line needs (a finite number); ``anchors``, the lines it reads; ``sniff``, what its
-    sniff counts; ``origin``, the number of its first step (a line without a step is its rank's next; None:
-    unknown, so no log is taken for an excerpt); ``first``, the step where a record covers that one step and the
-    work counted so far (a later first record covers unknown steps); ``warmup``, its first steps that are never
-    steady (where the run states no warm-up); ``time_source``, where its times come from; ``convention``, the
-    FLOPs convention of its printed figures; ``val_loss``, the regular expression of a validation loss on a line
-    of its own (group ``loss``, and ``step`` where that step's time holds the evaluation); ``config``, what the
-    run states before its records; ``separator``, between a key and its value; ``closes``, what follows every
-    value (Megatron's ``|``); ``units``, the unit a key's value must end in; ``last``, the key printed last;
-    ``after``, the keys printed after their value (llm.c's ``2749.40 ms``; one word such as a precision may come
-    between); ``usual``, the regular expression of the usual record line where the start ends (each group a
-    key's value, named by its field); ``rate_measures``, whether its printed rates may stand for the throughput
-    where nothing counts the work; ``configure``, a reader of its other lines (the parser, the line, its number)."""
+    """What a stack's own reader adds to the vocabulary (each attribute: docs/importers.md, "The vocabulary", on a
+    stack's own reader): ``keys``, each printed key -> a field of ``vocabulary.VOCABULARY``; ``start``, the regular
+    expression of a record line's start (group ``step``: the step); ``time``, the key of the time a record needs;
+    ``origin``, the number of its first step (None: unknown); ``configure``, a reader of its other lines."""
 
     name: str
     title: str
