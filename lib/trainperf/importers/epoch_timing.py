@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -116,7 +117,7 @@ class EpochTimingParser(RunParser):
     def result(self) -> list[ParsedRun]:
         self._close()
         self._start_run(None, 0)
-        return [ParsedRun(run.name, run.line, _config(run), _finisher(run)) for run in self.runs]
+        return [ParsedRun(run.name, run.line, _config(run), partial(_measure, run)) for run in self.runs]
 
 
 def _config(run: _Run) -> dict[str, Any]:
@@ -124,29 +125,28 @@ def _config(run: _Run) -> dict[str, Any]:
     return {"gpus": len(ranks)} if ranks and ranks == list(range(len(ranks))) else {}
 
 
-def _finisher(run: _Run):
-    def finish(config: Mapping[str, Any]):
-        out: dict[str, Any] = {}
-        intervals = None
-        if run.blocks:
-            measured, intervals = _per_rank(run)
-            out.update(measured)
-        averages = run.averages
-        for name, column in (("elapsed_s", "reported_mean_rank_elapsed_s"), *((p, f"reported_{p}") for p in PHASES)):
+def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
+    """The measurements of ``run`` (its blocks', the ``Average metrics``' and its losses) and its step intervals."""
+    out: dict[str, Any] = {}
+    intervals = None
+    if run.blocks:
+        measured, intervals = _per_rank(run)
+        out.update(measured)
+    averages = run.averages
+    for name, column in (("elapsed_s", "reported_mean_rank_elapsed_s"), *((p, f"reported_{p}") for p in PHASES)):
+        values = [b.values[name] for b in averages if name in b.values]
+        if values and len(values) == len(averages):
+            out[column] = float(sum(values))
+    if run.losses:
+        out["train_loss"], out["val_loss"] = run.losses[max(run.losses)]
+        out = {k: v for k, v in out.items() if not (isinstance(v, float) and math.isnan(v))}
+    else:
+        for name in ("train_loss", "val_loss"):
             values = [b.values[name] for b in averages if name in b.values]
-            if values and len(values) == len(averages):
-                out[column] = float(sum(values))
-        if run.losses:
-            out["train_loss"], out["val_loss"] = run.losses[max(run.losses)]
-            out = {k: v for k, v in out.items() if not (isinstance(v, float) and math.isnan(v))}
-        else:
-            for name in ("train_loss", "val_loss"):
-                values = [b.values[name] for b in averages if name in b.values]
-                if values:
-                    out[name] = values[-1]
-        timed_by(out, "epoch times printed by the log")
-        return out, intervals
-    return finish
+            if values:
+                out[name] = values[-1]
+    timed_by(out, "epoch times printed by the log")
+    return out, intervals
 
 
 def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:

@@ -112,7 +112,7 @@ class HFTrainerParser(RunParser):
 
 
 def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    out, _ = _whole_call(run, config)
+    out = _whole_call(run, config)
     steady = _steady_window(run, config)
     if steady is None:
         return out, None
@@ -142,12 +142,13 @@ def _steady_window(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any]
     return measured, intervals
 
 
-def _whole_call(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
+def _whole_call(run: _Run, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The measurements of the whole ``train()`` call (its final metrics)."""
     final = run.final
     runtime = final.get("train_runtime", NAN)
     out: dict[str, Any] = {}
     if not (runtime > 0 and math.isfinite(runtime)):
-        return out, None
+        return out
     out["elapsed_s"] = runtime
     out["extra_time_source"] = ("train_runtime: the whole train() call, first steps and the time after the last "
                                 "step included")
@@ -172,7 +173,7 @@ def _whole_call(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], N
     micro, total, accum = (config.get(k) for k in ("micro_batch_size", "global_batch_size", "grad_accum_steps"))
     if micro and total and accum and total % (micro * accum) == 0:
         out["gpus"] = total // (micro * accum)
-    return out, None
+    return out
 
 
 def _count_samples(out: dict[str, Any], steps: float, config: Mapping[str, Any], epochs: float) -> None:

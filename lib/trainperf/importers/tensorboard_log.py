@@ -185,7 +185,9 @@ class TensorBoardLog(Format):
         if undecoded:
             skipped.append((str(path), 0, f"{undecoded} record(s) that hold no TensorBoard event"))
         notes = [str(d) for d in damage] + notes
-        finish = partial(_measure, run, mapping, chosen)
+        timing = ", ".join(tag for group, tag in chosen.items() if group in records.TIMING)
+        finish = partial(records.measure_figures, run, origin=mapping.origin,
+                         time_source=f"TensorBoard scalars ({timing})", convention=mapping.convention)
         return ParsedLog([ParsedRun(log_stem(path), 1, run.config, finish)], skipped, len(damage) + undecoded,
                          sum(scalars.records for scalars in ranks.values()), notes)
 
@@ -216,9 +218,3 @@ def _add_rank(run: records.Run, rank: int, scalars: event_files.Scalars, chosen:
         if len(values) and values[-1] > 0 and values[-1] == int(values[-1]):
             run.config[column] = int(values[-1])
     return notes
-
-
-def _measure(run: records.Run, mapping: TagMapping, chosen: Mapping[str, str],
-             config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-    timing = ", ".join(tag for group, tag in chosen.items() if group in records.TIMING)
-    return records.measure_figures(run, config, mapping.origin, f"TensorBoard scalars ({timing})", mapping.convention)
