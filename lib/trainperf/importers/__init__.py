@@ -14,20 +14,18 @@ from trainperf.errors import DataError
 from trainperf.importers.reported import TOLERANCE, compare_reported
 from trainperf.importers.composer import COMPOSER
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
-from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
+from trainperf.importers.csv_tables import CsvMapping, LightningCsv, looks_like_csv
 from trainperf.importers.deepspeed import DEEPSPEED
-from trainperf.importers.epoch_timing import EPOCH_TIMING
 from trainperf.importers.generic import Generic, stack_format
 from trainperf.importers.hf_trainer import HF_TRAINER
-from trainperf.importers.lightning_csv import LightningCsv
 from trainperf.importers.megatron import MEGATRON, MegatronParser
 from trainperf.importers.pattern import EXAMPLE, PatternLog
 from trainperf.importers.event_files import is_event_file, is_event_file_name, log_dir_files
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
 from trainperf.importers.stacks import LLMC, MAXTEXT, NANOGPT, NEMO
+from trainperf.importers.summary_logs import EPOCH_TIMING, TIMING_SUMMARY
 from trainperf.importers.tensorboard_log import TensorBoardLog
 from trainperf.importers.text import clean, iter_chunks, read_head
-from trainperf.importers.timing_summary import TIMING_SUMMARY
 from trainperf.importers.torchtitan import TORCHTITAN
 
 FORMATS: tuple[Format, ...] = (

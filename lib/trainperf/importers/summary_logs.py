@@ -1,5 +1,7 @@
-"""Per-rank epoch timing logs (the logs behind seed report 004): ``[Rank N] Epoch E timing breakdown:`` and
-``Average metrics:`` blocks, runs separated by Markdown headings (docs/importers.md, "What each log says").
+"""The logs behind seed reports 003 and 004, which print a run's totals rather than step lines (docs/importers.md,
+"What each log says"): per-rank epoch timings (``[Rank N] Epoch E timing breakdown:`` and ``Average metrics:``
+blocks, runs separated by Markdown headings) and batch-size timing summaries (one run per ``Batch Size = B,
+Accumulation Steps = A`` section).
 """
 
 from __future__ import annotations
@@ -15,18 +17,18 @@ import pandas as pd
 from trainperf.aggregate import measure, summarize
 from trainperf.importers.core import LineFormat, ParsedRun, RunParser, timed_by
 from trainperf.importers.records import finite
-from trainperf.importers.text import NUMBER, number
+from trainperf.importers.text import NUMBER, LineError, number, whole
 from trainperf.schema import STEP_INTERVAL_COLUMNS
 
 HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(\S.*?)\s*#*\s*$")
 _BLOCK = re.compile(r"(?:Rank\s+(\d+)\s+)?Epoch\s+(\d+)\s+timing breakdown:")
 _AVERAGE = re.compile(r"\bAverage metrics:")
-_VALUE = re.compile(rf"\s*({NUMBER})\s*(?:seconds|s)?\s*$")
+_EPOCH_VALUE = re.compile(rf"\s*({NUMBER})\s*(?:seconds|s)?\s*$")
 _EPOCH_LOSS = re.compile(rf"Epoch\s+(\d+):\s*train loss\s+({NUMBER})\s*,\s*val loss\s+({NUMBER})")
-FIELDS = {"Total epoch time": "elapsed_s", "Data loading time": "data_s", "Data movement time": "h2d_s",
+EPOCH_FIELDS = {"Total epoch time": "elapsed_s", "Data loading time": "data_s", "Data movement time": "h2d_s",
           "Training compute time": "compute_s", "Training communication time": "comm_s",
           "Average Loss": "loss", "Train loss": "train_loss", "Val loss": "val_loss"}
-_KEY = re.compile(f"({'|'.join(FIELDS)}):(.*)$")
+_EPOCH_KEY = re.compile(f"({'|'.join(EPOCH_FIELDS)}):(.*)$")
 PHASES = ("data_s", "h2d_s", "compute_s", "comm_s")
 INTERVAL_FIELDS = {"step_s": "elapsed_s", **{p: p for p in PHASES}, "loss": "loss"}
 """Step-interval columns and the block values they hold."""
@@ -70,7 +72,7 @@ class EpochTimingParser(RunParser):
                 self.repeat += 1
                 self._start_run(f"{self.section}-{self.repeat}" if self.section else None, number_)
             self.block = _Block(number_, rank, epoch)
-        elif key := _KEY.search(line):
+        elif key := _EPOCH_KEY.search(line):
             self._field(number_, key.group(1), key.group(2))
         elif "Average metrics" in line:
             self._close()
@@ -84,19 +86,19 @@ class EpochTimingParser(RunParser):
         return 1
 
     def _field(self, line: int, key: str, text: str) -> None:
-        value = _VALUE.match(text)
+        value = _EPOCH_VALUE.match(text)
         if value is None:
             self.skip(line, f"{key}: {text.strip()[:40]!r} is not a number")
         elif self.block is None:
             self.skip(line, f"{key}: outside a 'timing breakdown' or 'Average metrics' block")
-        elif FIELDS[key] in self.block.values:
+        elif EPOCH_FIELDS[key] in self.block.values:
             self.skip(line, f"{key}: repeats a field of the block at line {self.block.line}")
         elif not key.endswith("time"):
-            self.block.values[FIELDS[key]] = finite(number(value.group(1)))
+            self.block.values[EPOCH_FIELDS[key]] = finite(number(value.group(1)))
         elif not (math.isfinite(seconds := number(value.group(1))) and seconds >= 0):
             self.skip(line, f"{key}: {seconds:g} seconds is not a duration")
         else:
-            self.block.values[FIELDS[key]] = seconds
+            self.block.values[EPOCH_FIELDS[key]] = seconds
 
     def _start_run(self, name: str | None, line: int) -> None:
         if self.run.blocks or self.run.averages or self.run.losses:
@@ -166,3 +168,110 @@ def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:
 
 
 EPOCH_TIMING = LineFormat("epoch-timing", "a per-rank epoch timing log", (_BLOCK, _AVERAGE), EpochTimingParser)
+
+
+_GPUS = re.compile(r"^\s{0,3}#.*?\bGPUs?\s*[=:]\s*(\d+)", re.IGNORECASE)
+_SECTION = re.compile(r"Batch Size\s*=\s*(\d+)\s*,\s*Accum(?:ulation|\.)?\s*Steps\s*=\s*(\d+)", re.IGNORECASE)
+_SUMMARY_VALUE = re.compile(
+    rf"\s*({NUMBER})\s*(?:s|sec|seconds)?(?:\s*\(mean\s*=\s*({NUMBER})\s*(?:s|sec|seconds)?\))?\s*$")
+_RULE = re.compile(r"^[\s|:\-]+$")
+_EPOCH = re.compile(r"Train worker\.epoch")
+SUMMARY_FIELDS = {"Total script execution time": "extra_total_exec_s", "Train worker": "extra_train_worker_s",
+          "Train worker.epoch": "extra_epoch_s", "Train worker.epoch.training": "elapsed_s",
+          "Train worker.epoch.validation": "validation_s", "Backward pass": "backward_s",
+          "Loss computation": "loss_s", "Forward pass": "forward_s"}
+_SUMMARY_KEY = re.compile(
+    rf"^\s*[-*]?\s*({'|'.join(map(re.escape, sorted(SUMMARY_FIELDS, key=len, reverse=True)))})\s*:(.*)$")
+
+
+class _Section:
+    def __init__(self, line: int, batch: int, accum: int) -> None:
+        self.line, self.batch, self.accum = line, batch, accum
+        self.values: dict[str, float] = {}
+
+
+class TimingSummaryParser(RunParser):
+    anchors = ("Batch Size", "Train worker", "execution time", "pass:", "computation:", "GPU", "|")
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.sections: list[_Section] = []
+        self.gpus: int | None = None
+        self.columns: dict[str, int] | None = None
+        self.rates: dict[tuple[int, int], tuple[int, float]] = {}
+
+    def handle(self, lines: list[str], i: int, number_: int) -> int:
+        line = lines[i]
+        if line.lstrip().startswith("|"):
+            self._table(number_, line)
+            return 1
+        self.columns = None
+        if match := _GPUS.match(line):
+            self.gpus = int(match.group(1))
+        if match := _SECTION.search(line):
+            self.sections.append(_Section(number_, int(match.group(1)), int(match.group(2))))
+        elif match := _SUMMARY_KEY.match(line):
+            self._field(number_, match.group(1), match.group(2))
+        return 1
+
+    def _field(self, line: int, key: str, text: str) -> None:
+        value = _SUMMARY_VALUE.match(text)
+        if value is None:
+            self.skip(line, f"{key}: expected seconds, e.g. '12.3s (mean=0.01s)', not {text.strip()[:40]!r}")
+            return
+        if not self.sections:
+            self.skip(line, f"{key}: before any 'Batch Size = B, Accumulation Steps = A' section")
+            return
+        section, name, seconds = self.sections[-1], SUMMARY_FIELDS[key], number(value.group(1))
+        if name in section.values:
+            self.skip(line, f"{key}: repeats a field of the section at line {section.line}")
+        elif not (math.isfinite(seconds) and (seconds > 0 if name == "elapsed_s" else seconds >= 0)):
+            self.skip(line, f"{key}: {seconds:g} s is not a duration")
+        else:
+            section.values[name] = seconds
+            if value.group(2) is not None:
+                section.values[f"extra_{name.removesuffix('_s')}_mean_s"] = number(value.group(2))
+
+    def _table(self, line: int, text: str) -> None:
+        cells = [c.strip() for c in text.strip().strip("|").split("|")]
+        lowered = [c.lower() for c in cells]
+        if any("batch size" in c for c in lowered) and any(c.startswith("accum") for c in lowered):
+            rate = [i for i, c in enumerate(lowered) if c.replace(" ", "") in ("tokens/sec", "tokens/s")]
+            self.columns = {"batch": next(i for i, c in enumerate(lowered) if "batch size" in c),
+                            "accum": next(i for i, c in enumerate(lowered) if c.startswith("accum")),
+                            **({"rate": rate[0]} if rate else {})}
+            return
+        if self.columns is None or "rate" not in self.columns or _RULE.match(text):
+            return
+        try:
+            if len(cells) <= max(self.columns.values()):
+                raise LineError(f"{len(cells)} cells, the header has more")
+            key = (whole(cells[self.columns["batch"]], "Batch Size"), whole(cells[self.columns["accum"]], "Accum"))
+            self.rates[key] = (line, number(cells[self.columns["rate"]].lstrip("~≈ ")))
+        except LineError as exc:
+            self.skip(line, f"summary table row: {exc}")
+
+    def result(self) -> list[ParsedRun]:
+        runs = []
+        seen: dict[tuple[int, int], int] = {}
+        for section in self.sections:
+            key = (section.batch, section.accum)
+            seen[key] = seen.get(key, 0) + 1
+            name = f"bs{section.batch}-accum{section.accum}" + (f"-{seen[key]}" if seen[key] > 1 else "")
+            config: dict[str, Any] = {"micro_batch_size": section.batch, "grad_accum_steps": section.accum}
+            if self.gpus:
+                config["gpus"] = self.gpus
+            measured = dict(section.values)
+            if key in self.rates:
+                measured["reported_tokens_per_s"] = self.rates[key][1]
+            timed_by(measured, "phase totals printed by the log")
+            runs.append(ParsedRun(name, section.line, config, lambda config, fixed=measured: (dict(fixed), None)))
+        for key, (line, _) in self.rates.items():
+            if key not in seen:
+                self.skip(line, f"summary table row for batch size {key[0]}, {key[1]} accumulation steps "
+                                "has no timing-details section")
+        return runs
+
+
+TIMING_SUMMARY = LineFormat("timing-summary", "a batch-size timing summary", (_SECTION, _EPOCH),
+                            TimingSummaryParser)
