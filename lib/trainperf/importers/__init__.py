@@ -14,7 +14,7 @@ from trainperf.errors import DataError
 from trainperf.importers.reported import TOLERANCE, compare_reported
 from trainperf.importers.composer import COMPOSER
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
-from trainperf.importers.csv_tables import CsvMapping, LightningCsv, looks_like_csv
+from trainperf.importers.csv_tables import CsvMapping, LightningCsv, csv_header
 from trainperf.importers.deepspeed import DEEPSPEED
 from trainperf.importers.generic import Generic, stack_format
 from trainperf.importers.hf_trainer import HF_TRAINER
@@ -105,7 +105,7 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
             if fmt is not None:
                 break
     if fmt is None:
-        if looks_like_csv(head) and settings.columns is None:
+        if csv_header(head) is not None and settings.columns is None:
             how = (f"it parses as a CSV table: map its columns in {sidecar_path(path).name} "
                    "(columns: {runs column: CSV column})")
         else:
@@ -113,15 +113,10 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
                    f"{sidecar_path(path).name} or with trainperf import --pattern, e.g. {EXAMPLE!r} "
                    "(groups: docs/importers.md), or write a runs CSV with the columns run_id, gpus, tokens, "
                    "elapsed_s")
-        raise DataError(f"not a log trainperf can read; {readable_formats()}; {how}", path=path)
+        logs = ", ".join(f"{f.name} ({f.title})" for f in FORMATS)
+        raise DataError("not a log trainperf can read; it reads runs tables (CSV, JSON, JSON lines or Parquet with "
+                        f"the runs columns), profiler run folders and logs; formats tried: {logs}; {how}", path=path)
     return fmt
-
-
-def readable_formats() -> str:
-    """What trainperf reads, in one sentence built from :data:`FORMATS`."""
-    logs = ", ".join(f"{f.name} ({f.title})" for f in FORMATS)
-    return ("it reads runs tables (CSV, JSON, JSON lines or Parquet with the runs columns), "
-            f"profiler run folders and logs; formats tried: {logs}")
 
 
 def _best(text: str, settings: Settings, csv: bool = True) -> Format | None:

@@ -31,12 +31,11 @@ def delimiter(header: str) -> str | None:
     return best if header.count(best) else None
 
 
-def csv_header(head: str, rows: int = 20) -> list[str] | None:
-    """The column names of ``head`` where it parses as a CSV table: a header of
-    distinct names (no cell a number), then rows with as many cells, each
-    holding at least one number (the first ``rows`` are checked); None
-    otherwise. A log whose lines merely contain commas is not one."""
-    lines = [line for line in head.split("\n") if line.strip()][:rows + 1]
+def csv_header(head: str) -> list[str] | None:
+    """The column names of ``head`` where it parses as a CSV table: a header of distinct names (no cell a number),
+    then rows with as many cells, each holding at least one number (the first 20 are checked); None otherwise. A
+    log whose lines merely contain commas is not one."""
+    lines = [line for line in head.split("\n") if line.strip()][:21]
     if len(lines) < 2 or (sep := delimiter(lines[0])) is None:
         return None
     header, *body = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=sep))
@@ -45,11 +44,6 @@ def csv_header(head: str, rows: int = 20) -> list[str] | None:
         return None
     numeric = all(len(row) == len(header) and any(as_number(c) is not None for c in row) for row in body)
     return names if numeric else None
-
-
-def looks_like_csv(head: str) -> bool:
-    """Whether ``head`` parses as a CSV table (:func:`csv_header`)."""
-    return csv_header(head) is not None
 
 
 def mapping(settings: Settings, path: Path) -> dict[str, tuple[str, float]]:

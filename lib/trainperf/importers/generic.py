@@ -19,7 +19,7 @@ from trainperf.importers import records
 from trainperf.importers.core import LineFormat
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import CutLine, LineError, number, one_record, rank_prefix
-from trainperf.importers.vocabulary import (FIELD, NAMES, RATES, SECONDS, Field, fields_of, in_unit, is_record, lookup,
+from trainperf.importers.vocabulary import (FIELD, RATES, SECONDS, Field, fields_of, in_unit, is_record, lookup,
                                             scale, unit_of_key, value)
 
 NAN = math.nan
@@ -185,7 +185,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         for key, text in found.items():
             known = self.known.get(key, False)
             if known is False:
-                known = self.known[key] = lookup(key, NAMES)
+                known = self.known[key] = lookup(key)
             if known is None or known.name in out or known.kind == "other":
                 continue
             try:

@@ -219,16 +219,8 @@ VOCABULARY: tuple[Field, ...] = (
 _UNIT = re.compile(r"\s*\((?:ms|s|sec|min|h|%|gb|gib|mb|mib)\)|\s+in (?:ms|s|sec|min|h)$|\s+(?:ms|s|sec)$")
 
 
-def extended(names: Mapping[str, str]) -> dict[str, Field]:
-    """The vocabulary's names (normalised) with a stack's own ``names`` (name -> canonical field) added."""
-    by_name = {f.name: f for f in VOCABULARY}
-    table = {synonym: f for f in VOCABULARY for synonym in f.synonyms}
-    table.update({name: by_name[field] for name, field in names.items()})
-    return table
-
-
-NAMES = extended({})
-"""Every name of :data:`VOCABULARY`."""
+NAMES = {synonym: f for f in VOCABULARY for synonym in f.synonyms}
+"""Every name (normalised) of :data:`VOCABULARY` and its field."""
 FIELD = {f.name: f for f in VOCABULARY}
 """Each canonical field by its name."""
 KIND = {f.name: f.kind for f in VOCABULARY}
@@ -240,12 +232,12 @@ def is_record(values: Mapping[str, object]) -> bool:
     return "step" in values and any(KIND[name] in TIME_KINDS or KIND[name] == "rate" for name in values)
 
 
-def lookup(key: str, table: Mapping[str, Field] = NAMES) -> Field | None:
+def lookup(key: str) -> Field | None:
     """The field a normalised ``key`` names: the key without its unit, then without its leading words."""
     bare = _UNIT.sub("", key)
     words = bare.split(" ")
     for k in range(len(words)):
-        found = table.get(" ".join(words[k:]))
+        found = NAMES.get(" ".join(words[k:]))
         if found is not None:
             return found
     return None
