@@ -288,14 +288,13 @@ class GenericParser(records.IntervalParser[records.Run]):
             run.config["global_batch_size"] = int(batch)
         if seconds is not None:
             values["step_time_s"] = seconds[0] / seconds[1]
-        row = records.record(values, rank, step, seconds[1] if seconds is not None else n)
+        evaluated = self.evaluated is not None and self.evaluated[0] == step
         if self.evaluated is not None:
             run.val_loss = self.evaluated[1]
-            if self.evaluated[0] == step:  # its time holds the evaluation (every rank's line of that step)
-                row = row[:records.COLUMN["excluded"]] + (1.0,) + row[records.COLUMN["excluded"] + 1:]
-            else:
+            if not evaluated:  # else its time holds the evaluation (every rank's line of that step)
                 self.evaluated = None
-        run.records.add(row)
+        run.records.add(records.record(values, rank, step, seconds[1] if seconds is not None else n,
+                                       excluded=1.0 if evaluated else 0.0))
         if len(parsed) > 2:
             for name in values:
                 if name in parsed[2]:
@@ -400,9 +399,8 @@ class GenericParser(records.IntervalParser[records.Run]):
                 n, seconds, work = NAN, NAN, NAN
             else:
                 n, seconds, work = step - previous[1] / batch, (when - previous[0]) / 1000.0, samples - previous[1]
-            row = records.record({"step_time_s": seconds / n, "samples": work / n}, 0, step, n)
-            found.add(row[:records.COLUMN["excluded"]] + (1.0 if evaluated else 0.0,)
-                      + row[records.COLUMN["excluded"] + 1:])
+            found.add(records.record({"step_time_s": seconds / n, "samples": work / n}, 0, step, n,
+                                     excluded=1.0 if evaluated else 0.0))
             previous = (when, samples, evaluated)
         return found
 

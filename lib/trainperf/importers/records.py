@@ -407,11 +407,10 @@ def step_seconds(values: Mapping[str, float]) -> float:
 
 
 def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1.0,
-           timed_steps: float | None = None) -> tuple[float, ...]:
-    """The record of ``rank`` ending at ``step`` that covers ``n_steps`` steps
-    (NaN: unknown) with the per-step figures ``values`` (names of :data:`GROUPS`).
-    Its wall time is the step time times ``timed_steps`` (default ``n_steps``:
-    the figures are the mean over the steps the record covers)."""
+           timed_steps: float | None = None, excluded: float = 0.0) -> tuple[float, ...]:
+    """The record of ``rank`` ending at ``step`` that covers ``n_steps`` steps (NaN: unknown) with the per-step
+    figures ``values`` (names of :data:`GROUPS`) and ``excluded`` (:data:`FIELDS`). Its wall time is the step time
+    times ``timed_steps`` (default ``n_steps``: the figures are the mean over the steps the record covers)."""
     get = values.get
     seconds = get("step_time_s", NAN)  # most records: their step time, read without a call
     if not math.isfinite(seconds):
@@ -422,14 +421,14 @@ def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1
         rate = next((values[r] for r in RATES if get(r, NAN) > 0), NAN)
         weight = (n_steps if math.isfinite(n_steps) else 1.0) / rate
     return (rank, step, n_steps, seconds, weight, n_steps * get("samples", NAN), n_steps * get("tokens", NAN),
-            get("loss", NAN), get("memory_gb", NAN), 0.0, n_steps * get("energy_per_gpu_j", NAN),
+            get("loss", NAN), get("memory_gb", NAN), excluded, n_steps * get("energy_per_gpu_j", NAN),
             get("tokens_per_s", NAN), get("tokens_per_s_per_gpu", NAN), get("samples_per_s", NAN),
             get("mfu", get("mfu_percent", NAN) / 100.0), get("tflops_per_gpu", NAN), get("power_w_per_gpu", NAN))
 
 
 def measure_figures(run: Run, config: Mapping[str, Any], origin: float | None, time_source: str,
-            convention: str | None = None, least_warmup: int = 1,
-            rate_measures: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
+                    convention: str | None = None, least_warmup: int = 1,
+                    rate_measures: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
     """The measurements and step intervals of a run of figure records
     (:func:`measure_window`, steps numbered from ``origin``, None: unknown, and
     at least ``least_warmup`` warm-up steps where the run states none),
