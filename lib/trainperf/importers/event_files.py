@@ -65,8 +65,7 @@ def is_event_file(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class Damage:
-    """Where reading an event file stopped: the first record not read (1-based)
-    and its byte offset, and the bytes left unread from there."""
+    """Where reading an event file stopped: the first record not read (1-based), its byte offset, the bytes unread."""
 
     path: Path
     record: int

@@ -58,12 +58,6 @@ class Intervals:
         self.data.extend(row)
         self.last_step[row[0]] = row[1]  # type: ignore[index]
 
-    def restarts(self, rank: int, step: int) -> bool:
-        """Whether a record of ``rank`` at ``step`` starts a new run (its step
-        does not advance past that rank's last one)."""
-        last = self.last_step.get(rank)
-        return last is not None and step <= last
-
     def table(self) -> np.ndarray:
         """The records as a (records x fields) array sharing their memory."""
         if not self.data:
@@ -191,7 +185,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         """The run that a record of ``rank`` at ``step`` (read from ``line``)
         belongs to: the current one, or a new one if the step does not advance."""
         run = self.run
-        if run is None or run.records.restarts(rank, step):
+        last = None if run is None else run.records.last_step.get(rank)
+        if run is None or last is not None and step <= last:
             if run is not None:
                 self.done.append(run)
             run = self.run = self.new_run(line)

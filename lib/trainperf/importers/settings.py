@@ -28,9 +28,8 @@ MAPPING_KEY = "mapping"
 
 @dataclass
 class Settings:
-    """Values for every run, per-run values (with where each came from, for
-    messages), and a CSV column mapping, a pattern and a TensorBoard tag
-    mapping, each with where it comes from."""
+    """Values for every run, per-run values (with where each came from, for messages), and a CSV column mapping, a
+    pattern and a TensorBoard tag mapping, each with where it comes from."""
 
     values: dict[str, Any] = field(default_factory=dict)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -101,8 +100,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 class _PlainLoader(yaml.SafeLoader):
-    """PyYAML's safe loader without anchors and aliases: each node is built
-    once, so a document costs memory in proportion to its size."""
+    """PyYAML's safe loader without anchors and aliases: a document costs memory in proportion to its size."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()

@@ -31,11 +31,9 @@ SHOWN_TAGS = 30
 
 @dataclass(frozen=True)
 class TagMapping:
-    """The tags of one stack: for each figure the tags that give it (the first
-    one the events hold is read: a stack renamed some between versions), what
-    a point's step time covers (:data:`STEP`), the number of the
-    training's first step (``origin``), the FLOPs convention of the stack's own
-    TFLOP/s and MFU, and runs columns a tag gives (its last value)."""
+    """The tags of one stack: for each figure the tags that give it (the first one the events hold is read), what a
+    point's step time covers (:data:`STEP`), the number of the training's first step (``origin``), the FLOPs
+    convention of the stack's own TFLOP/s and MFU, and runs columns a tag gives (its last value)."""
 
     name: str
     title: str
@@ -77,8 +75,8 @@ HINTS = {"megatron": "Megatron-LM writes iteration-time only with --log-timers-t
 
 
 def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
-    """The mapping ``{figure: tag}`` a user gave (figures of :data:`MAPPABLE`,
-    one of ``records.TIMING`` among them); DataError naming ``where`` otherwise."""
+    """The mapping ``{figure: tag}`` a user gave (figures of :data:`MAPPABLE`, one of ``records.TIMING`` among them);
+    DataError naming ``where`` otherwise."""
     records.check_names(tags, MAPPABLE, "figure", "a mapping", where, "tensorboard_tags",
                         " (a point's step is the event's own)")
     bad = sorted(str(k) for k, v in tags.items() if not isinstance(v, str) or not v.strip())
@@ -121,10 +119,8 @@ def rank_files(path: Path) -> dict[int, list[Path]]:
 
 
 def latest_points(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The points of one tag (in the order written) that no later point
-    replaces (a point at its step or an earlier one, written after a restart
-    from a checkpoint): their steps, values, whether each is the first after
-    a restart, and how many were replaced."""
+    """The points of one tag (in the order written) that no later point at their step or an earlier one replaces (a
+    restart from a checkpoint): their steps, values, whether each is the first after a restart, how many replaced."""
     if not len(steps):
         return steps, values, np.zeros(0, dtype=bool), 0
     later = np.minimum.accumulate(steps[::-1])[::-1]
@@ -134,8 +130,7 @@ def latest_points(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np
 
 
 def covered_steps(steps: np.ndarray, restart: np.ndarray, step_time: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per record at ``steps``: the steps it covers (NaN: unknown) and the steps
-    its step time is multiplied by (its wall time = step time × that)."""
+    """Per record at ``steps``: the steps it covers (NaN: unknown) and the steps its step time is multiplied by."""
     if step_time == STEP:
         ones = np.ones(len(steps))
         return ones, ones
@@ -194,8 +189,8 @@ class TensorBoardLog(Format):
 
 def _add_rank(run: records.Run, rank: int, scalars: event_files.Scalars, chosen: Mapping[str, str],
               mapping: TagMapping) -> list[str]:
-    """Add the records of one rank's scalars to ``run`` (and the runs columns
-    its tags give to its configuration); notes on points a restart replaced."""
+    """Add the records of one rank's scalars to ``run`` (and the runs columns its tags give to its configuration);
+    notes on points a restart replaced."""
     notes = []
     series: dict[str, pd.Series] = {}
     restarts = np.zeros(0, dtype=np.int64)
