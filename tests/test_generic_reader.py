@@ -1,5 +1,5 @@
 """The generic reader: real log lines of stacks without a reader of their own, read through one vocabulary of
-field names (``trainperf.importers.vocabulary``) after one front end (``trainperf.importers.fields``).
+field names (``trainperf.importers.vocabulary``) after its front end (``vocabulary.fields_of``).
 
 Every line here is a real one; where it comes from and the hand computation of each expected figure are in
 ``tests/data/generic_reader/README.md`` and ``tests/data/zoo/generic/README.md``."""
@@ -15,9 +15,8 @@ import pytest
 from trainperf import derive
 from trainperf.errors import DataError, DataWarning
 from trainperf.importers import FORMATS, import_path
-from trainperf.importers.fields import fields_of, normal, value
 from trainperf.importers.text import LineError
-from trainperf.importers.vocabulary import VOCABULARY, lookup
+from trainperf.importers.vocabulary import VOCABULARY, fields_of, lookup, normal, value
 
 DATA = Path(__file__).resolve().parent / "data"
 ZOO = DATA / "zoo" / "generic"

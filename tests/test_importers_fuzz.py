@@ -18,11 +18,8 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from trainperf import DataError, DataWarning
 from trainperf.importers import import_path
 from trainperf.importers.deepspeed import parse_timer
-from trainperf.importers.llmc import parse_step as parse_llmc_step
-from trainperf.importers.maxtext import parse_step as parse_maxtext_step
-from trainperf.importers.megatron import parse_iteration
-from trainperf.importers.nemo import parse_step as parse_nemo_step
-from trainperf.importers.nanogpt import parse_iter
+from trainperf.importers.megatron import MEGATRON
+from trainperf.importers.stacks import LLMC, MAXTEXT, NANOGPT, NEMO
 from trainperf.importers.text import LineError, number, timestamp
 from trainperf.importers.torchtitan import parse_step
 
@@ -59,7 +56,7 @@ def mangled_line(draw, lines: list[str] = SAMPLE_LINES) -> str:
 @FUZZ
 @given(st.one_of(mangled_line(), junk))
 def test_line_parsers_raise_only_line_errors(text):
-    for parse in (parse_iteration, parse_step, parse_iter, parse_llmc_step, parse_maxtext_step, parse_nemo_step,
+    for parse in (MEGATRON.parse, parse_step, NANOGPT.parse, LLMC.parse, MAXTEXT.parse, NEMO.parse,
                   parse_timer):
         try:
             parse(text)

@@ -1,10 +1,7 @@
 """Log importers: training logs into canonical runs (and steps) tables (docs/importers.md).
 
-``import_path(path, overrides)`` recognises a file's format by its content (the first :data:`SNIFF_BYTES`, then
-the rest if that is inconclusive) and returns an :class:`ImportResult`. Each format (:data:`FORMATS`, listed in
-the docs' "Formats") is read by a module of its own; what a log does not say comes from its sidecar
-``<log>.trainperf.yaml`` or ``overrides`` (``settings``). ``compare_reported`` sets the figures a log printed
-itself against ``trainperf.derive``'s recomputation.
+``import_path(path, overrides)`` recognises a file's format (:data:`FORMATS`) by its content and reads it;
+``compare_reported`` sets the figures a log printed itself against ``trainperf.derive``'s recomputation.
 """
 
 from __future__ import annotations
@@ -15,31 +12,26 @@ from typing import Any
 
 from trainperf.errors import DataError
 from trainperf.importers.reported import TOLERANCE, compare_reported
-from trainperf.importers.composer import Composer
+from trainperf.importers.composer import COMPOSER
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
-from trainperf.importers.csv_mapping import CsvMapping, looks_like_csv
-from trainperf.importers.deepspeed import DeepSpeed
-from trainperf.importers.epoch_timing import EpochTiming
-from trainperf.importers.generic import Generic, StackFormat
-from trainperf.importers.hf_trainer import HFTrainer
-from trainperf.importers.lightning_csv import LightningCsv
-from trainperf.importers.llmc import LLMC
-from trainperf.importers.maxtext import MAXTEXT
+from trainperf.importers.csv_tables import CsvMapping, LightningCsv, csv_header
+from trainperf.importers.deepspeed import DEEPSPEED
+from trainperf.importers.generic import Generic, stack_format
+from trainperf.importers.hf_trainer import HF_TRAINER
 from trainperf.importers.megatron import MEGATRON, MegatronParser
-from trainperf.importers.nanogpt import NANOGPT
-from trainperf.importers.nemo import NEMO
 from trainperf.importers.pattern import EXAMPLE, PatternLog
 from trainperf.importers.event_files import is_event_file, is_event_file_name, log_dir_files
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
+from trainperf.importers.stacks import LLMC, MAXTEXT, NANOGPT, NEMO
+from trainperf.importers.summary_logs import EPOCH_TIMING, TIMING_SUMMARY
 from trainperf.importers.tensorboard_log import TensorBoardLog
 from trainperf.importers.text import clean, iter_chunks, read_head
-from trainperf.importers.timing_summary import TimingSummary
-from trainperf.importers.torchtitan import Torchtitan
+from trainperf.importers.torchtitan import TORCHTITAN
 
 FORMATS: tuple[Format, ...] = (
-    CsvMapping(), LightningCsv(), StackFormat(NEMO), StackFormat(MEGATRON, MegatronParser), Torchtitan(),
-    StackFormat(NANOGPT), StackFormat(LLMC), HFTrainer(), StackFormat(MAXTEXT), DeepSpeed(), Composer(), EpochTiming(),
-    TimingSummary(), TensorBoardLog(), Generic())
+    CsvMapping(), LightningCsv(), stack_format(NEMO), stack_format(MEGATRON, MegatronParser), TORCHTITAN,
+    stack_format(NANOGPT), stack_format(LLMC), HF_TRAINER, stack_format(MAXTEXT), DEEPSPEED, COMPOSER, EPOCH_TIMING,
+    TIMING_SUMMARY, TensorBoardLog(), Generic())
 """Every format, in order of preference when two score alike (NeMo 2 lines also look like
 Megatron iteration lines: NeMo first); TensorBoard event files are told by content, not by text. ``generic``
 (last) is tried only where no stack's own reader recognises the file."""
@@ -113,7 +105,7 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
             if fmt is not None:
                 break
     if fmt is None:
-        if looks_like_csv(head) and settings.columns is None:
+        if csv_header(head) is not None and settings.columns is None:
             how = (f"it parses as a CSV table: map its columns in {sidecar_path(path).name} "
                    "(columns: {runs column: CSV column})")
         else:
@@ -121,15 +113,10 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
                    f"{sidecar_path(path).name} or with trainperf import --pattern, e.g. {EXAMPLE!r} "
                    "(groups: docs/importers.md), or write a runs CSV with the columns run_id, gpus, tokens, "
                    "elapsed_s")
-        raise DataError(f"not a log trainperf can read; {readable_formats()}; {how}", path=path)
+        logs = ", ".join(f"{f.name} ({f.title})" for f in FORMATS)
+        raise DataError("not a log trainperf can read; it reads runs tables (CSV, JSON, JSON lines or Parquet with "
+                        f"the runs columns), profiler run folders and logs; formats tried: {logs}; {how}", path=path)
     return fmt
-
-
-def readable_formats() -> str:
-    """What trainperf reads, in one sentence built from :data:`FORMATS`."""
-    logs = ", ".join(f"{f.name} ({f.title})" for f in FORMATS)
-    return ("it reads runs tables (CSV, JSON, JSON lines or Parquet with the runs columns), "
-            f"profiler run folders and logs; formats tried: {logs}")
 
 
 def _best(text: str, settings: Settings, csv: bool = True) -> Format | None:

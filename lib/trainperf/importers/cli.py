@@ -14,7 +14,7 @@ import pandas as pd
 from trainperf.derived import derive
 from trainperf.errors import DataError, DataWarning
 from trainperf.importers import TOLERANCE, ImportResult, compare_reported, import_path
-from trainperf.importers.figures import GROUPS
+from trainperf.importers.records import GROUPS
 from trainperf.importers.settings import MAPPING_KEY
 from trainperf.importers.tensorboard_log import MAPPABLE
 from trainperf.table_rules import spreadsheet_safe

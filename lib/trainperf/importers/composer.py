@@ -1,16 +1,4 @@
-"""Composer / llm-foundry console logs: ``ConsoleLogger``'s ``[batch=N/M]:`` blocks of ``Train key: value``
-(one a line, or several on a line), printed every ``console_log_interval`` batches by rank 0::
-
-    [epoch=1][batch=5/5]:
-             Train time/batch: 4
-             Train time/sample: 4096
-             Train time/token: 29254495
-             Train loss/train/total: 8.4213
-             Train throughput/tokens_per_sec: 20082.8418
-             Train time/train: 0.5249
-
-A block is a record of the batches since the previous block: its steps, seconds (``time/train`` is in hours)
-samples and tokens are the differences of the cumulative counters of ``composer.callbacks.SpeedMonitor``
+"""Composer / llm-foundry console logs: ``[batch=N/M]:`` blocks of cumulative ``Train key: value`` counters
 (docs/importers.md, "What each log says").
 """
 
@@ -102,7 +90,7 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.D
         weight = seconds if math.isfinite(seconds) else 1.0
         found.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, NAN, *reported))
         previous = block
-    measured, intervals = records.aggregate(found, config)
+    measured, intervals = records.measure_window(found, config)
     last = run.blocks[-1]
     for name in REPORTED:
         if f"reported_{name}" not in measured and math.isfinite(last.get(name, NAN)):
@@ -114,8 +102,5 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.D
     return measured, intervals
 
 
-class Composer(LineFormat):
-    name = "composer"
-    title = "a Composer / llm-foundry console log"
-    patterns = (re.compile(r"\[batch=\d+/\d+\]:"),)
-    parser_class = ComposerParser
+COMPOSER = LineFormat("composer", "a Composer / llm-foundry console log", (re.compile(r"\[batch=\d+/\d+\]:"),),
+                      ComposerParser)

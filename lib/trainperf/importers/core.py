@@ -77,20 +77,24 @@ class RunParser(LineParser):
 
 
 class LineFormat(Format):
-    """A format read line by line by :attr:`parser_class` and recognised by the number of matches of
-    :attr:`patterns` (its record or section starts) in the head of a file."""
+    """A format read line by line by the parser ``parser(path)`` makes and recognised by the number of matches of
+    ``patterns`` (its record or section starts) in the head of a file."""
 
-    patterns: tuple[re.Pattern[str], ...] = ()
-    parser_class: type[RunParser]
+    def __init__(self, name: str, title: str, patterns: tuple[re.Pattern[str], ...],
+                 parser: Callable[[Path], RunParser]) -> None:
+        self.name, self.title, self.patterns, self.parser = name, title, patterns, parser
 
     def sniff(self, head: str, settings: Settings) -> int:
         return sum(len(pattern.findall(head)) for pattern in self.patterns)
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = self.parser_class(path)
-        parser.read()
-        runs = parser.result()
-        return ParsedLog(runs, parser.skipped, parser.skipped_total, parser.lines, parser.notes())
+        return read_log(self.parser(path))
+
+
+def read_log(parser: RunParser) -> ParsedLog:
+    """What ``parser`` reads from its whole file."""
+    parser.read()
+    return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())
 
 
 @dataclass(frozen=True)
@@ -102,12 +106,6 @@ class Missing:
     blocks: tuple[str, ...]
     runs: tuple[str, ...]
     note: str = ""
-
-    def __str__(self) -> str:
-        what = f"blocks {', '.join(self.blocks)}" if self.blocks else self.note
-        if self.blocks and self.note:
-            what += f" ({self.note})"
-        return f"{self.field}: {what} [runs: {', '.join(self.runs)}]"
 
 
 @dataclass

@@ -1,16 +1,5 @@
-"""DeepSpeed logs: ``DeepSpeedEngine``'s ``ThroughputTimer`` lines, printed every ``steps_per_print`` optimizer
-steps (rank 0, through its logger), and its ``wall_clock_breakdown`` timings (ms), one line an optimizer step::
-
-    [2023-11-07 02:13:41,417] [INFO] [timer.py:260:stop] epoch=0/micro_step=1800/global_step=450,
-    RunningAvgSamplesPerSec=25.72280894083983, CurrSamplesPerSec=25.811997512605966, MemAllocated=4.32GB,
-    MaxMemAllocated=38.49GB
-    [Rank 0] time (ms) | fwd: 612.31 | bwd: 1201.77 | bwd_inner: 1150.02 | bwd_allreduce: 51.70 | step: 88.40
-
-Older versions print ``0/20, RunningAvgSamplesPerSec=...`` or ``0/20, SamplesPerSec=...`` (a counter that may
-count micro-batches: :func:`_micro_batch_samples`) and ``forward`` / ``backward`` / ``optimizer_step`` for the
-phases. The timer lines are records of the steps since the previous line, timed by the logger's timestamps;
-``CurrSamplesPerSec`` (``RunningAvgSamplesPerSec`` is its mean since step 2) is the reported rate, and the
-throughput where no timestamp or batch size times the work (docs/importers.md, "What each log says").
+"""DeepSpeed logs: ``ThroughputTimer`` lines, timed by the logger's timestamps, and ``wall_clock_breakdown``
+timings (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -121,10 +110,10 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
         return ""
 
     def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        measured, steps = records.aggregate(run.records, config)
+        measured, steps = records.measure_window(run.records, config)
         micro = _micro_batch_samples(run, config, measured)
         if micro:
-            measured, steps = records.aggregate(run.records, {**config, "global_batch_size": micro,
+            measured, steps = records.measure_window(run.records, {**config, "global_batch_size": micro,
                                                               "grad_accum_steps": 1})
             del measured["steps"]
             measured[SAMPLES_SOURCE] = MICRO_NOTE.format(micro=micro, batch=int(config["global_batch_size"]),
@@ -155,8 +144,4 @@ def _micro_batch_samples(run: _Run, config: Mapping[str, Any], measured: Mapping
     return micro if abs(math.log(printed / (per_step / accum))) < abs(math.log(printed / per_step)) else 0.0
 
 
-class DeepSpeed(LineFormat):
-    name = "deepspeed"
-    title = "a DeepSpeed log"
-    patterns = (_TIMER,)
-    parser_class = DeepSpeedParser
+DEEPSPEED = LineFormat("deepspeed", "a DeepSpeed log", (_TIMER,), DeepSpeedParser)

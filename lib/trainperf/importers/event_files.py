@@ -1,14 +1,6 @@
-"""TensorBoard event files: a run's log dir, an event file told by its content, and its scalars, read with the
-``tensorboard`` package (the extra ``trainperf[tensorboard]``; it never imports torch).
-
-An event file (TensorBoard takes any file whose name holds ``tfevents``, ``io_wrapper.IsSummaryEventsFile``) is
-a TFRecord file: serialized ``Event`` records, each framed by its length and CRC-32C checksums, the first naming
-the format (``brain.Event:2``); every scalar a writer adds (``SummaryWriter.add_scalar(tag, value, step)``) is a
-value of one record. A log dir holds the event files of one run: directly (one writer), or one folder per rank,
-``rank_<N>`` (torchtitan with ``save_for_all_ranks``). A writer reopened after a restart adds a file; a rank's
-files are read in name order (the time each was opened), as TensorBoard reads them. Reading a file stops at a
-record that is cut short (a job stopped while writing) or damaged: the records before it are read, and the rest
-of the file is reported (:class:`Damage`), never silently dropped.
+"""TensorBoard event files: a run's log dir (its files, or one ``rank_<N>`` folder a rank), an event file told by
+its content, and its scalars, read with the ``tensorboard`` package (the extra ``trainperf[tensorboard]``; it never
+imports torch). A file is read up to a record cut short or damaged; the rest is reported (:class:`Damage`).
 """
 
 from __future__ import annotations
@@ -73,8 +65,7 @@ def is_event_file(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class Damage:
-    """Where reading an event file stopped: the first record not read (1-based)
-    and its byte offset, and the bytes left unread from there."""
+    """Where reading an event file stopped: the first record not read (1-based), its byte offset, the bytes unread."""
 
     path: Path
     record: int

@@ -1,11 +1,6 @@
-"""Logs of stacks without a reader of their own, read through the vocabulary (``trainperf.importers.vocabulary``):
-text lines of ``key: value`` fields, JSON lines, MLPerf ``:::MLLOG`` result logs and DLLogger ``DLLL`` lines; and
-the logs of the stacks whose reader is a :class:`Stack`, read through its own keys.
-
-A record is a line whose fields (``fields.fields_of``) name a step counter and a time or a rate; its time is
-that of the first kind the line prints (:data:`TIMES`). How a record's steps, time and work are found, how MLPerf
-blocks and ``train_loss`` events are read and what a stack adds: docs/importers.md, "The vocabulary". The
-result's notes name the printed field that gave each figure.
+"""Logs read through the vocabulary (``trainperf.importers.vocabulary``): text ``key: value`` lines, JSON lines,
+MLPerf ``:::MLLOG`` and DLLogger ``DLLL`` lines, and the logs of the stacks whose reader is a :class:`Stack`
+(docs/importers.md, "The vocabulary").
 """
 
 from __future__ import annotations
@@ -20,12 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-from trainperf.importers import figures, records
-from trainperf.importers.core import LineFormat, ParsedLog
-from trainperf.importers.fields import SECONDS, fields_of, unit_of_key, value
+from trainperf.importers import records
+from trainperf.importers.core import LineFormat
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import CutLine, LineError, number, one_record, rank_prefix
-from trainperf.importers.vocabulary import FIELD, NAMES, RATES, Field, in_unit, is_record, lookup, scale
+from trainperf.importers.vocabulary import (FIELD, RATES, SECONDS, Field, fields_of, in_unit, is_record, lookup,
+                                            scale, unit_of_key, value)
 
 NAN = math.nan
 SNIFF_LINES = 2000
@@ -39,22 +34,10 @@ _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length"
 
 @dataclass(frozen=True)
 class Stack:
-    """What a stack's own reader adds to the vocabulary (docs/importers.md, "The vocabulary"): ``name`` and
-    ``title``, its format's; ``keys``, each printed key -> a field of ``vocabulary.VOCABULARY``; ``start``, the
-    regular expression of a record line's start (its group ``step``, where it has one, is the step); ``time``, the
-    key of the time a record line needs (a finite number); ``anchors``, the lines it reads; ``sniff``, what its
-    sniff counts; ``origin``, the number of its first step (a line without a step is its rank's next; None:
-    unknown, so no log is taken for an excerpt); ``first``, the step where a record covers that one step and the
-    work counted so far (a later first record covers unknown steps); ``warmup``, its first steps that are never
-    steady (where the run states no warm-up); ``time_source``, where its times come from; ``convention``, the
-    FLOPs convention of its printed figures; ``val_loss``, the regular expression of a validation loss on a line
-    of its own (group ``loss``, and ``step`` where that step's time holds the evaluation); ``config``, what the
-    run states before its records; ``separator``, between a key and its value; ``closes``, what follows every
-    value (Megatron's ``|``); ``units``, the unit a key's value must end in; ``last``, the key printed last;
-    ``after``, the keys printed after their value (llm.c's ``2749.40 ms``; one word such as a precision may come
-    between); ``usual``, the regular expression of the usual record line where the start ends (each group a
-    key's value, named by its field); ``rate_measures``, whether its printed rates may stand for the throughput
-    where nothing counts the work; ``configure``, a reader of its other lines (the parser, the line, its number)."""
+    """What a stack's own reader adds to the vocabulary (each attribute: docs/importers.md, "The vocabulary", on a
+    stack's own reader): ``keys``, each printed key -> a field of ``vocabulary.VOCABULARY``; ``start``, the regular
+    expression of a record line's start (group ``step``: the step); ``time``, the key of the time a record needs;
+    ``origin``, the number of its first step (None: unknown); ``configure``, a reader of its other lines."""
 
     name: str
     title: str
@@ -195,14 +178,14 @@ class GenericParser(records.IntervalParser[records.Run]):
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
 
     def read_fields(self, found: Mapping[str, str]) -> tuple[dict[str, float], dict[str, str]]:
-        """The figures of a line's fields (``fields.fields_of``; canonical field -> value in the field's unit)
+        """The figures of a line's fields (``vocabulary.fields_of``; canonical field -> value in the field's unit)
         and the key each was printed under, the first key of a field winning."""
         out: dict[str, float] = {}
         said: dict[str, str] = {}
         for key, text in found.items():
             known = self.known.get(key, False)
             if known is False:
-                known = self.known[key] = lookup(key, NAMES)
+                known = self.known[key] = lookup(key)
             if known is None or known.name in out or known.kind == "other":
                 continue
             try:
@@ -305,14 +288,13 @@ class GenericParser(records.IntervalParser[records.Run]):
             run.config["global_batch_size"] = int(batch)
         if seconds is not None:
             values["step_time_s"] = seconds[0] / seconds[1]
-        row = figures.record(values, rank, step, seconds[1] if seconds is not None else n)
+        evaluated = self.evaluated is not None and self.evaluated[0] == step
         if self.evaluated is not None:
             run.val_loss = self.evaluated[1]
-            if self.evaluated[0] == step:  # its time holds the evaluation (every rank's line of that step)
-                row = row[:records.COLUMN["excluded"]] + (1.0,) + row[records.COLUMN["excluded"] + 1:]
-            else:
+            if not evaluated:  # else its time holds the evaluation (every rank's line of that step)
                 self.evaluated = None
-        run.records.add(row)
+        run.records.add(records.record(values, rank, step, seconds[1] if seconds is not None else n,
+                                       excluded=1.0 if evaluated else 0.0))
         if len(parsed) > 2:
             for name in values:
                 if name in parsed[2]:
@@ -374,14 +356,14 @@ class GenericParser(records.IntervalParser[records.Run]):
             values["step_time_s"] = seconds / n
             rank = 0 if label is None else label
             run = self.run_at(line, rank, int(self.steps))
-            run.records.add(figures.record(values, rank, int(self.steps), n if start is not None else NAN))
+            run.records.add(records.record(values, rank, int(self.steps), n if start is not None else NAN))
             self.blocks = True
             self.used.update(step="block_stop", step_time_s="time_ms of block_start and block_stop")
             self.used.setdefault("tokens" if "tokens" in values else "samples",
                                  "epoch_count" if "tokens" in values else "samples_count")
 
     def new_run(self, line: int) -> records.Run:
-        return records.Run(line, dict(self.config), figures.REPORTED)
+        return records.Run(line, dict(self.config), records.REPORTED)
 
     def notes(self) -> list[str]:
         used = ", ".join(f"{name} from {key!r}" for name, key in self.used.items())
@@ -396,8 +378,9 @@ class GenericParser(records.IntervalParser[records.Run]):
             self.used.update(step="train_loss", step_time_s="time_ms of consecutive train_loss events",
                              samples="their samples_count")
         if self.stack is None:
-            return figures.measure(run, config, None if self.blocks else 0, "the log's own times, read generically")
-        measured, steps = figures.measure(run, config, self.stack.origin, self.stack.time_source,
+            return records.measure_figures(run, config, None if self.blocks else 0,
+                                           "the log's own times, read generically")
+        measured, steps = records.measure_figures(run, config, self.stack.origin, self.stack.time_source,
                                           self.stack.convention, self.stack.warmup, self.stack.rate_measures)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
@@ -407,7 +390,7 @@ class GenericParser(records.IntervalParser[records.Run]):
     def between_checkpoints(self, config: Mapping[str, Any]) -> records.Intervals:
         """Records between an MLPerf log's ``train_loss`` events (docs/importers.md, "The vocabulary"): each of the
         samples and the time since the one before, ``excluded`` 1 where it spans a block's end (an evaluation)."""
-        found = records.Intervals(figures.REPORTED)
+        found = records.Intervals(records.REPORTED)
         batch = float(config.get("global_batch_size") or self.config.get("global_batch_size") or 1)
         previous: tuple[float, float, bool] | None = None
         for when, samples, evaluated in self.checkpoints:
@@ -416,9 +399,8 @@ class GenericParser(records.IntervalParser[records.Run]):
                 n, seconds, work = NAN, NAN, NAN
             else:
                 n, seconds, work = step - previous[1] / batch, (when - previous[0]) / 1000.0, samples - previous[1]
-            row = figures.record({"step_time_s": seconds / n, "samples": work / n}, 0, step, n)
-            found.add(row[:records.COLUMN["excluded"]] + (1.0 if evaluated else 0.0,)
-                      + row[records.COLUMN["excluded"] + 1:])
+            found.add(records.record({"step_time_s": seconds / n, "samples": work / n}, 0, step, n,
+                                     excluded=1.0 if evaluated else 0.0))
             previous = (when, samples, evaluated)
         return found
 
@@ -446,27 +428,17 @@ def _float(text: str | None) -> float:
         return NAN
 
 
-class StackFormat(LineFormat):
+def stack_format(stack: Stack, parser_class: type[GenericParser] = GenericParser) -> LineFormat:
     """The format of a :class:`Stack`: recognised by its ``sniff``, read through its keys by ``parser_class``
     (a stack's own subclass of :class:`GenericParser` reads its other lines)."""
-
-    def __init__(self, stack: Stack, parser_class: type[GenericParser] = GenericParser) -> None:
-        self.stack, self.parser_class = stack, parser_class
-        self.name, self.title = stack.name, stack.title
-        self.patterns = (re.compile(stack.sniff),)
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        parser = self.parser_class(path, self.stack)
-        parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())
+    return LineFormat(stack.name, stack.title, (re.compile(stack.sniff),), lambda path: parser_class(path, stack))
 
 
 class Generic(LineFormat):
     """A log of any stack read through the vocabulary, chosen only where no stack's own reader recognises it."""
 
-    name = "generic"
-    title = "a log read through the vocabulary of field names"
-    parser_class = GenericParser
+    def __init__(self) -> None:
+        super().__init__("generic", "a log read through the vocabulary of field names", (), GenericParser)
 
     def sniff(self, head: str, settings: Settings) -> int:
         parser = GenericParser(Path())

@@ -1,20 +1,5 @@
-"""Hugging Face Transformers ``Trainer`` logs: the ``***** Running training *****`` header, the per-logging-step
-dicts and the final metrics (``transformers.trainer_utils.speed_metrics``), often behind a logging prefix such as
-``[INFO|trainer.py:2405] 2025-03-06 12:04:09,913 >>``::
-
-    ***** Running training *****
-      Instantaneous batch size per device = 32
-      Total train batch size (w. parallel, distributed & accumulation) = 32
-      Gradient Accumulation steps = 1
-      Total optimization steps = 345
-    {'loss': 0.5123, 'grad_norm': 3.1, 'learning_rate': 2e-05, 'epoch': 1.0}
-    {'train_runtime': 159.0603, 'train_samples_per_second': 69.181, 'train_steps_per_second': 2.169, ...}
-
-Example scripts print the final metrics again as a ``***** train metrics *****`` block (``train_runtime =
-0:02:39.06``); values may be quoted (``'loss': '0.1324'``) and a dict spread over several lines. A run is
-measured over its steady window where the per-step dicts print the cumulative ``train_runtime`` and
-``num_input_tokens_seen`` (:func:`_steady_window`), else over the whole ``train()`` call (``train_runtime``, s);
-what each figure means is in docs/importers.md ("What each log says").
+"""Hugging Face Transformers ``Trainer`` logs: the ``***** Running training *****`` header, the per-step dicts and
+the final metrics (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -127,7 +112,7 @@ class HFTrainerParser(RunParser):
 
 
 def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    out, _ = _whole_call(run, config)
+    out = _whole_call(run, config)
     steady = _steady_window(run, config)
     if steady is None:
         return out, None
@@ -152,17 +137,18 @@ def _steady_window(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any]
         if n > 0 and seconds > 0:
             found.add((0, step, float(n), seconds, seconds, NAN, tokens - last_tokens, NAN, NAN, 0.0, NAN))
         last_time, last_tokens = runtime, tokens
-    measured, intervals = records.aggregate(found, config, origin=1)
+    measured, intervals = records.measure_window(found, config, origin=1)
     timed_by(measured, STEADY_SOURCE)
     return measured, intervals
 
 
-def _whole_call(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], None]:
+def _whole_call(run: _Run, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The measurements of the whole ``train()`` call (its final metrics)."""
     final = run.final
     runtime = final.get("train_runtime", NAN)
     out: dict[str, Any] = {}
     if not (runtime > 0 and math.isfinite(runtime)):
-        return out, None
+        return out
     out["elapsed_s"] = runtime
     out["extra_time_source"] = ("train_runtime: the whole train() call, first steps and the time after the last "
                                 "step included")
@@ -187,7 +173,7 @@ def _whole_call(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], N
     micro, total, accum = (config.get(k) for k in ("micro_batch_size", "global_batch_size", "grad_accum_steps"))
     if micro and total and accum and total % (micro * accum) == 0:
         out["gpus"] = total // (micro * accum)
-    return out, None
+    return out
 
 
 def _count_samples(out: dict[str, Any], steps: float, config: Mapping[str, Any], epochs: float) -> None:
@@ -210,8 +196,5 @@ def _count_samples(out: dict[str, Any], steps: float, config: Mapping[str, Any],
         "Transformers of early 2021 printed optimizer steps per second under that name)")
 
 
-class HFTrainer(LineFormat):
-    name = "hf_trainer"
-    title = "a Hugging Face Trainer log"
-    patterns = (_HEADER, re.compile(r"'train_runtime'|\btrain_runtime\s+="), re.compile(r"\{'loss': "))
-    parser_class = HFTrainerParser
+HF_TRAINER = LineFormat("hf_trainer", "a Hugging Face Trainer log", (
+    _HEADER, re.compile(r"'train_runtime'|\btrain_runtime\s+="), re.compile(r"\{'loss': ")), HFTrainerParser)

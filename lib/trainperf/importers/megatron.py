@@ -1,14 +1,5 @@
-"""Megatron-LM and Megatron-DeepSpeed logs: ``training_log``'s line of ``key: value |`` fields, printed every
-``log_interval`` iterations::
-
-     [2025-01-15 10:00:07.123456] iteration       20/    1000 | consumed samples:         2560 |
-     elapsed time per iteration (ms): 1302.4 | throughput per GPU (TFLOP/s/GPU): 412.3 |
-     learning rate: 2.997E-05 | global batch size:   128 | lm loss: 7.211433E+00 | loss scale: 1.0 |
-     grad norm: 1.873 | number of skipped iterations:   0 | number of nan iterations:   0 |
-
-(one line in the log), read by :class:`MegatronParser`: a line is a record of the iterations since its rank's
-previous one, their mean time printed. The forks' fields and what each figure means: docs/importers.md ("What
-each log says", "The vocabulary").
+"""Megatron-LM and Megatron-DeepSpeed logs: ``training_log``'s ``iteration N/ M | key: value |`` lines and the
+argument dump (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -23,7 +14,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import REPORTED_CONVENTION
-from trainperf.importers.figures import REPORTED
+from trainperf.importers.records import REPORTED
 from trainperf.importers.generic import GenericParser, Stack
 from trainperf.importers.text import NUMBER, number, rank_prefix
 
@@ -42,7 +33,6 @@ MEGATRON = Stack(
     sniff=r"iteration\s+\d+\s*/\s*\d+\s*\|", origin=None, first=1,
     time_source="iteration times printed by the log", val_loss=rf"lm loss value:\s*(?P<loss>{NUMBER})",
     separator=r":\s*", closes="|")
-parse_iteration = MEGATRON.parse
 _ARG = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*) \.{3,} (.*?)\s*$")
 _VOCAB = re.compile(r"padded vocab \(size: \d+\) with \d+ dummy tokens \(new size: (\d+)\)")
 _MEMORY = re.compile(rf"memory \(MB\) \| allocated: (?:{NUMBER}) \| max allocated: ({NUMBER})")

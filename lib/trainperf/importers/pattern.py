@@ -1,16 +1,5 @@
-"""Any log, read with one regular expression of the user's (the sidecar key ``pattern``, ``trainperf import
---pattern``), for stacks without a reader of their own (docs/importers.md, "A log of any stack").
-
-Every line the pattern matches (searched for after a launcher's rank prefix such as ``[rank3]:``) is a record of
-one optimizer step whose named groups (``figures.GROUPS``; numbers may carry thousands separators: ``6,941``)
-give its figures (``trainperf.importers.figures``). With an ``epoch`` group, a step counter that restarts each
-epoch counts on across epochs (``records.IntervalParser.across_epochs``). A log with a ``step`` group that starts
-past the warm-up is measured from its first line; a matched line whose groups are not numbers is skipped and
-counted.
-
-A pattern is the user's text run on every line: the ``regex`` module matches it (the syntax of Python's ``re``)
-with a limit of :data:`LINE_SECONDS` per line, so one that backtracks catastrophically (``(a|aa)+$``) stops the
-read with a DataError naming the sidecar and the line, within seconds.
+"""Any log, read with one regular expression of the user's (sidecar ``pattern``, ``--pattern``; docs/importers.md,
+"A log of any stack"), matched by the ``regex`` module with a limit of :data:`LINE_SECONDS` a line.
 """
 
 from __future__ import annotations
@@ -22,8 +11,8 @@ import pandas as pd
 import regex
 
 from trainperf.errors import DataError
-from trainperf.importers import figures, records
-from trainperf.importers.core import Format, ParsedLog
+from trainperf.importers import records
+from trainperf.importers.core import Format, ParsedLog, read_log
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import LineError, number, rank_prefix, whole
 
@@ -34,13 +23,13 @@ EXAMPLE = r"step (?P<step>\d+) .* (?P<tokens_per_s>[\d,.]+) tok/s"
 
 
 def compile_pattern(text: str, where: object) -> regex.Pattern[str]:
-    """The pattern ``text`` compiled, with named groups only from ``figures.GROUPS``
-    and one of ``figures.TIMING``; DataError naming ``where`` otherwise."""
+    """The pattern ``text`` compiled, with named groups only from ``records.GROUPS``
+    and one of ``records.TIMING``; DataError naming ``where`` otherwise."""
     try:
         pattern = regex.compile(text)
     except regex.error as exc:
         raise DataError(f"not a regular expression: {exc}", path=where, column="pattern") from None
-    figures.check_names(pattern.groupindex, figures.GROUPS, "group", "a pattern", where, "pattern")
+    records.check_names(pattern.groupindex, records.GROUPS, "group", "a pattern", where, "pattern")
     return pattern
 
 
@@ -78,15 +67,15 @@ class PatternParser(records.IntervalParser[records.Run]):
             step = self.across_epochs(label, values["epoch"], step)
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
-        run.records.add(figures.record(values, rank, step))
+        run.records.add(records.record(values, rank, step))
         return ""
 
     def new_run(self, line: int) -> records.Run:
-        return records.Run(line, {}, figures.REPORTED)
+        return records.Run(line, {}, records.REPORTED)
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         origin = 1 if "step" in self.start.groupindex else None
-        return figures.measure(run, config, origin, "step times the log prints (read with a pattern)")
+        return records.measure_figures(run, config, origin, "step times the log prints (read with a pattern)")
 
 
 def _value(name: str, text: str) -> float:
@@ -106,7 +95,5 @@ class PatternLog(Format):
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         assert settings.pattern is not None
-        parser = PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source),
-                               settings.pattern_source)
-        parser.read()
-        return ParsedLog(parser.result(), parser.skipped, parser.skipped_total, parser.lines, parser.notes())
+        return read_log(PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source),
+                                      settings.pattern_source))

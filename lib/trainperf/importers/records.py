@@ -1,11 +1,7 @@
-"""Step-interval records of a training log, measured by the one aggregator (``trainperf.aggregate``);
-shared by the importers of logs that print steps (whose parsers derive from :class:`IntervalParser`).
-
-A record is one line of a log on one rank: it covers ``n_steps`` optimizer steps ending at ``step`` in
-``seconds`` of wall time (a logging interval's, or a single step's). :func:`aggregate` picks the measured
-window (warm-up, excerpts, records of unknown length) and measures it; the rules, for users, are in
-docs/importers.md, "The measured window". A log prints the whole job's ``samples``, ``tokens`` and energy on
-each line: each rank that prints a step gets its share in the step intervals (docs/data.md).
+"""Step-interval records of a training log (one line of one rank: ``n_steps`` steps ending at ``step`` in
+``seconds``), their parsers' base (:class:`IntervalParser`), records of named figures (:data:`GROUPS`: a pattern's
+line, a TensorBoard step; docs/importers.md, "A log of any stack") and the measurement of their window by the one
+aggregator (:func:`measure_window`; docs/importers.md, "The measured window").
 """
 
 from __future__ import annotations
@@ -13,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -22,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import measure, summarize
-from trainperf.importers.core import ParsedRun, RunParser
+from trainperf.errors import DataError
+from trainperf.importers.core import REPORTED_CONVENTION, ParsedRun, RunParser, rate_from_reported, timed_by
 from trainperf.importers.text import LineError, parse_wrapped, rank_prefix
 from trainperf.schema import LONGEST_INTERVAL_S, STEP_INTERVAL_COLUMNS, STEP_TIME_ANOMALIES, STEPS_SET_ASIDE
 from trainperf.steady_state import FAR_OUT_IQR, far_out_fence
@@ -60,12 +57,6 @@ class Intervals:
         """Append a record; its rank and step (``row[0]``, ``row[1]``) are ints."""
         self.data.extend(row)
         self.last_step[row[0]] = row[1]  # type: ignore[index]
-
-    def restarts(self, rank: int, step: int) -> bool:
-        """Whether a record of ``rank`` at ``step`` starts a new run (its step
-        does not advance past that rank's last one)."""
-        last = self.last_step.get(rank)
-        return last is not None and step <= last
 
     def table(self) -> np.ndarray:
         """The records as a (records x fields) array sharing their memory."""
@@ -114,10 +105,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         return step
 
     def across_epochs(self, rank: int | None, epoch: float, step: int) -> int:
-        """The step a record of ``epoch``'s ``step`` is, numbered on across epochs for a counter that
-        restarts each epoch, per launcher prefix ``rank`` (None: none): in a new epoch a counter that went
-        back counts on from the last step of the one before (one that did not is already the run's); an
-        earlier epoch than the last one is a restart of the job (its steps count from 0 again)."""
+        """The step a record of ``epoch``'s ``step`` is, for a counter that restarts each epoch, per launcher prefix
+        ``rank`` (None: none): counted on across epochs; an earlier epoch is a restart (counted from 0 again)."""
         last_epoch, offset, raw, numbered = self.epochs.get(rank, (epoch, 0, -1, 0))
         if epoch > last_epoch and step <= raw:
             offset = numbered
@@ -152,11 +141,9 @@ class IntervalParser(RunParser, Generic[RunT]):
 
     def read_record(self, lines: list[str], i: int, number: int, parse: Callable[[str], tuple[Any, ...]],
                     what: str) -> int:
-        """Read the record line ``lines[i]`` (line ``number`` of the file; see
-        :func:`~trainperf.importers.text.parse_wrapped`) with ``parse`` and :meth:`add` it; returns the lines used.
-        A line that cannot be read, or whose interval cannot be used, is skipped with ``what`` in the reason; an
-        unreadable one breaks its rank's chain (:meth:`break_chain`: what a log whose lines time the steps since the
-        previous line needs)."""
+        """Read the record line ``lines[i]`` (line ``number``; ``text.parse_wrapped``) with ``parse`` and :meth:`add`
+        it; the lines used. One that cannot be read or used is skipped (``what`` in the reason); an unreadable one
+        breaks its rank's chain (:meth:`break_chain`)."""
         try:
             parsed, used = parse_wrapped(lines, i, parse, self.starts_record)
         except LineError as exc:
@@ -198,7 +185,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         """The run that a record of ``rank`` at ``step`` (read from ``line``)
         belongs to: the current one, or a new one if the step does not advance."""
         run = self.run
-        if run is None or run.records.restarts(rank, step):
+        last = None if run is None else run.records.last_step.get(rank)
+        if run is None or last is not None and step <= last:
             if run is not None:
                 self.done.append(run)
             run = self.run = self.new_run(line)
@@ -210,18 +198,12 @@ class IntervalParser(RunParser, Generic[RunT]):
         return [ParsedRun(None, run.line, run.config, partial(self.finish, run)) for run in runs]
 
 
-def aggregate(records: Intervals, config: Mapping[str, Any], origin: float | None = None,
+def measure_window(records: Intervals, config: Mapping[str, Any], origin: float | None = None,
               least_warmup: int = 1) -> tuple[dict[str, Any], pd.DataFrame]:
     """Measurements of the run's window (a dict of runs columns, by ``trainperf.aggregate.measure``) and its
-    step intervals (``run_id`` left empty for the caller to name); the window's rules are those of
-    docs/importers.md, "The measured window" (a stated warm-up is used as given, else MSER on top of
-    ``least_warmup``, the steps a format never has steady).
-
-    ``origin``: the number of a training job's first step, for logs that number steps from it. A log that
-    starts more than the warm-up past it is an excerpt: all its records are measured (no MSER), the first
-    too where its length is unknown (taken as the rank's usual interval, else one step, to tell whether it
-    lies past the warm-up); a log that starts inside the warm-up has the job's warm-up steps (from
-    ``origin``) left out."""
+    step intervals (``run_id`` left empty for the caller to name), by the rules of docs/importers.md, "The
+    measured window": a stated warm-up as given, else MSER on top of ``least_warmup`` steps; ``origin``, the
+    number of the job's first step where the log numbers steps from it (None: unknown), tells an excerpt."""
     table, anomalies, set_aside = join_timer_glitches(records.table())
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
@@ -266,11 +248,9 @@ def aggregate(records: Intervals, config: Mapping[str, Any], origin: float | Non
 
 
 def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str], int]:
-    """The records with each timer glitch (a time ≤ 0 s) joined with its rank's record before it, their work
-    summed and the later loss kept, and what cannot be joined or cannot be true (infinite, over
-    ``trainperf.schema.LONGEST_INTERVAL_S``) set aside as no interval (docs/importers.md, "The measured
-    window"). Returns the records (a copy where any changed), a sentence for each glitch and the number of
-    steps set aside (a record of unknown length counts as one)."""
+    """The records with each timer glitch (a time ≤ 0 s) joined with its rank's record before it, and what cannot
+    be joined or be true set aside (docs/importers.md, "The measured window"): the records (a copy where any
+    changed), a sentence for each glitch and the steps set aside (a record of unknown length counts as one)."""
     seconds = table[:, COLUMN["seconds"]]
     impossible = np.isinf(seconds) | (seconds > LONGEST_INTERVAL_S)
     glitches = np.flatnonzero((seconds <= 0) | impossible)
@@ -315,8 +295,7 @@ FAR_OUT_MIN_RECORDS = 8
 
 def far_out(col: dict[str, np.ndarray], in_window: np.ndarray) -> list[str]:
     """A sentence on the measured records whose time per step (``seconds / n_steps``, s) is above the run's
-    :func:`trainperf.steady_state.far_out_fence`; they stay in the measurement (docs/importers.md, "The
-    measured window")."""
+    ``steady_state.far_out_fence``; they stay in the measurement."""
     per_step = col["seconds"] / col["n_steps"]
     timed = in_window & (col["excluded"] == 0) & np.isfinite(per_step) & (col["n_steps"] >= 1)
     times = per_step[timed]
@@ -383,3 +362,78 @@ def _starts(rank: np.ndarray, step: np.ndarray, seconds: np.ndarray) -> np.ndarr
 def finite(value: float) -> float:
     """``value``, or NaN where it is infinite (runs columns hold finite numbers)."""
     return value if math.isfinite(value) else NAN
+
+
+GROUPS = ("step", "epoch", "step_time_s", "step_time_ms", "tokens", "samples", "tokens_per_s", "tokens_per_s_per_gpu",
+          "samples_per_s", "loss", "mfu_percent", "tflops_per_gpu", "memory_gb")
+"""The named figures a pattern's groups or a TensorBoard tag mapping may give (docs/importers.md, "A log of any
+stack"): the optimizer step and its epoch (whole numbers), the step's wall time (s, ms), the tokens and samples
+the whole job processed in it, the job's rates (tokens/s, samples/s) and the per-device one (tokens/s), the
+training loss, MFU (%), TFLOP/s per device and peak device memory (GiB)."""
+TIMING = ("step_time_s", "step_time_ms", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s")
+"""A pattern or a mapping needs one of these: a step time or a rate."""
+REPORTED = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "mfu", "tflops_per_gpu", "power_w_per_gpu")
+"""The source's own figures a record keeps, after :data:`FIELDS`."""
+RATES = REPORTED[:3]
+
+
+def check_names(names: Collection[Any], allowed: tuple[str, ...], noun: str, what: str, where: object,
+                column: str, hint: str = "") -> None:
+    """DataError naming ``where`` and ``column`` unless each of ``names`` is one of the ``allowed`` figures (the
+    ``noun``: a pattern's groups, a mapping's figures) and one of them is of :data:`TIMING`, as ``what`` needs."""
+    unknown = sorted(str(name) for name in names if name not in allowed)
+    if unknown:
+        raise DataError(f"unknown {noun}(s) {', '.join(unknown)}: the {noun}s are {', '.join(allowed)}{hint}",
+                        path=where, column=column)
+    if not set(names) & set(TIMING):  # none at all too
+        raise DataError(f"{what} needs a step time or a rate: one of the {noun}s {', '.join(TIMING)}", path=where,
+                        column=column)
+
+
+def step_seconds(values: Mapping[str, float]) -> float:
+    """The wall time of one step (s) the figures give; NaN where they give none."""
+    seconds = values.get("step_time_s")
+    if seconds is None:
+        seconds = values.get("step_time_ms", NAN) / 1000.0
+    if math.isfinite(seconds):
+        return seconds
+    rates = ((values.get(work, NAN), values.get(f"{work}_per_s", NAN)) for work in ("tokens", "samples"))
+    return next((work / rate for work, rate in rates if work > 0 and rate > 0), NAN)
+
+
+def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1.0,
+           timed_steps: float | None = None, excluded: float = 0.0) -> tuple[float, ...]:
+    """The record of ``rank`` ending at ``step`` that covers ``n_steps`` steps (NaN: unknown) with the per-step
+    figures ``values`` (names of :data:`GROUPS`) and ``excluded`` (:data:`FIELDS`). Its wall time is the step time
+    times ``timed_steps`` (default ``n_steps``: the figures are the mean over the steps the record covers)."""
+    get = values.get
+    seconds = get("step_time_s", NAN)  # most records: their step time, read without a call
+    if not math.isfinite(seconds):
+        seconds = step_seconds(values)
+    seconds *= n_steps if timed_steps is None else timed_steps
+    weight = seconds
+    if not math.isfinite(seconds):
+        rate = next((values[r] for r in RATES if get(r, NAN) > 0), NAN)
+        weight = (n_steps if math.isfinite(n_steps) else 1.0) / rate
+    return (rank, step, n_steps, seconds, weight, n_steps * get("samples", NAN), n_steps * get("tokens", NAN),
+            get("loss", NAN), get("memory_gb", NAN), excluded, n_steps * get("energy_per_gpu_j", NAN),
+            get("tokens_per_s", NAN), get("tokens_per_s_per_gpu", NAN), get("samples_per_s", NAN),
+            get("mfu", get("mfu_percent", NAN) / 100.0), get("tflops_per_gpu", NAN), get("power_w_per_gpu", NAN))
+
+
+def measure_figures(run: Run, config: Mapping[str, Any], origin: float | None, time_source: str,
+                    convention: str | None = None, least_warmup: int = 1,
+                    rate_measures: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The measurements and step intervals of a run of figure records
+    (:func:`measure_window`, steps numbered from ``origin``, None: unknown, and
+    at least ``least_warmup`` warm-up steps where the run states none),
+    with where the times came from (``extra_time_source``), the FLOPs
+    convention of the source's own figures where known, and (``rate_measures``) the source's
+    rate as the throughput where nothing counts the work (``rate_from_reported``)."""
+    measured, steps = measure_window(run.records, config, None if run.restarted else origin, least_warmup)
+    timed_by(measured, time_source)
+    if convention is not None:
+        measured[REPORTED_CONVENTION] = convention
+    if rate_measures:
+        rate_from_reported(measured, config)
+    return measured, steps

@@ -1,6 +1,5 @@
-"""Figures a source printed itself (``reported_*``) against trainperf's own:
-one comparison, one sign (``(source − trainperf) / trainperf``), for the
-importer's check of a log and for the reports' data-quality section."""
+"""Figures a source printed itself (``reported_*``) against trainperf's own (``(source − trainperf) / trainperf``), for
+the importer's check of a log and the reports' data-quality section."""
 
 from __future__ import annotations
 
@@ -13,15 +12,12 @@ from trainperf.importers.core import RATE_FROM_REPORTED, REPORTED_CONVENTION
 TOLERANCE = 0.02
 """Relative difference above which the importer flags a reported figure."""
 RATE_COLUMNS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "samples_per_s_per_gpu", "step_time_s")
-"""Throughput figures: not compared where the run's time was itself taken
-from the reported throughput (``extra_time_source``), which would be circular."""
+"""Throughput figures: not compared where the run's time was taken from the reported throughput (circular)."""
 FLOPS_COLUMNS = ("flops_per_token", "tflops_total", "tflops_per_gpu", "mfu", "hfu")
 """Figures that depend on the FLOPs convention (and, for MFU, on the peak)."""
 SAME_DEVICE_PEAKS = 2.5
-"""Largest ratio between the peak a log divides by and trainperf's at which the two are of one device: a
-2:4-sparse figure is twice the dense one (a finding, flagged with its difference). Beyond it the log divides by
-another device's peak (nanoGPT's A100 figure on any machine): the peaks are not comparable, and its MFU is set
-against trainperf's converted to the log's peak."""
+"""Largest ratio between the peak a log divides by and trainperf's at which the two are of one device (a 2:4-sparse
+figure is twice the dense one); beyond it, another device's peak, not comparable."""
 OTHER_PEAK = "not comparable: other peak"
 """The ``note`` of a printed peak of another device."""
 DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "reported": float, "recomputed": float,
@@ -30,10 +26,8 @@ DTYPES = {"run_id": "string", "metric": "string", "convention": "string", "repor
 
 
 def printed_precision(values: pd.Series) -> pd.Series:
-    """One unit of the last digit each value shows when printed plainly
-    (``0`` → 1, ``0.56`` → 0.01, ``122599`` → 1, ``7.6e9`` → 10⁸: trailing zeros
-    of a whole number count as rounding): what a figure printed by a source
-    may lose to rounding or truncation."""
+    """One unit of the last digit each value shows when printed plainly (``0`` → 1, ``0.56`` → 0.01, ``122599`` → 1,
+    ``7.6e9`` → 10⁸): what a figure printed by a source may lose to rounding."""
     def unit(x: float) -> float:
         if not np.isfinite(x):
             return np.nan
@@ -46,27 +40,13 @@ def printed_precision(values: pd.Series) -> pd.Series:
 
 def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *,
                      source_convention: bool = True) -> pd.DataFrame:
-    """One row per run and reported figure that has a recomputed counterpart (docs/importers.md, "Reported
-    against recomputed").
-
-    For every column ``reported_X`` of ``derived_runs`` (``trainperf.derive``'s output) whose ``X`` is also a
-    column: ``run_id``, ``metric`` (X), ``convention``, ``reported``, ``recomputed``, ``relative_difference =
-    (reported − recomputed) / recomputed``, ``flagged`` (beyond ``tolerance``, relative, default 2 %, and beyond
-    the last digit the source printed, :func:`printed_precision`: a source printing whole samples/s shows 0 for
-    0.4) and ``note``. Cells missing on either side are not compared; nor are rates where the run's time came
-    from the reported rate (circular).
-
-    MFU and HFU are compared in the log's units: trainperf's against the log's own peak where the log names
-    another device's (more than :data:`SAME_DEVICE_PEAKS` times off trainperf's; ``note`` says so), and that
-    printed peak gets no difference, is not flagged, and has ``note`` :data:`OTHER_PEAK`. A peak of the same
-    device (a 2:4-sparse one) is a finding: both differences are shown.
-
-    With ``source_convention`` (the importer's check), FLOPs figures are recomputed under the log's own
-    convention (``extra_reported_flops_convention``, where the importer knows it), in the form of it that
-    reproduces the log's own figures (:func:`_source_forms`), and MFU against the log's own peak whatever it is;
-    ``convention`` names the form used. Without it (the reports), the source is set against trainperf's figures
-    as the reports show them.
-    """
+    """One row per run and reported figure ``reported_X`` of ``derived_runs`` (``trainperf.derive``'s output) whose
+    ``X`` is a column too (docs/importers.md, "Reported against recomputed"): ``run_id``, ``metric`` (X),
+    ``convention``, ``reported``, ``recomputed``, ``relative_difference = (reported − recomputed) / recomputed``,
+    ``flagged`` (beyond ``tolerance``, relative, and the last digit printed: :func:`printed_precision`) and ``note``.
+    With ``source_convention`` (the importer's check), FLOPs figures are recomputed in the form of the log's own
+    convention that reproduces its figures (:func:`_source_forms`) and MFU against the log's own peak; without it
+    (the reports), against trainperf's figures, converted only to another device's peak."""
     parts = []
     run_ids = derived_runs["run_id"].to_numpy()
     circular = derived_runs.get("extra_time_source", pd.Series(pd.NA, index=derived_runs.index))
@@ -115,24 +95,20 @@ def _numbers(values: pd.Series) -> np.ndarray:
 
 
 def _beyond(reported: np.ndarray, recomputed: np.ndarray, tolerance: float) -> np.ndarray:
-    """Whether each reported figure differs from its recomputation by more
-    than ``tolerance`` (relative) and more than the last digit it was printed with."""
+    """Whether each reported figure differs from its recomputation by more than ``tolerance`` (relative) and more
+    than the last digit it was printed with."""
     gap = np.abs(reported - recomputed)
     return (gap > tolerance * np.abs(recomputed)) & (gap > printed_precision(pd.Series(reported)).to_numpy(float))
 
 
 FORM_EVIDENCE = ("tflops_per_gpu", "tflops_total", "flops_per_token", "mfu", "hfu")
-"""The reported figures a log's FLOPs form is chosen by, in order of trust
-(MFU also depends on the peak)."""
+"""The reported figures a log's FLOPs form is chosen by, in order of trust."""
 
 
 def _source_forms(runs: pd.DataFrame, tolerance: float) -> tuple[np.ndarray, pd.Series]:
-    """Per run: the factor that turns trainperf's FLOPs into those of the
-    log's own convention (``extra_reported_flops_convention``), and that
-    convention's name. Where the tool changed its formula between releases
-    (``trainperf.flops.FORMS``), the form is the one whose FLOPs reproduce
-    the first of the log's :data:`FORM_EVIDENCE` figures within ``tolerance``
-    (the closest if several do; the named form if none does)."""
+    """Per run: the factor that turns trainperf's FLOPs into those of the log's own convention
+    (``extra_reported_flops_convention``) in the form that reproduces its figures (:func:`_reproducing`; one form per
+    release, ``trainperf.flops.FORMS``), and that form's name."""
     factors = np.ones(len(runs))
     names = runs.get("flops_convention_used", pd.Series(pd.NA, index=runs.index)).astype("string").copy()
     source = runs.get(REPORTED_CONVENTION, pd.Series(pd.NA, index=runs.index)).astype("string")

@@ -1,15 +1,5 @@
-"""What a log does not say: the YAML sidecar next to it (``<log>.trainperf.yaml``) and CLI overrides.
-
-Its keys are canonical runs columns (``trainperf.schema``), ``reported_*`` / ``extra_*`` columns and the
-structural keys of :data:`STRUCTURAL`: ``runs`` (per-run values by the run id the importer gives, ``{run_id:
-{key: value}}``, winning over the top level), ``columns`` (a CSV's column mapping,
-``trainperf.importers.csv_mapping``), ``pattern`` (``trainperf.importers.pattern``) and ``tensorboard_tags``
-(``{figure: tag}``, ``trainperf.importers.tensorboard_log``; ``trainperf import --tags`` adds to it).
-``warmup_steps`` (default 1: the least warm-up) and ``warmup_rule`` (``mser``, the default, or ``fixed``;
-``trainperf.steady_state``) are canonical columns read as input.
-
-Precedence: the log < the sidecar's top level < its ``runs`` entry < the overrides given to ``import_path``
-(``--set KEY=VALUE``). A value that contradicts what the log says wins, with a ``DataWarning``.
+"""What a log does not say: the YAML sidecar next to it (``<log>.trainperf.yaml``) and CLI overrides; keys,
+precedence and limits: docs/importers.md, "What the log does not say: the sidecar".
 """
 
 from __future__ import annotations
@@ -38,9 +28,8 @@ MAPPING_KEY = "mapping"
 
 @dataclass
 class Settings:
-    """Values for every run, per-run values (with where each came from, for
-    messages), and a CSV column mapping, a pattern and a TensorBoard tag
-    mapping, each with where it comes from."""
+    """Values for every run, per-run values (with where each came from, for messages), and a CSV column mapping, a
+    pattern and a TensorBoard tag mapping, each with where it comes from."""
 
     values: dict[str, Any] = field(default_factory=dict)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -111,8 +100,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 class _PlainLoader(yaml.SafeLoader):
-    """PyYAML's safe loader without anchors and aliases: each node is built
-    once, so a document costs memory in proportion to its size."""
+    """PyYAML's safe loader without anchors and aliases: a document costs memory in proportion to its size."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()

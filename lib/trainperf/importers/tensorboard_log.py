@@ -1,20 +1,5 @@
-"""A run's TensorBoard event files (a log dir, ``trainperf.importers.event_files``) read into step-interval
-records through the tags its stack writes (:data:`STACKS`, each from the stack's own source: torchtitan's
-``MetricsProcessor.log``, Megatron-LM's ``training_log``, NeMo's ``TimingCallback`` and strategy), or the user's
-mapping of tags to figures of ``figures.GROUPS`` (sidecar key ``tensorboard_tags``, ``trainperf import
---tags``), and measured by the one aggregator (docs/importers.md, "TensorBoard event files").
-
-Each rank's points of a step time or rate are its records; the other figures are those written at the same step
-(NaN where none is). By its stack's step time, a point covers its own step (:data:`STEP`: NeMo, whose steps
-count from 0, and a user's mapping), or the ``n = step - previous step`` steps since the rank's previous point:
-for ``n`` × the mean step time (:data:`INTERVAL`: Megatron-LM's ``iteration-time``), or for the logging interval
-× the step time (:data:`PER_LOG_FREQ`: torchtitan divides the time since its previous point by ``log_freq``, the
-greatest common divisor of the steps written after step 1). The first point of a rank covers unknown steps
-unless it is step 1. A job restarted from a checkpoint writes its steps again: a point replaced by one written
-later at its step or an earlier one is left out, as TensorBoard does, and the first point after the restart
-covers unknown steps. Warm-up is the start of the training (steps from the stack's first step number). What the
-events do not say comes from the sidecar ``<log dir>.trainperf.yaml`` (``<event file>.trainperf.yaml`` for a
-file) or ``--set``.
+"""A run's TensorBoard event files read into step-interval records through the tags its stack writes
+(:data:`STACKS`) or the user's mapping (``tensorboard_tags``) (docs/importers.md, "TensorBoard event files").
 """
 
 from __future__ import annotations
@@ -30,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.errors import DataError, UnknownFormat
-from trainperf.importers import event_files, figures, records
+from trainperf.importers import event_files, records
 from trainperf.importers.core import Format, ParsedLog, ParsedRun, log_stem
 from trainperf.importers.settings import Settings, sidecar_path
 
@@ -38,7 +23,7 @@ NAN = math.nan
 STEP, INTERVAL, PER_LOG_FREQ = "step", "interval", "per log_freq"
 """What a point's step time covers: the step it is written at; the mean over the steps since the
 previous point; the time since the previous point divided by the logging interval (torchtitan's log_freq)."""
-MAPPABLE = tuple(group for group in figures.GROUPS if group not in ("step", "epoch"))
+MAPPABLE = tuple(group for group in records.GROUPS if group not in ("step", "epoch"))
 """Figures a tag may give (a point's step is the event's own)."""
 SHOWN_TAGS = 30
 """Scalar tags a refusal lists."""
@@ -46,11 +31,9 @@ SHOWN_TAGS = 30
 
 @dataclass(frozen=True)
 class TagMapping:
-    """The tags of one stack: for each figure the tags that give it (the first
-    one the events hold is read: a stack renamed some between versions), what
-    a point's step time covers (:data:`STEP`), the number of the
-    training's first step (``origin``), the FLOPs convention of the stack's own
-    TFLOP/s and MFU, and runs columns a tag gives (its last value)."""
+    """The tags of one stack: for each figure the tags that give it (the first one the events hold is read), what a
+    point's step time covers (:data:`STEP`), the number of the training's first step (``origin``), the FLOPs
+    convention of the stack's own TFLOP/s and MFU, and runs columns a tag gives (its last value)."""
 
     name: str
     title: str
@@ -92,9 +75,9 @@ HINTS = {"megatron": "Megatron-LM writes iteration-time only with --log-timers-t
 
 
 def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
-    """The mapping ``{figure: tag}`` a user gave (figures of :data:`MAPPABLE`,
-    one of ``figures.TIMING`` among them); DataError naming ``where`` otherwise."""
-    figures.check_names(tags, MAPPABLE, "figure", "a mapping", where, "tensorboard_tags",
+    """The mapping ``{figure: tag}`` a user gave (figures of :data:`MAPPABLE`, one of ``records.TIMING`` among them);
+    DataError naming ``where`` otherwise."""
+    records.check_names(tags, MAPPABLE, "figure", "a mapping", where, "tensorboard_tags",
                         " (a point's step is the event's own)")
     bad = sorted(str(k) for k, v in tags.items() if not isinstance(v, str) or not v.strip())
     if bad:
@@ -106,7 +89,7 @@ def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
 
 def stack_of(tags: Collection[str]) -> TagMapping | None:
     """The first stack of :data:`STACKS` whose step time or rate the events hold."""
-    return next((stack for stack in STACKS if set(stack.chosen(tags)) & set(figures.TIMING)), None)
+    return next((stack for stack in STACKS if set(stack.chosen(tags)) & set(records.TIMING)), None)
 
 
 def unknown_tags(tags: Collection[str], sidecar: str) -> str:
@@ -136,10 +119,8 @@ def rank_files(path: Path) -> dict[int, list[Path]]:
 
 
 def latest_points(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """The points of one tag (in the order written) that no later point
-    replaces (a point at its step or an earlier one, written after a restart
-    from a checkpoint): their steps, values, whether each is the first after
-    a restart, and how many were replaced."""
+    """The points of one tag (in the order written) that no later point at their step or an earlier one replaces (a
+    restart from a checkpoint): their steps, values, whether each is the first after a restart, how many replaced."""
     if not len(steps):
         return steps, values, np.zeros(0, dtype=bool), 0
     later = np.minimum.accumulate(steps[::-1])[::-1]
@@ -149,8 +130,7 @@ def latest_points(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np
 
 
 def covered_steps(steps: np.ndarray, restart: np.ndarray, step_time: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per record at ``steps``: the steps it covers (NaN: unknown) and the steps
-    its step time is multiplied by (its wall time = step time × that)."""
+    """Per record at ``steps``: the steps it covers (NaN: unknown) and the steps its step time is multiplied by."""
     if step_time == STEP:
         ones = np.ones(len(steps))
         return ones, ones
@@ -189,7 +169,7 @@ class TensorBoardLog(Format):
             if mapping is None:
                 raise UnknownFormat(unknown_tags(tags, sidecar_path(path).name), path=path)
         chosen = mapping.chosen(tags)
-        run = records.Run(1, {}, figures.REPORTED)
+        run = records.Run(1, {}, records.REPORTED)
         notes: list[str] = []
         for rank, scalars in ranks.items():
             notes += _add_rank(run, rank, scalars, chosen, mapping)
@@ -200,40 +180,36 @@ class TensorBoardLog(Format):
         if undecoded:
             skipped.append((str(path), 0, f"{undecoded} record(s) that hold no TensorBoard event"))
         notes = [str(d) for d in damage] + notes
-        finish = partial(_measure, run, mapping, chosen)
+        timing = ", ".join(tag for group, tag in chosen.items() if group in records.TIMING)
+        finish = partial(records.measure_figures, run, origin=mapping.origin,
+                         time_source=f"TensorBoard scalars ({timing})", convention=mapping.convention)
         return ParsedLog([ParsedRun(log_stem(path), 1, run.config, finish)], skipped, len(damage) + undecoded,
                          sum(scalars.records for scalars in ranks.values()), notes)
 
 
 def _add_rank(run: records.Run, rank: int, scalars: event_files.Scalars, chosen: Mapping[str, str],
               mapping: TagMapping) -> list[str]:
-    """Add the records of one rank's scalars to ``run`` (and the runs columns
-    its tags give to its configuration); notes on points a restart replaced."""
+    """Add the records of one rank's scalars to ``run`` (and the runs columns its tags give to its configuration);
+    notes on points a restart replaced."""
     notes = []
     series: dict[str, pd.Series] = {}
     restarts = np.zeros(0, dtype=np.int64)
     for group, tag in chosen.items():
         steps, values, restart, replaced = latest_points(*scalars.series(tag))
         series[group] = pd.Series(values, index=steps)
-        if group in figures.TIMING:
+        if group in records.TIMING:
             restarts = np.union1d(restarts, steps[restart])
             if replaced:
                 notes.append(f"rank {rank}: {replaced} point(s) of {tag!r} written before a restart from a "
                              "checkpoint are replaced by those written after it at the same or earlier steps")
-    timing = reduce(np.union1d, [s.index.to_numpy() for g, s in series.items() if g in figures.TIMING])
+    timing = reduce(np.union1d, [s.index.to_numpy() for g, s in series.items() if g in records.TIMING])
     table = pd.DataFrame({group: s.reindex(timing) for group, s in series.items()})
     n, timed = covered_steps(timing, np.isin(timing, restarts), mapping.step_time)
     for step, row, n_steps, timed_steps in zip(timing, table.to_numpy(), n, timed):
         values = {group: value for group, value in zip(table.columns, row) if math.isfinite(value)}
-        run.records.add(figures.record(values, rank, int(step), n_steps, timed_steps))
+        run.records.add(records.record(values, rank, int(step), n_steps, timed_steps))
     for column, tag in mapping.config.items():
         _, values, _, _ = latest_points(*scalars.series(tag))
         if len(values) and values[-1] > 0 and values[-1] == int(values[-1]):
             run.config[column] = int(values[-1])
     return notes
-
-
-def _measure(run: records.Run, mapping: TagMapping, chosen: Mapping[str, str],
-             config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-    timing = ", ".join(tag for group, tag in chosen.items() if group in figures.TIMING)
-    return figures.measure(run, config, mapping.origin, f"TensorBoard scalars ({timing})", mapping.convention)

@@ -1,9 +1,5 @@
-"""Reading log text: chunks of cleaned lines (:data:`CHUNK_BYTES` at a time, gzip-compressed files too, told
-by their magic bytes; :func:`clean`), numbers, rank prefixes, timestamps (docs/importers.md, "Tolerance").
-
-Line numbers are those of the file (counted by ``\\n``). A parser sees the lines of a chunk plus, at its end,
-:data:`LOOKAHEAD` lines it may read but not consume, so a record wrapped over several lines can be joined
-across a chunk boundary (see :class:`LineParser`).
+"""Reading log text: chunks of cleaned lines (gzip too), numbers, rank prefixes, timestamps, records wrapped over
+lines (docs/importers.md, "Tolerance"). Line numbers are those of the file.
 """
 
 from __future__ import annotations
@@ -208,19 +204,19 @@ def read_head(path: Path, size: int) -> bytes:
         raise DataError(f"cannot read: {exc}", path=path) from exc
 
 
-def iter_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[str]]:
-    """The file's cleaned lines, a chunk (a list of whole lines) at a time."""
+def iter_chunks(path: Path) -> Iterator[list[str]]:
+    """The file's cleaned lines, a chunk (a list of whole lines, :data:`CHUNK_BYTES`) at a time."""
     try:
-        yield from _chunks(path, chunk_bytes)
+        yield from _chunks(path)
     except READ_ERRORS as exc:
         raise DataError(f"cannot read: {exc}", path=path) from exc
 
 
-def _chunks(path: Path, chunk_bytes: int) -> Iterator[list[str]]:
+def _chunks(path: Path) -> Iterator[list[str]]:
     with _open(path) as handle:
         rest = b""
         while True:
-            data = handle.read(chunk_bytes)
+            data = handle.read(CHUNK_BYTES)
             if not data:
                 if rest:
                     yield clean(rest.decode("utf-8", errors="replace")).split("\n")

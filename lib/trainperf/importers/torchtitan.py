@@ -1,13 +1,5 @@
-"""torchtitan logs: ``MetricsProcessor.log``'s step lines, printed at step 1 and every ``log_freq`` steps through
-the ``[titan] %(asctime)s - %(name)s - %(levelname)s -`` logger (colours, torchrun's ``[rankN]:`` prefixes)::
-
-    [rank0]:[titan] 2025-01-15 10:00:12,345 - root - INFO - step: 10  loss:  7.3513
-      grad_norm:  1.2461  memory: 35.18GiB(44.47%)  tps: 6,941  tflops: 402.10  mfu: 40.66%
-
-(one line in the log; older versions print ``wps`` for ``tps`` and no ``grad_norm`` or ``tflops``). A line is a
-record of the steps since its rank's previous line, timed by the difference of their timestamps (``asctime``, to
-the ms; the interval timer restarts right after each line), else by its ``tps`` (tokens/s per device); its other lines
-give the run's columns. What each figure means: docs/importers.md ("What each log says", "Tolerance").
+"""torchtitan logs: ``MetricsProcessor.log``'s ``step: N  loss: ...`` lines, timed by their timestamps, and the
+lines that give the run's columns (docs/importers.md, "What each log says").
 """
 
 from __future__ import annotations
@@ -177,7 +169,7 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
         return ""
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        measured, steps = records.aggregate(run.records, config, None if run.restarted else 1)
+        measured, steps = records.measure_window(run.records, config, None if run.restarted else 1)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         measured[REPORTED_CONVENTION] = "torchtitan"
@@ -198,8 +190,4 @@ def _model_args(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return columns
 
 
-class Torchtitan(LineFormat):
-    name = "torchtitan"
-    title = "a torchtitan log"
-    patterns = (_STEP,)
-    parser_class = TorchtitanParser
+TORCHTITAN = LineFormat("torchtitan", "a torchtitan log", (_STEP,), TorchtitanParser)

@@ -1,10 +1,6 @@
-"""Any CSV table, through a column mapping: the sidecar's (or a ``--mapping FILE``'s) ``columns``, each runs
-column a CSV column name or ``{column: NAME, scale: NUMBER}`` (docs/importers.md, "What each log says", "Any CSV").
-
-Each data row is one run (``<file>-<row>`` without a mapped ``run_id``). Cells are read strictly: thousands
-separators (``1,234``), a leading ``~`` (approximate), a trailing ``%`` (divided by 100); ``scale`` multiplies
-the number (units). :data:`BLANK` cells are missing values. A row with a cell that cannot be read (``1,5``,
-``fast``) is skipped and reported with its line.
+"""CSV tables read as logs (docs/importers.md, "What each log says", "Any CSV"): Lightning's ``CSVLogger``
+``metrics.csv`` with ``ThroughputMonitor`` columns (one run), and any CSV through a column mapping (``columns``; each
+data row one run).
 """
 
 from __future__ import annotations
@@ -12,14 +8,18 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+import pandas as pd
 
 from trainperf.errors import DataError
 from trainperf.importers.core import Format, ParsedLog, ParsedRun, log_stem
 from trainperf.importers.settings import Settings, as_number, check_key, coerce
 from trainperf.importers.text import LineError, iter_chunks, number
 from trainperf.schema import INPUT_COLUMNS
+from trainperf.table_rules import is_missing
 
 BLANK = {"", "-", "--", "—", "n/a", "na", "nan", "none", "null"}
 DELIMITERS = (",", ";", "\t")
@@ -31,12 +31,11 @@ def delimiter(header: str) -> str | None:
     return best if header.count(best) else None
 
 
-def csv_header(head: str, rows: int = 20) -> list[str] | None:
-    """The column names of ``head`` where it parses as a CSV table: a header of
-    distinct names (no cell a number), then rows with as many cells, each
-    holding at least one number (the first ``rows`` are checked); None
-    otherwise. A log whose lines merely contain commas is not one."""
-    lines = [line for line in head.split("\n") if line.strip()][:rows + 1]
+def csv_header(head: str) -> list[str] | None:
+    """The column names of ``head`` where it parses as a CSV table: a header of distinct names (no cell a number),
+    then rows with as many cells, each holding at least one number (the first 20 are checked); None otherwise. A
+    log whose lines merely contain commas is not one."""
+    lines = [line for line in head.split("\n") if line.strip()][:21]
     if len(lines) < 2 or (sep := delimiter(lines[0])) is None:
         return None
     header, *body = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=sep))
@@ -45,11 +44,6 @@ def csv_header(head: str, rows: int = 20) -> list[str] | None:
         return None
     numeric = all(len(row) == len(header) and any(as_number(c) is not None for c in row) for row in body)
     return names if numeric else None
-
-
-def looks_like_csv(head: str) -> bool:
-    """Whether ``head`` parses as a CSV table (:func:`csv_header`)."""
-    return csv_header(head) is not None
 
 
 def mapping(settings: Settings, path: Path) -> dict[str, tuple[str, float]]:
@@ -153,3 +147,70 @@ class CsvMapping(Format):
             name = str(values.pop("run_id", f"{stem}-{k}"))
             runs.append(ParsedRun(name, line, values, lambda config: ({}, None)))  # each row is all it measures
         return ParsedLog(runs, skipped, len(skipped), len(lines))
+
+
+_HEADER = re.compile(r"^[^\n]*\btrain[/|]time\b[^\n]*$", re.MULTILINE)
+_LOSS = ("train_loss", "loss", "train/loss", "train|loss", "train_loss_step")
+_REPORTED = {"device{}samples_per_sec": "reported_samples_per_s_per_gpu",
+             "device{}items_per_sec": "reported_tokens_per_s_per_gpu", "device{}mfu": "reported_mfu"}
+
+
+class LightningCsv(Format):
+    name = "lightning_csv"
+    title = "a Lightning CSVLogger metrics.csv with ThroughputMonitor columns"
+
+    def sniff(self, head: str, settings: Settings) -> int:
+        header = head.split("\n", 1)[0]
+        return max(1, head.count("\n")) if _HEADER.match(header) and re.search(r"\btrain[/|]samples\b", header) else 0
+
+    def parse(self, path: Path, settings: Settings) -> ParsedLog:
+        text = "\n".join(line for chunk in iter_chunks(path) for line in chunk)
+        try:
+            table = pd.read_csv(io.StringIO(text))
+        except (pd.errors.ParserError, ValueError) as exc:
+            raise DataError(f"not a readable CSV table: {exc}", path=path) from exc
+        sep = "|" if "train|time" in table.columns else "/"
+        time = f"train{sep}time"
+        numbers = table.apply(lambda c: c if pd.api.types.is_numeric_dtype(c) else pd.to_numeric(c, errors="coerce"))
+        rows = numbers[numbers[time].notna()]
+        bad = table[time].notna() & numbers[time].isna()
+        skipped = [(str(path), int(i) + 2, f"{time}: {table.at[i, time]!r} is not a number")
+                   for i in table.index[bad.to_numpy()]]
+        lines = text.count("\n") + 1
+        return ParsedLog([ParsedRun(None, 2, {}, lambda config: (_measure(numbers, rows, sep, config), None))],
+                         skipped, len(skipped), lines)
+
+
+def _measure(numbers: pd.DataFrame, rows: pd.DataFrame, sep: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if len(rows) < 2:
+        return out
+    first, last = rows.iloc[0], rows.iloc[-1]
+
+    def delta(column: str) -> float:
+        name = f"train{sep}{column}" if column != "step" else "step"
+        return float(last[name] - first[name]) if name in rows else math.nan
+
+    elapsed = delta("time")
+    if not elapsed > 0:
+        return out
+    out.update(elapsed_s=elapsed, extra_time_source="train/time of ThroughputMonitor (validation left out)")
+    if math.isfinite(delta("step")) and delta("step") > 0:
+        out["steps"] = int(delta("step"))
+    gpus = config.get("gpus")
+    ratio = last.get(f"train{sep}samples_per_sec", math.nan) / last.get(f"train{sep}device{sep}samples_per_sec",
+                                                                       math.nan)
+    if is_missing(gpus) and ratio > 0 and math.isfinite(ratio):
+        gpus = out["gpus"] = int(round(ratio))
+    for column, name in (("samples", "samples"), ("lengths", "tokens")):
+        if not is_missing(gpus) and delta(column) >= 0:
+            out[name] = delta(column) * float(gpus)
+    for column, name in _REPORTED.items():
+        value = last.get(f"train{sep}{column.format(sep)}", math.nan)
+        if math.isfinite(value):
+            out[name] = float(value)
+    for column in _LOSS:
+        if column in numbers and numbers[column].notna().any():
+            out["train_loss"] = float(numbers[column].dropna().iloc[-1])
+            break
+    return out
