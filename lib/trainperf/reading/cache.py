@@ -1,13 +1,8 @@
-"""trainperf's cache folder and what its entries are made of: the CPU peak
-measured on this machine, the runs read from each input
-(``trainperf.reading.input_cache``) and the step-intervals store
-(``trainperf.reading.store``). An entry is a folder of Parquet files, every
-page with its CRC-32 checksum, and an ``entry.json`` recording each file's
-size, footer SHA-256, columns and dtypes, itself checksummed (:func:`seal`);
-nothing that runs code when read (no pickle). Entries are built in a private
-temporary folder and renamed into place (:func:`building`); a writer that shares
-work holds a lock file naming it (:func:`holding`). What is checked, and what
-happens on damage: docs/data.md, "What the caches guarantee".
+"""trainperf's cache folder and what its entries are made of (the CPU peak measured on this machine, the input
+cache, the step-intervals store): a folder of Parquet files, every page with its CRC-32 checksum, and an
+``entry.json`` recording each file, itself checksummed (:func:`seal`); no pickle. Entries are built in a private
+temporary folder and renamed into place (:func:`building`); a writer that shares work holds a lock file naming it
+(:func:`holding`). What is checked, and what happens on damage: docs/data.md, "What the caches guarantee".
 """
 
 from __future__ import annotations
