@@ -192,11 +192,8 @@ def _alive(pid: int) -> bool:
 def holding(lock: Path) -> Iterator[bool]:
     """Hold the lock file ``lock`` (an exclusive ``flock``; the file names its
     holder: pid, host, since, and its modification time is the holder's
-    last sign of life). Waiting for another holder, name it once after
-    :data:`TELL_AFTER_S`; break the lock of a holder on this host whose
-    process has ended (a child that inherited it may hold it still); stop
-    waiting once the holder showed no sign of life for ``$TRAINPERF_LOCK_TIMEOUT_S``
-    (a stopped process), with a warning. Yields whether the lock is held."""
+    last sign of life); how a waiter names, breaks or gives up on another
+    holder: docs/data.md, "What the caches guarantee". Yields whether the lock is held."""
     try:
         import fcntl
     except ImportError:  # no POSIX locks (Windows): builds at once only duplicate work, the rename keeps one

@@ -198,7 +198,7 @@ def _read_runs(item: Input, scheduler: Any, key: str | None = None) -> pd.DataFr
     return KINDS[item.kind].runs(item.path, scheduler, key)
 
 
-def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str, Any]]:
+def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
     """Read every input at or below ``paths`` once, into the input cache and
     the store, and return what :data:`PINNED` holds for them: the key each was
     stored under, when, and the last step of each run. ``{}`` when the input
@@ -207,7 +207,7 @@ def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str,
     to those readers too."""
     if cache_dir() is None:
         return {}
-    chosen = schedule(scheduler)
+    chosen = schedule()
     pins: dict[str, dict[str, Any]] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -299,15 +299,15 @@ def load_summaries(*paths: str | Path, scheduler: Any = None) -> Summaries:
     return Summaries.concat([found.summaries for found in _entries(paths, scheduler)])
 
 
-def rank_step_times(*paths: str | Path, max_ranks: int = RANK_STEPS_MAX, scheduler: Any = None) -> pd.DataFrame:
+def rank_step_times(*paths: str | Path) -> pd.DataFrame:
     """Each rank's measured step times, ``run_id, rank, step, step_s`` (s), of
-    the runs at or below ``paths`` that have at most ``max_ranks`` ranks (a
+    the runs at or below ``paths`` that have at most :data:`RANK_STEPS_MAX` ranks (a
     per-rank comparison of a run of thousands of ranks reads its per-rank
     summaries instead: ``load_summaries``). Only these columns of these runs are read."""
     frames = []
-    for found in _entries(paths, scheduler):
+    for found in _entries(paths, None):
         ranks = found.summaries.per_rank.groupby("run_id", observed=True)["rank"].nunique()
-        small = [str(r) for r, n in ranks.items() if n <= max_ranks]
+        small = [str(r) for r, n in ranks.items() if n <= RANK_STEPS_MAX]
         if small:
             steps = found.intervals(["run_id", "rank", "step", "step_s", "warmup", "includes_evaluation"], runs=small)
             frames.append(steps[measured(steps)])

@@ -1,9 +1,6 @@
 """``manifest.json``: a run's configuration (``config``: runs columns) and environment (what the profiler found),
-with ``warmup_steps`` and ``warmup_rule`` (docs/profiler.md, "The run folder").
-
-:func:`read_manifest` checks the type and bounds of every value a reader uses (:func:`check_manifest`), so that a
-damaged or hostile manifest is a DataError naming the file and the key (a ``world_size`` of 1e9 would otherwise have
-the reader list a billion ranks).
+with ``warmup_steps`` and ``warmup_rule`` (docs/profiler.md, "The run folder"), every value a reader uses checked
+(docs/data.md, "Bounds, types and repeated steps").
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 warning that reports the lines a reader skipped.
 
 The format (header, one JSON array per optimizer step in :data:`LINE_COLUMNS` order, the end line ``close()``
-writes) and what a crash loses: docs/profiler.md, "The run folder". A step line whose values break their column's
-bounds (``trainperf.schema``) is skipped and reported like a malformed one, naming the line and the value. A file is
-read by its header's own columns (version 1 with the later columns empty). The fast path parses a whole file with
-Arrow's CSV parser after removing the brackets; a file that fails it is read line by line, which names each
-malformed line.
+writes), what a crash loses and how a line out of its bounds is skipped: docs/profiler.md, "The run folder", and
+docs/data.md, "Bounds, types and repeated steps". The fast path parses a whole file with Arrow's CSV parser after
+removing the brackets; a file that fails it is read line by line, which names each malformed line.
 """
 
 from __future__ import annotations
