@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import DataError
+from trainperf.runfolder.rankfile import is_number
 from trainperf.schema import INPUT_COLUMNS, MOST_RANKS, Column, bound_problem
 from trainperf.steady_state import RULES
 
@@ -104,7 +105,7 @@ def _check_values(values: Mapping[str, Any], expected: Mapping[str, Any], prefix
             if not isinstance(value, want):
                 raise DataError(f"{_shown(value)} is not of type {want.__name__}", path=path, column=prefix + key)
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not is_number(value):
             raise DataError(f"{_shown(value)} is not a number", path=path, column=prefix + key)
         problem = bound_problem(want, float(value))
         if problem:
