@@ -256,15 +256,13 @@ def _read_once(intervals: pd.DataFrame, rows: np.ndarray, path: Path | None) -> 
                         f"{where(later)} (a restart, whose steps count from an earlier step again, keeps the "
                         "latest attempt; this is not one)", path=path)
     source = f"{path}: " if path is not None else ""
-    if found.copies:
-        shown = "; ".join(f"{record(i)} in {where(i)}, the same as {where(j)}" for i, j in found.copies[:3])
-        warnings.warn(f"{source}{len(found.copies)} row(s) repeat an earlier row exactly, read once ({shown}"
-                      f"{'; ...' if len(found.copies) > 3 else ''})", DataWarning, stacklevel=4)
-    if found.redone:
-        shown = "; ".join(f"{record(i)} in {where(i)}, again in {where(j)}" for i, j in found.redone[:3])
-        warnings.warn(f"{source}{len(found.redone)} step(s) recorded again after a restart: the latest attempt "
-                      f"kept, the earlier left out ({shown}{'; ...' if len(found.redone) > 3 else ''})",
-                      DataWarning, stacklevel=4)
+    for pairs, what, relation in ((found.copies, "row(s) repeat an earlier row exactly, read once", "the same as"),
+                                  (found.redone, "step(s) recorded again after a restart: the latest attempt kept, "
+                                                 "the earlier left out", "again in")):
+        if pairs:
+            shown = "; ".join(f"{record(i)} in {where(i)}, {relation} {where(j)}" for i, j in pairs[:3])
+            warnings.warn(f"{source}{len(pairs)} {what} ({shown}{'; ...' if len(pairs) > 3 else ''})", DataWarning,
+                          stacklevel=4)
     return intervals[found.keep].reset_index(drop=True)
 
 
