@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
+from typing import Any
 
 from trainperf.bench.sweeps import CPU_DEFAULTS, GPU_DEFAULTS, SWEEPS, Settings
 from trainperf.errors import DataError
@@ -31,52 +32,15 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
         epilog="On CPU the matmul peak is measured first and recorded in every run as its MFU\n"
                "reference. CPU runs with more processes than cores are flagged: their scaling\n"
                "figures measure oversubscription, not the hardware.")
-    cpu, gpu = CPU_DEFAULTS, GPU_DEFAULTS
-
-    def both(name: str) -> str:
-        return f"default: {getattr(cpu, name)} / {getattr(gpu, name)}"
-
-    def listed(name: str) -> str:
-        return f"default: {_commas(getattr(cpu, name))} / {_commas(getattr(gpu, name))}"
-
     parser.add_argument("--sweep", action="append", choices=SWEEPS, dest="sweeps",
                         help="a sweep to run; repeat for several (default: all three)")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"root of the run folders (default: {DEFAULT_OUT})")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="cuda: the GPUs; cpu: the CPU; auto: the GPUs when CUDA is available (default)")
-    parser.add_argument("--model", choices=("tiny", "small", "medium", "large"),
-                        help="model size: tiny 0.1 M, small 3.2 M, medium 25 M, large 86 M parameters "
-                             f"({both('model')})")
-    parser.add_argument("--seq-len", type=_positive,
-                        help="context length in tokens (bytes) (default: the size's own: tiny 64, small 128, "
-                             "medium 256, large 512)")
-    parser.add_argument("--precision", choices=("fp32", "bf16"),
-                        help=f"fp32, or bf16 autocast ({both('precision')})")
-    parser.add_argument("--steps", type=_positive, help=f"measured optimizer steps per run ({both('steps')})")
-    parser.add_argument("--warmup-steps", type=_nonnegative,
-                        help=f"warm-up steps before them, excluded from the measurements ({both('warmup_steps')})")
-    parser.add_argument("--global-batch", type=_positive,
-                        help="samples per optimizer step in the batch-size sweep and strong scaling "
-                             f"({both('global_batch')})")
-    parser.add_argument("--micro-batches", type=_positive_list,
-                        help=f"comma-separated micro-batch sizes of the batch-size sweep, each dividing the global "
-                             f"batch ({listed('micro_batches')})")
-    parser.add_argument("--per-process-batch", type=_positive,
-                        help="micro-batch per process in weak scaling and the strategy sweep "
-                             f"({both('per_process_batch')})")
-    parser.add_argument("--processes", type=_positive_list,
-                        help=f"comma-separated process counts of the scaling sweep ({listed('processes')}; "
-                             "on GPU, runs needing more GPUs than present are skipped)")
-    parser.add_argument("--strategy-processes", type=_positive,
-                        help=f"process count of the strategy sweep ({both('strategy_processes')})")
-    parser.add_argument("--threads", type=_positive,
-                        help="intra-op (OpenMP) threads per process (default: 1 on CPU, where one process on one "
-                             "core stands for one device; on GPU the cores shared out among the processes)")
-    parser.add_argument("--repeats", type=_positive,
-                        help="runs of each configuration, recorded as repeats of it (extra_repeat, "
-                             f"extra_configuration) so that comparisons see run-to-run variance ({both('repeats')})")
-    parser.add_argument("--learning-rate", type=float, help=f"AdamW learning rate ({both('learning_rate')})")
-    parser.add_argument("--seed", type=int, help=f"seed of weights and data order ({both('seed')})")
+    for name, (kind, text) in SETTINGS.items():
+        shown = [_shown(getattr(defaults, name)) for defaults in (CPU_DEFAULTS, GPU_DEFAULTS)]
+        default = "" if "default:" in text else f" (default: {shown[0]} / {shown[1]})"
+        parser.add_argument("--" + name.replace("_", "-"), **kind, help=text + default)
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds one run may take before it is killed and reported as failed (default: 900)")
     parser.add_argument("--dry-run", action="store_true", help="print the runs the sweeps would make and exit")
@@ -86,14 +50,11 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
 
 def settings_from(args: argparse.Namespace, defaults: Settings) -> Settings:
     """``defaults`` with every option the user gave; a new model size brings its own context length."""
-    from trainperf.bench.model import DEFAULT_SEQ_LEN
+    from trainperf.bench.model import model_config
 
-    chosen = {name: getattr(args, name) for name in (
-        "model", "seq_len", "precision", "steps", "warmup_steps", "global_batch", "micro_batches",
-        "per_process_batch", "processes", "strategy_processes", "threads", "learning_rate", "seed", "repeats")
-        if getattr(args, name) is not None}
+    chosen = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
     if "model" in chosen and "seq_len" not in chosen:
-        chosen["seq_len"] = DEFAULT_SEQ_LEN[chosen["model"]]
+        chosen["seq_len"] = model_config(chosen["model"]).seq_len
     return replace(defaults, **chosen)
 
 
@@ -139,8 +100,9 @@ def _summary(run_dirs: list[str]) -> str:
     return render(summarize(load_runs(*run_dirs)), "markdown")
 
 
-def _commas(values: tuple[int, ...]) -> str:
-    return ",".join(map(str, values))
+def _shown(value: object) -> str:
+    """A default as the option takes it: a tuple comma-separated."""
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def _positive(text: str) -> int:
@@ -162,3 +124,29 @@ def _positive_list(text: str) -> tuple[int, ...]:
         return tuple(_positive(part) for part in text.split(","))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from exc
+
+
+SETTINGS: dict[str, tuple[dict[str, Any], str]] = {
+    "model": ({"choices": ("tiny", "small", "medium", "large")},
+              "model size: tiny 0.1 M, small 3.2 M, medium 25 M, large 86 M parameters"),
+    "seq_len": ({"type": _positive}, "context length in tokens (bytes) (default: the size's own: tiny 64, small 128, "
+                                     "medium 256, large 512)"),
+    "precision": ({"choices": ("fp32", "bf16")}, "fp32, or bf16 autocast"),
+    "steps": ({"type": _positive}, "measured optimizer steps per run"),
+    "warmup_steps": ({"type": _nonnegative}, "warm-up steps before them, excluded from the measurements"),
+    "global_batch": ({"type": _positive}, "samples per optimizer step in the batch-size sweep and strong scaling"),
+    "micro_batches": ({"type": _positive_list}, "comma-separated micro-batch sizes of the batch-size sweep, each "
+                                                "dividing the global batch"),
+    "per_process_batch": ({"type": _positive}, "micro-batch per process in weak scaling and the strategy sweep"),
+    "processes": ({"type": _positive_list}, "comma-separated process counts of the scaling sweep (on GPU, runs "
+                                            "needing more GPUs than present are skipped)"),
+    "strategy_processes": ({"type": _positive}, "process count of the strategy sweep"),
+    "threads": ({"type": _positive}, "intra-op (OpenMP) threads per process (default: 1 on CPU, where one process on "
+                                     "one core stands for one device; on GPU the cores shared out among the processes)"),
+    "repeats": ({"type": _positive}, "runs of each configuration, recorded as repeats of it (extra_repeat, "
+                                     "extra_configuration) so that comparisons see run-to-run variance"),
+    "learning_rate": ({"type": float}, "AdamW learning rate"),
+    "seed": ({"type": int}, "seed of weights and data order"),
+}
+"""The options that set a field of :class:`~trainperf.bench.sweeps.Settings`: how argparse reads each, and its help
+(the CPU and GPU defaults are added where it names none)."""

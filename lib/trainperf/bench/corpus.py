@@ -27,11 +27,9 @@ def corpus_bytes() -> torch.Tensor:
     return torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8)
 
 
-def train_val_split(data: torch.Tensor, val_fraction: float = VAL_FRACTION) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split a token tensor into its first ``1 - val_fraction`` and last ``val_fraction``."""
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must lie strictly between 0 and 1, got {val_fraction}")
-    cut = int(len(data) * (1.0 - val_fraction))
+def train_val_split(data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a token tensor into its first ``1 - VAL_FRACTION`` and last :data:`VAL_FRACTION`."""
+    cut = int(len(data) * (1.0 - VAL_FRACTION))
     return data[:cut], data[cut:]
 
 

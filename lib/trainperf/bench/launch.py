@@ -16,6 +16,8 @@ STEP_MARK: str = "trainperf-bench step "
 """Prefix of the line the main worker prints after each optimizer step."""
 
 OUTPUT_TAIL_LINES: int = 40
+STOP_GRACE_S = 30.0
+"""Seconds torchrun is given to stop its workers before it is killed."""
 
 
 class RunFailed(RuntimeError):
@@ -66,13 +68,13 @@ def launch(spec: RunSpec, on_step: Callable[[], None] | None = None, timeout_s: 
         raise RunFailed(f"run {spec.run_id} failed (torchrun exit {code})\n{output}")
 
 
-def _stop(process: subprocess.Popen[str], grace_s: float = 30.0) -> None:
-    """SIGTERM to torchrun, which forwards it to its workers; SIGKILL after ``grace_s``."""
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM to torchrun, which forwards it to its workers; SIGKILL after :data:`STOP_GRACE_S`."""
     if process.poll() is not None:
         return
     process.terminate()
     try:
-        process.wait(timeout=grace_s)
+        process.wait(timeout=STOP_GRACE_S)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()

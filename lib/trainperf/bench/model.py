@@ -38,25 +38,22 @@ class ModelConfig:
         return L * (12 * d * d + 4 * d) + V * d + T * d + 2 * d
 
 
-MODEL_SIZES: dict[str, tuple[int, int, int]] = {
-    "tiny": (2, 64, 4),
-    "small": (4, 256, 4),
-    "medium": (8, 512, 8),
-    "large": (12, 768, 12),
+MODEL_SIZES: dict[str, tuple[int, int, int, int]] = {
+    "tiny": (2, 64, 4, 64),
+    "small": (4, 256, 4, 128),
+    "medium": (8, 512, 8, 256),
+    "large": (12, 768, 12, 512),
 }
-"""Named sizes: (layers, width, heads). With a 256-byte vocabulary, at their
-default context (:data:`DEFAULT_SEQ_LEN`) they hold about 0.12 M, 3.2 M,
-25 M and 86 M parameters."""
-
-DEFAULT_SEQ_LEN: dict[str, int] = {"tiny": 64, "small": 128, "medium": 256, "large": 512}
+"""Named sizes: (layers, width, heads, default context in tokens). With a 256-byte vocabulary, at their default
+context they hold about 0.12 M, 3.2 M, 25 M and 86 M parameters."""
 
 
 def model_config(size: str, seq_len: int | None = None, vocab_size: int = 256) -> ModelConfig:
     """The :class:`ModelConfig` of a named size; ``seq_len`` defaults to the size's own."""
     if size not in MODEL_SIZES:
         raise ValueError(f"unknown model size {size!r}; known: {', '.join(MODEL_SIZES)}")
-    n_layers, d_model, n_heads = MODEL_SIZES[size]
-    return ModelConfig(n_layers, d_model, n_heads, seq_len or DEFAULT_SEQ_LEN[size], vocab_size)
+    n_layers, d_model, n_heads, default_seq_len = MODEL_SIZES[size]
+    return ModelConfig(n_layers, d_model, n_heads, seq_len or default_seq_len, vocab_size)
 
 
 class CausalSelfAttention(nn.Module):

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import torch
 from tqdm import tqdm
 
 from trainperf.bench.launch import RunFailed, launch
@@ -13,9 +14,8 @@ from trainperf.bench.model import counted_flops_per_token, model_config
 from trainperf.bench.spec import RunSpec
 from trainperf.bench.sweeps import Machine, Plan, Settings, with_cpu_peaks
 from trainperf.errors import DataError
+from trainperf.profiler.peak_flops import measure_peak_flops
 from trainperf.runfolder.reader import open_run_folder, read_ranks
-
-Echo = Callable[[str], None]
 
 
 @dataclass
@@ -41,16 +41,6 @@ def out_of_memory(spec: RunSpec) -> str:
     return "; ".join(f"rank {rank} step {step}" for rank, step, _ in steps)
 
 
-def measure_cpu_peaks(precision: str, threads: set[int]) -> dict[int, float]:
-    """Dense matmul peak of this CPU at ``precision`` for each thread count (TFLOP/s)."""
-    import torch
-
-    from trainperf.profiler.peak_flops import measure_peak_flops
-
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    return {n: measure_peak_flops(dtype=dtype, threads=n) / 1e12 for n in sorted(threads)}
-
-
 def describe(settings: Settings, machine: Machine, sweep_plan: Plan) -> list[str]:
     """Lines that say what the sweep will do, before it starts."""
     config = model_config(settings.model, settings.seq_len)
@@ -73,7 +63,7 @@ def describe(settings: Settings, machine: Machine, sweep_plan: Plan) -> list[str
 
 
 def run_sweeps(sweep_plan: Plan, settings: Settings, machine: Machine, *, progress: bool = True,
-               timeout_s: float | None = None, echo: Echo = print) -> Outcome:
+               timeout_s: float | None = None, echo: Callable[[str], None] = print) -> Outcome:
     """Measure every run of ``sweep_plan``, one after the other: on CPU the matmul peak first, per thread count
     (:func:`~trainperf.bench.sweeps.with_cpu_peaks`); each run records the FLOPs per token PyTorch counts
     (``extra_counted_flops_per_token``). A run that ran out of memory is listed apart (its folder stays, ``fits``
@@ -84,7 +74,9 @@ def run_sweeps(sweep_plan: Plan, settings: Settings, machine: Machine, *, progre
     counted = counted_flops_per_token(model_config(settings.model, settings.seq_len))
     runs = [replace(r, extra={**r.extra, "extra_counted_flops_per_token": counted}) for r in sweep_plan.runs]
     if machine.device == "cpu" and runs:
-        peaks = measure_cpu_peaks(settings.precision, {r.threads_per_process for r in runs})
+        dtype = torch.bfloat16 if settings.precision == "bf16" else torch.float32
+        threads = sorted({r.threads_per_process for r in runs})
+        peaks = {n: measure_peak_flops(dtype=dtype, threads=n) / 1e12 for n in threads}  # TFLOP/s by thread count
         echo(f"measured CPU matmul peak ({settings.precision}): " + ", ".join(
             f"{n} thread(s) {tflops * 1e3:.1f} GFLOP/s" for n, tflops in peaks.items()))
         runs = with_cpu_peaks(runs, peaks, machine.cores)

@@ -24,10 +24,6 @@ class Machine:
     devices: int
     cores: int
 
-    def max_processes(self) -> int | None:
-        """The most processes a run may start: one per GPU; on CPU no limit (oversubscription is allowed)."""
-        return self.devices if self.device == "cuda" else None
-
     def oversubscribed(self, nprocs: int) -> bool:
         """Whether ``nprocs`` CPU processes outnumber the cores (they then time-share them)."""
         return self.device == "cpu" and nprocs > self.cores
@@ -113,9 +109,8 @@ def plan(settings: Settings, machine: Machine, sweeps: tuple[str, ...], out_dir:
             baseline: str | None = None) -> None:
         experiment = f"{prefix}-{sweep}"
         run_id = f"{experiment}-{name}"
-        limit = machine.max_processes()
-        if limit is not None and nprocs > limit:
-            skipped.append((run_id, f"needs {nprocs} GPUs, {limit} present"))
+        if machine.device == "cuda" and nprocs > machine.devices:  # on CPU, oversubscription is allowed
+            skipped.append((run_id, f"needs {nprocs} GPUs, {machine.devices} present"))
             return
         runs.append(RunSpec(
             experiment=experiment, run_id=run_id, out_dir=out_dir, model=settings.model,

@@ -1,13 +1,8 @@
-"""trainperf's cache folder and what its entries are made of: the CPU peak
-measured on this machine, the runs read from each input
-(``trainperf.reading.input_cache``) and the step-intervals store
-(``trainperf.reading.store``). An entry is a folder of Parquet files, every
-page with its CRC-32 checksum, and an ``entry.json`` recording each file's
-size, footer SHA-256, columns and dtypes, itself checksummed (:func:`seal`);
-nothing that runs code when read (no pickle). Entries are built in a private
-temporary folder and renamed into place (:func:`building`); a writer that shares
-work holds a lock file naming it (:func:`holding`). What is checked, and what
-happens on damage: docs/data.md, "What the caches guarantee".
+"""trainperf's cache folder and what its entries are made of (the CPU peak measured on this machine, the input
+cache, the step-intervals store): a folder of Parquet files, every page with its CRC-32 checksum, and an
+``entry.json`` recording each file, itself checksummed (:func:`seal`); no pickle. Entries are built in a private
+temporary folder and renamed into place (:func:`building`); a writer that shares work holds a lock file naming it
+(:func:`holding`). What is checked, and what happens on damage: docs/data.md, "What the caches guarantee".
 """
 
 from __future__ import annotations
@@ -197,11 +192,8 @@ def _alive(pid: int) -> bool:
 def holding(lock: Path) -> Iterator[bool]:
     """Hold the lock file ``lock`` (an exclusive ``flock``; the file names its
     holder: pid, host, since, and its modification time is the holder's
-    last sign of life). Waiting for another holder, name it once after
-    :data:`TELL_AFTER_S`; break the lock of a holder on this host whose
-    process has ended (a child that inherited it may hold it still); stop
-    waiting once the holder showed no sign of life for ``$TRAINPERF_LOCK_TIMEOUT_S``
-    (a stopped process), with a warning. Yields whether the lock is held."""
+    last sign of life); how a waiter names, breaks or gives up on another
+    holder: docs/data.md, "What the caches guarantee". Yields whether the lock is held."""
     try:
         import fcntl
     except ImportError:  # no POSIX locks (Windows): builds at once only duplicate work, the rename keeps one

@@ -1,17 +1,7 @@
-"""The runs read from each input, kept by content, for ``load_runs(..., cache=True)``.
-
-:func:`cached` keeps the checked frame an input gave, and the warnings
-its reading raised (by class name and message; raised again on a hit), as an
-entry ``inputs/<key>/`` of trainperf's cache folder (``$TRAINPERF_CACHE_DIR``,
-else ``$XDG_CACHE_HOME/trainperf``, else ``~/.cache/trainperf``;
-``TRAINPERF_INPUT_CACHE=off`` reads every input every time). Its key
-(:func:`input_key`) is how the input is read (``kind``) and its resolved
-path, the SHA-256 of every file it holds and of its sidecar
-``<path>.trainperf.yaml``, trainperf's source and the versions of the
-libraries that shape what is stored: a changed, added or removed file, or
-another version, never reads an old entry. An entry that does not check out
-is read again from the source, with one warning (docs/data.md, "What the
-caches guarantee").
+"""The runs read from each input, kept by content, for ``load_runs(..., cache=True)``: an entry ``inputs/<key>/``
+of trainperf's cache folder holds the checked frame an input gave and the warnings its reading raised (raised
+again on a hit); ``TRAINPERF_INPUT_CACHE=off`` reads every input every time. What an entry is made of and what
+happens to one that does not check out: docs/data.md, "What the caches guarantee".
 """
 
 from __future__ import annotations
@@ -100,7 +90,9 @@ def cached(path: Path, kind: str, key: str | None = None, on: bool = True) -> It
 
 
 def input_key(path: Path, kind: str) -> str:
-    """The cache key of input ``path`` read as ``kind`` (hex digest)."""
+    """The cache key of input ``path`` read as ``kind`` (hex digest) of the kind, the resolved path, the SHA-256 of
+    every file it holds and of its sidecar ``<path>.trainperf.yaml``, trainperf's source and the versions of the
+    libraries that shape what is stored: a changed, added or removed file, or another version, has another key."""
     resolved = Path(path).resolve()
     digest = hashlib.sha256()
     for part in (kind, str(resolved), source_digest(), library_versions()):

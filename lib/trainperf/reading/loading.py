@@ -1,25 +1,11 @@
-"""Reading inputs, the one dispatcher: ``load_runs``, ``load_steps`` and
-``load_summaries`` (docs/data.md, "Readers and the dispatcher").
-
-Each input is classified once (:func:`inputs`), as the first kind of
-:data:`KINDS` whose sniff recognises it, and read by that kind's reader
-alone: ``run`` (a run folder: ``trainperf.reading.run_folders``), ``log``
-(a training log, a TensorBoard log dir, or a CSV with a column-mapping
-sidecar: ``trainperf.importers``), ``steps`` (a per-rank steps table) and
-``table`` (a runs table; both ``trainperf.reading.tables``). In a folder, every table, run folder, log
-(``.log``, ``.txt``, ``.out``) and TensorBoard log dir below it is read;
-other files, and text files that are no log trainperf can read, are listed
-as skipped. ``load_runs`` leaves steps tables to ``load_steps`` and
-``load_summaries`` (listed as skipped).
-
-A report build reads each input once before its kernels start
-(:func:`pin_inputs`) and hands the kernels the keys of what it read
-(:data:`PINNED`): every page of the build reads those entries, so a run
-folder still being written shows the same steps on every page, and the
-pages say so. The first bad value raises ``DataError`` naming the file, the
-row (1-based; for CSV also the line) and the column. The result's ``attrs``
-hold ``inputs`` (files and folders read) and ``skipped`` (``(path, reason)``
-pairs), as tuples (``trainperf.errors.provenance``).
+"""Reading inputs, the one dispatcher: ``load_runs``, ``load_steps`` and ``load_summaries`` (docs/data.md, "Readers
+and the dispatcher"). Each input is classified once (:func:`inputs`) as the first kind of :data:`KINDS` whose sniff
+recognises it, and read by that kind's reader alone. In a folder, every table, run folder, log
+(:data:`LOG_SUFFIXES`) and TensorBoard log dir below it is read; other files, and text files that are no log
+trainperf can read, are listed as skipped, as are steps tables by ``load_runs``. A report build reads each input
+once before its kernels start (:func:`pin_inputs`; docs/reports.md). The first bad value raises ``DataError``
+naming the file, the row (1-based; for CSV also the line) and the column. The result's ``attrs`` hold ``inputs``
+and ``skipped`` (``(path, reason)`` pairs), as tuples (``trainperf.errors.provenance``).
 """
 
 from __future__ import annotations
@@ -37,10 +23,9 @@ from typing import Any
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat
+from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat, provenance
 from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
 from trainperf.partials import measured
-from trainperf.errors import provenance
 from trainperf.reading import run_folders, store
 from trainperf.reading import scheduler as schedule
 from trainperf.reading.input_cache import cache_dir, cached, input_key
@@ -177,9 +162,7 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
             continue
         key = (_pinned_key(item) or input_key(item.path, item.kind)) if cache else None  # one hash for both caches
         try:
-            with cached(item.path, item.kind, key, on=cache) as entry:
-                if entry.frame is None:
-                    entry.frame = _read_runs(item, chosen, key)
+            frames.append(_runs(item, chosen, key, on=cache))
         except NoMeasuredSteps as exc:
             if item.named:  # named explicitly: the caller asked for this run
                 raise
@@ -192,7 +175,6 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
                 raise
             skipped.append((str(item.path), f"not a log trainperf can read ({exc})"))
             continue
-        frames.append(entry.frame)
         read.append(str(item.path))
     if not frames:
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
@@ -202,12 +184,21 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
     return runs
 
 
+def _runs(item: Input, scheduler: Any, key: str | None, on: bool = True) -> pd.DataFrame:
+    """The checked runs of one input (not a steps table), from the input cache where ``on`` and stored there, else
+    read (:func:`_read_runs`) and stored; ``key``: its ``input_key``, when known."""
+    with cached(item.path, item.kind, key, on=on) as entry:
+        if entry.frame is None:
+            entry.frame = _read_runs(item, scheduler, key)
+    return entry.frame
+
+
 def _read_runs(item: Input, scheduler: Any, key: str | None = None) -> pd.DataFrame:
-    """The checked runs of one input (not a steps table); ``key``: its ``input_key``, when known."""
+    """The checked runs of one input (not a steps table), read by its kind's reader; ``key`` as for :func:`_runs`."""
     return KINDS[item.kind].runs(item.path, scheduler, key)
 
 
-def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str, Any]]:
+def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
     """Read every input at or below ``paths`` once, into the input cache and
     the store, and return what :data:`PINNED` holds for them: the key each was
     stored under, when, and the last step of each run. ``{}`` when the input
@@ -216,7 +207,7 @@ def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str,
     to those readers too."""
     if cache_dir() is None:
         return {}
-    chosen = schedule(scheduler)
+    chosen = schedule()
     pins: dict[str, dict[str, Any]] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -234,9 +225,7 @@ def pin_inputs(*paths: str | Path, scheduler: Any = None) -> dict[str, dict[str,
                     continue
                 try:
                     if kind.runs:
-                        with cached(item.path, item.kind, key) as entry:
-                            if entry.frame is None:
-                                entry.frame = _read_runs(item, chosen, key)
+                        _runs(item, chosen, key)
                 except (DataError, OSError):
                     if per_rank is None:  # nothing read to pin
                         continue  # a run with no measured step yet is pinned: its readers find none in its steps
@@ -310,15 +299,15 @@ def load_summaries(*paths: str | Path, scheduler: Any = None) -> Summaries:
     return Summaries.concat([found.summaries for found in _entries(paths, scheduler)])
 
 
-def rank_step_times(*paths: str | Path, max_ranks: int = RANK_STEPS_MAX, scheduler: Any = None) -> pd.DataFrame:
+def rank_step_times(*paths: str | Path) -> pd.DataFrame:
     """Each rank's measured step times, ``run_id, rank, step, step_s`` (s), of
-    the runs at or below ``paths`` that have at most ``max_ranks`` ranks (a
+    the runs at or below ``paths`` that have at most :data:`RANK_STEPS_MAX` ranks (a
     per-rank comparison of a run of thousands of ranks reads its per-rank
     summaries instead: ``load_summaries``). Only these columns of these runs are read."""
     frames = []
-    for found in _entries(paths, scheduler):
+    for found in _entries(paths, None):
         ranks = found.summaries.per_rank.groupby("run_id", observed=True)["rank"].nunique()
-        small = [str(r) for r, n in ranks.items() if n <= max_ranks]
+        small = [str(r) for r, n in ranks.items() if n <= RANK_STEPS_MAX]
         if small:
             steps = found.intervals(["run_id", "rank", "step", "step_s", "warmup", "includes_evaluation"], runs=small)
             frames.append(steps[measured(steps)])
@@ -339,9 +328,7 @@ def holds_inputs(path: str | Path) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for table in (where for where, kind in found if kind == "table"):
-            with cached(table, "table") as entry:
-                if entry.frame is None:
-                    entry.frame = read_runs_table(table)
+            _runs(Input(table, "table", table == path), None, None)
     return any(kind != "steps" for _, kind in found)
 
 

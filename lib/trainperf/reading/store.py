@@ -1,28 +1,15 @@
-"""The step-intervals store (docs/data.md, "The store"): each input's step
-intervals as Parquet, written on its first read, and the aggregator's
-summaries of them, in an entry ``store/<key>`` beside the input cache and
-keyed the same way (``trainperf.reading.input_cache.input_key``):
-
-* ``intervals/part-NNNNN.parquet``: the step intervals, each file whole ranks
-  of one run in the order they recorded them (what ``trainperf.aggregate``
-  needs of a partition), the warm-up found from the run's step times flagged;
-* ``summaries/<frame>.parquet``: the frames of the
-  :class:`~trainperf.aggregate.Summaries` (per rank, per step: small);
-* ``entry.json``: the format, the version, what the reader learnt besides
-  the intervals (``facts``) and the record of every file.
-
-An entry that does not check out when opened, or a part that cannot be read
-later in a Dask task, is read again from its source, with one warning; a
-process that finds another building the same entry waits for it (a lock
-file beside it); a store that cannot be written leaves the input read into
-memory, with one warning. ``TRAINPERF_INPUT_CACHE=off`` turns it off too.
+"""The step-intervals store: each input's step intervals as Parquet part files (whole ranks of one run each, in
+the order recorded, the warm-up flagged), their summaries and the reader's facts, in an entry ``store/<key>``
+keyed as the input cache (``trainperf.reading.input_cache.input_key``). Its layout, how an entry is built and
+what happens when one is damaged, another process builds it or the store cannot be written: docs/data.md,
+"The store" and "What the caches guarantee". ``TRAINPERF_INPUT_CACHE=off`` turns it off too.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -129,12 +116,10 @@ def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping
     settled = settled_times(times, rules)
     combined = dask.compute(*combine([dask.delayed(_settle_part, nout=3)(target, settled[1]) for target in targets]),
                             scheduler=scheduler)
-    facts: dict[str, list] = {}
-    for key, values in zip(found["key"], found["values"]):
-        facts.setdefault(key, []).extend(json.loads(values))
     summaries = finish(*combined, settled)
     for name in FRAMES:
         write_frame(folder / "summaries" / f"{name}.parquet", getattr(summaries, name))
+    facts = _joined({key: json.loads(values)} for key, values in zip(found["key"], found["values"]))
     seal(folder, {"format": FORMAT, "version": VERSION, "facts": facts})
 
 
@@ -168,6 +153,12 @@ def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return _facts_frame(facts), step_times(frame)
 
 
+def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
+    """A part's facts as a frame (``key``, ``values`` as JSON), to be joined with the others' in one Dask graph."""
+    return pd.DataFrame({"key": pd.Series(list(facts), dtype="string"),
+                         "values": pd.Series([json.dumps(v) for v in facts.values()], dtype="string")})
+
+
 def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The part file ``target`` with its runs' warm-up flagged
     (:func:`~trainperf.partials.settle`; written again where that changed
@@ -181,10 +172,13 @@ def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
     return partials(settled)
 
 
-def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
-    """A part's facts as a frame (``key``, ``values`` as JSON), to be joined with the others'."""
-    return pd.DataFrame({"key": pd.Series(list(facts), dtype="string"),
-                         "values": pd.Series([json.dumps(v) for v in facts.values()], dtype="string")})
+def _joined(facts: Iterable[dict[str, list]]) -> dict[str, list]:
+    """The facts of the parts, in order: each name's lists joined."""
+    joined: dict[str, list] = {}
+    for part in facts:
+        for key, values in part.items():
+            joined.setdefault(key, []).extend(values)
+    return joined
 
 
 def _open(folder: Path, source: Callable[[], list[Part]]) -> Entry | None:
@@ -211,14 +205,7 @@ def _open(folder: Path, source: Callable[[], list[Part]]) -> Entry | None:
 
 def _in_memory(parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> Entry:
     """An entry held in memory: every part read and joined, then summarized."""
-    frames, facts = [], {}
-    for part in parts:
-        frame, part_facts = part()
-        frames.append(frame)
-        for key, values in part_facts.items():
-            facts.setdefault(key, []).extend(values)
-    held = pd.concat(frames, ignore_index=True) if frames else empty_intervals()
+    read = [part() for part in parts]
+    held = pd.concat([frame for frame, _ in read], ignore_index=True) if read else empty_intervals()
     summaries = summarize(held, scheduler, rules)
-    return Entry(None, facts, summaries, settle(held, summaries.warmup))
-
-
+    return Entry(None, _joined(facts for _, facts in read), summaries, settle(held, summaries.warmup))

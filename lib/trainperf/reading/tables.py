@@ -7,12 +7,8 @@ row per rank per step, or per rank per epoch), read into step intervals
 
 A runs CSV's cells are read as strings, typed by the check; a row with more
 or fewer fields than the header is refused (a stray comma would shift its
-values). A steps table's missing columns are empty (``warmup`` and
-``includes_evaluation`` false, ``n_steps`` 1); a value that is not a number,
-a bool not spelled as ``trainperf.table_rules`` accepts, or one outside its
-column's bounds is a DataError naming its row (and CSV line) and column; a
-step recorded in more than one row is read once (docs/data.md, "Bounds,
-types and repeated steps").
+values). A steps table's missing columns, bad values and repeated steps:
+docs/data.md, "Bounds, types and repeated steps".
 """
 
 from __future__ import annotations
@@ -241,11 +237,8 @@ def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
 
 def _read_once(intervals: pd.DataFrame, rows: np.ndarray, path: Path | None) -> pd.DataFrame:
     """``intervals`` (row ``i`` is the table's row ``rows[i]``) with each
-    step of a run and rank once (``trainperf.aggregate.repeated_steps``): a
-    row that repeats an earlier one exactly is dropped, and where a rank's
-    step count went back (a restart) the steps it recorded again keep their
-    latest attempt, each with a DataWarning; a step recorded twice with
-    different values otherwise is a DataError naming both rows."""
+    step of a run and rank once (``trainperf.aggregate.repeated_steps``; what
+    is dropped, kept or refused: docs/data.md, "Bounds, types and repeated steps")."""
     found = repeated_steps(intervals, restarts=True)
     if found is None:
         return intervals
@@ -263,15 +256,13 @@ def _read_once(intervals: pd.DataFrame, rows: np.ndarray, path: Path | None) -> 
                         f"{where(later)} (a restart, whose steps count from an earlier step again, keeps the "
                         "latest attempt; this is not one)", path=path)
     source = f"{path}: " if path is not None else ""
-    if found.copies:
-        shown = "; ".join(f"{record(i)} in {where(i)}, the same as {where(j)}" for i, j in found.copies[:3])
-        warnings.warn(f"{source}{len(found.copies)} row(s) repeat an earlier row exactly, read once ({shown}"
-                      f"{'; ...' if len(found.copies) > 3 else ''})", DataWarning, stacklevel=4)
-    if found.redone:
-        shown = "; ".join(f"{record(i)} in {where(i)}, again in {where(j)}" for i, j in found.redone[:3])
-        warnings.warn(f"{source}{len(found.redone)} step(s) recorded again after a restart: the latest attempt "
-                      f"kept, the earlier left out ({shown}{'; ...' if len(found.redone) > 3 else ''})",
-                      DataWarning, stacklevel=4)
+    for pairs, what, relation in ((found.copies, "row(s) repeat an earlier row exactly, read once", "the same as"),
+                                  (found.redone, "step(s) recorded again after a restart: the latest attempt kept, "
+                                                 "the earlier left out", "again in")):
+        if pairs:
+            shown = "; ".join(f"{record(i)} in {where(i)}, {relation} {where(j)}" for i, j in pairs[:3])
+            warnings.warn(f"{source}{len(pairs)} {what} ({shown}{'; ...' if len(pairs) > 3 else ''})", DataWarning,
+                          stacklevel=4)
     return intervals[found.keep].reset_index(drop=True)
 
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainperf.runfolder.rankfile import TIME_DECIMALS, BadLine
+from trainperf.runfolder.rankfile import TIME_DECIMALS, BadLine, is_number
 
 FORMAT = "trainperf-events"
 VERSION = 1
@@ -75,8 +75,7 @@ def _phase(entry: object) -> OutsidePhase | None:
     if not isinstance(entry, dict):
         return None
     name, start, seconds = entry.get("phase"), entry.get("start_s"), entry.get("seconds")
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-                  for v in (start, seconds))
+    numbers = all(is_number(v) and math.isfinite(v) and v >= 0 for v in (start, seconds))
     if not isinstance(name, str) or not NAME.fullmatch(name) or not numbers:
         return None
     return OutsidePhase(name, float(start), float(seconds))  # type: ignore[arg-type]

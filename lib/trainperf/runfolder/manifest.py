@@ -1,9 +1,6 @@
 """``manifest.json``: a run's configuration (``config``: runs columns) and environment (what the profiler found),
-with ``warmup_steps`` and ``warmup_rule`` (docs/profiler.md, "The run folder").
-
-:func:`read_manifest` checks the type and bounds of every value a reader uses (:func:`check_manifest`), so that a
-damaged or hostile manifest is a DataError naming the file and the key (a ``world_size`` of 1e9 would otherwise have
-the reader list a billion ranks).
+with ``warmup_steps`` and ``warmup_rule`` (docs/profiler.md, "The run folder"), every value a reader uses checked
+(docs/data.md, "Bounds, types and repeated steps").
 """
 
 from __future__ import annotations
@@ -15,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainperf.errors import DataError
+from trainperf.runfolder.rankfile import is_number
 from trainperf.schema import INPUT_COLUMNS, MOST_RANKS, Column, bound_problem
 from trainperf.steady_state import RULES
 
@@ -107,7 +105,7 @@ def _check_values(values: Mapping[str, Any], expected: Mapping[str, Any], prefix
             if not isinstance(value, want):
                 raise DataError(f"{_shown(value)} is not of type {want.__name__}", path=path, column=prefix + key)
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not is_number(value):
             raise DataError(f"{_shown(value)} is not a number", path=path, column=prefix + key)
         problem = bound_problem(want, float(value))
         if problem:

@@ -2,11 +2,9 @@
 warning that reports the lines a reader skipped.
 
 The format (header, one JSON array per optimizer step in :data:`LINE_COLUMNS` order, the end line ``close()``
-writes) and what a crash loses: docs/profiler.md, "The run folder". A step line whose values break their column's
-bounds (``trainperf.schema``) is skipped and reported like a malformed one, naming the line and the value. A file is
-read by its header's own columns (version 1 with the later columns empty). The fast path parses a whole file with
-Arrow's CSV parser after removing the brackets; a file that fails it is read line by line, which names each
-malformed line.
+writes), what a crash loses and how a line out of its bounds is skipped: docs/profiler.md, "The run folder", and
+docs/data.md, "Bounds, types and repeated steps". The fast path parses a whole file with Arrow's CSV parser after
+removing the brackets; a file that fails it is read line by line, which names each malformed line.
 """
 
 from __future__ import annotations
@@ -51,6 +49,11 @@ INT_COLUMNS = ("step", "micro_steps")
 BOOL_COLUMNS = ("warmup", "out_of_memory")
 TIME_DECIMALS = 6
 """Times are written rounded to 1 µs (six decimals)."""
+
+
+def is_number(value: object) -> bool:
+    """Whether a JSON value is a number (a bool is not one, though Python counts it as an int)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def header_line(rank: int, host: str, node_rank: int | None, node: str, origin_unix_ns: int | None = None) -> bytes:
@@ -208,7 +211,7 @@ def _wall_clock(end: bytes, path: Path, number: int, bad: list[BadLine]) -> floa
     wall = json.loads(end).get("wall_s")
     if wall is None:
         return None
-    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not math.isfinite(wall) or wall <= 0:
+    if not is_number(wall) or not math.isfinite(wall) or wall <= 0:
         bad.append(BadLine(path, number, f"wall_s {wall!r} is not a positive number of seconds"))
         return None
     return float(wall)
@@ -332,8 +335,7 @@ def _row_problem(line: bytes, names: tuple[str, ...]) -> str:
         elif name in INT_COLUMNS:  # a whole number a 64-bit column holds
             ok = isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
         else:  # JSON's integers have no bound: one past a double's range is no number either
-            ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                   and (isinstance(value, float) or abs(value) <= sys.float_info.max))
+            ok = value is None or is_number(value) and (isinstance(value, float) or abs(value) <= sys.float_info.max)
         if not ok:
             return f"bad value {value!r} for {name}"
     return ""
