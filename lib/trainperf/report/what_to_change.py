@@ -1,13 +1,8 @@
 """What to change: the few changes a page's runs support, each with its expected gain and confidence; the
-rules several pages share, the compare page's, and the section that shows what a page's rules found.
-
-Each rule is one small function reading what its page already computed; each page's ``RULES`` live beside
-its result, the compare page's here (:data:`COMPARISON_RULES`). A rule gives a change only where its evidence
-is in the runs shown, never a generic tip. ``expected_gain`` is a fraction of what ``gain_of`` names (an upper
-bound where a change removes a whole phase or part); ``confidence`` is ``high`` (a 95 % interval that excludes
-0), ``medium`` (no interval, two or more runs show it) or ``low`` (:func:`confidence`). The rules, their gains
-and the confidence levels: docs/reports.md, "What to change".
-"""
+rules several pages share, the compare page's (:data:`COMPARISON_RULES`), and the section that shows what a
+page's rules found (:func:`section_of`; each page's ``RULES`` live beside its result). A rule gives a change only
+where its evidence is in the runs shown. The rules, their gains and the confidence levels: docs/reports.md,
+"What to change"."""
 
 from __future__ import annotations
 

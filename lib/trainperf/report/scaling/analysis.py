@@ -4,6 +4,7 @@ sentence notebooks/scaling.ipynb shows; its headline, its cost, and the rules of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import pandas as pd
 
@@ -16,8 +17,8 @@ from trainperf.report.run_labels import by_experiment, doubtful, evaluation_note
 from trainperf.report.scaling import multipliers, projection, ranks, studies
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
 from trainperf.report.scaling.studies import KIND_LABELS
-from trainperf.report.what_to_change import (Found, Measured, Rule, candidates as found_by, clean, data_loading,
-                                             exposed_communication, oversubscription, row, section,
+from trainperf.report.what_to_change import (Found, Measured, candidates as found_by, clean, data_loading,
+                                             exposed_communication, oversubscription, row, section_of,
                                              waits_for_outside_work)
 
 
@@ -221,7 +222,7 @@ def cost_notes(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-RULES: tuple[tuple[str, Rule], ...] = (
+RULES = (
     ("a rank's work outside the synchronised steps", outside_steps),
     ("more busy processes than cores", oversubscription),
     ("waits for another rank's work outside the steps", waits_for_outside_work),
@@ -231,12 +232,6 @@ RULES: tuple[tuple[str, Rule], ...] = (
 """The scaling page's rules (each reads the :class:`ScalingPage`): what each looks at, and its function."""
 
 
-def candidates(page: ScalingPage) -> tuple[pd.DataFrame, list[str]]:
-    """Every candidate change the :data:`RULES` found on ``page``
-    (:func:`trainperf.report.what_to_change.candidates`)."""
-    return found_by(RULES, page)
-
-
-def what_to_change(page: ScalingPage) -> Html:
-    """The scaling page's "What to change" section (:func:`trainperf.report.what_to_change.section`)."""
-    return section(*candidates(page))
+candidates = partial(found_by, RULES)
+"""Every candidate change the :data:`RULES` found on a :class:`ScalingPage`."""
+what_to_change = partial(section_of, RULES)
