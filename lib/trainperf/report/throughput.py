@@ -54,7 +54,7 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
     return ordered(have, ["gpus", "micro_batch_size", "run_id"])
 
 
-def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
+def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per configuration (:func:`trainperf.report.run_labels.configuration_table`: repeats
     averaged, as on the scaling page) with ``runs`` (its repeats), the figures of :data:`MEANS`, its
     throughput's 95 % ``interval``, ``scaling_type`` (``strong`` or ``weak``, from ``derive``) and
@@ -64,10 +64,11 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     (projected, oversubscribed, incomplete), ``remark`` (the doubt, or that the row is the first step
     across a node boundary: :func:`node_boundaries`), ``best`` (the highest throughput of the
     configurations without a doubt; of all where every one has one) and ``chart_label`` (the
-    configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any."""
+    configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any; ``found``: the
+    runs' :func:`~trainperf.estimates.run_intervals` where already made."""
     unit = unit_of(runs)
     frames = job_frames(steps)
-    found = run_intervals(runs.reset_index(drop=True), frames=frames)
+    found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
     configs = configuration_table(runs, MEANS, found)
     clean = configs["doubt"] == ""
     best = rank(configs[clean] if clean.any() else configs, unit.rate).best.name
@@ -271,10 +272,12 @@ def step_timeline(summaries: Summaries | None) -> Timeline:
 class ThroughputPage:
     """Every frame and sentence of the throughput page, in the page's order, from its ``runs``
     (:func:`measured`) and their ``steps`` (None: none given); each attribute is named after the function that
-    makes it (docs/reports.md), ``goodput_parts`` after :func:`goodput`."""
+    makes it (docs/reports.md), ``goodput_parts`` after :func:`goodput`; ``intervals``: per run (the index of
+    ``runs``), the :func:`~trainperf.estimates.run_intervals` its table and "What to change" share."""
 
     runs: pd.DataFrame
     steps: Summaries | None
+    intervals: pd.DataFrame
     headline: Html
     table: pd.DataFrame
     node_notes: list[str]
@@ -287,9 +290,10 @@ class ThroughputPage:
 
 def analyse(runs: pd.DataFrame, steps: Summaries | None = None) -> ThroughputPage:
     """The throughput page of ``runs`` (:func:`measured`) and the ``steps`` of their run folders."""
-    frame = table(runs, steps)
+    found = run_intervals(runs.reset_index(drop=True), steps).set_axis(runs.index)
+    frame = table(runs, steps, found)
     wall, parts = goodput(runs)
-    return ThroughputPage(runs=runs, steps=steps, headline=headline(frame, unit_of(runs)), table=frame,
+    return ThroughputPage(runs=runs, steps=steps, intervals=found, headline=headline(frame, unit_of(runs)), table=frame,
                           node_notes=node_notes(frame), evaluation_notes=evaluation_notes(runs, steps),
                           evaluation_rates=evaluation_rates(runs, steps), goodput=wall, goodput_parts=parts,
                           step_timeline=step_timeline(steps))

@@ -17,7 +17,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.compare import Comparison
-from trainperf.estimates import Side, configuration_keys, distinguish, estimate_steps, job_frames, run_intervals
+from trainperf.estimates import Side, configuration_keys, distinguish, estimate_steps, job_frames
 from trainperf.report import run_labels
 from trainperf.report.html import Html, and_list, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
 from trainperf.report.phases import typical_s
@@ -32,7 +32,9 @@ MOST = 6
 
 
 class Measured(Protocol):
-    """What the shared rules read of a page: the ``runs`` it shows and their per-rank ``steps`` (None: none)."""
+    """What the shared rules read of a page: the ``runs`` it shows and their per-rank ``steps`` (None: none); the
+    oversubscription rule reads its ``intervals`` too (per run, the index of ``runs``: the
+    :func:`~trainperf.estimates.run_intervals` the page shows)."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -159,16 +161,17 @@ def waits_for_outside_work(page: Measured) -> Found:
 
 def oversubscription(page: Measured) -> Found:
     """Runs with more busy processes than cores (``oversubscribed``) against the fastest configuration of
-    their study that is not: the gain of running that one instead, in tokens (or samples) per second."""
+    their study that is not: the gain of running that one instead, in tokens (or samples) per second, with the
+    interval of the page's ``intervals``."""
     runs = page.runs
     over = runs["oversubscribed"].eq(True).fillna(False).to_numpy(bool) if "oversubscribed" in runs else None
     if over is None or not over.any():
         return Found(lacking="no run has more busy processes than cores")
-    unit, out, frames = run_labels.unit_of(runs), Found(), job_frames(page.steps)
+    unit, out = run_labels.unit_of(runs), Found()
     study = run_labels.study_of(runs)
     for name, group in runs.groupby(study.astype(str), sort=False):
+        found = page.intervals.loc[group.index].reset_index(drop=True)
         group = group.reset_index(drop=True)
-        found = run_intervals(group, frames=frames)
         config = found["configuration"]
         bad = group["oversubscribed"].eq(True).fillna(False).to_numpy(bool)
         good = ~run_labels.doubtful(group).to_numpy(bool) & config.notna().to_numpy(bool)

@@ -9,7 +9,7 @@ from functools import partial
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.estimates import job_frames
+from trainperf.estimates import job_frames, run_intervals
 from trainperf.ranks import IMBALANCE_STRAGGLER
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fmt_usd, headline as banner
 from trainperf.report.phases import per_experiment, without_phases
@@ -28,10 +28,12 @@ class ScalingPage:
     (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank ``steps`` (None: none given); each
     attribute is named after the function that makes it (docs/reports.md), ``waits`` and ``straggler_notes``
     after :func:`~trainperf.report.scaling.ranks.stragglers`, ``named_ranks`` and ``named_note`` after
-    :func:`~trainperf.report.scaling.ranks.named_ranks`."""
+    :func:`~trainperf.report.scaling.ranks.named_ranks`; ``intervals``: per run (the index of ``runs``), the
+    :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
 
     runs: pd.DataFrame
     steps: Summaries | None
+    intervals: pd.DataFrame
     headline: Html
     confounded: list[str]
     laws: list[str]
@@ -67,7 +69,9 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     """The scaling page of ``runs`` (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank
     ``steps``, projected to ``project_to_gpus`` devices (default: 8 × the largest measured)."""
     frames = job_frames(steps)
-    study = {name: multipliers.experiment_rows(group, frames) for name, group in by_experiment(runs)}
+    intervals = pd.concat([run_intervals(group.reset_index(drop=True), frames=frames).set_axis(group.index)
+                           for _, group in by_experiment(runs)])
+    study = {name: multipliers.experiment_rows(group, intervals.loc[group.index]) for name, group in by_experiment(runs)}
     table = multipliers.table(study)
     found = projection.projections(runs, project_to_gpus)
     curves = projection.curves(found)
@@ -77,7 +81,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     waits, straggler_notes = ranks.stragglers(runs, steps)
     named, named_note = ranks.named_ranks(waits)
     return ScalingPage(
-        runs=runs, steps=steps, headline=headline(table, found), confounded=studies.confounded(runs),
+        runs=runs, steps=steps, intervals=intervals, headline=headline(table, found), confounded=studies.confounded(runs),
         laws=studies.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
         phases=per_experiment(runs, lambda group: labels(group, compact=True)), without_phases=without_phases(runs), overhead=ranks.overhead(runs),

@@ -8,7 +8,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 
-from trainperf.estimates import NO_INTERVAL, distinguish, run_intervals
+from trainperf.estimates import NO_INTERVAL, distinguish
 from trainperf.invariants import serial_fraction_possible
 from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
 from trainperf.report.run_labels import configuration_means, configuration_of, doubtful, labels, marks
@@ -83,13 +83,11 @@ SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "r
 """What an interval comes from, in the words of the interval columns."""
 
 
-def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One experiment's :func:`table` rows and their
-    :func:`trainperf.estimates.run_intervals` rows (same order) from the steps'
-    :func:`trainperf.estimates.job_frames`."""
-    group = runs.reset_index(drop=True)
+def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One experiment's :func:`table` rows and their :func:`trainperf.estimates.run_intervals` rows (same order),
+    from its runs and their run_intervals ``every`` (per run, same order)."""
+    group, every = runs.reset_index(drop=True), every.reset_index(drop=True)
     weak = kind_of(group) == "weak"  # Karp–Flatt assumes the same total work: none for weak scaling
-    every = run_intervals(group, frames=frames)
     key = configuration_of(every)
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).fillna(False).to_numpy(bool)])  # its configuration
     rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
