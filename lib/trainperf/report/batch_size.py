@@ -1,8 +1,6 @@
-"""The batch-size report: a micro-batch × gradient-accumulation sweep — where
-the time goes, throughput with its 95 % interval and MFU, time to train the
-same work over the training loop and in all with start-up, the configurations
-at the top, where larger batches stop paying, and the memory each
-configuration needs: which ones did not fit."""
+"""The batch-size report: a micro-batch × gradient-accumulation sweep — where the time goes, throughput, time to
+train, where larger batches stop paying and the memory each configuration needs; each figure and the function
+that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by figure"."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""The platforms report: platforms × models — each pair's best configuration per
-device (its throughput, achieved TFLOP/s and MFU against dense peaks, capacity per day and
-projected multi-node capacity, all of that one configuration), the spread over configurations,
-and the winner per model with its margin, platforms ranked per device and at the same precision
-unless asked otherwise — a winner only when it is distinguishable from the runner-up, and a win
-that also changes precision or configuration says so."""
+"""The platforms report: platforms × models — each pair's best configuration per device, the spread over
+configurations, the winner per model when it is distinguishable from the runner-up, and capacity per day; each
+figure and the function that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by figure"."""
 
 from __future__ import annotations
 
@@ -140,21 +137,18 @@ SAME_SETTINGS = "same recorded settings"
 """``also`` of :func:`winners` where the two configurations differ in no recorded setting."""
 
 
-def winners(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
-    """Per contest of ``runs`` (their configurations (:data:`MEANS`) ``configs``) (:func:`contest`: a model, and under the ``same`` policy a precision) measured on
-    two or more platforms (under ``fastest``, each at its fastest precision): the platform with the
-    highest per-device throughput (``fastest``; its rate, MFU and interval all of its
-    :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``:
-    ``winner`` only when the fastest is distinguishable from the runner-up
-    (:func:`trainperf.estimates.distinguish`; the margin's 95 % interval in ``evidence``), else
-    ``indistinguishable``; by single figures, a margin below :data:`~trainperf.stats.MIN_EFFECT` is a tie, a
-    larger one
-    a winner whose noise is untested. ``also``: what else differs between the two configurations
-    (:func:`differences`: the precision under ``fastest``, devices, batch, …; :data:`SAME_SETTINGS`
-    for nothing)."""
+def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
+    """Per contest (:func:`contest`: a model, and under the ``same`` policy a precision) of the configurations
+    (:data:`MEANS`) ``configs`` measured on two or more platforms (under ``fastest``, each at its fastest
+    precision): the platform with the highest per-device throughput (``fastest``; its rate, MFU and interval all
+    of its :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``: ``winner`` only
+    when the fastest is distinguishable from the runner-up (:func:`trainperf.estimates.distinguish` of their runs'
+    intervals ``found``; the margin's 95 % interval in ``evidence``), else ``indistinguishable``; by single
+    figures, a margin below :data:`~trainperf.stats.MIN_EFFECT` is a tie, a larger one a winner whose noise is
+    untested. ``also``: what else differs between the two configurations (:func:`differences`: the precision
+    under ``fastest``, devices, batch, …; :data:`SAME_SETTINGS` for nothing)."""
     rate = "tokens_per_s_per_gpu"
-    per_pair = best_per_device(configs)
-    found = run_intervals(runs)
+    per_pair, of_run = best_per_device(configs), found.drop_duplicates("run_id").set_index("run_id")
     rows = []
     for _, group in per_pair.groupby(contest(policy), sort=False, dropna=False):
         fastest = group.loc[group.groupby("platform", sort=False)[rate].idxmax()]
@@ -162,8 +156,7 @@ def winners(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> 
             continue
         ranking = rank(fastest, rate)
         best, second, value = ranking.best, ranking.runner_up, ranking.margin
-        a = found.loc[runs.index[runs["run_id"] == second["run_id"]][0]]
-        b = found.loc[runs.index[runs["run_id"] == best["run_id"]][0]]
+        a, b = of_run.loc[str(second["run_id"])], of_run.loc[str(best["run_id"])]
         tested = has_interval(a) and has_interval(b)
         margin = (distinguish(found, a["configuration"], b["configuration"]).difference.times(
             second["gpus"] / best["gpus"]) if tested  # per device: the ratio of totals times the ratio of devices
@@ -418,9 +411,10 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, policy: str = "s
     """The platforms page of ``runs`` (:func:`comparable`) and the ``steps`` of its run folders, platforms
     compared under the precision ``policy`` (:data:`PRECISION_POLICIES`), each pair's capacity projected to
     ``project_nodes`` nodes of ``gpus_per_node`` devices."""
-    configs, sparse = configuration_table(runs, MEANS), sparse_peak_runs(runs)
+    found, sparse = run_intervals(runs), sparse_peak_runs(runs)
+    configs = configuration_table(runs, MEANS, found)
     best = peaks(configs, policy)
-    found = winners(runs, configs, policy)
+    found = winners(configs, found, policy)
     projected = capacity(configs, list(project_nodes), gpus_per_node)
     return PlatformsPage(
         headline=headline(runs, found, best),

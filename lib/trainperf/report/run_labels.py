@@ -236,13 +236,13 @@ def marks(runs: pd.DataFrame) -> pd.Series:
                       for (_, row), k in zip(found.iterrows(), known)], index=runs.index, dtype=object)
 
 
-def known_errors(frame: pd.DataFrame, label: str = "configuration") -> list[str]:
-    """``label: known error`` for each row of ``frame`` (a table's rows, with ``known_error``) whose source
+def known_errors(frame: pd.DataFrame) -> list[str]:
+    """``configuration: known error`` for each row of ``frame`` (a table's rows, with ``known_error``) whose source
     has a known error: the sentences under a table whose ``marks`` say ``known error``."""
     if "known_error" not in frame:
         return []
     rows = frame[frame["known_error"].notna() & frame["known_error"].ne("")]
-    return [f"{name}: {error}." for name, error in zip(rows[label], rows["known_error"])]
+    return [f"{name}: {error}." for name, error in zip(rows["configuration"], rows["known_error"])]
 
 
 def with_marks(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -256,13 +256,13 @@ def with_marks(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(marks=shown, known_error=ids.map(dict(zip(runs["run_id"].astype(str), known))))
 
 
-def doubt_notes(runs: pd.DataFrame, consequence: str = "shown and marked, never headlined") -> list[str]:
-    """One sentence per kind of :data:`DOUBTS` that some of ``runs`` are: how many, which, why and
-    ``consequence`` (what the page does with them)."""
+def doubt_notes(runs: pd.DataFrame) -> list[str]:
+    """One sentence per kind of :data:`DOUBTS` that some of ``runs`` are: how many, which, why, and that the
+    page shows and marks them but never headlines them."""
     found = doubts(runs)
     ids = runs["run_id"].astype(str)
     return [f"{count(int(found[mark].sum()), 'run')} {mark} ({first_of(ids[found[mark]].tolist(), 4)}): {why}; "
-            f"{consequence}." for _, (_, mark, why) in DOUBTS.items() if found[mark].any()]
+            "shown and marked, never headlined." for _, (_, mark, why) in DOUBTS.items() if found[mark].any()]
 
 
 EVALUATION_SHARE = 0.001

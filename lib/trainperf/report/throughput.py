@@ -1,10 +1,6 @@
-"""The throughput report: per configuration (its repeats averaged), the throughput of the whole
-job and of one device, TFLOP/s and MFU, the work done and the elapsed time, the step time's median
-and 95th percentile, peak memory, the experiment's strong or weak scaling, and how much efficiency
-the first step across a node boundary costs — as frames for the notebook's tables and charts, and
-a headline from measured configurations only; where the runs recorded it, where each run's wall
-clock went (its goodput, :func:`goodput`) and its step time along the run with the warm-up found
-(:func:`step_timeline`)."""
+"""The throughput report: per configuration, the throughput of the whole job and of one device, step times,
+memory, the cost of crossing a node, goodput and the step time along each run; each figure and the function that
+makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by figure"."""
 
 from __future__ import annotations
 

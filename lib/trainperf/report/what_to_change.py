@@ -259,24 +259,19 @@ def short(change: str) -> str:
     return text[0].lower() + text[1:]
 
 
-SHOWN = {"change": "what_to_change", "evidence": "based_on"}
-"""Columns :func:`section` shows under another name (``change`` and ``evidence`` format other tables)."""
-
-
 def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     """The "What to change" section of a page from what its rules found (:func:`candidates`): a sentence on
     what the data supports, the table of changes, and the candidates left out (within the noise, below 2 %, or
     beyond the first :data:`MOST`); where the data supports no change, a sentence saying so and why."""
-    listed = found[found["listed"]]
-    shown = listed.head(MOST)
+    shown, more = listed(found), int(found["listed"].sum()) - MOST
     left = found[~found["listed"]]
     notes = []
     if len(left):
         notes.append("Left out, within the noise or below " + fmt_pct(MIN_EFFECT, 0) + ": " + and_list(
             [f"{short(change)} ({count(len(rows), 'candidate')}, {fmt_pct(rows['expected_gain'].max())} at most)"
              for change, rows in left.groupby(left["change"].map(short), sort=False)]) + ".")
-    if len(listed) > MOST:
-        notes.append(f"{count(len(listed) - MOST, 'more change')} with smaller gains not shown.")
+    if more > 0:
+        notes.append(f"{count(more, 'more change')} with smaller gains not shown.")
     if shown.empty:
         why = [*lacking, *(["every candidate is within the noise or below " + fmt_pct(MIN_EFFECT, 0)]
                             if len(left) else [])]
@@ -290,7 +285,8 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     summary = (f"{count(len(shown), 'change')} the data supports, by expected gain; the largest: "
                f"{short(top['change'])} ({gain}, {top['confidence']} confidence).")
     timed = shown["seconds_saved"].notna().any()  # no change of the page saves a time that can be given: no columns
-    table = styled(shown[[c for c in COLUMNS if timed or c not in ("seconds_saved", "saved_per")]].rename(columns=SHOWN))
+    table = styled(shown[[c for c in COLUMNS if timed or c not in ("seconds_saved", "saved_per")]].rename(
+        columns={"change": "what_to_change", "evidence": "based_on"}))  # "change", "evidence": other tables' formats
     html = f"<p>{esc(summary)}</p>" + table.to_html() + "".join(f"<p>{esc(n)}</p>" for n in notes)
     text = "\n".join([summary, table.data.to_string(index=False), *notes])
     return Html(html, text)
