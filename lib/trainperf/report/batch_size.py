@@ -21,7 +21,7 @@ from trainperf.report.run_labels import (Unit, batch, configuration_means, evalu
                                          experiments, unit_of)
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
-from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, section_of
+from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, rule, section_of
 from trainperf.stats import MIN_EFFECT, TIED
 
 Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
@@ -431,6 +431,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: fl
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps))
 
 
+@rule("micro-batches below the top of a sweep")
 def small_micro_batches(page: BatchSizePage) -> Found:
     """Per batch-size sweep, the micro-batches below the smallest at its top (the fastest configuration and
     those indistinguishable from it, the page's :func:`table`): what the best of them loses against the
@@ -467,13 +468,8 @@ def small_micro_batches(page: BatchSizePage) -> Found:
     return out
 
 
-RULES = (
-    ("exposed communication", exposed_communication),
-    ("data loading", data_loading),
-    ("time outside the training loop (goodput)", outside_loop),
-    ("micro-batches below the top of a sweep", small_micro_batches),
-)
-"""The batch-size page's rules (each reads the :class:`BatchSizePage`): what each looks at, and its function."""
+RULES = (exposed_communication, data_loading, outside_loop, small_micro_batches)
+"""The batch-size page's rules (each reads the :class:`BatchSizePage`)."""
 
 
 what_to_change = partial(section_of, RULES)

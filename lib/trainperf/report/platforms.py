@@ -21,7 +21,7 @@ from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, and_list, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.scaling import SERIES_SETTINGS
-from trainperf.report.what_to_change import Found, row, section_of
+from trainperf.report.what_to_change import Found, row, rule, section_of
 from trainperf.stats import FASTER, MIN_EFFECT, TIED, Difference, Verdict
 
 SPARSE_MATCH = 0.02
@@ -424,6 +424,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, policy: str = "s
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps))
 
 
+@rule("the settings of a faster platform")
 def platform_settings(page: PlatformsPage) -> Found:
     """Per model whose faster platform wins (the page's :func:`winners`) with a best configuration that also
     differs in settings from the runner-up's: try those settings on the runner-up. No gain can be given: the
@@ -444,8 +445,8 @@ def platform_settings(page: PlatformsPage) -> Found:
     return out
 
 
-RULES = (("the settings of a faster platform", platform_settings),)
-"""The platforms page's rules (each reads the :class:`PlatformsPage`): what each looks at, and its function."""
+RULES = (platform_settings,)
+"""The platforms page's rules (each reads the :class:`PlatformsPage`)."""
 
 
 what_to_change = partial(section_of, RULES)

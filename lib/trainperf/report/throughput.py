@@ -22,7 +22,7 @@ from trainperf.report.page import require
 from trainperf.report.scaling.analysis import outside_steps
 from trainperf.report.time_to_train import LOOP, VALIDATION, total_parts, total_s
 from trainperf.report.what_to_change import (Found, Measured, clean, data_loading, exposed_communication,
-                                             oversubscription, row, section_of, waits_for_outside_work)
+                                             oversubscription, row, rule, section_of, waits_for_outside_work)
 from trainperf.schema import OUTSIDE_PREFIX
 
 PART_LABELS = {"productive_s": "productive steps", "warmup_excess_s": "warm-up beyond steady steps",
@@ -295,6 +295,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None) -> ThroughputPag
                           step_timeline=step_timeline(steps))
 
 
+@rule("the first step across a node boundary")
 def node_boundary(page: ThroughputPage) -> Found:
     """The first step of a study across a node boundary (:func:`node_boundaries` of the page's table) where
     efficiency drops: what recovering it would give per device, ``efficiency before / after − 1``."""
@@ -353,6 +354,7 @@ def _wall_clock_parts(runs: pd.DataFrame) -> pd.DataFrame:
         columns=columns)
 
 
+@rule("time outside the training loop (goodput)")
 def outside_loop(page: Measured) -> Found:
     """Per experiment and part of a run's total time outside its training loop (start-up, checkpoints and
     the other phases outside the steps, validation, warm-up beyond steady steps; :func:`_wall_clock_parts`):
@@ -374,16 +376,9 @@ def outside_loop(page: Measured) -> Found:
     return out
 
 
-RULES = (
-    ("a rank's work outside the synchronised steps", outside_steps),
-    ("more busy processes than cores", oversubscription),
-    ("the first step across a node boundary", node_boundary),
-    ("waits for another rank's work outside the steps", waits_for_outside_work),
-    ("exposed communication", exposed_communication),
-    ("data loading", data_loading),
-    ("time outside the training loop (goodput)", outside_loop),
-)
-"""The throughput page's rules (each reads the :class:`ThroughputPage`): what each looks at, and its function."""
+RULES = (outside_steps, oversubscription, node_boundary, waits_for_outside_work, exposed_communication, data_loading,
+         outside_loop)
+"""The throughput page's rules (each reads the :class:`ThroughputPage`)."""
 
 
 what_to_change = partial(section_of, RULES)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -52,6 +52,19 @@ class Found:
 
     rows: list[dict] = field(default_factory=list)
     lacking: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule: ``what`` it looks at (named where it could not look) and ``find``, what it found on a page."""
+
+    what: str
+    find: Callable[[Any], Found]
+
+
+def rule(what: str) -> Callable[[Callable[[Any], Found]], Rule]:
+    """The decorated function (a page → what it found there) as a :class:`Rule` that looks at ``what``."""
+    return partial(Rule, what)
 
 
 def confidence(interval: tuple[float, float] | None, runs: int, *, bound: bool = False) -> str | None:
@@ -129,12 +142,14 @@ def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices:
     return out
 
 
+@rule("data loading")
 def data_loading(page: Measured) -> Found:
     """Data loading (``data_s``) as a share of the step: load the next batch while the step computes."""
     return _phase_rows(page, "data_s", "Load the next batch while the step computes (more loader workers, "
                                        "prefetching, pinned memory)", "data loading")
 
 
+@rule("exposed communication")
 def exposed_communication(page: Measured) -> Found:
     """Communication computation does not hide (``comm_exposed_s``, else all of ``comm_s``: an upper bound)
     as a share of the step, on two or more devices: hide more of it behind the backward pass."""
@@ -143,6 +158,7 @@ def exposed_communication(page: Measured) -> Found:
                        "communication not hidden by computation", devices=2)
 
 
+@rule("waits for another rank's work outside the steps")
 def waits_for_outside_work(page: Measured) -> Found:
     """The other ranks' wait, in their next collective, for one rank's work outside the steps
     (``wait_outside_s``: an evaluation or a checkpoint on rank 0 alone) as a share of the step: spread that
@@ -159,6 +175,7 @@ def waits_for_outside_work(page: Measured) -> Found:
     return found
 
 
+@rule("more busy processes than cores")
 def oversubscription(page: Measured) -> Found:
     """Runs with more busy processes than cores (``oversubscribed``) against the fastest configuration of
     their study that is not: the gain of running that one instead, in tokens (or samples) per second, with the
@@ -198,6 +215,7 @@ def oversubscription(page: Measured) -> Found:
     return out
 
 
+@rule("the comparison's verdict")
 def verdict(result: Comparison) -> Found:
     """A comparison's verdict (:class:`trainperf.compare.Comparison`): keep the candidate when it is faster,
     the baseline when it is slower (the gain of reverting: ``1 / (1 + d) − 1``), or the repeats a side
@@ -226,21 +244,19 @@ def verdict(result: Comparison) -> Found:
                          f"{fmt_pct(result.min_effect, 0)} ({figure}): neither is worth changing to for speed")
 
 
-Rule = Callable[[Measured], Found]
-"""A rule: what it found on a page."""
-COMPARISON_RULES = (("the comparison's verdict", verdict),)
+COMPARISON_RULES = (verdict,)
 """The compare page's rules (each reads its :class:`trainperf.compare.Comparison`)."""
 
 
-def candidates(rules: Iterable[tuple[str, Rule]], page: Measured) -> tuple[pd.DataFrame, list[str]]:
-    """Every candidate change the ``rules`` (each with what it looks at) found on ``page`` (:data:`COLUMNS` and
-    ``listed``), by expected gain, and a sentence per rule that could not look (what it lacks)."""
+def candidates(rules: Iterable[Rule], page: Measured) -> tuple[pd.DataFrame, list[str]]:
+    """Every candidate change the ``rules`` found on ``page`` (:data:`COLUMNS` and ``listed``), by expected gain,
+    and a sentence per rule that could not look (what it looks at, and what it lacks)."""
     rows, lacking = [], []
-    for what, rule in rules:
-        found = rule(page)
+    for each in rules:
+        found = each.find(page)
         rows += found.rows
         if found.lacking and not found.rows:
-            lacking.append(f"{what}: {found.lacking}")
+            lacking.append(f"{each.what}: {found.lacking}")
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "listed"])
     frame = frame.astype({"expected_gain": float, "seconds_saved": float, "listed": bool})
     return frame.sort_values("expected_gain", ascending=False, kind="stable", na_position="last"
@@ -292,7 +308,7 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     return Html(html, text)
 
 
-def section_of(rules: Iterable[tuple[str, Rule]], page: Measured) -> Html:
+def section_of(rules: Iterable[Rule], page: Measured) -> Html:
     """The "What to change" section of ``page``: what its ``rules`` found (:func:`candidates`, :func:`section`).
     Each page binds its own rules: ``what_to_change = partial(section_of, RULES)``."""
     return section(*candidates(rules, page))

@@ -18,7 +18,7 @@ from trainperf.report.scaling import multipliers, projection, ranks, studies
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
 from trainperf.report.scaling.studies import KIND_LABELS
 from trainperf.report.what_to_change import (Found, Measured, candidates as found_by, clean, data_loading,
-                                             exposed_communication, oversubscription, row, section_of,
+                                             exposed_communication, oversubscription, row, rule, section_of,
                                              waits_for_outside_work)
 
 
@@ -152,6 +152,7 @@ def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
     return banner(text, figures)
 
 
+@rule("a rank's work outside the synchronised steps")
 def outside_steps(page: Measured) -> Found:
     """A rank that takes longer than the others (:func:`~trainperf.report.scaling.ranks.slow_ranks` of the runs a
     change may be concluded from), per experiment: the job ends when it does, so its extra time is the gain, of
@@ -226,14 +227,8 @@ def cost_notes(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-RULES = (
-    ("a rank's work outside the synchronised steps", outside_steps),
-    ("more busy processes than cores", oversubscription),
-    ("waits for another rank's work outside the steps", waits_for_outside_work),
-    ("exposed communication", exposed_communication),
-    ("data loading", data_loading),
-)
-"""The scaling page's rules (each reads the :class:`ScalingPage`): what each looks at, and its function."""
+RULES = (outside_steps, oversubscription, waits_for_outside_work, exposed_communication, data_loading)
+"""The scaling page's rules (each reads the :class:`ScalingPage`)."""
 
 
 candidates = partial(found_by, RULES)
