@@ -127,7 +127,7 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
         previous = [""] + [c.verdict + ("" if c.tested else " (no interval)") for c in calls]
         loop, total, _ = to_train(group, train_tokens, unit)
         parts.append(group.assign(
-            configuration=[batch(r, compact=True) for r in group.to_dict("records")],
+            configuration=configurations(group),
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
             **{f"{unit.rate}_low": low, f"{unit.rate}_high": high},
             interval=[basis if t is None else f"{t} ({basis})" for t, basis in zip(text, found["basis"])],
@@ -137,6 +137,11 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
                              "per_device_batch", "global_batch_size", "gpus", unit.rate, f"{unit.rate}_low",
                              f"{unit.rate}_high", "interval", unit.per_device, "mfu", "gain", "vs_previous",
                              "time_to_train_s", "total_time_s", "at_top"]].reset_index(drop=True)
+
+
+def configurations(rows: pd.DataFrame) -> list[str]:
+    """Each row's configuration, its micro-batch × accumulation (``16 × 64``)."""
+    return [batch(r, compact=True) for r in rows.to_dict("records")]
 
 
 def caption(rows: pd.DataFrame) -> str:
@@ -151,12 +156,6 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
     """Bar labels for the rows of one sweep of :func:`table`: each gain over the previous configuration
     (``+16 %``), ``≈`` where it is within the noise, nothing for the first."""
     return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
-
-
-def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
-    """Phase times of each configuration (:func:`trainperf.report.phases.long_form`)."""
-    return per_experiment(runs, lambda group: [batch(r, compact=True) for r in group.to_dict("records")],
-                          per_step=per_step)
 
 
 def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
@@ -283,7 +282,7 @@ def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
     rows = []
     for group, _ in found_sweeps.values():
         have = group[group["total_s"].notna()]
-        rows.append(have.assign(configuration=[batch(r, compact=True) for r in have.to_dict("records")])[
+        rows.append(have.assign(configuration=configurations(have))[
             ["experiment", "configuration", *(c for c in PARTS if c in have), "total_s"]])
     out = pd.concat(rows, ignore_index=True)
     return out[[c for c in out if c in ("experiment", "configuration", "total_s") or out[c].notna().any()]]
@@ -342,7 +341,7 @@ def memory(runs: pd.DataFrame) -> pd.DataFrame:
     for column in (*MEMORY_COLUMNS, "fits"):
         if column not in found:
             found[column] = np.nan
-    found = found.assign(configuration=[batch(r, compact=True) for r in found.to_dict("records")],
+    found = found.assign(configuration=configurations(found),
                          order=pd.factorize(found["experiment"].astype(str))[0])
     keys = ["order", "experiment", "micro_batch_size", "grad_accum_steps", "configuration"]
     out = found.groupby(keys, sort=True, dropna=False).agg(
@@ -389,8 +388,9 @@ def memory_notes(table: pd.DataFrame) -> list[str]:
 class BatchSizePage:
     """Every frame and sentence of the batch-size page, in the page's order, from its ``runs`` (:func:`sweeps`)
     and their ``steps`` (None: none given); each attribute is named after the function that makes it
-    (docs/reports.md): ``tops`` (per sweep) after :func:`top`, ``phases`` and ``phases_per_step`` after
-    :func:`phases` over the measured window and per step, ``sweeps`` holds each sweep's :func:`sweep`."""
+    (docs/reports.md): ``tops`` (per sweep) after :func:`top`, ``phases`` and ``phases_per_step`` the
+    :func:`~trainperf.report.phases.per_experiment` of the :func:`configurations` over the measured window and
+    per step, ``sweeps`` holds each sweep's :func:`sweep`."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -426,7 +426,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: fl
         tops={name: top(name, *pair, unit) for name, pair in found.items()},
         plateau_notes=plateau_notes(found, unit, min_gain), time_notes=time_notes(found, unit, train_tokens),
         total_time=total_time(found), memory=used, memory_notes=memory_notes(used),
-        phases=phases(runs, per_step=False), phases_per_step=phases(runs, per_step=True),
+        phases=per_experiment(runs, configurations, per_step=False),
+        phases_per_step=per_experiment(runs, configurations),
         without_phases=without_phases(runs), overlap_notes=overlap_notes(runs),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps))
 

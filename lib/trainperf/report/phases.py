@@ -138,28 +138,26 @@ def overlap_notes(runs: pd.DataFrame) -> list[str]:
             "those phases, not stacked on top of them, so the phases add up to the step."]
 
 
-def long_form(runs: pd.DataFrame, configuration: list[str], *, per_step: bool = True) -> pd.DataFrame:
-    """The :func:`breakdown` of ``runs`` as rows ``experiment, run_id,
-    configuration, gpus, phase, seconds, share, unit`` (one per configuration
-    and phase, phases in step order; repeats of a configuration, runs with the
-    same ``configuration`` label, are averaged and ``run_id`` is the first's;
-    ``share``: of the configuration's total; ``unit``: ``s per step`` or ``s
-    in the measured window``), for seaborn: a stacked bar is one configuration."""
-    seconds, unit = breakdown(runs, per_step=per_step)
-    wide = seconds.assign(run_id=runs["run_id"].astype(str), experiment=runs["experiment"].astype(str),
-                          configuration=configuration, gpus=runs["gpus"])
-    out = (wide.melt(id_vars=["experiment", "run_id", "configuration", "gpus"], var_name="phase", value_name="seconds")
-           .groupby(["experiment", "configuration", "phase"], sort=False, as_index=False)
-           .agg(run_id=("run_id", "first"), gpus=("gpus", "first"), seconds=("seconds", "mean")))
-    total = out.groupby(["experiment", "configuration"], sort=False)["seconds"].transform("sum")
-    return out.assign(share=out["seconds"] / total, unit=unit)[COLUMNS]
-
-
 def per_experiment(runs: pd.DataFrame, configuration: Callable[[pd.DataFrame], list[str]], *,
                    per_step: bool = True) -> pd.DataFrame:
-    """:func:`long_form` of every experiment of ``runs`` that has phase times, its runs'
-    configurations named by ``configuration`` (runs → labels)."""
-    parts = [long_form(g, configuration(g), per_step=per_step) for _, g in by_experiment(runs) if has_phases(g)]
+    """The :func:`breakdown` of every experiment of ``runs`` that has phase times, as rows ``experiment, run_id,
+    configuration, gpus, phase, seconds, share, unit`` (one per configuration and phase, phases in step order;
+    repeats of a configuration, runs that ``configuration`` (runs → labels) names alike, are averaged and
+    ``run_id`` is the first's; ``share``: of the configuration's total; ``unit``: ``s per step`` or ``s in the
+    measured window``), for seaborn: a stacked bar is one configuration."""
+    parts = []
+    for _, group in by_experiment(runs):
+        if not has_phases(group):
+            continue
+        seconds, unit = breakdown(group, per_step=per_step)
+        wide = seconds.assign(run_id=group["run_id"].astype(str), experiment=group["experiment"].astype(str),
+                              configuration=configuration(group), gpus=group["gpus"])
+        out = (wide.melt(id_vars=["experiment", "run_id", "configuration", "gpus"], var_name="phase",
+                         value_name="seconds")
+               .groupby(["experiment", "configuration", "phase"], sort=False, as_index=False)
+               .agg(run_id=("run_id", "first"), gpus=("gpus", "first"), seconds=("seconds", "mean")))
+        total = out.groupby(["experiment", "configuration"], sort=False)["seconds"].transform("sum")
+        parts.append(out.assign(share=out["seconds"] / total, unit=unit)[COLUMNS])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 
