@@ -55,11 +55,8 @@ def typical_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def validation_inside(runs: pd.DataFrame) -> pd.Series:
-    """Per run, whether its ``validation_s`` lies inside its ``elapsed_s``: so for runs measured from
-    their steps (``ranks`` known: the profiler, the callbacks and the logs time validation inside the
-    measured window, in a step or between steps). A runs-table row without steps gives ``elapsed_s`` and
-    ``validation_s`` as two timers side by side, the training loop and the validation beside it (as the
-    timing logs of seed 003 print ``epoch.training`` and ``epoch.validation``): outside."""
+    """Per run, whether its ``validation_s`` lies inside its ``elapsed_s``: so for runs measured from their
+    steps (``ranks`` known), not for a runs-table row without steps (docs/reports.md, "The phase breakdown")."""
     return runs["ranks"].notna() if "ranks" in runs else pd.Series(False, index=runs.index)
 
 
@@ -76,25 +73,10 @@ def training_loop_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:
-    """Seconds per phase (columns, in step order) of each of ``runs`` (rows;
-    NaN phases count as 0 in a run that has others) and their unit.
-
-    The phases of the training loop add up to a typical rank's loop: compute is
-    split into forward, loss, backward and optimizer where any run has them,
-    else shown as one ``compute``; communication is the exposed part where
-    known, 0 for a run whose exposed part lies inside its forward and backward
-    (:func:`trainperf.compare.exposed_within_phases`: :func:`overlap_notes`
-    names it); the wait for another rank's work outside the steps
-    (``wait_outside_s``, which the communication no longer counts) is a part
-    of its own; ``other`` is a typical rank's loop (``mean_rank_elapsed_s``,
-    else ``elapsed_s``, less the validation inside it) minus the phases;
-    ``waiting for the slowest rank`` is ``elapsed_s − mean_rank_elapsed_s``.
-    Validation is a part of its own after them, outside the loop's phases
-    (inside the elapsed time or beside it: :func:`validation_inside`). Per
-    optimizer step (``s per step``) when ``per_step`` and every run's step
-    count is known (``steps``, else ``samples / global_batch_size``), else
-    ``s in the measured window``.
-    """
+    """Seconds per phase (columns labelled by :data:`PHASE_LABELS`, in step order) of each of ``runs`` (rows; NaN
+    phases count as 0 in a run that has others) and their unit: ``s per step`` when ``per_step`` and every run's
+    step count is known (``steps``, else ``samples / global_batch_size``), else ``s in the measured window``. What
+    each part holds and how they add up: docs/reports.md, "The phase breakdown"."""
     split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
     compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
     comm = "comm_exposed_s" if "comm_exposed_s" in runs and runs["comm_exposed_s"].notna().any() else "comm_s"
