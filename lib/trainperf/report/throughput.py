@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -145,6 +146,12 @@ def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _crossing(b: Any) -> str:
+    """A step of :func:`node_boundaries` (a row as a named tuple) in words: ``4 devices on 1 node → 8 on 2 nodes``."""
+    return (f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
+            f"{count(b.to_nodes, 'node')}")
+
+
 def _points(drop: float) -> str:
     """A change of efficiency in percentage points: ``−14.4 points`` (a drop), ``+2.0 points`` (a gain)."""
     return f"{'−' if drop > 0 else '+'}{abs(drop) * 100:.1f} points"
@@ -169,8 +176,7 @@ def node_notes(frame: pd.DataFrame) -> list[str]:
     costs in efficiency, and whether efficiency drops most there."""
     out = []
     for b in node_boundaries(frame).itertuples():
-        step = (f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
-                f"{count(b.to_nodes, 'node')} ({fmt_int(b.per_node)} per node)")
+        step = f"{_crossing(b)} ({fmt_int(b.per_node)} per node)"
         change = (f"{fmt_pct(b.efficiency_before)} → {fmt_pct(b.efficiency_after)} efficiency, "
                   f"{_points(b.drop)}")
         if b.most and b.drop > 0:
@@ -313,8 +319,7 @@ def node_boundary(page: ThroughputPage) -> Found:
             "Look at communication between nodes first: per-device throughput drops most where the job "
             "leaves one node" if b.most else "Look at communication between nodes: per-device throughput drops "
                                              "where the job leaves one node",
-            f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
-            f"{count(b.to_nodes, 'node')}: scaling efficiency {fmt_pct(b.efficiency_before)} → "
+            f"{_crossing(b)}: scaling efficiency {fmt_pct(b.efficiency_before)} → "
             f"{fmt_pct(b.efficiency_after)}: per-device throughput drops {fmt_pct(b.drop / b.efficiency_before)}",
             b.efficiency_before / b.efficiency_after - 1, "throughput per device", f"{b.study}: "
             f"{fmt_int(b.to_gpus)} devices and more", runs=int(sides.groupby("gpus")["runs"].sum().min())))
