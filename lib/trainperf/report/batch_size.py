@@ -12,13 +12,13 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
-from trainperf.estimates import distinguish, has_interval, resolution, run_intervals, ties_with_fastest
+from trainperf.estimates import distinguish, has_interval, job_frames, resolution, run_intervals, ties_with_fastest
 from trainperf.report.html import (Html, and_list, around, count, fmt_change, fmt_int, fmt_pct, fmt_seconds,
                                    headline as banner, resolution_text)
 from trainperf.report.page import InputError, keep_experiments, require
 from trainperf.report.phases import overlap_notes, per_experiment, without_phases
-from trainperf.report.run_labels import (Unit, batch, configuration_means, evaluation_notes, evaluation_rates,
-                                         experiments, unit_of)
+from trainperf.report.run_labels import (Unit, batch, by_experiment, configuration_means, evaluation_notes,
+                                         evaluation_rates, unit_of)
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
 from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, rule, section_of
@@ -85,19 +85,19 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
     return Plateau(None, gains)
 
 
-def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The configurations of sweep ``name`` in sweep order, one row each (index from 0): the first
+def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The configurations of one sweep's runs ``group`` in sweep order (rates in ``unit``; ``frames``: the
+    :func:`~trainperf.estimates.job_frames` of the runs' steps), one row each (index from 0): the first
     run of each with its rates, MFU, times (:func:`trainperf.report.time_to_train.run_times`) and the
     parts of its total time (:func:`trainperf.report.time_to_train.total_parts`, columns named after
     them) the mean over its repeats (``runs``: how many; see
     :func:`trainperf.report.run_labels.configuration_means`), and their
     :func:`trainperf.estimates.run_intervals` with ``label`` (``micro-batch … × … accumulation``)
     and ``runs``."""
-    unit = unit_of(runs)
-    group = runs[runs["experiment"].astype(str) == name].reset_index(drop=True)
+    group = group.reset_index(drop=True)
     parts = total_parts(group)
     group = pd.concat([group, run_times(group, unit), parts], axis=1)
-    found = run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
+    found = run_intervals(group, frames=frames).assign(label=[batch(r) for r in group.to_dict("records")])
     group, found = configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s", "mfu",
                                                       *TIMES, *parts))
     return group, found.assign(runs=group["runs"])
@@ -254,8 +254,7 @@ def work_notes(runs: pd.DataFrame) -> list[str]:
     """Per sweep: whether its configurations take the same samples per optimizer step
     (``global_batch_size``), split differently into micro-batches — the same data per step — or not."""
     out = []
-    for name in experiments(runs):
-        group = runs[runs["experiment"].astype(str) == name]
+    for name, group in by_experiment(runs):
         sizes = group["global_batch_size"] if "global_batch_size" in group else pd.Series(np.nan, index=group.index)
         if sizes.isna().any():
             out.append(f"{name}: the samples per optimizer step are not known for every configuration (give "
@@ -417,8 +416,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: fl
     """The batch-size page of ``runs`` (:func:`sweeps`) and the ``steps`` of their run folders: each
     configuration timed on ``train_tokens`` (None: the most any of its sweep measured), a sweep step that gains
     less than ``min_gain`` of throughput not paying."""
-    unit = unit_of(runs)
-    found = {name: sweep(runs, name, steps) for name in experiments(runs)}
+    unit, frames = unit_of(runs), job_frames(steps)
+    found = {name: sweep(group, unit, frames) for name, group in by_experiment(runs)}
     frame, used = table(found, unit, train_tokens, min_gain), memory(runs)
     return BatchSizePage(
         runs=runs, steps=steps, sweeps=found, headline=headline(found, unit, min_gain, train_tokens),

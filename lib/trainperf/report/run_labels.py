@@ -76,11 +76,6 @@ def configuration_of(found: pd.DataFrame) -> pd.Series:
     return found["configuration"].fillna(found["run_id"])
 
 
-def experiments(runs: pd.DataFrame) -> list[str]:
-    """The experiments of ``runs`` in the order they first appear."""
-    return list(dict.fromkeys(runs["experiment"].astype(str)))
-
-
 def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
     """``runs`` grouped by experiment, the experiments in the order they first appear."""
     return runs.groupby(runs["experiment"].astype(str), sort=False)
