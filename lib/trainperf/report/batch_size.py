@@ -1,6 +1,7 @@
 """The batch-size report: a micro-batch × gradient-accumulation sweep — where the time goes, throughput, time to
 train, where larger batches stop paying and the memory each configuration needs; each figure and the function
-that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by figure"."""
+that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
+figure"."""
 
 from __future__ import annotations
 

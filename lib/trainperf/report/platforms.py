@@ -1,6 +1,7 @@
 """The platforms report: platforms × models — each pair's best configuration per device, the spread over
 configurations, the winner per model when it is distinguishable from the runner-up, and capacity per day; each
-figure and the function that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by figure"."""
+figure and the function that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
+figure"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The throughput report: per configuration, the throughput of the whole job and of one device, step times,
 memory, the cost of crossing a node, goodput and the step time along each run; each figure and the function that
-makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by figure"."""
+makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
+figure"."""
 
 from __future__ import annotations
 

@@ -71,7 +71,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     frames = job_frames(steps)
     intervals = pd.concat([run_intervals(group.reset_index(drop=True), frames=frames).set_axis(group.index)
                            for _, group in by_experiment(runs)])
-    study = {name: multipliers.experiment_rows(group, intervals.loc[group.index]) for name, group in by_experiment(runs)}
+    study = {name: multipliers.experiment_rows(group, intervals.loc[group.index])
+             for name, group in by_experiment(runs)}
     table = multipliers.table(study)
     found = projection.projections(runs, project_to_gpus)
     curves = projection.curves(found)
@@ -81,7 +82,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     waits, straggler_notes = ranks.stragglers(runs, steps)
     named, named_note = ranks.named_ranks(waits)
     return ScalingPage(
-        runs=runs, steps=steps, intervals=intervals, headline=headline(table, found), confounded=studies.confounded(runs),
+        runs=runs, steps=steps, intervals=intervals, headline=headline(table, found),
+        confounded=studies.confounded(runs),
         laws=studies.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
         phases=per_experiment(runs, lambda group: labels(group, compact=True)), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
