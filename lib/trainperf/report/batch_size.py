@@ -1,8 +1,7 @@
-"""The batch-size report: a micro-batch × gradient-accumulation sweep — where
-the time goes, throughput with its 95 % interval and MFU, time to train the
-same work over the training loop and in all with start-up, the configurations
-at the top, where larger batches stop paying, and the memory each
-configuration needs: which ones did not fit."""
+"""The batch-size report: a micro-batch × gradient-accumulation sweep — where the time goes, throughput, time to
+train, where larger batches stop paying and the memory each configuration needs; each figure and the function
+that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
+figure"."""
 
 from __future__ import annotations
 
@@ -14,16 +13,16 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
-from trainperf.estimates import distinguish, has_interval, resolution, run_intervals, ties_with_fastest
+from trainperf.estimates import distinguish, has_interval, job_frames, resolution, run_intervals, ties_with_fastest
 from trainperf.report.html import (Html, and_list, around, count, fmt_change, fmt_int, fmt_pct, fmt_seconds,
                                    headline as banner, resolution_text)
 from trainperf.report.page import InputError, keep_experiments, require
 from trainperf.report.phases import overlap_notes, per_experiment, without_phases
-from trainperf.report.run_labels import (Unit, batch, configuration_means, evaluation_notes, evaluation_rates,
-                                         experiments, unit_of)
+from trainperf.report.run_labels import (Unit, batch, by_experiment, configuration_means, evaluation_notes,
+                                         evaluation_rates, unit_of)
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
-from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, section_of
+from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, rule, section_of
 from trainperf.stats import MIN_EFFECT, TIED
 
 Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
@@ -87,19 +86,19 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
     return Plateau(None, gains)
 
 
-def sweep(runs: pd.DataFrame, name: str, steps: Summaries | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The configurations of sweep ``name`` in sweep order, one row each (index from 0): the first
+def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The configurations of one sweep's runs ``group`` in sweep order (rates in ``unit``; ``frames``: the
+    :func:`~trainperf.estimates.job_frames` of the runs' steps), one row each (index from 0): the first
     run of each with its rates, MFU, times (:func:`trainperf.report.time_to_train.run_times`) and the
     parts of its total time (:func:`trainperf.report.time_to_train.total_parts`, columns named after
     them) the mean over its repeats (``runs``: how many; see
     :func:`trainperf.report.run_labels.configuration_means`), and their
     :func:`trainperf.estimates.run_intervals` with ``label`` (``micro-batch … × … accumulation``)
     and ``runs``."""
-    unit = unit_of(runs)
-    group = runs[runs["experiment"].astype(str) == name].reset_index(drop=True)
+    group = group.reset_index(drop=True)
     parts = total_parts(group)
     group = pd.concat([group, run_times(group, unit), parts], axis=1)
-    found = run_intervals(group, steps).assign(label=[batch(r) for r in group.to_dict("records")])
+    found = run_intervals(group, frames=frames).assign(label=[batch(r) for r in group.to_dict("records")])
     group, found = configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s", "mfu",
                                                       *TIMES, *parts))
     return group, found.assign(runs=group["runs"])
@@ -129,7 +128,7 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
         previous = [""] + [c.verdict + ("" if c.tested else " (no interval)") for c in calls]
         loop, total, _ = to_train(group, train_tokens, unit)
         parts.append(group.assign(
-            configuration=[batch(r, compact=True) for r in group.to_dict("records")],
+            configuration=configurations(group),
             per_device_batch=group["micro_batch_size"] * group["grad_accum_steps"],
             **{f"{unit.rate}_low": low, f"{unit.rate}_high": high},
             interval=[basis if t is None else f"{t} ({basis})" for t, basis in zip(text, found["basis"])],
@@ -139,6 +138,11 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
                              "per_device_batch", "global_batch_size", "gpus", unit.rate, f"{unit.rate}_low",
                              f"{unit.rate}_high", "interval", unit.per_device, "mfu", "gain", "vs_previous",
                              "time_to_train_s", "total_time_s", "at_top"]].reset_index(drop=True)
+
+
+def configurations(rows: pd.DataFrame) -> list[str]:
+    """Each row's configuration, its micro-batch × accumulation (``16 × 64``)."""
+    return [batch(r, compact=True) for r in rows.to_dict("records")]
 
 
 def caption(rows: pd.DataFrame) -> str:
@@ -153,12 +157,6 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
     """Bar labels for the rows of one sweep of :func:`table`: each gain over the previous configuration
     (``+16 %``), ``≈`` where it is within the noise, nothing for the first."""
     return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
-
-
-def phases(runs: pd.DataFrame, *, per_step: bool) -> pd.DataFrame:
-    """Phase times of each configuration (:func:`trainperf.report.phases.long_form`)."""
-    return per_experiment(runs, lambda group: [batch(r, compact=True) for r in group.to_dict("records")],
-                          per_step=per_step)
 
 
 def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
@@ -257,8 +255,7 @@ def work_notes(runs: pd.DataFrame) -> list[str]:
     """Per sweep: whether its configurations take the same samples per optimizer step
     (``global_batch_size``), split differently into micro-batches — the same data per step — or not."""
     out = []
-    for name in experiments(runs):
-        group = runs[runs["experiment"].astype(str) == name]
+    for name, group in by_experiment(runs):
         sizes = group["global_batch_size"] if "global_batch_size" in group else pd.Series(np.nan, index=group.index)
         if sizes.isna().any():
             out.append(f"{name}: the samples per optimizer step are not known for every configuration (give "
@@ -285,7 +282,7 @@ def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
     rows = []
     for group, _ in found_sweeps.values():
         have = group[group["total_s"].notna()]
-        rows.append(have.assign(configuration=[batch(r, compact=True) for r in have.to_dict("records")])[
+        rows.append(have.assign(configuration=configurations(have))[
             ["experiment", "configuration", *(c for c in PARTS if c in have), "total_s"]])
     out = pd.concat(rows, ignore_index=True)
     return out[[c for c in out if c in ("experiment", "configuration", "total_s") or out[c].notna().any()]]
@@ -344,7 +341,7 @@ def memory(runs: pd.DataFrame) -> pd.DataFrame:
     for column in (*MEMORY_COLUMNS, "fits"):
         if column not in found:
             found[column] = np.nan
-    found = found.assign(configuration=[batch(r, compact=True) for r in found.to_dict("records")],
+    found = found.assign(configuration=configurations(found),
                          order=pd.factorize(found["experiment"].astype(str))[0])
     keys = ["order", "experiment", "micro_batch_size", "grad_accum_steps", "configuration"]
     out = found.groupby(keys, sort=True, dropna=False).agg(
@@ -391,8 +388,9 @@ def memory_notes(table: pd.DataFrame) -> list[str]:
 class BatchSizePage:
     """Every frame and sentence of the batch-size page, in the page's order, from its ``runs`` (:func:`sweeps`)
     and their ``steps`` (None: none given); each attribute is named after the function that makes it
-    (docs/reports.md): ``tops`` (per sweep) after :func:`top`, ``phases`` and ``phases_per_step`` after
-    :func:`phases` over the measured window and per step, ``sweeps`` holds each sweep's :func:`sweep`."""
+    (docs/reports.md): ``tops`` (per sweep) after :func:`top`, ``phases`` and ``phases_per_step`` the
+    :func:`~trainperf.report.phases.per_experiment` of the :func:`configurations` over the measured window and
+    per step, ``sweeps`` holds each sweep's :func:`sweep`."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -419,8 +417,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: fl
     """The batch-size page of ``runs`` (:func:`sweeps`) and the ``steps`` of their run folders: each
     configuration timed on ``train_tokens`` (None: the most any of its sweep measured), a sweep step that gains
     less than ``min_gain`` of throughput not paying."""
-    unit = unit_of(runs)
-    found = {name: sweep(runs, name, steps) for name in experiments(runs)}
+    unit, frames = unit_of(runs), job_frames(steps)
+    found = {name: sweep(group, unit, frames) for name, group in by_experiment(runs)}
     frame, used = table(found, unit, train_tokens, min_gain), memory(runs)
     return BatchSizePage(
         runs=runs, steps=steps, sweeps=found, headline=headline(found, unit, min_gain, train_tokens),
@@ -428,11 +426,13 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: fl
         tops={name: top(name, *pair, unit) for name, pair in found.items()},
         plateau_notes=plateau_notes(found, unit, min_gain), time_notes=time_notes(found, unit, train_tokens),
         total_time=total_time(found), memory=used, memory_notes=memory_notes(used),
-        phases=phases(runs, per_step=False), phases_per_step=phases(runs, per_step=True),
+        phases=per_experiment(runs, configurations, per_step=False),
+        phases_per_step=per_experiment(runs, configurations),
         without_phases=without_phases(runs), overlap_notes=overlap_notes(runs),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps))
 
 
+@rule("micro-batches below the top of a sweep")
 def small_micro_batches(page: BatchSizePage) -> Found:
     """Per batch-size sweep, the micro-batches below the smallest at its top (the fastest configuration and
     those indistinguishable from it, the page's :func:`table`): what the best of them loses against the
@@ -469,13 +469,8 @@ def small_micro_batches(page: BatchSizePage) -> Found:
     return out
 
 
-RULES = (
-    ("exposed communication", exposed_communication),
-    ("data loading", data_loading),
-    ("time outside the training loop (goodput)", outside_loop),
-    ("micro-batches below the top of a sweep", small_micro_batches),
-)
-"""The batch-size page's rules (each reads the :class:`BatchSizePage`): what each looks at, and its function."""
+RULES = (exposed_communication, data_loading, outside_loop, small_micro_batches)
+"""The batch-size page's rules (each reads the :class:`BatchSizePage`)."""
 
 
 what_to_change = partial(section_of, RULES)

@@ -1,28 +1,5 @@
-"""Claims checked: what a report written by hand concluded, against trainperf's own figures.
-
-A claims file is a CSV with one claim a row (the embedded one,
-``data/reference/claims.csv``, holds the conclusions of the five hand-written
-reports trainperf replaces; a user's own works the same way, ``-p claims
-my_claims.csv``):
-
-* ``report`` — the report whose page shows the claim (``throughput``,
-  ``scaling``, ``batch_size``, ``platforms``);
-* ``claim`` — the claim in words, ``source`` — where it was printed;
-* ``kind`` and the figures it is checked on:
-
-  - ``value``: ``metric`` of run ``run_id`` is ``printed``;
-  - ``ratio``: ``metric`` of ``run_id`` / the same of ``reference_run_id`` is ``printed``;
-  - ``greater``: ``metric`` of ``run_id`` is above the same of ``reference_run_id``;
-  - ``lowest`` / ``highest``: ``run_id`` has the lowest / highest ``metric`` of its experiment.
-
-``metric`` is any column of the derived runs table (``scaling_efficiency``,
-``mfu``, ``extra_total_exec_s``, …). A printed figure *holds* when trainperf's
-is within :data:`TOLERANCE` of it or rounds to it at the digits printed
-(``2.0`` claims 1.95 to 2.05; ``2`` claims 1.5 to 2.5).
-A claim *cannot be checked* when trainperf has no figure for it, or when a run
-it rests on was projected or estimated rather than measured (``measured``
-false). Claims about runs the page does not show are left out and counted.
-"""
+"""Claims checked: what a report written by hand concluded, against trainperf's own figures. The claims file's
+columns, the kinds of claim and when a printed figure holds: docs/reports.md, "Claims checked"."""
 
 from __future__ import annotations
 

@@ -55,11 +55,8 @@ def typical_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def validation_inside(runs: pd.DataFrame) -> pd.Series:
-    """Per run, whether its ``validation_s`` lies inside its ``elapsed_s``: so for runs measured from
-    their steps (``ranks`` known: the profiler, the callbacks and the logs time validation inside the
-    measured window, in a step or between steps). A runs-table row without steps gives ``elapsed_s`` and
-    ``validation_s`` as two timers side by side, the training loop and the validation beside it (as the
-    timing logs of seed 003 print ``epoch.training`` and ``epoch.validation``): outside."""
+    """Per run, whether its ``validation_s`` lies inside its ``elapsed_s``: so for runs measured from their
+    steps (``ranks`` known), not for a runs-table row without steps (docs/reports.md, "The phase breakdown")."""
     return runs["ranks"].notna() if "ranks" in runs else pd.Series(False, index=runs.index)
 
 
@@ -76,25 +73,10 @@ def training_loop_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:
-    """Seconds per phase (columns, in step order) of each of ``runs`` (rows;
-    NaN phases count as 0 in a run that has others) and their unit.
-
-    The phases of the training loop add up to a typical rank's loop: compute is
-    split into forward, loss, backward and optimizer where any run has them,
-    else shown as one ``compute``; communication is the exposed part where
-    known, 0 for a run whose exposed part lies inside its forward and backward
-    (:func:`trainperf.compare.exposed_within_phases`: :func:`overlap_notes`
-    names it); the wait for another rank's work outside the steps
-    (``wait_outside_s``, which the communication no longer counts) is a part
-    of its own; ``other`` is a typical rank's loop (``mean_rank_elapsed_s``,
-    else ``elapsed_s``, less the validation inside it) minus the phases;
-    ``waiting for the slowest rank`` is ``elapsed_s − mean_rank_elapsed_s``.
-    Validation is a part of its own after them, outside the loop's phases
-    (inside the elapsed time or beside it: :func:`validation_inside`). Per
-    optimizer step (``s per step``) when ``per_step`` and every run's step
-    count is known (``steps``, else ``samples / global_batch_size``), else
-    ``s in the measured window``.
-    """
+    """Seconds per phase (columns labelled by :data:`PHASE_LABELS`, in step order) of each of ``runs`` (rows; NaN
+    phases count as 0 in a run that has others) and their unit: ``s per step`` when ``per_step`` and every run's
+    step count is known (``steps``, else ``samples / global_batch_size``), else ``s in the measured window``. What
+    each part holds and how they add up: docs/reports.md, "The phase breakdown"."""
     split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
     compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
     comm = "comm_exposed_s" if "comm_exposed_s" in runs and runs["comm_exposed_s"].notna().any() else "comm_s"
@@ -138,28 +120,26 @@ def overlap_notes(runs: pd.DataFrame) -> list[str]:
             "those phases, not stacked on top of them, so the phases add up to the step."]
 
 
-def long_form(runs: pd.DataFrame, configuration: list[str], *, per_step: bool = True) -> pd.DataFrame:
-    """The :func:`breakdown` of ``runs`` as rows ``experiment, run_id,
-    configuration, gpus, phase, seconds, share, unit`` (one per configuration
-    and phase, phases in step order; repeats of a configuration, runs with the
-    same ``configuration`` label, are averaged and ``run_id`` is the first's;
-    ``share``: of the configuration's total; ``unit``: ``s per step`` or ``s
-    in the measured window``), for seaborn: a stacked bar is one configuration."""
-    seconds, unit = breakdown(runs, per_step=per_step)
-    wide = seconds.assign(run_id=runs["run_id"].astype(str), experiment=runs["experiment"].astype(str),
-                          configuration=configuration, gpus=runs["gpus"])
-    out = (wide.melt(id_vars=["experiment", "run_id", "configuration", "gpus"], var_name="phase", value_name="seconds")
-           .groupby(["experiment", "configuration", "phase"], sort=False, as_index=False)
-           .agg(run_id=("run_id", "first"), gpus=("gpus", "first"), seconds=("seconds", "mean")))
-    total = out.groupby(["experiment", "configuration"], sort=False)["seconds"].transform("sum")
-    return out.assign(share=out["seconds"] / total, unit=unit)[COLUMNS]
-
-
 def per_experiment(runs: pd.DataFrame, configuration: Callable[[pd.DataFrame], list[str]], *,
                    per_step: bool = True) -> pd.DataFrame:
-    """:func:`long_form` of every experiment of ``runs`` that has phase times, its runs'
-    configurations named by ``configuration`` (runs → labels)."""
-    parts = [long_form(g, configuration(g), per_step=per_step) for _, g in by_experiment(runs) if has_phases(g)]
+    """The :func:`breakdown` of every experiment of ``runs`` that has phase times, as rows ``experiment, run_id,
+    configuration, gpus, phase, seconds, share, unit`` (one per configuration and phase, phases in step order;
+    repeats of a configuration, runs that ``configuration`` (runs → labels) names alike, are averaged and
+    ``run_id`` is the first's; ``share``: of the configuration's total; ``unit``: ``s per step`` or ``s in the
+    measured window``), for seaborn: a stacked bar is one configuration."""
+    parts = []
+    for _, group in by_experiment(runs):
+        if not has_phases(group):
+            continue
+        seconds, unit = breakdown(group, per_step=per_step)
+        wide = seconds.assign(run_id=group["run_id"].astype(str), experiment=group["experiment"].astype(str),
+                              configuration=configuration(group), gpus=group["gpus"])
+        out = (wide.melt(id_vars=["experiment", "run_id", "configuration", "gpus"], var_name="phase",
+                         value_name="seconds")
+               .groupby(["experiment", "configuration", "phase"], sort=False, as_index=False)
+               .agg(run_id=("run_id", "first"), gpus=("gpus", "first"), seconds=("seconds", "mean")))
+        total = out.groupby(["experiment", "configuration"], sort=False)["seconds"].transform("sum")
+        parts.append(out.assign(share=out["seconds"] / total, unit=unit)[COLUMNS])
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
 
 

@@ -1,9 +1,7 @@
-"""The platforms report: platforms × models — each pair's best configuration per
-device (its throughput, achieved TFLOP/s and MFU against dense peaks, capacity per day and
-projected multi-node capacity, all of that one configuration), the spread over configurations,
-and the winner per model with its margin, platforms ranked per device and at the same precision
-unless asked otherwise — a winner only when it is distinguishable from the runner-up, and a win
-that also changes precision or configuration says so."""
+"""The platforms report: platforms × models — each pair's best configuration per device, the spread over
+configurations, the winner per model when it is distinguishable from the runner-up, and capacity per day; each
+figure and the function that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
+figure"."""
 
 from __future__ import annotations
 
@@ -24,7 +22,7 @@ from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, and_list, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
 from trainperf.scaling import SERIES_SETTINGS
-from trainperf.report.what_to_change import Found, row, section_of
+from trainperf.report.what_to_change import Found, row, rule, section_of
 from trainperf.stats import FASTER, MIN_EFFECT, TIED, Difference, Verdict
 
 SPARSE_MATCH = 0.02
@@ -58,14 +56,9 @@ def comparable(runs: pd.DataFrame) -> pd.DataFrame:
 
 MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_day", "samples_per_day",
          "tflops_total", "tflops_per_gpu", "mfu", "hfu", "elapsed_s")
-"""Figures of a configuration shown as the mean over its repeats."""
-
-
-def configurations(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration of ``runs`` (:func:`trainperf.report.run_labels.configuration_table`
-    of :data:`MEANS`: its throughput's 95 % interval ``tokens_per_s_low``–``_high`` and ``interval``,
-    and its ``doubt``)."""
-    return configuration_table(runs, MEANS)
+"""Figures of a configuration shown as the mean over its repeats: the page's configurations are the
+:func:`~trainperf.report.run_labels.configuration_table` of its runs and these (with their throughput's 95 %
+interval ``tokens_per_s_low``–``_high`` and ``interval``, and their ``doubt``)."""
 
 
 PAIR = ["platform_key", "model"]
@@ -84,7 +77,7 @@ def contest(policy: str) -> list[str]:
 
 
 def best_per_device(configs: pd.DataFrame) -> pd.DataFrame:
-    """Per platform × model, the row of :func:`configurations` with the highest tokens/s per device
+    """Per platform × model, the row of configurations (:data:`MEANS`) with the highest tokens/s per device
     among those without a ``doubt`` (projected, oversubscribed or incomplete; a pair with only
     such rows keeps its best of them), in data order: its rate, interval, MFU and run all of that
     one configuration. Never the largest job's total."""
@@ -94,7 +87,7 @@ def best_per_device(configs: pd.DataFrame) -> pd.DataFrame:
 
 
 def peaks(configs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
-    """One row per platform × model of the :func:`configurations` ``configs``: its :func:`best_per_device`
+    """One row per platform × model of the configurations (:data:`MEANS`) ``configs``: its :func:`best_per_device`
     configuration (every figure of the
     row that configuration's), ``configuration`` (its devices, batch and strategy in words),
     ``configs`` (configurations of the pair measured) and ``relative`` (its per-device rate / the
@@ -145,21 +138,18 @@ SAME_SETTINGS = "same recorded settings"
 """``also`` of :func:`winners` where the two configurations differ in no recorded setting."""
 
 
-def winners(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
-    """Per contest of ``runs`` (their :func:`configurations` ``configs``) (:func:`contest`: a model, and under the ``same`` policy a precision) measured on
-    two or more platforms (under ``fastest``, each at its fastest precision): the platform with the
-    highest per-device throughput (``fastest``; its rate, MFU and interval all of its
-    :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``:
-    ``winner`` only when the fastest is distinguishable from the runner-up
-    (:func:`trainperf.estimates.distinguish`; the margin's 95 % interval in ``evidence``), else
-    ``indistinguishable``; by single figures, a margin below :data:`~trainperf.stats.MIN_EFFECT` is a tie, a
-    larger one
-    a winner whose noise is untested. ``also``: what else differs between the two configurations
-    (:func:`differences`: the precision under ``fastest``, devices, batch, …; :data:`SAME_SETTINGS`
-    for nothing)."""
+def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
+    """Per contest (:func:`contest`: a model, and under the ``same`` policy a precision) of the configurations
+    (:data:`MEANS`) ``configs`` measured on two or more platforms (under ``fastest``, each at its fastest
+    precision): the platform with the highest per-device throughput (``fastest``; its rate, MFU and interval all
+    of its :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``: ``winner`` only
+    when the fastest is distinguishable from the runner-up (:func:`trainperf.estimates.distinguish` of their runs'
+    intervals ``found``; the margin's 95 % interval in ``evidence``), else ``indistinguishable``; by single
+    figures, a margin below :data:`~trainperf.stats.MIN_EFFECT` is a tie, a larger one a winner whose noise is
+    untested. ``also``: what else differs between the two configurations (:func:`differences`: the precision
+    under ``fastest``, devices, batch, …; :data:`SAME_SETTINGS` for nothing)."""
     rate = "tokens_per_s_per_gpu"
-    per_pair = best_per_device(configs)
-    found = run_intervals(runs)
+    per_pair, of_run = best_per_device(configs), found.drop_duplicates("run_id").set_index("run_id")
     rows = []
     for _, group in per_pair.groupby(contest(policy), sort=False, dropna=False):
         fastest = group.loc[group.groupby("platform", sort=False)[rate].idxmax()]
@@ -167,8 +157,7 @@ def winners(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> 
             continue
         ranking = rank(fastest, rate)
         best, second, value = ranking.best, ranking.runner_up, ranking.margin
-        a = found.loc[runs.index[runs["run_id"] == second["run_id"]][0]]
-        b = found.loc[runs.index[runs["run_id"] == best["run_id"]][0]]
+        a, b = of_run.loc[str(second["run_id"])], of_run.loc[str(best["run_id"])]
         tested = has_interval(a) and has_interval(b)
         margin = (distinguish(found, a["configuration"], b["configuration"]).difference.times(
             second["gpus"] / best["gpus"]) if tested  # per device: the ratio of totals times the ratio of devices
@@ -255,7 +244,7 @@ def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Htm
 
 def policy_notes(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> list[str]:
     """How platforms are compared (:data:`PRECISION_POLICIES`), the contests (:func:`contest`) of the
-    :func:`configurations` ``configs`` measured on one platform only, where no winner is named, and the
+    configurations (:data:`MEANS`) ``configs`` measured on one platform only, where no winner is named, and the
     spellings of one device merged."""
     alone = []
     for key, group in configs.groupby(contest(policy), sort=False, dropna=False):
@@ -270,9 +259,9 @@ def policy_notes(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same"
             *runs.attrs.get("merged_platforms", [])]
 
 
-def sparse_note(runs: pd.DataFrame) -> str:
-    """A sentence on every run whose source computed MFU against a 2:4-sparse peak."""
-    found = sparse_peak_runs(runs)
+def sparse_note(found: pd.DataFrame) -> str:
+    """A sentence on every run of :func:`sparse_peak_runs` ``found``: its source computed MFU against a 2:4-sparse
+    peak."""
     if found.empty:
         return ("No source in the data divided by a 2:4-sparse peak: published MFU figures and trainperf's use "
                 "the same kind of peak.")
@@ -289,11 +278,10 @@ def own_peak_platforms(runs: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(own["platform_key"].astype(str)))
 
 
-def mfu_notes(runs: pd.DataFrame) -> list[str]:
-    """Which MFUs do not compare with the others: those against a sparse peak in the source, and those
-    against a peak given in the run."""
+def mfu_notes(runs: pd.DataFrame, sparse: pd.DataFrame) -> list[str]:
+    """Which MFUs do not compare with the others: those against a sparse peak in the source (``sparse``, of
+    :func:`sparse_peak_runs`), and those against a peak given in the run."""
     out = []
-    sparse = sparse_peak_runs(runs)
     if len(sparse):
         out.append("MFU: trainperf's, against the dense peak; the sources of "
                    f"{', '.join(sparse['run_id'].astype(str))} printed one against the sparse peak.")
@@ -310,13 +298,8 @@ def mfu_label(runs: pd.DataFrame) -> pd.Series:
     return runs["platform_key"].astype(str).map(lambda k: f"{k} (own peak)" if k in own else k)
 
 
-def is_accelerator(platforms: pd.Series) -> np.ndarray:
-    """False for CPU platforms (``trainperf.hardware.is_cpu``), whose runs are not projected to nodes of accelerators."""
-    return ~cpu_rows(platforms)
-
-
 def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
-    """Per accelerator platform × model of the :func:`configurations` ``configs`` (no CPU) and node count, of
+    """Per accelerator platform × model of the configurations (:data:`MEANS`) ``configs`` (no CPU) and node count, of
     its :func:`best_per_device`
     configuration (``configuration``) and the configurations that differ from it only in the
     device count (its ``scaling_study``; none projected, oversubscribed or incomplete): ``devices``,
@@ -331,7 +314,7 @@ def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int
     rows = []
     study = study_of(configs)
     best = best_per_device(configs)
-    for i, top in best[is_accelerator(best["platform"])].iterrows():
+    for i, top in best[~cpu_rows(best["platform"])].iterrows():
         alike = (study == study[i]) & (configs["doubt"] == "") if top["doubt"] == "" else configs.index == i
         series = configs[alike].groupby("gpus")["tokens_per_s"].mean().sort_index()
         key, model, shown = top["platform_key"], top["model"], label(top, skip=("model", "platform"))
@@ -383,7 +366,7 @@ def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
-    """The daily capacity of the largest measured job (the most tokens/s of the :func:`configurations`
+    """The daily capacity of the largest measured job (the most tokens/s of the configurations (:data:`MEANS`)
     ``configs`` without a doubt, its repeats' mean: a size, not a ranking), and what the projection of
     :func:`capacity` leaves out or only bounds."""
     clean = configs[configs["doubt"] == ""] if (configs["doubt"] == "").any() else configs
@@ -397,7 +380,7 @@ def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd
                    "fitted: their multi-node figures are the linear upper bound (that configuration's per-device "
                    "rate times the devices), which real jobs do not reach — see the scaling report for how "
                    "efficiency falls with scale.")
-    cpu = runs.loc[~is_accelerator(runs["platform"]), "platform_key"].astype(str).unique()
+    cpu = runs.loc[cpu_rows(runs["platform"]), "platform_key"].astype(str).unique()
     if len(cpu):
         out.append(f"{', '.join(cpu)}: CPU runs are not projected to nodes of accelerators.")
     return out
@@ -406,7 +389,8 @@ def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd
 @dataclass(frozen=True)
 class PlatformsPage:
     """Every frame and sentence of the platforms page, in the page's order, from its runs (:func:`comparable`)
-    and their steps; each attribute is named after the function that makes it (docs/reports.md)."""
+    and their steps; each attribute is named after the function that makes it (docs/reports.md), ``configurations``
+    after :data:`MEANS`."""
 
     headline: Html
     sparse_peak_runs: pd.DataFrame
@@ -428,18 +412,20 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, policy: str = "s
     """The platforms page of ``runs`` (:func:`comparable`) and the ``steps`` of its run folders, platforms
     compared under the precision ``policy`` (:data:`PRECISION_POLICIES`), each pair's capacity projected to
     ``project_nodes`` nodes of ``gpus_per_node`` devices."""
-    configs = configurations(runs)
+    found, sparse = run_intervals(runs), sparse_peak_runs(runs)
+    configs = configuration_table(runs, MEANS, found)
     best = peaks(configs, policy)
-    found = winners(runs, configs, policy)
+    found = winners(configs, found, policy)
     projected = capacity(configs, list(project_nodes), gpus_per_node)
     return PlatformsPage(
         headline=headline(runs, found, best),
-        sparse_peak_runs=sparse_peak_runs(runs), sparse_note=sparse_note(runs), peaks=best, mfu_notes=mfu_notes(runs),
+        sparse_peak_runs=sparse, sparse_note=sparse_note(sparse), peaks=best, mfu_notes=mfu_notes(runs, sparse),
         policy_notes=policy_notes(runs, configs, policy), winners=found, configurations=configs, capacity=projected,
         capacity_notes=capacity_notes(runs, configs, projected), capacity_table=capacity_table(projected),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps))
 
 
+@rule("the settings of a faster platform")
 def platform_settings(page: PlatformsPage) -> Found:
     """Per model whose faster platform wins (the page's :func:`winners`) with a best configuration that also
     differs in settings from the runner-up's: try those settings on the runner-up. No gain can be given: the
@@ -460,8 +446,8 @@ def platform_settings(page: PlatformsPage) -> Found:
     return out
 
 
-RULES = (("the settings of a faster platform", platform_settings),)
-"""The platforms page's rules (each reads the :class:`PlatformsPage`): what each looks at, and its function."""
+RULES = (platform_settings,)
+"""The platforms page's rules (each reads the :class:`PlatformsPage`)."""
 
 
 what_to_change = partial(section_of, RULES)

@@ -5,7 +5,6 @@ shows but never concludes from (projected, oversubscribed, incomplete) or whose 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import pandas as pd
@@ -17,33 +16,23 @@ from trainperf.ranks import rank_totals
 from trainperf.report.html import around, count, first_of, fmt_int
 
 
-@dataclass(frozen=True)
-class Unit:
-    """The unit runs are compared in: ``tokens`` or ``samples`` (per second)."""
+class Unit(NamedTuple):
+    """The unit runs are compared in: ``name`` (``tokens`` or ``samples``), the columns of its all-device and
+    per-device rates (``rate``: ``tokens_per_s``; ``per_device``: ``tokens_per_s_per_gpu``) and ``label``
+    (``tokens/s``)."""
 
     name: str
-
-    @property
-    def rate(self) -> str:
-        """Column of the all-device rate, e.g. ``tokens_per_s``."""
-        return f"{self.name}_per_s"
-
-    @property
-    def per_device(self) -> str:
-        return f"{self.name}_per_s_per_gpu"
-
-    @property
-    def label(self) -> str:
-        return f"{self.name}/s"
+    rate: str
+    per_device: str
+    label: str
 
 
 def unit_of(runs: pd.DataFrame) -> Unit:
     """Tokens when every run has a token rate, else samples when every run has
     a sample rate, else tokens (runs without one show empty rates)."""
-    for name in ("tokens", "samples"):
-        if f"{name}_per_s" in runs and runs[f"{name}_per_s"].notna().all():
-            return Unit(name)
-    return Unit("tokens")
+    name = next((n for n in ("tokens", "samples") if f"{n}_per_s" in runs and runs[f"{n}_per_s"].notna().all()),
+                "tokens")
+    return Unit(name, f"{name}_per_s", f"{name}_per_s_per_gpu", f"{name}/s")
 
 
 def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
@@ -85,11 +74,6 @@ def configuration_of(found: pd.DataFrame) -> pd.Series:
     """Per row of a :func:`~trainperf.estimates.run_intervals` frame, the configuration its run repeats (its
     run id where it has no throughput: a configuration of its own)."""
     return found["configuration"].fillna(found["run_id"])
-
-
-def experiments(runs: pd.DataFrame) -> list[str]:
-    """The experiments of ``runs`` in the order they first appear."""
-    return list(dict.fromkeys(runs["experiment"].astype(str)))
 
 
 def by_experiment(runs: pd.DataFrame) -> pd.core.groupby.DataFrameGroupBy:
@@ -194,25 +178,23 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
 
 
 class Ranking(NamedTuple):
-    """The best run by a column, the runner-up and the ``margin`` (best / runner-up − 1
-    for larger-is-better, runner-up / best − 1 otherwise)."""
+    """The best run by a column, the runner-up and the ``margin`` (best / runner-up − 1)."""
 
     best: pd.Series
     runner_up: pd.Series | None
     margin: float
 
 
-def rank(runs: pd.DataFrame, column: str, *, larger_is_better: bool = True) -> Ranking:
-    """The best run of ``runs`` by ``column`` and its margin over the runner-up."""
-    candidates = runs[runs[column].notna()].sort_values(column, ascending=not larger_is_better)
+def rank(runs: pd.DataFrame, column: str) -> Ranking:
+    """The run of ``runs`` with the largest ``column`` and its margin over the runner-up."""
+    candidates = runs[runs[column].notna()].sort_values(column, ascending=False)
     if candidates.empty:
         raise ValueError(f"no run has {column}")
     best = candidates.iloc[0]
     if len(candidates) == 1:
         return Ranking(best, None, float("nan"))
     second = candidates.iloc[1]
-    a, b = float(best[column]), float(second[column])
-    return Ranking(best, second, a / b - 1 if larger_is_better else b / a - 1)
+    return Ranking(best, second, float(best[column]) / float(second[column]) - 1)
 
 
 DOUBTS = {
@@ -249,13 +231,13 @@ def marks(runs: pd.DataFrame) -> pd.Series:
                       for (_, row), k in zip(found.iterrows(), known)], index=runs.index, dtype=object)
 
 
-def known_errors(frame: pd.DataFrame, label: str = "configuration") -> list[str]:
-    """``label: known error`` for each row of ``frame`` (a table's rows, with ``known_error``) whose source
+def known_errors(frame: pd.DataFrame) -> list[str]:
+    """``configuration: known error`` for each row of ``frame`` (a table's rows, with ``known_error``) whose source
     has a known error: the sentences under a table whose ``marks`` say ``known error``."""
     if "known_error" not in frame:
         return []
     rows = frame[frame["known_error"].notna() & frame["known_error"].ne("")]
-    return [f"{name}: {error}." for name, error in zip(rows[label], rows["known_error"])]
+    return [f"{name}: {error}." for name, error in zip(rows["configuration"], rows["known_error"])]
 
 
 def with_marks(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
@@ -269,13 +251,13 @@ def with_marks(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(marks=shown, known_error=ids.map(dict(zip(runs["run_id"].astype(str), known))))
 
 
-def doubt_notes(runs: pd.DataFrame, consequence: str = "shown and marked, never headlined") -> list[str]:
-    """One sentence per kind of :data:`DOUBTS` that some of ``runs`` are: how many, which, why and
-    ``consequence`` (what the page does with them)."""
+def doubt_notes(runs: pd.DataFrame) -> list[str]:
+    """One sentence per kind of :data:`DOUBTS` that some of ``runs`` are: how many, which, why, and that the
+    page shows and marks them but never headlines them."""
     found = doubts(runs)
     ids = runs["run_id"].astype(str)
     return [f"{count(int(found[mark].sum()), 'run')} {mark} ({first_of(ids[found[mark]].tolist(), 4)}): {why}; "
-            f"{consequence}." for _, (_, mark, why) in DOUBTS.items() if found[mark].any()]
+            "shown and marked, never headlined." for _, (_, mark, why) in DOUBTS.items() if found[mark].any()]
 
 
 EVALUATION_SHARE = 0.001

@@ -1,15 +1,13 @@
-"""The throughput report: per configuration (its repeats averaged), the throughput of the whole
-job and of one device, TFLOP/s and MFU, the work done and the elapsed time, the step time's median
-and 95th percentile, peak memory, the experiment's strong or weak scaling, and how much efficiency
-the first step across a node boundary costs — as frames for the notebook's tables and charts, and
-a headline from measured configurations only; where the runs recorded it, where each run's wall
-clock went (its goodput, :func:`goodput`) and its step time along the run with the warm-up found
-(:func:`step_timeline`)."""
+"""The throughput report: per configuration, the throughput of the whole job and of one device, step times,
+memory, the cost of crossing a node, goodput and the step time along each run; each figure and the function that
+makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
+figure"."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,7 +24,7 @@ from trainperf.report.page import require
 from trainperf.report.scaling.analysis import outside_steps
 from trainperf.report.time_to_train import LOOP, VALIDATION, total_parts, total_s
 from trainperf.report.what_to_change import (Found, Measured, clean, data_loading, exposed_communication,
-                                             oversubscription, row, section_of, waits_for_outside_work)
+                                             oversubscription, row, rule, section_of, waits_for_outside_work)
 from trainperf.schema import OUTSIDE_PREFIX
 
 PART_LABELS = {"productive_s": "productive steps", "warmup_excess_s": "warm-up beyond steady steps",
@@ -54,7 +52,7 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
     return ordered(have, ["gpus", "micro_batch_size", "run_id"])
 
 
-def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
+def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per configuration (:func:`trainperf.report.run_labels.configuration_table`: repeats
     averaged, as on the scaling page) with ``runs`` (its repeats), the figures of :data:`MEANS`, its
     throughput's 95 % ``interval``, ``scaling_type`` (``strong`` or ``weak``, from ``derive``) and
@@ -64,10 +62,11 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
     (projected, oversubscribed, incomplete), ``remark`` (the doubt, or that the row is the first step
     across a node boundary: :func:`node_boundaries`), ``best`` (the highest throughput of the
     configurations without a doubt; of all where every one has one) and ``chart_label`` (the
-    configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any."""
+    configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any; ``found``: the
+    runs' :func:`~trainperf.estimates.run_intervals` where already made."""
     unit = unit_of(runs)
     frames = job_frames(steps)
-    found = run_intervals(runs.reset_index(drop=True), frames=frames)
+    found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
     configs = configuration_table(runs, MEANS, found)
     clean = configs["doubt"] == ""
     best = rank(configs[clean] if clean.any() else configs, unit.rate).best.name
@@ -148,6 +147,12 @@ def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _crossing(b: Any) -> str:
+    """A step of :func:`node_boundaries` (a row as a named tuple) in words: ``4 devices on 1 node → 8 on 2 nodes``."""
+    return (f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
+            f"{count(b.to_nodes, 'node')}")
+
+
 def _points(drop: float) -> str:
     """A change of efficiency in percentage points: ``−14.4 points`` (a drop), ``+2.0 points`` (a gain)."""
     return f"{'−' if drop > 0 else '+'}{abs(drop) * 100:.1f} points"
@@ -172,8 +177,7 @@ def node_notes(frame: pd.DataFrame) -> list[str]:
     costs in efficiency, and whether efficiency drops most there."""
     out = []
     for b in node_boundaries(frame).itertuples():
-        step = (f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
-                f"{count(b.to_nodes, 'node')} ({fmt_int(b.per_node)} per node)")
+        step = f"{_crossing(b)} ({fmt_int(b.per_node)} per node)"
         change = (f"{fmt_pct(b.efficiency_before)} → {fmt_pct(b.efficiency_after)} efficiency, "
                   f"{_points(b.drop)}")
         if b.most and b.drop > 0:
@@ -271,10 +275,12 @@ def step_timeline(summaries: Summaries | None) -> Timeline:
 class ThroughputPage:
     """Every frame and sentence of the throughput page, in the page's order, from its ``runs``
     (:func:`measured`) and their ``steps`` (None: none given); each attribute is named after the function that
-    makes it (docs/reports.md), ``goodput_parts`` after :func:`goodput`."""
+    makes it (docs/reports.md), ``goodput_parts`` after :func:`goodput`; ``intervals``: per run (the index of
+    ``runs``), the :func:`~trainperf.estimates.run_intervals` its table and "What to change" share."""
 
     runs: pd.DataFrame
     steps: Summaries | None
+    intervals: pd.DataFrame
     headline: Html
     table: pd.DataFrame
     node_notes: list[str]
@@ -287,14 +293,16 @@ class ThroughputPage:
 
 def analyse(runs: pd.DataFrame, steps: Summaries | None = None) -> ThroughputPage:
     """The throughput page of ``runs`` (:func:`measured`) and the ``steps`` of their run folders."""
-    frame = table(runs, steps)
+    found = run_intervals(runs.reset_index(drop=True), steps).set_axis(runs.index)
+    frame = table(runs, steps, found)
     wall, parts = goodput(runs)
-    return ThroughputPage(runs=runs, steps=steps, headline=headline(frame, unit_of(runs)), table=frame,
+    return ThroughputPage(runs=runs, steps=steps, intervals=found, headline=headline(frame, unit_of(runs)), table=frame,
                           node_notes=node_notes(frame), evaluation_notes=evaluation_notes(runs, steps),
                           evaluation_rates=evaluation_rates(runs, steps), goodput=wall, goodput_parts=parts,
                           step_timeline=step_timeline(steps))
 
 
+@rule("the first step across a node boundary")
 def node_boundary(page: ThroughputPage) -> Found:
     """The first step of a study across a node boundary (:func:`node_boundaries` of the page's table) where
     efficiency drops: what recovering it would give per device, ``efficiency before / after − 1``."""
@@ -312,8 +320,7 @@ def node_boundary(page: ThroughputPage) -> Found:
             "Look at communication between nodes first: per-device throughput drops most where the job "
             "leaves one node" if b.most else "Look at communication between nodes: per-device throughput drops "
                                              "where the job leaves one node",
-            f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
-            f"{count(b.to_nodes, 'node')}: scaling efficiency {fmt_pct(b.efficiency_before)} → "
+            f"{_crossing(b)}: scaling efficiency {fmt_pct(b.efficiency_before)} → "
             f"{fmt_pct(b.efficiency_after)}: per-device throughput drops {fmt_pct(b.drop / b.efficiency_before)}",
             b.efficiency_before / b.efficiency_after - 1, "throughput per device", f"{b.study}: "
             f"{fmt_int(b.to_gpus)} devices and more", runs=int(sides.groupby("gpus")["runs"].sum().min())))
@@ -353,6 +360,7 @@ def _wall_clock_parts(runs: pd.DataFrame) -> pd.DataFrame:
         columns=columns)
 
 
+@rule("time outside the training loop (goodput)")
 def outside_loop(page: Measured) -> Found:
     """Per experiment and part of a run's total time outside its training loop (start-up, checkpoints and
     the other phases outside the steps, validation, warm-up beyond steady steps; :func:`_wall_clock_parts`):
@@ -374,16 +382,9 @@ def outside_loop(page: Measured) -> Found:
     return out
 
 
-RULES = (
-    ("a rank's work outside the synchronised steps", outside_steps),
-    ("more busy processes than cores", oversubscription),
-    ("the first step across a node boundary", node_boundary),
-    ("waits for another rank's work outside the steps", waits_for_outside_work),
-    ("exposed communication", exposed_communication),
-    ("data loading", data_loading),
-    ("time outside the training loop (goodput)", outside_loop),
-)
-"""The throughput page's rules (each reads the :class:`ThroughputPage`): what each looks at, and its function."""
+RULES = (outside_steps, oversubscription, node_boundary, waits_for_outside_work, exposed_communication, data_loading,
+         outside_loop)
+"""The throughput page's rules (each reads the :class:`ThroughputPage`)."""
 
 
 what_to_change = partial(section_of, RULES)

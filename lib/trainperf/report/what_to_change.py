@@ -1,13 +1,8 @@
 """What to change: the few changes a page's runs support, each with its expected gain and confidence; the
-rules several pages share, the compare page's, and the section that shows what a page's rules found.
-
-Each rule is one small function reading what its page already computed; each page's ``RULES`` live beside
-its result, the compare page's here (:data:`COMPARISON_RULES`). A rule gives a change only where its evidence
-is in the runs shown, never a generic tip. ``expected_gain`` is a fraction of what ``gain_of`` names (an upper
-bound where a change removes a whole phase or part); ``confidence`` is ``high`` (a 95 % interval that excludes
-0), ``medium`` (no interval, two or more runs show it) or ``low`` (:func:`confidence`). The rules, their gains
-and the confidence levels: docs/reports.md, "What to change".
-"""
+rules several pages share, the compare page's (:data:`COMPARISON_RULES`), and the section that shows what a
+page's rules found (:func:`section_of`; each page's ``RULES`` live beside its result). A rule gives a change only
+where its evidence is in the runs shown. The rules, their gains and the confidence levels: docs/reports.md,
+"What to change"."""
 
 from __future__ import annotations
 
@@ -16,13 +11,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.compare import Comparison
-from trainperf.estimates import Side, configuration_keys, distinguish, estimate_steps, job_frames, run_intervals
+from trainperf.estimates import Side, configuration_keys, distinguish, estimate_steps, job_frames
 from trainperf.report import run_labels
 from trainperf.report.html import Html, and_list, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
 from trainperf.report.phases import typical_s
@@ -37,7 +32,9 @@ MOST = 6
 
 
 class Measured(Protocol):
-    """What the shared rules read of a page: the ``runs`` it shows and their per-rank ``steps`` (None: none)."""
+    """What the shared rules read of a page: the ``runs`` it shows and their per-rank ``steps`` (None: none); the
+    oversubscription rule reads its ``intervals`` too (per run, the index of ``runs``: the
+    :func:`~trainperf.estimates.run_intervals` the page shows)."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -55,6 +52,19 @@ class Found:
 
     rows: list[dict] = field(default_factory=list)
     lacking: str = ""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule: ``what`` it looks at (named where it could not look) and ``find``, what it found on a page."""
+
+    what: str
+    find: Callable[[Any], Found]
+
+
+def rule(what: str) -> Callable[[Callable[[Any], Found]], Rule]:
+    """The decorated function (a page → what it found there) as a :class:`Rule` that looks at ``what``."""
+    return partial(Rule, what)
 
 
 def confidence(interval: tuple[float, float] | None, runs: int, *, bound: bool = False) -> str | None:
@@ -132,12 +142,14 @@ def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices:
     return out
 
 
+@rule("data loading")
 def data_loading(page: Measured) -> Found:
     """Data loading (``data_s``) as a share of the step: load the next batch while the step computes."""
     return _phase_rows(page, "data_s", "Load the next batch while the step computes (more loader workers, "
                                        "prefetching, pinned memory)", "data loading")
 
 
+@rule("exposed communication")
 def exposed_communication(page: Measured) -> Found:
     """Communication computation does not hide (``comm_exposed_s``, else all of ``comm_s``: an upper bound)
     as a share of the step, on two or more devices: hide more of it behind the backward pass."""
@@ -146,6 +158,7 @@ def exposed_communication(page: Measured) -> Found:
                        "communication not hidden by computation", devices=2)
 
 
+@rule("waits for another rank's work outside the steps")
 def waits_for_outside_work(page: Measured) -> Found:
     """The other ranks' wait, in their next collective, for one rank's work outside the steps
     (``wait_outside_s``: an evaluation or a checkpoint on rank 0 alone) as a share of the step: spread that
@@ -162,18 +175,20 @@ def waits_for_outside_work(page: Measured) -> Found:
     return found
 
 
+@rule("more busy processes than cores")
 def oversubscription(page: Measured) -> Found:
     """Runs with more busy processes than cores (``oversubscribed``) against the fastest configuration of
-    their study that is not: the gain of running that one instead, in tokens (or samples) per second."""
+    their study that is not: the gain of running that one instead, in tokens (or samples) per second, with the
+    interval of the page's ``intervals``."""
     runs = page.runs
     over = runs["oversubscribed"].eq(True).fillna(False).to_numpy(bool) if "oversubscribed" in runs else None
     if over is None or not over.any():
         return Found(lacking="no run has more busy processes than cores")
-    unit, out, frames = run_labels.unit_of(runs), Found(), job_frames(page.steps)
+    unit, out = run_labels.unit_of(runs), Found()
     study = run_labels.study_of(runs)
     for name, group in runs.groupby(study.astype(str), sort=False):
+        found = page.intervals.loc[group.index].reset_index(drop=True)
         group = group.reset_index(drop=True)
-        found = run_intervals(group, frames=frames)
         config = found["configuration"]
         bad = group["oversubscribed"].eq(True).fillna(False).to_numpy(bool)
         good = ~run_labels.doubtful(group).to_numpy(bool) & config.notna().to_numpy(bool)
@@ -200,6 +215,7 @@ def oversubscription(page: Measured) -> Found:
     return out
 
 
+@rule("the comparison's verdict")
 def verdict(result: Comparison) -> Found:
     """A comparison's verdict (:class:`trainperf.compare.Comparison`): keep the candidate when it is faster,
     the baseline when it is slower (the gain of reverting: ``1 / (1 + d) − 1``), or the repeats a side
@@ -228,21 +244,19 @@ def verdict(result: Comparison) -> Found:
                          f"{fmt_pct(result.min_effect, 0)} ({figure}): neither is worth changing to for speed")
 
 
-Rule = Callable[[Measured], Found]
-"""A rule: what it found on a page."""
-COMPARISON_RULES = (("the comparison's verdict", verdict),)
+COMPARISON_RULES = (verdict,)
 """The compare page's rules (each reads its :class:`trainperf.compare.Comparison`)."""
 
 
-def candidates(rules: Iterable[tuple[str, Rule]], page: Measured) -> tuple[pd.DataFrame, list[str]]:
-    """Every candidate change the ``rules`` (each with what it looks at) found on ``page`` (:data:`COLUMNS` and
-    ``listed``), by expected gain, and a sentence per rule that could not look (what it lacks)."""
+def candidates(rules: Iterable[Rule], page: Measured) -> tuple[pd.DataFrame, list[str]]:
+    """Every candidate change the ``rules`` found on ``page`` (:data:`COLUMNS` and ``listed``), by expected gain,
+    and a sentence per rule that could not look (what it looks at, and what it lacks)."""
     rows, lacking = [], []
-    for what, rule in rules:
-        found = rule(page)
+    for each in rules:
+        found = each.find(page)
         rows += found.rows
         if found.lacking and not found.rows:
-            lacking.append(f"{what}: {found.lacking}")
+            lacking.append(f"{each.what}: {found.lacking}")
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "listed"])
     frame = frame.astype({"expected_gain": float, "seconds_saved": float, "listed": bool})
     return frame.sort_values("expected_gain", ascending=False, kind="stable", na_position="last"
@@ -261,24 +275,19 @@ def short(change: str) -> str:
     return text[0].lower() + text[1:]
 
 
-SHOWN = {"change": "what_to_change", "evidence": "based_on"}
-"""Columns :func:`section` shows under another name (``change`` and ``evidence`` format other tables)."""
-
-
 def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     """The "What to change" section of a page from what its rules found (:func:`candidates`): a sentence on
     what the data supports, the table of changes, and the candidates left out (within the noise, below 2 %, or
     beyond the first :data:`MOST`); where the data supports no change, a sentence saying so and why."""
-    listed = found[found["listed"]]
-    shown = listed.head(MOST)
+    shown, more = listed(found), int(found["listed"].sum()) - MOST
     left = found[~found["listed"]]
     notes = []
     if len(left):
         notes.append("Left out, within the noise or below " + fmt_pct(MIN_EFFECT, 0) + ": " + and_list(
             [f"{short(change)} ({count(len(rows), 'candidate')}, {fmt_pct(rows['expected_gain'].max())} at most)"
              for change, rows in left.groupby(left["change"].map(short), sort=False)]) + ".")
-    if len(listed) > MOST:
-        notes.append(f"{count(len(listed) - MOST, 'more change')} with smaller gains not shown.")
+    if more > 0:
+        notes.append(f"{count(more, 'more change')} with smaller gains not shown.")
     if shown.empty:
         why = [*lacking, *(["every candidate is within the noise or below " + fmt_pct(MIN_EFFECT, 0)]
                             if len(left) else [])]
@@ -292,13 +301,14 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     summary = (f"{count(len(shown), 'change')} the data supports, by expected gain; the largest: "
                f"{short(top['change'])} ({gain}, {top['confidence']} confidence).")
     timed = shown["seconds_saved"].notna().any()  # no change of the page saves a time that can be given: no columns
-    table = styled(shown[[c for c in COLUMNS if timed or c not in ("seconds_saved", "saved_per")]].rename(columns=SHOWN))
+    table = styled(shown[[c for c in COLUMNS if timed or c not in ("seconds_saved", "saved_per")]].rename(
+        columns={"change": "what_to_change", "evidence": "based_on"}))  # "change", "evidence": other tables' formats
     html = f"<p>{esc(summary)}</p>" + table.to_html() + "".join(f"<p>{esc(n)}</p>" for n in notes)
     text = "\n".join([summary, table.data.to_string(index=False), *notes])
     return Html(html, text)
 
 
-def section_of(rules: Iterable[tuple[str, Rule]], page: Measured) -> Html:
+def section_of(rules: Iterable[Rule], page: Measured) -> Html:
     """The "What to change" section of ``page``: what its ``rules`` found (:func:`candidates`, :func:`section`).
     Each page binds its own rules: ``what_to_change = partial(section_of, RULES)``."""
     return section(*candidates(rules, page))

@@ -4,11 +4,12 @@ sentence notebooks/scaling.ipynb shows; its headline, its cost, and the rules of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.estimates import job_frames
+from trainperf.estimates import job_frames, run_intervals
 from trainperf.ranks import IMBALANCE_STRAGGLER
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fmt_usd, headline as banner
 from trainperf.report.phases import per_experiment, without_phases
@@ -16,8 +17,8 @@ from trainperf.report.run_labels import by_experiment, doubtful, evaluation_note
 from trainperf.report.scaling import multipliers, projection, ranks, studies
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
 from trainperf.report.scaling.studies import KIND_LABELS
-from trainperf.report.what_to_change import (Found, Measured, Rule, candidates as found_by, clean, data_loading,
-                                             exposed_communication, oversubscription, row, section,
+from trainperf.report.what_to_change import (Found, Measured, candidates as found_by, clean, data_loading,
+                                             exposed_communication, oversubscription, row, rule, section_of,
                                              waits_for_outside_work)
 
 
@@ -27,10 +28,12 @@ class ScalingPage:
     (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank ``steps`` (None: none given); each
     attribute is named after the function that makes it (docs/reports.md), ``waits`` and ``straggler_notes``
     after :func:`~trainperf.report.scaling.ranks.stragglers`, ``named_ranks`` and ``named_note`` after
-    :func:`~trainperf.report.scaling.ranks.named_ranks`."""
+    :func:`~trainperf.report.scaling.ranks.named_ranks`; ``intervals``: per run (the index of ``runs``), the
+    :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
 
     runs: pd.DataFrame
     steps: Summaries | None
+    intervals: pd.DataFrame
     headline: Html
     confounded: list[str]
     laws: list[str]
@@ -66,7 +69,10 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     """The scaling page of ``runs`` (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank
     ``steps``, projected to ``project_to_gpus`` devices (default: 8 × the largest measured)."""
     frames = job_frames(steps)
-    study = {name: multipliers.experiment_rows(group, frames) for name, group in by_experiment(runs)}
+    intervals = pd.concat([run_intervals(group.reset_index(drop=True), frames=frames).set_axis(group.index)
+                           for _, group in by_experiment(runs)])
+    study = {name: multipliers.experiment_rows(group, intervals.loc[group.index])
+             for name, group in by_experiment(runs)}
     table = multipliers.table(study)
     found = projection.projections(runs, project_to_gpus)
     curves = projection.curves(found)
@@ -76,7 +82,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     waits, straggler_notes = ranks.stragglers(runs, steps)
     named, named_note = ranks.named_ranks(waits)
     return ScalingPage(
-        runs=runs, steps=steps, headline=headline(table, found), confounded=studies.confounded(runs),
+        runs=runs, steps=steps, intervals=intervals, headline=headline(table, found),
+        confounded=studies.confounded(runs),
         laws=studies.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
         phases=per_experiment(runs, lambda group: labels(group, compact=True)), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
@@ -147,6 +154,7 @@ def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
     return banner(text, figures)
 
 
+@rule("a rank's work outside the synchronised steps")
 def outside_steps(page: Measured) -> Found:
     """A rank that takes longer than the others (:func:`~trainperf.report.scaling.ranks.slow_ranks` of the runs a
     change may be concluded from), per experiment: the job ends when it does, so its extra time is the gain, of
@@ -221,22 +229,10 @@ def cost_notes(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-RULES: tuple[tuple[str, Rule], ...] = (
-    ("a rank's work outside the synchronised steps", outside_steps),
-    ("more busy processes than cores", oversubscription),
-    ("waits for another rank's work outside the steps", waits_for_outside_work),
-    ("exposed communication", exposed_communication),
-    ("data loading", data_loading),
-)
-"""The scaling page's rules (each reads the :class:`ScalingPage`): what each looks at, and its function."""
+RULES = (outside_steps, oversubscription, waits_for_outside_work, exposed_communication, data_loading)
+"""The scaling page's rules (each reads the :class:`ScalingPage`)."""
 
 
-def candidates(page: ScalingPage) -> tuple[pd.DataFrame, list[str]]:
-    """Every candidate change the :data:`RULES` found on ``page``
-    (:func:`trainperf.report.what_to_change.candidates`)."""
-    return found_by(RULES, page)
-
-
-def what_to_change(page: ScalingPage) -> Html:
-    """The scaling page's "What to change" section (:func:`trainperf.report.what_to_change.section`)."""
-    return section(*candidates(page))
+candidates = partial(found_by, RULES)
+"""Every candidate change the :data:`RULES` found on a :class:`ScalingPage`."""
+what_to_change = partial(section_of, RULES)

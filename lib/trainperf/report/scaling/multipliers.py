@@ -8,10 +8,10 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
 
-from trainperf.estimates import NO_INTERVAL, distinguish, run_intervals
+from trainperf.estimates import NO_INTERVAL, distinguish
 from trainperf.invariants import serial_fraction_possible
 from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
-from trainperf.report.run_labels import configuration_means, doubtful, labels, marks
+from trainperf.report.run_labels import configuration_means, configuration_of, doubtful, labels, marks
 from trainperf.report.theme import error_bars, tick_labels
 from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
 from trainperf.scaling import karp_flatt
@@ -40,7 +40,6 @@ def table(study: Study) -> pd.DataFrame:
                   "scaling_efficiency", "efficiency_low", "efficiency_high", "efficiency_interval",
                   "serial_fraction", "serial_low", "serial_high", "serial_emptied", "scaling_basis", "only_devices_change",
                   "scaling_kind", "marks", "known_error", "concluded"]]
-
 
 
 def shown_columns(group: pd.DataFrame) -> list[str]:
@@ -84,17 +83,16 @@ SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "r
 """What an interval comes from, in the words of the interval columns."""
 
 
-def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One experiment's :func:`table` rows and their
-    :func:`trainperf.estimates.run_intervals` rows (same order) from the steps'
-    :func:`trainperf.estimates.job_frames`."""
-    group = runs.reset_index(drop=True)
+def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One experiment's :func:`table` rows and their :func:`trainperf.estimates.run_intervals` rows (same order),
+    from its runs and their run_intervals ``every`` (per run, same order)."""
+    group, every = runs.reset_index(drop=True), every.reset_index(drop=True)
     weak = kind_of(group) == "weak"  # Karp–Flatt assumes the same total work: none for weak scaling
-    every = run_intervals(group, frames=frames)
-    key = every["configuration"].fillna(every["run_id"])
+    key = configuration_of(every)
     base_key = set(key[(group["run_id"] == group["baseline_run_id"]).fillna(False).to_numpy(bool)])  # its configuration
     rows, found = configuration_means(group, every, (*SPEED, "scaling_multiplier"))
-    at_base = found.index[found["configuration"].fillna(found["run_id"]).isin(base_key)]
+    configuration = configuration_of(found)
+    at_base = found.index[configuration.isin(base_key)]
     base = at_base[0] if len(at_base) else None
     multiplier, ideal = rows["scaling_multiplier"], pd.Series(np.nan, index=rows.index)
     if base is not None:
@@ -109,9 +107,7 @@ def experiment_rows(runs: pd.DataFrame, frames: dict[str, pd.DataFrame]) -> tupl
                          ).groupby(key.to_numpy(), sort=False)
     row_marks = shown["marks"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m if x)))
     row_errors = shown["known_error"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m.dropna() if x)))
-    row_doubt = shown["doubtful"].any()
-    configuration = found["configuration"].fillna(found["run_id"])
-    doubt = configuration.map(row_doubt).to_numpy(bool)
+    doubt = configuration.map(shown["doubtful"].any()).to_numpy(bool)
     concluded = ~doubt & (base is not None) & (not doubt[base] if base is not None else False)
     return rows.assign(
         configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,

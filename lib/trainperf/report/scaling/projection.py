@@ -123,11 +123,6 @@ class Projection:
         known = [f for f in self.fits.values() if f.has_band]
         return min(known or self.fits.values(), key=lambda f: f.rmse)
 
-    def targets(self) -> list[float]:
-        """Relative device counts to tabulate: doublings from the largest measured up to the target."""
-        points = float(self.p.max()) * 2.0 ** np.arange(1, 64)
-        return [*points[points < self.target].tolist(), self.target]
-
 
 def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float,
             fitted: tuple[str, ...] = tuple(LAWS)) -> Projection:
@@ -211,7 +206,8 @@ def projected(found: list[Projection]) -> pd.DataFrame:
     with the band or why there is none), the straight line (``naive``) and the ``ideal``."""
     parts = []
     for proj in found:
-        p = np.array(proj.targets())
+        doublings = float(proj.p.max()) * 2.0 ** np.arange(1, 64)
+        p = np.array([*doublings[doublings < proj.target], proj.target])
         part = pd.DataFrame({"experiment": proj.experiment, "devices": p * proj.base_gpus})
         for law, f in proj.fits.items():
             reach, low, high = within_reach(f, p, float(proj.p.max()))  # one call per law: each draws anew

@@ -22,8 +22,7 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
         attrs, runs = runs.attrs, pd.concat([runs, shared], ignore_index=True).copy()  # copy: one block per dtype
         runs.attrs = attrs
     study = study_of(runs)
-    kinds = runs.groupby(study, sort=False)["scaling_type"].agg(
-        lambda k: k.dropna().iloc[0] if k.dropna().nunique() == 1 else None)
+    kinds = {name: kind_of(group) for name, group in runs.groupby(study, sort=False)}
     named = {name: _with_kind(name, str(experiment), KIND_LABELS.get(kinds[name], KIND_LABELS[None]))
              for name, experiment in zip(study, runs["experiment"])}
     runs = runs.assign(experiment=study.map(named))
@@ -72,7 +71,6 @@ def confounded(runs: pd.DataFrame) -> list[str]:
     return [f"{name} changes more than the device count: {'; '.join(found)}. Its multiplier mixes scaling with "
             "these changes, so it is not fitted or projected."
             for name, group in by_experiment(runs) if (found := changes(group))]
-
 
 
 KIND_LABELS = {"strong": "strong scaling", "weak": "weak scaling", None: "strong or weak not known"}
