@@ -202,7 +202,9 @@ class StepProfiler(CommSampling):
         as the ``data`` phase (of the open step, else of the next step)."""
         iterator = iter(iterable)
         while True:
-            start = None if self._off else self._begin_host_interval()
+            if not self._off:
+                self._window()  # the wait starts the window of the step it feeds, if nothing else did
+            start = None if self._off else perf_counter()
             try:
                 with (self._range("data") or _NO_STEP) if start is not None else _NO_STEP:
                     item = next(iterator)
@@ -314,17 +316,9 @@ class StepProfiler(CommSampling):
             recording = self._recording()
         return self._record_function(f"trainperf/{name}") if recording else None
 
-    def _begin_host_interval(self) -> float:
-        self._window()
-        return perf_counter()
-
     def _add_data(self, start: float, end: float) -> None:
         target = self._open.data if self._open is not None else self._carry_data
         target.append((start, end))
-
-    def _add_phase(self, index: int, start: Any, end: Any) -> None:
-        target = self._open.phases if self._open is not None else self._carry_phases
-        target.append((index, start, end))
 
     def _end_outside(self, name: str, start: Any, end: Any) -> None:
         """A phase outside the steps ended: it waits to be written (before the next step, which
@@ -521,7 +515,8 @@ class _Phase:
         if self._index == DATA:
             profiler._add_data(self._start, perf_counter())
         else:
-            profiler._add_phase(self._index, self._start, profiler._clock.mark())
+            phases = profiler._open.phases if profiler._open is not None else profiler._carry_phases
+            phases.append((self._index, self._start, profiler._clock.mark()))
         return False
 
 
