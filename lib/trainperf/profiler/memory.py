@@ -52,25 +52,20 @@ class CudaMemory:
 
 
 class HostPeak:
-    """On CPU, the device is the host: the peak resident set so far, and no
-    allocator counts."""
+    """On CPU, the device is the host: the peak resident set of this process so far (GiB; not on
+    POSIX, the resident set now), and no allocator counts."""
 
     def __init__(self) -> None:
-        self._peak = host_peak_reader()
+        try:
+            import resource
+        except ImportError:  # not on POSIX
+            self._peak = host_memory_reader()
+            return
+        unit = (1.0 if sys.platform == "darwin" else 1024.0) / GIB  # ru_maxrss: KiB on Linux, bytes on macOS
+        self._peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit
 
     def read(self) -> MemoryReading:
         return MemoryReading(self._peak(), None, None, None)
-
-
-def host_peak_reader() -> Callable[[], float]:
-    """Peak resident set of this process so far (GiB)."""
-    try:
-        import resource
-    except ImportError:  # not on POSIX
-        return host_memory_reader()
-    # ru_maxrss is in KiB on Linux and in bytes on macOS
-    unit = 1.0 if sys.platform == "darwin" else 1024.0
-    return lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit / GIB
 
 
 def host_memory_reader() -> Callable[[], float]:

@@ -115,6 +115,8 @@ def on_host(value: Any) -> Any:
     step's end mark, so it is complete when the step is resolved); a host
     tensor is read now (no sync), so that the step kept for its batch holds
     no tensor and no autograd graph; anything else is kept as it is."""
+    if value is None or type(value) in (int, float):  # the usual counts: no failed attribute lookups
+        return value
     if getattr(value, "is_cuda", False):
         return value.detach().to("cpu", non_blocking=True)
     return number(value) if hasattr(value, "item") else value

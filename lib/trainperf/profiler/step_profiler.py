@@ -202,9 +202,11 @@ class StepProfiler(CommSampling):
         as the ``data`` phase (of the open step, else of the next step)."""
         iterator = iter(iterable)
         while True:
-            start = None if self._off else self._begin_host_interval()
+            if not self._off:
+                self._window()  # the wait starts the window of the step it feeds, if nothing else did
+            start = None if self._off else perf_counter()
             try:
-                with self._range("data") if start is not None else _NO_STEP:
+                with (self._range("data") or _NO_STEP) if start is not None else _NO_STEP:
                     item = next(iterator)
             except StopIteration:
                 return
@@ -309,22 +311,14 @@ class StepProfiler(CommSampling):
 
     def _range(self, name: str, recording: bool | None = None) -> Any:
         """A ``trainperf/<name>`` record_function range while a torch profiler records
-        (``recording``; None: asked now), else a context manager that does nothing."""
+        (``recording``; None: asked now), else None."""
         if recording is None:
             recording = self._recording()
-        return self._record_function(f"trainperf/{name}") if recording else _NO_STEP
-
-    def _begin_host_interval(self) -> float:
-        self._window()
-        return perf_counter()
+        return self._record_function(f"trainperf/{name}") if recording else None
 
     def _add_data(self, start: float, end: float) -> None:
         target = self._open.data if self._open is not None else self._carry_data
         target.append((start, end))
-
-    def _add_phase(self, index: int, start: Any, end: Any) -> None:
-        target = self._open.phases if self._open is not None else self._carry_phases
-        target.append((index, start, end))
 
     def _end_outside(self, name: str, start: Any, end: Any) -> None:
         """A phase outside the steps ended: it waits to be written (before the next step, which
@@ -454,7 +448,8 @@ class _Step:
         self._range = trace_range
         self._counter = counter
         self._given = (record.tokens is not None, record.samples is not None)  # step() counted the whole step
-        trace_range.__enter__()
+        if trace_range is not None:
+            trace_range.__enter__()
         if counter is not None:
             counter.__enter__()
 
@@ -466,7 +461,8 @@ class _Step:
             self._counter.__exit__(None, None, None)
             if exc_type is None:
                 self._profiler._counted(self._counter, self._record)
-        self._range.__exit__(None, None, None)
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
         self._profiler._end_step(self._record, exc_type is not None, exc if isinstance(exc, BaseException) else None)
         return False
 
@@ -505,19 +501,22 @@ class _Phase:
         self._range = trace_range
 
     def __enter__(self) -> _Phase:
-        self._range.__enter__()
+        if self._range is not None:
+            self._range.__enter__()
         self._start = perf_counter() if self._index == DATA else self._profiler._clock.mark()
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
-        self._range.__exit__(None, None, None)
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
         profiler = self._profiler
         if profiler._off:
             return False
         if self._index == DATA:
             profiler._add_data(self._start, perf_counter())
         else:
-            profiler._add_phase(self._index, self._start, profiler._clock.mark())
+            phases = profiler._open.phases if profiler._open is not None else profiler._carry_phases
+            phases.append((self._index, self._start, profiler._clock.mark()))
         return False
 
 
@@ -532,12 +531,14 @@ class _OutsidePhase:
         self._range = profiler._range(name)
 
     def __enter__(self) -> _OutsidePhase:
-        self._range.__enter__()
+        if self._range is not None:
+            self._range.__enter__()
         self._start = self._profiler._clock.mark()
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
-        self._range.__exit__(None, None, None)
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
         profiler = self._profiler
         if not profiler._off:
             try:
