@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.ticker import Formatter, NullFormatter, NullLocator
 from pandas.io.formats.style import Styler
@@ -341,7 +342,7 @@ def panels(names: Sequence[object], col_wrap: int, height: float, aspect: float,
     # about where the layout will put them (panels fitting their categories measure the room they have)
     figure.subplots_adjust(left=0.8 / (columns * width), right=1 - 0.1 / (columns * width),
                            bottom=0.7 / (rows * height), top=1 - 0.3 / (rows * height),
-                           wspace=0.8 / (width - 0.8), hspace=1.0 / (height - 1.0))
+                           wspace=0.8 / max(width - 0.8, 0.5), hspace=1.0 / max(height - 1.0, 0.5))
     for ax in grid.flat[len(names):]:
         ax.remove()
     return dict(zip(map(str, names), grid.flat))
@@ -355,7 +356,8 @@ def finish_panels(axes: Mapping[str, Axes], xlabel: str | None, ylabel: str | No
     of theirs, titled ``legend`` (their own title when None), and the figure laid out once."""
     shown = list(axes.values())
     columns = shown[0].get_gridspec().ncols
-    entries, title = {}, legend
+    entries: dict[str, Artist] = {}
+    title = legend
     for i, (name, ax) in enumerate(axes.items()):
         ax.set_title(name, **({} if title_size is None else {"size": title_size}))
         if xlabel is not None:
