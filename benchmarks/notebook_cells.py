@@ -2,6 +2,9 @@
 with its default parameters (no kernel, no export), each repeat in a fresh
 process (nothing remembered between them), the least of the repeats kept:
 the work of the cells themselves, which a loaded machine's wall clock hides.
+A cell's seconds include its charts' images: after each cell every open
+figure is saved as the report's kernel saves it (SVG, cropped to what is
+drawn: ``bbox_inches="tight"``) and closed; ``--no-images`` leaves them out.
 Cells are grouped as ``benchmarks/report_time.py`` groups them (data loading,
 charts, imports, analysis). Usage, from the repository root::
 
@@ -18,16 +21,25 @@ import sys
 import time
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.pylabtools import print_figure
 from report_time import kind_of
 
 
-def run_cells(notebook: Path) -> list[tuple[str, float, str]]:
-    """(part, CPU seconds, first line) of each code cell, run in order in this process."""
-    import matplotlib
+def save_figures() -> None:
+    """Make the image of every open figure as the inline backend does after a cell (SVG, ``bbox_inches="tight"``,
+    :func:`IPython.core.pylabtools.print_figure`), then close them."""
+    for number in plt.get_fignums():
+        print_figure(plt.figure(number), "svg", bbox_inches="tight")
+    plt.close("all")
 
+
+def run_cells(notebook: Path, images: bool = True) -> list[tuple[str, float, str]]:
+    """(part, CPU seconds, first line) of each code cell, run in order in this process; with ``images``, a cell's
+    seconds include making its figures' images (:func:`save_figures`)."""
     matplotlib.use("agg")
-    from IPython.core.interactiveshell import InteractiveShell
-
     shell = InteractiveShell.instance()
     os.chdir(notebook.parent)  # the notebook's relative data paths
     out = []
@@ -37,6 +49,8 @@ def run_cells(notebook: Path) -> list[tuple[str, float, str]]:
         source = "".join(cell["source"])
         start = time.process_time()
         result = shell.run_cell(source, silent=True)
+        if images:
+            save_figures()
         seconds = time.process_time() - start
         if not result.success:
             raise SystemExit(f"{notebook}: cell failed: {source.splitlines()[0]}: {result.error_in_exec!r}")
@@ -49,12 +63,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebook", type=Path)
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes to run it in (the least is kept)")
+    parser.add_argument("--no-images", action="store_true", help="leave out making the charts' images")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # one run, for the parent process
     args = parser.parse_args()
     if args.json:
-        print(json.dumps(run_cells(args.notebook.resolve())))
+        print(json.dumps(run_cells(args.notebook.resolve(), images=not args.no_images)))
         return
-    command = [sys.executable, __file__, str(args.notebook), "--json"]
+    command = [sys.executable, __file__, str(args.notebook), "--json", *(["--no-images"] if args.no_images else [])]
     runs = [json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
             for _ in range(args.repeat)]
     cells = [(part, min(run[i][1] for run in runs), line) for i, (part, _, line) in enumerate(runs[0])]

@@ -158,6 +158,32 @@ def test_legend_outside_moves_a_grids_legend_beside_its_facets():
     assert all(legend.x0 >= ax.get_window_extent().x1 for ax in grid.axes.flat)
 
 
+def test_panels_are_labelled_as_a_seaborn_grid_with_one_legend_beside_them():
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    theme.apply()
+    frame = pd.DataFrame({"run": ["a", "a", "b", "c"], "x": [1, 2, 1, 1], "y": [1.0, 2.0, 3.0, 4.0],
+                          "h": ["p", "p", "q", "p"]})
+    axes = theme.panels(frame["run"].unique(), col_wrap=2, height=2.0, aspect=1.5)
+    for name, ax in axes.items():
+        sns.scatterplot(frame[frame["run"] == name], x="x", y="y", hue="h", palette={"p": "red", "q": "blue"}, ax=ax)
+    theme.finish_panels(axes, "steps", "seconds", legend="kind")
+    a, b, c = axes.values()
+    figure = a.figure
+    assert tuple(figure.get_size_inches()) == pytest.approx((2 * 3.0, 2 * 2.0))  # 2 columns, 2 rows
+    assert [ax.get_title(loc="left") for ax in (a, b, c)] == ["a", "b", "c"]
+    # as seaborn labels a wrapped grid: x under the lowest panel of each column (none is under b), y on the left
+    assert [ax.get_xlabel() for ax in (a, b, c)] == ["", "steps", "steps"]
+    assert [ax.get_ylabel() for ax in (a, b, c)] == ["seconds", "", "seconds"]
+    legend, = figure.legends  # the panels' own legends, each with what it drew, become one
+    assert [t.get_text() for t in legend.get_texts()] == ["p", "q"] and legend.get_title().get_text() == "kind"
+    assert all(ax.get_legend() is None for ax in (a, b, c))
+    figure.canvas.draw()
+    assert all(legend.get_window_extent().x0 >= ax.get_window_extent().x1 for ax in (a, b, c))
+    plt.close(figure)
+
+
 def test_inline_charts_are_drawn_once_for_their_image_only():
     """The inline backend draws a chart for its PNG; pyplot's own after-cell redraw is switched off."""
     script = """

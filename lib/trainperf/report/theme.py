@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.ticker import Formatter, NullFormatter, NullLocator
 from pandas.io.formats.style import Styler
@@ -325,6 +326,54 @@ def legend_outside(plot: Axes | sns.FacetGrid, title: str | None = None) -> None
         entries.setdefault(label, handle)
     plot.legend(entries.values(), entries.keys(), title=legend.get_title().get_text() if title is None else title,
                 loc="upper left", bbox_to_anchor=(1.01, 1))
+
+
+def panels(names: Sequence[object], col_wrap: int, height: float, aspect: float,
+           sharey: bool = False) -> dict[str, Axes]:
+    """One empty panel (axes) per name, in rows of ``col_wrap``, each ``height`` inches high and ``aspect`` times
+    as wide, as seaborn's figure-level grids (``col=…, col_wrap=…``) place them: draw into each with an
+    axes-level seaborn function (``sns.lineplot(…, ax=axes[name])``), then call :func:`finish_panels`. Every
+    panel keeps its own axes (one y axis for all with ``sharey``). A figure-level grid lays out every panel when
+    it is made (empty) and again when finished; these are laid out once, finished."""
+    columns = min(col_wrap, len(names))
+    rows = -(-len(names) // columns)
+    width = height * aspect
+    figure, grid = plt.subplots(rows, columns, figsize=(columns * width, rows * height), squeeze=False, sharey=sharey)
+    # about where the layout will put them (panels fitting their categories measure the room they have)
+    figure.subplots_adjust(left=0.8 / (columns * width), right=1 - 0.1 / (columns * width),
+                           bottom=0.7 / (rows * height), top=1 - 0.3 / (rows * height),
+                           wspace=0.8 / max(width - 0.8, 0.5), hspace=1.0 / max(height - 1.0, 0.5))
+    for ax in grid.flat[len(names):]:
+        ax.remove()
+    return dict(zip(map(str, names), grid.flat))
+
+
+def finish_panels(axes: Mapping[str, Axes], xlabel: str | None, ylabel: str | None, legend: str | None = None,
+                  title_size: float | None = None) -> None:
+    """Finish :func:`panels`: each panel titled with its name (``title_size``: points, else the theme's), the x
+    axis labelled ``xlabel`` on the lowest panel of each column and the y axis ``ylabel`` on the left column (as
+    a seaborn grid labels them; None: each panel keeps its own), one legend beside the panels with every entry
+    of theirs, titled ``legend`` (their own title when None), and the figure laid out once."""
+    shown = list(axes.values())
+    columns = shown[0].get_gridspec().ncols
+    entries: dict[str, Artist] = {}
+    title = legend
+    for i, (name, ax) in enumerate(axes.items()):
+        ax.set_title(name, **({} if title_size is None else {"size": title_size}))
+        if xlabel is not None:
+            ax.set_xlabel(xlabel if i + columns >= len(shown) else "")
+        if ylabel is not None:
+            ax.set_ylabel(ylabel if i % columns == 0 else "")
+        own = ax.get_legend()
+        if own is not None:
+            title = own.get_title().get_text() if title is None else title
+            for text, handle in zip(own.get_texts(), own.legend_handles):
+                entries.setdefault(text.get_text(), handle)
+            own.remove()
+    shown[0].figure.tight_layout()
+    if entries:
+        shown[0].figure.legend(entries.values(), entries.keys(), title=title, loc="upper left",
+                               bbox_to_anchor=(1.0, 0.97), frameon=False)
 
 
 def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = ()) -> None:
