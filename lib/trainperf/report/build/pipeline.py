@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -156,10 +156,10 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     out_dir = jobs[0].out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, ReportResult] = {}
-    if multiprocessing.get_start_method() == "fork":
-        warm_up()  # once here, while the kernel server still imports, instead of once in each worker
+    # the exporter compiled once here, while the kernel server reads the inputs, instead of once in each worker
+    meanwhile = warm_up if multiprocessing.get_start_method() == "fork" else None
     direct = multiprocessing.get_start_method() != "forkserver"  # the workers' parent is this process
-    with forked_kernels(kernel, NOTEBOOKS), pinned(data_paths(jobs)), ProcessPoolExecutor(
+    with forked_kernels(kernel, NOTEBOOKS), pinned(data_paths(jobs), meanwhile), ProcessPoolExecutor(
             max_workers=max(1, min(workers, len(jobs))), initializer=die_with_parent if direct else None,
             initargs=(signal.SIGKILL, os.getpid()) if direct else ()) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
@@ -175,13 +175,17 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
 
 
 @contextmanager
-def pinned(paths: Sequence[str]) -> Iterator[None]:
+def pinned(paths: Sequence[str], meanwhile: Callable[[], None] | None = None) -> Iterator[None]:
     """While inside, the inputs at or below ``paths``, read once now, are read as
     they are now by this process and the kernels it starts (:data:`trainperf.reading.loading.PINNED`).
     They are read by the kernel server, where one runs, and the kernels it forks find them in its memory
-    (:func:`~trainperf.report.build.kernels.read_ahead`); else here."""
+    (:func:`~trainperf.report.build.kernels.read_ahead`), while this process runs ``meanwhile``; else here."""
     saved = os.environ.get(PINNED)
-    pins = read_ahead(list(paths))
+    with ThreadPoolExecutor(max_workers=1) as asking:  # its thread ends before the workers are forked
+        ahead = asking.submit(read_ahead, list(paths))
+        if meanwhile:
+            meanwhile()
+        pins = ahead.result()
     os.environ[PINNED] = json.dumps(pin_inputs(*paths) if pins is None else pins)
     try:
         yield
