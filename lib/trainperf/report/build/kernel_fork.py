@@ -34,8 +34,8 @@ server asks the kernel for the uid of each process that connects
 This file runs as a script (``python kernel_fork.py serve|launch ...``) and
 imports nothing from trainperf at the top, so that ``launch`` starts at once::
 
-    python kernel_fork.py serve SOCKET [--call MODULE:FUNCTION] MODULE...  # prints "listening", then imports the modules
-    python kernel_fork.py launch SOCKET -- COMMAND... # COMMAND: python ... -m ipykernel_launcher -f conn.json
+    python kernel_fork.py serve SOCKET [--call MODULE:FUNCTION] MODULE...  # prints "listening", then imports
+    python kernel_fork.py launch SOCKET -- COMMAND...  # COMMAND: python ... -m ipykernel_launcher -f conn.json
 """
 
 from __future__ import annotations

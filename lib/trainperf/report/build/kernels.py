@@ -127,8 +127,8 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
         return
     folder = tempfile.mkdtemp(prefix=IPC_PREFIX)  # only this user can enter it, so only this user can connect
     address = os.path.join(folder, "server")
-    server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, "--call", READ_AHEAD, *PRELOAD], cwd=cwd,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, "--call", READ_AHEAD, *PRELOAD],
+                              cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     saved = os.environ.get(SERVER_ENV)
     try:
         started = server.stdout.readline().strip() == b"listening"
