@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -21,8 +22,13 @@ import psutil
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 
+from trainperf.reading.loading import load_runs, pin_inputs
 from trainperf.report.build import kernel_fork, kernels
-from trainperf.report.build.kernels import KERNEL, PRELOAD, SERVER_ENV, IPCKernelManager, forked_kernels
+from trainperf.report.build.kernels import KERNEL, PRELOAD, SERVER_ENV, IPCKernelManager, forked_kernels, read_ahead
+
+RUN = Path(__file__).resolve().parents[1] / "data" / "runs" / "bench-cpu-small-fp32-batch-size" / \
+    "bench-cpu-small-fp32-batch-size-mb16x1-r1"
+"""A one-rank run folder."""
 
 CHECK = ("import os, sys; print(os.getcwd(), os.environ.get('TP_TEST_MARK'), 'seaborn' in sys.modules, 'x' in dir(), "
          "os.getsid(0) == os.getpid())")
@@ -70,6 +76,24 @@ def test_without_a_server_the_launch_process_starts_an_ordinary_kernel(tmp_path,
     monkeypatch.setenv(SERVER_ENV, json.dumps({"socket": gone, "prefix": _spec()[:_spec().index("-m")]}))
     out, _ = asyncio.run(_run(IPCKernelManager(kernel_name=KERNEL), tmp_path, CHECK))
     assert out == f"{tmp_path} None False False True"  # seaborn not imported: a kernel of its own
+
+
+@pytest.mark.slow
+def test_kernels_forked_after_the_server_read_ahead_find_the_inputs_in_its_memory(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
+    run = shutil.copytree(RUN, tmp_path / RUN.name)
+    load_runs(run, cache=True)  # its entries written: what is read ahead is read from them
+    code = ("from trainperf.reading import cache, loading\n"
+            "cache.read_frame = lambda path, *a, **k: print('read', path)\n"
+            f"print(len(loading.load_summaries({str(run)!r}).per_rank), len(loading.load_runs({str(run)!r})))")
+    with forked_kernels(_spec(), tmp_path) as forked:
+        assert forked
+        pins = read_ahead([str(run)])
+        pinned = pin_inputs(run)[f"run:{run}"]
+        assert pins == {f"run:{run}": {**pinned, "read_at": pins[f"run:{run}"]["read_at"]}}
+        printed, _ = asyncio.run(_run(IPCKernelManager(kernel_name=KERNEL), tmp_path, code))
+    assert printed == "1 1"  # one rank, one run, and no Parquet file read
+    assert read_ahead([str(run)]) is None  # no server now
 
 
 @pytest.mark.slow

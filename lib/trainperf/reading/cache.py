@@ -47,6 +47,12 @@ _TEMP = re.compile(r"^\.[0-9a-f]+-(?P<host>[A-Za-z0-9.]*)-(?P<pid>\d+)-[a-z0-9_]
 """The name :func:`temp_folder` gives: ``.<key>-<host>-<pid>-<random>``."""
 
 
+_kept: dict[str, tuple[dict[str, Any], pd.DataFrame]] = {}
+"""Frames :func:`keeping` kept, by file: the record they were read with, the frame."""
+_keeping = False
+"""Whether :func:`read_checked` keeps what it reads (inside :func:`keeping`)."""
+
+
 class Damaged(ValueError):
     """A cache entry that does not check out (it is built again)."""
 
@@ -87,11 +93,33 @@ def read_frame(path: Path, columns: list[str] | None = None, filters: list | Non
 
 def read_checked(folder: Path, name: str, files: dict[str, Any]) -> pd.DataFrame:
     """File ``name`` of an entry in ``folder`` whose checked record is ``files``
-    (:func:`open_entry`): read whole, its columns and dtypes those recorded."""
+    (:func:`open_entry`): read whole, its columns and dtypes those recorded;
+    from memory where :func:`keeping` kept it with that record (a copy of its own)."""
+    record = files[name]
+    held = _kept.get(str(folder / name))
+    if held is not None and held[0] == record:
+        return held[1].copy(deep=False)
     frame = read_frame(folder / name)
-    if {str(c): str(t) for c, t in frame.dtypes.items()} != files[name]["dtypes"]:
+    if {str(c): str(t) for c, t in frame.dtypes.items()} != record["dtypes"]:
         raise Damaged(f"{name} holds other columns or dtypes than recorded")
+    if _keeping:
+        _kept[str(folder / name)] = (record, frame.copy(deep=False))
     return frame
+
+
+@contextmanager
+def keeping() -> Iterator[None]:
+    """Inside, every frame :func:`read_checked` reads is kept in this process's
+    memory, where it reads it again, inside and after, while its entry records
+    the same file (size, footer SHA-256, dtypes: an entry's folder is named by
+    its content, so the same record is the same frame). The report build's
+    kernel server reads a build's inputs this way, once, for every kernel it forks."""
+    global _keeping
+    before, _keeping = _keeping, True
+    try:
+        yield
+    finally:
+        _keeping = before
 
 
 def seal(folder: Path, content: dict[str, Any]) -> None:

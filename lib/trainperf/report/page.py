@@ -24,7 +24,8 @@ from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.errors import provenance
-from trainperf.reading.loading import holds_steps, load_runs, load_summaries
+from trainperf.reading.cache import keeping
+from trainperf.reading.loading import holds_steps, load_runs, load_summaries, pin_inputs
 from trainperf.report.html import Html, bullets, callout, count, esc, first_of, fmt_pct, title as page_title
 from trainperf.report.run_labels import doubt_notes, ordered
 from trainperf.report.theme import table
@@ -146,6 +147,15 @@ def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summari
     """The :func:`open_steps` of the ``data`` paths that hold run folders or steps tables; ``None``: none does."""
     given = [p for p in _existing(paths, "data") if holds_steps(p)]
     return open_steps(given, runs) if given else None
+
+
+def read_ahead(*paths: str) -> dict[str, dict]:
+    """Read every input at or below ``paths`` once, as a build does before its kernels start
+    (:func:`trainperf.reading.loading.pin_inputs`, whose pins are returned), keeping what was read
+    in this process's memory, where the ``open_*`` functions of this process and of the processes
+    it forks later find it while the cache entries are unchanged (:func:`trainperf.reading.cache.keeping`)."""
+    with keeping():
+        return pin_inputs(*paths)
 
 
 def shown_path(path: str | Path) -> str:

@@ -19,6 +19,12 @@ imports) or when the build that started it ends: Linux sends it SIGTERM when
 the build dies, even of SIGKILL, and its kernels SIGKILL when it dies
 (:func:`die_with_parent`).
 
+Before the kernels, the build may ask the server to run one function in
+itself (named when the server starts, ``--call MODULE:FUNCTION``), with the
+build's environment and JSON arguments, and hand back its JSON result
+(:func:`call`): the build reads its inputs there once, and every kernel
+forked after finds what was read in memory (``trainperf.report.page.read_ahead``).
+
 The server runs a command for whoever connects to its socket, so it serves
 only its own user: the socket lies in a folder only that user can enter
 (:func:`trainperf.report.build.kernels.forked_kernels` makes it), and the
@@ -28,13 +34,14 @@ server asks the kernel for the uid of each process that connects
 This file runs as a script (``python kernel_fork.py serve|launch ...``) and
 imports nothing from trainperf at the top, so that ``launch`` starts at once::
 
-    python kernel_fork.py serve SOCKET MODULE...      # prints "listening", then imports the modules
-    python kernel_fork.py launch SOCKET -- COMMAND... # COMMAND: python ... -m ipykernel_launcher -f conn.json
+    python kernel_fork.py serve SOCKET [--call MODULE:FUNCTION] MODULE...  # prints "listening", then imports
+    python kernel_fork.py launch SOCKET -- COMMAND...  # COMMAND: python ... -m ipykernel_launcher -f conn.json
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 import os
 import selectors
@@ -42,6 +49,7 @@ import signal
 import socket
 import struct
 import sys
+from typing import Any
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
 """Signals ``launch`` passes on to its kernel (Jupyter interrupts with SIGINT, stops with SIGTERM)."""
@@ -51,8 +59,9 @@ PR_SET_PDEATHSIG = 1
 """Linux ``prctl`` option: the signal a process gets when its parent dies (``<linux/prctl.h>``)."""
 
 
-def serve(address: str, modules: list[str]) -> None:
-    """Import ``modules``, then fork a kernel for each request on the Unix socket ``address``."""
+def serve(address: str, modules: list[str], function: str | None = None) -> None:
+    """Import ``modules``, then fork a kernel for each request on the Unix socket ``address``, and
+    run ``function`` (``module:name``) in this process for each request to call it (:func:`call`)."""
     if sys.path and sys.path[0] in ("", os.path.dirname(os.path.abspath(__file__))):
         del sys.path[0]  # as ipykernel_launcher: the kernel's sys.path does not start with this script's folder
     signal.signal(signal.SIGTERM, _stop)  # asked to stop, even in the middle of the imports
@@ -79,6 +88,9 @@ def serve(address: str, modules: list[str]) -> None:
                         conn.close()
                         continue
                     request = json.loads(_read_line(conn))
+                    if "call" in request:
+                        _answer(conn, function, request)
+                        continue
                     server = os.getpid()
                     pid = os.fork()
                     if pid == 0:
@@ -148,6 +160,41 @@ def _run_kernel(request: dict, server: int) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _answer(conn: socket.socket, function: str | None, request: dict) -> None:
+    """Run ``function`` (``module:name``) on the request's arguments, with its environment, and send
+    back one JSON line: ``{"result": what it returned}``, or ``{"error": why not}``; then close ``conn``."""
+    saved = dict(os.environ)
+    try:
+        if function is None:
+            raise LookupError("this server runs no function")
+        module, name = function.split(":")
+        os.environ.clear()
+        os.environ.update(request["env"])
+        answer = {"result": getattr(importlib.import_module(module), name)(*request["call"])}
+    except Exception as exc:  # noqa: BLE001 -- the caller does the work itself instead
+        answer = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    try:
+        conn.sendall(json.dumps(answer).encode() + b"\n")
+    except OSError:
+        pass
+    conn.close()
+
+
+def call(address: str, arguments: list) -> Any:
+    """What the function of the server at ``address`` returns for ``arguments`` (JSON), run in the
+    server with this process's environment; OSError or ValueError when no server answers or the function failed."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(address)
+        conn.sendall(json.dumps({"call": arguments, "env": dict(os.environ)}).encode() + b"\n")
+        answer = json.loads(_read_line(conn))
+    if "result" not in answer:
+        raise ValueError(f"the kernel server's function failed: {answer.get('error')}")
+    return answer["result"]
 
 
 def launch(address: str, command: list[str]) -> int:
@@ -228,8 +275,9 @@ def _read_line(conn: socket.socket) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
+        called = sys.argv[4] if sys.argv[3:4] == ["--call"] else None
         try:
-            serve(sys.argv[2], sys.argv[3:])
+            serve(sys.argv[2], sys.argv[5:] if called else sys.argv[3:], called)
         except SystemExit:  # SIGTERM: the build is over
             pass
         sys.stdout.flush()

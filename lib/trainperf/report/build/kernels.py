@@ -52,6 +52,8 @@ PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "I
 """What a report kernel imports as it starts (its debugger, history, completer, the SVG backend) and
 what the report notebooks import (never torch), imported once by the kernel server. (Not the inline
 backend: loaded before a kernel's shell exists, it would not hook into it.)"""
+READ_AHEAD = "trainperf.report.page:read_ahead"
+"""The function the kernel server runs for :func:`read_ahead`."""
 
 
 class IPCKernelManager(AsyncKernelManager):
@@ -125,8 +127,8 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
         return
     folder = tempfile.mkdtemp(prefix=IPC_PREFIX)  # only this user can enter it, so only this user can connect
     address = os.path.join(folder, "server")
-    server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, *PRELOAD], cwd=cwd,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, "--call", READ_AHEAD, *PRELOAD],
+                              cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     saved = os.environ.get(SERVER_ENV)
     try:
         started = server.stdout.readline().strip() == b"listening"
@@ -147,3 +149,16 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
             server.wait()
         server.stdout.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_ahead(paths: list[str]) -> dict | None:
+    """The pins of the inputs at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read by the
+    kernel server of :func:`forked_kernels`, which keeps what it read for the kernels it forks after
+    (:data:`READ_AHEAD`); ``None`` where no server runs or it could not read them."""
+    server = json.loads(os.environ.get(SERVER_ENV) or "null")
+    if not server:
+        return None
+    try:
+        return kernel_fork.call(server["socket"], paths)
+    except (OSError, ValueError):
+        return None

@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +34,7 @@ from trainperf.report.html import FACTS_KEY, callout
 from trainperf.report.build.index import write_index
 from trainperf.report.build.kernel_fork import die_with_parent
 from trainperf.report.build.result import ReportResult
-from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command
+from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command, read_ahead
 from trainperf.report.page import PROJECT_ROOT, shown_path
 from trainperf.report.build.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 
@@ -148,8 +148,7 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`).
     The worker processes die with this one, even when it is killed outright.
     Every input is read once before the kernels start and each page reads
-    that snapshot (:func:`trainperf.reading.loading.pin_inputs`), so the pages of a
-    build agree on a run folder still being written."""
+    that snapshot (:func:`pinned`), so the pages of a build agree on a run folder still being written."""
     if not jobs:
         raise ParameterError("no reports to build")
     kernel = _check_kernel()
@@ -157,10 +156,10 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     out_dir = jobs[0].out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[str, ReportResult] = {}
-    if multiprocessing.get_start_method() == "fork":
-        warm_up()  # once here, while the kernel server still imports, instead of once in each worker
+    # the exporter compiled once here, while the kernel server reads the inputs, instead of once in each worker
+    meanwhile = warm_up if multiprocessing.get_start_method() == "fork" else None
     direct = multiprocessing.get_start_method() != "forkserver"  # the workers' parent is this process
-    with pinned(data_paths(jobs)), forked_kernels(kernel, NOTEBOOKS), ProcessPoolExecutor(
+    with forked_kernels(kernel, NOTEBOOKS), pinned(data_paths(jobs), meanwhile), ProcessPoolExecutor(
             max_workers=max(1, min(workers, len(jobs))), initializer=die_with_parent if direct else None,
             initargs=(signal.SIGKILL, os.getpid()) if direct else ()) as pool:
         futures = [pool.submit(run_job, job) for job in jobs]
@@ -176,11 +175,18 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
 
 
 @contextmanager
-def pinned(paths: Sequence[str]) -> Iterator[None]:
+def pinned(paths: Sequence[str], meanwhile: Callable[[], None] | None = None) -> Iterator[None]:
     """While inside, the inputs at or below ``paths``, read once now, are read as
-    they are now by this process and the kernels it starts (:data:`trainperf.reading.loading.PINNED`)."""
+    they are now by this process and the kernels it starts (:data:`trainperf.reading.loading.PINNED`).
+    They are read by the kernel server, where one runs, and the kernels it forks find them in its memory
+    (:func:`~trainperf.report.build.kernels.read_ahead`), while this process runs ``meanwhile``; else here."""
     saved = os.environ.get(PINNED)
-    os.environ[PINNED] = json.dumps(pin_inputs(*paths))
+    with ThreadPoolExecutor(max_workers=1) as asking:  # its thread ends before the workers are forked
+        ahead = asking.submit(read_ahead, list(paths))
+        if meanwhile:
+            meanwhile()
+        pins = ahead.result()
+    os.environ[PINNED] = json.dumps(pin_inputs(*paths) if pins is None else pins)
     try:
         yield
     finally:
