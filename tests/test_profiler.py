@@ -178,6 +178,9 @@ def test_real_training_loop(tmp_path):
 KILLED_JOB = """
 import os, signal, sys, torch
 from trainperf import StepProfiler
+# SIGINT raises KeyboardInterrupt, as in a job started in a shell's foreground (one started in the background
+# inherits SIGINT ignored, and Python then leaves it ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 {before}
 prof = StepProfiler({run_dir!r}, warmup_steps=0, write_every_steps=2, write_every_s=3600)
 for i in range(5):
