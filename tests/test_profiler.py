@@ -19,7 +19,7 @@ import torch
 import trainperf
 from trainperf import cli
 from trainperf import StepProfiler, export_chrome_trace, load_runs, load_steps
-from trainperf.profiler import ProfilerWarning, clocks, comm, record, step_profiler
+from trainperf.profiler import ProfilerWarning, clocks, collectives, comm, record, sampling, step_profiler
 from trainperf.runfolder import linefile, rankfile
 
 
@@ -551,3 +551,50 @@ def test_the_warm_up_rule_is_written_for_the_reader(tmp_path):
     with pytest.raises(ValueError, match="warmup='median'"):
         StepProfiler(tmp_path / "bad", warmup="median")
     assert not (tmp_path / "bad").exists()
+
+
+class WindowOfTwo:
+    """A communication sampler whose only window is steps 0 and 1, in which the collectives took 30 ms,
+    10 ms of it exposed: 15 ms of communication a step, 5 ms exposed."""
+
+    def __init__(self, *args: object) -> None:
+        self.active = False
+        self.estimate: tuple[float, float] | None = None
+
+    def describe(self) -> str:
+        return "one window of 2 steps"
+
+    def due(self, index: int) -> bool:
+        return index == 0
+
+    def start(self, index: int) -> bool:
+        self.active = True
+        return True
+
+    def last_of_window(self, index: int) -> bool:
+        return index == 1
+
+    def stop(self) -> tuple[float, float]:
+        self.active, self.estimate = False, (0.015, 0.005)
+        return self.estimate
+
+    def cancel(self) -> None:
+        self.active = False
+
+
+def test_a_step_shorter_than_the_windows_estimate_carries_none(tmp_path, fake_time, monkeypatch):
+    """Steps of 10, 20, 12 and 20 ms: the window's 15 ms a step is longer than steps 0 (in the window) and
+    2 (after it), which get no comm_s and no comm_exposed_s (a step cannot communicate for longer than it
+    lasts); the others get 15 and 5 ms. The manifest's words on the sampling say so."""
+    monkeypatch.setattr(sampling, "CollectiveSampler", WindowOfTwo)
+    with StepProfiler(tmp_path / "run", warmup_steps=0, trace=False, comm_sampling=True) as prof:
+        for milliseconds in (10, 20, 12, 20):
+            with prof.step(tokens=10, samples=1):
+                fake_time.advance(milliseconds / 1000)
+    steps = load_steps(tmp_path / "run")
+    nan = float("nan")
+    assert steps["step_s"].tolist() == pytest.approx([0.010, 0.020, 0.012, 0.020])
+    assert steps["comm_s"].tolist() == pytest.approx([nan, 0.015, nan, 0.015], nan_ok=True)
+    assert steps["comm_exposed_s"].tolist() == pytest.approx([nan, 0.005, nan, 0.005], nan_ok=True)
+    words = collectives.CollectiveSampler(torch, False, 0, 100, 2).describe()
+    assert words.endswith("each step carries the latest window's mean, none where that is longer than the step")

@@ -144,7 +144,7 @@ class CollectiveSampler:
         """The sampling, in words (for the manifest)."""
         return (f"torch.profiler windows of {self.steps} step(s) every {self.every} steps or more from step "
                 f"{self.first} (a window costs at most {BUDGET:.2%} of the time between windows); "
-                "each step carries the latest window's mean")
+                "each step carries the latest window's mean, none where that is longer than the step")
 
     def due(self, index: int) -> bool:
         """Whether a window starts with step ``index`` (see the module docstring)."""

@@ -23,7 +23,8 @@ CARRIED = ("data", "h2d")
 class StepRecord:
     """Marks and counters of one step until it is resolved: ``phases``, ``(phase index, start, end)``
     marks on the step clock; ``data``, ``(start, end)`` of the waits for a batch on the host clock;
-    ``estimate``, ``(comm_s, comm_exposed_s)`` of a sampled window, used where no collective was timed;
+    ``estimate``, ``(comm_s, comm_exposed_s)`` of a sampled window, used where no collective was timed and
+    it is no longer than the step;
     ``waiting``, the step waits for its window's end; the rest as in the steps file's columns."""
 
     __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm", "tokens", "samples", "micro_steps",
@@ -90,10 +91,10 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
         totals[COMM] = (totals[COMM] or 0.0) + comm_total
         if totals[BACKWARD] is not None:
             totals[BACKWARD] -= overlap(backward_spans, exposed_intervals(comm))
-    elif record.estimate is not None:
-        totals[COMM], exposed = record.estimate
     start_s = seconds(origin, record.start)
     step_s = seconds(record.start, record.end)
+    if not comm and record.estimate is not None and record.estimate[0] <= step_s:
+        totals[COMM], exposed = record.estimate  # longer than the step, it cannot be true of it: left empty
     memory = record.memory
     values = [record.index, record.warmup, start_s, step_s, *totals[:COMM + 1], exposed, *totals[COMM + 1:],
               number(record.tokens), number(record.samples), max(record.micro_steps, 1),
