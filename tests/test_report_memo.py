@@ -9,7 +9,7 @@ import pytest
 
 from trainperf import estimates, load_steps
 from trainperf.aggregate import Summaries, summarize
-from trainperf.estimates import configuration_intervals, intervals_of_job_steps
+from trainperf.estimates import configuration_intervals
 from trainperf.report import throughput
 from trainperf.report.page import open_runs, open_steps
 from trainperf.report.scaling import studies
@@ -31,9 +31,9 @@ def computed(monkeypatch):
 
     def counting(*args, **kwargs):
         calls.append(1)
-        return intervals_of_job_steps(*args, **kwargs)
+        return configuration_intervals(*args, **kwargs)
 
-    monkeypatch.setattr(estimates, "intervals_of_job_steps", counting)
+    monkeypatch.setattr(estimates, "configuration_intervals", counting)
     return calls
 
 

@@ -200,16 +200,11 @@ def median_of_counts(values: pd.DataFrame, quantity: str) -> float:
 def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] | None = None,
             closed_ranks: Sequence[int] | None = None, batch_facts: bool = False,
             model_parallel: float = 1.0) -> dict[str, Any]:
-    """The measurements of one run as runs columns: docs/data.md, "Runs rows" says how each is measured. With
-    ``e_r`` each rank's elapsed time (s, :func:`trainperf.ranks.rank_totals`): ``elapsed_s = max_r e_r`` (a job
-    takes as long as its slowest rank), ``rank_imbalance = max_r e_r / min_r e_r``, ``mean_rank_elapsed_s =
-    mean_r e_r``; phases (s): the mean over ranks of each rank's total.
-
-    ``complete``: every expected rank (``expected_ranks``; without them the ranks present, when there are several)
-    recorded as many intervals, up to the same last step, as the most advanced one and, where ``closed_ranks`` is
-    given, closed its profiler (:func:`stopped_early`; the others in ``extra_stopped_early_ranks``). With
-    ``batch_facts`` (every rank recorded its own work), the batch sizes measured, the global batch divided by
-    ``model_parallel`` (the ranks that share their samples)."""
+    """The measurements of one run as runs columns, each as docs/data.md, "Runs rows", says (the slowest rank and
+    the imbalance: :func:`trainperf.ranks.spread`). ``complete`` (:func:`stopped_early`) checks the
+    ``expected_ranks`` (default: the ranks present, when there are several) and, where given, that the
+    ``closed_ranks`` closed their profiler. With ``batch_facts`` (every rank recorded its own work), the batch
+    sizes measured, the global batch divided by ``model_parallel`` (the ranks that share their samples)."""
     run = summaries.of(run_id)
     per_rank = run.per_rank.set_index("rank")
     out: dict[str, Any] = {}
@@ -261,9 +256,8 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
 
 def stopped_early(per_rank: pd.DataFrame, expected: Sequence[int] | None,
                   closed: Sequence[int] | None) -> dict[int, str] | None:
-    """The ranks of one run (its :data:`trainperf.partials.RANK_COLUMNS` rows) that stopped early,
-    with the reason; ``None`` when it cannot be told (one rank and no expected
-    ranks). See :func:`measure`."""
+    """The ranks of one run (its :data:`trainperf.partials.RANK_COLUMNS` rows) that stopped early (docs/data.md,
+    "Runs rows", ``complete``), with the reason; ``None`` when it cannot be told (one rank and no expected ranks)."""
     per_rank = per_rank.set_index("rank")
     if expected is None:
         if len(per_rank) < 2:

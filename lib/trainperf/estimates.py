@@ -147,11 +147,6 @@ def _relative(est: list[Estimate], dof: float | None = None) -> Difference:
                                est[1].throughput, est[1].se_log, est[1].dof, dof=dof)
 
 
-INTERVAL_COLUMNS = ("experiment", "configuration", "runs", "steps", "unit", "throughput", "low", "high",
-                    "se_log", "dof", "basis", "run_ids")
-"""Columns of :func:`configuration_intervals`."""
-
-
 def configuration_keys(runs: pd.DataFrame) -> pd.Series:
     """Per run, the key of the configuration it repeats: its experiment, every
     setting of :data:`CONFIG_KEY` and its ``extra_configuration`` (the name
@@ -165,28 +160,17 @@ def configuration_keys(runs: pd.DataFrame) -> pd.Series:
                      dtype="string")
 
 
-def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, run_cv: float = RUN_CV) -> pd.DataFrame:
+def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, run_cv: float = RUN_CV, *,
+                            frames: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
     """One row per configuration of a derived runs table: ``throughput`` (mean over its repeats, ``unit`` per
     second: tokens, else samples) with its 95 % interval ``low``–``high`` (NaN for one run without steps),
     ``se_log`` and ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers), ``runs``,
     ``steps`` (measured steps used) and ``run_ids``. A configuration uses ``steps``
     (``trainperf.load_summaries``) only where each of its runs has 2 complete measured steps there
-    (:func:`trainperf.aggregate.job_steps`); one run with steps adds ``run_cv`` (a fraction, as ``trainperf
-    compare`` does; 0 for its steps alone). Deterministic (:data:`trainperf.stats.DRAWS` replicates, seed 0)."""
-    return intervals_of_job_steps(runs, job_frames(steps), run_cv)
-
-
-def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
-    """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of."""
-    if steps is None or steps.per_step.empty:
-        return {}
-    return job_steps(steps, usable_only=True)[0]
-
-
-def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], run_cv: float = RUN_CV) -> pd.DataFrame:
-    """:func:`configuration_intervals` from the runs' job steps already made by
-    :func:`trainperf.aggregate.job_steps` (``usable_only``): ``frames`` maps a run_id to
-    its steps; the runs it leaves out have none."""
+    (:func:`job_frames`, or ``frames`` where already made: a run it leaves out has none); one run with steps
+    adds ``run_cv`` (a fraction, as ``trainperf compare`` does; 0 for its steps alone). Deterministic
+    (:data:`trainperf.stats.DRAWS` replicates, seed 0)."""
+    frames = job_frames(steps) if frames is None else frames
     used = [c for c in ("run_id", "experiment", "extra_configuration", *RATES.values()) if c in runs]
     rows = []
     for i, (_, group) in enumerate(runs[used].groupby(configuration_keys(runs), sort=False, dropna=False)):
@@ -214,7 +198,15 @@ def intervals_of_job_steps(runs: pd.DataFrame, frames: dict[str, pd.DataFrame], 
         low, high = est.interval()
         rows.append(row | {"steps": est.steps, "throughput": est.throughput, "low": low, "high": high,
                            "se_log": est.se_log, "dof": est.dof})
-    return pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS))
+    return pd.DataFrame(rows, columns=["experiment", "configuration", "runs", "steps", "unit", "throughput", "low",
+                                       "high", "se_log", "dof", "basis", "run_ids"])
+
+
+def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
+    """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of."""
+    if steps is None or steps.per_step.empty:
+        return {}
+    return job_steps(steps, usable_only=True)[0]
 
 
 NO_INTERVAL = "no interval (one run without steps)"
@@ -227,8 +219,7 @@ def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None,
     ``run_id, configuration``, ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
     ``dof`` and ``basis`` (what the interval covers, or that there is none). ``frames``: the
     :func:`job_frames` of ``steps``, where already made."""
-    frames = job_frames(steps) if frames is None else frames
-    found = intervals_of_job_steps(runs, {r: frames[r] for r in runs["run_id"].astype(str) if r in frames})
+    found = configuration_intervals(runs, steps, frames=frames)
     row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
     ids = runs["run_id"].astype(str).tolist()
     out = found.drop(columns=["experiment", "run_ids", "runs", "steps"]).reindex([row.get(r) for r in ids])

@@ -20,6 +20,7 @@ Three prefixes are allowed besides the canonical names:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -92,6 +93,24 @@ def bound_problem(column: Column, value: float) -> str:
     if column.kind == "int" and value != int(value):
         return "must be a whole number"
     return ""
+
+
+PHASE_MEANINGS: dict[str, str] = {
+    "data": "waiting for batches", "h2d": "copying batches to the device", "forward": "forward passes",
+    "loss": "loss computation", "backward": "backward passes", "optimizer": "optimizer steps",
+    "comm": "gradient communication (the collectives' total time)",
+    "comm_exposed": "communication not hidden behind computation",
+    "wait_outside": "waiting in the collectives for another rank's work outside the steps (an evaluation or a "
+                    "checkpoint on one rank), taken out of comm_s and comm_exposed_s",
+    "validation": "validation",
+    "compute": "forward + loss + backward + optimizer, where a source reports only their sum",
+}
+"""What each phase column ``<phase>_s`` times, in the order of the step intervals' columns."""
+
+
+def _phases(names: Iterable[str], where: str, most: float) -> list[Column]:
+    """The phase columns ``<name>_s`` of ``names`` (s), their meaning followed by ``where`` they are timed."""
+    return _cols("float", "nonnegative", {f"{p}_s": f"{PHASE_MEANINGS[p]}{where} (s)" for p in names}, most)
 
 
 IDENTITY: list[Column] = [
@@ -178,20 +197,8 @@ MEASUREMENTS: list[Column] = [
     Column("tokens_per_s", "float", "published rate where no elapsed time is known (tokens/s, all devices)", "positive"),
     Column("samples_per_s", "float", "published rate where no elapsed time is known (samples/s, all devices)", "positive"),
     Column("step_time_s", "float", "published wall time of one optimizer step (s)", "positive", LONGEST_INTERVAL_S),
-    *_cols("float", "nonnegative", {
-        "data_s": "waiting for the next batch (s)",
-        "h2d_s": "copying the batch to the device (s)",
-        "forward_s": "forward pass (s)",
-        "loss_s": "loss computation (s)",
-        "backward_s": "backward pass (s)",
-        "optimizer_s": "optimizer step (s)",
-        "compute_s": "forward + loss + backward + optimizer, where a source reports only their sum (s)",
-        "comm_s": "gradient communication, total time of the collectives (s)",
-        "comm_exposed_s": "part of comm_s not hidden behind computation (s)",
-        "wait_outside_s": "waiting in the collectives for another rank's work outside the steps (an evaluation or "
-                          "a checkpoint on one rank), not counted in comm_s and comm_exposed_s (s)",
-        "validation_s": "validation (s)",
-    }, LONGEST_RUN_S),
+    *_phases(("data", "h2d", "forward", "loss", "backward", "optimizer", "compute", "comm", "comm_exposed",
+              "wait_outside", "validation"), ", mean over ranks of each rank's total", LONGEST_RUN_S),
     *_cols("float", "nonnegative", {
         "peak_memory_gb": "peak device memory, the largest of any rank (GiB): the CUDA allocator's peak of "
                           "allocated memory on GPU, the peak resident set on CPU",
@@ -310,15 +317,7 @@ STEP_INTERVALS: list[Column] = [
     Column("start_s", "float", "start of the interval (s since the rank's clock started: the profiler's creation, "
                                "or a log's first timed step); NaN where unknown"),
     Column("step_s", "float", "wall time of the interval, all its n_steps steps (s)", "positive", LONGEST_INTERVAL_S),
-    *_cols("float", "nonnegative", {f"{p}_s": f"{doc} in the interval (s)" for p, doc in (
-        ("data", "waiting for batches"), ("h2d", "copying batches to the device"), ("forward", "forward passes"),
-        ("loss", "loss computation"), ("backward", "backward passes"), ("optimizer", "optimizer steps"),
-        ("comm", "gradient communication (the collectives' total time)"),
-        ("comm_exposed", "communication not hidden behind computation"),
-        ("wait_outside", "waiting in the collectives for another rank's work outside the steps (its evaluation, "
-                         "checkpoint), taken out of comm_s and comm_exposed_s"), ("validation", "validation"),
-        ("compute", "forward + loss + backward + optimizer, where a source reports only their sum"))},
-           LONGEST_INTERVAL_S),
+    *_phases(PHASE_MEANINGS, " in the interval", LONGEST_INTERVAL_S),
     Column("tokens", "float", "tokens this rank processed in the interval, every micro-step counted (a log that "
                               "prints the job's gives each printing rank its share)", "nonnegative"),
     Column("samples", "float", "samples this rank processed in the interval (as tokens)", "nonnegative"),
