@@ -56,6 +56,18 @@ def test_mser_by_hand():
     assert mser_truncation(np.array([4.0, 1.0, 2.0, 1.0, 2.0])) == 1
 
 
+@pytest.mark.parametrize("steady", [20, 200, 2_000, 20_000])
+def test_a_steady_state_of_equal_times_starts_where_they_start_however_long_it_runs(steady):
+    """Nine step times of 0.26 to 0.34 s, then ``steady`` times of 0.3317 s each (a run whose logged times repeat):
+    MSER(d) is 0 from d = 9 on and positive before, so MSER drops the 9, whatever the length of the steady state.
+    Summed from the raw times, the rounding of a long run's sums outweighed that zero spread, and the truncation
+    grew with the run."""
+    head = [0.30, 0.26, 0.34, 0.28, 0.33, 0.27, 0.31, 0.29, 0.32]
+    times = np.array(head + [0.3317] * steady)
+    assert mser_truncation(times) == 9
+    assert (mser_statistic(times)[9:] == 0).all() and (mser_statistic(times)[:9] > 0).all()
+
+
 def test_one_stall_early_in_the_run_does_not_pull_the_truncation_past_it():
     """A steady run of 300 steps with one step of a 0.5 s stall at step 40: clipped to Tukey's far-out fence, the
     stall leaves MSER where the run starts; unclipped it would drop the 41 steps up to it (and the stall with them,

@@ -32,8 +32,11 @@ def far_out_fence(values: np.ndarray) -> float:
 def mser_statistic(times: np.ndarray) -> np.ndarray:
     """MSER(d) of ``times`` for every d from 0 to len - 1: the sum of squared
     deviations of ``times[d:]`` from their mean over (len - d)^2 (s^2 for
-    times in seconds)."""
+    times in seconds). The sums are taken of the times less their median, which
+    leaves MSER unchanged and keeps the rounding of a long run's sums below the
+    spread of its steps (a steady state of equal times has none)."""
     x = np.asarray(times, dtype=float)
+    x = x - np.median(x)
     kept = np.arange(len(x), 0, -1, dtype=float)
     total = np.cumsum(x[::-1])[::-1]
     squares = np.cumsum((x * x)[::-1])[::-1]
