@@ -170,7 +170,7 @@ def read_rank_file(path: Path) -> RankFile:
     header = _header(head, path, bad) if head else None
     written = tuple(header["columns"]) if header else LINE_COLUMNS
     body, end = _split_end(body)
-    closed = end is not None and _is_end(end)
+    closed = end is not None and is_end(end)
     wall_s = _wall_clock(end, path, 2 + body.count(b"\n"), bad) if closed else None
     if end is not None and not closed:
         body += end  # not an end marker: read with the other lines (and reported there)
@@ -218,11 +218,8 @@ def _wall_clock(end: bytes, path: Path, number: int, bad: list[BadLine]) -> floa
 
 
 def _header(line: bytes, path: Path, bad: list[BadLine]) -> dict[str, Any] | None:
-    try:
-        header = json.loads(line)
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
+    header = json_object(line)
+    if header is None or header.get("format") != FORMAT:
         bad.append(BadLine(path, 1, "not a trainperf-steps header"))
         return None
     columns = header.get("columns")
@@ -250,12 +247,18 @@ def _split_end(body: bytes) -> tuple[bytes, bytes | None]:
     return body, None
 
 
-def _is_end(line: bytes) -> bool:
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """The JSON object ``line`` holds; None where it holds no valid JSON, or JSON that is no object."""
     try:
-        end = json.loads(line)
+        value = json.loads(line)
     except ValueError:
-        return False
-    return isinstance(end, dict) and end.get("end") is True
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def is_end(line: bytes) -> bool:
+    """Whether ``line`` is the end line :func:`end_line` writes."""
+    return (json_object(line) or {}).get("end") is True
 
 
 def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:

@@ -7,10 +7,8 @@ parent's, ``source`` to its path).
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,6 @@ from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
 
 PART_BYTES = 48 << 20
 """Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
-READ_THREADS = 4
 WRITTEN_TO_S = 2 * 10.0 ** -TIME_DECIMALS
 """How far two times of the files may differ and still be one instant (s): each is written rounded to
 ``TIME_DECIMALS`` decimals (1 µs), so a step's start plus its length may land a microsecond past the phase that
@@ -120,16 +117,12 @@ class RanksRead:
     waited_for: list[list[Any]] = field(default_factory=list)
 
 
-def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None,
-               threads: int = READ_THREADS) -> RanksRead:
+def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None) -> RanksRead:
     """The step intervals of ``files`` (default: every rank of the run), rank
-    by rank, each in the order written, read by up to ``threads`` threads.
-    Malformed or truncated lines are skipped and listed (file and line); the
-    lines of steps that ran out of memory are listed apart."""
-    files = folder.rank_files if files is None else files
-    # Arrow and numpy release the GIL while parsing: read files side by side
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, os.cpu_count() or 1))) as pool:
-        read = list(pool.map(_read_rank_file, [path for _, path in files]))
+    by rank, each in the order written. Malformed or truncated lines are
+    skipped and listed (file and line); the lines of steps that ran out of
+    memory are listed apart."""
+    read = [_read_rank_file(path) for _, path in (folder.rank_files if files is None else files)]
     out_of_memory = [[f.rank, int(step), int(np.nan_to_num(ooms, nan=1.0))] for f in read
                      for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
     for f in read:
