@@ -265,7 +265,7 @@ def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] 
     """Every step line parsed at once, or None if any line is not ``[...]`` of the right number of values of the
     right types, with no other bracket and no quote (then the caller reads line by line to say which)."""
     if not body:
-        return _empty_columns(names)
+        return empty_columns(names)
     if not body.endswith(b"\n"):
         return None
     raw = np.frombuffer(body, dtype=np.uint8)
@@ -317,7 +317,7 @@ def _line_by_line(body: bytes, path: Path, bad: list[BadLine],
             rows.append(json.loads(line))
             numbers.append(number)
     if not rows:
-        return _empty_columns(names), np.empty(0, dtype=np.int64)
+        return empty_columns(names), np.empty(0, dtype=np.int64)
     columns = {name: np.array(column if _dtype(name) is not np.float64 else
                               [np.nan if v is None else v for v in column], dtype=_dtype(name))
                for name, column in zip(names, zip(*rows))}
@@ -349,5 +349,6 @@ def _dtype(name: str) -> type:
     return np.int64 if name in INT_COLUMNS else bool if name in BOOL_COLUMNS else np.float64
 
 
-def _empty_columns(names: tuple[str, ...]) -> dict[str, np.ndarray]:
+def empty_columns(names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Columns ``names`` of no step line, each of its type."""
     return {c: np.empty(0, dtype=_dtype(c)) for c in names}

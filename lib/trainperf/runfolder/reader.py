@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from trainperf.aggregate import repeated_steps
 from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import (LINE_COLUMNS, STEPS_FILE_PATTERN, TIME_DECIMALS, BadLine, RankFile,
-                                         read_rank_file)
+                                         empty_columns, read_rank_file)
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
 
 PART_BYTES = 48 << 20
@@ -140,9 +141,8 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
         "node": _repeat_strings([f.node or nodes.get(f.rank) or "" for f in read], counts),
         "n_steps": np.ones(total), "includes_evaluation": np.zeros(total, dtype=bool), "compute_s": np.full(total, np.nan),
     }
-    for name in LINE_COLUMNS:
-        data[name] = (np.concatenate([f.columns[name] for f in read]) if read
-                      else np.empty(0, dtype=bool if name == "warmup" else np.int64 if name == "step" else float))
+    columns = [f.columns for f in read] or [empty_columns(LINE_COLUMNS)]
+    data.update({name: np.concatenate([c[name] for c in columns]) for name in LINE_COLUMNS})
     data["micro_steps"] = data["micro_steps"].astype(np.float64)
     waits, waited_for = outside_waits(folder, read)
     data["wait_outside_s"] = (np.concatenate([waits[f.rank] for f in read]) if waits and read
@@ -259,8 +259,6 @@ def _read_rank_file(path: Path) -> RankFile:
 def _repeat_strings(values: list[str], counts: np.ndarray) -> pd.Series:
     """A string column holding ``values[i]`` ``counts[i]`` times (built by
     Arrow from codes: fast for a million rows)."""
-    import pyarrow as pa
-
     codes = np.repeat(np.arange(len(values), dtype=np.int32), counts)
     strings = pa.array(values, type=pa.large_string()).take(pa.array(codes))
     return pd.Series(strings, dtype=pd.StringDtype("pyarrow", na_value=np.nan))
