@@ -15,8 +15,8 @@ import torch.nn.functional as F
 
 from trainperf import DataWarning, StepProfiler, compare, derive, estimates, load_runs, load_steps, load_summaries
 from trainperf.bench import runner
-from trainperf.bench.corpus import RandomWindows, corpus_bytes, train_val_split
-from trainperf.bench.launch import RunFailed, launch
+from trainperf.bench.model import RandomWindows, corpus_bytes, train_val_split
+from trainperf.bench.runner import RunFailed, launch
 from trainperf.bench.model import GPT, MODEL_SIZES, counted_flops_per_token, model_config
 from trainperf.bench.runner import describe
 from trainperf.bench.spec import RunSpec

@@ -1,10 +1,14 @@
-"""The bench model: a small decoder-only (GPT-2 style) transformer, pre-LayerNorm blocks, a 4×-wide GELU MLP, the LM
-head tied to the token embedding, no biases (docs/bench.md, "The model"); and its FLOPs per token as PyTorch counts
-them.
+"""The bench workload: a small decoder-only (GPT-2 style) transformer, pre-LayerNorm blocks, a 4×-wide GELU MLP, the
+LM head tied to the token embedding, no biases (docs/bench.md, "The model"), and its FLOPs per token as PyTorch counts
+them; the corpus it learns, CPython's documentation that ships with Python (``pydoc_data.topics``, joined in sorted
+order), tokens its UTF-8 bytes (vocabulary :data:`VOCAB_SIZE`), the last :data:`VAL_FRACTION` held out
+(docs/bench.md, "The corpus").
 """
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -12,6 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainperf.profiler.flop_count import StepFlopCounter
+
+VOCAB_SIZE: int = 256
+VAL_FRACTION: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -22,7 +29,7 @@ class ModelConfig:
     d_model: int
     n_heads: int
     seq_len: int
-    vocab_size: int = 256
+    vocab_size: int = VOCAB_SIZE
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "d_model", "n_heads", "seq_len", "vocab_size"):
@@ -48,12 +55,12 @@ MODEL_SIZES: dict[str, tuple[int, int, int, int]] = {
 context they hold about 0.12 M, 3.2 M, 25 M and 86 M parameters."""
 
 
-def model_config(size: str, seq_len: int | None = None, vocab_size: int = 256) -> ModelConfig:
+def model_config(size: str, seq_len: int | None = None) -> ModelConfig:
     """The :class:`ModelConfig` of a named size; ``seq_len`` defaults to the size's own."""
     if size not in MODEL_SIZES:
         raise ValueError(f"unknown model size {size!r}; known: {', '.join(MODEL_SIZES)}")
     n_layers, d_model, n_heads, default_seq_len = MODEL_SIZES[size]
-    return ModelConfig(n_layers, d_model, n_heads, seq_len or default_seq_len, vocab_size)
+    return ModelConfig(n_layers, d_model, n_heads, seq_len or default_seq_len)
 
 
 class CausalSelfAttention(nn.Module):
@@ -121,16 +128,54 @@ def _init_weights(module: nn.Module) -> None:
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
 
-
-def counted_flops_per_token(config: ModelConfig, batch_size: int = 1) -> float:
+def counted_flops_per_token(config: ModelConfig) -> float:
     """FLOPs per token of forward + loss + backward, as ``FlopCounterMode`` counts them
     (:class:`trainperf.profiler.flop_count.StepFlopCounter`: matmul-like operators at 2 FLOPs per multiply-add,
     nothing for element-wise work, embeddings or the loss), on the ``meta`` device: no compute, no memory."""
     with torch.device("meta"):
         model = GPT(config)
-        idx = torch.zeros(batch_size, config.seq_len, dtype=torch.long)
+        idx = torch.zeros(1, config.seq_len, dtype=torch.long)
     with StepFlopCounter() as counter:
         logits = model(idx)
         loss = F.cross_entropy(logits.view(-1, config.vocab_size), idx.view(-1))
         loss.backward()
-    return counter.total / (batch_size * config.seq_len)
+    return counter.total / config.seq_len
+
+
+def corpus_name() -> str:
+    """The corpus as written in a run's ``extra_corpus`` column."""
+    return f"pydoc_data.topics (CPython {platform.python_version()}), UTF-8 bytes"
+
+
+def corpus_bytes() -> torch.Tensor:
+    """The whole corpus as a 1-D uint8 tensor of UTF-8 bytes."""
+    from pydoc_data.topics import topics
+
+    text = "".join(topics[name] for name in sorted(topics))
+    return torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8)
+
+
+def train_val_split(data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split a token tensor into its first ``1 - VAL_FRACTION`` and last :data:`VAL_FRACTION`."""
+    cut = int(len(data) * (1.0 - VAL_FRACTION))
+    return data[:cut], data[cut:]
+
+
+class RandomWindows:
+    """Endless batches ``(inputs, targets)`` of random windows of a token tensor (int64, ``(batch_size, seq_len)``,
+    targets shifted by one token), drawn from a generator seeded with ``seed`` (each rank its own stream)."""
+
+    def __init__(self, tokens: torch.Tensor, batch_size: int, seq_len: int, seed: int) -> None:
+        if len(tokens) < seq_len + 1:
+            raise ValueError(f"{len(tokens)} tokens cannot fill a window of {seq_len} + 1 tokens")
+        self.tokens, self.batch_size, self.seq_len = tokens, batch_size, seq_len
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        starts = torch.randint(len(self.tokens) - self.seq_len, (self.batch_size,), generator=self.generator)
+        offsets = torch.arange(self.seq_len + 1)
+        windows = self.tokens[starts[:, None] + offsets].long()
+        return windows[:, :-1], windows[:, 1:]

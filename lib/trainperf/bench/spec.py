@@ -1,10 +1,14 @@
-"""One bench run: everything a worker needs to train and to describe its run."""
+"""One bench run: everything a worker needs to train and to describe its run, and the line by which it reports each
+optimizer step."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+STEP_MARK: str = "trainperf-bench step "
+"""Prefix of the line the main worker prints after each optimizer step."""
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,9 @@ from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
 from trainperf import StepProfiler
-from trainperf.bench.corpus import VOCAB_SIZE, RandomWindows, corpus_bytes, corpus_name, train_val_split
-from trainperf.bench.launch import STEP_MARK
-from trainperf.bench.model import GPT, ModelConfig, model_config
-from trainperf.bench.spec import RunSpec
+from trainperf.bench.model import (GPT, ModelConfig, RandomWindows, corpus_bytes, corpus_name, model_config,
+                                  train_val_split)
+from trainperf.bench.spec import STEP_MARK, RunSpec
 
 STRATEGIES: tuple[str, ...] = ("single", "ddp", "fsdp")
 
@@ -128,7 +127,7 @@ def train(spec: RunSpec) -> None:
     """Train for ``spec.warmup_steps + spec.steps`` optimizer steps under the profiler."""
     worker = start_worker(spec.strategy, spec.device)
     torch.manual_seed(spec.seed)  # same initial weights on every rank
-    config = model_config(spec.model, spec.seq_len, VOCAB_SIZE)
+    config = model_config(spec.model, spec.seq_len)
     model = wrap_model(GPT(config), spec.strategy, worker)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.learning_rate)
     train_tokens, _ = train_val_split(corpus_bytes())

@@ -49,9 +49,6 @@ def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cac
     if not paths:
         raise DataError("no input given for a side of the comparison")
     paths = tuple(Path(p) for p in paths)
-    for path in paths:
-        if not path.exists():
-            raise DataError("no such file or folder", path=path)
     with_steps = [p for p in paths if holds_steps(p)]
     tables = [p for p in with_steps if p.is_file()]  # steps tables: their runs from their summaries
     others = [p for p in paths if p not in tables]
@@ -75,17 +72,17 @@ def check_repeats(runs: pd.DataFrame, label: str) -> None:
                             f"{column!r} ({', '.join(sorted(values))}); compare one configuration per side", path=label)
 
 
-def plotted_steps(step_times: pd.DataFrame, limit: int = PLOTTED_STEPS) -> tuple[pd.DataFrame, str]:
-    """The rows of ``step_times`` a chart draws: every step of a run of at most ``limit`` measured steps, else
-    ``limit`` steps evenly spaced along it; and a sentence naming the runs drawn in part ("" when none is)."""
+def plotted_steps(step_times: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The rows of ``step_times`` a chart draws: every step of a run of at most :data:`PLOTTED_STEPS` measured steps,
+    else that many evenly spaced along it; and a sentence naming the runs drawn in part ("" when none is)."""
     parts, thinned = [], []
     for run_id, steps in step_times.groupby("run_id", sort=False):
-        if len(steps) > limit:
-            thinned.append(f"{run_id} ({limit:,} of {len(steps):,} steps)")
-            steps = steps.iloc[np.linspace(0, len(steps) - 1, limit).round().astype(int)]
+        if len(steps) > PLOTTED_STEPS:
+            thinned.append(f"{run_id} ({PLOTTED_STEPS:,} of {len(steps):,} steps)")
+            steps = steps.iloc[np.linspace(0, len(steps) - 1, PLOTTED_STEPS).round().astype(int)]
         parts.append(steps)
     return pd.concat(parts, ignore_index=True) if parts else step_times, (
-        f"The charts draw {limit:,} steps of a longer run, evenly spaced along it: {', '.join(thinned)}. The "
+        f"The charts draw {PLOTTED_STEPS:,} steps of a longer run, evenly spaced along it: {', '.join(thinned)}. The "
         "throughput above uses every step." if thinned else "")
 
 

@@ -7,10 +7,15 @@ the positions the model computes on, padding included) and the model facts a fra
 from __future__ import annotations
 
 import functools
+import gc
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
+
+import torch.distributed as dist
+from torch.distributed.fsdp import FullyShardedDataParallel
+from torch.nn.parallel import DistributedDataParallel
 
 from trainperf.profiler import ProfilerWarning, StepProfiler
 
@@ -235,24 +240,12 @@ def _config_of(model: Any) -> Any:
 def wrapper_of(model: Any) -> Any:
     """The ``DistributedDataParallel`` or ``FullyShardedDataParallel`` that wraps ``model`` (frameworks hand
     callbacks the bare model), or None: one pass over the objects the garbage collector tracks."""
-    import gc
-
-    from torch.nn.parallel import DistributedDataParallel
-
-    wrappers: tuple[type, ...] = (DistributedDataParallel,)
-    try:
-        from torch.distributed.fsdp import FullyShardedDataParallel
-
-        wrappers += (FullyShardedDataParallel,)
-    except ImportError:
-        pass
-    import torch.distributed as dist
-
     if not (dist.is_available() and dist.is_initialized()):
         return None
     for candidate in gc.get_objects():
         # type(), not isinstance(): some objects warn when their __class__ is read
-        if issubclass(type(candidate), wrappers) and candidate.module is model:
+        if issubclass(type(candidate), (DistributedDataParallel, FullyShardedDataParallel)) and \
+                candidate.module is model:
             return candidate
     return None
 

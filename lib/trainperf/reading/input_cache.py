@@ -12,9 +12,7 @@ import hashlib
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -47,46 +45,35 @@ def cache_dir(name: str = "inputs") -> Path | None:
     return None if os.environ.get(OFF, "").lower() == "off" else trainperf_cache() / name
 
 
-@dataclass
-class Cached:
-    """What :func:`cached` yields: ``frame``, the runs of the input from the
-    cache, None on a miss (the caller then reads them into it)."""
-
-    frame: pd.DataFrame | None = None
-
-
-@contextmanager
-def cached(path: Path, kind: str, key: str | None = None, on: bool = True) -> Iterator[Cached]:
-    """The runs of input ``path`` read as ``kind``, from the cache when its
+def cached(path: Path, kind: str, key: str | None, read: Callable[[], pd.DataFrame], on: bool = True) -> pd.DataFrame:
+    """The runs of input ``path`` read as ``kind``: from the cache when its
     files and trainperf are unchanged since they were stored (``key``: its
-    :func:`input_key`, when the caller has it; ``on`` False, or the cache
-    off: always a miss, nothing stored). On a hit the warnings their reading
-    raised are raised again; on a miss what the caller puts in ``frame`` is
-    stored with the warnings raised meanwhile, and nothing where the block
-    raises. An entry that does not check out is a miss, with one warning."""
+    :func:`input_key`, when the caller has it), the warnings their reading
+    raised raised again; else ``read()``, stored with the warnings raised
+    meanwhile (nothing where it raises). ``on`` False, or the cache off:
+    ``read()``, nothing stored. An entry that does not check out is read
+    again, with one warning."""
     folder = cache_dir() if on else None
     if folder is None:
-        yield Cached()
-        return
+        return read()
     entry = folder / (key or input_key(path, kind))
     try:
         content = open_entry(entry)
-        found = Cached(read_checked(entry, FRAME_FILE, content["files"]))
+        frame = read_checked(entry, FRAME_FILE, content["files"])
         raised = [(WARNINGS[name], message) for name, message in content["warnings"] if isinstance(message, str)]
     except Exception as exc:  # anything a damaged entry raises: read again
         if entry.exists():
             damaged("input cache entry", entry, exc, f"{path} is read again")
-        found = Cached()
-    if found.frame is None:
+        frame = None
+    if frame is None:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            yield found
+            frame = read()
         raised = [(w.category, str(w.message)) for w in caught]
-        _store(entry, found.frame, raised)
-    else:
-        yield found
+        _store(entry, frame, raised)
     for category, message in raised:
-        warnings.warn(message, category, stacklevel=3)
+        warnings.warn(message, category, stacklevel=2)
+    return frame
 
 
 def input_key(path: Path, kind: str) -> str:

@@ -187,10 +187,7 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
 def _runs(item: Input, scheduler: Any, key: str | None, on: bool = True) -> pd.DataFrame:
     """The checked runs of one input (not a steps table), from the input cache where ``on`` and stored there, else
     read (:func:`_read_runs`) and stored; ``key``: its ``input_key``, when known."""
-    with cached(item.path, item.kind, key, on=on) as entry:
-        if entry.frame is None:
-            entry.frame = _read_runs(item, scheduler, key)
-    return entry.frame
+    return cached(item.path, item.kind, key, partial(_read_runs, item, scheduler, key), on=on)
 
 
 def _read_runs(item: Input, scheduler: Any, key: str | None = None) -> pd.DataFrame:

@@ -63,7 +63,7 @@ def _parts(folder: RunFolder) -> list[store.Part]:
 
 
 def _part(folder: RunFolder, files: Sequence[tuple[int, Path]]) -> tuple[pd.DataFrame, dict[str, list]]:
-    read = read_ranks(folder, files, threads=1)
+    read = read_ranks(folder, files)
     return read.intervals, {"closed": read.closed, "wall_s": read.wall_s, "outside": read.outside,
                             "waited_for": read.waited_for,
                             "bad_lines": [[str(b.path), b.line, b.reason] for b in read.bad_lines],

@@ -170,7 +170,7 @@ def read_rank_file(path: Path) -> RankFile:
     header = _header(head, path, bad) if head else None
     written = tuple(header["columns"]) if header else LINE_COLUMNS
     body, end = _split_end(body)
-    closed = end is not None and _is_end(end)
+    closed = end is not None and is_end(end)
     wall_s = _wall_clock(end, path, 2 + body.count(b"\n"), bad) if closed else None
     if end is not None and not closed:
         body += end  # not an end marker: read with the other lines (and reported there)
@@ -218,11 +218,8 @@ def _wall_clock(end: bytes, path: Path, number: int, bad: list[BadLine]) -> floa
 
 
 def _header(line: bytes, path: Path, bad: list[BadLine]) -> dict[str, Any] | None:
-    try:
-        header = json.loads(line)
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
+    header = json_object(line)
+    if header is None or header.get("format") != FORMAT:
         bad.append(BadLine(path, 1, "not a trainperf-steps header"))
         return None
     columns = header.get("columns")
@@ -250,19 +247,25 @@ def _split_end(body: bytes) -> tuple[bytes, bytes | None]:
     return body, None
 
 
-def _is_end(line: bytes) -> bool:
+def json_object(line: bytes) -> dict[str, Any] | None:
+    """The JSON object ``line`` holds; None where it holds no valid JSON, or JSON that is no object."""
     try:
-        end = json.loads(line)
+        value = json.loads(line)
     except ValueError:
-        return False
-    return isinstance(end, dict) and end.get("end") is True
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def is_end(line: bytes) -> bool:
+    """Whether ``line`` is the end line :func:`end_line` writes."""
+    return (json_object(line) or {}).get("end") is True
 
 
 def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
     """Every step line parsed at once, or None if any line is not ``[...]`` of the right number of values of the
     right types, with no other bracket and no quote (then the caller reads line by line to say which)."""
     if not body:
-        return _empty_columns(names)
+        return empty_columns(names)
     if not body.endswith(b"\n"):
         return None
     raw = np.frombuffer(body, dtype=np.uint8)
@@ -314,7 +317,7 @@ def _line_by_line(body: bytes, path: Path, bad: list[BadLine],
             rows.append(json.loads(line))
             numbers.append(number)
     if not rows:
-        return _empty_columns(names), np.empty(0, dtype=np.int64)
+        return empty_columns(names), np.empty(0, dtype=np.int64)
     columns = {name: np.array(column if _dtype(name) is not np.float64 else
                               [np.nan if v is None else v for v in column], dtype=_dtype(name))
                for name, column in zip(names, zip(*rows))}
@@ -346,5 +349,6 @@ def _dtype(name: str) -> type:
     return np.int64 if name in INT_COLUMNS else bool if name in BOOL_COLUMNS else np.float64
 
 
-def _empty_columns(names: tuple[str, ...]) -> dict[str, np.ndarray]:
+def empty_columns(names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Columns ``names`` of no step line, each of its type."""
     return {c: np.empty(0, dtype=_dtype(c)) for c in names}

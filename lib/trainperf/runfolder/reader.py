@@ -7,28 +7,26 @@ parent's, ``source`` to its path).
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from trainperf.aggregate import repeated_steps
 from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import (LINE_COLUMNS, STEPS_FILE_PATTERN, TIME_DECIMALS, BadLine, RankFile,
-                                         read_rank_file)
+                                         empty_columns, read_rank_file)
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
 
 PART_BYTES = 48 << 20
 """Steps-file bytes per part (about 300,000 steps): what one reader holds at once."""
-READ_THREADS = 4
 WRITTEN_TO_S = 2 * 10.0 ** -TIME_DECIMALS
 """How far two times of the files may differ and still be one instant (s): each is written rounded to
 ``TIME_DECIMALS`` decimals (1 µs), so a step's start plus its length may land a microsecond past the phase that
@@ -120,16 +118,12 @@ class RanksRead:
     waited_for: list[list[Any]] = field(default_factory=list)
 
 
-def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None,
-               threads: int = READ_THREADS) -> RanksRead:
+def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None) -> RanksRead:
     """The step intervals of ``files`` (default: every rank of the run), rank
-    by rank, each in the order written, read by up to ``threads`` threads.
-    Malformed or truncated lines are skipped and listed (file and line); the
-    lines of steps that ran out of memory are listed apart."""
-    files = folder.rank_files if files is None else files
-    # Arrow and numpy release the GIL while parsing: read files side by side
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, os.cpu_count() or 1))) as pool:
-        read = list(pool.map(_read_rank_file, [path for _, path in files]))
+    by rank, each in the order written. Malformed or truncated lines are
+    skipped and listed (file and line); the lines of steps that ran out of
+    memory are listed apart."""
+    read = [_read_rank_file(path) for _, path in (folder.rank_files if files is None else files)]
     out_of_memory = [[f.rank, int(step), int(np.nan_to_num(ooms, nan=1.0))] for f in read
                      for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
     for f in read:
@@ -147,9 +141,8 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
         "node": _repeat_strings([f.node or nodes.get(f.rank) or "" for f in read], counts),
         "n_steps": np.ones(total), "includes_evaluation": np.zeros(total, dtype=bool), "compute_s": np.full(total, np.nan),
     }
-    for name in LINE_COLUMNS:
-        data[name] = (np.concatenate([f.columns[name] for f in read]) if read
-                      else np.empty(0, dtype=bool if name == "warmup" else np.int64 if name == "step" else float))
+    columns = [f.columns for f in read] or [empty_columns(LINE_COLUMNS)]
+    data.update({name: np.concatenate([c[name] for c in columns]) for name in LINE_COLUMNS})
     data["micro_steps"] = data["micro_steps"].astype(np.float64)
     waits, waited_for = outside_waits(folder, read)
     data["wait_outside_s"] = (np.concatenate([waits[f.rank] for f in read]) if waits and read
@@ -266,8 +259,6 @@ def _read_rank_file(path: Path) -> RankFile:
 def _repeat_strings(values: list[str], counts: np.ndarray) -> pd.Series:
     """A string column holding ``values[i]`` ``counts[i]`` times (built by
     Arrow from codes: fast for a million rows)."""
-    import pyarrow as pa
-
     codes = np.repeat(np.arange(len(values), dtype=np.int32), counts)
     strings = pa.array(values, type=pa.large_string()).take(pa.array(codes))
     return pd.Series(strings, dtype=pd.StringDtype("pyarrow", na_value=np.nan))

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from trainperf.runfolder.rankfile import FORMAT, LINE_COLUMNS, _is_end
+from trainperf.runfolder.rankfile import FORMAT, LINE_COLUMNS, is_end, json_object
 
 FIRST_READ_BYTES = 16 << 10
 """Bytes read from the end of a file the first time (about 70 recent steps)."""
@@ -57,11 +57,8 @@ class StepsTail:
         line = file.readline(HEADER_BYTES)
         if not line.endswith(b"\n"):
             return False
-        try:
-            header = json.loads(line)
-        except ValueError:
-            header = None
-        if not isinstance(header, dict) or header.get("format") != FORMAT or not isinstance(header.get("columns"), list):
+        header = json_object(line)
+        if header is None or header.get("format") != FORMAT or not isinstance(header.get("columns"), list):
             self.bad_lines += 1
             header = {}
         self.header = header
@@ -77,7 +74,7 @@ class StepsTail:
         steps = [line for line in lines if line.startswith(b"[")]
         if len(steps) < len(lines):
             for line in lines:
-                if line.startswith(b"{") and _is_end(line):
+                if line.startswith(b"{") and is_end(line):
                     self.closed = True
                 elif not line.startswith(b"["):
                     self.bad_lines += 1
