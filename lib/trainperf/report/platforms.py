@@ -17,7 +17,7 @@ from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.estimates import distinguish, has_interval, run_intervals
 from trainperf.hardware import cpu_rows, find_device, normalize_precision, platform_name
 from trainperf.report.run_labels import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates,
-                                         label, rank, study_of)
+                                         label, study_of)
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, and_list, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
@@ -155,13 +155,14 @@ def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") ->
         fastest = group.loc[group.groupby("platform", sort=False)[rate].idxmax()]
         if len(fastest) < 2:
             continue
-        ranking = rank(fastest, rate)
-        best, second, value = ranking.best, ranking.runner_up, ranking.margin
+        order = fastest[fastest[rate].notna()].sort_values(rate, ascending=False)
+        best, second = order.iloc[0], order.iloc[1]
+        value = best[rate] / second[rate] - 1
         a, b = of_run.loc[str(second["run_id"])], of_run.loc[str(best["run_id"])]
         tested = has_interval(a) and has_interval(b)
         margin = (distinguish(found, a["configuration"], b["configuration"]).difference.times(
             second["gpus"] / best["gpus"]) if tested  # per device: the ratio of totals times the ratio of devices
-            else Difference(ranking.margin))
+            else Difference(value))
         verdict_ = WINNER if Verdict(margin, tested).verdict == FASTER else TIED
         if tested:
             evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"

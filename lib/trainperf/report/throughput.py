@@ -17,7 +17,7 @@ from trainperf.compare import plotted_steps
 from trainperf.estimates import job_frames, run_intervals
 from trainperf.goodput import PARTS
 from trainperf.report.run_labels import (Unit, configuration_of, configuration_table, evaluation_notes,
-                                         evaluation_rates, labels, ordered, rank, several_device_counts, study_of,
+                                         evaluation_rates, labels, ordered, several_device_counts, study_of,
                                          unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.page import require
@@ -69,7 +69,7 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFram
     found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
     configs = configuration_table(runs, MEANS, found)
     clean = configs["doubt"] == ""
-    best = rank(configs[clean] if clean.any() else configs, unit.rate).best.name
+    best = (configs[clean] if clean.any() else configs)[unit.rate].idxmax()
     kind = configs["scaling_type"] if "scaling_type" in configs else pd.Series(pd.NA, index=configs.index)
     view = configs.assign(configuration=labels(configs), chart_label=labels(configs, compact=True),
                           experiment_scaling=[f"{e} ({k} scaling)" if pd.notna(k) else str(e)

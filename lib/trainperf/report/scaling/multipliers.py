@@ -13,7 +13,7 @@ from trainperf.invariants import serial_fraction_possible
 from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
 from trainperf.report.run_labels import configuration_means, configuration_of, doubtful, labels, marks
 from trainperf.report.theme import error_bars, tick_labels
-from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
+from trainperf.report.scaling.studies import changes, kind_label, kind_of
 from trainperf.scaling import karp_flatt
 from trainperf.stats import FASTER, SLOWER, verdict
 
@@ -108,17 +108,18 @@ def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFra
     row_marks = shown["marks"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m if x)))
     row_errors = shown["known_error"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m.dropna() if x)))
     doubt = configuration.map(shown["doubtful"].any()).to_numpy(bool)
-    concluded = ~doubt & (base is not None) & (not doubt[base] if base is not None else False)
+    concluded = ~doubt & (base is not None and not doubt[base])
+    rate = [rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput  # around the rate shown
+            for i, (unit, throughput) in enumerate(zip(found["unit"], found["throughput"]))]
     return rows.assign(
-        configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
+        configuration=labels(rows), interval=[text or "–" for text in around(found, rate)[2]], ideal=ideal,
         multiplier_low=low, multiplier_high=high,  # e falls as S rises; its interval held within [0, 1]
         serial_low=np.where(possible, np.clip(karp_flatt(high, ideal, weak), 0, 1), np.nan),
         serial_high=np.where(possible, np.clip(karp_flatt(low, ideal, weak), 0, 1), np.nan), multiplier_interval=multiplier_text.tolist(),
         efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
         scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
         serial_fraction=np.where(possible, point, np.nan), serial_emptied=np.isfinite(point) & ~possible,
-        only_devices_change=not changes(group),
-        scaling_kind=KIND_LABELS.get(kind_of(group), KIND_LABELS[None]),
+        only_devices_change=not changes(group), scaling_kind=kind_label(group),
         marks=configuration.map(row_marks).to_numpy(object), known_error=configuration.map(row_errors).to_numpy(object),
         concluded=concluded), found
 
@@ -141,13 +142,6 @@ def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multipli
     source = " and ".join(dict.fromkeys(SOURCES.get(found.at[j, "basis"], found.at[j, "basis"]) for j in (i, base)))
     return (low, high, f"{fmt_times(low, 2)}–{fmt_times(high, 2)}",
             f"{fmt_pct(low / ideal)}–{fmt_pct(high / ideal)} ({source})")
-
-
-def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
-    """Each configuration's throughput interval as text (``1,258–1,465``; ``–``: none), around the rate shown."""
-    rate = [rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput
-            for i, (unit, throughput) in enumerate(zip(found["unit"], found["throughput"]))]
-    return [text or "–" for text in around(found, rate)[2]]
 
 
 def efficiency_notes(study: Study) -> list[str]:

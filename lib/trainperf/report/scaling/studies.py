@@ -22,9 +22,9 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
         attrs, runs = runs.attrs, pd.concat([runs, shared], ignore_index=True).copy()  # copy: one block per dtype
         runs.attrs = attrs
     study = study_of(runs)
-    kinds = {name: kind_of(group) for name, group in runs.groupby(study, sort=False)}
-    named = {name: _with_kind(name, str(experiment), KIND_LABELS.get(kinds[name], KIND_LABELS[None]))
-             for name, experiment in zip(study, runs["experiment"])}
+    kinds = {name: kind_label(group) for name, group in runs.groupby(study, sort=False)}
+    named = {name: f"{name[:-1]}; {kinds[name]})" if name != str(experiment) and name.endswith(")")  # a series
+             else f"{name} ({kinds[name]})" for name, experiment in zip(study, runs["experiment"])}
     runs = runs.assign(experiment=study.map(named))
     counts = runs.groupby("experiment")["gpus"].nunique()
     return keep_experiments(runs, counts >= 2, ["gpus", "micro_batch_size", "run_id"],
@@ -32,13 +32,6 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
                             "no experiment has runs at two or more device counts (column gpus): measure one "
                             "experiment at several device counts, e.g. with torchrun --nproc-per-node 1, 2, 4 "
                             f"(experiments: {', '.join(map(str, counts.index)) or 'none'})")
-
-
-def _with_kind(study: str, experiment: str, kind: str) -> str:
-    """``study`` (an experiment, or ``experiment (its series)``) with ``kind`` in its brackets."""
-    if study != experiment and study.endswith(")"):
-        return f"{study[:-1]}; {kind})"
-    return f"{study} ({kind})"
 
 
 def changes(group: pd.DataFrame) -> list[str]:
@@ -81,6 +74,11 @@ def kind_of(group: pd.DataFrame) -> str | None:
     """The ``scaling_type`` of one study's runs: ``strong``, ``weak``, or None (not known, or mixed)."""
     kinds = group["scaling_type"].dropna().unique() if "scaling_type" in group else []
     return str(kinds[0]) if len(kinds) == 1 else None
+
+
+def kind_label(group: pd.DataFrame) -> str:
+    """:func:`kind_of` one study's runs in words (:data:`KIND_LABELS`)."""
+    return KIND_LABELS.get(kind_of(group), KIND_LABELS[None])
 
 
 def laws(runs: pd.DataFrame) -> list[str]:
