@@ -114,7 +114,7 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
     there is none) and per device, ``mfu`` (fraction; NaN where unknown), ``gain`` over the previous
     configuration and ``vs_previous`` (its :func:`trainperf.estimates.distinguish`), the time to train the
     same work, ``train_tokens`` or else the most any configuration of the sweep measured
-    (:func:`trainperf.report.time_to_train.common_work`), over the training loop (``time_to_train_s``) and
+    (:func:`trainperf.report.time_to_train.to_train`), over the training loop (``time_to_train_s``) and
     in all with the time outside the loop as measured (start-up, validation; ``total_time_s``, NaN where
     the runs did not record their total), and ``at_top``: the sweep's fastest configuration or
     indistinguishable from it."""

@@ -95,17 +95,14 @@ def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summ
     (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged
     interval of several steps counts as that many steps of its mean time), and ``step_time_basis``:
     how many steps they come from, or :data:`NO_STEPS` (its mean ``step_time_s`` is then all that is known)."""
-    out: dict[str, list] = {"step_time_p50_s": [], "step_time_p95_s": [], "step_time_basis": []}
+    rows = []
     for _, ids in found["run_id"].groupby(configuration_of(found).to_numpy(), sort=False):
         times = [per_step(frames[r], steps, r) for r in ids if r in frames]
         pooled = np.concatenate(times) if times else np.array([])
-        p50, p95 = np.percentile(pooled, [50, 95]) if len(pooled) else (np.nan, np.nan)
         basis = NO_STEPS if not times else count(len(pooled), "step") + (
             f" of {len(times)} of its {len(ids)} runs" if len(times) < len(ids) else "")
-        out["step_time_p50_s"].append(p50)
-        out["step_time_p95_s"].append(p95)
-        out["step_time_basis"].append(basis)
-    return out
+        rows.append([*(np.percentile(pooled, [50, 95]) if len(pooled) else (np.nan, np.nan)), basis])
+    return pd.DataFrame(rows, columns=["step_time_p50_s", "step_time_p95_s", "step_time_basis"]).to_dict("list")
 
 
 def per_step(frame: pd.DataFrame, steps: Summaries, run_id: str) -> np.ndarray:
@@ -128,12 +125,11 @@ def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
     usable = frame[(frame["doubt"] == "") & frame["scaling_efficiency"].notna()]
     study = study_of(usable)
     rows = []
-    for name, group in usable.groupby(study.astype(str), sort=False):
+    for name, group in usable.groupby(study, sort=False):
         counts = group.groupby("gpus").agg(nodes=("nodes", "max"), efficiency=("scaling_efficiency", "mean"))
         if len(counts) < 2 or counts["nodes"].isna().any():
             continue
-        gpus, nodes, efficiency = counts.index.to_numpy(float), counts["nodes"].to_numpy(float), \
-            counts["efficiency"].to_numpy(float)
+        gpus, (nodes, efficiency) = counts.index.to_numpy(float), counts[["nodes", "efficiency"]].to_numpy(float).T
         drops = efficiency[:-1] - efficiency[1:]  # step i: gpus[i] → gpus[i + 1]
         across = np.flatnonzero(nodes[1:] > nodes[:-1])
         if not len(across):
@@ -164,7 +160,7 @@ def remarks(frame: pd.DataFrame) -> list[str]:
     out = [f"{doubt}: not headlined" if doubt else "" for doubt in frame["doubt"]]
     study = study_of(frame)
     for b in node_boundaries(frame).itertuples():
-        rows = np.flatnonzero((study.astype(str) == b.study).to_numpy() & (frame["gpus"] == b.to_gpus).to_numpy()
+        rows = np.flatnonzero((study == b.study).to_numpy() & (frame["gpus"] == b.to_gpus).to_numpy()
                               & (frame["doubt"] == "").to_numpy())
         for i in rows:
             out[i] = (f"first step across nodes: {_points(b.drop)} of efficiency"
@@ -308,14 +304,11 @@ def node_boundary(page: ThroughputPage) -> Found:
     efficiency drops: what recovering it would give per device, ``efficiency before / after − 1``."""
     if "nodes" not in page.runs or page.runs["nodes"].isna().all():
         return Found(lacking="no run records its nodes")
-    frame = page.table
-    found = node_boundaries(frame)
+    frame, found, out = page.table, node_boundaries(page.table), Found()
     if found.empty:
         return Found(lacking="no study runs on several device counts with their nodes known and crosses a node")
-    out = Found()
     for b in found[found["drop"] > 0].itertuples():
-        study = study_of(frame)
-        sides = frame[(study.astype(str) == b.study).to_numpy(bool) & frame["gpus"].isin([b.from_gpus, b.to_gpus])]
+        sides = frame[(study_of(frame) == b.study).to_numpy(bool) & frame["gpus"].isin([b.from_gpus, b.to_gpus])]
         out.rows.append(row(
             "Look at communication between nodes first: per-device throughput drops most where the job "
             "leaves one node" if b.most else "Look at communication between nodes: per-device throughput drops "

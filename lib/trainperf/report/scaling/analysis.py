@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
@@ -15,7 +16,7 @@ from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fm
 from trainperf.report.phases import per_experiment, without_phases
 from trainperf.report.run_labels import by_experiment, doubtful, evaluation_notes, evaluation_rates, labels, marks
 from trainperf.report.scaling import multipliers, projection, ranks, studies
-from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
+from trainperf.report.scaling.projection import LAWS, Projection, within_reach
 from trainperf.report.scaling.studies import KIND_LABELS
 from trainperf.report.what_to_change import (Found, Measured, candidates as found_by, clean, data_loading,
                                              exposed_communication, oversubscription, row, rule, section_of,
@@ -139,9 +140,9 @@ def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
     figures = [(fmt_times(top["scaling_multiplier"], 1), f"multiplier at {fmt_int(top['gpus'])} devices"),
                (fmt_pct(top["scaling_efficiency"], 0), "scaling efficiency there")]
     for proj in (p for p in found if p.experiment == widest):
-        low, high = proj.best.band(proj.target, BAND_LEVEL)
+        reach, low, high = within_reach(proj.best, np.array([proj.target]), float(proj.p.max()))
         at = fmt_int(proj.target * proj.base_gpus)
-        if not high[0] <= MAX_BAND * low[0]:  # a band over 4x wide (or none) projects nothing
+        if not reach[0]:
             figures.append(("–", f"the data cannot project to {at} devices ({LAWS[proj.best.law]} 95 % band "
                                  f"{fmt_num(low[0], 0)}–{fmt_num(high[0], 0)}×)"))
             continue

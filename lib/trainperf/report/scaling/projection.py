@@ -62,7 +62,8 @@ def serial_notes(every_row: pd.DataFrame) -> list[str]:
     and what that means; first, where e lies outside [0, 1] (emptied, not plotted)."""
     out = [f"{name}: the Karp–Flatt fraction e is outside [0, 1] at "
            f"{and_list([fmt_int(g) + ' devices' for g in group.loc[group['serial_emptied'], 'gpus']])} "
-           f"({EMPTIED}: {SERIAL_OUTSIDE}); not plotted."
+           f"({EMPTIED}: below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
+           "share of the work explains either); not plotted."
            for name, group in every_row.groupby("experiment", sort=False) if group["serial_emptied"].any()]
     frame = every_row.dropna(subset=["serial_fraction"])
     for name, every in frame.groupby("experiment", sort=False):
@@ -87,11 +88,6 @@ def serial_notes(every_row: pd.DataFrame) -> list[str]:
                    f"{', '.join(f'{x:g}' for x in group['ideal'])}× the baseline devices) — "
                    f"{MEANING[trend]}.{caveat}{left}")
     return out
-
-
-SERIAL_OUTSIDE = ("below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
-                  "share of the work explains either")
-"""Why a Karp–Flatt fraction outside [0, 1] is not shown."""
 
 
 BAND_LEVEL = 0.95
