@@ -107,17 +107,15 @@ def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> t
 def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, min_gain: float = 0.10
           ) -> pd.DataFrame:
     """One row per configuration of each sweep of ``found_sweeps`` (repeats: their mean; rates in ``unit``):
-    experiment, configuration
-    (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per step
-    (``per_device_batch``), samples per optimizer step (``global_batch_size``), devices, throughput
-    total (95 % interval ``<rate>_low``–``_high``; ``interval``: as text with what it covers, or that
-    there is none) and per device, ``mfu`` (fraction; NaN where unknown), ``gain`` over the previous
-    configuration and ``vs_previous`` (its :func:`trainperf.estimates.distinguish`), the time to train the
-    same work, ``train_tokens`` or else the most any configuration of the sweep measured
-    (:func:`trainperf.report.time_to_train.to_train`), over the training loop (``time_to_train_s``) and
-    in all with the time outside the loop as measured (start-up, validation; ``total_time_s``, NaN where
-    the runs did not record their total), and ``at_top``: the sweep's fastest configuration or
-    indistinguishable from it."""
+    experiment, configuration (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per
+    step (``per_device_batch``), samples per optimizer step (``global_batch_size``), devices, throughput total (95 %
+    interval ``<rate>_low``–``_high``; ``interval``: as text with what it covers, or that there is none) and per
+    device, ``mfu`` (fraction; NaN where unknown), ``gain`` over the previous configuration and ``vs_previous`` (its
+    :func:`trainperf.estimates.distinguish`), the time to train the same work, ``train_tokens`` or else the most any
+    configuration of the sweep measured (:func:`trainperf.report.time_to_train.to_train`), over the training loop
+    (``time_to_train_s``) and in all with the time outside the loop as measured (start-up, validation;
+    ``total_time_s``, NaN where the runs did not record their total), and ``at_top``: the sweep's fastest
+    configuration or indistinguishable from it."""
     if train_tokens is not None and unit.name != "tokens":
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
@@ -274,11 +272,10 @@ def work_notes(runs: pd.DataFrame) -> list[str]:
 
 
 def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
-    """One row per configuration of each sweep of ``found_sweeps`` whose runs recorded their total time with
-    start-up
-    (repeats: their mean; :func:`trainperf.report.time_to_train.total_parts`): experiment, configuration,
-    the seconds of each part of the total (columns named after the parts; NaN where a sweep has no such
-    part) and ``total_s``. Empty when no run recorded its total."""
+    """One row per configuration of each sweep of ``found_sweeps`` whose runs recorded their total time with start-up
+    (repeats: their mean; :func:`trainperf.report.time_to_train.total_parts`): experiment, configuration, the seconds
+    of each part of the total (columns named after the parts; NaN where a sweep has no such part) and ``total_s``.
+    Empty when no run recorded its total."""
     rows = []
     for group, _ in found_sweeps.values():
         have = group[group["total_s"].notna()]
@@ -289,10 +286,9 @@ def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
 
 
 def time_notes(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None) -> list[str]:
-    """Per sweep of ``found_sweeps``: the configuration that trains the same work (``train_tokens``, else the
-    most any
-    configuration measured) fastest over the training loop and the one that does in all, start-up
-    included; where they differ, the reason: the time outside the loop and the part of it that differs most."""
+    """Per sweep of ``found_sweeps``: the configuration that trains the same work (``train_tokens``, else the most
+    any configuration measured) fastest over the training loop and the one that does in all, start-up included; where
+    they differ, the reason: the time outside the loop and the part of it that differs most."""
     out = []
     for name, (group, _) in found_sweeps.items():
         loop, total, how = to_train(group, train_tokens, unit)
@@ -337,12 +333,9 @@ def memory(runs: pd.DataFrame) -> pd.DataFrame:
     memory, the device's memory and the least headroom left (GiB; empty where not recorded), and ``fits``
     (``yes``, ``no: out of memory`` or ``not recorded``)."""
     too_big = pd.DataFrame(runs.attrs.get("did_not_fit", []))
-    found = pd.concat([runs, too_big], ignore_index=True) if len(too_big) else runs.copy()
-    for column in (*MEMORY_COLUMNS, "fits"):
-        if column not in found:
-            found[column] = np.nan
-    found = found.assign(configuration=configurations(found),
-                         order=pd.factorize(found["experiment"].astype(str))[0])
+    found = pd.concat([runs, too_big], ignore_index=True) if len(too_big) else runs
+    found = found.reindex(columns=[*found, *(c for c in (*MEMORY_COLUMNS, "fits") if c not in found)])
+    found = found.assign(configuration=configurations(found), order=pd.factorize(found["experiment"].astype(str))[0])
     keys = ["order", "experiment", "micro_batch_size", "grad_accum_steps", "configuration"]
     out = found.groupby(keys, sort=True, dropna=False).agg(
         **{c: (c, "max") for c in MEMORY_COLUMNS if c != "memory_headroom_gb"},

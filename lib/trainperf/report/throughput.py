@@ -89,12 +89,11 @@ def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 
 def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summaries | None) -> dict[str, list]:
     """Per configuration of runs of :func:`~trainperf.estimates.run_intervals` ``found`` (in the order of
-    :func:`trainperf.report.run_labels.configuration_table`; ``frames``: the
-    :func:`~trainperf.estimates.job_frames` of their ``steps``):
-    ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per step
-    (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged
-    interval of several steps counts as that many steps of its mean time), and ``step_time_basis``:
-    how many steps they come from, or :data:`NO_STEPS` (its mean ``step_time_s`` is then all that is known)."""
+    :func:`trainperf.report.run_labels.configuration_table`; ``frames``: the :func:`~trainperf.estimates.job_frames`
+    of their ``steps``): ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per
+    step (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged interval of
+    several steps counts as that many steps of its mean time), and ``step_time_basis``: how many steps they come
+    from, or :data:`NO_STEPS` (its mean ``step_time_s`` is then all that is known)."""
     rows = []
     for _, ids in found["run_id"].groupby(configuration_of(found).to_numpy(), sort=False):
         times = [per_step(frames[r], steps, r) for r in ids if r in frames]
