@@ -157,19 +157,22 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
     return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
 
 
-def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
+def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> tuple[str, list[tuple[str, str]]]:
     """The fastest configuration of sweep ``name`` (its :func:`sweep`: ``group`` and ``found``; rates in
-    ``unit``) and every one indistinguishable from it, or its margin over the next one."""
+    ``unit``) and every one indistinguishable from it, or its margin over the next one: a sentence, and the
+    figures a headline shows of it (its rate; how many are tied, or the margin over the runner-up)."""
     tied = ties_with_fastest(found)
     order = np.argsort(-group[unit.rate].to_numpy(float), kind="stable")
     best = order[0]
     rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
+    figures = [(fmt_int(group.loc[best, unit.rate]), f"{unit.label} at the fastest configuration of {name}")]
     if tied.sum() > 1:
         names = [batch(group.iloc[i], compact=True) for i in order if tied[i]]
         pairs = [resolution(found.iloc[best], found.iloc[i]) for i in order[1:] if tied[i]]
+        figures.append((fmt_int(tied.sum()), "configurations indistinguishable at the top"))
         return (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
                 f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)}: "
-                f"{resolution_text(pairs)})")
+                f"{resolution_text(pairs)})", figures)
     text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
     if len(order) > 1:
         second = order[1]
@@ -178,7 +181,9 @@ def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
         text += (f", {fmt_pct(d.estimate)} ahead of {found.loc[second, 'label']} "
                  + (f"(95 % interval {fmt_pct(d.low)} to {fmt_pct(d.high)})" if margin.tested
                     else "(no interval: one run without steps, so the noise is not tested)"))
-    return text
+        figures.append((fmt_pct(group.loc[best, unit.rate] / group.loc[second, unit.rate] - 1),
+                        "margin over the runner-up" + ("" if has_interval(found.loc[best]) else " (no interval)")))
+    return text, figures
 
 
 def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tokens: float | None = None) -> Html:
@@ -186,16 +191,7 @@ def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tok
     from it, see :func:`top`), named with its experiment, where throughput plateaus, and the configuration that
     trains the same work first in all, start-up included, where it is another (:func:`time_notes`)."""
     name, (group, found) = next(iter(found_sweeps.items()))
-    tied = ties_with_fastest(found)
-    best = group.loc[group[unit.rate].idxmax()]
-    text = top(name, group, found, unit)
-    figures = [(fmt_int(best[unit.rate]), f"{unit.label} at the fastest configuration of {name}")]
-    if tied.sum() > 1:
-        figures.append((fmt_int(tied.sum()), "configurations indistinguishable at the top"))
-    elif len(group) > 1:
-        second = group[unit.rate].nlargest(2).iloc[1]
-        figures.append((fmt_pct(best[unit.rate] / second - 1), "margin over the runner-up"
-                        + ("" if has_interval(found.loc[group[unit.rate].idxmax()]) else " (no interval)")))
+    text, figures = top(name, group, found, unit)
     found_plateau = plateau(group[unit.rate].to_numpy(), min_gain)
     if found_plateau.index is not None:
         text += (f"; beyond {batch(group.iloc[found_plateau.index])}, each step adds less than "
@@ -416,7 +412,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: fl
     return BatchSizePage(
         runs=runs, steps=steps, sweeps=found, headline=headline(found, unit, min_gain, train_tokens),
         work_notes=work_notes(runs), table=frame,
-        tops={name: top(name, *pair, unit) for name, pair in found.items()},
+        tops={name: top(name, *pair, unit)[0] for name, pair in found.items()},
         plateau_notes=plateau_notes(found, unit, min_gain), time_notes=time_notes(found, unit, train_tokens),
         total_time=total_time(found), memory=used, memory_notes=memory_notes(used),
         phases=per_experiment(runs, configurations, per_step=False),

@@ -208,15 +208,11 @@ def rank_time_notes(slow: pd.DataFrame) -> list[str]:
     return out
 
 
-RANKS_NAMED = 8
-"""Ranks a run names (labels on its chart, rows in its table) at most: a larger run names those that wait least
-and most for communication, and its straggler."""
-
-
-def named_ranks(waits: pd.DataFrame, limit: int = RANKS_NAMED) -> tuple[pd.DataFrame, str]:
-    """The rows of :func:`stragglers`' frame that a page names, by run and rank: every rank of a run with at
-    most ``limit``; of a larger run, the ``limit // 2`` ranks that wait least, as many that wait most and its
-    straggler. And a sentence saying which runs show only some of their ranks ("" when none does)."""
+def named_ranks(waits: pd.DataFrame, limit: int = 8) -> tuple[pd.DataFrame, str]:
+    """The rows of :func:`stragglers`' frame that a page names (labels on its chart, rows in its table), by run and
+    rank: every rank of a run with at most ``limit``; of a larger run, the ``limit // 2`` ranks that wait least, as
+    many that wait most and its straggler. And a sentence saying which runs show only some of their ranks ("" when
+    none does)."""
     parts, partial = [], []
     for run_id, rows in waits.groupby("run_id", sort=False):
         if len(rows) > limit:
