@@ -321,6 +321,7 @@ def time_notes(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = No
 
 MEMORY_COLUMNS = (*MEMORY, "device_memory_gb", "memory_headroom_gb")
 """Memory of a configuration (GiB): its runs' largest peaks and the device's capacity."""
+DID_NOT_FIT = "no: out of memory"
 
 
 def memory(runs: pd.DataFrame) -> pd.DataFrame:
@@ -335,18 +336,10 @@ def memory(runs: pd.DataFrame) -> pd.DataFrame:
     keys = ["order", "experiment", "micro_batch_size", "grad_accum_steps", "configuration"]
     out = found.groupby(keys, sort=True, dropna=False).agg(
         **{c: (c, "max") for c in MEMORY_COLUMNS if c != "memory_headroom_gb"},
-        memory_headroom_gb=("memory_headroom_gb", "min"), fits=("fits", _fits)).reset_index()
+        memory_headroom_gb=("memory_headroom_gb", "min"),
+        fits=("fits", lambda fits: DID_NOT_FIT if fits.eq(False).any() else "yes" if fits.eq(True).any()
+              else "not recorded")).reset_index()
     return out[["experiment", "configuration", *MEMORY_COLUMNS, "fits"]]
-
-
-DID_NOT_FIT = "no: out of memory"
-
-
-def _fits(values: pd.Series) -> str:
-    """A configuration's verdict from its runs' ``fits``."""
-    if values.eq(False).any():
-        return DID_NOT_FIT
-    return "yes" if values.eq(True).any() else "not recorded"
 
 
 def memory_notes(table: pd.DataFrame) -> list[str]:

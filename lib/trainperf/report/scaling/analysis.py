@@ -14,7 +14,8 @@ from trainperf.estimates import job_frames, run_intervals
 from trainperf.ranks import IMBALANCE_STRAGGLER
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fmt_usd, headline as banner
 from trainperf.report.phases import per_experiment, without_phases
-from trainperf.report.run_labels import by_experiment, doubtful, evaluation_notes, evaluation_rates, labels, marks
+from trainperf.report.run_labels import (by_experiment, doubtful, evaluation_notes, evaluation_rates, labels,
+                                         with_marks)
 from trainperf.report.scaling import multipliers, projection, ranks, studies
 from trainperf.report.scaling.projection import LAWS, Projection, within_reach
 from trainperf.report.scaling.studies import KIND_LABELS
@@ -201,16 +202,15 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
     10⁶``; left out where a run lacks both), ``cost_efficiency`` and, where a run has any, ``marks`` and
     ``known_error``."""
     priced = _priced(runs)
-    known = priced["known_error"] if "known_error" in priced else pd.Series(pd.NA, index=priced.index)
-    out = priced.assign(configuration=labels(priced) if len(priced) else [], marks=marks(priced), known_error=known)
-    columns = ["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd"]
+    out = priced.assign(configuration=labels(priced) if len(priced) else [])
+    columns = ["run_id", "experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours",
+               "cost_usd"]
     rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
     if rate:
         unit = f"usd_per_million_{rate.removesuffix('_per_s')}"
         out[unit] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6
         columns.append(unit)
-    return out[[*columns, "cost_efficiency", *(["marks", "known_error"] if out["marks"].ne("").any() else [])]
-               ].reset_index(drop=True)
+    return with_marks(out[[*columns, "cost_efficiency"]], priced).drop(columns="run_id").reset_index(drop=True)
 
 
 def cost_notes(runs: pd.DataFrame) -> list[str]:
