@@ -369,10 +369,8 @@ def memory_notes(table: pd.DataFrame) -> list[str]:
 @dataclass(frozen=True)
 class BatchSizePage:
     """Every frame and sentence of the batch-size page, in the page's order, from its ``runs`` (:func:`sweeps`)
-    and their ``steps`` (None: none given); each attribute is named after the function that makes it
-    (docs/reports.md): ``tops`` (per sweep) after :func:`top`, ``phases`` and ``phases_per_step`` the
-    :func:`~trainperf.report.phases.per_experiment` of the :func:`configurations` over the measured window and
-    per step, ``sweeps`` holds each sweep's :func:`sweep`."""
+    and their ``steps`` (None: none given); the function that makes each attribute: docs/reports.md, "The
+    throughput, batch-size and platforms pages, figure by figure". ``sweeps`` holds each sweep's :func:`sweep`."""
 
     runs: pd.DataFrame
     steps: Summaries | None

@@ -268,10 +268,10 @@ def step_timeline(summaries: Summaries | None) -> Timeline:
 
 @dataclass(frozen=True)
 class ThroughputPage:
-    """Every frame and sentence of the throughput page, in the page's order, from its ``runs``
-    (:func:`measured`) and their ``steps`` (None: none given); each attribute is named after the function that
-    makes it (docs/reports.md), ``goodput_parts`` after :func:`goodput`; ``intervals``: per run (the index of
-    ``runs``), the :func:`~trainperf.estimates.run_intervals` its table and "What to change" share."""
+    """Every frame and sentence of the throughput page, in the page's order, from its ``runs`` (:func:`measured`)
+    and their ``steps`` (None: none given); the function that makes each attribute: docs/reports.md, "The
+    throughput, batch-size and platforms pages, figure by figure". ``intervals``: per run (the index of ``runs``),
+    the :func:`~trainperf.estimates.run_intervals` its table and "What to change" share."""
 
     runs: pd.DataFrame
     steps: Summaries | None

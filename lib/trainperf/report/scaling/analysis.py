@@ -27,11 +27,9 @@ from trainperf.report.what_to_change import (Found, Measured, candidates as foun
 @dataclass(frozen=True)
 class ScalingPage:
     """Every frame and sentence of the scaling page, in the page's order, from its ``runs``
-    (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank ``steps`` (None: none given); each
-    attribute is named after the function that makes it (docs/reports.md), ``waits`` and ``straggler_notes``
-    after :func:`~trainperf.report.scaling.ranks.stragglers`, ``named_ranks`` and ``named_note`` after
-    :func:`~trainperf.report.scaling.ranks.named_ranks`; ``intervals``: per run (the index of ``runs``), the
-    :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
+    (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank ``steps`` (None: none given); the
+    function that makes each attribute: docs/reports.md, "The scaling page, figure by figure". ``intervals``: per
+    run, the :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
 
     runs: pd.DataFrame
     steps: Summaries | None
