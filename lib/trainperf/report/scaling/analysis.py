@@ -16,9 +16,9 @@ from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fm
 from trainperf.report.phases import per_experiment, without_phases
 from trainperf.report.run_labels import (by_experiment, doubtful, evaluation_notes, evaluation_rates, labels,
                                          with_marks)
-from trainperf.report.scaling import multipliers, projection, ranks, studies
+from trainperf.report.scaling import multipliers, projection, ranks
 from trainperf.report.scaling.projection import LAWS, Projection, within_reach
-from trainperf.report.scaling.studies import KIND_LABELS
+from trainperf.report.scaling.multipliers import KIND_LABELS
 from trainperf.report.what_to_change import (Found, Measured, candidates as found_by, clean, data_loading,
                                              exposed_communication, oversubscription, row, rule, section_of,
                                              waits_for_outside_work)
@@ -27,7 +27,7 @@ from trainperf.report.what_to_change import (Found, Measured, candidates as foun
 @dataclass(frozen=True)
 class ScalingPage:
     """Every frame and sentence of the scaling page, in the page's order, from its ``runs``
-    (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank ``steps`` (None: none given); the
+    (:func:`~trainperf.report.scaling.multipliers.studies`) and their per-rank ``steps`` (None: none given); the
     function that makes each attribute: docs/reports.md, "The scaling page, figure by figure". ``intervals``: per
     run, the :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
 
@@ -66,7 +66,7 @@ class ScalingPage:
 
 def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus: float | None = None
             ) -> ScalingPage:
-    """The scaling page of ``runs`` (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank
+    """The scaling page of ``runs`` (:func:`~trainperf.report.scaling.multipliers.studies`) and their per-rank
     ``steps``, projected to ``project_to_gpus`` devices (default: 8 × the largest measured)."""
     frames = job_frames(steps)
     intervals = pd.concat([run_intervals(group.reset_index(drop=True), frames=frames).set_axis(group.index)
@@ -83,8 +83,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     named, named_note = ranks.named_ranks(waits)
     return ScalingPage(
         runs=runs, steps=steps, intervals=intervals, headline=headline(table, found),
-        confounded=studies.confounded(runs),
-        laws=studies.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
+        confounded=multipliers.confounded(runs),
+        laws=multipliers.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
         phases=per_experiment(runs, lambda group: labels(group, compact=True)), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
         single_device_comm=ranks.single_device_comm(runs), ranks=per_rank, rank_spread=summary,

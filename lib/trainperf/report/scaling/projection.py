@@ -12,8 +12,7 @@ from trainperf.invariants import EMPTIED
 from trainperf.report.html import and_list, fmt_int, fmt_sig, fmt_times
 from trainperf.report.run_labels import by_experiment, doubtful
 from trainperf.report.page import InputError
-from trainperf.report.scaling.multipliers import left_out
-from trainperf.report.scaling.studies import changes, kind_of
+from trainperf.report.scaling.multipliers import changes, kind_of, left_out
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, parameter_text
 
 TREND_STEP = 1.2  # factor by which the serial fraction must change to count as a change
@@ -130,7 +129,7 @@ def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, bas
 
 
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
-    """USL fits, and Amdahl's for strong scaling (:func:`trainperf.report.scaling.studies.laws`), for every
+    """USL fits, and Amdahl's for strong scaling (:func:`trainperf.report.scaling.multipliers.laws`), for every
     experiment that changes only the device count and has
     :data:`MIN_FIT_POINTS` device counts or more, projected to ``project_to_gpus`` devices
     (default: 8 × the largest measured)."""
