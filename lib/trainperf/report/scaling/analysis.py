@@ -19,9 +19,8 @@ from trainperf.report.run_labels import (by_experiment, doubtful, evaluation_not
 from trainperf.report.scaling import multipliers, projection, ranks
 from trainperf.report.scaling.projection import LAWS, Projection, within_reach
 from trainperf.report.scaling.multipliers import KIND_LABELS
-from trainperf.report.what_to_change import (Found, Measured, candidates as found_by, clean, data_loading,
-                                             exposed_communication, oversubscription, row, rule, section_of,
-                                             waits_for_outside_work)
+from trainperf.report.what_to_change import (Found, Measured, clean, data_loading, exposed_communication,
+                                             oversubscription, row, rule, section_of, waits_for_outside_work)
 
 
 @dataclass(frozen=True)
@@ -232,6 +231,4 @@ RULES = (outside_steps, oversubscription, waits_for_outside_work, exposed_commun
 """The scaling page's rules (each reads the :class:`ScalingPage`)."""
 
 
-candidates = partial(found_by, RULES)
-"""Every candidate change the :data:`RULES` found on a :class:`ScalingPage`."""
 what_to_change = partial(section_of, RULES)
