@@ -31,7 +31,7 @@ def _csv(tmp_path: Path, rows: list[dict], name: str = "runs.csv") -> str:
 
 def _scaling(runs: pd.DataFrame, steps=None) -> pd.DataFrame:
     """The changes the scaling page of ``runs`` lists."""
-    return what_to_change.listed(scaling.analysis.candidates(scaling.analyse(runs, steps))[0])
+    return what_to_change.listed(what_to_change.candidates(scaling.analysis.RULES, scaling.analyse(runs, steps))[0])
 
 
 def _changes(module, runs: pd.DataFrame, steps=None) -> pd.DataFrame:

@@ -107,17 +107,15 @@ def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> t
 def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, min_gain: float = 0.10
           ) -> pd.DataFrame:
     """One row per configuration of each sweep of ``found_sweeps`` (repeats: their mean; rates in ``unit``):
-    experiment, configuration
-    (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per step
-    (``per_device_batch``), samples per optimizer step (``global_batch_size``), devices, throughput
-    total (95 % interval ``<rate>_low``–``_high``; ``interval``: as text with what it covers, or that
-    there is none) and per device, ``mfu`` (fraction; NaN where unknown), ``gain`` over the previous
-    configuration and ``vs_previous`` (its :func:`trainperf.estimates.distinguish`), the time to train the
-    same work, ``train_tokens`` or else the most any configuration of the sweep measured
-    (:func:`trainperf.report.time_to_train.common_work`), over the training loop (``time_to_train_s``) and
-    in all with the time outside the loop as measured (start-up, validation; ``total_time_s``, NaN where
-    the runs did not record their total), and ``at_top``: the sweep's fastest configuration or
-    indistinguishable from it."""
+    experiment, configuration (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per
+    step (``per_device_batch``), samples per optimizer step (``global_batch_size``), devices, throughput total (95 %
+    interval ``<rate>_low``–``_high``; ``interval``: as text with what it covers, or that there is none) and per
+    device, ``mfu`` (fraction; NaN where unknown), ``gain`` over the previous configuration and ``vs_previous`` (its
+    :func:`trainperf.estimates.distinguish`), the time to train the same work, ``train_tokens`` or else the most any
+    configuration of the sweep measured (:func:`trainperf.report.time_to_train.to_train`), over the training loop
+    (``time_to_train_s``) and in all with the time outside the loop as measured (start-up, validation;
+    ``total_time_s``, NaN where the runs did not record their total), and ``at_top``: the sweep's fastest
+    configuration or indistinguishable from it."""
     if train_tokens is not None and unit.name != "tokens":
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
@@ -159,19 +157,22 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
     return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
 
 
-def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
+def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> tuple[str, list[tuple[str, str]]]:
     """The fastest configuration of sweep ``name`` (its :func:`sweep`: ``group`` and ``found``; rates in
-    ``unit``) and every one indistinguishable from it, or its margin over the next one."""
+    ``unit``) and every one indistinguishable from it, or its margin over the next one: a sentence, and the
+    figures a headline shows of it (its rate; how many are tied, or the margin over the runner-up)."""
     tied = ties_with_fastest(found)
     order = np.argsort(-group[unit.rate].to_numpy(float), kind="stable")
     best = order[0]
     rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
+    figures = [(fmt_int(group.loc[best, unit.rate]), f"{unit.label} at the fastest configuration of {name}")]
     if tied.sum() > 1:
         names = [batch(group.iloc[i], compact=True) for i in order if tied[i]]
         pairs = [resolution(found.iloc[best], found.iloc[i]) for i in order[1:] if tied[i]]
+        figures.append((fmt_int(tied.sum()), "configurations indistinguishable at the top"))
         return (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
                 f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)}: "
-                f"{resolution_text(pairs)})")
+                f"{resolution_text(pairs)})", figures)
     text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
     if len(order) > 1:
         second = order[1]
@@ -180,7 +181,9 @@ def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
         text += (f", {fmt_pct(d.estimate)} ahead of {found.loc[second, 'label']} "
                  + (f"(95 % interval {fmt_pct(d.low)} to {fmt_pct(d.high)})" if margin.tested
                     else "(no interval: one run without steps, so the noise is not tested)"))
-    return text
+        figures.append((fmt_pct(group.loc[best, unit.rate] / group.loc[second, unit.rate] - 1),
+                        "margin over the runner-up" + ("" if has_interval(found.loc[best]) else " (no interval)")))
+    return text, figures
 
 
 def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tokens: float | None = None) -> Html:
@@ -188,16 +191,7 @@ def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tok
     from it, see :func:`top`), named with its experiment, where throughput plateaus, and the configuration that
     trains the same work first in all, start-up included, where it is another (:func:`time_notes`)."""
     name, (group, found) = next(iter(found_sweeps.items()))
-    tied = ties_with_fastest(found)
-    best = group.loc[group[unit.rate].idxmax()]
-    text = top(name, group, found, unit)
-    figures = [(fmt_int(best[unit.rate]), f"{unit.label} at the fastest configuration of {name}")]
-    if tied.sum() > 1:
-        figures.append((fmt_int(tied.sum()), "configurations indistinguishable at the top"))
-    elif len(group) > 1:
-        second = group[unit.rate].nlargest(2).iloc[1]
-        figures.append((fmt_pct(best[unit.rate] / second - 1), "margin over the runner-up"
-                        + ("" if has_interval(found.loc[group[unit.rate].idxmax()]) else " (no interval)")))
+    text, figures = top(name, group, found, unit)
     found_plateau = plateau(group[unit.rate].to_numpy(), min_gain)
     if found_plateau.index is not None:
         text += (f"; beyond {batch(group.iloc[found_plateau.index])}, each step adds less than "
@@ -274,11 +268,10 @@ def work_notes(runs: pd.DataFrame) -> list[str]:
 
 
 def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
-    """One row per configuration of each sweep of ``found_sweeps`` whose runs recorded their total time with
-    start-up
-    (repeats: their mean; :func:`trainperf.report.time_to_train.total_parts`): experiment, configuration,
-    the seconds of each part of the total (columns named after the parts; NaN where a sweep has no such
-    part) and ``total_s``. Empty when no run recorded its total."""
+    """One row per configuration of each sweep of ``found_sweeps`` whose runs recorded their total time with start-up
+    (repeats: their mean; :func:`trainperf.report.time_to_train.total_parts`): experiment, configuration, the seconds
+    of each part of the total (columns named after the parts; NaN where a sweep has no such part) and ``total_s``.
+    Empty when no run recorded its total."""
     rows = []
     for group, _ in found_sweeps.values():
         have = group[group["total_s"].notna()]
@@ -289,10 +282,9 @@ def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
 
 
 def time_notes(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None) -> list[str]:
-    """Per sweep of ``found_sweeps``: the configuration that trains the same work (``train_tokens``, else the
-    most any
-    configuration measured) fastest over the training loop and the one that does in all, start-up
-    included; where they differ, the reason: the time outside the loop and the part of it that differs most."""
+    """Per sweep of ``found_sweeps``: the configuration that trains the same work (``train_tokens``, else the most
+    any configuration measured) fastest over the training loop and the one that does in all, start-up included; where
+    they differ, the reason: the time outside the loop and the part of it that differs most."""
     out = []
     for name, (group, _) in found_sweeps.items():
         loop, total, how = to_train(group, train_tokens, unit)
@@ -329,6 +321,7 @@ def time_notes(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = No
 
 MEMORY_COLUMNS = (*MEMORY, "device_memory_gb", "memory_headroom_gb")
 """Memory of a configuration (GiB): its runs' largest peaks and the device's capacity."""
+DID_NOT_FIT = "no: out of memory"
 
 
 def memory(runs: pd.DataFrame) -> pd.DataFrame:
@@ -337,27 +330,16 @@ def memory(runs: pd.DataFrame) -> pd.DataFrame:
     memory, the device's memory and the least headroom left (GiB; empty where not recorded), and ``fits``
     (``yes``, ``no: out of memory`` or ``not recorded``)."""
     too_big = pd.DataFrame(runs.attrs.get("did_not_fit", []))
-    found = pd.concat([runs, too_big], ignore_index=True) if len(too_big) else runs.copy()
-    for column in (*MEMORY_COLUMNS, "fits"):
-        if column not in found:
-            found[column] = np.nan
-    found = found.assign(configuration=configurations(found),
-                         order=pd.factorize(found["experiment"].astype(str))[0])
+    found = pd.concat([runs, too_big], ignore_index=True) if len(too_big) else runs
+    found = found.reindex(columns=[*found, *(c for c in (*MEMORY_COLUMNS, "fits") if c not in found)])
+    found = found.assign(configuration=configurations(found), order=pd.factorize(found["experiment"].astype(str))[0])
     keys = ["order", "experiment", "micro_batch_size", "grad_accum_steps", "configuration"]
     out = found.groupby(keys, sort=True, dropna=False).agg(
         **{c: (c, "max") for c in MEMORY_COLUMNS if c != "memory_headroom_gb"},
-        memory_headroom_gb=("memory_headroom_gb", "min"), fits=("fits", _fits)).reset_index()
+        memory_headroom_gb=("memory_headroom_gb", "min"),
+        fits=("fits", lambda fits: DID_NOT_FIT if fits.eq(False).any() else "yes" if fits.eq(True).any()
+              else "not recorded")).reset_index()
     return out[["experiment", "configuration", *MEMORY_COLUMNS, "fits"]]
-
-
-DID_NOT_FIT = "no: out of memory"
-
-
-def _fits(values: pd.Series) -> str:
-    """A configuration's verdict from its runs' ``fits``."""
-    if values.eq(False).any():
-        return DID_NOT_FIT
-    return "yes" if values.eq(True).any() else "not recorded"
 
 
 def memory_notes(table: pd.DataFrame) -> list[str]:
@@ -387,10 +369,8 @@ def memory_notes(table: pd.DataFrame) -> list[str]:
 @dataclass(frozen=True)
 class BatchSizePage:
     """Every frame and sentence of the batch-size page, in the page's order, from its ``runs`` (:func:`sweeps`)
-    and their ``steps`` (None: none given); each attribute is named after the function that makes it
-    (docs/reports.md): ``tops`` (per sweep) after :func:`top`, ``phases`` and ``phases_per_step`` the
-    :func:`~trainperf.report.phases.per_experiment` of the :func:`configurations` over the measured window and
-    per step, ``sweeps`` holds each sweep's :func:`sweep`."""
+    and their ``steps`` (None: none given); the function that makes each attribute: docs/reports.md, "The
+    throughput, batch-size and platforms pages, figure by figure". ``sweeps`` holds each sweep's :func:`sweep`."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -423,7 +403,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: fl
     return BatchSizePage(
         runs=runs, steps=steps, sweeps=found, headline=headline(found, unit, min_gain, train_tokens),
         work_notes=work_notes(runs), table=frame,
-        tops={name: top(name, *pair, unit) for name, pair in found.items()},
+        tops={name: top(name, *pair, unit)[0] for name, pair in found.items()},
         plateau_notes=plateau_notes(found, unit, min_gain), time_notes=time_notes(found, unit, train_tokens),
         total_time=total_time(found), memory=used, memory_notes=memory_notes(used),
         phases=per_experiment(runs, configurations, per_step=False),

@@ -92,12 +92,10 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
     other = (loop - seconds.sum(axis=1)).clip(lower=0)
     if other.fillna(0).gt(0.005 * loop.fillna(np.inf)).any():
         seconds[OTHER] = other.fillna(0.0)
-    if "mean_rank_elapsed_s" in runs:
-        wait = slowest_wait(runs)
-        if wait.fillna(0).gt(0).any():
-            seconds[IMBALANCE] = wait.fillna(0.0)
+    if (wait := slowest_wait(runs).fillna(0.0)).gt(0).any():  # NaN where the mean over ranks is unknown
+        seconds[IMBALANCE] = wait
     if "validation_s" in runs and runs["validation_s"].notna().any():
-        seconds[PHASE_LABELS["validation_s"]] = runs["validation_s"].astype(float).fillna(0.0)
+        seconds[PHASE_LABELS["validation_s"]] = validation_s(runs)
     steps = runs["steps"] if "steps" in runs else pd.Series(np.nan, index=runs.index)
     if {"samples", "global_batch_size"} <= set(runs.columns):
         steps = steps.fillna(runs["samples"] / runs["global_batch_size"])

@@ -17,7 +17,7 @@ from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
 from trainperf.estimates import distinguish, has_interval, run_intervals
 from trainperf.hardware import cpu_rows, find_device, normalize_precision, platform_name
 from trainperf.report.run_labels import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates,
-                                         label, rank, study_of)
+                                         label, study_of)
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, and_list, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
 from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
@@ -88,11 +88,10 @@ def best_per_device(configs: pd.DataFrame) -> pd.DataFrame:
 
 def peaks(configs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
     """One row per platform × model of the configurations (:data:`MEANS`) ``configs``: its :func:`best_per_device`
-    configuration (every figure of the
-    row that configuration's), ``configuration`` (its devices, batch and strategy in words),
-    ``configs`` (configurations of the pair measured) and ``relative`` (its per-device rate / the
-    fastest of its contest's: the model, and under the ``same`` policy the precision), with
-    ``relative_low``/``_high`` from its throughput interval."""
+    configuration (every figure of the row that configuration's), ``configuration`` (its devices, batch and strategy
+    in words), ``configs`` (configurations of the pair measured) and ``relative`` (its per-device rate / the fastest
+    of its contest's: the model, and under the ``same`` policy the precision), with ``relative_low``/``_high`` from
+    its throughput interval."""
     out = best_per_device(configs).reset_index(drop=True)
     sizes = configs.groupby(PAIR, sort=False).size()
     fastest = out.groupby(contest(policy), sort=False, dropna=False)["tokens_per_s_per_gpu"].transform("max")
@@ -155,13 +154,14 @@ def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") ->
         fastest = group.loc[group.groupby("platform", sort=False)[rate].idxmax()]
         if len(fastest) < 2:
             continue
-        ranking = rank(fastest, rate)
-        best, second, value = ranking.best, ranking.runner_up, ranking.margin
+        order = fastest[fastest[rate].notna()].sort_values(rate, ascending=False)
+        best, second = order.iloc[0], order.iloc[1]
+        value = best[rate] / second[rate] - 1
         a, b = of_run.loc[str(second["run_id"])], of_run.loc[str(best["run_id"])]
         tested = has_interval(a) and has_interval(b)
         margin = (distinguish(found, a["configuration"], b["configuration"]).difference.times(
             second["gpus"] / best["gpus"]) if tested  # per device: the ratio of totals times the ratio of devices
-            else Difference(ranking.margin))
+            else Difference(value))
         verdict_ = WINNER if Verdict(margin, tested).verdict == FASTER else TIED
         if tested:
             evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
@@ -186,14 +186,12 @@ def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if {"reported_tflops_per_gpu", "reported_mfu"} <= set(runs.columns):
         implied = implied.fillna(runs["reported_tflops_per_gpu"] / runs["reported_mfu"])
     rows = []
-    for run_id, platform, precision, peak, reported_mfu, mfu in zip(
-            runs["run_id"], runs["platform"], runs["precision"], implied, runs.get("reported_mfu", nothing),
-            runs["mfu"]):
-        device = None if pd.isna(peak) or pd.isna(precision) else find_device(str(platform))
+    for r in runs.assign(source_peak=implied, reported_mfu=runs.get("reported_mfu", nothing)).to_dict("records"):
+        peak, precision = r["source_peak"], r["precision"]
+        device = None if pd.isna(peak) or pd.isna(precision) else find_device(str(r["platform"]))
         figure = None if device is None else device.figures.get(normalize_precision(str(precision)))
         if figure is not None and figure.sparse is not None and abs(peak / figure.sparse - 1) <= SPARSE_MATCH:
-            rows.append({"run_id": run_id, "platform": platform, "source_peak": peak, "dense_peak": figure.dense,
-                         "reported_mfu": reported_mfu, "mfu": mfu})
+            rows.append({**r, "dense_peak": figure.dense})
     return pd.DataFrame(rows, columns=["run_id", "platform", "source_peak", "dense_peak", "reported_mfu", "mfu"])
 
 
@@ -206,12 +204,11 @@ def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
 
 
 def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Html:
-    """The first contest's winner of :func:`winners` ``found`` and its margin per device (what else differs
-    between the two
-    configurations, where anything does), the platform that wins the most contests, and the best
-    MFU of 1 or less against a datasheet peak (a run's own peak, e.g. a CPU's measured one, only
-    when no run has a datasheet peak); no projected, oversubscribed or incomplete run counts. Without a
-    contest, the first pair's best configuration (of :func:`peaks` ``best``)."""
+    """The first contest's winner of :func:`winners` ``found`` and its margin per device (what else differs between
+    the two configurations, where anything does), the platform that wins the most contests, and the best MFU of 1 or
+    less against a datasheet peak (a run's own peak, e.g. a CPU's measured one, only when no run has a datasheet
+    peak); no projected, oversubscribed or incomplete run counts. Without a contest, the first pair's best
+    configuration (of :func:`peaks` ``best``)."""
     figures = []
     if found.empty:
         top = best.iloc[0]
@@ -300,13 +297,11 @@ def mfu_label(runs: pd.DataFrame) -> pd.Series:
 
 def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
     """Per accelerator platform × model of the configurations (:data:`MEANS`) ``configs`` (no CPU) and node count, of
-    its :func:`best_per_device`
-    configuration (``configuration``) and the configurations that differ from it only in the
-    device count (its ``scaling_study``; none projected, oversubscribed or incomplete): ``devices``,
-    ``tokens_per_s`` (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis``
-    (``measured``, ``fitted`` by the best of Amdahl and USL from
-    :data:`~trainperf.report.scaling.projection.MIN_FIT_POINTS` device counts on, else ``upper bound``: the
-    configuration's per-device rate × devices), devices ``measured``.
+    its :func:`best_per_device` configuration (``configuration``) and the configurations that differ from it only in
+    the device count (its ``scaling_study``; none projected, oversubscribed or incomplete): ``devices``,
+    ``tokens_per_s`` (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis`` (``measured``,
+    ``fitted`` by the best of Amdahl and USL from :data:`~trainperf.report.scaling.projection.MIN_FIT_POINTS` device
+    counts on, else ``upper bound``: the configuration's per-device rate × devices), devices ``measured``.
     ``InputError`` unless ``gpus_per_node`` and every node count are whole numbers of 1 or more."""
     if not all(isinstance(n, int) and n >= 1 for n in [gpus_per_node, *project_nodes]):
         raise InputError(f"project_nodes ({project_nodes}) and gpus_per_node ({gpus_per_node}) must be whole "

@@ -1,6 +1,6 @@
 """How pages name, group and order runs for people (labels for runs): the experiments in data
 order, configuration labels, the throughput unit a set of runs can be
-compared in, one row per configuration, the best run with its margin, and the marks of runs a page
+compared in, one row per configuration, and the marks of runs a page
 shows but never concludes from (projected, oversubscribed, incomplete) or whose source has a known error."""
 
 from __future__ import annotations
@@ -175,26 +175,6 @@ def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
         for i, text in zip(at, texts):
             out[i] = text
     return out
-
-
-class Ranking(NamedTuple):
-    """The best run by a column, the runner-up and the ``margin`` (best / runner-up − 1)."""
-
-    best: pd.Series
-    runner_up: pd.Series | None
-    margin: float
-
-
-def rank(runs: pd.DataFrame, column: str) -> Ranking:
-    """The run of ``runs`` with the largest ``column`` and its margin over the runner-up."""
-    candidates = runs[runs[column].notna()].sort_values(column, ascending=False)
-    if candidates.empty:
-        raise ValueError(f"no run has {column}")
-    best = candidates.iloc[0]
-    if len(candidates) == 1:
-        return Ranking(best, None, float("nan"))
-    second = candidates.iloc[1]
-    return Ranking(best, second, float(best[column]) / float(second[column]) - 1)
 
 
 DOUBTS = {

@@ -17,7 +17,7 @@ from trainperf.compare import plotted_steps
 from trainperf.estimates import job_frames, run_intervals
 from trainperf.goodput import PARTS
 from trainperf.report.run_labels import (Unit, configuration_of, configuration_table, evaluation_notes,
-                                         evaluation_rates, labels, ordered, rank, several_device_counts, study_of,
+                                         evaluation_rates, labels, ordered, several_device_counts, study_of,
                                          unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.page import require
@@ -69,7 +69,7 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFram
     found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
     configs = configuration_table(runs, MEANS, found)
     clean = configs["doubt"] == ""
-    best = rank(configs[clean] if clean.any() else configs, unit.rate).best.name
+    best = (configs[clean] if clean.any() else configs)[unit.rate].idxmax()
     kind = configs["scaling_type"] if "scaling_type" in configs else pd.Series(pd.NA, index=configs.index)
     view = configs.assign(configuration=labels(configs), chart_label=labels(configs, compact=True),
                           experiment_scaling=[f"{e} ({k} scaling)" if pd.notna(k) else str(e)
@@ -89,23 +89,19 @@ def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 
 def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summaries | None) -> dict[str, list]:
     """Per configuration of runs of :func:`~trainperf.estimates.run_intervals` ``found`` (in the order of
-    :func:`trainperf.report.run_labels.configuration_table`; ``frames``: the
-    :func:`~trainperf.estimates.job_frames` of their ``steps``):
-    ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per step
-    (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged
-    interval of several steps counts as that many steps of its mean time), and ``step_time_basis``:
-    how many steps they come from, or :data:`NO_STEPS` (its mean ``step_time_s`` is then all that is known)."""
-    out: dict[str, list] = {"step_time_p50_s": [], "step_time_p95_s": [], "step_time_basis": []}
+    :func:`trainperf.report.run_labels.configuration_table`; ``frames``: the :func:`~trainperf.estimates.job_frames`
+    of their ``steps``): ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per
+    step (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged interval of
+    several steps counts as that many steps of its mean time), and ``step_time_basis``: how many steps they come
+    from, or :data:`NO_STEPS` (its mean ``step_time_s`` is then all that is known)."""
+    rows = []
     for _, ids in found["run_id"].groupby(configuration_of(found).to_numpy(), sort=False):
         times = [per_step(frames[r], steps, r) for r in ids if r in frames]
         pooled = np.concatenate(times) if times else np.array([])
-        p50, p95 = np.percentile(pooled, [50, 95]) if len(pooled) else (np.nan, np.nan)
         basis = NO_STEPS if not times else count(len(pooled), "step") + (
             f" of {len(times)} of its {len(ids)} runs" if len(times) < len(ids) else "")
-        out["step_time_p50_s"].append(p50)
-        out["step_time_p95_s"].append(p95)
-        out["step_time_basis"].append(basis)
-    return out
+        rows.append([*(np.percentile(pooled, [50, 95]) if len(pooled) else (np.nan, np.nan)), basis])
+    return pd.DataFrame(rows, columns=["step_time_p50_s", "step_time_p95_s", "step_time_basis"]).to_dict("list")
 
 
 def per_step(frame: pd.DataFrame, steps: Summaries, run_id: str) -> np.ndarray:
@@ -128,12 +124,11 @@ def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
     usable = frame[(frame["doubt"] == "") & frame["scaling_efficiency"].notna()]
     study = study_of(usable)
     rows = []
-    for name, group in usable.groupby(study.astype(str), sort=False):
+    for name, group in usable.groupby(study, sort=False):
         counts = group.groupby("gpus").agg(nodes=("nodes", "max"), efficiency=("scaling_efficiency", "mean"))
         if len(counts) < 2 or counts["nodes"].isna().any():
             continue
-        gpus, nodes, efficiency = counts.index.to_numpy(float), counts["nodes"].to_numpy(float), \
-            counts["efficiency"].to_numpy(float)
+        gpus, (nodes, efficiency) = counts.index.to_numpy(float), counts[["nodes", "efficiency"]].to_numpy(float).T
         drops = efficiency[:-1] - efficiency[1:]  # step i: gpus[i] → gpus[i + 1]
         across = np.flatnonzero(nodes[1:] > nodes[:-1])
         if not len(across):
@@ -164,7 +159,7 @@ def remarks(frame: pd.DataFrame) -> list[str]:
     out = [f"{doubt}: not headlined" if doubt else "" for doubt in frame["doubt"]]
     study = study_of(frame)
     for b in node_boundaries(frame).itertuples():
-        rows = np.flatnonzero((study.astype(str) == b.study).to_numpy() & (frame["gpus"] == b.to_gpus).to_numpy()
+        rows = np.flatnonzero((study == b.study).to_numpy() & (frame["gpus"] == b.to_gpus).to_numpy()
                               & (frame["doubt"] == "").to_numpy())
         for i in rows:
             out[i] = (f"first step across nodes: {_points(b.drop)} of efficiency"
@@ -273,10 +268,10 @@ def step_timeline(summaries: Summaries | None) -> Timeline:
 
 @dataclass(frozen=True)
 class ThroughputPage:
-    """Every frame and sentence of the throughput page, in the page's order, from its ``runs``
-    (:func:`measured`) and their ``steps`` (None: none given); each attribute is named after the function that
-    makes it (docs/reports.md), ``goodput_parts`` after :func:`goodput`; ``intervals``: per run (the index of
-    ``runs``), the :func:`~trainperf.estimates.run_intervals` its table and "What to change" share."""
+    """Every frame and sentence of the throughput page, in the page's order, from its ``runs`` (:func:`measured`)
+    and their ``steps`` (None: none given); the function that makes each attribute: docs/reports.md, "The
+    throughput, batch-size and platforms pages, figure by figure". ``intervals``: per run (the index of ``runs``),
+    the :func:`~trainperf.estimates.run_intervals` its table and "What to change" share."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -308,14 +303,11 @@ def node_boundary(page: ThroughputPage) -> Found:
     efficiency drops: what recovering it would give per device, ``efficiency before / after − 1``."""
     if "nodes" not in page.runs or page.runs["nodes"].isna().all():
         return Found(lacking="no run records its nodes")
-    frame = page.table
-    found = node_boundaries(frame)
+    frame, found, out = page.table, node_boundaries(page.table), Found()
     if found.empty:
         return Found(lacking="no study runs on several device counts with their nodes known and crosses a node")
-    out = Found()
     for b in found[found["drop"] > 0].itertuples():
-        study = study_of(frame)
-        sides = frame[(study.astype(str) == b.study).to_numpy(bool) & frame["gpus"].isin([b.from_gpus, b.to_gpus])]
+        sides = frame[(study_of(frame) == b.study).to_numpy(bool) & frame["gpus"].isin([b.from_gpus, b.to_gpus])]
         out.rows.append(row(
             "Look at communication between nodes first: per-device throughput drops most where the job "
             "leaves one node" if b.most else "Look at communication between nodes: per-device throughput drops "

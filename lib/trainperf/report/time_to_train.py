@@ -50,19 +50,6 @@ def total_s(runs: pd.DataFrame) -> pd.Series:
     return total
 
 
-def common_work(work: pd.Series, train_work: float | None, unit: Unit) -> tuple[float, str]:
-    """The work every configuration of a sweep is timed on (``unit``), with how it was chosen: ``train_work``
-    where given, else the most any configuration measured (``work`` of :func:`run_times`); ``InputError``
-    when neither is known."""
-    if train_work is not None:
-        if not train_work > 0:
-            raise InputError(f"train_tokens must be a number of tokens above 0, not {train_work!r}")
-        return float(train_work), f"{fmt_int(train_work)} {unit.name} (as asked)"
-    if not work.notna().any():
-        raise InputError(f"no configuration has its {unit.name} or a rate and elapsed_s: no time to train")
-    return float(work.max()), f"{fmt_int(work.max())} {unit.name}, the most any configuration measured"
-
-
 def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run that recorded its total time (``total_s`` of :func:`run_times`; others: NaN), the parts it is
     made of (s), as columns named after them: the training loop, validation, the parts the run's timers name
@@ -87,10 +74,19 @@ def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_train(configurations: pd.DataFrame, train_work: float | None, unit: Unit) -> tuple[pd.Series, pd.Series, str]:
-    """The time to train the :func:`common_work` of a sweep's ``configurations`` (rows with ``work``,
-    ``outside_loop_s`` of :func:`run_times` and their rate): over the training loop (work / rate) and in all
-    (the loop + the time outside it as measured, taken as fixed: NaN without a total), s, and how the work
-    was chosen."""
-    work, how = common_work(configurations["work"], train_work, unit)
+    """The time to train the same work on each of a sweep's ``configurations`` (rows with ``work``,
+    ``outside_loop_s`` of :func:`run_times` and their rate): ``train_work`` where given, else the most any
+    configuration measured; over the training loop (work / rate) and in all (the loop + the time outside it as
+    measured, taken as fixed: NaN without a total), s, and how the work was chosen. ``InputError`` when
+    ``train_work`` is not above 0, or none is given and no configuration's work is known."""
+    work = configurations["work"]
+    if train_work is not None:
+        if not train_work > 0:
+            raise InputError(f"train_tokens must be a number of tokens above 0, not {train_work!r}")
+        work, how = float(train_work), f"{fmt_int(train_work)} {unit.name} (as asked)"
+    elif not work.notna().any():
+        raise InputError(f"no configuration has its {unit.name} or a rate and elapsed_s: no time to train")
+    else:
+        work, how = float(work.max()), f"{fmt_int(work.max())} {unit.name}, the most any configuration measured"
     loop = work / configurations[unit.rate].astype(float)
     return loop, loop + configurations["outside_loop_s"], how

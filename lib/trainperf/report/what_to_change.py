@@ -19,7 +19,7 @@ from trainperf.aggregate import Summaries
 from trainperf.compare import Comparison
 from trainperf.estimates import Side, configuration_keys, distinguish, estimate_steps, job_frames
 from trainperf.report import run_labels
-from trainperf.report.html import Html, and_list, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds, paragraph
+from trainperf.report.html import Html, and_list, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds
 from trainperf.report.phases import typical_s
 from trainperf.report.theme import table as styled
 from trainperf.stats import FASTER, INCONCLUSIVE, MIN_EFFECT, SLOWER, t_quantile
@@ -67,29 +67,22 @@ def rule(what: str) -> Callable[[Callable[[Any], Found]], Rule]:
     return partial(Rule, what)
 
 
-def confidence(interval: tuple[float, float] | None, runs: int, *, bound: bool = False) -> str | None:
-    """The confidence of a gain (the module's rule): ``interval`` its 95 % interval (None: none), ``runs`` the
-    runs that each show it (for a comparison, the fewer repeats of its two sides), ``bound``: the gain is
-    only an upper bound of unknown tightness. None where the interval includes 0 (not supported)."""
-    if interval is not None and not (interval[0] > 0 or interval[1] < 0):
-        return None
-    if bound:
-        return "low"
-    return "high" if interval is not None else "medium" if runs >= 2 else "low"
-
-
 def row(change: str, evidence: str, gain: float, gain_of: str, applies_to: str, *,
         interval: tuple[float, float] | None = None, runs: int = 1, bound: bool = False,
         seconds: float = math.nan, per: str = "") -> dict:
-    """One candidate change; ``listed`` where its :func:`confidence` is known and ``gain`` is at least
-    :data:`MIN_EFFECT` (a gain that cannot be given, NaN, is listed on its confidence alone)."""
-    level = confidence(interval, runs, bound=bound)
+    """One candidate change with the confidence of its gain (docs/reports.md, "What to change"): none where its 95 %
+    ``interval`` (None: none) includes 0 (not supported); ``low`` where the gain is only an upper ``bound`` of
+    unknown tightness; else ``high`` with an interval, ``medium`` where two or more ``runs`` show it (for a
+    comparison, the fewer repeats of its two sides), ``low`` for one. ``listed`` where it is supported and ``gain``
+    is at least :data:`MIN_EFFECT` (a gain that cannot be given, NaN, is listed on its confidence alone)."""
+    supported = interval is None or interval[0] > 0 or interval[1] < 0
+    level = ("" if not supported else "low" if bound else "high" if interval is not None
+             else "medium" if runs > 1 else "low")
     if interval is not None:
         evidence += f" (95 % interval of the gain {fmt_pct(interval[0])} to {fmt_pct(interval[1])})"
     return {"change": change, "evidence": evidence, "expected_gain": gain, "gain_of": gain_of,
-            "seconds_saved": seconds, "saved_per": per if pd.notna(seconds) else "", "confidence": level or "",
-            "applies_to": applies_to,
-            "listed": level is not None and not (pd.notna(gain) and gain < MIN_EFFECT)}
+            "seconds_saved": seconds, "saved_per": per if pd.notna(seconds) else "", "confidence": level,
+            "applies_to": applies_to, "listed": supported and not (pd.notna(gain) and gain < MIN_EFFECT)}
 
 
 def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: dict[str, pd.DataFrame]
@@ -168,10 +161,9 @@ def waits_for_outside_work(page: Measured) -> Found:
                                                 "other ranks wait for it in their next all-reduce",
                         "waiting for another rank's work outside the steps", devices=2)
     runs = clean(page.runs)
-    for found_row in found.rows:
-        named = runs.loc[runs["wait_outside_for"].notna(), "wait_outside_for"] if "wait_outside_for" in runs else []
-        if len(named):
-            found_row["evidence"] = f"{and_list(sorted(set(named)))}: {found_row['evidence']}"
+    named = sorted(set(runs["wait_outside_for"].dropna())) if "wait_outside_for" in runs else []
+    for found_row in found.rows if named else []:
+        found_row["evidence"] = f"{and_list(named)}: {found_row['evidence']}"
     return found
 
 
@@ -181,12 +173,10 @@ def oversubscription(page: Measured) -> Found:
     their study that is not: the gain of running that one instead, in tokens (or samples) per second, with the
     interval of the page's ``intervals``."""
     runs = page.runs
-    over = runs["oversubscribed"].eq(True).fillna(False).to_numpy(bool) if "oversubscribed" in runs else None
-    if over is None or not over.any():
+    if "oversubscribed" not in runs or not runs["oversubscribed"].eq(True).fillna(False).any():
         return Found(lacking="no run has more busy processes than cores")
     unit, out = run_labels.unit_of(runs), Found()
-    study = run_labels.study_of(runs)
-    for name, group in runs.groupby(study.astype(str), sort=False):
+    for name, group in runs.groupby(run_labels.study_of(runs), sort=False):
         found = page.intervals.loc[group.index].reset_index(drop=True)
         group = group.reset_index(drop=True)
         config = found["configuration"]
@@ -199,8 +189,7 @@ def oversubscription(page: Measured) -> Found:
         for worst in config[bad].dropna().unique():
             verdict = distinguish(found, worst, best)
             a, b = group[config == worst].iloc[0], group[config == best].iloc[0]
-            cores = a.get("extra_cpu_cores")
-            load = a.get("extra_load_average_1min")
+            cores, load = a.get("extra_cpu_cores"), a.get("extra_load_average_1min")
             host = (f" on {fmt_int(cores)} cores" if pd.notna(cores) else "") + (
                 f" (load average {fmt_num(load)} at start)" if pd.notna(load) else "")
             out.rows.append(row(
@@ -291,21 +280,19 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
     if shown.empty:
         why = [*lacking, *(["every candidate is within the noise or below " + fmt_pct(MIN_EFFECT, 0)]
                             if len(left) else [])]
-        summary = ("The data supports no change: " + "; ".join(why) + "." if why
-                   else "The data supports no change.")
-        parts = [paragraph(summary), *map(paragraph, notes)]
-        return Html("".join(p.html for p in parts), "\n".join(p.text for p in parts))
-    top = shown.iloc[0]
-    gain = (f"{fmt_pct(top['expected_gain'])} of its {top['gain_of']}" if pd.notna(top["expected_gain"])
-            else "no gain that can be given")
-    summary = (f"{count(len(shown), 'change')} the data supports, by expected gain; the largest: "
-               f"{short(top['change'])} ({gain}, {top['confidence']} confidence).")
-    timed = shown["seconds_saved"].notna().any()  # no change of the page saves a time that can be given: no columns
-    table = styled(shown[[c for c in COLUMNS if timed or c not in ("seconds_saved", "saved_per")]].rename(
-        columns={"change": "what_to_change", "evidence": "based_on"}))  # "change", "evidence": other tables' formats
-    html = f"<p>{esc(summary)}</p>" + table.to_html() + "".join(f"<p>{esc(n)}</p>" for n in notes)
-    text = "\n".join([summary, table.data.to_string(index=False), *notes])
-    return Html(html, text)
+        summary, html, text = "The data supports no change" + (": " + "; ".join(why) if why else "") + ".", "", []
+    else:
+        top = shown.iloc[0]
+        gain = (f"{fmt_pct(top['expected_gain'])} of its {top['gain_of']}" if pd.notna(top["expected_gain"])
+                else "no gain that can be given")
+        summary = (f"{count(len(shown), 'change')} the data supports, by expected gain; the largest: "
+                   f"{short(top['change'])} ({gain}, {top['confidence']} confidence).")
+        timed = shown["seconds_saved"].notna().any()  # no change saves a time that can be given: no columns
+        table = styled(shown[[c for c in COLUMNS if timed or c not in ("seconds_saved", "saved_per")]].rename(
+            columns={"change": "what_to_change", "evidence": "based_on"}))  # "change", "evidence": other tables' formats
+        html, text = table.to_html(), [table.data.to_string(index=False)]
+    return Html(f"<p>{esc(summary)}</p>{html}" + "".join(f"<p>{esc(n)}</p>" for n in notes),
+                "\n".join([summary, *text, *notes]))
 
 
 def section_of(rules: Iterable[Rule], page: Measured) -> Html:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
@@ -13,23 +14,21 @@ from trainperf.estimates import job_frames, run_intervals
 from trainperf.ranks import IMBALANCE_STRAGGLER
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fmt_usd, headline as banner
 from trainperf.report.phases import per_experiment, without_phases
-from trainperf.report.run_labels import by_experiment, doubtful, evaluation_notes, evaluation_rates, labels, marks
-from trainperf.report.scaling import multipliers, projection, ranks, studies
-from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MAX_BAND, Projection
-from trainperf.report.scaling.studies import KIND_LABELS
-from trainperf.report.what_to_change import (Found, Measured, candidates as found_by, clean, data_loading,
-                                             exposed_communication, oversubscription, row, rule, section_of,
-                                             waits_for_outside_work)
+from trainperf.report.run_labels import (by_experiment, doubtful, evaluation_notes, evaluation_rates, labels,
+                                         with_marks)
+from trainperf.report.scaling import multipliers, projection, ranks
+from trainperf.report.scaling.projection import LAWS, Projection, within_reach
+from trainperf.report.scaling.multipliers import KIND_LABELS
+from trainperf.report.what_to_change import (Found, Measured, clean, data_loading, exposed_communication,
+                                             oversubscription, row, rule, section_of, waits_for_outside_work)
 
 
 @dataclass(frozen=True)
 class ScalingPage:
     """Every frame and sentence of the scaling page, in the page's order, from its ``runs``
-    (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank ``steps`` (None: none given); each
-    attribute is named after the function that makes it (docs/reports.md), ``waits`` and ``straggler_notes``
-    after :func:`~trainperf.report.scaling.ranks.stragglers`, ``named_ranks`` and ``named_note`` after
-    :func:`~trainperf.report.scaling.ranks.named_ranks`; ``intervals``: per run (the index of ``runs``), the
-    :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
+    (:func:`~trainperf.report.scaling.multipliers.studies`) and their per-rank ``steps`` (None: none given); the
+    function that makes each attribute: docs/reports.md, "The scaling page, figure by figure". ``intervals``: per
+    run, the :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -66,7 +65,7 @@ class ScalingPage:
 
 def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus: float | None = None
             ) -> ScalingPage:
-    """The scaling page of ``runs`` (:func:`~trainperf.report.scaling.studies.studies`) and their per-rank
+    """The scaling page of ``runs`` (:func:`~trainperf.report.scaling.multipliers.studies`) and their per-rank
     ``steps``, projected to ``project_to_gpus`` devices (default: 8 × the largest measured)."""
     frames = job_frames(steps)
     intervals = pd.concat([run_intervals(group.reset_index(drop=True), frames=frames).set_axis(group.index)
@@ -83,8 +82,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     named, named_note = ranks.named_ranks(waits)
     return ScalingPage(
         runs=runs, steps=steps, intervals=intervals, headline=headline(table, found),
-        confounded=studies.confounded(runs),
-        laws=studies.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
+        confounded=multipliers.confounded(runs),
+        laws=multipliers.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
         evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
         phases=per_experiment(runs, lambda group: labels(group, compact=True)), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
         single_device_comm=ranks.single_device_comm(runs), ranks=per_rank, rank_spread=summary,
@@ -139,9 +138,9 @@ def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
     figures = [(fmt_times(top["scaling_multiplier"], 1), f"multiplier at {fmt_int(top['gpus'])} devices"),
                (fmt_pct(top["scaling_efficiency"], 0), "scaling efficiency there")]
     for proj in (p for p in found if p.experiment == widest):
-        low, high = proj.best.band(proj.target, BAND_LEVEL)
+        reach, low, high = within_reach(proj.best, np.array([proj.target]), float(proj.p.max()))
         at = fmt_int(proj.target * proj.base_gpus)
-        if not high[0] <= MAX_BAND * low[0]:  # a band over 4x wide (or none) projects nothing
+        if not reach[0]:
             figures.append(("–", f"the data cannot project to {at} devices ({LAWS[proj.best.law]} 95 % band "
                                  f"{fmt_num(low[0], 0)}–{fmt_num(high[0], 0)}×)"))
             continue
@@ -200,16 +199,15 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
     10⁶``; left out where a run lacks both), ``cost_efficiency`` and, where a run has any, ``marks`` and
     ``known_error``."""
     priced = _priced(runs)
-    known = priced["known_error"] if "known_error" in priced else pd.Series(pd.NA, index=priced.index)
-    out = priced.assign(configuration=labels(priced) if len(priced) else [], marks=marks(priced), known_error=known)
-    columns = ["experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours", "cost_usd"]
+    out = priced.assign(configuration=labels(priced) if len(priced) else [])
+    columns = ["run_id", "experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours",
+               "cost_usd"]
     rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
     if rate:
         unit = f"usd_per_million_{rate.removesuffix('_per_s')}"
         out[unit] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6
         columns.append(unit)
-    return out[[*columns, "cost_efficiency", *(["marks", "known_error"] if out["marks"].ne("").any() else [])]
-               ].reset_index(drop=True)
+    return with_marks(out[[*columns, "cost_efficiency"]], priced).drop(columns="run_id").reset_index(drop=True)
 
 
 def cost_notes(runs: pd.DataFrame) -> list[str]:
@@ -233,6 +231,4 @@ RULES = (outside_steps, oversubscription, waits_for_outside_work, exposed_commun
 """The scaling page's rules (each reads the :class:`ScalingPage`)."""
 
 
-candidates = partial(found_by, RULES)
-"""Every candidate change the :data:`RULES` found on a :class:`ScalingPage`."""
 what_to_change = partial(section_of, RULES)

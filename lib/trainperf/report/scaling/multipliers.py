@@ -1,5 +1,6 @@
-"""The table of multipliers (per configuration of each scaling study, with 95 % intervals), the chart each of its
-figures is drawn in, and how the efficiency moves from one device count to the next."""
+"""The scaling studies of a page's runs, named with their kind, what else changes between their runs and which
+laws judge them; their table of multipliers (per configuration, with 95 % intervals), the chart each of its figures
+is drawn in, and how the efficiency moves from one device count to the next."""
 
 from __future__ import annotations
 
@@ -11,11 +12,103 @@ from matplotlib.axes import Axes
 from trainperf.estimates import NO_INTERVAL, distinguish
 from trainperf.invariants import serial_fraction_possible
 from trainperf.report.html import and_list, around, fmt_int, fmt_pct, fmt_times
-from trainperf.report.run_labels import configuration_means, configuration_of, doubtful, labels, marks
+from trainperf.report.page import keep_experiments
+from trainperf.report.run_labels import (by_experiment, configuration_means, configuration_of, doubtful, labels, marks,
+                                         study_of)
 from trainperf.report.theme import error_bars, tick_labels
-from trainperf.report.scaling.studies import KIND_LABELS, changes, kind_of
-from trainperf.scaling import karp_flatt
+from trainperf.scaling import karp_flatt, second_study_rows
 from trainperf.stats import FASTER, SLOWER, verdict
+
+SAME_TRAINING = {"single": "ddp"}  # one process is DDP at world size 1: single → ddp is no change
+
+
+def studies(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of scaling studies measured at two or more device counts (:func:`keep_experiments`), each study
+    an experiment named with its kind (``seed000-scaling (weak scaling)``, ``my-sweep (global batch 8; strong
+    scaling)``); a run in two studies is in both (:func:`trainperf.scaling.second_study_rows`; docs/reports.md)."""
+    shared = second_study_rows(runs)
+    if len(shared):
+        attrs, runs = runs.attrs, pd.concat([runs, shared], ignore_index=True).copy()  # copy: one block per dtype
+        runs.attrs = attrs
+    study = study_of(runs)
+    kinds = {name: kind_label(group) for name, group in runs.groupby(study, sort=False)}
+    named = {name: f"{name[:-1]}; {kinds[name]})" if name != str(experiment) and name.endswith(")")  # a series
+             else f"{name} ({kinds[name]})" for name, experiment in zip(study, runs["experiment"])}
+    runs = runs.assign(experiment=study.map(named))
+    counts = runs.groupby("experiment")["gpus"].nunique()
+    return keep_experiments(runs, counts >= 2, ["gpus", "micro_batch_size", "run_id"],
+                            "measured at one device count only: no scaling",
+                            "no experiment has runs at two or more device counts (column gpus): measure one "
+                            "experiment at several device counts, e.g. with torchrun --nproc-per-node 1, 2, 4 "
+                            f"(experiments: {', '.join(map(str, counts.index)) or 'none'})")
+
+
+def changes(group: pd.DataFrame) -> list[str]:
+    """What differs between the runs of one experiment besides the device
+    count, e.g. ``strategy ddp (from 8 devices) → fsdp (from 64 devices)``.
+    A batch scaled with the devices (strong or weak scaling) and single → ddp
+    (:data:`SAME_TRAINING`) are no change."""
+    columns = [("strategy", "strategy"), ("precision", "precision"), ("model", "model"), ("platform", "platform"),
+               ("seq_len", "sequence length")]
+    per_device = group["micro_batch_size"] * group["grad_accum_steps"].fillna(1)
+    total = group["global_batch_size"].fillna(per_device * group["gpus"])
+    if not (per_device.isna().all() or per_device.nunique() <= 1 or total.nunique() <= 1):  # neither strong nor weak
+        columns.insert(1, ("micro_batch_size", "micro-batch size"))
+    compared = group[[c for c, _ in columns if c in group]]
+    if "strategy" in compared:
+        compared = compared.assign(strategy=compared["strategy"].astype("string").str.lower().replace(SAME_TRAINING))
+    varies = compared.nunique() > 1
+    out = []
+    for column, what in ((c, w) for c, w in columns if varies.get(c, False)):
+        value = [str(v) for v in compared[column]]
+        moves = group.iloc[[i for i, v in enumerate(value) if i == 0 or v != value[i - 1]]]
+        out.append(f"{what} " + " → ".join(
+            f"{fmt_int(v) if isinstance(v, float) else v} (from {fmt_int(g)} device{'s' if g > 1 else ''})"
+            for v, g in zip(moves[column], moves["gpus"])))
+    return out
+
+
+def confounded(runs: pd.DataFrame) -> list[str]:
+    """A warning for each experiment whose runs differ in more than the device count."""
+    return [f"{name} changes more than the device count: {'; '.join(found)}. Its multiplier mixes scaling with "
+            "these changes, so it is not fitted or projected."
+            for name, group in by_experiment(runs) if (found := changes(group))]
+
+
+KIND_LABELS = {"strong": "strong scaling", "weak": "weak scaling", None: "strong or weak not known"}
+"""``scaling_kind`` of :func:`trainperf.report.scaling.multipliers.table`, from a study's ``scaling_type``; :func:`studies` puts it in the study's name."""
+
+
+def kind_of(group: pd.DataFrame) -> str | None:
+    """The ``scaling_type`` of one study's runs: ``strong``, ``weak``, or None (not known, or mixed)."""
+    kinds = group["scaling_type"].dropna().unique() if "scaling_type" in group else []
+    return str(kinds[0]) if len(kinds) == 1 else None
+
+
+def kind_label(group: pd.DataFrame) -> str:
+    """:func:`kind_of` one study's runs in words (:data:`KIND_LABELS`)."""
+    return KIND_LABELS.get(kind_of(group), KIND_LABELS[None])
+
+
+def laws(runs: pd.DataFrame) -> list[str]:
+    """Per study, a sentence on which laws judge it (README.md, "Scaling"); one not known is judged as strong
+    scaling, and says so."""
+    out = []
+    for name, group in by_experiment(runs):
+        kind = kind_of(group)
+        if kind == "weak":
+            out.append(f"{name}: the same work per device at every device count. The multiplier is Gustafson's "
+                       "scaled speedup and the efficiency the per-device throughput against the baseline's; "
+                       "Amdahl's law and the Karp–Flatt serial fraction assume the same total work and are not "
+                       "applied (projection: USL only).")
+        elif kind == "strong":
+            out.append(f"{name}: the same total work per optimizer step at every device count: Amdahl's law, "
+                       "USL and the Karp–Flatt serial fraction apply.")
+        else:
+            out.append(f"{name}: the data does not tell whether the work per step or per device is held (give "
+                       "global_batch_size, tokens and steps, or scaling_type): judged as strong scaling.")
+    return out
+
 
 Study = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
 """Per experiment (by name, in the runs' order): its :func:`experiment_rows`."""
@@ -108,17 +201,18 @@ def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFra
     row_marks = shown["marks"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m if x)))
     row_errors = shown["known_error"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m.dropna() if x)))
     doubt = configuration.map(shown["doubtful"].any()).to_numpy(bool)
-    concluded = ~doubt & (base is not None) & (not doubt[base] if base is not None else False)
+    concluded = ~doubt & (base is not None and not doubt[base])
+    rate = [rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput  # around the rate shown
+            for i, (unit, throughput) in enumerate(zip(found["unit"], found["throughput"]))]
     return rows.assign(
-        configuration=labels(rows), interval=_throughput_intervals(found, rows), ideal=ideal,
+        configuration=labels(rows), interval=[text or "–" for text in around(found, rate)[2]], ideal=ideal,
         multiplier_low=low, multiplier_high=high,  # e falls as S rises; its interval held within [0, 1]
         serial_low=np.where(possible, np.clip(karp_flatt(high, ideal, weak), 0, 1), np.nan),
         serial_high=np.where(possible, np.clip(karp_flatt(low, ideal, weak), 0, 1), np.nan), multiplier_interval=multiplier_text.tolist(),
         efficiency_interval=efficiency_text.tolist(), scaling_multiplier=multiplier,
         scaling_efficiency=multiplier / ideal, efficiency_low=low / ideal, efficiency_high=high / ideal,
         serial_fraction=np.where(possible, point, np.nan), serial_emptied=np.isfinite(point) & ~possible,
-        only_devices_change=not changes(group),
-        scaling_kind=KIND_LABELS.get(kind_of(group), KIND_LABELS[None]),
+        only_devices_change=not changes(group), scaling_kind=kind_label(group),
         marks=configuration.map(row_marks).to_numpy(object), known_error=configuration.map(row_errors).to_numpy(object),
         concluded=concluded), found
 
@@ -141,13 +235,6 @@ def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multipli
     source = " and ".join(dict.fromkeys(SOURCES.get(found.at[j, "basis"], found.at[j, "basis"]) for j in (i, base)))
     return (low, high, f"{fmt_times(low, 2)}–{fmt_times(high, 2)}",
             f"{fmt_pct(low / ideal)}–{fmt_pct(high / ideal)} ({source})")
-
-
-def _throughput_intervals(found: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
-    """Each configuration's throughput interval as text (``1,258–1,465``; ``–``: none), around the rate shown."""
-    rate = [rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput
-            for i, (unit, throughput) in enumerate(zip(found["unit"], found["throughput"]))]
-    return [text or "–" for text in around(found, rate)[2]]
 
 
 def efficiency_notes(study: Study) -> list[str]:

@@ -12,8 +12,7 @@ from trainperf.invariants import EMPTIED
 from trainperf.report.html import and_list, fmt_int, fmt_sig, fmt_times
 from trainperf.report.run_labels import by_experiment, doubtful
 from trainperf.report.page import InputError
-from trainperf.report.scaling.multipliers import left_out
-from trainperf.report.scaling.studies import changes, kind_of
+from trainperf.report.scaling.multipliers import changes, kind_of, left_out
 from trainperf.scaling import NAMES as LAWS, ScalingFit, fit, parameter_text
 
 TREND_STEP = 1.2  # factor by which the serial fraction must change to count as a change
@@ -62,7 +61,8 @@ def serial_notes(every_row: pd.DataFrame) -> list[str]:
     and what that means; first, where e lies outside [0, 1] (emptied, not plotted)."""
     out = [f"{name}: the Karp–Flatt fraction e is outside [0, 1] at "
            f"{and_list([fmt_int(g) + ' devices' for g in group.loc[group['serial_emptied'], 'gpus']])} "
-           f"({EMPTIED}: {SERIAL_OUTSIDE}); not plotted."
+           f"({EMPTIED}: below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
+           "share of the work explains either); not plotted."
            for name, group in every_row.groupby("experiment", sort=False) if group["serial_emptied"].any()]
     frame = every_row.dropna(subset=["serial_fraction"])
     for name, every in frame.groupby("experiment", sort=False):
@@ -87,11 +87,6 @@ def serial_notes(every_row: pd.DataFrame) -> list[str]:
                    f"{', '.join(f'{x:g}' for x in group['ideal'])}× the baseline devices) — "
                    f"{MEANING[trend]}.{caveat}{left}")
     return out
-
-
-SERIAL_OUTSIDE = ("below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
-                  "share of the work explains either")
-"""Why a Karp–Flatt fraction outside [0, 1] is not shown."""
 
 
 BAND_LEVEL = 0.95
@@ -134,7 +129,7 @@ def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, bas
 
 
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
-    """USL fits, and Amdahl's for strong scaling (:func:`trainperf.report.scaling.studies.laws`), for every
+    """USL fits, and Amdahl's for strong scaling (:func:`trainperf.report.scaling.multipliers.laws`), for every
     experiment that changes only the device count and has
     :data:`MIN_FIT_POINTS` device counts or more, projected to ``project_to_gpus`` devices
     (default: 8 × the largest measured)."""

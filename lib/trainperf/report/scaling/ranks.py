@@ -55,12 +55,12 @@ def _rank_totals(runs: pd.DataFrame, steps: Summaries) -> pd.DataFrame:
 def ranks(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
     """Per rank of each run with two or more ranks in ``steps``: rows ``experiment, run_id, rank, elapsed_s,
     slowest, of_slowest`` (its elapsed time, s, and as a fraction of its run's slowest rank's), in the runs' order."""
-    columns = ["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"]
     if steps is None or steps.per_rank.empty:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=["experiment", "run_id", "rank", "elapsed_s", "slowest", "of_slowest"])
     times = _rank_totals(runs, steps)
     top = times.groupby("run_id")["elapsed_s"].transform("max")
-    return times.assign(slowest=times["elapsed_s"].eq(top), of_slowest=times["elapsed_s"] / top)[columns]
+    return times[["experiment", "run_id", "rank", "elapsed_s"]].assign(slowest=times["elapsed_s"].eq(top),
+                                                                        of_slowest=times["elapsed_s"] / top)
 
 
 SPREAD_COLUMNS = ["run_id", "ranks", "slowest_rank", "slowest_s", "mean_s", "fastest_s", "imbalance"]
@@ -90,11 +90,10 @@ def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataF
     :func:`rank_spread`."""
     if len(per_rank):
         return ""
-    if steps is None or steps.per_rank.empty:
-        return ("No per-rank steps given: set the steps parameter to per-rank step tables or profiler run folders "
-                "to see every rank" + (" (the table shows the runs' own per-rank figures)."
-                                       if len(summary) else "."))
-    return "Every run in the per-rank data has a single rank: no spread to show."
+    if steps is not None and len(steps.per_rank):
+        return "Every run in the per-rank data has a single rank: no spread to show."
+    return ("No per-rank steps given: set the steps parameter to per-rank step tables or profiler run folders to see "
+            "every rank" + (" (the table shows the runs' own per-rank figures)." if len(summary) else "."))
 
 
 def straggler(summary: pd.DataFrame) -> str:
@@ -142,20 +141,15 @@ def rank_phases(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
     elapsed_s``, its phase totals over the measured window (s, labelled, as :func:`trainperf.report.phases.breakdown`
     splits them; NaN for a phase another run timed) and ``beyond_fastest_s`` (s) over its run's fastest rank."""
     empty = pd.DataFrame(columns=["experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s"])
-    if steps is None or steps.per_rank.empty:
-        return empty
-    totals = _rank_totals(runs, steps)
+    totals = _rank_totals(runs, steps) if steps is not None and len(steps.per_rank) else empty
     times = totals.groupby("run_id")["elapsed_s"]
     slow = imbalanced(times.transform("max"), times.transform("min"))
     if not slow.any():
         return empty
-    totals = totals[slow]
-    parts = []
-    for _, group in totals.groupby("run_id", sort=False):
-        seconds, _ = breakdown(group, per_step=False)
-        parts.append(pd.concat([group[["experiment", "run_id", "rank", "elapsed_s"]], seconds], axis=1).assign(
-            beyond_fastest_s=group["elapsed_s"] - group["elapsed_s"].min()))
-    out = pd.concat(parts, ignore_index=True)
+    parts = [pd.concat([group[["experiment", "run_id", "rank", "elapsed_s"]], breakdown(group, per_step=False)[0]],
+                       axis=1).assign(beyond_fastest_s=group["elapsed_s"] - group["elapsed_s"].min())
+             for _, group in totals[slow].groupby("run_id", sort=False)]
+    out = pd.concat(parts, ignore_index=True)  # a phase another run timed is NaN, its extra time last
     return out[[*(c for c in out if c != "beyond_fastest_s"), "beyond_fastest_s"]]
 
 
@@ -214,15 +208,11 @@ def rank_time_notes(slow: pd.DataFrame) -> list[str]:
     return out
 
 
-RANKS_NAMED = 8
-"""Ranks a run names (labels on its chart, rows in its table) at most: a larger run names those that wait least
-and most for communication, and its straggler."""
-
-
-def named_ranks(waits: pd.DataFrame, limit: int = RANKS_NAMED) -> tuple[pd.DataFrame, str]:
-    """The rows of :func:`stragglers`' frame that a page names, by run and rank: every rank of a run with at
-    most ``limit``; of a larger run, the ``limit // 2`` ranks that wait least, as many that wait most and its
-    straggler. And a sentence saying which runs show only some of their ranks ("" when none does)."""
+def named_ranks(waits: pd.DataFrame, limit: int = 8) -> tuple[pd.DataFrame, str]:
+    """The rows of :func:`stragglers`' frame that a page names (labels on its chart, rows in its table), by run and
+    rank: every rank of a run with at most ``limit``; of a larger run, the ``limit // 2`` ranks that wait least, as
+    many that wait most and its straggler. And a sentence saying which runs show only some of their ranks ("" when
+    none does)."""
     parts, partial = [], []
     for run_id, rows in waits.groupby("run_id", sort=False):
         if len(rows) > limit:
