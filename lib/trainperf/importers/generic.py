@@ -153,15 +153,15 @@ class GenericParser(records.IntervalParser[records.Run]):
 
     record_line = "step line"
     """What a skipped record line is called."""
+    reported = records.REPORTED
 
     def __init__(self, path: Path, stack: Stack | None = None) -> None:
         super().__init__(path)
         self.stack = stack
         self.anchors = stack.anchors if stack is not None else ("",)
-        self.known: dict[str, Field | None] = {}
         self.used: dict[str, str] = {}
         self.last: dict[int, dict[str, float]] = {}
-        self.config: dict[str, Any] = dict(stack.config) if stack is not None else {}
+        self.config = dict(stack.config) if stack is not None else {}
         self.step_key = next((k for k, name in stack.keys.items() if name == "step"), "step") if stack else "step"
         self.block: tuple[float, float, float] | None = None
         self.benchmark = ""
@@ -183,9 +183,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         out: dict[str, float] = {}
         said: dict[str, str] = {}
         for key, text in found.items():
-            known = self.known.get(key, False)
-            if known is False:
-                known = self.known[key] = lookup(key)
+            known = lookup(key)
             if known is None or known.name in out or known.kind == "other":
                 continue
             try:
@@ -361,9 +359,6 @@ class GenericParser(records.IntervalParser[records.Run]):
             self.used.update(step="block_stop", step_time_s="time_ms of block_start and block_stop")
             self.used.setdefault("tokens" if "tokens" in values else "samples",
                                  "epoch_count" if "tokens" in values else "samples_count")
-
-    def new_run(self, line: int) -> records.Run:
-        return records.Run(line, dict(self.config), records.REPORTED)
 
     def notes(self) -> list[str]:
         used = ", ".join(f"{name} from {key!r}" for name, key in self.used.items())

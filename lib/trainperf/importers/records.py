@@ -86,12 +86,15 @@ RunT = TypeVar("RunT", bound=Run)
 class IntervalParser(RunParser, Generic[RunT]):
     """Base of the parsers of step-interval logs (Megatron, torchtitan, nanoGPT). A record line starts where
     :attr:`start` matches; a record whose step does not advance past its rank's last one starts a new run
-    (:meth:`run_at`). Each run is measured by :meth:`finish`."""
+    (:meth:`run_at`) with the configuration read so far (``config``) and the figures named in :attr:`reported`.
+    Each run is measured by :meth:`finish`."""
 
     start: re.Pattern[str]
+    reported: tuple[str, ...] = ()
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
+        self.config: dict[str, Any] = {}
         self.run: RunT | None = None
         self.done: list[RunT] = []
         self.copies: dict[int | None, tuple[int, int]] = {}
@@ -126,7 +129,7 @@ class IntervalParser(RunParser, Generic[RunT]):
 
     def new_run(self, line: int) -> RunT:
         """A run starting at ``line``, with the configuration read so far."""
-        raise NotImplementedError
+        return Run(line, dict(self.config), self.reported)  # type: ignore[return-value]
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add the record read from ``line``; a reason if its interval cannot be used."""
