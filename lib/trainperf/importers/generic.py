@@ -177,28 +177,6 @@ class GenericParser(records.IntervalParser[records.Run]):
     def starts_record(self, text: str) -> bool:
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
 
-    def read_fields(self, found: Mapping[str, str]) -> tuple[dict[str, float], dict[str, str]]:
-        """The figures of a line's fields (``vocabulary.fields_of``; canonical field -> value in the field's unit)
-        and the key each was printed under, the first key of a field winning."""
-        out: dict[str, float] = {}
-        said: dict[str, str] = {}
-        for key, text in found.items():
-            known = lookup(key)
-            if known is None or known.name in out or known.kind == "other":
-                continue
-            try:
-                number_, unit = value(text, key)
-            except LineError:
-                continue
-            out[known.name] = in_unit(number_, unit, known)
-            said[known.name] = key + (f" ({unit})" if unit else "")
-        if "step" not in out and "step 0" in found:  # DLLogger's step: [epoch, iteration] or [iteration]
-            last = "step 1" if "step 1" in found else "step 0"
-            out["step"], said["step"] = _float(found[last]), "step"
-            if last == "step 1":
-                out["epoch"], said["epoch"] = _float(found["step 0"]), "step"
-        return out, said
-
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
         if self.stack is not None:
@@ -221,7 +199,7 @@ class GenericParser(records.IntervalParser[records.Run]):
             return 1
         line, used = joined_object(lines, i)
         label, found = fields_of(line)
-        values, said = self.read_fields(found) if found else ({}, {})
+        values, said = read_fields(found) if found else ({}, {})
         if "val_loss" in values and self.run is not None:
             self.run.val_loss = records.finite(values["val_loss"])
         if is_record(values):
@@ -400,6 +378,29 @@ class GenericParser(records.IntervalParser[records.Run]):
         return found
 
 
+def read_fields(found: Mapping[str, str]) -> tuple[dict[str, float], dict[str, str]]:
+    """The figures of a line's fields (``vocabulary.fields_of``; canonical field -> value in the field's unit)
+    and the key each was printed under, the first key of a field winning."""
+    out: dict[str, float] = {}
+    said: dict[str, str] = {}
+    for key, text in found.items():
+        known = lookup(key)
+        if known is None or known.name in out or known.kind == "other":
+            continue
+        try:
+            number_, unit = value(text, key)
+        except LineError:
+            continue
+        out[known.name] = in_unit(number_, unit, known)
+        said[known.name] = key + (f" ({unit})" if unit else "")
+    if "step" not in out and "step 0" in found:  # DLLogger's step: [epoch, iteration] or [iteration]
+        last = "step 1" if "step 1" in found else "step 0"
+        out["step"], said["step"] = _float(found[last]), "step"
+        if last == "step 1":
+            out["epoch"], said["epoch"] = _float(found["step 0"]), "step"
+    return out, said
+
+
 def joined_object(lines: list[str], i: int) -> tuple[str, int]:
     """``lines[i]`` and how many lines it takes: where it opens a JSON object it does not close (DLLogger's
     ``DLLL {`` of an indented dump, as NeMo 1 recipes print it), the object's lines joined into one, up to
@@ -436,7 +437,6 @@ class Generic(LineFormat):
         super().__init__("generic", "a log read through the vocabulary of field names", (), GenericParser)
 
     def sniff(self, head: str, settings: Settings) -> int:
-        parser = GenericParser(Path())
         count = 0
         lines = head.split("\n", SNIFF_LINES)[:SNIFF_LINES]
         i = 0
@@ -447,5 +447,5 @@ class Generic(LineFormat):
                 count += '"block_stop"' in line
                 continue
             found = fields_of(line)[1]
-            count += bool(found) and is_record(parser.read_fields(found)[0])
+            count += bool(found) and is_record(read_fields(found)[0])
         return count

@@ -393,26 +393,19 @@ def check_names(names: Collection[Any], allowed: tuple[str, ...], noun: str, wha
                         column=column)
 
 
-def step_seconds(values: Mapping[str, float]) -> float:
-    """The wall time of one step (s) the figures give; NaN where they give none."""
-    seconds = values.get("step_time_s")
-    if seconds is None:
-        seconds = values.get("step_time_ms", NAN) / 1000.0
-    if math.isfinite(seconds):
-        return seconds
-    rates = ((values.get(work, NAN), values.get(f"{work}_per_s", NAN)) for work in ("tokens", "samples"))
-    return next((work / rate for work, rate in rates if work > 0 and rate > 0), NAN)
-
-
 def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1.0,
            timed_steps: float | None = None, excluded: float = 0.0) -> tuple[float, ...]:
     """The record of ``rank`` ending at ``step`` that covers ``n_steps`` steps (NaN: unknown) with the per-step
     figures ``values`` (names of :data:`GROUPS`) and ``excluded`` (:data:`FIELDS`). Its wall time is the step time
-    times ``timed_steps`` (default ``n_steps``: the figures are the mean over the steps the record covers)."""
+    times ``timed_steps`` (default ``n_steps``: the figures are the mean over the steps the record covers); the
+    step time is ``step_time_s``, else ``step_time_ms``, else the step's work over its rate (NaN: none of them)."""
     get = values.get
-    seconds = get("step_time_s", NAN)  # most records: their step time, read without a call
+    seconds = get("step_time_s", NAN)
+    if not math.isfinite(seconds) and "step_time_s" not in values:
+        seconds = get("step_time_ms", NAN) / 1000.0
     if not math.isfinite(seconds):
-        seconds = step_seconds(values)
+        rates = ((get(work, NAN), get(f"{work}_per_s", NAN)) for work in ("tokens", "samples"))
+        seconds = next((work / rate for work, rate in rates if work > 0 and rate > 0), NAN)
     seconds *= n_steps if timed_steps is None else timed_steps
     weight = seconds
     if not math.isfinite(seconds):
