@@ -139,7 +139,7 @@ class MegatronParser(GenericParser):
         return config
 
     def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:  # type: ignore[override]
-        table = run.records.table()  # measured once: its records widened and their energy made the job's here
+        table = run.records.table()  # widened and its energy made the job's in place: a run is measured once
         _first_iteration_alone(table)
         table[:, records.COLUMN["energy_j"]] *= float(config.get("gpus") or NAN)
         measured, steps = super().finish(run, config)
