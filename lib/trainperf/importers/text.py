@@ -80,6 +80,10 @@ def field_number(key: str, text: str | None) -> float:
     if text is None:
         return math.nan
     try:
+        return float(text)  # most figures: a plain number, read without a pattern
+    except ValueError:
+        pass
+    try:
         return number(current(text))
     except LineError as exc:
         raise LineError(f"{key}: {exc}") from None
