@@ -60,9 +60,9 @@ class Format:
     title: str = ""
 
     def sniff(self, head: str, settings: Settings) -> int:
-        """How strongly ``head`` (the cleaned start of a file) looks like this
-        format: the number of its record lines found (0: not this format)."""
-        raise NotImplementedError
+        """How strongly ``head`` (the cleaned start of a file) looks like this format: the number of its record lines
+        found (0: not this format, as for a format told by content other than text or chosen by the settings)."""
+        return 0
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         raise NotImplementedError
@@ -248,9 +248,8 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
         explicit = settings.for_run(default_id)
         config = {**run.config, **explicit}
         measured, run_steps = run.finish(config)
-        row: dict[str, Any] = {"run_id": default_id, "experiment": stem, "source": str(path), "gpus": math.nan}
-        row.update(run.config)
-        row.update(measured)
+        row: dict[str, Any] = {"run_id": default_id, "experiment": stem, "source": str(path), "gpus": math.nan,
+                               **run.config, **measured}
         for key, value in explicit.items():
             if key in ("warmup_steps", "warmup_rule") and key in measured:
                 continue  # read as the warm-up to exclude and how; measured says what was excluded

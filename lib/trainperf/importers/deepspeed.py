@@ -75,7 +75,6 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.config: dict[str, Any] = {}
         self.pending_phases: list[dict[str, float]] = []
         """Breakdown lines printed before the first throughput line (they belong to the first run)."""
 

@@ -153,15 +153,15 @@ class GenericParser(records.IntervalParser[records.Run]):
 
     record_line = "step line"
     """What a skipped record line is called."""
+    reported = records.REPORTED
 
     def __init__(self, path: Path, stack: Stack | None = None) -> None:
         super().__init__(path)
         self.stack = stack
         self.anchors = stack.anchors if stack is not None else ("",)
-        self.known: dict[str, Field | None] = {}
         self.used: dict[str, str] = {}
         self.last: dict[int, dict[str, float]] = {}
-        self.config: dict[str, Any] = dict(stack.config) if stack is not None else {}
+        self.config = dict(stack.config) if stack is not None else {}
         self.step_key = next((k for k, name in stack.keys.items() if name == "step"), "step") if stack else "step"
         self.block: tuple[float, float, float] | None = None
         self.benchmark = ""
@@ -176,30 +176,6 @@ class GenericParser(records.IntervalParser[records.Run]):
 
     def starts_record(self, text: str) -> bool:
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
-
-    def read_fields(self, found: Mapping[str, str]) -> tuple[dict[str, float], dict[str, str]]:
-        """The figures of a line's fields (``vocabulary.fields_of``; canonical field -> value in the field's unit)
-        and the key each was printed under, the first key of a field winning."""
-        out: dict[str, float] = {}
-        said: dict[str, str] = {}
-        for key, text in found.items():
-            known = self.known.get(key, False)
-            if known is False:
-                known = self.known[key] = lookup(key)
-            if known is None or known.name in out or known.kind == "other":
-                continue
-            try:
-                number_, unit = value(text, key)
-            except LineError:
-                continue
-            out[known.name] = in_unit(number_, unit, known)
-            said[known.name] = key + (f" ({unit})" if unit else "")
-        if "step" not in out and "step 0" in found:  # DLLogger's step: [epoch, iteration] or [iteration]
-            last = "step 1" if "step 1" in found else "step 0"
-            out["step"], said["step"] = _float(found[last]), "step"
-            if last == "step 1":
-                out["epoch"], said["epoch"] = _float(found["step 0"]), "step"
-        return out, said
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
         line = lines[i]
@@ -223,7 +199,7 @@ class GenericParser(records.IntervalParser[records.Run]):
             return 1
         line, used = joined_object(lines, i)
         label, found = fields_of(line)
-        values, said = self.read_fields(found) if found else ({}, {})
+        values, said = read_fields(found) if found else ({}, {})
         if "val_loss" in values and self.run is not None:
             self.run.val_loss = records.finite(values["val_loss"])
         if is_record(values):
@@ -362,9 +338,6 @@ class GenericParser(records.IntervalParser[records.Run]):
             self.used.setdefault("tokens" if "tokens" in values else "samples",
                                  "epoch_count" if "tokens" in values else "samples_count")
 
-    def new_run(self, line: int) -> records.Run:
-        return records.Run(line, dict(self.config), records.REPORTED)
-
     def notes(self) -> list[str]:
         used = ", ".join(f"{name} from {key!r}" for name, key in self.used.items())
         rate = ("; a printed rate is kept as reported and compared, a printed time and the counted work are the "
@@ -405,6 +378,29 @@ class GenericParser(records.IntervalParser[records.Run]):
         return found
 
 
+def read_fields(found: Mapping[str, str]) -> tuple[dict[str, float], dict[str, str]]:
+    """The figures of a line's fields (``vocabulary.fields_of``; canonical field -> value in the field's unit)
+    and the key each was printed under, the first key of a field winning."""
+    out: dict[str, float] = {}
+    said: dict[str, str] = {}
+    for key, text in found.items():
+        known = lookup(key)
+        if known is None or known.name in out or known.kind == "other":
+            continue
+        try:
+            number_, unit = value(text, key)
+        except LineError:
+            continue
+        out[known.name] = in_unit(number_, unit, known)
+        said[known.name] = key + (f" ({unit})" if unit else "")
+    if "step" not in out and "step 0" in found:  # DLLogger's step: [epoch, iteration] or [iteration]
+        last = "step 1" if "step 1" in found else "step 0"
+        out["step"], said["step"] = _float(found[last]), "step"
+        if last == "step 1":
+            out["epoch"], said["epoch"] = _float(found["step 0"]), "step"
+    return out, said
+
+
 def joined_object(lines: list[str], i: int) -> tuple[str, int]:
     """``lines[i]`` and how many lines it takes: where it opens a JSON object it does not close (DLLogger's
     ``DLLL {`` of an indented dump, as NeMo 1 recipes print it), the object's lines joined into one, up to
@@ -441,7 +437,6 @@ class Generic(LineFormat):
         super().__init__("generic", "a log read through the vocabulary of field names", (), GenericParser)
 
     def sniff(self, head: str, settings: Settings) -> int:
-        parser = GenericParser(Path())
         count = 0
         lines = head.split("\n", SNIFF_LINES)[:SNIFF_LINES]
         i = 0
@@ -452,5 +447,5 @@ class Generic(LineFormat):
                 count += '"block_stop"' in line
                 continue
             found = fields_of(line)[1]
-            count += bool(found) and is_record(parser.read_fields(found)[0])
+            count += bool(found) and is_record(read_fields(found)[0])
         return count

@@ -51,14 +51,12 @@ _OTHER_ARGS = ("bf16", "fp16", "fp8", "recompute_granularity", "checkpoint_activ
 
 
 class _Run(records.Run):
-    """A run with the peak memory of its ``memory (MB)`` lines (GiB), its total energy (J; NaN until printed),
-    and whether its records have been widened and their energy made the job's."""
+    """A run with the peak memory of its ``memory (MB)`` lines (GiB) and its total energy (J; NaN until printed)."""
 
     def __init__(self, line: int, config: dict[str, Any]) -> None:
         super().__init__(line, config, REPORTED)
         self.memory_gb = NAN
         self.total_energy_j = NAN
-        self.widened = False
 
 
 class MegatronParser(GenericParser):
@@ -141,11 +139,9 @@ class MegatronParser(GenericParser):
         return config
 
     def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:  # type: ignore[override]
-        if not run.widened:
-            table = run.records.table()
-            _first_iteration_alone(table)
-            table[:, records.COLUMN["energy_j"]] *= float(config.get("gpus") or NAN)
-            run.widened = True
+        table = run.records.table()  # widened and its energy made the job's in place: a run is measured once
+        _first_iteration_alone(table)
+        table[:, records.COLUMN["energy_j"]] *= float(config.get("gpus") or NAN)
         measured, steps = super().finish(run, config)
         if "reported_tflops_per_gpu" in measured:
             measured[REPORTED_CONVENTION] = self.convention

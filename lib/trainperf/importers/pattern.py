@@ -35,6 +35,7 @@ def compile_pattern(text: str, where: object) -> regex.Pattern[str]:
 
 class PatternParser(records.IntervalParser[records.Run]):
     anchors = ("",)  # every line is tried
+    reported = records.REPORTED
 
     def __init__(self, path: Path, pattern: regex.Pattern[str], where: object) -> None:
         super().__init__(path)
@@ -70,9 +71,6 @@ class PatternParser(records.IntervalParser[records.Run]):
         run.records.add(records.record(values, rank, step))
         return ""
 
-    def new_run(self, line: int) -> records.Run:
-        return records.Run(line, {}, records.REPORTED)
-
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         origin = 1 if "step" in self.start.groupindex else None
         return records.measure_figures(run, config, origin, "step times the log prints (read with a pattern)")
@@ -85,13 +83,10 @@ def _value(name: str, text: str) -> float:
 
 
 class PatternLog(Format):
-    """A log read with the settings' ``pattern`` (chosen whenever one is given)."""
+    """A log read with the settings' ``pattern`` (chosen whenever one is given, never guessed)."""
 
     name = "pattern"
     title = "a log read with a pattern"
-
-    def sniff(self, head: str, settings: Settings) -> int:
-        return 0  # never guessed: used when the settings give a pattern
 
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         assert settings.pattern is not None

@@ -86,12 +86,15 @@ RunT = TypeVar("RunT", bound=Run)
 class IntervalParser(RunParser, Generic[RunT]):
     """Base of the parsers of step-interval logs (Megatron, torchtitan, nanoGPT). A record line starts where
     :attr:`start` matches; a record whose step does not advance past its rank's last one starts a new run
-    (:meth:`run_at`). Each run is measured by :meth:`finish`."""
+    (:meth:`run_at`) with the configuration read so far (``config``) and the figures named in :attr:`reported`.
+    Each run is measured by :meth:`finish`."""
 
     start: re.Pattern[str]
+    reported: tuple[str, ...] = ()
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
+        self.config: dict[str, Any] = {}
         self.run: RunT | None = None
         self.done: list[RunT] = []
         self.copies: dict[int | None, tuple[int, int]] = {}
@@ -126,7 +129,7 @@ class IntervalParser(RunParser, Generic[RunT]):
 
     def new_run(self, line: int) -> RunT:
         """A run starting at ``line``, with the configuration read so far."""
-        raise NotImplementedError
+        return Run(line, dict(self.config), self.reported)  # type: ignore[return-value]
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         """Add the record read from ``line``; a reason if its interval cannot be used."""
@@ -390,26 +393,19 @@ def check_names(names: Collection[Any], allowed: tuple[str, ...], noun: str, wha
                         column=column)
 
 
-def step_seconds(values: Mapping[str, float]) -> float:
-    """The wall time of one step (s) the figures give; NaN where they give none."""
-    seconds = values.get("step_time_s")
-    if seconds is None:
-        seconds = values.get("step_time_ms", NAN) / 1000.0
-    if math.isfinite(seconds):
-        return seconds
-    rates = ((values.get(work, NAN), values.get(f"{work}_per_s", NAN)) for work in ("tokens", "samples"))
-    return next((work / rate for work, rate in rates if work > 0 and rate > 0), NAN)
-
-
 def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1.0,
            timed_steps: float | None = None, excluded: float = 0.0) -> tuple[float, ...]:
     """The record of ``rank`` ending at ``step`` that covers ``n_steps`` steps (NaN: unknown) with the per-step
     figures ``values`` (names of :data:`GROUPS`) and ``excluded`` (:data:`FIELDS`). Its wall time is the step time
-    times ``timed_steps`` (default ``n_steps``: the figures are the mean over the steps the record covers)."""
+    times ``timed_steps`` (default ``n_steps``: the figures are the mean over the steps the record covers); the
+    step time is ``step_time_s``, else ``step_time_ms``, else the step's work over its rate (NaN: none of them)."""
     get = values.get
-    seconds = get("step_time_s", NAN)  # most records: their step time, read without a call
+    seconds = get("step_time_s", NAN)
+    if not math.isfinite(seconds) and "step_time_s" not in values:
+        seconds = get("step_time_ms", NAN) / 1000.0
     if not math.isfinite(seconds):
-        seconds = step_seconds(values)
+        rates = ((get(work, NAN), get(f"{work}_per_s", NAN)) for work in ("tokens", "samples"))
+        seconds = next((work / rate for work, rate in rates if work > 0 and rate > 0), NAN)
     seconds *= n_steps if timed_steps is None else timed_steps
     weight = seconds
     if not math.isfinite(seconds):

@@ -152,9 +152,6 @@ class TensorBoardLog(Format):
     name = "tensorboard"
     title = "TensorBoard event files"
 
-    def sniff(self, head: str, settings: Settings) -> int:
-        return 0  # told by content (event_files.is_event_file) or by a log dir, never from text
-
     def parse(self, path: Path, settings: Settings) -> ParsedLog:
         ranks = {rank: event_files.read_scalars(files) for rank, files in rank_files(path).items()}
         tags = set().union(*(scalars.points for scalars in ranks.values()))

@@ -102,10 +102,10 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
     anchors = ("step:", "batch size", "total parameters", "Peak FLOPS", "device mesh", "capacity:", "Building ",
                *(f'"{name}"' for name in _ARGS))
     start = _STEP
+    reported = REPORTED
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.config: dict[str, Any] = {}
         self.json_args = False  # inside the model arguments printed as JSON
 
     def handle(self, lines: list[str], i: int, number_: int) -> int:
@@ -155,9 +155,6 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
                 del config[key]
         if self.run is not None and not len(self.run.records):
             self.run.config.update(config)
-
-    def new_run(self, line: int) -> records.Run:
-        return records.Run(line, dict(self.config), REPORTED)
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, loss, memory, tps, tflops, mfu, when = parsed

@@ -232,6 +232,7 @@ def is_record(values: Mapping[str, object]) -> bool:
     return "step" in values and any(KIND[name] in TIME_KINDS or KIND[name] == "rate" for name in values)
 
 
+@functools.lru_cache(maxsize=4096)
 def lookup(key: str) -> Field | None:
     """The field a normalised ``key`` names: the key without its unit, then without its leading words."""
     bare = _UNIT.sub("", key)
