@@ -286,8 +286,8 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -
     :data:`trainperf.derived.SCALING_NOTES`) are left out, without ``mfu``
     those about HFU only (for a report that shows none: the setting they miss
     changes nothing it shows)."""
-    notes = runs.assign(note=runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; "))
-    notes = notes.explode("note").dropna(subset=["note"])
+    notes = runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; ")
+    notes = runs[["run_id"]].assign(note=notes).explode("note").dropna(subset=["note"])
     hidden = (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"})
     if hidden:
         keys = notes["note"].str.split(": ", n=1).str[0].str.split(", ")
