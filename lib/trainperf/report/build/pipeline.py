@@ -24,6 +24,8 @@ from datetime import datetime
 from pathlib import Path
 
 import nbformat
+import papermill
+from papermill.exceptions import PapermillExecutionError
 
 import trainperf
 from trainperf.errors import DataError
@@ -209,9 +211,6 @@ def data_paths(jobs: Sequence[Job]) -> list[str]:
 def run_job(job: Job) -> ReportResult:
     """Execute one notebook with papermill and export it; never raises for a
     failing notebook (the result carries the error)."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
     # plan() checked the parameters and the result carries any error: papermill's log would repeat it
     logging.getLogger("papermill").setLevel(logging.ERROR)
     start = time.perf_counter()
