@@ -63,6 +63,35 @@ def _by_device_count(runs: pd.DataFrame, several: set[str]) -> pd.DataFrame:
     return runs.assign(experiment=experiment.where(~experiment.isin(several), experiment + on))
 
 
+def fmt_change(found: Verdict) -> str:
+    """A verdict's difference: ``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
+    d = found.difference
+    if found.tested:
+        return (f"{fmt_pct(d.estimate, signed=True)} (95 % interval {fmt_pct(d.low, signed=True)} to "
+                f"{fmt_pct(d.high, signed=True)})")
+    return f"{fmt_pct(d.estimate, signed=True)} (no interval: the noise is not tested)"
+
+
+def resolution_text(found: list[Resolution]) -> str:
+    """A clause for a sentence calling configurations indistinguishable: the smallest difference their
+    data could detect (a range over several pairs) and the runs of each that would detect
+    :attr:`~trainperf.estimates.Resolution.effect` (the most any pair needs), or that without an interval no
+    difference can be."""
+    effect = fmt_pct(found[0].effect, 0)
+    repeats = max((r.repeats for r in found if r.repeats is not None), default=None)
+    tested = [r.detectable for r in found if not r.assumed]
+    if not tested:
+        return ("without an interval (a configuration has one run without steps) these data detect no difference; at the "
+                f"assumed run-to-run variation of {fmt_pct(RUN_CV, 0)}, {repeats} runs of each would detect {effect}")
+    low, high = min(tested), max(tested)
+    smallest = fmt_pct(low) if fmt_pct(low) == fmt_pct(high) else f"{fmt_pct(low)} to {fmt_pct(high)}"
+    text = (f"the smallest difference these data could detect is {smallest} (with {fmt_pct(POWER, 0)} power at "
+            "95 % confidence)")
+    if len(tested) < len(found):
+        text += ", and none where a configuration has no interval"
+    return text + (f"; {repeats} runs of each would detect {effect}" if repeats is not None else "")
+
+
 class Plateau(NamedTuple):
     """Where the sweep stops gaining ``min_gain`` per step: ``index``, the position of the first
     configuration after which no step gains that much (``None``: still improving at the end),
@@ -157,35 +186,6 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
     """Bar labels for the rows of one sweep of :func:`table`: each gain over the previous configuration
     (``+16 %``), ``≈`` where it is within the noise, nothing for the first."""
     return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
-
-
-def fmt_change(found: Verdict) -> str:
-    """A verdict's difference: ``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
-    d = found.difference
-    if found.tested:
-        return (f"{fmt_pct(d.estimate, signed=True)} (95 % interval {fmt_pct(d.low, signed=True)} to "
-                f"{fmt_pct(d.high, signed=True)})")
-    return f"{fmt_pct(d.estimate, signed=True)} (no interval: the noise is not tested)"
-
-
-def resolution_text(found: list[Resolution]) -> str:
-    """A clause for a sentence calling configurations indistinguishable: the smallest difference their
-    data could detect (a range over several pairs) and the runs of each that would detect
-    :attr:`~trainperf.estimates.Resolution.effect` (the most any pair needs), or that without an interval no
-    difference can be."""
-    effect = fmt_pct(found[0].effect, 0)
-    repeats = max((r.repeats for r in found if r.repeats is not None), default=None)
-    tested = [r.detectable for r in found if not r.assumed]
-    if not tested:
-        return ("without an interval (a configuration has one run without steps) these data detect no difference; at the "
-                f"assumed run-to-run variation of {fmt_pct(RUN_CV, 0)}, {repeats} runs of each would detect {effect}")
-    low, high = min(tested), max(tested)
-    smallest = fmt_pct(low) if fmt_pct(low) == fmt_pct(high) else f"{fmt_pct(low)} to {fmt_pct(high)}"
-    text = (f"the smallest difference these data could detect is {smallest} (with {fmt_pct(POWER, 0)} power at "
-            "95 % confidence)")
-    if len(tested) < len(found):
-        text += ", and none where a configuration has no interval"
-    return text + (f"; {repeats} runs of each would detect {effect}" if repeats is not None else "")
 
 
 def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> str:
