@@ -212,10 +212,6 @@ SERIES_SETTINGS = {"platform": "platform", "model": "model", "n_params": "parame
 """Settings (column: words) that split an experiment into series where runs on one device count
 differ in them; within a series, :func:`scaling_studies` finds the studies from the work held constant."""
 
-SCALING_TYPES = ("strong", "weak")
-"""``scaling_type``: strong scaling keeps the total work of an optimizer step (the
-global batch) as devices are added; weak scaling keeps the work per device."""
-
 SCALING_INPUTS = ("run_id", "experiment", "gpus", "baseline_run_id", "tokens_per_s", "samples_per_s", "elapsed_s",
                   "step_time_s", "tokens", "samples", "price_per_gpu_hour", "micro_batch_size", "grad_accum_steps",
                   "global_batch_size", "data_parallel", "scaling_type", *SERIES_SETTINGS)

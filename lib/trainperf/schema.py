@@ -364,6 +364,10 @@ PHASES: tuple[str, ...] = ("data", "h2d", "forward", "loss", "backward", "optimi
 
 COMPUTE_PHASES: tuple[str, ...] = ("forward", "loss", "backward", "optimizer")
 
+SCALING_TYPES = ("strong", "weak")
+"""``scaling_type``: strong scaling keeps the total work of an optimizer step (the
+global batch) as devices are added; weak scaling keeps the work per device."""
+
 SIDECAR_SUFFIX = ".trainperf.yaml"
 """The sidecar of ``train.log`` (or ``runs.csv``) is ``train.log.trainperf.yaml``:
 what the file does not say, or how its columns map to runs columns."""

@@ -18,9 +18,8 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.flops import CONVENTIONS
 from trainperf.hardware import normalize_precision
-from trainperf.scaling import SCALING_TYPES
-from trainperf.schema import (DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, SIDECAR_SUFFIX, Column,
-                              bound_problem, out_of_bounds)
+from trainperf.schema import (DERIVED_COLUMNS, INPUT_COLUMNS, PREFIXES, REQUIRED, SCALING_TYPES, SIDECAR_SUFFIX,
+                              Column, bound_problem, out_of_bounds)
 from trainperf.steady_state import RULES
 
 CHOICES = {"flops_convention": tuple(CONVENTIONS), "scaling_type": SCALING_TYPES, "warmup_rule": RULES}

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import MEMORY, Summaries
-from trainperf.estimates import distinguish, has_interval, job_frames, resolution, run_intervals, ties_with_fastest
-from trainperf.report.html import (Html, and_list, around, count, fmt_change, fmt_int, fmt_pct, fmt_seconds,
-                                   headline as banner, resolution_text)
+from trainperf.estimates import (Resolution, distinguish, has_interval, job_frames, resolution, run_intervals,
+                                 ties_with_fastest)
+from trainperf.report.html import Html, and_list, around, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.page import InputError, keep_experiments, require
 from trainperf.report.phases import overlap_notes, per_experiment, without_phases
 from trainperf.report.run_labels import (Unit, batch, by_experiment, configuration_means, evaluation_notes,
@@ -23,7 +23,7 @@ from trainperf.report.run_labels import (Unit, batch, by_experiment, configurati
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
 from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, rule, section_of
-from trainperf.stats import MIN_EFFECT, TIED
+from trainperf.stats import MIN_EFFECT, POWER, RUN_CV, TIED, Verdict
 
 Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
 """Per sweep (experiment) name, its :func:`sweep`: its configurations and their intervals."""
@@ -61,6 +61,35 @@ def _by_device_count(runs: pd.DataFrame, several: set[str]) -> pd.DataFrame:
     on = pd.Series([f" ({count(g, 'device')})" if pd.notna(g) else " (device count unknown)" for g in runs["gpus"]],
                    index=runs.index, dtype=object)
     return runs.assign(experiment=experiment.where(~experiment.isin(several), experiment + on))
+
+
+def fmt_change(found: Verdict) -> str:
+    """A verdict's difference: ``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
+    d = found.difference
+    if found.tested:
+        return (f"{fmt_pct(d.estimate, signed=True)} (95 % interval {fmt_pct(d.low, signed=True)} to "
+                f"{fmt_pct(d.high, signed=True)})")
+    return f"{fmt_pct(d.estimate, signed=True)} (no interval: the noise is not tested)"
+
+
+def resolution_text(found: list[Resolution]) -> str:
+    """A clause for a sentence calling configurations indistinguishable: the smallest difference their
+    data could detect (a range over several pairs) and the runs of each that would detect
+    :attr:`~trainperf.estimates.Resolution.effect` (the most any pair needs), or that without an interval no
+    difference can be."""
+    effect = fmt_pct(found[0].effect, 0)
+    repeats = max((r.repeats for r in found if r.repeats is not None), default=None)
+    tested = [r.detectable for r in found if not r.assumed]
+    if not tested:
+        return ("without an interval (a configuration has one run without steps) these data detect no difference; at the "
+                f"assumed run-to-run variation of {fmt_pct(RUN_CV, 0)}, {repeats} runs of each would detect {effect}")
+    low, high = min(tested), max(tested)
+    smallest = fmt_pct(low) if fmt_pct(low) == fmt_pct(high) else f"{fmt_pct(low)} to {fmt_pct(high)}"
+    text = (f"the smallest difference these data could detect is {smallest} (with {fmt_pct(POWER, 0)} power at "
+            "95 % confidence)")
+    if len(tested) < len(found):
+        text += ", and none where a configuration has no interval"
+    return text + (f"; {repeats} runs of each would detect {effect}" if repeats is not None else "")
 
 
 class Plateau(NamedTuple):

@@ -1,8 +1,9 @@
 """Short pieces of text a report shows around its tables and charts (the page
 header, the headline with its key figures, callouts, lists), every string from
-data escaped; the ``fmt_*`` number formats the tables use too, and the words of
-an interval or a verdict of :mod:`trainperf.estimates`. A piece can carry
-facts for the index page (title, headline, inputs) in its display metadata.
+data escaped; the ``fmt_*`` number formats the tables use too, intervals as
+text, paths as shown, and the two errors a page shows as one line. A piece can
+carry facts for the index page (title, headline, inputs) in its display metadata.
+The build imports this module: it imports neither matplotlib nor SciPy.
 """
 
 from __future__ import annotations
@@ -11,15 +12,44 @@ import html
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from trainperf.estimates import Resolution
-from trainperf.stats import POWER, RUN_CV, Verdict
+from trainperf.errors import DataError
 from trainperf.table_rules import is_missing
 
 FACTS_KEY = "trainperf"  # the display-metadata key of a piece's facts
+
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+"""The checkout the package is installed from (editable install): paths below it are shown relative."""
+
+
+class _OneLine(DataError):
+    """An error Jupyter shows as one line (``InputError: …``, ``NotApplicable: …``), not a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class InputError(_OneLine):
+    """A report parameter or input that cannot be used."""
+
+
+class NotApplicable(_OneLine):
+    """The selected data cannot answer this report (not an error in the data); the message names what is
+    missing and what would supply it. The build writes a short page with it and marks the report "not
+    applicable"."""
+
+
+def shown_path(path: str | Path) -> str:
+    """``path`` relative to the project root when it lies below it, else absolute."""
+    resolved = Path(path).resolve()
+    try:
+        return resolved.relative_to(PROJECT_ROOT).as_posix()
+    except ValueError:
+        return str(resolved)
 
 
 def esc(value: object) -> str:
@@ -92,15 +122,6 @@ def and_list(names: list[str]) -> str:
 
 # --- uncertainty -------------------------------------------------------------
 
-def fmt_change(found: Verdict) -> str:
-    """A verdict's difference: ``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
-    d = found.difference
-    if found.tested:
-        return (f"{fmt_pct(d.estimate, signed=True)} (95 % interval {fmt_pct(d.low, signed=True)} to "
-                f"{fmt_pct(d.high, signed=True)})")
-    return f"{fmt_pct(d.estimate, signed=True)} (no interval: the noise is not tested)"
-
-
 def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """The intervals of ``found`` (:func:`trainperf.estimates.run_intervals` rows) around the rates shown,
     ``rate`` (their relative width kept): low, high, and as text (``1,258–1,465``; ``None``: no interval)."""
@@ -108,26 +129,6 @@ def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, l
     low, high = found["low"].to_numpy(float) * k, found["high"].to_numpy(float) * k
     text = [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}" for x, a, b in zip(found["low"], low, high)]
     return low, high, text
-
-
-def resolution_text(found: list[Resolution]) -> str:
-    """A clause for a sentence calling configurations indistinguishable: the smallest difference their
-    data could detect (a range over several pairs) and the runs of each that would detect
-    :attr:`~trainperf.estimates.Resolution.effect` (the most any pair needs), or that without an interval no
-    difference can be."""
-    effect = fmt_pct(found[0].effect, 0)
-    repeats = max((r.repeats for r in found if r.repeats is not None), default=None)
-    tested = [r.detectable for r in found if not r.assumed]
-    if not tested:
-        return ("without an interval (a configuration has one run without steps) these data detect no difference; at the "
-                f"assumed run-to-run variation of {fmt_pct(RUN_CV, 0)}, {repeats} runs of each would detect {effect}")
-    low, high = min(tested), max(tested)
-    smallest = fmt_pct(low) if fmt_pct(low) == fmt_pct(high) else f"{fmt_pct(low)} to {fmt_pct(high)}"
-    text = (f"the smallest difference these data could detect is {smallest} (with {fmt_pct(POWER, 0)} power at "
-            "95 % confidence)")
-    if len(tested) < len(found):
-        text += ", and none where a configuration has no interval"
-    return text + (f"; {repeats} runs of each would detect {effect}" if repeats is not None else "")
 
 
 # --- numbers -----------------------------------------------------------------

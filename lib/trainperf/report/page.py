@@ -26,15 +26,13 @@ from trainperf.importers.reported import OTHER_PEAK, compare_reported
 from trainperf.errors import provenance
 from trainperf.reading.cache import keeping
 from trainperf.reading.loading import holds_steps, load_runs, load_summaries, pin_inputs
-from trainperf.report.html import Html, bullets, callout, count, esc, first_of, fmt_pct, title as page_title
+from trainperf.report.html import (Html, InputError, NotApplicable, bullets, callout, count, esc, first_of, fmt_pct,
+                                   shown_path, title as page_title)
 from trainperf.report.run_labels import doubt_notes, ordered
 from trainperf.report.theme import table
 
 CONVENTIONS = {**FORMULAS, "given": "flops_per_token as given in the data"}
 """How each FLOPs convention (``flops_convention_used``) counts, for the reader."""
-
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-"""The checkout the package is installed from (editable install): paths below it are shown relative."""
 
 NO_DIFFERENCES = ("Every figure the sources printed themselves (reported_* columns) agrees with trainperf's "
                   "recomputation within 0.5 % or the last digit printed, or none was given.")
@@ -43,23 +41,6 @@ NO_DIFFERENCES = ("Every figure the sources printed themselves (reported_* colum
 REPORTED_TOLERANCE = 0.005
 """Relative difference between a source's own figure and trainperf's that is listed
 (when it is also beyond the precision the source printed)."""
-
-
-class _OneLine(DataError):
-    """An error Jupyter shows as one line (``InputError: …``, ``NotApplicable: …``), not a traceback."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}: {self}"]
-
-
-class InputError(_OneLine):
-    """A report parameter or input that cannot be used."""
-
-
-class NotApplicable(_OneLine):
-    """The selected data cannot answer this report (not an error in the data); the message names what is
-    missing and what would supply it. The build writes a short page with it and marks the report "not
-    applicable"."""
 
 
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
@@ -156,15 +137,6 @@ def read_ahead(*paths: str) -> dict[str, dict]:
     it forks later find it while the cache entries are unchanged (:func:`trainperf.reading.cache.keeping`)."""
     with keeping():
         return pin_inputs(*paths)
-
-
-def shown_path(path: str | Path) -> str:
-    """``path`` relative to the project root when it lies below it, else absolute."""
-    resolved = Path(path).resolve()
-    try:
-        return resolved.relative_to(PROJECT_ROOT).as_posix()
-    except ValueError:
-        return str(resolved)
 
 
 def _as_list(value: Sequence[str | Path] | str | Path | None) -> list:
@@ -314,8 +286,8 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -
     :data:`trainperf.derived.SCALING_NOTES`) are left out, without ``mfu``
     those about HFU only (for a report that shows none: the setting they miss
     changes nothing it shows)."""
-    notes = runs.assign(note=runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; "))
-    notes = notes.explode("note").dropna(subset=["note"])
+    notes = runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; ")
+    notes = runs[["run_id"]].assign(note=notes).explode("note").dropna(subset=["note"])
     hidden = (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"})
     if hidden:
         keys = notes["note"].str.split(": ", n=1).str[0].str.split(", ")

@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 import jinja2
 
 from trainperf.report.build.export import TEMPLATES, stylesheet
-from trainperf.report.page import shown_path
+from trainperf.report.html import shown_path
 from trainperf.report.build.result import ReportResult
 
 

@@ -23,17 +23,21 @@ imports them again.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from queue import Empty
 
+from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from traitlets import CaselessStrEnum, default
+from traitlets import CaselessStrEnum, Type, default
 
 from trainperf.report.build import kernel_fork
 
@@ -54,6 +58,37 @@ what the report notebooks import (never torch), imported once by the kernel serv
 backend: loaded before a kernel's shell exists, it would not hook into it.)"""
 READ_AHEAD = "trainperf.report.page:read_ahead"
 """The function the kernel server runs for :func:`read_ahead`."""
+EXIT_POLL_S = 0.01
+"""Seconds between two looks at whether a stopping kernel has exited (jupyter_client's: 0.1)."""
+
+
+class ReadyClient(AsyncKernelClient):
+    """A kernel client ready as soon as its kernel has answered ``kernel_info`` and its IOPub channel carries
+    the kernel's messages: jupyter_client's then waits until IOPub has been quiet for 0.2 s, which nbclient
+    does not need (it reads only the messages each cell's request caused)."""
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        """Ask the kernel for its ``kernel_info`` until it answers, within ``timeout`` seconds (None: no limit);
+        ``RuntimeError`` when the kernel dies first or the time is up."""
+        deadline = time.monotonic() + (math.inf if timeout is None else timeout)
+        while True:
+            self.kernel_info()
+            try:
+                reply = await self.shell_channel.get_msg(timeout=1)
+            except Empty:
+                reply = None
+            if reply is not None and reply["msg_type"] == "kernel_info_reply":
+                try:
+                    await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is connected: a status message came
+                except Empty:
+                    pass
+                else:
+                    self._handle_kernel_info_reply(reply)
+                    return
+            if not await self.is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:g} seconds")
 
 
 class IPCKernelManager(AsyncKernelManager):
@@ -62,6 +97,7 @@ class IPCKernelManager(AsyncKernelManager):
     its own (mode 0700) that also holds its connection file and is removed at shutdown."""
 
     transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
+    client_factory = Type(ReadyClient, klass=AsyncKernelClient, config=True)
 
     @default("ip")
     def _private_ipc_path(self) -> str:
@@ -77,6 +113,11 @@ class IPCKernelManager(AsyncKernelManager):
         if not getattr(self, "_made", None):
             self._made = tempfile.mkdtemp(prefix=IPC_PREFIX)
         return self._made
+
+    async def _async_wait(self, pollinterval: float = EXIT_POLL_S) -> None:
+        """Wait for the kernel to exit, looking every :data:`EXIT_POLL_S` seconds (jupyter_client asks for every
+        ``pollinterval``, 0.1 s: a tenth of a second more for each report)."""
+        await super()._async_wait(pollinterval=min(pollinterval, EXIT_POLL_S))
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart)

@@ -3,7 +3,7 @@ parallel, each in its own process and kernel), export it to HTML, and write
 an index page linking them. A failing notebook does not stop the others: its
 page (up to the failing cell, the error in one line at the top) is still
 written and the index marks it failed; one that raises
-:class:`~trainperf.report.page.NotApplicable` gets a short page
+:class:`~trainperf.report.html.NotApplicable` gets a short page
 saying what is missing, which is not a failure.
 """
 
@@ -24,18 +24,18 @@ from datetime import datetime
 from pathlib import Path
 
 import nbformat
+import papermill
+from papermill.exceptions import PapermillExecutionError
 
 import trainperf
 from trainperf.errors import DataError
 from trainperf.reading.loading import PINNED, holds_inputs, holds_steps, pin_inputs
-from trainperf.report.page import NotApplicable
 from trainperf.report.build.export import PageInfo, notebook_to_html, warm_up
-from trainperf.report.html import FACTS_KEY, callout
+from trainperf.report.html import FACTS_KEY, PROJECT_ROOT, NotApplicable, callout, shown_path
 from trainperf.report.build.index import write_index
 from trainperf.report.build.kernel_fork import die_with_parent
 from trainperf.report.build.result import ReportResult
 from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command, read_ahead
-from trainperf.report.page import PROJECT_ROOT, shown_path
 from trainperf.report.build.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
@@ -211,9 +211,6 @@ def data_paths(jobs: Sequence[Job]) -> list[str]:
 def run_job(job: Job) -> ReportResult:
     """Execute one notebook with papermill and export it; never raises for a
     failing notebook (the result carries the error)."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
     # plan() checked the parameters and the result carries any error: papermill's log would repeat it
     logging.getLogger("papermill").setLevel(logging.ERROR)
     start = time.perf_counter()
