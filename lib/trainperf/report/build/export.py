@@ -15,18 +15,12 @@ from pathlib import Path
 
 import nbformat
 from nbconvert import HTMLExporter
-from nbconvert.exporters.templateexporter import TemplateExporter
-from nbconvert.filters.highlight import Highlight2HTML
-from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 
 TEMPLATES = Path(__file__).with_name("templates")
 CSS = TEMPLATES / "report.css"
 TOC_MARK = "<!--trainperf:toc-->"
 _TOC_NAV = re.compile(r'<nav\b[^>]*class="tp-toc"[^>]*>.*?</nav>\s*', re.S)
 _HEADING = re.compile(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
-_ANCHOR_LINK = re.compile(r'<a class="anchor-link" href="#[^"]*" />')
-"""The empty link nbconvert adds to each Markdown heading, written as XML (``<a ... />``), which HTML reads as a
-link left open: taken out (the heading keeps its ``id``)."""
 
 
 @dataclass(frozen=True)
@@ -43,28 +37,10 @@ def stylesheet() -> str:
     return CSS.read_text()
 
 
-class PageExporter(HTMLExporter):
-    """nbconvert's HTML exporter less its last pass, which reads the whole page into BeautifulSoup and writes
-    it out again (two thirds of an export's CPU: the charts are in the page) to give each ``img`` without
-    ``alt`` a stock one and the cells inside a ``jp-Notebook`` a ``tabindex``: the ``trainperf`` template
-    writes every image with its ``alt`` and no ``jp-Notebook``. That pass also closed the empty link nbconvert
-    adds to each Markdown heading (:data:`_ANCHOR_LINK`), which this one takes out."""
-
-    def from_notebook_node(self, nb: nbformat.NotebookNode, resources: dict | None = None,
-                           **kw: object) -> tuple[str, dict]:
-        """The page of ``nb`` and its resources, with the filters ``HTMLExporter`` gives its templates."""
-        resources = self._init_resources(resources)
-        self.register_filter("highlight_code", Highlight2HTML(parent=self))  # for the inputs the template leaves out
-        self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata,
-                                                                       parent=self, resources=resources))
-        page, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        return _ANCHOR_LINK.sub("", page), resources
-
-
 @cache
-def _exporter() -> PageExporter:
+def _exporter() -> HTMLExporter:
     """The page exporter, made once per process (it compiles its templates on first use)."""
-    return PageExporter(template_name="trainperf", extra_template_basedirs=[str(TEMPLATES)], exclude_input=True,
+    return HTMLExporter(template_name="trainperf", extra_template_basedirs=[str(TEMPLATES)], exclude_input=True,
                         exclude_input_prompt=True, exclude_output_prompt=True, anchor_link_text="")
 
 
