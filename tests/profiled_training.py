@@ -63,6 +63,7 @@ def main() -> None:
     parser.add_argument("--evaluate-rank", type=int, default=-1, help="the one rank that evaluates")
     parser.add_argument("--evaluate-after", default="", help="comma-separated steps after which it evaluates")
     parser.add_argument("--evaluate-s", type=float, default=0.0, help="seconds each evaluation takes")
+    parser.add_argument("--batch-norm", action="store_true", help="a model with buffers, which DDP broadcasts")
     args = parser.parse_args()
     strategies = args.strategies.split(",")
     distributed = strategies != ["single"]
@@ -77,9 +78,10 @@ def main() -> None:
         dist.destroy_process_group()
 
 
-def mlp(device: str = "cpu") -> nn.Module:
+def mlp(device: str = "cpu", batch_norm: bool = False) -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
+    norm = [nn.BatchNorm1d(64)] if batch_norm else []
+    return nn.Sequential(nn.Linear(16, 64), *norm, nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1)).to(device)
 
 
 def ddp(model: nn.Module) -> nn.Module:
@@ -90,7 +92,7 @@ def ddp(model: nn.Module) -> nn.Module:
 def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
     rank = dist.get_rank() if dist.is_initialized() else 0
     device = torch.device(args.device, torch.cuda.current_device()) if args.device == "cuda" else torch.device("cpu")
-    model = mlp(device)
+    model = mlp(device, args.batch_norm)
     if strategy == "ddp":
         model = ddp(model)
     elif strategy == "fsdp":
@@ -137,13 +139,14 @@ def train(run_dir: Path, strategy: str, args: argparse.Namespace) -> None:
     if args.wall_clock_log:
         run_dir.with_name(f"{run_dir.name}-wall-rank{rank}.json").write_text(json.dumps(wall_ns))
     if strategy == "ddp":
-        assert_same_weights(model, trained_without_hook(data, device))
+        assert_same_weights(model, trained_without_hook(data, device, args.batch_norm))
     del model, opt
 
 
-def trained_without_hook(data: list[tuple[torch.Tensor, torch.Tensor]], device: torch.device) -> nn.Module:
+def trained_without_hook(data: list[tuple[torch.Tensor, torch.Tensor]], device: torch.device,
+                         batch_norm: bool = False) -> nn.Module:
     """The DDP model trained on ``data`` with DDP's built-in gradient averaging."""
-    model = ddp(mlp(device))
+    model = ddp(mlp(device, batch_norm))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     for x, y in data:
         nn.functional.mse_loss(model(x), y).backward()

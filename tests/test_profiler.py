@@ -437,6 +437,54 @@ def test_device_marks_are_resolved_late_without_a_sync_per_phase(tmp_path, fake_
     assert steps["step_s"].tolist() == pytest.approx([1.5] * 6)
 
 
+def test_ddps_broadcast_of_the_buffers_is_exposed_communication_not_forward(tmp_path, fake_time):
+    """A model with buffers (BatchNorm's running statistics) under DDP: each forward starts with DDP's broadcast
+    of them from rank 0, which the forward waits for (here 40 ms on the fake clock; on several ranks, as long as
+    rank 0 takes to get there). Steps of a 10 ms forward, that broadcast and a 20 ms backward whose all-reduce
+    takes no time: forward_s 10 ms, comm_s and comm_exposed_s 40 ms, backward_s 20 ms, step 70 ms. A forward
+    through the DDP model in a validation phase after step 0 broadcasts too, in no step; DDP then skips the
+    broadcast of the next forward (one that follows a forward without gradients), so step 1 has none."""
+    import gc
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = torch.nn.parallel.DistributedDataParallel(
+            torch.nn.Sequential(torch.nn.Linear(2, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 1)))
+        broadcast = model._sync_buffers
+
+        def slow_broadcast() -> None:
+            fake_time.advance(0.040)
+            broadcast()
+
+        model._sync_buffers = slow_broadcast
+        prof = StepProfiler(tmp_path / "run", config={"peak_tflops_per_gpu": 1.0}, warmup_steps=0, trace=False)
+        prof.watch(model)
+        for i, x in enumerate(prof.batches([torch.ones(4, 2)] * 3)):
+            with prof.step(samples=4):
+                with prof.phase("forward"):
+                    fake_time.advance(0.010)
+                    out = model(x)
+                with prof.phase("backward"):
+                    fake_time.advance(0.020)
+                    out.sum().backward()  # returns once the all-reduce completed: no time on the fake clock
+            if i == 0:
+                with prof.phase("validation"), torch.no_grad():
+                    model(x)
+        prof.close()
+        steps = load_steps(tmp_path / "run")
+        assert steps["forward_s"].tolist() == pytest.approx([0.010] * 3)
+        assert steps["comm_s"].tolist() == pytest.approx([0.040, 0.0, 0.040])
+        assert steps["comm_exposed_s"].tolist() == pytest.approx([0.040, 0.0, 0.040])
+        assert steps["backward_s"].tolist() == pytest.approx([0.020] * 3)
+        assert steps["step_s"].tolist() == pytest.approx([0.070, 0.030, 0.070])
+        del model, out
+        gc.collect()
+    finally:
+        dist.destroy_process_group()
+
+
 def test_a_closed_profiler_lets_go_of_the_process_group(tmp_path):
     """After close(), only the model keeps its communication hook: the profiler holds no reference to the
     process group, so the script's teardown (free the model, then destroy the group) frees it as it would

@@ -287,6 +287,24 @@ def test_the_wait_for_rank_0s_evaluation_is_booked_as_such_not_as_communication(
     assert row["comm_exposed_s"] < row["wait_outside_s"]  # what is left is the all-reduces' own time
 
 
+def test_the_wait_for_rank_0s_evaluation_in_ddps_broadcast_of_the_buffers_is_booked_as_such(tmp_path):
+    """As above, with a model that has buffers (BatchNorm's running statistics): DDP broadcasts them from rank 0
+    at the start of every forward, so rank 1 waits for rank 0's evaluation there, inside its forward phase,
+    before any all-reduce. That broadcast is communication the forward waits for: the wait is wait_outside_s,
+    as above, and no rank's forward holds it (a forward of this model takes milliseconds; the evaluation 0.3 s)."""
+    ((code, output),) = run_jobs([[*TORCHRUN, "--standalone", "--nproc_per_node=2", str(SCRIPT), str(tmp_path),
+                                   "--strategies", "ddp", "--steps", "8", "--evaluate-rank", "0", "--batch-norm",
+                                   "--evaluate-after", "3,5", "--evaluate-s", "0.3"]], [environment()])
+    assert_exit_0(code, output)
+    events = (tmp_path / "ddp" / "events-rank0.jsonl").read_text().splitlines()[1:]
+    evaluated = sum(json.loads(line)["seconds"] for line in events)
+    row = load_runs(tmp_path / "ddp").iloc[0]
+    assert row["wait_outside_for"] == "rank 0's validation"
+    assert 0.8 * evaluated / 2 <= row["wait_outside_s"] <= evaluated / 2 + 1e-6
+    assert row["comm_exposed_s"] < row["wait_outside_s"]
+    assert (load_steps(tmp_path / "ddp")["forward_s"] < 0.1).all()
+
+
 def test_two_nodes_map_ranks_to_their_node(tmp_path):
     port = free_port()
     command = [*TORCHRUN, "--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",

@@ -1,6 +1,7 @@
 """Gradient communication timing under DDP, through a DDP communication hook that marks when each
-bucket is handed over and when its all-reduce completes; ``comm_s`` and ``comm_exposed_s`` from those
-marks: docs/profiler.md, "Communication under DDP". FSDP's collectives are sampled (``collectives.py``).
+bucket is handed over and when its all-reduce completes, and around DDP's broadcast of the module's
+buffers at the start of a forward; ``comm_s`` and ``comm_exposed_s`` from those marks: docs/profiler.md,
+"Communication under DDP". FSDP's collectives are sampled (``collectives.py``).
 
 The completion mark is taken by a Python callback on the communication backend's thread, which lets
 go of it only after DDP has seen the all-reduce complete: a backend thread that takes the GIL to free
@@ -23,8 +24,8 @@ SETTLE_S = 5.0
 
 
 class CommInterval:
-    """One gradient all-reduce: marks when it started and ended, and whether
-    its bucket was the last of the backward pass."""
+    """One gradient all-reduce, or one broadcast of the buffers: marks when it started and ended, and
+    whether the step computes nothing behind its end (the last bucket of a backward pass, a broadcast)."""
 
     __slots__ = ("start", "end", "last")
 
@@ -69,6 +70,22 @@ class DdpCommTimer:
 
         self._held.add(weakref.ref(done, self._let_go.append))
         return future.then(done)
+
+    def time_buffer_broadcast(self, model: Any) -> None:
+        """Time DDP's broadcast of ``model``'s buffers from rank 0 (BatchNorm's running statistics, a causal
+        mask), which DDP runs at the start of every forward of a model with buffers (``broadcast_buffers``,
+        its default): the forward waits for it, so it is recorded as an interval of its own, all of it exposed."""
+        broadcast = model._sync_buffers
+
+        def timed() -> None:
+            if self._stopped:
+                return broadcast()
+            interval = CommInterval(self._clock.mark(), True)
+            broadcast()
+            interval.end = self._clock.mark()
+            self._intervals.append(interval)
+
+        model._sync_buffers = timed
 
     def stop(self) -> None:
         """Stop timing (profiling stopped): the hook only all-reduces. Returns
@@ -139,7 +156,8 @@ def average(group: Any, bucket: Any) -> Any:
 
 def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any = None) -> DdpCommTimer:
     """Register the timing hook on a ``DistributedDataParallel`` model, wrapping ``comm_hook``
-    (default: :func:`average` on the model's process group), before the first backward. The hook
+    (default: :func:`average` on the model's process group), before the first backward, and time its
+    buffers' broadcast (:meth:`DdpCommTimer.time_buffer_broadcast`). The hook
     holds no reference to the default group: the last step's completion callbacks live as long as its
     tensors, and a group they held would outlive ``destroy_process_group()`` (see the module's
     docstring)."""
@@ -150,6 +168,7 @@ def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any =
         comm_hook, comm_state = average, None if group is dist.group.WORLD else group
     timer = DdpCommTimer(clock, comm_hook, comm_state)
     model.register_comm_hook(None, timer.hook)
+    timer.time_buffer_broadcast(model)
     return timer
 
 

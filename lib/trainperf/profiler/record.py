@@ -15,7 +15,6 @@ from trainperf.schema import PHASES
 PHASE_INDEX: dict[str, int] = {name: i for i, name in enumerate(PHASES)}
 DATA = PHASE_INDEX["data"]
 COMM = PHASE_INDEX["comm"]
-BACKWARD = PHASE_INDEX["backward"]
 CARRIED = ("data", "h2d")
 """Phases that, timed outside any step, count in the next one: its input, fetched and copied ahead."""
 
@@ -73,26 +72,28 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
     seconds = clock.seconds
     totals: list[float | None] = [None] * len(PHASES)
     trace_phases = []
-    backward_spans = []
+    spans: dict[int, list[tuple[float, float]]] = {}
     for index, start, end in record.phases:
         duration = seconds(start, end)
         totals[index] = (totals[index] or 0.0) + duration
         trace_phases.append((PHASES[index], seconds(origin, start), duration))
-        if index == BACKWARD:
-            backward_spans.append((seconds(origin, start), seconds(origin, end)))
+        spans.setdefault(index, []).append((seconds(origin, start), seconds(origin, end)))
     trace_data = []
     for start, end in record.data:
         totals[DATA] = (totals[DATA] or 0.0) + (end - start)
         trace_data.append((start - host_origin, end - start))
-    comm = [(seconds(origin, i.start), seconds(origin, i.end), i.last) for i in record.comm if i.end is not None]
+    start_s = seconds(origin, record.start)
+    step_s = seconds(record.start, record.end)
+    # a broadcast of the buffers before the step began (a forward in a phase outside the steps) is in none
+    comm = [(seconds(origin, i.start), seconds(origin, i.end), i.last) for i in record.comm
+            if i.end is not None and seconds(origin, i.start) >= start_s]
     exposed = None
     if comm:
         comm_total, exposed = comm_seconds(comm)
         totals[COMM] = (totals[COMM] or 0.0) + comm_total
-        if totals[BACKWARD] is not None:
-            totals[BACKWARD] -= overlap(backward_spans, exposed_intervals(comm))
-    start_s = seconds(origin, record.start)
-    step_s = seconds(record.start, record.end)
+        waits = exposed_intervals(comm)
+        for index, within in spans.items():  # the phase waited for the communication: its time is not the phase's
+            totals[index] -= overlap(within, waits)
     if not comm and record.estimate is not None and record.estimate[0] <= step_s:
         totals[COMM], exposed = record.estimate  # longer than the step, it cannot be true of it: left empty
     memory = record.memory
