@@ -176,9 +176,7 @@ def outside_steps(page: Measured) -> Found:
             rows = group
             change = "Find what the slowest rank does that the others do not (no communication times tell where)"
         share = rows["extra_s"] / rows["elapsed_s"]
-        evidence = "; ".join(f"{r['run_id']}: rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank "
-                             f"{r['fastest_rank']} ({fmt_num(r['elapsed_s'], 1)} s against "
-                             f"{fmt_num(r['fastest_s'], 1)} s), {fmt_pct(r['extra_s'] / r['elapsed_s'])} of the run"
+        evidence = "; ".join(f"{r['run_id']}: {ranks.longer(r)}, {fmt_pct(r['extra_s'] / r['elapsed_s'])} of the run"
                              for r in rows.to_dict("records"))
         out.rows.append(row(change, evidence, float(share.mean()), "elapsed time (the slowest rank's)",
                             f"{name}: {', '.join(rows['run_id'])}", runs=len(rows),
