@@ -24,14 +24,12 @@ from trainperf.report.what_to_change import (Found, Measured, clean, data_loadin
 
 
 @dataclass(frozen=True)
-class ScalingPage:
+class ScalingPage(Measured):
     """Every frame and sentence of the scaling page, in the page's order, from its ``runs``
     (:func:`~trainperf.report.scaling.multipliers.studies`) and their per-rank ``steps`` (None: none given); the
     function that makes each attribute: docs/reports.md, "The scaling page, figure by figure". ``intervals``: per
     run, the :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
 
-    runs: pd.DataFrame
-    steps: Summaries | None
     intervals: pd.DataFrame
     headline: Html
     confounded: list[str]
