@@ -20,8 +20,8 @@ from trainperf.report.run_labels import (batch, configuration_table, doubtful, e
                                          label, study_of)
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, and_list, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
-from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
-from trainperf.scaling import SERIES_SETTINGS
+from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, best_fit
+from trainperf.scaling import SERIES_SETTINGS, fit
 from trainperf.report.what_to_change import Found, row, rule, section_of
 from trainperf.stats import FASTER, MIN_EFFECT, TIED, Difference, Verdict
 
@@ -317,8 +317,7 @@ def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int
         p = series.index.to_numpy(float) / base_gpus
         fitted, relative = None, np.array(project_nodes, dtype=float) * gpus_per_node / base_gpus
         if len(p) >= MIN_FIT_POINTS:
-            fitted = project(f"{key} {model}", p, series.to_numpy(float) / base_rate,
-                             max(relative.max(), p.max() * 2), base_gpus).best
+            fitted = best_fit(fit(p, series.to_numpy(float) / base_rate, law) for law in LAWS)
             bands = fitted.band(relative, BAND_LEVEL)  # once for every node count
         measured = "–".join(dict.fromkeys(fmt_int(g) for g in (series.index.min(), series.index.max())))
         for j, nodes in enumerate(project_nodes):
