@@ -243,12 +243,9 @@ def policy_notes(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same"
     """How platforms are compared (:data:`PRECISION_POLICIES`), the contests (:func:`contest`) of the
     configurations (:data:`MEANS`) ``configs`` measured on one platform only, where no winner is named, and the
     spellings of one device merged."""
-    alone = []
-    for key, group in configs.groupby(contest(policy), sort=False, dropna=False):
-        platforms = list(dict.fromkeys(group["platform"].astype(str)))
-        if len(platforms) == 1:
-            alone.append(" at ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)) if pd.notna(k))
-                         + f" ({platforms[0]})")
+    alone = [" at ".join(str(k) for k in key if pd.notna(k)) + f" ({group['platform'].astype(str).iloc[0]})"
+             for key, group in configs.groupby(contest(policy), sort=False, dropna=False)
+             if len(set(group["platform"].astype(str))) == 1]
     hint = (" precision_policy = “fastest” compares each platform at its fastest precision." if policy == "same"
             else "")
     return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.",
