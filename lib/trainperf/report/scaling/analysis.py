@@ -15,7 +15,7 @@ from trainperf.ranks import IMBALANCE_STRAGGLER
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fmt_usd, headline as banner
 from trainperf.report.phases import per_experiment, without_phases
 from trainperf.report.run_labels import (by_experiment, doubtful, evaluation_notes, evaluation_rates, labels,
-                                         with_marks)
+                                         unit_of, with_marks)
 from trainperf.report.scaling import multipliers, projection, ranks
 from trainperf.report.scaling.projection import LAWS, Projection, within_reach
 from trainperf.report.scaling.multipliers import KIND_LABELS
@@ -198,11 +198,10 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
     out = priced.assign(configuration=labels(priced) if len(priced) else [])
     columns = ["run_id", "experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours",
                "cost_usd"]
-    rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
-    if rate:
-        unit = f"usd_per_million_{rate.removesuffix('_per_s')}"
-        out[unit] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6
-        columns.append(unit)
+    unit = unit_of(priced)
+    if len(priced) and priced[unit.rate].notna().all():
+        columns.append(f"usd_per_million_{unit.name}")
+        out[columns[-1]] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[unit.rate] * 1e6
     return with_marks(out[[*columns, "cost_efficiency"]], priced).drop(columns="run_id").reset_index(drop=True)
 
 
