@@ -22,7 +22,8 @@ from trainperf.report.run_labels import (Unit, batch, by_experiment, configurati
                                          evaluation_rates, unit_of)
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
-from trainperf.report.what_to_change import Found, data_loading, exposed_communication, row, rule, section_of
+from trainperf.report.what_to_change import (Found, Measured, data_loading, exposed_communication, row, rule,
+                                             section_of)
 from trainperf.stats import MIN_EFFECT, POWER, RUN_CV, TIED, Verdict
 
 Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
@@ -396,13 +397,11 @@ def memory_notes(table: pd.DataFrame) -> list[str]:
 
 
 @dataclass(frozen=True)
-class BatchSizePage:
+class BatchSizePage(Measured):
     """Every frame and sentence of the batch-size page, in the page's order, from its ``runs`` (:func:`sweeps`)
     and their ``steps`` (None: none given); the function that makes each attribute: docs/reports.md, "The
     throughput, batch-size and platforms pages, figure by figure". ``sweeps`` holds each sweep's :func:`sweep`."""
 
-    runs: pd.DataFrame
-    steps: Summaries | None
     sweeps: Sweeps
     headline: Html
     work_notes: list[str]

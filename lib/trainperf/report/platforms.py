@@ -20,8 +20,8 @@ from trainperf.report.run_labels import (batch, configuration_table, doubtful, e
                                          label, study_of)
 from trainperf.report.page import InputError, require
 from trainperf.report.html import Html, and_list, count, fmt_big, fmt_int, fmt_pct, fmt_short, headline as banner
-from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, project
-from trainperf.scaling import SERIES_SETTINGS
+from trainperf.report.scaling.projection import BAND_LEVEL, LAWS, MIN_FIT_POINTS, best_fit
+from trainperf.scaling import SERIES_SETTINGS, fit
 from trainperf.report.what_to_change import Found, row, rule, section_of
 from trainperf.stats import FASTER, MIN_EFFECT, TIED, Difference, Verdict
 
@@ -243,12 +243,9 @@ def policy_notes(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same"
     """How platforms are compared (:data:`PRECISION_POLICIES`), the contests (:func:`contest`) of the
     configurations (:data:`MEANS`) ``configs`` measured on one platform only, where no winner is named, and the
     spellings of one device merged."""
-    alone = []
-    for key, group in configs.groupby(contest(policy), sort=False, dropna=False):
-        platforms = list(dict.fromkeys(group["platform"].astype(str)))
-        if len(platforms) == 1:
-            alone.append(" at ".join(str(k) for k in (key if isinstance(key, tuple) else (key,)) if pd.notna(k))
-                         + f" ({platforms[0]})")
+    alone = [" at ".join(str(k) for k in key if pd.notna(k)) + f" ({group['platform'].astype(str).iloc[0]})"
+             for key, group in configs.groupby(contest(policy), sort=False, dropna=False)
+             if len(set(group["platform"].astype(str))) == 1]
     hint = (" precision_policy = “fastest” compares each platform at its fastest precision." if policy == "same"
             else "")
     return [f"Precision policy “{policy}”: {PRECISION_POLICIES[policy]}.",
@@ -317,8 +314,7 @@ def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int
         p = series.index.to_numpy(float) / base_gpus
         fitted, relative = None, np.array(project_nodes, dtype=float) * gpus_per_node / base_gpus
         if len(p) >= MIN_FIT_POINTS:
-            fitted = project(f"{key} {model}", p, series.to_numpy(float) / base_rate,
-                             max(relative.max(), p.max() * 2), base_gpus).best
+            fitted = best_fit(fit(p, series.to_numpy(float) / base_rate, law) for law in LAWS)
             bands = fitted.band(relative, BAND_LEVEL)  # once for every node count
         measured = "–".join(dict.fromkeys(fmt_int(g) for g in (series.index.min(), series.index.max())))
         for j, nodes in enumerate(project_nodes):

@@ -48,9 +48,7 @@ def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str]
     rows, first = configuration_means(runs, found, columns)
     rate = unit_of(runs).rate
     low, high, text = around(first, rows[rate])
-    found_doubts = doubts(runs)
-    per_run = pd.Series([", ".join(m for m in found_doubts.columns if row[m]) for _, row in found_doubts.iterrows()],
-                        index=runs.index)
+    per_run = pd.Series(_named(doubts(runs), ", "), index=runs.index)
     marks = per_run.groupby(configuration_of(found).to_numpy(), sort=False).agg(
         lambda repeats: ", ".join(dict.fromkeys(m for marks in repeats for m in marks.split(", ") if m)))
     return rows.assign(**{f"{rate}_low": low, f"{rate}_high": high}, interval=[t or "–" for t in text],
@@ -205,10 +203,13 @@ def marks(runs: pd.DataFrame) -> pd.Series:
     """Per run, its marks for a table's ``marks`` column: the :data:`DOUBTS` that apply
     (``projected``, ``oversubscribed``, ``incomplete``) and ``known error`` where its source has one
     (``known_error``, which :func:`known_errors` words under the table), joined by ``; `` (``""``: none)."""
-    found = doubts(runs)
-    known = runs["known_error"].notna() if "known_error" in runs else pd.Series(False, index=runs.index)
-    return pd.Series(["; ".join([*(m for m in found.columns if row[m]), *(["known error"] if k else [])])
-                      for (_, row), k in zip(found.iterrows(), known)], index=runs.index, dtype=object)
+    known = runs["known_error"].notna() if "known_error" in runs else False
+    return pd.Series(_named(doubts(runs).assign(**{"known error": known}), "; "), index=runs.index, dtype=object)
+
+
+def _named(found: pd.DataFrame, sep: str) -> list[str]:
+    """Per row of ``found`` (a bool column per mark), the names of its true columns joined by ``sep``."""
+    return [sep.join(found.columns[row]) for row in found.to_numpy(bool)]
 
 
 def known_errors(frame: pd.DataFrame) -> list[str]:

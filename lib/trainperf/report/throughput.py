@@ -267,14 +267,12 @@ def step_timeline(summaries: Summaries | None) -> Timeline:
 
 
 @dataclass(frozen=True)
-class ThroughputPage:
+class ThroughputPage(Measured):
     """Every frame and sentence of the throughput page, in the page's order, from its ``runs`` (:func:`measured`)
     and their ``steps`` (None: none given); the function that makes each attribute: docs/reports.md, "The
     throughput, batch-size and platforms pages, figure by figure". ``intervals``: per run (the index of ``runs``),
     the :func:`~trainperf.estimates.run_intervals` its table and "What to change" share."""
 
-    runs: pd.DataFrame
-    steps: Summaries | None
     intervals: pd.DataFrame
     headline: Html
     table: pd.DataFrame

@@ -43,11 +43,7 @@ def run_times(runs: pd.DataFrame, unit: Unit) -> pd.DataFrame:
 
 def total_s(runs: pd.DataFrame) -> pd.Series:
     """Per run, its total time with start-up (s): the first column of :data:`TOTAL_TIME` it has; NaN."""
-    total = pd.Series(np.nan, index=runs.index)
-    for column in TOTAL_TIME:
-        if column in runs:
-            total = total.fillna(runs[column].astype(float))
-    return total
+    return runs.reindex(columns=list(TOTAL_TIME)).astype(float).bfill(axis=1).iloc[:, 0].rename(None)
 
 
 def total_parts(runs: pd.DataFrame) -> pd.DataFrame:

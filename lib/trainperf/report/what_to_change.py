@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pandas as pd
 
@@ -31,10 +31,11 @@ MOST = 6
 """Changes a page lists at most (the largest expected gains); the others are counted."""
 
 
-class Measured(Protocol):
-    """What the shared rules read of a page: the ``runs`` it shows and their per-rank ``steps`` (None: none); the
-    oversubscription rule reads its ``intervals`` too (per run, the index of ``runs``: the
-    :func:`~trainperf.estimates.run_intervals` the page shows)."""
+@dataclass(frozen=True)
+class Measured:
+    """What the shared rules read of a page (the pages over runs hold these first): the ``runs`` it shows and their
+    per-rank ``steps`` (None: none); the oversubscription rule reads its ``intervals`` too (per run, the index of
+    ``runs``: the :func:`~trainperf.estimates.run_intervals` the page shows)."""
 
     runs: pd.DataFrame
     steps: Summaries | None

@@ -15,7 +15,7 @@ from trainperf.ranks import IMBALANCE_STRAGGLER
 from trainperf.report.html import Html, fmt_int, fmt_num, fmt_pct, fmt_times, fmt_usd, headline as banner
 from trainperf.report.phases import per_experiment, without_phases
 from trainperf.report.run_labels import (by_experiment, doubtful, evaluation_notes, evaluation_rates, labels,
-                                         with_marks)
+                                         unit_of, with_marks)
 from trainperf.report.scaling import multipliers, projection, ranks
 from trainperf.report.scaling.projection import LAWS, Projection, within_reach
 from trainperf.report.scaling.multipliers import KIND_LABELS
@@ -24,14 +24,12 @@ from trainperf.report.what_to_change import (Found, Measured, clean, data_loadin
 
 
 @dataclass(frozen=True)
-class ScalingPage:
+class ScalingPage(Measured):
     """Every frame and sentence of the scaling page, in the page's order, from its ``runs``
     (:func:`~trainperf.report.scaling.multipliers.studies`) and their per-rank ``steps`` (None: none given); the
     function that makes each attribute: docs/reports.md, "The scaling page, figure by figure". ``intervals``: per
     run, the :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
 
-    runs: pd.DataFrame
-    steps: Summaries | None
     intervals: pd.DataFrame
     headline: Html
     confounded: list[str]
@@ -176,9 +174,7 @@ def outside_steps(page: Measured) -> Found:
             rows = group
             change = "Find what the slowest rank does that the others do not (no communication times tell where)"
         share = rows["extra_s"] / rows["elapsed_s"]
-        evidence = "; ".join(f"{r['run_id']}: rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank "
-                             f"{r['fastest_rank']} ({fmt_num(r['elapsed_s'], 1)} s against "
-                             f"{fmt_num(r['fastest_s'], 1)} s), {fmt_pct(r['extra_s'] / r['elapsed_s'])} of the run"
+        evidence = "; ".join(f"{r['run_id']}: {ranks.longer(r)}, {fmt_pct(r['extra_s'] / r['elapsed_s'])} of the run"
                              for r in rows.to_dict("records"))
         out.rows.append(row(change, evidence, float(share.mean()), "elapsed time (the slowest rank's)",
                             f"{name}: {', '.join(rows['run_id'])}", runs=len(rows),
@@ -202,11 +198,10 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
     out = priced.assign(configuration=labels(priced) if len(priced) else [])
     columns = ["run_id", "experiment", "configuration", "gpus", "price_per_gpu_hour", "elapsed_s", "gpu_hours",
                "cost_usd"]
-    rate = next((c for c in ("tokens_per_s", "samples_per_s") if len(priced) and priced[c].notna().all()), None)
-    if rate:
-        unit = f"usd_per_million_{rate.removesuffix('_per_s')}"
-        out[unit] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[rate] * 1e6
-        columns.append(unit)
+    unit = unit_of(priced)
+    if len(priced) and priced[unit.rate].notna().all():
+        columns.append(f"usd_per_million_{unit.name}")
+        out[columns[-1]] = priced["price_per_gpu_hour"] * priced["gpus"] / 3600 / priced[unit.rate] * 1e6
     return with_marks(out[[*columns, "cost_efficiency"]], priced).drop(columns="run_id").reset_index(drop=True)
 
 

@@ -90,24 +90,20 @@ def kind_label(group: pd.DataFrame) -> str:
     return KIND_LABELS.get(kind_of(group), KIND_LABELS[None])
 
 
+JUDGED_BY = {
+    "weak": "the same work per device at every device count. The multiplier is Gustafson's scaled speedup and the "
+            "efficiency the per-device throughput against the baseline's; Amdahl's law and the Karp–Flatt serial "
+            "fraction assume the same total work and are not applied (projection: USL only).",
+    "strong": "the same total work per optimizer step at every device count: Amdahl's law, USL and the Karp–Flatt "
+              "serial fraction apply.",
+    None: "the data does not tell whether the work per step or per device is held (give global_batch_size, tokens "
+          "and steps, or scaling_type): judged as strong scaling."}
+"""Per :func:`kind_of`, which laws judge a study (README.md, "Scaling"); one not known is judged as strong scaling."""
+
+
 def laws(runs: pd.DataFrame) -> list[str]:
-    """Per study, a sentence on which laws judge it (README.md, "Scaling"); one not known is judged as strong
-    scaling, and says so."""
-    out = []
-    for name, group in by_experiment(runs):
-        kind = kind_of(group)
-        if kind == "weak":
-            out.append(f"{name}: the same work per device at every device count. The multiplier is Gustafson's "
-                       "scaled speedup and the efficiency the per-device throughput against the baseline's; "
-                       "Amdahl's law and the Karp–Flatt serial fraction assume the same total work and are not "
-                       "applied (projection: USL only).")
-        elif kind == "strong":
-            out.append(f"{name}: the same total work per optimizer step at every device count: Amdahl's law, "
-                       "USL and the Karp–Flatt serial fraction apply.")
-        else:
-            out.append(f"{name}: the data does not tell whether the work per step or per device is held (give "
-                       "global_batch_size, tokens and steps, or scaling_type): judged as strong scaling.")
-    return out
+    """Per study, a sentence on which laws judge it (:data:`JUDGED_BY`)."""
+    return [f"{name}: {JUDGED_BY.get(kind_of(group), JUDGED_BY[None])}" for name, group in by_experiment(runs)]
 
 
 Study = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
@@ -140,10 +136,8 @@ def shown_columns(group: pd.DataFrame) -> list[str]:
     comparison is based on (elapsed time, else tokens/s, else samples/s), its interval and the
     efficiency's as text (the multiplier's is the efficiency's times the ideal), the figures, the
     rows' marks, and nothing empty."""
-    if str(group["scaling_basis"].iloc[0]).startswith("elapsed"):
-        speed = "elapsed_s"
-    else:
-        speed = next((c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
+    speed = "elapsed_s" if str(group["scaling_basis"].iloc[0]).startswith("elapsed") else next(
+        (c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
     columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "scaling_efficiency",
                "efficiency_interval", "serial_fraction", "marks"]
     keep = group[columns].notna().any() & ~group[columns].isin(["–", ""]).all()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,19 +114,15 @@ class Projection:
 
     @property
     def best(self) -> ScalingFit:
-        """The law that fits the measured multipliers best (lowest RMSE) among
-        those whose error is known (:attr:`~trainperf.scaling.ScalingFit.has_band`); among all when none is."""
-        known = [f for f in self.fits.values() if f.has_band]
-        return min(known or self.fits.values(), key=lambda f: f.rmse)
+        """:func:`best_fit` of its fits."""
+        return best_fit(self.fits.values())
 
 
-def project(name: str, p: np.ndarray, multiplier: np.ndarray, target: float, base_gpus: float,
-            fitted: tuple[str, ...] = tuple(LAWS)) -> Projection:
-    """Fit the laws ``fitted`` (default Amdahl and USL) to one series (``p``:
-    relative devices, the baseline's ``p = 1``; ``base_gpus``: its devices) and
-    keep them for projection to ``target``."""
-    fits = {law: fit(p, multiplier, law) for law in fitted}
-    return Projection(name, np.asarray(p, float), np.asarray(multiplier, float), fits, float(target), base_gpus)
+def best_fit(fits: Iterable[ScalingFit]) -> ScalingFit:
+    """The law that fits its measured points best (lowest RMSE) among ``fits`` whose error is known
+    (:attr:`~trainperf.scaling.ScalingFit.has_band`); among all when none is."""
+    fits = list(fits)
+    return min([f for f in fits if f.has_band] or fits, key=lambda f: f.rmse)
 
 
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
@@ -151,7 +148,8 @@ def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> lis
             raise InputError(f"project_to_gpus={project_to_gpus:g} is not beyond the largest measured "
                              f"scale of {name} ({group['gpus'].max():g} devices)")
         fitted = ("usl",) if kind_of(group) == "weak" else tuple(LAWS)  # Amdahl: fixed total work only
-        out.append(project(name, p, group["scaling_multiplier"].to_numpy(float), target, base_gpus, fitted))
+        multiplier = group["scaling_multiplier"].to_numpy(float)
+        out.append(Projection(name, p, multiplier, {law: fit(p, multiplier, law) for law in fitted}, target, base_gpus))
     return out
 
 

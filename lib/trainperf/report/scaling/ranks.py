@@ -183,13 +183,18 @@ def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=SLOW_RANK_COLUMNS)
 
 
+def longer(r: dict) -> str:
+    """A row of :func:`slow_ranks` in words: ``rank 3 takes 2.0 s longer than rank 0 (12.0 s against 10.0 s)``."""
+    return (f"rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank {r['fastest_rank']} "
+            f"({fmt_num(r['elapsed_s'], 1)} s against {fmt_num(r['fastest_s'], 1)} s)")
+
+
 def rank_time_notes(slow: pd.DataFrame) -> list[str]:
     """Per run of :func:`slow_ranks` ``slow``: in which phase its slowest rank spends its extra time, and whether the
     other ranks wait for it inside the synchronised steps or it works alone outside them (``inside``)."""
     out = []
     for r in slow.to_dict("records"):
-        text = (f"Run {r['run_id']}: rank {r['rank']} takes {fmt_num(r['extra_s'], 1)} s longer than rank "
-                f"{r['fastest_rank']} ({fmt_num(r['elapsed_s'], 1)} s against {fmt_num(r['fastest_s'], 1)} s)")
+        text = f"Run {r['run_id']}: {longer(r)}"
         if r["phase"] is not None:
             text += f", {fmt_num(r['phase_extra_s'], 1)} s of it in {r['phase']}"
         if pd.isna(r["inside"]):
