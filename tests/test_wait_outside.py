@@ -114,3 +114,22 @@ def test_summarize_shows_the_wait_among_its_key_columns(tmp_path, capsys):
     cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
     assert cells["wait_outside_s"] == "0.02"
     assert pd.notna(cells["comm_overhead"])
+
+
+def test_a_public_ddp_scripts_wait_for_rank_0s_snapshot_and_evaluation_is_booked_as_that_wait():
+    """The minGPT DDP example of pytorch/examples, instrumented, on two ranks (tests/data/clients/mingpt_ddp,
+    README there): rank 0 alone saves its snapshot (0.056883 s) and evaluates (0.199297 s) after the first
+    epoch's last step, 33 (its events file). Rank 1 waits for that in its step 34, in DDP's broadcast of the
+    model's buffers at the start of the forward: its forward stays that of any step, and its exposed
+    communication, 0.310947 s as written, holds the wait, min(0.310947, 0.056883 + 0.199297) = 0.256180 s.
+    The second epoch's snapshot and evaluation come after the last step: no rank waits for them. Mean over the
+    two ranks: 0.128090 s."""
+    folder = Path(__file__).parent / "data" / "clients" / "mingpt_ddp" / "scale-p2"
+    row = load_runs(folder).iloc[0]
+    assert row["wait_outside_s"] == pytest.approx((0.056883 + 0.199297) / 2, abs=1e-6)
+    assert row["wait_outside_for"] == "rank 0's checkpoint, rank 0's validation"
+    header, *lines = (folder / "steps-rank1.jsonl").read_text().splitlines()
+    written = {line[0]: dict(zip(json.loads(header)["columns"], line))
+               for line in map(json.loads, lines) if isinstance(line, list)}
+    assert written[34]["forward_s"] < 0.1 < 0.256180 < written[34]["comm_exposed_s"]
+    assert written[34]["forward_s"] < 2 * written[35]["forward_s"]

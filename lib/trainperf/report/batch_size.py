@@ -18,8 +18,8 @@ from trainperf.estimates import (Resolution, distinguish, has_interval, job_fram
 from trainperf.report.html import Html, and_list, around, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.page import InputError, keep_experiments, require
 from trainperf.report.phases import overlap_notes, per_experiment, without_phases
-from trainperf.report.run_labels import (Unit, batch, by_experiment, configuration_means, evaluation_notes,
-                                         evaluation_rates, unit_of)
+from trainperf.report.run_labels import (Unit, batch, by_experiment, configuration_doubts, configuration_means,
+                                         evaluation_notes, evaluation_rates, unit_of)
 from trainperf.report.throughput import outside_loop
 from trainperf.report.time_to_train import LOOP, PARTS, TIMES, run_times, to_train, total_parts
 from trainperf.report.what_to_change import (Found, Measured, data_loading, exposed_communication, row, rule,
@@ -122,16 +122,18 @@ def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> t
     run of each with its rates, MFU, times (:func:`trainperf.report.time_to_train.run_times`) and the
     parts of its total time (:func:`trainperf.report.time_to_train.total_parts`, columns named after
     them) the mean over its repeats (``runs``: how many; see
-    :func:`trainperf.report.run_labels.configuration_means`), and their
-    :func:`trainperf.estimates.run_intervals` with ``label`` (``micro-batch … × … accumulation``)
-    and ``runs``."""
+    :func:`trainperf.report.run_labels.configuration_means`) and ``doubt`` (of any repeat: ``oversubscribed``,
+    ``""`` for none), and their :func:`trainperf.estimates.run_intervals` around the rates shown (every comparison
+    of the page is of the figures it shows) with ``label`` (``micro-batch … × … accumulation``) and ``runs``."""
     group = group.reset_index(drop=True)
     parts = total_parts(group)
     group = pd.concat([group, run_times(group, unit), parts], axis=1)
     found = run_intervals(group, frames=frames).assign(label=[batch(r) for r in group.to_dict("records")])
+    doubt = configuration_doubts(group, found)
     group, found = configuration_means(group, found, (unit.rate, unit.per_device, "elapsed_s", "tokens_per_s", "mfu",
                                                       *TIMES, *parts))
-    return group, found.assign(runs=group["runs"])
+    low, high, _ = around(found, group[unit.rate])
+    return group.assign(doubt=doubt), found.assign(throughput=group[unit.rate], low=low, high=high, runs=group["runs"])
 
 
 def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, min_gain: float = 0.10
@@ -144,8 +146,7 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
     :func:`trainperf.estimates.distinguish`), the time to train the same work, ``train_tokens`` or else the most any
     configuration of the sweep measured (:func:`trainperf.report.time_to_train.to_train`), over the training loop
     (``time_to_train_s``) and in all with the time outside the loop as measured (start-up, validation;
-    ``total_time_s``, NaN where the runs did not record their total), and ``at_top``: the sweep's fastest
-    configuration or indistinguishable from it."""
+    ``total_time_s``, NaN where the runs did not record their total), and ``at_top`` (:func:`at_top`)."""
     if train_tokens is not None and unit.name != "tokens":
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
@@ -161,7 +162,7 @@ def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, m
             **{f"{unit.rate}_low": low, f"{unit.rate}_high": high},
             interval=[basis if t is None else f"{t} ({basis})" for t, basis in zip(text, found["basis"])],
             gain=plateau(rate, min_gain).gains, vs_previous=previous, time_to_train_s=loop,
-            total_time_s=total, at_top=ties_with_fastest(found)))
+            total_time_s=total, at_top=at_top(group, found)))
     return pd.concat(parts)[["experiment", "configuration", "micro_batch_size", "grad_accum_steps",
                              "per_device_batch", "global_batch_size", "gpus", unit.rate, f"{unit.rate}_low",
                              f"{unit.rate}_high", "interval", unit.per_device, "mfu", "gain", "vs_previous",
@@ -187,10 +188,32 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
     return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
 
 
+def at_top(group: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
+    """Per configuration of a sweep (its :func:`sweep`): whether it is the fastest of those without a doubt or
+    indistinguishable from it; a projected, oversubscribed or incomplete one never is."""
+    clean = (group["doubt"] == "").to_numpy(bool)
+    out = np.zeros(len(group), dtype=bool)
+    if clean.any():
+        out[clean] = ties_with_fastest(found[clean].reset_index(drop=True))
+    return out
+
+
 def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> tuple[str, list[tuple[str, str]]]:
     """The fastest configuration of sweep ``name`` (its :func:`sweep`: ``group`` and ``found``; rates in
-    ``unit``) and every one indistinguishable from it, or its margin over the next one: a sentence, and the
-    figures a headline shows of it (its rate; how many are tied, or the margin over the runner-up)."""
+    ``unit``) among those without a doubt, and every one indistinguishable from it, or its margin over the next
+    one: a sentence, and the figures a headline shows of it (its rate; how many are tied, or the margin over the
+    runner-up). Where every configuration is projected, oversubscribed or incomplete, that none is a measurement."""
+    clean = (group["doubt"] == "").to_numpy(bool)
+    if not clean.any():
+        best = int(np.argmax(group[unit.rate].to_numpy(float)))
+        rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
+        return (f"{name}: no configuration measures throughput without doubt (every run is projected, "
+                f"oversubscribed or incomplete); the highest figure, {rate} with {found.loc[best, 'label']} "
+                f"({group.loc[best, 'doubt']}), is not a measurement of the hardware",
+                [(fmt_int(group.loc[best, unit.rate]), f"{unit.label}, the highest figure of {name}, not headlined "
+                                                       f"({group.loc[best, 'doubt']})")])
+    left_out = int((~clean).sum())
+    group, found = group[clean].reset_index(drop=True), found[clean].reset_index(drop=True)
     tied = ties_with_fastest(found)
     order = np.argsort(-group[unit.rate].to_numpy(float), kind="stable")
     best = order[0]
@@ -200,19 +223,22 @@ def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> tupl
         names = [batch(group.iloc[i], compact=True) for i in order if tied[i]]
         pairs = [resolution(found.iloc[best], found.iloc[i]) for i in order[1:] if tied[i]]
         figures.append((fmt_int(tied.sum()), "configurations indistinguishable at the top"))
-        return (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
+        text = (f"{name}: micro-batch × accumulation {and_list(names)} are indistinguishable at the top ({rate} "
                 f"at the fastest figure; their differences are within the noise or below {fmt_pct(MIN_EFFECT, 0)}: "
-                f"{resolution_text(pairs)})", figures)
-    text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
-    if len(order) > 1:
+                f"{resolution_text(pairs)})")
+    else:
+        text = f"{name}: fastest {found.loc[best, 'label']} at {rate}"
+    if tied.sum() <= 1 and len(order) > 1:
         second = order[1]
         margin = distinguish(found, found.loc[second, "configuration"], found.loc[best, "configuration"])
         d = margin.difference
         text += (f", {fmt_pct(d.estimate)} ahead of {found.loc[second, 'label']} "
                  + (f"(95 % interval {fmt_pct(d.low)} to {fmt_pct(d.high)})" if margin.tested
                     else "(no interval: one run without steps, so the noise is not tested)"))
-        figures.append((fmt_pct(group.loc[best, unit.rate] / group.loc[second, unit.rate] - 1),
+        figures.append((fmt_pct(d.estimate),
                         "margin over the runner-up" + ("" if has_interval(found.loc[best]) else " (no interval)")))
+    if left_out:
+        text += f"; not counted: {count(left_out, 'configuration')} projected, oversubscribed or incomplete"
     return text, figures
 
 

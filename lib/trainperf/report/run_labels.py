@@ -48,11 +48,18 @@ def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str]
     rows, first = configuration_means(runs, found, columns)
     rate = unit_of(runs).rate
     low, high, text = around(first, rows[rate])
-    per_run = pd.Series(_named(doubts(runs), ", "), index=runs.index)
-    marks = per_run.groupby(configuration_of(found).to_numpy(), sort=False).agg(
-        lambda repeats: ", ".join(dict.fromkeys(m for marks in repeats for m in marks.split(", ") if m)))
     return rows.assign(**{f"{rate}_low": low, f"{rate}_high": high}, interval=[t or "–" for t in text],
-                       doubt=marks.to_numpy(object))
+                       doubt=configuration_doubts(runs, found))
+
+
+def configuration_doubts(runs: pd.DataFrame, found: pd.DataFrame) -> list[str]:
+    """Per configuration of ``runs`` (index from 0; ``found``: their :func:`~trainperf.estimates.run_intervals`),
+    in the order of :func:`configuration_means`: the :data:`DOUBTS` of any of its repeats, as text
+    (``oversubscribed``; ``""`` for none)."""
+    per_run = pd.Series(_named(doubts(runs), ", "), index=runs.index)
+    return per_run.groupby(configuration_of(found).to_numpy(), sort=False).agg(
+        lambda repeats: ", ".join(dict.fromkeys(m for marks in repeats for m in marks.split(", ") if m))
+    ).tolist()
 
 
 def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
