@@ -307,3 +307,22 @@ def test_the_embedded_pages_end_with_the_changes_their_data_supports(tmp_path_fa
     for expected in EXPECTED[name]:
         assert expected in text[last:], (name, expected)
     assert "Expected gain" in text[last:] and "Confidence" in text[last:]
+
+
+MINGPT = ROOT / "tests" / "data" / "clients" / "mingpt_ddp"
+"""Three runs of a public DDP script, all oversubscribed (measured on a loaded machine; README there)."""
+
+
+def test_runs_no_change_is_concluded_from_are_named_as_the_reason_not_said_to_lack_their_figures():
+    """Every run records its phases, exposed communication, data loading and wall clock, and every run is
+    oversubscribed: the section says so, not that no run records them. With batch-8 and batch-32 alone left
+    oversubscribed, the rules that lack evidence in scale-p2 say so, and a last sentence names the two."""
+    runs = throughput.measured(page.open_runs([str(MINGPT)]))
+    text = throughput.what_to_change(throughput.analyse(runs)).text
+    assert text == ("The data supports no change: every run shown is projected, oversubscribed or incomplete "
+                    "(batch-8, batch-32, scale-p2), and no change is concluded from such runs.")
+    some = runs.assign(oversubscribed=runs["run_id"] != "scale-p2")
+    _, lacking = what_to_change.candidates(throughput.RULES, throughput.analyse(some))
+    assert lacking[-1] == ("none of these looks at batch-8, batch-32, projected, oversubscribed or incomplete runs, "
+                           "from which no change is concluded")
+    assert not any("no run records data loading" in line for line in lacking)  # scale-p2 records it

@@ -19,7 +19,7 @@ from trainperf.aggregate import Summaries
 from trainperf.compare import Comparison
 from trainperf.estimates import Side, configuration_keys, distinguish, estimate_steps, job_frames
 from trainperf.report import run_labels
-from trainperf.report.html import Html, and_list, count, esc, fmt_int, fmt_num, fmt_pct, fmt_seconds
+from trainperf.report.html import Html, and_list, count, esc, first_of, fmt_int, fmt_num, fmt_pct, fmt_seconds
 from trainperf.report.phases import typical_s
 from trainperf.report.theme import table as styled
 from trainperf.stats import FASTER, INCONCLUSIVE, MIN_EFFECT, SLOWER, t_quantile
@@ -240,13 +240,22 @@ COMPARISON_RULES = (verdict,)
 
 def candidates(rules: Iterable[Rule], page: Measured) -> tuple[pd.DataFrame, list[str]]:
     """Every candidate change the ``rules`` found on ``page`` (:data:`COLUMNS` and ``listed``), by expected gain,
-    and a sentence per rule that could not look (what it looks at, and what it lacks)."""
+    and a sentence per rule that could not look (what it looks at, and what it lacks), then one naming the runs
+    of the page no rule concludes from (:func:`clean`), if any; only that one where every run is one."""
     rows, lacking = [], []
     for each in rules:
         found = each.find(page)
         rows += found.rows
         if found.lacking and not found.rows:
             lacking.append(f"{each.what}: {found.lacking}")
+    runs = getattr(page, "runs", None)  # the compare page's rules read a comparison
+    doubtful = run_labels.doubtful(runs) if isinstance(runs, pd.DataFrame) and len(runs) else pd.Series(False)
+    if lacking and doubtful.any():
+        ids = first_of(runs.loc[doubtful.to_numpy(bool), "run_id"].astype(str).tolist(), 4)
+        lacking = ([f"every run shown is projected, oversubscribed or incomplete ({ids}), and no change is "
+                    "concluded from such runs"] if doubtful.all() else
+                   [*lacking, f"none of these looks at {ids}, projected, oversubscribed or incomplete runs, "
+                               "from which no change is concluded"])
     frame = pd.DataFrame(rows, columns=[*COLUMNS, "listed"])
     frame = frame.astype({"expected_gain": float, "seconds_saved": float, "listed": bool})
     return frame.sort_values("expected_gain", ascending=False, kind="stable", na_position="last"
