@@ -19,7 +19,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
-from matplotlib.ticker import Formatter, NullFormatter, NullLocator
+from matplotlib.ticker import Formatter, LogLocator, NullFormatter, NullLocator
 from pandas.io.formats.style import Styler
 
 from trainperf.report.html import (Html, esc, fmt_big, fmt_int, fmt_num, fmt_pct, fmt_seconds, fmt_sig, fmt_times,
@@ -272,13 +272,18 @@ class TickLabels(Formatter):
 def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
     """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``
     (``number``, ``percent``, ``times``). A log axis is labelled at the decades
-    only: no 10^x mathtext, and no minor ticks (the theme draws neither their
-    marks nor their grid; a log axis has eight a decade to lay out)."""
+    only, or at 1, 2 and 5 of each where its limits (as drawn so far) span less than
+    two decades and its ticks are not set (a multiplier from 1 to 8 would show one label): no 10^x mathtext,
+    and no minor ticks (the theme draws neither their marks nor their grid; a log
+    axis has eight a decade to lay out)."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_formatter(TickLabels(kind))
     target.set_minor_formatter(NullFormatter())
     if target.get_scale() == "log":
         target.set_minor_locator(NullLocator())
+        low, high = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+        if isinstance(target.get_major_locator(), LogLocator) and 0 < low and high < 100 * low:  # not set ticks
+            target.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
 
 
 def fit_categories(ax: Axes) -> None:
