@@ -74,6 +74,9 @@ def test_narrow_ranges_get_distinct_tick_labels():
     theme.tick_labels(ax)
     assert drawn(ax.yaxis) == ["1", "10", "100", "1,000"]
     assert len(ax.yaxis.get_minorticklocs()) == 0  # invisible in the theme, and costly to lay out
+    ax.set_ylim(1, 8)  # a scaling multiplier up to 8 devices: within a decade, 1, 2 and 5 are labelled
+    theme.tick_labels(ax)
+    assert drawn(ax.yaxis) == ["1", "2", "5"]
 
 
 
