@@ -1109,3 +1109,16 @@ def test_batch_sweep_memory_shows_where_memory_runs_out(tmp_path):
     assert found["reserved_memory_gb"].tolist()[:2] == [32.0, 70.0]
     assert memory_notes(found) == ["sweep: micro-batch × accumulation 4 × 1 ran out of memory; the largest that fit, "
                                    "2 × 1, peaked at 61.5 GiB of 80 GiB (18.5 GiB left)."]
+
+
+def test_a_platform_measured_only_by_oversubscribed_runs_is_not_headlined():
+    """The minGPT DDP example of pytorch/examples on a loaded CPU (tests/data/clients/mingpt_ddp, every run
+    oversubscribed): the platforms page gives its highest figure per device, 127,232 tokens / 6.907577 s / 2
+    devices = 9,210 tokens/s, as no measurement of the hardware."""
+    from trainperf.report import platforms
+
+    data = [str(ROOT / "tests" / "data" / "clients" / "mingpt_ddp")]
+    runs = platforms.comparable(open_runs(data))
+    text = platforms.analyse(runs, page.data_steps(data, runs)).headline.text
+    assert text.startswith("cpu, mingpt-2x128: no configuration measures throughput without doubt")
+    assert f"the highest figure, {127_232 / 6.907577 / 2:,.0f} tokens/s per device" in text

@@ -208,12 +208,16 @@ def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Htm
     the two configurations, where anything does), the platform that wins the most contests, and the best MFU of 1 or
     less against a datasheet peak (a run's own peak, e.g. a CPU's measured one, only when no run has a datasheet
     peak); no projected, oversubscribed or incomplete run counts. Without a contest, the first pair's best
-    configuration (of :func:`peaks` ``best``)."""
+    configuration (of :func:`peaks` ``best``), named as no measurement where it has a doubt."""
     figures = []
     if found.empty:
         top = best.iloc[0]
-        text = (f"{top['platform_key']}, {top['model']}: {fmt_int(top['tokens_per_s_per_gpu'])} tokens/s per device "
-                f"at best ({top['configuration']}); no model was measured on two or more platforms.")
+        rate = f"{fmt_int(top['tokens_per_s_per_gpu'])} tokens/s per device"
+        text = (f"{top['platform_key']}, {top['model']}: " + (
+            f"{rate} at best ({top['configuration']})" if top["doubt"] == "" else
+            f"no configuration measures throughput without doubt (every run is projected, oversubscribed or "
+            f"incomplete); the highest figure, {rate} ({top['configuration']}; {top['doubt']}), is not a measurement "
+            "of the hardware") + "; no model was measured on two or more platforms.")
     else:
         w = found.iloc[0]
         rates = (f"{fmt_int(w['fastest_rate'])} vs {fmt_int(w['runner_up_rate'])} tokens/s per device"
