@@ -101,13 +101,33 @@ def comm_seconds(intervals: list[tuple[float, float, bool]]) -> tuple[float, flo
     return total, sum(end - start for start, end in exposed_intervals(intervals))
 
 
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``(start, end)`` intervals as disjoint sorted intervals."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 def union_length(intervals: list[tuple[float, float]]) -> float:
     """Length of the union of ``(start, end)`` intervals."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
+    return sum(end - start for start, end in merged(intervals))
+
+
+def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]]) -> float:
+    """Total length of the intersections of two lists of ``(start, end)`` intervals, each list made of
+    disjoint intervals (one sweep over both, sorted)."""
+    total, first, others = 0.0, 0, sorted(others)
+    for start, end in sorted(spans):
+        while first < len(others) and others[first][1] <= start:
+            first += 1
+        for other_start, other_end in others[first:]:
+            if other_start >= end:
+                break
+            total += min(end, other_end) - max(start, other_start)
     return total
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainperf.profiler.clocks import Clock
-from trainperf.profiler.comm import CommInterval, comm_seconds, exposed_intervals
+from trainperf.profiler.comm import CommInterval, comm_seconds, exposed_intervals, overlap
 from trainperf.profiler.memory import MemoryReading
 from trainperf.schema import PHASES
 
@@ -103,12 +103,6 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
     trace = (record.index, record.warmup, (start_s, step_s), trace_phases,
              [(s, e - s) for s, e, _ in comm], trace_data)
     return values, trace
-
-
-def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]]) -> float:
-    """Total length (s) of the intersections of two lists of ``(start, end)`` intervals,
-    each list made of disjoint intervals."""
-    return sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in spans for s2, e2 in others)
 
 
 def on_host(value: Any) -> Any:
