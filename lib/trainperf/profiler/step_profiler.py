@@ -202,15 +202,15 @@ class StepProfiler(CommSampling):
         as the ``data`` phase (of the open step, else of the next step)."""
         iterator = iter(iterable)
         while True:
-            if not self._off:
+            timed = not self._off
+            if timed:
                 self._window()  # the wait starts the window of the step it feeds, if nothing else did
-            start = None if self._off else perf_counter()
-            try:
-                with (self._range("data") or _NO_STEP) if start is not None else _NO_STEP:
-                    item = next(iterator)
-            except StopIteration:
+                start = perf_counter()
+            with (self._range("data") if timed else None) or _NO_STEP:
+                item = next(iterator, _END)
+            if item is _END:
                 return
-            if start is not None and not self._off:
+            if timed and not self._off:
                 self._add_data(start, perf_counter())
             yield item
 
@@ -237,14 +237,14 @@ class StepProfiler(CommSampling):
         self._step_ranges = self._recording()  # once a step: its phases are ranges when the step is one
         return _Step(self, record, self._range("step", self._step_ranges), counter)
 
-    def phase(self, name: str) -> _Phase | _OutsidePhase | _NoStep:
+    def phase(self, name: str) -> _Phase | _NoStep:
         """Context manager timing one phase: in a step, one of ``schema.PHASES`` (repeated ones add
         up); outside any step, ``data`` and ``h2d`` count in the next step, and any other name (a
         letter, then letters, digits or underscores) is a phase outside the steps."""
         if self._off:
             return _NO_STEP
         if self._open is None and name not in CARRIED:
-            return _OutsidePhase(self, name) if self._outside_name_ok(name) else _NO_STEP
+            return _Phase(self, None, self._range(name), name) if self._outside_name_ok(name) else _NO_STEP
         index = PHASE_INDEX.get(name)
         if index is None:
             self._warn_once(f"phase {name}", f"unknown phase {name!r} in a step is not timed; phases of a step: "
@@ -260,13 +260,9 @@ class StepProfiler(CommSampling):
         Nothing happens while a step is open or before the first step."""
         if self._off or self._open is not None or self._window_start is None:
             return
-        if not self._outside_name_ok(name):
-            return
-        try:
+        if self._outside_name_ok(name):
             self._carry_data = []
-            self._end_outside(name, self._window_start, self._clock.mark())
-        except Exception as exc:
-            self._fail("cannot record a phase outside the steps", exc)
+            self._end_outside(name, self._window_start)
 
     def _outside_name_ok(self, name: object) -> bool:
         """Whether ``name`` can name a phase outside the steps (a letter, then
@@ -320,13 +316,17 @@ class StepProfiler(CommSampling):
         target = self._open.data if self._open is not None else self._carry_data
         target.append((start, end))
 
-    def _end_outside(self, name: str, start: Any, end: Any) -> None:
-        """A phase outside the steps ended: it waits to be written (before the next step, which
+    def _end_outside(self, name: str, start: Any) -> None:
+        """A phase outside the steps ends now: it waits to be written (before the next step, which
         gives its end mark back to the clock), and the next step's window starts at its end."""
-        self._outside.append((name, start, end))
-        if self._open is None:
-            self._window_start = end
-        self._flush(wait=False)
+        try:
+            end = self._clock.mark()
+            self._outside.append((name, start, end))
+            if self._open is None:
+                self._window_start = end
+            self._flush(wait=False)
+        except Exception as exc:
+            self._fail("cannot record a phase outside the steps", exc)
 
     def _counted(self, counter: StepFlopCounter, record: StepRecord) -> None:
         """Record the FLOPs of the counted step per sample (``flops_per_sample``) and count no more."""
@@ -491,14 +491,16 @@ class _Step:
 
 
 class _Phase:
-    """An open phase of a step: the wait for data on the host clock, any other on the step clock."""
+    """An open phase: of a step (``index`` in ``schema.PHASES``; the wait for data on the host clock, any
+    other on the step clock), or outside the steps (``index`` None, ``name``; on the step clock)."""
 
-    __slots__ = ("_profiler", "_index", "_start", "_range")
+    __slots__ = ("_profiler", "_index", "_start", "_range", "_name")
 
-    def __init__(self, profiler: StepProfiler, index: int, trace_range: Any) -> None:
+    def __init__(self, profiler: StepProfiler, index: int | None, trace_range: Any, name: str = "") -> None:
         self._profiler = profiler
         self._index = index
         self._range = trace_range
+        self._name = name
 
     def __enter__(self) -> _Phase:
         if self._range is not None:
@@ -512,39 +514,13 @@ class _Phase:
         profiler = self._profiler
         if profiler._off:
             return False
-        if self._index == DATA:
+        if self._index is None:
+            profiler._end_outside(self._name, self._start)
+        elif self._index == DATA:
             profiler._add_data(self._start, perf_counter())
         else:
             phases = profiler._open.phases if profiler._open is not None else profiler._carry_phases
             phases.append((self._index, self._start, profiler._clock.mark()))
-        return False
-
-
-class _OutsidePhase:
-    """An open phase outside the steps (``StepProfiler.phase`` with no step open), on the step clock."""
-
-    __slots__ = ("_profiler", "_name", "_start", "_range")
-
-    def __init__(self, profiler: StepProfiler, name: str) -> None:
-        self._profiler = profiler
-        self._name = name
-        self._range = profiler._range(name)
-
-    def __enter__(self) -> _OutsidePhase:
-        if self._range is not None:
-            self._range.__enter__()
-        self._start = self._profiler._clock.mark()
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
-        if self._range is not None:
-            self._range.__exit__(None, None, None)
-        profiler = self._profiler
-        if not profiler._off:
-            try:
-                profiler._end_outside(self._name, self._start, profiler._clock.mark())
-            except Exception as error:
-                profiler._fail("cannot record a phase outside the steps", error)
         return False
 
 
@@ -565,3 +541,5 @@ class _NoStep:
 
 
 _NO_STEP = _NoStep()
+_END = object()
+"""What ``batches`` gets from an exhausted iterable."""
