@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from trainperf.profiler.clocks import Clock
@@ -22,16 +23,14 @@ SETTLE_S = 5.0
 """How long :meth:`DdpCommTimer.stop` waits at most for the backend threads to let go of the callbacks (s)."""
 
 
+@dataclass(slots=True, eq=False)
 class CommInterval:
     """One gradient all-reduce: marks when it started and ended, and whether
     its bucket was the last of the backward pass."""
 
-    __slots__ = ("start", "end", "last")
-
-    def __init__(self, start: Any, last: bool) -> None:
-        self.start = start
-        self.end: Any = None
-        self.last = last
+    start: Any
+    last: bool
+    end: Any = None
 
 
 class DdpCommTimer:

@@ -5,6 +5,7 @@ A step's *window*, and how the phases and the exposed communication fit in it: d
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.profiler.clocks import Clock
@@ -20,6 +21,7 @@ CARRIED = ("data", "h2d")
 """Phases that, timed outside any step, count in the next one: its input, fetched and copied ahead."""
 
 
+@dataclass(slots=True, eq=False)
 class StepRecord:
     """Marks and counters of one step until it is resolved: ``phases``, ``(phase index, start, end)``
     marks on the step clock; ``data``, ``(start, end)`` of the waits for a batch on the host clock;
@@ -27,28 +29,23 @@ class StepRecord:
     it is no longer than the step;
     ``waiting``, the step waits for its window's end; the rest as in the steps file's columns."""
 
-    __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm", "tokens", "samples", "micro_steps",
-                 "loss", "memory", "host_memory_gb", "energy_j", "out_of_memory", "estimate", "waiting")
-
-    def __init__(self, index: int, warmup: bool, start: Any, phases: list[tuple[int, Any, Any]],
-                 data: list[tuple[float, float]], tokens: Any, samples: Any, loss: Any) -> None:
-        self.index = index
-        self.warmup = warmup
-        self.start = start
-        self.end: Any = None
-        self.phases = phases
-        self.data = data
-        self.comm: list[CommInterval] = []
-        self.tokens = tokens
-        self.samples = samples
-        self.micro_steps = 0
-        self.loss = loss
-        self.memory = MemoryReading(None, None, None, None)
-        self.host_memory_gb: float | None = None
-        self.energy_j: float | None = None
-        self.out_of_memory = False
-        self.estimate: tuple[float, float] | None = None
-        self.waiting = False
+    index: int
+    warmup: bool
+    start: Any
+    phases: list[tuple[int, Any, Any]]
+    data: list[tuple[float, float]]
+    tokens: Any
+    samples: Any
+    loss: Any
+    end: Any = None
+    comm: list[CommInterval] = field(default_factory=list)
+    micro_steps: int = 0
+    memory: MemoryReading = MemoryReading(None, None, None, None)
+    host_memory_gb: float | None = None
+    energy_j: float | None = None
+    out_of_memory: bool = False
+    estimate: tuple[float, float] | None = None
+    waiting: bool = False
 
     def marks(self) -> list[Any]:
         """Marks to give back to the clock once resolved. The end mark is not
