@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -102,7 +103,6 @@ class StepProfiler(CommSampling):
         import torch
         import torch.distributed as dist
 
-        self._torch_version = torch.__version__
         self._torch = torch
         self._record_function = torch.profiler.record_function
         # a range costs tens of µs even with no profiler recording: open ranges only while one records
@@ -114,20 +114,23 @@ class StepProfiler(CommSampling):
         self._clock: Clock = CudaClock(torch.cuda, device) if self._cuda else HostClock()
         self._memory = CudaMemory(torch.cuda, device, reset_peak) if self._cuda else HostPeak()
         self._host_memory = host_memory_reader()
-        self._device_name = torch.cuda.get_device_name(device) if self._cuda else "cpu"
-        self._device_memory_gb = device_memory_gb(torch, device)
-        self._backend = dist.get_backend() if environment.grouped(dist) else None
-        place, self._places = environment.gather_places(dist)
+        device_name = torch.cuda.get_device_name(device) if self._cuda else "cpu"
+        memory_gb = device_memory_gb(torch, device)
+        backend = dist.get_backend() if environment.grouped(dist) else None
+        place, places = environment.gather_places(dist)
         self.rank = place.rank
-        self._energy, self._energy_source = energy_meter(torch, device, environment.first_on_host(place, self._places))
+        self._energy, energy = energy_meter(torch, device, environment.first_on_host(place, places))
         claim(self.run_dir, overwrite, dist, place.rank, place.world_size)
         self._config = config
         self._strategy: str | None = None if place.world_size > 1 else "single"
-        self._cpu_peak = self._measure_cpu_peak() if not self._cuda and self.rank == 0 else None
-        self._host = environment.host_load(torch.get_num_threads())
+        self._manifest = partial(  # all but the configuration and the strategy, which change
+            environment.manifest, places=places, device_name=device_name, backend=backend,
+            warmup_steps=self.warmup_steps, warmup_rule=self.warmup, torch_version=torch.__version__,
+            cpu_peak=self._measure_cpu_peak() if not self._cuda and self.rank == 0 else None,
+            host=environment.host_load(torch.get_num_threads()), energy=energy, device_memory_gb=memory_gb)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
-        node = environment.node_names(self._places).get(place.rank, place.host)
+        node = environment.node_names(places).get(place.rank, place.host)
         self._files = RankFiles(self.run_dir, place.rank, trace, "host" if self._cuda else "step")
         if self._sample_comm:
             self._start_sampling()
@@ -139,10 +142,7 @@ class StepProfiler(CommSampling):
 
     def _write_manifest(self) -> None:
         if self.rank == 0:
-            write_json(self.run_dir / MANIFEST_FILE, environment.manifest(
-                self._config, self._places, self._device_name, self._backend, self._strategy,
-                self.warmup_steps, self.warmup, self._torch_version, cpu_peak=self._cpu_peak, host=self._host,
-                energy=self._energy_source, device_memory_gb=self._device_memory_gb))
+            write_json(self.run_dir / MANIFEST_FILE, self._manifest(self._config, strategy=self._strategy))
 
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
         """This machine's CPU peak (cached per machine), unless the config gives one."""
