@@ -172,14 +172,6 @@ def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any =
     return timer
 
 
-def parallel_module(model: Any) -> Any:
-    """The ``DistributedDataParallel`` (or FSDP) module that ``model`` runs
-    through: ``model`` itself, or the one a framework's wrapper forwards to
-    (Lightning Fabric's ``fabric.setup`` returns a ``_FabricModule`` that holds
-    it as ``_forward_module``)."""
-    return getattr(model, "_forward_module", model)
-
-
 def strategy_of(model: Any) -> str | None:
     """``ddp``, ``fsdp`` or None for a model that is neither."""
     from torch.nn.parallel import DistributedDataParallel

@@ -19,7 +19,7 @@ from typing import Any
 from trainperf.profiler import environment
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock, unix_ns_at
 from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, CollectiveSampler
-from trainperf.profiler.comm import DdpCommTimer, parallel_module, strategy_of, watch_ddp
+from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
 from trainperf.profiler.cpu_peak import cpu_peak
 from trainperf.profiler.energy import energy_meter
 from trainperf.profiler.flop_count import StepFlopCounter, needs_counting, parameter_counts
@@ -169,9 +169,11 @@ class StepProfiler(CommSampling):
             if self._count_flops is None and needs_counting(model, self._config):
                 self._count_flops = True
                 self.update_config({"flops_convention": "counted"})
-            strategy = strategy_of(parallel_module(model))
+            # the DDP (or FSDP) module: ``model``, or the one Lightning Fabric's ``_FabricModule`` forwards to
+            module = getattr(model, "_forward_module", model)
+            strategy = strategy_of(module)
             if strategy == "ddp":
-                self._comm = watch_ddp(parallel_module(model), self._clock, comm_hook, comm_state)
+                self._comm = watch_ddp(module, self._clock, comm_hook, comm_state)
             elif strategy == "fsdp" and self._sample_comm is None:
                 self._start_sampling()
             if strategy is not None and strategy != self._strategy:
