@@ -42,15 +42,10 @@ DEFAULT_WARMUP_STEPS = 2
 
 
 class StepProfiler(CommSampling):
-    """Time the steps of a training loop on this rank and write them to ``run_dir``; every option is
-    described in docs/profiler.md ("Usage"). Create it on every rank after the process group is
-    initialized: it gathers every rank's host (a collective). ``warmup_steps`` (default
-    :data:`DEFAULT_WARMUP_STEPS`) is the least warm-up, and ``warmup`` how the reader finds the rest
-    (``mser``, the default without ``warmup_steps``, or ``fixed``: ``trainperf.steady_state``).
-    ``run_dir`` must hold no other run (:class:`RunFolderInUse`, unless ``overwrite``). Completed
-    steps are written in batches: when ``write_every_steps`` are waiting or a step ends
-    ``write_every_s`` seconds or more after the last write, by ``close()``, at exit and on SIGTERM or
-    SIGINT (``writing.py``)."""
+    """Time the steps of a training loop on this rank and write them to ``run_dir``, in batches; every
+    option, the warm-up rules and when a batch is written: docs/profiler.md ("Usage", "The run folder").
+    Create it on every rank after the process group is initialized: it gathers every rank's host (a
+    collective). ``run_dir`` must hold no other run (:class:`RunFolderInUse`, unless ``overwrite``)."""
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
                  warmup_steps: int | None = None, warmup: str | None = None, trace: bool = True,

@@ -15,7 +15,7 @@ from typing import Any
 
 from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
-from trainperf.runfolder.rankfile import STEPS_FILE, BadLine, warn_bad_lines
+from trainperf.runfolder.rankfile import STEPS_FILE, BadLine, json_object, warn_bad_lines
 
 TRACE_FILE_PATTERN = re.compile(r"^trace-rank(\d+)\.jsonl$")
 TRACE_OUT = "trace.json"
@@ -104,10 +104,10 @@ def origin_unix_ns(steps_file: Path) -> int | None:
     file's header (None where the header has none, or there is no file)."""
     try:
         with steps_file.open("rb") as file:
-            header = json.loads(file.readline())
-    except (OSError, ValueError):
+            header = json_object(file.readline()) or {}
+    except OSError:
         return None
-    origin = header.get("origin_unix_ns") if isinstance(header, dict) else None
+    origin = header.get("origin_unix_ns")
     return origin if isinstance(origin, int) and not isinstance(origin, bool) else None
 
 

@@ -76,10 +76,8 @@ class RunWatch:
             self.manifest, self._manifest_mtime = read_manifest(manifest), mtime
         if self.world_size is None or len(self.tails) < self.world_size:
             for path in self.path.iterdir():
-                match = STEPS_FILE_PATTERN.match(path.name)
-                if match and int(match.group(1)) not in self.tails:
-                    self.tails[int(match.group(1))] = StepsTail(path)
-                    self.recent[int(match.group(1))] = deque(maxlen=RECENT_STEPS)
+                if (match := STEPS_FILE_PATTERN.match(path.name)) and (rank := int(match.group(1))) not in self.tails:
+                    self.tails[rank], self.recent[rank] = StepsTail(path), deque(maxlen=RECENT_STEPS)
         for rank, tail in self.tails.items():
             rows = tail.read()
             if rows:
@@ -117,8 +115,8 @@ class RunWatch:
         shares["other"] = 1 - sum(np.nan_to_num(s) for s in shares.values())
         devices = self.world_size or len(ranks)
         sharing = model_parallel(config)
-        run_tokens = float(np.nansum(tokens_per_s)) / sharing if np.isfinite(tokens_per_s).any() else math.nan
-        run_samples = float(np.nansum(samples_per_s)) / sharing if np.isfinite(samples_per_s).any() else math.nan
+        run_tokens, run_samples = (float(np.nansum(rate)) / sharing if np.isfinite(rate).any() else math.nan
+                                   for rate in (tokens_per_s, samples_per_s))
         mfu = run_mfu(config, environment, run_tokens, run_samples, devices)
         per_rank_rate = tokens_per_s if np.isfinite(tokens_per_s).any() else samples_per_s
         mean_rate = float(np.nanmean(per_rank_rate)) if np.isfinite(per_rank_rate).any() else math.nan
