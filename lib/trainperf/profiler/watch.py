@@ -108,6 +108,7 @@ class RunWatch:
             tokens_per_s = _per_second(column["tokens"], total_s)
             samples_per_s = _per_second(column["samples"], total_s)
             shares = {p: np.nansum(column[f"{p}_s"], axis=1) / total_s for p in SHARES}
+            means = {p: np.nanmean(column[f"{p}_s"], axis=1) for p in SHARES if p != "comm_exposed"}
             waits = np.nan_to_num(np.nanmedian(column["comm_exposed_s"], axis=1))
             work = median_s - waits
             peak = _last(column["peak_memory_gb"])
@@ -124,9 +125,6 @@ class RunWatch:
                    step_s=float(np.nanmedian(median_s)))
         slow = slowest(work)
         if slow is not None and len(ranks) > 1:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                means = {p: np.nanmean(column[f"{p}_s"], axis=1) for p in SHARES if p != "comm_exposed"}
             excess = {p: float(m[slow] - median_of_others(m, slow)) for p, m in means.items() if np.isfinite(m[slow])}
             phase = max(excess, key=excess.get) if excess else None
             out["slowest"] = {"rank": ranks[slow], "work_s": float(work[slow]),
