@@ -1,33 +1,18 @@
 """Clocks that time the phases of a step (docs/profiler.md, "Clocks").
 
-A clock hands out *marks* and later turns pairs of marks into seconds: on CPU a ``perf_counter``
-reading, known at once; on GPU a CUDA event on the current stream, readable once the device reached
-it. The profiler resolves a step's marks once the last one is ready, several steps at a time: it
-never synchronizes per phase.
+A clock hands out *marks* (``mark()``, a point in time now) and later turns pairs of marks into seconds
+(``seconds(start, end)``): on CPU a ``perf_counter`` reading, known at once; on GPU a CUDA event on the
+current stream, readable (``ready(mark)``) once the device reached it; ``synchronize()`` waits until every
+mark handed out is ready, and ``release(marks)`` takes back marks read and no longer needed. The profiler
+resolves a step's marks once the last one is ready, several steps at a time: it never synchronizes per
+phase.
 """
 
 from __future__ import annotations
 
 import time
 from time import perf_counter
-from typing import Any, Protocol
-
-
-class Clock(Protocol):
-    """What the profiler needs from a clock: ``mark()``, a point in time now (on GPU: on the current
-    stream); ``ready(mark)``, whether it can be read without waiting; ``seconds(start, end)`` between two
-    ready marks; ``synchronize()``, until every mark handed out is ready; ``release(marks)``, marks read
-    and no longer needed (they may be reused)."""
-
-    def mark(self) -> Any: ...
-
-    def ready(self, mark: Any) -> bool: ...
-
-    def seconds(self, start: Any, end: Any) -> float: ...
-
-    def synchronize(self) -> None: ...
-
-    def release(self, marks: list[Any]) -> None: ...
+from typing import Any
 
 
 class HostClock:
@@ -80,6 +65,9 @@ class CudaClock:
 
     def release(self, marks: list[Any]) -> None:
         self._pool.extend(marks)
+
+
+Clock = HostClock | CudaClock
 
 
 def unix_ns_at(mark: float) -> int:

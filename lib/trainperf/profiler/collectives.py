@@ -11,7 +11,7 @@ from __future__ import annotations
 from time import perf_counter, thread_time
 from typing import Any
 
-from trainperf.profiler.comm import union_length
+from trainperf.profiler.comm import merged, overlap, union_length
 
 DEFAULT_EVERY = 100
 """Fewest steps between the starts of two sampled windows."""
@@ -35,31 +35,10 @@ def is_collective(name: str, on_device: bool) -> bool:
     return ("nccl" in name.lower()) if on_device else name.startswith("gloo:")
 
 
-def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The union of ``(start, end)`` intervals as disjoint sorted intervals."""
-    out: list[list[float]] = []
-    for start, end in sorted(intervals):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(s, e) for s, e in out]
-
-
 def exposed_length(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
-    """Length of the union of ``comm`` not covered by the union of ``compute``
-    (one sweep over both, sorted)."""
-    busy = merged(compute)
-    total, first = 0.0, 0
-    for start, end in merged(comm):
-        while first < len(busy) and busy[first][1] <= start:
-            first += 1
-        covered, k = 0.0, first
-        while k < len(busy) and busy[k][0] < end:
-            covered += min(end, busy[k][1]) - max(start, busy[k][0])
-            k += 1
-        total += (end - start) - covered
-    return total
+    """Length of the union of ``comm`` not covered by the union of ``compute``."""
+    comm = merged(comm)
+    return sum(end - start for start, end in comm) - overlap(comm, merged(compute))
 
 
 def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tuple[float, float] | None,

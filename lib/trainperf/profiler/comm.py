@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from trainperf.profiler.clocks import Clock
@@ -23,16 +24,14 @@ SETTLE_S = 5.0
 """How long :meth:`DdpCommTimer.stop` waits at most for the backend threads to let go of the callbacks (s)."""
 
 
+@dataclass(slots=True, eq=False)
 class CommInterval:
     """One gradient all-reduce, or one broadcast of the buffers: marks when it started and ended, and
     whether the step computes nothing behind its end (the last bucket of a backward pass, a broadcast)."""
 
-    __slots__ = ("start", "end", "last")
-
-    def __init__(self, start: Any, last: bool) -> None:
-        self.start = start
-        self.end: Any = None
-        self.last = last
+    start: Any
+    last: bool
+    end: Any = None
 
 
 class DdpCommTimer:
@@ -118,13 +117,33 @@ def comm_seconds(intervals: list[tuple[float, float, bool]]) -> tuple[float, flo
     return total, sum(end - start for start, end in exposed_intervals(intervals))
 
 
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``(start, end)`` intervals as disjoint sorted intervals."""
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
 def union_length(intervals: list[tuple[float, float]]) -> float:
     """Length of the union of ``(start, end)`` intervals."""
-    total, reach = 0.0, float("-inf")
-    for start, end in sorted(intervals):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
+    return sum(end - start for start, end in merged(intervals))
+
+
+def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]]) -> float:
+    """Total length of the intersections of two lists of ``(start, end)`` intervals, each list made of
+    disjoint intervals (one sweep over both, sorted)."""
+    total, first, others = 0.0, 0, sorted(others)
+    for start, end in sorted(spans):
+        while first < len(others) and others[first][1] <= start:
+            first += 1
+        for other_start, other_end in others[first:]:
+            if other_start >= end:
+                break
+            total += min(end, other_end) - max(start, other_start)
     return total
 
 
@@ -170,14 +189,6 @@ def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any =
     model.register_comm_hook(None, timer.hook)
     timer.time_buffer_broadcast(model)
     return timer
-
-
-def parallel_module(model: Any) -> Any:
-    """The ``DistributedDataParallel`` (or FSDP) module that ``model`` runs
-    through: ``model`` itself, or the one a framework's wrapper forwards to
-    (Lightning Fabric's ``fabric.setup`` returns a ``_FabricModule`` that holds
-    it as ``_forward_module``)."""
-    return getattr(model, "_forward_module", model)
 
 
 def strategy_of(model: Any) -> str | None:

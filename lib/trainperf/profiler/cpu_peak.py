@@ -9,6 +9,7 @@ import json
 import os
 import platform
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,6 @@ def cpu_peak(precision: str | None, *, threads: int | None = None, measure: Meas
     average and ``os.cpu_count()``."""
     import torch
 
-    measure = measure or _torch_measure
-    load = load or (lambda: os.getloadavg()[0])
     dtype = DTYPES.get(str(precision or "fp32").lower(), "float32")
     facts = {"dtype": dtype, "threads": threads or torch.get_num_threads(), "cpu": cpu_model(),
              "cores": cores or os.cpu_count() or 1, "torch": torch.__version__}
@@ -67,43 +66,46 @@ def cpu_peak(precision: str | None, *, threads: int | None = None, measure: Meas
     except (OSError, ValueError):
         cache = {}
     cache = cache if isinstance(cache, dict) else {}
-    n = facts["threads"]
-    one = _peak(cache, {**facts, "threads": 1}, measure, load)
-    used = one if n == 1 else _peak(cache, {**facts, "threads": n}, measure, load)
+    n, kept = facts["threads"], {}
+    peak = partial(_peak, facts=facts, measure=measure or _torch_measure,
+                   load=load or (lambda: os.getloadavg()[0]), kept=kept)
+    one = peak(cache, 1)
+    used = one if n == 1 else peak(cache, n)
     if used["cached"] and not peaks_consistent({1: one["tflops"], n: used["tflops"]}):
-        used = _peak({}, {**facts, "threads": n}, measure, load)  # an impossible cached peak: measured again
-    fresh = [p for p in (one, used) if not p["cached"] and p["quiet"]]
+        used = peak({}, n)  # an impossible cached peak: measured again
     if not peaks_consistent({1: one["tflops"], n: used["tflops"]}):
-        fresh = [p for p in fresh if p is one]  # the n-thread one is not kept
+        kept = {key: entry for key, entry in kept.items() if entry["threads"] == 1}  # not the n-thread one
         used = {**one, "cached": False, "source": f"the 1-thread peak ({one['source']}): the {n}-thread one "
                                                   f"measured {used['tflops']:.4g} TFLOP/s, below it, which cannot be"}
-    kept = {p["_key"]: p["entry"] for p in fresh}
     if kept:
         try:
             private_dir(path.parent)
             write_json(path, {**cache, **kept})
         except OSError:
             pass  # an unwritable cache costs a measurement per run, nothing else
-    return {k: v for k, v in {**facts, **used, "threads": n}.items() if not k.startswith("_") and k != "entry"}
+    return {**facts, **used, "threads": n}
 
 
-def _peak(cache: dict[str, Any], facts: dict[str, Any], measure: Measure, load: Callable[[], float]) -> dict[str, Any]:
-    """The peak of one key: the cached quiet measurement, else a new one (with ``_key`` and the cache
-    ``entry`` it would make)."""
-    key = "|".join(str(facts[k]) for k in ("cpu", "cores", "torch", "threads", "dtype"))
+def _peak(cache: dict[str, Any], threads: int, *, facts: dict[str, Any], measure: Measure,
+          load: Callable[[], float], kept: dict[str, Any]) -> dict[str, Any]:
+    """The peak at ``threads``: the cached quiet measurement, else a new one (its cache entry put in
+    ``kept`` where it was measured on a quiet machine)."""
+    key = "|".join(map(str, (facts["cpu"], facts["cores"], facts["torch"], threads, facts["dtype"])))
     entry = cache.get(key)
     if isinstance(entry, dict) and entry.get("quiet") is True and isinstance(entry.get("tflops"), (int, float)) \
             and entry["tflops"] > 0:
         return {"tflops": float(entry["tflops"]), "cached": True, "quiet": True, "loads": entry.get("loads"),
                 "source": f"measured on this machine on a quiet machine {_words(entry)}, read from the cache"}
     before = load()
-    tflops = measure(facts["dtype"], facts["threads"])
+    tflops = measure(facts["dtype"], threads)
     loads = (before, load())
-    calm = quiet(loads, facts["cores"], facts["threads"])
-    entry = {"tflops": tflops, "quiet": calm, "loads": list(loads), "threads": facts["threads"],
+    calm = quiet(loads, facts["cores"], threads)
+    entry = {"tflops": tflops, "quiet": calm, "loads": list(loads), "threads": threads,
              "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    if calm:
+        kept[key] = entry
     how = "on a quiet machine" if calm else "under load"
-    return {"tflops": tflops, "cached": False, "quiet": calm, "loads": list(loads), "_key": key, "entry": entry,
+    return {"tflops": tflops, "cached": False, "quiet": calm, "loads": list(loads),
             "source": f"measured on this machine {how} {_words(entry)}" + ("" if calm else ": not cached; the peak "
                                                                                       "may be too low and MFU too high")}
 

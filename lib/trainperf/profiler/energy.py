@@ -8,18 +8,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 RAPL_ROOT = Path("/sys/class/powercap")
 """Where the kernel's powercap zones are."""
 _PACKAGE_ZONE = re.compile(r"^intel-rapl:\d+$")
-
-
-class EnergyMeter(Protocol):
-    """An energy counter: ``read()`` gives the joules used since the previous
-    call (the first: since the meter was created)."""
-
-    def read(self) -> float: ...
 
 
 class NvmlEnergy:
@@ -57,6 +50,11 @@ class RaplEnergy:
             total += delta + self._ranges[i] if delta < 0 else delta  # the counter wrapped past its range
             self._last[i] = now
         return total / 1e6
+
+
+EnergyMeter = NvmlEnergy | RaplEnergy
+"""An energy counter: ``read()`` gives the joules used since the previous call (the first: since the meter was
+created)."""
 
 
 def rapl_zones(root: Path | None = None) -> list[Path]:

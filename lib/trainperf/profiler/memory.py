@@ -10,9 +10,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 GIB = float(2**30)
-CUDA_KEYS = ("allocated_bytes.all.peak", "reserved_bytes.all.peak", "num_alloc_retries", "num_ooms")
+PEAKS, RETRIES, OOMS = ("allocated_bytes.all.peak", "reserved_bytes.all.peak"), "num_alloc_retries", "num_ooms"
 """The keys of ``torch.cuda.memory_stats`` read each step: peaks (bytes), then counts."""
-PEAKS, (RETRIES, OOMS) = CUDA_KEYS[:2], CUDA_KEYS[2:]
 
 
 class MemoryReading(NamedTuple):

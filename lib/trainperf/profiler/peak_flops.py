@@ -51,35 +51,30 @@ def _best_matmul_seconds(torch: ModuleType, target: torch.device, dtype: torch.d
     a = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
     b = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
     out = torch.empty(size, size, dtype=dtype, device=target)
-    timer = _cuda_timer(torch, target) if target.type == "cuda" else _cpu_timer
-    first = min(timer(lambda: torch.mm(a, b, out=out), 1) for _ in range(2))
+    first = min(_mm_seconds(torch, target, a, b, out, 1) for _ in range(2))
     reps = max(1, int(seconds / 10 / first)) if target.type == "cuda" else 1
     best, spent, samples = math.inf, 0.0, 0
     while samples < 3 or spent < seconds:
-        elapsed = timer(lambda: torch.mm(a, b, out=out), reps)
+        elapsed = _mm_seconds(torch, target, a, b, out, reps)
         best, spent, samples = min(best, elapsed / reps), spent + elapsed, samples + 1
     return best
 
 
-def _cpu_timer(work, reps: int) -> float:
-    """Seconds ``reps`` calls of ``work`` take on the CPU."""
-    start = time.perf_counter()
-    for _ in range(reps):
-        work()
-    return time.perf_counter() - start
-
-
-def _cuda_timer(torch: ModuleType, target: torch.device):
-    """A timer like :func:`_cpu_timer` for ``target`` (a CUDA device): CUDA
-    events around the calls, after a synchronize."""
-    def timer(work, reps: int) -> float:
-        with torch.cuda.device(target):
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(reps):
-                work()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / 1000.0
-    return timer
+def _mm_seconds(torch: ModuleType, target: torch.device, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                reps: int) -> float:
+    """Seconds ``reps`` products ``a @ b`` (into ``out``) take on ``target``: on a CUDA device, between CUDA
+    events recorded after a synchronize."""
+    if target.type != "cuda":
+        start = time.perf_counter()
+        for _ in range(reps):
+            torch.mm(a, b, out=out)
+        return time.perf_counter() - start
+    with torch.cuda.device(target):
+        torch.cuda.synchronize()
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(reps):
+            torch.mm(a, b, out=out)
+        end.record()
+        end.synchronize()
+        return begin.elapsed_time(end) / 1000.0

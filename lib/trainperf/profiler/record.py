@@ -5,10 +5,11 @@ A step's *window*, and how the phases and the exposed communication fit in it: d
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from trainperf.profiler.clocks import Clock
-from trainperf.profiler.comm import CommInterval, comm_seconds, exposed_intervals
+from trainperf.profiler.comm import CommInterval, comm_seconds, exposed_intervals, overlap
 from trainperf.profiler.memory import MemoryReading
 from trainperf.schema import PHASES
 
@@ -19,6 +20,7 @@ CARRIED = ("data", "h2d")
 """Phases that, timed outside any step, count in the next one: its input, fetched and copied ahead."""
 
 
+@dataclass(slots=True, eq=False)
 class StepRecord:
     """Marks and counters of one step until it is resolved: ``phases``, ``(phase index, start, end)``
     marks on the step clock; ``data``, ``(start, end)`` of the waits for a batch on the host clock;
@@ -26,28 +28,23 @@ class StepRecord:
     it is no longer than the step;
     ``waiting``, the step waits for its window's end; the rest as in the steps file's columns."""
 
-    __slots__ = ("index", "warmup", "start", "end", "phases", "data", "comm", "tokens", "samples", "micro_steps",
-                 "loss", "memory", "host_memory_gb", "energy_j", "out_of_memory", "estimate", "waiting")
-
-    def __init__(self, index: int, warmup: bool, start: Any, phases: list[tuple[int, Any, Any]],
-                 data: list[tuple[float, float]], tokens: Any, samples: Any, loss: Any) -> None:
-        self.index = index
-        self.warmup = warmup
-        self.start = start
-        self.end: Any = None
-        self.phases = phases
-        self.data = data
-        self.comm: list[CommInterval] = []
-        self.tokens = tokens
-        self.samples = samples
-        self.micro_steps = 0
-        self.loss = loss
-        self.memory = MemoryReading(None, None, None, None)
-        self.host_memory_gb: float | None = None
-        self.energy_j: float | None = None
-        self.out_of_memory = False
-        self.estimate: tuple[float, float] | None = None
-        self.waiting = False
+    index: int
+    warmup: bool
+    start: Any
+    phases: list[tuple[int, Any, Any]]
+    data: list[tuple[float, float]]
+    tokens: Any
+    samples: Any
+    loss: Any
+    end: Any = None
+    comm: list[CommInterval] = field(default_factory=list)
+    micro_steps: int = 0
+    memory: MemoryReading = MemoryReading(None, None, None, None)
+    host_memory_gb: float | None = None
+    energy_j: float | None = None
+    out_of_memory: bool = False
+    estimate: tuple[float, float] | None = None
+    waiting: bool = False
 
     def marks(self) -> list[Any]:
         """Marks to give back to the clock once resolved. The end mark is not
@@ -104,12 +101,6 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
     trace = (record.index, record.warmup, (start_s, step_s), trace_phases,
              [(s, e - s) for s, e, _ in comm], trace_data)
     return values, trace
-
-
-def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]]) -> float:
-    """Total length (s) of the intersections of two lists of ``(start, end)`` intervals,
-    each list made of disjoint intervals."""
-    return sum(max(0.0, min(e1, e2) - max(s1, s2)) for s1, e1 in spans for s2, e2 in others)
 
 
 def on_host(value: Any) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from trainperf.profiler import environment
 from trainperf.profiler.clocks import Clock, CudaClock, HostClock, unix_ns_at
 from trainperf.profiler.collectives import DEFAULT_EVERY, DEFAULT_STEPS, CollectiveSampler
-from trainperf.profiler.comm import DdpCommTimer, parallel_module, strategy_of, watch_ddp
+from trainperf.profiler.comm import DdpCommTimer, strategy_of, watch_ddp
 from trainperf.profiler.cpu_peak import cpu_peak
 from trainperf.profiler.energy import energy_meter
 from trainperf.profiler.flop_count import StepFlopCounter, needs_counting, parameter_counts
@@ -41,15 +42,10 @@ DEFAULT_WARMUP_STEPS = 2
 
 
 class StepProfiler(CommSampling):
-    """Time the steps of a training loop on this rank and write them to ``run_dir``; every option is
-    described in docs/profiler.md ("Usage"). Create it on every rank after the process group is
-    initialized: it gathers every rank's host (a collective). ``warmup_steps`` (default
-    :data:`DEFAULT_WARMUP_STEPS`) is the least warm-up, and ``warmup`` how the reader finds the rest
-    (``mser``, the default without ``warmup_steps``, or ``fixed``: ``trainperf.steady_state``).
-    ``run_dir`` must hold no other run (:class:`RunFolderInUse`, unless ``overwrite``). Completed
-    steps are written in batches: when ``write_every_steps`` are waiting or a step ends
-    ``write_every_s`` seconds or more after the last write, by ``close()``, at exit and on SIGTERM or
-    SIGINT (``writing.py``)."""
+    """Time the steps of a training loop on this rank and write them to ``run_dir``, in batches; every
+    option, the warm-up rules and when a batch is written: docs/profiler.md ("Usage", "The run folder").
+    Create it on every rank after the process group is initialized: it gathers every rank's host (a
+    collective). ``run_dir`` must hold no other run (:class:`RunFolderInUse`, unless ``overwrite``)."""
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
                  warmup_steps: int | None = None, warmup: str | None = None, trace: bool = True,
@@ -102,7 +98,6 @@ class StepProfiler(CommSampling):
         import torch
         import torch.distributed as dist
 
-        self._torch_version = torch.__version__
         self._torch = torch
         self._record_function = torch.profiler.record_function
         # a range costs tens of µs even with no profiler recording: open ranges only while one records
@@ -114,20 +109,23 @@ class StepProfiler(CommSampling):
         self._clock: Clock = CudaClock(torch.cuda, device) if self._cuda else HostClock()
         self._memory = CudaMemory(torch.cuda, device, reset_peak) if self._cuda else HostPeak()
         self._host_memory = host_memory_reader()
-        self._device_name = torch.cuda.get_device_name(device) if self._cuda else "cpu"
-        self._device_memory_gb = device_memory_gb(torch, device)
-        self._backend = dist.get_backend() if environment.grouped(dist) else None
-        place, self._places = environment.gather_places(dist)
+        device_name = torch.cuda.get_device_name(device) if self._cuda else "cpu"
+        memory_gb = device_memory_gb(torch, device)
+        backend = dist.get_backend() if environment.grouped(dist) else None
+        place, places = environment.gather_places(dist)
         self.rank = place.rank
-        self._energy, self._energy_source = energy_meter(torch, device, environment.first_on_host(place, self._places))
+        self._energy, energy = energy_meter(torch, device, environment.first_on_host(place, places))
         claim(self.run_dir, overwrite, dist, place.rank, place.world_size)
         self._config = config
         self._strategy: str | None = None if place.world_size > 1 else "single"
-        self._cpu_peak = self._measure_cpu_peak() if not self._cuda and self.rank == 0 else None
-        self._host = environment.host_load(torch.get_num_threads())
+        self._manifest = partial(  # all but the configuration and the strategy, which change
+            environment.manifest, places=places, device_name=device_name, backend=backend,
+            warmup_steps=self.warmup_steps, warmup_rule=self.warmup, torch_version=torch.__version__,
+            cpu_peak=self._measure_cpu_peak() if not self._cuda and self.rank == 0 else None,
+            host=environment.host_load(torch.get_num_threads()), energy=energy, device_memory_gb=memory_gb)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
-        node = environment.node_names(self._places).get(place.rank, place.host)
+        node = environment.node_names(places).get(place.rank, place.host)
         self._files = RankFiles(self.run_dir, place.rank, trace, "host" if self._cuda else "step")
         if self._sample_comm:
             self._start_sampling()
@@ -139,10 +137,7 @@ class StepProfiler(CommSampling):
 
     def _write_manifest(self) -> None:
         if self.rank == 0:
-            write_json(self.run_dir / MANIFEST_FILE, environment.manifest(
-                self._config, self._places, self._device_name, self._backend, self._strategy,
-                self.warmup_steps, self.warmup, self._torch_version, cpu_peak=self._cpu_peak, host=self._host,
-                energy=self._energy_source, device_memory_gb=self._device_memory_gb))
+            write_json(self.run_dir / MANIFEST_FILE, self._manifest(self._config, strategy=self._strategy))
 
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
         """This machine's CPU peak (cached per machine), unless the config gives one."""
@@ -169,9 +164,11 @@ class StepProfiler(CommSampling):
             if self._count_flops is None and needs_counting(model, self._config):
                 self._count_flops = True
                 self.update_config({"flops_convention": "counted"})
-            strategy = strategy_of(parallel_module(model))
+            # the DDP (or FSDP) module: ``model``, or the one Lightning Fabric's ``_FabricModule`` forwards to
+            module = getattr(model, "_forward_module", model)
+            strategy = strategy_of(module)
             if strategy == "ddp":
-                self._comm = watch_ddp(parallel_module(model), self._clock, comm_hook, comm_state)
+                self._comm = watch_ddp(module, self._clock, comm_hook, comm_state)
             elif strategy == "fsdp" and self._sample_comm is None:
                 self._start_sampling()
             if strategy is not None and strategy != self._strategy:
@@ -202,15 +199,15 @@ class StepProfiler(CommSampling):
         as the ``data`` phase (of the open step, else of the next step)."""
         iterator = iter(iterable)
         while True:
-            if not self._off:
+            timed = not self._off
+            if timed:
                 self._window()  # the wait starts the window of the step it feeds, if nothing else did
-            start = None if self._off else perf_counter()
-            try:
-                with (self._range("data") or _NO_STEP) if start is not None else _NO_STEP:
-                    item = next(iterator)
-            except StopIteration:
+                start = perf_counter()
+            with (self._range("data") if timed else None) or _NO_STEP:
+                item = next(iterator, _END)
+            if item is _END:
                 return
-            if start is not None and not self._off:
+            if timed and not self._off:
                 self._add_data(start, perf_counter())
             yield item
 
@@ -237,14 +234,14 @@ class StepProfiler(CommSampling):
         self._step_ranges = self._recording()  # once a step: its phases are ranges when the step is one
         return _Step(self, record, self._range("step", self._step_ranges), counter)
 
-    def phase(self, name: str) -> _Phase | _OutsidePhase | _NoStep:
+    def phase(self, name: str) -> _Phase | _NoStep:
         """Context manager timing one phase: in a step, one of ``schema.PHASES`` (repeated ones add
         up); outside any step, ``data`` and ``h2d`` count in the next step, and any other name (a
         letter, then letters, digits or underscores) is a phase outside the steps."""
         if self._off:
             return _NO_STEP
         if self._open is None and name not in CARRIED:
-            return _OutsidePhase(self, name) if self._outside_name_ok(name) else _NO_STEP
+            return _Phase(self, None, self._range(name), name) if self._outside_name_ok(name) else _NO_STEP
         index = PHASE_INDEX.get(name)
         if index is None:
             self._warn_once(f"phase {name}", f"unknown phase {name!r} in a step is not timed; phases of a step: "
@@ -260,13 +257,9 @@ class StepProfiler(CommSampling):
         Nothing happens while a step is open or before the first step."""
         if self._off or self._open is not None or self._window_start is None:
             return
-        if not self._outside_name_ok(name):
-            return
-        try:
+        if self._outside_name_ok(name):
             self._carry_data = []
-            self._end_outside(name, self._window_start, self._clock.mark())
-        except Exception as exc:
-            self._fail("cannot record a phase outside the steps", exc)
+            self._end_outside(name, self._window_start)
 
     def _outside_name_ok(self, name: object) -> bool:
         """Whether ``name`` can name a phase outside the steps (a letter, then
@@ -320,13 +313,17 @@ class StepProfiler(CommSampling):
         target = self._open.data if self._open is not None else self._carry_data
         target.append((start, end))
 
-    def _end_outside(self, name: str, start: Any, end: Any) -> None:
-        """A phase outside the steps ended: it waits to be written (before the next step, which
+    def _end_outside(self, name: str, start: Any) -> None:
+        """A phase outside the steps ends now: it waits to be written (before the next step, which
         gives its end mark back to the clock), and the next step's window starts at its end."""
-        self._outside.append((name, start, end))
-        if self._open is None:
-            self._window_start = end
-        self._flush(wait=False)
+        try:
+            end = self._clock.mark()
+            self._outside.append((name, start, end))
+            if self._open is None:
+                self._window_start = end
+            self._flush(wait=False)
+        except Exception as exc:
+            self._fail("cannot record a phase outside the steps", exc)
 
     def _counted(self, counter: StepFlopCounter, record: StepRecord) -> None:
         """Record the FLOPs of the counted step per sample (``flops_per_sample``) and count no more."""
@@ -491,14 +488,16 @@ class _Step:
 
 
 class _Phase:
-    """An open phase of a step: the wait for data on the host clock, any other on the step clock."""
+    """An open phase: of a step (``index`` in ``schema.PHASES``; the wait for data on the host clock, any
+    other on the step clock), or outside the steps (``index`` None, ``name``; on the step clock)."""
 
-    __slots__ = ("_profiler", "_index", "_start", "_range")
+    __slots__ = ("_profiler", "_index", "_start", "_range", "_name")
 
-    def __init__(self, profiler: StepProfiler, index: int, trace_range: Any) -> None:
+    def __init__(self, profiler: StepProfiler, index: int | None, trace_range: Any, name: str = "") -> None:
         self._profiler = profiler
         self._index = index
         self._range = trace_range
+        self._name = name
 
     def __enter__(self) -> _Phase:
         if self._range is not None:
@@ -512,39 +511,13 @@ class _Phase:
         profiler = self._profiler
         if profiler._off:
             return False
-        if self._index == DATA:
+        if self._index is None:
+            profiler._end_outside(self._name, self._start)
+        elif self._index == DATA:
             profiler._add_data(self._start, perf_counter())
         else:
             phases = profiler._open.phases if profiler._open is not None else profiler._carry_phases
             phases.append((self._index, self._start, profiler._clock.mark()))
-        return False
-
-
-class _OutsidePhase:
-    """An open phase outside the steps (``StepProfiler.phase`` with no step open), on the step clock."""
-
-    __slots__ = ("_profiler", "_name", "_start", "_range")
-
-    def __init__(self, profiler: StepProfiler, name: str) -> None:
-        self._profiler = profiler
-        self._name = name
-        self._range = profiler._range(name)
-
-    def __enter__(self) -> _OutsidePhase:
-        if self._range is not None:
-            self._range.__enter__()
-        self._start = self._profiler._clock.mark()
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> bool:
-        if self._range is not None:
-            self._range.__exit__(None, None, None)
-        profiler = self._profiler
-        if not profiler._off:
-            try:
-                profiler._end_outside(self._name, self._start, profiler._clock.mark())
-            except Exception as error:
-                profiler._fail("cannot record a phase outside the steps", error)
         return False
 
 
@@ -565,3 +538,5 @@ class _NoStep:
 
 
 _NO_STEP = _NoStep()
+_END = object()
+"""What ``batches`` gets from an exhausted iterable."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from trainperf.errors import DataError, DataWarning
 from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
-from trainperf.runfolder.rankfile import STEPS_FILE, BadLine, warn_bad_lines
+from trainperf.runfolder.rankfile import STEPS_FILE, BadLine, json_object, warn_bad_lines
 
 TRACE_FILE_PATTERN = re.compile(r"^trace-rank(\d+)\.jsonl$")
 TRACE_OUT = "trace.json"
@@ -86,8 +86,8 @@ def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, 
             bad += skipped
             if steps is not None:  # between the first and the last step kept
                 phases = [p for p in phases if kept and min(kept)[0] <= p.start_s <= max(e for _, e in kept)]
-            events += [{"name": p.name, "cat": "outside", "ph": "X", "pid": rank, "tid": TRACKS["step"],
-                        "ts": shift_us + p.start_s * 1e6, "dur": p.seconds * 1e6, "args": {}} for p in phases]
+            events += [_span(rank, shift_us, {}, "outside", p.name, TRACKS["step"], (p.start_s, p.seconds))
+                       for p in phases]
     for number, (path, trace) in enumerate(zip(torch_traces, kineto)):
         events += _kineto_events(trace, (trace["baseTimeNanoseconds"] - base) / 1e3, KINETO_PID * (number + 1),
                                  number, Path(path).name)
@@ -104,10 +104,10 @@ def origin_unix_ns(steps_file: Path) -> int | None:
     file's header (None where the header has none, or there is no file)."""
     try:
         with steps_file.open("rb") as file:
-            header = json.loads(file.readline())
-    except (OSError, ValueError):
+            header = json_object(file.readline()) or {}
+    except OSError:
         return None
-    origin = header.get("origin_unix_ns") if isinstance(header, dict) else None
+    origin = header.get("origin_unix_ns")
     return origin if isinstance(origin, int) and not isinstance(origin, bool) else None
 
 
@@ -128,9 +128,15 @@ def _events(rank: int, entry: dict[str, Any], shift_us: float) -> list[dict[str,
     spans += [("phase", name, TRACKS["phases"], [start, duration]) for name, start, duration in entry["phases"]]
     spans += [("phase", "data", data_track, interval) for interval in entry["data"]]
     spans += [("allreduce", "all-reduce", TRACKS["allreduce"], interval) for interval in entry["allreduce"]]
-    return [{"name": name, "cat": category, "ph": "X", "pid": rank, "tid": track,
-             "ts": shift_us + float(start) * 1e6, "dur": float(duration) * 1e6, "args": args}
-            for category, name, track, (start, duration) in spans]
+    return [_span(rank, shift_us, args, *span) for span in spans]
+
+
+def _span(rank: int, shift_us: float, args: dict[str, Any], category: str, name: str, track: int,
+          interval: Sequence[float]) -> dict[str, Any]:
+    """A complete event of ``rank``'s ``track``, ``interval`` being ``(start_s, duration_s)`` on its clock."""
+    start, duration = interval
+    return {"name": name, "cat": category, "ph": "X", "pid": rank, "tid": track,
+            "ts": shift_us + float(start) * 1e6, "dur": float(duration) * 1e6, "args": args}
 
 
 def _read_kineto(path: Path) -> dict[str, Any]:

@@ -76,10 +76,8 @@ class RunWatch:
             self.manifest, self._manifest_mtime = read_manifest(manifest), mtime
         if self.world_size is None or len(self.tails) < self.world_size:
             for path in self.path.iterdir():
-                match = STEPS_FILE_PATTERN.match(path.name)
-                if match and int(match.group(1)) not in self.tails:
-                    self.tails[int(match.group(1))] = StepsTail(path)
-                    self.recent[int(match.group(1))] = deque(maxlen=RECENT_STEPS)
+                if (match := STEPS_FILE_PATTERN.match(path.name)) and (rank := int(match.group(1))) not in self.tails:
+                    self.tails[rank], self.recent[rank] = StepsTail(path), deque(maxlen=RECENT_STEPS)
         for rank, tail in self.tails.items():
             rows = tail.read()
             if rows:
@@ -110,6 +108,7 @@ class RunWatch:
             tokens_per_s = _per_second(column["tokens"], total_s)
             samples_per_s = _per_second(column["samples"], total_s)
             shares = {p: np.nansum(column[f"{p}_s"], axis=1) / total_s for p in SHARES}
+            means = {p: np.nanmean(column[f"{p}_s"], axis=1) for p in SHARES if p != "comm_exposed"}
             waits = np.nan_to_num(np.nanmedian(column["comm_exposed_s"], axis=1))
             work = median_s - waits
             peak = _last(column["peak_memory_gb"])
@@ -117,8 +116,8 @@ class RunWatch:
         shares["other"] = 1 - sum(np.nan_to_num(s) for s in shares.values())
         devices = self.world_size or len(ranks)
         sharing = model_parallel(config)
-        run_tokens = float(np.nansum(tokens_per_s)) / sharing if np.isfinite(tokens_per_s).any() else math.nan
-        run_samples = float(np.nansum(samples_per_s)) / sharing if np.isfinite(samples_per_s).any() else math.nan
+        run_tokens, run_samples = (float(np.nansum(rate)) / sharing if np.isfinite(rate).any() else math.nan
+                                   for rate in (tokens_per_s, samples_per_s))
         mfu = run_mfu(config, environment, run_tokens, run_samples, devices)
         per_rank_rate = tokens_per_s if np.isfinite(tokens_per_s).any() else samples_per_s
         mean_rate = float(np.nanmean(per_rank_rate)) if np.isfinite(per_rank_rate).any() else math.nan
@@ -126,9 +125,6 @@ class RunWatch:
                    step_s=float(np.nanmedian(median_s)))
         slow = slowest(work)
         if slow is not None and len(ranks) > 1:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                means = {p: np.nanmean(column[f"{p}_s"], axis=1) for p in SHARES if p != "comm_exposed"}
             excess = {p: float(m[slow] - median_of_others(m, slow)) for p, m in means.items() if np.isfinite(m[slow])}
             phase = max(excess, key=excess.get) if excess else None
             out["slowest"] = {"rank": ranks[slow], "work_s": float(work[slow]),
