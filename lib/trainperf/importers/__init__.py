@@ -14,24 +14,24 @@ from trainperf.errors import DataError
 from trainperf.importers.reported import TOLERANCE, compare_reported
 from trainperf.importers.composer import COMPOSER
 from trainperf.importers.core import Format, ImportResult, Missing, build_result
-from trainperf.importers.csv_tables import CsvMapping, LightningCsv, csv_header
+from trainperf.importers.csv_tables import CSV_MAPPING, LIGHTNING_CSV, csv_header
 from trainperf.importers.deepspeed import DEEPSPEED
-from trainperf.importers.generic import Generic, stack_format
+from trainperf.importers.generic import GENERIC, stack_format
 from trainperf.importers.hf_trainer import HF_TRAINER
 from trainperf.importers.megatron import MEGATRON, MegatronParser
-from trainperf.importers.pattern import EXAMPLE, PatternLog
+from trainperf.importers.pattern import EXAMPLE, PATTERN
 from trainperf.importers.event_files import is_event_file, is_event_file_name, log_dir_files
 from trainperf.importers.settings import Settings, load_settings, read_yaml, sidecar_path
 from trainperf.importers.stacks import LLMC, MAXTEXT, NANOGPT, NEMO
 from trainperf.importers.summary_logs import EPOCH_TIMING, TIMING_SUMMARY
-from trainperf.importers.tensorboard_log import TensorBoardLog
+from trainperf.importers.tensorboard_log import TENSORBOARD
 from trainperf.importers.text import clean, iter_chunks, read_head
 from trainperf.importers.torchtitan import TORCHTITAN
 
 FORMATS: tuple[Format, ...] = (
-    CsvMapping(), LightningCsv(), stack_format(NEMO), stack_format(MEGATRON, MegatronParser), TORCHTITAN,
+    CSV_MAPPING, LIGHTNING_CSV, stack_format(NEMO), stack_format(MEGATRON, MegatronParser), TORCHTITAN,
     stack_format(NANOGPT), stack_format(LLMC), HF_TRAINER, stack_format(MAXTEXT), DEEPSPEED, COMPOSER, EPOCH_TIMING,
-    TIMING_SUMMARY, TensorBoardLog(), Generic())
+    TIMING_SUMMARY, TENSORBOARD, GENERIC)
 """Every format, in order of preference when two score alike (NeMo 2 lines also look like
 Megatron iteration lines: NeMo first); TensorBoard event files are told by content, not by text. ``generic``
 (last) is tried only where no stack's own reader recognises the file."""
@@ -73,7 +73,7 @@ def reads_as_log(path: str | Path) -> bool:
     if path.suffix.lower() != ".csv":
         return False
     head = clean(read_head(path, 1 << 16).decode("utf-8", errors="replace"))
-    return LightningCsv().sniff(head, Settings()) > 0
+    return LIGHTNING_CSV.sniff(head, Settings()) > 0
 
 
 def tensorboard_parts(folder: Path) -> set[Path]:
@@ -87,16 +87,16 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
     """The format of ``path`` (a file, or a TensorBoard log dir), by content; DataError if none fits."""
     settings = settings or Settings()
     if path.is_dir():
-        return TensorBoardLog()
+        return TENSORBOARD
     head_bytes = read_head(path, SNIFF_BYTES)
     if b"\x00" in head_bytes[:8192] or is_event_file_name(path):
         if is_event_file(path):
-            return TensorBoardLog()
+            return TENSORBOARD
         what = "named as a TensorBoard event file but its first record is none" if is_event_file_name(path) \
             else "a binary file, not a log, a CSV table or a TensorBoard event file"
         raise DataError(what, path=path)
     if settings.pattern is not None:
-        return PatternLog()
+        return PATTERN
     head = clean(head_bytes.decode("utf-8", errors="replace"))
     fmt = _best(head, settings)
     if fmt is None and len(head_bytes) == SNIFF_BYTES:
@@ -121,7 +121,7 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
 
 def _best(text: str, settings: Settings, csv: bool = True) -> Format | None:
     scores = [(f.sniff(text, settings), -i, f) for i, f in enumerate(FORMATS[:-1])
-              if csv or not isinstance(f, CsvMapping)]
+              if csv or f is not CSV_MAPPING]
     score, _, fmt = max(scores, key=lambda s: s[:2])
     if score > 0:
         return fmt

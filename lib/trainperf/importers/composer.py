@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import LineFormat, ParsedRun, RunParser, rate_from_reported, timed_by
+from trainperf.importers.core import ParsedRun, RunParser, line_format, rate_from_reported, timed_by
 from trainperf.importers.text import NUMBER, LineError, number, rank_prefix
 
 NAN = math.nan
@@ -26,18 +27,13 @@ _KEYS = {"time/batch": "batch", "time/sample": "samples", "time/token": "tokens"
          "throughput/samples_per_sec": "samples_per_s", "throughput/device/mfu": "mfu"}
 
 
-class _Run:
-    def __init__(self, line: int) -> None:
-        self.line = line
-        self.blocks: list[dict[str, float]] = []
-
-
 class ComposerParser(RunParser):
     anchors = ("[batch=", "Train ", "num_gpus_per_node", "num_nodes")
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.runs: list[_Run] = []
+        self.runs: list[tuple[int, list[dict[str, float]]]] = []
+        """Each run's first line and its blocks (a block: its step and the figures of :data:`_KEYS`)."""
         self.config: dict[str, Any] = {}
         self.block: dict[str, float] | None = None
 
@@ -45,13 +41,13 @@ class ComposerParser(RunParser):
         body = rank_prefix(lines[i])[1]
         if "[batch=" in body and (match := _BLOCK.search(body)):  # the literal first: a search of every line is slow
             self.block = {"step": float(match.group(1))}
-            last = self.runs[-1].blocks[-1]["step"] if self.runs and self.runs[-1].blocks else None
-            if last == self.block["step"]:
-                self.block = self.runs[-1].blocks[-1]  # another rank's copy of the block: the same fields
+            last = self.runs[-1][1][-1] if self.runs else None
+            if last is not None and last["step"] == self.block["step"]:
+                self.block = last  # another rank's copy of the block: the same fields
                 return 1
-            if last is None or last > self.block["step"]:
-                self.runs.append(_Run(number_))
-            self.runs[-1].blocks.append(self.block)
+            if last is None or last["step"] > self.block["step"]:
+                self.runs.append((number_, []))
+            self.runs[-1][1].append(self.block)
         elif match := _SETTING.match(body):
             self.config[match.group(1)] = int(match.group(2))
         if self.block is not None and "Train " in body:
@@ -68,14 +64,13 @@ class ComposerParser(RunParser):
         if self.config.get("num_gpus_per_node", 0) > 0 and self.config.get("num_nodes", 0) > 0:
             config = {"gpus": self.config["num_gpus_per_node"] * self.config["num_nodes"],
                       "nodes": self.config["num_nodes"]}
-        return [ParsedRun(None, run.line, dict(config), lambda merged, run=run: _measure(run, merged))
-                for run in self.runs]
+        return [ParsedRun(None, line, dict(config), partial(_measure, blocks)) for line, blocks in self.runs]
 
 
-def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
+def _measure(blocks: list[dict[str, float]], config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
     found = records.Intervals(REPORTED)
     previous: dict[str, float] | None = None
-    for block in run.blocks:
+    for block in blocks:
         step = block.get("batch", block["step"])
         reported = tuple(block.get(name, NAN) for name in REPORTED)
         if previous is None:
@@ -91,7 +86,7 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.D
         found.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, NAN, *reported))
         previous = block
     measured, intervals = records.measure_window(found, config)
-    last = run.blocks[-1]
+    last = blocks[-1]
     for name in REPORTED:
         if f"reported_{name}" not in measured and math.isfinite(last.get(name, NAN)):
             measured[f"reported_{name}"] = last[name]
@@ -102,5 +97,5 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.D
     return measured, intervals
 
 
-COMPOSER = LineFormat("composer", "a Composer / llm-foundry console log", (re.compile(r"\[batch=\d+/\d+\]:"),),
+COMPOSER = line_format("composer", "a Composer / llm-foundry console log", (re.compile(r"\[batch=\d+/\d+\]:"),),
                       ComposerParser)

@@ -53,19 +53,20 @@ class ParsedLog:
     notes: list[str] = field(default_factory=list)
 
 
+def _told_otherwise(head: str, settings: Settings) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
 class Format:
-    """A log format: recognised by content (:meth:`sniff`), read by :meth:`parse`."""
+    """A log format: its name, a title for messages, its reader (``parse(path, settings)``) and how strongly the
+    cleaned start of a file looks like it (``sniff(head, settings)``: the number of its record lines found; 0: not
+    this format, as for a format told by content other than text or chosen by the settings)."""
 
-    name: str = ""
-    title: str = ""
-
-    def sniff(self, head: str, settings: Settings) -> int:
-        """How strongly ``head`` (the cleaned start of a file) looks like this format: the number of its record lines
-        found (0: not this format, as for a format told by content other than text or chosen by the settings)."""
-        return 0
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        raise NotImplementedError
+    name: str
+    title: str
+    parse: Callable[[Path, Settings], ParsedLog]
+    sniff: Callable[[str, Settings], int] = _told_otherwise
 
 
 class RunParser(LineParser):
@@ -76,19 +77,12 @@ class RunParser(LineParser):
         raise NotImplementedError
 
 
-class LineFormat(Format):
+def line_format(name: str, title: str, patterns: tuple[re.Pattern[str], ...],
+                parser: Callable[[Path], RunParser]) -> Format:
     """A format read line by line by the parser ``parser(path)`` makes and recognised by the number of matches of
     ``patterns`` (its record or section starts) in the head of a file."""
-
-    def __init__(self, name: str, title: str, patterns: tuple[re.Pattern[str], ...],
-                 parser: Callable[[Path], RunParser]) -> None:
-        self.name, self.title, self.patterns, self.parser = name, title, patterns, parser
-
-    def sniff(self, head: str, settings: Settings) -> int:
-        return sum(len(pattern.findall(head)) for pattern in self.patterns)
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        return read_log(self.parser(path))
+    return Format(name, title, lambda path, settings: read_log(parser(path)),
+                  lambda head, settings: sum(len(pattern.findall(head)) for pattern in patterns))
 
 
 def read_log(parser: RunParser) -> ParsedLog:

@@ -92,61 +92,61 @@ def cell_value(target: str, text: str, scale: float, where: object) -> Any:
         raise LineError(str(exc).split(": ", 1)[-1]) from None
 
 
-class CsvMapping(Format):
-    name = "csv"
-    title = "a CSV table with a column mapping"
+def _sniff_mapped(head: str, settings: Settings) -> int:
+    names = None if settings.columns is None else csv_header(head)
+    specs = [s["column"] if isinstance(s, dict) else s for s in (settings.columns or {}).values()]
+    return 1_000_000 if names is not None and all(str(s) in names for s in specs) else 0
 
-    def sniff(self, head: str, settings: Settings) -> int:
-        names = None if settings.columns is None else csv_header(head)
-        specs = [s["column"] if isinstance(s, dict) else s for s in (settings.columns or {}).values()]
-        return 1_000_000 if names is not None and all(str(s) in names for s in specs) else 0
 
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        columns = mapping(settings, path)
-        text = "\n".join("\n".join(lines) for lines in iter_chunks(path)).lstrip("\ufeff")
-        lines = text.split("\n")
-        first = next((i for i, line in enumerate(lines) if line.strip()), None)
-        if first is None:
-            raise DataError("empty file", path=path)
-        sep = delimiter(lines[first]) or ","
-        reader = csv.reader(lines[first:], delimiter=sep)
+def _read_mapped(path: Path, settings: Settings) -> ParsedLog:
+    columns = mapping(settings, path)
+    text = "\n".join("\n".join(lines) for lines in iter_chunks(path)).lstrip("\ufeff")
+    lines = text.split("\n")
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        raise DataError("empty file", path=path)
+    sep = delimiter(lines[first]) or ","
+    reader = csv.reader(lines[first:], delimiter=sep)
+    try:
+        header = [h.strip() for h in next(reader)]
+    except csv.Error as exc:
+        raise DataError(f"unreadable CSV header: {exc}", path=path, line=first + 1) from exc
+    index = {}
+    for target, (source, _) in columns.items():
+        if source not in header:
+            raise DataError(f"the mapping names CSV column {source!r}, which the header lacks "
+                            f"(columns: {', '.join(header)})", path=path, column=target)
+        index[target] = header.index(source)
+    stem = log_stem(path)
+    runs, skipped = [], []
+    k = 0
+    while True:
         try:
-            header = [h.strip() for h in next(reader)]
+            row = next(reader)
+        except StopIteration:
+            break
         except csv.Error as exc:
-            raise DataError(f"unreadable CSV header: {exc}", path=path, line=first + 1) from exc
-        index = {}
-        for target, (source, _) in columns.items():
-            if source not in header:
-                raise DataError(f"the mapping names CSV column {source!r}, which the header lacks "
-                                f"(columns: {', '.join(header)})", path=path, column=target)
-            index[target] = header.index(source)
-        stem = log_stem(path)
-        runs, skipped = [], []
-        k = 0
-        while True:
-            try:
-                row = next(reader)
-            except StopIteration:
-                break
-            except csv.Error as exc:
-                skipped.append((str(path), first + reader.line_num, f"unreadable CSV row: {exc}"))
-                continue
-            line = first + reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            k += 1
-            try:
-                if len(row) != len(header):
-                    raise LineError(f"{len(row)} cells, the header has {len(header)}")
-                values = {target: cell_value(target, row[i], columns[target][1], path)
-                          for target, i in index.items()}
-            except LineError as exc:
-                skipped.append((str(path), line, f"row {k}: {exc}"))
-                continue
-            values = {key: value for key, value in values.items() if value is not None}
-            name = str(values.pop("run_id", f"{stem}-{k}"))
-            runs.append(ParsedRun(name, line, values, lambda config: ({}, None)))  # each row is all it measures
-        return ParsedLog(runs, skipped, len(skipped), len(lines))
+            skipped.append((str(path), first + reader.line_num, f"unreadable CSV row: {exc}"))
+            continue
+        line = first + reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        k += 1
+        try:
+            if len(row) != len(header):
+                raise LineError(f"{len(row)} cells, the header has {len(header)}")
+            values = {target: cell_value(target, row[i], columns[target][1], path)
+                      for target, i in index.items()}
+        except LineError as exc:
+            skipped.append((str(path), line, f"row {k}: {exc}"))
+            continue
+        values = {key: value for key, value in values.items() if value is not None}
+        name = str(values.pop("run_id", f"{stem}-{k}"))
+        runs.append(ParsedRun(name, line, values, lambda config: ({}, None)))  # each row is all it measures
+    return ParsedLog(runs, skipped, len(skipped), len(lines))
+
+
+CSV_MAPPING = Format("csv", "a CSV table with a column mapping", _read_mapped, _sniff_mapped)
 
 
 _HEADER = re.compile(r"^[^\n]*\btrain[/|]time\b[^\n]*$", re.MULTILINE)
@@ -155,30 +155,27 @@ _REPORTED = {"device{}samples_per_sec": "reported_samples_per_s_per_gpu",
              "device{}items_per_sec": "reported_tokens_per_s_per_gpu", "device{}mfu": "reported_mfu"}
 
 
-class LightningCsv(Format):
-    name = "lightning_csv"
-    title = "a Lightning CSVLogger metrics.csv with ThroughputMonitor columns"
+def _sniff_lightning(head: str, settings: Settings) -> int:
+    header = head.split("\n", 1)[0]
+    return max(1, head.count("\n")) if _HEADER.match(header) and re.search(r"\btrain[/|]samples\b", header) else 0
 
-    def sniff(self, head: str, settings: Settings) -> int:
-        header = head.split("\n", 1)[0]
-        return max(1, head.count("\n")) if _HEADER.match(header) and re.search(r"\btrain[/|]samples\b", header) else 0
 
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        text = "\n".join(line for chunk in iter_chunks(path) for line in chunk)
-        try:
-            table = pd.read_csv(io.StringIO(text))
-        except (pd.errors.ParserError, ValueError) as exc:
-            raise DataError(f"not a readable CSV table: {exc}", path=path) from exc
-        sep = "|" if "train|time" in table.columns else "/"
-        time = f"train{sep}time"
-        numbers = table.apply(lambda c: c if pd.api.types.is_numeric_dtype(c) else pd.to_numeric(c, errors="coerce"))
-        rows = numbers[numbers[time].notna()]
-        bad = table[time].notna() & numbers[time].isna()
-        skipped = [(str(path), int(i) + 2, f"{time}: {table.at[i, time]!r} is not a number")
-                   for i in table.index[bad.to_numpy()]]
-        lines = text.count("\n") + 1
-        return ParsedLog([ParsedRun(None, 2, {}, lambda config: (_measure(numbers, rows, sep, config), None))],
-                         skipped, len(skipped), lines)
+def _read_lightning(path: Path, settings: Settings) -> ParsedLog:
+    text = "\n".join(line for chunk in iter_chunks(path) for line in chunk)
+    try:
+        table = pd.read_csv(io.StringIO(text))
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise DataError(f"not a readable CSV table: {exc}", path=path) from exc
+    sep = "|" if "train|time" in table.columns else "/"
+    time = f"train{sep}time"
+    numbers = table.apply(lambda c: c if pd.api.types.is_numeric_dtype(c) else pd.to_numeric(c, errors="coerce"))
+    rows = numbers[numbers[time].notna()]
+    bad = table[time].notna() & numbers[time].isna()
+    skipped = [(str(path), int(i) + 2, f"{time}: {table.at[i, time]!r} is not a number")
+               for i in table.index[bad.to_numpy()]]
+    lines = text.count("\n") + 1
+    return ParsedLog([ParsedRun(None, 2, {}, lambda config: (_measure(numbers, rows, sep, config), None))],
+                     skipped, len(skipped), lines)
 
 
 def _measure(numbers: pd.DataFrame, rows: pd.DataFrame, sep: str, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -214,3 +211,7 @@ def _measure(numbers: pd.DataFrame, rows: pd.DataFrame, sep: str, config: Mappin
             out["train_loss"] = float(numbers[column].dropna().iloc[-1])
             break
     return out
+
+
+LIGHTNING_CSV = Format("lightning_csv", "a Lightning CSVLogger metrics.csv with ThroughputMonitor columns",
+                       _read_lightning, _sniff_lightning)

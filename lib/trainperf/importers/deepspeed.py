@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, rate_from_reported, timed_by
+from trainperf.importers.core import SAMPLES_SOURCE, line_format, rate_from_reported, timed_by
 from trainperf.importers.text import NUMBER, LineError, number, one_record, rank_prefix, timestamp
 from trainperf.table_rules import is_missing
 
@@ -143,4 +143,4 @@ def _micro_batch_samples(run: _Run, config: Mapping[str, Any], measured: Mapping
     return micro if abs(math.log(printed / (per_step / accum))) < abs(math.log(printed / per_step)) else 0.0
 
 
-DEEPSPEED = LineFormat("deepspeed", "a DeepSpeed log", (_TIMER,), DeepSpeedParser)
+DEEPSPEED = line_format("deepspeed", "a DeepSpeed log", (_TIMER,), DeepSpeedParser)

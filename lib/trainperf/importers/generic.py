@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import LineFormat
+from trainperf.importers.core import Format, line_format, read_log
 from trainperf.importers.settings import Settings
 from trainperf.importers.text import CutLine, LineError, number, one_record, rank_prefix
 from trainperf.importers.vocabulary import (FIELD, RATES, SECONDS, Field, fields_of, in_unit, is_record, lookup,
@@ -424,28 +424,27 @@ def _float(text: str | None) -> float:
         return NAN
 
 
-def stack_format(stack: Stack, parser_class: type[GenericParser] = GenericParser) -> LineFormat:
+def stack_format(stack: Stack, parser_class: type[GenericParser] = GenericParser) -> Format:
     """The format of a :class:`Stack`: recognised by its ``sniff``, read through its keys by ``parser_class``
     (a stack's own subclass of :class:`GenericParser` reads its other lines)."""
-    return LineFormat(stack.name, stack.title, (re.compile(stack.sniff),), lambda path: parser_class(path, stack))
+    return line_format(stack.name, stack.title, (re.compile(stack.sniff),), lambda path: parser_class(path, stack))
 
 
-class Generic(LineFormat):
-    """A log of any stack read through the vocabulary, chosen only where no stack's own reader recognises it."""
+def _sniff(head: str, settings: Settings) -> int:
+    count = 0
+    lines = head.split("\n", SNIFF_LINES)[:SNIFF_LINES]
+    i = 0
+    while i < len(lines):
+        line, used = joined_object(lines, i)
+        i += used
+        if ":::MLLOG" in line:
+            count += '"block_stop"' in line
+            continue
+        found = fields_of(line)[1]
+        count += bool(found) and is_record(read_fields(found)[0])
+    return count
 
-    def __init__(self) -> None:
-        super().__init__("generic", "a log read through the vocabulary of field names", (), GenericParser)
 
-    def sniff(self, head: str, settings: Settings) -> int:
-        count = 0
-        lines = head.split("\n", SNIFF_LINES)[:SNIFF_LINES]
-        i = 0
-        while i < len(lines):
-            line, used = joined_object(lines, i)
-            i += used
-            if ":::MLLOG" in line:
-                count += '"block_stop"' in line
-                continue
-            found = fields_of(line)[1]
-            count += bool(found) and is_record(read_fields(found)[0])
-        return count
+GENERIC = Format("generic", "a log read through the vocabulary of field names",
+                 lambda path, settings: read_log(GenericParser(path)), _sniff)
+"""A log of any stack read through the vocabulary, chosen only where no stack's own reader recognises it."""

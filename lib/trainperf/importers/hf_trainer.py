@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import SAMPLES_SOURCE, LineFormat, ParsedRun, RunParser, timed_by
+from trainperf.importers.core import SAMPLES_SOURCE, ParsedRun, RunParser, line_format, timed_by
 from trainperf.importers.text import LineError, number
 from trainperf.table_rules import is_missing
 
@@ -196,5 +196,5 @@ def _count_samples(out: dict[str, Any], steps: float, config: Mapping[str, Any],
         "Transformers of early 2021 printed optimizer steps per second under that name)")
 
 
-HF_TRAINER = LineFormat("hf_trainer", "a Hugging Face Trainer log", (
+HF_TRAINER = line_format("hf_trainer", "a Hugging Face Trainer log", (
     _HEADER, re.compile(r"'train_runtime'|\btrain_runtime\s+="), re.compile(r"\{'loss': ")), HFTrainerParser)

@@ -101,11 +101,8 @@ class MegatronParser(GenericParser):
 
     def _config(self) -> dict[str, Any]:
         """Runs columns from the argument dump seen so far."""
-        config: dict[str, Any] = {}
-        for arg, column in _INT_ARGS.items():
-            value = self.args.get(arg)
-            if value is not None and value.isdigit() and int(value) > 0:
-                config[column] = int(value)
+        config: dict[str, Any] = {column: int(value) for arg, column in _INT_ARGS.items()
+                                  if (value := self.args.get(arg, "")).isdigit() and int(value) > 0}
         if self.vocab is not None:
             config["vocab_size"] = self.vocab
         args = self.args

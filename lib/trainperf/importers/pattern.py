@@ -82,13 +82,11 @@ def _value(name: str, text: str) -> float:
     return whole(text, name) if name in ("step", "epoch") else number(text)
 
 
-class PatternLog(Format):
-    """A log read with the settings' ``pattern`` (chosen whenever one is given, never guessed)."""
+def _read(path: Path, settings: Settings) -> ParsedLog:
+    assert settings.pattern is not None
+    return read_log(PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source),
+                                  settings.pattern_source))
 
-    name = "pattern"
-    title = "a log read with a pattern"
 
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        assert settings.pattern is not None
-        return read_log(PatternParser(path, compile_pattern(settings.pattern, settings.pattern_source),
-                                      settings.pattern_source))
+PATTERN = Format("pattern", "a log read with a pattern", _read)
+"""A log read with the settings' ``pattern`` (chosen whenever one is given, never guessed)."""

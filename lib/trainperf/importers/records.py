@@ -104,8 +104,8 @@ class IntervalParser(RunParser, Generic[RunT]):
     def count_step(self, rank: int | None) -> int:
         """The step of a record line that prints no step number, for the rank its launcher prefix names (None: no
         prefix): its rank's lines are steps 1, 2, 3, ... in the order of the file."""
-        step = self.counted[rank] = self.counted.get(rank, 0) + 1
-        return step
+        self.counted[rank] = self.counted.get(rank, 0) + 1
+        return self.counted[rank]
 
     def across_epochs(self, rank: int | None, epoch: float, step: int) -> int:
         """The step a record of ``epoch``'s ``step`` is, for a counter that restarts each epoch, per launcher prefix

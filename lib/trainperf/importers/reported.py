@@ -7,14 +7,12 @@ import numpy as np
 import pandas as pd
 
 from trainperf import flops
-from trainperf.importers.core import RATE_FROM_REPORTED, REPORTED_CONVENTION
+from trainperf.importers.core import FLOPS, RATE_FROM_REPORTED, REPORTED_CONVENTION
 
 TOLERANCE = 0.02
 """Relative difference above which the importer flags a reported figure."""
 RATE_COLUMNS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "samples_per_s_per_gpu", "step_time_s")
 """Throughput figures: not compared where the run's time was taken from the reported throughput (circular)."""
-FLOPS_COLUMNS = ("flops_per_token", "tflops_total", "tflops_per_gpu", "mfu", "hfu")
-"""Figures that depend on the FLOPs convention (and, for MFU, on the peak)."""
 SAME_DEVICE_PEAKS = 2.5
 """Largest ratio between the peak a log divides by and trainperf's at which the two are of one device (a 2:4-sparse
 figure is twice the dense one); beyond it, another device's peak, not comparable."""
@@ -61,7 +59,7 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
         recomputed = _numbers(derived_runs[metric])
         conventions = pd.Series(pd.NA, index=derived_runs.index, dtype="string")
         note = np.full(len(run_ids), pd.NA, dtype=object)
-        if metric in FLOPS_COLUMNS:
+        if metric in FLOPS:  # they depend on the FLOPs convention (and, for MFU, on the peak)
             conventions = derived_runs.get("flops_convention_used", conventions)
             if source_convention:
                 recomputed = recomputed * form_factors

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.aggregate import measure, summarize
-from trainperf.importers.core import LineFormat, ParsedRun, RunParser, timed_by
+from trainperf.importers.core import ParsedRun, RunParser, line_format, timed_by
 from trainperf.importers.records import finite
 from trainperf.importers.text import NUMBER, LineError, number, whole
 from trainperf.schema import STEP_INTERVAL_COLUMNS
@@ -167,7 +167,7 @@ def _per_rank(run: _Run) -> tuple[dict[str, Any], pd.DataFrame]:
     return out, intervals
 
 
-EPOCH_TIMING = LineFormat("epoch-timing", "a per-rank epoch timing log", (_BLOCK, _AVERAGE), EpochTimingParser)
+EPOCH_TIMING = line_format("epoch-timing", "a per-rank epoch timing log", (_BLOCK, _AVERAGE), EpochTimingParser)
 
 
 _GPUS = re.compile(r"^\s{0,3}#.*?\bGPUs?\s*[=:]\s*(\d+)", re.IGNORECASE)
@@ -273,5 +273,5 @@ class TimingSummaryParser(RunParser):
         return runs
 
 
-TIMING_SUMMARY = LineFormat("timing-summary", "a batch-size timing summary", (_SECTION, _EPOCH),
+TIMING_SUMMARY = line_format("timing-summary", "a batch-size timing summary", (_SECTION, _EPOCH),
                             TimingSummaryParser)

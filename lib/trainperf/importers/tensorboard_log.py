@@ -87,11 +87,6 @@ def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
                       {str(group): (str(tag),) for group, tag in tags.items()})
 
 
-def stack_of(tags: Collection[str]) -> TagMapping | None:
-    """The first stack of :data:`STACKS` whose step time or rate the events hold."""
-    return next((stack for stack in STACKS if set(stack.chosen(tags)) & set(records.TIMING)), None)
-
-
 def unknown_tags(tags: Collection[str], sidecar: str) -> str:
     """Why events with ``tags`` are not read, and how to map them."""
     shown = sorted(tags)[:SHOWN_TAGS]
@@ -104,18 +99,6 @@ def unknown_tags(tags: Collection[str], sidecar: str) -> str:
             f"mapping: {stacks}; map the tags of any other as 'tensorboard_tags' in {sidecar}, e.g. "
             "{step_time_s: <tag>, loss: <tag>}, or with trainperf import --tags step_time_s=<tag> "
             f"(figures: {', '.join(MAPPABLE)}; docs/importers.md)")
-
-
-
-def rank_files(path: Path) -> dict[int, list[Path]]:
-    """The event files of each rank of ``path``: a log dir, or one event file (rank 0)."""
-    if path.is_dir():
-        files = event_files.log_dir_files(path)
-        if not files:
-            raise DataError("a folder without TensorBoard event files (events.out.tfevents.*, directly or in "
-                            "rank_<N> folders): name a log file or a log dir", path=path)
-        return files
-    return {0: [path]}
 
 
 def latest_points(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -146,42 +129,41 @@ def covered_steps(steps: np.ndarray, restart: np.ndarray, step_time: str) -> tup
     return n, np.full(len(steps), interval)
 
 
-class TensorBoardLog(Format):
-    """TensorBoard event files: a log dir or one event file, recognised by content."""
-
-    name = "tensorboard"
-    title = "TensorBoard event files"
-
-    def parse(self, path: Path, settings: Settings) -> ParsedLog:
-        ranks = {rank: event_files.read_scalars(files) for rank, files in rank_files(path).items()}
-        tags = set().union(*(scalars.points for scalars in ranks.values()))
-        if settings.tensorboard_tags is not None:
-            mapping = user_mapping(settings.tensorboard_tags, settings.tensorboard_tags_source)
-            absent = sorted(tag for names in mapping.figures.values() for tag in names if tag not in tags)
-            if absent:
-                raise DataError(f"the mapped tag(s) {', '.join(map(repr, absent))} are not among the events' "
-                                f"scalars: {', '.join(sorted(tags)) or 'none'}", path=path, column="tensorboard_tags")
-        else:
-            mapping = stack_of(tags)
-            if mapping is None:
-                raise UnknownFormat(unknown_tags(tags, sidecar_path(path).name), path=path)
-        chosen = mapping.chosen(tags)
-        run = records.Run(1, {}, records.REPORTED)
-        notes: list[str] = []
-        for rank, scalars in ranks.items():
-            notes += _add_rank(run, rank, scalars, chosen, mapping)
-        damage = [d for scalars in ranks.values() for d in scalars.damage]
-        skipped = [(str(d.path), d.record, f"event record cut short or damaged at byte {d.offset:,}: "
-                                           f"{d.unread_bytes:,} bytes not read") for d in damage]
-        undecoded = sum(scalars.undecoded for scalars in ranks.values())
-        if undecoded:
-            skipped.append((str(path), 0, f"{undecoded} record(s) that hold no TensorBoard event"))
-        notes = [str(d) for d in damage] + notes
-        timing = ", ".join(tag for group, tag in chosen.items() if group in records.TIMING)
-        finish = partial(records.measure_figures, run, origin=mapping.origin,
-                         time_source=f"TensorBoard scalars ({timing})", convention=mapping.convention)
-        return ParsedLog([ParsedRun(log_stem(path), 1, run.config, finish)], skipped, len(damage) + undecoded,
-                         sum(scalars.records for scalars in ranks.values()), notes)
+def read_events(path: Path, settings: Settings) -> ParsedLog:
+    """The run of TensorBoard event files: a log dir, or one event file."""
+    files = event_files.log_dir_files(path) if path.is_dir() else {0: [path]}
+    if not files:
+        raise DataError("a folder without TensorBoard event files (events.out.tfevents.*, directly or in "
+                        "rank_<N> folders): name a log file or a log dir", path=path)
+    ranks = {rank: event_files.read_scalars(rank_files) for rank, rank_files in files.items()}
+    tags = set().union(*(scalars.points for scalars in ranks.values()))
+    if settings.tensorboard_tags is not None:
+        mapping = user_mapping(settings.tensorboard_tags, settings.tensorboard_tags_source)
+        absent = sorted(tag for names in mapping.figures.values() for tag in names if tag not in tags)
+        if absent:
+            raise DataError(f"the mapped tag(s) {', '.join(map(repr, absent))} are not among the events' "
+                            f"scalars: {', '.join(sorted(tags)) or 'none'}", path=path, column="tensorboard_tags")
+    else:
+        mapping = next((stack for stack in STACKS if set(stack.chosen(tags)) & set(records.TIMING)), None)
+        if mapping is None:
+            raise UnknownFormat(unknown_tags(tags, sidecar_path(path).name), path=path)
+    chosen = mapping.chosen(tags)
+    run = records.Run(1, {}, records.REPORTED)
+    notes: list[str] = []
+    for rank, scalars in ranks.items():
+        notes += _add_rank(run, rank, scalars, chosen, mapping)
+    damage = [d for scalars in ranks.values() for d in scalars.damage]
+    skipped = [(str(d.path), d.record, f"event record cut short or damaged at byte {d.offset:,}: "
+                                       f"{d.unread_bytes:,} bytes not read") for d in damage]
+    undecoded = sum(scalars.undecoded for scalars in ranks.values())
+    if undecoded:
+        skipped.append((str(path), 0, f"{undecoded} record(s) that hold no TensorBoard event"))
+    notes = [str(d) for d in damage] + notes
+    timing = ", ".join(tag for group, tag in chosen.items() if group in records.TIMING)
+    finish = partial(records.measure_figures, run, origin=mapping.origin,
+                     time_source=f"TensorBoard scalars ({timing})", convention=mapping.convention)
+    return ParsedLog([ParsedRun(log_stem(path), 1, run.config, finish)], skipped, len(damage) + undecoded,
+                     sum(scalars.records for scalars in ranks.values()), notes)
 
 
 def _add_rank(run: records.Run, rank: int, scalars: event_files.Scalars, chosen: Mapping[str, str],
@@ -210,3 +192,6 @@ def _add_rank(run: records.Run, rank: int, scalars: event_files.Scalars, chosen:
         if len(values) and values[-1] > 0 and values[-1] == int(values[-1]):
             run.config[column] = int(values[-1])
     return notes
+
+
+TENSORBOARD = Format("tensorboard", "TensorBoard event files", read_events)

@@ -104,13 +104,6 @@ def one_record(start: re.Pattern[str], body: str, end: int) -> None:
         raise LineError("two records on one line (interleaved output of several processes)")
 
 
-def positive(value: float, what: str) -> float:
-    """``value`` if finite and > 0, else :class:`LineError`."""
-    if not (value > 0 and math.isfinite(value)):
-        raise LineError(f"{what} must be a positive number, not {value:g}")
-    return value
-
-
 def whole(text: str, what: str) -> int:
     """A non-negative whole number (thousands separators allowed)."""
     value = number(text)

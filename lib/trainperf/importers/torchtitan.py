@@ -12,9 +12,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from trainperf.importers import records
-from trainperf.importers.core import REPORTED_CONVENTION, LineFormat, rate_from_reported, timed_by
-from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, one_record, positive,
-                                      rank_prefix, timestamp)
+from trainperf.importers.core import REPORTED_CONVENTION, line_format, rate_from_reported, timed_by
+from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, one_record, rank_prefix,
+                                      timestamp)
 
 NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
@@ -80,7 +80,9 @@ def _step_record(rank: int | None, when: float, step: str, loss: str | None, mem
     not a number, or without a timestamp and a ``tps`` to time it."""
     if math.isnan(when) and tps is None:
         raise LineError("no timestamp and no 'tps:' (or 'wps:') field: nothing times the step")
-    rate = positive(field_number("tps", tps), "tps") if tps is not None else NAN
+    rate = field_number("tps", tps)
+    if not (rate > 0 and math.isfinite(rate)) and tps is not None:
+        raise LineError(f"tps must be a positive number, not {rate:g}")
     gib = field_number("memory", memory)
     if gib < 0 or gib == math.inf:
         raise LineError(f"memory: {gib:g} GiB is not a size")
@@ -187,4 +189,4 @@ def _model_args(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     return columns
 
 
-TORCHTITAN = LineFormat("torchtitan", "a torchtitan log", (_STEP,), TorchtitanParser)
+TORCHTITAN = line_format("torchtitan", "a torchtitan log", (_STEP,), TorchtitanParser)

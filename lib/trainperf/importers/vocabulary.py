@@ -223,13 +223,13 @@ NAMES = {synonym: f for f in VOCABULARY for synonym in f.synonyms}
 """Every name (normalised) of :data:`VOCABULARY` and its field."""
 FIELD = {f.name: f for f in VOCABULARY}
 """Each canonical field by its name."""
-KIND = {f.name: f.kind for f in VOCABULARY}
-"""Each canonical field's kind."""
+TIMED_BY = {f.name for f in VOCABULARY if f.kind in TIME_KINDS or f.kind == "rate"}
+"""The fields that time a record: times and rates."""
 
 
 def is_record(values: Mapping[str, object]) -> bool:
     """Whether a line's canonical fields make a record: a step counter and a time or a rate."""
-    return "step" in values and any(KIND[name] in TIME_KINDS or KIND[name] == "rate" for name in values)
+    return "step" in values and not TIMED_BY.isdisjoint(values)
 
 
 @functools.lru_cache(maxsize=4096)
