@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from itertools import groupby
 from dataclasses import dataclass, replace
 
 from trainperf.bench.spec import RunSpec
@@ -155,12 +156,10 @@ def with_repeats(runs: list[RunSpec], repeats: int) -> list[RunSpec]:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     if repeats == 1:
         return runs
-    fewest: dict[str, RunSpec] = {}
-    for run in runs:
-        if run.experiment not in fewest or run.nprocs < fewest[run.experiment].nprocs:
-            fewest[run.experiment] = run
+    by_experiment = groupby(sorted(runs, key=lambda r: r.experiment), key=lambda r: r.experiment)
+    fewest = {experiment: min(alike, key=lambda r: r.nprocs).run_id for experiment, alike in by_experiment}
     return [replace(run, run_id=f"{run.run_id}-r{i}",
-                    baseline_run_id=f"{run.baseline_run_id or fewest[run.experiment].run_id}-r1",
+                    baseline_run_id=f"{run.baseline_run_id or fewest[run.experiment]}-r1",
                     extra={**run.extra, "extra_configuration": run.run_id, "extra_repeat": i})
             for i in range(1, repeats + 1) for run in runs]
 
