@@ -23,11 +23,8 @@ def precision_of(args: Any) -> str:
 def strategy_of(args: Any) -> str:
     """``deepspeed``, ``fsdp``, ``ddp`` or ``single`` from ``TrainingArguments``:
     what the Trainer was asked for (the model it wrapped says what runs)."""
-    if getattr(args, "deepspeed", None):
-        return "deepspeed"
-    if getattr(args, "fsdp", None):
-        return "fsdp"
-    return "ddp" if args.world_size > 1 else "single"
+    return next((name for name in ("deepspeed", "fsdp") if getattr(args, name, None)),
+                "ddp" if args.world_size > 1 else "single")
 
 
 class HFCallback(ProfilingCallback, TrainerCallback):
@@ -43,9 +40,9 @@ class HFCallback(ProfilingCallback, TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        train_dataloader: Any = None, **kwargs: Any) -> None:
         accum = args.gradient_accumulation_steps
-        watched = (wrapper_of(model) or model) if model is not None else None
+        watched = wrapper_of(model) or model
         # asked for FSDP on CPU, the Trainer (accelerate) wraps the model in DDP: the wrapper tells what runs
-        strategy = (wrapped_strategy(watched) if watched is not None else None) or strategy_of(args)
+        strategy = wrapped_strategy(watched) or strategy_of(args)
         detected = {"framework": "transformers", "framework_version": transformers.__version__,
                     "precision": precision_of(args), "strategy": strategy,
                     **global_batch(args.per_device_train_batch_size, accum, args.world_size), **model_facts(model),
