@@ -135,14 +135,8 @@ def batch_counts(batch: Any, count_tokens: TokenCounter | None = None) -> tuple[
 def _first_tensor(batch: Any) -> Any:
     if hasattr(batch, "dim") and hasattr(batch, "shape"):
         return batch
-    if isinstance(batch, Mapping):
-        batch = list(batch.values())
-    if isinstance(batch, (list, tuple)):
-        for item in batch:
-            found = _first_tensor(item)
-            if found is not None:
-                return found
-    return None
+    items = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else ()
+    return next((found for found in map(_first_tensor, items) if found is not None), None)
 
 
 CONFIG_NAMES: dict[str, tuple[str, ...]] = {
@@ -169,11 +163,10 @@ def model_facts(model: Any) -> dict[str, Any]:
     config = _config_of(model)
     if config is not None:
         for column, names in CONFIG_NAMES.items():
-            for name in names:
-                value = getattr(config, name, None)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    facts[column] = value
-                    break
+            values = [v for v in (getattr(config, n, None) for n in names)
+                      if isinstance(v, int) and not isinstance(v, bool)]
+            if values:
+                facts[column] = values[0]
         name = getattr(config, "name_or_path", None) or getattr(config, "_name_or_path", None)
         facts["model"] = name or getattr(config, "model_type", None) or type(model).__name__
     elif model is not None:
