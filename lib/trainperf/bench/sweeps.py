@@ -92,13 +92,8 @@ class Plan:
 
 
 def plan(settings: Settings, machine: Machine, sweeps: tuple[str, ...], out_dir: str) -> Plan:
-    """Every run of ``sweeps``, in order, without a peak yet (see :func:`with_cpu_peaks`).
-
-    A run needing more processes than GPUs is skipped; on CPU it runs
-    oversubscribed. Runs are compared with the
-    first micro-batch size in the batch-size sweep, with DDP in the strategy
-    sweep, and with the fewest processes in the scaling sweeps.
-    """
+    """Every run of ``sweeps``, in order, without a peak yet (see :func:`with_cpu_peaks`); a run needing more
+    processes than GPUs is skipped, on CPU it runs oversubscribed; baselines: docs/bench.md, "The sweeps"."""
     unknown = [s for s in sweeps if s not in SWEEPS]
     if unknown:
         raise ValueError(f"unknown sweep {', '.join(unknown)}; known: {', '.join(SWEEPS)}")

@@ -58,13 +58,10 @@ def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
 
     Gradient accumulation synchronises on the last micro-batch of a step only.
     """
-    if isinstance(model, DistributedDataParallel) and not sync:
-        with model.no_sync():
-            yield
-        return
     if isinstance(model, FSDPModule):
         model.set_requires_gradient_sync(sync)
-    yield
+    with model.no_sync() if isinstance(model, DistributedDataParallel) and not sync else contextlib.nullcontext():
+        yield
 
 
 def run_columns(spec: RunSpec, config: ModelConfig, device: torch.device) -> dict[str, object]:
@@ -85,11 +82,8 @@ def run_columns(spec: RunSpec, config: ModelConfig, device: torch.device) -> dic
         "extra_corpus": corpus_name(), "extra_threads_per_process": spec.threads_per_process,
         "extra_load_average_1min": os.getloadavg()[0], **spec.extra,
     }
-    if spec.peak_tflops_per_gpu is not None:
-        columns["peak_tflops_per_gpu"] = spec.peak_tflops_per_gpu
-    if spec.baseline_run_id is not None:
-        columns["baseline_run_id"] = spec.baseline_run_id
-    return columns
+    given = {"peak_tflops_per_gpu": spec.peak_tflops_per_gpu, "baseline_run_id": spec.baseline_run_id}
+    return columns | {name: value for name, value in given.items() if value is not None}
 
 
 def train(spec: RunSpec) -> None:

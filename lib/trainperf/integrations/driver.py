@@ -145,10 +145,8 @@ CONFIG_NAMES: dict[str, tuple[str, ...]] = {
     "n_heads": ("num_attention_heads", "n_head", "n_heads"),
     "vocab_size": ("vocab_size",),
 }
-"""Run columns and the attribute names of a model configuration (transformers
-style) that hold them, first match wins. ``max_position_embeddings`` is the
-longest sequence the model accepts, not the one trained on: the sequence
-length comes from the batches."""
+"""Run columns and the attribute names of a transformers-style model configuration that hold them, first match
+wins (never ``max_position_embeddings``: docs/profiler.md, "Framework integrations")."""
 
 
 def model_facts(model: Any) -> dict[str, Any]:
