@@ -117,6 +117,21 @@ class ProfilingCallback:
             profiler.close()
 
 
+class Switch:
+    """A callback hook declared as a class attribute, ``on_x = Switch(end, begin)``: it ends the phase ``end`` and
+    begins ``begin`` (:meth:`ProfilingCallback._switch`; the framework's arguments unused), :func:`guarded`."""
+
+    def __init__(self, end: str | None, begin: str | None = None) -> None:
+        self.end, self.begin = end, begin
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        def hook(callback: ProfilingCallback, *args: Any, **kwargs: Any) -> None:
+            callback._switch(self.end, self.begin)
+
+        hook.__name__ = hook.__qualname__ = name
+        setattr(owner, name, guarded(hook))
+
+
 def batch_counts(batch: Any, count_tokens: TokenCounter | None = None) -> tuple[int | None, Any, int | None]:
     """``(samples, tokens, seq_len)`` of one micro-batch: from ``input_ids``
     in a mapping, else from the first tensor found (a tuple or list is

@@ -10,8 +10,8 @@ from typing import Any
 import transformers
 from transformers import TrainerCallback
 
-from trainperf.integrations.driver import (ProfilingCallback, activation_checkpointing, batch_counts, global_batch,
-                                           guarded, model_facts, wrapper_of)
+from trainperf.integrations.driver import (ProfilingCallback, Switch, activation_checkpointing, batch_counts,
+                                           global_batch, guarded, model_facts, wrapper_of)
 from trainperf.profiler.comm import strategy_of as wrapped_strategy
 
 
@@ -63,13 +63,8 @@ class HFCallback(ProfilingCallback, TrainerCallback):
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._begin_step()
 
-    @guarded
-    def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._switch("backward")
-
-    @guarded
-    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._switch("backward", "optimizer")
+    on_substep_end = Switch("backward")
+    on_pre_optimizer_step = Switch("backward", "optimizer")
 
     @guarded
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

@@ -12,7 +12,7 @@ import lightning
 from lightning.pytorch.callbacks import Callback
 
 from trainperf.integrations.driver import (ProfilingCallback, activation_checkpointing, batch_counts, global_batch,
-                                           guarded, model_facts)
+                                           Switch, guarded, model_facts)
 
 STRATEGIES = {"DDPStrategy": "ddp", "FSDPStrategy": "fsdp", "ModelParallelStrategy": "fsdp",
               "DeepSpeedStrategy": "deepspeed", "SingleDeviceStrategy": "single"}
@@ -69,17 +69,9 @@ class LightningCallback(ProfilingCallback, Callback):
 
         return save_checkpoint
 
-    @guarded
-    def _save_begins(self) -> None:
-        self._switch("data", "checkpoint")
-
-    @guarded
-    def _save_ends(self) -> None:
-        self._switch("checkpoint", "data")
-
-    @guarded
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        self._switch(None, "data")
+    _save_begins = Switch("data", "checkpoint")
+    _save_ends = Switch("checkpoint", "data")
+    on_train_epoch_start = Switch(None, "data")
 
     @guarded
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
@@ -99,17 +91,9 @@ class LightningCallback(ProfilingCallback, Callback):
             self._profiler.update_config(facts)
         self._switch(None, "forward")
 
-    @guarded
-    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
-        self._switch("forward", "backward")
-
-    @guarded
-    def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
-        self._switch("backward")
-
-    @guarded
-    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
-        self._switch(None, "optimizer")
+    on_before_backward = Switch("forward", "backward")
+    on_after_backward = Switch("backward")
+    on_before_optimizer_step = Switch(None, "optimizer")
 
     @guarded
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
@@ -123,13 +107,8 @@ class LightningCallback(ProfilingCallback, Callback):
             self._end_step()
         self._switch(None, "data")
 
-    @guarded
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
-        self._switch("data", "validation")  # only between on_train_start and on_train_end
-
-    @guarded
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        self._switch("validation", "data")
+    on_validation_start = Switch("data", "validation")  # only between on_train_start and on_train_end
+    on_validation_end = Switch("validation", "data")
 
     @guarded
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
