@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import re
-from itertools import groupby
 from dataclasses import dataclass, replace
+from itertools import groupby
 
 from trainperf.bench.spec import RunSpec
 
