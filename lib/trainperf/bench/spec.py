@@ -9,6 +9,7 @@ from pathlib import Path
 
 STEP_MARK: str = "trainperf-bench step "
 """Prefix of the line the main worker prints after each optimizer step."""
+STRATEGIES: tuple[str, ...] = ("single", "ddp", "fsdp")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class RunSpec:
             raise ValueError(f"precision must be fp32 or bf16, got {self.precision!r}")
         if self.device not in ("cpu", "cuda"):
             raise ValueError(f"device must be cpu or cuda, got {self.device!r}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; known: {', '.join(STRATEGIES)}")
         if self.strategy == "single" and self.nprocs != 1:
             raise ValueError(f"strategy 'single' runs one process, got {self.nprocs}")
 

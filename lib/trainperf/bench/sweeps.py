@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
+from itertools import groupby
 
 from trainperf.bench.spec import RunSpec
 
@@ -91,13 +92,8 @@ class Plan:
 
 
 def plan(settings: Settings, machine: Machine, sweeps: tuple[str, ...], out_dir: str) -> Plan:
-    """Every run of ``sweeps``, in order, without a peak yet (see :func:`with_cpu_peaks`).
-
-    A run needing more processes than GPUs is skipped; on CPU it runs
-    oversubscribed. Runs are compared with the
-    first micro-batch size in the batch-size sweep, with DDP in the strategy
-    sweep, and with the fewest processes in the scaling sweeps.
-    """
+    """Every run of ``sweeps``, in order, without a peak yet (see :func:`with_cpu_peaks`); a run needing more
+    processes than GPUs is skipped, on CPU it runs oversubscribed; baselines: docs/bench.md, "The sweeps"."""
     unknown = [s for s in sweeps if s not in SWEEPS]
     if unknown:
         raise ValueError(f"unknown sweep {', '.join(unknown)}; known: {', '.join(SWEEPS)}")
@@ -155,12 +151,10 @@ def with_repeats(runs: list[RunSpec], repeats: int) -> list[RunSpec]:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     if repeats == 1:
         return runs
-    fewest: dict[str, RunSpec] = {}
-    for run in runs:
-        if run.experiment not in fewest or run.nprocs < fewest[run.experiment].nprocs:
-            fewest[run.experiment] = run
+    by_experiment = groupby(sorted(runs, key=lambda r: r.experiment), key=lambda r: r.experiment)
+    fewest = {experiment: min(alike, key=lambda r: r.nprocs).run_id for experiment, alike in by_experiment}
     return [replace(run, run_id=f"{run.run_id}-r{i}",
-                    baseline_run_id=f"{run.baseline_run_id or fewest[run.experiment].run_id}-r1",
+                    baseline_run_id=f"{run.baseline_run_id or fewest[run.experiment]}-r1",
                     extra={**run.extra, "extra_configuration": run.run_id, "extra_repeat": i})
             for i in range(1, repeats + 1) for run in runs]
 

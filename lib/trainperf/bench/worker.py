@@ -1,7 +1,7 @@
 """One process of a bench run, ``python -m trainperf.bench.worker '<RunSpec JSON>'`` under torchrun (which sets
 ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): the bench model trained on the bench corpus for the spec's warm-up and
 measured steps under the ``StepProfiler``, on the GPU of its local rank with NCCL, else the CPU with gloo; the
-strategies (:data:`STRATEGIES`): docs/bench.md, "A run".
+strategies (:data:`~trainperf.bench.spec.STRATEGIES`): docs/bench.md, "A run".
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import os
 import platform as host
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -26,26 +25,9 @@ from trainperf.bench.model import (GPT, ModelConfig, RandomWindows, corpus_bytes
                                   train_val_split)
 from trainperf.bench.spec import STEP_MARK, RunSpec
 
-STRATEGIES: tuple[str, ...] = ("single", "ddp", "fsdp")
-
-
-@dataclass(frozen=True)
-class Worker:
-    """Where this process sits in the job."""
-
-    rank: int
-    world_size: int
-    device: torch.device
-
-
-def start_worker(strategy: str, device: str) -> Worker:
-    """Bind this process to its device (``cpu``, or ``cuda``: the GPU of its local rank)
+def start_worker(strategy: str, device: str) -> torch.device:
+    """Bind this process to its device (``cpu``, or ``cuda``: the GPU of its local rank), which it returns,
     and, for ``ddp`` and ``fsdp``, join the process group (NCCL on GPU, gloo on CPU)."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if strategy == "single" and world_size != 1:
-        raise ValueError(f"strategy 'single' runs one process, got WORLD_SIZE={world_size}")
     if device == "cuda":
         where = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(where)
@@ -54,15 +36,14 @@ def start_worker(strategy: str, device: str) -> Worker:
     if strategy != "single":
         cuda = where.type == "cuda"
         dist.init_process_group("nccl" if cuda else "gloo", device_id=where if cuda else None)
-    rank = dist.get_rank() if dist.is_initialized() else 0
-    return Worker(rank, world_size, where)
+    return where
 
 
-def wrap_model(model: nn.Module, strategy: str, worker: Worker) -> nn.Module:
-    """``model`` moved to the worker's device and wrapped for ``strategy``."""
-    model = model.to(worker.device)
+def wrap_model(model: nn.Module, strategy: str, device: torch.device) -> nn.Module:
+    """``model`` moved to ``device`` and wrapped for ``strategy``."""
+    model = model.to(device)
     if strategy == "ddp":
-        device_ids = [worker.device.index] if worker.device.type == "cuda" else None
+        device_ids = [device.index] if device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=device_ids)
     if strategy == "fsdp":
         for block in model.blocks:
@@ -77,34 +58,19 @@ def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
 
     Gradient accumulation synchronises on the last micro-batch of a step only.
     """
-    if isinstance(model, DistributedDataParallel) and not sync:
-        with model.no_sync():
-            yield
-        return
     if isinstance(model, FSDPModule):
         model.set_requires_gradient_sync(sync)
-    yield
+    with model.no_sync() if isinstance(model, DistributedDataParallel) and not sync else contextlib.nullcontext():
+        yield
 
 
-def leave_group() -> None:
-    """Collect garbage, then leave the process group.
-
-    Call it after deleting the model and optimizer: gloo workers that exit
-    while DDP's reducer or FSDP's state still hold the group can abort at
-    interpreter exit.
-    """
-    gc.collect()
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def run_columns(spec: RunSpec, config: ModelConfig, worker: Worker) -> dict[str, object]:
+def run_columns(spec: RunSpec, config: ModelConfig, device: torch.device) -> dict[str, object]:
     """The run's configuration as canonical run columns (and ``extra_*``) for the profiler's manifest.
 
     ``extra_load_average_1min`` is the host's load average when the run
     starts: above the core count, other work competed for the CPU.
     """
-    platform = torch.cuda.get_device_name(worker.device) if worker.device.type == "cuda" else "cpu"
+    platform = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     columns: dict[str, object] = {
         "run_id": spec.run_id, "experiment": spec.experiment, "platform": platform,
         "model": f"trainperf-gpt-{spec.model}", "n_params": config.n_params, "n_layers": config.n_layers,
@@ -116,37 +82,35 @@ def run_columns(spec: RunSpec, config: ModelConfig, worker: Worker) -> dict[str,
         "extra_corpus": corpus_name(), "extra_threads_per_process": spec.threads_per_process,
         "extra_load_average_1min": os.getloadavg()[0], **spec.extra,
     }
-    if spec.peak_tflops_per_gpu is not None:
-        columns["peak_tflops_per_gpu"] = spec.peak_tflops_per_gpu
-    if spec.baseline_run_id is not None:
-        columns["baseline_run_id"] = spec.baseline_run_id
-    return columns
+    given = {"peak_tflops_per_gpu": spec.peak_tflops_per_gpu, "baseline_run_id": spec.baseline_run_id}
+    return columns | {name: value for name, value in given.items() if value is not None}
 
 
 def train(spec: RunSpec) -> None:
     """Train for ``spec.warmup_steps + spec.steps`` optimizer steps under the profiler."""
-    worker = start_worker(spec.strategy, spec.device)
+    device = start_worker(spec.strategy, spec.device)
+    rank = dist.get_rank() if dist.is_initialized() else 0
     torch.manual_seed(spec.seed)  # same initial weights on every rank
     config = model_config(spec.model, spec.seq_len)
-    model = wrap_model(GPT(config), spec.strategy, worker)
+    model = wrap_model(GPT(config), spec.strategy, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=spec.learning_rate)
     train_tokens, _ = train_val_split(corpus_bytes())
-    loader = RandomWindows(train_tokens, spec.micro_batch_size, config.seq_len, seed=spec.seed + worker.rank + 1)
-    autocast = torch.autocast(worker.device.type, dtype=torch.bfloat16, enabled=spec.precision == "bf16")
-    profiler = StepProfiler(spec.run_dir, config=run_columns(spec, config, worker),
-                            warmup_steps=spec.warmup_steps, warmup="mser", trace=False, device=worker.device)
+    loader = RandomWindows(train_tokens, spec.micro_batch_size, config.seq_len, seed=spec.seed + rank + 1)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=spec.precision == "bf16")
+    profiler = StepProfiler(spec.run_dir, config=run_columns(spec, config, device),
+                            warmup_steps=spec.warmup_steps, warmup="mser", trace=False, device=device)
     model = profiler.watch(model)
     batches = iter(profiler.batches(loader))
     total_steps = spec.warmup_steps + spec.steps
     try:
         for step_index in range(total_steps):
             with profiler.step() as step:
-                step_loss = torch.zeros((), device=worker.device)
+                step_loss = torch.zeros((), device=device)
                 for micro in range(spec.grad_accum_steps):
                     inputs, targets = next(batches)
                     with profiler.phase("h2d"):
-                        inputs = inputs.to(worker.device, non_blocking=True)
-                        targets = targets.to(worker.device, non_blocking=True)
+                        inputs = inputs.to(device, non_blocking=True)
+                        targets = targets.to(device, non_blocking=True)
                     with gradient_sync(model, sync=micro == spec.grad_accum_steps - 1):
                         with autocast, profiler.phase("forward"):
                             logits = model(inputs)
@@ -160,12 +124,14 @@ def train(spec: RunSpec) -> None:
                     optimizer.step()
                     optimizer.zero_grad(set_to_none=True)
                 step.loss = step_loss
-            if worker.rank == 0:
+            if rank == 0:
                 print(f"{STEP_MARK}{step_index + 1}/{total_steps}", flush=True)
     finally:  # also after an out-of-memory error, which the profiler has written: the run folder ends cleanly
         profiler.close()
     del model, optimizer, profiler
-    leave_group()
+    gc.collect()  # then leave the group: gloo workers that exit while DDP's reducer or FSDP's state hold it can abort
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def main(argv: list[str]) -> int:

@@ -51,10 +51,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in (
            "less energy", "more energy"),
     Metric("goodput", "goodput", "goodput", "fraction", True, 0.02, RUN_CV, "higher goodput", "lower goodput"),
 )}
-"""The metrics ``trainperf compare --metric`` judges: ``throughput`` over the steps' own time where the sides have
-steps, ``elapsed_throughput`` the runs' ``tokens_per_s`` over their elapsed time (as ``trainperf summarize``);
-energy per token and goodput, not measured twice here, get throughput's run-to-run variation (docs/statistics.md,
-"The gate")."""
+"""The metrics ``trainperf compare --metric`` judges, with their defaults and why (docs/statistics.md, "The gate")."""
 
 NOT_MEASURED = "not measured"
 METRIC_COLUMNS = ("metric", "label", "unit", "baseline", "baseline_low", "baseline_high", "candidate",

@@ -46,7 +46,10 @@ def guarded(hook: Hook) -> Hook:
 class ProfilingCallback:
     """The arguments of a framework callback: ``run_dir``; ``config``: run columns, which win over what the
     callback detects; ``count_tokens``: tokens of a micro-batch (default: ``input_ids`` elements, or those of the
-    batch's first integer tensor, padding included); ``profiler_options``: ``StepProfiler``'s."""
+    batch's first integer tensor, padding included); ``profiler_options``: ``StepProfiler``'s. It drives the
+    ``StepProfiler`` (open from :meth:`_start` to :meth:`_close`) whose steps and phases open and close in separate
+    framework hooks: every call is a no-op where no profiler or step is open, so a hook that fires outside training
+    (evaluation) does nothing."""
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
                  count_tokens: TokenCounter | None = None, **profiler_options: Any) -> None:
@@ -54,40 +57,36 @@ class ProfilingCallback:
         self.config = dict(config or {})
         self.count_tokens = count_tokens
         self.profiler_options = profiler_options
-        self._hooked: HookedProfiler | None = None
-
-    def _switch(self, end: str | None, begin: str | None = None) -> None:
-        """End the phase ``end`` and begin ``begin`` of the open profiler (nothing outside training)."""
-        if self._hooked is not None:
-            if end is not None:
-                self._hooked.end(end)
-            if begin is not None:
-                self._hooked.begin(begin)
-
-
-class HookedProfiler:
-    """A ``StepProfiler`` whose steps and phases open and close in separate
-    framework hooks. Every call is a no-op when no step is open where one is
-    needed, so a hook that fires outside training (evaluation) does nothing."""
-
-    def __init__(self, run_dir: str | Path, config: dict[str, Any], options: dict[str, Any]) -> None:
-        self.profiler = StepProfiler(run_dir, config, **options)
+        self._profiler: StepProfiler | None = None
         self._step: Any = None
         self._phases: dict[str, Any] = {}
         self._losses: list[Any] = []
         self._loss_parts = False
 
-    @property
-    def in_step(self) -> bool:
-        return self._step is not None
+    def _start(self, detected: dict[str, Any], model: Any) -> StepProfiler:
+        """Open the profiler with the ``detected`` run columns (``config`` wins) and watch ``model`` (None: none)."""
+        self._profiler = StepProfiler(self.run_dir, {**detected, **self.config}, **self.profiler_options)
+        if model is not None:
+            self._profiler.watch(model)
+        return self._profiler
 
-    def begin_step(self) -> None:
-        if self._step is None:
-            self._step = self.profiler.step()
+    def _switch(self, end: str | None, begin: str | None = None) -> None:
+        """End the phase ``end`` where it is open and begin ``begin`` where it is not (nothing outside training)."""
+        timer = self._phases.pop(end, None) if end is not None else None
+        if timer is not None:
+            timer.__exit__(None, None, None)
+        if begin is not None and self._profiler is not None and begin not in self._phases:
+            timer = self._profiler.phase(begin)
+            timer.__enter__()
+            self._phases[begin] = timer
+
+    def _begin_step(self) -> None:
+        if self._profiler is not None and self._step is None:
+            self._step = self._profiler.step()
             self._step.__enter__()
             self._losses = []
 
-    def end_step(self, error: BaseException | None = None) -> None:
+    def _end_step(self, error: BaseException | None = None) -> None:
         """Close the open phases (but a wait for data) and the step, with the
         loss of its micro-batches: their sum when each is a part of the step's
         loss, else their mean; or, where the framework says the step raised
@@ -95,41 +94,42 @@ class HookedProfiler:
         if self._step is None:
             return
         for name in [n for n in self._phases if n != "data"]:
-            self.end(name)
+            self._switch(name)
         if self._losses:
             self._step.loss = sum(self._losses) / (1 if self._loss_parts else len(self._losses))
         step, self._step = self._step, None
         step.__exit__(None if error is None else type(error), error, None)
 
-    def begin(self, phase: str) -> None:
-        if phase not in self._phases:
-            timer = self.profiler.phase(phase)
-            timer.__enter__()
-            self._phases[phase] = timer
-
-    def end(self, phase: str) -> None:
-        timer = self._phases.pop(phase, None)
-        if timer is not None:
-            timer.__exit__(None, None, None)
-
-    def micro_batch(self, samples: Any, tokens: Any) -> None:
-        """Count one micro-batch of the open step."""
-        if self._step is not None:
-            self._step.micro_step(tokens=tokens, samples=samples)
-
-    def add_loss(self, loss: Any, part: bool = False) -> None:
+    def _add_loss(self, loss: Any, part: bool = False) -> None:
         """A micro-batch's loss; ``part``: already divided by the step's
         total (the step's loss is the sum of the parts)."""
         if self._step is not None and loss is not None:
             self._losses.append(loss.detach() if hasattr(loss, "detach") else loss)
             self._loss_parts = part
 
-    def close(self, error: BaseException | None = None) -> None:
+    def _close(self, error: BaseException | None = None) -> None:
         """Close the open step (``error``: the one training raised in it), the phases and the profiler."""
-        self.end_step(error)
-        for name in list(self._phases):
-            self.end(name)
-        self.profiler.close()
+        profiler, self._profiler = self._profiler, None
+        if profiler is not None:
+            self._end_step(error)
+            for name in list(self._phases):
+                self._switch(name)
+            profiler.close()
+
+
+class Switch:
+    """A callback hook declared as a class attribute, ``on_x = Switch(end, begin)``: it ends the phase ``end`` and
+    begins ``begin`` (:meth:`ProfilingCallback._switch`; the framework's arguments unused), :func:`guarded`."""
+
+    def __init__(self, end: str | None, begin: str | None = None) -> None:
+        self.end, self.begin = end, begin
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        def hook(callback: ProfilingCallback, *args: Any, **kwargs: Any) -> None:
+            callback._switch(self.end, self.begin)
+
+        hook.__name__ = hook.__qualname__ = name
+        setattr(owner, name, guarded(hook))
 
 
 def batch_counts(batch: Any, count_tokens: TokenCounter | None = None) -> tuple[int | None, Any, int | None]:
@@ -138,38 +138,20 @@ def batch_counts(batch: Any, count_tokens: TokenCounter | None = None) -> tuple[
     searched in order). ``tokens`` and ``seq_len`` only for integer tensors
     of two or more dimensions (token ids); ``count_tokens(batch)`` overrides
     the token count."""
-    ids = _token_ids(batch)
-    tensor = ids if ids is not None else _first_tensor(batch)
+    named = isinstance(batch, Mapping) and "input_ids" in batch
+    tensor = batch["input_ids"] if named else _first_tensor(batch)
+    ids = tensor if named or (tensor is not None and tensor.dim() >= 2 and not tensor.is_floating_point()
+                              and not tensor.is_complex()) else None
     samples = int(tensor.shape[0]) if tensor is not None and tensor.dim() > 0 else None
-    tokens = ids.numel() if ids is not None else None
-    seq_len = int(ids.shape[-1]) if ids is not None else None
-    if count_tokens is not None:
-        tokens = count_tokens(batch)
-    return samples, tokens, seq_len
-
-
-def _token_ids(batch: Any) -> Any:
-    if isinstance(batch, Mapping):
-        if "input_ids" in batch:
-            return batch["input_ids"]
-        batch = list(batch.values())
-    tensor = _first_tensor(batch)
-    if tensor is not None and tensor.dim() >= 2 and not tensor.is_floating_point() and not tensor.is_complex():
-        return tensor
-    return None
+    tokens = count_tokens(batch) if count_tokens is not None else ids.numel() if ids is not None else None
+    return samples, tokens, int(ids.shape[-1]) if ids is not None else None
 
 
 def _first_tensor(batch: Any) -> Any:
     if hasattr(batch, "dim") and hasattr(batch, "shape"):
         return batch
-    if isinstance(batch, Mapping):
-        batch = list(batch.values())
-    if isinstance(batch, (list, tuple)):
-        for item in batch:
-            found = _first_tensor(item)
-            if found is not None:
-                return found
-    return None
+    items = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (list, tuple)) else ()
+    return next((found for found in map(_first_tensor, items) if found is not None), None)
 
 
 CONFIG_NAMES: dict[str, tuple[str, ...]] = {
@@ -178,10 +160,8 @@ CONFIG_NAMES: dict[str, tuple[str, ...]] = {
     "n_heads": ("num_attention_heads", "n_head", "n_heads"),
     "vocab_size": ("vocab_size",),
 }
-"""Run columns and the attribute names of a model configuration (transformers
-style) that hold them, first match wins. ``max_position_embeddings`` is the
-longest sequence the model accepts, not the one trained on: the sequence
-length comes from the batches."""
+"""Run columns and the attribute names of a transformers-style model configuration that hold them, first match
+wins (never ``max_position_embeddings``: docs/profiler.md, "Framework integrations")."""
 
 
 def model_facts(model: Any) -> dict[str, Any]:
@@ -196,11 +176,10 @@ def model_facts(model: Any) -> dict[str, Any]:
     config = _config_of(model)
     if config is not None:
         for column, names in CONFIG_NAMES.items():
-            for name in names:
-                value = getattr(config, name, None)
-                if isinstance(value, int) and not isinstance(value, bool):
-                    facts[column] = value
-                    break
+            values = [v for v in (getattr(config, n, None) for n in names)
+                      if isinstance(v, int) and not isinstance(v, bool)]
+            if values:
+                facts[column] = values[0]
         name = getattr(config, "name_or_path", None) or getattr(config, "_name_or_path", None)
         facts["model"] = name or getattr(config, "model_type", None) or type(model).__name__
     elif model is not None:

@@ -10,28 +10,21 @@ from typing import Any
 import transformers
 from transformers import TrainerCallback
 
-from trainperf.integrations.driver import (HookedProfiler, ProfilingCallback, activation_checkpointing, batch_counts,
+from trainperf.integrations.driver import (ProfilingCallback, Switch, activation_checkpointing, batch_counts,
                                            global_batch, guarded, model_facts, wrapper_of)
 from trainperf.profiler.comm import strategy_of as wrapped_strategy
 
 
 def precision_of(args: Any) -> str:
     """The run's precision from ``TrainingArguments``."""
-    if getattr(args, "bf16", False):
-        return "bf16"
-    if getattr(args, "fp16", False):
-        return "fp16"
-    return "tf32" if getattr(args, "tf32", None) else "fp32"
+    return next((flag for flag in ("bf16", "fp16", "tf32") if getattr(args, flag, None)), "fp32")
 
 
 def strategy_of(args: Any) -> str:
     """``deepspeed``, ``fsdp``, ``ddp`` or ``single`` from ``TrainingArguments``:
     what the Trainer was asked for (the model it wrapped says what runs)."""
-    if getattr(args, "deepspeed", None):
-        return "deepspeed"
-    if getattr(args, "fsdp", None):
-        return "fsdp"
-    return "ddp" if args.world_size > 1 else "single"
+    return next((name for name in ("deepspeed", "fsdp") if getattr(args, name, None)),
+                "ddp" if args.world_size > 1 else "single")
 
 
 class HFCallback(ProfilingCallback, TrainerCallback):
@@ -47,9 +40,9 @@ class HFCallback(ProfilingCallback, TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None,
                        train_dataloader: Any = None, **kwargs: Any) -> None:
         accum = args.gradient_accumulation_steps
-        watched = (wrapper_of(model) or model) if model is not None else None
+        watched = wrapper_of(model) or model
         # asked for FSDP on CPU, the Trainer (accelerate) wraps the model in DDP: the wrapper tells what runs
-        strategy = (wrapped_strategy(watched) if watched is not None else None) or strategy_of(args)
+        strategy = wrapped_strategy(watched) or strategy_of(args)
         detected = {"framework": "transformers", "framework_version": transformers.__version__,
                     "precision": precision_of(args), "strategy": strategy,
                     **global_batch(args.per_device_train_batch_size, accum, args.world_size), **model_facts(model),
@@ -59,41 +52,33 @@ class HFCallback(ProfilingCallback, TrainerCallback):
         # averaged over devices, a micro-batch's part of the loss is scaled by the world size
         self._part_scale = args.world_size if getattr(args, "average_tokens_across_devices", False) else 1
         self._seq_len_known = "seq_len" in self.config
-        hooked = self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
+        profiler = self._start(detected, watched)
         if model is not None:
-            hooked.profiler.watch(watched)
             self._handles = [model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
                              model.register_forward_hook(self._after_forward)]
         if train_dataloader is not None:
-            _time_batches(train_dataloader, hooked.profiler)
+            _time_batches(train_dataloader, profiler)
 
     @guarded
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.begin_step()
+        self._begin_step()
 
-    @guarded
-    def on_substep_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._switch("backward")
-
-    @guarded
-    def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._switch("backward", "optimizer")
+    on_substep_end = Switch("backward")
+    on_pre_optimizer_step = Switch("backward", "optimizer")
 
     @guarded
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.end_step()
+        self._end_step()
 
     @guarded
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._hooked is not None:  # only between on_train_begin and on_train_end
-            self._hooked.profiler.outside_since_last("validation")
+        if self._profiler is not None:  # only between on_train_begin and on_train_end
+            self._profiler.outside_since_last("validation")
 
     @guarded
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self._hooked is not None:
-            self._hooked.profiler.outside_since_last("checkpoint")
+        if self._profiler is not None:
+            self._profiler.outside_since_last("checkpoint")
 
     @guarded
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -104,38 +89,33 @@ class HFCallback(ProfilingCallback, TrainerCallback):
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        hooked, self._hooked = self._hooked, None
-        if hooked is not None:
-            hooked.close()
+        self._close()
 
     # -- model hooks ---------------------------------------------------------
 
     @guarded
     def _before_forward(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        hooked = self._hooked
-        if hooked is None or not hooked.in_step or not module.training:
+        if self._step is None or not module.training:
             return
         samples, tokens, seq_len = batch_counts(kwargs if kwargs else args, self.count_tokens)
-        hooked.micro_batch(samples, tokens)
+        self._step.micro_step(tokens=tokens, samples=samples)
         # the Trainer passes the step's item count: the model's loss is then this micro-batch's part
         self._loss_part = kwargs.get("num_items_in_batch") is not None
         if not self._seq_len_known and seq_len is not None:
             self._seq_len_known = True
-            hooked.profiler.update_config({"seq_len": seq_len})
-        hooked.end("backward")
-        hooked.begin("forward")
+            self._profiler.update_config({"seq_len": seq_len})
+        self._switch("backward", "forward")
 
     @guarded
     def _after_forward(self, module: Any, args: tuple[Any, ...], output: Any) -> None:
-        hooked = self._hooked
-        if hooked is None or not hooked.in_step or not module.training:
+        if self._step is None or not module.training:
             return
-        hooked.end("forward")
+        self._switch("forward")
         loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
         if loss is not None and self._loss_part:
             loss = loss.detach() * self._part_scale
-        hooked.add_loss(loss, part=self._loss_part)
-        hooked.begin("backward")
+        self._add_loss(loss, part=self._loss_part)
+        self._switch(None, "backward")
 
 
 def _time_batches(loader: Any, profiler: Any) -> None:

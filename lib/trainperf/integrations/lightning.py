@@ -11,28 +11,21 @@ from typing import Any
 import lightning
 from lightning.pytorch.callbacks import Callback
 
-from trainperf.integrations.driver import (HookedProfiler, ProfilingCallback, activation_checkpointing, batch_counts,
-                                           global_batch, guarded, model_facts)
+from trainperf.integrations.driver import (ProfilingCallback, activation_checkpointing, batch_counts, global_batch,
+                                           Switch, guarded, model_facts)
 
 STRATEGIES = {"DDPStrategy": "ddp", "FSDPStrategy": "fsdp", "ModelParallelStrategy": "fsdp",
               "DeepSpeedStrategy": "deepspeed", "SingleDeviceStrategy": "single"}
 """Lightning strategy classes and their canonical names (others: the class
 name without ``Strategy``, lower case)."""
+PRECISIONS = {"bf16": "bf16", "16": "fp16", "transformer-engine": "fp8", "64": "fp64"}
+"""Beginnings of Lightning's ``trainer.precision`` (``bf16-mixed``, ``16-mixed``, ...) and their canonical
+precisions (others: ``fp32``)."""
 
 
 def precision_of(precision: str) -> str:
-    """Canonical precision of Lightning's ``trainer.precision`` (``32-true``,
-    ``bf16-mixed``, ``16-mixed``, ``transformer-engine``, ...)."""
-    text = str(precision)
-    if text.startswith("bf16"):
-        return "bf16"
-    if text.startswith("16"):
-        return "fp16"
-    if text.startswith("transformer-engine"):
-        return "fp8"
-    if text.startswith("64"):
-        return "fp64"
-    return "fp32"
+    """Canonical precision of Lightning's ``trainer.precision`` (:data:`PRECISIONS`)."""
+    return next((name for start, name in PRECISIONS.items() if str(precision).startswith(start)), "fp32")
 
 
 def strategy_of(strategy: Any) -> str:
@@ -59,8 +52,7 @@ class LightningCallback(ProfilingCallback, Callback):
                     "precision": precision_of(trainer.precision), "strategy": strategy_of(trainer.strategy),
                     **global_batch(None, self._accum, self._world), **model_facts(pl_module),
                     **activation_checkpointing(model)}
-        self._hooked = HookedProfiler(self.run_dir, {**detected, **self.config}, self.profiler_options)
-        self._hooked.profiler.watch(model)
+        self._start(detected, model)
         self._trainer = trainer
         trainer.save_checkpoint = self._timed_save(trainer.save_checkpoint)
 
@@ -77,69 +69,46 @@ class LightningCallback(ProfilingCallback, Callback):
 
         return save_checkpoint
 
-    @guarded
-    def _save_begins(self) -> None:
-        self._switch("data", "checkpoint")
-
-    @guarded
-    def _save_ends(self) -> None:
-        self._switch("checkpoint", "data")
-
-    @guarded
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
-        self._switch(None, "data")
+    _save_begins = Switch("data", "checkpoint")
+    _save_ends = Switch("checkpoint", "data")
+    on_train_epoch_start = Switch(None, "data")
 
     @guarded
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        hooked = self._hooked
-        if hooked is None:
+        if self._profiler is None:
             return
-        hooked.end("data")
-        if not hooked.in_step:
-            hooked.begin_step()
+        self._switch("data")
+        if self._step is None:
+            self._begin_step()
             self._step_began_at = trainer.global_step
         samples, tokens, seq_len = batch_counts(batch, self.count_tokens)
-        hooked.micro_batch(samples, tokens)
+        self._step.micro_step(tokens=tokens, samples=samples)
         if not self._batch_known:
             self._batch_known = True
             facts = global_batch(samples, self._accum, self._world)
             if seq_len is not None:
                 facts["seq_len"] = seq_len
-            hooked.profiler.update_config(facts)
-        hooked.begin("forward")
+            self._profiler.update_config(facts)
+        self._switch(None, "forward")
 
-    @guarded
-    def on_before_backward(self, trainer: Any, pl_module: Any, loss: Any) -> None:
-        self._switch("forward", "backward")
-
-    @guarded
-    def on_after_backward(self, trainer: Any, pl_module: Any) -> None:
-        self._switch("backward")
-
-    @guarded
-    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
-        self._switch(None, "optimizer")
+    on_before_backward = Switch("forward", "backward")
+    on_after_backward = Switch("backward")
+    on_before_optimizer_step = Switch(None, "optimizer")
 
     @guarded
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        hooked = self._hooked
-        if hooked is None:
+        if self._profiler is None:
             return
-        hooked.end("forward")  # a training_step that returned no loss has no backward
-        hooked.end("optimizer")
+        self._switch("forward")  # a training_step that returned no loss has no backward
+        self._switch("optimizer")
         # Lightning hands over the loss divided by the accumulation: a part of the step's
-        hooked.add_loss(outputs.get("loss") if isinstance(outputs, dict) else outputs, part=True)
+        self._add_loss(outputs.get("loss") if isinstance(outputs, dict) else outputs, part=True)
         if trainer.global_step != self._step_began_at:
-            hooked.end_step()
-        hooked.begin("data")
+            self._end_step()
+        self._switch(None, "data")
 
-    @guarded
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
-        self._switch("data", "validation")  # only between on_train_start and on_train_end
-
-    @guarded
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        self._switch("validation", "data")
+    on_validation_start = Switch("data", "validation")  # only between on_train_start and on_train_end
+    on_validation_end = Switch("validation", "data")
 
     @guarded
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
@@ -155,7 +124,5 @@ class LightningCallback(ProfilingCallback, Callback):
         trainer, self._trainer = self._trainer, None
         if trainer is not None and "save_checkpoint" in vars(trainer):
             del trainer.save_checkpoint
-        hooked, self._hooked = self._hooked, None
-        if hooked is not None:
-            hooked.end("data")
-            hooked.close(error)
+        self._switch("data")
+        self._close(error)
