@@ -59,15 +59,7 @@ def read_runs(path: Path, scheduler: Any, key: str | None = None) -> pd.DataFram
 
 
 def _parts(folder: RunFolder) -> list[store.Part]:
-    return [partial(_part, folder, files) for files in folder.parts()]
-
-
-def _part(folder: RunFolder, files: Sequence[tuple[int, Path]]) -> tuple[pd.DataFrame, dict[str, list]]:
-    read = read_ranks(folder, files)
-    return read.intervals, {"closed": read.closed, "wall_s": read.wall_s, "outside": read.outside,
-                            "waited_for": read.waited_for,
-                            "bad_lines": [[str(b.path), b.line, b.reason] for b in read.bad_lines],
-                            "out_of_memory": read.out_of_memory, "memory_checked": read.memory_checked}
+    return [partial(read_ranks, folder, files) for files in folder.parts()]
 
 
 def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
