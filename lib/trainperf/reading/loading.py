@@ -111,13 +111,13 @@ def inputs(*paths: str | Path, skipped: list[tuple[str, str]] | None = None) -> 
     for path in map(Path, paths):
         if not path.exists():
             raise DataError("no such file or folder", path=path)
-        found += [Input(item, kind, item == path) for item, kind in _walk(path, [] if skipped is None else skipped)]
+        found += _walk(path, [] if skipped is None else skipped)
     return found
 
 
-def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> Iterator[tuple[Path, str]]:
-    """``(path, kind)`` of every input at or below ``path``: its kind (the first
-    of :data:`KINDS` whose sniff recognises it), then, in a folder that is no
+def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> Iterator[Input]:
+    """Every input at or below ``path``: itself as the first kind of
+    :data:`KINDS` whose sniff recognises it, then, in a folder that is no
     run folder, every input below it but a TensorBoard log dir's own event
     files. What a folder holds that no kind recognises, or that looks like an
     input that cannot be read, is listed in ``skipped``; a path named
@@ -130,7 +130,7 @@ def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> It
         skipped.append((str(path), str(exc).removeprefix(f"{path}: ")))
         return
     if kind is not None:
-        yield path, kind
+        yield Input(path, kind, not found)
     if kind == "run" or not path.is_dir():
         return
     log_dir = tensorboard_parts(path) if kind == "log" else set()
@@ -320,20 +320,18 @@ def holds_inputs(path: str | Path) -> bool:
     cannot be (a column of its own that needs a mapping, a bad value), as for
     ``path`` a run folder without its manifest. Warnings of those reads are
     raised again when the tables are loaded, not here."""
-    path = Path(path)
-    found = list(_walk(path, [])) if path.exists() else []
+    found = list(_walk(Path(path), [])) if Path(path).exists() else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for table in (where for where, kind in found if kind == "table"):
-            _runs(Input(table, "table", table == path), None, None)
-    return any(kind != "steps" for _, kind in found)
+        for table in (item for item in found if item.kind == "table"):
+            _runs(table, None, None)
+    return any(item.kind != "steps" for item in found)
 
 
 def holds_steps(path: str | Path) -> bool:
     """Whether ``path`` is a steps table, a run folder, or a folder holding
     them (what :func:`load_steps` reads)."""
-    path = Path(path)
-    return path.exists() and any(kind in STEP_KINDS for _, kind in _walk(path, []))
+    return Path(path).exists() and any(item.kind in STEP_KINDS for item in _walk(Path(path), []))
 
 
 def _check_unique(runs: pd.DataFrame) -> None:
