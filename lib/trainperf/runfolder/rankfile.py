@@ -264,8 +264,6 @@ def is_end(line: bytes) -> bool:
 def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
     """Every step line parsed at once, or None if any line is not ``[...]`` of the right number of values of the
     right types, with no other bracket and no quote (then the caller reads line by line to say which)."""
-    if not body:
-        return empty_columns(names)
     if not body.endswith(b"\n"):
         return None
     raw = np.frombuffer(body, dtype=np.uint8)
