@@ -57,12 +57,6 @@ class RunFolder:
         return self.manifest.get("environment") or {}
 
     @property
-    def warmup_rule(self) -> str:
-        """How the run's warm-up is chosen (``trainperf.steady_state``): the
-        manifest's ``warmup_rule`` (checked by ``check_manifest``), ``mser`` where it has none."""
-        return self.manifest.get("warmup_rule") or "mser"
-
-    @property
     def world_size(self) -> int | None:
         world = self.environment.get("world_size")
         return int(world) if world else None
