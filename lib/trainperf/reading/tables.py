@@ -3,12 +3,9 @@
 canonical columns (``trainperf.schema``, checked by ``trainperf.table_rules``),
 and per-rank steps tables with at least ``run_id``, ``rank`` and ``step`` (one
 row per rank per step, or per rank per epoch), read into step intervals
-(``trainperf.schema.STEP_INTERVALS``).
-
-A runs CSV's cells are read as strings, typed by the check; a row with more
-or fewer fields than the header is refused (a stray comma would shift its
-values). A steps table's missing columns, bad values and repeated steps:
-docs/data.md, "Bounds, types and repeated steps".
+(``trainperf.schema.STEP_INTERVALS``): a runs CSV as :func:`read_csv` says; a
+steps table's missing columns, bad values and repeated steps: docs/data.md,
+"Bounds, types and repeated steps".
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from trainperf.aggregate import repeated_steps
 from trainperf.errors import DataError, DataWarning
@@ -157,8 +155,6 @@ def is_steps_table(path: Path) -> bool:
     if not path.is_file() or suffix not in SUFFIXES:
         return False
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         try:
             names = pq.read_schema(path).names
         except (OSError, ValueError):
