@@ -99,11 +99,7 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
 
 
 def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> None:
-    """Read every part on ``scheduler``, write it into ``folder`` and take its
-    :func:`~trainperf.partials.step_times` in the same task (each part is read
-    from its source once); find each run's warm-up from them; then flag it in
-    every part file and take its :func:`~trainperf.partials.partials`, and
-    combine them into the summaries."""
+    """Build the entry in ``folder`` from ``parts``, read on ``scheduler`` in two passes: docs/data.md, "The store"."""
     import dask
     import dask.dataframe as dd
 
