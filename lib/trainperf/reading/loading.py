@@ -156,7 +156,8 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
     read: list[str] = []
     skipped: list[tuple[str, str]] = []
     chosen = schedule(scheduler)
-    for item in inputs(*paths, skipped=skipped):
+    found = inputs(*paths, skipped=skipped)
+    for item in found:
         if KINDS[item.kind].runs is None:
             skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
             continue
@@ -180,7 +181,7 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
     runs = pd.concat(frames, ignore_index=True)
     _check_unique(runs)
-    runs.attrs = provenance(inputs=read, skipped=skipped, snapshots=snapshots(*paths) if cache else ())
+    runs.attrs = provenance(inputs=read, skipped=skipped, snapshots=snapshots(found) if cache else ())
     return runs
 
 
@@ -232,13 +233,13 @@ def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
     return pins
 
 
-def snapshots(*paths: str | Path) -> list[str]:
-    """A sentence for each pinned input (:data:`PINNED`) at or below ``paths``
-    whose files changed since it was pinned: it was still being written, and
-    which snapshot is read."""
+def snapshots(found: Sequence[Input]) -> list[str]:
+    """A sentence for each pinned input (:data:`PINNED`) of ``found`` whose
+    files changed since it was pinned: it was still being written, and which
+    snapshot is read."""
     pins = _pins()
     notes = []
-    for item in (inputs(*paths) if pins else []):
+    for item in (found if pins else []):
         pin = pins.get(_pin_name(item))
         if pin is None or input_key(item.path, item.kind) == pin["key"]:
             continue
