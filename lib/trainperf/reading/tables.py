@@ -169,8 +169,12 @@ def is_steps_table(path: Path) -> bool:
 def parts(path: Path, rows: int) -> list[Callable[[], tuple[pd.DataFrame, dict[str, list]]]]:
     """The parts of a steps-table file for the store (each gives its step
     intervals, whole ranks of one run and at most ``rows`` rows, or one rank
-    when a rank has more, and no facts)."""
-    intervals = read_steps_table(path)
+    when a rank has more, and no facts), read by :func:`as_intervals`."""
+    try:
+        raw = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
+    except (ValueError, OSError) as exc:
+        raise DataError(f"cannot read steps table: {exc}", path=path) from exc
+    intervals = as_intervals(raw, path)
     run, rank = intervals["run_id"].to_numpy(), intervals["rank"].to_numpy()
     new_run = run[1:] != run[:-1]
     bounds = [0, *(np.flatnonzero(new_run | (rank[1:] != rank[:-1])) + 1).tolist(), len(intervals)]
@@ -186,15 +190,6 @@ def parts(path: Path, rows: int) -> list[Callable[[], tuple[pd.DataFrame, dict[s
 
 def _held(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list]]:
     return frame, {}
-
-
-def read_steps_table(path: Path) -> pd.DataFrame:
-    """The step intervals of a steps-table file (:func:`as_intervals`)."""
-    try:
-        raw = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
-    except (ValueError, OSError) as exc:
-        raise DataError(f"cannot read steps table: {exc}", path=path) from exc
-    return as_intervals(raw, path)
 
 
 def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
