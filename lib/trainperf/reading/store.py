@@ -150,7 +150,8 @@ def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
-    """A part's facts as a frame (``key``, ``values`` as JSON), to be joined with the others' in one Dask graph."""
+    """A part's facts as a frame (``key``, ``values`` as JSON), to be joined with the others' in one Dask graph
+    (computed as delayed values beside the step times' frame, Dask would warn of mixed collections)."""
     return pd.DataFrame({"key": pd.Series(list(facts), dtype="string"),
                          "values": pd.Series([json.dumps(v) for v in facts.values()], dtype="string")})
 
