@@ -104,7 +104,7 @@ def out_of_memory(spec: RunSpec) -> str:
     """The steps of ``spec``'s run folder that ran out of memory (``rank R step S; ...``), '' where none did
     (or the folder cannot be read)."""
     try:
-        steps = read_ranks(open_run_folder(spec.run_dir)).out_of_memory
+        steps = read_ranks(open_run_folder(spec.run_dir))[1]["out_of_memory"]
     except (DataError, OSError, ValueError):
         return ""
     return "; ".join(f"rank {rank} step {step}" for rank, step, _ in steps)

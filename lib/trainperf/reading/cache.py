@@ -109,11 +109,8 @@ def read_checked(folder: Path, name: str, files: dict[str, Any]) -> pd.DataFrame
 
 @contextmanager
 def keeping() -> Iterator[None]:
-    """Inside, every frame :func:`read_checked` reads is kept in this process's
-    memory, where it reads it again, inside and after, while its entry records
-    the same file (size, footer SHA-256, dtypes: an entry's folder is named by
-    its content, so the same record is the same frame). The report build's
-    kernel server reads a build's inputs this way, once, for every kernel it forks."""
+    """Inside, every frame :func:`read_checked` reads is kept in this process's memory, where it reads it again,
+    inside and after, while its entry records the same file: docs/data.md, "What the caches guarantee"."""
     global _keeping
     before, _keeping = _keeping, True
     try:

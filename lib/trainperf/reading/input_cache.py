@@ -12,7 +12,7 @@ import hashlib
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -84,22 +84,12 @@ def input_key(path: Path, kind: str) -> str:
     digest = hashlib.sha256()
     for part in (kind, str(resolved), source_digest(), library_versions()):
         digest.update(part.encode() + b"\0")
-    files = list(input_files(resolved))
+    files = sorted(resolved.rglob("*")) if resolved.is_dir() else [resolved]
+    files = [f for f in (*files, sidecar_path(resolved)) if f.is_file()]
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:  # hashlib releases the GIL on large buffers
         for file, content in zip(files, pool.map(file_digest, files)):
             digest.update(str(file.relative_to(resolved.parent)).encode() + b"\0" + content + b"\0")
     return digest.hexdigest()[:KEY_LENGTH]
-
-
-def input_files(path: Path) -> Iterator[Path]:
-    """Every file below a folder (sorted), or a file; and its sidecar when it has one."""
-    if path.is_dir():
-        yield from sorted(p for p in path.rglob("*") if p.is_file())
-    elif path.is_file():
-        yield path
-    sidecar = sidecar_path(path)
-    if sidecar.is_file():
-        yield sidecar
 
 
 def file_digest(path: Path) -> bytes:

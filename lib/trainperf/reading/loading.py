@@ -111,13 +111,13 @@ def inputs(*paths: str | Path, skipped: list[tuple[str, str]] | None = None) -> 
     for path in map(Path, paths):
         if not path.exists():
             raise DataError("no such file or folder", path=path)
-        found += [Input(item, kind, item == path) for item, kind in _walk(path, [] if skipped is None else skipped)]
+        found += _walk(path, [] if skipped is None else skipped)
     return found
 
 
-def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> Iterator[tuple[Path, str]]:
-    """``(path, kind)`` of every input at or below ``path``: its kind (the first
-    of :data:`KINDS` whose sniff recognises it), then, in a folder that is no
+def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> Iterator[Input]:
+    """Every input at or below ``path``: itself as the first kind of
+    :data:`KINDS` whose sniff recognises it, then, in a folder that is no
     run folder, every input below it but a TensorBoard log dir's own event
     files. What a folder holds that no kind recognises, or that looks like an
     input that cannot be read, is listed in ``skipped``; a path named
@@ -130,7 +130,7 @@ def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> It
         skipped.append((str(path), str(exc).removeprefix(f"{path}: ")))
         return
     if kind is not None:
-        yield path, kind
+        yield Input(path, kind, not found)
     if kind == "run" or not path.is_dir():
         return
     log_dir = tensorboard_parts(path) if kind == "log" else set()
@@ -156,7 +156,8 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
     read: list[str] = []
     skipped: list[tuple[str, str]] = []
     chosen = schedule(scheduler)
-    for item in inputs(*paths, skipped=skipped):
+    found = inputs(*paths, skipped=skipped)
+    for item in found:
         if KINDS[item.kind].runs is None:
             skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
             continue
@@ -180,7 +181,7 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
     runs = pd.concat(frames, ignore_index=True)
     _check_unique(runs)
-    runs.attrs = provenance(inputs=read, skipped=skipped, snapshots=snapshots(*paths) if cache else ())
+    runs.attrs = provenance(inputs=read, skipped=skipped, snapshots=snapshots(found) if cache else ())
     return runs
 
 
@@ -232,13 +233,13 @@ def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
     return pins
 
 
-def snapshots(*paths: str | Path) -> list[str]:
-    """A sentence for each pinned input (:data:`PINNED`) at or below ``paths``
-    whose files changed since it was pinned: it was still being written, and
-    which snapshot is read."""
+def snapshots(found: Sequence[Input]) -> list[str]:
+    """A sentence for each pinned input (:data:`PINNED`) of ``found`` whose
+    files changed since it was pinned: it was still being written, and which
+    snapshot is read."""
     pins = _pins()
     notes = []
-    for item in (inputs(*paths) if pins else []):
+    for item in (found if pins else []):
         pin = pins.get(_pin_name(item))
         if pin is None or input_key(item.path, item.kind) == pin["key"]:
             continue
@@ -320,20 +321,18 @@ def holds_inputs(path: str | Path) -> bool:
     cannot be (a column of its own that needs a mapping, a bad value), as for
     ``path`` a run folder without its manifest. Warnings of those reads are
     raised again when the tables are loaded, not here."""
-    path = Path(path)
-    found = list(_walk(path, [])) if path.exists() else []
+    found = list(_walk(Path(path), [])) if Path(path).exists() else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for table in (where for where, kind in found if kind == "table"):
-            _runs(Input(table, "table", table == path), None, None)
-    return any(kind != "steps" for _, kind in found)
+        for table in (item for item in found if item.kind == "table"):
+            _runs(table, None, None)
+    return any(item.kind != "steps" for item in found)
 
 
 def holds_steps(path: str | Path) -> bool:
     """Whether ``path`` is a steps table, a run folder, or a folder holding
     them (what :func:`load_steps` reads)."""
-    path = Path(path)
-    return path.exists() and any(kind in STEP_KINDS for _, kind in _walk(path, []))
+    return Path(path).exists() and any(item.kind in STEP_KINDS for item in _walk(Path(path), []))
 
 
 def _check_unique(runs: pd.DataFrame) -> None:

@@ -44,7 +44,8 @@ def entry(path: Path, scheduler: Any, key: str | None = None, folder: RunFolder 
     (``key``: its ``input_key``, when known). Its lines that could not be read
     are reported in one DataWarning."""
     folder = folder or open_run_folder(path)
-    found = store.entry(path, "run", partial(_parts, folder), scheduler, key, folder.warmup_rule)
+    rule = folder.manifest.get("warmup_rule") or "mser"  # checked by check_manifest
+    found = store.entry(path, "run", partial(_parts, folder), scheduler, key, rule)
     bad = [BadLine(Path(file), line, reason) for file, line, reason in found.facts.get("bad_lines", [])]
     events = any(STEPS_FILE_PATTERN.match(b.path.name) is None for b in bad)
     warn_bad_lines(bad, "steps and events files" if events else "steps files", stacklevel=4)
@@ -59,15 +60,7 @@ def read_runs(path: Path, scheduler: Any, key: str | None = None) -> pd.DataFram
 
 
 def _parts(folder: RunFolder) -> list[store.Part]:
-    return [partial(_part, folder, files) for files in folder.parts()]
-
-
-def _part(folder: RunFolder, files: Sequence[tuple[int, Path]]) -> tuple[pd.DataFrame, dict[str, list]]:
-    read = read_ranks(folder, files)
-    return read.intervals, {"closed": read.closed, "wall_s": read.wall_s, "outside": read.outside,
-                            "waited_for": read.waited_for,
-                            "bad_lines": [[str(b.path), b.line, b.reason] for b in read.bad_lines],
-                            "out_of_memory": read.out_of_memory, "memory_checked": read.memory_checked}
+    return [partial(read_ranks, folder, files) for files in folder.parts()]
 
 
 def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
@@ -93,25 +86,23 @@ def summarized_runs(summaries: Summaries, manifests: Mapping[str, Mapping[str, A
         manifest = dict(manifests.get(run_id) or {})
         manifest["config"] = {"run_id": run_id, **(manifest.get("config") or {})}
         check_manifest(manifest, f"manifest of run {run_id}")
-        rows.append(_runs_row(RunFolder(Path(run_id), manifest, ()), summaries, None, required=False))
+        rows.append(_runs_row(RunFolder(Path(run_id), manifest, ()), summaries, None))
     return pd.DataFrame(rows)
 
 
-def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list] | None,
-              required: bool = True) -> dict[str, Any]:
-    """The runs row of a run (a run folder; a steps table's run without one)
-    from the summaries of its step intervals and the reader's ``facts``;
-    :class:`NoMeasuredSteps` when none is measured and the row is ``required``,
-    unless a step ran out of memory (then the row says that it does not fit)."""
+def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list] | None) -> dict[str, Any]:
+    """The runs row of a run from the summaries of its step intervals and the reader's ``facts`` (a run folder's;
+    None for a steps table's run, read without one); :class:`NoMeasuredSteps` when a run folder has no measured
+    step, unless a step ran out of memory (then the row says that it does not fit)."""
     run = summaries.of(folder.run_id)
+    closed = None if facts is None else facts.get("closed", [])
     out_of_memory = (facts or {}).get("out_of_memory", [])
-    if required and not out_of_memory and not run.per_rank["measured_intervals"].gt(0).any():
+    if facts is not None and not out_of_memory and not run.per_rank["measured_intervals"].gt(0).any():
         lines = int(run.per_rank["intervals"].sum())
         raise NoMeasuredSteps(f"no measured steps: {lines} step line(s){', all warm-up' if lines else ''} "
                               f"(warmup_steps = {folder.manifest.get('warmup_steps')})", path=folder.path)
     world = folder.world_size
     expected = range(world) if world else sorted(run.per_rank["rank"].astype(int))
-    closed = None if facts is None else facts.get("closed", [])
     stopped = stopped_early(run.per_rank, expected, closed)
     if stopped:
         warnings.warn(incomplete(folder.run_id, stopped), DataWarning, stacklevel=4)

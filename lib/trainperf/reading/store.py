@@ -99,11 +99,7 @@ def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any
 
 
 def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> None:
-    """Read every part on ``scheduler``, write it into ``folder`` and take its
-    :func:`~trainperf.partials.step_times` in the same task (each part is read
-    from its source once); find each run's warm-up from them; then flag it in
-    every part file and take its :func:`~trainperf.partials.partials`, and
-    combine them into the summaries."""
+    """Build the entry in ``folder`` from ``parts``, read on ``scheduler`` in two passes: docs/data.md, "The store"."""
     import dask
     import dask.dataframe as dd
 
@@ -154,7 +150,8 @@ def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
-    """A part's facts as a frame (``key``, ``values`` as JSON), to be joined with the others' in one Dask graph."""
+    """A part's facts as a frame (``key``, ``values`` as JSON), to be joined with the others' in one Dask graph
+    (computed as delayed values beside the step times' frame, Dask would warn of mixed collections)."""
     return pd.DataFrame({"key": pd.Series(list(facts), dtype="string"),
                          "values": pd.Series([json.dumps(v) for v in facts.values()], dtype="string")})
 

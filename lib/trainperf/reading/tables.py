@@ -3,12 +3,9 @@
 canonical columns (``trainperf.schema``, checked by ``trainperf.table_rules``),
 and per-rank steps tables with at least ``run_id``, ``rank`` and ``step`` (one
 row per rank per step, or per rank per epoch), read into step intervals
-(``trainperf.schema.STEP_INTERVALS``).
-
-A runs CSV's cells are read as strings, typed by the check; a row with more
-or fewer fields than the header is refused (a stray comma would shift its
-values). A steps table's missing columns, bad values and repeated steps:
-docs/data.md, "Bounds, types and repeated steps".
+(``trainperf.schema.STEP_INTERVALS``): a runs CSV as :func:`read_csv` says; a
+steps table's missing columns, bad values and repeated steps: docs/data.md,
+"Bounds, types and repeated steps".
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from trainperf.aggregate import repeated_steps
 from trainperf.errors import DataError, DataWarning
@@ -157,8 +155,6 @@ def is_steps_table(path: Path) -> bool:
     if not path.is_file() or suffix not in SUFFIXES:
         return False
     if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
         try:
             names = pq.read_schema(path).names
         except (OSError, ValueError):
@@ -173,8 +169,12 @@ def is_steps_table(path: Path) -> bool:
 def parts(path: Path, rows: int) -> list[Callable[[], tuple[pd.DataFrame, dict[str, list]]]]:
     """The parts of a steps-table file for the store (each gives its step
     intervals, whole ranks of one run and at most ``rows`` rows, or one rank
-    when a rank has more, and no facts)."""
-    intervals = read_steps_table(path)
+    when a rank has more, and no facts), read by :func:`as_intervals`."""
+    try:
+        raw = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
+    except (ValueError, OSError) as exc:
+        raise DataError(f"cannot read steps table: {exc}", path=path) from exc
+    intervals = as_intervals(raw, path)
     run, rank = intervals["run_id"].to_numpy(), intervals["rank"].to_numpy()
     new_run = run[1:] != run[:-1]
     bounds = [0, *(np.flatnonzero(new_run | (rank[1:] != rank[:-1])) + 1).tolist(), len(intervals)]
@@ -190,15 +190,6 @@ def parts(path: Path, rows: int) -> list[Callable[[], tuple[pd.DataFrame, dict[s
 
 def _held(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list]]:
     return frame, {}
-
-
-def read_steps_table(path: Path) -> pd.DataFrame:
-    """The step intervals of a steps-table file (:func:`as_intervals`)."""
-    try:
-        raw = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
-    except (ValueError, OSError) as exc:
-        raise DataError(f"cannot read steps table: {exc}", path=path) from exc
-    return as_intervals(raw, path)
 
 
 def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:

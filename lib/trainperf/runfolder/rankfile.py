@@ -264,8 +264,6 @@ def is_end(line: bytes) -> bool:
 def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
     """Every step line parsed at once, or None if any line is not ``[...]`` of the right number of values of the
     right types, with no other bracket and no quote (then the caller reads line by line to say which)."""
-    if not body:
-        return empty_columns(names)
     if not body.endswith(b"\n"):
         return None
     raw = np.frombuffer(body, dtype=np.uint8)
@@ -278,7 +276,7 @@ def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] 
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    types = {c: pa.int64() if c in INT_COLUMNS else pa.bool_() if c in BOOL_COLUMNS else pa.float64() for c in names}
+    types = {c: pa.from_numpy_dtype(_dtype(c)) for c in names}
     try:
         table = pacsv.read_csv(
             io.BytesIO(body.translate(None, b"[]")),
@@ -293,13 +291,7 @@ def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] 
     if table.num_rows != len(starts) or any(table.column(c).null_count for c in names
                                             if c in INT_COLUMNS + BOOL_COLUMNS):
         return None
-    return {c: _to_numpy(table.column(c), c) for c in names}
-
-
-def _to_numpy(column: Any, name: str) -> np.ndarray:
-    if name in INT_COLUMNS or name in BOOL_COLUMNS:
-        return column.to_numpy()
-    return column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    return {c: table.column(c).to_numpy().astype(_dtype(c), copy=False) for c in names}
 
 
 def _line_by_line(body: bytes, path: Path, bad: list[BadLine],

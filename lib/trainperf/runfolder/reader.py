@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +57,6 @@ class RunFolder:
         return self.manifest.get("environment") or {}
 
     @property
-    def warmup_rule(self) -> str:
-        """How the run's warm-up is chosen (``trainperf.steady_state``): the
-        manifest's ``warmup_rule`` (checked by ``check_manifest``), ``mser`` where it has none."""
-        return self.manifest.get("warmup_rule") or "mser"
-
-    @property
     def world_size(self) -> int | None:
         world = self.environment.get("world_size")
         return int(world) if world else None
@@ -100,29 +94,15 @@ def open_run_folder(path: str | Path) -> RunFolder:
     return folder
 
 
-@dataclass
-class RanksRead:
-    """Some ranks of a run, read: their step intervals, the ranks whose file ends with the end line (``closed``),
-    the lines skipped, the steps that ran out of memory (``[rank, step, ooms]``: no intervals), the ranks whose
-    file can record them (``memory_checked``), each closed rank's wall clock (``[rank, seconds]``), what each rank
-    did outside its steps (:func:`outside_seconds`) and the ``[rank, phase]`` pairs others waited for
-    (:func:`outside_waits`)."""
-
-    intervals: pd.DataFrame
-    closed: list[int] = field(default_factory=list)
-    bad_lines: list[BadLine] = field(default_factory=list)
-    out_of_memory: list[list[int]] = field(default_factory=list)
-    memory_checked: list[int] = field(default_factory=list)
-    wall_s: list[list[float]] = field(default_factory=list)
-    outside: list[list[Any]] = field(default_factory=list)
-    waited_for: list[list[Any]] = field(default_factory=list)
-
-
-def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None) -> RanksRead:
-    """The step intervals of ``files`` (default: every rank of the run), rank
-    by rank, each in the order written. Malformed or truncated lines are
-    skipped and listed (file and line); the lines of steps that ran out of
-    memory are listed apart."""
+def read_ranks(folder: RunFolder,
+               files: Sequence[tuple[int, Path]] | None = None) -> tuple[pd.DataFrame, dict[str, list]]:
+    """The step intervals of ``files`` (default: every rank of the run), rank by rank, each in the order written,
+    and the facts read besides them (lists, joined over a run's parts): ``closed``, the ranks whose file ends with
+    the end line; ``bad_lines``, ``[file, line, reason]`` of each line skipped (malformed, truncated or repeated);
+    ``out_of_memory``, ``[rank, step, ooms]`` of each step that ran out of memory (no intervals); ``memory_checked``,
+    the ranks whose file can record them; ``wall_s``, ``[rank, seconds]`` of each closed rank's wall clock;
+    ``outside``, what each rank did outside its steps (:func:`outside_seconds`); ``waited_for``, the ``[rank,
+    phase]`` pairs others waited for (:func:`outside_waits`)."""
     read = [_read_rank_file(path) for _, path in (folder.rank_files if files is None else files)]
     out_of_memory = [[f.rank, int(step), int(np.nan_to_num(ooms, nan=1.0))] for f in read
                      for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
@@ -153,10 +133,11 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
     # a column each, not consolidated into one block: building the frame copies nothing
     intervals = pd.DataFrame({name: pd.Series(data[name], copy=False) for name in STEP_INTERVAL_COLUMNS}, copy=False)
     outside, bad_events = outside_seconds(folder.path, read)
-    return RanksRead(intervals, [f.rank for f in read if f.closed],
-                     [b for f in read for b in f.bad_lines] + bad_events,
-                     out_of_memory, [f.rank for f in read if "out_of_memory" in f.written],
-                     [[f.rank, f.wall_s] for f in read if f.wall_s is not None], outside, waited_for)
+    bad = [*(b for f in read for b in f.bad_lines), *bad_events]
+    return intervals, {"closed": [f.rank for f in read if f.closed], "outside": outside, "waited_for": waited_for,
+                       "wall_s": [[f.rank, f.wall_s] for f in read if f.wall_s is not None],
+                       "bad_lines": [[str(b.path), b.line, b.reason] for b in bad], "out_of_memory": out_of_memory,
+                       "memory_checked": [f.rank for f in read if "out_of_memory" in f.written]}
 
 
 def outside_waits(folder: RunFolder, read: Sequence[RankFile]) -> tuple[dict[int, np.ndarray], list[list[Any]]]:
