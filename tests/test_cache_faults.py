@@ -254,6 +254,28 @@ def test_the_lock_of_a_holder_that_is_gone_is_broken(tmp_path, monkeypatch):
             assert trainperf.load_summaries(run).rows == 20
 
 
+def test_the_lock_of_a_holder_that_is_gone_is_broken_on_a_host_named_with_hyphens(tmp_path, monkeypatch):
+    """As above on a host named as clusters name them (``gpu-node-1``): the lock file names the host as it is,
+    and the holder that has ended is still known for one of this host's processes (else the waiter would
+    wait the lock's timeout, here 5 s, and then warn)."""
+    import fcntl
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "gpu-node-1")
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(cache.LOCK_TIMEOUT, "5")
+    run = write_run(tmp_path / "run", ranks=2, steps=10)
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock = tmp_path / "cache" / "store" / f".{input_key(run, 'run')}.lock"
+    lock.parent.mkdir(parents=True)
+    with lock.open("w") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        held.write(json.dumps({"pid": int(ended.stdout), "host": "gpu-node-1", "since": "then"}))
+        held.flush()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DataWarning)  # neither waited for nor given up on
+            assert trainperf.load_summaries(run).rows == 20
+
+
 def test_what_a_killed_writer_left_neither_blocks_nor_stays(tmp_path, monkeypatch):
     """A writer killed (SIGKILL) holding the lock, its temporary folder half
     written; a folder of another host's writer a day old; one of a live writer:

@@ -229,7 +229,8 @@ def holding(lock: Path) -> Iterator[bool]:
     while (fd := _try_lock(lock, fcntl)) is None:
         holder, idle = _holder(lock)
         waited = time.monotonic() - started
-        if holder.get("host") == _host() and isinstance(holder.get("pid"), int) and not _alive(holder["pid"]):
+        mine = holder.get("host") == socket.gethostname()  # as the holder wrote it (_host() keeps no hyphen)
+        if mine and isinstance(holder.get("pid"), int) and not _alive(holder["pid"]):
             lock.unlink(missing_ok=True)  # the holder is gone: its lock is broken
             continue
         if waited >= bound and idle >= bound:
