@@ -343,6 +343,9 @@ def main() -> int:
     parser.add_argument("--cold-blocks", type=int, default=20,
                         help="blocks of 50 steps measuring the step path and its pieces after a training step")
     args = parser.parse_args()
+    if min(args.rounds, args.block, args.run_rounds, args.run_block) < 1:
+        parser.error("--rounds, --block, --run-rounds and --run-block must be at least 1 (the verdict is the "
+                     "whole run's)")
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     config = model_config(args.size)
