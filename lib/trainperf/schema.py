@@ -64,35 +64,27 @@ LEAST: dict[str, tuple[float, bool, str]] = {
 """Each ``check``: the least value, whether it is allowed itself, and what a value below it is told."""
 
 
+def _bounds(column: Column, x: np.ndarray) -> list[tuple[np.ndarray, str]]:
+    """Each bound of ``column``, in the order a value is told of them: where the numbers ``x`` break it, and
+    what a value that does is told (e.g. ``must be greater than 0``)."""
+    least, allowed, text = LEAST.get(column.check, (-math.inf, True, ""))
+    with np.errstate(invalid="ignore"):
+        return [(~np.isfinite(x), "must be a finite number"), ((x < least) | ((x == least) & (not allowed)), text),
+                (x > column.most, f"is more than {column.most:,.0f}, the most that can be true"),
+                (np.isfinite(x) & (np.mod(x, 1) != 0) & (column.kind == "int"), "must be a whole number")]
+
+
 def out_of_bounds(column: Column, values: np.ndarray) -> np.ndarray:
     """Which of ``values`` (numbers, NaN where missing: missing values are
     never out of bounds) break ``column``'s bounds (:func:`bound_problem`)."""
     x = np.asarray(values, dtype=float)
-    present = ~np.isnan(x)
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(x) | (x > column.most)
-        if column.check:
-            least, allowed, _ = LEAST[column.check]
-            bad |= (x < least) if allowed else (x <= least)
-        if column.kind == "int":
-            bad |= np.isfinite(x) & (np.mod(x, 1) != 0)
-    return present & bad
+    return ~np.isnan(x) & np.logical_or.reduce([bad for bad, _ in _bounds(column, x)])
 
 
 def bound_problem(column: Column, value: float) -> str:
     """Why ``value`` (a present number) breaks ``column``'s bounds: e.g. ``must
     be greater than 0``; '' where it keeps them."""
-    if not math.isfinite(value):
-        return "must be a finite number"
-    if column.check:
-        least, allowed, text = LEAST[column.check]
-        if value < least or (value == least and not allowed):
-            return text
-    if value > column.most:
-        return f"is more than {column.most:,.0f}, the most that can be true"
-    if column.kind == "int" and value != int(value):
-        return "must be a whole number"
-    return ""
+    return next((text for bad, text in _bounds(column, np.array([value], dtype=float)) if bad[0]), "")
 
 
 PHASE_MEANINGS: dict[str, str] = {
