@@ -73,11 +73,16 @@ def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeat
 def combine_step_times(parts: Sequence[Any]) -> Any:
     """The :func:`step_times` of many partitions (Dask delayed frames) added up
     in a tree, as a Dask DataFrame."""
+    return _added_up(parts, step_times(empty_intervals()), ["run_id", "step"], STEP_TIMES_COMBINE)
+
+
+def _added_up(parts: Sequence[Any], meta: pd.DataFrame, keys: list[str], how: Mapping[str, str]) -> Any:
+    """The Dask delayed frames ``parts`` (like ``meta``) added up by ``keys`` in a tree, each column as ``how``
+    says (bounded memory)."""
     import dask.dataframe as dd
 
-    times = dd.from_delayed(list(parts), meta=step_times(empty_intervals()), verify_meta=False)
-    return times.groupby(["run_id", "step"], sort=False).agg(STEP_TIMES_COMBINE, split_every=COMBINE_EVERY,
-                                                              split_out=1)
+    frames = dd.from_delayed(list(parts), meta=meta, verify_meta=False)
+    return frames.groupby(keys, sort=False).agg(dict(how), split_every=COMBINE_EVERY, split_out=1)
 
 
 def settled_times(times: pd.DataFrame, rules: str | Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -98,11 +103,8 @@ def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
 
     empty = partials(empty_intervals())
     ranks = dd.from_delayed([p[0] for p in parts], meta=empty[0], verify_meta=False)
-    steps = dd.from_delayed([p[1] for p in parts], meta=empty[1], verify_meta=False)
-    steps = steps.groupby(["run_id", "step"], sort=False).agg(STEP_COMBINE, split_every=COMBINE_EVERY, split_out=1)
-    values = dd.from_delayed([p[2] for p in parts], meta=empty[2], verify_meta=False)
-    values = values.groupby(["run_id", "quantity", "value"], sort=False)["count"].sum(split_every=COMBINE_EVERY,
-                                                                                       split_out=1)
+    steps = _added_up([p[1] for p in parts], empty[1], ["run_id", "step"], STEP_COMBINE)
+    values = _added_up([p[2] for p in parts], empty[2], ["run_id", "quantity", "value"], {"count": "sum"})
     return ranks, steps, values
 
 
@@ -136,10 +138,6 @@ class Summaries:
     warmup: pd.DataFrame = field(default_factory=lambda: nothing_found()[1])
     attrs: dict[str, Any] = field(default_factory=dict)
     """What they were read from (as a frame's ``attrs``: ``trainperf.errors.provenance``)."""
-
-    def of(self, run_id: str) -> Summaries:
-        """The summaries of one run."""
-        return self.select([run_id])
 
     def select(self, run_ids: Iterable[str]) -> Summaries:
         """The summaries of the runs ``run_ids`` (without ``attrs``)."""
@@ -205,7 +203,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     ``expected_ranks`` (default: the ranks present, when there are several) and, where given, that the
     ``closed_ranks`` closed their profiler. With ``batch_facts`` (every rank recorded its own work), the batch
     sizes measured, the global batch divided by ``model_parallel`` (the ranks that share their samples)."""
-    run = summaries.of(run_id)
+    run = summaries.select([run_id])
     per_rank = run.per_rank.set_index("rank")
     out: dict[str, Any] = {}
     ranks = spread(rank_totals(run.per_rank)["elapsed_s"].droplevel("run_id"))

@@ -103,7 +103,7 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
     from the summaries of its step intervals and the reader's ``facts``;
     :class:`NoMeasuredSteps` when none is measured and the row is ``required``,
     unless a step ran out of memory (then the row says that it does not fit)."""
-    run = summaries.of(folder.run_id)
+    run = summaries.select([folder.run_id])
     out_of_memory = (facts or {}).get("out_of_memory", [])
     if required and not out_of_memory and not run.per_rank["measured_intervals"].gt(0).any():
         lines = int(run.per_rank["intervals"].sum())
