@@ -102,7 +102,7 @@ class ScalingFit:
         covariance): the central ``level`` of 4,000 parameter sets from the fit's normal approximation (seed 0),
         clipped to the law's bounds, widened by the relative RMSE (README.md, "Scaling": one-sided at a bound)."""
         p = np.atleast_1d(np.asarray(devices, dtype=float))
-        if not np.all(np.isfinite(self.covariance)):
+        if not self.has_band:
             nan = np.full(p.shape, np.nan)
             return nan, nan.copy()
         lo, hi = _bounds(self.law)
