@@ -1,9 +1,7 @@
-"""The one aggregator: step intervals into :class:`Summaries` (per rank, per step, the warm-up found) and each
-run's measurements (:func:`measure`, the runs columns of docs/data.md, "The shapes"). Each partition's partials and
-step times (``trainperf.partials``) are added up (:func:`combine`, :func:`combine_step_times`): :func:`summarize`
-runs the same functions on a pandas frame, a Dask DataFrame of any size and, part by part, in the store
-(``trainperf.reading.store``), so the figures are the same. :func:`job_steps` gives the per-step frames ``trainperf.stats``
-resamples.
+"""The one aggregator: step intervals into :class:`Summaries` and each run's measurements (:func:`measure`; both
+in docs/data.md, "The shapes"). Each partition's partials (``trainperf.partials``) are added up by the same
+functions on a pandas frame, a Dask DataFrame of any size and, part by part, in the store, so the figures are the
+same. :func:`job_steps` gives the per-step frames ``trainperf.stats`` resamples.
 """
 
 from __future__ import annotations
