@@ -1,8 +1,7 @@
 """What a derived figure must satisfy to be shown: the rules, their tolerances and the note an emptied figure gets
 (``<columns>: impossible, emptied: <why>``, :data:`EMPTIED`) are in README.md, "Figures that cannot be true".
-Checked where ``trainperf.derived.derive`` makes the columns (:func:`check_runs`), where a scaling page recomputes a
-serial fraction (:func:`serial_fraction_possible`) and where a CPU peak is measured (:func:`peaks_consistent`);
-:func:`violations` lists the emptied figures for the reports and the command line.
+Checked where ``derive`` makes the columns, where a scaling page recomputes a serial fraction and where a CPU peak
+is measured.
 """
 
 from __future__ import annotations
