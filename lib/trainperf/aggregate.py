@@ -89,9 +89,9 @@ def settled_times(times: pd.DataFrame, rules: str | Mapping[str, str]) -> tuple[
     return find_warmup(times, rules)
 
 
-def _with_keys(frame: pd.DataFrame | pd.Series) -> pd.DataFrame:
+def _with_keys(frame: pd.DataFrame) -> pd.DataFrame:
     """A grouped result with its keys (``run_id`` and the rest) as columns, as a groupby leaves them in the index."""
-    return frame.reset_index() if "run_id" not in getattr(frame, "columns", ()) else frame
+    return frame.reset_index() if "run_id" not in frame.columns else frame
 
 
 def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
@@ -106,19 +106,18 @@ def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
     return ranks, steps, values
 
 
-def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.Series | pd.DataFrame,
-           settled: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> Summaries:
+def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.DataFrame,
+           settled: tuple[pd.DataFrame, pd.DataFrame]) -> Summaries:
     """:class:`Summaries` of what :func:`combine` computed, each frame in the
     order of its keys, with the step times and warm-up :func:`settled_times` found."""
     per_step = _with_keys(per_step)
     for column in STEP_SUMS:  # a sum of partials that had no value is no value, not 0
         per_step[f"{column}_sum"] = per_step[f"{column}_sum"].where(per_step[f"{column}_count"] > 0)
     values = _with_keys(values)
-    times, warmup = settled if settled is not None else nothing_found()
     return Summaries(per_rank.sort_values(["run_id", "rank"], kind="stable").reset_index(drop=True),
                      per_step.sort_values(["run_id", "step"], kind="stable").reset_index(drop=True),
                      values.sort_values(["run_id", "quantity", "value"], kind="stable").reset_index(drop=True),
-                     times, warmup)
+                     *settled)
 
 
 @dataclass
