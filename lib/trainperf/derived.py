@@ -1,11 +1,7 @@
-"""``derive``: every derived metric of a runs table, from its inputs only.
-
-The formulas (parallelism, work, throughput, step time, FLOPs and MFU against the dense peak, communication, cost,
-energy, memory; scaling per experiment: ``trainperf.scaling``) are in README.md, "Metrics"; each derived column's
-inputs are in :data:`NEEDS`. Where two independent estimates of one quantity differ by more than 2 %, the first in
-order of trust is kept and noted. A value whose inputs are missing stays NaN and the row's ``notes`` says why (the
-inputs it lacks, or a reason of its own); an unknown platform also raises a ``DataWarning`` (never a default peak).
-A figure that cannot be true is emptied and noted by ``trainperf.invariants``.
+"""``derive``: every derived metric of a runs table, from its inputs only, by the formulas of README.md, "Metrics"
+(scaling per experiment: ``trainperf.scaling``). A value whose inputs are missing stays NaN and the row's ``notes``
+says why (the inputs it lacks, :data:`NEEDS`, or a reason of its own); a figure that cannot be true is emptied and
+noted by ``trainperf.invariants``.
 """
 
 from __future__ import annotations

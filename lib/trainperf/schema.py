@@ -1,20 +1,9 @@
-"""The canonical runs table: every column, its type, unit and meaning.
+"""The canonical runs table and the step intervals: every column, its type, unit, meaning and bounds.
 
-One row per measured run. Units live in column names (``_s`` seconds,
-``_gb`` gigabytes of 2**30 bytes, ``_per_s`` per second of wall clock,
-``_usd`` US dollars). Importers produce these columns; ``load_runs`` checks
-them; ``derive`` adds the derived ones.
-
-Three prefixes are allowed besides the canonical names:
-
-* ``reported_<column>``: a figure the source printed itself (its own tokens/s,
-  MFU, efficiency ...), kept to be compared with trainperf's recomputation.
-  Fractions (MFU, efficiency, overhead) are stored as fractions, not percent.
-* ``extra_<name>``: any other number or text a source carries that has no
-  canonical column (e.g. a script's total execution time). Kept, never used
-  by the formulas.
-* ``outside_<name>_s``: seconds a run spent on a phase ``name`` outside its
-  steps (:data:`OUTSIDE_PREFIX`), a part of its goodput breakdown.
+Units live in column names (``_s`` seconds, ``_gb`` gigabytes of 2**30 bytes, ``_per_s`` per second of wall clock,
+``_usd`` US dollars). Besides the canonical names a runs table may hold ``reported_<column>`` (a figure the source
+printed itself, fractions as fractions, compared with trainperf's own), ``extra_<name>`` (anything else a source
+carries: kept, never used by the formulas) and ``outside_<name>_s`` (:data:`OUTSIDE_PREFIX`).
 """
 
 from __future__ import annotations
