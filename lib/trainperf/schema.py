@@ -57,10 +57,12 @@ def _bounds(column: Column, x: np.ndarray) -> list[tuple[np.ndarray, str]]:
     """Each bound of ``column``, in the order a value is told of them: where the numbers ``x`` break it, and
     what a value that does is told (e.g. ``must be greater than 0``)."""
     least, allowed, text = LEAST.get(column.check, (-math.inf, True, ""))
-    with np.errstate(invalid="ignore"):
-        return [(~np.isfinite(x), "must be a finite number"), ((x < least) | ((x == least) & (not allowed)), text),
-                (x > column.most, f"is more than {column.most:,.0f}, the most that can be true"),
-                (np.isfinite(x) & (np.mod(x, 1) != 0) & (column.kind == "int"), "must be a whole number")]
+    with np.errstate(invalid="ignore"):  # only the bounds the column has: a reader checks every value
+        return [(~np.isfinite(x), "must be a finite number"),
+                *([((x < least) if allowed else (x <= least), text)] if column.check else []),
+                *([(x > column.most, f"is more than {column.most:,.0f}, the most that can be true")]
+                  if math.isfinite(column.most) else []),
+                *([(np.isfinite(x) & (np.mod(x, 1) != 0), "must be a whole number")] if column.kind == "int" else [])]
 
 
 def out_of_bounds(column: Column, values: np.ndarray) -> np.ndarray:
