@@ -314,16 +314,15 @@ def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = Fals
     counts = steps[[f"{c}_count" for c in columns]].to_numpy(float)
     figures = steps[[f"{c}_sum" for c in columns]].to_numpy(float, copy=True)
     figures[:, len(WORK):] /= counts[:, len(WORK):]  # phases: the mean over ranks; tokens, samples: all ranks
-    by_run = steps.groupby(ids.to_numpy(), sort=True)
-    ranks = by_run["ranks"].sum()
-    every = {run_id: np.nansum(counts[where], axis=0) for run_id, where in by_run.indices.items()}
-    complete = steps["ranks"].to_numpy() == ids.map(ranks_of).fillna(0).to_numpy(float)
+    by_run = steps.groupby(ids.to_numpy(), sort=True).indices
+    held = steps["ranks"].to_numpy(float)  # ranks that recorded the step
+    complete = held == ids.map(ranks_of).fillna(0).to_numpy(float)
     step, slowest = steps["step"].to_numpy(), steps["step_s_max"].to_numpy()
     mean = (steps["step_s_sum"] / steps["step_s_count"]).to_numpy(float)
     untimed_at = steps["step_s_count"].to_numpy() == 0
-    for run_id, where in by_run.indices.items():
+    for run_id, where in by_run.items():
         kept = where[complete[where]]
-        timed = np.flatnonzero(every[run_id] == ranks[run_id])
+        timed = np.flatnonzero(np.nansum(counts[where], axis=0) == held[where].sum())  # every interval has it
         frame = pd.DataFrame({"step": step[kept], "step_time_s": slowest[kept], "mean_rank_step_s": mean[kept],
                               **{columns[i]: figures[kept, i] for i in timed}})
         mine = rank_steps[rank_steps["run_id"].astype(str) == run_id] if rank_steps is not None else ()
