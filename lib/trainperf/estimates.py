@@ -202,9 +202,7 @@ def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, 
 
 def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
     """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of."""
-    if steps is None or steps.per_step.empty:
-        return {}
-    return job_steps(steps, usable_only=True)[0]
+    return {} if steps is None else job_steps(steps, usable_only=True)[0]
 
 
 NO_INTERVAL = "no interval (one run without steps)"
