@@ -7,7 +7,7 @@ warm-up nor include an evaluation.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,13 @@ def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, n
     return codes, np.asarray(names, dtype=object)[groups // span], groups % span + low
 
 
+def _per_group(values: pd.Series, codes: np.ndarray, n: int) -> np.ndarray:
+    """A per-group result of a groupby on ``codes`` as an array over all ``n`` groups (NaN where a group has no row)."""
+    out = np.full(n, np.nan)
+    out[values.index.to_numpy()] = values.to_numpy(float)
+    return out
+
+
 def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     """Each rank's counts, times, work, memory and energy: one row per run and rank of ``intervals``
     (:data:`RANK_COLUMNS`, by run and rank), which holds all the rows of each of its ranks, in the order recorded."""
@@ -90,42 +97,43 @@ def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
         known = count(rows, np.isfinite(n_steps).astype(float)) == count(rows)
         return np.where(known, count(rows, np.nan_to_num(n_steps)), np.nan)
 
-    values = intervals[["step", "start_s", "step_s", *STEP_PHASE_COLUMNS, *WORK, *MEMORY, *ALLOCATOR_COUNTS]]
-    values = values.assign(end_s=values["start_s"] + values["step_s"])
-    every, inside = values.groupby(codes), values[window].groupby(codes[window])
-
-    def per_rank(grouped: Any, how: str, columns: Sequence[str], *names: str) -> dict[str, np.ndarray]:
-        """``columns`` reduced per rank by ``how`` (a sum: NaN where no value), each as ``names`` says (default:
-        itself); NaN for a rank without rows."""
-        found = grouped[list(columns)].sum(min_count=1) if how == "sum" else grouped[list(columns)].agg(how)
-        return {name: found[c].reindex(range(n)).to_numpy(float) for c, name in zip(columns, names or columns)}
-
     first = np.zeros(n, dtype=np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]
-    measured_intervals = count(window)
-    loss = intervals["loss"].to_numpy(float)
+    out = pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "rank": ranks,
+                        "node": intervals["node"].to_numpy()[first], "intervals": count(slice(None)),
+                        "last_step": _per_group(intervals.groupby(codes)["step"].max(), codes, n),
+                        "measured_intervals": count(window), "warmup_steps": known_sum(warmup),
+                        "excluded_intervals": count(~warmup & ~window)})
+    out["measured_steps"] = np.where(out["measured_intervals"] > 0, known_sum(window), np.nan)
+    inside, kept = intervals[window], codes[window]
+    start, seconds = inside["start_s"].to_numpy(float), inside["step_s"].to_numpy(float)
+    out["untimed_starts"] = count(window, np.isnan(intervals["start_s"].to_numpy(float)).astype(float))
+    grouped = inside.groupby(kept)
+    out["first_start_s"] = _per_group(grouped["start_s"].min(), kept, n)
+    out["last_end_s"] = _per_group(pd.Series(start + seconds).groupby(kept).max(), kept, n)
+    sums = grouped[["step_s", *STEP_PHASE_COLUMNS, *WORK]].sum(min_count=1)
+    for column in sums.columns:
+        out["step_s_sum" if column == "step_s" else column] = _per_group(sums[column], kept, n)
+    for name in WORK:
+        out[f"{name}_missing"] = count(window, np.isnan(intervals[name].to_numpy(float)).astype(float))
+    loss = inside["loss"].to_numpy(float)
     last_loss = np.full(n, np.nan)
-    has_loss = window & ~np.isnan(loss)
-    last_loss[codes[has_loss]] = loss[has_loss]  # the last of each rank's, in order, is kept
-    energy = intervals.loc[window, "energy_j"].groupby(codes[window])
-    out = pd.DataFrame({
-        "run_id": pd.array(run_ids, dtype="string"), "rank": ranks, "node": intervals["node"].to_numpy()[first],
-        "intervals": count(slice(None)), **per_rank(every, "max", ["step"], "last_step"),
-        "measured_intervals": measured_intervals, "warmup_steps": known_sum(warmup),
-        "excluded_intervals": count(~warmup & ~window),
-        "measured_steps": np.where(measured_intervals > 0, known_sum(window), np.nan),
-        "untimed_starts": count(window, np.isnan(intervals["start_s"].to_numpy(float)).astype(float)),
-        **per_rank(inside, "min", ["start_s"], "first_start_s"), **per_rank(inside, "max", ["end_s"], "last_end_s"),
-        **per_rank(inside, "sum", ["step_s", *STEP_PHASE_COLUMNS, *WORK], "step_s_sum", *STEP_PHASE_COLUMNS, *WORK),
-        **{f"{name}_missing": count(window, np.isnan(intervals[name].to_numpy(float)).astype(float)) for name in WORK},
-        "loss": last_loss, **per_rank(inside, "max", MEMORY),
-        "energy_j": energy.sum(min_count=1).where(energy.count() == energy.size()).reindex(range(n)).to_numpy(float),
-        **per_rank(every, "sum", ALLOCATOR_COUNTS),
-        **per_rank(inside, "median", ["step_s", "comm_exposed_s"], "step_s_median", "comm_exposed_s_median"),
-        **per_rank(every, "min", ["start_s"], "all_first_start_s"),
-        **per_rank(every, "max", ["end_s"], "all_last_end_s"),
-        **per_rank(every, "sum", ["step_s"], "all_step_s_sum"),
-        "warmup_step_s_sum": count(warmup, np.nan_to_num(intervals["step_s"].to_numpy(float)))})
+    last_loss[kept[~np.isnan(loss)]] = loss[~np.isnan(loss)]  # the last of each rank's, in order, is kept
+    out["loss"] = last_loss
+    for name, largest in grouped[list(MEMORY)].max().items():
+        out[name] = _per_group(largest, kept, n)
+    energy = grouped["energy_j"].sum(min_count=1)
+    complete = grouped["energy_j"].count() == grouped["step_s"].size()
+    out["energy_j"] = _per_group(energy.where(complete), kept, n)
+    for name, total in intervals.groupby(codes)[list(ALLOCATOR_COUNTS)].sum(min_count=1).items():
+        out[name] = _per_group(total, codes, n)
+    out["step_s_median"] = _per_group(grouped["step_s"].median(), kept, n)
+    out["comm_exposed_s_median"] = _per_group(grouped["comm_exposed_s"].median(), kept, n)
+    every, seconds = intervals["start_s"].to_numpy(float), intervals["step_s"].to_numpy(float)
+    out["all_first_start_s"] = _per_group(intervals.groupby(codes)["start_s"].min(), codes, n)
+    out["all_last_end_s"] = _per_group(pd.Series(every + seconds).groupby(codes).max(), codes, n)
+    out["all_step_s_sum"] = _per_group(pd.Series(seconds).groupby(codes).sum(min_count=1), codes, n)
+    out["warmup_step_s_sum"] = count(warmup, np.nan_to_num(seconds))
     return out[list(RANK_COLUMNS)]
 
 
