@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import reduce
 from typing import Literal
 
 import numpy as np
@@ -69,7 +70,7 @@ def out_of_bounds(column: Column, values: np.ndarray) -> np.ndarray:
     """Which of ``values`` (numbers, NaN where missing: missing values are
     never out of bounds) break ``column``'s bounds (:func:`bound_problem`)."""
     x = np.asarray(values, dtype=float)
-    return ~np.isnan(x) & np.logical_or.reduce([bad for bad, _ in _bounds(column, x)])
+    return ~np.isnan(x) & reduce(np.logical_or, (bad for bad, _ in _bounds(column, x)))
 
 
 def bound_problem(column: Column, value: float) -> str:
