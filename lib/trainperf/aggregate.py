@@ -1,9 +1,7 @@
-"""The one aggregator: step intervals into :class:`Summaries` (per rank, per step, the warm-up found) and each
-run's measurements (:func:`measure`, the runs columns of docs/data.md, "The shapes"). Each partition's partials and
-step times (``trainperf.partials``) are added up (:func:`combine`, :func:`combine_step_times`): :func:`summarize`
-runs the same functions on a pandas frame, a Dask DataFrame of any size and, part by part, in the store
-(``trainperf.reading.store``), so the figures are the same. :func:`job_steps` gives the per-step frames ``trainperf.stats``
-resamples.
+"""The one aggregator: step intervals into :class:`Summaries` and each run's measurements (:func:`measure`; both
+in docs/data.md, "The shapes"). Each partition's partials (``trainperf.partials``) are added up by the same
+functions on a pandas frame, a Dask DataFrame of any size and, part by part, in the store, so the figures are the
+same. :func:`job_steps` gives the per-step frames ``trainperf.stats`` resamples.
 """
 
 from __future__ import annotations
@@ -73,11 +71,16 @@ def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeat
 def combine_step_times(parts: Sequence[Any]) -> Any:
     """The :func:`step_times` of many partitions (Dask delayed frames) added up
     in a tree, as a Dask DataFrame."""
+    return _added_up(parts, step_times(empty_intervals()), ["run_id", "step"], STEP_TIMES_COMBINE)
+
+
+def _added_up(parts: Sequence[Any], meta: pd.DataFrame, keys: list[str], how: Mapping[str, str]) -> Any:
+    """The Dask delayed frames ``parts`` (like ``meta``) added up by ``keys`` in a tree, each column as ``how``
+    says (bounded memory)."""
     import dask.dataframe as dd
 
-    times = dd.from_delayed(list(parts), meta=step_times(empty_intervals()), verify_meta=False)
-    return times.groupby(["run_id", "step"], sort=False).agg(STEP_TIMES_COMBINE, split_every=COMBINE_EVERY,
-                                                              split_out=1)
+    frames = dd.from_delayed(list(parts), meta=meta, verify_meta=False)
+    return frames.groupby(keys, sort=False).agg(dict(how), split_every=COMBINE_EVERY, split_out=1)
 
 
 def settled_times(times: pd.DataFrame, rules: str | Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -86,9 +89,9 @@ def settled_times(times: pd.DataFrame, rules: str | Mapping[str, str]) -> tuple[
     return find_warmup(times, rules)
 
 
-def _with_keys(frame: pd.DataFrame | pd.Series) -> pd.DataFrame:
+def _with_keys(frame: pd.DataFrame) -> pd.DataFrame:
     """A grouped result with its keys (``run_id`` and the rest) as columns, as a groupby leaves them in the index."""
-    return frame.reset_index() if "run_id" not in getattr(frame, "columns", ()) else frame
+    return frame.reset_index() if "run_id" not in frame.columns else frame
 
 
 def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
@@ -98,27 +101,23 @@ def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
 
     empty = partials(empty_intervals())
     ranks = dd.from_delayed([p[0] for p in parts], meta=empty[0], verify_meta=False)
-    steps = dd.from_delayed([p[1] for p in parts], meta=empty[1], verify_meta=False)
-    steps = steps.groupby(["run_id", "step"], sort=False).agg(STEP_COMBINE, split_every=COMBINE_EVERY, split_out=1)
-    values = dd.from_delayed([p[2] for p in parts], meta=empty[2], verify_meta=False)
-    values = values.groupby(["run_id", "quantity", "value"], sort=False)["count"].sum(split_every=COMBINE_EVERY,
-                                                                                       split_out=1)
+    steps = _added_up([p[1] for p in parts], empty[1], ["run_id", "step"], STEP_COMBINE)
+    values = _added_up([p[2] for p in parts], empty[2], ["run_id", "quantity", "value"], {"count": "sum"})
     return ranks, steps, values
 
 
-def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.Series | pd.DataFrame,
-           settled: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> Summaries:
+def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.DataFrame,
+           settled: tuple[pd.DataFrame, pd.DataFrame]) -> Summaries:
     """:class:`Summaries` of what :func:`combine` computed, each frame in the
     order of its keys, with the step times and warm-up :func:`settled_times` found."""
     per_step = _with_keys(per_step)
     for column in STEP_SUMS:  # a sum of partials that had no value is no value, not 0
         per_step[f"{column}_sum"] = per_step[f"{column}_sum"].where(per_step[f"{column}_count"] > 0)
     values = _with_keys(values)
-    times, warmup = settled if settled is not None else nothing_found()
     return Summaries(per_rank.sort_values(["run_id", "rank"], kind="stable").reset_index(drop=True),
                      per_step.sort_values(["run_id", "step"], kind="stable").reset_index(drop=True),
                      values.sort_values(["run_id", "quantity", "value"], kind="stable").reset_index(drop=True),
-                     times, warmup)
+                     *settled)
 
 
 @dataclass
@@ -136,10 +135,6 @@ class Summaries:
     warmup: pd.DataFrame = field(default_factory=lambda: nothing_found()[1])
     attrs: dict[str, Any] = field(default_factory=dict)
     """What they were read from (as a frame's ``attrs``: ``trainperf.errors.provenance``)."""
-
-    def of(self, run_id: str) -> Summaries:
-        """The summaries of one run."""
-        return self.select([run_id])
 
     def select(self, run_ids: Iterable[str]) -> Summaries:
         """The summaries of the runs ``run_ids`` (without ``attrs``)."""
@@ -205,7 +200,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     ``expected_ranks`` (default: the ranks present, when there are several) and, where given, that the
     ``closed_ranks`` closed their profiler. With ``batch_facts`` (every rank recorded its own work), the batch
     sizes measured, the global batch divided by ``model_parallel`` (the ranks that share their samples)."""
-    run = summaries.of(run_id)
+    run = summaries.select([run_id])
     per_rank = run.per_rank.set_index("rank")
     out: dict[str, Any] = {}
     ranks = spread(rank_totals(run.per_rank)["elapsed_s"].droplevel("run_id"))
@@ -319,16 +314,15 @@ def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = Fals
     counts = steps[[f"{c}_count" for c in columns]].to_numpy(float)
     figures = steps[[f"{c}_sum" for c in columns]].to_numpy(float, copy=True)
     figures[:, len(WORK):] /= counts[:, len(WORK):]  # phases: the mean over ranks; tokens, samples: all ranks
-    by_run = steps.groupby(ids.to_numpy(), sort=True)
-    ranks = by_run["ranks"].sum()
-    every = {run_id: np.nansum(counts[where], axis=0) for run_id, where in by_run.indices.items()}
-    complete = steps["ranks"].to_numpy() == ids.map(ranks_of).fillna(0).to_numpy(float)
+    by_run = steps.groupby(ids.to_numpy(), sort=True).indices
+    held = steps["ranks"].to_numpy(float)  # ranks that recorded the step
+    complete = held == ids.map(ranks_of).fillna(0).to_numpy(float)
     step, slowest = steps["step"].to_numpy(), steps["step_s_max"].to_numpy()
     mean = (steps["step_s_sum"] / steps["step_s_count"]).to_numpy(float)
     untimed_at = steps["step_s_count"].to_numpy() == 0
-    for run_id, where in by_run.indices.items():
+    for run_id, where in by_run.items():
         kept = where[complete[where]]
-        timed = np.flatnonzero(every[run_id] == ranks[run_id])
+        timed = np.flatnonzero(np.nansum(counts[where], axis=0) == held[where].sum())  # every interval has it
         frame = pd.DataFrame({"step": step[kept], "step_time_s": slowest[kept], "mean_rank_step_s": mean[kept],
                               **{columns[i]: figures[kept, i] for i in timed}})
         mine = rank_steps[rank_steps["run_id"].astype(str) == run_id] if rank_steps is not None else ()

@@ -1,11 +1,7 @@
-"""``derive``: every derived metric of a runs table, from its inputs only.
-
-The formulas (parallelism, work, throughput, step time, FLOPs and MFU against the dense peak, communication, cost,
-energy, memory; scaling per experiment: ``trainperf.scaling``) are in README.md, "Metrics"; each derived column's
-inputs are in :data:`NEEDS`. Where two independent estimates of one quantity differ by more than 2 %, the first in
-order of trust is kept and noted. A value whose inputs are missing stays NaN and the row's ``notes`` says why (the
-inputs it lacks, or a reason of its own); an unknown platform also raises a ``DataWarning`` (never a default peak).
-A figure that cannot be true is emptied and noted by ``trainperf.invariants``.
+"""``derive``: every derived metric of a runs table, from its inputs only, by the formulas of README.md, "Metrics"
+(scaling per experiment: ``trainperf.scaling``). A value whose inputs are missing stays NaN and the row's ``notes``
+says why (the inputs it lacks, :data:`NEEDS`, or a reason of its own); a figure that cannot be true is emptied and
+noted by ``trainperf.invariants``.
 """
 
 from __future__ import annotations
@@ -249,23 +245,15 @@ def _first_estimate(column: str, notes: list[list[str]], estimates: list[tuple[s
 
 
 def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    per_token, used, peaks, sources = [], [], [], []
-    unknown_platforms: set[str] = set()
-    for i, row in enumerate(out.to_dict("records")):
-        value, convention = flops_mod.flops_per_token(row)
-        per_token.append(value)
-        used.append(convention)
-        if math.isnan(value):
-            notes[i].append(f"flops_per_token: {convention} needs "
-                            f"{', '.join(flops_mod.missing_inputs(row, convention))}")
-        peak, source, why = _peak(row)
-        peaks.append(peak)
-        sources.append(source)
-        if why:
-            notes[i].append(f"peak_tflops_per_gpu: {why}")
-            if why.startswith("platform"):
-                unknown_platforms.add(str(row["platform"]))
-    for name in sorted(unknown_platforms):
+    rows = out.to_dict("records")
+    found = [(*flops_mod.flops_per_token(row), *_peak(row)) for row in rows]
+    per_token, used, peak, source, why = (list(c) for c in zip(*found)) if found else ([],) * 5
+    for i, row in enumerate(rows):
+        if math.isnan(per_token[i]):
+            notes[i].append(f"flops_per_token: {used[i]} needs {', '.join(flops_mod.missing_inputs(row, used[i]))}")
+        if why[i]:
+            notes[i].append(f"peak_tflops_per_gpu: {why[i]}")
+    for name in sorted({str(row["platform"]) for row, w in zip(rows, why) if w.startswith("platform")}):
         warnings.warn(f"platform {name!r} is not in the peak table: its runs get no MFU "
                       "(give peak_tflops_per_gpu to set the peak)", DataWarning, stacklevel=3)
     out["flops_per_token"] = np.array(per_token, dtype=float)
@@ -274,8 +262,8 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
     per_sample = (out["samples_per_s"] * out["flops_per_sample"]).where(counted)
     out["tflops_total"] = (out["tokens_per_s"] * out["flops_per_token"]).fillna(per_sample) / 1e12
     out["tflops_per_gpu"] = out["tflops_total"] / out["gpus"]
-    out["peak_tflops_per_gpu"] = np.array(peaks, dtype=float)
-    out["peak_source"] = pd.Series(sources, index=out.index, dtype="string")
+    out["peak_tflops_per_gpu"] = np.array(peak, dtype=float)
+    out["peak_source"] = pd.Series(source, index=out.index, dtype="string")
     out["mfu"] = out["tflops_per_gpu"] / out["peak_tflops_per_gpu"]
     checkpointing = out["activation_checkpointing"]
     factor = np.where(checkpointing.fillna(False).to_numpy(bool), flops_mod.RECOMPUTE_FACTOR, 1.0)

@@ -1,8 +1,6 @@
-"""A throughput with its uncertainty: per side of a comparison (:class:`Side`, :class:`Estimate`), per
-configuration of a report (:func:`configuration_intervals`, :func:`run_intervals`: runs are repeats when
-they share every recorded setting, :func:`configuration_keys`), and whether a report may call one
-configuration faster than another (:func:`distinguish`: a :class:`trainperf.stats.Verdict`).
-docs/statistics.md, "Intervals in the reports".
+"""A throughput with its uncertainty: per side of a comparison (:class:`Estimate`), per configuration of a report
+(runs are repeats when they share every recorded setting), and whether a report may call one configuration faster
+than another (:func:`distinguish`). docs/statistics.md, "Intervals in the reports".
 """
 
 from __future__ import annotations
@@ -204,9 +202,7 @@ def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, 
 
 def job_frames(steps: Summaries | None) -> dict[str, pd.DataFrame]:
     """:func:`trainperf.aggregate.job_steps` of the runs ``steps`` holds enough of."""
-    if steps is None or steps.per_step.empty:
-        return {}
-    return job_steps(steps, usable_only=True)[0]
+    return {} if steps is None else job_steps(steps, usable_only=True)[0]
 
 
 NO_INTERVAL = "no interval (one run without steps)"

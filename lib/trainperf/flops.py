@@ -76,21 +76,17 @@ def torchtitan(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab
     """FLOPs per token, torchtitan since v0.2.1: ``6·(N − V·d) + 12·L·H·head_dim·T``
     (the token embedding left out unless ``tied_embeddings``; ``12·L·d·T`` where
     ``n_heads`` or ``head_dim`` is unknown)."""
-    width = query_width(d_model, n_heads, head_dim)
-    return _torchtitan_weights(n_params, d_model, vocab_size, tied_embeddings) + 12.0 * n_layers * width * seq_len
+    weights = n_params if tied_embeddings else n_params - vocab_size * d_model
+    return 6.0 * weights + 12.0 * n_layers * query_width(d_model, n_heads, head_dim) * seq_len
 
 
 def torchtitan_2024(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab_size: int, *,
                     n_heads: float = math.nan, tied_embeddings: bool = False) -> float:
     """FLOPs per token, torchtitan v0.1.0 to v0.2.0: ``6·(N − V·d) + 12·L·H·⌊d/H⌋·T``
     (``12·L·d·T`` where ``n_heads`` is unknown)."""
-    width = n_heads * (d_model // n_heads) if _known(n_heads) else d_model
-    return _torchtitan_weights(n_params, d_model, vocab_size, tied_embeddings) + 12.0 * n_layers * width * seq_len
-
-
-def _torchtitan_weights(n_params: float, d_model: int, vocab_size: int, tied_embeddings: bool) -> float:
-    """torchtitan's ``6 · nparams_for_matmul``: the token embedding left out unless tied."""
-    return 6.0 * (n_params if tied_embeddings else n_params - vocab_size * d_model)
+    head_dim = d_model // n_heads if _known(n_heads) else math.nan
+    return torchtitan(n_params, n_layers, d_model, seq_len, vocab_size, n_heads=n_heads, head_dim=head_dim,
+                      tied_embeddings=tied_embeddings)
 
 
 def query_width(d_model: int, n_heads: float = math.nan, head_dim: float = math.nan) -> float:

@@ -16,7 +16,6 @@ from trainperf.schema import OUTSIDE_PREFIX
 
 PARTS: tuple[str, ...] = ("productive_s", "warmup_excess_s", "startup_s", "unaccounted_s", "after_steps_s")
 """The parts of the wall clock that are no phase outside the steps, in the order they are shown."""
-BEFORE, BETWEEN, AFTER = range(3)
 
 
 def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
@@ -37,8 +36,7 @@ def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
     for rank, name, *seconds in outside:
         if int(rank) in ranks:
             spent[str(name)][ranks.index(int(rank))] += np.asarray(seconds, dtype=float)
-    before, between, after = (sum((s[:, where] for s in spent.values()), np.zeros(len(ranks)))
-                              for where in (BEFORE, BETWEEN, AFTER))
+    before, between, after = sum(spent.values(), np.zeros((len(ranks), 3))).T  # per rank, s
     first, last, steps = (rows[c].to_numpy(float) for c in ("all_first_start_s", "all_last_end_s", "all_step_s_sum"))
     steady = rows["step_s_sum"].to_numpy(float) / rows["measured_steps"].fillna(rows["measured_intervals"]).to_numpy(float)
     warming = rows["warmup_step_s_sum"].to_numpy(float) - rows["warmup_steps"].fillna(0).to_numpy(float) * steady

@@ -1,8 +1,7 @@
 """What a derived figure must satisfy to be shown: the rules, their tolerances and the note an emptied figure gets
 (``<columns>: impossible, emptied: <why>``, :data:`EMPTIED`) are in README.md, "Figures that cannot be true".
-Checked where ``trainperf.derived.derive`` makes the columns (:func:`check_runs`), where a scaling page recomputes a
-serial fraction (:func:`serial_fraction_possible`) and where a CPU peak is measured (:func:`peaks_consistent`);
-:func:`violations` lists the emptied figures for the reports and the command line.
+Checked where ``derive`` makes the columns, where a scaling page recomputes a serial fraction and where a CPU peak
+is measured.
 """
 
 from __future__ import annotations
@@ -55,15 +54,14 @@ def _empty(out: pd.DataFrame, notes: list[list[str]], rows: np.ndarray, columns:
 
 
 def _check_mfu(out: pd.DataFrame, notes: list[list[str]], datasheet: np.ndarray) -> None:
-    mfu = out["mfu"].to_numpy(float)
+    mfu, moe = out["mfu"].to_numpy(float), _moe_unknown(out)
     above = mfu > 1
-    for moe in (True, False):
-        _empty(out, notes, above & (_moe_unknown(out) == moe), ("mfu", "hfu"),
-               "mfu above 1, more FLOP/s than the device's peak: likely causes: " + _causes(moe))
+    for unknown in (True, False):
+        _empty(out, notes, above & (moe == unknown), ("mfu", "hfu"),
+               "mfu above 1, more FLOP/s than the device's peak: likely causes: " + _causes(unknown))
     _empty(out, notes, mfu <= 0, ("mfu", "hfu"), "mfu not above 0: no work measured")
     _empty(out, notes, out["hfu"].to_numpy(float) > 1, ("hfu",),
            "hfu above 1: activation recomputation counted on a run that already uses the peak")
-    moe = _moe_unknown(out)
     for i in np.flatnonzero((mfu > PLAUSIBLE_MFU) & ~above & datasheet):
         notes[i].append(f"mfu above {PLAUSIBLE_MFU:g} of the dense peak, which training rarely exceeds: likely "
                         f"causes: {_causes(moe[i])}")

@@ -1,9 +1,7 @@
 """What one partition of step intervals (whole ranks, each in the order recorded) contributes to the aggregator
-(``trainperf.aggregate``), on a pandas frame or a Dask partition alike: :func:`rank_partials` (one row per run and
-rank), :func:`step_partials` (per run and step, added up across partitions with :data:`STEP_COMBINE`),
-:func:`value_partials` (counts of batch facts), and the warm-up: :func:`step_times` (each step at its slowest rank),
-:func:`find_warmup` (``trainperf.steady_state``) and :func:`settle` (the warm-up flagged on every rank alike). The
-measured window is the intervals that are neither warm-up nor include an evaluation.
+(``trainperf.aggregate``), on a pandas frame or a Dask partition alike: its :func:`partials` and the warm-up
+(:func:`step_times`, :func:`find_warmup`, :func:`settle`). The measured window is the intervals that are neither
+warm-up nor include an evaluation.
 """
 
 from __future__ import annotations

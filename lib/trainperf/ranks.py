@@ -1,12 +1,7 @@
-"""Which rank holds a job back, defined once, with one set of thresholds, for the aggregator, the straggler finder
-(:func:`name_straggler`, read from steps by ``trainperf.stragglers.find_straggler``), the scaling page's ranks and the
-live view (``trainperf.profiler.watch``); docs/reports.md, "Which rank holds a job back", says how.
-
-Over the measured window a rank is judged by its elapsed time (:func:`rank_totals`, :func:`spread`,
-:func:`imbalanced`). Under DDP every rank's step lasts as long as the slowest's, so the slow rank is the one that
-waits least for communication (``comm_exposed_s``: :func:`name_straggler`); while a run is written, the one with
-the most work a step (:func:`slowest`). Step by step, each rank's time (:func:`step_times_by_rank`) and how often
-each is the slowest (:func:`slowest_shares`, :func:`often_slowest`)."""
+"""Which rank holds a job back, defined once, with one set of thresholds, for the aggregator, the straggler finder,
+the scaling and compare pages and the live view: docs/reports.md, "Which rank holds a job back". Over the measured
+window a rank is judged by its elapsed time; under DDP, where every rank's step lasts as long as the slowest's, the
+slow rank is the one that waits least for communication (:func:`name_straggler`)."""
 
 from __future__ import annotations
 

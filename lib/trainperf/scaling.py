@@ -102,7 +102,7 @@ class ScalingFit:
         covariance): the central ``level`` of 4,000 parameter sets from the fit's normal approximation (seed 0),
         clipped to the law's bounds, widened by the relative RMSE (README.md, "Scaling": one-sided at a bound)."""
         p = np.atleast_1d(np.asarray(devices, dtype=float))
-        if not np.all(np.isfinite(self.covariance)):
+        if not self.has_band:
             nan = np.full(p.shape, np.nan)
             return nan, nan.copy()
         lo, hi = _bounds(self.law)
@@ -381,17 +381,21 @@ def _amount(values: pd.Series) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
 
 
-def scaling_type(group: pd.DataFrame, basis: str | None) -> str | None:
-    """``strong`` or ``weak`` for one series measured at two or more device counts
-    in which :func:`scaling_studies` found no study from the work per step: strong where
-    the runs processed the same total work (``tokens``, else ``samples``) or the series
-    is compared by elapsed time (``basis``: equal work assumed); else None."""
+def scaling_type(group: pd.DataFrame, basis: str | None) -> tuple[str | None, str]:
+    """The type of one series in which :func:`scaling_studies` found no study from the work per step, and why it
+    has none: ``strong`` where it was measured at two or more device counts and the runs processed the same total
+    work (``tokens``, else ``samples``) or the series is compared by elapsed time (``basis``: equal work assumed);
+    else None."""
     if group["gpus"].nunique() < 2:
-        return None
+        return None, "the study has runs on one device count"
     for total in (_column(group, "tokens"), _column(group, "samples")):
         if total.notna().all() and (total > 0).all() and total.max() <= total.min() * (1 + WORK_TOLERANCE):
-            return "strong"
-    return "strong" if basis is not None and basis.startswith("elapsed") else None
+            return "strong", ""
+    if basis is not None and basis.startswith("elapsed"):
+        return "strong", ""
+    if "global_batch_size" in group and group["global_batch_size"].notna().all():
+        return None, "neither the same global batch nor the same batch per replica in every run: give scaling_type"
+    return None, "global_batch_size unknown in some run: give scaling_type"
 
 
 def _column(group: pd.DataFrame, name: str) -> pd.Series:
@@ -436,9 +440,10 @@ def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
 
     basis, speed, measure = _speed(group)
     given = group["scaling_type"] if "scaling_type" in group else pd.Series(pd.NA, index=group.index)
-    kind = given.astype(object).where(given.notna(), found or scaling_type(group, basis)).to_numpy(object)
+    inferred, why = (found, "") if found else scaling_type(group, basis)
+    kind = given.astype(object).where(given.notna(), inferred).to_numpy(object)
     cols["scaling_type"][:] = kind
-    say(pd.isna(kind) & group["gpus"].notna().to_numpy(bool), f"scaling_type: {_why_no_type(group)}")
+    say(pd.isna(kind) & group["gpus"].notna().to_numpy(bool), f"scaling_type: {why}")
     base, named, note = _baseline(group, experiment)
     say(bool(note), note)
     if base is None:  # no device count: derive says so
@@ -470,15 +475,6 @@ def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
     say(~np.isfinite(price[b]) & np.isfinite(price) & np.isfinite(eff),
         f"cost_efficiency: the baseline {group['run_id'].iloc[b]!r} has no price_per_gpu_hour")
     return cols, notes
-
-
-def _why_no_type(group: pd.DataFrame) -> str:
-    """Why :func:`scaling_type` gives a series no type (where none is given)."""
-    if group["gpus"].nunique() < 2:
-        return "the study has runs on one device count"
-    if "global_batch_size" in group and group["global_batch_size"].notna().all():
-        return "neither the same global batch nor the same batch per replica in every run: give scaling_type"
-    return "global_batch_size unknown in some run: give scaling_type"
 
 
 def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:

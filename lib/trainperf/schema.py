@@ -1,20 +1,9 @@
-"""The canonical runs table: every column, its type, unit and meaning.
+"""The canonical runs table and the step intervals: every column, its type, unit, meaning and bounds.
 
-One row per measured run. Units live in column names (``_s`` seconds,
-``_gb`` gigabytes of 2**30 bytes, ``_per_s`` per second of wall clock,
-``_usd`` US dollars). Importers produce these columns; ``load_runs`` checks
-them; ``derive`` adds the derived ones.
-
-Three prefixes are allowed besides the canonical names:
-
-* ``reported_<column>``: a figure the source printed itself (its own tokens/s,
-  MFU, efficiency ...), kept to be compared with trainperf's recomputation.
-  Fractions (MFU, efficiency, overhead) are stored as fractions, not percent.
-* ``extra_<name>``: any other number or text a source carries that has no
-  canonical column (e.g. a script's total execution time). Kept, never used
-  by the formulas.
-* ``outside_<name>_s``: seconds a run spent on a phase ``name`` outside its
-  steps (:data:`OUTSIDE_PREFIX`), a part of its goodput breakdown.
+Units live in column names (``_s`` seconds, ``_gb`` gigabytes of 2**30 bytes, ``_per_s`` per second of wall clock,
+``_usd`` US dollars). Besides the canonical names a runs table may hold ``reported_<column>`` (a figure the source
+printed itself, fractions as fractions, compared with trainperf's own), ``extra_<name>`` (anything else a source
+carries: kept, never used by the formulas) and ``outside_<name>_s`` (:data:`OUTSIDE_PREFIX`).
 """
 
 from __future__ import annotations
@@ -22,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import reduce
 from typing import Literal
 
 import numpy as np
@@ -64,35 +54,29 @@ LEAST: dict[str, tuple[float, bool, str]] = {
 """Each ``check``: the least value, whether it is allowed itself, and what a value below it is told."""
 
 
+def _bounds(column: Column, x: np.ndarray) -> list[tuple[np.ndarray, str]]:
+    """Each bound of ``column``, in the order a value is told of them: where the numbers ``x`` break it, and
+    what a value that does is told (e.g. ``must be greater than 0``)."""
+    least, allowed, text = LEAST.get(column.check, (-math.inf, True, ""))
+    with np.errstate(invalid="ignore"):  # only the bounds the column has: a reader checks every value
+        return [(~np.isfinite(x), "must be a finite number"),
+                *([((x < least) if allowed else (x <= least), text)] if column.check else []),
+                *([(x > column.most, f"is more than {column.most:,.0f}, the most that can be true")]
+                  if math.isfinite(column.most) else []),
+                *([(np.isfinite(x) & (np.mod(x, 1) != 0), "must be a whole number")] if column.kind == "int" else [])]
+
+
 def out_of_bounds(column: Column, values: np.ndarray) -> np.ndarray:
     """Which of ``values`` (numbers, NaN where missing: missing values are
     never out of bounds) break ``column``'s bounds (:func:`bound_problem`)."""
     x = np.asarray(values, dtype=float)
-    present = ~np.isnan(x)
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(x) | (x > column.most)
-        if column.check:
-            least, allowed, _ = LEAST[column.check]
-            bad |= (x < least) if allowed else (x <= least)
-        if column.kind == "int":
-            bad |= np.isfinite(x) & (np.mod(x, 1) != 0)
-    return present & bad
+    return ~np.isnan(x) & reduce(np.logical_or, (bad for bad, _ in _bounds(column, x)))
 
 
 def bound_problem(column: Column, value: float) -> str:
     """Why ``value`` (a present number) breaks ``column``'s bounds: e.g. ``must
     be greater than 0``; '' where it keeps them."""
-    if not math.isfinite(value):
-        return "must be a finite number"
-    if column.check:
-        least, allowed, text = LEAST[column.check]
-        if value < least or (value == least and not allowed):
-            return text
-    if value > column.most:
-        return f"is more than {column.most:,.0f}, the most that can be true"
-    if column.kind == "int" and value != int(value):
-        return "must be a whole number"
-    return ""
+    return next((text for bad, text in _bounds(column, np.array([value], dtype=float)) if bad[0]), "")
 
 
 PHASE_MEANINGS: dict[str, str] = {

@@ -1,11 +1,7 @@
-"""The statistics layer: intervals for training speed that respect how it varies, one relative
-difference with its interval (:class:`Difference`), and one verdict on it (:func:`verdict`, and what a
-report may say of two configurations: :class:`Verdict`).
-
-Within a run, the circular block bootstrap (block length by Politis & White's rule); across repeats, the
-hierarchical bootstrap (runs, then blocks of steps); one run, an assumed run-to-run variation
-(:data:`RUN_CV`); intervals ``exp(log x̂ ± t(0.975, ν) · SE)``. docs/statistics.md ("Intervals", "The
-verdict") gives the rules, their references and how often they are right.
+"""The statistics layer: intervals for training speed that respect how it varies (the block bootstrap within a
+run, the hierarchical one across repeats), one relative difference with its interval (:class:`Difference`), and one
+verdict on it (:func:`verdict`; what a report may say of two configurations: :class:`Verdict`). docs/statistics.md
+("Intervals", "The verdict") gives the rules, their references and how often they are right.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""Where a run's steady state starts: its warm-up, found from its step times (s per step).
-
-After the configured warm-up (the least that is left out), the Marginal Standard Error Rule (MSER: White, K. P.
-(1997), "An effective truncation heuristic for bias reduction in simulation output", *Simulation* 69(6), 323-334)
-drops the first ``d`` step times that minimise ``MSER(d) = sum_{i>d} (x_i - mean(x_{d+1..n}))^2 / (n - d)^2``,
-with far-out times clipped to Tukey's fence first; too short a run keeps the configured warm-up. The rule, the two
-choices of this implementation and how they were measured: docs/profiler.md, "Steady state: the warm-up found from
-the data".
+"""Where a run's steady state starts: its warm-up, found from its step times (s per step) by the Marginal Standard
+Error Rule (MSER, White 1997) after the configured warm-up. The rule, its reference, the two choices of this
+implementation and how they were measured: docs/profiler.md, "Steady state: the warm-up found from the data".
 """
 
 from __future__ import annotations

@@ -22,4 +22,4 @@ def find_straggler(steps: pd.DataFrame | Summaries, run_id: str | None = None) -
         if len(runs) != 1:
             raise ValueError(f"the steps hold {len(runs)} runs ({', '.join(runs)}): pass run_id")
         run_id = runs[0]
-    return name_straggler(rank_waits(summaries.of(run_id)), run_id)
+    return name_straggler(rank_waits(summaries.select([run_id])), run_id)

@@ -53,17 +53,13 @@ def check_runs(raw: pd.DataFrame, path: object = None, lines: list[int] | None =
         column = INPUT_COLUMNS.get(name)
         where = (lambda i, name=name: {**at(i), "column": name})
         out[name] = _convert(values, column, where) if column else _convert_extra(values)
-    for i in range(len(out)):
-        did_not_fit = "fits" in out and not is_missing(out.at[i, "fits"]) and not out.at[i, "fits"]  # out of memory
-        if not did_not_fit and not any(c in out and not is_missing(out.at[i, c]) for c in SPEED_INPUTS):
-            raise DataError("no measure of speed: give elapsed_s (with tokens or samples), or tokens_per_s, "
-                            "samples_per_s or step_time_s", **at(i))
-    repeated = np.flatnonzero(out["run_id"].duplicated().to_numpy())
-    if len(repeated):
-        i = int(repeated[0])
-        first = int(np.flatnonzero((out["run_id"] == out["run_id"].iat[i]).to_numpy())[0])
-        raise DataError(f"run_id {out['run_id'].iat[i]!r} appears more than once (first in row {first + 1})",
-                        **at(i), column="run_id")
+    fits = out["fits"] if "fits" in out else pd.Series(pd.NA, index=out.index, dtype="boolean")
+    speed = out[[c for c in SPEED_INPUTS if c in out]].notna().any(axis=1)
+    raise_first(~speed & ~fits.eq(False).fillna(False), lambda i: "no measure of speed: give elapsed_s (with tokens "
+                "or samples), or tokens_per_s, samples_per_s or step_time_s", at)  # unless it ran out of memory
+    ids = out["run_id"]
+    raise_first(ids.duplicated(), lambda i: f"run_id {ids.iat[i]!r} appears more than once (first in row "
+                f"{int(np.argmax((ids == ids.iat[i]).to_numpy(bool))) + 1})", lambda i: {**at(i), "column": "run_id"})
     return out
 
 

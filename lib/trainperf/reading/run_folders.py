@@ -94,7 +94,7 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
     """The runs row of a run from the summaries of its step intervals and the reader's ``facts`` (a run folder's;
     None for a steps table's run, read without one); :class:`NoMeasuredSteps` when a run folder has no measured
     step, unless a step ran out of memory (then the row says that it does not fit)."""
-    run = summaries.of(folder.run_id)
+    run = summaries.select([folder.run_id])
     closed = None if facts is None else facts.get("closed", [])
     out_of_memory = (facts or {}).get("out_of_memory", [])
     if facts is not None and not out_of_memory and not run.per_rank["measured_intervals"].gt(0).any():
