@@ -10,7 +10,6 @@ import json
 import os
 import pickle
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -234,46 +233,40 @@ def test_a_stopped_holder_of_the_lock_is_named_and_not_waited_for(tmp_path, monk
     assert trainperf.load_summaries(run).rows == 20  # the entry built meanwhile is read
 
 
-def test_the_lock_of_a_holder_that_is_gone_is_broken(tmp_path, monkeypatch):
-    """The lock is held (an open file another process inherited, say) but names a
-    process of this host that has ended: it is broken, not waited for."""
+def broken_lock_of_an_ended_holder(tmp_path: Path, host: str) -> None:
+    """The lock of the cache entry of a run is held (an open file another process inherited, say) and names a
+    process of this host, ``host``, that has ended: the run is read without waiting and without a warning."""
     import fcntl
 
-    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv(cache.LOCK_TIMEOUT, "600")
     run = write_run(tmp_path / "run", ranks=2, steps=10)
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     lock = tmp_path / "cache" / "store" / f".{input_key(run, 'run')}.lock"
     lock.parent.mkdir(parents=True)
     with lock.open("w") as held:
         fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        held.write(json.dumps({"pid": int(ended.stdout), "host": socket.gethostname(), "since": "then"}))
+        held.write(json.dumps({"pid": int(ended.stdout), "host": host, "since": "then"}))
         held.flush()
         with warnings.catch_warnings():
             warnings.simplefilter("error", DataWarning)  # neither waited for nor given up on
             assert trainperf.load_summaries(run).rows == 20
+
+
+def test_the_lock_of_a_holder_that_is_gone_is_broken(tmp_path, monkeypatch):
+    """The lock is held (an open file another process inherited, say) but names a
+    process of this host that has ended: it is broken, not waited for."""
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(cache.LOCK_TIMEOUT, "600")
+    broken_lock_of_an_ended_holder(tmp_path, socket.gethostname())
 
 
 def test_the_lock_of_a_holder_that_is_gone_is_broken_on_a_host_named_with_hyphens(tmp_path, monkeypatch):
     """As above on a host named as clusters name them (``gpu-node-1``): the lock file names the host as it is,
     and the holder that has ended is still known for one of this host's processes (else the waiter would
     wait the lock's timeout, here 5 s, and then warn)."""
-    import fcntl
-
     monkeypatch.setattr(socket, "gethostname", lambda: "gpu-node-1")
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(cache.LOCK_TIMEOUT, "5")
-    run = write_run(tmp_path / "run", ranks=2, steps=10)
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    lock = tmp_path / "cache" / "store" / f".{input_key(run, 'run')}.lock"
-    lock.parent.mkdir(parents=True)
-    with lock.open("w") as held:
-        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
-        held.write(json.dumps({"pid": int(ended.stdout), "host": "gpu-node-1", "since": "then"}))
-        held.flush()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", DataWarning)  # neither waited for nor given up on
-            assert trainperf.load_summaries(run).rows == 20
+    broken_lock_of_an_ended_holder(tmp_path, "gpu-node-1")
 
 
 def test_what_a_killed_writer_left_neither_blocks_nor_stays(tmp_path, monkeypatch):

@@ -12,7 +12,6 @@ import time
 import warnings
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import torch
 
