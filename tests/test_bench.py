@@ -266,8 +266,17 @@ def test_smoke_sweep_through_torchrun_writes_loadable_consistent_runs(tmp_path: 
         assert len(steps_table) == nprocs * (warmup + steps)
         measured = steps_table[~steps_table["warmup"]]
         assert (measured["micro_steps"] == config["grad_accum_steps"]).all()
-        if nprocs > 1:  # DDP: the all-reduce hook; FSDP: sampled torch.profiler windows
-            assert (measured["comm_s"] > 0).all() and (measured["comm_exposed_s"] <= measured["comm_s"] + 1e-6).all()
+        if nprocs > 1:  # DDP: the all-reduce hook, every step; FSDP: a sampled torch.profiler window's mean per
+            # step, carried by every step at least that long (a shorter step, on a loaded machine, carries none)
+            timed = measured[measured["comm_s"].notna()]
+            assert len(timed) and (timed["comm_s"] > 0).all() and (timed["comm_exposed_s"] <= timed["comm_s"] + 1e-6).all()
+            if manifest["environment"]["strategy"] == "ddp":
+                assert len(timed) == len(measured)
+            else:
+                assert (timed["comm_s"] <= timed["step_s"]).all()
+                for rank, mine in measured.groupby("rank"):
+                    estimate = mine["comm_s"].max()  # one window: one estimate per rank
+                    assert math.isnan(estimate) or (mine.loc[mine["comm_s"].isna(), "step_s"] < estimate).all(), mine
         # tokens of the measured window: steps × global batch × context, by hand
         assert run["tokens"] == steps * config["global_batch_size"] * seq_len
         assert measured["tokens"].sum() == run["tokens"]
