@@ -302,7 +302,8 @@ def test_the_wait_for_rank_0s_evaluation_in_ddps_broadcast_of_the_buffers_is_boo
     assert row["wait_outside_for"] == "rank 0's validation"
     assert 0.8 * evaluated / 2 <= row["wait_outside_s"] <= evaluated / 2 + 1e-6
     assert row["comm_exposed_s"] < row["wait_outside_s"]
-    assert (load_steps(tmp_path / "ddp")["forward_s"] < 0.1).all()
+    steps = load_steps(tmp_path / "ddp")
+    assert (steps.loc[~steps["warmup"], "forward_s"] < 0.1).all()  # the first step's forward starts DDP up
 
 
 def test_two_nodes_map_ranks_to_their_node(tmp_path):
