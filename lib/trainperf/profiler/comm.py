@@ -73,8 +73,11 @@ class DdpCommTimer:
     def time_buffer_broadcast(self, model: Any) -> None:
         """Time DDP's broadcast of ``model``'s buffers from rank 0 (BatchNorm's running statistics, a causal
         mask), which DDP runs at the start of every forward of a model with buffers (``broadcast_buffers``,
-        its default): the forward waits for it, so it is recorded as an interval of its own, all of it exposed."""
-        broadcast = model._sync_buffers
+        its default): the forward waits for it, so it is recorded as an interval of its own, all of it exposed.
+        A DDP without that method (another torch) keeps its broadcast untimed."""
+        broadcast = getattr(model, "_sync_buffers", None)
+        if broadcast is None:
+            return
 
         def timed() -> None:
             if self._stopped:

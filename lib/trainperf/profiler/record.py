@@ -82,8 +82,8 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
     start_s = seconds(origin, record.start)
     step_s = seconds(record.start, record.end)
     # a broadcast of the buffers before the step began (a forward in a phase outside the steps) is in none
-    comm = [(seconds(origin, i.start), seconds(origin, i.end), i.last) for i in record.comm
-            if i.end is not None and seconds(origin, i.start) >= start_s]
+    comm = [(began, seconds(origin, i.end), i.last) for i in record.comm
+            if i.end is not None and (began := seconds(origin, i.start)) >= start_s]
     exposed = None
     if comm:
         comm_total, exposed = comm_seconds(comm)
