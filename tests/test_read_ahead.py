@@ -4,7 +4,10 @@ caches are kept in the server's memory and served again only while their cache e
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -44,3 +47,29 @@ def test_a_kept_frame_is_served_while_its_entry_records_the_same_file(tmp_path, 
     monkeypatch.undo()  # read_frame again, the same cache folder and kept frames
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
     assert load_runs(run, cache=True)["tokens"].item() == changed["tokens"].item()
+
+
+FORK_AFTER_READING = """
+import os, sys
+import dask
+from trainperf.reading import scheduler
+def double(x):
+    return 2 * x
+chosen = scheduler()
+print("parent", dask.compute(*[dask.delayed(double)(i) for i in range(4)], scheduler=chosen), flush=True)
+pid = os.fork()
+if pid == 0:  # a report kernel forked from the server that read the inputs
+    print("child", dask.compute(*[dask.delayed(double)(i) for i in range(4)], scheduler=chosen), flush=True)
+    os._exit(0)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_a_process_forked_after_reading_computes_on_threads_of_its_own():
+    """Dask's thread pool, made by the first computation on its local threads, is inherited by a forked process
+    without its threads: the forked process (a report kernel forked from the kernel server, which read the
+    inputs) waited for them forever on its first computation. Both compute 2 · (0, 1, 2, 3), in 60 s at most."""
+    done = subprocess.run([sys.executable, "-c", FORK_AFTER_READING], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TRAINPERF_SCHEDULER": ""})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["parent (0, 2, 4, 6)", "child (0, 2, 4, 6)"]
