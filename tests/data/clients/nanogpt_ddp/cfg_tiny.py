@@ -1,0 +1,21 @@
+# a tiny GPT on CPU ranks (gloo), for checking trainperf's figures on nanoGPT's own loop
+out_dir = 'out'
+dataset = 'fake'
+device = 'cpu'
+dtype = 'float32'
+compile = False
+backend = 'gloo'
+n_layer = 2
+n_head = 2
+n_embd = 64
+block_size = 64
+batch_size = 8
+gradient_accumulation_steps = 4
+max_iters = 40
+eval_interval = 20
+eval_iters = 10
+log_interval = 1
+learning_rate = 1e-3
+warmup_iters = 5
+lr_decay_iters = 40
+always_save_checkpoint = True
