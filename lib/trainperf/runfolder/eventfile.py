@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainperf.errors import DataError
 from trainperf.runfolder.rankfile import TIME_DECIMALS, BadLine, is_number
 
 FORMAT = "trainperf-events"
@@ -47,7 +48,8 @@ def phase_line(name: str, start_s: float, seconds: float) -> bytes:
 
 def read_events(path: Path) -> tuple[list[OutsidePhase], list[BadLine]]:
     """The phases of an events file, and its lines that could not be used
-    (file and line: a cut or damaged line, a header of another format)."""
+    (file and line: a cut or damaged line, a header of another format);
+    DataError where its header names another rank than its file name."""
     phases: list[OutsidePhase] = []
     bad: list[BadLine] = []
     for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
@@ -61,6 +63,10 @@ def read_events(path: Path) -> tuple[list[OutsidePhase], list[BadLine]]:
         if number == 1:
             if not isinstance(entry, dict) or entry.get("format") != FORMAT:
                 bad.append(BadLine(path, number, f"not a {FORMAT} header"))
+            elif (named := re.fullmatch(r"events-rank(\d+)\.jsonl", path.name)) and \
+                    entry.get("rank", int(named[1])) != int(named[1]):
+                raise DataError(f"written by rank {entry['rank']}, not by rank {named[1]} as the file's name says "
+                                "(renamed, or copied over another rank's file)", path=path, line=1)
             continue
         phase = _phase(entry)
         if phase is None:

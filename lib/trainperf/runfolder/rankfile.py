@@ -156,8 +156,8 @@ class RankFile:
 
 
 def read_rank_file(path: Path) -> RankFile:
-    """Read ``steps-rank{R}.jsonl``. The rank comes from the file name; the
-    node from the header. Malformed or truncated lines (a header or end line
+    """Read ``steps-rank{R}.jsonl``. The rank comes from the file name, and the
+    header must agree with it; the node from the header. Malformed or truncated lines (a header or end line
     that is not the expected JSON object, a step line that is not an array of
     numbers of the right length) are skipped and listed in ``bad_lines``."""
     match = STEPS_FILE_PATTERN.match(path.name)
@@ -168,6 +168,10 @@ def read_rank_file(path: Path) -> RankFile:
     first_end = data.find(b"\n")
     head, body = (data, b"") if first_end < 0 else (data[:first_end], data[first_end + 1:])
     header = _header(head, path, bad) if head else None
+    rank = int(match.group(1))
+    if header and header.get("rank", rank) != rank:
+        raise ValueError(f"line 1: written by rank {header['rank']}, not by rank {rank} as the file's name "
+                         "says (renamed, or copied over another rank's file)")
     written = tuple(header["columns"]) if header else LINE_COLUMNS
     body, end = _split_end(body)
     closed = end is not None and is_end(end)
@@ -181,7 +185,7 @@ def read_rank_file(path: Path) -> RankFile:
         lines = np.arange(2, 2 + len(columns["step"]))  # the fast path read every line after the header
     columns, lines = _within_bounds(_complete(columns), lines, path, bad)
     node = header.get("node") if header else None
-    return RankFile(path, int(match.group(1)), node, columns, closed, bad, written, wall_s, lines)
+    return RankFile(path, rank, node, columns, closed, bad, written, wall_s, lines)
 
 
 def _within_bounds(columns: dict[str, np.ndarray], lines: np.ndarray, path: Path,
