@@ -1,7 +1,6 @@
 """One vocabulary of the fields training logs print (docs/importers.md, "The vocabulary"): the front end that
 splits a cleaned line into its fields (:func:`fields_of`: normalised key -> printed value) and reads a printed value
-with its unit (:func:`value`), and each canonical field once, with its names, unit and meaning (:func:`lookup`
-finds a key's field).
+with its unit (:func:`value`), and each canonical field once, with its names and unit (:func:`lookup`).
 """
 
 from __future__ import annotations
