@@ -1,6 +1,5 @@
 """The shared core of the importers: what a format parser returns, and how its runs become canonical runs rows
-(sidecar values merged, run ids given, typed and checked by ``trainperf.table_rules.check_runs``), with the list of
-fields still missing and the derived metrics each one blocks."""
+(sidecar values merged, run ids given, checked by ``trainperf.table_rules.check_runs``) with the fields missing."""
 
 from __future__ import annotations
 
@@ -43,8 +42,8 @@ class ParsedRun:
 
 @dataclass
 class ParsedLog:
-    """What a format parser read from one file (or a TensorBoard log dir): its runs, the lines (records) it could
-    not read, and notes for the user (each also a ``DataWarning``)."""
+    """What a format parser read from one file (or a TensorBoard log dir): its runs, the lines it could not read,
+    and notes for the user (each also a ``DataWarning``)."""
 
     runs: list[ParsedRun]
     skipped: list[tuple[str, int, str]]

@@ -65,10 +65,9 @@ class Intervals:
 
 
 class Run:
-    """A run of a step-interval log: the line it starts at, its configuration (runs columns the log stated before
-    it), its records (with the figures named in ``reported``), each rank's last record line that the next one's
-    interval is measured from (``previous``; :data:`BROKEN` after an unreadable one) and its validation loss (NaN
-    until the log prints one)."""
+    """A run of a step-interval log: the line it starts at, its configuration (runs columns stated before it), its
+    records, each rank's last record line that the next one's interval is measured from (``previous``;
+    :data:`BROKEN` after an unreadable one) and its validation loss (NaN until the log prints one)."""
 
     def __init__(self, line: int, config: dict[str, Any], reported: tuple[str, ...]) -> None:
         self.line = line
@@ -83,10 +82,9 @@ RunT = TypeVar("RunT", bound=Run)
 
 
 class IntervalParser(RunParser, Generic[RunT]):
-    """Base of the parsers of step-interval logs (Megatron, torchtitan, nanoGPT). A record line starts where
-    :attr:`start` matches; a record whose step does not advance past its rank's last one starts a new run
-    (:meth:`run_at`) with the configuration read so far (``config``) and the figures named in :attr:`reported`.
-    Each run is measured by :meth:`finish`."""
+    """Base of the parsers of step-interval logs. A record line starts where :attr:`start` matches; a record whose
+    step does not advance past its rank's last one starts a new run (:meth:`run_at`) with the configuration read so
+    far (``config``); each run is measured by :meth:`finish`."""
 
     start: re.Pattern[str]
     reported: tuple[str, ...] = ()
