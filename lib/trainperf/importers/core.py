@@ -1,6 +1,5 @@
 """The shared core of the importers: what a format parser returns, and how its runs become canonical runs rows
-(sidecar values merged, run ids given, typed and checked by ``trainperf.table_rules.check_runs``), with the list of
-fields still missing and the derived metrics each one blocks."""
+(sidecar values merged, run ids given, checked by ``trainperf.table_rules.check_runs``) with the fields missing."""
 
 from __future__ import annotations
 
@@ -43,18 +42,14 @@ class ParsedRun:
 
 @dataclass
 class ParsedLog:
-    """What a format parser read from one file (or a TensorBoard log dir): its runs, the lines (records) it could
-    not read, and notes for the user (each also a ``DataWarning``)."""
+    """What a format parser read from one file (or a TensorBoard log dir): its runs, the lines it could not read,
+    and notes for the user (each also a ``DataWarning``)."""
 
     runs: list[ParsedRun]
     skipped: list[tuple[str, int, str]]
     skipped_total: int
     lines: int
     notes: list[str] = field(default_factory=list)
-
-
-def _told_otherwise(head: str, settings: Settings) -> int:
-    return 0
 
 
 @dataclass(frozen=True)
@@ -66,12 +61,11 @@ class Format:
     name: str
     title: str
     parse: Callable[[Path, Settings], ParsedLog]
-    sniff: Callable[[str, Settings], int] = _told_otherwise
+    sniff: Callable[[str, Settings], int] = lambda head, settings: 0
 
 
 class RunParser(LineParser):
-    """A line parser that collects runs: :meth:`result` gives them once the
-    file is read (it may count further skipped lines)."""
+    """A line parser that collects runs: :meth:`result` gives them once the file is read."""
 
     def result(self) -> list[ParsedRun]:
         raise NotImplementedError
@@ -93,8 +87,7 @@ def read_log(parser: RunParser) -> ParsedLog:
 
 @dataclass(frozen=True)
 class Missing:
-    """A field neither the log nor the sidecar gives, the derived metrics it
-    blocks, and the runs that lack it."""
+    """A field neither the log nor the sidecar gives, the derived metrics it blocks, and the runs that lack it."""
 
     field: str
     blocks: tuple[str, ...]
@@ -135,7 +128,6 @@ def timed_by(measured: dict[str, Any], source: str) -> None:
 
 
 def _known(row: Mapping[str, Any], *names: str) -> bool:
-    """Whether ``row`` holds a value for each of ``names``."""
     return all(not is_missing(row.get(name)) for name in names)
 
 
@@ -177,8 +169,7 @@ _SIX_N = "flops_per_token falls back to 6N (no attention term)"
 
 
 def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], str]]:
-    """``(field, blocked derived metrics, note)`` for each input ``row`` lacks
-    that ``derive`` needs (see ``trainperf.derive`` and ``trainperf.flops``)."""
+    """``(field, blocked derived metrics, note)`` for each input ``row`` lacks that ``trainperf.derive`` needs."""
     known = partial(_known, row)
     found: dict[str, tuple[list[str], str]] = {}
 

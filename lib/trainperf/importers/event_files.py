@@ -29,9 +29,8 @@ def is_event_file_name(path: Path) -> bool:
 
 
 def log_dir_files(folder: Path) -> dict[int, list[Path]]:
-    """The event files of each rank of the log dir ``folder``, in name order:
-    its own files as rank 0, or the files of its ``rank_<N>`` folders; empty
-    when ``folder`` is no log dir. DataError for a folder holding both."""
+    """The event files of each rank of the log dir ``folder``, in name order: its own as rank 0, or those of its
+    ``rank_<N>`` folders; empty when it is no log dir; DataError for a folder holding both."""
     own = sorted(p for p in folder.iterdir() if p.is_file() and is_event_file_name(p))
     ranks = {int(match.group(1)): sorted(p for p in child.iterdir() if p.is_file() and is_event_file_name(p))
              for child in folder.iterdir() if child.is_dir() and (match := RANK_FOLDER.fullmatch(child.name))}
@@ -43,9 +42,8 @@ def log_dir_files(folder: Path) -> dict[int, list[Path]]:
 
 
 def is_event_file(path: Path) -> bool:
-    """Whether ``path``'s first record is a TFRecord holding an event-file
-    header (its content, whatever its name). DataError where the file is named
-    as an event file and the tensorboard package is not installed."""
+    """Whether ``path``'s first record is a TFRecord holding an event-file header, whatever its name; DataError
+    where it is named as an event file and the tensorboard package is not installed."""
     try:
         from google.protobuf.message import DecodeError
         from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
@@ -79,9 +77,8 @@ class Damage:
 
 @dataclass
 class Scalars:
-    """The scalars of one rank's event files: for each tag, its steps and
-    values in the order written (:meth:`series`), the records read (and how
-    many of them held no event), and where a file could not be read to its end."""
+    """The scalars of one rank's event files: each tag's steps and values as written (:meth:`series`), the records
+    read (and how many held no event), and where a file could not be read to its end."""
 
     points: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict)
     records: int = 0
@@ -95,9 +92,8 @@ class Scalars:
 
 
 def read_scalars(files: list[Path]) -> Scalars:
-    """The scalar values (v1 ``simple_value`` as ``torch.utils.tensorboard``
-    and tensorboardX write them, and v2 scalar tensors) of ``files``, read in
-    that order."""
+    """The scalars of ``files``, read in that order: v1 ``simple_value`` (as ``torch.utils.tensorboard`` and
+    tensorboardX write them) and v2 scalar tensors."""
     try:
         from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
     except ImportError:
@@ -125,9 +121,8 @@ def read_scalars(files: list[Path]) -> Scalars:
 
 
 def _decoder() -> Callable[[bytes], list[tuple[str, int, float]] | None]:
-    """A function giving ``(tag, step, value)`` of each scalar in a serialized
-    event (None for a record that is no event). A v2 scalar's tag is known by
-    the metadata its first value carries."""
+    """A function giving ``(tag, step, value)`` of each scalar in a serialized event (None: no event); a v2
+    scalar's tag is known by the metadata its first value carries."""
     from google.protobuf.message import DecodeError
     from tensorboard import data_compat
     from tensorboard.compat.proto.event_pb2 import Event

@@ -149,10 +149,9 @@ OBJECT_LINES = 64
 
 
 class GenericParser(records.IntervalParser[records.Run]):
-    """Reads a log through the vocabulary (``stack``: through a stack's own keys); see the module's docstring."""
+    """Reads a log through the vocabulary (``stack``: through a stack's own keys)."""
 
-    record_line = "step line"
-    """What a skipped record line is called."""
+    record_line = "step line"  # what a skipped record line is called
     reported = records.REPORTED
 
     def __init__(self, path: Path, stack: Stack | None = None) -> None:
@@ -209,7 +208,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         return used
 
     def configure(self, line: str, number_: int) -> None:
-        """Read a stack's line that is no record (line ``number_``): its ``configure``."""
+        """Read a stack's line that is no record (line ``number_``)."""
         if self.stack is not None and self.stack.configure is not None:
             self.stack.configure(self, line, number_)
 

@@ -112,22 +112,14 @@ class HFTrainerParser(RunParser):
 
 
 def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    out = _whole_call(run, config)
-    steady = _steady_window(run, config)
-    if steady is None:
-        return out, None
-    measured, intervals = steady
-    return {**{k: v for k, v in out.items() if k not in ("samples", "steps")}, **measured}, intervals
-
-
-def _steady_window(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame] | None:
     """The steady window of a run whose per-step dicts print the cumulative ``train_runtime`` and
     ``num_input_tokens_seen`` (``include_num_input_tokens_seen``): each dict after the first is an interval of their
     differences, of ``Δtokens / (global batch × seq_len)`` steps, measured by the one aggregator (warm-up left out)
-    instead of the whole ``train()`` call; None without three such dicts or a known tokens per step."""
+    instead of the whole ``train()`` call; without three such dicts or a known tokens per step, that call."""
+    out = _whole_call(run, config)
     batch, seq_len = config.get("global_batch_size"), config.get("seq_len")
     if len(run.points) < 3 or is_missing(batch) or is_missing(seq_len):
-        return None
+        return out, None
     per_step = float(batch) * float(seq_len)
     found = records.Intervals(())
     last_time = last_tokens = 0.0
@@ -139,7 +131,7 @@ def _steady_window(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any]
         last_time, last_tokens = runtime, tokens
     measured, intervals = records.measure_window(found, config, origin=1)
     timed_by(measured, STEADY_SOURCE)
-    return measured, intervals
+    return {**{k: v for k, v in out.items() if k not in ("samples", "steps")}, **measured}, intervals
 
 
 def _whole_call(run: _Run, config: Mapping[str, Any]) -> dict[str, Any]:

@@ -97,10 +97,7 @@ class MegatronParser(GenericParser):
                 self.args[match.group(1)] = match.group(2)
 
     def new_run(self, line: int) -> _Run:
-        return _Run(line, {**self.config, **self._config()})
-
-    def _config(self) -> dict[str, Any]:
-        """Runs columns from the argument dump seen so far."""
+        """A run with the runs columns of the argument dump seen so far."""
         config: dict[str, Any] = {column: int(value) for arg, column in _INT_ARGS.items()
                                   if (value := self.args.get(arg, "")).isdigit() and int(value) > 0}
         if self.vocab is not None:
@@ -133,7 +130,7 @@ class MegatronParser(GenericParser):
         micro, batch = config.get("micro_batch_size"), config.get("global_batch_size")
         if dp and micro and batch and batch % (dp * micro) == 0:
             config["grad_accum_steps"] = batch // (dp * micro)
-        return config
+        return _Run(line, {**self.config, **config})
 
     def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:  # type: ignore[override]
         table = run.records.table()  # widened and its energy made the job's in place: a run is measured once

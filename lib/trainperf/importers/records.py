@@ -36,8 +36,7 @@ NAN = math.nan
 COPY_STRIDE = 1_000_000
 """Rank offset of the copies of a labelled rank's line (see :meth:`IntervalParser.rank_of`)."""
 BROKEN: tuple[float, ...] = (NAN,)
-"""Marks a rank whose previous record line could not be read: the next
-record's start is unknown, so its length is too."""
+"""Marks a rank whose previous record line could not be read: its next record's length is unknown."""
 
 
 class Intervals:
@@ -54,7 +53,7 @@ class Intervals:
         return len(self.data) // self.width
 
     def add(self, row: tuple[float, ...]) -> None:
-        """Append a record; its rank and step (``row[0]``, ``row[1]``) are ints."""
+        """Append a record (its rank and step, ``row[0]`` and ``row[1]``, ints)."""
         self.data.extend(row)
         self.last_step[row[0]] = row[1]  # type: ignore[index]
 
@@ -66,10 +65,9 @@ class Intervals:
 
 
 class Run:
-    """A run of a step-interval log: the line it starts at, its configuration (runs columns the log stated before
-    it), its records (with the figures named in ``reported``), each rank's last record line that the next one's
-    interval is measured from (``previous``; :data:`BROKEN` after an unreadable one) and its validation loss (NaN
-    until the log prints one)."""
+    """A run of a step-interval log: the line it starts at, its configuration (runs columns stated before it), its
+    records, each rank's last record line that the next one's interval is measured from (``previous``;
+    :data:`BROKEN` after an unreadable one) and its validation loss (NaN until the log prints one)."""
 
     def __init__(self, line: int, config: dict[str, Any], reported: tuple[str, ...]) -> None:
         self.line = line
@@ -84,10 +82,9 @@ RunT = TypeVar("RunT", bound=Run)
 
 
 class IntervalParser(RunParser, Generic[RunT]):
-    """Base of the parsers of step-interval logs (Megatron, torchtitan, nanoGPT). A record line starts where
-    :attr:`start` matches; a record whose step does not advance past its rank's last one starts a new run
-    (:meth:`run_at`) with the configuration read so far (``config``) and the figures named in :attr:`reported`.
-    Each run is measured by :meth:`finish`."""
+    """Base of the parsers of step-interval logs. A record line starts where :attr:`start` matches; a record whose
+    step does not advance past its rank's last one starts a new run (:meth:`run_at`) with the configuration read so
+    far (``config``); each run is measured by :meth:`finish`."""
 
     start: re.Pattern[str]
     reported: tuple[str, ...] = ()
@@ -128,7 +125,6 @@ class IntervalParser(RunParser, Generic[RunT]):
         return (0 if rank is None else rank) + copies * (1 if rank is None else COPY_STRIDE)
 
     def new_run(self, line: int) -> RunT:
-        """A run starting at ``line``, with the configuration read so far."""
         return Run(line, dict(self.config), self.reported)  # type: ignore[return-value]
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
@@ -159,8 +155,7 @@ class IntervalParser(RunParser, Generic[RunT]):
         return used
 
     def break_chain(self, rank: int | None) -> None:
-        """After an unreadable record line of ``rank`` (None: of an unknown rank,
-        so of every rank), the next record of that rank has an unknown length."""
+        """After an unreadable record line of ``rank`` (None: every rank), its next record has an unknown length."""
         if self.run is not None:
             previous = self.run.previous
             for r in ([rank] if rank is not None else list(previous)):
@@ -185,8 +180,7 @@ class IntervalParser(RunParser, Generic[RunT]):
         return run, rank, float(step - previous[0]), seconds, ""
 
     def run_at(self, line: int, rank: int, step: int) -> RunT:
-        """The run that a record of ``rank`` at ``step`` (read from ``line``)
-        belongs to: the current one, or a new one if the step does not advance."""
+        """The run of a record of ``rank`` at ``step``: the current one, or a new one if the step does not advance."""
         run = self.run
         last = None if run is None else run.records.last_step.get(rank)
         if run is None or last is not None and step <= last:
@@ -420,12 +414,8 @@ def record(values: Mapping[str, float], rank: int, step: int, n_steps: float = 1
 def measure_figures(run: Run, config: Mapping[str, Any], origin: float | None, time_source: str,
                     convention: str | None = None, least_warmup: int = 1,
                     rate_measures: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The measurements and step intervals of a run of figure records
-    (:func:`measure_window`, steps numbered from ``origin``, None: unknown, and
-    at least ``least_warmup`` warm-up steps where the run states none),
-    with where the times came from (``extra_time_source``), the FLOPs
-    convention of the source's own figures where known, and (``rate_measures``) the source's
-    rate as the throughput where nothing counts the work (``rate_from_reported``)."""
+    """:func:`measure_window` of a run, with where its times came from (``time_source``), the FLOPs convention
+    of the source's own figures where known, and (``rate_measures``) :func:`~.core.rate_from_reported`."""
     measured, steps = measure_window(run.records, config, None if run.restarted else origin, least_warmup)
     timed_by(measured, time_source)
     if convention is not None:

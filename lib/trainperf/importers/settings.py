@@ -75,10 +75,9 @@ def load_settings(log: Path, overrides: Mapping[str, Any] | None = None) -> Sett
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """The mapping a YAML file holds (DataError naming the file and line if it
-    is not one). A file over :data:`MAX_YAML_BYTES`, or one with an anchor or
-    an alias (``&name``, ``*name``: a few hundred bytes of aliases can stand
-    for gigabytes of values), is refused before it is built."""
+    """The mapping a YAML file holds (DataError naming the file and line if it is not one). A file over
+    :data:`MAX_YAML_BYTES`, or one with an anchor or an alias (``&name``, ``*name``: a few hundred bytes of aliases
+    can stand for gigabytes of values), is refused before it is built."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read(MAX_YAML_BYTES + 1)
@@ -154,10 +153,9 @@ def check_key(key: str, where: object) -> None:
 
 
 def as_number(value: Any) -> float | None:
-    """A sidecar value as a number, whatever key it is under: a YAML number,
-    or text that reads as one (PyYAML leaves ``1e9`` and ``7E9`` as text, as
-    YAML 1.1 wants a dot in a float; ``1,000`` and ``1_000`` too); None for
-    anything else (``true`` included)."""
+    """A sidecar value as a number, whatever key it is under: a YAML number, or text that reads as one (PyYAML
+    leaves ``1e9`` and ``7E9`` as text, as YAML 1.1 wants a dot in a float; ``1,000`` and ``1_000`` too); None
+    for anything else (``true`` included)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):

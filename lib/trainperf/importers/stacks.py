@@ -1,7 +1,6 @@
 """The stacks read through the vocabulary with their own keys (``generic.Stack``): NeMo, MaxText, llm.c and
-nanoGPT, each with the reader of its configuration lines where it prints any. The lines each prints and what each
-figure means: docs/importers.md ("Formats", "What each log says"); Megatron's stack is in
-``trainperf.importers.megatron``, beside its reader.
+nanoGPT, each with the reader of its configuration lines where it prints any (the lines each prints and what each
+figure means: docs/importers.md, "Formats", "What each log says"); Megatron's: ``importers.megatron``.
 """
 
 from __future__ import annotations

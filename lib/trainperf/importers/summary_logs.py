@@ -119,12 +119,12 @@ class EpochTimingParser(RunParser):
     def result(self) -> list[ParsedRun]:
         self._close()
         self._start_run(None, 0)
-        return [ParsedRun(run.name, run.line, _config(run), partial(_measure, run)) for run in self.runs]
-
-
-def _config(run: _Run) -> dict[str, Any]:
-    ranks = sorted({rank for rank, _ in run.blocks})
-    return {"gpus": len(ranks)} if ranks and ranks == list(range(len(ranks))) else {}
+        runs = []
+        for run in self.runs:
+            ranks = sorted({rank for rank, _ in run.blocks})
+            config = {"gpus": len(ranks)} if ranks and ranks == list(range(len(ranks))) else {}
+            runs.append(ParsedRun(run.name, run.line, config, partial(_measure, run)))
+        return runs
 
 
 def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:

@@ -30,8 +30,7 @@ _BARE_COLOUR = re.compile(r"\[[0-9;]{0,16}m")
 _OVERWRITTEN = re.compile(r"[^\n]*\r(?!\n)")
 
 NUMBER = r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?i:nan|inf(?:inity)?)"
-"""A number as logs print it: optional sign, thousands separators (``12,345``),
-decimals, exponent, ``nan`` / ``inf``."""
+"""A number as logs print it: optional sign, thousands separators (``12,345``), decimals, exponent, ``nan``/``inf``."""
 _NUMBER = re.compile(rf"(?:{NUMBER})\Z")
 _PAIR = re.compile(rf"({NUMBER})\s*/\s*(?:{NUMBER})")
 
@@ -79,10 +78,6 @@ def field_number(key: str, text: str | None) -> float:
     AMD's Primus prints Megatron's times and rates) is its current value."""
     if text is None:
         return math.nan
-    try:
-        return float(text)  # most figures: a plain number, read without a pattern
-    except ValueError:
-        pass
     try:
         return number(current(text))
     except LineError as exc:
@@ -139,8 +134,8 @@ _MINUTE_SECONDS: dict[str, float] = {}
 
 
 def timestamp(text: str) -> float:
-    """Seconds since 1970 (naive local time taken as UTC) of the first
-    ``YYYY-MM-DD HH:MM:SS[.,fraction]`` in ``text``; NaN if there is none."""
+    """Seconds since 1970 (naive local time taken as UTC) of the first ``YYYY-MM-DD HH:MM:SS[.,fraction]`` in
+    ``text``; NaN if there is none."""
     match = _TIMESTAMP.search(text)
     if match is None:
         return math.nan
@@ -170,9 +165,8 @@ def _open(path: Path) -> BinaryIO:
 
 def clean(text: str) -> str:
     """Text without ANSI escapes, colour codes that lost their escape byte (``[32m``, in a text that also
-    holds a reset code ``[0m``) and carriage-return overwrites (``\\r\\n`` is ``\\n``; a lone ``\\r``, a
-    progress bar redrawing its line, keeps only the text after the last one, as a terminal shows it); the
-    line count is kept."""
+    holds a reset code ``[0m``) and carriage-return overwrites (a lone ``\\r``, a progress bar redrawing its line,
+    keeps only the text after the last one, as a terminal shows it); the line count is kept."""
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "[0m" in text:  # colour codes whose escape byte a collector dropped: "[[32m20251202 06:56:28[0m]"
@@ -200,39 +194,29 @@ def read_head(path: Path, size: int) -> bytes:
 def iter_chunks(path: Path) -> Iterator[list[str]]:
     """The file's cleaned lines, a chunk (a list of whole lines, :data:`CHUNK_BYTES`) at a time."""
     try:
-        yield from _chunks(path)
+        with _open(path) as handle:
+            rest = b""
+            while data := handle.read(CHUNK_BYTES):
+                data = rest + data
+                cut = data.rfind(b"\n")
+                if cut < 0 and len(data) < MAX_LINE_BYTES:
+                    rest = data
+                    continue
+                if cut < 0:
+                    cut = len(data) - 1
+                rest = data[cut + 1:]
+                # cleaned with its final newline, so a CRLF at the cut is not read as a lone carriage return
+                yield clean(data[:cut + 1].decode("utf-8", errors="replace")).removesuffix("\n").split("\n")
+            if rest:
+                yield clean(rest.decode("utf-8", errors="replace")).split("\n")
     except READ_ERRORS as exc:
         raise DataError(f"cannot read: {exc}", path=path) from exc
 
 
-def _chunks(path: Path) -> Iterator[list[str]]:
-    with _open(path) as handle:
-        rest = b""
-        while True:
-            data = handle.read(CHUNK_BYTES)
-            if not data:
-                if rest:
-                    yield clean(rest.decode("utf-8", errors="replace")).split("\n")
-                return
-            data = rest + data
-            cut = data.rfind(b"\n")
-            if cut < 0 and len(data) < MAX_LINE_BYTES:
-                rest = data
-                continue
-            if cut < 0:
-                cut = len(data) - 1
-            rest = data[cut + 1:]
-            # cleaned with its final newline, so a CRLF at the cut is not read as a lone carriage return
-            yield clean(data[:cut + 1].decode("utf-8", errors="replace")).removesuffix("\n").split("\n")
-
-
 class LineParser:
-    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`;
-    counts the lines it could not read. A line the same as the one just before it (launcher prefix included) is that
-    line printed twice: it is read once, and counted (:meth:`notes`).
-
-    :meth:`handle` gets the chunk's lines, the index of the line and its number in the file, and returns how many
-    lines it consumed (more than one when it joined a wrapped record)."""
+    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`
+    (the chunk's lines, the line's index and its number in the file; it returns the lines it consumed); counts the
+    lines it could not read. A line the same as the one just before it (launcher prefix included) is read once."""
 
     anchors: tuple[str, ...] = ()
 
@@ -248,14 +232,14 @@ class LineParser:
         raise NotImplementedError
 
     def skip(self, number: int, reason: str) -> None:
-        """Count a line that could not be read; keep the first ones with their reason."""
+        """Count a line that could not be read (the first ones kept with their reason)."""
         self.skipped_total += 1
         if len(self.skipped) < MAX_SKIPPED_KEPT:
             self.skipped.append((str(self.path), number, reason))
 
     def consume(self, lines: list[str], first: int, final: bool) -> int:
-        """Parse ``lines`` (the first is line ``first`` of the file); return how
-        many were consumed (all when ``final``, else all but the lookahead)."""
+        """Parse ``lines`` (the first is line ``first`` of the file); how many were consumed (all when ``final``,
+        else all but the lookahead)."""
         stop = len(lines) if final else max(0, len(lines) - LOOKAHEAD)
         anchors = self.anchors
         handle = self.handle
@@ -277,14 +261,13 @@ class LineParser:
         return i
 
     def notes(self) -> list[str]:
-        """What the reader should know about the lines read: the lines read once that were printed twice."""
+        """Notes on the lines read: those printed twice, read once."""
         if not self.repeated:
             return []
         return [f"{self.path}: {self.repeated} line(s) the same as the line just before them (printed twice, "
                 "as some wrappers and collectors do, or by several ranks without a prefix) read once"]
 
     def read(self) -> None:
-        """Read the whole file."""
         carry: list[str] = []
         first = 1
         chunks = iter_chunks(self.path)

@@ -1,7 +1,6 @@
 """One vocabulary of the fields training logs print (docs/importers.md, "The vocabulary"): the front end that
 splits a cleaned line into its fields (:func:`fields_of`: normalised key -> printed value) and reads a printed value
-with its unit (:func:`value`), and each canonical field once, with its names, unit and meaning (:func:`lookup`
-finds a key's field).
+with its unit (:func:`value`), and each canonical field once, with its names and unit (:func:`lookup`).
 """
 
 from __future__ import annotations
@@ -136,83 +135,61 @@ RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "samples_per_s
 class Field:
     """A canonical field: its ``name`` (a figure of ``records.GROUPS`` where one exists), how a
     record uses it (``kind``), the unit its value has where the log prints none (``s``, ``ms``, ``%``,
-    ``gib``; '' for counts and rates) and the names logs print it under."""
+    ``gib``; '' for counts and rates) and the names logs print it under; what each means: docs/importers.md,
+    "The vocabulary"."""
 
     name: str
     kind: str
     unit: str
     synonyms: tuple[str, ...]
-    meaning: str
 
 
 VOCABULARY: tuple[Field, ...] = (
     Field("step", "counter", "", ("step", "iter", "iteration", "global step", "it", "num updates", "updates",
-                                  "completed step", "progress", "trainer global step", "batch idx"),
-          "the optimizer step the line reports (a whole number; ``N/M`` is N of M)"),
-    Field("epoch", "epoch", "", ("epoch", "training epoch"),
-          "the epoch of that step: a step counter that restarts each epoch counts on across epochs"),
+                                  "completed step", "progress", "trainer global step", "batch idx")),
+    Field("epoch", "epoch", "", ("epoch", "training epoch")),
     Field("step_time_s", "step_time", "s", ("time", "dt", "step time", "step timing", "train step timing",
                                             "iteration time", "batch time", "time per step", "step duration",
-                                            "seconds", "sec/step", "s/step", "step time s", "time step"),
-          "wall time of the step the line reports (s): a record of that one step"),
+                                            "seconds", "sec/step", "s/step", "step time s", "time step")),
     Field("cumulative_time_s", "cumulative_time", "s", ("train time", "elapsed", "elapsed time", "total time",
                                                         "elapsedtime", "training time", "time elapsed",
-                                                        "train runtime so far", "total train time"),
-          "a clock since the start of training (s): a record's time is its difference from the previous "
-          "line's; a value that goes back is a timer restarted (that record's time is unknown)"),
-    Field("interval_time_s", "interval_time", "s", ("interval time", "train wall", "log interval time"),
-          "time of the steps since the previous line (s)"),
+                                                        "train runtime so far", "total train time")),
+    Field("interval_time_s", "interval_time", "s", ("interval time", "train wall", "log interval time")),
     Field("interval_mean_s", "interval_mean", "s", ("elapsed time per iteration", "time per iteration",
-                                                    "iteration time mean"),
-          "mean time per step over the steps since the previous line (s)"),
-    Field("average_time_s", "moving_average", "s", ("step avg", "avg step time", "average step time",
-                                                    "avg time", "time avg"),
-          "mean time per step since the start (s): alone, each record is timed by it"),
+                                                    "iteration time mean")),
+    Field("average_time_s", "moving_average", "s", ("step avg", "avg step time", "average step time", "avg time",
+                                                    "time avg")),
     Field("tokens_per_s", "rate", "", ("tok/s", "tok/sec", "tokens/s", "tokens/sec", "tokens per second",
                                        "tokens per sec", "tps", "wps", "words/s", "tokens per s", "throughput",
-                                       "tokens throughput", "throughput tokens per sec"),
-          "the whole job's tokens per second, as printed (kept as reported_tokens_per_s)"),
+                                       "tokens throughput", "throughput tokens per sec")),
     Field("tokens_per_s_per_gpu", "rate", "", ("tokens/s/device", "tokens/s/gpu", "tgs", "tokens per gpu",
                                                "tokens per second per gpu", "tokens per sec per gpu",
                                                "tokens per gpu per second", "tokens per second per device",
-                                               "tok/s/gpu", "wps per gpu"),
-          "tokens per second per device, as printed"),
+                                               "tok/s/gpu", "wps per gpu")),
     Field("samples_per_s", "rate", "", ("samples/s", "samples/sec", "samples per second", "samplespersec",
                                         "currsamplespersec", "sps", "train samples per second", "examples/s",
-                                        "sequences/s", "seq/s", "images/s", "imgs/s", "samples per sec"),
-          "the whole job's samples per second, as printed"),
-    Field("samples_per_s_per_gpu", "rate", "", ("samples/s/device", "samples/s/gpu", "samples per second per gpu"),
-          "samples per second per device, as printed"),
+                                        "sequences/s", "seq/s", "images/s", "imgs/s", "samples per sec")),
+    Field("samples_per_s_per_gpu", "rate", "", ("samples/s/device", "samples/s/gpu", "samples per second per gpu")),
     Field("tflops_per_gpu", "reported", "", ("tflops", "tflop/s/device", "tflop/s/gpu", "tflops per gpu",
-                                             "throughput per gpu", "model tflops", "tflop/s"),
-          "TFLOP/s per device, as printed (the stack's own FLOPs count)"),
-    Field("mfu", "reported", "", ("mfu", "model flops utilization", "mfu percent"),
-          "model FLOPs utilisation, as printed: percent (a fraction where printed at most 1 without '%')"),
-    Field("loss", "loss", "", ("loss", "train loss", "training loss", "lm loss", "reduced train loss",
-                               "train/loss", "loss train"),
-          "training loss"),
-    Field("val_loss", "val_loss", "", ("val loss", "valid loss", "validation loss", "eval loss", "loss val"),
-          "validation loss"),
+                                             "throughput per gpu", "model tflops", "tflop/s")),
+    Field("mfu", "reported", "", ("mfu", "model flops utilization", "mfu percent")),
+    Field("loss", "loss", "", ("loss", "train loss", "training loss", "lm loss", "reduced train loss", "train/loss",
+                               "loss train")),
+    Field("val_loss", "val_loss", "", ("val loss", "valid loss", "validation loss", "eval loss", "loss val")),
     Field("memory_gb", "memory", "gib", ("memory", "peak memory", "max memory", "maxmemallocated", "max allocated",
                                          "mem", "gpu mem", "peak memory alloc", "peak memory active",
-                                         "max memory allocated", "memory gb"),
-          "peak device memory (GiB; MB and MiB converted)"),
-    Field("energy_j", "energy", "", ("energy", "energy j"), "energy over the record (J)"),
-    Field("energy_per_gpu_j", "energy", "", (), "energy of one step on each device (J; a stack's own key)"),
-    Field("power_w_per_gpu", "reported", "", (), "power per device (W), as printed (a stack's own key)"),
-    Field("tokens", "work", "", ("wpb", "tokens per step", "tokens per iteration", "total weights",
-                                 "ntokens", "batch tokens", "tokens per batch", "words/batch"),
-          "tokens the whole job processed in one step"),
-    Field("tokens_total", "total", "", ("consumed tokens", "tokens seen", "num input tokens seen",
-                                        "total tokens", "tokens processed", "tokens so far"),
-          "tokens processed since the start: a record's tokens are its difference"),
-    Field("samples", "work", "", ("bsz", "samples per step", "batch size"),
-          "samples the whole job processed in one step"),
-    Field("samples_total", "total", "", ("consumed samples", "samples seen", "samples count", "total samples"),
-          "samples processed since the start: a record's samples are its difference"),
-    Field("global_batch_size", "config", "", ("global batch size", "train batch size"),
-          "samples a step (the run's global_batch_size)"),
-    Field("lr", "other", "", ("lr", "learning rate", "lrm"), "learning rate (not used)"),
+                                         "max memory allocated", "memory gb")),
+    Field("energy_j", "energy", "", ("energy", "energy j")),
+    Field("energy_per_gpu_j", "energy", "", ()),
+    Field("power_w_per_gpu", "reported", "", ()),
+    Field("tokens", "work", "", ("wpb", "tokens per step", "tokens per iteration", "total weights", "ntokens",
+                                 "batch tokens", "tokens per batch", "words/batch")),
+    Field("tokens_total", "total", "", ("consumed tokens", "tokens seen", "num input tokens seen", "total tokens",
+                                        "tokens processed", "tokens so far")),
+    Field("samples", "work", "", ("bsz", "samples per step", "batch size")),
+    Field("samples_total", "total", "", ("consumed samples", "samples seen", "samples count", "total samples")),
+    Field("global_batch_size", "config", "", ("global batch size", "train batch size")),
+    Field("lr", "other", "", ("lr", "learning rate", "lrm")),
 )
 """Every field, once."""
 
