@@ -30,10 +30,8 @@ PARTS = (LOOP, VALIDATION, *(name for _, name in NESTED), *(name for _, name in 
 
 
 def run_times(runs: pd.DataFrame, unit: Unit) -> pd.DataFrame:
-    """Per run (``runs``' index): ``work``, its measured work in ``unit`` (its tokens or samples; the rate
-    × ``elapsed_s`` where only a rate is given), ``training_loop_s``
-    (:func:`trainperf.report.phases.training_loop_s`), ``total_s``, its total time with start-up (the first
-    column of :data:`TOTAL_TIME` it has; NaN) and ``outside_loop_s`` = total − training loop (s)."""
+    """Per run: ``work``, its tokens or samples (else rate × ``elapsed_s``), ``training_loop_s``, ``total_s``
+    (:func:`total_s`) and ``outside_loop_s`` = total − training loop (s)."""
     work = runs[unit.name].astype(float) if unit.name in runs else pd.Series(np.nan, index=runs.index)
     work = work.fillna(runs[unit.rate].astype(float) * runs["elapsed_s"].astype(float))
     total, loop = total_s(runs), training_loop_s(runs)
@@ -47,10 +45,9 @@ def total_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run that recorded its total time (``total_s`` of :func:`run_times`; others: NaN), the parts it is
-    made of (s), as columns named after them: the training loop, validation, the parts the run's timers name
-    (:data:`NESTED` for the timing-summary logs, :data:`PROFILED` for the profiler), and the rest of the total
-    outside the training loop. They add up to the total."""
+    """Per run that recorded its total time (others: NaN), the parts it is made of (s), named after them: the
+    training loop, validation, the parts its timers name (:data:`NESTED`, :data:`PROFILED`) and the rest; they
+    add up to the total."""
     total, loop = total_s(runs), training_loop_s(runs)
     validation = validation_s(runs)
     parts = {LOOP: loop, VALIDATION: validation}
@@ -70,11 +67,9 @@ def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_train(configurations: pd.DataFrame, train_work: float | None, unit: Unit) -> tuple[pd.Series, pd.Series, str]:
-    """The time to train the same work on each of a sweep's ``configurations`` (rows with ``work``,
-    ``outside_loop_s`` of :func:`run_times` and their rate): ``train_work`` where given, else the most any
-    configuration measured; over the training loop (work / rate) and in all (the loop + the time outside it as
-    measured, taken as fixed: NaN without a total), s, and how the work was chosen. ``InputError`` when
-    ``train_work`` is not above 0, or none is given and no configuration's work is known."""
+    """The time to train the same work (``train_work``, else the most any configuration measured) on each of a
+    sweep's ``configurations`` (with :func:`run_times`): over the training loop (work / rate) and in all (the
+    time outside the loop taken as fixed: NaN without a total), s, and how the work was chosen."""
     work = configurations["work"]
     if train_work is not None:
         if not train_work > 0:
