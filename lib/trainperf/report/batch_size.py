@@ -29,10 +29,9 @@ Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
 
 
 def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of micro-batch sweeps (two or more micro-batch sizes on one device count; an experiment at several
-    device counts is one sweep per count: ``my-sweep (2 devices)``), ordered by experiment, micro-batch and
-    accumulation; other experiments in ``attrs['skipped']``, the rows of runs out of memory (``fits`` false) in
-    ``attrs['did_not_fit']``. :class:`~trainperf.report.page.NotApplicable` when no sweep is left."""
+    """The runs of micro-batch sweeps (two or more micro-batch sizes on one device count; one sweep per device
+    count: ``my-sweep (2 devices)``), in sweep order; other experiments in ``attrs['skipped']``, the runs out of
+    memory (``fits`` false) in ``attrs['did_not_fit']``."""
     unit = unit_of(runs)
     too_big = runs["fits"].eq(False).fillna(False).to_numpy(bool) if "fits" in runs else np.zeros(len(runs), bool)
     have = require(require(runs[~too_big], "micro_batch_size", "a micro-batch size",
@@ -108,11 +107,9 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
 
 
 def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The configurations of one sweep's runs ``group`` (``frames``: their steps' job frames), one row each from
-    0: rates, MFU, :func:`~trainperf.report.time_to_train.run_times` and
-    :func:`~trainperf.report.time_to_train.total_parts` as the mean over its repeats (``runs``), ``doubt``
-    (``""``: none); and their run intervals around the rates shown (the page compares the figures it shows),
-    with ``label`` and ``runs``."""
+    """The configurations of one sweep's runs ``group``, one row each from 0: rates, MFU, run times and the
+    parts of the total as the mean over its repeats (``runs``), and ``doubt``; and their run intervals around
+    the rates shown (the page compares the figures it shows), with ``label`` and ``runs``."""
     group = group.reset_index(drop=True)
     parts = total_parts(group)
     group = pd.concat([group, run_times(group, unit), parts], axis=1)
@@ -127,11 +124,10 @@ def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> t
 def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, min_gain: float = 0.10
           ) -> pd.DataFrame:
     """One row per configuration of each sweep (repeats: their mean): experiment, configuration, micro-batch,
-    accumulation, samples per device per step (``per_device_batch``) and per optimizer step, devices, throughput
-    (95 % interval ``<rate>_low``–``_high``; ``interval`` as text) and per device, ``mfu`` (fraction), ``gain`` over
-    the previous configuration and its verdict ``vs_previous``, the time to train the same work
-    (:func:`~trainperf.report.time_to_train.to_train`, s) over the loop (``time_to_train_s``) and in all
-    (``total_time_s``, NaN without a total), and ``at_top``."""
+    accumulation, ``per_device_batch`` (samples per device per step), ``global_batch_size``, gpus, the rate (95 %
+    interval ``<rate>_low``–``_high``; ``interval`` as text) and per device, ``mfu`` (fraction), ``gain`` over the
+    previous configuration and its verdict ``vs_previous``, the time to train the same work (s) over the loop
+    (``time_to_train_s``) and in all (``total_time_s``, NaN without a total), and ``at_top``."""
     if train_tokens is not None and unit.name != "tokens":
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
@@ -172,8 +168,7 @@ def gain_labels(rows: pd.DataFrame) -> list[str]:
 
 
 def at_top(group: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
-    """Per configuration of a :func:`sweep`: whether it is the fastest of those without a doubt or
-    indistinguishable from it."""
+    """Per configuration of a :func:`sweep`: whether it is the fastest without a doubt or indistinguishable."""
     clean = (group["doubt"] == "").to_numpy(bool)
     out = np.zeros(len(group), dtype=bool)
     if clean.any():
@@ -224,8 +219,7 @@ def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> tupl
 
 
 def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tokens: float | None = None) -> Html:
-    """The :func:`top` of the first sweep, where throughput plateaus, and the configuration that trains the same
-    work first in all, start-up included, where it is another."""
+    """The :func:`top` of the first sweep, where it plateaus, and what finishes the same work first in all."""
     name, (group, found) = next(iter(found_sweeps.items()))
     text, figures = top(name, group, found, unit)
     found_plateau = plateau(group[unit.rate].to_numpy(), min_gain)
@@ -398,8 +392,7 @@ def memory_notes(table: pd.DataFrame) -> list[str]:
 
 @dataclass(frozen=True)
 class BatchSizePage(Measured):
-    """Every frame and sentence of the batch-size page, in its order (docs/reports.md); ``sweeps``: each
-    sweep's :func:`sweep`."""
+    """Every frame and sentence of the batch-size page, in its order; ``sweeps``: each :func:`sweep`."""
 
     sweeps: Sweeps
     headline: Html

@@ -41,8 +41,7 @@ def has_phases(runs: pd.DataFrame) -> bool:
 
 
 def slowest_wait(runs: pd.DataFrame) -> pd.Series:
-    """Per run, seconds its typical rank waits for the slowest: ``elapsed_s − mean_rank_elapsed_s``
-    (0 at least; NaN where the mean over ranks is unknown)."""
+    """Per run, seconds its typical rank waits for the slowest (≥ 0; NaN where the mean over ranks is unknown)."""
     mean = runs["mean_rank_elapsed_s"] if "mean_rank_elapsed_s" in runs else pd.Series(np.nan, index=runs.index)
     return (runs["elapsed_s"] - mean).astype(float).clip(lower=0)
 
@@ -66,8 +65,7 @@ def validation_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def training_loop_s(runs: pd.DataFrame) -> pd.Series:
-    """Per run, seconds of its training loop (the slowest rank's): ``elapsed_s`` less the validation
-    inside it (:func:`validation_inside`)."""
+    """Per run, seconds of its training loop (the slowest rank's): ``elapsed_s`` less the validation inside it."""
     return runs["elapsed_s"].astype(float) - validation_s(runs) * validation_inside(runs).astype(float)
 
 
@@ -118,9 +116,8 @@ def overlap_notes(runs: pd.DataFrame) -> list[str]:
 
 def per_experiment(runs: pd.DataFrame, configuration: Callable[[pd.DataFrame], list[str]], *,
                    per_step: bool = True) -> pd.DataFrame:
-    """The :func:`breakdown` of every experiment of ``runs`` with phase times, long (:data:`COLUMNS`, one row per
-    configuration and phase; runs ``configuration`` labels alike averaged, ``run_id`` the first's; ``share``: of
-    the configuration's total): a stacked bar is one configuration."""
+    """The :func:`breakdown` of every experiment of ``runs`` with phase times (:data:`COLUMNS`), one row per
+    configuration (runs ``configuration`` labels alike, averaged) and phase; ``share``: of its total."""
     parts = []
     for _, group in by_experiment(runs):
         if not has_phases(group):

@@ -29,9 +29,9 @@ SPARSE_MATCH = 0.02
 
 
 def comparable(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with a platform, a model and a token rate, with ``platform_key`` (the platform, plus the
-    precision where a platform ran several); ``platform`` becomes the peak table's name of the device
-    (:func:`trainperf.hardware.platform_name`), and ``attrs["merged_platforms"]`` says which spellings merged."""
+    """The runs with a platform (named as the peak table names it), a model and a token rate, with
+    ``platform_key`` (plus the precision where a platform ran several); ``attrs["merged_platforms"]``: the
+    spellings merged."""
     have = require(require(require(runs, "platform", "a platform", "give the column platform (e.g. NVIDIA H100 "
                                                              "SXM, cpu)"), "model", "a model", "give the column model"),
                    "tokens_per_s", "a throughput in tokens/s",
@@ -80,9 +80,9 @@ def best_per_device(configs: pd.DataFrame) -> pd.DataFrame:
 
 
 def peaks(configs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
-    """One row per platform × model: its :func:`best_per_device` configuration, ``configuration`` (in words),
-    ``configs`` (how many the pair measured) and ``relative`` (its per-device rate / the fastest of its
-    :func:`contest`), with ``relative_low``/``_high`` from its throughput interval."""
+    """One row per platform × model: its :func:`best_per_device` configuration (``configuration`` in words),
+    ``configs`` (how many the pair measured) and ``relative`` (its per-device rate / its :func:`contest`'s
+    fastest, ``_low``/``_high`` from its interval)."""
     out = best_per_device(configs).reset_index(drop=True)
     sizes = configs.groupby(PAIR, sort=False).size()
     fastest = out.groupby(contest(policy), sort=False, dropna=False)["tokens_per_s_per_gpu"].transform("max")
@@ -123,11 +123,10 @@ SAME_SETTINGS = "same recorded settings"
 
 
 def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
-    """Per :func:`contest` measured on two or more platforms: the platform with the highest per-device throughput
-    (``fastest``, of its :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``:
-    ``winner`` only when distinguishable from the runner-up (by the runs' intervals ``found``; the margin's 95 %
-    interval in ``evidence``; by single figures, a margin of :data:`~trainperf.stats.MIN_EFFECT` or more), else
-    ``indistinguishable``; ``also``: what else differs between the two (:func:`differences`)."""
+    """Per :func:`contest` on two or more platforms: the ``fastest`` per device (of its :func:`best_per_device`
+    configuration), the runner-up, the ``margin`` and ``verdict``: ``winner`` only when distinguishable from the
+    runner-up (by their intervals ``found``; by single figures, a margin of :data:`~trainperf.stats.MIN_EFFECT`
+    or more), else ``indistinguishable``; ``also``: what else differs between the two."""
     rate = "tokens_per_s_per_gpu"
     per_pair, of_run = best_per_device(configs), found.drop_duplicates("run_id").set_index("run_id")
     rows = []
@@ -184,9 +183,8 @@ def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
 
 
 def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Html:
-    """The first contest's winner and its margin per device, the platform that wins the most contests, and the
-    best MFU against a datasheet peak (a run's own peak only when no run has one); without a contest, the first
-    pair's best configuration. No projected, oversubscribed or incomplete run counts."""
+    """The first contest's winner and margin per device, the platform that wins the most contests, and the best
+    MFU against a datasheet peak (a run's own only when no run has one); without a contest, the first pair's."""
     figures = []
     if found.empty:
         top = best.iloc[0]
@@ -271,10 +269,9 @@ def mfu_label(runs: pd.DataFrame) -> pd.Series:
 
 
 def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
-    """Per accelerator platform × model and node count, of its :func:`best_per_device` configuration and those
-    differing only in the device count (its ``scaling_study``, without a doubt): ``devices``, ``tokens_per_s``
-    (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis`` (``measured``, ``fitted`` by the best
-    of Amdahl and USL from :data:`~trainperf.report.scaling.projection.MIN_FIT_POINTS` device counts on, else
+    """Per accelerator platform × model and node count, from its :func:`best_per_device` configuration's scaling
+    study: ``devices``, ``tokens_per_s`` (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis``
+    (``measured``, ``fitted`` by the best of Amdahl and USL from :data:`MIN_FIT_POINTS` device counts on, else
     ``upper bound``: per-device rate × devices) and the devices ``measured``."""
     if not all(isinstance(n, int) and n >= 1 for n in [gpus_per_node, *project_nodes]):
         raise InputError(f"project_nodes ({project_nodes}) and gpus_per_node ({gpus_per_node}) must be whole "
@@ -332,8 +329,7 @@ def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
-    """The daily capacity of the largest measured job without a doubt (a size, not a ranking), and what
-    :func:`capacity` leaves out or only bounds."""
+    """The daily capacity of the largest measured job (a size, not a ranking), and what :func:`capacity` bounds."""
     clean = configs[configs["doubt"] == ""] if (configs["doubt"] == "").any() else configs
     top = clean.loc[clean["tokens_per_s"].idxmax()]
     samples = "" if pd.isna(top["samples_per_day"]) else f" and {fmt_big(top['samples_per_day'])} samples"
@@ -353,8 +349,7 @@ def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd
 
 @dataclass(frozen=True)
 class PlatformsPage:
-    """Every frame and sentence of the platforms page, in its order, each named after the function that makes it
-    (docs/reports.md); ``configurations`` after :data:`MEANS`."""
+    """Every frame and sentence of the platforms page, in its order, each named after the function that makes it."""
 
     headline: Html
     sparse_peak_runs: pd.DataFrame

@@ -51,11 +51,10 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration (:func:`~trainperf.report.run_labels.configuration_table`: repeats averaged)
-    with ``runs``, the figures of :data:`MEANS`, its throughput's 95 % ``interval``, ``experiment_scaling``
-    (``sweep (weak scaling)``), scaling efficiency (NaN for studies at one device count), :func:`step_times`,
-    ``doubt``, ``remark`` (:func:`remarks`), ``best`` (the highest throughput without a doubt; of all where every
-    one has one) and ``chart_label``. ``found``: the runs' intervals where already made."""
+    """One row per configuration with ``runs`` (its repeats), the figures of :data:`MEANS` (their mean), its
+    throughput's 95 % ``interval``, ``experiment_scaling`` (``sweep (weak scaling)``), scaling efficiency (NaN at
+    one device count), :func:`step_times`, ``doubt``, ``remark``, ``best`` (the highest throughput without a
+    doubt; of all where every one has one) and ``chart_label``."""
     unit = unit_of(runs)
     frames = job_frames(steps)
     found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
@@ -79,10 +78,8 @@ def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
 
 
 def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summaries | None) -> dict[str, list]:
-    """Per configuration of the runs' intervals ``found`` (``frames``: their steps' job frames):
-    ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the slowest rank's time per
-    measured step (s; :func:`per_step`), and ``step_time_basis``: how many steps they come from, or
-    :data:`NO_STEPS`."""
+    """Per configuration of the runs' intervals ``found``: ``step_time_p50_s`` and ``step_time_p95_s``, the
+    median and 95th percentile of the slowest rank's time per step (s), and ``step_time_basis``: of how many."""
     rows = []
     for _, ids in found["run_id"].groupby(configuration_of(found).to_numpy(), sort=False):
         times = [per_step(frames[r], steps, r) for r in ids if r in frames]
@@ -102,10 +99,10 @@ def per_step(frame: pd.DataFrame, steps: Summaries, run_id: str) -> np.ndarray:
 
 
 def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per scaling study of a :func:`table` frame at two or more device counts with ``nodes`` known (its
-    configurations without a doubt): the first step to more nodes (``from_gpus``, ``from_nodes``, ``to_gpus``,
-    ``to_nodes``, ``per_node``), the efficiency before and after and its ``drop`` (a fraction; negative: a gain),
-    and the study's largest drop (``largest_from``/``largest_to``, ``largest_drop``; ``most``: at the crossing)."""
+    """Per scaling study of a :func:`table` frame with ``nodes`` known (configurations without a doubt): the
+    first step to more nodes (``from_gpus``, ``from_nodes``, ``to_gpus``, ``to_nodes``, ``per_node``), the
+    ``efficiency_before`` and ``_after`` and its ``drop`` (a fraction; negative: a gain), and the study's largest
+    drop (``largest_from``, ``largest_to``, ``largest_drop``; ``most``: at the crossing)."""
     columns = ["study", "from_gpus", "from_nodes", "to_gpus", "to_nodes", "per_node", "efficiency_before",
                "efficiency_after", "drop", "largest_from", "largest_to", "largest_drop", "most"]
     usable = frame[(frame["doubt"] == "") & frame["scaling_efficiency"].notna()]
@@ -154,8 +151,7 @@ def remarks(frame: pd.DataFrame) -> list[str]:
 
 
 def node_notes(frame: pd.DataFrame) -> list[str]:
-    """A sentence per study of :func:`node_boundaries`: what its first step across nodes costs in efficiency,
-    and whether efficiency drops most there."""
+    """Per study of :func:`node_boundaries`: what its first step across nodes costs, and whether most is lost there."""
     out = []
     for b in node_boundaries(frame).itertuples():
         step = f"{_crossing(b)} ({fmt_int(b.per_node)} per node)"
@@ -172,8 +168,7 @@ def node_notes(frame: pd.DataFrame) -> list[str]:
 
 
 def headline(frame: pd.DataFrame, unit: Unit) -> Html:
-    """The peak throughput of a :func:`table` ``frame`` without a doubt, where it was reached, and what one
-    device keeps of its baseline rate."""
+    """The peak throughput without a doubt of a :func:`table` ``frame``, where it was reached, and per device."""
     best = frame[frame["best"]].iloc[0]
     repeats = f" (mean of {best['runs']} runs)" if best["runs"] > 1 else ""
     text = (f"Peak throughput {fmt_int(best[unit.rate])} {unit.label} with {best['configuration']}{repeats}: "
@@ -199,8 +194,7 @@ def headline(frame: pd.DataFrame, unit: Unit) -> Html:
 
 def goodput(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The runs that recorded their wall clock: a table (``run_id``, ``wall_s``, ``goodput`` and the seconds of
-    each part, ``outside_<name>_s`` by name) and the same parts long for a stacked bar (``run_id``, ``part``,
-    ``seconds``, ``fraction`` of the wall clock)."""
+    each part) and the same parts long for a stacked bar (``run_id``, ``part``, ``seconds``, ``fraction``)."""
     have = runs[runs["wall_s"].notna()] if "wall_s" in runs else runs.iloc[:0]
     outside = sorted(c for c in have.columns if c.startswith(OUTSIDE_PREFIX) and have[c].notna().any())
     columns = [*PARTS[:3], *outside, *PARTS[3:]]
@@ -214,9 +208,9 @@ def goodput(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 @dataclass
 class Timeline:
-    """Each run's job step time along the run (``steps``: ``run_id``, ``step``, ``step_time_s``, ``warmup``),
-    its warm-up (``warmup``: ``run_id``, ``warmup_rule``, ``warmup_steps``, ``warmup_from``/``_to``: the steps
-    it spans) and a ``note`` naming the runs drawn in part."""
+    """Each run's job step time along the run (``steps``: ``run_id``, ``step``, ``step_time_s``, ``warmup``), its
+    warm-up (``warmup``: ``run_id``, ``warmup_rule``, ``warmup_steps``, ``warmup_from``/``_to``: the steps it
+    spans) and a ``note`` naming the runs drawn in part."""
 
     steps: pd.DataFrame
     warmup: pd.DataFrame
@@ -224,8 +218,7 @@ class Timeline:
 
 
 def step_timeline(summaries: Summaries | None) -> Timeline:
-    """The :class:`Timeline` of the runs of ``summaries``: each step at its slowest rank (a record of several
-    steps, its mean per step)."""
+    """The :class:`Timeline` of ``summaries``: each step at its slowest rank (a record of several: its mean)."""
     if summaries is None or summaries.step_times.empty:
         return Timeline(pd.DataFrame(columns=["run_id", "step", "step_time_s", "warmup"]),
                         pd.DataFrame(columns=["run_id", "warmup_rule", "warmup_steps", "warmup_from", "warmup_to"]), "")
@@ -245,8 +238,7 @@ def step_timeline(summaries: Summaries | None) -> Timeline:
 
 @dataclass(frozen=True)
 class ThroughputPage(Measured):
-    """Every frame and sentence of the throughput page, in its order (docs/reports.md); ``intervals``: per run
-    (the index of ``runs``), the run intervals its table and "What to change" share."""
+    """Every frame and sentence of the throughput page, in its order; ``intervals``: per run, its run intervals."""
 
     intervals: pd.DataFrame
     headline: Html
@@ -272,8 +264,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None) -> ThroughputPag
 
 @rule("the first step across a node boundary")
 def node_boundary(page: ThroughputPage) -> Found:
-    """The first step of a study across nodes where efficiency drops: what recovering it would give per device,
-    ``efficiency before / after − 1``."""
+    """The first step across nodes where efficiency drops: the gain per device, ``efficiency before / after − 1``."""
     if "nodes" not in page.runs or page.runs["nodes"].isna().all():
         return Found(lacking="no run records its nodes")
     frame, found, out = page.table, node_boundaries(page.table), Found()
@@ -302,8 +293,8 @@ PART_CHANGES = {"startup_s": "Shorten start-up (before the first step)",
 
 def _wall_clock_parts(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run that recorded its total time, its parts outside the training loop (``run_id``, ``experiment``,
-    ``part``: its column or name, ``label``, ``seconds``, ``total_s``): the profiler's goodput parts, else those
-    of :func:`~trainperf.report.time_to_train.total_parts`."""
+    ``part``, ``label``, ``seconds``, ``total_s``): the profiler's goodput parts, else those of
+    :func:`~trainperf.report.time_to_train.total_parts`."""
     profiled = runs["wall_s"].notna() if "wall_s" in runs else pd.Series(False, index=runs.index)
     parts = []
     wall = runs[profiled.to_numpy(bool)]

@@ -1,6 +1,4 @@
-"""Time to train: the configurations of a sweep compared on the same amount of work, over the training
-loop and in all, with the time a run spends outside its loop (start-up, validation, the rest) where it
-recorded its total; and the parts that total is made of."""
+"""Time to train the same work, over the training loop and in all, and the parts of a run's total time."""
 
 from __future__ import annotations
 
@@ -12,9 +10,9 @@ from trainperf.report.html import fmt_int
 from trainperf.report.page import InputError
 from trainperf.report.phases import training_loop_s, validation_s
 
-TOTAL_TIME = {"wall_s": "the profiler's wall clock, from its start to close()",
-              "extra_total_exec_s": "the script's execution time"}
-"""Columns that give a run's total time, start-up included (s), in the order they are used, and what each is."""
+TOTAL_TIME = ["wall_s", "extra_total_exec_s"]
+"""Columns that give a run's total time, start-up included (s), in the order they are used: the profiler's wall
+clock (from its start to close()), the script's execution time."""
 TIMES = ("work", "training_loop_s", "total_s", "outside_loop_s")
 """Columns of :func:`run_times`."""
 LOOP, VALIDATION, OUTSIDE = "training loop", "validation", "other outside the training loop"
@@ -41,13 +39,11 @@ def run_times(runs: pd.DataFrame, unit: Unit) -> pd.DataFrame:
 
 def total_s(runs: pd.DataFrame) -> pd.Series:
     """Per run, its total time with start-up (s): the first column of :data:`TOTAL_TIME` it has; NaN."""
-    return runs.reindex(columns=list(TOTAL_TIME)).astype(float).bfill(axis=1).iloc[:, 0].rename(None)
+    return runs.reindex(columns=TOTAL_TIME).astype(float).bfill(axis=1).iloc[:, 0].rename(None)
 
 
 def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run that recorded its total time (others: NaN), the parts it is made of (s), named after them: the
-    training loop, validation, the parts its timers name (:data:`NESTED`, :data:`PROFILED`) and the rest; they
-    add up to the total."""
+    """Per run that recorded its total time (others: NaN), its parts (s; :data:`PARTS`), adding up to the total."""
     total, loop = total_s(runs), training_loop_s(runs)
     validation = validation_s(runs)
     parts = {LOOP: loop, VALIDATION: validation}

@@ -1,6 +1,5 @@
 """What to change: the few changes a page's runs support, each with its expected gain and confidence; the
 rules several pages share (each page's ``RULES`` live beside its result), the compare page's, and the section
-that shows what a page's rules found. A rule gives a change only where its evidence is in the runs shown
 (docs/reports.md, "What to change")."""
 
 from __future__ import annotations
@@ -85,9 +84,8 @@ def row(change: str, evidence: str, gain: float, gain_of: str, applies_to: str, 
 
 def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: dict[str, pd.DataFrame]
                     ) -> tuple[float, float] | None:
-    """The 95 % interval of the mean ``share`` of ``column`` in a configuration's step (its runs ``rows``): from
-    its runs' steps where every run has the column (block bootstrap), else from the spread of two or more
-    repeats (Student t); None without either."""
+    """The 95 % interval of the mean ``share`` of ``column`` in the step of a configuration's runs ``rows``: from
+    their steps (block bootstrap), else from two or more repeats (Student t); None without either."""
     ids = rows["run_id"].astype(str).tolist()
     if ids and all(r in frames and column in frames[r] for r in ids):
         found = estimate_steps(Side("", rows, {r: frames[r] for r in ids}), None, [column, "mean_rank_step_s"])
@@ -163,8 +161,7 @@ def waits_for_outside_work(page: Measured) -> Found:
 
 @rule("more busy processes than cores")
 def oversubscription(page: Measured) -> Found:
-    """Runs with more busy processes than cores against the fastest configuration of their study that is not:
-    the gain of running that one instead, with the interval of the page's ``intervals``."""
+    """Runs with more busy processes than cores: the gain of running their study's fastest one that is not."""
     runs = page.runs
     if "oversubscribed" not in runs or not runs["oversubscribed"].eq(True).fillna(False).any():
         return Found(lacking="no run has more busy processes than cores")
@@ -264,8 +261,7 @@ def short(change: str) -> str:
 
 
 def section(found: pd.DataFrame, lacking: list[str]) -> Html:
-    """The "What to change" section from what a page's rules found (:func:`candidates`): a sentence, the table
-    of changes and the candidates left out; where the data supports no change, why."""
+    """The "What to change" section of what a page's rules found: a sentence, the table, the candidates left out."""
     shown, more = listed(found), int(found["listed"].sum()) - MOST
     left = found[~found["listed"]]
     notes = []
@@ -294,8 +290,7 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
 
 
 def section_of(rules: Iterable[Rule], page: Measured) -> Html:
-    """The "What to change" section of what ``rules`` found on ``page``; each page binds its own: ``what_to_change
-    = partial(section_of, RULES)``."""
+    """The "What to change" section of what ``rules`` found on ``page`` (each page binds its ``RULES``)."""
     return section(*candidates(rules, page))
 
 
