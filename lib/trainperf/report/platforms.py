@@ -42,8 +42,7 @@ def comparable(runs: pd.DataFrame) -> pd.DataFrame:
     spellings = given.groupby(have["platform"].to_numpy()).unique()
     merged = [f"{and_list([repr(s) for s in sorted(names)])} are one device, {name}: counted as one platform."
               for name, names in spellings.items() if len(names) > 1]
-    precisions = have.groupby("platform")["precision"].nunique()
-    several = have["platform"].map(precisions).fillna(0).gt(1).to_numpy(bool)
+    several = have.groupby("platform")["precision"].transform("nunique").gt(1).to_numpy(bool)
     key = have["platform"].astype(str).where(~several, have["platform"].astype(str) + " · "
                                              + have["precision"].astype(str))
     out = have.assign(platform_key=key).reset_index(drop=True)
