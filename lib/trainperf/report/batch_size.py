@@ -1,7 +1,5 @@
 """The batch-size report: a micro-batch × gradient-accumulation sweep — where the time goes, throughput, time to
-train, where larger batches stop paying and the memory each configuration needs; each figure and the function
-that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
-figure"."""
+train, where larger batches stop paying and the memory each configuration needs (docs/reports.md)."""
 
 from __future__ import annotations
 
@@ -31,13 +29,9 @@ Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
 
 
 def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of micro-batch sweeps — two or more micro-batch sizes on one
-    device count — ordered by experiment, micro-batch and accumulation. An
-    experiment measured at several device counts is one sweep per device
-    count (``my-sweep (2 devices)``). Other experiments are listed in
-    ``attrs['skipped']``; the runs of a sweep's configurations that ran out
-    of memory (``fits`` false) in ``attrs['did_not_fit']`` (their rows as dicts; :func:`memory`).
-    :class:`~trainperf.report.page.NotApplicable` when no sweep is left."""
+    """The runs of micro-batch sweeps (two or more micro-batch sizes on one device count; one sweep per device
+    count: ``my-sweep (2 devices)``), in sweep order; other experiments in ``attrs['skipped']``, the runs out of
+    memory (``fits`` false) in ``attrs['did_not_fit']``."""
     unit = unit_of(runs)
     too_big = runs["fits"].eq(False).fillna(False).to_numpy(bool) if "fits" in runs else np.zeros(len(runs), bool)
     have = require(require(runs[~too_big], "micro_batch_size", "a micro-batch size",
@@ -57,7 +51,7 @@ def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _by_device_count(runs: pd.DataFrame, several: set[str]) -> pd.DataFrame:
-    """``runs`` with each experiment of ``several`` device counts named after the run's (``my-sweep (2 devices)``)."""
+    """``runs`` with each experiment of ``several`` named after the run's device count."""
     experiment = runs["experiment"].astype(str)
     on = pd.Series([f" ({count(g, 'device')})" if pd.notna(g) else " (device count unknown)" for g in runs["gpus"]],
                    index=runs.index, dtype=object)
@@ -74,10 +68,8 @@ def fmt_change(found: Verdict) -> str:
 
 
 def resolution_text(found: list[Resolution]) -> str:
-    """A clause for a sentence calling configurations indistinguishable: the smallest difference their
-    data could detect (a range over several pairs) and the runs of each that would detect
-    :attr:`~trainperf.estimates.Resolution.effect` (the most any pair needs), or that without an interval no
-    difference can be."""
+    """A clause for configurations called indistinguishable: the smallest difference their data could detect
+    (a range over several pairs) and the runs of each that would detect the effect (the most any pair needs)."""
     effect = fmt_pct(found[0].effect, 0)
     repeats = max((r.repeats for r in found if r.repeats is not None), default=None)
     tested = [r.detectable for r in found if not r.assumed]
@@ -94,17 +86,15 @@ def resolution_text(found: list[Resolution]) -> str:
 
 
 class Plateau(NamedTuple):
-    """Where the sweep stops gaining ``min_gain`` per step: ``index``, the position of the first
-    configuration after which no step gains that much (``None``: still improving at the end),
-    and ``gains``, each configuration's gain over the previous one (NaN for the first)."""
+    """``index``: the configuration after which no step gains ``min_gain`` (None: still improving at the end);
+    ``gains``: each configuration's gain over the previous one (NaN for the first)."""
 
     index: int | None
     gains: np.ndarray
 
 
 def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
-    """The :class:`Plateau` of the sweep's throughput ``rates`` (in sweep order); ``InputError``
-    unless ``min_gain`` is above 0."""
+    """The :class:`Plateau` of a sweep's throughput ``rates``; ``InputError`` unless ``min_gain`` is above 0."""
     if not min_gain > 0:
         raise InputError(f"min_gain must be a fraction above 0 (0.10: a step must gain 10 %), not {min_gain!r}")
     rates = np.asarray(rates, dtype=float)
@@ -117,14 +107,9 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
 
 
 def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The configurations of one sweep's runs ``group`` in sweep order (rates in ``unit``; ``frames``: the
-    :func:`~trainperf.estimates.job_frames` of the runs' steps), one row each (index from 0): the first
-    run of each with its rates, MFU, times (:func:`trainperf.report.time_to_train.run_times`) and the
-    parts of its total time (:func:`trainperf.report.time_to_train.total_parts`, columns named after
-    them) the mean over its repeats (``runs``: how many; see
-    :func:`trainperf.report.run_labels.configuration_means`) and ``doubt`` (of any repeat: ``oversubscribed``,
-    ``""`` for none), and their :func:`trainperf.estimates.run_intervals` around the rates shown (every comparison
-    of the page is of the figures it shows) with ``label`` (``micro-batch … × … accumulation``) and ``runs``."""
+    """The configurations of one sweep's runs ``group``, one row each from 0: rates, MFU, run times and the
+    parts of the total as the mean over its repeats (``runs``), and ``doubt``; and their run intervals around
+    the rates shown (the page compares the figures it shows), with ``label`` and ``runs``."""
     group = group.reset_index(drop=True)
     parts = total_parts(group)
     group = pd.concat([group, run_times(group, unit), parts], axis=1)
@@ -138,15 +123,11 @@ def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> t
 
 def table(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None, min_gain: float = 0.10
           ) -> pd.DataFrame:
-    """One row per configuration of each sweep of ``found_sweeps`` (repeats: their mean; rates in ``unit``):
-    experiment, configuration (``micro-batch × accumulation``), micro-batch, accumulation, samples per device per
-    step (``per_device_batch``), samples per optimizer step (``global_batch_size``), devices, throughput total (95 %
-    interval ``<rate>_low``–``_high``; ``interval``: as text with what it covers, or that there is none) and per
-    device, ``mfu`` (fraction; NaN where unknown), ``gain`` over the previous configuration and ``vs_previous`` (its
-    :func:`trainperf.estimates.distinguish`), the time to train the same work, ``train_tokens`` or else the most any
-    configuration of the sweep measured (:func:`trainperf.report.time_to_train.to_train`), over the training loop
-    (``time_to_train_s``) and in all with the time outside the loop as measured (start-up, validation;
-    ``total_time_s``, NaN where the runs did not record their total), and ``at_top`` (:func:`at_top`)."""
+    """One row per configuration of each sweep (repeats: their mean): experiment, configuration, micro-batch,
+    accumulation, ``per_device_batch`` (samples per device per step), ``global_batch_size``, gpus, the rate (95 %
+    interval ``<rate>_low``–``_high``; ``interval`` as text) and per device, ``mfu`` (fraction), ``gain`` over the
+    previous configuration and its verdict ``vs_previous``, the time to train the same work (s) over the loop
+    (``time_to_train_s``) and in all (``total_time_s``, NaN without a total), and ``at_top``."""
     if train_tokens is not None and unit.name != "tokens":
         raise InputError("train_tokens needs token rates; these runs report samples only")
     parts = []
@@ -175,22 +156,19 @@ def configurations(rows: pd.DataFrame) -> list[str]:
 
 
 def caption(rows: pd.DataFrame) -> str:
-    """The caption of one sweep's rows of :func:`table`: its name, what a configuration names and on how many
-    devices it ran (where known)."""
+    """The caption of one sweep's rows of :func:`table`: its name and devices (where known)."""
     devices = rows["gpus"].iloc[0]
     on = f", {count(devices, 'device')}" if pd.notna(devices) else ""
     return f"{rows['experiment'].iloc[0]} (micro-batch × accumulation{on})"
 
 
 def gain_labels(rows: pd.DataFrame) -> list[str]:
-    """Bar labels for the rows of one sweep of :func:`table`: each gain over the previous configuration
-    (``+16 %``), ``≈`` where it is within the noise, nothing for the first."""
+    """Bar labels for one sweep's rows of :func:`table`: each gain (``+16 %``), ``≈`` within the noise."""
     return ["" if pd.isna(g) else "≈" if v == TIED else f"{g:+.0%}" for g, v in zip(rows["gain"], rows["vs_previous"])]
 
 
 def at_top(group: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
-    """Per configuration of a sweep (its :func:`sweep`): whether it is the fastest of those without a doubt or
-    indistinguishable from it; a projected, oversubscribed or incomplete one never is."""
+    """Per configuration of a :func:`sweep`: whether it is the fastest without a doubt or indistinguishable."""
     clean = (group["doubt"] == "").to_numpy(bool)
     out = np.zeros(len(group), dtype=bool)
     if clean.any():
@@ -199,10 +177,8 @@ def at_top(group: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
 
 
 def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> tuple[str, list[tuple[str, str]]]:
-    """The fastest configuration of sweep ``name`` (its :func:`sweep`: ``group`` and ``found``; rates in
-    ``unit``) among those without a doubt, and every one indistinguishable from it, or its margin over the next
-    one: a sentence, and the figures a headline shows of it (its rate; how many are tied, or the margin over the
-    runner-up). Where every configuration is projected, oversubscribed or incomplete, that none is a measurement."""
+    """The fastest configuration without a doubt of the :func:`sweep` ``name`` and those indistinguishable from
+    it, or its margin over the next: a sentence, and the figures a headline shows of it."""
     clean = (group["doubt"] == "").to_numpy(bool)
     if not clean.any():
         best = int(np.argmax(group[unit.rate].to_numpy(float)))
@@ -243,9 +219,7 @@ def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> tupl
 
 
 def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tokens: float | None = None) -> Html:
-    """The top of the first sweep of ``found_sweeps`` (the fastest configuration and those indistinguishable
-    from it, see :func:`top`), named with its experiment, where throughput plateaus, and the configuration that
-    trains the same work first in all, start-up included, where it is another (:func:`time_notes`)."""
+    """The :func:`top` of the first sweep, where it plateaus, and what finishes the same work first in all."""
     name, (group, found) = next(iter(found_sweeps.items()))
     text, figures = top(name, group, found, unit)
     found_plateau = plateau(group[unit.rate].to_numpy(), min_gain)
@@ -266,8 +240,8 @@ def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tok
 
 
 def plateau_notes(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10) -> list[str]:
-    """Per sweep of ``found_sweeps``: where no step gains ``min_gain`` any longer, which later gains are within
-    the noise, and whether it still gets faster in all — or that it is still improving at the end."""
+    """Per sweep: where no step gains ``min_gain`` any longer, which later gains are within the noise, and
+    whether it still gets faster in all — or that it is still improving at the end."""
     out = []
     for name, (group, found) in found_sweeps.items():
         configs = found["configuration"]
@@ -302,8 +276,7 @@ def plateau_notes(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10) -> l
 
 
 def work_notes(runs: pd.DataFrame) -> list[str]:
-    """Per sweep: whether its configurations take the same samples per optimizer step
-    (``global_batch_size``), split differently into micro-batches — the same data per step — or not."""
+    """Per sweep: whether its configurations take the same samples per optimizer step (``global_batch_size``)."""
     out = []
     for name, group in by_experiment(runs):
         sizes = group["global_batch_size"] if "global_batch_size" in group else pd.Series(np.nan, index=group.index)
@@ -324,10 +297,8 @@ def work_notes(runs: pd.DataFrame) -> list[str]:
 
 
 def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
-    """One row per configuration of each sweep of ``found_sweeps`` whose runs recorded their total time with start-up
-    (repeats: their mean; :func:`trainperf.report.time_to_train.total_parts`): experiment, configuration, the seconds
-    of each part of the total (columns named after the parts; NaN where a sweep has no such part) and ``total_s``.
-    Empty when no run recorded its total."""
+    """One row per configuration whose runs recorded their total time with start-up (repeats: their mean):
+    experiment, configuration, the seconds of each part of the total (named after the parts) and ``total_s``."""
     rows = []
     for group, _ in found_sweeps.values():
         have = group[group["total_s"].notna()]
@@ -338,9 +309,8 @@ def total_time(found_sweeps: Sweeps) -> pd.DataFrame:
 
 
 def time_notes(found_sweeps: Sweeps, unit: Unit, train_tokens: float | None = None) -> list[str]:
-    """Per sweep of ``found_sweeps``: the configuration that trains the same work (``train_tokens``, else the most
-    any configuration measured) fastest over the training loop and the one that does in all, start-up included; where
-    they differ, the reason: the time outside the loop and the part of it that differs most."""
+    """Per sweep: the configuration that trains the same work fastest over the training loop and the one that
+    does in all; where they differ, the time outside the loop and the part of it that differs most."""
     out = []
     for name, (group, _) in found_sweeps.items():
         loop, total, how = to_train(group, train_tokens, unit)
@@ -381,9 +351,8 @@ DID_NOT_FIT = "no: out of memory"
 
 
 def memory(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration of each sweep (:func:`sweeps`), those that did not fit included, in
-    micro-batch order: experiment, configuration, the largest of its runs' peak allocated, reserved and host
-    memory, the device's memory and the least headroom left (GiB; empty where not recorded), and ``fits``
+    """One row per configuration of each sweep, those that did not fit included: experiment, configuration, the
+    largest of its runs' peak memories, the device's memory and the least headroom left (GiB), and ``fits``
     (``yes``, ``no: out of memory`` or ``not recorded``)."""
     too_big = pd.DataFrame(runs.attrs.get("did_not_fit", []))
     found = pd.concat([runs, too_big], ignore_index=True) if len(too_big) else runs
@@ -399,8 +368,7 @@ def memory(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def memory_notes(table: pd.DataFrame) -> list[str]:
-    """Per sweep of :func:`memory`: the configurations that ran out of memory and the largest one that fit,
-    with its peak and headroom; or that no run recorded its memory."""
+    """Per sweep of :func:`memory`: the configurations that ran out of memory and the largest that fit."""
     out = []
     for name, rows in table.groupby("experiment", sort=False):
         did_not_fit = rows["fits"].eq(DID_NOT_FIT)
@@ -424,9 +392,7 @@ def memory_notes(table: pd.DataFrame) -> list[str]:
 
 @dataclass(frozen=True)
 class BatchSizePage(Measured):
-    """Every frame and sentence of the batch-size page, in the page's order, from its ``runs`` (:func:`sweeps`)
-    and their ``steps`` (None: none given); the function that makes each attribute: docs/reports.md, "The
-    throughput, batch-size and platforms pages, figure by figure". ``sweeps`` holds each sweep's :func:`sweep`."""
+    """Every frame and sentence of the batch-size page, in its order; ``sweeps``: each :func:`sweep`."""
 
     sweeps: Sweeps
     headline: Html
@@ -448,9 +414,8 @@ class BatchSizePage(Measured):
 
 def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: float | None = None,
             min_gain: float = 0.10) -> BatchSizePage:
-    """The batch-size page of ``runs`` (:func:`sweeps`) and the ``steps`` of their run folders: each
-    configuration timed on ``train_tokens`` (None: the most any of its sweep measured), a sweep step that gains
-    less than ``min_gain`` of throughput not paying."""
+    """The batch-size page of ``runs`` (:func:`sweeps`): configurations timed on ``train_tokens`` (None: the most
+    any of the sweep measured), a step gaining less than ``min_gain`` not paying."""
     unit, frames = unit_of(runs), job_frames(steps)
     found = {name: sweep(group, unit, frames) for name, group in by_experiment(runs)}
     frame, used = table(found, unit, train_tokens, min_gain), memory(runs)
@@ -468,9 +433,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, train_tokens: fl
 
 @rule("micro-batches below the top of a sweep")
 def small_micro_batches(page: BatchSizePage) -> Found:
-    """Per batch-size sweep, the micro-batches below the smallest at its top (the fastest configuration and
-    those indistinguishable from it, the page's :func:`table`): what the best of them loses against the
-    fastest, ``fastest / best below − 1`` of tokens/s, and the training loop's time on the same work."""
+    """Per sweep, the micro-batches below the smallest at its top: what the best of them loses against the
+    fastest, ``fastest / best below − 1`` of throughput, and in time on the same work."""
     unit = unit_of(page.runs)
     out = Found()
     for name, rows in page.table.groupby("experiment", sort=False):

@@ -22,8 +22,7 @@ HOLDS, FAILS, UNCHECKED = "holds", "does not hold", "cannot be checked"
 
 
 def read_claims(paths: str | Path | Sequence[str | Path] | None) -> pd.DataFrame:
-    """The claims of the CSV files ``paths`` (none: an empty table). DataError
-    naming the file, row and column of a claim that cannot be checked as written."""
+    """The claims of the CSV files ``paths``; DataError naming the file, row and column of one not checkable."""
     given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
     frames = []
     for path in map(Path, given):
@@ -59,10 +58,9 @@ def _check_row(claim: dict[str, str], path: Path, line: int) -> None:
 
 
 def checked(runs: pd.DataFrame, claims: pd.DataFrame, report: str) -> tuple[pd.DataFrame, str]:
-    """The claims of ``report`` whose runs are in ``runs`` (a derived runs table),
-    each with trainperf's figure and a verdict: rows ``claim, source, printed,
-    trainperf_figure, verdict, why`` (figures as text); and a sentence counting the claims left out
-    because the page does not show their runs ("" when none is)."""
+    """The claims of ``report`` whose runs are in ``runs``, each with trainperf's figure and a verdict (rows
+    ``claim, source, printed, trainperf_figure, verdict, why``, as text); and a sentence counting the claims
+    about runs the page does not show ("" for none)."""
     mine = claims[claims["report"] == report]
     indexed = runs.set_index(runs["run_id"].astype(str))
     rows, left_out = [], 0

@@ -29,8 +29,7 @@ COMPARE_ROWS = {"other": OTHER, "slowest_wait": IMBALANCE, "step_time": "step (t
 
 def phase_label(name: str) -> str:
     """The label of a phase named as a steps table or ``trainperf compare`` names it (``comm_exposed``,
-    ``comm_exposed_s``): ``communication (exposed)``; the compare table's other rows as :data:`COMPARE_ROWS`;
-    other names with spaces for underscores."""
+    ``comm_exposed_s``: ``communication (exposed)``); other names with spaces for underscores."""
     if name in COMPARE_ROWS:
         return COMPARE_ROWS[name]
     return PHASE_LABELS.get(name if name.endswith("_s") else f"{name}_s", name.replace("_", " "))
@@ -42,8 +41,7 @@ def has_phases(runs: pd.DataFrame) -> bool:
 
 
 def slowest_wait(runs: pd.DataFrame) -> pd.Series:
-    """Per run, seconds its typical rank waits for the slowest: ``elapsed_s − mean_rank_elapsed_s``
-    (0 at least; NaN where the mean over ranks is unknown)."""
+    """Per run, seconds its typical rank waits for the slowest (≥ 0; NaN where the mean over ranks is unknown)."""
     mean = runs["mean_rank_elapsed_s"] if "mean_rank_elapsed_s" in runs else pd.Series(np.nan, index=runs.index)
     return (runs["elapsed_s"] - mean).astype(float).clip(lower=0)
 
@@ -56,7 +54,7 @@ def typical_s(runs: pd.DataFrame) -> pd.Series:
 
 def validation_inside(runs: pd.DataFrame) -> pd.Series:
     """Per run, whether its ``validation_s`` lies inside its ``elapsed_s``: so for runs measured from their
-    steps (``ranks`` known), not for a runs-table row without steps (docs/reports.md, "The phase breakdown")."""
+    steps (``ranks`` known), not for a runs-table row (docs/reports.md, "The phase breakdown")."""
     return runs["ranks"].notna() if "ranks" in runs else pd.Series(False, index=runs.index)
 
 
@@ -67,16 +65,14 @@ def validation_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def training_loop_s(runs: pd.DataFrame) -> pd.Series:
-    """Per run, seconds of its training loop (the slowest rank's): ``elapsed_s`` less the validation
-    inside it (:func:`validation_inside`)."""
+    """Per run, seconds of its training loop (the slowest rank's): ``elapsed_s`` less the validation inside it."""
     return runs["elapsed_s"].astype(float) - validation_s(runs) * validation_inside(runs).astype(float)
 
 
 def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:
-    """Seconds per phase (columns labelled by :data:`PHASE_LABELS`, in step order) of each of ``runs`` (rows; NaN
-    phases count as 0 in a run that has others) and their unit: ``s per step`` when ``per_step`` and every run's
-    step count is known (``steps``, else ``samples / global_batch_size``), else ``s in the measured window``. What
-    each part holds and how they add up: docs/reports.md, "The phase breakdown"."""
+    """Seconds per phase (columns labelled by :data:`PHASE_LABELS`, in step order) of each of ``runs`` and their
+    unit: ``s per step`` when ``per_step`` and every run's step count is known, else ``s in the measured window``
+    (docs/reports.md, "The phase breakdown")."""
     split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
     compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
     comm = "comm_exposed_s" if "comm_exposed_s" in runs and runs["comm_exposed_s"].notna().any() else "comm_s"
@@ -120,11 +116,8 @@ def overlap_notes(runs: pd.DataFrame) -> list[str]:
 
 def per_experiment(runs: pd.DataFrame, configuration: Callable[[pd.DataFrame], list[str]], *,
                    per_step: bool = True) -> pd.DataFrame:
-    """The :func:`breakdown` of every experiment of ``runs`` that has phase times, as rows ``experiment, run_id,
-    configuration, gpus, phase, seconds, share, unit`` (one per configuration and phase, phases in step order;
-    repeats of a configuration, runs that ``configuration`` (runs → labels) names alike, are averaged and
-    ``run_id`` is the first's; ``share``: of the configuration's total; ``unit``: ``s per step`` or ``s in the
-    measured window``), for seaborn: a stacked bar is one configuration."""
+    """The :func:`breakdown` of every experiment of ``runs`` with phase times (:data:`COLUMNS`), one row per
+    configuration (runs ``configuration`` labels alike, averaged) and phase; ``share``: of its total."""
     parts = []
     for _, group in by_experiment(runs):
         if not has_phases(group):

@@ -1,7 +1,6 @@
 """The platforms report: platforms × models — each pair's best configuration per device, the spread over
-configurations, the winner per model when it is distinguishable from the runner-up, and capacity per day; each
-figure and the function that makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
-figure"."""
+configurations, the winner per model when it is distinguishable from the runner-up, and capacity per day
+(docs/reports.md)."""
 
 from __future__ import annotations
 
@@ -30,11 +29,9 @@ SPARSE_MATCH = 0.02
 
 
 def comparable(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with a platform, a model and a token rate, with ``platform_key``
-    (the platform, plus the precision where a platform ran several). A device
-    is one platform whatever its spelling (:func:`trainperf.hardware.platform_name`):
-    ``platform`` becomes the peak table's name, and ``attrs["merged_platforms"]``
-    says which spellings were merged (:func:`policy_notes` shows it)."""
+    """The runs with a platform (named as the peak table names it), a model and a token rate, with
+    ``platform_key`` (plus the precision where a platform ran several); ``attrs["merged_platforms"]``: the
+    spellings merged."""
     have = require(require(require(runs, "platform", "a platform", "give the column platform (e.g. NVIDIA H100 "
                                                              "SXM, cpu)"), "model", "a model", "give the column model"),
                    "tokens_per_s", "a throughput in tokens/s",
@@ -45,8 +42,7 @@ def comparable(runs: pd.DataFrame) -> pd.DataFrame:
     spellings = given.groupby(have["platform"].to_numpy()).unique()
     merged = [f"{and_list([repr(s) for s in sorted(names)])} are one device, {name}: counted as one platform."
               for name, names in spellings.items() if len(names) > 1]
-    precisions = have.groupby("platform")["precision"].nunique()
-    several = have["platform"].map(precisions).fillna(0).gt(1).to_numpy(bool)
+    several = have.groupby("platform")["precision"].transform("nunique").gt(1).to_numpy(bool)
     key = have["platform"].astype(str).where(~several, have["platform"].astype(str) + " · "
                                              + have["precision"].astype(str))
     out = have.assign(platform_key=key).reset_index(drop=True)
@@ -56,9 +52,8 @@ def comparable(runs: pd.DataFrame) -> pd.DataFrame:
 
 MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_day", "samples_per_day",
          "tflops_total", "tflops_per_gpu", "mfu", "hfu", "elapsed_s")
-"""Figures of a configuration shown as the mean over its repeats: the page's configurations are the
-:func:`~trainperf.report.run_labels.configuration_table` of its runs and these (with their throughput's 95 %
-interval ``tokens_per_s_low``–``_high`` and ``interval``, and their ``doubt``)."""
+"""Figures of a configuration shown as the mean over its repeats (the page's configurations are the
+:func:`~trainperf.report.run_labels.configuration_table` of its runs and these)."""
 
 
 PAIR = ["platform_key", "model"]
@@ -69,29 +64,24 @@ PRECISION_POLICIES = {"same": "platforms are compared at the same precision: one
 
 
 def contest(policy: str) -> list[str]:
-    """What the platforms of one contest share: the model, and under the ``same`` policy the precision.
-    ``InputError`` for a policy not in :data:`PRECISION_POLICIES`."""
+    """What the platforms of one contest share: the model, and under the ``same`` policy the precision."""
     if policy not in PRECISION_POLICIES:
         raise InputError(f"precision_policy {policy!r}: give one of {', '.join(PRECISION_POLICIES)}")
     return ["model", "precision"] if policy == "same" else ["model"]
 
 
 def best_per_device(configs: pd.DataFrame) -> pd.DataFrame:
-    """Per platform × model, the row of configurations (:data:`MEANS`) with the highest tokens/s per device
-    among those without a ``doubt`` (projected, oversubscribed or incomplete; a pair with only
-    such rows keeps its best of them), in data order: its rate, interval, MFU and run all of that
-    one configuration. Never the largest job's total."""
+    """Per platform × model, the configuration with the highest tokens/s per device among those without a
+    ``doubt`` (a pair with only such rows keeps its best of them), in data order; never the largest job's total."""
     ranked = configs.assign(_doubt=configs["doubt"] != "").sort_values(
         ["_doubt", "tokens_per_s_per_gpu"], ascending=[True, False], kind="stable", na_position="last")
     return configs.loc[configs.index.isin(ranked.drop_duplicates(PAIR).index)]
 
 
 def peaks(configs: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
-    """One row per platform × model of the configurations (:data:`MEANS`) ``configs``: its :func:`best_per_device`
-    configuration (every figure of the row that configuration's), ``configuration`` (its devices, batch and strategy
-    in words), ``configs`` (configurations of the pair measured) and ``relative`` (its per-device rate / the fastest
-    of its contest's: the model, and under the ``same`` policy the precision), with ``relative_low``/``_high`` from
-    its throughput interval."""
+    """One row per platform × model: its :func:`best_per_device` configuration (``configuration`` in words),
+    ``configs`` (how many the pair measured) and ``relative`` (its per-device rate / its :func:`contest`'s
+    fastest, ``_low``/``_high`` from its interval)."""
     out = best_per_device(configs).reset_index(drop=True)
     sizes = configs.groupby(PAIR, sort=False).size()
     fastest = out.groupby(contest(policy), sort=False, dropna=False)["tokens_per_s_per_gpu"].transform("max")
@@ -108,9 +98,7 @@ COMPARED = ("precision", "gpus", *(c for c in SERIES_SETTINGS if c not in ("plat
 
 
 def differences(a: pd.Series, b: pd.Series) -> list[str]:
-    """What differs between the settings of two configurations, in words (``precision fp8 vs bf16``,
-    ``devices 32 vs 8``, ``micro-batch × accumulation 14 × 3 vs 12 × 21``); a setting one of them
-    does not record is not compared."""
+    """What differs between the recorded settings of two configurations, in words (``devices 32 vs 8``)."""
     def text(value: object) -> str:
         if isinstance(value, (bool, np.bool_)):
             return "on" if value else "off"
@@ -129,24 +117,15 @@ def differences(a: pd.Series, b: pd.Series) -> list[str]:
 
 
 WINNER = "winner"
-UNTESTED = "no interval: single figures, the noise is not tested"
-"""Why a margin between platforms could not be tested against the noise."""
-
-
 SAME_SETTINGS = "same recorded settings"
 """``also`` of :func:`winners` where the two configurations differ in no recorded setting."""
 
 
 def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
-    """Per contest (:func:`contest`: a model, and under the ``same`` policy a precision) of the configurations
-    (:data:`MEANS`) ``configs`` measured on two or more platforms (under ``fastest``, each at its fastest
-    precision): the platform with the highest per-device throughput (``fastest``; its rate, MFU and interval all
-    of its :func:`best_per_device` configuration), the runner-up, the ``margin`` and ``verdict``: ``winner`` only
-    when the fastest is distinguishable from the runner-up (:func:`trainperf.estimates.distinguish` of their runs'
-    intervals ``found``; the margin's 95 % interval in ``evidence``), else ``indistinguishable``; by single
-    figures, a margin below :data:`~trainperf.stats.MIN_EFFECT` is a tie, a larger one a winner whose noise is
-    untested. ``also``: what else differs between the two configurations (:func:`differences`: the precision
-    under ``fastest``, devices, batch, …; :data:`SAME_SETTINGS` for nothing)."""
+    """Per :func:`contest` on two or more platforms: the ``fastest`` per device (of its :func:`best_per_device`
+    configuration), the runner-up, the ``margin`` and ``verdict``: ``winner`` only when distinguishable from the
+    runner-up (by their intervals ``found``; by single figures, a margin of :data:`~trainperf.stats.MIN_EFFECT`
+    or more), else ``indistinguishable``; ``also``: what else differs between the two."""
     rate = "tokens_per_s_per_gpu"
     per_pair, of_run = best_per_device(configs), found.drop_duplicates("run_id").set_index("run_id")
     rows = []
@@ -167,7 +146,8 @@ def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") ->
             evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
             value = margin.estimate
         else:
-            evidence = UNTESTED + ("" if verdict_ == WINNER else f"; below {fmt_pct(MIN_EFFECT, 0)}")
+            evidence = "no interval: single figures, the noise is not tested" + (
+                "" if verdict_ == WINNER else f"; below {fmt_pct(MIN_EFFECT, 0)}")
         rows.append({"model": best["model"], "precision": best["precision"] if policy == "same" else None,
                      "fastest": best["platform_key"], "fastest_rate": best[rate],
                      "runner_up": second["platform_key"], "runner_up_rate": second[rate],
@@ -179,8 +159,7 @@ def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") ->
 
 
 def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs whose source's peak (``reported_peak_tflops_per_gpu``, else ``reported_tflops_per_gpu
-    / reported_mfu``) is within :data:`SPARSE_MATCH` of the vendor's 2:4-sparse figure."""
+    """Runs whose source's peak (given, or its TFLOPS / MFU) is the vendor's 2:4-sparse figure."""
     nothing = pd.Series(np.nan, index=runs.index)
     implied = runs.get("reported_peak_tflops_per_gpu", nothing).astype(float)
     if {"reported_tflops_per_gpu", "reported_mfu"} <= set(runs.columns):
@@ -196,19 +175,15 @@ def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
-    """Whether each run's MFU divides by its device's datasheet dense peak
-    (``peak_source`` of :func:`trainperf.derive`), rather than by a peak
-    given in the run, such as one measured on a CPU. MFUs of the two kinds do not compare."""
+    """Whether each run's MFU divides by its device's datasheet dense peak rather than by a peak given in the
+    run (one measured on a CPU): MFUs of the two kinds do not compare."""
     return (runs["peak_source"].notna() & ~runs["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
             ).fillna(False).to_numpy(bool)
 
 
 def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Html:
-    """The first contest's winner of :func:`winners` ``found`` and its margin per device (what else differs between
-    the two configurations, where anything does), the platform that wins the most contests, and the best MFU of 1 or
-    less against a datasheet peak (a run's own peak, e.g. a CPU's measured one, only when no run has a datasheet
-    peak); no projected, oversubscribed or incomplete run counts. Without a contest, the first pair's best
-    configuration (of :func:`peaks` ``best``), named as no measurement where it has a doubt."""
+    """The first contest's winner and margin per device, the platform that wins the most contests, and the best
+    MFU against a datasheet peak (a run's own only when no run has one); without a contest, the first pair's."""
     figures = []
     if found.empty:
         top = best.iloc[0]
@@ -244,9 +219,7 @@ def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Htm
 
 
 def policy_notes(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same") -> list[str]:
-    """How platforms are compared (:data:`PRECISION_POLICIES`), the contests (:func:`contest`) of the
-    configurations (:data:`MEANS`) ``configs`` measured on one platform only, where no winner is named, and the
-    spellings of one device merged."""
+    """How platforms are compared, the contests measured on one platform only, and the spellings merged."""
     alone = [" at ".join(str(k) for k in key if pd.notna(k)) + f" ({group['platform'].astype(str).iloc[0]})"
              for key, group in configs.groupby(contest(policy), sort=False, dropna=False)
              if len(set(group["platform"].astype(str))) == 1]
@@ -258,8 +231,7 @@ def policy_notes(runs: pd.DataFrame, configs: pd.DataFrame, policy: str = "same"
 
 
 def sparse_note(found: pd.DataFrame) -> str:
-    """A sentence on every run of :func:`sparse_peak_runs` ``found``: its source computed MFU against a 2:4-sparse
-    peak."""
+    """A sentence on the runs of :func:`sparse_peak_runs` ``found``."""
     if found.empty:
         return ("No source in the data divided by a 2:4-sparse peak: published MFU figures and trainperf's use "
                 "the same kind of peak.")
@@ -277,8 +249,7 @@ def own_peak_platforms(runs: pd.DataFrame) -> list[str]:
 
 
 def mfu_notes(runs: pd.DataFrame, sparse: pd.DataFrame) -> list[str]:
-    """Which MFUs do not compare with the others: those against a sparse peak in the source (``sparse``, of
-    :func:`sparse_peak_runs`), and those against a peak given in the run."""
+    """Which MFUs do not compare with the others: a source's against a ``sparse`` peak, and a run's own peak."""
     out = []
     if len(sparse):
         out.append("MFU: trainperf's, against the dense peak; the sources of "
@@ -297,13 +268,10 @@ def mfu_label(runs: pd.DataFrame) -> pd.Series:
 
 
 def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int) -> pd.DataFrame:
-    """Per accelerator platform × model of the configurations (:data:`MEANS`) ``configs`` (no CPU) and node count, of
-    its :func:`best_per_device` configuration (``configuration``) and the configurations that differ from it only in
-    the device count (its ``scaling_study``; none projected, oversubscribed or incomplete): ``devices``,
-    ``tokens_per_s`` (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis`` (``measured``,
-    ``fitted`` by the best of Amdahl and USL from :data:`~trainperf.report.scaling.projection.MIN_FIT_POINTS` device
-    counts on, else ``upper bound``: the configuration's per-device rate × devices), devices ``measured``.
-    ``InputError`` unless ``gpus_per_node`` and every node count are whole numbers of 1 or more."""
+    """Per accelerator platform × model and node count, from its :func:`best_per_device` configuration's scaling
+    study: ``devices``, ``tokens_per_s`` (95 % band ``_low``/``_high`` where fitted), ``tokens_per_day``, ``basis``
+    (``measured``, ``fitted`` by the best of Amdahl and USL from :data:`MIN_FIT_POINTS` device counts on, else
+    ``upper bound``: per-device rate × devices) and the devices ``measured``."""
     if not all(isinstance(n, int) and n >= 1 for n in [gpus_per_node, *project_nodes]):
         raise InputError(f"project_nodes ({project_nodes}) and gpus_per_node ({gpus_per_node}) must be whole "
                          "numbers of 1 or more")
@@ -341,9 +309,8 @@ def capacity(configs: pd.DataFrame, project_nodes: list[int], gpus_per_node: int
 
 
 def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """:func:`capacity` one row per platform × model (in the data's order), one text column per
-    node count (``8 devices``): ``1.2 M/s · 104 B/day`` measured, ``≈ …
-    (USL, 95 %: …)`` fitted, ``≤ …`` the linear upper bound."""
+    """:func:`capacity` one row per platform × model, one text column per node count: ``1.2 M/s · 104 B/day``
+    measured, ``≈ … (USL, 95 %: …)`` fitted, ``≤ …`` the linear upper bound."""
     def text(row: pd.Series) -> str:
         if pd.isna(row["tokens_per_s"]):
             return f"– ({row['basis']})"
@@ -361,9 +328,7 @@ def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
-    """The daily capacity of the largest measured job (the most tokens/s of the configurations (:data:`MEANS`)
-    ``configs`` without a doubt, its repeats' mean: a size, not a ranking), and what the projection of
-    :func:`capacity` leaves out or only bounds."""
+    """The daily capacity of the largest measured job (a size, not a ranking), and what :func:`capacity` bounds."""
     clean = configs[configs["doubt"] == ""] if (configs["doubt"] == "").any() else configs
     top = clean.loc[clean["tokens_per_s"].idxmax()]
     samples = "" if pd.isna(top["samples_per_day"]) else f" and {fmt_big(top['samples_per_day'])} samples"
@@ -383,9 +348,7 @@ def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd
 
 @dataclass(frozen=True)
 class PlatformsPage:
-    """Every frame and sentence of the platforms page, in the page's order, from its runs (:func:`comparable`)
-    and their steps; each attribute is named after the function that makes it (docs/reports.md), ``configurations``
-    after :data:`MEANS`."""
+    """Every frame and sentence of the platforms page, in its order, each named after the function that makes it."""
 
     headline: Html
     sparse_peak_runs: pd.DataFrame
@@ -404,9 +367,8 @@ class PlatformsPage:
 
 def analyse(runs: pd.DataFrame, steps: Summaries | None = None, policy: str = "same",
             project_nodes: tuple[int, ...] | list[int] = (1, 2, 4, 8), gpus_per_node: int = 8) -> PlatformsPage:
-    """The platforms page of ``runs`` (:func:`comparable`) and the ``steps`` of its run folders, platforms
-    compared under the precision ``policy`` (:data:`PRECISION_POLICIES`), each pair's capacity projected to
-    ``project_nodes`` nodes of ``gpus_per_node`` devices."""
+    """The platforms page of ``runs`` (:func:`comparable`), compared under the precision ``policy``, each pair's
+    capacity projected to ``project_nodes`` nodes of ``gpus_per_node`` devices."""
     found, sparse = run_intervals(runs), sparse_peak_runs(runs)
     configs = configuration_table(runs, MEANS, found)
     best = peaks(configs, policy)
@@ -422,9 +384,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, policy: str = "s
 
 @rule("the settings of a faster platform")
 def platform_settings(page: PlatformsPage) -> Found:
-    """Per model whose faster platform wins (the page's :func:`winners`) with a best configuration that also
-    differs in settings from the runner-up's: try those settings on the runner-up. No gain can be given: the
-    margin is the hardware's too."""
+    """Per :func:`winners` winner whose best configuration also differs in settings from the runner-up's: try
+    them on the runner-up (no gain can be given: the margin is the hardware's too)."""
     found = page.winners
     if found.empty:
         return Found(lacking="no model was measured on two or more platforms")

@@ -1,7 +1,5 @@
 """The throughput report: per configuration, the throughput of the whole job and of one device, step times,
-memory, the cost of crossing a node, goodput and the step time along each run; each figure and the function that
-makes it: docs/reports.md, "The throughput, batch-size and platforms pages, figure by
-figure"."""
+memory, the cost of crossing a node, goodput and the step time along each run (docs/reports.md)."""
 
 from __future__ import annotations
 
@@ -53,17 +51,10 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration (:func:`trainperf.report.run_labels.configuration_table`: repeats
-    averaged, as on the scaling page) with ``runs`` (its repeats), the figures of :data:`MEANS`, its
-    throughput's 95 % ``interval``, ``scaling_type`` (``strong`` or ``weak``, from ``derive``) and
-    ``experiment_scaling`` (the experiment's name with it: ``sweep (weak scaling)``),
-    scaling efficiency (the per-device rate as a fraction of the baseline's; NaN for studies measured
-    at one device count only), the step time's percentiles (:func:`step_times`), ``doubt``
-    (projected, oversubscribed, incomplete), ``remark`` (the doubt, or that the row is the first step
-    across a node boundary: :func:`node_boundaries`), ``best`` (the highest throughput of the
-    configurations without a doubt; of all where every one has one) and ``chart_label`` (the
-    configuration on a chart axis). ``steps``: the summaries of the runs' step intervals, if any; ``found``: the
-    runs' :func:`~trainperf.estimates.run_intervals` where already made."""
+    """One row per configuration with ``runs`` (its repeats), the figures of :data:`MEANS` (their mean), its
+    throughput's 95 % ``interval``, ``experiment_scaling`` (``sweep (weak scaling)``), scaling efficiency (NaN at
+    one device count), :func:`step_times`, ``doubt``, ``remark``, ``best`` (the highest throughput without a
+    doubt; of all where every one has one) and ``chart_label``."""
     unit = unit_of(runs)
     frames = job_frames(steps)
     found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
@@ -80,20 +71,15 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFram
 
 
 def shown(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
-    """The ``columns`` of a :func:`table` frame (:data:`RATES`, :data:`TIMES`) that some row has a value in,
-    the rate and work columns in its unit."""
+    """The ``columns`` of a :func:`table` frame (:data:`RATES`, :data:`TIMES`) that some row has a value in."""
     unit = unit_of(frame)
     names = [c.format(rate=unit.rate, per_device=unit.per_device, work=unit.name) for c in columns]
     return frame[[c for c in names if c in frame and frame[c].replace(["", "–"], np.nan).notna().any()]]
 
 
 def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summaries | None) -> dict[str, list]:
-    """Per configuration of runs of :func:`~trainperf.estimates.run_intervals` ``found`` (in the order of
-    :func:`trainperf.report.run_labels.configuration_table`; ``frames``: the :func:`~trainperf.estimates.job_frames`
-    of their ``steps``): ``step_time_p50_s`` and ``step_time_p95_s``, the median and 95th percentile of the time per
-    step (s; the slowest rank's, of the measured steps of its runs that have per-step times: a logged interval of
-    several steps counts as that many steps of its mean time), and ``step_time_basis``: how many steps they come
-    from, or :data:`NO_STEPS` (its mean ``step_time_s`` is then all that is known)."""
+    """Per configuration of the runs' intervals ``found``: ``step_time_p50_s`` and ``step_time_p95_s``, the
+    median and 95th percentile of the slowest rank's time per step (s), and ``step_time_basis``: of how many."""
     rows = []
     for _, ids in found["run_id"].groupby(configuration_of(found).to_numpy(), sort=False):
         times = [per_step(frames[r], steps, r) for r in ids if r in frames]
@@ -105,20 +91,18 @@ def step_times(found: pd.DataFrame, frames: dict[str, pd.DataFrame], steps: Summ
 
 
 def per_step(frame: pd.DataFrame, steps: Summaries, run_id: str) -> np.ndarray:
-    """The time of each measured step of one run's :func:`trainperf.aggregate.job_steps` frame (s): an
-    interval of ``n_steps`` steps (a log that prints every n steps) gives n steps of its mean time."""
+    """The time of each measured step of one run's job frame (s): an interval of ``n_steps`` steps (a log that
+    prints every n steps) gives n steps of its mean time."""
     mine = steps.per_step[steps.per_step["run_id"].astype(str) == run_id]
     n = frame["step"].map(mine.set_index("step")["n_steps"]).fillna(1.0).clip(lower=1.0).to_numpy(float)
     return np.repeat(frame["step_time_s"].to_numpy(float) / n, n.round().astype(int))
 
 
 def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per scaling study of a :func:`table` frame (its ``scaling_study``, else its experiment) measured
-    at two or more device counts with their ``nodes`` known, its configurations without a doubt: the
-    first step from one device count to the next that spans more nodes (``from_gpus``, ``from_nodes``,
-    ``to_gpus``, ``to_nodes``, ``per_node`` devices), the efficiency before and after and its ``drop``
-    (a fraction; negative: a gain), and the step with the largest drop of the study
-    (``largest_from``/``largest_to``, ``largest_drop``; ``most``: whether it is the crossing)."""
+    """Per scaling study of a :func:`table` frame with ``nodes`` known (configurations without a doubt): the
+    first step to more nodes (``from_gpus``, ``from_nodes``, ``to_gpus``, ``to_nodes``, ``per_node``), the
+    ``efficiency_before`` and ``_after`` and its ``drop`` (a fraction; negative: a gain), and the study's largest
+    drop (``largest_from``, ``largest_to``, ``largest_drop``; ``most``: at the crossing)."""
     columns = ["study", "from_gpus", "from_nodes", "to_gpus", "to_nodes", "per_node", "efficiency_before",
                "efficiency_after", "drop", "largest_from", "largest_to", "largest_drop", "most"]
     usable = frame[(frame["doubt"] == "") & frame["scaling_efficiency"].notna()]
@@ -143,7 +127,7 @@ def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _crossing(b: Any) -> str:
-    """A step of :func:`node_boundaries` (a row as a named tuple) in words: ``4 devices on 1 node → 8 on 2 nodes``."""
+    """A step of :func:`node_boundaries` in words: ``4 devices on 1 node → 8 on 2 nodes``."""
     return (f"{fmt_int(b.from_gpus)} devices on {count(b.from_nodes, 'node')} → {fmt_int(b.to_gpus)} on "
             f"{count(b.to_nodes, 'node')}")
 
@@ -154,8 +138,7 @@ def _points(drop: float) -> str:
 
 
 def remarks(frame: pd.DataFrame) -> list[str]:
-    """Per row of a :func:`table` frame: its doubt (``oversubscribed: shown, not headlined``), and where it
-    is the first step across a node boundary (:func:`node_boundaries`), what that step costs."""
+    """Per row of a :func:`table` frame: its doubt, or what its step across a node boundary costs."""
     out = [f"{doubt}: not headlined" if doubt else "" for doubt in frame["doubt"]]
     study = study_of(frame)
     for b in node_boundaries(frame).itertuples():
@@ -168,8 +151,7 @@ def remarks(frame: pd.DataFrame) -> list[str]:
 
 
 def node_notes(frame: pd.DataFrame) -> list[str]:
-    """A sentence per study of :func:`node_boundaries`: the first step across a node boundary, what it
-    costs in efficiency, and whether efficiency drops most there."""
+    """Per study of :func:`node_boundaries`: what its first step across nodes costs, and whether most is lost there."""
     out = []
     for b in node_boundaries(frame).itertuples():
         step = f"{_crossing(b)} ({fmt_int(b.per_node)} per node)"
@@ -186,9 +168,7 @@ def node_notes(frame: pd.DataFrame) -> list[str]:
 
 
 def headline(frame: pd.DataFrame, unit: Unit) -> Html:
-    """The peak throughput (in ``unit``) of a :func:`table` ``frame`` among the configurations without a doubt
-    (never a projected, oversubscribed or incomplete run's), where it was reached, and what one device keeps of
-    its baseline rate."""
+    """The peak throughput without a doubt of a :func:`table` ``frame``, where it was reached, and per device."""
     best = frame[frame["best"]].iloc[0]
     repeats = f" (mean of {best['runs']} runs)" if best["runs"] > 1 else ""
     text = (f"Peak throughput {fmt_int(best[unit.rate])} {unit.label} with {best['configuration']}{repeats}: "
@@ -213,13 +193,8 @@ def headline(frame: pd.DataFrame, unit: Unit) -> Html:
 
 
 def goodput(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The runs that recorded their wall clock (profiler run folders): a table
-    (``run_id``, ``wall_s``, ``goodput`` and the seconds of each part, those
-    outside the steps by name, ``outside_<name>_s``) and the same parts as a
-    tidy frame for a stacked bar (``run_id``, ``part``, ``seconds``,
-    ``fraction`` of the wall clock), productive steps first, then the warm-up
-    beyond steady steps, start-up, the phases outside the steps, time in no
-    step and after the last step. Both empty when no run has a wall clock."""
+    """The runs that recorded their wall clock: a table (``run_id``, ``wall_s``, ``goodput`` and the seconds of
+    each part) and the same parts long for a stacked bar (``run_id``, ``part``, ``seconds``, ``fraction``)."""
     have = runs[runs["wall_s"].notna()] if "wall_s" in runs else runs.iloc[:0]
     outside = sorted(c for c in have.columns if c.startswith(OUTSIDE_PREFIX) and have[c].notna().any())
     columns = [*PARTS[:3], *outside, *PARTS[3:]]
@@ -233,12 +208,9 @@ def goodput(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 @dataclass
 class Timeline:
-    """Each run's job step time along the run (``steps``: ``run_id``, ``step``,
-    ``step_time_s``, ``warmup``; at most ``trainperf.compare.PLOTTED_STEPS``
-    evenly spaced steps a run), its warm-up (``warmup``: ``run_id``,
-    ``warmup_rule``, ``warmup_steps``, ``warmup_from`` and ``warmup_to``, the
-    steps it spans; NaN where it has none) and a sentence naming the runs drawn
-    in part ("" when none is)."""
+    """Each run's job step time along the run (``steps``: ``run_id``, ``step``, ``step_time_s``, ``warmup``), its
+    warm-up (``warmup``: ``run_id``, ``warmup_rule``, ``warmup_steps``, ``warmup_from``/``_to``: the steps it
+    spans) and a ``note`` naming the runs drawn in part."""
 
     steps: pd.DataFrame
     warmup: pd.DataFrame
@@ -246,9 +218,7 @@ class Timeline:
 
 
 def step_timeline(summaries: Summaries | None) -> Timeline:
-    """The :class:`Timeline` of the runs of ``summaries`` (``page.data_steps``;
-    None: no run folder or steps table): the job's time per step (each step
-    at its slowest rank; a record of several steps, its mean per step)."""
+    """The :class:`Timeline` of ``summaries``: each step at its slowest rank (a record of several: its mean)."""
     if summaries is None or summaries.step_times.empty:
         return Timeline(pd.DataFrame(columns=["run_id", "step", "step_time_s", "warmup"]),
                         pd.DataFrame(columns=["run_id", "warmup_rule", "warmup_steps", "warmup_from", "warmup_to"]), "")
@@ -268,10 +238,7 @@ def step_timeline(summaries: Summaries | None) -> Timeline:
 
 @dataclass(frozen=True)
 class ThroughputPage(Measured):
-    """Every frame and sentence of the throughput page, in the page's order, from its ``runs`` (:func:`measured`)
-    and their ``steps`` (None: none given); the function that makes each attribute: docs/reports.md, "The
-    throughput, batch-size and platforms pages, figure by figure". ``intervals``: per run (the index of ``runs``),
-    the :func:`~trainperf.estimates.run_intervals` its table and "What to change" share."""
+    """Every frame and sentence of the throughput page, in its order; ``intervals``: per run, its run intervals."""
 
     intervals: pd.DataFrame
     headline: Html
@@ -297,8 +264,7 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None) -> ThroughputPag
 
 @rule("the first step across a node boundary")
 def node_boundary(page: ThroughputPage) -> Found:
-    """The first step of a study across a node boundary (:func:`node_boundaries` of the page's table) where
-    efficiency drops: what recovering it would give per device, ``efficiency before / after − 1``."""
+    """The first step across nodes where efficiency drops: the gain per device, ``efficiency before / after − 1``."""
     if "nodes" not in page.runs or page.runs["nodes"].isna().all():
         return Found(lacking="no run records its nodes")
     frame, found, out = page.table, node_boundaries(page.table), Found()
@@ -326,10 +292,9 @@ PART_CHANGES = {"startup_s": "Shorten start-up (before the first step)",
 
 
 def _wall_clock_parts(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run that recorded its total time: the parts of it outside the training loop, long form (``run_id``,
-    ``experiment``, ``part``: its column or name, ``label``, ``seconds``, ``total_s``): the goodput parts
-    (:mod:`trainperf.goodput`, of the profiler's wall clock) where it has them, else the parts of a script's
-    total (:func:`trainperf.report.time_to_train.total_parts`) but the loop."""
+    """Per run that recorded its total time, its parts outside the training loop (``run_id``, ``experiment``,
+    ``part``, ``label``, ``seconds``, ``total_s``): the profiler's goodput parts, else those of
+    :func:`~trainperf.report.time_to_train.total_parts`."""
     profiled = runs["wall_s"].notna() if "wall_s" in runs else pd.Series(False, index=runs.index)
     parts = []
     wall = runs[profiled.to_numpy(bool)]
@@ -352,9 +317,8 @@ def _wall_clock_parts(runs: pd.DataFrame) -> pd.DataFrame:
 
 @rule("time outside the training loop (goodput)")
 def outside_loop(page: Measured) -> Found:
-    """Per experiment and part of a run's total time outside its training loop (start-up, checkpoints and
-    the other phases outside the steps, validation, warm-up beyond steady steps; :func:`_wall_clock_parts`):
-    its mean seconds over the runs that have it, as a share of their mean total — the goodput it costs."""
+    """Per experiment and part of the runs' total time outside the training loop: its mean seconds as a share
+    of their mean total — the goodput it costs."""
     parts = _wall_clock_parts(clean(page.runs))
     if parts.empty:
         return Found(lacking="no run records its total time with start-up (the profiler's wall clock, or a "

@@ -1,6 +1,4 @@
-"""Time to train: the configurations of a sweep compared on the same amount of work, over the training
-loop and in all, with the time a run spends outside its loop (start-up, validation, the rest) where it
-recorded its total; and the parts that total is made of."""
+"""Time to train the same work, over the training loop and in all, and the parts of a run's total time."""
 
 from __future__ import annotations
 
@@ -12,9 +10,9 @@ from trainperf.report.html import fmt_int
 from trainperf.report.page import InputError
 from trainperf.report.phases import training_loop_s, validation_s
 
-TOTAL_TIME = {"wall_s": "the profiler's wall clock, from its start to close()",
-              "extra_total_exec_s": "the script's execution time"}
-"""Columns that give a run's total time, start-up included (s), in the order they are used, and what each is."""
+TOTAL_TIME = ["wall_s", "extra_total_exec_s"]
+"""Columns that give a run's total time, start-up included (s), in the order they are used: the profiler's wall
+clock (from its start to close()), the script's execution time."""
 TIMES = ("work", "training_loop_s", "total_s", "outside_loop_s")
 """Columns of :func:`run_times`."""
 LOOP, VALIDATION, OUTSIDE = "training loop", "validation", "other outside the training loop"
@@ -30,10 +28,8 @@ PARTS = (LOOP, VALIDATION, *(name for _, name in NESTED), *(name for _, name in 
 
 
 def run_times(runs: pd.DataFrame, unit: Unit) -> pd.DataFrame:
-    """Per run (``runs``' index): ``work``, its measured work in ``unit`` (its tokens or samples; the rate
-    × ``elapsed_s`` where only a rate is given), ``training_loop_s``
-    (:func:`trainperf.report.phases.training_loop_s`), ``total_s``, its total time with start-up (the first
-    column of :data:`TOTAL_TIME` it has; NaN) and ``outside_loop_s`` = total − training loop (s)."""
+    """Per run: ``work``, its tokens or samples (else rate × ``elapsed_s``), ``training_loop_s``, ``total_s``
+    (:func:`total_s`) and ``outside_loop_s`` = total − training loop (s)."""
     work = runs[unit.name].astype(float) if unit.name in runs else pd.Series(np.nan, index=runs.index)
     work = work.fillna(runs[unit.rate].astype(float) * runs["elapsed_s"].astype(float))
     total, loop = total_s(runs), training_loop_s(runs)
@@ -43,14 +39,11 @@ def run_times(runs: pd.DataFrame, unit: Unit) -> pd.DataFrame:
 
 def total_s(runs: pd.DataFrame) -> pd.Series:
     """Per run, its total time with start-up (s): the first column of :data:`TOTAL_TIME` it has; NaN."""
-    return runs.reindex(columns=list(TOTAL_TIME)).astype(float).bfill(axis=1).iloc[:, 0].rename(None)
+    return runs.reindex(columns=TOTAL_TIME).astype(float).bfill(axis=1).iloc[:, 0].rename(None)
 
 
 def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run that recorded its total time (``total_s`` of :func:`run_times`; others: NaN), the parts it is
-    made of (s), as columns named after them: the training loop, validation, the parts the run's timers name
-    (:data:`NESTED` for the timing-summary logs, :data:`PROFILED` for the profiler), and the rest of the total
-    outside the training loop. They add up to the total."""
+    """Per run that recorded its total time (others: NaN), its parts (s; :data:`PARTS`), adding up to the total."""
     total, loop = total_s(runs), training_loop_s(runs)
     validation = validation_s(runs)
     parts = {LOOP: loop, VALIDATION: validation}
@@ -70,11 +63,9 @@ def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_train(configurations: pd.DataFrame, train_work: float | None, unit: Unit) -> tuple[pd.Series, pd.Series, str]:
-    """The time to train the same work on each of a sweep's ``configurations`` (rows with ``work``,
-    ``outside_loop_s`` of :func:`run_times` and their rate): ``train_work`` where given, else the most any
-    configuration measured; over the training loop (work / rate) and in all (the loop + the time outside it as
-    measured, taken as fixed: NaN without a total), s, and how the work was chosen. ``InputError`` when
-    ``train_work`` is not above 0, or none is given and no configuration's work is known."""
+    """The time to train the same work (``train_work``, else the most any configuration measured) on each of a
+    sweep's ``configurations`` (with :func:`run_times`): over the training loop (work / rate) and in all (the
+    time outside the loop taken as fixed: NaN without a total), s, and how the work was chosen."""
     work = configurations["work"]
     if train_work is not None:
         if not train_work > 0:

@@ -1,8 +1,6 @@
 """What to change: the few changes a page's runs support, each with its expected gain and confidence; the
-rules several pages share, the compare page's (:data:`COMPARISON_RULES`), and the section that shows what a
-page's rules found (:func:`section_of`; each page's ``RULES`` live beside its result). A rule gives a change only
-where its evidence is in the runs shown. The rules, their gains and the confidence levels: docs/reports.md,
-"What to change"."""
+rules several pages share (each page's ``RULES`` live beside its result), the compare page's, and the section
+(docs/reports.md, "What to change")."""
 
 from __future__ import annotations
 
@@ -33,9 +31,8 @@ MOST = 6
 
 @dataclass(frozen=True)
 class Measured:
-    """What the shared rules read of a page (the pages over runs hold these first): the ``runs`` it shows and their
-    per-rank ``steps`` (None: none); the oversubscription rule reads its ``intervals`` too (per run, the index of
-    ``runs``: the :func:`~trainperf.estimates.run_intervals` the page shows)."""
+    """What the shared rules read of a page: the ``runs`` it shows and their ``steps`` (None: none); the
+    oversubscription rule reads its ``intervals`` too (per run, the index of ``runs``)."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -48,8 +45,7 @@ def clean(runs: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass
 class Found:
-    """What one rule found: candidate rows (:data:`COLUMNS`, and ``listed``: whether the data supports it)
-    and, where it could not look, why (a sentence: ``no run records phases``)."""
+    """What one rule found: candidate rows (:func:`row`) and, where it could not look, why."""
 
     rows: list[dict] = field(default_factory=list)
     lacking: str = ""
@@ -57,7 +53,7 @@ class Found:
 
 @dataclass(frozen=True)
 class Rule:
-    """A rule: ``what`` it looks at (named where it could not look) and ``find``, what it found on a page."""
+    """A rule: ``what`` it looks at and ``find``, what it found on a page."""
 
     what: str
     find: Callable[[Any], Found]
@@ -88,10 +84,8 @@ def row(change: str, evidence: str, gain: float, gain_of: str, applies_to: str, 
 
 def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: dict[str, pd.DataFrame]
                     ) -> tuple[float, float] | None:
-    """The 95 % interval of the mean share of ``column`` in a configuration's step (its runs ``rows``, their
-    shares ``share``): from its runs' steps where every run has them with the column (the block bootstrap of
-    :func:`trainperf.estimates.estimate_steps`: the column's mean over the typical rank's step), else from the
-    spread of two or more repeats (Student t); None without either."""
+    """The 95 % interval of the mean ``share`` of ``column`` in the step of a configuration's runs ``rows``: from
+    their steps (block bootstrap), else from two or more repeats (Student t); None without either."""
     ids = rows["run_id"].astype(str).tolist()
     if ids and all(r in frames and column in frames[r] for r in ids):
         found = estimate_steps(Side("", rows, {r: frames[r] for r in ids}), None, [column, "mean_rank_step_s"])
@@ -105,10 +99,9 @@ def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: d
 
 
 def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices: int = 1) -> Found:
-    """Per experiment, the configuration (repeats: their mean) whose ``column`` (s) takes the largest share
-    of a typical rank's measured window, among the runs on ``devices`` or more devices: a change worth that
-    share of the step (an upper bound: it may hide only part of the phase). For communication
-    (``comm_s``), its exposed part (``comm_exposed_s``) where an experiment's runs record it."""
+    """Per experiment, the configuration whose ``column`` (s) takes the largest share of a typical rank's window,
+    on ``devices`` or more devices: a change worth that share of the step (an upper bound: it may hide only part
+    of the phase). For ``comm_s``, its exposed part where an experiment's runs record it."""
     runs = clean(page.runs)
     have = runs[(runs["gpus"] >= devices).fillna(False).to_numpy(bool)] if len(runs) else runs
     frames, out = job_frames(page.steps), Found()
@@ -145,8 +138,7 @@ def data_loading(page: Measured) -> Found:
 
 @rule("exposed communication")
 def exposed_communication(page: Measured) -> Found:
-    """Communication computation does not hide (``comm_exposed_s``, else all of ``comm_s``: an upper bound)
-    as a share of the step, on two or more devices: hide more of it behind the backward pass."""
+    """Communication computation does not hide, on two or more devices: hide more of it."""
     return _phase_rows(page, "comm_s", "Hide more of the communication behind the backward pass (overlap, "
                                        "gradient bucket size, fewer or larger all-reduces)",
                        "communication not hidden by computation", devices=2)
@@ -155,8 +147,7 @@ def exposed_communication(page: Measured) -> Found:
 @rule("waits for another rank's work outside the steps")
 def waits_for_outside_work(page: Measured) -> Found:
     """The other ranks' wait, in their next collective, for one rank's work outside the steps
-    (``wait_outside_s``: an evaluation or a checkpoint on rank 0 alone) as a share of the step: spread that
-    work over every rank, run it less often, or move it off the training's critical path."""
+    (``wait_outside_s``: an evaluation or a checkpoint on rank 0 alone): spread that work or run it less often."""
     found = _phase_rows(page, "wait_outside_s", "Spread the evaluation or checkpoint over every rank, run it "
                                                 "less often, or run it off the training's critical path: the "
                                                 "other ranks wait for it in their next all-reduce",
@@ -170,9 +161,7 @@ def waits_for_outside_work(page: Measured) -> Found:
 
 @rule("more busy processes than cores")
 def oversubscription(page: Measured) -> Found:
-    """Runs with more busy processes than cores (``oversubscribed``) against the fastest configuration of
-    their study that is not: the gain of running that one instead, in tokens (or samples) per second, with the
-    interval of the page's ``intervals``."""
+    """Runs with more busy processes than cores: the gain of running their study's fastest one that is not."""
     runs = page.runs
     if "oversubscribed" not in runs or not runs["oversubscribed"].eq(True).fillna(False).any():
         return Found(lacking="no run has more busy processes than cores")
@@ -207,9 +196,8 @@ def oversubscription(page: Measured) -> Found:
 
 @rule("the comparison's verdict")
 def verdict(result: Comparison) -> Found:
-    """A comparison's verdict (:class:`trainperf.compare.Comparison`): keep the candidate when it is faster,
-    the baseline when it is slower (the gain of reverting: ``1 / (1 + d) − 1``), or the repeats a side
-    that would tell when it is inconclusive; no row for no detectable difference."""
+    """A comparison's verdict: keep the candidate when it is faster, the baseline when it is slower (the gain
+    of reverting: ``1 / (1 + d) − 1``), or the repeats a side that would tell when it is inconclusive."""
     d = result.difference
     interval = (d.low, d.high) if math.isfinite(d.low) else None
     sides = int(result.sides["runs"].min())
@@ -240,8 +228,7 @@ COMPARISON_RULES = (verdict,)
 
 def candidates(rules: Iterable[Rule], page: Measured) -> tuple[pd.DataFrame, list[str]]:
     """Every candidate change the ``rules`` found on ``page`` (:data:`COLUMNS` and ``listed``), by expected gain,
-    and a sentence per rule that could not look (what it looks at, and what it lacks), then one naming the runs
-    of the page no rule concludes from (:func:`clean`), if any; only that one where every run is one."""
+    and a sentence per rule that could not look, then one naming the runs no rule concludes from (:func:`clean`)."""
     rows, lacking = [], []
     for each in rules:
         found = each.find(page)
@@ -263,8 +250,7 @@ def candidates(rules: Iterable[Rule], page: Measured) -> tuple[pd.DataFrame, lis
 
 
 def listed(found: pd.DataFrame) -> pd.DataFrame:
-    """The changes of :func:`candidates` ``found`` a page lists (:data:`COLUMNS`), by expected gain: at most
-    :data:`MOST`."""
+    """The changes of :func:`candidates` ``found`` a page lists: at most :data:`MOST`."""
     return found[found["listed"]][COLUMNS].head(MOST).reset_index(drop=True)
 
 
@@ -275,9 +261,7 @@ def short(change: str) -> str:
 
 
 def section(found: pd.DataFrame, lacking: list[str]) -> Html:
-    """The "What to change" section of a page from what its rules found (:func:`candidates`): a sentence on
-    what the data supports, the table of changes, and the candidates left out (within the noise, below 2 %, or
-    beyond the first :data:`MOST`); where the data supports no change, a sentence saying so and why."""
+    """The "What to change" section of what a page's rules found: a sentence, the table, the candidates left out."""
     shown, more = listed(found), int(found["listed"].sum()) - MOST
     left = found[~found["listed"]]
     notes = []
@@ -306,8 +290,7 @@ def section(found: pd.DataFrame, lacking: list[str]) -> Html:
 
 
 def section_of(rules: Iterable[Rule], page: Measured) -> Html:
-    """The "What to change" section of ``page``: what its ``rules`` found (:func:`candidates`, :func:`section`).
-    Each page binds its own rules: ``what_to_change = partial(section_of, RULES)``."""
+    """The "What to change" section of what ``rules`` found on ``page`` (each page binds its ``RULES``)."""
     return section(*candidates(rules, page))
 
 
