@@ -9,7 +9,6 @@ offline. A table of contents is built from the page's ``h2``/``h3`` headings.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -21,15 +20,6 @@ CSS = TEMPLATES / "report.css"
 TOC_MARK = "<!--trainperf:toc-->"
 _TOC_NAV = re.compile(r'<nav\b[^>]*class="tp-toc"[^>]*>.*?</nav>\s*', re.S)
 _HEADING = re.compile(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
-
-
-@dataclass(frozen=True)
-class PageInfo:
-    """What the page header and footer show: title, trainperf version, generation time."""
-
-    title: str
-    version: str
-    generated: str
 
 
 def stylesheet() -> str:
@@ -44,10 +34,10 @@ def _exporter() -> HTMLExporter:
                         exclude_input_prompt=True, exclude_output_prompt=True, anchor_link_text="")
 
 
-def notebook_to_html(nb: nbformat.NotebookNode, info: PageInfo) -> str:
-    """The executed notebook ``nb`` as a self-contained HTML page."""
-    resources = {"trainperf": {"title": info.title, "version": info.version,
-                               "generated": info.generated, "css": stylesheet()}}
+def notebook_to_html(nb: nbformat.NotebookNode, title: str, version: str, generated: str) -> str:
+    """The executed notebook ``nb`` as a self-contained HTML page, its header and footer showing ``title``, the
+    trainperf ``version`` and the time it was ``generated``."""
+    resources = {"trainperf": {"title": title, "version": version, "generated": generated, "css": stylesheet()}}
     body, _ = _exporter().from_notebook_node(nb, resources=resources)
     toc = table_of_contents(body)
     if "<li>" not in toc:  # a page without sections (a report that stopped early): no contents box
@@ -58,7 +48,7 @@ def notebook_to_html(nb: nbformat.NotebookNode, info: PageInfo) -> str:
 def warm_up() -> None:
     """Compile the exporter's templates and CSS selectors now (half a second
     of CPU), so that the processes forked after this share them."""
-    notebook_to_html(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## a")]), PageInfo("", "", ""))
+    notebook_to_html(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## a")]), "", "", "")
 
 
 def table_of_contents(page: str) -> str:

@@ -1,38 +1,21 @@
-"""Start report kernels from one process that has already imported what the
-notebooks import, instead of importing it again in every kernel.
+"""Start report kernels by forking one process that has already imported what the notebooks import.
 
-A report kernel spends seconds importing pandas, matplotlib, seaborn, scipy
-and trainperf before its first cell does any work, and a build starts one
-kernel per report. ``serve`` imports those modules once, then waits on a
-Unix socket; each kernel the build starts is forked from it (a new process
-with a copy of the imported modules and nothing else: no notebook state, no
-open figures), and runs ipykernel as ``python -m ipykernel_launcher`` would.
-
-Jupyter starts a kernel as a command and watches, signals and kills that
-process; ``launch`` is that command: it asks the server for a kernel, passes
-the kernel command, its working folder and environment, forwards the
-signals it gets to the kernel, and exits with the kernel's exit status; with
-no server to answer, it runs the kernel command itself. The server kills a
-kernel whose ``launch`` process is gone, and exits (killing its kernels)
-when its standard input closes, when it gets SIGTERM (at once, even while it
-imports) or when the build that started it ends: Linux sends it SIGTERM when
-the build dies, even of SIGKILL, and its kernels SIGKILL when it dies
+A kernel spends seconds importing pandas, matplotlib, seaborn, scipy and trainperf, and a build starts one per
+report. ``serve`` imports them once, then waits on a Unix socket; each kernel is forked from it (a copy of the
+imported modules, no notebook state, no open figures) and runs ipykernel as ``python -m ipykernel_launcher`` would.
+``launch`` is the command Jupyter starts, watches and signals as the kernel: it sends the server the kernel command,
+folder and environment, forwards its signals to the kernel and exits with the kernel's status; with no server to
+answer, it runs the kernel command itself. The server kills a kernel whose ``launch`` is gone, and exits with its
+kernels when its standard input closes, on SIGTERM (even while it imports) or when the build ends, even by SIGKILL
 (:func:`die_with_parent`).
 
-Before the kernels, the build may ask the server to run one function in
-itself (named when the server starts, ``--call MODULE:FUNCTION``), with the
-build's environment and JSON arguments, and hand back its JSON result
-(:func:`call`): the build reads its inputs there once, and every kernel
-forked after finds what was read in memory (``trainperf.report.page.read_ahead``).
+The server also runs one function for the build (``--call MODULE:FUNCTION``, :func:`call`): the build reads its
+inputs there once, and every kernel forked after finds them in memory (``trainperf.report.page.read_ahead``).
+It runs commands for whoever connects, so it serves its own user only: the socket lies in a folder only that user
+can enter (:func:`trainperf.report.build.kernels.forked_kernels`), and a process of another uid
+(``SO_PEERCRED``) is refused with a line on standard error.
 
-The server runs a command for whoever connects to its socket, so it serves
-only its own user: the socket lies in a folder only that user can enter
-(:func:`trainperf.report.build.kernels.forked_kernels` makes it), and the
-server asks the kernel for the uid of each process that connects
-(``SO_PEERCRED``), refusing any other with a line on its standard error.
-
-This file runs as a script (``python kernel_fork.py serve|launch ...``) and
-imports nothing from trainperf at the top, so that ``launch`` starts at once::
+This file runs as a script and imports nothing from trainperf at the top, so that ``launch`` starts at once::
 
     python kernel_fork.py serve SOCKET [--call MODULE:FUNCTION] MODULE...  # prints "listening", then imports
     python kernel_fork.py launch SOCKET -- COMMAND...  # COMMAND: python ... -m ipykernel_launcher -f conn.json
@@ -107,7 +90,7 @@ def serve(address: str, modules: list[str], function: str | None = None) -> None
                     if not os.read(sys.stdin.fileno(), 4096):
                         return  # the build ended
                 else:  # a launch process closed its end: it is gone, so is the need for its kernel
-                    _kill(kernels[key.fileobj])
+                    _signal(kernels[key.fileobj], signal.SIGKILL)
                     selector.unregister(key.fileobj)
             for conn, pid in list(kernels.items()):
                 done, status = os.waitpid(pid, os.WNOHANG)
@@ -123,7 +106,7 @@ def serve(address: str, modules: list[str], function: str | None = None) -> None
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # on the way out already: a late SIGTERM must not interrupt it
         for pid in kernels.values():
-            _kill(pid)
+            _signal(pid, signal.SIGKILL)
         listener.close()
         os.unlink(address)
 
@@ -257,10 +240,6 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def _kill(pid: int) -> None:
-    _signal(pid, signal.SIGKILL)
 
 
 def _read_line(conn: socket.socket) -> str:

@@ -1,23 +1,12 @@
-"""Jupyter kernels that can start together without racing for ports, and
-start without importing the notebooks' modules again.
+"""Jupyter kernels that start together without racing for ports, forked from a process that has imported the
+notebooks' modules once.
 
-A kernel talks to its client over five ZeroMQ sockets. Over TCP, the client
-picks five free ports (bind to port 0, read the number, close) and the kernel
-binds them a moment later; kernels started at the same moment (report
-notebooks built in parallel, test workers) can be handed the same port in
-between, and one of them dies with ``ZMQError: Address already in use``.
-
-:class:`IPCKernelManager` uses ZeroMQ's IPC transport instead: each socket is
-a Unix socket file in a folder of the kernel's own (a random name in the
-temporary folder, made by :func:`tempfile.mkdtemp`: only its user can enter
-it, so no other user can connect to the kernel or read its connection file,
-which lies there too), so no two kernels share an address and nothing is
-picked and released. The folder is removed when the kernel shuts down.
-
-Inside :func:`forked_kernels`, a kernel of that kernelspec is forked from a
-process that has imported :data:`PRELOAD` once (see
-:mod:`trainperf.report.build.kernel_fork`) instead of starting a new Python that
-imports them again.
+Over TCP a client picks five free ports (bind to port 0, read the number, close) for the kernel to bind a moment
+later, so kernels started at once (notebooks built in parallel, test workers) can get the same port and die with
+``ZMQError: Address already in use``. :class:`IPCKernelManager` uses ZeroMQ's IPC transport instead: Unix socket
+files in a folder of the kernel's own (:func:`tempfile.mkdtemp`: only its user can enter it, to connect or to read
+the connection file there), removed when the kernel shuts down. Inside :func:`forked_kernels`, a kernel is forked
+from a server that has imported :data:`PRELOAD` (:mod:`trainperf.report.build.kernel_fork`).
 """
 
 from __future__ import annotations
@@ -115,8 +104,8 @@ class IPCKernelManager(AsyncKernelManager):
         return self._made
 
     async def _async_wait(self, pollinterval: float = EXIT_POLL_S) -> None:
-        """Wait for the kernel to exit, looking every :data:`EXIT_POLL_S` seconds (jupyter_client asks for every
-        ``pollinterval``, 0.1 s: a tenth of a second more for each report)."""
+        """Wait for the kernel to exit, looking every :data:`EXIT_POLL_S` seconds (jupyter_client's 0.1 s adds a
+        tenth of a second to each report)."""
         await super()._async_wait(pollinterval=min(pollinterval, EXIT_POLL_S))
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
@@ -148,16 +137,12 @@ def kernel_command() -> list[str] | None:
 
 @contextmanager
 def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
-    """While inside, :class:`IPCKernelManager` kernels started by the
-    kernelspec command ``argv`` (``python ... -m ipykernel_launcher ...``),
-    in this process or in processes it starts, are forked from a server that
-    has imported :data:`PRELOAD` (the server runs ``argv``'s Python with its
-    options, in ``cwd``). Yields whether a server runs: none for a kernelspec
-    that does not start ipykernel that way or where processes cannot fork.
-    Inside another ``forked_kernels`` for the same Python, its server serves.
-    The server's socket lies in a folder only this user can enter, the server
-    refuses other users (``SO_PEERCRED``), and it ends, with its kernels, when
-    this process does, even killed outright (:func:`kernel_fork.die_with_parent`)."""
+    """While inside, :class:`IPCKernelManager` kernels of the kernelspec command ``argv`` (``python ... -m
+    ipykernel_launcher ...``), started here or in processes started from here, are forked from a server that has
+    imported :data:`PRELOAD` (``argv``'s Python with its options, run in ``cwd``; inside another
+    ``forked_kernels`` for the same Python, that one's). Yields whether a server runs: none for a kernelspec that
+    does not start ipykernel that way or where processes cannot fork. The server ends, with its kernels, when this
+    process does, even killed outright."""
     prefix = argv[:argv.index("-m")] if "-m" in argv else []
     if not hasattr(os, "fork") or not prefix or kernel_fork.kernel_arguments(argv) is None:
         yield False

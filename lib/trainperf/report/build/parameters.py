@@ -1,10 +1,8 @@
-"""The parameters a report notebook declares (its first code cell, tagged
-``parameters``: one literal per line, its help as a comment, as
-:func:`papermill.inspect_notebook` reads them), and command-line values
-converted to the declared type, so ``-p title 1.10`` stays the string ``"1.10"``:
-the default's type, for a ``None`` default the type its help starts with
-(``# float: USD per hour``), or one papermill found in an annotation (``price: "Optional[float]" = None``,
-as the report notebooks declare theirs, so ``papermill --help-notebook`` shows every type) or ``# type:`` comment.
+"""The parameters a report notebook declares (its first code cell tagged ``parameters``, as
+:func:`papermill.inspect_notebook` reads them), and command-line values converted to the declared type, so
+``-p title 1.10`` stays the string ``"1.10"``: the type of an annotation (``price: "Optional[float]" = None``, as the
+report notebooks declare theirs, so ``papermill --help-notebook`` shows every type) or ``# type:`` comment, else the
+default's, else (a ``None`` default) the type its help starts with (``# float: USD per hour``).
 """
 
 from __future__ import annotations
@@ -34,12 +32,8 @@ class Declared:
     help: str
 
     def convert(self, text: str) -> object:
-        """The command-line value ``text`` as this parameter's type.
-
-        ``None`` is tried first (``none``, ``null`` or empty text), then the
-        other type; a ``list`` takes a JSON/Python list or one bare item,
-        which becomes a one-element list.
-        """
+        """The command-line value ``text`` as this parameter's type: ``None`` first (``none``, ``null`` or empty
+        text), then the other type; a ``list`` takes a JSON/Python list or one bare item, as a one-item list."""
         problems = []
         for kind in self.types:
             try:

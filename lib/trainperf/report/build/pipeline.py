@@ -1,10 +1,9 @@
-"""Build the HTML reports: run each report notebook with papermill (in
-parallel, each in its own process and kernel), export it to HTML, and write
-an index page linking them. A failing notebook does not stop the others: its
-page (up to the failing cell, the error in one line at the top) is still
-written and the index marks it failed; one that raises
-:class:`~trainperf.report.html.NotApplicable` gets a short page
-saying what is missing, which is not a failure.
+"""Build the HTML reports: run each report notebook with papermill (in parallel, each in its own process and
+kernel), export it to HTML, and write an index page, ``reports/index.html``: every report with its headline (or
+its error, or what it lacks), the data sources each read, the generation time and the trainperf version. A failing
+notebook does not stop the others: its page (up to the failing cell, the error in one line at the top) is still
+written and the index marks it failed; one that raises :class:`~trainperf.report.html.NotApplicable` gets a short
+page saying what is missing, which is not a failure.
 """
 
 from __future__ import annotations
@@ -21,8 +20,9 @@ from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+import jinja2
 import nbformat
 import papermill
 from papermill.exceptions import PapermillExecutionError
@@ -30,9 +30,8 @@ from papermill.exceptions import PapermillExecutionError
 import trainperf
 from trainperf.errors import DataError
 from trainperf.reading.loading import PINNED, holds_inputs, holds_steps, pin_inputs
-from trainperf.report.build.export import PageInfo, notebook_to_html, warm_up
+from trainperf.report.build.export import TEMPLATES, notebook_to_html, stylesheet, warm_up
 from trainperf.report.html import FACTS_KEY, PROJECT_ROOT, NotApplicable, callout, shown_path
-from trainperf.report.build.index import write_index
 from trainperf.report.build.kernel_fork import die_with_parent
 from trainperf.report.build.result import ReportResult
 from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command, read_ahead
@@ -151,7 +150,10 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     that snapshot (:func:`pinned`), so the pages of a build agree on a run folder still being written."""
     if not jobs:
         raise ParameterError("no reports to build")
-    kernel = _check_kernel()
+    kernel = kernel_command()
+    if kernel is None:
+        raise ParameterError(f"the Jupyter kernel {KERNEL!r} is not registered: run `make setup` "
+                             f"(it runs `python -m ipykernel install --sys-prefix --name {KERNEL}`)")
     start = time.perf_counter()
     out_dir = jobs[0].out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -243,7 +245,7 @@ def run_job(job: Job) -> ReportResult:
     elif error is not None:
         nb = cut_at_error(nb, f"This report failed: {error}", "bad")
     exporting = time.perf_counter()
-    page.write_text(notebook_to_html(nb, PageInfo(title, trainperf.__version__, job.generated)))
+    page.write_text(notebook_to_html(nb, title, trainperf.__version__, job.generated))
     done = time.perf_counter()
     return ReportResult(job.name, str(job.source), str(executed), str(page), done - start, error, facts,
                         not_applicable, done - exporting)
@@ -296,10 +298,39 @@ def describe_failure(source: Path, executed: Path, error: str) -> str:
     return f"{shown_path(source)}: {error}"
 
 
-def _check_kernel() -> list[str]:
-    """The command of the report kernel; ParameterError when it is not registered."""
-    command = kernel_command()
-    if command is None:
-        raise ParameterError(f"the Jupyter kernel {KERNEL!r} is not registered: run `make setup` "
-                             f"(it runs `python -m ipykernel install --sys-prefix --name {KERNEL}`)")
-    return command
+def write_index(results: Sequence[ReportResult], path: Path, *, version: str, generated: str) -> Path:
+    """Write the index page for ``results`` to ``path`` and return ``path``."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    reports = [{
+        "name": r.name, "title": r.title, "ok": r.ok, "error": r.error, "seconds": r.seconds,
+        "not_applicable": r.not_applicable,
+        "headline": r.facts.get("headline", ""),
+        "page": _relative(r.html, path.parent), "executed": _relative(r.executed, path.parent),
+    } for r in results]
+    sources: dict[str, list[str]] = {}
+    for r in results:
+        for source in r.facts.get("inputs", []) or []:
+            sources.setdefault(shown_path(str(source)), []).append(r.title)
+    sources = _under_folders(sources)
+    page = env.get_template("index.html.j2").render(
+        reports=reports, failed=sum(not r.ok for r in results),
+        not_applicable=sum(r.not_applicable is not None for r in results), version=version, generated=generated,
+        css=stylesheet(), sources=[{"path": p, "reports": rs} for p, rs in sorted(sources.items())])
+    path.write_text(page)
+    return path
+
+
+def _under_folders(sources: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each path's reports moved to the outermost listed folder that holds it (``data/runs`` for
+    the run folders found in it), so that a folder given as data is one line, not one per run."""
+    out: dict[str, list[str]] = {}
+    for path, reports in sources.items():
+        holder = min((folder for folder in sources if PurePosixPath(path).is_relative_to(folder)), key=len)
+        out[holder] = list(dict.fromkeys([*out.get(holder, []), *reports]))
+    return out
+
+
+def _relative(target: str | None, base: Path) -> str | None:
+    return None if target is None else Path(os.path.relpath(target, base)).as_posix()
+
