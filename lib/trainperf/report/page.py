@@ -19,11 +19,10 @@ from trainperf.aggregate import Summaries
 from trainperf.compare import Side, read_side
 from trainperf.derived import SCALING_NOTES, derive
 from trainperf.invariants import violations
-from trainperf.errors import DataError
+from trainperf.errors import DataError, provenance
 from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
-from trainperf.errors import provenance
 from trainperf.reading.cache import keeping
 from trainperf.reading.loading import holds_steps, load_runs, load_summaries, pin_inputs
 from trainperf.report.html import (Html, InputError, NotApplicable, bullets, callout, count, esc, first_of, fmt_pct,
@@ -131,10 +130,9 @@ def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summari
 
 
 def read_ahead(*paths: str) -> dict[str, dict]:
-    """Read every input at or below ``paths`` once, as a build does before its kernels start
-    (:func:`trainperf.reading.loading.pin_inputs`, whose pins are returned), keeping what was read
-    in this process's memory, where the ``open_*`` functions of this process and of the processes
-    it forks later find it while the cache entries are unchanged (:func:`trainperf.reading.cache.keeping`)."""
+    """The pins of every input at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read
+    once, as a build does before its kernels start; what was read stays in this process's memory for the
+    ``open_*`` functions of this process and of those it forks (:func:`trainperf.reading.cache.keeping`)."""
     with keeping():
         return pin_inputs(*paths)
 
@@ -187,8 +185,7 @@ def _override(runs: pd.DataFrame, *, baseline: str | None, precision: str | None
             raise InputError(f"baseline run {baseline!r} is not among the selected runs (parameter baseline)")
         experiment = out.at[hit[0], "experiment"]
         same = (out["experiment"] == experiment).fillna(False).to_numpy(bool)
-        column = out["baseline_run_id"] if "baseline_run_id" in out else pd.Series(pd.NA, index=out.index,
-                                                                                   dtype="string")
+        column = out.get("baseline_run_id", pd.Series(pd.NA, index=out.index, dtype="string"))
         out["baseline_run_id"] = column.astype("string").mask(same, baseline)
         applied.append(f"baseline of experiment {experiment} set to run {baseline}")
     return out, applied
@@ -226,12 +223,10 @@ def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not
 
 
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
-    """The report's title and what it covers (every experiment, platform and
-    model, ``unknown`` included), then a warning for each kind of run the page
-    shows but never headlines (:func:`trainperf.report.run_labels.doubt_notes`:
-    projected, oversubscribed, incomplete); records the title and the inputs
-    (of the runs, and of the per-rank ``steps`` when given) for the index. A run shown in two
-    scaling studies is counted once."""
+    """The report's title and what it covers (every experiment, platform and model, ``unknown`` included; a
+    run shown in two scaling studies counted once), then a warning for each kind of run the page shows but never
+    headlines (:func:`trainperf.report.run_labels.doubt_notes`); records the title and the inputs (of the runs,
+    and of the per-rank ``steps`` when given) for the index."""
     once = runs.drop_duplicates("run_id") if "run_id" in runs else runs
     parts = [count(len(once), "run")]
     for column in ("experiment", "platform", "model"):
@@ -280,12 +275,9 @@ def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
 
 
 def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -> pd.DataFrame:
-    """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated)
-    with how many runs carry each and up to three of their run ids. Without
-    ``scaling``, notes about scaling only (their keys in
-    :data:`trainperf.derived.SCALING_NOTES`) are left out, without ``mfu``
-    those about HFU only (for a report that shows none: the setting they miss
-    changes nothing it shows)."""
+    """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated) with how many runs carry each and
+    up to three of their run ids. Left out, for a report that shows none of those figures: without ``scaling``,
+    notes about scaling only (keys in :data:`trainperf.derived.SCALING_NOTES`), without ``mfu``, about HFU only."""
     notes = runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; ")
     notes = runs[["run_id"]].assign(note=notes).explode("note").dropna(subset=["note"])
     hidden = (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"})
@@ -298,8 +290,7 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -
 
 def impossible(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
     """The figures emptied because they cannot be true (``trainperf.invariants``): rows ``figures, why, runs,
-    examples`` (how many runs, up to three run ids). Without ``scaling``, those of scaling figures only are
-    left out (for a report that shows none)."""
+    examples`` (how many runs, up to three run ids); without ``scaling``, not those of scaling figures only."""
     found = violations(runs)
     if not scaling:
         found = found[~found["figures"].str.split(", ").map(lambda names: set(names) <= SCALING_NOTES).astype(bool)]
@@ -308,9 +299,8 @@ def impossible(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
 
 
 def conventions(runs: pd.DataFrame, *, scaling: bool = True) -> list[str]:
-    """The FLOPs conventions behind the runs' figures — counting only runs
-    whose FLOPs could be computed, and saying how many could not — and the fixed
-    rules; the scaling multiplier's only with ``scaling`` (for a report that shows one)."""
+    """The FLOPs conventions behind the runs' figures (counting the runs whose FLOPs could be computed, saying
+    how many could not) and the fixed rules; the scaling multiplier's only with ``scaling``."""
     out = []
     if "flops_convention_used" in runs and "flops_per_token" in runs:
         for name, group in runs.groupby(runs["flops_convention_used"].astype("string"), sort=False):
@@ -357,13 +347,11 @@ def unverifiable_figures(runs: pd.DataFrame) -> list[str]:
 
 
 def reported_differences(runs: pd.DataFrame, tolerance: float = REPORTED_TOLERANCE) -> pd.DataFrame:
-    """Rows ``run_id, figure, reported, trainperf, difference`` for every
-    figure a source printed (``reported_<column>``) that differs from
-    trainperf's ``<column>`` beyond ``tolerance`` and the last digit printed
-    (:func:`trainperf.importers.reported.compare_reported`, against trainperf's
-    own figures: MFU against the log's peak where it names one). ``difference`` is
-    (source − trainperf) / trainperf, largest first; a printed peak of another
-    device has none, and ``note`` says it is not comparable."""
+    """Rows ``run_id, figure, reported, trainperf, difference, note`` for every figure a source printed
+    (``reported_<column>``) that differs from trainperf's ``<column>`` beyond ``tolerance`` and the last digit
+    printed (:func:`trainperf.importers.reported.compare_reported`; MFU against the log's peak where it names one).
+    ``difference`` is (source − trainperf) / trainperf, largest first; a printed peak of another device has none,
+    and ``note`` says it is not comparable."""
     found = compare_reported(runs, tolerance, source_convention=False)
     out = found[found["flagged"] | found["note"].eq(OTHER_PEAK).fillna(False)].rename(
         columns={"metric": "figure", "recomputed": "trainperf", "relative_difference": "difference"})
@@ -390,12 +378,9 @@ SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) t
 
 
 def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True, mfu: bool = True) -> Html:
-    """The data-quality section every report ends with (under its ``## Data quality`` heading), of a page
-    showing ``runs`` (and the per-rank ``steps`` summaries, where the page reads them): what was read, what was
-    left out and why, the figures emptied because they cannot be true, the empty or doubtful values, the
-    conventions behind the figures and the sources' own figures against trainperf's, under ``h3`` headings.
-    Without ``scaling``, notes and conventions of the scaling multiplier are left out, without ``mfu`` the
-    notes on HFU (for a report that shows none)."""
+    """The data-quality section every report ends with (under its ``## Data quality`` heading) for a page
+    showing ``runs`` (and the per-rank ``steps`` summaries, where the page reads them), its parts under ``h3``
+    headings; ``scaling`` and ``mfu`` as for :func:`note_counts`."""
     differences = reported_differences(runs)
     parts = [
         ("Inputs read", [bullets(inputs_read(runs, steps))]),
@@ -412,20 +397,9 @@ def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool
                                          table(differences.head(12), caption="The largest differences"),
                                          bullets(unverifiable_figures(runs))]),
     ]
-    html = "".join(f'<h3 id="{_anchor(title)}">{esc(title)}</h3>' + "".join(_html(p) for p in shown)
-                   for title, shown in parts)
-    text = "\n\n".join(title + "\n" + "\n".join(_text(p) for p in shown) for title, shown in parts)
-    return Html(html, text)
-
-
-def _anchor(title: str) -> str:
-    """The heading's id, as nbconvert makes one for a Markdown heading (spaces as hyphens)."""
-    return title.replace(" ", "-")
-
-
-def _html(part: Html | Styler) -> str:
-    return part.to_html() if isinstance(part, Styler) else part.html
-
-
-def _text(part: Html | Styler) -> str:
-    return part.data.to_string(index=False) if isinstance(part, Styler) else part.text
+    shown = [(title, [Html(p.to_html(), p.data.to_string(index=False)) if isinstance(p, Styler) else p
+                      for p in pieces]) for title, pieces in parts]
+    # each heading's id as nbconvert makes one for a Markdown heading (spaces as hyphens)
+    html = "".join(f'<h3 id="{title.replace(" ", "-")}">{esc(title)}</h3>' + "".join(p.html for p in pieces)
+                   for title, pieces in shown)
+    return Html(html, "\n\n".join(title + "\n" + "\n".join(p.text for p in pieces) for title, pieces in shown))
