@@ -148,13 +148,12 @@ def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
     names = _as_list(wanted)
     if not names:
         return runs
-    present = runs[column].dropna().astype(str) if column in runs else pd.Series(dtype=str)
-    found = list(dict.fromkeys(present))
+    found = list(dict.fromkeys(runs[column].dropna().astype(str))) if column in runs else []
     for name in names:
         if name not in found:
             raise InputError(f"{column} {name!r} has no runs in the data; {column}s found: "
                              f"{first_of(found, 12, total=True) or 'none'} (parameter {column}s)")
-    keep = runs[column].isin(names).fillna(False).to_numpy(bool) if column in runs else []
+    keep = runs[column].isin(names).fillna(False).to_numpy(bool)  # the column is there: a name was found in it
     left_out = runs.loc[~keep]
     if len(left_out):
         others = ", ".join(dict.fromkeys(left_out[column].fillna("(none)").astype(str)))
@@ -204,7 +203,6 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     if missing:
         skipped.append((f"{count(len(missing), 'run')}: {first_of(missing, 5)}",
                         f"no {what} ({column}), which this report needs"))
-    have = have.copy()
     have.attrs = {**runs.attrs, **provenance(skipped=skipped)}
     return have
 

@@ -1,9 +1,6 @@
-"""Export an executed report notebook to one self-contained HTML page.
-
-The page is nbconvert's output with the ``trainperf`` template
-(``templates/trainperf``): no code cells and no prompts, figures embedded as
-data URIs, one inline stylesheet, no scripts and no external URL — it opens
-offline. A table of contents is built from the page's ``h2``/``h3`` headings.
+"""Export an executed report notebook to one self-contained HTML page with the ``trainperf`` template of
+nbconvert (``templates/trainperf``): no code cells or prompts, figures as data URIs, one inline stylesheet, no
+scripts and no external URL (it opens offline), a table of contents of its ``h2``/``h3`` headings.
 """
 
 from __future__ import annotations

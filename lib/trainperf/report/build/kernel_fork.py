@@ -32,6 +32,7 @@ import signal
 import socket
 import struct
 import sys
+from contextlib import suppress
 from typing import Any
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
@@ -95,10 +96,8 @@ def serve(address: str, modules: list[str], function: str | None = None) -> None
             for conn, pid in list(kernels.items()):
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
-                    try:
+                    with suppress(OSError):
                         conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
-                    except OSError:
-                        pass
                     if conn in (key.fileobj for key in selector.get_map().values()):
                         selector.unregister(conn)
                     conn.close()
@@ -161,10 +160,8 @@ def _answer(conn: socket.socket, function: str | None, request: dict) -> None:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    try:
+    with suppress(OSError):
         conn.sendall(json.dumps(answer).encode() + b"\n")
-    except OSError:
-        pass
     conn.close()
 
 
@@ -236,10 +233,8 @@ def _stop(_sig: int, _frame: object) -> None:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _read_line(conn: socket.socket) -> str:
@@ -255,10 +250,8 @@ def _read_line(conn: socket.socket) -> str:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         called = sys.argv[4] if sys.argv[3:4] == ["--call"] else None
-        try:
+        with suppress(SystemExit):  # SIGTERM: the build is over
             serve(sys.argv[2], sys.argv[5:] if called else sys.argv[3:], called)
-        except SystemExit:  # SIGTERM: the build is over
-            pass
         sys.stdout.flush()
         sys.stderr.flush()
         # nothing left to save: no waiting for the imported modules' threads and teardown (0.4 s per build)

@@ -76,12 +76,11 @@ class BuildResult:
 def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | None = None,
          parameters: Sequence[tuple[str, str]] = (), out_dir: str | Path = "reports",
          notebooks_dir: Path = NOTEBOOKS) -> list[Job]:
-    """The jobs for reports ``names`` (default: all). ``data`` (paths, made absolute)
-    replaces every notebook's ``data``, its ``steps`` (with the paths that hold run folders or
-    steps tables) and its other path parameters (``[]``) unless ``parameters`` gives them.
-    Each ``(NAME, VALUE)`` of ``parameters`` goes, converted to the declared type, to every
-    selected notebook that declares ``NAME``. ``ParameterError`` for an unknown report, a bad
-    ``data`` path, or a parameter no selected notebook declares or whose value does not fit."""
+    """The jobs for reports ``names`` (default: all). ``data`` (paths, made absolute) replaces every notebook's
+    ``data``, its ``steps`` (with the paths that hold run folders or steps tables) and its other path parameters
+    (``[]``) unless ``parameters`` gives them. Each ``(NAME, VALUE)`` of ``parameters`` goes, converted to the
+    declared type, to every selected notebook that declares ``NAME``; ``ParameterError`` where none does, for a
+    value that does not fit, an unknown report or a bad ``data`` path."""
     data_paths = check_data(data or ())
     found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
     known = [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))  # the known ones first, in order
@@ -112,10 +111,9 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
 
 
 def check_data(paths: Sequence[str | Path]) -> list[Path]:
-    """``paths`` made absolute; ``ParameterError`` (one line), before any
-    kernel starts, for a path that does not exist, a folder holding no runs
-    table, run folder or log, or a runs table or run folder that cannot be
-    read (:func:`trainperf.reading.loading.holds_inputs`)."""
+    """``paths`` made absolute; ``ParameterError`` (one line), before any kernel starts, for a path that does not
+    exist, holds no runs table, run folder or log, or cannot be read
+    (:func:`~trainperf.reading.loading.holds_inputs`)."""
     resolved = [Path(p).resolve() for p in paths]
     for given, path in zip(paths, resolved):
         if not path.exists():
@@ -141,13 +139,11 @@ def check_out(out_dir: str | Path) -> None:
 
 def build(jobs: Sequence[Job], *, workers: int = 2,
           on_done: Callable[[ReportResult], None] | None = None) -> BuildResult:
-    """Run ``jobs`` (``workers`` at a time), export each to HTML and write the
-    index. ``on_done`` is called with each result as it finishes. Each
-    notebook runs in a kernel of its own, forked from a process that has
-    imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`).
-    The worker processes die with this one, even when it is killed outright.
-    Every input is read once before the kernels start and each page reads
-    that snapshot (:func:`pinned`), so the pages of a build agree on a run folder still being written."""
+    """Run ``jobs`` (``workers`` at a time, each notebook in a kernel of its own:
+    :func:`~trainperf.report.build.kernels.forked_kernels`), export each to HTML and write the index; ``on_done``
+    gets each result as it finishes. The worker processes die with this one, even killed outright. Every page
+    reads the inputs as they were read once before the kernels started (:func:`pinned`), so the pages of a build
+    agree on a run folder still being written."""
     if not jobs:
         raise ParameterError("no reports to build")
     kernel = kernel_command()
@@ -178,10 +174,10 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
 
 @contextmanager
 def pinned(paths: Sequence[str], meanwhile: Callable[[], None] | None = None) -> Iterator[None]:
-    """While inside, the inputs at or below ``paths``, read once now, are read as
-    they are now by this process and the kernels it starts (:data:`trainperf.reading.loading.PINNED`).
-    They are read by the kernel server, where one runs, and the kernels it forks find them in its memory
-    (:func:`~trainperf.report.build.kernels.read_ahead`), while this process runs ``meanwhile``; else here."""
+    """While inside, this process and the kernels it starts read the inputs at or below ``paths`` as they are now
+    (:data:`trainperf.reading.loading.PINNED`). The kernel server, where one runs, reads them while this process
+    runs ``meanwhile``, and the kernels it forks find them in its memory
+    (:func:`~trainperf.report.build.kernels.read_ahead`); else they are read here."""
     saved = os.environ.get(PINNED)
     with ThreadPoolExecutor(max_workers=1) as asking:  # its thread ends before the workers are forked
         ahead = asking.submit(read_ahead, list(paths))
@@ -252,10 +248,9 @@ def run_job(job: Job) -> ReportResult:
 
 
 def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.NotebookNode:
-    """The executed ``nb``, cut in place for the page of a report that stopped:
-    ``notice`` (one line) first, then the cells before the one that raised,
-    without papermill's error banner and without headings that no output
-    follows; ``kind`` is the callout style (``warn``, ``bad``)."""
+    """The executed ``nb``, cut in place for the page of a report that stopped: ``notice`` (a callout of
+    ``kind``: ``warn``, ``bad``) first, then the cells before the one that raised, without papermill's error
+    banner and without headings that no output follows."""
     cells, headings = [], []
     for cell in nb.cells:
         if ERROR_BANNER_TAG in cell.get("metadata", {}).get("tags", []):
@@ -284,9 +279,8 @@ def collect_facts(nb: nbformat.NotebookNode) -> dict[str, object]:
 
 
 def describe_failure(source: Path, executed: Path, error: str) -> str:
-    """``notebooks/x.ipynb, cell N (`first line of code`): Error: message`` for
-    the first cell of the executed notebook that holds an error output; N counts
-    the cells of the source notebook as JupyterLab shows them (from 1)."""
+    """``notebooks/x.ipynb, cell N (`first line of code`): Error: message`` for the first cell of the executed
+    notebook that holds an error output; N counts the source notebook's cells as JupyterLab does (from 1)."""
     nb = nbformat.read(str(executed), as_version=4)
     original = nbformat.read(str(source), as_version=4)
     ids = [c.get("id") for c in original.cells]

@@ -1,4 +1,4 @@
-"""What building one report gave (``trainperf.report.build.pipeline`` builds it, the index and the command line show it)."""
+"""The result of building one report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class ReportResult:
-    """What building one report gave."""
+    """What building one report gave (``trainperf.report.build.pipeline`` builds it; the index and the command
+    line show it)."""
 
     name: str
     source: str
