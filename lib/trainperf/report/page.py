@@ -45,12 +45,11 @@ REPORTED_TOLERANCE = 0.005
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
               platforms: Sequence[str] | str | None = None, baseline: str | None = None,
               precision: str | None = None, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
-    """Load ``data`` (paths, through :mod:`trainperf.reading.input_cache`), keep the selected
-    ``experiments`` and ``platforms`` (``None`` or empty: all), override ``precision``,
-    ``price_per_gpu_hour`` (USD) and ``baseline`` (a run_id) and derive every metric.
-    ``attrs``: ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs),
-    ``warnings``, ``overrides``, ``snapshots`` (inputs still being written: which snapshot
-    the build reads, ``trainperf.reading.loading.snapshots``). :class:`InputError` names a bad parameter."""
+    """Load ``data`` (paths, through :mod:`trainperf.reading.input_cache`), keep the selected ``experiments``
+    and ``platforms`` (``None`` or empty: all), override ``precision``, ``price_per_gpu_hour`` (USD) and
+    ``baseline`` (a run_id) and derive every metric. ``attrs``: ``inputs`` (absolute paths), ``skipped``
+    (``(where, reason)`` pairs), ``warnings``, ``overrides``, ``snapshots`` (inputs still being written:
+    ``trainperf.reading.loading.snapshots``). :class:`InputError` names a bad parameter."""
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
@@ -103,9 +102,8 @@ def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
 
 
 def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summaries | None:
-    """The summaries of the step intervals (per rank, per step: never every step
-    row) of ``paths`` for the selected ``runs``; ``None`` without paths.
-    ``attrs``: ``inputs``, ``skipped`` (steps of other runs), ``warnings``."""
+    """The per-rank summaries of the step intervals of ``paths`` (never every step row) for the selected
+    ``runs``; ``None`` without paths. ``attrs``: ``inputs``, ``skipped`` (steps of other runs), ``warnings``."""
     given = _existing(paths, "steps")
     if not given:
         return None
@@ -125,8 +123,7 @@ def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summari
 
 def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summaries | None:
     """The :func:`open_steps` of the ``data`` paths that hold run folders or steps tables; ``None``: none does."""
-    given = [p for p in _existing(paths, "data") if holds_steps(p)]
-    return open_steps(given, runs) if given else None
+    return open_steps([p for p in _existing(paths, "data") if holds_steps(p)], runs)
 
 
 def read_ahead(*paths: str) -> dict[str, dict]:
@@ -138,7 +135,6 @@ def read_ahead(*paths: str) -> dict[str, dict]:
 
 
 def _as_list(value: Sequence[str | Path] | str | Path | None) -> list:
-    """One name or path as a list of it, ``None`` as ``[]``."""
     return [value] if isinstance(value, (str, Path)) else list(value or [])
 
 
@@ -191,9 +187,8 @@ def _override(runs: pd.DataFrame, *, baseline: str | None, precision: str | None
 
 
 def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataFrame:
-    """The runs with a value in ``column``; the others are listed in
-    ``attrs['skipped']``. :class:`NotApplicable` saying that no run has
-    ``what`` and how to ``supply`` it when none has."""
+    """The runs with a value in ``column``, the others listed in ``attrs['skipped']``; :class:`NotApplicable`
+    saying that none has ``what`` and how to ``supply`` it."""
     present = runs[column].notna() if column in runs else pd.Series(False, index=runs.index)
     have = runs[present]
     if have.empty:

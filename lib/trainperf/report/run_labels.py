@@ -63,8 +63,8 @@ def configuration_doubts(runs: pd.DataFrame, found: pd.DataFrame) -> list[str]:
 def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``runs`` (one experiment, index from 0) and ``found`` (its :func:`~trainperf.estimates.run_intervals`)
-    reduced to the first run of each configuration, ``columns`` the mean over its
-    repeats, ``runs`` their number. A run without a throughput is a configuration of its own."""
+    reduced to the first run of each configuration (a run without a throughput is one of its own), ``columns``
+    the mean over its repeats, ``runs`` their number."""
     key = configuration_of(found).to_numpy()
     first = ~pd.Series(key).duplicated().to_numpy()
     means = {c: runs[c].groupby(key, sort=False).transform("mean").to_numpy(float) for c in columns if c in runs}
@@ -107,9 +107,8 @@ def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def batch(run: pd.Series | dict, *, compact: bool = False, short: bool = False) -> str:
-    """A run's micro-batch and accumulation: ``micro-batch 16 × 64 accumulation``
-    (``short``: ``… accum.``; ``micro-batch 16`` where the accumulation is
-    unknown); ``compact``: ``16 × 64`` (``16 × ?``)."""
+    """A run's micro-batch and accumulation: ``micro-batch 16 × 64 accumulation`` (``short``: ``… accum.``;
+    ``micro-batch 16`` where the accumulation is unknown); ``compact``: ``16 × 64`` (``16 × ?``)."""
     accum = run.get("grad_accum_steps")
     if compact:
         return f"{fmt_int(run['micro_batch_size'])} × {'?' if pd.isna(accum) else fmt_int(accum)}"
@@ -202,9 +201,8 @@ def doubtful(runs: pd.DataFrame) -> pd.Series:
 
 
 def marks(runs: pd.DataFrame) -> pd.Series:
-    """Per run, its marks for a table's ``marks`` column: the :data:`DOUBTS` that apply
-    (``projected``, ``oversubscribed``, ``incomplete``) and ``known error`` where its source has one
-    (``known_error``, which :func:`known_errors` words under the table), joined by ``; `` (``""``: none)."""
+    """Per run, its marks for a table's ``marks`` column, joined by ``; `` (``""``: none): the :data:`DOUBTS`
+    that apply and ``known error`` where its source has one (worded under the table by :func:`known_errors`)."""
     known = runs["known_error"].notna() if "known_error" in runs else False
     return pd.Series(_named(doubts(runs).assign(**{"known error": known}), "; "), index=runs.index, dtype=object)
 

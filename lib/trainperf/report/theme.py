@@ -79,12 +79,11 @@ def apply() -> None:
     backend = plt.get_backend()
     if backend.endswith("backend_inline"):
         # The inline backend draws each figure for its image after the cell; pyplot's own hook would first
-        # draw it once more, for a screen there is none of (a whole layout and render of every chart).
+        # draw it once more (a whole layout and render of every chart) for a screen there is none of.
         plt.switch_backend(backend)  # load it now: pyplot installs its hook when it loads the backend
         plt.uninstall_repl_displayhook()
-        # Charts as SVG with their text as text: smaller than PNG, sharp at any zoom, and quicker to make
-        # (the browser draws the letters instead of matplotlib rasterizing every glyph). Imported here, in
-        # the kernel: loaded before the kernel's shell exists, the backend would not hook into it.
+        # SVG with text as text: smaller than PNG, sharp at any zoom, quicker to make (no glyph rasterized).
+        # Imported here: loaded before the kernel's shell exists, the backend would not hook into it.
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
         set_matplotlib_formats("svg")
@@ -95,7 +94,6 @@ Format = Callable[[object], str]
 
 
 def _formatted(fmt: Format | None, **labels: str) -> dict[str, tuple[str, Format | None]]:
-    """Each column of ``labels`` with its header label and cell format ``fmt``."""
     return {column: (label, fmt) for column, label in labels.items()}
 
 
@@ -164,10 +162,9 @@ COLUMNS: dict[str, tuple[str, Format | None]] = {
     **_formatted(partial(fmt_pct, digits=0), min_effect="Minimum effect",
         baseline_slowest="Slowest rank of a step (baseline)", candidate_slowest="Slowest rank of a step (candidate)"),
 }
-"""Header and cell format of each column a report table may show; a column
-not listed keeps its name and shows numbers to 3 significant figures. A header
-gets the unit its column's name declares (:func:`trainperf.schema.unit`: ``(s)``,
-``(GiB)``) unless its format writes it (:func:`~trainperf.report.html.fmt_seconds`)."""
+"""Header and cell format of each column a report table may show (one not listed keeps its name and shows
+numbers to 3 significant figures); a header gets the unit its column's name declares (:func:`trainperf.schema.unit`:
+``(s)``, ``(GiB)``) unless its format writes it (:func:`~trainperf.report.html.fmt_seconds`)."""
 
 
 def phase_order(frame: pd.DataFrame) -> list[str]:
@@ -178,9 +175,8 @@ def phase_order(frame: pd.DataFrame) -> list[str]:
 
 def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | None = None,
           empty: str = "") -> Styler | Html:
-    """``frame`` as a report table: headers and formats from :data:`COLUMNS`,
-    every string escaped, no index; rows where ``highlight`` is true in bold
-    green. An empty frame shows the sentence ``empty`` instead (nothing when it is empty too)."""
+    """``frame`` as a report table: headers and formats from :data:`COLUMNS`, strings escaped, no index, rows
+    where ``highlight`` is true in bold green; an empty frame as the sentence ``empty`` (nothing without one)."""
     if frame.empty:
         return paragraph(empty) if empty else Html("", "")
     headers, formats = {}, {}
@@ -232,12 +228,10 @@ class TickLabels(Formatter):
         self.step = min((abs(b - a) for a, b in zip(finite, finite[1:]) if b != a), default=1.0)
 
     def __call__(self, value: float, pos: int | None = None) -> str:
-        scale = 100 if self.kind == "percent" else 1
+        scale, suffix = {"percent": (100, " %"), "times": (1, "×")}.get(self.kind, (1, ""))
         step = (abs(value) if self.log else self.step) * scale
         decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
-        if self.kind == "percent":
-            return f"{value * 100:,.{decimals}f} %"
-        return f"{value:,.{decimals}f}" + ("×" if self.kind == "times" else "")
+        return f"{value * scale:,.{decimals}f}{suffix}"
 
 
 def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
@@ -300,9 +294,8 @@ def legend_outside(plot: Axes | sns.FacetGrid, title: str | None = None) -> None
 def panels(names: Sequence[object], col_wrap: int, height: float, aspect: float,
            sharey: bool = False) -> dict[str, Axes]:
     """One empty panel (axes) per name, in rows of ``col_wrap``, each ``height`` inches high and ``aspect``
-    times as wide, placed as seaborn's figure-level grids place them (one y axis for all with ``sharey``): draw into
-    each with an axes-level seaborn function (``sns.lineplot(…, ax=axes[name])``), then call
-    :func:`finish_panels`. Unlike a figure-level grid's, they are laid out once, finished, not also when made."""
+    times as wide, placed as seaborn's figure-level grids place them (one y axis for all with ``sharey``), for
+    axes-level seaborn functions (``ax=axes[name]``) and then :func:`finish_panels`; laid out once, finished."""
     columns = min(col_wrap, len(names))
     rows = -(-len(names) // columns)
     width = height * aspect
@@ -318,10 +311,9 @@ def panels(names: Sequence[object], col_wrap: int, height: float, aspect: float,
 
 def finish_panels(axes: Mapping[str, Axes], xlabel: str | None, ylabel: str | None, legend: str | None = None,
                   title_size: float | None = None) -> None:
-    """Finish :func:`panels`: each panel titled with its name (``title_size``: points, else the theme's), the x
-    axis labelled ``xlabel`` on the lowest panel of each column and the y axis ``ylabel`` on the left column (as
-    a seaborn grid labels them; None: each panel keeps its own), one legend beside the panels with every entry
-    of theirs, titled ``legend`` (their own title when None), and the figure laid out once."""
+    """Finish :func:`panels`: each titled with its name (``title_size``: points), ``xlabel`` on the lowest panel
+    of each column and ``ylabel`` on the left column, as a seaborn grid labels them (None: each keeps its own), one
+    legend beside them with all their entries, titled ``legend`` (None: their own title), and one layout."""
     shown = list(axes.values())
     columns = shown[0].get_gridspec().ncols
     entries: dict[str, Artist] = {}

@@ -11,9 +11,8 @@ kernels when its standard input closes, on SIGTERM (even while it imports) or wh
 
 The server also runs one function for the build (``--call MODULE:FUNCTION``, :func:`call`): the build reads its
 inputs there once, and every kernel forked after finds them in memory (``trainperf.report.page.read_ahead``).
-It runs commands for whoever connects, so it serves its own user only: the socket lies in a folder only that user
-can enter (:func:`trainperf.report.build.kernels.forked_kernels`), and a process of another uid
-(``SO_PEERCRED``) is refused with a line on standard error.
+It runs commands for whoever connects, so its socket lies in a folder only its user can enter
+(:func:`trainperf.report.build.kernels.forked_kernels`) and it refuses other users (:func:`_same_user`).
 
 This file runs as a script and imports nothing from trainperf at the top, so that ``launch`` starts at once::
 
@@ -178,9 +177,8 @@ def call(address: str, arguments: list) -> Any:
 
 
 def launch(address: str, command: list[str]) -> int:
-    """Ask the server at ``address`` for the kernel ``command`` (``python ...
-    -m ipykernel_launcher ARGUMENTS``) would start and wait for it to end; run
-    ``command`` itself when no server answers."""
+    """Ask the server at ``address`` for the kernel ``command`` (``python ... -m ipykernel_launcher ARGUMENTS``)
+    would start and wait for it to end; run ``command`` itself when no server answers."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(address)
@@ -204,9 +202,8 @@ def kernel_arguments(command: list[str]) -> list[str] | None:
 
 
 def die_with_parent(sig: int, parent: int) -> None:
-    """Have Linux send this process ``sig`` when the thread that started it
-    ends (``prctl(PR_SET_PDEATHSIG)``), and send it now when its parent, the
-    process ``parent``, is already gone. Nothing where there is no ``prctl`` (not Linux)."""
+    """Have Linux send this process ``sig`` when the thread that started it ends (``prctl(PR_SET_PDEATHSIG)``),
+    and now when its parent, the process ``parent``, is already gone; nothing where there is no ``prctl``."""
     if not sys.platform.startswith("linux"):
         return
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
@@ -215,9 +212,9 @@ def die_with_parent(sig: int, parent: int) -> None:
 
 
 def _same_user(conn: socket.socket) -> bool:
-    """Whether the process at the other end of the Unix socket ``conn`` runs as
-    this process's user (``SO_PEERCRED``; where there is none, not Linux, the
-    socket's private folder alone keeps others out); a refusal is written to standard error."""
+    """Whether the process at the other end of the Unix socket ``conn`` runs as this process's user, telling
+    standard error when not (``SO_PEERCRED``; where there is none, the socket's private folder alone keeps others
+    out)."""
     if not hasattr(socket, "SO_PEERCRED"):
         return True
     pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
@@ -238,13 +235,9 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def _read_line(conn: socket.socket) -> str:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode().strip()
+    """The next line ``conn`` receives (each side sends one, then waits for the answer), stripped."""
+    with conn.makefile("rb") as received:
+        return received.readline().decode().strip()
 
 
 if __name__ == "__main__":

@@ -81,9 +81,8 @@ class ReadyClient(AsyncKernelClient):
 
 
 class IPCKernelManager(AsyncKernelManager):
-    """An ``AsyncKernelManager`` whose kernel listens on Unix sockets
-    ``<tmp>/trainperf-kernel-<random>/k-<n>`` instead of TCP ports, in a folder of
-    its own (mode 0700) that also holds its connection file and is removed at shutdown."""
+    """An ``AsyncKernelManager`` whose kernel listens on Unix sockets ``<tmp>/trainperf-kernel-<random>/k-<n>``
+    instead of TCP ports, in a folder of its own (mode 0700) with its connection file, removed at shutdown."""
 
     transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
     client_factory = Type(ReadyClient, klass=AsyncKernelClient, config=True)
@@ -139,10 +138,9 @@ def kernel_command() -> list[str] | None:
 def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
     """While inside, :class:`IPCKernelManager` kernels of the kernelspec command ``argv`` (``python ... -m
     ipykernel_launcher ...``), started here or in processes started from here, are forked from a server that has
-    imported :data:`PRELOAD` (``argv``'s Python with its options, run in ``cwd``; inside another
-    ``forked_kernels`` for the same Python, that one's). Yields whether a server runs: none for a kernelspec that
-    does not start ipykernel that way or where processes cannot fork. The server ends, with its kernels, when this
-    process does, even killed outright."""
+    imported :data:`PRELOAD` (run by ``argv``'s Python in ``cwd``, or the one of an enclosing ``forked_kernels``
+    for the same Python). Yields whether a server runs: none for a kernelspec that does not start ipykernel that
+    way or where processes cannot fork. The server and its kernels end with this process, even killed outright."""
     prefix = argv[:argv.index("-m")] if "-m" in argv else []
     if not hasattr(os, "fork") or not prefix or kernel_fork.kernel_arguments(argv) is None:
         yield False
@@ -178,9 +176,9 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
 
 
 def read_ahead(paths: list[str]) -> dict | None:
-    """The pins of the inputs at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read by the
-    kernel server of :func:`forked_kernels`, which keeps what it read for the kernels it forks after
-    (:data:`READ_AHEAD`); ``None`` where no server runs or it could not read them."""
+    """The pins of the inputs at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`) as the
+    kernel server of :func:`forked_kernels` read them, keeping what it read for the kernels it forks after;
+    ``None`` where no server runs or it could not read them."""
     server = json.loads(os.environ.get(SERVER_ENV) or "null")
     if not server:
         return None

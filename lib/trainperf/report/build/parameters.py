@@ -24,12 +24,11 @@ class ParameterError(ValueError):
 
 @dataclass(frozen=True)
 class Declared:
-    """One parameter of a notebook: name, default value, declared types, help comment."""
+    """One parameter of a notebook: name, default value, declared types."""
 
     name: str
     default: object
     types: tuple[str, ...]
-    help: str
 
     def convert(self, text: str) -> object:
         """The command-line value ``text`` as this parameter's type: ``None`` first (``none``, ``null`` or empty
@@ -45,9 +44,8 @@ class Declared:
 
 
 def declared_parameters(path: str | Path) -> dict[str, Declared]:
-    """The parameters declared in the notebook at ``path``, in order, as
-    papermill's inspection finds them. Raises ``ParameterError`` when it
-    finds none, or a default that is not a literal."""
+    """The parameters declared in the notebook at ``path``, in order, as papermill's inspection finds them;
+    ``ParameterError`` when it finds none, or a default that is not a literal."""
     import papermill
 
     found = papermill.inspect_notebook(str(path))
@@ -70,14 +68,13 @@ def declared_parameters(path: str | Path) -> dict[str, Declared]:
             types = ("None", kind) if kind in _CONVERTERS and kind != "None" else ("None",)
         else:
             types = (kind or type(default).__name__,)
-        out[name] = Declared(name, default, types, parameter["help"])
+        out[name] = Declared(name, default, types)
     return out
 
 
 def resolve_paths(name: str, value: object) -> object:
-    """``value`` of parameter ``name`` with relative paths made absolute from
-    the current folder when ``name`` is one of :data:`PATH_PARAMETERS`;
-    ``ParameterError`` for a path that is not text."""
+    """``value`` of parameter ``name`` with relative paths made absolute from the current folder when ``name`` is
+    one of :data:`PATH_PARAMETERS`; ``ParameterError`` for a path that is not text."""
     if name not in PATH_PARAMETERS or value is None:
         return value
     paths = [value] if isinstance(value, str) else value

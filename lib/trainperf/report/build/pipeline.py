@@ -140,10 +140,9 @@ def check_out(out_dir: str | Path) -> None:
 def build(jobs: Sequence[Job], *, workers: int = 2,
           on_done: Callable[[ReportResult], None] | None = None) -> BuildResult:
     """Run ``jobs`` (``workers`` at a time, each notebook in a kernel of its own:
-    :func:`~trainperf.report.build.kernels.forked_kernels`), export each to HTML and write the index; ``on_done``
-    gets each result as it finishes. The worker processes die with this one, even killed outright. Every page
-    reads the inputs as they were read once before the kernels started (:func:`pinned`), so the pages of a build
-    agree on a run folder still being written."""
+    :func:`~trainperf.report.build.kernels.forked_kernels`; the workers die with this process, even killed
+    outright), export each to HTML and write the index; ``on_done`` gets each result as it finishes. Every page
+    reads the inputs as :func:`pinned` read them, so the pages of a build agree on a run folder still being written."""
     if not jobs:
         raise ParameterError("no reports to build")
     kernel = kernel_command()
@@ -175,9 +174,8 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
 @contextmanager
 def pinned(paths: Sequence[str], meanwhile: Callable[[], None] | None = None) -> Iterator[None]:
     """While inside, this process and the kernels it starts read the inputs at or below ``paths`` as they are now
-    (:data:`trainperf.reading.loading.PINNED`). The kernel server, where one runs, reads them while this process
-    runs ``meanwhile``, and the kernels it forks find them in its memory
-    (:func:`~trainperf.report.build.kernels.read_ahead`); else they are read here."""
+    (:data:`trainperf.reading.loading.PINNED`): read by the kernel server, where one runs, while this process runs
+    ``meanwhile`` (its kernels find them in its memory: :func:`~trainperf.report.build.kernels.read_ahead`)."""
     saved = os.environ.get(PINNED)
     with ThreadPoolExecutor(max_workers=1) as asking:  # its thread ends before the workers are forked
         ahead = asking.submit(read_ahead, list(paths))
@@ -231,7 +229,8 @@ def run_job(job: Job) -> ReportResult:
     if not executed.exists():
         return ReportResult(job.name, str(job.source), None, None, time.perf_counter() - start, error)
     nb = nbformat.read(str(executed), as_version=4)
-    facts = collect_facts(nb)
+    facts = {key: value for cell in nb.cells for output in cell.get("outputs", [])  # recorded: title, headline, inputs
+             for key, value in output.get("metadata", {}).get(FACTS_KEY, {}).items()}
     if "title" not in facts:  # stopped before its header: the title it was given
         facts["title"] = job.parameters.get("title") or getattr(declared_parameters(job.source).get("title"),
                                                                 "default", None)
@@ -267,15 +266,6 @@ def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.
         "display_data", {"text/html": note.html, "text/plain": note.text})])
     nb.cells = [banner, *cells]
     return nb
-
-
-def collect_facts(nb: nbformat.NotebookNode) -> dict[str, object]:
-    """Facts the report recorded in its outputs' metadata (title, headline, inputs)."""
-    facts: dict[str, object] = {}
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            facts.update(output.get("metadata", {}).get(FACTS_KEY, {}))
-    return facts
 
 
 def describe_failure(source: Path, executed: Path, error: str) -> str:
