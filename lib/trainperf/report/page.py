@@ -1,7 +1,6 @@
-"""What every report page has: its inputs opened and checked against the
-notebook's parameters (a bad one raises :class:`InputError`), a header, and
-the data-quality section (:func:`quality`) with its frames and sentences: inputs,
-what was skipped, empty values, conventions, the sources' own figures against trainperf's.
+"""What every report page has: its inputs opened and checked against the notebook's parameters (a bad one
+raises :class:`InputError`), a header, and the data-quality section (:func:`quality`): inputs, what was skipped,
+impossible and empty values, conventions, the sources' own figures against trainperf's.
 """
 
 from __future__ import annotations
@@ -298,11 +297,9 @@ def conventions(runs: pd.DataFrame, *, scaling: bool = True) -> list[str]:
     if "flops_convention_used" in runs and "flops_per_token" in runs:
         for name, group in runs.groupby(runs["flops_convention_used"].astype("string"), sort=False):
             done = int(group["flops_per_token"].notna().sum())
-            text = f"FLOPs per token, {name}: {CONVENTIONS.get(str(name), name)}"
-            runs_done = count(done, "run")
-            if done < len(group):
-                runs_done += f"; not computed for {len(group) - done}, see “Empty or doubtful values”"
-            out.append(f"{text} ({runs_done})")
+            missed = (f"; not computed for {len(group) - done}, see “Empty or doubtful values”"
+                      if done < len(group) else "")
+            out.append(f"FLOPs per token, {name}: {CONVENTIONS.get(str(name), name)} ({count(done, 'run')}{missed})")
     out.append("Elapsed time of a run is its slowest rank's wall clock, never the mean over ranks.")
     if scaling:
         out.append("Scaling multiplier = throughput / baseline throughput; baseline = the run with the fewest "

@@ -67,10 +67,9 @@ def color_tick_labels(ax: Axes, colors: Mapping[str, str], axis: str = "y") -> N
 RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold", "axes.titlelocation": "left",
       "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False, "svg.fonttype": "none",
       "axes.titley": 1.0, "axes.formatter.useoffset": False, "axes.formatter.limits": (-9, 12)}
-"""Matplotlib settings on top of seaborn's ``whitegrid`` theme. Titles sit just above their axes
-(``axes.titley``), where nothing can cover them: tick labels are never written with an offset or a
-power of ten over the axis (``axes.formatter.*``) and never on top. (Left to find its place itself,
-a title measures every y tick label of its axes at each layout.)"""
+"""Matplotlib settings on top of seaborn's ``whitegrid`` theme. Titles sit just above their axes (``axes.titley``:
+left to find its place, a title measures every y tick label at each layout), where no tick label covers them: none
+is written with an offset or a power of ten over the axis (``axes.formatter.*``)."""
 
 
 def apply() -> None:

@@ -50,18 +50,16 @@ def warm_up() -> None:
 
 def table_of_contents(page: str) -> str:
     """A nested list linking the ``h2`` and ``h3`` headings (those with an ``id``) of ``page``."""
-    items: list[tuple[int, str, str]] = []
+    out, open_sub = ["<ol>"], False
     for level, anchor, inner in _HEADING.findall(page):
         text = re.sub(r"<[^>]+>", "", inner).strip()
-        if text:
-            items.append((int(level), anchor, text))
-    out, open_sub = ["<ol>"], False
-    for level, anchor, text in items:
-        if level == 3 and not open_sub and len(out) > 1:
+        if not text:
+            continue
+        if level == "3" and not open_sub and len(out) > 1:
             out[-1] = out[-1].removesuffix("</li>")
             out.append("<ol>")
             open_sub = True
-        elif level == 2 and open_sub:
+        elif level == "2" and open_sub:
             out.append("</ol></li>")
             open_sub = False
         # anchor and text are taken from the page, where they are already escaped

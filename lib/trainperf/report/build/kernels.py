@@ -42,9 +42,8 @@ PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "I
            "trainperf.report.batch_size", "trainperf.report.html", "trainperf.report.page",
            "trainperf.report.platforms", "trainperf.report.run_labels",
            "trainperf.report.scaling", "trainperf.report.theme", "trainperf.report.throughput")
-"""What a report kernel imports as it starts (its debugger, history, completer, the SVG backend) and
-what the report notebooks import (never torch), imported once by the kernel server. (Not the inline
-backend: loaded before a kernel's shell exists, it would not hook into it.)"""
+"""What a report kernel imports as it starts (debugger, history, completer, SVG backend) and what the notebooks
+import (never torch; not the inline backend: :func:`trainperf.report.theme.apply`), once, in the kernel server."""
 READ_AHEAD = "trainperf.report.page:read_ahead"
 """The function the kernel server runs for :func:`read_ahead`."""
 EXIT_POLL_S = 0.01
@@ -153,17 +152,11 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
     address = os.path.join(folder, "server")
     server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, "--call", READ_AHEAD, *PRELOAD],
                               cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    saved = os.environ.get(SERVER_ENV)
     try:
         started = server.stdout.readline().strip() == b"listening"
-        if started:
-            os.environ[SERVER_ENV] = json.dumps({"socket": address, "prefix": prefix})
-        yield started
+        with environment(SERVER_ENV, json.dumps({"socket": address, "prefix": prefix}) if started else None):
+            yield started
     finally:
-        if saved is None:
-            os.environ.pop(SERVER_ENV, None)
-        else:
-            os.environ[SERVER_ENV] = saved
         server.terminate()  # the server ends at once, even while it still imports, and kills any kernel still running
         server.stdin.close()
         try:
@@ -173,6 +166,21 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
             server.wait()
         server.stdout.close()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def environment(name: str, value: str | None) -> Iterator[None]:
+    """While inside, the environment variable ``name`` is ``value`` (None: as it is); after, as it was before."""
+    saved = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
 
 
 def read_ahead(paths: list[str]) -> dict | None:

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PATH_PARAMETERS = ("data", "steps", "baseline_runs", "candidate_runs", "claims")
-"""Parameters whose values are paths: relative ones given on the command line
-are taken from the current folder (the notebooks run in ``notebooks/``), and
-``trainperf report --data`` replaces every one that ``-p`` does not give."""
+"""Parameters holding paths: relative ones on the command line are taken from the current folder (the notebooks
+run in ``notebooks/``); ``trainperf report --data`` replaces each one ``-p`` does not give."""
 
 
 class ParameterError(ValueError):

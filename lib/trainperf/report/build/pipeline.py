@@ -1,9 +1,8 @@
-"""Build the HTML reports: run each report notebook with papermill (in parallel, each in its own process and
-kernel), export it to HTML, and write an index page, ``reports/index.html``: every report with its headline (or
-its error, or what it lacks), the data sources each read, the generation time and the trainperf version. A failing
-notebook does not stop the others: its page (up to the failing cell, the error in one line at the top) is still
-written and the index marks it failed; one that raises :class:`~trainperf.report.html.NotApplicable` gets a short
-page saying what is missing, which is not a failure.
+"""Build the HTML reports: run each report notebook with papermill, export it to HTML, and write an index page,
+``reports/index.html``: every report with its headline (or its error, or what it lacks), the data sources each
+read, the generation time and the trainperf version. A failing notebook does not stop the others: its page (up to
+the failing cell, the error in one line at the top) is still written and the index marks it failed; one that
+raises :class:`~trainperf.report.html.NotApplicable` gets a short page saying what it lacks, not a failure.
 """
 
 from __future__ import annotations
@@ -34,7 +33,8 @@ from trainperf.report.build.export import TEMPLATES, notebook_to_html, styleshee
 from trainperf.report.html import FACTS_KEY, PROJECT_ROOT, NotApplicable, callout, shown_path
 from trainperf.report.build.kernel_fork import die_with_parent
 from trainperf.report.build.result import ReportResult
-from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command, read_ahead
+from trainperf.report.build.kernels import (KERNEL, IPCKernelManager, environment, forked_kernels, kernel_command,
+                                            read_ahead)
 from trainperf.report.build.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
@@ -176,20 +176,13 @@ def pinned(paths: Sequence[str], meanwhile: Callable[[], None] | None = None) ->
     """While inside, this process and the kernels it starts read the inputs at or below ``paths`` as they are now
     (:data:`trainperf.reading.loading.PINNED`): read by the kernel server, where one runs, while this process runs
     ``meanwhile`` (its kernels find them in its memory: :func:`~trainperf.report.build.kernels.read_ahead`)."""
-    saved = os.environ.get(PINNED)
     with ThreadPoolExecutor(max_workers=1) as asking:  # its thread ends before the workers are forked
         ahead = asking.submit(read_ahead, list(paths))
         if meanwhile:
             meanwhile()
         pins = ahead.result()
-    os.environ[PINNED] = json.dumps(pin_inputs(*paths) if pins is None else pins)
-    try:
+    with environment(PINNED, json.dumps(pin_inputs(*paths) if pins is None else pins)):
         yield
-    finally:
-        if saved is None:
-            os.environ.pop(PINNED, None)
-        else:
-            os.environ[PINNED] = saved
 
 
 def data_paths(jobs: Sequence[Job]) -> list[str]:
@@ -239,11 +232,9 @@ def run_job(job: Job) -> ReportResult:
         nb = cut_at_error(nb, f"Not applicable: {not_applicable}", "warn")
     elif error is not None:
         nb = cut_at_error(nb, f"This report failed: {error}", "bad")
-    exporting = time.perf_counter()
     page.write_text(notebook_to_html(nb, title, trainperf.__version__, job.generated))
-    done = time.perf_counter()
-    return ReportResult(job.name, str(job.source), str(executed), str(page), done - start, error, facts,
-                        not_applicable, done - exporting)
+    return ReportResult(job.name, str(job.source), str(executed), str(page), time.perf_counter() - start, error,
+                        facts, not_applicable)
 
 
 def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.NotebookNode:

@@ -19,8 +19,6 @@ class ReportResult:
     facts: dict[str, object] = field(default_factory=dict)
     not_applicable: str | None = None
     """What the data lacks, when the report raised ``NotApplicable`` (not a failure)."""
-    export_seconds: float = 0.0
-    """Of ``seconds``, the export of the executed notebook to HTML."""
 
     @property
     def ok(self) -> bool:
