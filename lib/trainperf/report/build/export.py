@@ -43,8 +43,7 @@ def notebook_to_html(nb: nbformat.NotebookNode, title: str, version: str, genera
 
 
 def warm_up() -> None:
-    """Compile the exporter's templates and CSS selectors now (half a second
-    of CPU), so that the processes forked after this share them."""
+    """Compile the exporter's templates and CSS selectors now (half a second of CPU), for the processes forked after."""
     notebook_to_html(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## a")]), "", "", "")
 
 

@@ -34,8 +34,7 @@ KERNEL = "trainperf"
 """Jupyter kernel the report notebooks run in: the project's venv, registered by ``make setup``."""
 IPC_PREFIX = "trainperf-kernel-"
 SERVER_ENV = "TRAINPERF_KERNEL_SERVER"
-"""Environment variable naming the kernel server of :func:`forked_kernels`
-(JSON: its socket and the kernel command prefix it serves)."""
+"""Environment variable naming the server of :func:`forked_kernels` (JSON: its socket and kernel command prefix)."""
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.debugger",
            "IPython.core.completerlib", "IPython.extensions.storemagic", "sqlite3", "IPython.display",
            "matplotlib.backends.backend_svg", "pandas", "seaborn", "trainperf", "trainperf.compare",
@@ -123,8 +122,7 @@ class IPCKernelManager(AsyncKernelManager):
 
 
 def kernel_command() -> list[str] | None:
-    """The command that starts a :data:`KERNEL` kernel (its kernelspec's
-    ``argv``), or ``None`` when that kernel is not registered."""
+    """The command that starts a :data:`KERNEL` kernel (its kernelspec's ``argv``); ``None``: not registered."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     try:
