@@ -1,9 +1,7 @@
-"""Short pieces of text a report shows around its tables and charts (the page
-header, the headline with its key figures, callouts, lists), every string from
-data escaped; the ``fmt_*`` number formats the tables use too, intervals as
-text, paths as shown, and the two errors a page shows as one line. A piece can
-carry facts for the index page (title, headline, inputs) in its display metadata.
-The build imports this module: it imports neither matplotlib nor SciPy.
+"""Short pieces of text a report shows around its tables and charts (header, headline, callouts, lists), every
+string from data escaped, with facts for the index page (title, headline, inputs) in their display metadata; the
+``fmt_*`` number formats, intervals as text, paths as shown, and the two errors a page shows as one line. The
+build imports this module: it imports neither matplotlib nor SciPy.
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ class InputError(_OneLine):
 
 class NotApplicable(_OneLine):
     """The selected data cannot answer this report (not an error in the data); the message names what is
-    missing and what would supply it. The build writes a short page with it and marks the report "not
-    applicable"."""
+    missing and what would supply it. The build writes a short page with it, marked "not applicable"."""
 
 
 def shown_path(path: str | Path) -> str:

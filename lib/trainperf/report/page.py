@@ -1,7 +1,6 @@
-"""What every report page has: its inputs opened and checked against the
-notebook's parameters (a bad one raises :class:`InputError`), a header, and
-the data-quality section (:func:`quality`) with its frames and sentences: inputs,
-what was skipped, empty values, conventions, the sources' own figures against trainperf's.
+"""What every report page has: its inputs opened and checked against the notebook's parameters (a bad one
+raises :class:`InputError`), a header, and the data-quality section (:func:`quality`): inputs, what was skipped,
+impossible and empty values, conventions, the sources' own figures against trainperf's.
 """
 
 from __future__ import annotations
@@ -19,11 +18,10 @@ from trainperf.aggregate import Summaries
 from trainperf.compare import Side, read_side
 from trainperf.derived import SCALING_NOTES, derive
 from trainperf.invariants import violations
-from trainperf.errors import DataError
+from trainperf.errors import DataError, provenance
 from trainperf.flops import FORMULAS
 from trainperf.hardware import normalize_precision
 from trainperf.importers.reported import OTHER_PEAK, compare_reported
-from trainperf.errors import provenance
 from trainperf.reading.cache import keeping
 from trainperf.reading.loading import holds_steps, load_runs, load_summaries, pin_inputs
 from trainperf.report.html import (Html, InputError, NotApplicable, bullets, callout, count, esc, first_of, fmt_pct,
@@ -46,12 +44,11 @@ REPORTED_TOLERANCE = 0.005
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
               platforms: Sequence[str] | str | None = None, baseline: str | None = None,
               precision: str | None = None, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
-    """Load ``data`` (paths, through :mod:`trainperf.reading.input_cache`), keep the selected
-    ``experiments`` and ``platforms`` (``None`` or empty: all), override ``precision``,
-    ``price_per_gpu_hour`` (USD) and ``baseline`` (a run_id) and derive every metric.
-    ``attrs``: ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs),
-    ``warnings``, ``overrides``, ``snapshots`` (inputs still being written: which snapshot
-    the build reads, ``trainperf.reading.loading.snapshots``). :class:`InputError` names a bad parameter."""
+    """Load ``data`` (paths, through :mod:`trainperf.reading.input_cache`), keep the selected ``experiments``
+    and ``platforms`` (``None`` or empty: all), override ``precision``, ``price_per_gpu_hour`` (USD) and
+    ``baseline`` (a run_id) and derive every metric. ``attrs``: ``inputs`` (absolute paths), ``skipped``
+    (``(where, reason)`` pairs), ``warnings``, ``overrides``, ``snapshots`` (inputs still being written:
+    ``trainperf.reading.loading.snapshots``). :class:`InputError` names a bad parameter."""
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
@@ -104,9 +101,8 @@ def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
 
 
 def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summaries | None:
-    """The summaries of the step intervals (per rank, per step: never every step
-    row) of ``paths`` for the selected ``runs``; ``None`` without paths.
-    ``attrs``: ``inputs``, ``skipped`` (steps of other runs), ``warnings``."""
+    """The per-rank summaries of the step intervals of ``paths`` (never every step row) for the selected
+    ``runs``; ``None`` without paths. ``attrs``: ``inputs``, ``skipped`` (steps of other runs), ``warnings``."""
     given = _existing(paths, "steps")
     if not given:
         return None
@@ -126,21 +122,18 @@ def open_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summari
 
 def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summaries | None:
     """The :func:`open_steps` of the ``data`` paths that hold run folders or steps tables; ``None``: none does."""
-    given = [p for p in _existing(paths, "data") if holds_steps(p)]
-    return open_steps(given, runs) if given else None
+    return open_steps([p for p in _existing(paths, "data") if holds_steps(p)], runs)
 
 
 def read_ahead(*paths: str) -> dict[str, dict]:
-    """Read every input at or below ``paths`` once, as a build does before its kernels start
-    (:func:`trainperf.reading.loading.pin_inputs`, whose pins are returned), keeping what was read
-    in this process's memory, where the ``open_*`` functions of this process and of the processes
-    it forks later find it while the cache entries are unchanged (:func:`trainperf.reading.cache.keeping`)."""
+    """The pins of every input at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read
+    once, as a build does before its kernels start; what was read stays in this process's memory for the
+    ``open_*`` functions of this process and of those it forks (:func:`trainperf.reading.cache.keeping`)."""
     with keeping():
         return pin_inputs(*paths)
 
 
 def _as_list(value: Sequence[str | Path] | str | Path | None) -> list:
-    """One name or path as a list of it, ``None`` as ``[]``."""
     return [value] if isinstance(value, (str, Path)) else list(value or [])
 
 
@@ -150,13 +143,12 @@ def _select(runs: pd.DataFrame, column: str, wanted: Sequence[str] | str | None,
     names = _as_list(wanted)
     if not names:
         return runs
-    present = runs[column].dropna().astype(str) if column in runs else pd.Series(dtype=str)
-    found = list(dict.fromkeys(present))
+    found = list(dict.fromkeys(runs[column].dropna().astype(str))) if column in runs else []
     for name in names:
         if name not in found:
             raise InputError(f"{column} {name!r} has no runs in the data; {column}s found: "
                              f"{first_of(found, 12, total=True) or 'none'} (parameter {column}s)")
-    keep = runs[column].isin(names).fillna(False).to_numpy(bool) if column in runs else []
+    keep = runs[column].isin(names).fillna(False).to_numpy(bool)  # the column is there: a name was found in it
     left_out = runs.loc[~keep]
     if len(left_out):
         others = ", ".join(dict.fromkeys(left_out[column].fillna("(none)").astype(str)))
@@ -187,17 +179,15 @@ def _override(runs: pd.DataFrame, *, baseline: str | None, precision: str | None
             raise InputError(f"baseline run {baseline!r} is not among the selected runs (parameter baseline)")
         experiment = out.at[hit[0], "experiment"]
         same = (out["experiment"] == experiment).fillna(False).to_numpy(bool)
-        column = out["baseline_run_id"] if "baseline_run_id" in out else pd.Series(pd.NA, index=out.index,
-                                                                                   dtype="string")
+        column = out.get("baseline_run_id", pd.Series(pd.NA, index=out.index, dtype="string"))
         out["baseline_run_id"] = column.astype("string").mask(same, baseline)
         applied.append(f"baseline of experiment {experiment} set to run {baseline}")
     return out, applied
 
 
 def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataFrame:
-    """The runs with a value in ``column``; the others are listed in
-    ``attrs['skipped']``. :class:`NotApplicable` saying that no run has
-    ``what`` and how to ``supply`` it when none has."""
+    """The runs with a value in ``column``, the others listed in ``attrs['skipped']``; :class:`NotApplicable`
+    saying that none has ``what`` and how to ``supply`` it."""
     present = runs[column].notna() if column in runs else pd.Series(False, index=runs.index)
     have = runs[present]
     if have.empty:
@@ -207,7 +197,6 @@ def require(runs: pd.DataFrame, column: str, what: str, supply: str) -> pd.DataF
     if missing:
         skipped.append((f"{count(len(missing), 'run')}: {first_of(missing, 5)}",
                         f"no {what} ({column}), which this report needs"))
-    have = have.copy()
     have.attrs = {**runs.attrs, **provenance(skipped=skipped)}
     return have
 
@@ -226,12 +215,10 @@ def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not
 
 
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
-    """The report's title and what it covers (every experiment, platform and
-    model, ``unknown`` included), then a warning for each kind of run the page
-    shows but never headlines (:func:`trainperf.report.run_labels.doubt_notes`:
-    projected, oversubscribed, incomplete); records the title and the inputs
-    (of the runs, and of the per-rank ``steps`` when given) for the index. A run shown in two
-    scaling studies is counted once."""
+    """The report's title and what it covers (every experiment, platform and model, ``unknown`` included; a
+    run shown in two scaling studies counted once), then a warning for each kind of run the page shows but never
+    headlines (:func:`trainperf.report.run_labels.doubt_notes`); records the title and the inputs (of the runs,
+    and of the per-rank ``steps`` when given) for the index."""
     once = runs.drop_duplicates("run_id") if "run_id" in runs else runs
     parts = [count(len(once), "run")]
     for column in ("experiment", "platform", "model"):
@@ -280,12 +267,9 @@ def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
 
 
 def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -> pd.DataFrame:
-    """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated)
-    with how many runs carry each and up to three of their run ids. Without
-    ``scaling``, notes about scaling only (their keys in
-    :data:`trainperf.derived.SCALING_NOTES`) are left out, without ``mfu``
-    those about HFU only (for a report that shows none: the setting they miss
-    changes nothing it shows)."""
+    """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated) with how many runs carry each and
+    up to three of their run ids. Left out, for a report that shows none of those figures: without ``scaling``,
+    notes about scaling only (keys in :data:`trainperf.derived.SCALING_NOTES`), without ``mfu``, about HFU only."""
     notes = runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; ")
     notes = runs[["run_id"]].assign(note=notes).explode("note").dropna(subset=["note"])
     hidden = (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"})
@@ -298,8 +282,7 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -
 
 def impossible(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
     """The figures emptied because they cannot be true (``trainperf.invariants``): rows ``figures, why, runs,
-    examples`` (how many runs, up to three run ids). Without ``scaling``, those of scaling figures only are
-    left out (for a report that shows none)."""
+    examples`` (how many runs, up to three run ids); without ``scaling``, not those of scaling figures only."""
     found = violations(runs)
     if not scaling:
         found = found[~found["figures"].str.split(", ").map(lambda names: set(names) <= SCALING_NOTES).astype(bool)]
@@ -308,18 +291,15 @@ def impossible(runs: pd.DataFrame, *, scaling: bool = True) -> pd.DataFrame:
 
 
 def conventions(runs: pd.DataFrame, *, scaling: bool = True) -> list[str]:
-    """The FLOPs conventions behind the runs' figures — counting only runs
-    whose FLOPs could be computed, and saying how many could not — and the fixed
-    rules; the scaling multiplier's only with ``scaling`` (for a report that shows one)."""
+    """The FLOPs conventions behind the runs' figures (counting the runs whose FLOPs could be computed, saying
+    how many could not) and the fixed rules; the scaling multiplier's only with ``scaling``."""
     out = []
     if "flops_convention_used" in runs and "flops_per_token" in runs:
         for name, group in runs.groupby(runs["flops_convention_used"].astype("string"), sort=False):
             done = int(group["flops_per_token"].notna().sum())
-            text = f"FLOPs per token, {name}: {CONVENTIONS.get(str(name), name)}"
-            runs_done = count(done, "run")
-            if done < len(group):
-                runs_done += f"; not computed for {len(group) - done}, see “Empty or doubtful values”"
-            out.append(f"{text} ({runs_done})")
+            missed = (f"; not computed for {len(group) - done}, see “Empty or doubtful values”"
+                      if done < len(group) else "")
+            out.append(f"FLOPs per token, {name}: {CONVENTIONS.get(str(name), name)} ({count(done, 'run')}{missed})")
     out.append("Elapsed time of a run is its slowest rank's wall clock, never the mean over ranks.")
     if scaling:
         out.append("Scaling multiplier = throughput / baseline throughput; baseline = the run with the fewest "
@@ -357,13 +337,11 @@ def unverifiable_figures(runs: pd.DataFrame) -> list[str]:
 
 
 def reported_differences(runs: pd.DataFrame, tolerance: float = REPORTED_TOLERANCE) -> pd.DataFrame:
-    """Rows ``run_id, figure, reported, trainperf, difference`` for every
-    figure a source printed (``reported_<column>``) that differs from
-    trainperf's ``<column>`` beyond ``tolerance`` and the last digit printed
-    (:func:`trainperf.importers.reported.compare_reported`, against trainperf's
-    own figures: MFU against the log's peak where it names one). ``difference`` is
-    (source − trainperf) / trainperf, largest first; a printed peak of another
-    device has none, and ``note`` says it is not comparable."""
+    """Rows ``run_id, figure, reported, trainperf, difference, note`` for every figure a source printed
+    (``reported_<column>``) that differs from trainperf's ``<column>`` beyond ``tolerance`` and the last digit
+    printed (:func:`trainperf.importers.reported.compare_reported`; MFU against the log's peak where it names one).
+    ``difference`` is (source − trainperf) / trainperf, largest first; a printed peak of another device has none,
+    and ``note`` says it is not comparable."""
     found = compare_reported(runs, tolerance, source_convention=False)
     out = found[found["flagged"] | found["note"].eq(OTHER_PEAK).fillna(False)].rename(
         columns={"metric": "figure", "recomputed": "trainperf", "relative_difference": "difference"})
@@ -390,12 +368,9 @@ SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) t
 
 
 def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True, mfu: bool = True) -> Html:
-    """The data-quality section every report ends with (under its ``## Data quality`` heading), of a page
-    showing ``runs`` (and the per-rank ``steps`` summaries, where the page reads them): what was read, what was
-    left out and why, the figures emptied because they cannot be true, the empty or doubtful values, the
-    conventions behind the figures and the sources' own figures against trainperf's, under ``h3`` headings.
-    Without ``scaling``, notes and conventions of the scaling multiplier are left out, without ``mfu`` the
-    notes on HFU (for a report that shows none)."""
+    """The data-quality section every report ends with (under its ``## Data quality`` heading) for a page
+    showing ``runs`` (and the per-rank ``steps`` summaries, where the page reads them), its parts under ``h3``
+    headings; ``scaling`` and ``mfu`` as for :func:`note_counts`."""
     differences = reported_differences(runs)
     parts = [
         ("Inputs read", [bullets(inputs_read(runs, steps))]),
@@ -412,20 +387,9 @@ def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool
                                          table(differences.head(12), caption="The largest differences"),
                                          bullets(unverifiable_figures(runs))]),
     ]
-    html = "".join(f'<h3 id="{_anchor(title)}">{esc(title)}</h3>' + "".join(_html(p) for p in shown)
-                   for title, shown in parts)
-    text = "\n\n".join(title + "\n" + "\n".join(_text(p) for p in shown) for title, shown in parts)
-    return Html(html, text)
-
-
-def _anchor(title: str) -> str:
-    """The heading's id, as nbconvert makes one for a Markdown heading (spaces as hyphens)."""
-    return title.replace(" ", "-")
-
-
-def _html(part: Html | Styler) -> str:
-    return part.to_html() if isinstance(part, Styler) else part.html
-
-
-def _text(part: Html | Styler) -> str:
-    return part.data.to_string(index=False) if isinstance(part, Styler) else part.text
+    shown = [(title, [Html(p.to_html(), p.data.to_string(index=False)) if isinstance(p, Styler) else p
+                      for p in pieces]) for title, pieces in parts]
+    # each heading's id as nbconvert makes one for a Markdown heading (spaces as hyphens)
+    html = "".join(f'<h3 id="{title.replace(" ", "-")}">{esc(title)}</h3>' + "".join(p.html for p in pieces)
+                   for title, pieces in shown)
+    return Html(html, "\n\n".join(title + "\n" + "\n".join(p.text for p in pieces) for title, pieces in shown))

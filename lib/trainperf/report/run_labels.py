@@ -37,12 +37,10 @@ def unit_of(runs: pd.DataFrame) -> Unit:
 
 def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
                         found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration of ``runs`` (repeats grouped as
-    :func:`trainperf.estimates.run_intervals` groups them; its first run's settings,
-    ``columns`` the mean over its repeats, ``runs`` their number), with the 95 % interval of its
-    throughput around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval``
-    as text: ``–`` for none) and ``doubt``: the :data:`DOUBTS` of any of its repeats (``""``
-    for none). ``found``: the runs' :func:`~trainperf.estimates.run_intervals` (None: from no steps)."""
+    """One row per configuration of ``runs`` (:func:`configuration_means` of ``columns``; ``found``: the runs'
+    :func:`~trainperf.estimates.run_intervals`, None: from no steps) with the 95 % interval of its throughput
+    around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval`` as text: ``–`` for none)
+    and ``doubt`` (:func:`configuration_doubts`)."""
     runs = runs.reset_index(drop=True)
     found = run_intervals(runs) if found is None else found
     rows, first = configuration_means(runs, found, columns)
@@ -65,8 +63,8 @@ def configuration_doubts(runs: pd.DataFrame, found: pd.DataFrame) -> list[str]:
 def configuration_means(runs: pd.DataFrame, found: pd.DataFrame, columns: tuple[str, ...] | list[str]
                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``runs`` (one experiment, index from 0) and ``found`` (its :func:`~trainperf.estimates.run_intervals`)
-    reduced to the first run of each configuration, ``columns`` the mean over its
-    repeats, ``runs`` their number. A run without a throughput is a configuration of its own."""
+    reduced to the first run of each configuration (a run without a throughput is one of its own), ``columns``
+    the mean over its repeats, ``runs`` their number."""
     key = configuration_of(found).to_numpy()
     first = ~pd.Series(key).duplicated().to_numpy()
     means = {c: runs[c].groupby(key, sort=False).transform("mean").to_numpy(float) for c in columns if c in runs}
@@ -109,9 +107,8 @@ def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def batch(run: pd.Series | dict, *, compact: bool = False, short: bool = False) -> str:
-    """A run's micro-batch and accumulation: ``micro-batch 16 × 64 accumulation``
-    (``short``: ``… accum.``; ``micro-batch 16`` where the accumulation is
-    unknown); ``compact``: ``16 × 64`` (``16 × ?``)."""
+    """A run's micro-batch and accumulation: ``micro-batch 16 × 64 accumulation`` (``short``: ``… accum.``;
+    ``micro-batch 16`` where the accumulation is unknown); ``compact``: ``16 × 64`` (``16 × ?``)."""
     accum = run.get("grad_accum_steps")
     if compact:
         return f"{fmt_int(run['micro_batch_size'])} × {'?' if pd.isna(accum) else fmt_int(accum)}"
@@ -121,10 +118,9 @@ def batch(run: pd.Series | dict, *, compact: bool = False, short: bool = False) 
 
 def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...] = (),
           settings: tuple[str, ...] = ()) -> str:
-    """A configuration label: ``4 GPUs across 1 node`` (``processes`` on CPU),
-    plus the batch, strategy, model and platform where the row has them (except
-    the columns of :data:`LABEL_DETAILS` in ``skip``) and the ``settings`` of
-    :data:`SETTINGS` asked for (``bf16``, ``activation checkpointing``). ``compact``: one part per line, for chart axes."""
+    """A configuration label: ``4 GPUs across 1 node`` (``processes`` on CPU), then the batch, strategy, model
+    and platform where the row has them (but the columns in ``skip``) and the ``settings`` of :data:`SETTINGS`
+    asked for (``bf16``, ``activation checkpointing``). ``compact``: one part per line, for chart axes."""
     devices, parts = [], []
     if pd.notna(run.get("gpus")) and "gpus" not in skip:
         platform = run.get("platform")
@@ -156,12 +152,10 @@ LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accu
 
 
 def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
-    """Labels for ``runs`` that leave out what every run of the same
-    experiment shares (e.g. the platform of a single-platform study) and name
-    the :data:`SETTINGS` its runs differ in (precision, checkpointing); run ids
-    where labels would repeat within an experiment, except, ``compact`` (chart
-    axes, where the runs of one label are averaged), for the repeats of one
-    configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
+    """Labels for ``runs`` that leave out what every run of the same experiment shares (e.g. the platform of a
+    single-platform study) and name the :data:`SETTINGS` its runs differ in; run ids where labels would repeat
+    within an experiment, except, ``compact`` (chart axes, where the runs of one label are averaged), for the
+    repeats of one configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
     groups = runs["experiment"].astype(str) if "experiment" in runs else pd.Series("", index=runs.index)
     out = [""] * len(runs)
     named = runs[[c for c in runs if c in (*LABEL_DETAILS, *SETTINGS, "run_id", "experiment")]]
@@ -207,9 +201,8 @@ def doubtful(runs: pd.DataFrame) -> pd.Series:
 
 
 def marks(runs: pd.DataFrame) -> pd.Series:
-    """Per run, its marks for a table's ``marks`` column: the :data:`DOUBTS` that apply
-    (``projected``, ``oversubscribed``, ``incomplete``) and ``known error`` where its source has one
-    (``known_error``, which :func:`known_errors` words under the table), joined by ``; `` (``""``: none)."""
+    """Per run, its marks for a table's ``marks`` column, joined by ``; `` (``""``: none): the :data:`DOUBTS`
+    that apply and ``known error`` where its source has one (worded under the table by :func:`known_errors`)."""
     known = runs["known_error"].notna() if "known_error" in runs else False
     return pd.Series(_named(doubts(runs).assign(**{"known error": known}), "; "), index=runs.index, dtype=object)
 
@@ -245,7 +238,7 @@ def doubt_notes(runs: pd.DataFrame) -> list[str]:
     found = doubts(runs)
     ids = runs["run_id"].astype(str)
     return [f"{count(int(found[mark].sum()), 'run')} {mark} ({first_of(ids[found[mark]].tolist(), 4)}): {why}; "
-            "shown and marked, never headlined." for _, (_, mark, why) in DOUBTS.items() if found[mark].any()]
+            "shown and marked, never headlined." for _, mark, why in DOUBTS.values() if found[mark].any()]
 
 
 EVALUATION_SHARE = 0.001
@@ -253,15 +246,12 @@ EVALUATION_SHARE = 0.001
 
 
 def evaluation_rates(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
-    """Per run whose measured window holds evaluation (a ``validation`` phase inside its steps, or phases
-    outside the steps between them, as the profiler and the HF and Lightning callbacks record evaluation
-    loops and checkpoints): the rate over the whole window, evaluation included (``window_rate``: the rate
-    the other figures of a page use), beside the training-only rate (``training_rate``: the same work over
-    the window's time less the evaluation's), in ``unit`` per second (tokens, else samples); ``evaluation_s``
-    (the slowest rank's, whose time is the run's: its window less its steps, plus the validation inside
-    them) and ``evaluation_share`` of the elapsed time. Runs whose evaluation is below
-    :data:`EVALUATION_SHARE` of it are left out; so are runs without steps (:func:`evaluation_notes` says
-    what is known of them)."""
+    """Per run whose measured window holds evaluation (a ``validation`` phase inside its steps, or phases outside
+    the steps between them: evaluation loops and checkpoints): the rate over the whole window (``window_rate``,
+    the one the page's other figures use) beside the training-only rate (``training_rate``: the same work over the
+    window less the evaluation), in ``unit`` per second (tokens, else samples); ``evaluation_s`` (the slowest
+    rank's: its window less its steps, plus the validation inside them) and its ``evaluation_share`` of the
+    elapsed time, at least :data:`EVALUATION_SHARE`. Runs without steps: :func:`evaluation_notes`."""
     columns = ["experiment", "configuration", "run_id", "unit", "window_rate", "training_rate", "evaluation_s",
                "evaluation_share"]
     if steps is None or steps.per_rank.empty:
@@ -281,10 +271,9 @@ def evaluation_rates(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFram
 
 
 def evaluation_notes(runs: pd.DataFrame, steps: Summaries | None) -> list[str]:
-    """What is known of the evaluation of the runs :func:`evaluation_rates` cannot split: a log's intervals
-    that include an evaluation were left out of the window (``extra_excluded_records``: its rate is
-    training-only, the rate with evaluation was not measured); a table's ``validation_s`` without steps
-    (whether its ``elapsed_s`` includes it is not recorded: only the rate given is shown)."""
+    """What is known of the evaluation of the runs :func:`evaluation_rates` cannot split: a log's intervals that
+    include an evaluation, left out of its window (``extra_excluded_records``), and a table's ``validation_s``
+    without steps."""
     stepped = set(steps.per_rank["run_id"].astype(str)) if steps is not None else set()
     out = []
     if "extra_excluded_records" in runs:

@@ -2,16 +2,16 @@
 training wherever it is drawn, and tables as pandas ``Styler`` with headers,
 number formats and escaping.
 
-A notebook calls :func:`apply` once; its cells then draw with seaborn
-(``sns.barplot(..., palette=theme.PHASE_COLORS)``) and show tables with
-:func:`table`. Strings from data are escaped in tables (``escape="html"``)
-in tables; chart text is drawn by matplotlib into the image, never as HTML.
+A notebook calls :func:`apply` once; its cells then draw with seaborn (``sns.barplot(...,
+palette=theme.PHASE_COLORS)``) and show tables with :func:`table`, which escapes strings from data (chart text
+is drawn by matplotlib into the image, never as HTML).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -67,10 +67,9 @@ def color_tick_labels(ax: Axes, colors: Mapping[str, str], axis: str = "y") -> N
 RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold", "axes.titlelocation": "left",
       "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False, "svg.fonttype": "none",
       "axes.titley": 1.0, "axes.formatter.useoffset": False, "axes.formatter.limits": (-9, 12)}
-"""Matplotlib settings on top of seaborn's ``whitegrid`` theme. Titles sit just above their axes
-(``axes.titley``), where nothing can cover them: tick labels are never written with an offset or a
-power of ten over the axis (``axes.formatter.*``) and never on top. (Left to find its place itself,
-a title measures every y tick label of its axes at each layout.)"""
+"""Matplotlib settings on top of seaborn's ``whitegrid`` theme. Titles sit just above their axes (``axes.titley``:
+left to find its place, a title measures every y tick label at each layout), where no tick label covers them: none
+is written with an offset or a power of ten over the axis (``axes.formatter.*``)."""
 
 
 def apply() -> None:
@@ -79,116 +78,92 @@ def apply() -> None:
     backend = plt.get_backend()
     if backend.endswith("backend_inline"):
         # The inline backend draws each figure for its image after the cell; pyplot's own hook would first
-        # draw it once more, for a screen there is none of (a whole layout and render of every chart).
+        # draw it once more (a whole layout and render of every chart) for a screen there is none of.
         plt.switch_backend(backend)  # load it now: pyplot installs its hook when it loads the backend
         plt.uninstall_repl_displayhook()
-        # Charts as SVG with their text as text: smaller than PNG, sharp at any zoom, and quicker to make
-        # (the browser draws the letters instead of matplotlib rasterizing every glyph). Imported here, in
-        # the kernel: loaded before the kernel's shell exists, the backend would not hook into it.
+        # SVG with text as text: smaller than PNG, sharp at any zoom, quicker to make (no glyph rasterized).
+        # Imported here: loaded before the kernel's shell exists, the backend would not hook into it.
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
         set_matplotlib_formats("svg")
 
 
-COLUMNS: dict[str, tuple[str, Callable[[object], str] | None]] = {
-    "experiment": ("Experiment", None), "run_id": ("Run", None), "configuration": ("Configuration", None),
-    "platform": ("Platform", None), "platform_key": ("Platform", None), "model": ("Model", None),
-    "precision": ("Precision", None), "gpus": ("Devices", fmt_int), "ranks": ("Ranks", fmt_int),
-    "tokens": ("Total tokens", fmt_int), "samples": ("Total samples", fmt_int), "elapsed_s": ("Elapsed", fmt_seconds),
-    "tokens_per_s": ("Tokens/s", fmt_int), "samples_per_s": ("Samples/s", fmt_int),
-    "tokens_per_s_per_gpu": ("Tokens/s per device", fmt_int), "samples_per_s_per_gpu": ("Samples/s per device", fmt_int),
-    "step_time_s": ("Time per step, mean", lambda x: fmt_num(x, 4)), "ideal": ("Ideal", fmt_times),
-    "step_time_p50_s": ("Step time, median", lambda x: fmt_num(x, 4)),
-    "step_time_p95_s": ("Step time, 95th percentile", lambda x: fmt_num(x, 4)),
-    "step_time_basis": ("Step times from", None),
-    "scaling_type": ("Scaling", None), "experiment_scaling": ("Experiment", None), "remark": ("Remark", None),
-    "scaling_multiplier": ("Multiplier", fmt_times), "scaling_efficiency": ("Efficiency", fmt_pct),
-    "serial_fraction": ("Serial fraction (Karp–Flatt)", fmt_sig), "scaling_basis": ("Basis", None),
-    "micro_batch_size": ("Micro-batch", fmt_int), "grad_accum_steps": ("Accumulation", fmt_int),
-    "per_device_batch": ("Samples per device per step", fmt_int), "gain": ("Gain over previous", fmt_pct),
-    "time_to_train_s": ("Time to train: training loop", fmt_seconds),
-    "total_time_s": ("Time to train: in all, start-up included", fmt_seconds),
-    "total_s": ("Total, start-up included", fmt_seconds),
-    "global_batch_size": ("Samples per optimizer step", fmt_int), "compute_s": ("Compute", fmt_num),
-    "comm_s": ("Communication", fmt_num), "comm_exposed_s": ("Exposed comm.", fmt_num),
-    "data_s": ("Data", fmt_num), "slowest_wait_s": ("Waiting for the slowest rank", fmt_num),
-    "comm_overhead": ("Comm. overhead", fmt_pct),
-    "compute_comm_ratio": ("Compute / comm.", fmt_times), "slowest_rank": ("Slowest rank", fmt_int),
-    "slowest_s": ("Slowest", fmt_num), "mean_s": ("Mean over ranks", fmt_num),
-    "fastest_s": ("Fastest", fmt_num), "imbalance": ("Imbalance (slowest / fastest)", fmt_times),
-    "mean_understates": ("Mean over ranks understates elapsed by", fmt_pct),
-    "peak_memory_gb": ("Peak allocated", fmt_num), "reserved_memory_gb": ("Peak reserved", fmt_num),
-    "host_memory_gb": ("Host resident", fmt_num), "device_memory_gb": ("Device memory", fmt_num),
-    "memory_headroom_gb": ("Headroom", fmt_num), "fits": ("Fits", None),
-    "price_per_gpu_hour": ("Price ($/device-h)", fmt_usd), "gpu_hours": ("Device-hours", fmt_num),
-    "cost_usd": ("Cost", fmt_usd), "cost_efficiency": ("Cost efficiency", fmt_pct),
-    "usd_per_million_tokens": ("$ per million tokens", fmt_usd),
-    "usd_per_million_samples": ("$ per million samples", fmt_usd), "configs": ("Configs", fmt_int),
-    "seq_len": ("Sequence length", fmt_int), "tokens_per_day": ("Tokens per day", fmt_big),
-    "samples_per_day": ("Samples per day", fmt_big), "tflops_total": ("TFLOP/s total", fmt_sig),
-    "tflops_per_gpu": ("TFLOP/s per device", lambda x: fmt_sig(x, 4)),
-    "peak_tflops_per_gpu": ("Dense peak (TFLOP/s per device)", lambda x: fmt_sig(x, 4)),
-    "mfu": ("MFU (dense peak)", fmt_pct), "hfu": ("HFU", fmt_pct), "flops_convention_used": ("FLOPs formula", None),
-    "fastest": ("Fastest per device", None), "fastest_rate": ("Tokens/s per device", fmt_int),
-    "runner_up": ("Runner-up", None), "verdict": ("Verdict", None), "evidence": ("Tested by", None),
-    "runner_up_rate": ("Runner-up tokens/s per device", fmt_int), "margin": ("Margin", fmt_pct),
-    "fastest_mfu": ("Fastest's MFU", fmt_pct), "runner_up_mfu": ("Runner-up MFU", fmt_pct),
-    "also": ("Their best configurations also differ in", None),
-    "devices": ("Devices", fmt_int), "amdahl": ("Amdahl: multiplier", fmt_times),
-    "amdahl_band": ("Amdahl: 95 % band", None), "usl": ("USL: multiplier", fmt_times),
-    "usl_band": ("USL: 95 % band", None), "nodes": ("Nodes", fmt_int), "basis": ("Basis", None),
-    "measured": ("Devices measured", None), "relative": ("Relative to the fastest", fmt_pct),
-    "tokens_per_s_low": ("Tokens/s, 95 % interval low", fmt_int),
-    "tokens_per_s_high": ("Tokens/s, 95 % interval high", fmt_int),
-    "samples_per_s_low": ("Samples/s, 95 % interval low", fmt_int),
-    "samples_per_s_high": ("Samples/s, 95 % interval high", fmt_int), "interval": ("95 % interval", None),
-    "efficiency_interval": ("Efficiency, 95 % interval", None),
-    "multiplier_interval": ("Multiplier, 95 % interval", None),
-    "vs_previous": ("Versus previous", None), "efficiency_low": ("Efficiency, 95 % interval low", fmt_pct),
-    "efficiency_high": ("Efficiency, 95 % interval high", fmt_pct), "rank": ("Rank", fmt_int),
-    "wall_s": ("Wall clock", fmt_seconds), "goodput": ("Goodput", fmt_pct),
-    "productive_s": ("Productive steps", fmt_seconds), "warmup_excess_s": ("Warm-up beyond steady steps", fmt_seconds),
-    "startup_s": ("Start-up", fmt_seconds), "unaccounted_s": ("In no step", fmt_seconds),
-    "after_steps_s": ("After the last step", fmt_seconds), "warmup_rule": ("Warm-up rule", None),
-    "warmup_steps": ("Warm-up steps", fmt_int),
-    "node": ("Node", None), "steps": ("Steps", fmt_int), "step_s": ("Step, median", fmt_sig),
-    "comm_wait_s": ("Communication wait per step", fmt_sig), "busy_s": ("Busy per step", fmt_sig),
-    "wait_gap_s": ("Waits less than the other ranks by", fmt_sig), "straggler": ("Straggler", None),
-    "multiplier": ("Multiplier", fmt_times), "low": ("95 % band, low", fmt_times),
-    "high": ("95 % band, high", fmt_times), "naive": ("Straight line", fmt_times), "law": ("Law", None),
-    "reported": ("Source printed", fmt_sig), "trainperf": ("trainperf", fmt_sig),
-    "claim": ("Claim", None), "printed": ("Printed", None), "trainperf_figure": ("trainperf", None),
-    "why": ("Why", None), "source": ("Source", None),
-    "difference": ("Source − trainperf (relative to trainperf)", fmt_pct), "figure": ("Figure", None),
-    "note": ("Why a value is empty or doubtful", None), "runs": ("Runs", fmt_int), "examples": ("For example", None),
-    "where": ("Input", None), "reason": ("Reason", None), "peak_source": ("Source", None),
-    "side": ("Side", None), "phase": ("Phase", None), "marks": ("Marks", None),
-    "beyond_fastest_s": ("Longer than the fastest rank", fmt_num), "unit": ("Unit", None),
-    "window_rate": ("Rate with evaluation (per s)", fmt_int), "training_rate": ("Training only (per s)", fmt_int),
-    "evaluation_s": ("Evaluation", fmt_num), "evaluation_share": ("Evaluation, share of the time", fmt_pct), "baseline_s": ("Baseline", fmt_sig),
-    "candidate_s": ("Candidate", fmt_sig), "delta_s": ("Change", fmt_sig),
-    "low_s": ("95 % interval, low", fmt_sig), "high_s": ("95 % interval, high", fmt_sig),
-    "delta_pct": ("Change, of a baseline step", lambda x: fmt_pct(x, signed=True)),
-    "relative_change": ("Change, of its own baseline", lambda x: fmt_pct(x, signed=True)),
-    "tokens_per_step": ("Tokens per step", fmt_int), "samples_per_step": ("Samples per step", fmt_int),
-    "load_average_1min": ("Load average at start (1 min)", fmt_num), "cpu_cores": ("Cores", fmt_int),
-    "oversubscribed": ("Oversubscribed", None), "loaded": ("Loaded", None), "metric": ("Metric", None),
-    "baseline": ("Baseline", fmt_sig), "candidate": ("Candidate", fmt_sig),
-    "change": ("Change", lambda x: fmt_pct(x, signed=True)),
-    "change_low": ("Change, 95 % interval low", lambda x: fmt_pct(x, signed=True)),
-    "change_high": ("Change, 95 % interval high", lambda x: fmt_pct(x, signed=True)),
-    "min_effect": ("Minimum effect", lambda x: fmt_pct(x, 0)),
-    "repeats_needed": ("Runs a side that would tell", fmt_int),
-    "moved": ("Moved", None), "baseline_slowest": ("Slowest rank of a step (baseline)", lambda x: fmt_pct(x, 0)),
-    "candidate_slowest": ("Slowest rank of a step (candidate)", lambda x: fmt_pct(x, 0)),
-    "what_to_change": ("Change", None), "based_on": ("Evidence", None), "expected_gain": ("Expected gain", fmt_pct),
-    "gain_of": ("Gain of", None), "seconds_saved": ("Time saved", fmt_seconds), "saved_per": ("Per", None),
-    "confidence": ("Confidence", None), "applies_to": ("Applies to", None),
+Format = Callable[[object], str]
+"""A cell format: a value (missing ones included) as text."""
+
+
+def _formatted(fmt: Format | None, **labels: str) -> dict[str, tuple[str, Format | None]]:
+    return {column: (label, fmt) for column, label in labels.items()}
+
+
+COLUMNS: dict[str, tuple[str, Format | None]] = {
+    **_formatted(None, experiment="Experiment", run_id="Run", configuration="Configuration", platform="Platform",
+        platform_key="Platform", model="Model", precision="Precision", step_time_basis="Step times from",
+        scaling_type="Scaling", experiment_scaling="Experiment", remark="Remark", scaling_basis="Basis", fits="Fits",
+        flops_convention_used="FLOPs formula", fastest="Fastest per device", runner_up="Runner-up", verdict="Verdict",
+        evidence="Tested by", also="Their best configurations also differ in", amdahl_band="Amdahl: 95 % band",
+        usl_band="USL: 95 % band", basis="Basis", measured="Devices measured", interval="95 % interval",
+        efficiency_interval="Efficiency, 95 % interval", multiplier_interval="Multiplier, 95 % interval",
+        vs_previous="Versus previous", warmup_rule="Warm-up rule", node="Node", straggler="Straggler", law="Law",
+        claim="Claim", printed="Printed", trainperf_figure="trainperf", why="Why", source="Source", figure="Figure",
+        note="Why a value is empty or doubtful", examples="For example", where="Input", reason="Reason",
+        peak_source="Source", side="Side", phase="Phase", marks="Marks", unit="Unit", oversubscribed="Oversubscribed",
+        loaded="Loaded", metric="Metric", moved="Moved", what_to_change="Change", based_on="Evidence",
+        gain_of="Gain of", saved_per="Per", confidence="Confidence", applies_to="Applies to"),
+    **_formatted(fmt_int, gpus="Devices", ranks="Ranks", tokens="Total tokens", samples="Total samples",
+        tokens_per_s="Tokens/s", samples_per_s="Samples/s", tokens_per_s_per_gpu="Tokens/s per device",
+        samples_per_s_per_gpu="Samples/s per device", micro_batch_size="Micro-batch", grad_accum_steps="Accumulation",
+        per_device_batch="Samples per device per step", global_batch_size="Samples per optimizer step",
+        slowest_rank="Slowest rank", configs="Configs", seq_len="Sequence length", fastest_rate="Tokens/s per device",
+        runner_up_rate="Runner-up tokens/s per device", devices="Devices", nodes="Nodes",
+        tokens_per_s_low="Tokens/s, 95 % interval low", tokens_per_s_high="Tokens/s, 95 % interval high",
+        samples_per_s_low="Samples/s, 95 % interval low", samples_per_s_high="Samples/s, 95 % interval high",
+        rank="Rank", warmup_steps="Warm-up steps", steps="Steps", runs="Runs",
+        window_rate="Rate with evaluation (per s)", training_rate="Training only (per s)",
+        tokens_per_step="Tokens per step", samples_per_step="Samples per step", cpu_cores="Cores",
+        repeats_needed="Runs a side that would tell"),
+    **_formatted(fmt_seconds, elapsed_s="Elapsed", time_to_train_s="Time to train: training loop",
+        total_time_s="Time to train: in all, start-up included", total_s="Total, start-up included",
+        wall_s="Wall clock", productive_s="Productive steps", warmup_excess_s="Warm-up beyond steady steps",
+        startup_s="Start-up", unaccounted_s="In no step", after_steps_s="After the last step",
+        seconds_saved="Time saved"),
+    **_formatted(partial(fmt_num, digits=4), step_time_s="Time per step, mean", step_time_p50_s="Step time, median",
+        step_time_p95_s="Step time, 95th percentile"),
+    **_formatted(fmt_times, ideal="Ideal", scaling_multiplier="Multiplier", compute_comm_ratio="Compute / comm.",
+        imbalance="Imbalance (slowest / fastest)", amdahl="Amdahl: multiplier", usl="USL: multiplier",
+        multiplier="Multiplier", low="95 % band, low", high="95 % band, high", naive="Straight line"),
+    **_formatted(fmt_pct, scaling_efficiency="Efficiency", gain="Gain over previous", comm_overhead="Comm. overhead",
+        mean_understates="Mean over ranks understates elapsed by", cost_efficiency="Cost efficiency",
+        mfu="MFU (dense peak)", hfu="HFU", margin="Margin", fastest_mfu="Fastest's MFU", runner_up_mfu="Runner-up MFU",
+        relative="Relative to the fastest", efficiency_low="Efficiency, 95 % interval low",
+        efficiency_high="Efficiency, 95 % interval high", goodput="Goodput",
+        difference="Source − trainperf (relative to trainperf)", evaluation_share="Evaluation, share of the time",
+        expected_gain="Expected gain"),
+    **_formatted(fmt_sig, serial_fraction="Serial fraction (Karp–Flatt)", tflops_total="TFLOP/s total",
+        step_s="Step, median", comm_wait_s="Communication wait per step", busy_s="Busy per step",
+        wait_gap_s="Waits less than the other ranks by", reported="Source printed", trainperf="trainperf",
+        baseline_s="Baseline", candidate_s="Candidate", delta_s="Change", low_s="95 % interval, low",
+        high_s="95 % interval, high", baseline="Baseline", candidate="Candidate"),
+    **_formatted(fmt_num, compute_s="Compute", comm_s="Communication", comm_exposed_s="Exposed comm.", data_s="Data",
+        slowest_wait_s="Waiting for the slowest rank", slowest_s="Slowest", mean_s="Mean over ranks",
+        fastest_s="Fastest", peak_memory_gb="Peak allocated", reserved_memory_gb="Peak reserved",
+        host_memory_gb="Host resident", device_memory_gb="Device memory", memory_headroom_gb="Headroom",
+        gpu_hours="Device-hours", beyond_fastest_s="Longer than the fastest rank", evaluation_s="Evaluation",
+        load_average_1min="Load average at start (1 min)"),
+    **_formatted(fmt_usd, price_per_gpu_hour="Price ($/device-h)", cost_usd="Cost",
+        usd_per_million_tokens="$ per million tokens", usd_per_million_samples="$ per million samples"),
+    **_formatted(fmt_big, tokens_per_day="Tokens per day", samples_per_day="Samples per day"),
+    **_formatted(partial(fmt_sig, digits=4), tflops_per_gpu="TFLOP/s per device",
+        peak_tflops_per_gpu="Dense peak (TFLOP/s per device)"),
+    **_formatted(partial(fmt_pct, signed=True), delta_pct="Change, of a baseline step",
+        relative_change="Change, of its own baseline", change="Change", change_low="Change, 95 % interval low",
+        change_high="Change, 95 % interval high"),
+    **_formatted(partial(fmt_pct, digits=0), min_effect="Minimum effect",
+        baseline_slowest="Slowest rank of a step (baseline)", candidate_slowest="Slowest rank of a step (candidate)"),
 }
-"""Header and cell format of each column a report table may show; a column
-not listed keeps its name and shows numbers to 3 significant figures. A header
-gets the unit its column's name declares (:func:`trainperf.schema.unit`: ``(s)``,
-``(GiB)``) unless its format writes it (:func:`~trainperf.report.html.fmt_seconds`)."""
+"""Header and cell format of each column a report table may show (one not listed keeps its name and shows
+numbers to 3 significant figures); a header gets the unit its column's name declares (:func:`trainperf.schema.unit`:
+``(s)``, ``(GiB)``) unless its format writes it (:func:`~trainperf.report.html.fmt_seconds`)."""
 
 
 def phase_order(frame: pd.DataFrame) -> list[str]:
@@ -199,14 +174,16 @@ def phase_order(frame: pd.DataFrame) -> list[str]:
 
 def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | None = None,
           empty: str = "") -> Styler | Html:
-    """``frame`` as a report table: headers and formats from :data:`COLUMNS`,
-    every string escaped, no index; rows where ``highlight`` is true in bold
-    green. An empty frame shows the sentence ``empty`` instead (nothing when it is empty too)."""
+    """``frame`` as a report table: headers and formats from :data:`COLUMNS`, strings escaped, no index, rows
+    where ``highlight`` is true in bold green; an empty frame as the sentence ``empty`` (nothing without one)."""
     if frame.empty:
         return paragraph(empty) if empty else Html("", "")
-    spec = {c: COLUMNS.get(c) or _outside(c) or (str(c), None) for c in frame.columns}
-    headers = {c: _header(c, *spec[c]) for c in frame.columns}
-    formats = {headers[c]: _cell(spec[c][1], frame[c]) for c in frame.columns}
+    headers, formats = {}, {}
+    for column in frame.columns:
+        label, fmt = COLUMNS.get(column) or _outside(column) or (str(column), None)
+        shown = unit(str(column)) if column in COLUMNS and fmt is not fmt_seconds else ""
+        headers[column] = f"{label} ({shown})" if shown else label
+        formats[headers[column]] = fmt or _cell(frame[column])
     shown = frame.rename(columns=headers).reset_index(drop=True)
     styler = (shown.style.format(formats, escape="html", na_rep="–").format_index(escape="html", axis=1)
               .hide(axis="index").set_table_attributes('class="tp-table tp-table-wrap"'))
@@ -219,14 +196,7 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
     return styler.set_caption(esc(caption)) if caption else styler
 
 
-def _header(column: object, label: str, fmt: Callable[[object], str] | None) -> str:
-    """A :data:`COLUMNS` column's header: its label, with the unit its name declares where its format does not
-    write it (``Compute (s)``); another column's label as it is."""
-    shown = unit(str(column)) if column in COLUMNS and fmt is not fmt_seconds else ""
-    return f"{label} ({shown})" if shown else label
-
-
-def _outside(column: object) -> tuple[str, Callable[[object], str]] | None:
+def _outside(column: object) -> tuple[str, Format] | None:
     """The header and format of a phase outside the steps, ``outside_<name>_s`` (seconds); None for another column."""
     name = str(column)
     if name.startswith(OUTSIDE_PREFIX) and name.endswith("_s"):
@@ -234,22 +204,18 @@ def _outside(column: object) -> tuple[str, Callable[[object], str]] | None:
     return None
 
 
-def _cell(fmt: Callable[[object], str] | None, column: pd.Series) -> Callable[[object], str]:
-    """The column's format (missing cells are Styler's ``na_rep``): its own, else ``yes``/``no``
+def _cell(column: pd.Series) -> Format:
+    """The format of a column :data:`COLUMNS` gives none (missing cells are Styler's ``na_rep``): ``yes``/``no``
     for true/false, 3 significant figures for numbers, else the text."""
-    if fmt is not None:
-        return fmt
     if pd.api.types.is_bool_dtype(column):
         return lambda x: "yes" if x else "no"
     return fmt_sig if pd.api.types.is_numeric_dtype(column) else str
 
 
 class TickLabels(Formatter):
-    """Tick labels with thousands separators (``kind="number"``), as percent
-    of a fraction (``"percent"``) or as a ratio (``"times"``), with just enough
-    decimals that no two ticks read the same: on a linear axis the decimals of
-    the step between ticks (read once per draw, in :meth:`set_locs`), on a log
-    axis those of the value itself."""
+    """Tick labels with thousands separators (``kind="number"``), as percent of a fraction (``"percent"``)
+    or as a ratio (``"times"``), with just enough decimals that no two ticks read the same: those of the step
+    between ticks on a linear axis, those of the value itself on a log axis."""
 
     def __init__(self, kind: str = "number") -> None:
         self.kind, self.log, self.step = kind, False, 1.0
@@ -261,21 +227,17 @@ class TickLabels(Formatter):
         self.step = min((abs(b - a) for a, b in zip(finite, finite[1:]) if b != a), default=1.0)
 
     def __call__(self, value: float, pos: int | None = None) -> str:
-        scale = 100 if self.kind == "percent" else 1
+        scale, suffix = {"percent": (100, " %"), "times": (1, "×")}.get(self.kind, (1, ""))
         step = (abs(value) if self.log else self.step) * scale
         decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
-        if self.kind == "percent":
-            return f"{value * 100:,.{decimals}f} %"
-        return f"{value:,.{decimals}f}" + ("×" if self.kind == "times" else "")
+        return f"{value * scale:,.{decimals}f}{suffix}"
 
 
 def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
-    """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``
-    (``number``, ``percent``, ``times``). A log axis is labelled at the decades
-    only, or at 1, 2 and 5 of each where its limits (as drawn so far) span less than
-    two decades and its ticks are not set (a multiplier from 1 to 8 would show one label): no 10^x mathtext,
-    and no minor ticks (the theme draws neither their marks nor their grid; a log
-    axis has eight a decade to lay out)."""
+    """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``. A log axis gets no minor
+    ticks (the theme draws neither their marks nor their grid, and there are eight a decade to lay out) and labels
+    at the decades, or at 1, 2 and 5 of each where its limits so far span less than two decades and its ticks are
+    not set (a multiplier from 1 to 8 would show one label)."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_formatter(TickLabels(kind))
     target.set_minor_formatter(NullFormatter())
@@ -287,11 +249,9 @@ def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
 
 
 def fit_categories(ax: Axes) -> None:
-    """Fit the x axis of a panel of categories to them: its limits half a
-    category around its own (a seaborn grid gives every panel the limits of
-    the one with the most), its labels smaller where they would run into each
-    other side by side (their widths measured as drawn, against the room each
-    has), and one-line labels that still would tilted."""
+    """Fit the x axis of a panel of categories to them: limits half a category around its own (a seaborn
+    grid gives every panel those of the one with the most), labels smaller where, as drawn, they are wider than the
+    room each has, and tilted where one-line labels still are."""
     labels = [t for t in ax.get_xticklabels() if t.get_text()]
     if not labels:
         return
@@ -311,13 +271,10 @@ SMALL_LABELS = 7.5  # points: the size of crowded x tick labels
 
 
 def legend_outside(plot: Axes | sns.FacetGrid, title: str | None = None) -> None:
-    """Move the legend of an axes, or of a seaborn grid made with
-    ``facet_kws={"legend_out": False}``, to the right of the plot, where it
-    covers no bar or value label; ``title`` replaces its title. An axes'
-    legend also gets what the cell drew with a label after seaborn made it (an
-    ideal line, the 95 % interval bars). (A grid's own ``legend_out`` draws the
-    whole figure twice to measure the legend; the saved image is cropped to
-    what is drawn instead.)"""
+    """Move the legend of an axes, or of a seaborn grid made with ``facet_kws={"legend_out": False}`` (a
+    grid's own ``legend_out`` draws the whole figure twice to measure it), to the right of the plot, where it covers
+    nothing; ``title`` replaces its title. An axes' legend also gets what was drawn with a label after seaborn made
+    it (an ideal line, the 95 % interval bars)."""
     if isinstance(plot, sns.FacetGrid):
         if plot.legend is not None:
             sns.move_legend(plot, "upper left", bbox_to_anchor=(1.0, 0.97), frameon=False,
@@ -335,11 +292,9 @@ def legend_outside(plot: Axes | sns.FacetGrid, title: str | None = None) -> None
 
 def panels(names: Sequence[object], col_wrap: int, height: float, aspect: float,
            sharey: bool = False) -> dict[str, Axes]:
-    """One empty panel (axes) per name, in rows of ``col_wrap``, each ``height`` inches high and ``aspect`` times
-    as wide, as seaborn's figure-level grids (``col=…, col_wrap=…``) place them: draw into each with an
-    axes-level seaborn function (``sns.lineplot(…, ax=axes[name])``), then call :func:`finish_panels`. Every
-    panel keeps its own axes (one y axis for all with ``sharey``). A figure-level grid lays out every panel when
-    it is made (empty) and again when finished; these are laid out once, finished."""
+    """One empty panel (axes) per name, in rows of ``col_wrap``, each ``height`` inches high and ``aspect``
+    times as wide, placed as seaborn's figure-level grids place them (one y axis for all with ``sharey``), for
+    axes-level seaborn functions (``ax=axes[name]``) and then :func:`finish_panels`; laid out once, finished."""
     columns = min(col_wrap, len(names))
     rows = -(-len(names) // columns)
     width = height * aspect
@@ -355,10 +310,9 @@ def panels(names: Sequence[object], col_wrap: int, height: float, aspect: float,
 
 def finish_panels(axes: Mapping[str, Axes], xlabel: str | None, ylabel: str | None, legend: str | None = None,
                   title_size: float | None = None) -> None:
-    """Finish :func:`panels`: each panel titled with its name (``title_size``: points, else the theme's), the x
-    axis labelled ``xlabel`` on the lowest panel of each column and the y axis ``ylabel`` on the left column (as
-    a seaborn grid labels them; None: each panel keeps its own), one legend beside the panels with every entry
-    of theirs, titled ``legend`` (their own title when None), and the figure laid out once."""
+    """Finish :func:`panels`: each titled with its name (``title_size``: points), ``xlabel`` on the lowest panel
+    of each column and ``ylabel`` on the left column, as a seaborn grid labels them (None: each keeps its own), one
+    legend beside them with all their entries, titled ``legend`` (None: their own title), and one layout."""
     shown = list(axes.values())
     columns = shown[0].get_gridspec().ncols
     entries: dict[str, Artist] = {}
@@ -382,10 +336,9 @@ def finish_panels(axes: Mapping[str, Axes], xlabel: str | None, ylabel: str | No
 
 
 def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = ()) -> None:
-    """Limit ``ax``'s y axis to ``values`` and ``include`` (e.g. 0, or 1 for an efficiency) with a
-    15 % margin (none below 0 for values that are not negative), so that a 95 % interval much wider
-    than the points is cut at the edge instead of squeezing them flat (the tables give every interval
-    in full)."""
+    """Limit ``ax``'s y axis to ``values`` and ``include`` (e.g. 0, or 1 for an efficiency) with a 15 %
+    margin (none below 0 for values that are not negative): a 95 % interval much wider than the points is cut at
+    the edge instead of squeezing them flat (the tables give it in full)."""
     finite = [float(v) for v in [*values, *include] if np.isfinite(v)]
     if not finite:
         return
@@ -397,20 +350,17 @@ def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = 
 def error_bars(ax: Axes, frame: pd.DataFrame, at: str | None, value: str, low: str, high: str, *,
                horizontal: bool = False, label: str | None = "95 % interval",
                color: str | Sequence[str] = "black") -> None:
-    """Draw each row's 95 % interval, columns ``low`` to ``high`` (in the units
-    of ``value``), as a bar around ``value`` in ``color``: one colour, or one per
-    row (its series' colour, e.g. ``frame["experiment"].map(palette)``); at the
-    positions in column ``at``, or at the row's position 0, 1, … (where seaborn
-    puts categories) when ``at`` is None; across the plot when ``horizontal``.
-    Rows without an interval get none. The legend's entry (``label``) is grey
-    when the bars have several colours."""
+    """Draw each row's 95 % interval, columns ``low`` to ``high`` (units of ``value``), as a bar around
+    ``value`` at the positions in column ``at`` (None: 0, 1, …, where seaborn puts categories), across the plot when
+    ``horizontal``, in ``color``: one, or one per row (e.g. ``frame["experiment"].map(palette)``). Rows without an
+    interval get none; the legend's entry (``label``) is grey when the bars have several colours."""
     known = frame[[low, high]].notna().all(axis=1).to_numpy()
     where = (np.arange(len(frame)) if at is None else frame[at].to_numpy(float))[known]
     centre = frame[value].to_numpy(float)[known]
     spread = np.array([centre - frame[low].to_numpy(float)[known], frame[high].to_numpy(float)[known] - centre])
-    colors = np.full(len(frame), color, dtype=object) if isinstance(color, str) else np.asarray(list(color), object)
-    colors = colors[known]
-    for i, shade in enumerate(dict.fromkeys(colors)):
+    colors = (np.full(len(frame), color, dtype=object) if isinstance(color, str)
+              else np.asarray(list(color), object))[known]
+    for shade in dict.fromkeys(colors):
         rows = colors == shade
         points = (centre[rows], where[rows]) if horizontal else (where[rows], centre[rows])
         bars = {"xerr" if horizontal else "yerr": spread[:, rows]}

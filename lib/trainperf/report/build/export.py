@@ -1,15 +1,11 @@
-"""Export an executed report notebook to one self-contained HTML page.
-
-The page is nbconvert's output with the ``trainperf`` template
-(``templates/trainperf``): no code cells and no prompts, figures embedded as
-data URIs, one inline stylesheet, no scripts and no external URL — it opens
-offline. A table of contents is built from the page's ``h2``/``h3`` headings.
+"""Export an executed report notebook to one self-contained HTML page with the ``trainperf`` template of
+nbconvert (``templates/trainperf``): no code cells or prompts, figures as data URIs, one inline stylesheet, no
+scripts and no external URL (it opens offline), a table of contents of its ``h2``/``h3`` headings.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -21,15 +17,6 @@ CSS = TEMPLATES / "report.css"
 TOC_MARK = "<!--trainperf:toc-->"
 _TOC_NAV = re.compile(r'<nav\b[^>]*class="tp-toc"[^>]*>.*?</nav>\s*', re.S)
 _HEADING = re.compile(r'<h([23])\s+id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
-
-
-@dataclass(frozen=True)
-class PageInfo:
-    """What the page header and footer show: title, trainperf version, generation time."""
-
-    title: str
-    version: str
-    generated: str
 
 
 def stylesheet() -> str:
@@ -44,10 +31,10 @@ def _exporter() -> HTMLExporter:
                         exclude_input_prompt=True, exclude_output_prompt=True, anchor_link_text="")
 
 
-def notebook_to_html(nb: nbformat.NotebookNode, info: PageInfo) -> str:
-    """The executed notebook ``nb`` as a self-contained HTML page."""
-    resources = {"trainperf": {"title": info.title, "version": info.version,
-                               "generated": info.generated, "css": stylesheet()}}
+def notebook_to_html(nb: nbformat.NotebookNode, title: str, version: str, generated: str) -> str:
+    """The executed notebook ``nb`` as a self-contained HTML page, its header and footer showing ``title``, the
+    trainperf ``version`` and the time it was ``generated``."""
+    resources = {"trainperf": {"title": title, "version": version, "generated": generated, "css": stylesheet()}}
     body, _ = _exporter().from_notebook_node(nb, resources=resources)
     toc = table_of_contents(body)
     if "<li>" not in toc:  # a page without sections (a report that stopped early): no contents box
@@ -56,25 +43,22 @@ def notebook_to_html(nb: nbformat.NotebookNode, info: PageInfo) -> str:
 
 
 def warm_up() -> None:
-    """Compile the exporter's templates and CSS selectors now (half a second
-    of CPU), so that the processes forked after this share them."""
-    notebook_to_html(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## a")]), PageInfo("", "", ""))
+    """Compile the exporter's templates and CSS selectors now (half a second of CPU), for the processes forked after."""
+    notebook_to_html(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("## a")]), "", "", "")
 
 
 def table_of_contents(page: str) -> str:
     """A nested list linking the ``h2`` and ``h3`` headings (those with an ``id``) of ``page``."""
-    items: list[tuple[int, str, str]] = []
+    out, open_sub = ["<ol>"], False
     for level, anchor, inner in _HEADING.findall(page):
         text = re.sub(r"<[^>]+>", "", inner).strip()
-        if text:
-            items.append((int(level), anchor, text))
-    out, open_sub = ["<ol>"], False
-    for level, anchor, text in items:
-        if level == 3 and not open_sub and len(out) > 1:
+        if not text:
+            continue
+        if level == "3" and not open_sub and len(out) > 1:
             out[-1] = out[-1].removesuffix("</li>")
             out.append("<ol>")
             open_sub = True
-        elif level == 2 and open_sub:
+        elif level == "2" and open_sub:
             out.append("</ol></li>")
             open_sub = False
         # anchor and text are taken from the page, where they are already escaped

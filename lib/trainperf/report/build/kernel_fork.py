@@ -1,38 +1,20 @@
-"""Start report kernels from one process that has already imported what the
-notebooks import, instead of importing it again in every kernel.
+"""Start report kernels by forking one process that has already imported what the notebooks import.
 
-A report kernel spends seconds importing pandas, matplotlib, seaborn, scipy
-and trainperf before its first cell does any work, and a build starts one
-kernel per report. ``serve`` imports those modules once, then waits on a
-Unix socket; each kernel the build starts is forked from it (a new process
-with a copy of the imported modules and nothing else: no notebook state, no
-open figures), and runs ipykernel as ``python -m ipykernel_launcher`` would.
-
-Jupyter starts a kernel as a command and watches, signals and kills that
-process; ``launch`` is that command: it asks the server for a kernel, passes
-the kernel command, its working folder and environment, forwards the
-signals it gets to the kernel, and exits with the kernel's exit status; with
-no server to answer, it runs the kernel command itself. The server kills a
-kernel whose ``launch`` process is gone, and exits (killing its kernels)
-when its standard input closes, when it gets SIGTERM (at once, even while it
-imports) or when the build that started it ends: Linux sends it SIGTERM when
-the build dies, even of SIGKILL, and its kernels SIGKILL when it dies
+A kernel spends seconds importing pandas, matplotlib, seaborn, scipy and trainperf, and a build starts one per
+report. ``serve`` imports them once, then waits on a Unix socket; each kernel is forked from it (a copy of the
+imported modules, no notebook state, no open figures) and runs ipykernel as ``python -m ipykernel_launcher`` would.
+``launch`` is the command Jupyter starts, watches and signals as the kernel: it sends the server the kernel command,
+folder and environment, forwards its signals to the kernel and exits with the kernel's status; with no server to
+answer, it runs the kernel command itself. The server kills a kernel whose ``launch`` is gone, and exits with its
+kernels when its standard input closes, on SIGTERM (even while it imports) or when the build ends, even by SIGKILL
 (:func:`die_with_parent`).
 
-Before the kernels, the build may ask the server to run one function in
-itself (named when the server starts, ``--call MODULE:FUNCTION``), with the
-build's environment and JSON arguments, and hand back its JSON result
-(:func:`call`): the build reads its inputs there once, and every kernel
-forked after finds what was read in memory (``trainperf.report.page.read_ahead``).
+The server also runs one function for the build (``--call MODULE:FUNCTION``, :func:`call`): the build reads its
+inputs there once, and every kernel forked after finds them in memory (``trainperf.report.page.read_ahead``).
+It runs commands for whoever connects, so its socket lies in a folder only its user can enter
+(:func:`trainperf.report.build.kernels.forked_kernels`) and it refuses other users (:func:`_same_user`).
 
-The server runs a command for whoever connects to its socket, so it serves
-only its own user: the socket lies in a folder only that user can enter
-(:func:`trainperf.report.build.kernels.forked_kernels` makes it), and the
-server asks the kernel for the uid of each process that connects
-(``SO_PEERCRED``), refusing any other with a line on its standard error.
-
-This file runs as a script (``python kernel_fork.py serve|launch ...``) and
-imports nothing from trainperf at the top, so that ``launch`` starts at once::
+This file runs as a script and imports nothing from trainperf at the top, so that ``launch`` starts at once::
 
     python kernel_fork.py serve SOCKET [--call MODULE:FUNCTION] MODULE...  # prints "listening", then imports
     python kernel_fork.py launch SOCKET -- COMMAND...  # COMMAND: python ... -m ipykernel_launcher -f conn.json
@@ -49,6 +31,7 @@ import signal
 import socket
 import struct
 import sys
+from contextlib import suppress
 from typing import Any
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP)
@@ -107,15 +90,13 @@ def serve(address: str, modules: list[str], function: str | None = None) -> None
                     if not os.read(sys.stdin.fileno(), 4096):
                         return  # the build ended
                 else:  # a launch process closed its end: it is gone, so is the need for its kernel
-                    _kill(kernels[key.fileobj])
+                    _signal(kernels[key.fileobj], signal.SIGKILL)
                     selector.unregister(key.fileobj)
             for conn, pid in list(kernels.items()):
                 done, status = os.waitpid(pid, os.WNOHANG)
                 if done:
-                    try:
+                    with suppress(OSError):
                         conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
-                    except OSError:
-                        pass
                     if conn in (key.fileobj for key in selector.get_map().values()):
                         selector.unregister(conn)
                     conn.close()
@@ -123,7 +104,7 @@ def serve(address: str, modules: list[str], function: str | None = None) -> None
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # on the way out already: a late SIGTERM must not interrupt it
         for pid in kernels.values():
-            _kill(pid)
+            _signal(pid, signal.SIGKILL)
         listener.close()
         os.unlink(address)
 
@@ -178,10 +159,8 @@ def _answer(conn: socket.socket, function: str | None, request: dict) -> None:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-    try:
+    with suppress(OSError):
         conn.sendall(json.dumps(answer).encode() + b"\n")
-    except OSError:
-        pass
     conn.close()
 
 
@@ -198,9 +177,8 @@ def call(address: str, arguments: list) -> Any:
 
 
 def launch(address: str, command: list[str]) -> int:
-    """Ask the server at ``address`` for the kernel ``command`` (``python ...
-    -m ipykernel_launcher ARGUMENTS``) would start and wait for it to end; run
-    ``command`` itself when no server answers."""
+    """Ask the server at ``address`` for the kernel ``command`` (``python ... -m ipykernel_launcher ARGUMENTS``)
+    would start and wait for it to end; run ``command`` itself when no server answers."""
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(address)
@@ -224,9 +202,8 @@ def kernel_arguments(command: list[str]) -> list[str] | None:
 
 
 def die_with_parent(sig: int, parent: int) -> None:
-    """Have Linux send this process ``sig`` when the thread that started it
-    ends (``prctl(PR_SET_PDEATHSIG)``), and send it now when its parent, the
-    process ``parent``, is already gone. Nothing where there is no ``prctl`` (not Linux)."""
+    """Have Linux send this process ``sig`` when the thread that started it ends (``prctl(PR_SET_PDEATHSIG)``),
+    and now when its parent, the process ``parent``, is already gone; nothing where there is no ``prctl``."""
     if not sys.platform.startswith("linux"):
         return
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
@@ -235,9 +212,9 @@ def die_with_parent(sig: int, parent: int) -> None:
 
 
 def _same_user(conn: socket.socket) -> bool:
-    """Whether the process at the other end of the Unix socket ``conn`` runs as
-    this process's user (``SO_PEERCRED``; where there is none, not Linux, the
-    socket's private folder alone keeps others out); a refusal is written to standard error."""
+    """Whether the process at the other end of the Unix socket ``conn`` runs as this process's user, telling
+    standard error when not (``SO_PEERCRED``; where there is none, the socket's private folder alone keeps others
+    out)."""
     if not hasattr(socket, "SO_PEERCRED"):
         return True
     pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
@@ -253,33 +230,21 @@ def _stop(_sig: int, _frame: object) -> None:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _kill(pid: int) -> None:
-    _signal(pid, signal.SIGKILL)
 
 
 def _read_line(conn: socket.socket) -> str:
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode().strip()
+    """The next line ``conn`` receives (each side sends one, then waits for the answer), stripped."""
+    with conn.makefile("rb") as received:
+        return received.readline().decode().strip()
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["serve"]:
         called = sys.argv[4] if sys.argv[3:4] == ["--call"] else None
-        try:
+        with suppress(SystemExit):  # SIGTERM: the build is over
             serve(sys.argv[2], sys.argv[5:] if called else sys.argv[3:], called)
-        except SystemExit:  # SIGTERM: the build is over
-            pass
         sys.stdout.flush()
         sys.stderr.flush()
         # nothing left to save: no waiting for the imported modules' threads and teardown (0.4 s per build)

@@ -1,23 +1,12 @@
-"""Jupyter kernels that can start together without racing for ports, and
-start without importing the notebooks' modules again.
+"""Jupyter kernels that start together without racing for ports, forked from a process that has imported the
+notebooks' modules once.
 
-A kernel talks to its client over five ZeroMQ sockets. Over TCP, the client
-picks five free ports (bind to port 0, read the number, close) and the kernel
-binds them a moment later; kernels started at the same moment (report
-notebooks built in parallel, test workers) can be handed the same port in
-between, and one of them dies with ``ZMQError: Address already in use``.
-
-:class:`IPCKernelManager` uses ZeroMQ's IPC transport instead: each socket is
-a Unix socket file in a folder of the kernel's own (a random name in the
-temporary folder, made by :func:`tempfile.mkdtemp`: only its user can enter
-it, so no other user can connect to the kernel or read its connection file,
-which lies there too), so no two kernels share an address and nothing is
-picked and released. The folder is removed when the kernel shuts down.
-
-Inside :func:`forked_kernels`, a kernel of that kernelspec is forked from a
-process that has imported :data:`PRELOAD` once (see
-:mod:`trainperf.report.build.kernel_fork`) instead of starting a new Python that
-imports them again.
+Over TCP a client picks five free ports (bind to port 0, read the number, close) for the kernel to bind a moment
+later, so kernels started at once (notebooks built in parallel, test workers) can get the same port and die with
+``ZMQError: Address already in use``. :class:`IPCKernelManager` uses ZeroMQ's IPC transport instead: Unix socket
+files in a folder of the kernel's own (:func:`tempfile.mkdtemp`: only its user can enter it, to connect or to read
+the connection file there), removed when the kernel shuts down. Inside :func:`forked_kernels`, a kernel is forked
+from a server that has imported :data:`PRELOAD` (:mod:`trainperf.report.build.kernel_fork`).
 """
 
 from __future__ import annotations
@@ -45,17 +34,15 @@ KERNEL = "trainperf"
 """Jupyter kernel the report notebooks run in: the project's venv, registered by ``make setup``."""
 IPC_PREFIX = "trainperf-kernel-"
 SERVER_ENV = "TRAINPERF_KERNEL_SERVER"
-"""Environment variable naming the kernel server of :func:`forked_kernels`
-(JSON: its socket and the kernel command prefix it serves)."""
+"""Environment variable naming the server of :func:`forked_kernels` (JSON: its socket and kernel command prefix)."""
 PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.debugger",
            "IPython.core.completerlib", "IPython.extensions.storemagic", "sqlite3", "IPython.display",
            "matplotlib.backends.backend_svg", "pandas", "seaborn", "trainperf", "trainperf.compare",
            "trainperf.report.batch_size", "trainperf.report.html", "trainperf.report.page",
            "trainperf.report.platforms", "trainperf.report.run_labels",
            "trainperf.report.scaling", "trainperf.report.theme", "trainperf.report.throughput")
-"""What a report kernel imports as it starts (its debugger, history, completer, the SVG backend) and
-what the report notebooks import (never torch), imported once by the kernel server. (Not the inline
-backend: loaded before a kernel's shell exists, it would not hook into it.)"""
+"""What a report kernel imports as it starts (debugger, history, completer, SVG backend) and what the notebooks
+import (never torch; not the inline backend: :func:`trainperf.report.theme.apply`), once, in the kernel server."""
 READ_AHEAD = "trainperf.report.page:read_ahead"
 """The function the kernel server runs for :func:`read_ahead`."""
 EXIT_POLL_S = 0.01
@@ -92,9 +79,8 @@ class ReadyClient(AsyncKernelClient):
 
 
 class IPCKernelManager(AsyncKernelManager):
-    """An ``AsyncKernelManager`` whose kernel listens on Unix sockets
-    ``<tmp>/trainperf-kernel-<random>/k-<n>`` instead of TCP ports, in a folder of
-    its own (mode 0700) that also holds its connection file and is removed at shutdown."""
+    """An ``AsyncKernelManager`` whose kernel listens on Unix sockets ``<tmp>/trainperf-kernel-<random>/k-<n>``
+    instead of TCP ports, in a folder of its own (mode 0700) with its connection file, removed at shutdown."""
 
     transport = CaselessStrEnum(["tcp", "ipc"], default_value="ipc", config=True)
     client_factory = Type(ReadyClient, klass=AsyncKernelClient, config=True)
@@ -115,8 +101,8 @@ class IPCKernelManager(AsyncKernelManager):
         return self._made
 
     async def _async_wait(self, pollinterval: float = EXIT_POLL_S) -> None:
-        """Wait for the kernel to exit, looking every :data:`EXIT_POLL_S` seconds (jupyter_client asks for every
-        ``pollinterval``, 0.1 s: a tenth of a second more for each report)."""
+        """Wait for the kernel to exit, looking every :data:`EXIT_POLL_S` seconds (jupyter_client's 0.1 s adds a
+        tenth of a second to each report)."""
         await super()._async_wait(pollinterval=min(pollinterval, EXIT_POLL_S))
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
@@ -136,8 +122,7 @@ class IPCKernelManager(AsyncKernelManager):
 
 
 def kernel_command() -> list[str] | None:
-    """The command that starts a :data:`KERNEL` kernel (its kernelspec's
-    ``argv``), or ``None`` when that kernel is not registered."""
+    """The command that starts a :data:`KERNEL` kernel (its kernelspec's ``argv``); ``None``: not registered."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     try:
@@ -148,16 +133,11 @@ def kernel_command() -> list[str] | None:
 
 @contextmanager
 def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
-    """While inside, :class:`IPCKernelManager` kernels started by the
-    kernelspec command ``argv`` (``python ... -m ipykernel_launcher ...``),
-    in this process or in processes it starts, are forked from a server that
-    has imported :data:`PRELOAD` (the server runs ``argv``'s Python with its
-    options, in ``cwd``). Yields whether a server runs: none for a kernelspec
-    that does not start ipykernel that way or where processes cannot fork.
-    Inside another ``forked_kernels`` for the same Python, its server serves.
-    The server's socket lies in a folder only this user can enter, the server
-    refuses other users (``SO_PEERCRED``), and it ends, with its kernels, when
-    this process does, even killed outright (:func:`kernel_fork.die_with_parent`)."""
+    """While inside, :class:`IPCKernelManager` kernels of the kernelspec command ``argv`` (``python ... -m
+    ipykernel_launcher ...``), started here or in processes started from here, are forked from a server that has
+    imported :data:`PRELOAD` (run by ``argv``'s Python in ``cwd``, or the one of an enclosing ``forked_kernels``
+    for the same Python). Yields whether a server runs: none for a kernelspec that does not start ipykernel that
+    way or where processes cannot fork. The server and its kernels end with this process, even killed outright."""
     prefix = argv[:argv.index("-m")] if "-m" in argv else []
     if not hasattr(os, "fork") or not prefix or kernel_fork.kernel_arguments(argv) is None:
         yield False
@@ -170,17 +150,11 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
     address = os.path.join(folder, "server")
     server = subprocess.Popen([*prefix, kernel_fork.__file__, "serve", address, "--call", READ_AHEAD, *PRELOAD],
                               cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    saved = os.environ.get(SERVER_ENV)
     try:
         started = server.stdout.readline().strip() == b"listening"
-        if started:
-            os.environ[SERVER_ENV] = json.dumps({"socket": address, "prefix": prefix})
-        yield started
+        with environment(SERVER_ENV, json.dumps({"socket": address, "prefix": prefix}) if started else None):
+            yield started
     finally:
-        if saved is None:
-            os.environ.pop(SERVER_ENV, None)
-        else:
-            os.environ[SERVER_ENV] = saved
         server.terminate()  # the server ends at once, even while it still imports, and kills any kernel still running
         server.stdin.close()
         try:
@@ -192,10 +166,25 @@ def forked_kernels(argv: list[str], cwd: Path) -> Iterator[bool]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextmanager
+def environment(name: str, value: str | None) -> Iterator[None]:
+    """While inside, the environment variable ``name`` is ``value`` (None: as it is); after, as it was before."""
+    saved = os.environ.get(name)
+    if value is not None:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
 def read_ahead(paths: list[str]) -> dict | None:
-    """The pins of the inputs at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read by the
-    kernel server of :func:`forked_kernels`, which keeps what it read for the kernels it forks after
-    (:data:`READ_AHEAD`); ``None`` where no server runs or it could not read them."""
+    """The pins of the inputs at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`) as the
+    kernel server of :func:`forked_kernels` read them, keeping what it read for the kernels it forks after;
+    ``None`` where no server runs or it could not read them."""
     server = json.loads(os.environ.get(SERVER_ENV) or "null")
     if not server:
         return None

@@ -1,11 +1,6 @@
-"""``make lab``: JupyterLab on ``notebooks/``, as root or as a user, with or without a display.
-
-``python -m trainperf.report.build.lab [JUPYTER LAB FLAGS...]`` starts ``jupyter lab``
-from the same environment with ``--allow-root`` when run as root (Jupyter
-refuses root otherwise) and ``--no-browser`` when there is no display
-(neither ``DISPLAY`` nor ``WAYLAND_DISPLAY`` is set: a server, a container,
-an SSH session). Jupyter prints the URL to open, with its token. Extra flags
-(``make lab ARGS="--port 9000"``) are passed on.
+"""``make lab``: ``python -m trainperf.report.build.lab [JUPYTER LAB FLAGS...]`` starts JupyterLab on
+``notebooks/`` from this environment, with ``--allow-root`` as root (Jupyter refuses root otherwise) and
+``--no-browser`` without a display (neither ``DISPLAY`` nor ``WAYLAND_DISPLAY``: a server, a container, SSH).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""The parameters a report notebook declares (its first code cell, tagged
-``parameters``: one literal per line, its help as a comment, as
-:func:`papermill.inspect_notebook` reads them), and command-line values
-converted to the declared type, so ``-p title 1.10`` stays the string ``"1.10"``:
-the default's type, for a ``None`` default the type its help starts with
-(``# float: USD per hour``), or one papermill found in an annotation (``price: "Optional[float]" = None``,
-as the report notebooks declare theirs, so ``papermill --help-notebook`` shows every type) or ``# type:`` comment.
+"""The parameters a report notebook declares (its first code cell tagged ``parameters``, as
+:func:`papermill.inspect_notebook` reads them), and command-line values converted to the declared type, so
+``-p title 1.10`` stays the string ``"1.10"``: the type of an annotation (``price: "Optional[float]" = None``, as the
+report notebooks declare theirs, so ``papermill --help-notebook`` shows every type) or ``# type:`` comment, else the
+default's, else (a ``None`` default) the type its help starts with (``# float: USD per hour``).
 """
 
 from __future__ import annotations
@@ -15,9 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PATH_PARAMETERS = ("data", "steps", "baseline_runs", "candidate_runs", "claims")
-"""Parameters whose values are paths: relative ones given on the command line
-are taken from the current folder (the notebooks run in ``notebooks/``), and
-``trainperf report --data`` replaces every one that ``-p`` does not give."""
+"""Parameters holding paths: relative ones on the command line are taken from the current folder (the notebooks
+run in ``notebooks/``); ``trainperf report --data`` replaces each one ``-p`` does not give."""
 
 
 class ParameterError(ValueError):
@@ -26,20 +23,15 @@ class ParameterError(ValueError):
 
 @dataclass(frozen=True)
 class Declared:
-    """One parameter of a notebook: name, default value, declared types, help comment."""
+    """One parameter of a notebook: name, default value, declared types."""
 
     name: str
     default: object
     types: tuple[str, ...]
-    help: str
 
     def convert(self, text: str) -> object:
-        """The command-line value ``text`` as this parameter's type.
-
-        ``None`` is tried first (``none``, ``null`` or empty text), then the
-        other type; a ``list`` takes a JSON/Python list or one bare item,
-        which becomes a one-element list.
-        """
+        """The command-line value ``text`` as this parameter's type: ``None`` first (``none``, ``null`` or empty
+        text), then the other type; a ``list`` takes a JSON/Python list or one bare item, as a one-item list."""
         problems = []
         for kind in self.types:
             try:
@@ -51,9 +43,8 @@ class Declared:
 
 
 def declared_parameters(path: str | Path) -> dict[str, Declared]:
-    """The parameters declared in the notebook at ``path``, in order, as
-    papermill's inspection finds them. Raises ``ParameterError`` when it
-    finds none, or a default that is not a literal."""
+    """The parameters declared in the notebook at ``path``, in order, as papermill's inspection finds them;
+    ``ParameterError`` when it finds none, or a default that is not a literal."""
     import papermill
 
     found = papermill.inspect_notebook(str(path))
@@ -76,14 +67,13 @@ def declared_parameters(path: str | Path) -> dict[str, Declared]:
             types = ("None", kind) if kind in _CONVERTERS and kind != "None" else ("None",)
         else:
             types = (kind or type(default).__name__,)
-        out[name] = Declared(name, default, types, parameter["help"])
+        out[name] = Declared(name, default, types)
     return out
 
 
 def resolve_paths(name: str, value: object) -> object:
-    """``value`` of parameter ``name`` with relative paths made absolute from
-    the current folder when ``name`` is one of :data:`PATH_PARAMETERS`;
-    ``ParameterError`` for a path that is not text."""
+    """``value`` of parameter ``name`` with relative paths made absolute from the current folder when ``name`` is
+    one of :data:`PATH_PARAMETERS`; ``ParameterError`` for a path that is not text."""
     if name not in PATH_PARAMETERS or value is None:
         return value
     paths = [value] if isinstance(value, str) else value

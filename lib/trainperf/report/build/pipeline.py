@@ -1,10 +1,8 @@
-"""Build the HTML reports: run each report notebook with papermill (in
-parallel, each in its own process and kernel), export it to HTML, and write
-an index page linking them. A failing notebook does not stop the others: its
-page (up to the failing cell, the error in one line at the top) is still
-written and the index marks it failed; one that raises
-:class:`~trainperf.report.html.NotApplicable` gets a short page
-saying what is missing, which is not a failure.
+"""Build the HTML reports: run each report notebook with papermill, export it to HTML, and write an index page,
+``reports/index.html``: every report with its headline (or its error, or what it lacks), the data sources each
+read, the generation time and the trainperf version. A failing notebook does not stop the others: its page (up to
+the failing cell, the error in one line at the top) is still written and the index marks it failed; one that
+raises :class:`~trainperf.report.html.NotApplicable` gets a short page saying what it lacks, not a failure.
 """
 
 from __future__ import annotations
@@ -21,8 +19,9 @@ from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+import jinja2
 import nbformat
 import papermill
 from papermill.exceptions import PapermillExecutionError
@@ -30,12 +29,12 @@ from papermill.exceptions import PapermillExecutionError
 import trainperf
 from trainperf.errors import DataError
 from trainperf.reading.loading import PINNED, holds_inputs, holds_steps, pin_inputs
-from trainperf.report.build.export import PageInfo, notebook_to_html, warm_up
+from trainperf.report.build.export import TEMPLATES, notebook_to_html, stylesheet, warm_up
 from trainperf.report.html import FACTS_KEY, PROJECT_ROOT, NotApplicable, callout, shown_path
-from trainperf.report.build.index import write_index
 from trainperf.report.build.kernel_fork import die_with_parent
 from trainperf.report.build.result import ReportResult
-from trainperf.report.build.kernels import KERNEL, IPCKernelManager, forked_kernels, kernel_command, read_ahead
+from trainperf.report.build.kernels import (KERNEL, IPCKernelManager, environment, forked_kernels, kernel_command,
+                                            read_ahead)
 from trainperf.report.build.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
@@ -77,12 +76,11 @@ class BuildResult:
 def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | None = None,
          parameters: Sequence[tuple[str, str]] = (), out_dir: str | Path = "reports",
          notebooks_dir: Path = NOTEBOOKS) -> list[Job]:
-    """The jobs for reports ``names`` (default: all). ``data`` (paths, made absolute)
-    replaces every notebook's ``data``, its ``steps`` (with the paths that hold run folders or
-    steps tables) and its other path parameters (``[]``) unless ``parameters`` gives them.
-    Each ``(NAME, VALUE)`` of ``parameters`` goes, converted to the declared type, to every
-    selected notebook that declares ``NAME``. ``ParameterError`` for an unknown report, a bad
-    ``data`` path, or a parameter no selected notebook declares or whose value does not fit."""
+    """The jobs for reports ``names`` (default: all). ``data`` (paths, made absolute) replaces every notebook's
+    ``data``, its ``steps`` (with the paths that hold run folders or steps tables) and its other path parameters
+    (``[]``) unless ``parameters`` gives them. Each ``(NAME, VALUE)`` of ``parameters`` goes, converted to the
+    declared type, to every selected notebook that declares ``NAME``; ``ParameterError`` where none does, for a
+    value that does not fit, an unknown report or a bad ``data`` path."""
     data_paths = check_data(data or ())
     found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
     known = [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))  # the known ones first, in order
@@ -113,10 +111,9 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
 
 
 def check_data(paths: Sequence[str | Path]) -> list[Path]:
-    """``paths`` made absolute; ``ParameterError`` (one line), before any
-    kernel starts, for a path that does not exist, a folder holding no runs
-    table, run folder or log, or a runs table or run folder that cannot be
-    read (:func:`trainperf.reading.loading.holds_inputs`)."""
+    """``paths`` made absolute; ``ParameterError`` (one line), before any kernel starts, for a path that does not
+    exist, holds no runs table, run folder or log, or cannot be read
+    (:func:`~trainperf.reading.loading.holds_inputs`)."""
     resolved = [Path(p).resolve() for p in paths]
     for given, path in zip(paths, resolved):
         if not path.exists():
@@ -142,16 +139,16 @@ def check_out(out_dir: str | Path) -> None:
 
 def build(jobs: Sequence[Job], *, workers: int = 2,
           on_done: Callable[[ReportResult], None] | None = None) -> BuildResult:
-    """Run ``jobs`` (``workers`` at a time), export each to HTML and write the
-    index. ``on_done`` is called with each result as it finishes. Each
-    notebook runs in a kernel of its own, forked from a process that has
-    imported the notebooks' modules once (:func:`~trainperf.report.build.kernels.forked_kernels`).
-    The worker processes die with this one, even when it is killed outright.
-    Every input is read once before the kernels start and each page reads
-    that snapshot (:func:`pinned`), so the pages of a build agree on a run folder still being written."""
+    """Run ``jobs`` (``workers`` at a time, each notebook in a kernel of its own:
+    :func:`~trainperf.report.build.kernels.forked_kernels`; the workers die with this process, even killed
+    outright), export each to HTML and write the index; ``on_done`` gets each result as it finishes. Every page
+    reads the inputs as :func:`pinned` read them, so the pages of a build agree on a run folder still being written."""
     if not jobs:
         raise ParameterError("no reports to build")
-    kernel = _check_kernel()
+    kernel = kernel_command()
+    if kernel is None:
+        raise ParameterError(f"the Jupyter kernel {KERNEL!r} is not registered: run `make setup` "
+                             f"(it runs `python -m ipykernel install --sys-prefix --name {KERNEL}`)")
     start = time.perf_counter()
     out_dir = jobs[0].out_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -176,24 +173,16 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
 
 @contextmanager
 def pinned(paths: Sequence[str], meanwhile: Callable[[], None] | None = None) -> Iterator[None]:
-    """While inside, the inputs at or below ``paths``, read once now, are read as
-    they are now by this process and the kernels it starts (:data:`trainperf.reading.loading.PINNED`).
-    They are read by the kernel server, where one runs, and the kernels it forks find them in its memory
-    (:func:`~trainperf.report.build.kernels.read_ahead`), while this process runs ``meanwhile``; else here."""
-    saved = os.environ.get(PINNED)
+    """While inside, this process and the kernels it starts read the inputs at or below ``paths`` as they are now
+    (:data:`trainperf.reading.loading.PINNED`): read by the kernel server, where one runs, while this process runs
+    ``meanwhile`` (its kernels find them in its memory: :func:`~trainperf.report.build.kernels.read_ahead`)."""
     with ThreadPoolExecutor(max_workers=1) as asking:  # its thread ends before the workers are forked
         ahead = asking.submit(read_ahead, list(paths))
         if meanwhile:
             meanwhile()
         pins = ahead.result()
-    os.environ[PINNED] = json.dumps(pin_inputs(*paths) if pins is None else pins)
-    try:
+    with environment(PINNED, json.dumps(pin_inputs(*paths) if pins is None else pins)):
         yield
-    finally:
-        if saved is None:
-            os.environ.pop(PINNED, None)
-        else:
-            os.environ[PINNED] = saved
 
 
 def data_paths(jobs: Sequence[Job]) -> list[str]:
@@ -233,7 +222,8 @@ def run_job(job: Job) -> ReportResult:
     if not executed.exists():
         return ReportResult(job.name, str(job.source), None, None, time.perf_counter() - start, error)
     nb = nbformat.read(str(executed), as_version=4)
-    facts = collect_facts(nb)
+    facts = {key: value for cell in nb.cells for output in cell.get("outputs", [])  # recorded: title, headline, inputs
+             for key, value in output.get("metadata", {}).get(FACTS_KEY, {}).items()}
     if "title" not in facts:  # stopped before its header: the title it was given
         facts["title"] = job.parameters.get("title") or getattr(declared_parameters(job.source).get("title"),
                                                                 "default", None)
@@ -242,18 +232,15 @@ def run_job(job: Job) -> ReportResult:
         nb = cut_at_error(nb, f"Not applicable: {not_applicable}", "warn")
     elif error is not None:
         nb = cut_at_error(nb, f"This report failed: {error}", "bad")
-    exporting = time.perf_counter()
-    page.write_text(notebook_to_html(nb, PageInfo(title, trainperf.__version__, job.generated)))
-    done = time.perf_counter()
-    return ReportResult(job.name, str(job.source), str(executed), str(page), done - start, error, facts,
-                        not_applicable, done - exporting)
+    page.write_text(notebook_to_html(nb, title, trainperf.__version__, job.generated))
+    return ReportResult(job.name, str(job.source), str(executed), str(page), time.perf_counter() - start, error,
+                        facts, not_applicable)
 
 
 def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.NotebookNode:
-    """The executed ``nb``, cut in place for the page of a report that stopped:
-    ``notice`` (one line) first, then the cells before the one that raised,
-    without papermill's error banner and without headings that no output
-    follows; ``kind`` is the callout style (``warn``, ``bad``)."""
+    """The executed ``nb``, cut in place for the page of a report that stopped: ``notice`` (a callout of
+    ``kind``: ``warn``, ``bad``) first, then the cells before the one that raised, without papermill's error
+    banner and without headings that no output follows."""
     cells, headings = [], []
     for cell in nb.cells:
         if ERROR_BANNER_TAG in cell.get("metadata", {}).get("tags", []):
@@ -272,19 +259,9 @@ def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.
     return nb
 
 
-def collect_facts(nb: nbformat.NotebookNode) -> dict[str, object]:
-    """Facts the report recorded in its outputs' metadata (title, headline, inputs)."""
-    facts: dict[str, object] = {}
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            facts.update(output.get("metadata", {}).get(FACTS_KEY, {}))
-    return facts
-
-
 def describe_failure(source: Path, executed: Path, error: str) -> str:
-    """``notebooks/x.ipynb, cell N (`first line of code`): Error: message`` for
-    the first cell of the executed notebook that holds an error output; N counts
-    the cells of the source notebook as JupyterLab shows them (from 1)."""
+    """``notebooks/x.ipynb, cell N (`first line of code`): Error: message`` for the first cell of the executed
+    notebook that holds an error output; N counts the source notebook's cells as JupyterLab does (from 1)."""
     nb = nbformat.read(str(executed), as_version=4)
     original = nbformat.read(str(source), as_version=4)
     ids = [c.get("id") for c in original.cells]
@@ -296,10 +273,39 @@ def describe_failure(source: Path, executed: Path, error: str) -> str:
     return f"{shown_path(source)}: {error}"
 
 
-def _check_kernel() -> list[str]:
-    """The command of the report kernel; ParameterError when it is not registered."""
-    command = kernel_command()
-    if command is None:
-        raise ParameterError(f"the Jupyter kernel {KERNEL!r} is not registered: run `make setup` "
-                             f"(it runs `python -m ipykernel install --sys-prefix --name {KERNEL}`)")
-    return command
+def write_index(results: Sequence[ReportResult], path: Path, *, version: str, generated: str) -> Path:
+    """Write the index page for ``results`` to ``path`` and return ``path``."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    reports = [{
+        "name": r.name, "title": r.title, "ok": r.ok, "error": r.error, "seconds": r.seconds,
+        "not_applicable": r.not_applicable,
+        "headline": r.facts.get("headline", ""),
+        "page": _relative(r.html, path.parent), "executed": _relative(r.executed, path.parent),
+    } for r in results]
+    sources: dict[str, list[str]] = {}
+    for r in results:
+        for source in r.facts.get("inputs", []) or []:
+            sources.setdefault(shown_path(str(source)), []).append(r.title)
+    sources = _under_folders(sources)
+    page = env.get_template("index.html.j2").render(
+        reports=reports, failed=sum(not r.ok for r in results),
+        not_applicable=sum(r.not_applicable is not None for r in results), version=version, generated=generated,
+        css=stylesheet(), sources=[{"path": p, "reports": rs} for p, rs in sorted(sources.items())])
+    path.write_text(page)
+    return path
+
+
+def _under_folders(sources: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Each path's reports moved to the outermost listed folder that holds it (``data/runs`` for
+    the run folders found in it), so that a folder given as data is one line, not one per run."""
+    out: dict[str, list[str]] = {}
+    for path, reports in sources.items():
+        holder = min((folder for folder in sources if PurePosixPath(path).is_relative_to(folder)), key=len)
+        out[holder] = list(dict.fromkeys([*out.get(holder, []), *reports]))
+    return out
+
+
+def _relative(target: str | None, base: Path) -> str | None:
+    return None if target is None else Path(os.path.relpath(target, base)).as_posix()
+

@@ -1,4 +1,4 @@
-"""What building one report gave (``trainperf.report.build.pipeline`` builds it, the index and the command line show it)."""
+"""The result of building one report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 @dataclass
 class ReportResult:
-    """What building one report gave."""
+    """What building one report gave (``trainperf.report.build.pipeline`` builds it; the index and the command
+    line show it)."""
 
     name: str
     source: str
@@ -18,8 +19,6 @@ class ReportResult:
     facts: dict[str, object] = field(default_factory=dict)
     not_applicable: str | None = None
     """What the data lacks, when the report raised ``NotApplicable`` (not a failure)."""
-    export_seconds: float = 0.0
-    """Of ``seconds``, the export of the executed notebook to HTML."""
 
     @property
     def ok(self) -> bool:
