@@ -40,7 +40,7 @@ class ModelConfig:
 
     @property
     def n_params(self) -> int:
-        """Parameters of the model (count; the tied LM head counted once)."""
+        """Parameters (the tied LM head counted once)."""
         L, d, V, T = self.n_layers, self.d_model, self.vocab_size, self.seq_len
         return L * (12 * d * d + 4 * d) + V * d + T * d + 2 * d
 
@@ -129,9 +129,8 @@ def _init_weights(module: nn.Module) -> None:
 
 
 def counted_flops_per_token(config: ModelConfig) -> float:
-    """FLOPs per token of forward + loss + backward, as ``FlopCounterMode`` counts them
-    (:class:`trainperf.profiler.flop_count.StepFlopCounter`: matmul-like operators at 2 FLOPs per multiply-add,
-    nothing for element-wise work, embeddings or the loss), on the ``meta`` device: no compute, no memory."""
+    """FLOPs per token of forward + loss + backward as ``FlopCounterMode`` counts them (matmul-like operators
+    only), on the ``meta`` device: no compute, no memory."""
     with torch.device("meta"):
         model = GPT(config)
         idx = torch.zeros(1, config.seq_len, dtype=torch.long)
@@ -156,7 +155,7 @@ def corpus_bytes() -> torch.Tensor:
 
 
 def train_val_split(data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split a token tensor into its first ``1 - VAL_FRACTION`` and last :data:`VAL_FRACTION`."""
+    """A token tensor's first ``1 - VAL_FRACTION`` and last :data:`VAL_FRACTION`."""
     cut = int(len(data) * (1.0 - VAL_FRACTION))
     return data[:cut], data[cut:]
 

@@ -14,7 +14,7 @@ from trainperf.profiler.record import StepRecord
 
 class CommSampling:
     """The sampling methods of ``StepProfiler``, on its state: ``_sampler`` (None: no sampling),
-    ``_sampling`` (``every``, ``steps``), ``_pending`` (the steps not yet written), and its manifest."""
+    ``_sampling`` (``every``, ``steps``), ``_pending`` (the steps not yet written)."""
 
     _sampler: CollectiveSampler | None
     _pending: deque[StepRecord]
@@ -27,10 +27,8 @@ class CommSampling:
             self._write_manifest()
 
     def _sample(self, record: StepRecord) -> None:
-        """Before the step's end mark: under a sampling window, hold the step
-        until the window ends, or end the window with its last step (so that
-        reading the window costs a sampled step, not the next one); otherwise
-        give the step the latest window's communication estimate."""
+        """Before the step's end mark: in a window, hold the step until the window ends, or end it with its
+        last step (so that reading it costs a sampled step); otherwise give the step the latest estimate."""
         assert self._sampler is not None
         if self._sampler.active:
             if self._sampler.last_of_window(record.index):
@@ -41,8 +39,7 @@ class CommSampling:
             record.estimate = self._sampler.estimate
 
     def _end_window(self: Any) -> tuple[float, float] | None:
-        """Close an open sampling window, give its estimate to the steps held
-        for it, and return it."""
+        """Close an open window, give its estimate to the steps held for it, and return it."""
         if self._sampler is None or not self._sampler.active:
             return None
         try:

@@ -140,7 +140,7 @@ class StepProfiler(CommSampling):
             write_json(self.run_dir / MANIFEST_FILE, self._manifest(self._config, strategy=self._strategy))
 
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
-        """This machine's CPU peak (cached per machine), unless the config gives one."""
+        """This machine's CPU peak, unless the config gives one."""
         if "peak_tflops_per_gpu" in self._config:
             return None
         try:
@@ -150,11 +150,9 @@ class StepProfiler(CommSampling):
             return None
 
     def watch(self, model: Any, comm_hook: Any = None, comm_state: Any = None) -> Any:
-        """Return ``model`` unchanged, after arranging to time its communication (before the first
-        backward): under DDP (a framework's wrapper looked through) a hook wrapping
-        ``comm_hook(comm_state, bucket)`` (default: DDP's averaging all-reduce; DDP takes one hook
-        only, so pass yours here); under FSDP sampled windows. Records the parameter count and
-        whether the FLOPs must be counted (``flop_count.py``)."""
+        """Return ``model`` unchanged, its communication timed from the first backward on: under DDP a
+        hook wrapping ``comm_hook(comm_state, bucket)`` (DDP takes one hook only, so pass yours here);
+        under FSDP sampled windows. Records the parameter count and whether FLOPs must be counted."""
         if self._off:
             return model
         try:
@@ -179,9 +177,8 @@ class StepProfiler(CommSampling):
         return model
 
     def update_config(self, values: dict[str, Any]) -> None:
-        """Add run columns to the manifest's ``config`` once they are known
-        (e.g. the sequence length, from the first batch); the values given
-        when the profiler was created win."""
+        """Add run columns to the manifest's ``config`` (e.g. the sequence length, from the first
+        batch); the values given when the profiler was created win."""
         if self._off:
             return
         try:
@@ -195,8 +192,7 @@ class StepProfiler(CommSampling):
     # -- the loop ------------------------------------------------------------
 
     def batches(self, iterable: Iterable[Any]) -> Iterator[Any]:
-        """Yield the items of ``iterable``, timing each wait for the next one
-        as the ``data`` phase (of the open step, else of the next step)."""
+        """Yield the items of ``iterable``, each wait for one timed as the ``data`` phase."""
         iterator = iter(iterable)
         while True:
             timed = not self._off
@@ -252,9 +248,9 @@ class StepProfiler(CommSampling):
         return _Phase(self, index, self._range(name, self._step_ranges if self._open is not None else None))
 
     def outside_since_last(self, name: str) -> None:
-        """Record the time since the last step (or phase outside a step) ended as a phase ``name``
-        outside the steps, waits for data included: for hooks that fire when the work is done.
-        Nothing happens while a step is open or before the first step."""
+        """Record the time since the last step (or phase outside a step) ended, waits for data included,
+        as a phase ``name`` outside the steps: for hooks that fire when the work is done. Nothing
+        happens while a step is open or before the first step."""
         if self._off or self._open is not None or self._window_start is None:
             return
         if self._outside_name_ok(name):
@@ -262,8 +258,7 @@ class StepProfiler(CommSampling):
             self._end_outside(name, self._window_start)
 
     def _outside_name_ok(self, name: object) -> bool:
-        """Whether ``name`` can name a phase outside the steps (a letter, then
-        letters, digits or underscores); a ProfilerWarning once where not."""
+        """Whether ``name`` can name a phase outside the steps; a ProfilerWarning once where not."""
         if isinstance(name, str) and eventfile.NAME.fullmatch(name):
             return True
         self._warn_once(f"phase {name}", f"phase {name!r} is not timed: a name outside a step is a letter, "
@@ -271,8 +266,7 @@ class StepProfiler(CommSampling):
         return False
 
     def close(self) -> None:
-        """Write the steps still waiting for the device and the end line, and
-        close the files. Call it on every rank when training ends."""
+        """Write what is left and the end line, and close the files: on every rank, when training ends."""
         if self._off:
             return
         try:
@@ -296,15 +290,14 @@ class StepProfiler(CommSampling):
     # -- internals -----------------------------------------------------------
 
     def _window(self) -> Any:
-        """The start mark of the next step's window: the end of the last step (or of a failed one,
-        or of a phase outside the steps after it), or now when nothing has been timed yet."""
+        """The start mark of the next step's window: where the last step (failed or not) or phase outside
+        the steps ended, or now when nothing has been timed yet."""
         if self._window_start is None:
             self._window_start = self._clock.mark()
         return self._window_start
 
     def _range(self, name: str, recording: bool | None = None) -> Any:
-        """A ``trainperf/<name>`` record_function range while a torch profiler records
-        (``recording``; None: asked now), else None."""
+        """A ``trainperf/<name>`` range while a torch profiler records (``recording``; None: ask now)."""
         if recording is None:
             recording = self._recording()
         return self._record_function(f"trainperf/{name}") if recording else None
@@ -314,8 +307,8 @@ class StepProfiler(CommSampling):
         target.append((start, end))
 
     def _end_outside(self, name: str, start: Any) -> None:
-        """A phase outside the steps ends now: it waits to be written (before the next step, which
-        gives its end mark back to the clock), and the next step's window starts at its end."""
+        """A phase outside the steps ends now, to be written before the next step, whose window starts at
+        its end."""
         try:
             end = self._clock.mark()
             self._outside.append((name, start, end))
@@ -326,7 +319,7 @@ class StepProfiler(CommSampling):
             self._fail("cannot record a phase outside the steps", exc)
 
     def _counted(self, counter: StepFlopCounter, record: StepRecord) -> None:
-        """Record the FLOPs of the counted step per sample (``flops_per_sample``) and count no more."""
+        """Record the counted step's ``flops_per_sample`` and count no more."""
         self._count_flops = False
         per_sample = counter.per_sample(record.samples)
         if isinstance(per_sample, str):
@@ -370,8 +363,8 @@ class StepProfiler(CommSampling):
             record.energy_j = self._energy.read()
 
     def _record_out_of_memory(self, record: StepRecord) -> None:
-        """Write the line of a step that ran out of memory now: its window up to the error, its
-        memory and energy, no work; its index is not used up (a retried step has the same one)."""
+        """Write the line of a step that ran out of memory now: its window up to the error, memory and
+        energy, no work; a retried step gets the same index."""
         record.end = self._window_start
         record.tokens = record.samples = record.loss = None
         record.comm = []
@@ -384,8 +377,8 @@ class StepProfiler(CommSampling):
         self._flush(wait=True)
 
     def _write_at_exit(self) -> None:
-        """The process ends without ``close()``: write the steps whose marks are ready, unless a
-        write is under way (a signal interrupted it) or profiling stopped. Never raises."""
+        """At exit without ``close()``: write the steps whose marks are ready, unless a write is under
+        way (a signal interrupted it) or profiling stopped. Never raises."""
         if self._off or self._writing:
             return
         try:
@@ -394,8 +387,6 @@ class StepProfiler(CommSampling):
             pass
 
     def _flush(self, wait: bool) -> None:
-        """Write what is ready of the phases outside the steps and the pending steps (all of it when
-        ``wait``): ``RankFiles.write_ready``."""
         self._writing = True
         try:
             self._files.write_ready(self._pending, self._outside, self._clock, self._origin,
@@ -472,8 +463,8 @@ class _Step:
         self._record.loss = value
 
     def micro_step(self, tokens: Any = None, samples: Any = None) -> None:
-        """Count one micro-batch of gradient accumulation and what it processed (not added where
-        ``step()`` was given the whole step's: a ``ProfilerWarning`` says so once)."""
+        """Count one micro-batch and what it processed (not added where ``step()`` was given the whole
+        step's: a ``ProfilerWarning`` says so once)."""
         record = self._record
         record.micro_steps += 1
         given_tokens, given_samples = self._given
