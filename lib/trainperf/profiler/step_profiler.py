@@ -529,5 +529,4 @@ class _NoStep:
 
 
 _NO_STEP = _NoStep()
-_END = object()
-"""What ``batches`` gets from an exhausted iterable."""
+_END = object()  # what ``batches`` gets from an exhausted iterable

@@ -39,7 +39,6 @@ WIDE = 160
 SHARES = ("data", "h2d", "forward", "loss", "backward", "optimizer", "comm_exposed", "validation")
 """Phases shown as shares of the step (``comm_exposed`` as ``comm``)."""
 SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt", "comm_exposed": "comm", "validation": "val"}
-"""Column names of the phase shares."""
 _INDEX = {name: i for i, name in enumerate(LINE_COLUMNS)}
 
 
@@ -159,10 +158,8 @@ def _per_second(counts: np.ndarray, total_s: np.ndarray) -> np.ndarray:
 
 
 def _last(values: np.ndarray) -> np.ndarray:
-    """Per rank, the last finite value (NaN where none)."""
-    finite = np.isfinite(values)
-    index = values.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)
-    return np.where(finite.any(axis=1), values[np.arange(len(values)), index], np.nan)
+    """Per rank, the last value that is not NaN (NaN where none)."""
+    return pd.DataFrame(values).ffill(axis=1).iloc[:, -1].to_numpy()
 
 
 def run_mfu(config: dict[str, Any], environment: dict[str, Any], tokens_per_s: float, samples_per_s: float,
