@@ -1,6 +1,6 @@
 """Communication of strategies that issue their own collectives (FSDP, any collective), from short
 sampled ``torch.profiler`` windows: gloo's ranges on CPU, NCCL's kernels on GPU (docs/profiler.md,
-"Communication under FSDP (and any collective)"). ``sampling.py`` ties the windows to the steps.
+"Communication under FSDP (and any collective)"). ``step_profiler.py`` ties the windows to the steps.
 """
 
 from __future__ import annotations

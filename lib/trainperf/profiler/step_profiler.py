@@ -25,7 +25,6 @@ from trainperf.profiler.energy import energy_meter
 from trainperf.profiler.flop_count import StepFlopCounter, needs_counting, parameter_counts
 from trainperf.profiler.memory import CudaMemory, HostPeak, device_memory_gb, host_memory_reader, out_of_memory
 from trainperf.profiler.record import CARRIED, DATA, PHASE_INDEX, StepRecord, on_host, unattributed
-from trainperf.profiler.sampling import CommSampling
 from trainperf.profiler.writing import (MAX_PENDING_STEPS, WRITE_EVERY_S, WRITE_EVERY_STEPS, ExitFlush, RankFiles,
                                         RunFolderInUse, claim)
 from trainperf.runfolder import eventfile, rankfile
@@ -41,7 +40,7 @@ DEFAULT_WARMUP_STEPS = 2
 """Steps flagged as warm-up where the user states none (MSER then finds the rest from the step times)."""
 
 
-class StepProfiler(CommSampling):
+class StepProfiler:
     """Time the steps of a training loop on this rank and write them to ``run_dir``, in batches; every
     option, the warm-up rules and when a batch is written: docs/profiler.md ("Usage", "The run folder").
     Create it on every rank after the process group is initialized: it gathers every rank's host (a
@@ -138,6 +137,13 @@ class StepProfiler(CommSampling):
     def _write_manifest(self) -> None:
         if self.rank == 0:
             write_json(self.run_dir / MANIFEST_FILE, self._manifest(self._config, strategy=self._strategy))
+
+    def _start_sampling(self) -> None:
+        """Sample communication from now on, and say how in the manifest."""
+        if self._sampler is None:
+            self._sampler = CollectiveSampler(self._torch, self._cuda, self.warmup_steps, *self._sampling)
+            self._config["comm_measurement"] = self._sampler.describe()
+            self._write_manifest()
 
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
         """This machine's CPU peak, unless the config gives one."""
@@ -317,6 +323,33 @@ class StepProfiler(CommSampling):
             self._flush(wait=False)
         except Exception as exc:
             self._fail("cannot record a phase outside the steps", exc)
+
+    def _sample(self, record: StepRecord) -> None:
+        """Before the step's end mark: in a window, hold the step until the window ends, or end it with its
+        last step (so that reading it costs a sampled step); otherwise give the step the latest estimate."""
+        assert self._sampler is not None
+        if self._sampler.active:
+            if self._sampler.last_of_window(record.index):
+                record.estimate = self._end_window()
+            else:
+                record.waiting = True
+        else:
+            record.estimate = self._sampler.estimate
+
+    def _end_window(self) -> tuple[float, float] | None:
+        """Close an open window, give its estimate to the steps held for it, and return it."""
+        if self._sampler is None or not self._sampler.active:
+            return None
+        try:
+            estimate = self._sampler.stop()
+        except Exception as exc:  # sampling stops; the profiler goes on
+            self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
+            self._sampler.cancel()
+            self._sampler, estimate = None, None
+        for held in self._pending:
+            if held.waiting:
+                held.waiting, held.estimate = False, estimate
+        return estimate
 
     def _counted(self, counter: StepFlopCounter, record: StepRecord) -> None:
         """Record the counted step's ``flops_per_sample`` and count no more."""
