@@ -1,8 +1,6 @@
-"""The bench workload: a small decoder-only (GPT-2 style) transformer, pre-LayerNorm blocks, a 4×-wide GELU MLP, the
-LM head tied to the token embedding, no biases (docs/bench.md, "The model"), and its FLOPs per token as PyTorch counts
-them; the corpus it learns, CPython's documentation that ships with Python (``pydoc_data.topics``, joined in sorted
-order), tokens its UTF-8 bytes (vocabulary :data:`VOCAB_SIZE`), the last :data:`VAL_FRACTION` held out
-(docs/bench.md, "The corpus").
+"""The bench workload: a small GPT-2 style transformer (docs/bench.md, "The model") and its FLOPs per token as
+PyTorch counts them; the corpus it learns, CPython's documentation (``pydoc_data.topics``) as UTF-8 bytes, the last
+:data:`VAL_FRACTION` held out (docs/bench.md, "The corpus").
 """
 
 from __future__ import annotations

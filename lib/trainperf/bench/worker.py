@@ -1,7 +1,5 @@
-"""One process of a bench run, ``python -m trainperf.bench.worker '<RunSpec JSON>'`` under torchrun (which sets
-``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): the bench model trained on the bench corpus for the spec's warm-up and
-measured steps under the ``StepProfiler``, on the GPU of its local rank with NCCL, else the CPU with gloo; the
-strategies (:data:`~trainperf.bench.spec.STRATEGIES`): docs/bench.md, "A run".
+"""One process of a bench run under torchrun, ``python -m trainperf.bench.worker '<RunSpec JSON>'``: the bench model
+trained under the ``StepProfiler`` on its local rank's GPU with NCCL, else the CPU with gloo (docs/bench.md, "A run").
 """
 
 from __future__ import annotations

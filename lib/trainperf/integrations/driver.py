@@ -1,7 +1,6 @@
-"""What both framework callbacks share: the callback's arguments, a ``StepProfiler`` driven from hooks (a step or
-phase opened in one hook and closed in another), what a batch holds (samples, tokens, sequence length: tokens are
-the positions the model computes on, padding included) and the model facts a framework exposes
-(docs/profiler.md, "Framework integrations").
+"""What both framework callbacks share: a ``StepProfiler`` driven from hooks, what a batch holds (tokens: the
+positions the model computes on, padding included) and the model facts a framework exposes (docs/profiler.md,
+"Framework integrations").
 """
 
 from __future__ import annotations
