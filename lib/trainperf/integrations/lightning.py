@@ -17,12 +17,11 @@ from trainperf.integrations.driver import (ProfilingCallback, activation_checkpo
 STRATEGIES = {"DDPStrategy": "ddp", "FSDPStrategy": "fsdp", "ModelParallelStrategy": "fsdp",
               "DeepSpeedStrategy": "deepspeed", "SingleDeviceStrategy": "single"}
 PRECISIONS = {"bf16": "bf16", "16": "fp16", "transformer-engine": "fp8", "64": "fp64"}
-"""Beginnings of Lightning's ``trainer.precision`` (``bf16-mixed``, ``16-mixed``, ...) and their canonical
-precisions (others: ``fp32``)."""
 
 
 def precision_of(precision: str) -> str:
-    """Canonical precision of Lightning's ``trainer.precision`` (:data:`PRECISIONS`)."""
+    """Canonical precision of Lightning's ``trainer.precision`` (``bf16-mixed``, ...) by its beginning
+    (:data:`PRECISIONS`; others: ``fp32``)."""
     return next((name for start, name in PRECISIONS.items() if str(precision).startswith(start)), "fp32")
 
 
