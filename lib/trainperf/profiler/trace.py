@@ -69,7 +69,10 @@ def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, 
     bad: list[BadLine] = []
     for rank, source in sources:
         shift_us = (origins[rank] - base) / 1e3
-        events += _metadata(rank)
+        events += [{"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}},
+                   {"name": "process_sort_index", "ph": "M", "pid": rank, "args": {"sort_index": rank * SORT_PER_RANK}}]
+        events += [{"name": "thread_name", "ph": "M", "pid": rank, "tid": tid, "args": {"name": name}}
+                   for name, tid in TRACKS.items()]
         kept: list[tuple[float, float]] = []  # the kept steps' windows (start_s, end_s)
         for number, line in enumerate(source.read_text(errors="replace").splitlines(), start=1):
             try:
@@ -109,15 +112,6 @@ def origin_unix_ns(steps_file: Path) -> int | None:
         return None
     origin = header.get("origin_unix_ns")
     return origin if isinstance(origin, int) and not isinstance(origin, bool) else None
-
-
-def _metadata(rank: int) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}},
-        {"name": "process_sort_index", "ph": "M", "pid": rank, "args": {"sort_index": rank * SORT_PER_RANK}}]
-    events += [{"name": "thread_name", "ph": "M", "pid": rank, "tid": tid, "args": {"name": name}}
-               for name, tid in TRACKS.items()]
-    return events
 
 
 def _events(rank: int, entry: dict[str, Any], shift_us: float) -> list[dict[str, Any]]:

@@ -183,13 +183,6 @@ def run_mfu(config: dict[str, Any], environment: dict[str, Any], tokens_per_s: f
     return mfu if 0 < mfu <= 1 else math.nan
 
 
-def find_runs(path: Path) -> list[Path]:
-    """``path`` when it is a run folder (it has a manifest), else the run folders in it."""
-    if (path / MANIFEST_FILE).exists():
-        return [path]
-    return sorted(p.parent for p in path.glob(f"*/{MANIFEST_FILE}"))
-
-
 def render(frames: list[dict[str, Any]]) -> Group:
     """One frame of the view: per run, a line of run figures, the slowest rank and a table of ranks."""
     parts: list[Any] = []
@@ -250,7 +243,8 @@ def watch(path: str | Path, once: bool = False, console: Console | None = None) 
     watches: dict[Path, RunWatch] = {}
 
     def frame() -> Group:
-        for run in find_runs(path):
+        runs = [path] if (path / MANIFEST_FILE).exists() else sorted(p.parent for p in path.glob(f"*/{MANIFEST_FILE}"))
+        for run in runs:  # ``path`` itself, or the run folders in it
             watches.setdefault(run, RunWatch(run))
         for run_watch in watches.values():
             run_watch.update()
