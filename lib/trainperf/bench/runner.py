@@ -32,10 +32,9 @@ class RunFailed(RuntimeError):
 
 
 def launch(spec: RunSpec, on_step: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
-    """Run ``spec`` into a fresh ``spec.run_dir`` under ``torchrun --standalone``, ``OMP_NUM_THREADS`` its threads
-    per process; ``on_step`` is called per optimizer step the main worker reports. Raises :class:`RunFailed` when
-    it fails or runs longer than ``timeout_s`` seconds; torchrun is stopped then, or when this process is
-    interrupted."""
+    """Run ``spec`` into a fresh ``spec.run_dir`` under ``torchrun --standalone``; ``on_step`` is called per step
+    the main worker reports. Raises :class:`RunFailed` when it fails or runs longer than ``timeout_s`` seconds;
+    torchrun is stopped then, or when this process is interrupted."""
     if spec.run_dir.exists():
         shutil.rmtree(spec.run_dir)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={spec.nprocs}",

@@ -44,9 +44,8 @@ def guarded(hook: Hook) -> Hook:
 class ProfilingCallback:
     """The arguments of a framework callback: ``run_dir``; ``config``: run columns, which win over what the
     callback detects; ``count_tokens``: tokens of a micro-batch (default: ``input_ids`` elements, or those of the
-    batch's first integer tensor, padding included); ``profiler_options``: ``StepProfiler``'s. Its steps and
-    phases open and close in separate hooks; every call does nothing where no profiler or step is open, so a hook
-    that fires outside training (evaluation) does nothing."""
+    batch's first integer tensor, padding included); ``profiler_options``: ``StepProfiler``'s. Every call does
+    nothing where no profiler or step is open, so a hook that fires outside training does nothing."""
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
                  count_tokens: TokenCounter | None = None, **profiler_options: Any) -> None:

@@ -28,8 +28,7 @@ def strategy_of(args: Any) -> str:
 
 class HFCallback(ProfilingCallback, TrainerCallback):
     """Write a trainperf run folder for a ``Trainer`` run (every rank); the arguments are
-    :class:`~trainperf.integrations.driver.ProfilingCallback`'s. Detected: framework and version, batch sizes,
-    accumulation, precision, strategy, activation checkpointing, model facts, sequence length from the first batch."""
+    :class:`~trainperf.integrations.driver.ProfilingCallback`'s; what it detects: docs/profiler.md."""
 
     _handles: list[Any] = []
     _loss_part = False

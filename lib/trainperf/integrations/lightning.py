@@ -33,9 +33,7 @@ def strategy_of(strategy: Any) -> str:
 
 class LightningCallback(ProfilingCallback, Callback):
     """Write a trainperf run folder for a Lightning run (every rank); the arguments are
-    :class:`~trainperf.integrations.driver.ProfilingCallback`'s. Detected: framework and version, accumulation,
-    precision, strategy, world size, activation checkpointing, micro-batch and sequence length from the first batch,
-    model facts."""
+    :class:`~trainperf.integrations.driver.ProfilingCallback`'s; what it detects: docs/profiler.md."""
 
     _trainer: Any = None
     _step_began_at = 0

@@ -29,9 +29,8 @@ def needs_counting(model: Any, config: Mapping[str, Any]) -> bool:
 
 
 def decoder_only_transformer(model: Any) -> bool:
-    """Whether ``model`` is a decoder-only transformer, as its transformers configuration says, or
-    else as its module tree shows (docs/profiler.md, "FLOPs that fit the model"). The tree cannot
-    show a causal mask: an encoder with a vocabulary head passes."""
+    """Whether ``model`` is a decoder-only transformer, by its transformers configuration or else its module
+    tree, which cannot show a causal mask: an encoder with a vocabulary head passes."""
     modules = list(model.modules()) if hasattr(model, "modules") else []
     config = next((m.config for m in modules if hasattr(getattr(m, "config", None), "model_type")), None)
     if config is not None:

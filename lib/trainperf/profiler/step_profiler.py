@@ -237,9 +237,8 @@ class StepProfiler:
         return _Step(self, record, self._range("step", self._step_ranges), counter)
 
     def phase(self, name: str) -> _Phase | _NoStep:
-        """Context manager timing one phase: in a step, one of ``schema.PHASES`` (repeated ones add
-        up); outside any step, ``data`` and ``h2d`` count in the next step, and any other name (a
-        letter, then letters, digits or underscores) is a phase outside the steps."""
+        """Context manager timing one phase: in a step, one of ``schema.PHASES`` (repeated ones add up);
+        outside any step, ``data`` and ``h2d`` count in the next step, any other name is a phase outside."""
         if self._off:
             return _NO_STEP
         if self._open is None and name not in CARRIED:
@@ -254,9 +253,8 @@ class StepProfiler:
         return _Phase(self, index, self._range(name, self._step_ranges if self._open is not None else None))
 
     def outside_since_last(self, name: str) -> None:
-        """Record the time since the last step (or phase outside a step) ended, waits for data included,
-        as a phase ``name`` outside the steps: for hooks that fire when the work is done. Nothing
-        happens while a step is open or before the first step."""
+        """Record the time since the last step or phase outside ended, waits for data included, as a phase
+        ``name`` outside the steps (for hooks that fire when the work is done); not in a step or before one."""
         if self._off or self._open is not None or self._window_start is None:
             return
         if self._outside_name_ok(name):
@@ -313,8 +311,7 @@ class StepProfiler:
         target.append((start, end))
 
     def _end_outside(self, name: str, start: Any) -> None:
-        """A phase outside the steps ends now, to be written before the next step, whose window starts at
-        its end."""
+        """A phase outside the steps ends now; the next step's window starts at its end."""
         try:
             end = self._clock.mark()
             self._outside.append((name, start, end))

@@ -164,9 +164,8 @@ def _last(values: np.ndarray) -> np.ndarray:
 
 def run_mfu(config: dict[str, Any], environment: dict[str, Any], tokens_per_s: float, samples_per_s: float,
             devices: int) -> float:
-    """The run's MFU at these rates, by ``trainperf.derived`` (the run's FLOPs
-    convention and dense peak, a CPU run's measured peak); NaN where it
-    cannot be known, or is not plausible (above 1)."""
+    """The run's MFU at these rates, by ``trainperf.derived``; NaN where it cannot be known, or is not
+    plausible (above 1)."""
     row = {**{k: v for k, v in config.items() if not isinstance(v, (dict, list))}, "run_id": "watch", "gpus": devices,
            "tokens_per_s": tokens_per_s if math.isfinite(tokens_per_s) else None,
            "samples_per_s": samples_per_s if math.isfinite(samples_per_s) else None}
