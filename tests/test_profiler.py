@@ -18,7 +18,7 @@ import torch
 import trainperf
 from trainperf import cli
 from trainperf import StepProfiler, export_chrome_trace, load_runs, load_steps
-from trainperf.profiler import ProfilerWarning, clocks, collectives, comm, record, sampling, step_profiler
+from trainperf.profiler import ProfilerWarning, clocks, collectives, comm, record, step_profiler
 from trainperf.runfolder import linefile, rankfile
 
 
@@ -633,7 +633,7 @@ def test_a_step_shorter_than_the_windows_estimate_carries_none(tmp_path, fake_ti
     """Steps of 10, 20, 12 and 20 ms: the window's 15 ms a step is longer than steps 0 (in the window) and
     2 (after it), which get no comm_s and no comm_exposed_s (a step cannot communicate for longer than it
     lasts); the others get 15 and 5 ms. The manifest's words on the sampling say so."""
-    monkeypatch.setattr(sampling, "CollectiveSampler", WindowOfTwo)
+    monkeypatch.setattr(step_profiler, "CollectiveSampler", WindowOfTwo)
     with StepProfiler(tmp_path / "run", warmup_steps=0, trace=False, comm_sampling=True) as prof:
         for milliseconds in (10, 20, 12, 20):
             with prof.step(tokens=10, samples=1):

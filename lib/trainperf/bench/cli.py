@@ -80,8 +80,12 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     outcome = run_sweeps(sweep_plan, settings, machine, progress=not args.no_progress, timeout_s=args.timeout)
     if outcome.finished or outcome.too_big:
-        try:
-            print(_summary([str(spec.run_dir) for spec in outcome.finished + [s for s, _ in outcome.too_big]]))
+        from trainperf.reading.loading import load_runs
+        from trainperf.summarize_cli import render, summarize
+
+        try:  # the measured runs with their derived throughput and MFU
+            runs = load_runs(*[str(spec.run_dir) for spec in outcome.finished + [s for s, _ in outcome.too_big]])
+            print(render(summarize(runs), "markdown"))
         except DataError as exc:  # e.g. a failed run was another's baseline
             print(f"no summary of the runs: {exc}", file=sys.stderr)
     print(f"{len(outcome.finished)} runs written under {args.out}/ in {outcome.wall_s / 60:.1f} min"
@@ -90,14 +94,6 @@ def _run(args: argparse.Namespace) -> int:
     for spec, error in outcome.failed:
         print(f"failed: {spec.run_id}: {error.splitlines()[0]}", file=sys.stderr)
     return 1 if outcome.failed else 0
-
-
-def _summary(run_dirs: list[str]) -> str:
-    """The measured runs with their derived throughput and MFU, as a Markdown table."""
-    from trainperf.reading.loading import load_runs
-    from trainperf.summarize_cli import render, summarize
-
-    return render(summarize(load_runs(*run_dirs)), "markdown")
 
 
 def _shown(value: object) -> str:

@@ -1,8 +1,6 @@
-"""The bench workload: a small decoder-only (GPT-2 style) transformer, pre-LayerNorm blocks, a 4×-wide GELU MLP, the
-LM head tied to the token embedding, no biases (docs/bench.md, "The model"), and its FLOPs per token as PyTorch counts
-them; the corpus it learns, CPython's documentation that ships with Python (``pydoc_data.topics``, joined in sorted
-order), tokens its UTF-8 bytes (vocabulary :data:`VOCAB_SIZE`), the last :data:`VAL_FRACTION` held out
-(docs/bench.md, "The corpus").
+"""The bench workload: a small GPT-2 style transformer (docs/bench.md, "The model") and its FLOPs per token as
+PyTorch counts them; the corpus it learns, CPython's documentation (``pydoc_data.topics``) as UTF-8 bytes, the last
+:data:`VAL_FRACTION` held out (docs/bench.md, "The corpus").
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ class ModelConfig:
 
     @property
     def n_params(self) -> int:
-        """Parameters of the model (count; the tied LM head counted once)."""
+        """Parameters (the tied LM head counted once)."""
         L, d, V, T = self.n_layers, self.d_model, self.vocab_size, self.seq_len
         return L * (12 * d * d + 4 * d) + V * d + T * d + 2 * d
 
@@ -129,9 +127,8 @@ def _init_weights(module: nn.Module) -> None:
 
 
 def counted_flops_per_token(config: ModelConfig) -> float:
-    """FLOPs per token of forward + loss + backward, as ``FlopCounterMode`` counts them
-    (:class:`trainperf.profiler.flop_count.StepFlopCounter`: matmul-like operators at 2 FLOPs per multiply-add,
-    nothing for element-wise work, embeddings or the loss), on the ``meta`` device: no compute, no memory."""
+    """FLOPs per token of forward + loss + backward as ``FlopCounterMode`` counts them (matmul-like operators
+    only), on the ``meta`` device: no compute, no memory."""
     with torch.device("meta"):
         model = GPT(config)
         idx = torch.zeros(1, config.seq_len, dtype=torch.long)
@@ -156,7 +153,7 @@ def corpus_bytes() -> torch.Tensor:
 
 
 def train_val_split(data: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Split a token tensor into its first ``1 - VAL_FRACTION`` and last :data:`VAL_FRACTION`."""
+    """A token tensor's first ``1 - VAL_FRACTION`` and last :data:`VAL_FRACTION`."""
     cut = int(len(data) * (1.0 - VAL_FRACTION))
     return data[:cut], data[cut:]
 

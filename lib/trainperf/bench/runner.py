@@ -32,11 +32,9 @@ class RunFailed(RuntimeError):
 
 
 def launch(spec: RunSpec, on_step: Callable[[], None] | None = None, timeout_s: float | None = None) -> None:
-    """Run ``spec`` to completion into a fresh ``spec.run_dir`` (a previous folder of the run replaced), under
-    ``torchrun --standalone`` (a free local port) with ``OMP_NUM_THREADS`` = the spec's threads per process.
-    ``on_step`` is called once per optimizer step the main worker reports (warm-up included). Raises
-    :class:`RunFailed`, with the tail of torchrun's output, when it fails or runs longer than ``timeout_s`` seconds;
-    torchrun (and so its workers) is stopped then, or when this process is interrupted."""
+    """Run ``spec`` into a fresh ``spec.run_dir`` under ``torchrun --standalone``; ``on_step`` is called per step
+    the main worker reports. Raises :class:`RunFailed` when it fails or runs longer than ``timeout_s`` seconds;
+    torchrun is stopped then, or when this process is interrupted."""
     if spec.run_dir.exists():
         shutil.rmtree(spec.run_dir)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={spec.nprocs}",
@@ -89,9 +87,8 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 @dataclass
 class Outcome:
-    """What a sweep produced: finished runs, runs that ran out of memory (``too_big``, with the steps that
-    did: their configuration does not fit), failed runs with their error, skipped runs with the reason,
-    and ``wall_s``, the seconds the whole sweep took (wall clock)."""
+    """What a sweep produced: runs finished, out of memory (``too_big``, with where), failed (with the
+    error) and skipped (with the reason), and ``wall_s``, the sweep's wall-clock seconds."""
 
     finished: list[RunSpec] = field(default_factory=list)
     too_big: list[tuple[RunSpec, str]] = field(default_factory=list)
@@ -101,8 +98,7 @@ class Outcome:
 
 
 def out_of_memory(spec: RunSpec) -> str:
-    """The steps of ``spec``'s run folder that ran out of memory (``rank R step S; ...``), '' where none did
-    (or the folder cannot be read)."""
+    """The steps of ``spec``'s run that ran out of memory (``rank R step S; ...``), '' where none did."""
     try:
         steps = read_ranks(open_run_folder(spec.run_dir))[1]["out_of_memory"]
     except (DataError, OSError, ValueError):
@@ -133,10 +129,9 @@ def describe(settings: Settings, machine: Machine, sweep_plan: Plan) -> list[str
 
 def run_sweeps(sweep_plan: Plan, settings: Settings, machine: Machine, *, progress: bool = True,
                timeout_s: float | None = None, echo: Callable[[str], None] = print) -> Outcome:
-    """Measure every run of ``sweep_plan``, one after the other: on CPU the matmul peak first, per thread count
-    (:func:`~trainperf.bench.sweeps.with_cpu_peaks`); each run records the FLOPs per token PyTorch counts
-    (``extra_counted_flops_per_token``). A run that ran out of memory is listed apart (its folder stays, ``fits``
-    false); after it, or any other failure, the sweep goes on."""
+    """Measure every run of ``sweep_plan`` in turn, on CPU after the matmul peak per thread count; each records
+    ``extra_counted_flops_per_token``. A run out of memory is listed apart (its folder stays); after it, or any
+    other failure, the sweep goes on."""
     started = time.perf_counter()
     for line in describe(settings, machine, sweep_plan):
         echo(line)

@@ -17,8 +17,7 @@ SWEEPS: tuple[str, ...] = ("batch-size", "scaling", "strategy")
 
 @dataclass(frozen=True)
 class Machine:
-    """What the bench runs on: ``device`` ``cpu`` or ``cuda``; ``devices``:
-    GPUs for cuda, else 0; ``cores``: CPU cores this process may use."""
+    """What the bench runs on: ``devices``, GPUs (0 on CPU); ``cores``, CPU cores this process may use."""
 
     device: str
     platform: str
@@ -31,7 +30,7 @@ class Machine:
 
 
 def detect_machine(device: str = "auto") -> Machine:
-    """The machine the bench will run on; ``device`` is ``auto`` (GPUs when CUDA is available), ``cpu`` or ``cuda``."""
+    """The machine the bench will run on; ``device``: ``auto`` (GPUs when CUDA is available), ``cpu`` or ``cuda``."""
     import torch
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -76,8 +75,7 @@ GPU_DEFAULTS = Settings(
 
 
 def default_settings(machine: Machine) -> Settings:
-    """GPU defaults (an 86 M-parameter model in bf16) on CUDA, else the CPU defaults;
-    the strategy sweep's process count is capped at the GPUs present."""
+    """The GPU defaults on CUDA (the strategy sweep's processes capped at the GPUs present), else the CPU's."""
     if machine.device != "cuda":
         return CPU_DEFAULTS
     return replace(GPU_DEFAULTS, strategy_processes=min(GPU_DEFAULTS.strategy_processes, machine.devices))
@@ -160,9 +158,9 @@ def with_repeats(runs: list[RunSpec], repeats: int) -> list[RunSpec]:
 
 
 def with_cpu_peaks(runs: list[RunSpec], peaks_tflops: dict[int, float], cores: int) -> list[RunSpec]:
-    """``runs`` with the CPU peak of one process as ``peak_tflops_per_gpu`` (TFLOP/s): ``peaks_tflops`` by thread
-    count, times ``cores / (nprocs × threads)`` where the processes time-share the cores; the measured figure kept
-    as ``extra_measured_peak_tflops``."""
+    """``runs`` with one process's CPU peak as ``peak_tflops_per_gpu`` (TFLOP/s): ``peaks_tflops`` by thread count,
+    times ``cores / (nprocs × threads)`` where processes time-share the cores; the measured one as
+    ``extra_measured_peak_tflops``."""
     out = []
     for run in runs:
         measured = peaks_tflops[run.threads_per_process]

@@ -1,7 +1,5 @@
-"""One process of a bench run, ``python -m trainperf.bench.worker '<RunSpec JSON>'`` under torchrun (which sets
-``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``): the bench model trained on the bench corpus for the spec's warm-up and
-measured steps under the ``StepProfiler``, on the GPU of its local rank with NCCL, else the CPU with gloo; the
-strategies (:data:`~trainperf.bench.spec.STRATEGIES`): docs/bench.md, "A run".
+"""One process of a bench run under torchrun, ``python -m trainperf.bench.worker '<RunSpec JSON>'``: the bench model
+trained under the ``StepProfiler`` on its local rank's GPU with NCCL, else the CPU with gloo (docs/bench.md, "A run").
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ from trainperf.bench.model import (GPT, ModelConfig, RandomWindows, corpus_bytes
 from trainperf.bench.spec import STEP_MARK, RunSpec
 
 def start_worker(strategy: str, device: str) -> torch.device:
-    """Bind this process to its device (``cpu``, or ``cuda``: the GPU of its local rank), which it returns,
-    and, for ``ddp`` and ``fsdp``, join the process group (NCCL on GPU, gloo on CPU)."""
+    """Bind this process to its device (``cuda``: its local rank's GPU), which it returns, and, for ``ddp``
+    and ``fsdp``, join the process group."""
     if device == "cuda":
         where = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(where)
@@ -54,10 +52,7 @@ def wrap_model(model: nn.Module, strategy: str, device: torch.device) -> nn.Modu
 
 @contextlib.contextmanager
 def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
-    """Within the block, backward synchronises gradients across ranks only if ``sync``.
-
-    Gradient accumulation synchronises on the last micro-batch of a step only.
-    """
+    """Within the block, backward synchronises gradients across ranks only if ``sync``."""
     if isinstance(model, FSDPModule):
         model.set_requires_gradient_sync(sync)
     with model.no_sync() if isinstance(model, DistributedDataParallel) and not sync else contextlib.nullcontext():
@@ -65,11 +60,7 @@ def gradient_sync(model: nn.Module, sync: bool) -> Iterator[None]:
 
 
 def run_columns(spec: RunSpec, config: ModelConfig, device: torch.device) -> dict[str, object]:
-    """The run's configuration as canonical run columns (and ``extra_*``) for the profiler's manifest.
-
-    ``extra_load_average_1min`` is the host's load average when the run
-    starts: above the core count, other work competed for the CPU.
-    """
+    """The run's configuration as run columns (and ``extra_*``) for the profiler's manifest."""
     platform = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     columns: dict[str, object] = {
         "run_id": spec.run_id, "experiment": spec.experiment, "platform": platform,

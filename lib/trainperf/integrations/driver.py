@@ -1,7 +1,6 @@
-"""What both framework callbacks share: the callback's arguments, a ``StepProfiler`` driven from hooks (a step or
-phase opened in one hook and closed in another), what a batch holds (samples, tokens, sequence length: tokens are
-the positions the model computes on, padding included) and the model facts a framework exposes
-(docs/profiler.md, "Framework integrations").
+"""What both framework callbacks share: a ``StepProfiler`` driven from hooks, what a batch holds (tokens: the
+positions the model computes on, padding included) and the model facts a framework exposes (docs/profiler.md,
+"Framework integrations").
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ Hook = TypeVar("Hook", bound=Callable[..., Any])
 
 
 def guarded(hook: Hook) -> Hook:
-    """A callback hook that never breaks the training job: an exception of
-    its own becomes one ``ProfilerWarning``, the callback stops profiling
+    """A callback hook whose exception becomes one ``ProfilerWarning``; the callback then stops profiling
     (``self.stop()``) and training goes on."""
 
     @functools.wraps(hook)
@@ -46,10 +44,8 @@ def guarded(hook: Hook) -> Hook:
 class ProfilingCallback:
     """The arguments of a framework callback: ``run_dir``; ``config``: run columns, which win over what the
     callback detects; ``count_tokens``: tokens of a micro-batch (default: ``input_ids`` elements, or those of the
-    batch's first integer tensor, padding included); ``profiler_options``: ``StepProfiler``'s. It drives the
-    ``StepProfiler`` (open from :meth:`_start` to :meth:`_close`) whose steps and phases open and close in separate
-    framework hooks: every call is a no-op where no profiler or step is open, so a hook that fires outside training
-    (evaluation) does nothing."""
+    batch's first integer tensor, padding included); ``profiler_options``: ``StepProfiler``'s. Every call does
+    nothing where no profiler or step is open, so a hook that fires outside training does nothing."""
 
     def __init__(self, run_dir: str | Path, config: dict[str, Any] | None = None, *,
                  count_tokens: TokenCounter | None = None, **profiler_options: Any) -> None:
@@ -87,10 +83,8 @@ class ProfilingCallback:
             self._losses = []
 
     def _end_step(self, error: BaseException | None = None) -> None:
-        """Close the open phases (but a wait for data) and the step, with the
-        loss of its micro-batches: their sum when each is a part of the step's
-        loss, else their mean; or, where the framework says the step raised
-        ``error``, as a step that failed (recorded only if it ran out of memory)."""
+        """Close the open phases (but a wait for data) and the step, with its micro-batches' loss (their sum
+        when each is a part of the step's, else their mean), or as failed with ``error``."""
         if self._step is None:
             return
         for name in [n for n in self._phases if n != "data"]:
@@ -101,8 +95,7 @@ class ProfilingCallback:
         step.__exit__(None if error is None else type(error), error, None)
 
     def _add_loss(self, loss: Any, part: bool = False) -> None:
-        """A micro-batch's loss; ``part``: already divided by the step's
-        total (the step's loss is the sum of the parts)."""
+        """A micro-batch's loss; ``part``: already divided by the step's total."""
         if self._step is not None and loss is not None:
             self._losses.append(loss.detach() if hasattr(loss, "detach") else loss)
             self._loss_parts = part
@@ -118,8 +111,7 @@ class ProfilingCallback:
 
 
 class Switch:
-    """A callback hook declared as a class attribute, ``on_x = Switch(end, begin)``: it ends the phase ``end`` and
-    begins ``begin`` (:meth:`ProfilingCallback._switch`; the framework's arguments unused), :func:`guarded`."""
+    """A hook declared as ``on_x = Switch(end, begin)``: :meth:`ProfilingCallback._switch`, :func:`guarded`."""
 
     def __init__(self, end: str | None, begin: str | None = None) -> None:
         self.end, self.begin = end, begin
@@ -133,11 +125,9 @@ class Switch:
 
 
 def batch_counts(batch: Any, count_tokens: TokenCounter | None = None) -> tuple[int | None, Any, int | None]:
-    """``(samples, tokens, seq_len)`` of one micro-batch: from ``input_ids``
-    in a mapping, else from the first tensor found (a tuple or list is
-    searched in order). ``tokens`` and ``seq_len`` only for integer tensors
-    of two or more dimensions (token ids); ``count_tokens(batch)`` overrides
-    the token count."""
+    """``(samples, tokens, seq_len)`` of one micro-batch, from ``input_ids`` in a mapping, else the first
+    tensor found; ``tokens`` and ``seq_len`` only for integer tensors of two or more dimensions (token ids);
+    ``count_tokens(batch)`` overrides the token count."""
     named = isinstance(batch, Mapping) and "input_ids" in batch
     tensor = batch["input_ids"] if named else _first_tensor(batch)
     ids = tensor if named or (tensor is not None and tensor.dim() >= 2 and not tensor.is_floating_point()
@@ -165,15 +155,15 @@ wins (never ``max_position_embeddings``: docs/profiler.md, "Framework integratio
 
 
 def model_facts(model: Any) -> dict[str, Any]:
-    """``n_params``, ``model`` and what a transformers-style ``config`` of the
-    model (or of its first submodule that has one) gives: ``n_layers``,
-    ``d_model``, ``n_heads``, ``vocab_size``. Parameters are counted once
-    (tied weights), at their full size under FSDP2 (DTensor)."""
+    """``n_params`` (tied weights once, at full size under FSDP2), ``model`` and what a transformers-style
+    ``config`` of the model or its first submodule with one gives (:data:`CONFIG_NAMES`)."""
     facts: dict[str, Any] = {}
     parameters = getattr(model, "parameters", None)
     if parameters is not None:
         facts["n_params"] = sum(p.numel() for p in parameters())
-    config = _config_of(model)
+    modules = model.modules() if hasattr(model, "modules") else [model]
+    config = next((c for c in (getattr(m, "config", None) for m in modules)
+                   if c is not None and any(hasattr(c, n) for names in CONFIG_NAMES.values() for n in names)), None)
     if config is not None:
         for column, names in CONFIG_NAMES.items():
             values = [v for v in (getattr(config, n, None) for n in names)
@@ -193,10 +183,9 @@ checkpointing (Lightning's ``activation_checkpointing_policy``, accelerate's) wr
 
 
 def activation_checkpointing(model: Any, asked: bool = False) -> dict[str, bool]:
-    """The run column ``activation_checkpointing``: True where the framework's arguments ask for it (``asked``), a
-    module of ``model`` is wrapped for it (:data:`CHECKPOINT_WRAPPERS`) or a transformers module's
-    ``gradient_checkpointing`` flag is set; False where modules carry that flag and none is set; none where nothing
-    tells."""
+    """The run column ``activation_checkpointing``: True where ``asked``, a module is wrapped for it or a
+    transformers module's ``gradient_checkpointing`` flag is set; False where modules carry that flag and none
+    is set; none where nothing tells."""
     found = True if asked else None
     for module in [] if asked or not hasattr(model, "modules") else model.modules():
         flag = module.__dict__.get("gradient_checkpointing")  # an attribute, never the deprecated property
@@ -207,18 +196,9 @@ def activation_checkpointing(model: Any, asked: bool = False) -> dict[str, bool]
     return {} if found is None else {"activation_checkpointing": found}
 
 
-def _config_of(model: Any) -> Any:
-    modules = model.modules() if hasattr(model, "modules") else [model]
-    for module in modules:
-        config = getattr(module, "config", None)
-        if config is not None and any(hasattr(config, n) for names in CONFIG_NAMES.values() for n in names):
-            return config
-    return None
-
-
 def wrapper_of(model: Any) -> Any:
-    """The ``DistributedDataParallel`` or ``FullyShardedDataParallel`` that wraps ``model`` (frameworks hand
-    callbacks the bare model), or None: one pass over the objects the garbage collector tracks."""
+    """The DDP or FSDP wrapper of ``model`` (frameworks hand callbacks the bare model), found among the objects
+    the garbage collector tracks; None where there is none."""
     if not (dist.is_available() and dist.is_initialized()):
         return None
     for candidate in gc.get_objects():
@@ -230,8 +210,7 @@ def wrapper_of(model: Any) -> Any:
 
 
 def global_batch(micro_batch_size: int | None, grad_accum_steps: int, world_size: int) -> dict[str, Any]:
-    """``micro_batch_size``, ``grad_accum_steps`` and ``global_batch_size``
-    (samples per optimizer step over every data-parallel rank)."""
+    """``micro_batch_size``, ``grad_accum_steps`` and ``global_batch_size`` (samples per optimizer step)."""
     facts: dict[str, Any] = {"grad_accum_steps": grad_accum_steps}
     if micro_batch_size is not None:
         facts["micro_batch_size"] = micro_batch_size

@@ -21,16 +21,14 @@ def precision_of(args: Any) -> str:
 
 
 def strategy_of(args: Any) -> str:
-    """``deepspeed``, ``fsdp``, ``ddp`` or ``single`` from ``TrainingArguments``:
-    what the Trainer was asked for (the model it wrapped says what runs)."""
+    """``deepspeed``, ``fsdp``, ``ddp`` or ``single``: what ``TrainingArguments`` ask for."""
     return next((name for name in ("deepspeed", "fsdp") if getattr(args, name, None)),
                 "ddp" if args.world_size > 1 else "single")
 
 
 class HFCallback(ProfilingCallback, TrainerCallback):
     """Write a trainperf run folder for a ``Trainer`` run (every rank); the arguments are
-    :class:`~trainperf.integrations.driver.ProfilingCallback`'s. Detected: framework and version, batch sizes,
-    accumulation, precision, strategy, activation checkpointing, model facts, sequence length from the first batch."""
+    :class:`~trainperf.integrations.driver.ProfilingCallback`'s; what it detects: docs/profiler.md."""
 
     _handles: list[Any] = []
     _loss_part = False
@@ -119,10 +117,8 @@ class HFCallback(ProfilingCallback, TrainerCallback):
 
 
 def _time_batches(loader: Any, profiler: Any) -> None:
-    """Make iterating ``loader`` time each wait for a batch (``data``): the
-    torch ``DataLoader`` inside it (accelerate's ``base_dataloader``) gets an
-    iterator that goes through ``profiler.batches``. Left alone (no ``data``
-    phase) with persistent workers, whose iterator the loader reuses."""
+    """Time each wait for a batch of ``loader`` (its ``DataLoader``, accelerate's ``base_dataloader``) through
+    ``profiler.batches``; not with persistent workers, whose iterator the loader reuses."""
     inner = getattr(loader, "base_dataloader", loader)
     original = getattr(inner, "_get_iterator", None)
     if original is None or getattr(inner, "persistent_workers", False):

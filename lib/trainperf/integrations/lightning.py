@@ -16,28 +16,24 @@ from trainperf.integrations.driver import (ProfilingCallback, activation_checkpo
 
 STRATEGIES = {"DDPStrategy": "ddp", "FSDPStrategy": "fsdp", "ModelParallelStrategy": "fsdp",
               "DeepSpeedStrategy": "deepspeed", "SingleDeviceStrategy": "single"}
-"""Lightning strategy classes and their canonical names (others: the class
-name without ``Strategy``, lower case)."""
 PRECISIONS = {"bf16": "bf16", "16": "fp16", "transformer-engine": "fp8", "64": "fp64"}
-"""Beginnings of Lightning's ``trainer.precision`` (``bf16-mixed``, ``16-mixed``, ...) and their canonical
-precisions (others: ``fp32``)."""
 
 
 def precision_of(precision: str) -> str:
-    """Canonical precision of Lightning's ``trainer.precision`` (:data:`PRECISIONS`)."""
+    """Canonical precision of Lightning's ``trainer.precision`` (``bf16-mixed``, ...) by its beginning
+    (:data:`PRECISIONS`; others: ``fp32``)."""
     return next((name for start, name in PRECISIONS.items() if str(precision).startswith(start)), "fp32")
 
 
 def strategy_of(strategy: Any) -> str:
+    """Canonical name of a Lightning strategy (:data:`STRATEGIES`; others: the class name without ``Strategy``)."""
     name = type(strategy).__name__
     return STRATEGIES.get(name, name.removesuffix("Strategy").lower())
 
 
 class LightningCallback(ProfilingCallback, Callback):
     """Write a trainperf run folder for a Lightning run (every rank); the arguments are
-    :class:`~trainperf.integrations.driver.ProfilingCallback`'s. Detected: framework and version, accumulation,
-    precision, strategy, world size, activation checkpointing, micro-batch and sequence length from the first batch,
-    model facts."""
+    :class:`~trainperf.integrations.driver.ProfilingCallback`'s; what it detects: docs/profiler.md."""
 
     _trainer: Any = None
     _step_began_at = 0
@@ -54,20 +50,16 @@ class LightningCallback(ProfilingCallback, Callback):
                     **activation_checkpointing(model)}
         self._start(detected, model)
         self._trainer = trainer
-        trainer.save_checkpoint = self._timed_save(trainer.save_checkpoint)
+        save = trainer.save_checkpoint
 
-    def _timed_save(self, save: Any) -> Any:
-        """``trainer.save_checkpoint``, timed as the phase ``checkpoint``
-        (outside the steps between two of them); the wait for data it
-        interrupts goes on after it."""
-        def save_checkpoint(*args: Any, **kwargs: Any) -> Any:
+        def save_checkpoint(*args: Any, **kwargs: Any) -> Any:  # the phase checkpoint, in the wait for data
             self._save_begins()
             try:
                 return save(*args, **kwargs)
             finally:
                 self._save_ends()
 
-        return save_checkpoint
+        trainer.save_checkpoint = save_checkpoint
 
     _save_begins = Switch("data", "checkpoint")
     _save_ends = Switch("checkpoint", "data")
@@ -119,8 +111,8 @@ class LightningCallback(ProfilingCallback, Callback):
         self.stop(exception)  # a step that ran out of memory is recorded as such
 
     def stop(self, error: BaseException | None = None) -> None:
-        """Give the trainer its own ``save_checkpoint`` back and close the profiler (the files are
-        complete); ``error``: what the open step raised."""
+        """Give the trainer its ``save_checkpoint`` back and close the profiler; ``error``: what the open step
+        raised."""
         trainer, self._trainer = self._trainer, None
         if trainer is not None and "save_checkpoint" in vars(trainer):
             del trainer.save_checkpoint

@@ -1,11 +1,7 @@
-"""Clocks that time the phases of a step (docs/profiler.md, "Clocks").
-
-A clock hands out *marks* (``mark()``, a point in time now) and later turns pairs of marks into seconds
-(``seconds(start, end)``): on CPU a ``perf_counter`` reading, known at once; on GPU a CUDA event on the
-current stream, readable (``ready(mark)``) once the device reached it; ``synchronize()`` waits until every
-mark handed out is ready, and ``release(marks)`` takes back marks read and no longer needed. The profiler
-resolves a step's marks once the last one is ready, several steps at a time: it never synchronizes per
-phase.
+"""Clocks that time the phases of a step (docs/profiler.md, "Clocks"): a *mark* is a point in time,
+on CPU a ``perf_counter`` reading, on GPU a CUDA event readable once the device reached it (``ready``).
+The profiler resolves a step's marks once the last one is ready, several steps at a time: it never
+synchronizes per phase.
 """
 
 from __future__ import annotations
@@ -35,11 +31,8 @@ class HostClock:
 
 
 class CudaClock:
-    """Device time from CUDA events on the current stream of ``device`` (the
-    timed device, even where it is not the current device; in a DDP
-    communication hook's completion callback, the current stream is the one
-    that waits for the all-reduce). Events are pooled and reused once read,
-    so a long run creates a bounded number of them."""
+    """Device time from CUDA events on the current stream of ``device`` (in a DDP hook's completion
+    callback, the stream that waits for the all-reduce), pooled and reused once read (``release``)."""
 
     def __init__(self, cuda: Any, device: Any) -> None:
         self._cuda = cuda
@@ -71,9 +64,8 @@ Clock = HostClock | CudaClock
 
 
 def unix_ns_at(mark: float) -> int:
-    """The Unix time (ns, ``time.time_ns``) at ``mark``, a ``perf_counter``
-    reading: the rank's clock set against the wall clock, read back to back
-    (the closest of three pairs, within a few µs)."""
+    """The Unix time (ns) at ``mark``, a ``perf_counter`` reading: the closest of three back-to-back pairs
+    of readings of both clocks (within a few µs)."""
     pairs = []
     for _ in range(3):
         before = perf_counter()

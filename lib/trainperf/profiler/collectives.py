@@ -1,9 +1,6 @@
-"""Communication of strategies that issue their own collectives (FSDP2 ``fully_shard``, the older
-``FullyShardedDataParallel``, any collective), from short sampled ``torch.profiler`` windows: when a
-window starts, what is read on CPU (gloo's ranges) and on GPU (NCCL's kernels), ``comm_s`` and
-``comm_exposed_s`` per window, and why ``torch.profiler`` rather than wrapping FSDP's calls:
-docs/profiler.md, "Communication under FSDP (and any collective)". ``sampling.py`` ties the windows
-to the profiler's steps.
+"""Communication of strategies that issue their own collectives (FSDP, any collective), from short
+sampled ``torch.profiler`` windows: gloo's ranges on CPU, NCCL's kernels on GPU (docs/profiler.md,
+"Communication under FSDP (and any collective)"). ``step_profiler.py`` ties the windows to the steps.
 """
 
 from __future__ import annotations
@@ -30,8 +27,7 @@ def clocks() -> tuple[float, float]:
 
 
 def is_collective(name: str, on_device: bool) -> bool:
-    """Whether a profiler record is a collective running: a gloo worker's
-    ``gloo:...`` range (host) or an NCCL kernel (device)."""
+    """Whether a profiler record is a gloo worker's ``gloo:...`` range (host) or an NCCL kernel (device)."""
     return ("nccl" in name.lower()) if on_device else name.startswith("gloo:")
 
 
@@ -43,11 +39,9 @@ def exposed_length(comm: list[tuple[float, float]], compute: list[tuple[float, f
 
 def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tuple[float, float] | None,
                    thread: int | None) -> tuple[float, float]:
-    """``(comm_s, comm_exposed_s)`` of a window from profiler records
-    ``(name, on_device, thread, start_us, end_us)``. ``span``: the host time
-    of the sampled steps (µs), to which host records are clipped (None: no
-    clipping). ``thread``: the training thread, whose ``aten::`` ops are the
-    host compute; on the device every non-collective record is compute."""
+    """``(comm_s, comm_exposed_s)`` of a window from records ``(name, on_device, thread, start_us, end_us)``.
+    ``span``: the sampled steps' host time (µs), to which host records are clipped (None: no clipping).
+    Compute: on the host, ``thread``'s ``aten::`` ops; on the device every other record."""
     on_device = any(d and is_collective(n, True) for n, d, _, _, _ in events)
     comm, compute = [], []
     for name, device, tid, start, end in events:
@@ -71,18 +65,16 @@ the others (``record_function`` ranges, ``cuda_sync`` waits, events) are not."""
 
 
 def is_device_work(event: Any) -> bool:
-    """Whether a Kineto device record is work (:data:`DEVICE_WORK`); where
-    torch does not give the activity type, anything but a ``record_function``
-    range."""
+    """Whether a Kineto device record is work (:data:`DEVICE_WORK`; without an activity type, anything but
+    a ``record_function`` range)."""
     if hasattr(event, "activity_type"):
         return event.activity_type() in DEVICE_WORK
     return not getattr(event, "is_user_annotation", lambda: False)()
 
 
 def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
-    """``(name, on_device, thread, start_us, end_us)`` of every host record and every device record
-    that is work (:func:`is_device_work`) of a stopped ``torch.profiler.profile``, from Kineto's raw
-    results (``profile.events()`` takes a second to build), else from ``events()``."""
+    """``(name, on_device, thread, start_us, end_us)`` of every host record and device work of a stopped
+    ``torch.profiler.profile``, from Kineto's raw results (``profile.events()`` takes a second to build)."""
     results = getattr(getattr(profile, "profiler", None), "kineto_results", None)
     if results is not None and hasattr(results, "events"):
         records = []
@@ -98,9 +90,8 @@ def kineto_records(profile: Any) -> list[tuple[str, bool, int, float, float]]:
 
 
 class CollectiveSampler:
-    """Runs ``torch.profiler`` over ``steps`` optimizer steps every
-    ``every`` steps from step ``first`` (see the module docstring), and turns
-    each window into a per-step estimate of ``(comm_s, comm_exposed_s)``."""
+    """Runs ``torch.profiler`` over ``steps`` steps every ``every`` steps or more from step ``first``, each
+    window giving a per-step estimate of ``(comm_s, comm_exposed_s)``."""
 
     def __init__(self, torch: Any, cuda: bool, warmup_steps: int, every: int = DEFAULT_EVERY,
                  steps: int = DEFAULT_STEPS) -> None:
@@ -115,8 +106,7 @@ class CollectiveSampler:
         self._start_index: int | None = None
         self._started_at = (0.0, 0.0)
         self.window_s = (0.0, 0.0)
-        """The last window's host time from its start to the end of reading its
-        records (wall s, training thread's CPU s): what :meth:`due` budgets."""
+        """The last window's host time, reading its records included (wall s, training thread's CPU s)."""
         self._ended_at = (0.0, 0.0)
 
     def describe(self) -> str:
@@ -126,7 +116,7 @@ class CollectiveSampler:
                 "each step carries the latest window's mean, none where that is longer than the step")
 
     def due(self, index: int) -> bool:
-        """Whether a window starts with step ``index`` (see the module docstring)."""
+        """Whether a window starts with step ``index``."""
         if self._start_index is None:
             return index >= self.first
         since_end = index - (self._start_index + self.steps)
@@ -149,8 +139,7 @@ class CollectiveSampler:
         return self._profile is not None
 
     def start(self, index: int) -> bool:
-        """Start a window with step ``index``; False (nothing started) when a
-        torch.profiler is already running (the user's own: it is left alone)."""
+        """Start a window with step ``index``; False where the user's own torch.profiler runs."""
         torch = self._torch
         if torch.autograd.profiler._is_profiler_enabled:
             return False

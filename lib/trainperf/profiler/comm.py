@@ -1,13 +1,11 @@
-"""Gradient communication timing under DDP, through a DDP communication hook that marks when each
-bucket is handed over and when its all-reduce completes, and around DDP's broadcast of the module's
-buffers at the start of a forward; ``comm_s`` and ``comm_exposed_s`` from those marks: docs/profiler.md,
-"Communication under DDP". FSDP's collectives are sampled (``collectives.py``).
+"""Gradient communication under DDP: a communication hook marks when each bucket is handed over and
+when its all-reduce completes, and DDP's broadcast of the buffers is timed; ``comm_s`` and
+``comm_exposed_s`` from those marks: docs/profiler.md, "Communication under DDP".
 
-The completion mark is taken by a Python callback on the communication backend's thread, which lets
-go of it only after DDP has seen the all-reduce complete: a backend thread that takes the GIL to free
-it after the training thread reached interpreter exit aborts the process (gloo: "terminate called
-without an active exception"). :meth:`DdpCommTimer.stop` therefore waits until every callback has
-been let go, and the default hook adds no callback of its own.
+The completion mark is taken by a callback on the backend's thread, which frees it only after DDP saw
+the all-reduce complete; freeing it after the training thread reached interpreter exit aborts the process
+(gloo: "terminate called without an active exception"). So :meth:`DdpCommTimer.stop` waits until every
+callback is let go, and the default hook adds no callback of its own.
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ SETTLE_S = 5.0
 
 @dataclass(slots=True, eq=False)
 class CommInterval:
-    """One gradient all-reduce, or one broadcast of the buffers: marks when it started and ended, and
-    whether the step computes nothing behind its end (the last bucket of a backward pass, a broadcast)."""
+    """One gradient all-reduce or broadcast of the buffers; ``last``: the step computes nothing behind its
+    end (the last bucket of a backward pass, a broadcast)."""
 
     start: Any
     last: bool
@@ -35,8 +33,7 @@ class CommInterval:
 
 
 class DdpCommTimer:
-    """The timing DDP communication hook and the intervals it recorded since
-    the last :meth:`drain`."""
+    """The timing DDP communication hook and the intervals it recorded since the last :meth:`drain`."""
 
     def __init__(self, clock: Clock, inner_hook: Any, inner_state: Any) -> None:
         self._clock = clock
@@ -48,9 +45,8 @@ class DdpCommTimer:
         self._let_go: deque[weakref.ref] = deque()  # filled without Python code: safe on any thread
 
     def hook(self, state, bucket):  # type: ignore[no-untyped-def]
-        """The DDP communication hook (``state`` is unused: the wrapped hook
-        gets the state it was registered with). Not annotated: DDP rejects a
-        hook whose annotations are not its own types."""
+        """The DDP communication hook (``state`` unused: the wrapped hook gets its own). Not annotated:
+        DDP rejects a hook whose annotations are not its own types."""
         if self._stopped:
             return self._inner_hook(self._inner_state, bucket)
         interval = CommInterval(self._clock.mark(), bucket.is_last())
@@ -71,10 +67,8 @@ class DdpCommTimer:
         return future.then(done)
 
     def time_buffer_broadcast(self, model: Any) -> None:
-        """Time DDP's broadcast of ``model``'s buffers from rank 0 (BatchNorm's running statistics, a causal
-        mask), which DDP runs at the start of every forward of a model with buffers (``broadcast_buffers``,
-        its default): the forward waits for it, so it is recorded as an interval of its own, all of it exposed.
-        A DDP without that method (another torch) keeps its broadcast untimed."""
+        """Time DDP's broadcast of ``model``'s buffers at the start of every forward (``broadcast_buffers``,
+        its default): the forward waits for it, so it is an interval of its own, all of it exposed."""
         broadcast = getattr(model, "_sync_buffers", None)
         if broadcast is None:
             return
@@ -90,9 +84,8 @@ class DdpCommTimer:
         model._sync_buffers = timed
 
     def stop(self) -> None:
-        """Stop timing (profiling stopped): the hook only all-reduces. Returns
-        once the backend threads let go of every completion callback (at most
-        :data:`SETTLE_S`), so that the process may exit."""
+        """Stop timing: the hook only all-reduces. Returns once the backend threads let go of every
+        completion callback (at most :data:`SETTLE_S`), so that the process may exit."""
         self._stopped = True
         self._intervals = []
         deadline = time.monotonic() + SETTLE_S
@@ -106,16 +99,14 @@ class DdpCommTimer:
         return len(self._held)
 
     def drain(self) -> list[CommInterval]:
-        """The intervals recorded since the last call, in the order the
-        buckets became ready."""
+        """The intervals recorded since the last call, in the order the buckets became ready."""
         intervals, self._intervals = self._intervals, []
         self._forget_let_go()
         return intervals
 
 
 def comm_seconds(intervals: list[tuple[float, float, bool]]) -> tuple[float, float]:
-    """``(comm_s, comm_exposed_s)`` from ``(start_s, end_s, last_bucket)``
-    triples in the order the buckets became ready (see the module docstring)."""
+    """``(comm_s, comm_exposed_s)`` from ``(start_s, end_s, last_bucket)`` in the order the buckets became ready."""
     total = union_length([(s, e) for s, e, _ in intervals])
     return total, sum(end - start for start, end in exposed_intervals(intervals))
 
@@ -137,8 +128,7 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
 
 
 def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]]) -> float:
-    """Total length of the intersections of two lists of ``(start, end)`` intervals, each list made of
-    disjoint intervals (one sweep over both, sorted)."""
+    """Total length of the intersections of two lists of disjoint ``(start, end)`` intervals."""
     total, first, others = 0.0, 0, sorted(others)
     for start, end in sorted(spans):
         while first < len(others) and others[first][1] <= start:
@@ -151,8 +141,8 @@ def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]])
 
 
 def exposed_intervals(intervals: list[tuple[float, float, bool]]) -> list[tuple[float, float]]:
-    """Per backward pass, ``(ready time of the last bucket, last all-reduce
-    end)``: the stretch in which the rank only waits for communication (s)."""
+    """Per backward pass, ``(ready time of the last bucket, last all-reduce end)``: the stretch in which
+    the rank only waits for communication (s)."""
     exposed = []
     pass_end = float("-inf")
     for start, end, last in intervals:
@@ -165,9 +155,8 @@ def exposed_intervals(intervals: list[tuple[float, float, bool]]) -> list[tuple[
 
 
 def average(group: Any, bucket: Any) -> Any:
-    """DDP's own averaging of a gradient bucket (``allreduce_hook``: divide by
-    the group's size, sum over the group; ``group`` None: the default group),
-    returning the all-reduce's future itself, with no Python callback on it."""
+    """DDP's ``allreduce_hook`` (``group`` None: the default group), returning the all-reduce's future
+    itself, with no Python callback on it."""
     import torch.distributed as dist
 
     group = group if group is not None else dist.group.WORLD
@@ -177,12 +166,10 @@ def average(group: Any, bucket: Any) -> Any:
 
 
 def watch_ddp(model: Any, clock: Clock, comm_hook: Any = None, comm_state: Any = None) -> DdpCommTimer:
-    """Register the timing hook on a ``DistributedDataParallel`` model, wrapping ``comm_hook``
-    (default: :func:`average` on the model's process group), before the first backward, and time its
-    buffers' broadcast (:meth:`DdpCommTimer.time_buffer_broadcast`). The hook
-    holds no reference to the default group: the last step's completion callbacks live as long as its
-    tensors, and a group they held would outlive ``destroy_process_group()`` (see the module's
-    docstring)."""
+    """Time a ``DistributedDataParallel`` model's communication: a hook wrapping ``comm_hook`` (default:
+    :func:`average` on the model's process group) and its buffers' broadcast. The hook holds no
+    reference to the default group, which the last step's callbacks would keep past
+    ``destroy_process_group()``."""
     if comm_hook is None:
         import torch.distributed as dist
 

@@ -36,8 +36,8 @@ def cpu_model() -> str:
 
 
 def quiet(loads: tuple[float, float], cores: int, threads: int) -> bool:
-    """Whether a measurement on ``threads`` threads had the cores to itself: the larger 1-minute load average
-    of before and after it (``loads``), plus ``threads``, is at most ``cores``."""
+    """Whether a measurement on ``threads`` threads had the cores to itself (``loads``: the 1-minute load
+    averages before and after)."""
     return max(loads) + threads <= cores
 
 
@@ -52,9 +52,8 @@ def cpu_peak(precision: str | None, *, threads: int | None = None, measure: Meas
              load: Callable[[], float] | None = None, cores: int | None = None) -> dict[str, Any]:
     """This machine's CPU peak for a run at ``precision`` with ``threads`` (default: torch's):
     ``{"tflops", "dtype", "threads", "cpu", "cores", "torch", "cached", "quiet", "loads", "source"}``
-    (TFLOP/s per process; ``loads``: the 1-minute load averages before and after; ``source``: how it
-    was got, in words). ``measure``, ``load`` and ``cores`` stand in for the matmul timing, the load
-    average and ``os.cpu_count()``."""
+    (TFLOP/s per process; ``source``: how it was got, in words). ``measure``, ``load`` and ``cores``
+    stand in for the matmul timing, the load average and ``os.cpu_count()``."""
     import torch
 
     dtype = DTYPES.get(str(precision or "fp32").lower(), "float32")

@@ -1,6 +1,5 @@
-"""Energy of a step window, in joules, from the hardware's own counters, read on the host after the
-step's end mark without a synchronisation: NVML's total-energy counter of a GPU, the RAPL package
-counters of a CPU host, read by its first rank (docs/profiler.md, "Energy").
+"""Energy of a step window (J) from the hardware's counters, read on the host without a synchronisation:
+NVML's on a GPU, RAPL's package counters on a CPU host, read by its first rank (docs/profiler.md, "Energy").
 """
 
 from __future__ import annotations
@@ -11,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 RAPL_ROOT = Path("/sys/class/powercap")
-"""Where the kernel's powercap zones are."""
 _PACKAGE_ZONE = re.compile(r"^intel-rapl:\d+$")
 
 
 class NvmlEnergy:
-    """One GPU's NVML total-energy counter (``nvml``: the ``pynvml`` module,
-    ``handle``: the GPU's NVML handle)."""
+    """One GPU's NVML total-energy counter (``nvml``: the ``pynvml`` module)."""
 
     def __init__(self, nvml: Any, handle: Any) -> None:
         self._counter = nvml.nvmlDeviceGetTotalEnergyConsumption
@@ -32,10 +29,8 @@ class NvmlEnergy:
 
 
 class RaplEnergy:
-    """The summed RAPL counters of the package zones ``zones`` (folders such as
-    ``/sys/class/powercap/intel-rapl:0``), each wrapping at its
-    ``max_energy_range_uj``; each counter file is kept open and read again
-    from its start (a few µs)."""
+    """The summed RAPL counters of the package ``zones`` (``/sys/class/powercap/intel-rapl:0``, ...), each
+    wrapping at its ``max_energy_range_uj``, read through files kept open (a few µs)."""
 
     def __init__(self, zones: list[Path]) -> None:
         self._files = [os.open(zone / "energy_uj", os.O_RDONLY) for zone in zones]
@@ -58,9 +53,8 @@ created)."""
 
 
 def rapl_zones(root: Path | None = None) -> list[Path]:
-    """The RAPL package zones under ``root`` (default :data:`RAPL_ROOT`) whose counter this process can
-    read (``intel-rapl:<N>`` named ``package-<N>``; their sub-zones, and the
-    ``psys`` platform zone, which contains the packages, are left out)."""
+    """The readable RAPL package zones under ``root`` (default :data:`RAPL_ROOT`): ``intel-rapl:<N>`` named
+    ``package-<N>``, not their sub-zones nor the ``psys`` zone, which contains the packages."""
     zones = []
     for zone in sorted((root or RAPL_ROOT).glob("intel-rapl:*")):
         if not _PACKAGE_ZONE.match(zone.name):
@@ -77,9 +71,8 @@ def rapl_zones(root: Path | None = None) -> list[Path]:
 
 
 def energy_meter(torch: Any, device: Any, first_on_host: bool) -> tuple[EnergyMeter | None, str]:
-    """The meter of this rank and the sentence the manifest records
-    (``nvml: ...``, ``rapl: ...`` or ``none: <why>``). ``first_on_host``:
-    this rank is its host's first (the one that reads RAPL)."""
+    """This rank's meter (RAPL's only on the host's first rank) and the manifest's sentence
+    (``nvml: ...``, ``rapl: ...`` or ``none: <why>``)."""
     if device.type == "cuda":
         try:
             import pynvml

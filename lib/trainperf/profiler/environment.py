@@ -35,9 +35,8 @@ def grouped(dist: Any) -> bool:
 
 
 def gather_places(dist: Any) -> tuple[Place, list[Place]]:
-    """This rank's place, from the initialized process group, else from torchrun's environment
-    variables, else a single process; and every rank's, in rank order (a collective when a process
-    group is initialized: every rank must call it; otherwise this rank's only)."""
+    """This rank's place (from the process group, else torchrun's environment variables, else a single
+    process) and every rank's in rank order: a collective in a process group, else this rank's only."""
     if grouped(dist):
         rank, world = dist.get_rank(), dist.get_world_size()
     else:
@@ -51,8 +50,7 @@ def gather_places(dist: Any) -> tuple[Place, list[Place]]:
 
 
 def first_on_host(place: Place, places: list[Place]) -> bool:
-    """Whether this rank is the lowest of its node (where every rank's place is known; else
-    torchrun's first local rank)."""
+    """Whether this rank is the lowest of its node (without every rank's place: torchrun's first local rank)."""
     if len(places) != place.world_size:
         return place.local_rank in (None, 0)
     nodes = node_names(places)
@@ -65,8 +63,7 @@ def _env_int(name: str) -> int | None:
 
 
 def node_names(places: list[Place]) -> dict[int, str]:
-    """Node name of each rank: the host, with ``#<node_rank>`` added when one
-    host carries several of torchrun's nodes."""
+    """Node name of each rank (see the module docstring)."""
     node_ranks: dict[str, set[int | None]] = {}
     for p in places:
         node_ranks.setdefault(p.host, set()).add(p.node_rank)
@@ -85,9 +82,8 @@ def git_commit(cwd: Path) -> str | None:
 
 
 def host_load(threads_per_process: int) -> dict[str, Any]:
-    """This host at the start of the run: ``cores`` this process may use,
-    the 1-minute ``load_average``, and torch's ``threads_per_process``
-    (what ``trainperf.runfolder.reader`` tells oversubscription from)."""
+    """``cores`` this process may use, the 1-minute ``load_average`` and ``threads_per_process``: what
+    ``trainperf.runfolder.reader`` tells oversubscription from."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return {"cores": cores, "load_average": load, "threads_per_process": threads_per_process}
@@ -97,9 +93,7 @@ def manifest(config: dict[str, Any], places: list[Place], device_name: str, back
              strategy: str | None, warmup_steps: int, warmup_rule: str, torch_version: str,
              cpu_peak: dict[str, Any] | None = None, host: dict[str, Any] | None = None,
              energy: str | None = None, device_memory_gb: float | None = None) -> dict[str, Any]:
-    """The content of ``manifest.json`` (docs/profiler.md, "The run folder"); ``cpu_peak``:
-    ``cpu_peak.cpu_peak``'s; ``host``: :func:`host_load`'s; ``energy``: ``energy.energy_meter``'s
-    sentence; ``device_memory_gb``: rank 0's device memory (GiB)."""
+    """The content of ``manifest.json``; ``device_memory_gb``: rank 0's device memory (GiB)."""
     from trainperf import __version__
 
     nodes = node_names(places)

@@ -1,7 +1,6 @@
-"""The model's size and FLOPs, from the model itself, for the runs whose configuration does not give
-them: the parameter count, whether a model is a decoder-only transformer (which the per-token FLOPs
-conventions describe), and PyTorch's FLOP counter over the first step for any other model
-(docs/profiler.md, "FLOPs that fit the model").
+"""The model's size and FLOPs, from the model itself, where the configuration does not give them: the
+parameter count, and PyTorch's FLOP counter over the first step for a model other than a decoder-only
+transformer, which the per-token FLOPs conventions describe (docs/profiler.md, "FLOPs that fit the model").
 """
 
 from __future__ import annotations
@@ -22,19 +21,16 @@ NOT_DECODER_ONLY = ("Transformer", "TransformerDecoderLayer", "TransformerDecode
 
 
 def needs_counting(model: Any, config: Mapping[str, Any]) -> bool:
-    """Whether the FLOPs of ``model`` (under DDP, its module) must be counted:
-    ``config`` gives no ``flops_convention``, ``flops_per_token`` nor
-    ``flops_per_sample``, and the model is not a decoder-only transformer
-    (:func:`decoder_only_transformer`)."""
+    """Whether the FLOPs of ``model`` (under DDP, its module) must be counted: ``config`` gives none and
+    the model is not a decoder-only transformer."""
     if any(key in config for key in ("flops_convention", "flops_per_token", "flops_per_sample")):
         return False
     return not decoder_only_transformer(getattr(model, "module", model))
 
 
 def decoder_only_transformer(model: Any) -> bool:
-    """Whether ``model`` is a decoder-only transformer, as its transformers configuration says, or
-    else as its module tree shows (docs/profiler.md, "FLOPs that fit the model"). The tree cannot
-    show a causal mask: an encoder with a vocabulary head passes."""
+    """Whether ``model`` is a decoder-only transformer, by its transformers configuration or else its module
+    tree, which cannot show a causal mask: an encoder with a vocabulary head passes."""
     modules = list(model.modules()) if hasattr(model, "modules") else []
     config = next((m.config for m in modules if hasattr(getattr(m, "config", None), "model_type")), None)
     if config is not None:
@@ -54,10 +50,8 @@ def decoder_only_transformer(model: Any) -> bool:
 
 
 def parameter_counts(model: Any) -> dict[str, float] | None:
-    """``{"n_params": all parameters, "extra_trainable_params": those that
-    require gradients}`` of ``model`` (under DDP its module's; under FSDP2
-    each sharded parameter counts its full size); None under FSDP1, whose
-    flattened shards do not add up to the model."""
+    """``{"n_params": all parameters, "extra_trainable_params": those that require gradients}`` (under FSDP2
+    at their full size); None under FSDP1, whose flattened shards do not add up to the model."""
     from torch.distributed.fsdp import FullyShardedDataParallel
 
     if isinstance(model, FullyShardedDataParallel):
@@ -68,10 +62,8 @@ def parameter_counts(model: Any) -> dict[str, float] | None:
 
 
 class StepFlopCounter:
-    """A context manager that counts the FLOPs run inside it (``total``),
-    with scaled-dot-product attention on the math backend. A failure of the
-    counter's own (entering or leaving it) is kept in ``error``, never raised:
-    the step it counts goes on."""
+    """Counts the FLOPs run inside it (``total``), attention on the math backend. A failure of the counter's
+    own is kept in ``error``, never raised: the step it counts goes on."""
 
     def __init__(self) -> None:
         self._stack = contextlib.ExitStack()
@@ -109,7 +101,7 @@ class StepFlopCounter:
         return 0 if self.error is not None else int(self._counter.get_total_flops())
 
     def per_sample(self, samples: Any) -> float | str:
-        """The FLOPs counted per sample of the ``samples`` the step processed, or why there are none."""
+        """The FLOPs counted per sample, or why there are none."""
         samples = float(samples) if samples is not None else 0.0
         if samples > 0 and self.total > 0:
             return self.total / samples

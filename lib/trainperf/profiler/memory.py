@@ -15,9 +15,8 @@ PEAKS, RETRIES, OOMS = ("allocated_bytes.all.peak", "reserved_bytes.all.peak"), 
 
 
 class MemoryReading(NamedTuple):
-    """One step's memory: peak device memory and reserved peak (GiB), and the
-    allocator's retries and out-of-memory errors during the step (counts);
-    None where the device does not say."""
+    """One step's peak device memory and reserved peak (GiB), and the allocator's retries and
+    out-of-memory errors in the step (counts); None where the device does not say."""
 
     peak_gb: float | None
     reserved_gb: float | None
@@ -26,9 +25,8 @@ class MemoryReading(NamedTuple):
 
 
 class CudaMemory:
-    """Reads the CUDA caching allocator's statistics of ``device`` (``cuda`` is
-    ``torch.cuda``): host-side counters, no synchronisation. The counts are
-    the increase since the previous reading (the first: since creation)."""
+    """The CUDA caching allocator's statistics of ``device`` (host-side, no synchronisation); counts since
+    the previous reading."""
 
     def __init__(self, cuda: Any, device: Any, reset_peak: bool = False) -> None:
         self._cuda = cuda
@@ -68,9 +66,8 @@ class HostPeak:
 
 
 def host_memory_reader() -> Callable[[], float]:
-    """Resident set of this process now (GiB): the second field of
-    ``/proc/self/statm`` (pages, read through a file kept open: about 5 µs)
-    where there is one, else psutil's."""
+    """Resident set of this process now (GiB): ``/proc/self/statm`` read through a file kept open
+    (about 5 µs), else psutil's."""
     try:
         statm = os.open("/proc/self/statm", os.O_RDONLY)
     except OSError:
@@ -83,9 +80,8 @@ def host_memory_reader() -> Callable[[], float]:
 
 
 def out_of_memory(error: BaseException) -> bool:
-    """Whether ``error`` says that memory ran out: torch's ``OutOfMemoryError``
-    (CUDA, ROCm, XPU, MPS), or a ``RuntimeError`` saying ``out of memory``
-    (older releases) or ``can't allocate memory`` (the CPU allocator)."""
+    """Whether ``error`` says that memory ran out: torch's ``OutOfMemoryError``, or a ``RuntimeError``
+    saying so (older releases, the CPU allocator)."""
     import torch
 
     if isinstance(error, getattr(torch, "OutOfMemoryError", ())):
@@ -95,8 +91,8 @@ def out_of_memory(error: BaseException) -> bool:
 
 
 def device_memory_gb(torch: Any, device: Any) -> float | None:
-    """The memory of ``device`` (GiB): what the driver lets PyTorch use on a
-    GPU, the host's physical memory on CPU (psutil); None where unknown."""
+    """The memory of ``device`` (GiB): what a GPU's driver lets PyTorch use, the host's on CPU; None where
+    unknown."""
     try:
         if device.type == "cuda":
             return torch.cuda.get_device_properties(device).total_memory / GIB

@@ -1,8 +1,5 @@
-"""A device's dense matmul rate, measured: the peak of a CPU, which has no
-datasheet figure in ``trainperf.hardware``, and a check of an accelerator's.
-
-Units: :func:`measure_peak_flops` returns FLOP/s (a multiply-add counted as 2
-operations); divided by 10¹² it is a run's ``peak_tflops_per_gpu``.
+"""A device's dense matmul rate, measured: the peak of a CPU, which has no datasheet figure in
+``trainperf.hardware``, and a check of an accelerator's.
 """
 
 from __future__ import annotations
@@ -18,13 +15,11 @@ if TYPE_CHECKING:
 
 def measure_peak_flops(dtype: torch.dtype | None = None, n: int | None = None, seconds: float = 1.0,
                        device: str | torch.device = "cpu", threads: int | None = None) -> float:
-    """Measured dense matmul rate of this machine, in FLOP/s (not TFLOP/s): the best of at least
+    """Measured dense matmul rate in FLOP/s (not TFLOP/s; a multiply-add counts 2): the best of at least
     three timed ``n × n`` products of ``dtype`` (default ``torch.float32``) over about ``seconds``
-    (docs/hardware.md). ``n`` defaults to 1024 on CPU (about 1.2 s in all) and 8192 on CUDA (large
-    enough to approach the tensor-core peak). ``threads`` sets torch's intra-op thread count for the
-    measurement (restored afterwards). Other load on the machine lowers the result; the best-of-samples
-    rule limits that, and a single thread is the least sensitive. Raises ``RuntimeError`` for a CUDA
-    device when CUDA is not available.
+    (docs/hardware.md). ``n`` defaults to 1024 on CPU and 8192 on CUDA (large enough to approach the
+    tensor-core peak); ``threads``: torch's intra-op threads while measuring. Other load on the machine
+    lowers the result; the best-of-samples rule limits that.
     """
     import torch
 
@@ -37,33 +32,25 @@ def measure_peak_flops(dtype: torch.dtype | None = None, n: int | None = None, s
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        best = _best_matmul_seconds(torch, target, dtype, size, seconds)
+        generator = torch.Generator(device=target).manual_seed(0)
+        a = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
+        b = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
+        out = torch.empty(size, size, dtype=dtype, device=target)
+        first = min(_mm_seconds(torch, target, a, b, out, 1) for _ in range(2))
+        reps = max(1, int(seconds / 10 / first)) if target.type == "cuda" else 1
+        best, spent, samples = math.inf, 0.0, 0
+        while samples < 3 or spent < seconds:
+            elapsed = _mm_seconds(torch, target, a, b, out, reps)
+            best, spent, samples = min(best, elapsed / reps), spent + elapsed, samples + 1
     finally:
         if threads is not None:
             torch.set_num_threads(saved_threads)
     return 2.0 * size**3 / best
 
 
-def _best_matmul_seconds(torch: ModuleType, target: torch.device, dtype: torch.dtype, size: int,
-                         seconds: float) -> float:
-    """Seconds of the fastest ``size × size`` product on ``target`` (see :func:`measure_peak_flops`)."""
-    generator = torch.Generator(device=target).manual_seed(0)
-    a = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
-    b = torch.randn(size, size, dtype=dtype, device=target, generator=generator)
-    out = torch.empty(size, size, dtype=dtype, device=target)
-    first = min(_mm_seconds(torch, target, a, b, out, 1) for _ in range(2))
-    reps = max(1, int(seconds / 10 / first)) if target.type == "cuda" else 1
-    best, spent, samples = math.inf, 0.0, 0
-    while samples < 3 or spent < seconds:
-        elapsed = _mm_seconds(torch, target, a, b, out, reps)
-        best, spent, samples = min(best, elapsed / reps), spent + elapsed, samples + 1
-    return best
-
-
 def _mm_seconds(torch: ModuleType, target: torch.device, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
                 reps: int) -> float:
-    """Seconds ``reps`` products ``a @ b`` (into ``out``) take on ``target``: on a CUDA device, between CUDA
-    events recorded after a synchronize."""
+    """Seconds ``reps`` products ``a @ b`` take on ``target`` (on CUDA, between events after a synchronize)."""
     if target.type != "cuda":
         start = time.perf_counter()
         for _ in range(reps):

@@ -22,11 +22,10 @@ CARRIED = ("data", "h2d")
 
 @dataclass(slots=True, eq=False)
 class StepRecord:
-    """Marks and counters of one step until it is resolved: ``phases``, ``(phase index, start, end)``
-    marks on the step clock; ``data``, ``(start, end)`` of the waits for a batch on the host clock;
-    ``estimate``, ``(comm_s, comm_exposed_s)`` of a sampled window, used where no collective was timed and
-    it is no longer than the step;
-    ``waiting``, the step waits for its window's end; the rest as in the steps file's columns."""
+    """Marks and counters of one step until it is resolved: ``phases``, ``(phase index, start, end)`` on the
+    step clock; ``data``, ``(start, end)`` of the waits for a batch on the host clock; ``estimate``, a
+    sampled window's ``(comm_s, comm_exposed_s)``; ``waiting``, for its window's end; the rest as in the
+    steps file's columns."""
 
     index: int
     warmup: bool
@@ -47,8 +46,7 @@ class StepRecord:
     waiting: bool = False
 
     def marks(self) -> list[Any]:
-        """Marks to give back to the clock once resolved. The end mark is not
-        among them: it is the next step's start."""
+        """Marks to give back to the clock once resolved (not the end mark: the next step's start)."""
         marks = [self.start]
         for _, start, end in self.phases:
             marks += (start, end)
@@ -62,10 +60,8 @@ class StepRecord:
 
 
 def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -> tuple[list[Any], tuple[Any, ...]]:
-    """The step's values in ``rankfile.LINE_COLUMNS`` order, and the arguments
-    of its trace line (``trace.trace_line``: every interval as ``(start_s,
-    duration_s)`` since the profiler started, the waits for data on the host
-    clock)."""
+    """The step's values in ``rankfile.LINE_COLUMNS`` order, and the arguments of its ``trace.trace_line``
+    (intervals as ``(start_s, duration_s)`` since the profiler started)."""
     seconds = clock.seconds
     totals: list[float | None] = [None] * len(PHASES)
     trace_phases = []
@@ -91,8 +87,8 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
         waits = exposed_intervals(comm)
         for index, within in spans.items():  # the phase waited for the communication: its time is not the phase's
             totals[index] -= overlap(within, waits)
-    if not comm and record.estimate is not None and record.estimate[0] <= step_s:
-        totals[COMM], exposed = record.estimate  # longer than the step, it cannot be true of it: left empty
+    if not comm and record.estimate is not None and record.estimate[0] <= step_s:  # longer than the step: empty
+        totals[COMM], exposed = record.estimate
     memory = record.memory
     values = [record.index, record.warmup, start_s, step_s, *totals[:COMM + 1], exposed, *totals[COMM + 1:],
               number(record.tokens), number(record.samples), max(record.micro_steps, 1),
@@ -104,10 +100,8 @@ def resolve(record: StepRecord, clock: Clock, origin: Any, host_origin: float) -
 
 
 def on_host(value: Any) -> Any:
-    """A CUDA tensor starts its copy to the host now (ordered before the
-    step's end mark, so it is complete when the step is resolved); a host
-    tensor is read now (no sync), so that the step kept for its batch holds
-    no tensor and no autograd graph; anything else is kept as it is."""
+    """A CUDA tensor starts its copy to the host now (complete by the step's end mark); a host tensor is
+    read now, so that the step kept for its batch holds no tensor and no autograd graph."""
     if value is None or type(value) in (int, float):  # the usual counts: no failed attribute lookups
         return value
     if getattr(value, "is_cuda", False):
@@ -117,8 +111,8 @@ def on_host(value: Any) -> Any:
 
 def unattributed(phases: list[tuple[int, Any, Any]], data: list[tuple[float, float]],
                  clock: Clock) -> dict[str, float]:
-    """Seconds per phase column (``data_s``, ...) of the phases timed after the last step, which
-    belong to no step (``unattributed_s`` of the steps file's end line)."""
+    """Seconds per phase column (``data_s``, ...) of the phases timed after the last step
+    (``unattributed_s`` of the steps file's end line)."""
     seconds: dict[str, float] = {}
     for index, start, end in phases:
         name = f"{PHASES[index]}_s"

@@ -25,7 +25,6 @@ from trainperf.profiler.energy import energy_meter
 from trainperf.profiler.flop_count import StepFlopCounter, needs_counting, parameter_counts
 from trainperf.profiler.memory import CudaMemory, HostPeak, device_memory_gb, host_memory_reader, out_of_memory
 from trainperf.profiler.record import CARRIED, DATA, PHASE_INDEX, StepRecord, on_host, unattributed
-from trainperf.profiler.sampling import CommSampling
 from trainperf.profiler.writing import (MAX_PENDING_STEPS, WRITE_EVERY_S, WRITE_EVERY_STEPS, ExitFlush, RankFiles,
                                         RunFolderInUse, claim)
 from trainperf.runfolder import eventfile, rankfile
@@ -41,7 +40,7 @@ DEFAULT_WARMUP_STEPS = 2
 """Steps flagged as warm-up where the user states none (MSER then finds the rest from the step times)."""
 
 
-class StepProfiler(CommSampling):
+class StepProfiler:
     """Time the steps of a training loop on this rank and write them to ``run_dir``, in batches; every
     option, the warm-up rules and when a batch is written: docs/profiler.md ("Usage", "The run folder").
     Create it on every rank after the process group is initialized: it gathers every rank's host (a
@@ -139,8 +138,15 @@ class StepProfiler(CommSampling):
         if self.rank == 0:
             write_json(self.run_dir / MANIFEST_FILE, self._manifest(self._config, strategy=self._strategy))
 
+    def _start_sampling(self) -> None:
+        """Sample communication from now on, and say how in the manifest."""
+        if self._sampler is None:
+            self._sampler = CollectiveSampler(self._torch, self._cuda, self.warmup_steps, *self._sampling)
+            self._config["comm_measurement"] = self._sampler.describe()
+            self._write_manifest()
+
     def _measure_cpu_peak(self) -> dict[str, Any] | None:
-        """This machine's CPU peak (cached per machine), unless the config gives one."""
+        """This machine's CPU peak, unless the config gives one."""
         if "peak_tflops_per_gpu" in self._config:
             return None
         try:
@@ -150,11 +156,9 @@ class StepProfiler(CommSampling):
             return None
 
     def watch(self, model: Any, comm_hook: Any = None, comm_state: Any = None) -> Any:
-        """Return ``model`` unchanged, after arranging to time its communication (before the first
-        backward): under DDP (a framework's wrapper looked through) a hook wrapping
-        ``comm_hook(comm_state, bucket)`` (default: DDP's averaging all-reduce; DDP takes one hook
-        only, so pass yours here); under FSDP sampled windows. Records the parameter count and
-        whether the FLOPs must be counted (``flop_count.py``)."""
+        """Return ``model`` unchanged, its communication timed from the first backward on: under DDP a
+        hook wrapping ``comm_hook(comm_state, bucket)`` (DDP takes one hook only, so pass yours here);
+        under FSDP sampled windows. Records the parameter count and whether FLOPs must be counted."""
         if self._off:
             return model
         try:
@@ -179,9 +183,8 @@ class StepProfiler(CommSampling):
         return model
 
     def update_config(self, values: dict[str, Any]) -> None:
-        """Add run columns to the manifest's ``config`` once they are known
-        (e.g. the sequence length, from the first batch); the values given
-        when the profiler was created win."""
+        """Add run columns to the manifest's ``config`` (e.g. the sequence length, from the first
+        batch); the values given when the profiler was created win."""
         if self._off:
             return
         try:
@@ -195,8 +198,7 @@ class StepProfiler(CommSampling):
     # -- the loop ------------------------------------------------------------
 
     def batches(self, iterable: Iterable[Any]) -> Iterator[Any]:
-        """Yield the items of ``iterable``, timing each wait for the next one
-        as the ``data`` phase (of the open step, else of the next step)."""
+        """Yield the items of ``iterable``, each wait for one timed as the ``data`` phase."""
         iterator = iter(iterable)
         while True:
             timed = not self._off
@@ -235,9 +237,8 @@ class StepProfiler(CommSampling):
         return _Step(self, record, self._range("step", self._step_ranges), counter)
 
     def phase(self, name: str) -> _Phase | _NoStep:
-        """Context manager timing one phase: in a step, one of ``schema.PHASES`` (repeated ones add
-        up); outside any step, ``data`` and ``h2d`` count in the next step, and any other name (a
-        letter, then letters, digits or underscores) is a phase outside the steps."""
+        """Context manager timing one phase: in a step, one of ``schema.PHASES`` (repeated ones add up);
+        outside any step, ``data`` and ``h2d`` count in the next step, any other name is a phase outside."""
         if self._off:
             return _NO_STEP
         if self._open is None and name not in CARRIED:
@@ -252,9 +253,8 @@ class StepProfiler(CommSampling):
         return _Phase(self, index, self._range(name, self._step_ranges if self._open is not None else None))
 
     def outside_since_last(self, name: str) -> None:
-        """Record the time since the last step (or phase outside a step) ended as a phase ``name``
-        outside the steps, waits for data included: for hooks that fire when the work is done.
-        Nothing happens while a step is open or before the first step."""
+        """Record the time since the last step or phase outside ended, waits for data included, as a phase
+        ``name`` outside the steps (for hooks that fire when the work is done); not in a step or before one."""
         if self._off or self._open is not None or self._window_start is None:
             return
         if self._outside_name_ok(name):
@@ -262,8 +262,7 @@ class StepProfiler(CommSampling):
             self._end_outside(name, self._window_start)
 
     def _outside_name_ok(self, name: object) -> bool:
-        """Whether ``name`` can name a phase outside the steps (a letter, then
-        letters, digits or underscores); a ProfilerWarning once where not."""
+        """Whether ``name`` can name a phase outside the steps; a ProfilerWarning once where not."""
         if isinstance(name, str) and eventfile.NAME.fullmatch(name):
             return True
         self._warn_once(f"phase {name}", f"phase {name!r} is not timed: a name outside a step is a letter, "
@@ -271,8 +270,7 @@ class StepProfiler(CommSampling):
         return False
 
     def close(self) -> None:
-        """Write the steps still waiting for the device and the end line, and
-        close the files. Call it on every rank when training ends."""
+        """Write what is left and the end line, and close the files: on every rank, when training ends."""
         if self._off:
             return
         try:
@@ -296,15 +294,14 @@ class StepProfiler(CommSampling):
     # -- internals -----------------------------------------------------------
 
     def _window(self) -> Any:
-        """The start mark of the next step's window: the end of the last step (or of a failed one,
-        or of a phase outside the steps after it), or now when nothing has been timed yet."""
+        """The start mark of the next step's window: where the last step (failed or not) or phase outside
+        the steps ended, or now when nothing has been timed yet."""
         if self._window_start is None:
             self._window_start = self._clock.mark()
         return self._window_start
 
     def _range(self, name: str, recording: bool | None = None) -> Any:
-        """A ``trainperf/<name>`` record_function range while a torch profiler records
-        (``recording``; None: asked now), else None."""
+        """A ``trainperf/<name>`` range while a torch profiler records (``recording``; None: ask now)."""
         if recording is None:
             recording = self._recording()
         return self._record_function(f"trainperf/{name}") if recording else None
@@ -314,8 +311,7 @@ class StepProfiler(CommSampling):
         target.append((start, end))
 
     def _end_outside(self, name: str, start: Any) -> None:
-        """A phase outside the steps ends now: it waits to be written (before the next step, which
-        gives its end mark back to the clock), and the next step's window starts at its end."""
+        """A phase outside the steps ends now; the next step's window starts at its end."""
         try:
             end = self._clock.mark()
             self._outside.append((name, start, end))
@@ -325,8 +321,35 @@ class StepProfiler(CommSampling):
         except Exception as exc:
             self._fail("cannot record a phase outside the steps", exc)
 
+    def _sample(self, record: StepRecord) -> None:
+        """Before the step's end mark: in a window, hold the step until the window ends, or end it with its
+        last step (so that reading it costs a sampled step); otherwise give the step the latest estimate."""
+        assert self._sampler is not None
+        if self._sampler.active:
+            if self._sampler.last_of_window(record.index):
+                record.estimate = self._end_window()
+            else:
+                record.waiting = True
+        else:
+            record.estimate = self._sampler.estimate
+
+    def _end_window(self) -> tuple[float, float] | None:
+        """Close an open window, give its estimate to the steps held for it, and return it."""
+        if self._sampler is None or not self._sampler.active:
+            return None
+        try:
+            estimate = self._sampler.stop()
+        except Exception as exc:  # sampling stops; the profiler goes on
+            self._warn_once("sampling", f"communication is not sampled: {type(exc).__name__}: {exc}")
+            self._sampler.cancel()
+            self._sampler, estimate = None, None
+        for held in self._pending:
+            if held.waiting:
+                held.waiting, held.estimate = False, estimate
+        return estimate
+
     def _counted(self, counter: StepFlopCounter, record: StepRecord) -> None:
-        """Record the FLOPs of the counted step per sample (``flops_per_sample``) and count no more."""
+        """Record the counted step's ``flops_per_sample`` and count no more."""
         self._count_flops = False
         per_sample = counter.per_sample(record.samples)
         if isinstance(per_sample, str):
@@ -370,8 +393,8 @@ class StepProfiler(CommSampling):
             record.energy_j = self._energy.read()
 
     def _record_out_of_memory(self, record: StepRecord) -> None:
-        """Write the line of a step that ran out of memory now: its window up to the error, its
-        memory and energy, no work; its index is not used up (a retried step has the same one)."""
+        """Write the line of a step that ran out of memory now: its window up to the error, memory and
+        energy, no work; a retried step gets the same index."""
         record.end = self._window_start
         record.tokens = record.samples = record.loss = None
         record.comm = []
@@ -384,8 +407,8 @@ class StepProfiler(CommSampling):
         self._flush(wait=True)
 
     def _write_at_exit(self) -> None:
-        """The process ends without ``close()``: write the steps whose marks are ready, unless a
-        write is under way (a signal interrupted it) or profiling stopped. Never raises."""
+        """At exit without ``close()``: write the steps whose marks are ready, unless a write is under
+        way (a signal interrupted it) or profiling stopped. Never raises."""
         if self._off or self._writing:
             return
         try:
@@ -394,8 +417,6 @@ class StepProfiler(CommSampling):
             pass
 
     def _flush(self, wait: bool) -> None:
-        """Write what is ready of the phases outside the steps and the pending steps (all of it when
-        ``wait``): ``RankFiles.write_ready``."""
         self._writing = True
         try:
             self._files.write_ready(self._pending, self._outside, self._clock, self._origin,
@@ -472,8 +493,8 @@ class _Step:
         self._record.loss = value
 
     def micro_step(self, tokens: Any = None, samples: Any = None) -> None:
-        """Count one micro-batch of gradient accumulation and what it processed (not added where
-        ``step()`` was given the whole step's: a ``ProfilerWarning`` says so once)."""
+        """Count one micro-batch and what it processed (not added where ``step()`` was given the whole
+        step's: a ``ProfilerWarning`` says so once)."""
         record = self._record
         record.micro_steps += 1
         given_tokens, given_samples = self._given
@@ -538,5 +559,4 @@ class _NoStep:
 
 
 _NO_STEP = _NoStep()
-_END = object()
-"""What ``batches`` gets from an exhausted iterable."""
+_END = object()  # what ``batches`` gets from an exhausted iterable

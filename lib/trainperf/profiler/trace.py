@@ -40,11 +40,10 @@ def trace_line(step: int, warmup: bool, window: tuple[float, float], phases: lis
 
 def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, *, ranks: Iterable[int] | None = None,
                  steps: tuple[int, int] | None = None, torch_traces: Sequence[str | Path] = ()) -> Path:
-    """Write ``trace.json`` into ``out_dir`` (default: the run folder) and return its path: the
-    ranks (those of ``ranks``) on one wall clock, their steps ``steps[0]`` to ``steps[1]``
-    (inclusive) and the phases outside the steps between them, the Kineto traces ``torch_traces``
-    merged in. Malformed lines are skipped (one DataWarning); a rank whose steps file records no clock
-    origin puts every rank on its own clock (a DataWarning), and cannot take a Kineto trace (DataError)."""
+    """Write ``trace.json`` into ``out_dir`` (default: the run folder) and return its path: the ranks on one
+    wall clock, their steps ``steps[0]`` to ``steps[1]`` (inclusive) and the phases outside the steps between
+    them, the Kineto traces ``torch_traces`` merged in. Malformed lines are skipped (one DataWarning); a rank
+    without a clock origin puts every rank on its own clock (DataWarning), and cannot take a Kineto trace."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise DataError("no such folder", path=run_dir)
@@ -69,7 +68,10 @@ def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, 
     bad: list[BadLine] = []
     for rank, source in sources:
         shift_us = (origins[rank] - base) / 1e3
-        events += _metadata(rank)
+        events += [{"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}},
+                   {"name": "process_sort_index", "ph": "M", "pid": rank, "args": {"sort_index": rank * SORT_PER_RANK}}]
+        events += [{"name": "thread_name", "ph": "M", "pid": rank, "tid": tid, "args": {"name": name}}
+                   for name, tid in TRACKS.items()]
         kept: list[tuple[float, float]] = []  # the kept steps' windows (start_s, end_s)
         for number, line in enumerate(source.read_text(errors="replace").splitlines(), start=1):
             try:
@@ -100,8 +102,7 @@ def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, 
 
 
 def origin_unix_ns(steps_file: Path) -> int | None:
-    """The Unix time (ns) at which a rank's clock reads 0, from its steps
-    file's header (None where the header has none, or there is no file)."""
+    """The Unix time (ns) at which a rank's clock reads 0, from its steps file's header; None where unknown."""
     try:
         with steps_file.open("rb") as file:
             header = json_object(file.readline()) or {}
@@ -109,15 +110,6 @@ def origin_unix_ns(steps_file: Path) -> int | None:
         return None
     origin = header.get("origin_unix_ns")
     return origin if isinstance(origin, int) and not isinstance(origin, bool) else None
-
-
-def _metadata(rank: int) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = [
-        {"name": "process_name", "ph": "M", "pid": rank, "args": {"name": f"rank {rank}"}},
-        {"name": "process_sort_index", "ph": "M", "pid": rank, "args": {"sort_index": rank * SORT_PER_RANK}}]
-    events += [{"name": "thread_name", "ph": "M", "pid": rank, "tid": tid, "args": {"name": name}}
-               for name, tid in TRACKS.items()]
-    return events
 
 
 def _events(rank: int, entry: dict[str, Any], shift_us: float) -> list[dict[str, Any]]:
@@ -156,9 +148,8 @@ def _read_kineto(path: Path) -> dict[str, Any]:
 
 def _kineto_events(trace: dict[str, Any], shift_us: float, first_pid: int, number: int,
                    name: str) -> list[dict[str, Any]]:
-    """The events of a Kineto trace moved by ``shift_us`` onto the run's
-    clock, its processes renumbered from ``first_pid``, named after its rank
-    and sorted below that rank's trainperf tracks."""
+    """A Kineto trace's events moved by ``shift_us`` onto the run's clock, its processes renumbered from
+    ``first_pid``, named after its rank and sorted below that rank's tracks."""
     rank = (trace.get("distributedInfo") or {}).get("rank")
     label = f"rank {rank} torch.profiler" if isinstance(rank, int) else f"torch.profiler ({name})"
     pids: dict[Any, int] = {}
@@ -210,8 +201,7 @@ def step_range(text: str) -> tuple[int, int]:
 
 
 def _spans(text: str, example: str, most: int | None = None) -> list[tuple[int, int]]:
-    """``0-3,8`` as ``[(0, 3), (8, 8)]`` (at most ``most`` of them); an argparse error saying
-    that ``text`` is not ``example`` where it is not that."""
+    """``0-3,8`` as ``[(0, 3), (8, 8)]`` (at most ``most``); else an argparse error naming ``example``."""
     parts = [part.partition("-") for part in text.split(",")]
     try:
         if most is not None and len(parts) > most:

@@ -39,7 +39,6 @@ WIDE = 160
 SHARES = ("data", "h2d", "forward", "loss", "backward", "optimizer", "comm_exposed", "validation")
 """Phases shown as shares of the step (``comm_exposed`` as ``comm``)."""
 SHORT = {"forward": "fwd", "backward": "bwd", "optimizer": "opt", "comm_exposed": "comm", "validation": "val"}
-"""Column names of the phase shares."""
 _INDEX = {name: i for i, name in enumerate(LINE_COLUMNS)}
 
 
@@ -159,17 +158,14 @@ def _per_second(counts: np.ndarray, total_s: np.ndarray) -> np.ndarray:
 
 
 def _last(values: np.ndarray) -> np.ndarray:
-    """Per rank, the last finite value (NaN where none)."""
-    finite = np.isfinite(values)
-    index = values.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)
-    return np.where(finite.any(axis=1), values[np.arange(len(values)), index], np.nan)
+    """Per rank, the last value that is not NaN (NaN where none)."""
+    return pd.DataFrame(values).ffill(axis=1).iloc[:, -1].to_numpy()
 
 
 def run_mfu(config: dict[str, Any], environment: dict[str, Any], tokens_per_s: float, samples_per_s: float,
             devices: int) -> float:
-    """The run's MFU at these rates, by ``trainperf.derived`` (the run's FLOPs
-    convention and dense peak, a CPU run's measured peak); NaN where it
-    cannot be known, or is not plausible (above 1)."""
+    """The run's MFU at these rates, by ``trainperf.derived``; NaN where it cannot be known, or is not
+    plausible (above 1)."""
     row = {**{k: v for k, v in config.items() if not isinstance(v, (dict, list))}, "run_id": "watch", "gpus": devices,
            "tokens_per_s": tokens_per_s if math.isfinite(tokens_per_s) else None,
            "samples_per_s": samples_per_s if math.isfinite(samples_per_s) else None}
@@ -184,13 +180,6 @@ def run_mfu(config: dict[str, Any], environment: dict[str, Any], tokens_per_s: f
     except (ValueError, TypeError, KeyError):
         return math.nan
     return mfu if 0 < mfu <= 1 else math.nan
-
-
-def find_runs(path: Path) -> list[Path]:
-    """``path`` when it is a run folder (it has a manifest), else the run folders in it."""
-    if (path / MANIFEST_FILE).exists():
-        return [path]
-    return sorted(p.parent for p in path.glob(f"*/{MANIFEST_FILE}"))
 
 
 def render(frames: list[dict[str, Any]]) -> Group:
@@ -253,7 +242,8 @@ def watch(path: str | Path, once: bool = False, console: Console | None = None) 
     watches: dict[Path, RunWatch] = {}
 
     def frame() -> Group:
-        for run in find_runs(path):
+        runs = [path] if (path / MANIFEST_FILE).exists() else sorted(p.parent for p in path.glob(f"*/{MANIFEST_FILE}"))
+        for run in runs:  # ``path`` itself, or the run folders in it
             watches.setdefault(run, RunWatch(run))
         for run_watch in watches.values():
             run_watch.update()

@@ -39,11 +39,9 @@ class RunFolderInUse(FileExistsError):
 
 
 def claim(run_dir: Path, overwrite: bool, dist: Any, rank: int, world_size: int) -> None:
-    """Make ``run_dir`` this run's: on rank 0, refuse a folder holding another
-    run's files (:class:`RunFolderInUse`, naming the folder and the files) or,
-    with ``overwrite``, remove them. Every rank of an initialized process group
-    must call it (a broadcast); each then raises the same error. Without a
-    process group, rank 0 of several looks only at the manifest and its own
+    """Make ``run_dir`` this run's: rank 0 refuses a folder holding another run's files
+    (:class:`RunFolderInUse`) or, with ``overwrite``, removes them. A collective in a process group (every
+    rank raises the same error); without one, rank 0 of several looks only at the manifest and its own
     files (the other ranks may already be writing theirs)."""
     collective = world_size > 1 and grouped(dist)
     problem = None
@@ -68,9 +66,8 @@ def claim(run_dir: Path, overwrite: bool, dist: Any, rank: int, world_size: int)
 
 
 class RankFiles:
-    """One rank's files in ``run_dir``: its steps file, its trace file (with ``trace``), and its events
-    file, opened with the first phase outside the steps. ``data_clock``: what the trace says the waits
-    for data are timed on (``trace.trace_line``)."""
+    """One rank's steps file, trace file (with ``trace``) and events file (opened with the first phase
+    outside the steps). ``data_clock``: the clock of the waits for data, for ``trace.trace_line``."""
 
     def __init__(self, run_dir: Path, rank: int, trace: bool, data_clock: str) -> None:
         self._run_dir, self._rank, self._data_clock = run_dir, rank, data_clock
@@ -80,9 +77,9 @@ class RankFiles:
 
     def write_ready(self, pending: deque[StepRecord], outside: deque[tuple[str, Any, Any]], clock: Any,
                     origin: Any, host_origin: float, wait: bool) -> None:
-        """Resolve and write the phases outside the steps and the ``pending`` steps whose marks are
-        ready (all of them when ``wait``: one synchronize for the lot), one write per file. Phases
-        first: a step may give back the mark a phase ends at."""
+        """Write the phases outside the steps and the ``pending`` steps whose marks are ready (all of them
+        when ``wait``: one synchronize), one write per file. Phases first: a step may give back the mark a
+        phase ends at."""
         if wait and (pending or outside):
             clock.synchronize()
         while outside and clock.ready(outside[0][2]):
@@ -106,7 +103,7 @@ class RankFiles:
             trace_file.write(b"".join(traces))
 
     def close(self) -> None:
-        """Close every file (an error closing one is ignored: profiling has stopped)."""
+        """Close every file, ignoring errors (profiling has stopped)."""
         for file in (self.steps, self._trace, self._events):
             if file is not None:
                 try:
@@ -146,9 +143,8 @@ class ExitFlush:
             os.kill(os.getpid(), signum)
 
     def remove(self) -> None:
-        """Stop: the exit hook is removed and each signal's previous handler
-        restored, unless another handler replaced this one since (it then
-        chains to this one, which only passes the signal on)."""
+        """Remove the exit hook and restore each signal's previous handler, unless another handler replaced
+        this one since (it then chains to this one, which only passes the signal on)."""
         atexit.unregister(self._at_exit)
         for signum, previous in self._previous.items():
             if signal.getsignal(signum) == self._on_signal:
