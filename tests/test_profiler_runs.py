@@ -35,8 +35,11 @@ def _profile(run_dir, steps=4, micro=1, samples=8, seq_len=16, **kwargs):
     return json.loads((run_dir / "manifest.json").read_text())
 
 
-def test_cpu_run_records_the_measured_peak_and_gets_mfu(tmp_path, machine_cache, monkeypatch):
-    # a quiet machine whose matmuls run at 50 TFLOP/s per thread (fakes: this machine's load and speed vary)
+def test_cpu_run_records_the_measured_peak_and_gets_mfu(tmp_path, monkeypatch):
+    # a quiet machine whose matmuls run at 50 TFLOP/s per thread (fakes: this machine's load and speed vary), with
+    # a cache of its own (in the tests' shared one, another test may have cached a real quiet measurement first)
+    machine_cache = tmp_path / "cache"
+    monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(machine_cache))
     monkeypatch.setattr("os.getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr(cpu_peak_module, "_torch_measure", lambda dtype, threads: 50.0 * threads)
     manifest = _profile(tmp_path / "a")
