@@ -46,8 +46,7 @@ def phase_line(name: str, start_s: float, seconds: float) -> bytes:
 
 
 def read_events(path: Path) -> tuple[list[OutsidePhase], list[BadLine]]:
-    """The phases of an events file, and its lines that could not be used
-    (file and line: a cut or damaged line, a header of another format)."""
+    """The phases of an events file, and its lines that could not be used (a cut or damaged line, another header)."""
     phases: list[OutsidePhase] = []
     bad: list[BadLine] = []
     for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
