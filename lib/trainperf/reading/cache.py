@@ -228,14 +228,14 @@ def holding(lock: Path) -> Iterator[bool]:
             lock.unlink(missing_ok=True)  # the holder is gone: its lock is broken
             continue
         if waited >= bound and idle >= bound:
-            _warn(f"{lock} is held by {_named(holder)}, which showed no sign of life for {idle:.0f} s "
-                  f"(stopped?): going on without it")
+            warnings.warn(f"{lock} is held by {_named(holder)}, which showed no sign of life for {idle:.0f} s "
+                          "(stopped?): going on without it", DataWarning, stacklevel=3)
             yield False
             return
         if not told and waited >= TELL_AFTER_S:
             told = True
-            _warn(f"waiting for {lock}, held by {_named(holder)} (gives up after {bound:.0f} s without a "
-                  f"sign of life: ${LOCK_TIMEOUT})")
+            warnings.warn(f"waiting for {lock}, held by {_named(holder)} (gives up after {bound:.0f} s without a "
+                          f"sign of life: ${LOCK_TIMEOUT})", DataWarning, stacklevel=3)
         time.sleep(0.1)
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(fd, done), daemon=True)
@@ -327,7 +327,3 @@ def warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         warnings.warn(message, DataWarning, stacklevel=3)
-
-
-def _warn(message: str) -> None:
-    warnings.warn(message, DataWarning, stacklevel=4)

@@ -70,13 +70,10 @@ def _is_log(path: Path, found: bool) -> bool:
     return True
 
 
-def _steps_entry(path: Path, scheduler: Any, key: str | None) -> store.Entry:
-    return store.entry(path, "steps", partial(parts, path, STEPS_PART_ROWS), scheduler, key)
-
-
 KINDS = {"run": Kind(lambda path, _: run_folders.is_run_folder(path), run_folders.read_runs, run_folders.entry),
          "log": Kind(_is_log, lambda path, *_: check_runs(import_path(path).runs, path)),
-         "steps": Kind(lambda path, _: is_steps_table(path), entry=_steps_entry),
+         "steps": Kind(lambda path, _: is_steps_table(path), entry=lambda path, scheduler, key: store.entry(
+             path, "steps", partial(parts, path, STEPS_PART_ROWS), scheduler, key)),
          "table": Kind(lambda path, _: is_runs_table(path), lambda path, *_: read_runs_table(path))}
 """The kinds of input, in the order they are sniffed."""
 STEP_KINDS = tuple(name for name, kind in KINDS.items() if kind.entry)

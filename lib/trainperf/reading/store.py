@@ -127,14 +127,11 @@ def _read_part(path: str, columns: list[str] | None, runs: list[str] | None = No
 
 
 def _select(frame: pd.DataFrame, columns: Sequence[str] | None, runs: Sequence[str] | None) -> pd.DataFrame:
-    """``frame``'s ``columns`` (default all) of the ``runs`` named (default all), indexed from 0."""
     frame = frame if runs is None else frame[frame["run_id"].isin(list(runs))]
     return (frame if columns is None else frame[list(columns)]).reset_index(drop=True)
 
 
 def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read a part, write it to ``target`` (nothing for a part without rows), and return its facts
-    (:func:`_facts_frame`) and :func:`~trainperf.partials.step_times`."""
     frame, facts = part()
     if len(frame):
         write_frame(Path(target), frame)
@@ -149,8 +146,6 @@ def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
 
 
 def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The :func:`~trainperf.partials.partials` of part file ``target`` with its runs' warm-up flagged (written again
-    where that changed it)."""
     if not os.path.exists(target):
         return partials(empty_intervals())
     frame = read_frame(Path(target))
@@ -161,7 +156,6 @@ def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
 
 
 def _joined(facts: Iterable[dict[str, list]]) -> dict[str, list]:
-    """The facts of the parts, in order: each name's lists joined."""
     joined: dict[str, list] = {}
     for part in facts:
         for key, values in part.items():
@@ -191,7 +185,6 @@ def _open(folder: Path, source: Callable[[], list[Part]]) -> Entry | None:
 
 
 def _in_memory(parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> Entry:
-    """An entry held in memory: every part read and joined, then summarized."""
     read = [part() for part in parts]
     held = pd.concat([frame for frame, _ in read], ignore_index=True) if read else empty_intervals()
     summaries = summarize(held, scheduler, rules)

@@ -1,10 +1,8 @@
-"""The per-rank steps file of a run folder, ``steps-rank{R}.jsonl``: its line format, a fast reader, and the
-warning that reports the lines a reader skipped.
-
-The format (header, one JSON array per optimizer step in :data:`LINE_COLUMNS` order, the end line ``close()``
-writes), what a crash loses and how a line out of its bounds is skipped: docs/profiler.md, "The run folder", and
-docs/data.md, "Bounds, types and repeated steps". The fast path parses a whole file with Arrow's CSV parser after
-removing the brackets; a file that fails it is read line by line, which names each malformed line.
+"""The per-rank steps file of a run folder, ``steps-rank{R}.jsonl``: its line format (a header, one JSON array per
+optimizer step in :data:`LINE_COLUMNS` order, the end line; docs/profiler.md, "The run folder"), a fast reader, and
+the warning that reports the lines a reader skipped (docs/data.md, "Bounds, types and repeated steps"). The fast path
+parses a whole file with Arrow's CSV parser after removing the brackets; a file that fails it is read line by line,
+which names each malformed line.
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ BOUNDED = tuple(c for c in STEP_INTERVALS if c.name in LINE_COLUMNS)
 INT_COLUMNS = ("step", "micro_steps")
 BOOL_COLUMNS = ("warmup", "out_of_memory")
 TIME_DECIMALS = 6
-"""Times are written rounded to 1 µs (six decimals)."""
 
 
 def is_number(value: object) -> bool:
@@ -329,7 +326,6 @@ def _row_problem(line: bytes, names: tuple[str, ...]) -> str:
 
 
 def _dtype(name: str) -> type:
-    """The numpy type of a step-line column."""
     return np.int64 if name in INT_COLUMNS else bool if name in BOOL_COLUMNS else np.float64
 
 
