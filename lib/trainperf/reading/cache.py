@@ -31,6 +31,9 @@ import pyarrow.parquet as pq
 from trainperf.errors import DataWarning
 
 ENTRY_FILE = "entry.json"
+OFF = "TRAINPERF_INPUT_CACHE"
+"""Environment variable: ``off`` turns the input cache and the step-intervals store off (every input read every
+time)."""
 LOCK_TIMEOUT = "TRAINPERF_LOCK_TIMEOUT_S"
 """Environment variable: seconds a lock's holder may show no sign of life before a waiter stops waiting."""
 LOCK_TIMEOUT_S = 30.0
@@ -63,6 +66,11 @@ def cache_dir() -> Path:
         return Path(os.environ["TRAINPERF_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "trainperf"
+
+
+def entries_dir(name: str) -> Path | None:
+    """Folder ``name`` (``inputs``, ``store``) of trainperf's cache folder; ``None`` when :data:`OFF` is ``off``."""
+    return None if os.environ.get(OFF, "").lower() == "off" else cache_dir() / name
 
 
 def private_dir(folder: Path) -> Path:

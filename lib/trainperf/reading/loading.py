@@ -25,7 +25,8 @@ from trainperf.importers import detect, import_path, reads_as_log, tensorboard_p
 from trainperf.partials import measured
 from trainperf.reading import run_folders, store
 from trainperf.reading import scheduler as schedule
-from trainperf.reading.input_cache import cache_dir, cached, input_key
+from trainperf.reading.cache import entries_dir
+from trainperf.reading.input_cache import cached, input_key
 from trainperf.reading.tables import SUFFIXES as TABLE_SUFFIXES
 from trainperf.reading.tables import is_claims_file, is_runs_table, is_steps_table, parts, read_runs_table
 from trainperf.table_rules import check_runs
@@ -73,7 +74,7 @@ def _is_log(path: Path, found: bool) -> bool:
 KINDS = {"run": Kind(lambda path, _: run_folders.is_run_folder(path), run_folders.read_runs, run_folders.entry),
          "log": Kind(_is_log, lambda path, *_: check_runs(import_path(path).runs, path)),
          "steps": Kind(lambda path, _: is_steps_table(path), entry=lambda path, scheduler, key: store.entry(
-             path, "steps", partial(parts, path, STEPS_PART_ROWS), scheduler, key)),
+             partial(parts, path, STEPS_PART_ROWS), scheduler, key)),
          "table": Kind(lambda path, _: is_runs_table(path), lambda path, *_: read_runs_table(path))}
 """The kinds of input, in the order they are sniffed."""
 STEP_KINDS = tuple(name for name, kind in KINDS.items() if kind.entry)
@@ -144,7 +145,7 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         if KINDS[item.kind].runs is None:
             skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
             continue
-        key = (_pinned_key(item) or input_key(item.path, item.kind)) if cache else None  # one hash for both caches
+        key = _key(item, pinned=cache)  # one hash for both caches
         try:
             frames.append(_runs(item, chosen, key, on=cache))
         except NoMeasuredSteps as exc:
@@ -178,7 +179,7 @@ def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
     """Read every input at or below ``paths`` once, into the input cache and the store (a report build does, before
     its kernels start: docs/reports.md), and return what :data:`PINNED` holds for them; ``{}`` when the input cache
     is off. An input that cannot be read is left out, and warnings are not raised: its next reader says them."""
-    if cache_dir() is None:
+    if entries_dir("inputs") is None:
         return {}
     chosen = schedule()
     pins: dict[str, dict[str, Any]] = {}
@@ -232,9 +233,12 @@ def _pin_name(item: Input) -> str:
     return f"{item.kind}:{item.path.resolve()}"
 
 
-def _pinned_key(item: Input) -> str | None:
-    """The cache key pinned for the input in this build (:data:`PINNED`), if any."""
-    return _pins().get(_pin_name(item), {}).get("key")
+def _key(item: Input, pinned: bool = True) -> str | None:
+    """The input's key in the caches: (where ``pinned``) the one pinned for it in this build (:data:`PINNED`), else its
+    ``input_key``; None with the caches off."""
+    if entries_dir("inputs") is None:
+        return None
+    return pinned and _pins().get(_pin_name(item), {}).get("key") or input_key(item.path, item.kind)
 
 
 def _entries(paths: Sequence[str | Path], scheduler: Any) -> list[store.Entry]:
@@ -247,7 +251,7 @@ def _entries(paths: Sequence[str | Path], scheduler: Any) -> list[store.Entry]:
     if not found:
         raise DataError("no run folders (with manifest.json) or steps tables found", path=", ".join(map(str, paths)))
     chosen = schedule(scheduler)
-    return [KINDS[item.kind].entry(item.path, chosen, _pinned_key(item)) for item in found]
+    return [KINDS[item.kind].entry(item.path, chosen, _key(item)) for item in found]
 
 
 def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) -> Any:

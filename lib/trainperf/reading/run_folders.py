@@ -35,19 +35,19 @@ def is_run_folder(path: Path) -> bool:
     return False
 
 
-def entry(path: Path, scheduler: Any, key: str | None = None, folder: RunFolder | None = None) -> store.Entry:
-    """The store entry of the run folder at ``path`` (``key``: its ``input_key``, when known); the lines that could not
-    be read are reported in one DataWarning."""
+def entry(path: Path, scheduler: Any, key: str | None, folder: RunFolder | None = None) -> store.Entry:
+    """The store entry of the run folder at ``path`` (``key``: its ``input_key``; None with the store off); the lines
+    that could not be read are reported in one DataWarning."""
     folder = folder or open_run_folder(path)
     rule = folder.manifest.get("warmup_rule") or "mser"  # checked by check_manifest
-    found = store.entry(path, "run", folder.parts, scheduler, key, rule)
+    found = store.entry(folder.parts, scheduler, key, rule)
     bad = [BadLine(Path(file), line, reason) for file, line, reason in found.facts.get("bad_lines", [])]
     events = any(STEPS_FILE_PATTERN.match(b.path.name) is None for b in bad)
     warn_bad_lines(bad, "steps and events files" if events else "steps files", stacklevel=4)
     return found
 
 
-def read_runs(path: Path, scheduler: Any, key: str | None = None) -> pd.DataFrame:
+def read_runs(path: Path, scheduler: Any, key: str | None) -> pd.DataFrame:
     """The checked runs row of the run folder at ``path`` (``key`` as for :func:`entry`)."""
     folder = open_run_folder(path)
     found = entry(path, scheduler, key, folder)

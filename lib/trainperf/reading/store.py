@@ -19,9 +19,8 @@ import pyarrow.parquet as pq
 
 from trainperf.aggregate import FRAMES, Summaries, combine, combine_step_times, finish, settled_times, summarize
 from trainperf.partials import empty_intervals, partials, settle, step_times
-from trainperf.reading.cache import (Damaged, building, damaged, holding, open_entry, private_dir, read_checked,
-                                     read_frame, seal, warn_once, write_frame)
-from trainperf.reading.input_cache import cache_dir, input_key
+from trainperf.reading.cache import (Damaged, building, damaged, entries_dir, holding, open_entry, private_dir,
+                                     read_checked, read_frame, seal, warn_once, write_frame)
 
 FORMAT = "trainperf-store"
 VERSION = 2
@@ -68,15 +67,15 @@ class Entry:
                            label="read-step-intervals")
 
 
-def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any = None,
-          key: str | None = None, rules: str | Mapping[str, str] = "mser") -> Entry:
-    """The store entry of input ``path`` read as ``kind`` (``key``: its ``input_key``, when known), written first when
+def entry(parts: Callable[[], list[Part]], scheduler: Any, key: str | None,
+          rules: str | Mapping[str, str] = "mser") -> Entry:
+    """The store entry of an input whose ``input_key`` is ``key`` (None only with the store off), written first when
     there is none: every part of ``parts()`` is read on ``scheduler`` (a ``dask.compute`` scheduler) and written, then
     summarized, each run's warm-up found by its rule in ``rules`` (one for every run, or by run_id)."""
-    root = cache_dir("store")
-    if root is None:
+    root = entries_dir("store")
+    if root is None or key is None:
         return _in_memory(parts(), scheduler, rules)
-    folder = root / (key or input_key(path, kind))
+    folder = root / key
     found = _open(folder, parts)
     try:
         if found is None:
