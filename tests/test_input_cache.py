@@ -2,6 +2,7 @@
 from the cache; a changed, added or removed file is read again."""
 
 import warnings
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -20,13 +21,16 @@ def reads(monkeypatch, tmp_path):
     monkeypatch.setenv("TRAINPERF_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("TRAINPERF_INPUT_CACHE", raising=False)
     done = []
-    real = loading._read_runs
 
-    def counting(item, scheduler, key=None):
-        done.append(item.path.name)
-        return real(item, scheduler, key)
+    def counting(read):
+        def counted(path, scheduler, key=None):
+            done.append(path.name)
+            return read(path, scheduler, key)
+        return counted
 
-    monkeypatch.setattr(loading, "_read_runs", counting)
+    for name, kind in loading.KINDS.items():
+        if kind.runs is not None:
+            monkeypatch.setitem(loading.KINDS, name, replace(kind, runs=counting(kind.runs)))
     return done
 
 
@@ -79,13 +83,13 @@ def test_a_sidecar_is_part_of_its_log(tmp_path):
 
 def test_warnings_of_a_read_are_raised_again_from_the_cache(tmp_path, reads, monkeypatch):
     (tmp_path / "one.csv").write_text(RUNS)
-    real = loading._read_runs
+    real = loading.KINDS["table"].runs
 
-    def warning(item, scheduler, key=None):
+    def warning(path, scheduler, key=None):
         warnings.warn("a doubtful value", DataWarning)
-        return real(item, scheduler, key)
+        return real(path, scheduler, key)
 
-    monkeypatch.setattr(loading, "_read_runs", warning)
+    monkeypatch.setitem(loading.KINDS, "table", replace(loading.KINDS["table"], runs=warning))
     for _ in range(2):
         with pytest.warns(DataWarning, match="a doubtful value"):
             load_runs(tmp_path / "one.csv", cache=True)

@@ -1,10 +1,7 @@
-"""Reading inputs into the runs table, step intervals and their summaries
-(docs/data.md): ``loading`` is the one dispatcher, each kind of input has
-its reader, step intervals are kept in the ``store`` and the runs read from
-an input in the ``input_cache``. Step intervals are read and aggregated by
-Dask on the scheduler :func:`scheduler` names: its local threads by default,
-a ``dask.distributed`` cluster when the user names one (docs/data.md, "The
-engine: Dask, from a laptop to a cluster").
+"""Reading inputs into the runs table, step intervals and their summaries (docs/data.md): ``loading`` is the one
+dispatcher, each kind of input has its reader, step intervals are kept in the ``store`` and the runs read from an
+input in the ``input_cache``. Step intervals are read and aggregated by Dask on the scheduler :func:`scheduler` names
+(docs/data.md, "The engine: Dask, from a laptop to a cluster").
 """
 
 from __future__ import annotations
@@ -21,11 +18,10 @@ LOCAL = ("threads", "sync", "processes")
 
 
 def scheduler(name: Any = None) -> Any:
-    """What ``dask.compute(..., scheduler=)`` takes for ``name``: a
-    ``distributed.Client`` as it is; ``threads``, ``sync`` or ``processes``
-    (Dask's local schedulers); any other text is the address of a
-    ``dask.distributed`` scheduler (``tcp://host:8786``), connected to once
-    per process. ``None`` or empty: ``$TRAINPERF_SCHEDULER``, else ``threads``."""
+    """What ``dask.compute(..., scheduler=)`` takes for ``name``: a ``distributed.Client`` as it is; ``threads``,
+    ``sync`` or ``processes`` (Dask's local schedulers); any other text is the address of a ``dask.distributed``
+    scheduler (``tcp://host:8786``), connected to once per process. ``None`` or empty: :data:`SCHEDULER`, else
+    ``threads``."""
     name = os.environ.get(SCHEDULER) or "threads" if name is None or name == "" else name
     if name == "threads":
         _new_threads_after_fork()

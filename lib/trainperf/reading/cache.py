@@ -31,6 +31,9 @@ import pyarrow.parquet as pq
 from trainperf.errors import DataWarning
 
 ENTRY_FILE = "entry.json"
+OFF = "TRAINPERF_INPUT_CACHE"
+"""Environment variable: ``off`` turns the input cache and the step-intervals store off (every input read every
+time)."""
 LOCK_TIMEOUT = "TRAINPERF_LOCK_TIMEOUT_S"
 """Environment variable: seconds a lock's holder may show no sign of life before a waiter stops waiting."""
 LOCK_TIMEOUT_S = 30.0
@@ -65,10 +68,14 @@ def cache_dir() -> Path:
     return Path(base) / "trainperf"
 
 
+def entries_dir(name: str) -> Path | None:
+    """Folder ``name`` (``inputs``, ``store``) of trainperf's cache folder; ``None`` when :data:`OFF` is ``off``."""
+    return None if os.environ.get(OFF, "").lower() == "off" else cache_dir() / name
+
+
 def private_dir(folder: Path) -> Path:
-    """``folder`` (in the cache folder, or the cache folder itself), made with the
-    cache folder where missing, each only its user can enter (0700); folders
-    that exist keep their mode (a cache shared on purpose stays shared)."""
+    """``folder`` (in the cache folder, or the cache folder itself), made with the cache folder where missing, each only
+    its user can enter (0700); folders that exist keep their mode (a cache shared on purpose stays shared)."""
     cache_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder
@@ -86,15 +93,14 @@ def write_frame(path: Path, frame: pd.DataFrame) -> None:
 
 
 def read_frame(path: Path, columns: list[str] | None = None, filters: list | None = None) -> pd.DataFrame:
-    """A Parquet file written by :func:`write_frame`, its ``columns`` of the rows
-    that pass ``filters`` (pyarrow's), every page's checksum verified."""
+    """A Parquet file written by :func:`write_frame`, its ``columns`` of the rows that pass ``filters`` (pyarrow's),
+    every page's checksum verified."""
     return pd.read_parquet(path, columns=columns, filters=filters, page_checksum_verification=True)
 
 
 def read_checked(folder: Path, name: str, files: dict[str, Any]) -> pd.DataFrame:
-    """File ``name`` of an entry in ``folder`` whose checked record is ``files``
-    (:func:`open_entry`): read whole, its columns and dtypes those recorded;
-    from memory where :func:`keeping` kept it with that record (a copy of its own)."""
+    """File ``name`` of an entry in ``folder`` whose checked record is ``files`` (:func:`open_entry`): read whole, its
+    columns and dtypes those recorded; from memory where :func:`keeping` kept it with that record (a copy)."""
     record = files[name]
     held = _kept.get(str(folder / name))
     if held is not None and held[0] == record:
@@ -120,18 +126,17 @@ def keeping() -> Iterator[None]:
 
 
 def seal(folder: Path, content: dict[str, Any]) -> None:
-    """Write ``folder``'s ``entry.json``: ``content``, and the record of every
-    Parquet file below ``folder`` (size, footer SHA-256, dtypes), checksummed."""
-    files = {str(p.relative_to(folder)): {**_footer(p), "dtypes": _dtypes(p)} for p in sorted(folder.rglob("*.parquet"))}
+    """Write ``folder``'s ``entry.json``: ``content``, and the record of every Parquet file below ``folder`` (size,
+    footer SHA-256, dtypes), checksummed."""
+    files = {str(p.relative_to(folder)): {**_footer(p), "dtypes": _dtypes(p)}
+             for p in sorted(folder.rglob("*.parquet"))}
     body = {**content, "files": files}
     (folder / ENTRY_FILE).write_text(json.dumps({"sha256": _digest(body), "entry": body}))
 
 
 def open_entry(folder: Path) -> dict[str, Any]:
-    """The content :func:`seal` wrote in ``folder`` (with ``files``), once the
-    record and every file's size and footer check out; raises
-    ``FileNotFoundError`` when there is no entry, :class:`Damaged` (or what
-    reading raised) when it does not check out."""
+    """The content :func:`seal` wrote in ``folder`` (with ``files``), once the record and every file's size and footer
+    check out; ``FileNotFoundError`` when there is none, :class:`Damaged` (or what reading raised) when it does not."""
     sealed = json.loads((folder / ENTRY_FILE).read_bytes())
     if not isinstance(sealed, dict) or not isinstance(sealed.get("entry"), dict) \
             or sealed.get("sha256") != _digest(sealed["entry"]):
@@ -168,18 +173,16 @@ def _digest(body: Any) -> str:
 
 
 def temp_folder(root: Path, key: str) -> Path:
-    """A new private folder in ``root`` to build entry ``key`` in, named after
-    its writer (host and pid) so that :func:`prune` knows when it is left over."""
+    """A new private folder in ``root`` to build entry ``key`` in, named after its writer (host and pid) so that
+    :func:`prune` knows when it is left over."""
     return Path(tempfile.mkdtemp(prefix=f".{key}-{_host()}-{os.getpid()}-", dir=root))
 
 
 @contextmanager
 def building(entry: Path, keep: int) -> Iterator[Path]:
-    """A :func:`temp_folder` to build ``entry`` (a folder in a cache folder) in,
-    renamed into place when the block ends, so that no reader sees half of one
-    (where another writer's was renamed there first, it is kept); then the
-    cache folder is pruned to ``keep`` entries (:func:`prune`). Raises what
-    the block raised; OSError where the cache cannot be written."""
+    """A :func:`temp_folder` to build ``entry`` in, renamed into place when the block ends, so that no reader sees half
+    of one (where another writer's was renamed there first, it is kept); then the cache folder is pruned to ``keep``
+    entries. Raises what the block raised; OSError where the cache cannot be written."""
     folder = temp_folder(private_dir(entry.parent), entry.name)
     try:
         yield folder
@@ -193,8 +196,8 @@ def building(entry: Path, keep: int) -> Iterator[Path]:
 
 
 def damaged(what: str, folder: Path, exc: Exception, then: str) -> None:
-    """Say once that the entry in ``folder`` (``what``: of which cache) is not
-    readable and ``then`` what is done instead, and remove it, to be built again."""
+    """Say once that the entry in ``folder`` (``what``: of which cache) is not readable and ``then`` what is done
+    instead, and remove it, to be built again."""
     warn_once(f"{what} {folder} is not readable ({type(exc).__name__}: {exc}): {then}")
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -215,10 +218,9 @@ def _alive(pid: int) -> bool:
 
 @contextmanager
 def holding(lock: Path) -> Iterator[bool]:
-    """Hold the lock file ``lock`` (an exclusive ``flock``; the file names its
-    holder: pid, host, since, and its modification time is the holder's
-    last sign of life); how a waiter names, breaks or gives up on another
-    holder: docs/data.md, "What the caches guarantee". Yields whether the lock is held."""
+    """Hold the lock file ``lock`` (an exclusive ``flock``; the file names its holder: pid, host, since, and its
+    modification time is the holder's last sign of life); how a waiter names, breaks or gives up on another holder:
+    docs/data.md, "What the caches guarantee". Yields whether the lock is held."""
     try:
         import fcntl
     except ImportError:  # no POSIX locks (Windows): builds at once only duplicate work, the rename keeps one
@@ -234,14 +236,14 @@ def holding(lock: Path) -> Iterator[bool]:
             lock.unlink(missing_ok=True)  # the holder is gone: its lock is broken
             continue
         if waited >= bound and idle >= bound:
-            _warn(f"{lock} is held by {_named(holder)}, which showed no sign of life for {idle:.0f} s "
-                  f"(stopped?): going on without it")
+            warnings.warn(f"{lock} is held by {_named(holder)}, which showed no sign of life for {idle:.0f} s "
+                          "(stopped?): going on without it", DataWarning, stacklevel=3)
             yield False
             return
         if not told and waited >= TELL_AFTER_S:
             told = True
-            _warn(f"waiting for {lock}, held by {_named(holder)} (gives up after {bound:.0f} s without a "
-                  f"sign of life: ${LOCK_TIMEOUT})")
+            warnings.warn(f"waiting for {lock}, held by {_named(holder)} (gives up after {bound:.0f} s without a "
+                          f"sign of life: ${LOCK_TIMEOUT})", DataWarning, stacklevel=3)
         time.sleep(0.1)
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(fd, done), daemon=True)
@@ -302,11 +304,9 @@ def _heartbeat(fd: int, done: threading.Event) -> None:
 
 
 def prune(root: Path, keep: int) -> None:
-    """Keep the ``keep`` most recently written entries in ``root`` (folders not
-    starting with ``.``), and remove what writers that are gone left there (the
-    :func:`temp_folder` of a process that has ended on this host, or older than
-    :data:`TEMP_AGE_S` on another) and what an older layout left (``*.pkl``,
-    ``*.tmp``: never opened)."""
+    """Keep the ``keep`` most recently written entries in ``root`` (folders not starting with ``.``), and remove what
+    writers that are gone left there (the :func:`temp_folder` of a process that has ended on this host, or older than
+    :data:`TEMP_AGE_S` on another) and what an older layout left (``*.pkl``, ``*.tmp``: never opened)."""
     try:
         found = list(root.iterdir())
         entries = sorted((p for p in found if p.is_dir() and not p.name.startswith(".")),
@@ -335,7 +335,3 @@ def warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         warnings.warn(message, DataWarning, stacklevel=3)
-
-
-def _warn(message: str) -> None:
-    warnings.warn(message, DataWarning, stacklevel=4)

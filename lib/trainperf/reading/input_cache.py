@@ -18,13 +18,10 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from trainperf.reading.cache import building, damaged, library_versions, open_entry, read_checked, seal, write_frame
-from trainperf.reading.cache import cache_dir as trainperf_cache
+from trainperf.reading.cache import (building, damaged, entries_dir, library_versions, open_entry, read_checked, seal,
+                                     write_frame)
 from trainperf.errors import DataWarning
 from trainperf.importers.settings import sidecar_path
-
-OFF = "TRAINPERF_INPUT_CACHE"
-"""Environment variable: ``off`` reads every input every time."""
 
 HASH_THREADS = max(1, min(4, os.cpu_count() or 1))
 """Files hashed at once (a run of a thousand ranks has a thousand files)."""
@@ -38,22 +35,12 @@ WARNINGS = {c.__name__: c for c in (DataWarning, *(v for v in vars(builtins).val
 """The warning classes an entry may name (a reader's warning of another class is kept as its nearest of these)."""
 
 
-
-def cache_dir(name: str = "inputs") -> Path | None:
-    """Folder ``name`` (``inputs``, ``store``) of trainperf's cache folder;
-    ``None`` when ``TRAINPERF_INPUT_CACHE`` is ``off``."""
-    return None if os.environ.get(OFF, "").lower() == "off" else trainperf_cache() / name
-
-
 def cached(path: Path, kind: str, key: str | None, read: Callable[[], pd.DataFrame], on: bool = True) -> pd.DataFrame:
-    """The runs of input ``path`` read as ``kind``: from the cache when its
-    files and trainperf are unchanged since they were stored (``key``: its
-    :func:`input_key`, when the caller has it), the warnings their reading
-    raised raised again; else ``read()``, stored with the warnings raised
-    meanwhile (nothing where it raises). ``on`` False, or the cache off:
-    ``read()``, nothing stored. An entry that does not check out is read
-    again, with one warning."""
-    folder = cache_dir() if on else None
+    """The runs of input ``path`` read as ``kind``: from the cache when its files and trainperf are unchanged since
+    they were stored (``key``: its :func:`input_key`, when known), the warnings their reading raised raised again;
+    else ``read()``, stored with its warnings. ``on`` False, or the cache off: ``read()``, nothing stored. An entry
+    that does not check out is read again, with one warning."""
+    folder = entries_dir("inputs") if on else None
     if folder is None:
         return read()
     entry = folder / (key or input_key(path, kind))
@@ -108,16 +95,13 @@ def source_digest() -> str:
     return digest.hexdigest()[:KEY_LENGTH]
 
 
-def _known(category: type[Warning]) -> str:
-    """The name of the nearest class of ``category`` (itself or a base) in :data:`WARNINGS`."""
-    return next(c.__name__ for c in category.__mro__ if WARNINGS.get(c.__name__) is c)
-
-
 def _store(entry: Path, frame: pd.DataFrame, raised: list[tuple[type[Warning], str]]) -> None:
     """Write the entry (:func:`trainperf.reading.cache.building`: two notebooks may store the same one at once)."""
     try:
         with building(entry, KEEP) as folder:
             write_frame(folder / FRAME_FILE, frame)
-            seal(folder, {"warnings": [[_known(category), message] for category, message in raised]})
+            nearest = [next(c.__name__ for c in category.__mro__ if WARNINGS.get(c.__name__) is c)  # itself or a base
+                       for category, _ in raised]
+            seal(folder, {"warnings": [[name, message] for name, (_, message) in zip(nearest, raised)]})
     except (OSError, ValueError, TypeError, pa.ArrowException):
         pass  # a cache that cannot be written, or a frame Parquet cannot hold, only costs time

@@ -1,11 +1,8 @@
 """Reading inputs, the one dispatcher: ``load_runs``, ``load_steps`` and ``load_summaries`` (docs/data.md, "Readers
 and the dispatcher"). Each input is classified once (:func:`inputs`) as the first kind of :data:`KINDS` whose sniff
-recognises it, and read by that kind's reader alone. In a folder, every table, run folder, log
-(:data:`LOG_SUFFIXES`) and TensorBoard log dir below it is read; other files, and text files that are no log
-trainperf can read, are listed as skipped, as are steps tables by ``load_runs``. A report build reads each input
-once before its kernels start (:func:`pin_inputs`; docs/reports.md). The first bad value raises ``DataError``
-naming the file, the row (1-based; for CSV also the line) and the column. The result's ``attrs`` hold ``inputs``
-and ``skipped`` (``(path, reason)`` pairs), as tuples (``trainperf.errors.provenance``).
+recognises it, and read by that kind's reader alone. The first bad value raises ``DataError`` naming the file, the
+row (1-based; for CSV also the line) and the column. The result's ``attrs`` hold ``inputs`` and ``skipped``
+(``(path, reason)`` pairs), as tuples (``trainperf.errors.provenance``).
 """
 
 from __future__ import annotations
@@ -28,14 +25,14 @@ from trainperf.importers import detect, import_path, reads_as_log, tensorboard_p
 from trainperf.partials import measured
 from trainperf.reading import run_folders, store
 from trainperf.reading import scheduler as schedule
-from trainperf.reading.input_cache import cache_dir, cached, input_key
+from trainperf.reading.cache import entries_dir
+from trainperf.reading.input_cache import cached, input_key
 from trainperf.reading.tables import SUFFIXES as TABLE_SUFFIXES
 from trainperf.reading.tables import is_claims_file, is_runs_table, is_steps_table, parts, read_runs_table
 from trainperf.table_rules import check_runs
 
 LOG_SUFFIXES = {".log", ".txt", ".out"}
-"""In a folder, files with these endings are read as logs; a file named
-explicitly is read as a log whatever its ending."""
+"""In a folder, files with these endings are read as logs (a file named is read as one whatever its ending)."""
 STEPS_PART_ROWS = 1 << 20
 """Rows of a steps table per part of the store (whole ranks)."""
 RANK_STEPS_MAX = 64
@@ -49,12 +46,9 @@ Every reader of a pinned input reads the entry stored under that key."""
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of input. ``sniff(path, found)``: whether ``path`` (``found`` in a
-    folder, else named) is one; DataError where it looks like one that cannot
-    be read (named, it is refused; found, skipped with the reason).
-    ``runs(path, scheduler, key)``: its checked runs (None: it holds none).
-    ``entry(path, scheduler, key)``: its step intervals' store entry (None: it
-    holds none). ``key``: the input's ``input_key``, when known."""
+    """A kind of input. ``sniff(path, found)``: whether ``path`` (``found`` in a folder, else named) is one; DataError
+    where it looks like one that cannot be read. ``runs`` / ``entry`` ``(path, scheduler, key)``: its checked runs /
+    its step intervals' store entry (None: it holds none); ``key``: the input's ``input_key``, when known."""
 
     sniff: Callable[[Path, bool], bool]
     runs: Callable[[Path, Any, str | None], pd.DataFrame] | None = None
@@ -77,14 +71,10 @@ def _is_log(path: Path, found: bool) -> bool:
     return True
 
 
-def _steps_entry(path: Path, scheduler: Any, key: str | None) -> store.Entry:
-    """A steps table's store entry: parts of one run's whole ranks, at most :data:`STEPS_PART_ROWS` rows each."""
-    return store.entry(path, "steps", partial(parts, path, STEPS_PART_ROWS), scheduler, key)
-
-
 KINDS = {"run": Kind(lambda path, _: run_folders.is_run_folder(path), run_folders.read_runs, run_folders.entry),
          "log": Kind(_is_log, lambda path, *_: check_runs(import_path(path).runs, path)),
-         "steps": Kind(lambda path, _: is_steps_table(path), entry=_steps_entry),
+         "steps": Kind(lambda path, _: is_steps_table(path), entry=lambda path, scheduler, key: store.entry(
+             partial(parts, path, STEPS_PART_ROWS), scheduler, key)),
          "table": Kind(lambda path, _: is_runs_table(path), lambda path, *_: read_runs_table(path))}
 """The kinds of input, in the order they are sniffed."""
 STEP_KINDS = tuple(name for name, kind in KINDS.items() if kind.entry)
@@ -93,8 +83,7 @@ STEP_KINDS = tuple(name for name, kind in KINDS.items() if kind.entry)
 
 @dataclass(frozen=True)
 class Input:
-    """One input: its path, its kind (a name of :data:`KINDS`) and whether the
-    user named it (else it was found in a folder)."""
+    """One input: its path, its kind (a name of :data:`KINDS`) and whether the user named it (else it was found)."""
 
     path: Path
     kind: str
@@ -102,9 +91,7 @@ class Input:
 
 
 def inputs(*paths: str | Path, skipped: list[tuple[str, str]] | None = None) -> list[Input]:
-    """Every input at or below ``paths``, classified. What a folder holds that
-    is no input is listed in ``skipped`` (``(path, reason)``); a file named
-    explicitly that no reader recognises is a DataError, as is a missing path."""
+    """Every input at or below ``paths``, classified (:func:`_walk`); a missing path is a DataError."""
     if not paths:
         raise DataError("no input given: name at least one file or folder")
     found: list[Input] = []
@@ -116,12 +103,10 @@ def inputs(*paths: str | Path, skipped: list[tuple[str, str]] | None = None) -> 
 
 
 def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> Iterator[Input]:
-    """Every input at or below ``path``: itself as the first kind of
-    :data:`KINDS` whose sniff recognises it, then, in a folder that is no
-    run folder, every input below it but a TensorBoard log dir's own event
-    files. What a folder holds that no kind recognises, or that looks like an
-    input that cannot be read, is listed in ``skipped``; a path named
-    explicitly (not ``found``) that cannot be read is refused."""
+    """Every input at or below ``path``: itself as the first kind of :data:`KINDS` whose sniff recognises it, then, in
+    a folder that is no run folder, every input below it but a TensorBoard log dir's own event files. What a folder
+    holds that no kind recognises, or that cannot be read, is listed in ``skipped``; a path named (not ``found``)
+    that cannot be read is refused."""
     try:
         kind = next((name for name, reader in KINDS.items() if reader.sniff(path, found)), None)
     except DataError as exc:
@@ -146,12 +131,11 @@ def _walk(path: Path, skipped: list[tuple[str, str]], found: bool = False) -> It
 
 
 def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> pd.DataFrame:
-    """Read runs from tables, run folders, logs or folders of them into one
-    canonical runs table (one row per run, schema columns plus any
-    ``reported_*`` / ``extra_*``). Raises ``DataError`` on bad input or on a
-    ``run_id`` that appears twice. With ``cache`` (the default), each input
-    unchanged since it was last read comes from ``trainperf.reading.input_cache``.
-    ``scheduler``: where run folders are aggregated (``trainperf.reading.scheduler``)."""
+    """Read runs from tables, run folders, logs or folders of them into one canonical runs table (one row per run,
+    schema columns plus any ``reported_*`` / ``extra_*``); steps tables found are skipped. Raises ``DataError`` on bad
+    input or on a ``run_id`` that appears twice. With ``cache``, each input unchanged since it was last read comes
+    from ``trainperf.reading.input_cache``. ``scheduler``: where run folders are aggregated
+    (``trainperf.reading.scheduler``)."""
     frames: list[pd.DataFrame] = []
     read: list[str] = []
     skipped: list[tuple[str, str]] = []
@@ -161,7 +145,7 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         if KINDS[item.kind].runs is None:
             skipped.append((str(item.path), "steps table (one row per rank per step): read it with load_steps"))
             continue
-        key = (_pinned_key(item) or input_key(item.path, item.kind)) if cache else None  # one hash for both caches
+        key = _key(item, pinned=cache)  # one hash for both caches
         try:
             frames.append(_runs(item, chosen, key, on=cache))
         except NoMeasuredSteps as exc:
@@ -186,24 +170,16 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
 
 
 def _runs(item: Input, scheduler: Any, key: str | None, on: bool = True) -> pd.DataFrame:
-    """The checked runs of one input (not a steps table), from the input cache where ``on`` and stored there, else
-    read (:func:`_read_runs`) and stored; ``key``: its ``input_key``, when known."""
-    return cached(item.path, item.kind, key, partial(_read_runs, item, scheduler, key), on=on)
-
-
-def _read_runs(item: Input, scheduler: Any, key: str | None = None) -> pd.DataFrame:
-    """The checked runs of one input (not a steps table), read by its kind's reader; ``key`` as for :func:`_runs`."""
-    return KINDS[item.kind].runs(item.path, scheduler, key)
+    """The checked runs of one input (not a steps table), read by its kind's reader through the input cache (where
+    ``on``); ``key``: its ``input_key``, when known."""
+    return cached(item.path, item.kind, key, partial(KINDS[item.kind].runs, item.path, scheduler, key), on=on)
 
 
 def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
-    """Read every input at or below ``paths`` once, into the input cache and
-    the store, and return what :data:`PINNED` holds for them: the key each was
-    stored under, when, and the last step of each run. ``{}`` when the input
-    cache is off. An input that cannot be read (bad data, a file that cannot
-    be opened) is left out: whoever reads it next says why; warnings are left
-    to those readers too."""
-    if cache_dir() is None:
+    """Read every input at or below ``paths`` once, into the input cache and the store (a report build does, before
+    its kernels start: docs/reports.md), and return what :data:`PINNED` holds for them; ``{}`` when the input cache
+    is off. An input that cannot be read is left out, and warnings are not raised: its next reader says them."""
+    if entries_dir("inputs") is None:
         return {}
     chosen = schedule()
     pins: dict[str, dict[str, Any]] = {}
@@ -234,9 +210,8 @@ def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def snapshots(found: Sequence[Input]) -> list[str]:
-    """A sentence for each pinned input (:data:`PINNED`) of ``found`` whose
-    files changed since it was pinned: it was still being written, and which
-    snapshot is read."""
+    """A sentence for each pinned input (:data:`PINNED`) of ``found`` whose files changed since it was pinned: it was
+    still being written, and which snapshot is read."""
     pins = _pins()
     notes = []
     for item in (found if pins else []):
@@ -258,15 +233,17 @@ def _pin_name(item: Input) -> str:
     return f"{item.kind}:{item.path.resolve()}"
 
 
-def _pinned_key(item: Input) -> str | None:
-    """The cache key pinned for the input in this build (:data:`PINNED`), if any."""
-    return _pins().get(_pin_name(item), {}).get("key")
+def _key(item: Input, pinned: bool = True) -> str | None:
+    """The input's key in the caches: (where ``pinned``) the one pinned for it in this build (:data:`PINNED`), else its
+    ``input_key``; None with the caches off."""
+    if entries_dir("inputs") is None:
+        return None
+    return pinned and _pins().get(_pin_name(item), {}).get("key") or input_key(item.path, item.kind)
 
 
 def _entries(paths: Sequence[str | Path], scheduler: Any) -> list[store.Entry]:
-    """The store entries of the run folders and steps tables at or below
-    ``paths`` (a file named is read as a steps table, and refused there if it
-    is none), each the one pinned for this build if any; DataError when there is none."""
+    """The store entries (each the one pinned for this build, if any) of the run folders and steps tables at or
+    below ``paths`` (a file named is read as a steps table); DataError when there is none."""
     if not paths:
         raise DataError("no input given: name a run folder, a folder of them, or a steps table")
     found = [Input(Path(p), "steps", True) if Path(p).is_file() else item
@@ -274,14 +251,12 @@ def _entries(paths: Sequence[str | Path], scheduler: Any) -> list[store.Entry]:
     if not found:
         raise DataError("no run folders (with manifest.json) or steps tables found", path=", ".join(map(str, paths)))
     chosen = schedule(scheduler)
-    return [KINDS[item.kind].entry(item.path, chosen, _pinned_key(item)) for item in found]
+    return [KINDS[item.kind].entry(item.path, chosen, _key(item)) for item in found]
 
 
 def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) -> Any:
-    """The step intervals (``trainperf.schema.STEP_INTERVALS``: one row per rank
-    per step) of run folders, folders holding run folders (searched
-    recursively), or steps-table files. With ``lazy``, a Dask DataFrame (for
-    runs too large to hold: compute what you need of it), else a pandas frame."""
+    """The step intervals (``trainperf.schema.STEP_INTERVALS``: one row per rank per step) of run folders, steps-table
+    files, or folders holding them. With ``lazy``, a Dask DataFrame (for runs too large to hold), else pandas."""
     frames = [found.intervals(lazy=lazy) for found in _entries(paths, scheduler)]
     if lazy:
         import dask.dataframe as dd
@@ -291,17 +266,15 @@ def load_steps(*paths: str | Path, lazy: bool = False, scheduler: Any = None) ->
 
 
 def load_summaries(*paths: str | Path, scheduler: Any = None) -> Summaries:
-    """The :class:`~trainperf.aggregate.Summaries` (per rank, per step) of the
-    run folders and steps tables at or below ``paths``: what the reports read
-    instead of every step row."""
+    """The :class:`~trainperf.aggregate.Summaries` (per rank, per step) of the run folders and steps tables at or below
+    ``paths``: what the reports read instead of every step row."""
     return Summaries.concat([found.summaries for found in _entries(paths, scheduler)])
 
 
 def rank_step_times(*paths: str | Path) -> pd.DataFrame:
-    """Each rank's measured step times, ``run_id, rank, step, step_s`` (s), of
-    the runs at or below ``paths`` that have at most :data:`RANK_STEPS_MAX` ranks (a
-    per-rank comparison of a run of thousands of ranks reads its per-rank
-    summaries instead: ``load_summaries``). Only these columns of these runs are read."""
+    """Each rank's measured step times, ``run_id, rank, step, step_s`` (s), of the runs at or below ``paths`` that have
+    at most :data:`RANK_STEPS_MAX` ranks (a larger run is compared by its per-rank summaries: ``load_summaries``).
+    Only these columns of these runs are read."""
     frames = []
     for found in _entries(paths, None):
         ranks = found.summaries.per_rank.groupby("run_id", observed=True)["rank"].nunique()
@@ -314,13 +287,10 @@ def rank_step_times(*paths: str | Path) -> pd.DataFrame:
 
 
 def holds_inputs(path: str | Path) -> bool:
-    """Whether ``path`` is, or is a folder holding, a runs table, run folder or log
-    (what :func:`load_runs` reads); False for a missing path or an empty folder.
-    Every runs table found is read (a table is small) through the input cache,
-    so that the reports that read it next find it there: DataError if one
-    cannot be (a column of its own that needs a mapping, a bad value), as for
-    ``path`` a run folder without its manifest. Warnings of those reads are
-    raised again when the tables are loaded, not here."""
+    """Whether ``path`` is, or is a folder holding, a runs table, run folder or log (what :func:`load_runs` reads);
+    False for a missing path or an empty folder. Every runs table found is read (a table is small) into the input
+    cache, for the reports that read it next: DataError if one cannot be (a column that needs a mapping, a bad
+    value), as for a run folder without its manifest. The warnings of those reads are raised when they are loaded."""
     found = list(_walk(Path(path), [])) if Path(path).exists() else []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -330,8 +300,7 @@ def holds_inputs(path: str | Path) -> bool:
 
 
 def holds_steps(path: str | Path) -> bool:
-    """Whether ``path`` is a steps table, a run folder, or a folder holding
-    them (what :func:`load_steps` reads)."""
+    """Whether ``path`` is a steps table, a run folder, or a folder holding them (what :func:`load_steps` reads)."""
     return Path(path).exists() and any(item.kind in STEP_KINDS for item in _walk(Path(path), []))
 
 

@@ -1,14 +1,11 @@
-"""Run folders as an input kind (``manifest.json`` and ``steps-rank*.jsonl``,
-written by the profiler; their format is ``trainperf.runfolder``'s): read a
-part at a time into the store, and measured into one runs row from the
-summaries of their step intervals. Steps tables' runs are measured the same
-way, without a folder (:func:`summarized_runs`)."""
+"""Run folders as an input kind (their format: ``trainperf.runfolder``): read a part at a time into the store, and
+measured into one runs row from the summaries of their step intervals. Steps tables' runs are measured the same way,
+without a folder (:func:`summarized_runs`)."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +18,12 @@ from trainperf.reading import store
 from trainperf.reading.tables import as_intervals
 from trainperf.runfolder.manifest import MANIFEST_FILE, check_manifest
 from trainperf.runfolder.rankfile import STEPS_FILE_PATTERN, BadLine, warn_bad_lines
-from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folder, read_ranks, runs_row
+from trainperf.runfolder.reader import RunFolder, model_parallel, open_run_folder, runs_row
 from trainperf.table_rules import check_runs
 
 
 def is_run_folder(path: Path) -> bool:
-    """Whether ``path`` is a run folder (it holds ``manifest.json``); DataError
-    for a folder of steps-rank files without one."""
+    """Whether ``path`` is a run folder (it holds ``manifest.json``); DataError for steps-rank files without one."""
     if not path.is_dir():
         return False
     if (path / MANIFEST_FILE).exists():
@@ -39,37 +35,30 @@ def is_run_folder(path: Path) -> bool:
     return False
 
 
-def entry(path: Path, scheduler: Any, key: str | None = None, folder: RunFolder | None = None) -> store.Entry:
-    """The store entry of the run folder at ``path``, written on its first read
-    (``key``: its ``input_key``, when known). Its lines that could not be read
-    are reported in one DataWarning."""
+def entry(path: Path, scheduler: Any, key: str | None, folder: RunFolder | None = None) -> store.Entry:
+    """The store entry of the run folder at ``path`` (``key``: its ``input_key``; None with the store off); the lines
+    that could not be read are reported in one DataWarning."""
     folder = folder or open_run_folder(path)
     rule = folder.manifest.get("warmup_rule") or "mser"  # checked by check_manifest
-    found = store.entry(path, "run", partial(_parts, folder), scheduler, key, rule)
+    found = store.entry(folder.parts, scheduler, key, rule)
     bad = [BadLine(Path(file), line, reason) for file, line, reason in found.facts.get("bad_lines", [])]
     events = any(STEPS_FILE_PATTERN.match(b.path.name) is None for b in bad)
     warn_bad_lines(bad, "steps and events files" if events else "steps files", stacklevel=4)
     return found
 
 
-def read_runs(path: Path, scheduler: Any, key: str | None = None) -> pd.DataFrame:
+def read_runs(path: Path, scheduler: Any, key: str | None) -> pd.DataFrame:
     """The checked runs row of the run folder at ``path`` (``key`` as for :func:`entry`)."""
     folder = open_run_folder(path)
     found = entry(path, scheduler, key, folder)
     return check_runs(pd.DataFrame([_runs_row(folder, found.summaries, found.facts)]), path)
 
 
-def _parts(folder: RunFolder) -> list[store.Part]:
-    return [partial(read_ranks, folder, files) for files in folder.parts()]
-
-
 def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
-    """One canonical runs row per ``run_id`` of step intervals (a steps table),
-    measured by ``trainperf.aggregate.measure``. ``manifests`` maps a run_id to
-    its run manifest (``manifest.json``'s content): its ``config`` keys become
-    columns, its environment gives ``gpus``, ``nodes``, ``platform``, ... (see
-    ``trainperf.runfolder.reader.runs_row``); without one, ``gpus`` is the number
-    of ranks."""
+    """One canonical runs row per ``run_id`` of step intervals (a steps table), measured by
+    ``trainperf.aggregate.measure``. ``manifests`` maps a run_id to its run manifest (``manifest.json``'s content):
+    its ``config`` keys become columns, its environment gives ``gpus``, ``nodes``, ``platform``, ... (see
+    ``trainperf.runfolder.reader.runs_row``); without one, ``gpus`` is the number of ranks."""
     intervals = as_intervals(steps)
     if intervals.empty:
         raise DataError("no steps to aggregate")
@@ -77,9 +66,8 @@ def aggregate_steps(steps: pd.DataFrame, manifests: Mapping[str, Mapping[str, An
 
 
 def summarized_runs(summaries: Summaries, manifests: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
-    """One canonical runs row per run of ``summaries`` (``manifests`` as in
-    :func:`aggregate_steps`): the runs of steps tables without holding their
-    step rows (``summarized_runs(load_summaries(path))``)."""
+    """One canonical runs row per run of ``summaries`` (``manifests`` as in :func:`aggregate_steps`): the runs of steps
+    tables without holding their step rows (``summarized_runs(load_summaries(path))``)."""
     manifests = manifests or {}
     rows = []
     for run_id in summaries.run_ids:
@@ -119,11 +107,9 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
 
 def memory_verdict(out_of_memory: Sequence[Sequence[int]], checked: Sequence[int], expected: Sequence[int],
                    ooms: int | None) -> dict[str, Any]:
-    """Whether a run fits its devices, from the steps that ran out of memory
-    (``[rank, step, ooms]`` each) and the ranks whose steps files can record
-    them: ``fits`` false where a step did (``ooms`` counts their errors too,
-    ``extra_out_of_memory`` names them), true where every expected rank could
-    record one and none did; nothing where not known."""
+    """Whether a run fits its devices, from the steps that ran out of memory (``[rank, step, ooms]`` each) and the
+    ranks whose steps files can record them: ``fits`` false where a step did (``ooms`` counts their errors too,
+    ``extra_out_of_memory`` names them), true where every expected rank could record one and none did."""
     if out_of_memory:
         where = "; ".join(f"rank {rank} step {step}" for rank, step, _ in out_of_memory)
         return {"fits": False, "ooms": int(ooms or 0) + sum(int(n) for *_, n in out_of_memory),

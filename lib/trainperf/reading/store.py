@@ -19,9 +19,8 @@ import pyarrow.parquet as pq
 
 from trainperf.aggregate import FRAMES, Summaries, combine, combine_step_times, finish, settled_times, summarize
 from trainperf.partials import empty_intervals, partials, settle, step_times
-from trainperf.reading.cache import (Damaged, building, damaged, holding, open_entry, private_dir, read_checked, read_frame,
-                                     seal, warn_once, write_frame)
-from trainperf.reading.input_cache import cache_dir, input_key
+from trainperf.reading.cache import (Damaged, building, damaged, entries_dir, holding, open_entry, private_dir,
+                                     read_checked, read_frame, seal, warn_once, write_frame)
 
 FORMAT = "trainperf-store"
 VERSION = 2
@@ -29,15 +28,13 @@ KEEP = 64
 """Entries kept; the least recently written beyond this are removed."""
 
 Part = Callable[[], tuple[pd.DataFrame, dict[str, list]]]
-"""Reads one part of an input: its step intervals (whole ranks) and facts
-(lists, joined over the parts in order)."""
+"""Reads one part of an input: its step intervals (whole ranks) and facts (lists, joined over the parts in order)."""
 
 
 @dataclass
 class Entry:
-    """An input's step intervals, their summaries and the reader's facts: in a
-    store ``folder`` (its ``parts``, read again from ``source`` when one
-    cannot be read), or held in memory (``folder`` None)."""
+    """An input's step intervals, their summaries and the reader's facts: in a store ``folder`` (its ``parts``, read
+    again from ``source`` when one cannot be read), or held in memory (``folder`` None)."""
 
     folder: Path | None
     facts: dict[str, list]
@@ -48,9 +45,8 @@ class Entry:
 
     def intervals(self, columns: Sequence[str] | None = None, *, runs: Sequence[str] | None = None,
                   lazy: bool = False) -> Any:
-        """The step intervals (only ``columns``, of the ``runs`` named; default
-        all): a pandas frame, or with ``lazy`` a Dask DataFrame over the store
-        (a partition per part file: whole ranks)."""
+        """The step intervals (only ``columns``, of the ``runs`` named; default all): a pandas frame, or with ``lazy``
+        a Dask DataFrame over the store (a partition per part file: whole ranks)."""
         wanted = None if columns is None else list(columns)
         if self.folder is None or not self.parts:
             frame = _select(self.held if self.held is not None else empty_intervals(), wanted, runs)
@@ -71,18 +67,15 @@ class Entry:
                            label="read-step-intervals")
 
 
-def entry(path: Path, kind: str, parts: Callable[[], list[Part]], scheduler: Any = None,
-          key: str | None = None, rules: str | Mapping[str, str] = "mser") -> Entry:
-    """The store entry of input ``path`` read as ``kind`` (``key``: its
-    ``input_key``, when the caller has it), written first when there is none:
-    every part of ``parts()`` is read on ``scheduler`` (a ``dask.compute``
-    scheduler) and written, then summarized, each run's warm-up found by its
-    rule in ``rules`` (one for every run, or by run_id; see
-    ``trainperf.partials.find_warmup``)."""
-    root = cache_dir("store")
-    if root is None:
+def entry(parts: Callable[[], list[Part]], scheduler: Any, key: str | None,
+          rules: str | Mapping[str, str] = "mser") -> Entry:
+    """The store entry of an input whose ``input_key`` is ``key`` (None only with the store off), written first when
+    there is none: every part of ``parts()`` is read on ``scheduler`` (a ``dask.compute`` scheduler) and written, then
+    summarized, each run's warm-up found by its rule in ``rules`` (one for every run, or by run_id)."""
+    root = entries_dir("store")
+    if root is None or key is None:
         return _in_memory(parts(), scheduler, rules)
-    folder = root / (key or input_key(path, kind))
+    folder = root / key
     found = _open(folder, parts)
     try:
         if found is None:
@@ -121,10 +114,8 @@ def _write(folder: Path, parts: list[Part], scheduler: Any, rules: str | Mapping
 
 def _read_part(path: str, columns: list[str] | None, runs: list[str] | None = None,
                source: Callable[[], list[Part]] | None = None, warmup: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One part file of an entry (whole ranks, in the order recorded), its
-    ``columns`` of the ``runs`` named: one partition. A part that cannot be
-    read (its entry is then removed, to be built again) is read from its
-    ``source`` and its warm-up flagged from ``warmup``, as it was stored."""
+    """One part file of an entry, its ``columns`` of the ``runs`` named: one partition. A part that cannot be read
+    (its entry is then removed, to be built again) is read from its ``source``, its warm-up flagged from ``warmup``."""
     try:
         return read_frame(Path(path), columns, None if runs is None else [("run_id", "in", runs)])
     except Exception as exc:  # anything a damaged file raises
@@ -135,14 +126,11 @@ def _read_part(path: str, columns: list[str] | None, runs: list[str] | None = No
 
 
 def _select(frame: pd.DataFrame, columns: Sequence[str] | None, runs: Sequence[str] | None) -> pd.DataFrame:
-    """``frame``'s ``columns`` (default all) of the ``runs`` named (default all), indexed from 0."""
     frame = frame if runs is None else frame[frame["run_id"].isin(list(runs))]
     return (frame if columns is None else frame[list(columns)]).reset_index(drop=True)
 
 
 def _write_part(part: Part, target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read a part, write it to ``target`` (nothing for a part without rows), and
-    return its facts (:func:`_facts_frame`) and :func:`~trainperf.partials.step_times`."""
     frame, facts = part()
     if len(frame):
         write_frame(Path(target), frame)
@@ -157,9 +145,6 @@ def _facts_frame(facts: dict[str, list]) -> pd.DataFrame:
 
 
 def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The part file ``target`` with its runs' warm-up flagged
-    (:func:`~trainperf.partials.settle`; written again where that changed
-    it), and its :func:`~trainperf.partials.partials`."""
     if not os.path.exists(target):
         return partials(empty_intervals())
     frame = read_frame(Path(target))
@@ -170,7 +155,6 @@ def _settle_part(target: str, warmup: pd.DataFrame) -> tuple[pd.DataFrame, pd.Da
 
 
 def _joined(facts: Iterable[dict[str, list]]) -> dict[str, list]:
-    """The facts of the parts, in order: each name's lists joined."""
     joined: dict[str, list] = {}
     for part in facts:
         for key, values in part.items():
@@ -179,9 +163,8 @@ def _joined(facts: Iterable[dict[str, list]]) -> dict[str, list]:
 
 
 def _open(folder: Path, source: Callable[[], list[Part]]) -> Entry | None:
-    """The entry in ``folder`` (its parts read again from ``source`` when they
-    cannot be read); None when there is none, or it is not this format and
-    version or does not check out (then it is removed, to be built again)."""
+    """The entry in ``folder``; None when there is none, or it is not this format and version or does not check out
+    (then it is removed, to be built again)."""
     if not folder.is_dir():
         return None
     try:
@@ -201,7 +184,6 @@ def _open(folder: Path, source: Callable[[], list[Part]]) -> Entry | None:
 
 
 def _in_memory(parts: list[Part], scheduler: Any, rules: str | Mapping[str, str]) -> Entry:
-    """An entry held in memory: every part read and joined, then summarized."""
     read = [part() for part in parts]
     held = pd.concat([frame for frame, _ in read], ignore_index=True) if read else empty_intervals()
     summaries = summarize(held, scheduler, rules)

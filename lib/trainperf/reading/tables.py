@@ -1,11 +1,8 @@
-"""Table files, read and checked: runs tables (CSV, JSON: a list of records,
-``{"runs": [...]}`` or one record per line; JSON lines; Parquet) with the
-canonical columns (``trainperf.schema``, checked by ``trainperf.table_rules``),
-and per-rank steps tables with at least ``run_id``, ``rank`` and ``step`` (one
-row per rank per step, or per rank per epoch), read into step intervals
-(``trainperf.schema.STEP_INTERVALS``): a runs CSV as :func:`read_csv` says; a
-steps table's missing columns, bad values and repeated steps: docs/data.md,
-"Bounds, types and repeated steps".
+"""Table files, read and checked: runs tables (CSV, JSON: a list of records, ``{"runs": [...]}`` or one record per
+line; JSON lines; Parquet) with the canonical columns (``trainperf.schema``, checked by ``trainperf.table_rules``),
+and per-rank steps tables with at least ``run_id``, ``rank`` and ``step`` (one row per rank per step, or per rank per
+epoch), read into step intervals (``trainperf.schema.STEP_INTERVALS``; missing columns, bad values and repeated
+steps: docs/data.md, "Bounds, types and repeated steps").
 """
 
 from __future__ import annotations
@@ -43,8 +40,7 @@ def is_claims_file(path: Path) -> bool:
 
 
 def is_runs_table(path: Path) -> bool:
-    """Whether ``path`` is a table file (:data:`SUFFIXES`), read as a runs table;
-    DataError for a claims file."""
+    """Whether ``path`` is a table file (:data:`SUFFIXES`), read as a runs table; DataError for a claims file."""
     if not path.is_file() or path.suffix.lower() not in SUFFIXES:
         return False
     if is_claims_file(path):
@@ -54,8 +50,7 @@ def is_runs_table(path: Path) -> bool:
 
 
 def read_runs_table(path: Path) -> pd.DataFrame:
-    """The checked runs of a table file; ``experiment`` defaults to the file's
-    stem and ``source`` to its path."""
+    """The checked runs of a table file; ``experiment`` defaults to the file's stem and ``source`` to its path."""
     raw, lines = read_csv(path) if path.suffix.lower() == ".csv" else (read_raw(path), None)
     table = check_runs(raw, path, lines=lines)
     if "experiment" not in raw.columns:
@@ -66,11 +61,9 @@ def read_runs_table(path: Path) -> pd.DataFrame:
 
 
 def read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
-    """A CSV file's cells as strings, and the file line each data row starts on.
-
-    Blank lines are skipped; a row whose field count differs from the
-    header's (a stray or missing comma would shift every later value into the
-    wrong column) and a column named twice are errors."""
+    """A CSV file's cells as strings, and the file line each data row starts on. Blank lines are skipped; a row whose
+    field count differs from the header's (a stray or missing comma would shift every later value into the wrong
+    column) and a column named twice are errors."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             reader = csv.reader(handle, skipinitialspace=True)
@@ -149,8 +142,8 @@ COLUMNS = {c.name: c for c in STEP_INTERVALS}
 
 
 def is_steps_table(path: Path) -> bool:
-    """Whether ``path`` is a table file with the columns ``rank`` and ``step``
-    (a JSON one is read whole: a table small enough to be JSON is small)."""
+    """Whether ``path`` is a table file with the columns ``rank`` and ``step`` (a JSON one is read whole: a table small
+    enough to be JSON is small)."""
     suffix = path.suffix.lower()
     if not path.is_file() or suffix not in SUFFIXES:
         return False
@@ -167,9 +160,8 @@ def is_steps_table(path: Path) -> bool:
 
 
 def parts(path: Path, rows: int) -> list[Callable[[], tuple[pd.DataFrame, dict[str, list]]]]:
-    """The parts of a steps-table file for the store (each gives its step
-    intervals, whole ranks of one run and at most ``rows`` rows, or one rank
-    when a rank has more, and no facts), read by :func:`as_intervals`."""
+    """The parts of a steps-table file for the store (each gives its step intervals, whole ranks of one run and at
+    most ``rows`` rows, or one rank when a rank has more, and no facts), read by :func:`as_intervals`."""
     try:
         raw = pd.read_parquet(path) if path.suffix.lower() == ".parquet" else pd.read_csv(path)
     except (ValueError, OSError) as exc:
@@ -193,9 +185,8 @@ def _held(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list]]:
 
 
 def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
-    """A steps table (read from ``path``, or given as a frame) as step
-    intervals, typed, rows by run (in the order they first appear) and rank
-    (each rank's in the table's order)."""
+    """A steps table (read from ``path``, or given as a frame) as step intervals, typed, rows by run (in the order they
+    first appear) and rank (each rank's in the table's order)."""
     missing = [c for c in REQUIRED if c not in raw.columns]
     if missing:
         raise DataError(f"not a steps table: missing column(s) {', '.join(missing)}", path=path)
@@ -227,9 +218,8 @@ def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
 
 
 def _read_once(intervals: pd.DataFrame, rows: np.ndarray, path: Path | None) -> pd.DataFrame:
-    """``intervals`` (row ``i`` is the table's row ``rows[i]``) with each
-    step of a run and rank once (``trainperf.aggregate.repeated_steps``; what
-    is dropped, kept or refused: docs/data.md, "Bounds, types and repeated steps")."""
+    """``intervals`` (row ``i`` is the table's row ``rows[i]``) with each step of a run and rank once
+    (``trainperf.aggregate.repeated_steps``)."""
     found = repeated_steps(intervals, restarts=True)
     if found is None:
         return intervals

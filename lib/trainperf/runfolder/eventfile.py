@@ -47,8 +47,7 @@ def phase_line(name: str, start_s: float, seconds: float) -> bytes:
 
 
 def read_events(path: Path) -> tuple[list[OutsidePhase], list[BadLine]]:
-    """The phases of an events file, and its lines that could not be used
-    (file and line: a cut or damaged line, a header of another format);
+    """The phases of an events file, and its lines that could not be used (a cut or damaged line, another header);
     DataError where its header names another rank than its file name."""
     phases: list[OutsidePhase] = []
     bad: list[BadLine] = []

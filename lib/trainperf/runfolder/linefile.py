@@ -1,9 +1,6 @@
-"""Append-only line files that survive the process being killed.
-
-Whole lines (one, or a batch) go to the operating system with one
-``os.write`` when the writer hands them over (no user-space buffer), so a
-process killed with SIGKILL loses no line handed over: the kernel writes the
-page cache out even after the process is gone.
+"""Append-only line files that survive the process being killed: whole lines (one, or a batch) go to the operating
+system with one ``os.write`` when the writer hands them over (no user-space buffer), so a process killed with SIGKILL
+loses no line handed over: the kernel writes the page cache out even after the process is gone.
 """
 
 from __future__ import annotations

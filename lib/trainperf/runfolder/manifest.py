@@ -31,8 +31,7 @@ def write_json(path: Path, content: dict[str, Any]) -> None:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    """A run folder's manifest (``path``: the file); DataError naming it when
-    it cannot be read or is not a trainperf run manifest."""
+    """A run folder's manifest (``path``: the file); DataError naming it when it cannot be read or is not one."""
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

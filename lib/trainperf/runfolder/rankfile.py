@@ -1,10 +1,8 @@
-"""The per-rank steps file of a run folder, ``steps-rank{R}.jsonl``: its line format, a fast reader, and the
-warning that reports the lines a reader skipped.
-
-The format (header, one JSON array per optimizer step in :data:`LINE_COLUMNS` order, the end line ``close()``
-writes), what a crash loses and how a line out of its bounds is skipped: docs/profiler.md, "The run folder", and
-docs/data.md, "Bounds, types and repeated steps". The fast path parses a whole file with Arrow's CSV parser after
-removing the brackets; a file that fails it is read line by line, which names each malformed line.
+"""The per-rank steps file of a run folder, ``steps-rank{R}.jsonl``: its line format (a header, one JSON array per
+optimizer step in :data:`LINE_COLUMNS` order, the end line; docs/profiler.md, "The run folder"), a fast reader, and
+the warning that reports the lines a reader skipped (docs/data.md, "Bounds, types and repeated steps"). The fast path
+parses a whole file with Arrow's CSV parser after removing the brackets; a file that fails it is read line by line,
+which names each malformed line.
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ BOUNDED = tuple(c for c in STEP_INTERVALS if c.name in LINE_COLUMNS)
 INT_COLUMNS = ("step", "micro_steps")
 BOOL_COLUMNS = ("warmup", "out_of_memory")
 TIME_DECIMALS = 6
-"""Times are written rounded to 1 µs (six decimals)."""
 
 
 def is_number(value: object) -> bool:
@@ -66,8 +63,7 @@ def header_line(rank: int, host: str, node_rank: int | None, node: str, origin_u
 
 
 def step_line(values: list[Any]) -> bytes:
-    """One step's line: ``values`` in :data:`LINE_COLUMNS` order (None, NaN
-    and infinities are written as ``null``)."""
+    """One step's line: ``values`` in :data:`LINE_COLUMNS` order (None, NaN and infinities are written as ``null``)."""
     return ("[" + ",".join([f(v) for f, v in zip(_FORMATS, values)]) + "]\n").encode()
 
 
@@ -92,9 +88,8 @@ _FORMATS = tuple(_fixed if name.endswith(("_s", "_gb")) else _number for name in
 
 
 def end_line(steps: int, unattributed_s: dict[str, float], wall_s: float | None = None) -> bytes:
-    """The closing line: ``steps`` written, the seconds of phases timed after
-    the last step (they belong to no step), and ``wall_s``, the seconds from
-    the profiler's start to its close (left out where not known)."""
+    """The closing line: ``steps`` written, the seconds of phases timed after the last step (they belong to no step),
+    and ``wall_s``, the seconds from the profiler's start to its close (left out where not known)."""
     end = {"end": True, "steps": steps,
            "unattributed_s": {k: round(v, TIME_DECIMALS) for k, v in unattributed_s.items()}}
     if wall_s is not None:
@@ -119,10 +114,8 @@ BAD_LINES_SHOWN = 10
 
 
 def warn_bad_lines(bad: list[BadLine], files: str, stacklevel: int = 2) -> None:
-    """One DataWarning counting the skipped lines of ``files`` (e.g. ``steps
-    files``) and naming the first :data:`BAD_LINES_SHOWN` (file and line);
-    nothing when ``bad`` is empty. ``stacklevel`` as for ``warnings.warn``,
-    counted from the caller."""
+    """One DataWarning counting the skipped lines of ``files`` (e.g. ``steps files``) and naming the first
+    :data:`BAD_LINES_SHOWN`; nothing when ``bad`` is empty. ``stacklevel`` counted from the caller."""
     if not bad:
         return
     shown = "; ".join(map(str, bad[:BAD_LINES_SHOWN]))
@@ -133,10 +126,9 @@ def warn_bad_lines(bad: list[BadLine], files: str, stacklevel: int = 2) -> None:
 
 @dataclass
 class RankFile:
-    """One rank's steps file, read: header fields, the step columns (numpy
-    arrays of every :data:`LINE_COLUMNS`, one entry per good line), whether
-    the rank closed its profiler, the lines skipped and the columns the file
-    wrote (the others are empty: NaN, or false)."""
+    """One rank's steps file, read: header fields, the step columns (numpy arrays of every :data:`LINE_COLUMNS`, one
+    entry per good line), whether the rank closed its profiler, the lines skipped and the columns the file wrote (the
+    others are empty: NaN, or false)."""
 
     path: Path
     rank: int
@@ -156,10 +148,8 @@ class RankFile:
 
 
 def read_rank_file(path: Path) -> RankFile:
-    """Read ``steps-rank{R}.jsonl``. The rank comes from the file name, and the
-    header must agree with it; the node from the header. Malformed or truncated lines (a header or end line
-    that is not the expected JSON object, a step line that is not an array of
-    numbers of the right length) are skipped and listed in ``bad_lines``."""
+    """Read ``steps-rank{R}.jsonl`` (the rank from the file name, which the header must agree with; the node from
+    the header). Malformed or truncated lines are skipped and listed in ``bad_lines``."""
     match = STEPS_FILE_PATTERN.match(path.name)
     if match is None:
         raise ValueError(f"{path}: not a steps file name (expected steps-rank<R>.jsonl)")
@@ -190,10 +180,9 @@ def read_rank_file(path: Path) -> RankFile:
 
 def _within_bounds(columns: dict[str, np.ndarray], lines: np.ndarray, path: Path,
                    bad: list[BadLine]) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """``columns`` without the step lines (file line numbers ``lines``) whose
-    values break their column's bounds, each listed in ``bad``: a step that
-    completed needs a step time; one that ran out of memory (listed apart,
-    with no work) is left as it is."""
+    """``columns`` without the step lines (file line numbers ``lines``) whose values break their column's bounds, each
+    listed in ``bad``: a step that completed needs a step time; one that ran out of memory (listed apart, with no
+    work) is left as it is."""
     completed = ~columns["out_of_memory"]
     broken = {c.name: out_of_bounds(c, columns[c.name]) & completed for c in BOUNDED}
     broken["step_s"] |= completed & np.isnan(columns["step_s"])
@@ -210,8 +199,8 @@ def _within_bounds(columns: dict[str, np.ndarray], lines: np.ndarray, path: Path
 
 
 def _wall_clock(end: bytes, path: Path, number: int, bad: list[BadLine]) -> float | None:
-    """The end line's ``wall_s`` (None where it has none); a value that is not
-    a positive number is listed in ``bad`` (the end line is line ``number``)."""
+    """The end line's ``wall_s`` (None where it has none); a value that is not a positive number is listed in ``bad``
+    (the end line is line ``number``)."""
     wall = json.loads(end).get("wall_s")
     if wall is None:
         return None
@@ -341,7 +330,6 @@ def _row_problem(line: bytes, names: tuple[str, ...]) -> str:
 
 
 def _dtype(name: str) -> type:
-    """The numpy type of a step-line column."""
     return np.int64 if name in INT_COLUMNS else bool if name in BOOL_COLUMNS else np.float64
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,8 @@ BATCH_FACTS = ("grad_accum_steps", "micro_batch_size", "global_batch_size")
 
 @dataclass(frozen=True)
 class RunFolder:
-    """A run folder, opened: its manifest (``config`` with the defaults
-    above) and its steps files, ``(rank, path)`` by rank."""
+    """A run folder, opened: its manifest (``config`` with the defaults above) and its steps files, ``(rank, path)``
+    by rank."""
 
     path: Path
     manifest: dict[str, Any]
@@ -61,8 +62,9 @@ class RunFolder:
         world = self.environment.get("world_size")
         return int(world) if world else None
 
-    def parts(self) -> list[tuple[tuple[int, Path], ...]]:
-        """The steps files in groups of whole ranks of about :data:`PART_BYTES` each."""
+    def parts(self) -> list[Callable[[], tuple[pd.DataFrame, dict[str, list]]]]:
+        """Readers (:func:`read_ranks`) of the steps files in groups of whole ranks of about :data:`PART_BYTES` each:
+        the parts of its store entry."""
         groups: list[list[tuple[int, Path]]] = [[]]
         size = 0
         for rank, path in self.rank_files:
@@ -72,13 +74,12 @@ class RunFolder:
                 size = 0
             groups[-1].append((rank, path))
             size += length
-        return [tuple(g) for g in groups if g]
+        return [partial(read_ranks, self, tuple(g)) for g in groups if g]
 
 
 def open_run_folder(path: str | Path) -> RunFolder:
-    """Open a run folder: read its manifest (checked: ``check_manifest``) and
-    list its steps files; DataError naming a steps file whose rank lies beyond
-    the manifest's ``world_size``."""
+    """Open a run folder: read its manifest (checked) and list its steps files; DataError naming a steps file whose
+    rank lies beyond the manifest's ``world_size``."""
     path = Path(path)
     manifest = read_manifest(path / MANIFEST_FILE)
     config = dict(manifest.get("config") or {})
@@ -119,7 +120,8 @@ def read_ranks(folder: RunFolder,
         "run_id": _repeat_strings([folder.run_id], np.array([total])),
         "rank": np.repeat(np.array([f.rank for f in read], dtype=np.int64), counts),
         "node": _repeat_strings([f.node or nodes.get(f.rank) or "" for f in read], counts),
-        "n_steps": np.ones(total), "includes_evaluation": np.zeros(total, dtype=bool), "compute_s": np.full(total, np.nan),
+        "n_steps": np.ones(total), "includes_evaluation": np.zeros(total, dtype=bool),
+        "compute_s": np.full(total, np.nan),
     }
     columns = [f.columns for f in read] or [empty_columns(LINE_COLUMNS)]
     data.update({name: np.concatenate([c[name] for c in columns]) for name in LINE_COLUMNS})
@@ -183,12 +185,10 @@ def outside_waits(folder: RunFolder, read: Sequence[RankFile]) -> tuple[dict[int
 
 
 def outside_seconds(run_dir: Path, read: Sequence[Any]) -> tuple[list[list[Any]], list[BadLine]]:
-    """What the ranks of ``read`` (their steps files, read) did outside their
-    steps, from their events files: ``[rank, phase, before_s, between_s,
-    after_s]`` per rank and phase name, the seconds of that phase before the
-    rank's first step began, between its steps, and after its last step
-    ended (all of them "before" for a rank without steps); and the events
-    lines that could not be read."""
+    """What the ranks of ``read`` (their steps files, read) did outside their steps, from their events files: ``[rank,
+    phase, before_s, between_s, after_s]`` per rank and phase name, the seconds of that phase before the rank's first
+    step began, between its steps, and after its last step ended (all "before" for a rank without steps); and the
+    events lines that could not be read."""
     found: list[list[Any]] = []
     bad: list[BadLine] = []
     for rank_file in read:
@@ -238,8 +238,7 @@ def _read_rank_file(path: Path) -> RankFile:
 
 
 def _repeat_strings(values: list[str], counts: np.ndarray) -> pd.Series:
-    """A string column holding ``values[i]`` ``counts[i]`` times (built by
-    Arrow from codes: fast for a million rows)."""
+    """A string column holding ``values[i]`` ``counts[i]`` times (built by Arrow from codes: fast for many rows)."""
     codes = np.repeat(np.arange(len(values), dtype=np.int32), counts)
     strings = pa.array(values, type=pa.large_string()).take(pa.array(codes))
     return pd.Series(strings, dtype=pd.StringDtype("pyarrow", na_value=np.nan))
@@ -251,11 +250,9 @@ def model_parallel(config: Mapping[str, Any]) -> float:
 
 
 def oversubscribed(environment: Mapping[str, Any]) -> bool | None:
-    """Whether the run competed for its host's CPU, from the manifest's
-    ``host`` (rank 0's host at the start: cores, load average, torch threads
-    per process) and the ranks on that host: on CPU, more processes ×
-    threads than cores; on any device, a load average above the core count
-    (other work was running). None where the manifest does not say."""
+    """Whether the run competed for its host's CPU, from the manifest's ``host`` (rank 0's host at the start: cores,
+    load average, torch threads per process) and the ranks on that host: on CPU, more processes × threads than cores;
+    on any device, a load average above the core count (other work was running). None where not recorded."""
     host = environment.get("host") or {}
     cores = host.get("cores")
     if not cores:

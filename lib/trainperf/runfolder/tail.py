@@ -19,11 +19,9 @@ HEADER_BYTES = 64 << 10
 
 
 class StepsTail:
-    """One rank's steps file, followed: :meth:`read` returns the step lines
-    appended since the previous call as lists of values, in the order of
-    :attr:`columns`; :attr:`closed` turns true once the end line is read;
-    :attr:`bad_lines` counts the lines that could not be used (1-based line
-    numbers are not known when reading from the middle of a file)."""
+    """One rank's steps file, followed: :meth:`read` returns the step lines appended since the previous call as lists
+    of values, in the order of :attr:`columns`; :attr:`closed` turns true once the end line is read;
+    :attr:`bad_lines` counts the lines that could not be used (line numbers are not known in the middle of a file)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -52,8 +50,8 @@ class StepsTail:
         return self._rows(chunk[:end].split(b"\n"))
 
     def _read_header(self, file: Any, size: int) -> bool:
-        """Read line 1; start after it, or :data:`FIRST_READ_BYTES` before
-        the end of the file at the start of a line. False until line 1 is complete."""
+        """Read line 1; start after it, or :data:`FIRST_READ_BYTES` before the end of the file at the start of a line.
+        False until line 1 is complete."""
         line = file.readline(HEADER_BYTES)
         if not line.endswith(b"\n"):
             return False
