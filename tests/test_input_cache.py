@@ -23,9 +23,9 @@ def reads(monkeypatch, tmp_path):
     done = []
 
     def counting(read):
-        def counted(path, scheduler, key=None):
+        def counted(path, *engine):
             done.append(path.name)
-            return read(path, scheduler, key)
+            return read(path, *engine)
         return counted
 
     for name, kind in loading.KINDS.items():
@@ -85,9 +85,9 @@ def test_warnings_of_a_read_are_raised_again_from_the_cache(tmp_path, reads, mon
     (tmp_path / "one.csv").write_text(RUNS)
     real = loading.KINDS["table"].runs
 
-    def warning(path, scheduler, key=None):
+    def warning(path):
         warnings.warn("a doubtful value", DataWarning)
-        return real(path, scheduler, key)
+        return real(path)
 
     monkeypatch.setitem(loading.KINDS, "table", replace(loading.KINDS["table"], runs=warning))
     for _ in range(2):

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from trainperf.errors import DataError
 from trainperf.importers.reported import TOLERANCE, compare_reported
 from trainperf.importers.composer import COMPOSER
@@ -38,7 +40,7 @@ Megatron iteration lines: NeMo first); TensorBoard event files are told by conte
 SNIFF_BYTES = 1 << 20
 
 __all__ = ["FORMATS", "TOLERANCE", "ImportResult", "Missing", "compare_reported", "detect",
-           "has_column_mapping", "import_path", "reads_as_log", "sidecar_path", "tensorboard_parts"]
+           "has_column_mapping", "import_path", "import_runs", "reads_as_log", "sidecar_path", "tensorboard_parts"]
 
 
 def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ImportResult:
@@ -55,6 +57,11 @@ def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
     settings = load_settings(path, overrides)
     fmt = detect(path, settings)
     return build_result(path, fmt, fmt.parse(path, settings), settings)
+
+
+def import_runs(path: Path) -> pd.DataFrame:
+    """The checked runs of one log (:func:`import_path` without overrides)."""
+    return import_path(path).runs
 
 
 def has_column_mapping(path: str | Path) -> bool:

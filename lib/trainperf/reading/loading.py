@@ -21,7 +21,7 @@ import pandas as pd
 
 from trainperf.aggregate import Summaries
 from trainperf.errors import DataError, DataWarning, NoMeasuredSteps, UnknownFormat, provenance
-from trainperf.importers import detect, import_path, reads_as_log, tensorboard_parts
+from trainperf.importers import detect, import_runs, reads_as_log, tensorboard_parts
 from trainperf.partials import measured
 from trainperf.reading import run_folders, store
 from trainperf.reading import scheduler as schedule
@@ -29,7 +29,6 @@ from trainperf.reading.cache import entries_dir
 from trainperf.reading.input_cache import cached, input_key
 from trainperf.reading.tables import SUFFIXES as TABLE_SUFFIXES
 from trainperf.reading.tables import is_claims_file, is_runs_table, is_steps_table, parts, read_runs_table
-from trainperf.table_rules import check_runs
 
 LOG_SUFFIXES = {".log", ".txt", ".out"}
 """In a folder, files with these endings are read as logs (a file named is read as one whatever its ending)."""
@@ -47,12 +46,14 @@ Every reader of a pinned input reads the entry stored under that key."""
 @dataclass(frozen=True)
 class Kind:
     """A kind of input. ``sniff(path, found)``: whether ``path`` (``found`` in a folder, else named) is one; DataError
-    where it looks like one that cannot be read. ``runs`` / ``entry`` ``(path, scheduler, key)``: its checked runs /
-    its step intervals' store entry (None: it holds none); ``key``: the input's ``input_key``, when known."""
+    where it looks like one that cannot be read. ``runs(path)`` (``(path, scheduler, key)`` where ``engine``) /
+    ``entry(path, scheduler, key)``: its checked runs / its step intervals' store entry (None: it holds none);
+    ``key``: the input's ``input_key``, when known."""
 
     sniff: Callable[[Path, bool], bool]
-    runs: Callable[[Path, Any, str | None], pd.DataFrame] | None = None
+    runs: Callable[..., pd.DataFrame] | None = None
     entry: Callable[[Path, Any, str | None], store.Entry] | None = None
+    engine: bool = False
 
 
 def _is_log(path: Path, found: bool) -> bool:
@@ -71,11 +72,11 @@ def _is_log(path: Path, found: bool) -> bool:
     return True
 
 
-KINDS = {"run": Kind(lambda path, _: run_folders.is_run_folder(path), run_folders.read_runs, run_folders.entry),
-         "log": Kind(_is_log, lambda path, *_: check_runs(import_path(path).runs, path)),
+KINDS = {"run": Kind(lambda path, _: run_folders.is_run_folder(path), run_folders.read_runs, run_folders.entry, True),
+         "log": Kind(_is_log, import_runs),
          "steps": Kind(lambda path, _: is_steps_table(path), entry=lambda path, scheduler, key: store.entry(
              partial(parts, path, STEPS_PART_ROWS), scheduler, key)),
-         "table": Kind(lambda path, _: is_runs_table(path), lambda path, *_: read_runs_table(path))}
+         "table": Kind(lambda path, _: is_runs_table(path), read_runs_table)}
 """The kinds of input, in the order they are sniffed."""
 STEP_KINDS = tuple(name for name, kind in KINDS.items() if kind.entry)
 """The kinds of input that hold step intervals."""
@@ -172,7 +173,9 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
 def _runs(item: Input, scheduler: Any, key: str | None, on: bool = True) -> pd.DataFrame:
     """The checked runs of one input (not a steps table), read by its kind's reader through the input cache (where
     ``on``); ``key``: its ``input_key``, when known."""
-    return cached(item.path, item.kind, key, partial(KINDS[item.kind].runs, item.path, scheduler, key), on=on)
+    kind = KINDS[item.kind]
+    read = partial(kind.runs, item.path, scheduler, key) if kind.engine else partial(kind.runs, item.path)
+    return cached(item.path, item.kind, key, read, on=on)
 
 
 def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
