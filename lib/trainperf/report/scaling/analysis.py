@@ -185,7 +185,6 @@ def outside_steps(page: Measured) -> Found:
 
 
 def _priced(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with a price per device-hour."""
     return runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
 
 

@@ -44,8 +44,7 @@ def single_device_comm(runs: pd.DataFrame) -> list[str]:
 
 
 def _rank_totals(runs: pd.DataFrame, steps: Summaries) -> pd.DataFrame:
-    """:func:`trainperf.ranks.rank_totals` of the runs of ``runs`` with two or more ranks, with their ``experiment``,
-    in the runs' order, by rank."""
+    """:func:`trainperf.ranks.rank_totals` of the multi-rank runs of ``runs``, with ``experiment``, in their order."""
     totals = rank_totals(steps.per_rank).reset_index()
     times = runs[["run_id", "experiment"]].astype(str).drop_duplicates("run_id", keep="last").merge(
         totals.assign(run_id=totals["run_id"].astype(str)), on="run_id")
@@ -86,8 +85,7 @@ def rank_spread(runs: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataFrame) -> str:
-    """Why no per-rank chart of :func:`ranks` ``per_rank`` is drawn ("" when one is); ``summary``: the
-    :func:`rank_spread`."""
+    """Why no per-rank chart of :func:`ranks` is drawn ("" when one is); ``summary``: :func:`rank_spread`."""
     if len(per_rank):
         return ""
     if steps is not None and len(steps.per_rank):
