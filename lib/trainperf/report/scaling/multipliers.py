@@ -146,10 +146,9 @@ INTERVALS = {"scaling_multiplier": ("multiplier_low", "multiplier_high"),
 
 
 def against_ideal(frame: pd.DataFrame, value: str, colors: dict[str, str]) -> Axes:
-    """The chart the scaling page draws for each figure of :data:`INTERVALS`: ``value`` of :func:`table` rows
-    ``frame`` per experiment (in ``colors``) against the devices relative to the baseline (log scale, ticks at the
-    measured ratios), with its 95 % interval, rows no conclusion is drawn from crossed; the cell adds the ideal,
-    the title, the y axis and the legend."""
+    """The chart of each figure of :data:`INTERVALS`: ``value`` of :func:`table` rows per experiment (``colors``)
+    against the relative devices (log scale), with its 95 % interval, rows not ``concluded`` crossed; the cell adds
+    the ideal, the title, the y axis and the legend."""
     ax = sns.lineplot(frame, x="ideal", y=value, hue="experiment", palette=colors, marker="o")
     error_bars(ax, frame, "ideal", value, *INTERVALS[value], color=frame["experiment"].map(colors))
     marked = frame[~frame["concluded"]]  # projected, oversubscribed or incomplete

@@ -208,10 +208,9 @@ def projected(found: list[Projection]) -> pd.DataFrame:
 
 
 def fit_notes(found: list[Projection], drawn: pd.DataFrame | None = None) -> list[str]:
-    """One line per experiment and law (its parameters with their standard errors, its RMSE (×) over the
-    measured points, or why it has no band), a warning where the USL fit peaks within 4 × the projection's
-    target, and where a law stops short of it in its :func:`curves` ``drawn``; why nothing is fitted when
-    ``found`` is empty."""
+    """Per experiment and law its parameters with standard errors and RMSE (×), or why it has no band; where the
+    USL peaks within 4 × the target; where a law stops short of it (:func:`curves` ``drawn``); else why nothing
+    is fitted."""
     drawn = curves(found) if drawn is None else drawn
     if not found:
         return [f"No experiment that changes only the device count has {MIN_FIT_POINTS} or more device counts: no "
