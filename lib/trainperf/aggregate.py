@@ -74,8 +74,7 @@ def combine_step_times(parts: Sequence[Any]) -> Any:
 
 
 def _added_up(parts: Sequence[Any], meta: pd.DataFrame, keys: list[str], how: Mapping[str, str]) -> Any:
-    """The Dask delayed frames ``parts`` (like ``meta``) added up by ``keys`` in a tree, each column as ``how``
-    says (bounded memory)."""
+    """The Dask delayed frames ``parts`` (like ``meta``) added up by ``keys`` in a tree (bounded memory)."""
     import dask.dataframe as dd
 
     frames = dd.from_delayed(list(parts), meta=meta, verify_meta=False)

@@ -64,9 +64,8 @@ NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "device_memory_gb": (("platform",),),
     "memory_headroom_gb": (("device_memory_gb", "peak_memory_gb"),),
 }
-"""Each derived column and what it is computed from: any one group of inputs, all present, gives it; an input that is
-derived itself is followed. Why a row leaves a column empty is read from this table (:func:`_note_empty`), unless
-a note of its own says why."""
+"""Each derived column and what it is computed from: any one group of inputs, all present, gives it (derived inputs
+followed). :func:`_note_empty` reads from it why a row leaves a column empty."""
 NOTE_KEYS = {"scaling": ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency")}
 """Notes whose key (the text before ``: ``) is no column, and the columns their reasons cover."""
 SCALING_NOTES = frozenset(("scaling", "scaling_type", "baseline_run_id", "scaling_basis", "scaling_multiplier",

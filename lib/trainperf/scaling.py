@@ -298,11 +298,9 @@ printed rounded: seed 002's samples per device per step lie within 0.4 % of 32).
 
 
 def scaling_studies(group: pd.DataFrame) -> list[Study]:
-    """The scaling studies of one experiment's runs, found from what stays constant across device counts
-    (README.md, "Scaling"): per series of :data:`SERIES_SETTINGS` (:func:`_setting_series`), its strong and weak
-    studies (:func:`_constant_work`), else the series as one study (its type given, else :func:`scaling_type`).
-    Labels say what every run of a study is (``precision bf16, global batch 8``); an experiment that is one study
-    has none."""
+    """The scaling studies of one experiment's runs (README.md, "Scaling"): per series (:func:`_setting_series`),
+    its strong and weak studies (:func:`_constant_work`), else the series as one study. Labels say what every run
+    of a study is (``precision bf16, global batch 8``); an experiment that is one study has none."""
     series, labels = _setting_series(group)
     out = []
     for number, label in enumerate(labels):
@@ -417,10 +415,9 @@ def _setting_label(run: pd.Series, column: str) -> str:
 
 def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
                     ) -> tuple[dict[str, np.ndarray], list[list[str]]]:
-    """The :data:`SCALING_COLUMNS` of one series' runs ``group`` (``experiment``: the run_ids of its experiment;
-    ``found``: its type where :func:`scaling_studies` found it, else given or :func:`scaling_type`) against the run
-    named in ``baseline_run_id``, else the mean speed of the runs on the fewest devices; and per run, why a figure
-    stays empty."""
+    """The :data:`SCALING_COLUMNS` of one series' runs against the run named in ``baseline_run_id``, else the mean
+    speed of the runs on the fewest devices (``found``: the type :func:`scaling_studies` found); and per run, why
+    a figure stays empty."""
     cols, notes = _empty_columns(len(group)), [[] for _ in range(len(group))]
 
     def say(where: np.ndarray | bool, text: str) -> None:
