@@ -164,8 +164,7 @@ FRAMES = ("per_rank", "per_step", "values", "step_times", "warmup")
 
 def summarize(intervals: Any, scheduler: Any = None, rules: str | Mapping[str, str] = "mser") -> Summaries:
     """The :class:`Summaries` of step intervals: a pandas frame, or a Dask DataFrame whose partitions each hold whole
-    ranks, computed on ``scheduler`` (``None``: Dask's default), by the same functions either way; ``rules``: the
-    warm-up rule of every run, or by run_id."""
+    ranks, computed on ``scheduler`` (``None``: Dask's default); ``rules``: the warm-up rule, or per run_id."""
     if isinstance(intervals, pd.DataFrame):
         settled = find_warmup(step_times(intervals), rules)
         return finish(*partials(settle(intervals, settled[1])), settled)

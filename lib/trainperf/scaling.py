@@ -371,10 +371,9 @@ def _amount(values: pd.Series) -> str:
 
 
 def scaling_type(group: pd.DataFrame, basis: str | None) -> tuple[str | None, str]:
-    """The type of one series in which :func:`scaling_studies` found no study from the work per step, and why it
-    has none: ``strong`` where it was measured at two or more device counts and the runs processed the same total
-    work (``tokens``, else ``samples``) or the series is compared by elapsed time (``basis``: equal work assumed);
-    else None."""
+    """The type of a series with no study found from the work per step, and why it has none: ``strong`` where it
+    spans two or more device counts and its runs processed the same ``tokens`` (else ``samples``) or it is
+    compared by elapsed time (``basis``: equal work assumed); else None."""
     if group["gpus"].nunique() < 2:
         return None, "the study has runs on one device count"
     for total in (_column(group, "tokens"), _column(group, "samples")):
