@@ -69,14 +69,12 @@ def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeat
 
 
 def combine_step_times(parts: Sequence[Any]) -> Any:
-    """The :func:`step_times` of many partitions (Dask delayed frames) added up
-    in a tree, as a Dask DataFrame."""
+    """The :func:`step_times` of many partitions (Dask delayed frames) added up, as a Dask DataFrame."""
     return _added_up(parts, step_times(empty_intervals()), ["run_id", "step"], STEP_TIMES_COMBINE)
 
 
 def _added_up(parts: Sequence[Any], meta: pd.DataFrame, keys: list[str], how: Mapping[str, str]) -> Any:
-    """The Dask delayed frames ``parts`` (like ``meta``) added up by ``keys`` in a tree, each column as ``how``
-    says (bounded memory)."""
+    """The Dask delayed frames ``parts`` (like ``meta``) added up by ``keys`` in a tree (bounded memory)."""
     import dask.dataframe as dd
 
     frames = dd.from_delayed(list(parts), meta=meta, verify_meta=False)
@@ -108,8 +106,8 @@ def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
 
 def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.DataFrame,
            settled: tuple[pd.DataFrame, pd.DataFrame]) -> Summaries:
-    """:class:`Summaries` of what :func:`combine` computed, each frame in the
-    order of its keys, with the step times and warm-up :func:`settled_times` found."""
+    """:class:`Summaries` of what :func:`combine` computed, each frame in the order of its keys, with
+    :func:`settled_times`."""
     per_step = _with_keys(per_step)
     for column in STEP_SUMS:  # a sum of partials that had no value is no value, not 0
         per_step[f"{column}_sum"] = per_step[f"{column}_sum"].where(per_step[f"{column}_count"] > 0)
@@ -166,8 +164,7 @@ FRAMES = ("per_rank", "per_step", "values", "step_times", "warmup")
 
 def summarize(intervals: Any, scheduler: Any = None, rules: str | Mapping[str, str] = "mser") -> Summaries:
     """The :class:`Summaries` of step intervals: a pandas frame, or a Dask DataFrame whose partitions each hold whole
-    ranks, computed on ``scheduler`` (``None``: Dask's default), by the same functions either way; ``rules``: the
-    warm-up rule of every run, or by run_id."""
+    ranks, computed on ``scheduler`` (``None``: Dask's default); ``rules``: the warm-up rule, or per run_id."""
     if isinstance(intervals, pd.DataFrame):
         settled = find_warmup(step_times(intervals), rules)
         return finish(*partials(settle(intervals, settled[1])), settled)
@@ -181,8 +178,7 @@ def summarize(intervals: Any, scheduler: Any = None, rules: str | Mapping[str, s
 
 
 def median_of_counts(values: pd.DataFrame, quantity: str) -> float:
-    """The median of a quantity of :func:`trainperf.partials.value_partials` (one run's rows) from
-    its counts, as ``numpy.median`` gives it over the values themselves."""
+    """``numpy.median`` of a quantity of one run's :func:`trainperf.partials.value_partials`, from its counts."""
     rows = values[values["quantity"] == quantity].sort_values("value")
     total = rows["count"].sum()
     if not total:

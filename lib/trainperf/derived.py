@@ -64,20 +64,17 @@ NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "device_memory_gb": (("platform",),),
     "memory_headroom_gb": (("device_memory_gb", "peak_memory_gb"),),
 }
-"""Each derived column and what it is computed from: any one group of inputs, all present, gives it; an input that is
-derived itself is followed. Why a row leaves a column empty is read from this table (:func:`_note_empty`), unless
-a note of its own says why."""
+"""Each derived column and what it is computed from: any one group of inputs, all present, gives it (derived inputs
+followed). :func:`_note_empty` reads from it why a row leaves a column empty."""
 NOTE_KEYS = {"scaling": ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency")}
-"""Notes whose key (the text before ``: ``) is no column, and the columns
-their reasons cover. Every other note's key names the columns it is about."""
+"""Notes whose key (the text before ``: ``) is no column, and the columns their reasons cover."""
 SCALING_NOTES = frozenset(("scaling", "scaling_type", "baseline_run_id", "scaling_basis", "scaling_multiplier",
                            "scaling_efficiency", "serial_fraction", "cost_efficiency"))
 """Keys of the notes about scaling (a report that shows none leaves them out)."""
 
 
 def derive(runs: pd.DataFrame) -> pd.DataFrame:
-    """Return a copy of ``runs`` (a canonical runs table, e.g. from
-    ``load_runs``) with every derived column of ``trainperf.schema`` added."""
+    """A copy of the runs table ``runs`` with every derived column of ``trainperf.schema`` added."""
     out = runs.copy()
     for name, column in INPUT_COLUMNS.items():
         if name not in out:
@@ -109,9 +106,8 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    """Note what a log's step times needed (joined glitches, steps set aside,
-    far-out times: :data:`~trainperf.schema.STEP_TIME_ANOMALIES`) and how many
-    steps the throughput leaves out."""
+    """Note what a log's step times needed (:data:`~trainperf.schema.STEP_TIME_ANOMALIES`) and how many steps the
+    throughput leaves out."""
     if STEP_TIME_ANOMALIES not in out:
         return
     set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)
@@ -125,12 +121,9 @@ def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
 
 
 def _note_empty(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    """Append to each row's notes why each derived column of :data:`NEEDS`
-    it leaves empty is empty, unless a note already names the column: the
-    inputs it lacks (``tokens_per_s: not given, and no tokens, samples_per_s
-    or seq_len``). Columns empty for the same lack share one note, and a
-    column empty only because of columns of one note joins that note
-    (``tokens_per_s, tokens_per_s_per_gpu, tflops_total, …: …``)."""
+    """Note why each column of :data:`NEEDS` a row leaves empty is empty, unless a note names it: the inputs it
+    lacks (``tokens_per_s: not given, and no tokens, samples_per_s or seq_len``). Columns empty for the same lack,
+    or only because of the columns of one note, share that note (``tokens_per_s, tokens_per_s_per_gpu, …: …``)."""
     used = list(dict.fromkeys([*NEEDS, *(name for groups in NEEDS.values() for group in groups for name in group)]))
     empty = out.reindex(columns=used).isna().to_numpy()
     at = {name: j for j, name in enumerate(used)}
@@ -228,9 +221,8 @@ def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
 
 
 def _first_estimate(column: str, notes: list[list[str]], estimates: list[tuple[str, pd.Series]]) -> pd.Series:
-    """The first available of several estimates of one quantity, in order of
-    trust; every other estimate of the same row that differs by more than 2 %
-    is noted."""
+    """The first available of several estimates of one quantity, in order of trust; every other estimate of the
+    row that differs by more than :data:`RATE_TOLERANCE` is noted."""
     chosen = estimates[0][1]
     label = pd.Series(estimates[0][0], index=chosen.index, dtype=object).where(chosen.notna())
     for name, values in estimates[1:]:

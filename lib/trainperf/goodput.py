@@ -20,12 +20,9 @@ PARTS: tuple[str, ...] = ("productive_s", "warmup_excess_s", "startup_s", "unacc
 
 def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
             outside: Sequence[Sequence[Any]] = ()) -> dict[str, float]:
-    """Runs columns of one run's goodput (docs/profiler.md) from
-    its per-rank summaries (``trainperf.partials.RANK_COLUMNS``), each rank's
-    wall clock (``wall_s`` by rank, s) and what the ranks did outside their
-    steps (``outside``: ``[rank, name, before_s, between_s, after_s]`` rows,
-    ``trainperf.runfolder.reader.outside_seconds``). Empty when no rank with
-    steps has a wall clock."""
+    """Runs columns of one run's goodput from its per-rank summaries (``trainperf.partials.RANK_COLUMNS``), each
+    rank's wall clock (``wall_s`` by rank, s) and what the ranks did outside their steps (``outside``: ``[rank,
+    name, before_s, between_s, after_s]`` rows). Empty when no rank with steps has a wall clock."""
     rows = per_rank[per_rank["rank"].isin(list(wall_s)) & per_rank["intervals"].gt(0)].reset_index(drop=True)
     if rows.empty:
         return {}

@@ -40,17 +40,15 @@ STEP_SUMS: tuple[str, ...] = ("step_s", *WORK, *STEP_PHASE_COLUMNS)
 """Columns summed per step across ranks, each with its count of values."""
 STEP_COMBINE: dict[str, str] = {"ranks": "sum", "step_s_max": "max", "n_steps": "max",
                                 **{f"{c}_sum": "sum" for c in STEP_SUMS}, **{f"{c}_count": "sum" for c in STEP_SUMS}}
-"""How :func:`step_partials` of several partitions add up (a rank lies in one
-partition, so the ranks of a step add up too)."""
+"""How :func:`step_partials` of several partitions add up (a rank lies in one partition: ranks add up too)."""
 
 VALUE_QUANTITIES = ("micro_steps", "micro_batch")
-"""Quantities whose run-wide median ``trainperf.aggregate.measure`` needs: micro-steps per
-optimizer step, and samples per micro-step of one rank."""
+"""Quantities whose run-wide median ``trainperf.aggregate.measure`` needs: micro-steps per optimizer step, and
+samples per micro-step of one rank."""
 
 
 def measured(intervals: Any) -> Any:
-    """Which intervals lie in the measured window: neither warm-up nor including an evaluation
-    (a boolean column of ``intervals``, a pandas or a Dask frame)."""
+    """Whether each interval (of a pandas or a Dask frame) lies in the measured window."""
     return ~(intervals["warmup"].astype(bool) | intervals["includes_evaluation"].astype(bool))
 
 
@@ -62,8 +60,8 @@ def empty_intervals() -> pd.DataFrame:
 
 
 def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Group codes of the rows by run and ``by`` (an integer column), numbered
-    in the order of ``(run_id, by)``; and each group's run_id and ``by`` value."""
+    """Group codes of the rows by run and ``by`` (an integer column), in the order of ``(run_id, by)``; and each
+    group's run_id and ``by`` value."""
     runs, names = pd.factorize(intervals["run_id"], sort=True)
     other = intervals[by].to_numpy(np.int64)
     low = int(other.min()) if len(other) else 0
@@ -138,9 +136,8 @@ def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Per run and step of the measured intervals of one partition: ``ranks``
-    (distinct ranks), ``step_s_max``, ``n_steps`` (the most any rank's interval
-    covers) and, for each of :data:`STEP_SUMS`, its ``_sum`` and ``_count`` (of values present)."""
+    """Per run and step of the measured intervals: ``ranks`` (distinct ranks), ``step_s_max``, ``n_steps`` (the
+    most any rank's interval covers) and, for each of :data:`STEP_SUMS`, its ``_sum`` and ``_count``."""
     inside = intervals[measured(intervals)]
     codes, run_ids, steps = _groups(inside, "step")
     grouped = inside.groupby(codes)
@@ -154,11 +151,9 @@ def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Per run and step of the intervals that include no evaluation, warm-up
-    ones too: ``step_s_max`` (the job's time of the interval: its slowest
-    rank's, s), ``n_steps`` (the most steps a rank's interval covers) and
-    ``warmup`` (1.0 where a rank flagged it, else 0.0). Those of several
-    partitions add up with :data:`STEP_TIMES_COMBINE`."""
+    """Per run and step of the intervals that include no evaluation, warm-up ones too: ``step_s_max`` (the job's
+    time: its slowest rank's, s), ``n_steps`` (as :func:`step_partials`) and ``warmup`` (1.0 where a rank flagged
+    it, else 0.0)."""
     rows = intervals[~intervals["includes_evaluation"].astype(bool).to_numpy()]
     codes, run_ids, steps = _groups(rows, "step")
     values = pd.DataFrame({"step_s_max": rows["step_s"].to_numpy(float), "n_steps": rows["n_steps"].to_numpy(float),
@@ -202,8 +197,7 @@ def nothing_found() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def settle(intervals: pd.DataFrame, warmup: pd.DataFrame) -> pd.DataFrame:
-    """``intervals`` with every interval of a run before its ``first_step``
-    (:func:`find_warmup`) flagged as warm-up, on every rank alike."""
+    """``intervals`` with every interval before its run's ``first_step`` (:func:`find_warmup`) flagged as warm-up."""
     first = warmup.set_index(warmup["run_id"].astype(str))["first_step"].dropna()
     if first.empty or intervals.empty:
         return intervals
@@ -216,8 +210,8 @@ def settle(intervals: pd.DataFrame, warmup: pd.DataFrame) -> pd.DataFrame:
 
 
 def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Counts of each value of :data:`VALUE_QUANTITIES` over the measured
-    intervals, per run: ``run_id, quantity, value, count``, in that order."""
+    """Per run, counts of each value of :data:`VALUE_QUANTITIES` over the measured intervals: ``run_id, quantity,
+    value, count``, in that order."""
     window = measured(intervals).to_numpy()
     runs, names = pd.factorize(intervals["run_id"], sort=True)
     micro = intervals["micro_steps"].to_numpy(float)[window]
@@ -234,6 +228,5 @@ def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def partials(intervals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """What one partition (whole ranks) contributes: its :func:`rank_partials`,
-    :func:`step_partials` and :func:`value_partials`."""
+    """What one partition contributes: its :func:`rank_partials`, :func:`step_partials` and :func:`value_partials`."""
     return rank_partials(intervals), step_partials(intervals), value_partials(intervals)

@@ -28,10 +28,9 @@ for them to wait for it inside the synchronised steps; less, and the extra time 
 
 
 def rank_totals(per_rank: pd.DataFrame) -> pd.DataFrame:
-    """Per run and rank with measured intervals of per-rank summaries (``trainperf.partials.RANK_COLUMNS``):
-    ``elapsed_s`` over the measured window (s: the end of its last interval minus the start of its first where
-    every interval of its run has a start, else the sum of its intervals' times) and the phase totals over the
-    window (s; NaN where never timed). Index ``run_id, rank``."""
+    """Per run and rank with measured intervals (``trainperf.partials.RANK_COLUMNS`` rows): ``elapsed_s`` over the
+    measured window (s: last end − first start where every interval of its run has a start, else the sum of its
+    intervals' times) and the phase totals (s; NaN where never timed). Index ``run_id, rank``."""
     timed = per_rank.groupby(per_rank["run_id"].astype(str), sort=False)["untimed_starts"].transform("sum").eq(0)
     elapsed = (per_rank["last_end_s"] - per_rank["first_start_s"]).where(timed, per_rank["step_s_sum"])
     out = per_rank[["run_id", "rank", *STEP_PHASE_COLUMNS]].assign(elapsed_s=elapsed.to_numpy())

@@ -76,9 +76,8 @@ class ScalingFit:
 
     @property
     def has_band(self) -> bool:
-        """Whether the fit's error is known: it had more device counts than parameters
-        (else its standard errors and :meth:`band` are NaN; repeats at the same
-        device counts do not count)."""
+        """Whether the fit had more distinct device counts than parameters (else its standard errors and
+        :meth:`band` are NaN)."""
         return bool(np.all(np.isfinite(self.covariance)))
 
     @property
@@ -90,9 +89,8 @@ class ScalingFit:
 
     @property
     def peak(self) -> float:
-        """Where the fitted multiplier peaks (units of ``devices``): the USL's
-        ``sqrt((1 − σ) / κ)``; ``inf`` where it keeps rising (Amdahl, κ at its
-        bound, σ ≥ 1)."""
+        """Where the fitted multiplier peaks (units of ``devices``): the USL's ``sqrt((1 − σ) / κ)``; ``inf`` where
+        it keeps rising (Amdahl, κ at its bound, σ ≥ 1)."""
         if self.law != "usl" or not self.params["kappa"] > AT_BOUND or not self.params["sigma"] < 1:
             return math.inf
         return math.sqrt((1 - self.params["sigma"]) / self.params["kappa"])
@@ -126,8 +124,8 @@ class ScalingFit:
 
 
 def parameter_text(value: float, stderr: float) -> str:
-    """A fitted parameter for people: ``0.0312 ± 0.004``, or ``0 (at its
-    bound)`` where the fit pushed it to 0 (its standard error then means nothing)."""
+    """``0.0312 ± 0.004``, or ``0 (at its bound)`` where the fit pushed it to 0 (its standard error then means
+    nothing)."""
     if abs(value) < AT_BOUND:
         return "0 (at its bound)"
     return f"{value:.4g}" + ("" if math.isnan(stderr) else f" ± {stderr:.2g}")
@@ -140,13 +138,12 @@ def _ordinal(n: int) -> str:
 
 
 def _curve(law: str, devices: np.ndarray, theta: Sequence[float] | np.ndarray) -> np.ndarray:
-    """``γ · S(devices)`` of ``law`` for the parameters ``theta`` (the law's, then γ): numbers, or arrays that
-    broadcast against ``devices``."""
+    """``γ · S(devices)`` for ``theta`` (the law's parameters, then γ; numbers, or arrays that broadcast)."""
     return theta[-1] * LAWS[law][0](devices, *theta[:-1])
 
 
 def _bounds(law: str) -> tuple[list[float], list[float]]:
-    """Lower and upper bounds of the law's parameters followed by ``gamma``'s."""
+    """Lower and upper bounds of the law's parameters, then ``gamma``'s."""
     lo, hi = LAWS[law][2]
     return [*lo, 0.0], [*hi, np.inf]
 
@@ -209,8 +206,7 @@ SERIES_SETTINGS = {"platform": "platform", "model": "model", "n_params": "parame
                    "seq_len": "sequence length",
                    "activation_checkpointing": "activation checkpointing", "compiled": "compiled",
                    "extra_configuration": "configuration"}
-"""Settings (column: words) that split an experiment into series where runs on one device count
-differ in them; within a series, :func:`scaling_studies` finds the studies from the work held constant."""
+"""Settings (column: words) that split an experiment into series where runs on one device count differ in them."""
 
 SCALING_INPUTS = ("run_id", "experiment", "gpus", "baseline_run_id", "tokens_per_s", "samples_per_s", "elapsed_s",
                   "step_time_s", "tokens", "samples", "price_per_gpu_hour", "micro_batch_size", "grad_accum_steps",
@@ -225,11 +221,9 @@ TEXT = ("scaling_type", "baseline_run_id", "scaling_basis")
 
 @dataclass
 class Study:
-    """One scaling study of an experiment: the positions of its runs (in the experiment's
-    rows), its label (``""``: the experiment's only study), its type where the work held
-    constant tells it (None: inferred by :func:`scaling_type`, or given) and, per run,
-    whether this is the run's primary study (the one its row of the runs table shows); ``note``:
-    an assumption its runs' notes state."""
+    """One scaling study of an experiment: its runs' positions in the experiment's rows, its label (``""``: the
+    only study), its type where the work held constant tells it (None: given, or :func:`scaling_type`), per run
+    whether it is the run's primary study (the one its runs-table row shows), and an assumption to note."""
 
     members: np.ndarray
     label: str
@@ -272,10 +266,8 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
 
 
 def second_study_rows(runs: pd.DataFrame) -> pd.DataFrame:
-    """The derived runs that belong to a second study (``second_scaling_study``, a weak one),
-    once more each as a row of that study: ``scaling_study`` the second one, and the scaling
-    columns measured within it (against its runs' baseline, else its fewest devices), as
-    :func:`add_scaling` does for the study's own runs. Empty where no run is in two studies."""
+    """The derived runs in a second (weak) study, once more each as a row of it: ``scaling_study`` the second one
+    and the scaling columns measured within it, as :func:`add_scaling` does. Empty where no run is in two studies."""
     if "second_scaling_study" not in runs or runs["second_scaling_study"].isna().all():
         return runs.iloc[:0]
     copies = runs[runs["second_scaling_study"].notna()]
@@ -306,11 +298,9 @@ printed rounded: seed 002's samples per device per step lie within 0.4 % of 32).
 
 
 def scaling_studies(group: pd.DataFrame) -> list[Study]:
-    """The scaling studies of one experiment's runs, found from what stays constant across device counts
-    (README.md, "Scaling"): per series of :data:`SERIES_SETTINGS` (:func:`_setting_series`), its strong and weak
-    studies (:func:`_constant_work`), else the series as one study (its type given, else :func:`scaling_type`).
-    Labels say what every run of a study is (``precision bf16, global batch 8``); an experiment that is one study
-    has none."""
+    """The scaling studies of one experiment's runs (README.md, "Scaling"): per series (:func:`_setting_series`),
+    its strong and weak studies (:func:`_constant_work`), else the series as one study. Labels say what every run
+    of a study is (``precision bf16, global batch 8``); an experiment that is one study has none."""
     series, labels = _setting_series(group)
     out = []
     for number, label in enumerate(labels):
@@ -328,9 +318,8 @@ def scaling_studies(group: pd.DataFrame) -> list[Study]:
 
 
 def _constant_work(rows: pd.DataFrame) -> list[Study]:
-    """The strong and weak studies of one series (:func:`scaling_studies`), then a study per
-    global batch of the runs in neither: by the measure of the work that leaves the fewest
-    runs in neither (the first of equals); none where no measure finds a study."""
+    """The strong and weak studies of one series, then a study per global batch of the runs in neither, by the
+    measure of the work that leaves the fewest runs in neither (the first of equals); none where none finds one."""
     devices = _column(rows, "gpus").to_numpy()
     if len(np.unique(devices)) < 2:  # one device count: no study spans two
         return []
@@ -382,10 +371,9 @@ def _amount(values: pd.Series) -> str:
 
 
 def scaling_type(group: pd.DataFrame, basis: str | None) -> tuple[str | None, str]:
-    """The type of one series in which :func:`scaling_studies` found no study from the work per step, and why it
-    has none: ``strong`` where it was measured at two or more device counts and the runs processed the same total
-    work (``tokens``, else ``samples``) or the series is compared by elapsed time (``basis``: equal work assumed);
-    else None."""
+    """The type of a series with no study found from the work per step, and why it has none: ``strong`` where it
+    spans two or more device counts and its runs processed the same ``tokens`` (else ``samples``) or it is
+    compared by elapsed time (``basis``: equal work assumed); else None."""
     if group["gpus"].nunique() < 2:
         return None, "the study has runs on one device count"
     for total in (_column(group, "tokens"), _column(group, "samples")):
@@ -404,10 +392,8 @@ def _column(group: pd.DataFrame, name: str) -> pd.Series:
 
 
 def _setting_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """The series of one experiment's runs: per run the number of its series, and per
-    series a label (``precision bf16``; ``""`` when the experiment is one series). An
-    experiment is split by each setting of :data:`SERIES_SETTINGS` in which runs on the
-    same device count differ."""
+    """Per run the number of its series (:data:`SERIES_SETTINGS`), and per series a label (``precision bf16``;
+    ``""`` when the experiment is one series)."""
     devices = group["gpus"].fillna(-1.0).to_numpy()
     if len(np.unique(devices)) == len(devices):  # one run per device count: no two runs to tell apart
         return np.zeros(len(group), dtype=int), [""]
@@ -428,10 +414,9 @@ def _setting_label(run: pd.Series, column: str) -> str:
 
 def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
                     ) -> tuple[dict[str, np.ndarray], list[list[str]]]:
-    """The :data:`SCALING_COLUMNS` of one series' runs ``group`` (``experiment``: the run_ids of its experiment;
-    ``found``: its type where :func:`scaling_studies` found it, else given or :func:`scaling_type`) against the run
-    named in ``baseline_run_id``, else the mean speed of the runs on the fewest devices; and per run, why a figure
-    stays empty."""
+    """The :data:`SCALING_COLUMNS` of one series' runs against the run named in ``baseline_run_id``, else the mean
+    speed of the runs on the fewest devices (``found``: the type :func:`scaling_studies` found); and per run, why
+    a figure stays empty."""
     cols, notes = _empty_columns(len(group)), [[] for _ in range(len(group))]
 
     def say(where: np.ndarray | bool, text: str) -> None:
@@ -478,9 +463,8 @@ def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
 
 
 def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:
-    """The experiment's comparable speed per run (NaN where a run lacks it),
-    the basis (``throughput`` or ``elapsed (equal work assumed)``; None when
-    no run has either) and the measure compared, for notes."""
+    """The basis (``throughput`` or ``elapsed (equal work assumed)``; None when no run has either), the speed per
+    run (NaN where a run lacks it) and the column compared."""
     counts = {c: int(group[c].notna().sum()) for c in ("tokens_per_s", "samples_per_s") if c in group}
     if counts and max(counts.values()) > 0:
         column = max(counts, key=counts.__getitem__)  # the first of equal counts: tokens/s
@@ -491,11 +475,9 @@ def _speed(group: pd.DataFrame) -> tuple[str | None, np.ndarray, str]:
 
 
 def _baseline(group: pd.DataFrame, experiment: set[str]) -> tuple[object | None, str | None, str]:
-    """Index label of the baseline run of a series (the named one, else the
-    first run with the fewest devices; None where no run has a device count),
-    the run_id named (None: none used) and a note when the named one is not
-    among the experiment's runs (``experiment``: their run_ids) or the runs
-    name different ones (a series has one baseline)."""
+    """Index label of a series' baseline run (the named one, else the first with the fewest devices; None where no
+    run has a device count), the run_id named (None: none used) and a note where the named one is not among the
+    ``experiment``'s run_ids or the runs name different ones."""
     note = ""
     if "baseline_run_id" in group:
         named = group["baseline_run_id"].dropna().unique()

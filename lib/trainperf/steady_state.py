@@ -8,8 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 RULES = ("mser", "fixed")
-"""How a run's warm-up is chosen: ``mser`` (found from the step times, never
-less than the configured warm-up) or ``fixed`` (the configured warm-up)."""
+"""``mser`` (the warm-up found from the step times, never less than the configured one) or ``fixed``."""
 MIN_STEPS = 10
 """Step times after the configured warm-up that MSER needs; with fewer, the configured warm-up is used."""
 MIN_KEPT = 3
@@ -19,17 +18,15 @@ FAR_OUT_IQR = 3.0
 
 
 def far_out_fence(values: np.ndarray) -> float:
-    """Tukey's far-out fence of ``values``: Q3 + :data:`FAR_OUT_IQR` x (Q3 - Q1)."""
+    """Tukey's far-out fence of ``values`` (:data:`FAR_OUT_IQR`)."""
     q1, q3 = np.percentile(values, [25, 75])
     return float(q3 + FAR_OUT_IQR * (q3 - q1))
 
 
 def mser_statistic(times: np.ndarray) -> np.ndarray:
-    """MSER(d) of ``times`` for every d from 0 to len - 1: the sum of squared
-    deviations of ``times[d:]`` from their mean over (len - d)^2 (s^2 for
-    times in seconds). The sums are taken of the times less their median, which
-    leaves MSER unchanged and keeps the rounding of a long run's sums below the
-    spread of its steps (a steady state of equal times has none)."""
+    """MSER(d) of ``times`` for every d from 0 to len - 1: the sum of squared deviations of ``times[d:]`` from their
+    mean over (len - d)^2 (s^2). The sums are of the times less their median: MSER is unchanged, and the rounding of
+    a long run's sums stays below the spread of its steps (a steady state of equal times has none)."""
     x = np.asarray(times, dtype=float)
     x = x - np.median(x)
     kept = np.arange(len(x), 0, -1, dtype=float)
@@ -41,19 +38,16 @@ def mser_statistic(times: np.ndarray) -> np.ndarray:
 
 def mser_truncation(times: np.ndarray) -> int:
     """How many of the first ``times`` MSER drops: far-out times clipped to the fence, the truncation searched
-    over every ``d`` that keeps :data:`MIN_KEPT` times or more. A truncation
-    in the second half means the run is too short to tell its warm-up from
-    its steady state (White 1997); the caller then uses the configured one."""
+    over every ``d`` that keeps :data:`MIN_KEPT` times or more."""
     x = np.asarray(times, dtype=float)
     x = np.minimum(x, far_out_fence(x))
     return int(np.argmin(mser_statistic(x)[:len(x) - MIN_KEPT + 1]))
 
 
 def _slow_start(times: np.ndarray) -> int:
-    """How many leading ``times`` of a run too short for MSER lie above the
-    far-out fence of the :data:`MIN_KEPT` or more times after them (a first
-    logged interval still compiling or autotuning, at 1.5 times the steady
-    step in a real Composer log): none where fewer than :data:`MIN_KEPT` + 1."""
+    """How many leading ``times`` of a run too short for MSER lie above the far-out fence of the :data:`MIN_KEPT`
+    or more times after them (a first interval still compiling or autotuning: 1.5 × the steady step in a real
+    Composer log)."""
     slow = 0
     while len(times) - slow > MIN_KEPT and times[slow] > far_out_fence(times[slow + 1:]):
         slow += 1
@@ -76,6 +70,6 @@ def warmup_length(times: np.ndarray, minimum: int, rule: str) -> tuple[int, str]
         slow = _slow_start(after)
         return (minimum + slow, "mser") if slow else (minimum, "fixed")
     cut = mser_truncation(after)
-    if cut > len(after) // 2:  # the slowest stretch is late: no warm-up to find, too short to judge
+    if cut > len(after) // 2:  # too short to tell warm-up from steady state (White 1997)
         return minimum, "fixed"
     return minimum + cut, "mser"

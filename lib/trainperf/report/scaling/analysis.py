@@ -94,10 +94,9 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
 
 
 def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
-    """The largest measured scale-up of the ``concluded`` rows of
-    :func:`~trainperf.report.scaling.multipliers.table` ``table`` among experiments that change only the device
-    count, its efficiency (and 95 % interval), and the projection of ``found`` beside the straight line (weak
-    scaling in its own words); without such an experiment, says so and projects nothing."""
+    """The largest measured scale-up of the ``concluded`` :func:`~trainperf.report.scaling.multipliers.table` rows
+    among experiments that change only the device count, its efficiency (and 95 % interval), and the projection
+    of ``found`` beside the straight line; without such an experiment, says so and projects nothing."""
     study = dict(iter(table.groupby("experiment", sort=False)))
     real = [name for name, rows in study.items() if rows["concluded"].any()]
     clean = [name for name in real if study[name]["only_devices_change"].iloc[0]]
@@ -185,7 +184,6 @@ def outside_steps(page: Measured) -> Found:
 
 
 def _priced(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with a price per device-hour."""
     return runs[runs["price_per_gpu_hour"].notna()] if "price_per_gpu_hour" in runs else runs.iloc[0:0]
 
 

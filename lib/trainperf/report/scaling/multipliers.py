@@ -44,10 +44,8 @@ def studies(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def changes(group: pd.DataFrame) -> list[str]:
-    """What differs between the runs of one experiment besides the device
-    count, e.g. ``strategy ddp (from 8 devices) → fsdp (from 64 devices)``.
-    A batch scaled with the devices (strong or weak scaling) and single → ddp
-    (:data:`SAME_TRAINING`) are no change."""
+    """What differs between one experiment's runs besides the device count, e.g. ``strategy ddp (from 8 devices) →
+    fsdp (from 64 devices)``; a batch scaled with the devices and :data:`SAME_TRAINING` are no change."""
     columns = [("strategy", "strategy"), ("precision", "precision"), ("model", "model"), ("platform", "platform"),
                ("seq_len", "sequence length")]
     per_device = group["micro_batch_size"] * group["grad_accum_steps"].fillna(1)
@@ -76,7 +74,7 @@ def confounded(runs: pd.DataFrame) -> list[str]:
 
 
 KIND_LABELS = {"strong": "strong scaling", "weak": "weak scaling", None: "strong or weak not known"}
-"""``scaling_kind`` of :func:`trainperf.report.scaling.multipliers.table`, from a study's ``scaling_type``; :func:`studies` puts it in the study's name."""
+"""``scaling_kind`` of :func:`table` and the words :func:`studies` names a study with, by its ``scaling_type``."""
 
 
 def kind_of(group: pd.DataFrame) -> str | None:
@@ -132,10 +130,8 @@ def table(study: Study) -> pd.DataFrame:
 
 
 def shown_columns(group: pd.DataFrame) -> list[str]:
-    """The columns of one experiment's :func:`table` rows a report shows: the speed its
-    comparison is based on (elapsed time, else tokens/s, else samples/s), its interval and the
-    efficiency's as text (the multiplier's is the efficiency's times the ideal), the figures, the
-    rows' marks, and nothing empty."""
+    """The columns of one experiment's :func:`table` rows a report shows: the speed it is compared by, its interval
+    and the efficiency's as text (the multiplier's is that times the ideal), the figures, the marks; none empty."""
     speed = "elapsed_s" if str(group["scaling_basis"].iloc[0]).startswith("elapsed") else next(
         (c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
     columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "scaling_efficiency",
@@ -150,10 +146,9 @@ INTERVALS = {"scaling_multiplier": ("multiplier_low", "multiplier_high"),
 
 
 def against_ideal(frame: pd.DataFrame, value: str, colors: dict[str, str]) -> Axes:
-    """The chart the scaling page draws for each figure of :data:`INTERVALS`: ``value`` of :func:`table` rows
-    ``frame`` per experiment (in ``colors``) against the devices relative to the baseline (log scale, ticks at the
-    measured ratios), with its 95 % interval, rows no conclusion is drawn from crossed; the cell adds the ideal,
-    the title, the y axis and the legend."""
+    """The chart of each figure of :data:`INTERVALS`: ``value`` of :func:`table` rows per experiment (``colors``)
+    against the relative devices (log scale), with its 95 % interval, rows not ``concluded`` crossed; the cell adds
+    the ideal, the title, the y axis and the legend."""
     ax = sns.lineplot(frame, x="ideal", y=value, hue="experiment", palette=colors, marker="o")
     error_bars(ax, frame, "ideal", value, *INTERVALS[value], color=frame["experiment"].map(colors))
     marked = frame[~frame["concluded"]]  # projected, oversubscribed or incomplete
@@ -213,9 +208,8 @@ def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFra
 
 def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multiplier: float, ideal: float
                          ) -> tuple[float, float, str, str]:
-    """The 95 % interval of configuration ``i``'s multiplier against the baseline
-    configuration ``base`` (rows of ``found``), around the ``multiplier`` shown: low,
-    high, and as text the multiplier's and the efficiency's (``BASELINE``, or why none)."""
+    """The 95 % interval of configuration ``i``'s multiplier against configuration ``base`` (rows of ``found``),
+    around the ``multiplier`` shown: low, high, and as text the multiplier's and the efficiency's (or why none)."""
     if i == base:
         return np.nan, np.nan, BASELINE, BASELINE
     if base is None or pd.isna(found.at[i, "throughput"]) or pd.isna(found.at[base, "throughput"]):
@@ -232,9 +226,8 @@ def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multipli
 
 
 def efficiency_notes(study: Study) -> list[str]:
-    """Per experiment of ``study`` whose configurations have intervals: how its efficiency moves from one
-    device count to the next, a rise or drop only beyond the noise (:func:`trainperf.stats.verdict`),
-    between configurations a conclusion may be drawn from (``concluded``, :func:`table`)."""
+    """Per experiment of ``study`` with intervals: how its efficiency moves between the ``concluded`` configurations
+    of consecutive device counts, a rise or drop only beyond the noise (:func:`trainperf.stats.verdict`)."""
     out = []
     for name, (rows, found) in study.items():
         kept = rows.index[rows["concluded"] | (rows["ideal"] == 1)]

@@ -57,9 +57,8 @@ MEANING = {"grows": "overhead grows with scale (communication, synchronisation) 
 
 
 def serial_notes(every_row: pd.DataFrame) -> list[str]:
-    """How each experiment's serial fraction (its ``concluded`` rows of
-    :func:`~trainperf.report.scaling.multipliers.table` ``every_row``) moves with devices (:func:`serial_trend`)
-    and what that means; first, where e lies outside [0, 1] (emptied, not plotted)."""
+    """How each experiment's serial fraction (its ``concluded`` :func:`~trainperf.report.scaling.multipliers.table`
+    rows) moves (:func:`serial_trend`) and what that means; first, where e lies outside [0, 1] (emptied)."""
     out = [f"{name}: the Karp–Flatt fraction e is outside [0, 1] at "
            f"{and_list([fmt_int(g) + ' devices' for g in group.loc[group['serial_emptied'], 'gpus']])} "
            f"({EMPTIED}: below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
@@ -106,9 +105,8 @@ class Projection:
     base_gpus: float
 
     def naive(self, p: np.ndarray | float) -> np.ndarray:
-        """The straight-line projection from the largest measured point:
-        ``S(p_max) · p / p_max`` (as in a report that multiplies one node's
-        throughput by the number of nodes)."""
+        """The straight-line projection from the largest measured point: ``S(p_max) · p / p_max`` (as a report that
+        multiplies one node's throughput by the number of nodes)."""
         last = int(np.argmax(self.p))
         return self.multiplier[last] * np.asarray(p, dtype=float) / self.p[last]
 
@@ -126,10 +124,8 @@ def best_fit(fits: Iterable[ScalingFit]) -> ScalingFit:
 
 
 def projections(runs: pd.DataFrame, project_to_gpus: float | None = None) -> list[Projection]:
-    """USL fits, and Amdahl's for strong scaling (:func:`trainperf.report.scaling.multipliers.laws`), for every
-    experiment that changes only the device count and has
-    :data:`MIN_FIT_POINTS` device counts or more, projected to ``project_to_gpus`` devices
-    (default: 8 × the largest measured)."""
+    """USL fits, and Amdahl's for strong scaling, of every experiment that changes only the device count at
+    :data:`MIN_FIT_POINTS` device counts or more, projected to ``project_to_gpus`` (default: 8 × the largest)."""
     out = []
     for name, group in by_experiment(runs):
         if changes(group):
@@ -161,9 +157,8 @@ BEYOND_REACH = "the data cannot project this far"
 
 def within_reach(f: ScalingFit, relative: np.ndarray, measured_max: float) -> tuple[np.ndarray, np.ndarray,
                                                                                      np.ndarray]:
-    """Where the fit ``f`` projects (relative devices ``relative``, in increasing order): within the
-    measured scale (``measured_max``), and beyond it as far as its 95 % band spans :data:`MAX_BAND` or
-    less; and the band (low, high) at every point."""
+    """Where ``f`` projects (``relative`` devices, increasing): up to ``measured_max``, and beyond as far as its
+    95 % band spans :data:`MAX_BAND` or less; and the band (low, high) at every point."""
     low, high = f.band(relative, BAND_LEVEL)
     narrow = high <= MAX_BAND * low  # False where there is no band (NaN)
     reach = (relative <= measured_max) | np.logical_and.accumulate(narrow | (relative <= measured_max))
@@ -213,10 +208,9 @@ def projected(found: list[Projection]) -> pd.DataFrame:
 
 
 def fit_notes(found: list[Projection], drawn: pd.DataFrame | None = None) -> list[str]:
-    """One line per experiment and law (its parameters with their standard errors, its RMSE (×) over the
-    measured points, or why it has no band), a warning where the USL fit peaks within 4 × the projection's
-    target, and where a law stops short of it in its :func:`curves` ``drawn``; why nothing is fitted when
-    ``found`` is empty."""
+    """Per experiment and law its parameters with standard errors and RMSE (×), or why it has no band; where the
+    USL peaks within 4 × the target; where a law stops short of it (:func:`curves` ``drawn``); else why nothing
+    is fitted."""
     drawn = curves(found) if drawn is None else drawn
     if not found:
         return [f"No experiment that changes only the device count has {MIN_FIT_POINTS} or more device counts: no "

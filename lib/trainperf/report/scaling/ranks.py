@@ -44,8 +44,7 @@ def single_device_comm(runs: pd.DataFrame) -> list[str]:
 
 
 def _rank_totals(runs: pd.DataFrame, steps: Summaries) -> pd.DataFrame:
-    """:func:`trainperf.ranks.rank_totals` of the runs of ``runs`` with two or more ranks, with their ``experiment``,
-    in the runs' order, by rank."""
+    """:func:`trainperf.ranks.rank_totals` of the multi-rank runs of ``runs``, with ``experiment``, in their order."""
     totals = rank_totals(steps.per_rank).reset_index()
     times = runs[["run_id", "experiment"]].astype(str).drop_duplicates("run_id", keep="last").merge(
         totals.assign(run_id=totals["run_id"].astype(str)), on="run_id")
@@ -86,8 +85,7 @@ def rank_spread(runs: pd.DataFrame, per_rank: pd.DataFrame) -> pd.DataFrame:
 
 
 def rank_note(steps: Summaries | None, per_rank: pd.DataFrame, summary: pd.DataFrame) -> str:
-    """Why no per-rank chart of :func:`ranks` ``per_rank`` is drawn ("" when one is); ``summary``: the
-    :func:`rank_spread`."""
+    """Why no per-rank chart of :func:`ranks` is drawn ("" when one is); ``summary``: :func:`rank_spread`."""
     if len(per_rank):
         return ""
     if steps is not None and len(steps.per_rank):
@@ -110,9 +108,8 @@ def straggler(summary: pd.DataFrame) -> str:
 
 
 def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFrame, list[str]]:
-    """For every run with two or more ranks in ``steps``, in the runs' order, :func:`trainperf.ranks.name_straggler`'s
-    rows (``comm_exposed_s`` as ``comm_wait_s``; medians over the measured steps, s) of the runs that measured
-    communication waits, and its sentence."""
+    """Per multi-rank run in ``steps`` (in the runs' order) :func:`trainperf.ranks.name_straggler`'s sentence, and
+    its rows where it measured communication waits (``comm_exposed_s`` as ``comm_wait_s``)."""
     columns = ["experiment", "run_id", "rank", "node", "steps", "step_s", "comm_wait_s", "busy_s", "wait_gap_s",
                "straggler"]
     if steps is None or steps.per_rank.empty:
@@ -136,10 +133,9 @@ def stragglers(runs: pd.DataFrame, steps: Summaries | None) -> tuple[pd.DataFram
 
 
 def rank_phases(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
-    """Where each rank's time goes, per rank of each run of ``runs`` whose slowest rank in ``steps`` takes
-    :func:`trainperf.ranks.imbalanced` its fastest's time (in the runs' order): ``experiment, run_id, rank,
-    elapsed_s``, its phase totals over the measured window (s, labelled, as :func:`trainperf.report.phases.breakdown`
-    splits them; NaN for a phase another run timed) and ``beyond_fastest_s`` (s) over its run's fastest rank."""
+    """Per rank of each :func:`trainperf.ranks.imbalanced` run (in the runs' order): ``experiment, run_id, rank,
+    elapsed_s``, its phase totals over the measured window (s, labelled by :func:`trainperf.report.phases.breakdown`;
+    NaN for a phase another run timed) and ``beyond_fastest_s`` (s) over its run's fastest rank."""
     empty = pd.DataFrame(columns=["experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s"])
     totals = _rank_totals(runs, steps) if steps is not None and len(steps.per_rank) else empty
     times = totals.groupby("run_id")["elapsed_s"]
@@ -214,10 +210,9 @@ def rank_time_notes(slow: pd.DataFrame) -> list[str]:
 
 
 def named_ranks(waits: pd.DataFrame, limit: int = 8) -> tuple[pd.DataFrame, str]:
-    """The rows of :func:`stragglers`' frame that a page names (labels on its chart, rows in its table), by run and
-    rank: every rank of a run with at most ``limit``; of a larger run, the ``limit // 2`` ranks that wait least, as
-    many that wait most and its straggler. And a sentence saying which runs show only some of their ranks ("" when
-    none does)."""
+    """The rows of :func:`stragglers`' frame a page names, by run and rank: every rank of a run with at most
+    ``limit``; of a larger run, the ``limit // 2`` that wait least, as many that wait most and its straggler. And a
+    sentence naming the runs that show only some ranks ("" when none does)."""
     parts, partial = [], []
     for run_id, rows in waits.groupby("run_id", sort=False):
         if len(rows) > limit:
