@@ -29,10 +29,8 @@ RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
 
 @dataclass
 class Side:
-    """One side of a comparison: its runs rows and, where recorded, measured steps
-    (one frame per run: ``step``, ``step_time_s`` of the slowest rank, ``work``
-    tokens or samples of all ranks, phase seconds as the mean over ranks, and
-    ``rank_<r>_s`` each rank's step time)."""
+    """One side of a comparison: its runs rows and, where recorded, measured steps (one frame per run: ``step``,
+    ``step_time_s`` of the slowest rank, phase seconds as the mean over ranks, ``rank_<r>_s`` each rank's)."""
 
     label: str
     runs: pd.DataFrame
@@ -42,8 +40,8 @@ class Side:
 
 @dataclass
 class Estimate:
-    """A side's throughput with the uncertainty of its log (``se_log``, ``dof``)
-    and, with steps, per-quantity means and standard errors (phases, ranks)."""
+    """A side's throughput with the uncertainty of its log (``se_log``, ``dof``) and, with steps, per-quantity
+    means and standard errors (phases, ranks)."""
 
     throughput: float
     se_log: float
@@ -60,10 +58,8 @@ class Estimate:
 
 
 def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int = DRAWS, seed: int = 0) -> Estimate:
-    """Throughput (``unit`` per second; steps per second when ``unit`` is None)
-    and the means of ``columns`` (seconds per step) of a side, by the
-    hierarchical block bootstrap of :func:`trainperf.stats.resample_runs`
-    (standard errors with its small-sample correction over repeats)."""
+    """Throughput (``unit`` per second; steps per second when None) and the means of ``columns`` (s per step) of
+    a side, by :func:`trainperf.stats.resample_runs` (standard errors with its small-sample correction)."""
     frames = list(side.steps.values())
     work = [f[unit].to_numpy(float) if unit else np.ones(len(f)) for f in frames]
     matrices = [np.column_stack([f["step_time_s"].to_numpy(float), w, *(f[c].to_numpy(float) for c in columns)])
@@ -90,8 +86,8 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
 
 
 def estimate_runs(side: Side, rate: str) -> Estimate:
-    """Throughput from runs-table rows only: the mean of the repeats' ``rate``,
-    with ``se_log = sd / (√R · mean)`` and ``R − 1`` degrees of freedom (none for one row)."""
+    """Throughput from runs-table rows only: the mean of the repeats' ``rate``, ``se_log = sd / (√R · mean)`` on
+    ``R − 1`` degrees of freedom."""
     values = side.runs[rate].to_numpy(float)
     if np.isnan(values).any():
         row = int(np.flatnonzero(np.isnan(values))[0])
@@ -134,9 +130,8 @@ def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Seque
 
 
 def run_spread(est: list[Estimate]) -> float:
-    """The standard deviation of one run's log throughput (fraction), pooled
-    over both sides: ``√((σ₁² + σ₂²)/2)`` with ``σ = se_log · √runs`` of each
-    side (after :func:`sides_difference`: run-to-run and step noise together)."""
+    """The standard deviation of one run's log throughput, pooled over both sides: ``√((σ₁² + σ₂²)/2)``,
+    ``σ = se_log · √runs`` (after :func:`sides_difference`: run-to-run and step noise together)."""
     return math.sqrt(sum((e.se_log * math.sqrt(e.runs)) ** 2 for e in est) / 2)
 
 
@@ -146,10 +141,8 @@ def _relative(est: list[Estimate], dof: float | None = None) -> Difference:
 
 
 def configuration_keys(runs: pd.DataFrame) -> pd.Series:
-    """Per run, the key of the configuration it repeats: its experiment, every
-    setting of :data:`CONFIG_KEY` and its ``extra_configuration`` (the name
-    ``trainperf bench`` gives repeats), so that runs alike in all of them, and
-    only those, share a key."""
+    """Per run, the key of the configuration it repeats: its experiment, every setting of :data:`CONFIG_KEY` and
+    its ``extra_configuration`` (the name ``trainperf bench`` gives repeats)."""
     columns = [c for c in ("experiment", *CONFIG_KEY, "extra_configuration") if c in runs]
     if not columns:
         return runs["run_id"].astype("string")
@@ -251,9 +244,8 @@ def versus_fastest(table: pd.DataFrame) -> list[Verdict]:
 
 
 def against_best(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with, per configuration, the verdict against the fastest one of its
-    experiment (``vs_best``: relative difference; ``vs_best_low``/``vs_best_high``;
-    ``tied_with_best``: indistinguishable from it, True for the fastest itself)."""
+    """``table`` with, per configuration, the verdict against the fastest one of its experiment (``vs_best``,
+    ``vs_best_low``, ``vs_best_high``: relative difference; ``tied_with_best``, True for the fastest itself)."""
     found = {i: v for _, group in table.groupby("experiment", dropna=False, sort=False)
              for i, v in zip(group.index, versus_fastest(group))}
     d = [found[i].difference for i in table.index]
@@ -263,8 +255,7 @@ def against_best(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
-    """Per row of a :func:`run_intervals` frame of one experiment: whether it is the
-    fastest configuration or indistinguishable from it."""
+    """Per row of a :func:`run_intervals` frame of one experiment: whether it ties with the fastest."""
     return np.array([found.verdict == TIED for found in versus_fastest(intervals)])
 
 

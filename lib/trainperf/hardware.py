@@ -48,9 +48,8 @@ class Device:
 
 @dataclass(frozen=True)
 class Peak:
-    """The dense peak of one device at one precision: ``tflops`` (TFLOP/s per
-    device), the canonical ``device`` name, the ``precision``, and ``source``
-    (datasheet and the figure as printed)."""
+    """The dense peak of one device at one precision: ``tflops`` (TFLOP/s per device), the canonical ``device``
+    name, and ``source`` (datasheet and the figure as printed)."""
 
     tflops: float
     device: str
@@ -59,8 +58,7 @@ class Peak:
 
 
 def _sparse(sparse_tflops: float, label: str, as_printed: str | None = None) -> Figure:
-    """A figure printed only with 2:4 sparsity: dense is half of it.
-    ``as_printed``: the number as the sheet prints it, where not in TFLOPS."""
+    """A figure printed only with 2:4 sparsity: dense is half of it (``as_printed``: where not in TFLOPS)."""
     number = as_printed or f"{sparse_tflops:,g} TFLOPS"
     return Figure(dense=sparse_tflops / 2, sparse=sparse_tflops,
                   printed=f"{label} {number} with sparsity (dense: half)")
@@ -188,11 +186,9 @@ _PRECISION_ALIASES: dict[str, str] = {
 
 
 def normalize_precision(name: object) -> str:
-    """The canonical precision (``fp32``, ``tf32``, ``bf16``, ``fp16``, ``fp8``)
-    of a precision's spelling: ``amp_bf16``, ``bfloat16``, ``torch.bfloat16``
-    (``str`` of a torch dtype), ``bf16-mixed`` (Lightning), ``float16``,
-    ``half``, ``float32``, ``amp_fp8``, ``float8_e4m3fn`` ... Case and
-    surrounding spaces are ignored. Raises :class:`DataError` for anything else."""
+    """The canonical precision (:data:`trainperf.schema.PRECISIONS`) of a spelling, case and spaces ignored:
+    ``amp_bf16``, ``torch.bfloat16`` (a torch dtype), ``bf16-mixed`` (Lightning), ``half``, ``float8_e4m3fn`` ...
+    :class:`DataError` for anything else."""
     key = str(name).strip().lower().removeprefix("torch.")
     for prefix in ("amp_", "amp-", "amp "):
         key = key.removeprefix(prefix)
@@ -213,8 +209,8 @@ _MEMORY = re.compile(r"(\d+)gb")
 
 
 def _parse(platform: str) -> tuple[str, str, int | None] | None:
-    """``(family, form, memory_gb)`` of a platform name; ``None`` for a CPU and unless it
-    names exactly one model (``"MI250X / MI250"`` names two)."""
+    """``(family, form, memory_gb)`` of a platform name; ``None`` for a CPU and unless it names exactly one model
+    (``"MI250X / MI250"`` names two)."""
     if is_cpu(platform):
         return None
     text = re.sub(r"(\d+)\s*gb\b", r"\1gb", platform.lower())
@@ -228,8 +224,7 @@ def _parse(platform: str) -> tuple[str, str, int | None] | None:
 
 
 def is_cpu(platform: str) -> bool:
-    """Whether ``platform`` names a CPU (``"cpu"`` or a name starting with it,
-    e.g. ``"cpu (AMD EPYC 7763)"``): no table entry, measure the peak instead."""
+    """Whether ``platform`` names a CPU (a name starting with ``cpu``, e.g. ``"cpu (AMD EPYC 7763)"``)."""
     return platform.strip().lower().startswith("cpu")
 
 
@@ -279,38 +274,25 @@ def device_memory(platform: str) -> tuple[float, str] | None:
 
 
 def dense_peak_tflops(platform: str, precision: str) -> Peak | None:
-    """Dense peak TFLOP/s of one ``platform`` device at ``precision`` (any
-    spelling :func:`normalize_precision` accepts; :class:`DataError` for an
-    unknown one). ``None`` where the platform is not in the table (CPUs
-    included: see :func:`measure_peak_flops`) or the device lacks the
-    precision. Never a sparse figure."""
+    """Dense peak TFLOP/s of one ``platform`` device at ``precision`` (:func:`normalize_precision`). ``None`` where
+    the platform is not in the table (CPUs included) or lacks the precision. A chip the table has in another
+    memory size or form factor (``"A100 SXM4 64GB"``) gets its family default's peak, with a note in ``source``
+    (that the table's variants differ at ``precision`` where they do)."""
     canonical = normalize_precision(precision)
-    device = find_device(platform)
-    by_chip = ""
-    if device is None:
-        device, by_chip = _same_chip(platform, canonical)
+    device, by_chip = find_device(platform), ""
+    parsed = _parse(platform)
+    if device is None and parsed is not None:
+        family = [d for d in DEVICES if d.family == parsed[0]]
+        device = next((d for d in family if d.default), family[0] if len(family) == 1 else None)
+        if device is not None and canonical in device.figures:
+            peaks = {d.figures[canonical].dense for d in family if canonical in d.figures}
+            chip = device.family.upper()
+            same = (f"every {chip} in the table has this peak" if len(peaks) == 1
+                    else f"the {device.name}'s; the table's {chip} variants differ, so this may be off")
+            by_chip = f" ({platform!r} is not in the table as such: found by its chip, {chip}; {same})"
     if device is None or canonical not in device.figures:
         return None
     figure = device.figures[canonical]
     return Peak(tflops=float(figure.dense), device=device.name, precision=canonical,
                 source=f"{device.datasheet}: {figure.printed}{by_chip}")
 
-
-def _same_chip(platform: str, precision: str) -> tuple[Device | None, str]:
-    """The family default of a chip the table has in another memory size or
-    form factor (``"A100 SXM4 64GB"``, as some clusters have it), with a note
-    saying so: ``(None, "")`` for an unknown chip. A peak is the chip's,
-    whatever its memory; where the table's variants differ at ``precision``
-    (H100 SXM and PCIe), the note says the default variant's peak is used."""
-    parsed = _parse(platform)
-    if parsed is None:
-        return None, ""
-    family = [d for d in DEVICES if d.family == parsed[0]]
-    default = next((d for d in family if d.default), family[0] if len(family) == 1 else None)
-    if default is None or precision not in default.figures:
-        return None, ""
-    peaks = {d.figures[precision].dense for d in family if precision in d.figures}
-    chip = default.family.upper()
-    same = (f"every {chip} in the table has this peak" if len(peaks) == 1
-            else f"the {default.name}'s; the table's {chip} variants differ, so this may be off")
-    return default, f" ({platform!r} is not in the table as such: found by its chip, {chip}; {same})"

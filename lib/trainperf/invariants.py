@@ -42,7 +42,13 @@ def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: pd.
     than one measured on the machine)."""
     _check_mfu(out, notes, datasheet_peak.to_numpy(bool))
     check_scaling(out, notes)
-    _check_phases(out, notes)
+    elapsed = out["mean_rank_elapsed_s"].fillna(out["elapsed_s"]).to_numpy(float) * (1 + PHASE_TOLERANCE)
+    longer = np.zeros(len(out), dtype=bool)
+    for group in SEQUENTIAL_PHASES:
+        longer |= out[[c for c in group if c in out]].sum(axis=1, min_count=1).to_numpy(float) > elapsed
+    _empty(out, notes, longer, PHASE_COLUMNS,
+           "phases that never overlap (data, h2d, forward, loss, backward, optimizer; exposed communication and "
+           "waits outside) add up to more than the elapsed time: the timers or the window they cover are wrong")
 
 
 def _empty(out: pd.DataFrame, notes: list[list[str]], rows: np.ndarray, columns: tuple[str, ...], why: str) -> None:
@@ -54,7 +60,9 @@ def _empty(out: pd.DataFrame, notes: list[list[str]], rows: np.ndarray, columns:
 
 
 def _check_mfu(out: pd.DataFrame, notes: list[list[str]], datasheet: np.ndarray) -> None:
-    mfu, moe = out["mfu"].to_numpy(float), _moe_unknown(out)
+    mfu = out["mfu"].to_numpy(float)
+    # without n_active_params, a mixture-of-experts model may be overcounted
+    moe = out["n_active_params"].isna().to_numpy(bool) if "n_active_params" in out else np.ones(len(out), bool)
     above = mfu > 1
     for unknown in (True, False):
         _empty(out, notes, above & (moe == unknown), ("mfu", "hfu"),
@@ -65,11 +73,6 @@ def _check_mfu(out: pd.DataFrame, notes: list[list[str]], datasheet: np.ndarray)
     for i in np.flatnonzero((mfu > PLAUSIBLE_MFU) & ~above & datasheet):
         notes[i].append(f"mfu above {PLAUSIBLE_MFU:g} of the dense peak, which training rarely exceeds: likely "
                         f"causes: {_causes(moe[i])}")
-
-
-def _moe_unknown(out: pd.DataFrame) -> np.ndarray:
-    """Per row, whether it gives no ``n_active_params`` (a mixture-of-experts model may then be overcounted)."""
-    return out["n_active_params"].isna().to_numpy(bool) if "n_active_params" in out else np.ones(len(out), bool)
 
 
 def _causes(moe: bool) -> str:
@@ -103,16 +106,6 @@ def serial_fraction_possible(values: np.ndarray) -> np.ndarray:
     """Per Karp–Flatt value, whether it lies in [0, 1] (NaN: no)."""
     values = np.asarray(values, dtype=float)
     return (values >= 0) & (values <= 1)
-
-
-def _check_phases(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    elapsed = out["mean_rank_elapsed_s"].fillna(out["elapsed_s"]).to_numpy(float) * (1 + PHASE_TOLERANCE)
-    longer = np.zeros(len(out), dtype=bool)
-    for group in SEQUENTIAL_PHASES:
-        longer |= out[[c for c in group if c in out]].sum(axis=1, min_count=1).to_numpy(float) > elapsed
-    _empty(out, notes, longer, PHASE_COLUMNS,
-           "phases that never overlap (data, h2d, forward, loss, backward, optimizer; exposed communication and "
-           "waits outside) add up to more than the elapsed time: the timers or the window they cover are wrong")
 
 
 def peaks_consistent(peaks: Mapping[int, float]) -> bool:

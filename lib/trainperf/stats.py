@@ -64,10 +64,8 @@ def block_length(series: np.ndarray) -> int:
 
 
 def block_means(matrix: np.ndarray, block: int, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """Circular block bootstrap of a run's steps: ``draws`` replicates of the
-    column means of ``matrix`` (steps × quantities, no NaN), each built from
-    ``ceil(n / block)`` blocks of ``block`` consecutive steps (wrapping at the
-    end), cut to ``n`` steps. Shape ``(draws, quantities)``."""
+    """Circular block bootstrap: ``draws`` replicates, ``(draws, quantities)``, of the column means of ``matrix``
+    (steps × quantities, no NaN), each from ``ceil(n / block)`` blocks of consecutive steps, cut to ``n`` steps."""
     m = np.asarray(matrix, dtype=float)
     n = len(m)
     block = max(1, min(block, n))
@@ -100,10 +98,8 @@ class Resampled:
 
 
 def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0) -> Resampled:
-    """Hierarchical bootstrap of one side: each replicate draws ``len(runs)``
-    runs with replacement, then resamples blocks of steps within each drawn run
-    (block length from :func:`block_length` of the run's first column, its step times).
-    ``runs``: one ``steps × quantities`` matrix per run. Deterministic for a ``seed``."""
+    """Hierarchical bootstrap of one side (``runs``: one ``steps × quantities`` matrix per run, step times first):
+    each replicate draws the runs with replacement, then blocks of steps within each (:func:`block_length`)."""
     rng = np.random.default_rng(seed)
     slots = len(runs)
     blocks = [block_length(r[:, 0]) for r in runs]
@@ -120,13 +116,12 @@ def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0) -> 
 
 
 def t_quantile(dof: float) -> float:
-    """Two-sided Student t quantile for :data:`LEVEL` with ``dof`` degrees of freedom (the normal one
-    for infinite ``dof``; NaN when none)."""
+    """Two-sided Student t quantile for :data:`LEVEL` (the normal one for infinite ``dof``; NaN when none)."""
     return float(stdtrit(dof, 0.5 + LEVEL / 2)) if dof > 0 and not math.isnan(dof) else math.nan
 
 
 def log_interval(estimate: float, se_log: float, dof: float) -> tuple[float, float]:
-    """``exp(log estimate ± t · se_log)``: an interval for a positive quantity (NaN when ``dof`` is none)."""
+    """``exp(log estimate ± t · se_log)``: an interval for a positive quantity (NaN without ``dof``)."""
     half = t_quantile(dof) * se_log
     return estimate * math.exp(-half), estimate * math.exp(half)
 
@@ -238,7 +233,7 @@ class Verdict:
 
     @property
     def distinguishable(self) -> bool:
-        """Faster or slower beyond the noise: tested, and so by :func:`verdict`."""
+        """Tested, and faster or slower by :func:`verdict`."""
         return self.tested and self.verdict != TIED
 
     @property
@@ -254,36 +249,32 @@ class Verdict:
 
 
 def t_test_power(n: float, effect: float) -> float:
-    """Power of a two-sided two-sample t test at :data:`LEVEL` confidence with ``n`` observations per group and a
-    standardized ``effect`` (difference of means / standard deviation of one observation): :func:`t_power`
-    at noncentrality ``effect · √(n/2)`` on ``2n − 2`` degrees of freedom."""
+    """Power of a two-sample t test with ``n`` observations per group and a standardized ``effect`` (difference of
+    means / standard deviation of one observation): :func:`t_power` at ``effect · √(n/2)`` on ``2n − 2`` dof."""
     return t_power(effect * math.sqrt(n / 2), 2 * n - 2)
 
 
 def t_power(shift: float, dof: float) -> float:
-    """Power of a two-sided t test at :data:`LEVEL` confidence on ``dof`` degrees of freedom when the true
-    difference is ``shift`` standard errors: ``P(|T| > t(½ + LEVEL/2, dof))``, ``T`` noncentral t with
-    noncentrality ``shift`` (``dof`` may be infinite: the normal)."""
+    """Power of a two-sided t test at :data:`LEVEL` when the true difference is ``shift`` standard errors:
+    ``P(|T| > t(½ + LEVEL/2, dof))``, ``T`` noncentral t (``dof`` may be infinite: the normal)."""
     critical = stdtrit(dof, 0.5 + LEVEL / 2)
     # the lower tail as the upper tail of the mirrored distribution: scipy's nct.cdf is NaN far in its tail
     return float(nct.sf(critical, dof, shift) + nct.sf(critical, dof, -shift))
 
 
 def detectable_effect(se_log: float, dof: float) -> float:
-    """The smallest relative difference (fraction) that a two-sided t test at :data:`LEVEL` (95 %) confidence on
-    a log ratio with standard error ``se_log`` and ``dof`` degrees of freedom detects with :data:`POWER` (80 %):
-    ``exp(k · se_log) − 1``, ``k`` where :func:`t_power` reaches it (docs/statistics.md, "The smallest
-    difference the data could detect"). NaN when ``se_log`` or ``dof`` is not a positive number."""
+    """The smallest relative difference (fraction) a t test on a log ratio with standard error ``se_log`` detects
+    with :data:`POWER`: ``exp(k · se_log) − 1``, ``k`` where :func:`t_power` reaches it (docs/statistics.md, "The
+    smallest difference the data could detect"). NaN unless ``se_log`` and ``dof`` are positive numbers."""
     if not (math.isfinite(se_log) and se_log > 0 and dof > 0):
         return math.nan
     return math.expm1(_reaching(lambda k: t_power(k, dof), 0.0, xtol=1e-9) * se_log)
 
 
 def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT) -> int | None:
-    """Runs per side that would detect a change of ``min_effect`` (a fraction) with :data:`POWER` (80 %) at
-    :data:`LEVEL` (95 %) confidence: the smallest whole ``n ≥ 2`` whose :func:`t_test_power` at the standardized
-    effect ``log(1 + min_effect) / sd_log`` reaches it, ``sd_log`` the standard deviation of one run's
-    log throughput (fraction). None when it is unknown or the minimum effect is 0."""
+    """Runs per side that would detect a change of ``min_effect`` (a fraction) with :data:`POWER`: the smallest
+    whole ``n ≥ 2`` whose :func:`t_test_power` at ``log(1 + min_effect) / sd_log`` reaches it (``sd_log``: one
+    run's log throughput). None when ``sd_log`` is unknown or the minimum effect is 0."""
     if not (math.isfinite(sd_log) and sd_log > 0 and min_effect > 0):
         return None
     effect = math.log1p(min_effect) / sd_log
@@ -293,8 +284,7 @@ def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT) -> int | No
 
 
 def _reaching(power_at: Callable[[float], float], low: float, xtol: float) -> float:
-    """Where ``power_at``, increasing, reaches :data:`POWER` above ``low``: the upper end doubled from 4 until
-    it does, then Brent's root."""
+    """Where the increasing ``power_at`` reaches :data:`POWER` above ``low`` (Brent's root)."""
     high = 4.0
     while power_at(high) < POWER:
         high *= 2

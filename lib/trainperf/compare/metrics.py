@@ -20,10 +20,8 @@ PEAK_MEMORY_RUN_CV = 0.01
 
 @dataclass(frozen=True)
 class Metric:
-    """A judged figure: its runs ``column`` (None for throughput, which
-    :mod:`trainperf.compare` measures), ``unit``, whether more is better, its
-    default ``min_effect`` and assumed ``run_cv`` (fractions), and the verdicts
-    that say it got ``better`` or ``worse``."""
+    """A judged figure: its runs ``column`` (None for throughput, measured from steps), default ``min_effect``
+    and assumed ``run_cv`` (fractions), and the verdicts that say it got ``better`` or ``worse``."""
 
     name: str
     label: str
@@ -80,9 +78,8 @@ def metric_row(metric: Metric, est: list[Estimate], difference: Difference, min_
 
 def judge(metric: Metric, baseline: Side, candidate: Side, min_effect: float | None = None,
           run_cv: float | None = None) -> dict:
-    """The ``metrics`` row of a metric read from the runs rows (``metric.column``)
-    of both sides; ``not measured`` where a run of a side lacks it. ``min_effect``
-    and ``run_cv``: the metric's defaults unless given."""
+    """The ``metrics`` row of a metric read from the runs rows (``metric.column``) of both sides; ``not measured``
+    where a run of a side lacks it. ``min_effect`` and ``run_cv``: the metric's defaults unless given."""
     min_effect = metric.min_effect if min_effect is None else min_effect
     run_cv = metric.run_cv if run_cv is None else run_cv
     missing = [_missing(side, name, metric.column) for name, side in (("baseline", baseline),
