@@ -93,6 +93,7 @@ Format = Callable[[object], str]
 
 
 def _formatted(fmt: Format | None, **labels: str) -> dict[str, tuple[str, Format | None]]:
+    """:data:`COLUMNS` entries of the columns ``labels`` names, each with its header and the cell format ``fmt``."""
     return {column: (label, fmt) for column, label in labels.items()}
 
 

@@ -17,6 +17,8 @@ from trainperf.runfolder.rankfile import TIME_DECIMALS, BadLine, is_number
 FORMAT = "trainperf-events"
 VERSION = 1
 EVENTS_FILE = "events-rank{rank}.jsonl"
+EVENTS_FILE_PATTERN = re.compile(r"events-rank(\d+)\.jsonl")
+"""What names an events file; its group, the rank that wrote it."""
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 """What names a phase outside a step: a letter, then letters, digits or underscores (it becomes part of a
 column name, ``outside_<name>_s``)."""
@@ -62,7 +64,7 @@ def read_events(path: Path) -> tuple[list[OutsidePhase], list[BadLine]]:
         if number == 1:
             if not isinstance(entry, dict) or entry.get("format") != FORMAT:
                 bad.append(BadLine(path, number, f"not a {FORMAT} header"))
-            elif (named := re.fullmatch(r"events-rank(\d+)\.jsonl", path.name)) and \
+            elif (named := EVENTS_FILE_PATTERN.fullmatch(path.name)) and \
                     entry.get("rank", int(named[1])) != int(named[1]):
                 raise DataError(f"written by rank {entry['rank']}, not by rank {named[1]} as the file's name says "
                                 "(renamed, or copied over another rank's file)", path=path, line=1)
