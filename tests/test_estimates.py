@@ -48,8 +48,7 @@ def test_within_the_noise_is_indistinguishable_and_beyond_it_is_not():
     assert not close.distinguishable and "indistinguishable" in close.sentence
     far = estimates.distinguish(table, "mb4-r1", "mb16-r1")
     assert far.verdict == "faster" and far.sentence.startswith("mb16-r1 is faster than mb4-r1: +")
-    best = estimates.against_best(table).set_index("configuration")
-    assert list(best["tied_with_best"]) == [False, False, True]
+    assert list(estimates.ties_with_fastest(table)) == [False, False, True]
 
 
 def test_a_single_run_without_steps_has_no_interval_and_is_never_called_faster():

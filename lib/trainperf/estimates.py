@@ -243,17 +243,6 @@ def versus_fastest(table: pd.DataFrame) -> list[Verdict]:
     return [distinguish(table, fastest, name) for name in table["configuration"]]
 
 
-def against_best(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with, per configuration, the verdict against the fastest one of its experiment (``vs_best``,
-    ``vs_best_low``, ``vs_best_high``: relative difference; ``tied_with_best``, True for the fastest itself)."""
-    found = {i: v for _, group in table.groupby("experiment", dropna=False, sort=False)
-             for i, v in zip(group.index, versus_fastest(group))}
-    d = [found[i].difference for i in table.index]
-    return table.assign(vs_best=[x.estimate for x in d], vs_best_low=[x.low for x in d],
-                        vs_best_high=[x.high for x in d],
-                        tied_with_best=[not found[i].distinguishable for i in table.index])
-
-
 def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
     """Per row of a :func:`run_intervals` frame of one experiment: whether it ties with the fastest."""
     return np.array([found.verdict == TIED for found in versus_fastest(intervals)])
