@@ -6,10 +6,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainperf.reading import SCHEDULER
 from trainperf.report.build.parameters import ParameterError
-from trainperf.report.build.result import ReportResult
+
+if TYPE_CHECKING:  # the build's modules are imported once the kernel server starts (run)
+    from trainperf.report.build.pipeline import ReportResult
 
 REPORT_NAMES = "throughput, scaling, batch_size, platforms, compare"
 

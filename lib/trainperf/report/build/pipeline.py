@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
@@ -32,7 +32,6 @@ from trainperf.reading.loading import PINNED, holds_inputs, holds_steps, pin_inp
 from trainperf.report.build.export import TEMPLATES, notebook_to_html, stylesheet, warm_up
 from trainperf.report.html import FACTS_KEY, PROJECT_ROOT, NotApplicable, callout, shown_path
 from trainperf.report.build.kernel_fork import die_with_parent
-from trainperf.report.build.result import ReportResult
 from trainperf.report.build.kernels import (KERNEL, IPCKernelManager, environment, forked_kernels, kernel_command,
                                             read_ahead)
 from trainperf.report.build.parameters import PATH_PARAMETERS, ParameterError, declared_parameters, resolve_paths
@@ -47,6 +46,29 @@ CELL_TIMEOUT_S = 600
 
 ERROR_BANNER_TAG = "papermill-error-cell-tag"
 """Tag of the cells papermill adds to an executed notebook that raised ("An Exception was encountered ...")."""
+
+
+@dataclass
+class ReportResult:
+    """What building one report gave (:func:`run_job`; the index and the command line show it)."""
+
+    name: str
+    source: str
+    executed: str | None
+    html: str | None
+    seconds: float
+    error: str | None = None
+    facts: dict[str, object] = field(default_factory=dict)
+    not_applicable: str | None = None
+    """What the data lacks, when the report raised ``NotApplicable`` (not a failure)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def title(self) -> str:
+        return str(self.facts.get("title") or self.name.replace("_", " ").capitalize())
 
 
 @dataclass(frozen=True)
