@@ -4,6 +4,7 @@ prefix, gzip, CRLF line ends and unrelated lines in between. Each variant must r
 log is, with the same throughput (one step printed by many ranks is not many runs)."""
 
 import gzip
+import re
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from trainperf import derive
+from trainperf.errors import DataWarning
 from trainperf.importers import import_path
 from trainperf.importers.text import rank_prefix
 
@@ -102,3 +104,45 @@ def test_rank_prefixes_nest_and_may_follow_a_collector_timestamp():
     assert rank_prefix("[default2]:iteration 5/ 10 |") == (2, "iteration 5/ 10 |")
     assert rank_prefix("2025-01-15T10:00:01.5Z 4: step: 10") == (4, "2025-01-15T10:00:01.5Z step: 10")
     assert rank_prefix("2025-01-15 10:00:01 step: 10") == (None, "2025-01-15 10:00:01 step: 10")
+
+
+def other_rank(line: str) -> str:
+    """The same step printed by another rank, whose own rate is one token/s apart."""
+    return re.sub(r"tps: ([\d,]+)", lambda m: f"tps: {int(m[1].replace(',', '')) + 1:,}", line)
+
+
+def test_ranks_printing_a_step_without_a_prefix_stay_ranks_where_two_of_their_lines_are_the_same(tmp_path):
+    # four ranks print each torchtitan step, no prefix; some ranks' lines are the same as the line before them,
+    # which ranks changes from step to step (a b b a, then a b a b): each line is still its rank's, not an echo
+    name, sidecar = "torchtitan.log", DATA / "torchtitan.log.trainperf.yaml"
+    lines = one_rank(name, "[rank0]:")
+    plain = tmp_path / "plain" / name
+    plain.parent.mkdir()
+    plain.write_text("\n".join(lines) + "\n")
+    mangled = tmp_path / "mangled" / name
+    mangled.parent.mkdir()
+    orders = [(0, 1, 1, 0), (0, 1, 0, 1)]
+    mangled.write_text("\n".join((line, other_rank(line))[pick] for i, line in enumerate(lines)
+                                 for pick in orders[i % 2]) + "\n")
+    assert rates(mangled, sidecar) == pytest.approx(rates(plain, sidecar))
+    runs = import_path(mangled).runs
+    assert runs["ranks"].iat[0] == 4 and bool(runs["complete"].iat[0]) and runs["rank_imbalance"].iat[0] == 1.0
+
+
+UNPREFIXED = DATA.parent / "zoo" / "unprefixed_ranks" / "torchtitan_pr2389_moe_every_rank_unprefixed_2026_02.log"
+
+
+@pytest.mark.parametrize("printed", [1, 2])
+def test_a_real_log_of_ranks_without_a_prefix_reads_each_line_as_its_rank(tmp_path, printed):
+    # pytorch/torchtitan#2389 (its README beside it): seven lines of step 4, lines 3 and 4 the same as the line
+    # before them, then rank 0's step 5, 19:46:19,145 − 19:46:17,508 = 1.637 s later; the text is cut there.
+    # Printed twice (every line echoed by a wrapper), it reads the same.
+    log = tmp_path / UNPREFIXED.name
+    log.write_text("".join(line * printed for line in UNPREFIXED.read_text().splitlines(keepends=True)))
+    with pytest.warns(DataWarning, match="rank.s. 1, 2, 3, 4, 5, 6 stopped early"):
+        result = import_path(log)
+    steps = result.steps
+    assert sorted(steps.loc[steps["step"] == 4, "rank"]) == list(range(7))
+    assert steps.loc[steps["step"] == 5, ["rank", "step_s"]].values.tolist() == [[0, pytest.approx(1.637)]]
+    run = result.runs.iloc[0]
+    assert run["ranks"] == 7 and run["elapsed_s"] == pytest.approx(1.637) and not run["complete"]

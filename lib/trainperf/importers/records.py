@@ -57,6 +57,11 @@ class Intervals:
         self.data.extend(row)
         self.last_step[row[0]] = row[1]  # type: ignore[index]
 
+    def drop(self, rows: np.ndarray) -> None:
+        """Leave out the records at the indices ``rows``."""
+        kept = np.delete(self.table(), rows, axis=0)
+        self.data = array("d", kept.ravel().tobytes()) if len(kept) else array("d")
+
     def table(self) -> np.ndarray:
         """The records as a (records x fields) array sharing their memory."""
         if not self.data:
@@ -76,6 +81,8 @@ class Run:
         self.previous: dict[int, tuple[float, ...]] = {}
         self.val_loss = NAN
         self.restarted = False  # follows a restart in the same log: its first steps are a warm-up again
+        self.echoed = array("q")  # the records of lines the same as the line before them (IntervalParser.result)
+        self.echo_at = array("q")  # and where each is in its row of the same lines (1: the second)
 
 
 RunT = TypeVar("RunT", bound=Run)
@@ -97,11 +104,33 @@ class IntervalParser(RunParser, Generic[RunT]):
         self.copies: dict[int | None, tuple[int, int]] = {}
         self.counted: dict[int | None, int] = {}
         self.epochs: dict[int | None, tuple[float, int, int, int]] = {}
+        self.echo = False  # the line being read is the same as the one before it
+        self.labelled = False  # some record line has a launcher prefix
+        self.copies_differ = False  # some copy of a step differs from the line before it: several ranks print
+
+    def repeated_line(self, lines: list[str], i: int, number: int) -> int:
+        """Read a record line the same as the one just before it as the next copy of its step (:meth:`rank_of`):
+        a wrapper's echo, or another rank printing the same figures without a prefix (:meth:`result` tells which);
+        any other such line once."""
+        if not self.starts_record(lines[i]):
+            return super().repeated_line(lines, i, number)
+        self.echo, run = True, self.run
+        before = len(run.records) if run is not None else 0
+        try:
+            used = self.handle(lines, i, number)
+        finally:
+            self.echo = False
+        if self.run is not None and len(self.run.records) > (before if self.run is run else 0):
+            self.run.echoed.append(len(self.run.records) - 1)
+            self.run.echo_at.append(self.same - 1)
+        else:
+            self.repeated += 1  # read as nothing new
+        return used
 
     def count_step(self, rank: int | None) -> int:
         """The step of a record line that prints no step number, for the rank its launcher prefix names (None: no
-        prefix): its rank's lines are steps 1, 2, 3, ... in the order of the file."""
-        self.counted[rank] = self.counted.get(rank, 0) + 1
+        prefix): its rank's lines are steps 1, 2, 3, ... in the order of the file (a repeated line: its step again)."""
+        self.counted[rank] = self.counted.get(rank, 0) + (not self.echo)
         return self.counted[rank]
 
     def across_epochs(self, rank: int | None, epoch: float, step: int) -> int:
@@ -122,6 +151,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         last, copies = self.copies.get(rank, (-1, 0))
         copies = copies + 1 if step == last else 0
         self.copies[rank] = (step, copies)
+        self.copies_differ |= bool(copies) and not self.echo
+        self.labelled |= rank is not None
         return (0 if rank is None else rank) + copies * (1 if rank is None else COPY_STRIDE)
 
     def new_run(self, line: int) -> RunT:
@@ -191,7 +222,20 @@ class IntervalParser(RunParser, Generic[RunT]):
         return run
 
     def result(self) -> list[ParsedRun]:
+        """The runs read. Where no copy of a step differs from the line before it, the lines the same as the line
+        before them are echoes (docs/importers.md, "Tolerance"): their records are left out, each line read once.
+        Where copies differ, several ranks print; only where every line is printed k times in a row are all but
+        every k-th of those lines echoes (and the ranks of unlabelled copies counted again from 0 by k)."""
         runs = self.done + ([self.run] if self.run is not None else [])
+        fold = self.echo_fold() if self.copies_differ else 1
+        for run in (run for run in runs if run.echoed):
+            echoed = np.asarray(run.echoed)
+            if self.copies_differ:
+                echoed = echoed[np.asarray(run.echo_at) % fold != 0]
+            self.repeated += len(echoed)
+            run.records.drop(echoed)
+            if fold > 1 and not self.labelled:
+                run.records.table()[:, COLUMN["rank"]] //= fold
         return [ParsedRun(None, run.line, run.config, partial(self.finish, run)) for run in runs]
 
 

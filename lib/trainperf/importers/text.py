@@ -216,7 +216,8 @@ def iter_chunks(path: Path) -> Iterator[list[str]]:
 class LineParser:
     """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`
     (the chunk's lines, the line's index and its number in the file; it returns the lines it consumed); counts the
-    lines it could not read. A line the same as the one just before it (launcher prefix included) is read once."""
+    lines it could not read. A line the same as the one just before it (launcher prefix included) is read once
+    (:meth:`repeated_line`)."""
 
     anchors: tuple[str, ...] = ()
 
@@ -226,6 +227,8 @@ class LineParser:
         self.skipped_total = 0
         self.lines = 0
         self.repeated = 0
+        self.same = 0  # lines in the current row of lines that are the same (anchored ones)
+        self.fold = 0  # the greatest common divisor of the lengths of the rows before it
         self._previous: str | None = None
 
     def handle(self, lines: list[str], i: int, number: int) -> int:
@@ -249,9 +252,10 @@ class LineParser:
             for anchor in anchors:
                 if anchor in line:
                     if line == (lines[i - 1] if i else self._previous) and line.strip():
-                        self.repeated += 1  # the line printed twice (a wrapper's echo): read once
-                        i += 1
+                        self.same += 1
+                        i += self.repeated_line(lines, i, first + i)
                     else:
+                        self.fold, self.same = math.gcd(self.fold, self.same), 1
                         i += handle(lines, i, first + i)
                     break
             else:
@@ -259,6 +263,17 @@ class LineParser:
         if i:
             self._previous = lines[i - 1]
         return i
+
+    def repeated_line(self, lines: list[str], i: int, number: int) -> int:
+        """Read ``lines[i]`` (line ``number``), the same as the line just before it: printed twice (a wrapper's
+        echo), it is read once; the lines used."""
+        self.repeated += 1
+        return 1
+
+    def echo_fold(self) -> int:
+        """How many times each line is printed, where every line is printed a multiple of that many times in a row
+        (a wrapper's echo, or two); else 1."""
+        return math.gcd(self.fold, self.same) or 1
 
     def notes(self) -> list[str]:
         """Notes on the lines read: those printed twice, read once."""
