@@ -130,6 +130,19 @@ def test_maxtext_real_line_gives_its_tokens_per_second_per_device():
     assert run["mfu"] == pytest.approx((6 * 12.9e9 + 12 * 32 * 4096 * 4096) * 3648.273 / 918e12, rel=1e-3)
 
 
+def test_maxtext_of_2023_prints_its_tflops_per_device_as_tflop_s(tmp_path):
+    # AI-Hypercomputer/maxtext#8 (2023-04-28, base.yml on a v3-8), three lines quoted from a long run: measured whole;
+    # "TFLOP/s" is per device there (the maintainer's answer in the issue), the time-weighted mean is reported
+    seconds, tflops = [2.167, 2.164, 2.166], [36.722, 36.771, 36.739]
+    log = tmp_path / "maxtext_v3.log"
+    log.write_text("".join(f"completed step: {15107 + i}, seconds: {s:.3f}, TFLOP/s: {t:.3f}, loss: 2.191\n"
+                           for i, (s, t) in enumerate(zip(seconds, tflops))))
+    result = import_path(log)
+    run = result.runs.iloc[0]
+    assert result.format == "maxtext" and run["steps"] == 3 and run["elapsed_s"] == pytest.approx(sum(seconds))
+    assert run["reported_tflops_per_gpu"] == pytest.approx(sum(s * t for s, t in zip(seconds, tflops)) / sum(seconds))
+
+
 def test_maxtext_steps_zero_and_one_are_warm_up_and_without_token_counts_the_rate_times_devices_is_used(tmp_path):
     # step 0 compiles; step 1 prints only its asynchronous dispatch (tests/data/zoo/readers: maxtext#4847)
     log = tmp_path / "maxtext.log"

@@ -25,7 +25,8 @@ NEMO = Stack(
 MAXTEXT = Stack(
     "maxtext", "a MaxText log",
     keys={"completed step": "step", "seconds": "step_time_s", "TFLOP/s/device": "tflops_per_gpu",
-          "Tokens/s/device": "tokens_per_s_per_gpu", "total_weights": "tokens", "loss": "loss"},
+          "TFLOP/s": "tflops_per_gpu", "Tokens/s/device": "tokens_per_s_per_gpu", "total_weights": "tokens",
+          "loss": "loss"},
     start=r"completed step:", time="seconds", anchors=("completed step:", "eval metrics after step"),
     sniff=r"completed step:\s*\d+, seconds:", val_loss=rf"eval metrics after step:\s*\d+,\s*loss=(?P<loss>{NUMBER})",
     warmup=2)
