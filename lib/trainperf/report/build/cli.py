@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainperf.reading import SCHEDULER
+from trainperf.report.build import REPORTS
 from trainperf.report.build.parameters import ParameterError
 
 if TYPE_CHECKING:  # the build's modules are imported once the kernel server starts (run)
     from trainperf.report.build.pipeline import ReportResult
-
-REPORT_NAMES = "throughput, scaling, batch_size, platforms, compare"
 
 
 def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +28,7 @@ def add_subcommand(subparsers: argparse._SubParsersAction) -> None:
                         help="runs tables, run folders, logs or folders of them, for every report "
                              "(default: each notebook's own data parameter)")
     parser.add_argument("--only", nargs="+", metavar="NAME",
-                        help=f"build only these reports (of: {REPORT_NAMES})")
+                        help=f"build only these reports (of: {', '.join(REPORTS)})")
     parser.add_argument("--out", default="reports", metavar="DIR",
                         help="output folder for the pages, executed notebooks and index.html (default: reports)")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),

@@ -28,6 +28,7 @@ from papermill.exceptions import PapermillExecutionError
 
 import trainperf
 from trainperf.errors import DataError
+from trainperf.report.build import REPORTS
 from trainperf.reading.loading import PINNED, holds_inputs, holds_steps, pin_inputs
 from trainperf.report.build.export import TEMPLATES, notebook_to_html, stylesheet, warm_up
 from trainperf.report.html import FACTS_KEY, PROJECT_ROOT, NotApplicable, callout, shown_path
@@ -38,9 +39,6 @@ from trainperf.report.build.parameters import PATH_PARAMETERS, ParameterError, d
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 """The report notebooks of this checkout."""
-
-REPORTS: tuple[str, ...] = ("throughput", "scaling", "batch_size", "platforms", "compare")
-"""The reports, in the order the index lists them."""
 
 CELL_TIMEOUT_S = 600
 
