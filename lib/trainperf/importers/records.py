@@ -82,7 +82,6 @@ class Run:
         self.val_loss = NAN
         self.restarted = False  # follows a restart in the same log: its first steps are a warm-up again
         self.echoed = array("q")  # the records of lines the same as the line before them (IntervalParser.result)
-        self.echo_at = array("q")  # and where each is in its row of the same lines (1: the second)
 
 
 RunT = TypeVar("RunT", bound=Run)
@@ -122,7 +121,6 @@ class IntervalParser(RunParser, Generic[RunT]):
             self.echo = False
         if self.run is not None and len(self.run.records) > (before if self.run is run else 0):
             self.run.echoed.append(len(self.run.records) - 1)
-            self.run.echo_at.append(self.same - 1)
         else:
             self.repeated += 1  # read as nothing new
         return used
@@ -227,13 +225,16 @@ class IntervalParser(RunParser, Generic[RunT]):
         Where copies differ, several ranks print; only where every line is printed k times in a row are all but
         every k-th of those lines echoes (and the ranks of unlabelled copies counted again from 0 by k)."""
         runs = self.done + ([self.run] if self.run is not None else [])
-        fold = self.echo_fold() if self.copies_differ else 1
-        for run in (run for run in runs if run.echoed):
-            echoed = np.asarray(run.echoed)
-            if self.copies_differ:
-                echoed = echoed[np.asarray(run.echo_at) % fold != 0]
-            self.repeated += len(echoed)
-            run.records.drop(echoed)
+        echoes = [(run, np.isin(np.arange(len(run.records)), run.echoed)) for run in runs if run.echoed]
+        rows = [np.diff(np.flatnonzero(np.append(~echo, True))) for _, echo in echoes]  # rows of one line: lengths
+        fold = int(np.gcd.reduce(np.concatenate(rows))) if echoes and self.copies_differ else 0
+        for run, echo in echoes:
+            drop = echo
+            if fold:  # each record's place in its row (0: the line, 1: its first repeat, ...)
+                place = np.arange(len(echo)) - np.maximum.accumulate(np.where(echo, 0, np.arange(len(echo))))
+                drop = echo & (place % fold != 0)
+            self.repeated += int(drop.sum())
+            run.records.drop(np.flatnonzero(drop))
             if fold > 1 and not self.labelled:
                 run.records.table()[:, COLUMN["rank"]] //= fold
         return [ParsedRun(None, run.line, run.config, partial(self.finish, run)) for run in runs]

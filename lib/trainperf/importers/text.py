@@ -227,8 +227,6 @@ class LineParser:
         self.skipped_total = 0
         self.lines = 0
         self.repeated = 0
-        self.same = 0  # lines in the current row of lines that are the same (anchored ones)
-        self.fold = 0  # the greatest common divisor of the lengths of the rows before it
         self._previous: str | None = None
 
     def handle(self, lines: list[str], i: int, number: int) -> int:
@@ -252,10 +250,8 @@ class LineParser:
             for anchor in anchors:
                 if anchor in line:
                     if line == (lines[i - 1] if i else self._previous) and line.strip():
-                        self.same += 1
                         i += self.repeated_line(lines, i, first + i)
                     else:
-                        self.fold, self.same = math.gcd(self.fold, self.same), 1
                         i += handle(lines, i, first + i)
                     break
             else:
@@ -269,11 +265,6 @@ class LineParser:
         echo), it is read once; the lines used."""
         self.repeated += 1
         return 1
-
-    def echo_fold(self) -> int:
-        """How many times each line is printed, where every line is printed a multiple of that many times in a row
-        (a wrapper's echo, or two); else 1."""
-        return math.gcd(self.fold, self.same) or 1
 
     def notes(self) -> list[str]:
         """Notes on the lines read: those printed twice, read once."""
