@@ -104,6 +104,7 @@ class IntervalParser(RunParser, Generic[RunT]):
         self.counted: dict[int | None, int] = {}
         self.epochs: dict[int | None, tuple[float, int, int, int]] = {}
         self.echo = False  # the line being read is the same as the one before it
+        self.parsed: tuple[str, tuple[Any, ...]] | None = None  # the last record line read alone, as parsed
         self.labelled = False  # some record line has a launcher prefix
         self.copies_differ = False  # some copy of a step differs from the line before it: several ranks print
 
@@ -171,10 +172,15 @@ class IntervalParser(RunParser, Generic[RunT]):
                     what: str) -> int:
         """Read the record line ``lines[i]`` (line ``number``; ``text.parse_wrapped``) with ``parse`` and :meth:`add`
         it; the lines used. One that cannot be read or used is skipped (``what`` in the reason); an unreadable one
-        breaks its rank's chain (:meth:`break_chain`)."""
+        breaks its rank's chain (:meth:`break_chain`). A line the same as the one before it is parsed as that was."""
         try:
-            parsed, used = parse_wrapped(lines, i, parse, self.starts_record)
+            if self.echo and self.parsed is not None and self.parsed[0] == lines[i]:
+                parsed, used = self.parsed[1], 1
+            else:
+                parsed, used = parse_wrapped(lines, i, parse, self.starts_record)
+                self.parsed = (lines[i], parsed) if used == 1 else None
         except LineError as exc:
+            self.parsed = None
             self.skip(number, f"{what}: {exc}")
             self.break_chain(rank_prefix(lines[i])[0])
             return 1
