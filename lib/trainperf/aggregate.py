@@ -241,7 +241,14 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     if stopped:
         out["extra_stopped_early_ranks"] = f"[{', '.join(map(str, stopped))}]"  # a list, never read as a number
     if batch_facts:
-        out.update(_batch_facts(run, model_parallel))
+        micro = median_of_counts(run.values, "micro_steps")
+        if math.isfinite(micro):
+            out["grad_accum_steps"] = int(micro)
+        batch = median_of_counts(run.values, "micro_batch")
+        if math.isfinite(batch):
+            out["micro_batch_size"] = batch
+            samples = run.per_step["samples_sum"].where(run.per_step["samples_count"] > 0)
+            out["global_batch_size"] = float(samples.median()) / model_parallel
     return out
 
 
@@ -275,19 +282,6 @@ def incomplete(run_id: str, stopped: dict[int, str]) -> str:
     """The sentence that names the ranks of run ``run_id`` that stopped early."""
     reasons = "; ".join(f"rank {r}: {why}" for r, why in stopped.items())
     return f"run {run_id} is incomplete: rank(s) {', '.join(map(str, stopped))} stopped early ({reasons})"
-
-
-def _batch_facts(run: Summaries, model_parallel: float) -> dict[str, Any]:
-    facts: dict[str, Any] = {}
-    micro = median_of_counts(run.values, "micro_steps")
-    if math.isfinite(micro):
-        facts["grad_accum_steps"] = int(micro)
-    batch = median_of_counts(run.values, "micro_batch")
-    if math.isfinite(batch):
-        facts["micro_batch_size"] = batch
-        samples = run.per_step["samples_sum"].where(run.per_step["samples_count"] > 0)
-        facts["global_batch_size"] = float(samples.median()) / model_parallel
-    return facts
 
 
 def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = False,

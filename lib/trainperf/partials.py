@@ -70,8 +70,8 @@ def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, n
     return codes, np.asarray(names, dtype=object)[groups // span], groups % span + low
 
 
-def _per_group(values: pd.Series, codes: np.ndarray, n: int) -> np.ndarray:
-    """A per-group result of a groupby on ``codes`` as an array over all ``n`` groups (NaN where a group has no row)."""
+def _per_group(values: pd.Series, n: int) -> np.ndarray:
+    """A per-group result of a groupby on group codes as an array over all ``n`` groups (NaN where a group has no row)."""
     out = np.full(n, np.nan)
     out[values.index.to_numpy()] = values.to_numpy(float)
     return out
@@ -99,7 +99,7 @@ def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     first[codes[::-1]] = np.arange(len(codes))[::-1]
     out = pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "rank": ranks,
                         "node": intervals["node"].to_numpy()[first], "intervals": count(slice(None)),
-                        "last_step": _per_group(intervals.groupby(codes)["step"].max(), codes, n),
+                        "last_step": _per_group(intervals.groupby(codes)["step"].max(), n),
                         "measured_intervals": count(window), "warmup_steps": known_sum(warmup),
                         "excluded_intervals": count(~warmup & ~window)})
     out["measured_steps"] = np.where(out["measured_intervals"] > 0, known_sum(window), np.nan)
@@ -107,11 +107,11 @@ def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     start, seconds = inside["start_s"].to_numpy(float), inside["step_s"].to_numpy(float)
     out["untimed_starts"] = count(window, np.isnan(intervals["start_s"].to_numpy(float)).astype(float))
     grouped = inside.groupby(kept)
-    out["first_start_s"] = _per_group(grouped["start_s"].min(), kept, n)
-    out["last_end_s"] = _per_group(pd.Series(start + seconds).groupby(kept).max(), kept, n)
+    out["first_start_s"] = _per_group(grouped["start_s"].min(), n)
+    out["last_end_s"] = _per_group(pd.Series(start + seconds).groupby(kept).max(), n)
     sums = grouped[["step_s", *STEP_PHASE_COLUMNS, *WORK]].sum(min_count=1)
     for column in sums.columns:
-        out["step_s_sum" if column == "step_s" else column] = _per_group(sums[column], kept, n)
+        out["step_s_sum" if column == "step_s" else column] = _per_group(sums[column], n)
     for name in WORK:
         out[f"{name}_missing"] = count(window, np.isnan(intervals[name].to_numpy(float)).astype(float))
     loss = inside["loss"].to_numpy(float)
@@ -119,18 +119,18 @@ def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     last_loss[kept[~np.isnan(loss)]] = loss[~np.isnan(loss)]  # the last of each rank's, in order, is kept
     out["loss"] = last_loss
     for name, largest in grouped[list(MEMORY)].max().items():
-        out[name] = _per_group(largest, kept, n)
+        out[name] = _per_group(largest, n)
     energy = grouped["energy_j"].sum(min_count=1)
     complete = grouped["energy_j"].count() == grouped["step_s"].size()
-    out["energy_j"] = _per_group(energy.where(complete), kept, n)
+    out["energy_j"] = _per_group(energy.where(complete), n)
     for name, total in intervals.groupby(codes)[list(ALLOCATOR_COUNTS)].sum(min_count=1).items():
-        out[name] = _per_group(total, codes, n)
-    out["step_s_median"] = _per_group(grouped["step_s"].median(), kept, n)
-    out["comm_exposed_s_median"] = _per_group(grouped["comm_exposed_s"].median(), kept, n)
+        out[name] = _per_group(total, n)
+    out["step_s_median"] = _per_group(grouped["step_s"].median(), n)
+    out["comm_exposed_s_median"] = _per_group(grouped["comm_exposed_s"].median(), n)
     every, seconds = intervals["start_s"].to_numpy(float), intervals["step_s"].to_numpy(float)
-    out["all_first_start_s"] = _per_group(intervals.groupby(codes)["start_s"].min(), codes, n)
-    out["all_last_end_s"] = _per_group(pd.Series(every + seconds).groupby(codes).max(), codes, n)
-    out["all_step_s_sum"] = _per_group(pd.Series(seconds).groupby(codes).sum(min_count=1), codes, n)
+    out["all_first_start_s"] = _per_group(intervals.groupby(codes)["start_s"].min(), n)
+    out["all_last_end_s"] = _per_group(pd.Series(every + seconds).groupby(codes).max(), n)
+    out["all_step_s_sum"] = _per_group(pd.Series(seconds).groupby(codes).sum(min_count=1), n)
     out["warmup_step_s_sum"] = count(warmup, np.nan_to_num(seconds))
     return out[list(RANK_COLUMNS)]
 

@@ -64,14 +64,13 @@ def check_runs(raw: pd.DataFrame, path: object = None, lines: list[int] | None =
 
 
 def _check_columns(columns: list[str], path: object) -> None:
-    known = list(INPUT_COLUMNS)
     for name in columns:
         if not isinstance(name, str) or name in INPUT_COLUMNS or name.startswith(PREFIXES):
             continue
         if name in DERIVED_COLUMNS:
             hint = f"it is computed by derive(); to keep the source's own figure, name it 'reported_{name}'"
         else:
-            close = difflib.get_close_matches(name, known, n=1)
+            close = difflib.get_close_matches(name, list(INPUT_COLUMNS), n=1)
             hint = (f"did you mean {close[0]!r}? " if close else "") + \
                 "other columns must start with 'reported_', 'extra_' or 'outside_'"
             if str(path).lower().endswith(".csv"):

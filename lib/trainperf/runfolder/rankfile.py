@@ -67,11 +67,8 @@ def step_line(values: list[Any]) -> bytes:
     return ("[" + ",".join([f(v) for f, v in zip(_FORMATS, values)]) + "]\n").encode()
 
 
-_FIXED = f"%.{TIME_DECIMALS}f"
-
-
 def _fixed(value: float | None) -> str:
-    return _FIXED % value if value is not None and math.isfinite(value) else "null"
+    return f"{value:.{TIME_DECIMALS}f}" if value is not None and math.isfinite(value) else "null"
 
 
 def _number(value: float | int | bool | None) -> str:
