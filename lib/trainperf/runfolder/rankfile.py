@@ -67,8 +67,11 @@ def step_line(values: list[Any]) -> bytes:
     return ("[" + ",".join([f(v) for f, v in zip(_FORMATS, values)]) + "]\n").encode()
 
 
+_FIXED = f"%.{TIME_DECIMALS}f"  # a %-format: half the cost of a nested f-string spec, on every value of every step
+
+
 def _fixed(value: float | None) -> str:
-    return f"{value:.{TIME_DECIMALS}f}" if value is not None and math.isfinite(value) else "null"
+    return _FIXED % value if value is not None and math.isfinite(value) else "null"
 
 
 def _number(value: float | int | bool | None) -> str:
