@@ -182,19 +182,18 @@ def top(name: str, group: pd.DataFrame, found: pd.DataFrame, unit: Unit) -> tupl
     clean = (group["doubt"] == "").to_numpy(bool)
     if not clean.any():
         best = int(np.argmax(group[unit.rate].to_numpy(float)))
-        rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
+        figure, doubt = fmt_int(group.loc[best, unit.rate]), group.loc[best, "doubt"]
         return (f"{name}: no configuration measures throughput without doubt (every run is projected, "
-                f"oversubscribed or incomplete); the highest figure, {rate} with {found.loc[best, 'label']} "
-                f"({group.loc[best, 'doubt']}), is not a measurement of the hardware",
-                [(fmt_int(group.loc[best, unit.rate]), f"{unit.label}, the highest figure of {name}, not headlined "
-                                                       f"({group.loc[best, 'doubt']})")])
+                f"oversubscribed or incomplete); the highest figure, {figure} {unit.label} with "
+                f"{found.loc[best, 'label']} ({doubt}), is not a measurement of the hardware",
+                [(figure, f"{unit.label}, the highest figure of {name}, not headlined ({doubt})")])
     left_out = int((~clean).sum())
     group, found = group[clean].reset_index(drop=True), found[clean].reset_index(drop=True)
     tied = ties_with_fastest(found)
     order = np.argsort(-group[unit.rate].to_numpy(float), kind="stable")
     best = order[0]
-    rate = f"{fmt_int(group.loc[best, unit.rate])} {unit.label}"
-    figures = [(fmt_int(group.loc[best, unit.rate]), f"{unit.label} at the fastest configuration of {name}")]
+    figure = fmt_int(group.loc[best, unit.rate])
+    rate, figures = f"{figure} {unit.label}", [(figure, f"{unit.label} at the fastest configuration of {name}")]
     if tied.sum() > 1:
         names = [batch(group.iloc[i], compact=True) for i in order if tied[i]]
         pairs = [resolution(found.iloc[best], found.iloc[i]) for i in order[1:] if tied[i]]
@@ -222,11 +221,9 @@ def headline(found_sweeps: Sweeps, unit: Unit, min_gain: float = 0.10, train_tok
     """The :func:`top` of the first sweep, where it plateaus, and what finishes the same work first in all."""
     name, (group, found) = next(iter(found_sweeps.items()))
     text, figures = top(name, group, found, unit)
-    found_plateau = plateau(group[unit.rate].to_numpy(), min_gain)
-    if found_plateau.index is not None:
-        text += (f"; beyond {batch(group.iloc[found_plateau.index])}, each step adds less than "
-                 f"{fmt_pct(min_gain, 0)}")
-        figures.append((batch(group.iloc[found_plateau.index], compact=True),
+    if (at := plateau(group[unit.rate].to_numpy(), min_gain).index) is not None:
+        text += f"; beyond {batch(group.iloc[at])}, each step adds less than {fmt_pct(min_gain, 0)}"
+        figures.append((batch(group.iloc[at], compact=True),
                         f"after it, no step of the sweep gains {fmt_pct(min_gain, 0)} or more"))
     loop, total, _ = to_train(group, train_tokens, unit)
     if total.notna().any() and (first := int(total.idxmin())) != int(loop.idxmin()):
