@@ -54,8 +54,12 @@ class HFCallback(ProfilingCallback, TrainerCallback):
         if model is not None:
             self._handles = [model.register_forward_pre_hook(self._before_forward, with_kwargs=True),
                              model.register_forward_hook(self._after_forward)]
-        if train_dataloader is not None:
-            _time_batches(train_dataloader, profiler)
+        # each wait for a batch timed through profiler.batches (accelerate's loader wraps a DataLoader,
+        # base_dataloader); not with persistent workers, whose iterator the loader reuses
+        inner = getattr(train_dataloader, "base_dataloader", train_dataloader)
+        original = getattr(inner, "_get_iterator", None)
+        if original is not None and not getattr(inner, "persistent_workers", False):
+            inner._get_iterator = lambda: profiler.batches(original())
 
     @guarded
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -115,12 +119,3 @@ class HFCallback(ProfilingCallback, TrainerCallback):
         self._add_loss(loss, part=self._loss_part)
         self._switch(None, "backward")
 
-
-def _time_batches(loader: Any, profiler: Any) -> None:
-    """Time each wait for a batch of ``loader`` (its ``DataLoader``, accelerate's ``base_dataloader``) through
-    ``profiler.batches``; not with persistent workers, whose iterator the loader reuses."""
-    inner = getattr(loader, "base_dataloader", loader)
-    original = getattr(inner, "_get_iterator", None)
-    if original is None or getattr(inner, "persistent_workers", False):
-        return
-    inner._get_iterator = lambda: profiler.batches(original())
