@@ -121,10 +121,6 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
             if not _STEP.search(line):
                 return 1
             return self.read_record(lines, i, number_, parse_step, "step line")
-        self._configure(line)
-        return 1
-
-    def _configure(self, line: str) -> None:
         config = self.config
         json_arg = _JSON_ARG.search(line) if self.json_args else None
         self.json_args = json_arg is not None
@@ -157,6 +153,7 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
                 del config[key]
         if self.run is not None and not len(self.run.records):
             self.run.config.update(config)
+        return 1
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, loss, memory, tps, tflops, mfu, when = parsed
