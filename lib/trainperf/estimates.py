@@ -30,7 +30,8 @@ RATES = {"tokens": "tokens_per_s", "samples": "samples_per_s"}
 @dataclass
 class Side:
     """One side of a comparison: its runs rows and, where recorded, measured steps (one frame per run: ``step``,
-    ``step_time_s`` of the slowest rank, phase seconds as the mean over ranks, ``rank_<r>_s`` each rank's)."""
+    ``step_time_s`` of the slowest rank, ``tokens`` or ``samples`` of all ranks, phase seconds as the mean over
+    ranks, ``rank_<r>_s`` each rank's step time)."""
 
     label: str
     runs: pd.DataFrame
@@ -130,8 +131,9 @@ def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Seque
 
 
 def run_spread(est: list[Estimate]) -> float:
-    """The standard deviation of one run's log throughput, pooled over both sides: ``√((σ₁² + σ₂²)/2)``,
-    ``σ = se_log · √runs`` (after :func:`sides_difference`: run-to-run and step noise together)."""
+    """The standard deviation of one run's log throughput (fraction), pooled over both sides:
+    ``√((σ₁² + σ₂²)/2)``, ``σ = se_log · √runs`` (after :func:`sides_difference`: run-to-run and step noise
+    together)."""
     return math.sqrt(sum((e.se_log * math.sqrt(e.runs)) ** 2 for e in est) / 2)
 
 

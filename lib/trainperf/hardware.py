@@ -49,7 +49,7 @@ class Device:
 @dataclass(frozen=True)
 class Peak:
     """The dense peak of one device at one precision: ``tflops`` (TFLOP/s per device), the canonical ``device``
-    name, and ``source`` (datasheet and the figure as printed)."""
+    name, the canonical ``precision`` and ``source`` (datasheet and the figure as printed)."""
 
     tflops: float
     device: str

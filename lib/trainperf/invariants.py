@@ -42,13 +42,7 @@ def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: pd.
     than one measured on the machine)."""
     _check_mfu(out, notes, datasheet_peak.to_numpy(bool))
     check_scaling(out, notes)
-    elapsed = out["mean_rank_elapsed_s"].fillna(out["elapsed_s"]).to_numpy(float) * (1 + PHASE_TOLERANCE)
-    longer = np.zeros(len(out), dtype=bool)
-    for group in SEQUENTIAL_PHASES:
-        longer |= out[[c for c in group if c in out]].sum(axis=1, min_count=1).to_numpy(float) > elapsed
-    _empty(out, notes, longer, PHASE_COLUMNS,
-           "phases that never overlap (data, h2d, forward, loss, backward, optimizer; exposed communication and "
-           "waits outside) add up to more than the elapsed time: the timers or the window they cover are wrong")
+    _check_phases(out, notes)
 
 
 def _empty(out: pd.DataFrame, notes: list[list[str]], rows: np.ndarray, columns: tuple[str, ...], why: str) -> None:
@@ -106,6 +100,18 @@ def serial_fraction_possible(values: np.ndarray) -> np.ndarray:
     """Per Karp–Flatt value, whether it lies in [0, 1] (NaN: no)."""
     values = np.asarray(values, dtype=float)
     return (values >= 0) & (values <= 1)
+
+
+def _check_phases(out: pd.DataFrame, notes: list[list[str]]) -> None:
+    """Empty the phase columns of a row whose phases that never overlap add up to more than its elapsed time (the
+    mean rank's, s, with :data:`PHASE_TOLERANCE`)."""
+    elapsed = out["mean_rank_elapsed_s"].fillna(out["elapsed_s"]).to_numpy(float) * (1 + PHASE_TOLERANCE)
+    longer = np.zeros(len(out), dtype=bool)
+    for group in SEQUENTIAL_PHASES:
+        longer |= out[[c for c in group if c in out]].sum(axis=1, min_count=1).to_numpy(float) > elapsed
+    _empty(out, notes, longer, PHASE_COLUMNS,
+           "phases that never overlap (data, h2d, forward, loss, backward, optimizer; exposed communication and "
+           "waits outside) add up to more than the elapsed time: the timers or the window they cover are wrong")
 
 
 def peaks_consistent(peaks: Mapping[int, float]) -> bool:

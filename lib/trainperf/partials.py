@@ -71,7 +71,8 @@ def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, n
 
 
 def _per_group(values: pd.Series, n: int) -> np.ndarray:
-    """A per-group result of a groupby on group codes as an array over all ``n`` groups (NaN where a group has no row)."""
+    """A per-group result of a groupby on group codes as an array over all ``n`` groups (NaN where a group has no
+    row)."""
     out = np.full(n, np.nan)
     out[values.index.to_numpy()] = values.to_numpy(float)
     return out

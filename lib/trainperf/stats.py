@@ -249,8 +249,9 @@ class Verdict:
 
 
 def t_test_power(n: float, effect: float) -> float:
-    """Power of a two-sample t test with ``n`` observations per group and a standardized ``effect`` (difference of
-    means / standard deviation of one observation): :func:`t_power` at ``effect · √(n/2)`` on ``2n − 2`` dof."""
+    """Power of a two-sided two-sample t test at :data:`LEVEL` with ``n`` observations per group and a
+    standardized ``effect`` (difference of means / standard deviation of one observation): :func:`t_power` at
+    ``effect · √(n/2)`` on ``2n − 2`` dof."""
     return t_power(effect * math.sqrt(n / 2), 2 * n - 2)
 
 
@@ -273,8 +274,9 @@ def detectable_effect(se_log: float, dof: float) -> float:
 
 def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT) -> int | None:
     """Runs per side that would detect a change of ``min_effect`` (a fraction) with :data:`POWER`: the smallest
-    whole ``n ≥ 2`` whose :func:`t_test_power` at ``log(1 + min_effect) / sd_log`` reaches it (``sd_log``: one
-    run's log throughput). None when ``sd_log`` is unknown or the minimum effect is 0."""
+    whole ``n ≥ 2`` whose :func:`t_test_power` at ``log(1 + min_effect) / sd_log`` reaches it (``sd_log``: the
+    standard deviation of one run's log throughput, fraction). None when ``sd_log`` is unknown or the minimum
+    effect is 0."""
     if not (math.isfinite(sd_log) and sd_log > 0 and min_effect > 0):
         return None
     effect = math.log1p(min_effect) / sd_log

@@ -20,8 +20,9 @@ PEAK_MEMORY_RUN_CV = 0.01
 
 @dataclass(frozen=True)
 class Metric:
-    """A judged figure: its runs ``column`` (None for throughput, measured from steps), default ``min_effect``
-    and assumed ``run_cv`` (fractions), and the verdicts that say it got ``better`` or ``worse``."""
+    """A judged figure: its runs ``column`` (None for throughput, measured from steps), its ``unit``, whether
+    ``higher_is_better``, its default ``min_effect`` and assumed ``run_cv`` (fractions), and the verdicts that say it
+    got ``better`` or ``worse``."""
 
     name: str
     label: str

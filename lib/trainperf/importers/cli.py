@@ -85,20 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         raise DataError(f"run_id {duplicated.iloc[0]!r} appears in more than one run: give distinct run_id "
                         "values in the sidecars")
     for result in results:
-        step_rows = 0 if result.steps is None else len(result.steps)
-        print(f"{result.path}: {result.format}, {len(result.runs)} run(s), {step_rows} step row(s), "
-              f"{result.skipped_total} unreadable line(s) of {result.lines}")
-        for file, line, reason in result.skipped[:SKIPPED_SHOWN]:
-            print(f"  skipped {file}:{line}: {reason}")
-        if result.skipped_total > SKIPPED_SHOWN:
-            print(f"  ... and {result.skipped_total - SKIPPED_SHOWN} more")
-        for note in result.warnings:
-            print(f"  warning: {note}", file=sys.stderr)
-        every = set(result.runs["run_id"])
-        for missing in result.missing:
-            why = f"blocks {', '.join(missing.blocks)}" if missing.blocks else missing.note
-            which = "" if set(missing.runs) == every else f" (runs {', '.join(missing.runs)})"
-            print(f"  missing {missing.field}: {why}{which}")
+        _describe(result)
     _comparisons(runs)
     _write(runs, args.out, "run(s)")
     steps = [r.steps for r in results if r.steps is not None]
@@ -114,6 +101,25 @@ def _write(table: pd.DataFrame, path: str, rows: str) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     spreadsheet_safe(table).to_csv(path, index=False)
     print(f"wrote {len(table)} {rows} to {path}")
+
+
+def _describe(result: ImportResult) -> None:
+    """Print what was read from one log: its format, runs, step rows and unreadable lines, the first lines skipped,
+    its warnings and the fields it still needs."""
+    steps = 0 if result.steps is None else len(result.steps)
+    print(f"{result.path}: {result.format}, {len(result.runs)} run(s), {steps} step row(s), "
+          f"{result.skipped_total} unreadable line(s) of {result.lines}")
+    for file, line, reason in result.skipped[:SKIPPED_SHOWN]:
+        print(f"  skipped {file}:{line}: {reason}")
+    if result.skipped_total > SKIPPED_SHOWN:
+        print(f"  ... and {result.skipped_total - SKIPPED_SHOWN} more")
+    for note in result.warnings:
+        print(f"  warning: {note}", file=sys.stderr)
+    every = set(result.runs["run_id"])
+    for missing in result.missing:
+        why = f"blocks {', '.join(missing.blocks)}" if missing.blocks else missing.note
+        which = "" if set(missing.runs) == every else f" (runs {', '.join(missing.runs)})"
+        print(f"  missing {missing.field}: {why}{which}")
 
 
 def _comparisons(runs: pd.DataFrame) -> None:

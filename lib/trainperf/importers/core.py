@@ -265,18 +265,8 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                         + (f" ({parsed.skipped_total + len(skipped) - len(parsed.skipped)} problem(s); "
                            f"first: {shown})" if shown else " (no record lines found)"), path=path)
     runs = check_runs(pd.DataFrame(rows), path)
-    table = None
-    if steps:
-        table = pd.concat(steps, ignore_index=True)  # every format's intervals have every column
-        table["run_id"] = table["run_id"].astype("string")
-        table = table[list(STEP_INTERVAL_COLUMNS)]
-    collected: dict[str, tuple[tuple[str, ...], str, list[str]]] = {}
-    for run_row in runs.to_dict("records"):
-        for name, blocks, note in missing_fields(run_row):
-            collected.setdefault(name, (blocks, note, []))[2].append(str(run_row["run_id"]))
-    missing = [Missing(name, blocks, tuple(ids), note) for name, (blocks, note, ids) in collected.items()]
-    return ImportResult(path=path, format=fmt.name, runs=runs, steps=table,
-                        skipped=skipped, missing=missing, lines=parsed.lines,
+    return ImportResult(path=path, format=fmt.name, runs=runs, steps=_steps_table(steps),
+                        skipped=skipped, missing=_missing_list(runs), lines=parsed.lines,
                         skipped_total=parsed.skipped_total + len(skipped) - len(parsed.skipped),
                         warnings=notes)
 
@@ -295,6 +285,25 @@ def log_stem(path: Path) -> str:
         return path.resolve().parent.name
     name = path.name.removesuffix(".gz")
     return Path(name).stem or name
+
+
+def _steps_table(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
+    """The step intervals of a log's runs as one steps table (its columns in :data:`STEP_INTERVAL_COLUMNS` order);
+    None where the log prints no steps."""
+    if not frames:
+        return None
+    table = pd.concat(frames, ignore_index=True)  # every format's intervals have every column
+    table["run_id"] = table["run_id"].astype("string")
+    return table[list(STEP_INTERVAL_COLUMNS)]
+
+
+def _missing_list(runs: pd.DataFrame) -> list[Missing]:
+    """Each field the ``runs`` still need, once, with the runs that lack it."""
+    collected: dict[str, tuple[tuple[str, ...], str, list[str]]] = {}
+    for row in runs.to_dict("records"):
+        for name, blocks, note in missing_fields(row):
+            collected.setdefault(name, (blocks, note, []))[2].append(str(row["run_id"]))
+    return [Missing(name, blocks, tuple(ids), note) for name, (blocks, note, ids) in collected.items()]
 
 
 def _same(a: Any, b: Any) -> bool:
