@@ -96,6 +96,26 @@ def test_rank_that_stopped_early_is_named(tmp_path):
     assert row["ranks"] == 2 and row["gpus"] == 3
 
 
+def test_a_run_still_being_written_is_measured_over_the_steps_every_rank_has_written(tmp_path):
+    """No rank has closed its file yet and rank 0's runs ahead (it wrote steps 0-5, rank 1 steps 0-3, in batches):
+    the job has done steps 0-3. Steps 1-3 measured (step 0 is warm-up): 2 ranks x 3 steps x 100 tokens = 600
+    tokens in 3 s of the slowest rank, 200 tokens/s; counting rank 0's steps 4 and 5 against that time would give
+    (500 + 300) / 5 s = 160. Rank 1 is still named for what it had written; the intervals stop at step 3 too."""
+    ranks = {rank: [step_values(i, 1.0 * i, 1.0, 0.5, warmup=i == 0) for i in range(steps)]
+             for rank, steps in ((0, 6), (1, 4))}
+    folder = write_run(tmp_path / "live", ranks, closed=False)
+    with pytest.warns(DataWarning, match=r"rank 1: 4 of 6 steps, profiler not closed"):
+        row = load_runs(folder).iloc[0]
+    assert (row["tokens"], row["elapsed_s"], row["steps"]) == (600, pytest.approx(3.0), 3)
+    assert row["tokens"] / row["elapsed_s"] == pytest.approx(200.0) and not row["complete"]
+    assert load_steps(folder).groupby("rank")["step"].max().tolist() == [3, 3]
+    (folder / "steps-rank0.jsonl").write_bytes((folder / "steps-rank0.jsonl").read_bytes()
+                                                 + rankfile.end_line(6, {}))  # rank 0 done: the job ended
+    with pytest.warns(DataWarning, match=r"rank\(s\) 1 stopped early \(rank 1: 4 of 6 steps, profiler not closed"):
+        ended = load_runs(folder).iloc[0]
+    assert (ended["tokens"], ended["elapsed_s"]) == (800, pytest.approx(5.0))  # every step read, as written
+
+
 def test_malformed_and_truncated_lines_are_skipped_counted_and_located(tmp_path):
     folder = two_rank_run(tmp_path / "bad", closed=False)
     path = folder / "steps-rank0.jsonl"

@@ -91,7 +91,7 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
                               f"(warmup_steps = {folder.manifest.get('warmup_steps')})", path=folder.path)
     world = folder.world_size
     expected = range(world) if world else sorted(run.per_rank["rank"].astype(int))
-    stopped = stopped_early(run.per_rank, expected, closed)
+    stopped = stopped_early(_as_written(run.per_rank, (facts or {}).get("ahead", [])), expected, closed)
     if stopped:
         warnings.warn(incomplete(folder.run_id, stopped), DataWarning, stacklevel=4)
     measured = measure(summaries, folder.run_id, expected_ranks=expected, closed_ranks=closed, batch_facts=True,
@@ -103,6 +103,16 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
     if waited and measured.get("wait_outside_s", 0.0) > 0:
         measured["wait_outside_for"] = ", ".join(f"rank {rank}'s {name}" for rank, name in waited)
     return runs_row(folder, measured, run.per_rank["node"].astype(str).tolist())
+
+
+def _as_written(per_rank: pd.DataFrame, ahead: Sequence[Sequence[int]]) -> pd.DataFrame:
+    """One run's per-rank summaries with, for each rank whose lines beyond the steps every rank had written were left
+    out (the reader's ``ahead``, ``[rank, lines, last step]`` each: a run still being written), the lines and the last
+    step it had written, so that a rank that fell behind is still named for it."""
+    rows = per_rank.set_index("rank")
+    for rank, lines, last in ahead:
+        rows.loc[rank, ["intervals", "last_step"]] = [lines, last]
+    return rows.reset_index()
 
 
 def memory_verdict(out_of_memory: Sequence[Sequence[int]], checked: Sequence[int], expected: Sequence[int],

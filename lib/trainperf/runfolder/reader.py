@@ -24,6 +24,7 @@ from trainperf.runfolder.eventfile import EVENTS_FILE, read_events
 from trainperf.runfolder.manifest import MANIFEST_FILE, read_manifest
 from trainperf.runfolder.rankfile import (LINE_COLUMNS, STEPS_FILE_PATTERN, TIME_DECIMALS, BadLine, RankFile,
                                          empty_columns, read_rank_file)
+from trainperf.runfolder.tail import StepsTail
 from trainperf.schema import INPUT_COLUMNS, PREFIXES, STEP_INTERVAL_COLUMNS
 
 PART_BYTES = 48 << 20
@@ -74,7 +75,18 @@ class RunFolder:
                 size = 0
             groups[-1].append((rank, path))
             size += length
-        return [partial(read_ranks, self, tuple(g)) for g in groups if g]
+        upto = self.written_by_all()
+        return [partial(read_ranks, self, tuple(g), upto) for g in groups if g]
+
+    def written_by_all(self) -> int | None:
+        """While no rank has closed its steps file (the run is still being written), the last step every rank that
+        wrote one has written: a rank writes its steps in batches, so one file may run ahead of another, and the steps
+        beyond this one are not yet the job's (their tokens would count against the time of only part of the ranks).
+        None once a rank closed its file (the job ended: a rank still open stopped early), or while none wrote a
+        step."""
+        tails = [StepsTail(path) for _, path in self.rank_files]
+        last = [rows[-1][0] for tail in tails if (rows := tail.read())]
+        return None if not last or any(tail.closed for tail in tails) else int(min(last))
 
 
 def open_run_folder(path: str | Path) -> RunFolder:
@@ -95,24 +107,26 @@ def open_run_folder(path: str | Path) -> RunFolder:
     return folder
 
 
-def read_ranks(folder: RunFolder,
-               files: Sequence[tuple[int, Path]] | None = None) -> tuple[pd.DataFrame, dict[str, list]]:
-    """The step intervals of ``files`` (default: every rank of the run), rank by rank, each in the order written,
-    and the facts read besides them (lists, joined over a run's parts): ``closed``, the ranks whose file ends with
+def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None,
+               upto: int | None = None) -> tuple[pd.DataFrame, dict[str, list]]:
+    """The step intervals of ``files`` (default: every rank of the run), rank by rank, each in the order written, up
+    to step ``upto`` where given (:meth:`RunFolder.written_by_all`), and the facts read besides them (lists, joined over a run's parts): ``closed``, the ranks whose file ends with
     the end line; ``bad_lines``, ``[file, line, reason]`` of each line skipped (malformed, truncated or repeated);
     ``out_of_memory``, ``[rank, step, ooms]`` of each step that ran out of memory (no intervals); ``memory_checked``,
-    the ranks whose file can record them; ``wall_s``, ``[rank, seconds]`` of each closed rank's wall clock;
+    the ranks whose file can record them; ``ahead``, ``[rank, lines, last step]`` of each rank whose lines beyond
+    ``upto`` were left out, as it had written them; ``wall_s``, ``[rank, seconds]`` of each closed rank's wall clock;
     ``outside``, what each rank did outside its steps (:func:`outside_seconds`); ``waited_for``, the ``[rank,
     phase]`` pairs others waited for (:func:`outside_waits`)."""
     read = [_read_rank_file(path) for _, path in (folder.rank_files if files is None else files)]
     out_of_memory = [[f.rank, int(step), int(np.nan_to_num(ooms, nan=1.0))] for f in read
                      for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
+    ahead = []
     for f in read:
-        completed = ~f.columns["out_of_memory"]
-        if not completed.all():  # a step that ran out of memory is run again under its number
-            f.columns = {name: values[completed] for name, values in f.columns.items()}
-            f.lines = f.lines[completed]
+        _keep(f, ~f.columns["out_of_memory"])  # a step that ran out of memory is run again under its number
         _read_once(f)
+        if upto is not None and (later := f.columns["step"] > upto).any():
+            ahead.append([f.rank, len(later), int(f.columns["step"].max())])
+            _keep(f, ~later)
     nodes = {r["rank"]: r.get("node") for r in folder.environment.get("ranks", [])}
     counts = np.array([len(f.columns["step"]) for f in read], dtype=np.int64)
     total = int(counts.sum())
@@ -139,7 +153,14 @@ def read_ranks(folder: RunFolder,
     return intervals, {"closed": [f.rank for f in read if f.closed], "outside": outside, "waited_for": waited_for,
                        "wall_s": [[f.rank, f.wall_s] for f in read if f.wall_s is not None],
                        "bad_lines": [[str(b.path), b.line, b.reason] for b in bad], "out_of_memory": out_of_memory,
-                       "memory_checked": [f.rank for f in read if "out_of_memory" in f.written]}
+                       "memory_checked": [f.rank for f in read if "out_of_memory" in f.written], "ahead": ahead}
+
+
+def _keep(rank_file: RankFile, kept: np.ndarray) -> None:
+    """Keep only the step lines of ``rank_file`` where ``kept`` is true."""
+    if not kept.all():
+        rank_file.columns = {name: values[kept] for name, values in rank_file.columns.items()}
+        rank_file.lines = rank_file.lines[kept]
 
 
 def outside_waits(folder: RunFolder, read: Sequence[RankFile]) -> tuple[dict[int, np.ndarray], list[list[Any]]]:
