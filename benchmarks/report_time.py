@@ -10,6 +10,12 @@ own per-report times), from papermill's cell timings; then, with
     python benchmarks/report_time.py --repeat 2       # build twice (the second is warm), print each
     python benchmarks/report_time.py --out reports    # the cells of a build in reports/ (no "other")
     python benchmarks/report_time.py --repeat 5 --server both   # with and without the kernel server, alternating
+    python benchmarks/report_time.py --repeat 4 --against /tmp/old   # this checkout and another, alternating
+
+With ``--against DIR`` (another checkout, e.g. ``git worktree add /tmp/old REV``), each round builds with
+that checkout's ``lib`` first on the path (run from its folder, its own cache folder) and with this one's,
+alternating which goes first, and prints the medians of all but the first round (warm builds) and their ratio:
+both versions on the same machine under the same load.
 
 A cell counts as data loading when it opens the inputs (``page.open_*``,
 ``page.data_steps``), as charts when it draws with seaborn (``sns.``), as
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import resource
 import statistics
@@ -128,34 +135,48 @@ def main() -> None:
     parser.add_argument("--server", choices=("on", "off", "both"), default="on",
                         help="kernels forked from the kernel server (on), ordinary kernels (off), or both, "
                              "alternating which goes first, with the medians of all but the first round")
+    parser.add_argument("--against", type=Path, metavar="DIR",
+                        help="another checkout to build with, alternating with this one (kernel server on)")
     args = parser.parse_args()
     if args.out is not None:
         print_table(args.out, {})
         if args.cells:
             print_cells(args.out, args.min)
         return
-    walls: dict[str, list[float]] = {"on": [], "off": []}
+    here = Path(__file__).resolve().parents[1]
+    if args.against is not None:
+        modes = {"against": (args.against.resolve(), ["-m", "trainperf"]), "this": (here, ["-m", "trainperf"])}
+    else:
+        modes = {"on": (here, ["-m", "trainperf"]), "off": (here, ["-c", WITHOUT_SERVER])}
+        modes = modes if args.server == "both" else {args.server: modes[args.server]}
+    caches = {mode: tempfile.mkdtemp(prefix=f"trainperf-report-time-cache-{mode}-") for mode in modes}
+    walls: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
     for attempt in range(1, args.repeat + 1):
-        modes = ["on", "off"] if args.server == "both" else [args.server]
-        for server in modes if attempt % 2 else modes[::-1]:
+        for mode in list(modes) if attempt % 2 else list(modes)[::-1]:
+            root, trainperf = modes[mode]
             out = Path(tempfile.mkdtemp(prefix="trainperf-report-time-"))
-            trainperf = ["-m", "trainperf"] if server == "on" else ["-c", WITHOUT_SERVER]
             command = [sys.executable, *trainperf, "report", "--out", str(out), "--jobs", str(args.jobs)]
+            environment = {**os.environ, "PYTHONPATH": str(root / "lib"), "TRAINPERF_CACHE_DIR": caches[mode]}
             load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
             start, cpu = time.perf_counter(), cpu_seconds()
-            printed = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+            printed = subprocess.run(command, capture_output=True, text=True, check=True, cwd=root,
+                                     env=environment).stdout
             wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
-            walls[server] += [wall] if attempt > 1 or args.server != "both" else []
+            walls[mode] += [(wall, cpu)] if attempt > 1 or len(modes) == 1 else []
             seconds = {name: float(value) for name, value in REPORT_LINE.findall(printed) if name in REPORTS}
-            print(f"\nbuild {attempt}, kernel server {server}: `trainperf report --jobs {args.jobs}` made "
+            print(f"\nbuild {attempt}, {mode} ({root}): `trainperf report --jobs {args.jobs}` made "
                   f"{len(seconds)} reports in {out}: {wall:.1f} s wall clock, {cpu:.1f} CPU seconds "
                   f"(load average {load} before)")
             print_table(out, seconds)
             if args.cells:
                 print_cells(out, args.min)
-    for server, seconds in walls.items():
-        if args.server == "both" and seconds:
-            print(f"kernel server {server}: median {statistics.median(seconds):.1f} s wall clock of {len(seconds)}")
+    if len(modes) > 1 and all(walls.values()):
+        medians = {mode: [statistics.median(v) for v in zip(*found)] for mode, found in walls.items()}
+        for mode, (wall, cpu) in medians.items():
+            print(f"{mode}: median {wall:.1f} s wall clock, {cpu:.1f} CPU seconds, of {len(walls[mode])} builds")
+        first, second = medians.values()
+        print(f"{list(modes)[1]} / {list(modes)[0]}: {second[0] / first[0]:.2f} of the wall clock, "
+              f"{second[1] / first[1]:.2f} of the CPU seconds")
 
 
 if __name__ == "__main__":
