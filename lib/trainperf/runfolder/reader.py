@@ -84,9 +84,15 @@ class RunFolder:
         beyond this one are not yet the job's (their tokens would count against the time of only part of the ranks).
         None once a rank closed its file (the job ended: a rank still open stopped early), or while none wrote a
         step."""
-        tails = [StepsTail(path) for _, path in self.rank_files]
-        last = [rows[-1][0] for tail in tails if (rows := tail.read())]
-        return None if not last or any(tail.closed for tail in tails) else int(min(last))
+        last = []
+        for _, path in self.rank_files:
+            tail = StepsTail(path)
+            rows = tail.read()
+            if tail.closed:
+                return None
+            if rows:
+                last.append(rows[-1][0])
+        return int(min(last)) if last else None
 
 
 def open_run_folder(path: str | Path) -> RunFolder:
