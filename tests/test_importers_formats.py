@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainperf import derive, load_runs
+from trainperf import DataError, derive, load_runs
 from trainperf.importers import compare_reported, import_path
 
 DATA = Path(__file__).resolve().parent / "data" / "importers"
@@ -114,6 +114,21 @@ def test_hf_trainer_final_tokens_per_second_is_per_device_and_two_headers_are_tw
     result = import_path(log, {"seq_len": 2048})
     assert len(result.runs) == 2
     assert result.runs["reported_tokens_per_s_per_gpu"].iloc[1] == 12600.0
+
+
+def test_hf_trainer_loss_dicts_alone_are_refused_for_giving_no_time(tmp_path):
+    # huggingface/transformers#9415 (2021-01, two V100s, each rank printing with srun's "0: "/"1: " prefix): the
+    # Trainer's loss and eval dicts only, no train_runtime, no timestamp: nothing times a step
+    log = tmp_path / "two_ranks.log"
+    log.write_text(
+        "0: {'loss': 10.5927734375, 'learning_rate': 0.0005999489187808615, 'epoch': 0.0011918951132300357}\n"
+        "1: {'loss': 10.57164478302002, 'learning_rate': 0.0005999489187808615, 'epoch': 0.0011918951132300357}\n"
+        "0: {'loss': 6.9972802049411325, 'learning_rate': 0.000574459390430785, 'epoch': 0.5959475566150179}\n"
+        "1: {'loss': 7.002058581503216, 'learning_rate': 0.000574459390430785, 'epoch': 0.5959475566150179}\n"
+        "0: {'eval_loss': 7.694924354553223, 'epoch': 1.0}\n"
+        "1: {'eval_loss': 7.6843767166137695, 'epoch': 1.0}\n")
+    with pytest.raises(DataError, match="no record gives a time: no step time, timestamp, runtime or throughput"):
+        import_path(log)
 
 
 # --- MaxText -----------------------------------------------------------------------------------------------

@@ -248,8 +248,10 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
             if noted in measured:
                 notes.append(f"{path}: run {row['run_id']}: {measured[noted]}")
         if not any(not is_missing(row.get(c)) for c in SPEED_INPUTS):
-            skipped.append((str(path), run.line, f"run {row['run_id']}: no measured window "
-                                                 "(only warm-up or incomplete records)"))
+            timed = run_steps is not None and run_steps["step_s"].notna().any()
+            why = ("only warm-up or incomplete records" if timed else
+                   "no record gives a time: no step time, timestamp, runtime or throughput")
+            skipped.append((str(path), run.line, f"run {row['run_id']}: no measured window ({why})"))
             continue
         rows.append(row)
         if run_steps is not None and len(run_steps):
