@@ -220,16 +220,15 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
     """Canonical runs (and steps) of a parsed log, with the settings merged."""
     stem = log_stem(path)
     several = len(parsed.runs) > 1
+    default_ids = [run.name or (f"{stem}-{k}" if several else stem) for k, run in enumerate(parsed.runs, 1)]
     if several and "run_id" in settings.values:
-        names = ", ".join(run_name(r, stem, k, several) for k, r in enumerate(parsed.runs, 1))
-        raise DataError(f"run_id names one run but this log holds {len(parsed.runs)} ({names}): "
+        raise DataError(f"run_id names one run but this log holds {len(parsed.runs)} ({', '.join(default_ids)}): "
                         "give ids under 'runs:' in the sidecar", path=path, column="run_id")
     rows: list[dict[str, Any]] = []
     steps: list[pd.DataFrame] = []
     skipped = list(parsed.skipped)
     notes: list[str] = list(parsed.notes)
-    for k, run in enumerate(parsed.runs, 1):
-        default_id = run_name(run, stem, k, several)
+    for run, default_id in zip(parsed.runs, default_ids):
         explicit = settings.for_run(default_id)
         config = {**run.config, **explicit}
         measured, run_steps = run.finish(config)
@@ -259,21 +258,15 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                 notes.append(f"{path}: {incomplete(str(row['run_id']), stopped)}")
     for note in notes:
         warnings.warn(note, DataWarning, stacklevel=3)
+    skipped_total = parsed.skipped_total + len(skipped) - len(parsed.skipped)
     if not rows:
         shown = "; ".join(f"line {line}: {reason}" for _, line, reason in skipped[:3])
         raise DataError(f"read as {fmt.title} but no run has a measured window"
-                        + (f" ({parsed.skipped_total + len(skipped) - len(parsed.skipped)} problem(s); "
-                           f"first: {shown})" if shown else " (no record lines found)"), path=path)
+                        + (f" ({skipped_total} problem(s); first: {shown})" if shown else " (no record lines found)"),
+                        path=path)
     runs = check_runs(pd.DataFrame(rows), path)
-    return ImportResult(path=path, format=fmt.name, runs=runs, steps=_steps_table(steps),
-                        skipped=skipped, missing=_missing_list(runs), lines=parsed.lines,
-                        skipped_total=parsed.skipped_total + len(skipped) - len(parsed.skipped),
-                        warnings=notes)
-
-
-def run_name(run: ParsedRun, stem: str, k: int, several: bool) -> str:
-    """The run id a run gets unless the settings name it."""
-    return run.name or (f"{stem}-{k}" if several else stem)
+    return ImportResult(path=path, format=fmt.name, runs=runs, steps=_steps_table(steps), skipped=skipped,
+                        missing=_missing_list(runs), lines=parsed.lines, skipped_total=skipped_total, warnings=notes)
 
 
 def log_stem(path: Path) -> str:

@@ -223,7 +223,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
         the keys they were printed under); a reason where the line cannot be a record."""
         label, values = parsed[:2]
-        batch = values.get("global_batch_size", NAN) if "global_batch_size" in values else NAN
+        batch = values.get("global_batch_size", NAN)
         if batch > 0:
             self.config["global_batch_size"] = int(batch)
             values["samples"] = batch
