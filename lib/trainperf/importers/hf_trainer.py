@@ -138,12 +138,10 @@ def _whole_call(run: _Run, config: Mapping[str, Any]) -> dict[str, Any]:
     """The measurements of the whole ``train()`` call (its final metrics)."""
     final = run.final
     runtime = final.get("train_runtime", NAN)
-    out: dict[str, Any] = {}
     if not (runtime > 0 and math.isfinite(runtime)):
-        return out
-    out["elapsed_s"] = runtime
-    out["extra_time_source"] = ("train_runtime: the whole train() call, first steps and the time after the last "
-                                "step included")
+        return {}
+    out: dict[str, Any] = {"elapsed_s": runtime, "extra_time_source": "train_runtime: the whole train() call, "
+                           "first steps and the time after the last step included"}
     samples_rate, steps_rate = final.get("train_samples_per_second", NAN), final.get("train_steps_per_second", NAN)
     max_steps = config.get("extra_max_steps", NAN)
     if steps_rate > 0:

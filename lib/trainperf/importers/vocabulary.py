@@ -52,7 +52,7 @@ def fields_of(line: str) -> tuple[int | None, dict[str, str]]:
     if envelope is not None:
         body = body[envelope.end():]
     brace = body.find("{")
-    if brace >= 0 and len(body) <= MAX_LINE_CHARS and '":' in body:
+    if brace >= 0 and '":' in body:
         try:
             found, _ = json.JSONDecoder().raw_decode(body, brace)
         except (ValueError, RecursionError):  # not JSON, or nested beyond Python's stack
