@@ -54,9 +54,8 @@ class ParsedLog:
 
 @dataclass(frozen=True)
 class Format:
-    """A log format: its name, a title for messages, its reader (``parse(path, settings)``) and how strongly the
-    cleaned start of a file looks like it (``sniff(head, settings)``: the number of its record lines found; 0: not
-    this format, as for a format told by content other than text or chosen by the settings)."""
+    """A log format: its name, a title for messages, ``parse(path, settings)`` and ``sniff(head, settings)``, the
+    number of its record lines in the cleaned start of a file (0: not this format, or one not told by its text)."""
 
     name: str
     title: str
@@ -97,12 +96,10 @@ class Missing:
 
 @dataclass
 class ImportResult:
-    """A log read into canonical tables.
-
-    ``runs``: one row per run in the log; ``steps``: its step intervals (one row per rank per record), None where it
-    prints none; ``skipped``: ``(file, line, reason)`` of each line that looked like a record but could not be read
-    (and of runs with no measured window), the first ``text.MAX_SKIPPED_KEPT``; ``skipped_total``: how many there
-    were; ``missing``: fields neither the log nor its sidecar give, with the derived metrics each blocks."""
+    """A log read into canonical tables: ``runs``, one row per run; ``steps``, its step intervals (a row per rank per
+    record; None where it prints none); ``skipped``, ``(file, line, reason)`` of the first ``text.MAX_SKIPPED_KEPT``
+    lines that looked like records but could not be read (and of runs with no measured window), ``skipped_total``
+    of them all; ``missing``, the fields neither the log nor its sidecar give, with the derived metrics each blocks."""
 
     path: Path
     format: str

@@ -36,8 +36,7 @@ _CLOCK = re.compile(r"(\d+):(\d\d):(\d\d(?:\.\d*)?)\Z")
 
 def metric_value(text: str) -> float:
     """A metric as the Trainer prints it: a number, or ``h:mm:ss.ss`` (seconds)."""
-    clock = _CLOCK.match(text)
-    if clock:
+    if clock := _CLOCK.match(text):
         hours, minutes, seconds = clock.groups()
         return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
     return number(text)
