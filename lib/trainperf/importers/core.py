@@ -137,13 +137,12 @@ def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> N
     batch = known("global_batch_size") or known("micro_batch_size", "grad_accum_steps", "gpus")
     samples = "samples" in measured or batch and "steps" in measured
     counted = {"samples": samples, "tokens": "tokens" in measured or samples and known("seq_len")}
-    gpus = config.get("gpus")
     for unit in ("tokens", "samples"):
         if counted[unit]:
             continue
         rate = measured.get(f"reported_{unit}_per_s", math.nan)
         if not rate > 0 and known("gpus"):
-            rate = measured.get(f"reported_{unit}_per_s_per_gpu", math.nan) * float(gpus)
+            rate = measured.get(f"reported_{unit}_per_s_per_gpu", math.nan) * float(config["gpus"])
         if rate > 0:
             measured[f"{unit}_per_s"] = rate
             measured["extra_time_source"] = RATE_FROM_REPORTED

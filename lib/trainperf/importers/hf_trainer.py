@@ -166,10 +166,9 @@ def _whole_call(run: _Run, config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _count_samples(out: dict[str, Any], steps: float, config: Mapping[str, Any], epochs: float) -> None:
-    """Counted beats printed (docs/importers.md, "What each log says"): where the steps run times the global
-    batch disagree with ``samples`` (``train_samples_per_second × train_runtime``) beyond a partial last batch
-    per epoch and the printed rate's rounding, the counted samples are used and ``extra_samples_source`` says
-    why."""
+    """Counted beats printed (docs/importers.md, "What each log says"): where steps × global batch and ``samples``
+    (``train_samples_per_second × train_runtime``) differ by more than a partial last batch per epoch and the
+    printed rate's rounding, the count is used and ``extra_samples_source`` says why."""
     batch = config.get("global_batch_size")
     if not (batch and steps > 0 and math.isfinite(steps)):
         return
