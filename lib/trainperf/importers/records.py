@@ -70,9 +70,8 @@ class Intervals:
 
 
 class Run:
-    """A run of a step-interval log: the line it starts at, its configuration (runs columns stated before it), its
-    records, each rank's last record line that the next one's interval is measured from (``previous``;
-    :data:`BROKEN` after an unreadable one) and its validation loss (NaN until the log prints one)."""
+    """A run of a step-interval log: its configuration (runs columns stated before it) and each rank's last record
+    line, which the next one's interval is measured from (``previous``; :data:`BROKEN` after an unreadable one)."""
 
     def __init__(self, line: int, config: dict[str, Any], reported: tuple[str, ...]) -> None:
         self.line = line
