@@ -44,13 +44,10 @@ __all__ = ["FORMATS", "TOLERANCE", "ImportResult", "Missing", "compare_reported"
 
 
 def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ImportResult:
-    """Read one log file, or one TensorBoard log dir (a folder of event files, directly or in ``rank_<N>`` folders),
-    into canonical runs (and steps) tables.
-
-    ``overrides`` maps runs columns to values (strings are converted, as from ``--set KEY=VALUE``) and win over the
-    sidecar and the log; the key ``mapping`` names a column-mapping file for a CSV. Raises ``DataError`` for a
-    missing or unreadable file, a file no importer recognises (naming the formats tried), a bad sidecar or override,
-    or a log without any measured run."""
+    """One log file, or one TensorBoard log dir (event files, directly or in ``rank_<N>`` folders), read into
+    canonical runs (and steps) tables. ``overrides`` (runs column -> value, strings converted as from ``--set``; the
+    key ``mapping``: a CSV's column-mapping file) win over the sidecar and the log. DataError for a missing or
+    unreadable file, one no format recognises (naming those tried), a bad sidecar or override, or no measured run."""
     path = Path(path)
     if not path.exists():
         raise DataError("no such file", path=path)

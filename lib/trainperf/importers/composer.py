@@ -14,7 +14,7 @@ import pandas as pd
 
 from trainperf.importers import records
 from trainperf.importers.core import ParsedRun, RunParser, line_format, rate_from_reported, timed_by
-from trainperf.importers.text import NUMBER, LineError, number, rank_prefix
+from trainperf.importers.text import NUMBER, number, rank_prefix
 
 NAN = math.nan
 REPORTED = ("tokens_per_s", "samples_per_s", "mfu")
@@ -52,11 +52,8 @@ class ComposerParser(RunParser):
             self.config[match.group(1)] = int(match.group(2))
         if self.block is not None and "Train " in body:
             for key, value in _FIELD.findall(body):
-                if key in _KEYS:
-                    try:
-                        self.block[_KEYS[key]] = number(value)
-                    except LineError as exc:
-                        self.skip(number_, f"{key}: {exc}")
+                if key in _KEYS:  # a value the pattern matched is a number
+                    self.block[_KEYS[key]] = number(value)
         return 1
 
     def result(self) -> list[ParsedRun]:
@@ -69,21 +66,17 @@ class ComposerParser(RunParser):
 
 def _measure(blocks: list[dict[str, float]], config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
     found = records.Intervals(REPORTED)
-    previous: dict[str, float] | None = None
+    previous: dict[str, float] = {}  # before the first block: its differences are NaN
     for block in blocks:
         step = block.get("batch", block["step"])
-        reported = tuple(block.get(name, NAN) for name in REPORTED)
-        if previous is None:
-            n = seconds = samples = tokens = NAN
-        else:
-            n = step - previous.get("batch", previous["step"])
-            seconds = (block.get("hours", NAN) - previous.get("hours", NAN)) * 3600.0
-            samples = block.get("samples", NAN) - previous.get("samples", NAN)
-            tokens = block.get("tokens", NAN) - previous.get("tokens", NAN)
+        n = step - previous.get("batch", previous.get("step", NAN))
+        seconds = (block.get("hours", NAN) - previous.get("hours", NAN)) * 3600.0
+        samples, tokens = (block.get(name, NAN) - previous.get(name, NAN) for name in ("samples", "tokens"))
         if not (n > 0 and seconds > 0):
             n = seconds = NAN
         weight = seconds if math.isfinite(seconds) else 1.0
-        found.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, NAN, *reported))
+        found.add((0, step, n, seconds, weight, samples, tokens, block.get("loss", NAN), NAN, 0.0, NAN,
+                   *(block.get(name, NAN) for name in REPORTED)))
         previous = block
     measured, intervals = records.measure_window(found, config)
     last = blocks[-1]

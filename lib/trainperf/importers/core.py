@@ -54,9 +54,8 @@ class ParsedLog:
 
 @dataclass(frozen=True)
 class Format:
-    """A log format: its name, a title for messages, its reader (``parse(path, settings)``) and how strongly the
-    cleaned start of a file looks like it (``sniff(head, settings)``: the number of its record lines found; 0: not
-    this format, as for a format told by content other than text or chosen by the settings)."""
+    """A log format: its name, a title for messages, ``parse(path, settings)`` and ``sniff(head, settings)``, the
+    number of its record lines in the cleaned start of a file (0: not this format, or one not told by its text)."""
 
     name: str
     title: str
@@ -97,12 +96,10 @@ class Missing:
 
 @dataclass
 class ImportResult:
-    """A log read into canonical tables.
-
-    ``runs``: one row per run in the log; ``steps``: its step intervals (one row per rank per record), None where it
-    prints none; ``skipped``: ``(file, line, reason)`` of each line that looked like a record but could not be read
-    (and of runs with no measured window), the first ``text.MAX_SKIPPED_KEPT``; ``skipped_total``: how many there
-    were; ``missing``: fields neither the log nor its sidecar give, with the derived metrics each blocks."""
+    """A log read into canonical tables: ``runs``, one row per run; ``steps``, its step intervals (a row per rank per
+    record; None where it prints none); ``skipped``, ``(file, line, reason)`` of the first ``text.MAX_SKIPPED_KEPT``
+    lines that looked like records but could not be read (and of runs with no measured window), ``skipped_total``
+    of them all; ``missing``, the fields neither the log nor its sidecar give, with the derived metrics each blocks."""
 
     path: Path
     format: str
@@ -140,13 +137,12 @@ def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> N
     batch = known("global_batch_size") or known("micro_batch_size", "grad_accum_steps", "gpus")
     samples = "samples" in measured or batch and "steps" in measured
     counted = {"samples": samples, "tokens": "tokens" in measured or samples and known("seq_len")}
-    gpus = config.get("gpus")
     for unit in ("tokens", "samples"):
         if counted[unit]:
             continue
         rate = measured.get(f"reported_{unit}_per_s", math.nan)
         if not rate > 0 and known("gpus"):
-            rate = measured.get(f"reported_{unit}_per_s_per_gpu", math.nan) * float(gpus)
+            rate = measured.get(f"reported_{unit}_per_s_per_gpu", math.nan) * float(config["gpus"])
         if rate > 0:
             measured[f"{unit}_per_s"] = rate
             measured["extra_time_source"] = RATE_FROM_REPORTED
@@ -220,16 +216,15 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
     """Canonical runs (and steps) of a parsed log, with the settings merged."""
     stem = log_stem(path)
     several = len(parsed.runs) > 1
+    default_ids = [run.name or (f"{stem}-{k}" if several else stem) for k, run in enumerate(parsed.runs, 1)]
     if several and "run_id" in settings.values:
-        names = ", ".join(run_name(r, stem, k, several) for k, r in enumerate(parsed.runs, 1))
-        raise DataError(f"run_id names one run but this log holds {len(parsed.runs)} ({names}): "
+        raise DataError(f"run_id names one run but this log holds {len(parsed.runs)} ({', '.join(default_ids)}): "
                         "give ids under 'runs:' in the sidecar", path=path, column="run_id")
     rows: list[dict[str, Any]] = []
     steps: list[pd.DataFrame] = []
     skipped = list(parsed.skipped)
     notes: list[str] = list(parsed.notes)
-    for k, run in enumerate(parsed.runs, 1):
-        default_id = run_name(run, stem, k, several)
+    for run, default_id in zip(parsed.runs, default_ids):
         explicit = settings.for_run(default_id)
         config = {**run.config, **explicit}
         measured, run_steps = run.finish(config)
@@ -261,21 +256,15 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                 notes.append(f"{path}: {incomplete(str(row['run_id']), stopped)}")
     for note in notes:
         warnings.warn(note, DataWarning, stacklevel=3)
+    skipped_total = parsed.skipped_total + len(skipped) - len(parsed.skipped)
     if not rows:
         shown = "; ".join(f"line {line}: {reason}" for _, line, reason in skipped[:3])
         raise DataError(f"read as {fmt.title} but no run has a measured window"
-                        + (f" ({parsed.skipped_total + len(skipped) - len(parsed.skipped)} problem(s); "
-                           f"first: {shown})" if shown else " (no record lines found)"), path=path)
+                        + (f" ({skipped_total} problem(s); first: {shown})" if shown else " (no record lines found)"),
+                        path=path)
     runs = check_runs(pd.DataFrame(rows), path)
-    return ImportResult(path=path, format=fmt.name, runs=runs, steps=_steps_table(steps),
-                        skipped=skipped, missing=_missing_list(runs), lines=parsed.lines,
-                        skipped_total=parsed.skipped_total + len(skipped) - len(parsed.skipped),
-                        warnings=notes)
-
-
-def run_name(run: ParsedRun, stem: str, k: int, several: bool) -> str:
-    """The run id a run gets unless the settings name it."""
-    return run.name or (f"{stem}-{k}" if several else stem)
+    return ImportResult(path=path, format=fmt.name, runs=runs, steps=_steps_table(steps), skipped=skipped,
+                        missing=_missing_list(runs), lines=parsed.lines, skipped_total=skipped_total, warnings=notes)
 
 
 def log_stem(path: Path) -> str:

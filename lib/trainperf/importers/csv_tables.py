@@ -76,9 +76,8 @@ def cell_value(target: str, text: str, scale: float, where: object) -> Any:
     column = INPUT_COLUMNS.get(target)
     if column is None or column.kind in ("int", "float"):
         raw = text.lstrip("~≈ ").strip()
-        percent = raw.endswith("%")
         try:
-            value = number(raw.removesuffix("%").strip()) * (0.01 if percent else 1.0) * scale
+            value = number(raw.removesuffix("%").strip()) * (0.01 if raw.endswith("%") else 1.0) * scale
         except LineError:
             if column is not None:
                 raise LineError(f"column {target!r}: {text[:40]!r} is not a number") from None

@@ -182,8 +182,7 @@ class GenericParser(records.IntervalParser[records.Run]):
             start, val_loss = self.stack.patterns[0], self.stack.patterns[2]
             if start.search(line):
                 return self.read_record(lines, i, number_, self.stack.parse, self.record_line)
-            match = val_loss.search(line) if val_loss is not None else None
-            if match is not None:
+            if val_loss is not None and (match := val_loss.search(line)):
                 found = match.groupdict()
                 # a loss printed before any record that names no step is the untrained model's, not the run's
                 if self.run is not None or found.get("step"):
@@ -223,7 +222,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
         the keys they were printed under); a reason where the line cannot be a record."""
         label, values = parsed[:2]
-        batch = values.get("global_batch_size", NAN) if "global_batch_size" in values else NAN
+        batch = values.get("global_batch_size", NAN)
         if batch > 0:
             self.config["global_batch_size"] = int(batch)
             values["samples"] = batch

@@ -36,8 +36,7 @@ _CLOCK = re.compile(r"(\d+):(\d\d):(\d\d(?:\.\d*)?)\Z")
 
 def metric_value(text: str) -> float:
     """A metric as the Trainer prints it: a number, or ``h:mm:ss.ss`` (seconds)."""
-    clock = _CLOCK.match(text)
-    if clock:
+    if clock := _CLOCK.match(text):
         hours, minutes, seconds = clock.groups()
         return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
     return number(text)
@@ -138,12 +137,10 @@ def _whole_call(run: _Run, config: Mapping[str, Any]) -> dict[str, Any]:
     """The measurements of the whole ``train()`` call (its final metrics)."""
     final = run.final
     runtime = final.get("train_runtime", NAN)
-    out: dict[str, Any] = {}
     if not (runtime > 0 and math.isfinite(runtime)):
-        return out
-    out["elapsed_s"] = runtime
-    out["extra_time_source"] = ("train_runtime: the whole train() call, first steps and the time after the last "
-                                "step included")
+        return {}
+    out: dict[str, Any] = {"elapsed_s": runtime, "extra_time_source": "train_runtime: the whole train() call, "
+                           "first steps and the time after the last step included"}
     samples_rate, steps_rate = final.get("train_samples_per_second", NAN), final.get("train_steps_per_second", NAN)
     max_steps = config.get("extra_max_steps", NAN)
     if steps_rate > 0:
@@ -169,10 +166,9 @@ def _whole_call(run: _Run, config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _count_samples(out: dict[str, Any], steps: float, config: Mapping[str, Any], epochs: float) -> None:
-    """Counted beats printed (docs/importers.md, "What each log says"): where the steps run times the global
-    batch disagree with ``samples`` (``train_samples_per_second × train_runtime``) beyond a partial last batch
-    per epoch and the printed rate's rounding, the counted samples are used and ``extra_samples_source`` says
-    why."""
+    """Counted beats printed (docs/importers.md, "What each log says"): where steps × global batch and ``samples``
+    (``train_samples_per_second × train_runtime``) differ by more than a partial last batch per epoch and the
+    printed rate's rounding, the count is used and ``extra_samples_source`` says why."""
     batch = config.get("global_batch_size")
     if not (batch and steps > 0 and math.isfinite(steps)):
         return

@@ -79,8 +79,7 @@ class MegatronParser(GenericParser):
     def configure(self, line: str, number_: int) -> None:
         run = self.run
         if "Total training energy" in line:
-            match = _TOTAL_ENERGY.search(line)
-            if match and isinstance(run, _Run):
+            if (match := _TOTAL_ENERGY.search(line)) and isinstance(run, _Run):
                 run.total_energy_j = records.finite(number(match.group(1)) * 1e6)
         elif "memory (MB)" in line:
             match = _MEMORY.search(line)
@@ -88,8 +87,7 @@ class MegatronParser(GenericParser):
             if 0 <= megabytes < math.inf and isinstance(run, _Run):
                 run.memory_gb = max(0.0 if math.isnan(run.memory_gb) else run.memory_gb, megabytes / 1024.0)
         elif "padded vocab" in line:
-            match = _VOCAB.search(line)
-            if match:
+            if match := _VOCAB.search(line):
                 self.vocab = int(match.group(1))
         else:
             match = _ARG.match(rank_prefix(line)[1])

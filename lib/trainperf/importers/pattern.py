@@ -58,18 +58,12 @@ class PatternParser(records.IntervalParser[records.Run]):
         except LineError as exc:
             self.skip(number_, f"line matched by the pattern: {exc}")
             return 1
-        self.add(number_, (label, values))
-        return 1
-
-    def add(self, line: int, parsed: tuple[Any, ...]) -> str:
-        label, values = parsed
         step = values["step"] if "step" in values else self.count_step(label)
         if "epoch" in values:
             step = self.across_epochs(label, values["epoch"], step)
         rank = self.rank_of(label, step)
-        run = self.run_at(line, rank, step)
-        run.records.add(records.record(values, rank, step))
-        return ""
+        self.run_at(number_, rank, step).records.add(records.record(values, rank, step))
+        return 1
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         origin = 1 if "step" in self.start.groupindex else None

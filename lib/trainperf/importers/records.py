@@ -60,7 +60,7 @@ class Intervals:
     def drop(self, rows: np.ndarray) -> None:
         """Leave out the records at the indices ``rows``."""
         kept = np.delete(self.table(), rows, axis=0)
-        self.data = array("d", kept.ravel().tobytes()) if len(kept) else array("d")
+        self.data = array("d", kept.tobytes())
 
     def table(self) -> np.ndarray:
         """The records as a (records x fields) array sharing their memory."""
@@ -70,9 +70,8 @@ class Intervals:
 
 
 class Run:
-    """A run of a step-interval log: the line it starts at, its configuration (runs columns stated before it), its
-    records, each rank's last record line that the next one's interval is measured from (``previous``;
-    :data:`BROKEN` after an unreadable one) and its validation loss (NaN until the log prints one)."""
+    """A run of a step-interval log: its configuration (runs columns stated before it) and each rank's last record
+    line, which the next one's interval is measured from (``previous``; :data:`BROKEN` after an unreadable one)."""
 
     def __init__(self, line: int, config: dict[str, Any], reported: tuple[str, ...]) -> None:
         self.line = line
@@ -247,7 +246,7 @@ class IntervalParser(RunParser, Generic[RunT]):
 
 
 def measure_window(records: Intervals, config: Mapping[str, Any], origin: float | None = None,
-              least_warmup: int = 1) -> tuple[dict[str, Any], pd.DataFrame]:
+                   least_warmup: int = 1) -> tuple[dict[str, Any], pd.DataFrame]:
     """Measurements of the run's window (a dict of runs columns, by ``trainperf.aggregate.measure``) and its
     step intervals (``run_id`` left empty for the caller to name), by the rules of docs/importers.md, "The
     measured window": a stated warm-up as given, else MSER on top of ``least_warmup`` steps; ``origin``, the
@@ -255,7 +254,7 @@ def measure_window(records: Intervals, config: Mapping[str, Any], origin: float 
     table, anomalies, set_aside = join_timer_glitches(records.table())
     col = {name: table[:, j] for j, name in enumerate(FIELDS + records.reported)}
     warmup = config.get("warmup_steps")
-    stated = not (warmup is None or is_missing(warmup))
+    stated = not is_missing(warmup)
     warmup = int(warmup) if stated else least_warmup
     ranks, first_record, group = np.unique(col["rank"], return_index=True, return_inverse=True)
     first_covered = col["step"] - col["n_steps"] + 1
@@ -271,7 +270,7 @@ def measure_window(records: Intervals, config: Mapping[str, Any], origin: float 
     if np.isfinite(col["seconds"]).any():
         in_window &= np.isfinite(col["seconds"])
     rule = config.get("warmup_rule")
-    rule = ("fixed" if stated else "mser") if rule is None or is_missing(rule) else str(rule)
+    rule = ("fixed" if stated else "mser") if is_missing(rule) else str(rule)
     summaries = summarize(_intervals(col, in_window, config), rules="fixed" if excerpt else rule)
     steady_from = summaries.warmup["first_step"].dropna()
     if len(steady_from):  # the records before the steady state are warm-up too
@@ -309,20 +308,15 @@ def join_timer_glitches(table: np.ndarray) -> tuple[np.ndarray, list[str], int]:
     notes = []
     set_aside = 0
     for i in glitches:
-        if impossible[i]:
-            col["excluded"][i] = 2
-            set_aside += int(col["n_steps"][i]) if np.isfinite(col["n_steps"][i]) else 1
-            notes.append(f"step {int(col['step'][i])}: a step time of {col['seconds'][i]:g} s is impossible (more "
-                         f"than {LONGEST_INTERVAL_S / 86400:g} days), set aside")
-            continue
         earlier = np.flatnonzero((col["rank"][:i] == col["rank"][i]) & (col["excluded"][:i] != 2))
         step, own, evaluated = int(col["step"][i]), col["seconds"][i], col["excluded"][i] == 1
         col["excluded"][i] = 2
-        if not len(earlier) or not col["seconds"][earlier[-1]] + own > 0:
+        if impossible[i] or not len(earlier) or not col["seconds"][earlier[-1]] + own > 0:
             set_aside += int(col["n_steps"][i]) if np.isfinite(col["n_steps"][i]) else 1
-            before = (f"that step {int(col['step'][earlier[-1]])} ({col['seconds'][earlier[-1]]:g} s) does not "
-                      "make up for" if len(earlier) else "with no step before it to make up for it")
-            notes.append(f"step {step}: a step time of {own:g} s {before}, set aside")
+            why = (f"is impossible (more than {LONGEST_INTERVAL_S / 86400:g} days)" if impossible[i] else
+                   f"that step {int(col['step'][earlier[-1]])} ({col['seconds'][earlier[-1]]:g} s) does not make up "
+                   "for" if len(earlier) else "with no step before it to make up for it")
+            notes.append(f"step {step}: a step time of {own:g} s {why}, set aside")
             continue
         j = earlier[-1]
         joined = col["seconds"][j] + own

@@ -61,11 +61,10 @@ def compare_reported(derived_runs: pd.DataFrame, tolerance: float = TOLERANCE, *
         note = np.full(len(run_ids), pd.NA, dtype=object)
         if metric in FLOPS:  # they depend on the FLOPs convention (and, for MFU, on the peak)
             conventions = derived_runs.get("flops_convention_used", conventions)
-            if source_convention:
-                recomputed = recomputed * form_factors
-                conventions = forms
             peak = _peak_factors(derived_runs, metric)  # MFU in the log's units: against the log's own peak
-            if not source_convention:  # the reports: only another device's peak; a sparse one is a finding
+            if source_convention:
+                recomputed, conventions = recomputed * form_factors, forms
+            else:  # the reports: only another device's peak; a sparse one is a finding
                 peak = np.where(np.abs(np.log(peak)) > np.log(SAME_DEVICE_PEAKS), peak, 1.0)
             recomputed = recomputed * peak
             note[peak != 1.0] = "trainperf's converted to the log's peak"

@@ -69,8 +69,7 @@ def load_settings(log: Path, overrides: Mapping[str, Any] | None = None) -> Sett
         if "columns" not in data:
             raise DataError("a column-mapping file needs a 'columns:' section", path=mapping_path)
         _merge(settings, data, mapping_path)
-    if overrides:
-        _merge(settings, overrides, OVERRIDES)
+    _merge(settings, overrides, OVERRIDES)
     return settings
 
 
@@ -200,6 +199,4 @@ def coerce(key: str, value: Any, where: object) -> Any:
     problem = bound_problem(column, number)
     if problem:
         raise DataError(f"{number:g} {problem}", path=where, column=key)
-    if column.kind == "int":
-        return int(number)
-    return number
+    return int(number) if column.kind == "int" else number

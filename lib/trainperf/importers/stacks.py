@@ -77,8 +77,6 @@ def llmc_configure(parser: GenericParser, line: str, number_: int) -> None:
             precision(parser, value.lower(), number_, f"precision {value!r}")
     elif match := _LLMC_PARAMS.search(body):
         config["n_params"] = float(match.group(1))
-    if parser.run is not None and not len(parser.run.records):
-        parser.run.config.update(config)
 
 
 # "step(?<=\bstep)" is "\bstep" with the word first: the engine then scans for it quickly

@@ -129,11 +129,7 @@ class EpochTimingParser(RunParser):
 
 def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
     """The measurements of ``run`` (its blocks', the ``Average metrics``' and its losses) and its step intervals."""
-    out: dict[str, Any] = {}
-    intervals = None
-    if run.blocks:
-        measured, intervals = _per_rank(run)
-        out.update(measured)
+    out, intervals = _per_rank(run) if run.blocks else ({}, None)
     averages = run.averages
     for name, column in (("elapsed_s", "reported_mean_rank_elapsed_s"), *((p, f"reported_{p}") for p in PHASES)):
         values = [b.values[name] for b in averages if name in b.values]

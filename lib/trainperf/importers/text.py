@@ -214,10 +214,9 @@ def iter_chunks(path: Path) -> Iterator[list[str]]:
 
 
 class LineParser:
-    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`
-    (the chunk's lines, the line's index and its number in the file; it returns the lines it consumed); counts the
-    lines it could not read. A line the same as the one just before it (launcher prefix included) is read once
-    (:meth:`repeated_line`)."""
+    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`,
+    which returns the lines it consumed; counts the lines it could not read. A line the same as the one just before
+    it (launcher prefix included) is read once (:meth:`repeated_line`)."""
 
     anchors: tuple[str, ...] = ()
 

@@ -114,13 +114,10 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
         line = lines[i]
         if "step:" in line:
             if "validate step:" in line:
-                match = _VALIDATE.search(line)
-                if match and self.run is not None:
+                if (match := _VALIDATE.search(line)) and self.run is not None:
                     self.run.val_loss = records.finite(number(match.group(1)))
                 return 1
-            if not _STEP.search(line):
-                return 1
-            return self.read_record(lines, i, number_, parse_step, "step line")
+            return self.read_record(lines, i, number_, parse_step, "step line") if _STEP.search(line) else 1
         config = self.config
         json_arg = _JSON_ARG.search(line) if self.json_args else None
         self.json_args = json_arg is not None
@@ -151,8 +148,6 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
                     "d_model", "n_layers", "n_heads", "vocab_size", "head_dim"):
             if key in config and not config[key] > 0:
                 del config[key]
-        if self.run is not None and not len(self.run.records):
-            self.run.config.update(config)
         return 1
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:

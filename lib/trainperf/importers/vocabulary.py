@@ -48,11 +48,10 @@ def fields_of(line: str) -> tuple[int | None, dict[str, str]]:
     rank, body = rank_prefix(line)
     if len(body) > MAX_LINE_CHARS:
         return rank, {}
-    envelope = _ENVELOPE.match(body)
-    if envelope is not None:
+    if envelope := _ENVELOPE.match(body):
         body = body[envelope.end():]
     brace = body.find("{")
-    if brace >= 0 and len(body) <= MAX_LINE_CHARS and '":' in body:
+    if brace >= 0 and '":' in body:
         try:
             found, _ = json.JSONDecoder().raw_decode(body, brace)
         except (ValueError, RecursionError):  # not JSON, or nested beyond Python's stack
@@ -64,8 +63,7 @@ def fields_of(line: str) -> tuple[int | None, dict[str, str]]:
     out = {}
     for match in _PAIR.finditer(body):
         out.setdefault(normal(match.group("key")), match.group("value"))
-    progress = _PROGRESS.search(body)
-    if progress is not None and "/" not in "".join(out.values()):
+    if (progress := _PROGRESS.search(body)) and "/" not in "".join(out.values()):
         out.setdefault("progress", progress.group(1))
     return rank, out
 
@@ -86,10 +84,7 @@ def unit_of_key(key: str) -> str:
     """The unit a normalised key prints its value in (``elapsed time per iteration (ms)`` -> ``ms``,
     ``train step timing in s`` -> ``s``, ``tokens/s/gpu`` and ``per gpu`` -> ``per device``); '' if none."""
     match = _UNIT_IN_KEY.search(key.lower())
-    if match is None:
-        return ""
-    unit = next((g for g in match.groups() if g), "")
-    return unit or "per device"
+    return "" if match is None else next((g for g in match.groups() if g), "per device")
 
 
 def value(text: str, key: str = "") -> tuple[float, str]:
@@ -108,17 +103,12 @@ def value(text: str, key: str = "") -> tuple[float, str]:
                 return float(text[:-len(unit)]), unit
             except ValueError:
                 break
-    unit = ""
-    suffix = _SUFFIX.search(text)
-    multiplier = 1.0
-    if suffix is not None:
-        if suffix.group(1):
-            if suffix.group(2):  # a size in bytes: GB, GiB, MB
-                unit = suffix.group(0).lower()
-            else:
-                multiplier = SCALE[suffix.group(1)]
+    unit, multiplier = "", 1.0
+    if suffix := _SUFFIX.search(text):
+        if suffix.group(2) or suffix.group(3):  # a size in bytes (GB, GiB, MB), a time or a percentage
+            unit = suffix.group(3) or suffix.group(0).lower()
         else:
-            unit = suffix.group(3)
+            multiplier = SCALE[suffix.group(1)]
         text = text[:suffix.start()].rstrip()
     return number(current(text)) * multiplier, unit or unit_of_key(key)
 
@@ -212,13 +202,9 @@ def is_record(values: Mapping[str, object]) -> bool:
 @functools.lru_cache(maxsize=4096)
 def lookup(key: str) -> Field | None:
     """The field a normalised ``key`` names: the key without its unit, then without its leading words."""
-    bare = _UNIT.sub("", key)
-    words = bare.split(" ")
-    for k in range(len(words)):
-        found = NAMES.get(" ".join(words[k:]))
-        if found is not None:
-            return found
-    return None
+    words = _UNIT.sub("", key).split(" ")
+    tails = (" ".join(words[k:]) for k in range(len(words)))
+    return next((NAMES[tail] for tail in tails if tail in NAMES), None)
 
 
 def scale(unit: str, field: Field) -> float | None:
