@@ -118,6 +118,16 @@ def test_mlperf_blocks_are_timed_from_block_start_to_block_stop():
     assert any("block_start" in s for s in said)
 
 
+def test_an_mlperf_log_timed_between_its_train_loss_events_says_so():
+    # its block_start lines print steps as samples_count, so it is timed between its train_loss events
+    # (tests/data/zoo/generic/README.md: 38 plain 80-sample intervals, 5,229.1 tokens/s, the zoo's 3 % band)
+    result, run, said = read(ZOO / "mlperf_v40_juniper_deepspeed_llama2_lora.log")
+    assert run["tokens_per_s"] == pytest.approx(5229.1, rel=0.03)
+    note = next(s for s in said if "read generically" in s)
+    assert "step from 'train_loss'" in note and "'time_ms of consecutive train_loss events'" in note
+    assert "block_stop" not in note
+
+
 def test_a_counter_that_restarts_each_epoch_is_one_run():
     result, run, _ = read(ZOO / "fairseq_2018_issue301_progress.log")
     assert result.format == "generic" and len(result.runs) == 1

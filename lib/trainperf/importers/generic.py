@@ -337,6 +337,9 @@ class GenericParser(records.IntervalParser[records.Run]):
                                  "epoch_count" if "tokens" in values else "samples_count")
 
     def notes(self) -> list[str]:
+        if any(map(self.timed_between_checkpoints, self.done + ([self.run] if self.run is not None else []))):
+            self.used.update(step="train_loss", step_time_s="time_ms of consecutive train_loss events",
+                             samples="their samples_count")
         used = ", ".join(f"{name} from {key!r}" for name, key in self.used.items())
         rate = ("; a printed rate is kept as reported and compared, a printed time and the counted work are the "
                 "measurement") if set(self.used) & set(RATES) else ""
@@ -344,10 +347,8 @@ class GenericParser(records.IntervalParser[records.Run]):
         return super().notes() + said
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        if self.stack is None and self.blocks and len(self.checkpoints) > len(run.records) + 1:
+        if self.timed_between_checkpoints(run):
             run.records = self.between_checkpoints(config)
-            self.used.update(step="train_loss", step_time_s="time_ms of consecutive train_loss events",
-                             samples="their samples_count")
         if self.stack is None:
             return records.measure_figures(run, config, None if self.blocks else 0,
                                            "the log's own times, read generically")
@@ -357,6 +358,11 @@ class GenericParser(records.IntervalParser[records.Run]):
             measured["val_loss"] = run.val_loss
         return measured, steps
 
+
+    def timed_between_checkpoints(self, run: records.Run) -> bool:
+        """Whether an MLPerf log's ``run`` is timed between its ``train_loss`` events, not its blocks: it has more of
+        them."""
+        return self.stack is None and self.blocks and len(self.checkpoints) > len(run.records) + 1
 
     def between_checkpoints(self, config: Mapping[str, Any]) -> records.Intervals:
         """Records between an MLPerf log's ``train_loss`` events (docs/importers.md, "The vocabulary"): each of the
