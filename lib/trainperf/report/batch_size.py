@@ -69,7 +69,7 @@ def fmt_change(found: Verdict) -> str:
 
 def resolution_text(found: list[Resolution]) -> str:
     """A clause for configurations called indistinguishable: the smallest difference their data could detect
-    (a range over several pairs) and the runs of each that would detect the effect (the most any pair needs)."""
+    (a range over several pairs) and the runs of each that would detect the effect."""
     effect = fmt_pct(found[0].effect, 0)
     repeats = max((r.repeats for r in found if r.repeats is not None), default=None)
     tested = [r.detectable for r in found if not r.assumed]
@@ -98,18 +98,16 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
     if not min_gain > 0:
         raise InputError(f"min_gain must be a fraction above 0 (0.10: a step must gain 10 %), not {min_gain!r}")
     rates = np.asarray(rates, dtype=float)
-    gains = np.full(len(rates), np.nan)
-    gains[1:] = rates[1:] / rates[:-1] - 1
-    for i in range(1, len(rates)):
-        if np.all(gains[i:] < min_gain):
-            return Plateau(i - 1, gains)
-    return Plateau(None, gains)
+    gains = np.r_[np.nan, rates[1:] / rates[:-1] - 1]
+    paying = np.flatnonzero(~(gains[1:] < min_gain))  # steps that gain min_gain or more (or cannot tell)
+    at = int(paying[-1]) + 1 if len(paying) else 0
+    return Plateau(at if at < len(rates) - 1 else None, gains)
 
 
 def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The configurations of one sweep's runs ``group``, one row each from 0: rates, MFU, run times and the
     parts of the total as the mean over its repeats (``runs``), and ``doubt``; and their run intervals around
-    the rates shown (the page compares the figures it shows), with ``label`` and ``runs``."""
+    the rates shown, with ``label`` and ``runs``."""
     group = group.reset_index(drop=True)
     parts = total_parts(group)
     group = pd.concat([group, run_times(group, unit), parts], axis=1)
@@ -171,8 +169,7 @@ def at_top(group: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
     """Per configuration of a :func:`sweep`: whether it is the fastest without a doubt or indistinguishable."""
     clean = (group["doubt"] == "").to_numpy(bool)
     out = np.zeros(len(group), dtype=bool)
-    if clean.any():
-        out[clean] = ties_with_fastest(found[clean].reset_index(drop=True))
+    out[clean] = ties_with_fastest(found[clean].reset_index(drop=True)) if clean.any() else []
     return out
 
 

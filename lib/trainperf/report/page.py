@@ -1,7 +1,5 @@
 """What every report page has: its inputs opened and checked against the notebook's parameters (a bad one
-raises :class:`InputError`), a header, and the data-quality section (:func:`quality`): inputs, what was skipped,
-impossible and empty values, conventions, the sources' own figures against trainperf's.
-"""
+raises :class:`InputError`), a header, and the data-quality section (:func:`quality`)."""
 
 from __future__ import annotations
 
@@ -37,8 +35,8 @@ NO_DIFFERENCES = ("Every figure the sources printed themselves (reported_* colum
 """What the data-quality section says when :func:`reported_differences` finds none."""
 
 REPORTED_TOLERANCE = 0.005
-"""Relative difference between a source's own figure and trainperf's that is listed
-(when it is also beyond the precision the source printed)."""
+"""Relative difference between a source's own figure and trainperf's that is listed (when also beyond the
+precision the source printed)."""
 
 
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
@@ -70,8 +68,7 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
 
 @contextmanager
 def _reading() -> Iterator[list[warnings.WarningMessage]]:
-    """Record every warning raised inside (the yielded list) and turn a
-    :class:`DataError` of the data into an :class:`InputError`."""
+    """Record every warning raised inside (the yielded list); a :class:`DataError` becomes an :class:`InputError`."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -92,8 +89,8 @@ def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -
 
 
 def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
-    """One side of the compare report (:func:`trainperf.compare.read_side`, through the input
-    cache); :class:`NotApplicable` when ``parameter`` names no path (``trainperf report --data``)."""
+    """One side of the compare report (:func:`trainperf.compare.read_side`, through the input cache);
+    :class:`NotApplicable` when ``parameter`` names no path (``trainperf report --data``)."""
     if not paths:
         raise NotApplicable(f"no runs given for {parameter}: compare needs both sides, e.g. trainperf report --only "
                             "compare -p baseline_runs runs/before -p candidate_runs runs/after")
@@ -126,9 +123,9 @@ def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summari
 
 
 def read_ahead(*paths: str) -> dict[str, dict]:
-    """The pins of every input at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read
-    once, as a build does before its kernels start; what was read stays in this process's memory for the
-    ``open_*`` functions of this process and of those it forks (:func:`trainperf.reading.cache.keeping`)."""
+    """The pins of every input at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read once
+    before a build's kernels start; kept in memory for the ``open_*`` functions of this process and of those it
+    forks (:func:`trainperf.reading.cache.keeping`)."""
     with keeping():
         return pin_inputs(*paths)
 
@@ -248,8 +245,8 @@ def sides_read(sides: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 def inputs_read(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]:
-    """The inputs read, as shown paths, a line on the per-rank steps when given,
-    and one for each input that was still being written (the snapshot every page reads)."""
+    """The inputs read (shown paths), a line on the per-rank steps when given, and one per input that was still
+    being written (the snapshot every page reads)."""
     out = [shown_path(p) for p in runs.attrs.get("inputs", [])]
     if steps is not None:
         out.append(f"per-rank steps: {count(steps.rows, 'row')} of {count(len(steps.run_ids), 'run')} from "
@@ -258,8 +255,7 @@ def inputs_read(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]
 
 
 def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
-    """What was left out and why: rows ``where, reason`` (parameters that
-    changed the data and warnings raised while reading come last)."""
+    """What was left out and why: rows ``where, reason`` (then parameters that changed the data and warnings)."""
     rows = list(runs.attrs.get("skipped", [])) + list(steps.attrs.get("skipped", []) if steps is not None else [])
     rows += [("parameters", text) for text in runs.attrs.get("overrides", [])]
     rows += [("warning while reading", text) for text in runs.attrs.get("warnings", [])]
@@ -313,8 +309,7 @@ def conventions(runs: pd.DataFrame, *, scaling: bool = True) -> list[str]:
 
 
 def peak_entries(runs: pd.DataFrame) -> pd.DataFrame:
-    """The peak-table entries used for MFU (dense, never 2:4-sparse): rows
-    ``platform, precision, peak_tflops_per_gpu, peak_source, runs``."""
+    """The peak-table entries used for MFU: rows ``platform, precision, peak_tflops_per_gpu, peak_source, runs``."""
     if "peak_tflops_per_gpu" not in runs:
         return pd.DataFrame(columns=["platform", "precision", "peak_tflops_per_gpu", "peak_source", "runs"])
     return (runs[runs["peak_tflops_per_gpu"].notna()]
@@ -368,9 +363,9 @@ SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) t
 
 
 def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True, mfu: bool = True) -> Html:
-    """The data-quality section every report ends with (under its ``## Data quality`` heading) for a page
-    showing ``runs`` (and the per-rank ``steps`` summaries, where the page reads them), its parts under ``h3``
-    headings; ``scaling`` and ``mfu`` as for :func:`note_counts`."""
+    """The data-quality section every report ends with (under its ``## Data quality`` heading) for a page showing
+    ``runs`` (and ``steps``, where it reads them), its parts under ``h3`` headings; ``scaling``, ``mfu``: see
+    :func:`note_counts`."""
     differences = reported_differences(runs)
     parts = [
         ("Inputs read", [bullets(inputs_read(runs, steps))]),

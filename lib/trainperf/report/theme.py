@@ -1,11 +1,6 @@
-"""The look shared by every report: seaborn's style, one colour per phase of
-training wherever it is drawn, and tables as pandas ``Styler`` with headers,
-number formats and escaping.
-
-A notebook calls :func:`apply` once; its cells then draw with seaborn (``sns.barplot(...,
-palette=theme.PHASE_COLORS)``) and show tables with :func:`table`, which escapes strings from data (chart text
-is drawn by matplotlib into the image, never as HTML).
-"""
+"""The look shared by every report: seaborn's style (:func:`apply`, once per notebook), one colour per phase of
+training wherever it is drawn, and tables as pandas ``Styler`` with headers, number formats and escaping (chart
+text is drawn by matplotlib into the image, never as HTML)."""
 
 from __future__ import annotations
 
@@ -44,14 +39,13 @@ SERIES = ("#2456a6", "#e07b39", "#2a9d8f", "#c44e52", "#8172b3", "#937860", "#d1
 
 
 def series_colors(names: Sequence[object]) -> dict[str, str]:
-    """One colour of :data:`SERIES` per distinct name, in the order the names first appear (again from the
-    first after ten): the palette every chart of a page colours its experiments by."""
+    """One colour of :data:`SERIES` per distinct name, in the order they first appear (again from the first
+    after ten)."""
     return {name: SERIES[i % len(SERIES)] for i, name in enumerate(dict.fromkeys(map(str, names)))}
 
 
 def color_titles(axes: Mapping[str, Axes], colors: Mapping[str, str]) -> None:
-    """Write the title of each panel of a grid (``grid.axes_dict``: name → axes) in its name's colour
-    (panels named after no key of ``colors`` keep theirs)."""
+    """Write the title of each panel of a grid (``grid.axes_dict``: name → axes) in its name's colour, if any."""
     where = plt.rcParams["axes.titlelocation"]  # the theme's titles sit on the left
     for name, ax in axes.items():
         if str(name) in colors:
@@ -68,8 +62,8 @@ RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold
       "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False, "svg.fonttype": "none",
       "axes.titley": 1.0, "axes.formatter.useoffset": False, "axes.formatter.limits": (-9, 12)}
 """Matplotlib settings on top of seaborn's ``whitegrid`` theme. Titles sit just above their axes (``axes.titley``:
-left to find its place, a title measures every y tick label at each layout), where no tick label covers them: none
-is written with an offset or a power of ten over the axis (``axes.formatter.*``)."""
+left to find its place, a title measures every y tick label at each layout); no tick label is written with an
+offset or a power of ten over the axis, where it would cover them (``axes.formatter.*``)."""
 
 
 def apply() -> None:
@@ -181,10 +175,16 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
         return paragraph(empty) if empty else Html("", "")
     headers, formats = {}, {}
     for column in frame.columns:
-        label, fmt = COLUMNS.get(column) or _outside(column) or (str(column), None)
-        shown = unit(str(column)) if column in COLUMNS and fmt is not fmt_seconds else ""
+        name = str(column)
+        outside = name.startswith(OUTSIDE_PREFIX) and name.endswith("_s")  # outside_<phase>_s: seconds
+        label, fmt = COLUMNS.get(column) or ((f"{name[len(OUTSIDE_PREFIX):-2]} (outside the steps)", fmt_seconds)
+                                             if outside else (name, None))
+        shown = unit(name) if column in COLUMNS and fmt is not fmt_seconds else ""
         headers[column] = f"{label} ({shown})" if shown else label
-        formats[headers[column]] = fmt or _cell(frame[column])
+        if fmt is None:  # true/false as yes/no, numbers to 3 significant figures (missing cells: na_rep)
+            fmt = ((lambda x: "yes" if x else "no") if pd.api.types.is_bool_dtype(frame[column])
+                   else fmt_sig if pd.api.types.is_numeric_dtype(frame[column]) else str)
+        formats[headers[column]] = fmt
     shown = frame.rename(columns=headers).reset_index(drop=True)
     styler = (shown.style.format(formats, escape="html", na_rep="–").format_index(escape="html", axis=1)
               .hide(axis="index").set_table_attributes('class="tp-table tp-table-wrap"'))
@@ -195,22 +195,6 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
         styler = styler.apply(lambda row: ["background-color: #eaf6ef; font-weight: 600" if marks[row.name] else ""]
                               * len(row), axis=1)
     return styler.set_caption(esc(caption)) if caption else styler
-
-
-def _outside(column: object) -> tuple[str, Format] | None:
-    """The header and format of a phase outside the steps, ``outside_<name>_s`` (seconds); None for another column."""
-    name = str(column)
-    if name.startswith(OUTSIDE_PREFIX) and name.endswith("_s"):
-        return f"{name[len(OUTSIDE_PREFIX):-2]} (outside the steps)", fmt_seconds
-    return None
-
-
-def _cell(column: pd.Series) -> Format:
-    """The format of a column :data:`COLUMNS` gives none (missing cells are Styler's ``na_rep``): ``yes``/``no``
-    for true/false, 3 significant figures for numbers, else the text."""
-    if pd.api.types.is_bool_dtype(column):
-        return lambda x: "yes" if x else "no"
-    return fmt_sig if pd.api.types.is_numeric_dtype(column) else str
 
 
 class TickLabels(Formatter):

@@ -1,5 +1,5 @@
-"""The scaling page's "Where the time goes" and "Ranks and stragglers" (docs/reports.md, "The scaling page, figure
-by figure"), from the one definition of a slow rank and its thresholds in ``trainperf.ranks``."""
+"""The scaling page's "Where the time goes" and "Ranks and stragglers" (docs/reports.md), from the one definition
+of a slow rank and its thresholds in ``trainperf.ranks``."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s",
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run with phase times: ``elapsed_s`` and :data:`OVERHEAD` (s, and the ratios of
-    :func:`trainperf.derive.derive`; ``slowest_wait_s``: :func:`trainperf.report.phases.slowest_wait`); columns no
-    run has are left out."""
+    """Per run with phase times: ``elapsed_s`` and the :data:`OVERHEAD` columns some run has (s, and the ratios of
+    :func:`trainperf.derive.derive`; ``slowest_wait_s``: :func:`trainperf.report.phases.slowest_wait`)."""
     have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
     have = have.assign(configuration=labels(have), slowest_wait_s=slowest_wait(have))
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
