@@ -61,10 +61,9 @@ def _by_device_count(runs: pd.DataFrame, several: set[str]) -> pd.DataFrame:
 def fmt_change(found: Verdict) -> str:
     """A verdict's difference: ``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
     d = found.difference
-    if found.tested:
-        return (f"{fmt_pct(d.estimate, signed=True)} (95 % interval {fmt_pct(d.low, signed=True)} to "
-                f"{fmt_pct(d.high, signed=True)})")
-    return f"{fmt_pct(d.estimate, signed=True)} (no interval: the noise is not tested)"
+    return fmt_pct(d.estimate, signed=True) + (f" (95 % interval {fmt_pct(d.low, signed=True)} to "
+                                               f"{fmt_pct(d.high, signed=True)})" if found.tested
+                                               else " (no interval: the noise is not tested)")
 
 
 def resolution_text(found: list[Resolution]) -> str:

@@ -103,13 +103,10 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
 def overlap_notes(runs: pd.DataFrame) -> list[str]:
     """A sentence for the runs whose exposed communication lies inside their forward and backward
     (:func:`trainperf.compare.exposed_within_phases`), which :func:`breakdown` does not add to them."""
-    within = exposed_within_phases(runs)
     if "comm_exposed_s" not in runs:
         return []
-    shown = runs[within.to_numpy(bool) & runs["comm_exposed_s"].notna().to_numpy(bool)]
-    if shown.empty:
-        return []
-    return [f"{first_of(shown['run_id'].astype(str).tolist(), 4)}: exposed communication was sampled by "
+    shown = runs[exposed_within_phases(runs).to_numpy(bool) & runs["comm_exposed_s"].notna().to_numpy(bool)]
+    return [] if shown.empty else [f"{first_of(shown['run_id'].astype(str).tolist(), 4)}: exposed communication was sampled by "
             "torch.profiler windows inside forward and backward (where the job waits for it): it is part of "
             "those phases, not stacked on top of them, so the phases add up to the step."]
 

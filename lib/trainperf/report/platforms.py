@@ -132,23 +132,19 @@ def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") ->
             continue
         order = fastest[fastest[rate].notna()].sort_values(rate, ascending=False)
         best, second = order.iloc[0], order.iloc[1]
-        value = best[rate] / second[rate] - 1
         a, b = of_run.loc[str(second["run_id"])], of_run.loc[str(best["run_id"])]
         tested = has_interval(a) and has_interval(b)
         margin = (distinguish(found, a["configuration"], b["configuration"]).difference.times(
             second["gpus"] / best["gpus"]) if tested  # per device: the ratio of totals times the ratio of devices
-            else Difference(value))
+            else Difference(best[rate] / second[rate] - 1))
         verdict_ = WINNER if Verdict(margin, tested).verdict == FASTER else TIED
-        if tested:
-            evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
-            value = margin.estimate
-        else:
-            evidence = "no interval: single figures, the noise is not tested" + (
-                "" if verdict_ == WINNER else f"; below {fmt_pct(MIN_EFFECT, 0)}")
+        evidence = (f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}" if tested else
+                    "no interval: single figures, the noise is not tested"
+                    + ("" if verdict_ == WINNER else f"; below {fmt_pct(MIN_EFFECT, 0)}"))
         rows.append({"model": best["model"], "precision": best["precision"] if policy == "same" else None,
                      "fastest": best["platform_key"], "fastest_rate": best[rate],
                      "runner_up": second["platform_key"], "runner_up_rate": second[rate],
-                     "margin": value, "verdict": verdict_, "evidence": evidence,
+                     "margin": margin.estimate, "verdict": verdict_, "evidence": evidence,
                      "also": "; ".join(differences(best, second)) or SAME_SETTINGS,
                      "fastest_mfu": best["mfu"], "runner_up_mfu": second["mfu"]})
     return pd.DataFrame(rows, columns=["model", "precision", "fastest", "fastest_rate", "runner_up", "runner_up_rate",

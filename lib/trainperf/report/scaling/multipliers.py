@@ -115,10 +115,10 @@ def table(study: Study) -> pd.DataFrame:
     ``experiment, configuration, gpus, runs``, the speeds any run has (tokens/s, samples/s, elapsed s) with
     ``interval`` (the throughput's 95 % interval, text), ``ideal`` (devices / the baseline configuration's),
     ``scaling_multiplier`` (×) and ``scaling_efficiency`` with their 95 % intervals (``multiplier_low``/``_high``,
-    ``efficiency_low``/``_high``; as text ``multiplier_interval``, ``efficiency_interval``: with their source, or why
-    there is none), ``serial_fraction`` with ``serial_low``/``_high`` and ``serial_emptied``, ``scaling_basis``,
-    ``only_devices_change``, ``scaling_kind``, ``marks``, ``known_error`` (``""``: none) and ``concluded`` (none of
-    its runs, nor the baseline configuration's, is projected, oversubscribed or incomplete)."""
+    ``efficiency_low``/``_high``; as text, with their source or why none: ``multiplier_interval``,
+    ``efficiency_interval``), ``serial_fraction`` (``serial_low``/``_high``, ``serial_emptied``), ``scaling_basis``,
+    ``only_devices_change``, ``scaling_kind``, ``marks``, ``known_error`` and ``concluded`` (no run of it or of the
+    baseline configuration is doubtful)."""
     found = pd.concat([rows for rows, _ in study.values()], ignore_index=True)
     speed = [c for c in SPEED if found[c].notna().any()]
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",

@@ -153,12 +153,12 @@ SLOW_RANK_COLUMNS = ["experiment", "run_id", "rank", "fastest_rank", "elapsed_s"
 
 
 def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run of :func:`rank_phases` ``table``, in its order: its slowest ``rank`` and ``fastest_rank``, their
-    ``elapsed_s`` and ``fastest_s``, the ``extra_s`` between them, the ``phase`` (label) holding most of it and how
-    much (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
+    """Per run of :func:`rank_phases` ``table`` (s over the measured window): its slowest ``rank`` and
+    ``fastest_rank``, their ``elapsed_s`` and ``fastest_s``, the ``extra_s`` between them, the ``phase`` holding
+    most of it (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
     ``others_comm_s`` the median of the others'), ``waited_s`` = ``others_comm_s − comm_s`` and ``inside``: whether
     the others wait for it in the synchronised steps (``waited_s`` ≥ :data:`~trainperf.ranks.OUTSIDE_SHARE` ·
-    ``extra_s``; NA where no communication was timed). Seconds over the measured window."""
+    ``extra_s``; NA where no communication was timed)."""
     rows = []
     phase_names = [c for c in table if c not in ("experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s")]
     comm = next((c for c in (PHASE_LABELS["comm_exposed_s"], PHASE_LABELS["comm_s"]) if c in table), None)
@@ -209,9 +209,8 @@ def rank_time_notes(slow: pd.DataFrame) -> list[str]:
 
 
 def named_ranks(waits: pd.DataFrame, limit: int = 8) -> tuple[pd.DataFrame, str]:
-    """The rows of :func:`stragglers`' frame a page names, by run and rank: every rank of a run with at most
-    ``limit``; of a larger run, the ``limit // 2`` that wait least, as many that wait most and its straggler. And a
-    sentence naming the runs that show only some ranks ("" when none does)."""
+    """The rows of :func:`stragglers`' frame a page names: every rank of a run of at most ``limit``; of a larger
+    run, the ``limit // 2`` that wait least, as many that wait most and its straggler; a sentence naming those."""
     parts, partial = [], []
     for run_id, rows in waits.groupby("run_id", sort=False):
         if len(rows) > limit:
