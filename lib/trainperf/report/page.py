@@ -35,8 +35,7 @@ NO_DIFFERENCES = ("Every figure the sources printed themselves (reported_* colum
 """What the data-quality section says when :func:`reported_differences` finds none."""
 
 REPORTED_TOLERANCE = 0.005
-"""Relative difference between a source's own figure and trainperf's that is listed (when also beyond the
-precision the source printed)."""
+"""Relative difference of a source's own figure from trainperf's that is listed (if also beyond its last digit)."""
 
 
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,

@@ -178,8 +178,7 @@ DOUBTS = {
     "complete": (False, "incomplete", "a rank's steps file is missing or a rank stopped early (complete = false): "
                                       "its figures cover only some ranks"),
 }
-"""Runs a page shows, marked, but never headlines or concludes from: column → (the value that says so, the
-mark, why)."""
+"""Runs a page shows, marked, but never headlines or concludes from: column → (the value saying so, mark, why)."""
 
 
 def doubts(runs: pd.DataFrame) -> pd.DataFrame:

@@ -184,8 +184,8 @@ def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFra
     known = group["known_error"] if "known_error" in group else pd.Series(pd.NA, index=group.index)
     shown = group.assign(marks=marks(group), doubtful=doubtful(group), known_error=known.astype(object)
                          ).groupby(key.to_numpy(), sort=False)
-    row_marks = shown["marks"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m if x)))
-    row_errors = shown["known_error"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m.dropna() if x)))
+    row_marks, row_errors = (shown[c].agg(lambda m: "; ".join(dict.fromkeys(x for x in m.dropna() if x)))
+                             for c in ("marks", "known_error"))
     doubt = configuration.map(shown["doubtful"].any()).to_numpy(bool)
     concluded = ~doubt & (base is not None and not doubt[base])
     rate = [rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput  # around the rate shown
