@@ -29,9 +29,8 @@ Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
 
 
 def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of micro-batch sweeps (two or more micro-batch sizes on one device count; one sweep per device
-    count: ``my-sweep (2 devices)``), in sweep order; other experiments in ``attrs['skipped']``, the runs out of
-    memory (``fits`` false) in ``attrs['did_not_fit']``."""
+    """The runs of micro-batch sweeps (two or more micro-batch sizes on one device count, one sweep per count:
+    ``my-sweep (2 devices)``); others in ``attrs['skipped']``, those out of memory in ``attrs['did_not_fit']``."""
     unit = unit_of(runs)
     too_big = runs["fits"].eq(False).fillna(False).to_numpy(bool) if "fits" in runs else np.zeros(len(runs), bool)
     have = require(require(runs[~too_big], "micro_batch_size", "a micro-batch size",
@@ -344,9 +343,9 @@ DID_NOT_FIT = "no: out of memory"
 
 
 def memory(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration of each sweep, those that did not fit included: experiment, configuration, the
-    largest of its runs' peak memories, the device's memory and the least headroom left (GiB), and ``fits``
-    (``yes``, ``no: out of memory`` or ``not recorded``)."""
+    """One row per configuration of each sweep, those that did not fit included: experiment, configuration, its
+    runs' largest peaks, the device's memory, the least headroom (GiB) and ``fits`` (yes, no: out of memory, not
+    recorded)."""
     too_big = pd.DataFrame(runs.attrs.get("did_not_fit", []))
     found = pd.concat([runs, too_big], ignore_index=True) if len(too_big) else runs
     found = found.reindex(columns=[*found, *(c for c in (*MEMORY_COLUMNS, "fits") if c not in found)])

@@ -41,11 +41,10 @@ REPORTED_TOLERANCE = 0.005
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
               platforms: Sequence[str] | str | None = None, baseline: str | None = None,
               precision: str | None = None, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
-    """Load ``data`` (paths, through :mod:`trainperf.reading.input_cache`), keep the selected ``experiments``
-    and ``platforms`` (``None`` or empty: all), override ``precision``, ``price_per_gpu_hour`` (USD) and
-    ``baseline`` (a run_id) and derive every metric. ``attrs``: ``inputs`` (absolute paths), ``skipped``
-    (``(where, reason)`` pairs), ``warnings``, ``overrides``, ``snapshots`` (inputs still being written:
-    ``trainperf.reading.loading.snapshots``). :class:`InputError` names a bad parameter."""
+    """Load ``data`` (paths, through the input cache), keep the selected ``experiments`` and ``platforms``
+    (``None`` or empty: all), override ``precision``, ``price_per_gpu_hour`` (USD) and ``baseline`` (a run_id) and
+    derive every metric. ``attrs``: ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs),
+    ``warnings``, ``overrides``, ``snapshots`` (inputs still being written). :class:`InputError`: a bad parameter."""
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
@@ -211,10 +210,9 @@ def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not
 
 
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
-    """The report's title and what it covers (every experiment, platform and model, ``unknown`` included; a
-    run shown in two scaling studies counted once), then a warning for each kind of run the page shows but never
-    headlines (:func:`trainperf.report.run_labels.doubt_notes`); records the title and the inputs (of the runs,
-    and of the per-rank ``steps`` when given) for the index."""
+    """The report's title and what it covers (experiments, platforms and models, ``unknown`` included; a run in
+    two scaling studies counted once), then a warning per kind of run the page never headlines
+    (:func:`~trainperf.report.run_labels.doubt_notes`); records the title and the inputs for the index."""
     once = runs.drop_duplicates("run_id") if "run_id" in runs else runs
     parts = [count(len(once), "run")]
     for column in ("experiment", "platform", "model"):
@@ -262,9 +260,9 @@ def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
 
 
 def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -> pd.DataFrame:
-    """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated) with how many runs carry each and
-    up to three of their run ids. Left out, for a report that shows none of those figures: without ``scaling``,
-    notes about scaling only (keys in :data:`trainperf.derived.SCALING_NOTES`), without ``mfu``, about HFU only."""
+    """The distinct notes of ``derive`` (``notes``, ``; ``-separated) with how many runs carry each and up to three
+    run ids; without ``scaling``, not those about scaling only (:data:`trainperf.derived.SCALING_NOTES`), without
+    ``mfu``, not those about HFU only (for a report that shows none of those figures)."""
     notes = runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; ")
     notes = runs[["run_id"]].assign(note=notes).explode("note").dropna(subset=["note"])
     hidden = (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"})

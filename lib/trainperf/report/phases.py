@@ -70,9 +70,8 @@ def training_loop_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:
-    """Seconds per phase (columns labelled by :data:`PHASE_LABELS`, in step order) of each of ``runs`` and their
-    unit: ``s per step`` when ``per_step`` and every run's step count is known, else ``s in the measured window``
-    (docs/reports.md, "The phase breakdown")."""
+    """Seconds per phase (:data:`PHASE_LABELS`, in step order) of each of ``runs``, and their unit: ``s per step``
+    when ``per_step`` and every step count is known, else ``s in the measured window`` (docs/reports.md)."""
     split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
     compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
     comm = "comm_exposed_s" if "comm_exposed_s" in runs and runs["comm_exposed_s"].notna().any() else "comm_s"

@@ -34,10 +34,9 @@ def unit_of(runs: pd.DataFrame) -> Unit:
 
 def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
                         found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration of ``runs`` (:func:`configuration_means` of ``columns``; ``found``: the runs'
-    :func:`~trainperf.estimates.run_intervals`, None: from no steps) with the 95 % interval of its throughput
-    around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval`` as text: ``–`` for none)
-    and ``doubt`` (:func:`configuration_doubts`)."""
+    """One row per configuration of ``runs`` (:func:`configuration_means` of ``columns``; ``found``: their run
+    intervals, None: from no steps) with its throughput's 95 % interval around the mean rate (``<rate>_low``/``_high``,
+    ``interval`` as text, ``–`` for none) and ``doubt`` (:func:`configuration_doubts`)."""
     runs = runs.reset_index(drop=True)
     found = run_intervals(runs) if found is None else found
     rows, first = configuration_means(runs, found, columns)
@@ -146,10 +145,9 @@ LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accu
 
 
 def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
-    """Labels for ``runs`` that leave out what every run of the same experiment shares (e.g. the platform of a
-    single-platform study) and name the :data:`SETTINGS` its runs differ in; run ids where labels would repeat
-    within an experiment, except, ``compact`` (chart axes, where the runs of one label are averaged), for the
-    repeats of one configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
+    """Labels for ``runs`` that leave out what every run of the same experiment shares and name the
+    :data:`SETTINGS` its runs differ in; run ids where labels would repeat within an experiment, except, ``compact``
+    (chart axes, where the runs of one label are averaged), for the repeats of one configuration, which share theirs."""
     groups = runs["experiment"].astype(str) if "experiment" in runs else pd.Series("", index=runs.index)
     out = [""] * len(runs)
     named = runs[[c for c in runs if c in (*LABEL_DETAILS, *SETTINGS, "run_id", "experiment")]]

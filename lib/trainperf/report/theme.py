@@ -198,9 +198,8 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
 
 
 class TickLabels(Formatter):
-    """Tick labels with thousands separators (``kind="number"``), as percent of a fraction (``"percent"``)
-    or as a ratio (``"times"``), with just enough decimals that no two ticks read the same: those of the step
-    between ticks on a linear axis, those of the value itself on a log axis."""
+    """Tick labels with thousands separators (``kind="number"``), as percent of a fraction (``"percent"``) or as
+    a ratio (``"times"``), with the decimals of the step between ticks (of the value itself on a log axis)."""
 
     def __init__(self, kind: str = "number") -> None:
         self.kind, self.log, self.step = kind, False, 1.0
@@ -219,10 +218,9 @@ class TickLabels(Formatter):
 
 
 def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
-    """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``. A log axis gets no minor
-    ticks (the theme draws neither their marks nor their grid, and there are eight a decade to lay out) and labels
-    at the decades, or at 1, 2 and 5 of each where its limits so far span less than two decades and its ticks are
-    not set (a multiplier from 1 to 8 would show one label)."""
+    """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``. A log axis gets no minor ticks
+    (the theme draws neither their marks nor their grid) and labels at the decades, or at 1, 2 and 5 of each where
+    its limits span less than two decades and its ticks are not set (1 to 8 would show one label)."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_formatter(TickLabels(kind))
     target.set_minor_formatter(NullFormatter())
@@ -234,9 +232,9 @@ def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
 
 
 def fit_categories(ax: Axes) -> None:
-    """Fit the x axis of a panel of categories to them: limits half a category around its own (a seaborn
-    grid gives every panel those of the one with the most), labels smaller where, as drawn, they are wider than the
-    room each has, and tilted where one-line labels still are."""
+    """Fit the x axis of a panel of categories to them: limits half a category around its own (a seaborn grid
+    gives every panel those of the one with the most), labels smaller where wider than their room, tilted where
+    one-line labels still are."""
     labels = [t for t in ax.get_xticklabels() if t.get_text()]
     if not labels:
         return
@@ -321,9 +319,8 @@ def finish_panels(axes: Mapping[str, Axes], xlabel: str | None, ylabel: str | No
 
 
 def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = ()) -> None:
-    """Limit ``ax``'s y axis to ``values`` and ``include`` (e.g. 0, or 1 for an efficiency) with a 15 %
-    margin (none below 0 for values that are not negative): a 95 % interval much wider than the points is cut at
-    the edge instead of squeezing them flat (the tables give it in full)."""
+    """Limit ``ax``'s y axis to ``values`` and ``include`` (e.g. 0) with a 15 % margin (none below 0 for values
+    that are not): an interval much wider than the points is cut at the edge instead of squeezing them flat."""
     finite = [float(v) for v in [*values, *include] if np.isfinite(v)]
     if not finite:
         return
@@ -335,10 +332,9 @@ def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = 
 def error_bars(ax: Axes, frame: pd.DataFrame, at: str | None, value: str, low: str, high: str, *,
                horizontal: bool = False, label: str | None = "95 % interval",
                color: str | Sequence[str] = "black") -> None:
-    """Draw each row's 95 % interval, columns ``low`` to ``high`` (units of ``value``), as a bar around
-    ``value`` at the positions in column ``at`` (None: 0, 1, …, where seaborn puts categories), across the plot when
-    ``horizontal``, in ``color``: one, or one per row (e.g. ``frame["experiment"].map(palette)``). Rows without an
-    interval get none; the legend's entry (``label``) is grey when the bars have several colours."""
+    """Draw each row's 95 % interval, columns ``low`` to ``high``, as a bar around ``value`` at the positions in
+    column ``at`` (None: 0, 1, …, where seaborn puts categories), across the plot when ``horizontal``, in ``color``
+    (one, or one per row); the legend's entry (``label``) is grey when the bars have several colours."""
     known = frame[[low, high]].notna().all(axis=1).to_numpy()
     where = (np.arange(len(frame)) if at is None else frame[at].to_numpy(float))[known]
     centre = frame[value].to_numpy(float)[known]

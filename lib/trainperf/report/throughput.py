@@ -51,10 +51,10 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration with ``runs`` (its repeats), the figures of :data:`MEANS` (their mean), its
-    throughput's 95 % ``interval``, ``experiment_scaling`` (``sweep (weak scaling)``), scaling efficiency (NaN at
-    one device count), :func:`step_times`, ``doubt``, ``remark``, ``best`` (the highest throughput without a
-    doubt; of all where every one has one) and ``chart_label``."""
+    """One row per configuration with ``runs`` (its repeats), :data:`MEANS` (their mean), its throughput's 95 %
+    ``interval``, ``experiment_scaling`` (``sweep (weak scaling)``), scaling efficiency (NaN at one device count),
+    :func:`step_times`, ``doubt``, ``remark``, ``best`` (the highest throughput without a doubt, else of all) and
+    ``chart_label``."""
     unit = unit_of(runs)
     frames = job_frames(steps)
     found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
