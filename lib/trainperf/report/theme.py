@@ -71,8 +71,7 @@ def apply() -> None:
     sns.set_theme(style="whitegrid", context="notebook", palette=list(SERIES), font_scale=0.9, rc=RC)
     backend = plt.get_backend()
     if backend.endswith("backend_inline"):
-        # The inline backend draws each figure for its image after the cell; pyplot's own hook would first
-        # draw it once more (a whole layout and render of every chart) for a screen there is none of.
+        # The inline backend draws each figure after the cell; pyplot's hook would draw it once more, for no screen.
         plt.switch_backend(backend)  # load it now: pyplot installs its hook when it loads the backend
         plt.uninstall_repl_displayhook()
         # SVG with text as text: smaller than PNG, sharp at any zoom, quicker to make (no glyph rasterized).
