@@ -112,8 +112,6 @@ def and_list(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-# --- uncertainty -------------------------------------------------------------
-
 def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """The intervals of ``found`` (:func:`trainperf.estimates.run_intervals` rows) around the rates shown,
     ``rate`` (their relative width kept): low, high, and as text (``1,258–1,465``; ``None``: no interval)."""
@@ -122,8 +120,6 @@ def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, l
     text = [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}" for x, a, b in zip(found["low"], low, high)]
     return low, high, text
 
-
-# --- numbers -----------------------------------------------------------------
 
 def fmt_int(x: object) -> str:
     """Rounded to a whole number with thousands separators: ``122,599``."""
