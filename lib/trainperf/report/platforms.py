@@ -200,8 +200,7 @@ def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Htm
         if len(wins):
             figures.append((f"{wins.iloc[0]} of {len(found)}", f"comparisons won per device by {wins.index[0]}"))
     possible = (runs["mfu"].notna() & ~doubtful(runs)).to_numpy(bool)  # an impossible MFU is empty (invariants)
-    rated = runs[datasheet_peak(runs) & possible]
-    kind = "datasheet dense peak"
+    rated, kind = runs[datasheet_peak(runs) & possible], "datasheet dense peak"
     if rated.empty:
         rated, kind = runs[possible], "against the peak given in the run"
     if len(rated):
