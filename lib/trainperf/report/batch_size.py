@@ -29,9 +29,8 @@ Sweeps = dict[str, tuple[pd.DataFrame, pd.DataFrame]]
 
 
 def sweeps(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs of micro-batch sweeps (two or more micro-batch sizes on one device count; one sweep per device
-    count: ``my-sweep (2 devices)``), in sweep order; other experiments in ``attrs['skipped']``, the runs out of
-    memory (``fits`` false) in ``attrs['did_not_fit']``."""
+    """The runs of micro-batch sweeps (two or more micro-batch sizes on one device count, one sweep per count:
+    ``my-sweep (2 devices)``); others in ``attrs['skipped']``, those out of memory in ``attrs['did_not_fit']``."""
     unit = unit_of(runs)
     too_big = runs["fits"].eq(False).fillna(False).to_numpy(bool) if "fits" in runs else np.zeros(len(runs), bool)
     have = require(require(runs[~too_big], "micro_batch_size", "a micro-batch size",
@@ -61,15 +60,14 @@ def _by_device_count(runs: pd.DataFrame, several: set[str]) -> pd.DataFrame:
 def fmt_change(found: Verdict) -> str:
     """A verdict's difference: ``+3.1 % (95 % interval +1.0 % to +5.2 %)``, or the point figure marked untested."""
     d = found.difference
-    if found.tested:
-        return (f"{fmt_pct(d.estimate, signed=True)} (95 % interval {fmt_pct(d.low, signed=True)} to "
-                f"{fmt_pct(d.high, signed=True)})")
-    return f"{fmt_pct(d.estimate, signed=True)} (no interval: the noise is not tested)"
+    return fmt_pct(d.estimate, signed=True) + (f" (95 % interval {fmt_pct(d.low, signed=True)} to "
+                                               f"{fmt_pct(d.high, signed=True)})" if found.tested
+                                               else " (no interval: the noise is not tested)")
 
 
 def resolution_text(found: list[Resolution]) -> str:
     """A clause for configurations called indistinguishable: the smallest difference their data could detect
-    (a range over several pairs) and the runs of each that would detect the effect (the most any pair needs)."""
+    (a range over several pairs) and the runs of each that would detect the effect."""
     effect = fmt_pct(found[0].effect, 0)
     repeats = max((r.repeats for r in found if r.repeats is not None), default=None)
     tested = [r.detectable for r in found if not r.assumed]
@@ -98,18 +96,16 @@ def plateau(rates: np.ndarray, min_gain: float) -> Plateau:
     if not min_gain > 0:
         raise InputError(f"min_gain must be a fraction above 0 (0.10: a step must gain 10 %), not {min_gain!r}")
     rates = np.asarray(rates, dtype=float)
-    gains = np.full(len(rates), np.nan)
-    gains[1:] = rates[1:] / rates[:-1] - 1
-    for i in range(1, len(rates)):
-        if np.all(gains[i:] < min_gain):
-            return Plateau(i - 1, gains)
-    return Plateau(None, gains)
+    gains = np.r_[np.nan, rates[1:] / rates[:-1] - 1]
+    paying = np.flatnonzero(~(gains[1:] < min_gain))  # steps that gain min_gain or more (or cannot tell)
+    at = int(paying[-1]) + 1 if len(paying) else 0
+    return Plateau(at if at < len(rates) - 1 else None, gains)
 
 
 def sweep(group: pd.DataFrame, unit: Unit, frames: dict[str, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The configurations of one sweep's runs ``group``, one row each from 0: rates, MFU, run times and the
     parts of the total as the mean over its repeats (``runs``), and ``doubt``; and their run intervals around
-    the rates shown (the page compares the figures it shows), with ``label`` and ``runs``."""
+    the rates shown, with ``label`` and ``runs``."""
     group = group.reset_index(drop=True)
     parts = total_parts(group)
     group = pd.concat([group, run_times(group, unit), parts], axis=1)
@@ -171,8 +167,7 @@ def at_top(group: pd.DataFrame, found: pd.DataFrame) -> np.ndarray:
     """Per configuration of a :func:`sweep`: whether it is the fastest without a doubt or indistinguishable."""
     clean = (group["doubt"] == "").to_numpy(bool)
     out = np.zeros(len(group), dtype=bool)
-    if clean.any():
-        out[clean] = ties_with_fastest(found[clean].reset_index(drop=True))
+    out[clean] = ties_with_fastest(found[clean].reset_index(drop=True)) if clean.any() else []
     return out
 
 
@@ -348,9 +343,9 @@ DID_NOT_FIT = "no: out of memory"
 
 
 def memory(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration of each sweep, those that did not fit included: experiment, configuration, the
-    largest of its runs' peak memories, the device's memory and the least headroom left (GiB), and ``fits``
-    (``yes``, ``no: out of memory`` or ``not recorded``)."""
+    """One row per configuration of each sweep, those that did not fit included: experiment, configuration, its
+    runs' largest peaks, the device's memory, the least headroom (GiB) and ``fits`` (yes, no: out of memory, not
+    recorded)."""
     too_big = pd.DataFrame(runs.attrs.get("did_not_fit", []))
     found = pd.concat([runs, too_big], ignore_index=True) if len(too_big) else runs
     found = found.reindex(columns=[*found, *(c for c in (*MEMORY_COLUMNS, "fits") if c not in found)])

@@ -58,9 +58,8 @@ def _check_row(claim: dict[str, str], path: Path, line: int) -> None:
 
 
 def checked(runs: pd.DataFrame, claims: pd.DataFrame, report: str) -> tuple[pd.DataFrame, str]:
-    """The claims of ``report`` whose runs are in ``runs``, each with trainperf's figure and a verdict (rows
-    ``claim, source, printed, trainperf_figure, verdict, why``, as text); and a sentence counting the claims
-    about runs the page does not show ("" for none)."""
+    """The claims of ``report`` about ``runs`` with trainperf's figure and a verdict (rows ``claim, source,
+    printed, trainperf_figure, verdict, why``, text), and a sentence counting those about runs not shown."""
     mine = claims[claims["report"] == report]
     indexed = runs.set_index(runs["run_id"].astype(str))
     rows, left_out = [], 0

@@ -1,8 +1,6 @@
-"""Short pieces of text a report shows around its tables and charts (header, headline, callouts, lists), every
-string from data escaped, with facts for the index page (title, headline, inputs) in their display metadata; the
-``fmt_*`` number formats, intervals as text, paths as shown, and the two errors a page shows as one line. The
-build imports this module: it imports neither matplotlib nor SciPy.
-"""
+"""Short pieces of text a report shows around its tables and charts, every string from data escaped, with facts
+for the index page (title, headline, inputs) in their display metadata; the ``fmt_*`` number formats, intervals as
+text, paths as shown, and the errors a page shows as one line. The build imports it: no matplotlib nor SciPy."""
 
 from __future__ import annotations
 
@@ -68,15 +66,13 @@ class Html:
 
 
 def title(text: str, subtitle: str, facts: Mapping[str, object]) -> Html:
-    """The page's ``h1`` and the lines under it (one paragraph per line of ``subtitle``); records
-    ``facts`` (title, inputs) for the index."""
+    """The page's ``h1`` and a paragraph per line of ``subtitle``; records ``facts`` (title, inputs) for the index."""
     lines = "".join(f'<p class="tp-subtitle">{esc(line)}</p>' for line in subtitle.splitlines())
     return Html(f"<h1>{esc(text)}</h1>{lines}", f"{text}\n{subtitle}", dict(facts))
 
 
 def headline(text: str, figures: Sequence[tuple[str, str]] = ()) -> Html:
-    """The report's key finding as a banner, with ``(value, caption)`` key
-    figures under it; recorded as the headline of the index page."""
+    """The report's key finding as a banner, ``(value, caption)`` key figures under it; the index's headline."""
     cells = "".join(f'<div class="tp-fact"><b>{esc(v)}</b><span>{esc(c)}</span></div>' for v, c in figures)
     facts = f'<div class="tp-facts">{cells}</div>' if figures else ""
     return Html(f'<div class="tp-headline">{esc(text)}</div>{facts}', text, {"headline": text})
@@ -106,8 +102,7 @@ def count(n: object, noun: str) -> str:
 
 
 def first_of(names: Sequence[str], most: int, *, total: bool = False) -> str:
-    """The first ``most`` of ``names`` joined with commas, then ``…`` for the rest
-    (``… (12 in all)`` with ``total``)."""
+    """The first ``most`` of ``names`` joined with commas, then ``…`` (``… (12 in all)`` with ``total``)."""
     rest = "" if len(names) <= most else f", … ({len(names)} in all)" if total else ", …"
     return ", ".join(names[:most]) + rest
 
@@ -117,8 +112,6 @@ def and_list(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-# --- uncertainty -------------------------------------------------------------
-
 def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
     """The intervals of ``found`` (:func:`trainperf.estimates.run_intervals` rows) around the rates shown,
     ``rate`` (their relative width kept): low, high, and as text (``1,258–1,465``; ``None``: no interval)."""
@@ -127,8 +120,6 @@ def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, l
     text = [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}" for x, a, b in zip(found["low"], low, high)]
     return low, high, text
 
-
-# --- numbers -----------------------------------------------------------------
 
 def fmt_int(x: object) -> str:
     """Rounded to a whole number with thousands separators: ``122,599``."""
@@ -152,8 +143,7 @@ def fmt_sig(x: object, digits: int = 3) -> str:
 
 
 def fmt_pct(x: object, digits: int = 1, *, signed: bool = False) -> str:
-    """A fraction as percent: ``0.383`` → ``38.3 %`` (``+38.3 %`` when ``signed``; ``0.0 %`` for
-    what rounds to zero, never ``-0.0 %``)."""
+    """A fraction as percent: ``0.383`` → ``38.3 %`` (``+38.3 %`` when ``signed``; never ``-0.0 %``)."""
     if is_missing(x):
         return "–"
     percent = 100 * float(x)

@@ -1,7 +1,5 @@
 """What every report page has: its inputs opened and checked against the notebook's parameters (a bad one
-raises :class:`InputError`), a header, and the data-quality section (:func:`quality`): inputs, what was skipped,
-impossible and empty values, conventions, the sources' own figures against trainperf's.
-"""
+raises :class:`InputError`), a header, and the data-quality section (:func:`quality`)."""
 
 from __future__ import annotations
 
@@ -37,18 +35,16 @@ NO_DIFFERENCES = ("Every figure the sources printed themselves (reported_* colum
 """What the data-quality section says when :func:`reported_differences` finds none."""
 
 REPORTED_TOLERANCE = 0.005
-"""Relative difference between a source's own figure and trainperf's that is listed
-(when it is also beyond the precision the source printed)."""
+"""Relative difference of a source's own figure from trainperf's that is listed (if also beyond its last digit)."""
 
 
 def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | None = None,
               platforms: Sequence[str] | str | None = None, baseline: str | None = None,
               precision: str | None = None, price_per_gpu_hour: float | None = None) -> pd.DataFrame:
-    """Load ``data`` (paths, through :mod:`trainperf.reading.input_cache`), keep the selected ``experiments``
-    and ``platforms`` (``None`` or empty: all), override ``precision``, ``price_per_gpu_hour`` (USD) and
-    ``baseline`` (a run_id) and derive every metric. ``attrs``: ``inputs`` (absolute paths), ``skipped``
-    (``(where, reason)`` pairs), ``warnings``, ``overrides``, ``snapshots`` (inputs still being written:
-    ``trainperf.reading.loading.snapshots``). :class:`InputError` names a bad parameter."""
+    """Load ``data`` (paths, through the input cache), keep the selected ``experiments`` and ``platforms``
+    (``None`` or empty: all), override ``precision``, ``price_per_gpu_hour`` (USD) and ``baseline`` (a run_id) and
+    derive every metric. ``attrs``: ``inputs`` (absolute paths), ``skipped`` (``(where, reason)`` pairs),
+    ``warnings``, ``overrides``, ``snapshots`` (inputs still being written). :class:`InputError`: a bad parameter."""
     paths = _existing(data, "data")
     if not paths:
         raise InputError("no data given (parameter data)")
@@ -70,8 +66,7 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
 
 @contextmanager
 def _reading() -> Iterator[list[warnings.WarningMessage]]:
-    """Record every warning raised inside (the yielded list) and turn a
-    :class:`DataError` of the data into an :class:`InputError`."""
+    """Record every warning raised inside (the yielded list); a :class:`DataError` becomes an :class:`InputError`."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -92,8 +87,8 @@ def _existing(paths: str | Path | Sequence[str | Path] | None, parameter: str) -
 
 
 def open_side(paths: Sequence[str], parameter: str, *, warmup: int = 0) -> Side:
-    """One side of the compare report (:func:`trainperf.compare.read_side`, through the input
-    cache); :class:`NotApplicable` when ``parameter`` names no path (``trainperf report --data``)."""
+    """One side of the compare report (:func:`trainperf.compare.read_side`, through the input cache);
+    :class:`NotApplicable` when ``parameter`` names no path (``trainperf report --data``)."""
     if not paths:
         raise NotApplicable(f"no runs given for {parameter}: compare needs both sides, e.g. trainperf report --only "
                             "compare -p baseline_runs runs/before -p candidate_runs runs/after")
@@ -126,9 +121,9 @@ def data_steps(paths: str | Sequence[str] | None, runs: pd.DataFrame) -> Summari
 
 
 def read_ahead(*paths: str) -> dict[str, dict]:
-    """The pins of every input at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read
-    once, as a build does before its kernels start; what was read stays in this process's memory for the
-    ``open_*`` functions of this process and of those it forks (:func:`trainperf.reading.cache.keeping`)."""
+    """The pins of every input at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`), read once
+    before a build's kernels start; kept in memory for the ``open_*`` functions of this process and of those it
+    forks (:func:`trainperf.reading.cache.keeping`)."""
     with keeping():
         return pin_inputs(*paths)
 
@@ -215,10 +210,9 @@ def keep_experiments(runs: pd.DataFrame, keep: pd.Series, by: list[str], why_not
 
 
 def header(title: str, runs: pd.DataFrame, subtitle: str = "", *, steps: Summaries | None = None) -> Html:
-    """The report's title and what it covers (every experiment, platform and model, ``unknown`` included; a
-    run shown in two scaling studies counted once), then a warning for each kind of run the page shows but never
-    headlines (:func:`trainperf.report.run_labels.doubt_notes`); records the title and the inputs (of the runs,
-    and of the per-rank ``steps`` when given) for the index."""
+    """The report's title and what it covers (experiments, platforms and models, ``unknown`` included; a run in
+    two scaling studies counted once), then a warning per kind of run the page never headlines
+    (:func:`~trainperf.report.run_labels.doubt_notes`); records the title and the inputs for the index."""
     once = runs.drop_duplicates("run_id") if "run_id" in runs else runs
     parts = [count(len(once), "run")]
     for column in ("experiment", "platform", "model"):
@@ -248,8 +242,8 @@ def sides_read(sides: Mapping[str, Sequence[str]]) -> list[str]:
 
 
 def inputs_read(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]:
-    """The inputs read, as shown paths, a line on the per-rank steps when given,
-    and one for each input that was still being written (the snapshot every page reads)."""
+    """The inputs read (shown paths), a line on the per-rank steps when given, and one per input that was still
+    being written (the snapshot every page reads)."""
     out = [shown_path(p) for p in runs.attrs.get("inputs", [])]
     if steps is not None:
         out.append(f"per-rank steps: {count(steps.rows, 'row')} of {count(len(steps.run_ids), 'run')} from "
@@ -258,8 +252,7 @@ def inputs_read(runs: pd.DataFrame, steps: Summaries | None = None) -> list[str]
 
 
 def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
-    """What was left out and why: rows ``where, reason`` (parameters that
-    changed the data and warnings raised while reading come last)."""
+    """What was left out and why: rows ``where, reason`` (then parameters that changed the data and warnings)."""
     rows = list(runs.attrs.get("skipped", [])) + list(steps.attrs.get("skipped", []) if steps is not None else [])
     rows += [("parameters", text) for text in runs.attrs.get("overrides", [])]
     rows += [("warning while reading", text) for text in runs.attrs.get("warnings", [])]
@@ -267,9 +260,9 @@ def skipped(runs: pd.DataFrame, steps: Summaries | None = None) -> pd.DataFrame:
 
 
 def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -> pd.DataFrame:
-    """The distinct notes of ``derive`` (``notes`` column, ``; ``-separated) with how many runs carry each and
-    up to three of their run ids. Left out, for a report that shows none of those figures: without ``scaling``,
-    notes about scaling only (keys in :data:`trainperf.derived.SCALING_NOTES`), without ``mfu``, about HFU only."""
+    """The distinct notes of ``derive`` (``notes``, ``; ``-separated) with how many runs carry each and up to three
+    run ids; without ``scaling``, not those about scaling only (:data:`trainperf.derived.SCALING_NOTES`), without
+    ``mfu``, not those about HFU only (for a report that shows none of those figures)."""
     notes = runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; ")
     notes = runs[["run_id"]].assign(note=notes).explode("note").dropna(subset=["note"])
     hidden = (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"})
@@ -313,8 +306,7 @@ def conventions(runs: pd.DataFrame, *, scaling: bool = True) -> list[str]:
 
 
 def peak_entries(runs: pd.DataFrame) -> pd.DataFrame:
-    """The peak-table entries used for MFU (dense, never 2:4-sparse): rows
-    ``platform, precision, peak_tflops_per_gpu, peak_source, runs``."""
+    """The peak-table entries used for MFU: rows ``platform, precision, peak_tflops_per_gpu, peak_source, runs``."""
     if "peak_tflops_per_gpu" not in runs:
         return pd.DataFrame(columns=["platform", "precision", "peak_tflops_per_gpu", "peak_source", "runs"])
     return (runs[runs["peak_tflops_per_gpu"].notna()]
@@ -368,9 +360,9 @@ SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) t
 
 
 def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True, mfu: bool = True) -> Html:
-    """The data-quality section every report ends with (under its ``## Data quality`` heading) for a page
-    showing ``runs`` (and the per-rank ``steps`` summaries, where the page reads them), its parts under ``h3``
-    headings; ``scaling`` and ``mfu`` as for :func:`note_counts`."""
+    """The data-quality section every report ends with (under its ``## Data quality`` heading) for a page showing
+    ``runs`` (and ``steps``, where it reads them), its parts under ``h3`` headings; ``scaling``, ``mfu``: see
+    :func:`note_counts`."""
     differences = reported_differences(runs)
     parts = [
         ("Inputs read", [bullets(inputs_read(runs, steps))]),

@@ -70,9 +70,8 @@ def training_loop_s(runs: pd.DataFrame) -> pd.Series:
 
 
 def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFrame, str]:
-    """Seconds per phase (columns labelled by :data:`PHASE_LABELS`, in step order) of each of ``runs`` and their
-    unit: ``s per step`` when ``per_step`` and every run's step count is known, else ``s in the measured window``
-    (docs/reports.md, "The phase breakdown")."""
+    """Seconds per phase (:data:`PHASE_LABELS`, in step order) of each of ``runs``, and their unit: ``s per step``
+    when ``per_step`` and every step count is known, else ``s in the measured window`` (docs/reports.md)."""
     split = any(c in runs and runs[c].notna().any() for c in ("forward_s", "backward_s"))
     compute = ["forward_s", "loss_s", "backward_s", "optimizer_s"] if split else ["compute_s"]
     comm = "comm_exposed_s" if "comm_exposed_s" in runs and runs["comm_exposed_s"].notna().any() else "comm_s"
@@ -103,13 +102,10 @@ def breakdown(runs: pd.DataFrame, *, per_step: bool = True) -> tuple[pd.DataFram
 def overlap_notes(runs: pd.DataFrame) -> list[str]:
     """A sentence for the runs whose exposed communication lies inside their forward and backward
     (:func:`trainperf.compare.exposed_within_phases`), which :func:`breakdown` does not add to them."""
-    within = exposed_within_phases(runs)
     if "comm_exposed_s" not in runs:
         return []
-    shown = runs[within.to_numpy(bool) & runs["comm_exposed_s"].notna().to_numpy(bool)]
-    if shown.empty:
-        return []
-    return [f"{first_of(shown['run_id'].astype(str).tolist(), 4)}: exposed communication was sampled by "
+    shown = runs[exposed_within_phases(runs).to_numpy(bool) & runs["comm_exposed_s"].notna().to_numpy(bool)]
+    return [] if shown.empty else [f"{first_of(shown['run_id'].astype(str).tolist(), 4)}: exposed communication was sampled by "
             "torch.profiler windows inside forward and backward (where the job waits for it): it is part of "
             "those phases, not stacked on top of them, so the phases add up to the step."]
 

@@ -1,6 +1,5 @@
 """The platforms report: platforms × models — each pair's best configuration per device, the spread over
-configurations, the winner per model when it is distinguishable from the runner-up, and capacity per day
-(docs/reports.md)."""
+configurations, the winner per model where distinguishable, and capacity per day (docs/reports.md)."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ SPARSE_MATCH = 0.02
 
 
 def comparable(runs: pd.DataFrame) -> pd.DataFrame:
-    """The runs with a platform (named as the peak table names it), a model and a token rate, with
-    ``platform_key`` (plus the precision where a platform ran several); ``attrs["merged_platforms"]``: the
-    spellings merged."""
+    """The runs with a platform (named as the peak table names it), a model and a token rate, with ``platform_key``
+    (plus the precision where a platform ran several); ``attrs["merged_platforms"]``: the spellings merged."""
     have = require(require(require(runs, "platform", "a platform", "give the column platform (e.g. NVIDIA H100 "
                                                              "SXM, cpu)"), "model", "a model", "give the column model"),
                    "tokens_per_s", "a throughput in tokens/s",
@@ -52,8 +50,7 @@ def comparable(runs: pd.DataFrame) -> pd.DataFrame:
 
 MEANS = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "tokens_per_day", "samples_per_day",
          "tflops_total", "tflops_per_gpu", "mfu", "hfu", "elapsed_s")
-"""Figures of a configuration shown as the mean over its repeats (the page's configurations are the
-:func:`~trainperf.report.run_labels.configuration_table` of its runs and these)."""
+"""Figures of a configuration shown as the mean over its repeats."""
 
 
 PAIR = ["platform_key", "model"]
@@ -123,9 +120,9 @@ SAME_SETTINGS = "same recorded settings"
 
 def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") -> pd.DataFrame:
     """Per :func:`contest` on two or more platforms: the ``fastest`` per device (of its :func:`best_per_device`
-    configuration), the runner-up, the ``margin`` and ``verdict``: ``winner`` only when distinguishable from the
-    runner-up (by their intervals ``found``; by single figures, a margin of :data:`~trainperf.stats.MIN_EFFECT`
-    or more), else ``indistinguishable``; ``also``: what else differs between the two."""
+    configuration), the runner-up, the ``margin`` and ``verdict``: ``winner`` only when distinguishable (by their
+    intervals ``found``; by single figures, a margin of :data:`~trainperf.stats.MIN_EFFECT` or more), else
+    ``indistinguishable``; ``also``: what else differs between the two."""
     rate = "tokens_per_s_per_gpu"
     per_pair, of_run = best_per_device(configs), found.drop_duplicates("run_id").set_index("run_id")
     rows = []
@@ -135,23 +132,19 @@ def winners(configs: pd.DataFrame, found: pd.DataFrame, policy: str = "same") ->
             continue
         order = fastest[fastest[rate].notna()].sort_values(rate, ascending=False)
         best, second = order.iloc[0], order.iloc[1]
-        value = best[rate] / second[rate] - 1
         a, b = of_run.loc[str(second["run_id"])], of_run.loc[str(best["run_id"])]
         tested = has_interval(a) and has_interval(b)
         margin = (distinguish(found, a["configuration"], b["configuration"]).difference.times(
             second["gpus"] / best["gpus"]) if tested  # per device: the ratio of totals times the ratio of devices
-            else Difference(value))
+            else Difference(best[rate] / second[rate] - 1))
         verdict_ = WINNER if Verdict(margin, tested).verdict == FASTER else TIED
-        if tested:
-            evidence = f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}"
-            value = margin.estimate
-        else:
-            evidence = "no interval: single figures, the noise is not tested" + (
-                "" if verdict_ == WINNER else f"; below {fmt_pct(MIN_EFFECT, 0)}")
+        evidence = (f"95 % interval of the margin {fmt_pct(margin.low)} to {fmt_pct(margin.high)}" if tested else
+                    "no interval: single figures, the noise is not tested"
+                    + ("" if verdict_ == WINNER else f"; below {fmt_pct(MIN_EFFECT, 0)}"))
         rows.append({"model": best["model"], "precision": best["precision"] if policy == "same" else None,
                      "fastest": best["platform_key"], "fastest_rate": best[rate],
                      "runner_up": second["platform_key"], "runner_up_rate": second[rate],
-                     "margin": value, "verdict": verdict_, "evidence": evidence,
+                     "margin": margin.estimate, "verdict": verdict_, "evidence": evidence,
                      "also": "; ".join(differences(best, second)) or SAME_SETTINGS,
                      "fastest_mfu": best["mfu"], "runner_up_mfu": second["mfu"]})
     return pd.DataFrame(rows, columns=["model", "precision", "fastest", "fastest_rate", "runner_up", "runner_up_rate",
@@ -175,15 +168,15 @@ def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
-    """Whether each run's MFU divides by its device's datasheet dense peak rather than by a peak given in the
-    run (one measured on a CPU): MFUs of the two kinds do not compare."""
+    """Whether each run's MFU divides by its device's datasheet dense peak, not one given in the run (measured on
+    a CPU): MFUs of the two kinds do not compare."""
     return (runs["peak_source"].notna() & ~runs["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
             ).fillna(False).to_numpy(bool)
 
 
 def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Html:
-    """The first contest's winner and margin per device, the platform that wins the most contests, and the best
-    MFU against a datasheet peak (a run's own only when no run has one); without a contest, the first pair's."""
+    """The first contest's winner and margin per device (without a contest, the first pair's rate), the platform
+    that wins the most, and the best MFU against a datasheet peak (a run's own only when no run has one)."""
     figures = []
     if found.empty:
         top = best.iloc[0]
@@ -207,8 +200,7 @@ def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Htm
         if len(wins):
             figures.append((f"{wins.iloc[0]} of {len(found)}", f"comparisons won per device by {wins.index[0]}"))
     possible = (runs["mfu"].notna() & ~doubtful(runs)).to_numpy(bool)  # an impossible MFU is empty (invariants)
-    rated = runs[datasheet_peak(runs) & possible]
-    kind = "datasheet dense peak"
+    rated, kind = runs[datasheet_peak(runs) & possible], "datasheet dense peak"
     if rated.empty:
         rated, kind = runs[possible], "against the peak given in the run"
     if len(rated):
@@ -348,7 +340,7 @@ def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd
 
 @dataclass(frozen=True)
 class PlatformsPage:
-    """Every frame and sentence of the platforms page, in its order, each named after the function that makes it."""
+    """Every frame and sentence of the platforms page, in its order, each named after the function making it."""
 
     headline: Html
     sparse_peak_runs: pd.DataFrame
@@ -384,8 +376,8 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, policy: str = "s
 
 @rule("the settings of a faster platform")
 def platform_settings(page: PlatformsPage) -> Found:
-    """Per :func:`winners` winner whose best configuration also differs in settings from the runner-up's: try
-    them on the runner-up (no gain can be given: the margin is the hardware's too)."""
+    """Per :func:`winners` winner whose best configuration differs in settings from the runner-up's: try them on
+    the runner-up (no gain can be given: the margin is the hardware's too)."""
     found = page.winners
     if found.empty:
         return Found(lacking="no model was measured on two or more platforms")

@@ -1,7 +1,6 @@
-"""How pages name, group and order runs for people (labels for runs): the experiments in data
-order, configuration labels, the throughput unit a set of runs can be
-compared in, one row per configuration, and the marks of runs a page
-shows but never concludes from (projected, oversubscribed, incomplete) or whose source has a known error."""
+"""How pages name, group and order runs: experiments in data order, configuration labels, the throughput unit
+runs compare in, one row per configuration, and the marks of runs a page shows but never concludes from
+(projected, oversubscribed, incomplete) or whose source has a known error."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ from trainperf.report.html import around, count, first_of, fmt_int
 
 
 class Unit(NamedTuple):
-    """The unit runs are compared in: ``name`` (``tokens`` or ``samples``), the columns of its all-device and
-    per-device rates (``rate``: ``tokens_per_s``; ``per_device``: ``tokens_per_s_per_gpu``) and ``label``
-    (``tokens/s``)."""
+    """The unit runs are compared in: ``name`` (``tokens`` or ``samples``), its rate columns (``rate``:
+    ``tokens_per_s``; ``per_device``: ``tokens_per_s_per_gpu``) and ``label`` (``tokens/s``)."""
 
     name: str
     rate: str
@@ -28,8 +26,7 @@ class Unit(NamedTuple):
 
 
 def unit_of(runs: pd.DataFrame) -> Unit:
-    """Tokens when every run has a token rate, else samples when every run has
-    a sample rate, else tokens (runs without one show empty rates)."""
+    """Tokens when every run has a token rate, else samples when every run has a sample rate, else tokens."""
     name = next((n for n in ("tokens", "samples") if f"{n}_per_s" in runs and runs[f"{n}_per_s"].notna().all()),
                 "tokens")
     return Unit(name, f"{name}_per_s", f"{name}_per_s_per_gpu", f"{name}/s")
@@ -37,10 +34,9 @@ def unit_of(runs: pd.DataFrame) -> Unit:
 
 def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str],
                         found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration of ``runs`` (:func:`configuration_means` of ``columns``; ``found``: the runs'
-    :func:`~trainperf.estimates.run_intervals`, None: from no steps) with the 95 % interval of its throughput
-    around the mean rate of :func:`unit_of` (``<rate>_low``/``_high``, and ``interval`` as text: ``–`` for none)
-    and ``doubt`` (:func:`configuration_doubts`)."""
+    """One row per configuration of ``runs`` (:func:`configuration_means` of ``columns``; ``found``: their run
+    intervals, None: from no steps) with its throughput's 95 % interval around the mean rate (``<rate>_low``/``_high``,
+    ``interval`` as text, ``–`` for none) and ``doubt`` (:func:`configuration_doubts`)."""
     runs = runs.reset_index(drop=True)
     found = run_intervals(runs) if found is None else found
     rows, first = configuration_means(runs, found, columns)
@@ -51,9 +47,8 @@ def configuration_table(runs: pd.DataFrame, columns: tuple[str, ...] | list[str]
 
 
 def configuration_doubts(runs: pd.DataFrame, found: pd.DataFrame) -> list[str]:
-    """Per configuration of ``runs`` (index from 0; ``found``: their :func:`~trainperf.estimates.run_intervals`),
-    in the order of :func:`configuration_means`: the :data:`DOUBTS` of any of its repeats, as text
-    (``oversubscribed``; ``""`` for none)."""
+    """Per configuration of ``runs`` (index from 0; ``found``: their run intervals), in the order of
+    :func:`configuration_means`: the :data:`DOUBTS` of any of its repeats, as text (``""``: none)."""
     per_run = pd.Series(_named(doubts(runs), ", "), index=runs.index)
     return per_run.groupby(configuration_of(found).to_numpy(), sort=False).agg(
         lambda repeats: ", ".join(dict.fromkeys(m for marks in repeats for m in marks.split(", ") if m))
@@ -91,14 +86,12 @@ def study_of(runs: pd.DataFrame) -> pd.Series:
 
 
 def several_device_counts(runs: pd.DataFrame) -> pd.Series:
-    """Per row of ``runs``, whether its scaling study (its experiment, or the part of it
-    that ``scaling_study`` names) was measured at two or more device counts (``gpus``)."""
+    """Per row of ``runs``, whether its :func:`study_of` was measured at two or more device counts (``gpus``)."""
     return runs.groupby(study_of(runs))["gpus"].transform("nunique") > 1
 
 
 def ordered(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """``runs`` with experiments in the order they first appear in the data,
-    each sorted by the columns ``by``; a new index from 0, ``attrs`` kept."""
+    """``runs``, experiments in the order they first appear, each sorted by ``by``; index from 0, ``attrs`` kept."""
     position = pd.factorize(runs["experiment"].astype(str))[0]
     out = (runs.assign(_experiment_order=position).sort_values(["_experiment_order", *by], kind="stable")
            .drop(columns="_experiment_order").reset_index(drop=True))
@@ -152,10 +145,9 @@ LABEL_DETAILS = ("model", "platform", "strategy", "micro_batch_size", "grad_accu
 
 
 def labels(runs: pd.DataFrame, *, compact: bool = False) -> list[str]:
-    """Labels for ``runs`` that leave out what every run of the same experiment shares (e.g. the platform of a
-    single-platform study) and name the :data:`SETTINGS` its runs differ in; run ids where labels would repeat
-    within an experiment, except, ``compact`` (chart axes, where the runs of one label are averaged), for the
-    repeats of one configuration (:func:`trainperf.estimates.configuration_keys`), which share theirs."""
+    """Labels for ``runs`` that leave out what every run of the same experiment shares and name the
+    :data:`SETTINGS` its runs differ in; run ids where labels would repeat within an experiment, except, ``compact``
+    (chart axes, where the runs of one label are averaged), for the repeats of one configuration, which share theirs."""
     groups = runs["experiment"].astype(str) if "experiment" in runs else pd.Series("", index=runs.index)
     out = [""] * len(runs)
     named = runs[[c for c in runs if c in (*LABEL_DETAILS, *SETTINGS, "run_id", "experiment")]]
@@ -184,8 +176,7 @@ DOUBTS = {
     "complete": (False, "incomplete", "a rank's steps file is missing or a rank stopped early (complete = false): "
                                       "its figures cover only some ranks"),
 }
-"""Runs a page shows, marked, but never headlines or concludes from: column → (the value that says so, the
-mark beside the row, why)."""
+"""Runs a page shows, marked, but never headlines or concludes from: column → (the value saying so, mark, why)."""
 
 
 def doubts(runs: pd.DataFrame) -> pd.DataFrame:
@@ -201,8 +192,7 @@ def doubtful(runs: pd.DataFrame) -> pd.Series:
 
 
 def marks(runs: pd.DataFrame) -> pd.Series:
-    """Per run, its marks for a table's ``marks`` column, joined by ``; `` (``""``: none): the :data:`DOUBTS`
-    that apply and ``known error`` where its source has one (worded under the table by :func:`known_errors`)."""
+    """Per run, its :data:`DOUBTS` and ``known error`` (worded by :func:`known_errors`), joined by ``; ``."""
     known = runs["known_error"].notna() if "known_error" in runs else False
     return pd.Series(_named(doubts(runs).assign(**{"known error": known}), "; "), index=runs.index, dtype=object)
 
@@ -213,8 +203,7 @@ def _named(found: pd.DataFrame, sep: str) -> list[str]:
 
 
 def known_errors(frame: pd.DataFrame) -> list[str]:
-    """``configuration: known error`` for each row of ``frame`` (a table's rows, with ``known_error``) whose source
-    has a known error: the sentences under a table whose ``marks`` say ``known error``."""
+    """``configuration: known error.`` for each row of a table ``frame`` whose source has a known error."""
     if "known_error" not in frame:
         return []
     rows = frame[frame["known_error"].notna() & frame["known_error"].ne("")]
@@ -222,8 +211,7 @@ def known_errors(frame: pd.DataFrame) -> list[str]:
 
 
 def with_marks(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (rows of runs, a ``run_id`` column) with a ``marks`` column (:func:`marks`) and the
-    runs' ``known_error`` where any of its runs has one; ``frame`` as it is otherwise."""
+    """``frame`` (rows of runs, with ``run_id``) with their :func:`marks` and ``known_error`` where any has one."""
     ids = frame["run_id"].astype(str)
     shown = ids.map(dict(zip(runs["run_id"].astype(str), marks(runs)))).fillna("")
     if not shown.ne("").any():
@@ -233,8 +221,7 @@ def with_marks(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def doubt_notes(runs: pd.DataFrame) -> list[str]:
-    """One sentence per kind of :data:`DOUBTS` that some of ``runs`` are: how many, which, why, and that the
-    page shows and marks them but never headlines them."""
+    """One sentence per kind of :data:`DOUBTS` that some of ``runs`` are: how many, which and why."""
     found = doubts(runs)
     ids = runs["run_id"].astype(str)
     return [f"{count(int(found[mark].sum()), 'run')} {mark} ({first_of(ids[found[mark]].tolist(), 4)}): {why}; "
@@ -246,12 +233,11 @@ EVALUATION_SHARE = 0.001
 
 
 def evaluation_rates(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFrame:
-    """Per run whose measured window holds evaluation (a ``validation`` phase inside its steps, or phases outside
-    the steps between them: evaluation loops and checkpoints): the rate over the whole window (``window_rate``,
-    the one the page's other figures use) beside the training-only rate (``training_rate``: the same work over the
-    window less the evaluation), in ``unit`` per second (tokens, else samples); ``evaluation_s`` (the slowest
-    rank's: its window less its steps, plus the validation inside them) and its ``evaluation_share`` of the
-    elapsed time, at least :data:`EVALUATION_SHARE`. Runs without steps: :func:`evaluation_notes`."""
+    """Per run whose measured window holds evaluation (a ``validation`` phase inside its steps, or time between
+    them: evaluation loops, checkpoints): the rate over the window (``window_rate``, which the page's other figures
+    use) and without the evaluation (``training_rate``), in ``unit`` per second (tokens, else samples);
+    ``evaluation_s`` (the slowest rank's window less its steps, plus the validation inside them) and its
+    ``evaluation_share`` of the elapsed time, at least :data:`EVALUATION_SHARE`."""
     columns = ["experiment", "configuration", "run_id", "unit", "window_rate", "training_rate", "evaluation_s",
                "evaluation_share"]
     if steps is None or steps.per_rank.empty:

@@ -1,11 +1,6 @@
-"""The look shared by every report: seaborn's style, one colour per phase of
-training wherever it is drawn, and tables as pandas ``Styler`` with headers,
-number formats and escaping.
-
-A notebook calls :func:`apply` once; its cells then draw with seaborn (``sns.barplot(...,
-palette=theme.PHASE_COLORS)``) and show tables with :func:`table`, which escapes strings from data (chart text
-is drawn by matplotlib into the image, never as HTML).
-"""
+"""The look shared by every report: seaborn's style (:func:`apply`, once per notebook), one colour per phase of
+training wherever it is drawn, and tables as pandas ``Styler`` with headers, number formats and escaping (chart
+text is drawn by matplotlib into the image, never as HTML)."""
 
 from __future__ import annotations
 
@@ -44,14 +39,13 @@ SERIES = ("#2456a6", "#e07b39", "#2a9d8f", "#c44e52", "#8172b3", "#937860", "#d1
 
 
 def series_colors(names: Sequence[object]) -> dict[str, str]:
-    """One colour of :data:`SERIES` per distinct name, in the order the names first appear (again from the
-    first after ten): the palette every chart of a page colours its experiments by."""
+    """One colour of :data:`SERIES` per distinct name, in the order they first appear (again from the first
+    after ten)."""
     return {name: SERIES[i % len(SERIES)] for i, name in enumerate(dict.fromkeys(map(str, names)))}
 
 
 def color_titles(axes: Mapping[str, Axes], colors: Mapping[str, str]) -> None:
-    """Write the title of each panel of a grid (``grid.axes_dict``: name → axes) in its name's colour
-    (panels named after no key of ``colors`` keep theirs)."""
+    """Write the title of each panel of a grid (``grid.axes_dict``: name → axes) in its name's colour, if any."""
     where = plt.rcParams["axes.titlelocation"]  # the theme's titles sit on the left
     for name, ax in axes.items():
         if str(name) in colors:
@@ -68,8 +62,8 @@ RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold
       "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False, "svg.fonttype": "none",
       "axes.titley": 1.0, "axes.formatter.useoffset": False, "axes.formatter.limits": (-9, 12)}
 """Matplotlib settings on top of seaborn's ``whitegrid`` theme. Titles sit just above their axes (``axes.titley``:
-left to find its place, a title measures every y tick label at each layout), where no tick label covers them: none
-is written with an offset or a power of ten over the axis (``axes.formatter.*``)."""
+left to find its place, a title measures every y tick label at each layout); no tick label is written with an
+offset or a power of ten over the axis, where it would cover them (``axes.formatter.*``)."""
 
 
 def apply() -> None:
@@ -77,8 +71,7 @@ def apply() -> None:
     sns.set_theme(style="whitegrid", context="notebook", palette=list(SERIES), font_scale=0.9, rc=RC)
     backend = plt.get_backend()
     if backend.endswith("backend_inline"):
-        # The inline backend draws each figure for its image after the cell; pyplot's own hook would first
-        # draw it once more (a whole layout and render of every chart) for a screen there is none of.
+        # The inline backend draws each figure after the cell; pyplot's hook would draw it once more, for no screen.
         plt.switch_backend(backend)  # load it now: pyplot installs its hook when it loads the backend
         plt.uninstall_repl_displayhook()
         # SVG with text as text: smaller than PNG, sharp at any zoom, quicker to make (no glyph rasterized).
@@ -181,10 +174,16 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
         return paragraph(empty) if empty else Html("", "")
     headers, formats = {}, {}
     for column in frame.columns:
-        label, fmt = COLUMNS.get(column) or _outside(column) or (str(column), None)
-        shown = unit(str(column)) if column in COLUMNS and fmt is not fmt_seconds else ""
+        name = str(column)
+        outside = name.startswith(OUTSIDE_PREFIX) and name.endswith("_s")  # outside_<phase>_s: seconds
+        label, fmt = COLUMNS.get(column) or ((f"{name[len(OUTSIDE_PREFIX):-2]} (outside the steps)", fmt_seconds)
+                                             if outside else (name, None))
+        shown = unit(name) if column in COLUMNS and fmt is not fmt_seconds else ""
         headers[column] = f"{label} ({shown})" if shown else label
-        formats[headers[column]] = fmt or _cell(frame[column])
+        if fmt is None:  # true/false as yes/no, numbers to 3 significant figures (missing cells: na_rep)
+            fmt = ((lambda x: "yes" if x else "no") if pd.api.types.is_bool_dtype(frame[column])
+                   else fmt_sig if pd.api.types.is_numeric_dtype(frame[column]) else str)
+        formats[headers[column]] = fmt
     shown = frame.rename(columns=headers).reset_index(drop=True)
     styler = (shown.style.format(formats, escape="html", na_rep="–").format_index(escape="html", axis=1)
               .hide(axis="index").set_table_attributes('class="tp-table tp-table-wrap"'))
@@ -197,26 +196,9 @@ def table(frame: pd.DataFrame, caption: str = "", highlight: Sequence[bool] | No
     return styler.set_caption(esc(caption)) if caption else styler
 
 
-def _outside(column: object) -> tuple[str, Format] | None:
-    """The header and format of a phase outside the steps, ``outside_<name>_s`` (seconds); None for another column."""
-    name = str(column)
-    if name.startswith(OUTSIDE_PREFIX) and name.endswith("_s"):
-        return f"{name[len(OUTSIDE_PREFIX):-2]} (outside the steps)", fmt_seconds
-    return None
-
-
-def _cell(column: pd.Series) -> Format:
-    """The format of a column :data:`COLUMNS` gives none (missing cells are Styler's ``na_rep``): ``yes``/``no``
-    for true/false, 3 significant figures for numbers, else the text."""
-    if pd.api.types.is_bool_dtype(column):
-        return lambda x: "yes" if x else "no"
-    return fmt_sig if pd.api.types.is_numeric_dtype(column) else str
-
-
 class TickLabels(Formatter):
-    """Tick labels with thousands separators (``kind="number"``), as percent of a fraction (``"percent"``)
-    or as a ratio (``"times"``), with just enough decimals that no two ticks read the same: those of the step
-    between ticks on a linear axis, those of the value itself on a log axis."""
+    """Tick labels with thousands separators (``kind="number"``), as percent of a fraction (``"percent"``) or as
+    a ratio (``"times"``), with the decimals of the step between ticks (of the value itself on a log axis)."""
 
     def __init__(self, kind: str = "number") -> None:
         self.kind, self.log, self.step = kind, False, 1.0
@@ -235,10 +217,9 @@ class TickLabels(Formatter):
 
 
 def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
-    """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``. A log axis gets no minor
-    ticks (the theme draws neither their marks nor their grid, and there are eight a decade to lay out) and labels
-    at the decades, or at 1, 2 and 5 of each where its limits so far span less than two decades and its ticks are
-    not set (a multiplier from 1 to 8 would show one label)."""
+    """Label the ticks of ``ax``'s ``axis`` with :class:`TickLabels` of ``kind``. A log axis gets no minor ticks
+    (the theme draws neither their marks nor their grid) and labels at the decades, or at 1, 2 and 5 of each where
+    its limits span less than two decades and its ticks are not set (1 to 8 would show one label)."""
     target = ax.yaxis if axis == "y" else ax.xaxis
     target.set_major_formatter(TickLabels(kind))
     target.set_minor_formatter(NullFormatter())
@@ -250,9 +231,9 @@ def tick_labels(ax: Axes, axis: str = "y", kind: str = "number") -> None:
 
 
 def fit_categories(ax: Axes) -> None:
-    """Fit the x axis of a panel of categories to them: limits half a category around its own (a seaborn
-    grid gives every panel those of the one with the most), labels smaller where, as drawn, they are wider than the
-    room each has, and tilted where one-line labels still are."""
+    """Fit the x axis of a panel of categories to them: limits half a category around its own (a seaborn grid
+    gives every panel those of the one with the most), labels smaller where wider than their room, tilted where
+    one-line labels still are."""
     labels = [t for t in ax.get_xticklabels() if t.get_text()]
     if not labels:
         return
@@ -337,9 +318,8 @@ def finish_panels(axes: Mapping[str, Axes], xlabel: str | None, ylabel: str | No
 
 
 def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = ()) -> None:
-    """Limit ``ax``'s y axis to ``values`` and ``include`` (e.g. 0, or 1 for an efficiency) with a 15 %
-    margin (none below 0 for values that are not negative): a 95 % interval much wider than the points is cut at
-    the edge instead of squeezing them flat (the tables give it in full)."""
+    """Limit ``ax``'s y axis to ``values`` and ``include`` (e.g. 0) with a 15 % margin (none below 0 for values
+    that are not): an interval much wider than the points is cut at the edge instead of squeezing them flat."""
     finite = [float(v) for v in [*values, *include] if np.isfinite(v)]
     if not finite:
         return
@@ -351,10 +331,9 @@ def around_values(ax: Axes, values: Sequence[float], include: Sequence[float] = 
 def error_bars(ax: Axes, frame: pd.DataFrame, at: str | None, value: str, low: str, high: str, *,
                horizontal: bool = False, label: str | None = "95 % interval",
                color: str | Sequence[str] = "black") -> None:
-    """Draw each row's 95 % interval, columns ``low`` to ``high`` (units of ``value``), as a bar around
-    ``value`` at the positions in column ``at`` (None: 0, 1, …, where seaborn puts categories), across the plot when
-    ``horizontal``, in ``color``: one, or one per row (e.g. ``frame["experiment"].map(palette)``). Rows without an
-    interval get none; the legend's entry (``label``) is grey when the bars have several colours."""
+    """Draw each row's 95 % interval, columns ``low`` to ``high``, as a bar around ``value`` at the positions in
+    column ``at`` (None: 0, 1, …, where seaborn puts categories), across the plot when ``horizontal``, in ``color``
+    (one, or one per row); the legend's entry (``label``) is grey when the bars have several colours."""
     known = frame[[low, high]].notna().all(axis=1).to_numpy()
     where = (np.arange(len(frame)) if at is None else frame[at].to_numpy(float))[known]
     centre = frame[value].to_numpy(float)[known]

@@ -1,5 +1,5 @@
-"""The throughput report: per configuration, the throughput of the whole job and of one device, step times,
-memory, the cost of crossing a node, goodput and the step time along each run (docs/reports.md)."""
+"""The throughput report: per configuration, the throughput of the job and per device, step times, memory, the
+cost of crossing a node, goodput and the step time along each run (docs/reports.md)."""
 
 from __future__ import annotations
 
@@ -51,10 +51,10 @@ def measured(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration with ``runs`` (its repeats), the figures of :data:`MEANS` (their mean), its
-    throughput's 95 % ``interval``, ``experiment_scaling`` (``sweep (weak scaling)``), scaling efficiency (NaN at
-    one device count), :func:`step_times`, ``doubt``, ``remark``, ``best`` (the highest throughput without a
-    doubt; of all where every one has one) and ``chart_label``."""
+    """One row per configuration with ``runs`` (its repeats), :data:`MEANS` (their mean), its throughput's 95 %
+    ``interval``, ``experiment_scaling`` (``sweep (weak scaling)``), scaling efficiency (NaN at one device count),
+    :func:`step_times`, ``doubt``, ``remark``, ``best`` (the highest throughput without a doubt, else of all) and
+    ``chart_label``."""
     unit = unit_of(runs)
     frames = job_frames(steps)
     found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
@@ -101,8 +101,8 @@ def per_step(frame: pd.DataFrame, steps: Summaries, run_id: str) -> np.ndarray:
 def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
     """Per scaling study of a :func:`table` frame with ``nodes`` known (configurations without a doubt): the
     first step to more nodes (``from_gpus``, ``from_nodes``, ``to_gpus``, ``to_nodes``, ``per_node``), the
-    ``efficiency_before`` and ``_after`` and its ``drop`` (a fraction; negative: a gain), and the study's largest
-    drop (``largest_from``, ``largest_to``, ``largest_drop``; ``most``: at the crossing)."""
+    ``efficiency_before``/``_after``, its ``drop`` (a fraction; negative: a gain) and the study's largest drop
+    (``largest_from``, ``largest_to``, ``largest_drop``; ``most``: at the crossing)."""
     columns = ["study", "from_gpus", "from_nodes", "to_gpus", "to_nodes", "per_node", "efficiency_before",
                "efficiency_after", "drop", "largest_from", "largest_to", "largest_drop", "most"]
     usable = frame[(frame["doubt"] == "") & frame["scaling_efficiency"].notna()]
@@ -208,9 +208,9 @@ def goodput(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 @dataclass
 class Timeline:
-    """Each run's job step time along the run (``steps``: ``run_id``, ``step``, ``step_time_s``, ``warmup``), its
-    warm-up (``warmup``: ``run_id``, ``warmup_rule``, ``warmup_steps``, ``warmup_from``/``_to``: the steps it
-    spans) and a ``note`` naming the runs drawn in part."""
+    """Each run's step times (``steps``: ``run_id``, ``step``, ``step_time_s``, ``warmup``), its warm-up
+    (``warmup``: ``run_id``, ``warmup_rule``, ``warmup_steps``, ``warmup_from``/``_to``) and a ``note`` naming the
+    runs drawn in part."""
 
     steps: pd.DataFrame
     warmup: pd.DataFrame

@@ -19,8 +19,8 @@ LOOP, VALIDATION, OUTSIDE = "training loop", "validation", "other outside the tr
 NESTED = (("extra_epoch_s", "epoch outside training and validation"),
           ("extra_train_worker_s", "train worker outside the epoch"),
           ("extra_total_exec_s", "script outside the train worker"))
-"""The nested timers of the timing-summary logs (seed 003: the script holds the train worker, which holds
-the epoch, which holds training and validation), innermost first, and the part each adds to the one inside it."""
+"""The nested timers of the timing-summary logs (script ⊃ train worker ⊃ epoch ⊃ training and validation),
+innermost first, and the part each adds to the one inside it."""
 PROFILED = (("startup_s", "start-up"), ("after_steps_s", "after the last step"))
 """Parts of the profiler's wall clock outside the training loop (:mod:`trainperf.goodput`) that are named."""
 PARTS = (LOOP, VALIDATION, *(name for _, name in NESTED), *(name for _, name in PROFILED), OUTSIDE)
@@ -44,10 +44,9 @@ def total_s(runs: pd.DataFrame) -> pd.Series:
 
 def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
     """Per run that recorded its total time (others: NaN), its parts (s; :data:`PARTS`), adding up to the total."""
-    total, loop = total_s(runs), training_loop_s(runs)
-    validation = validation_s(runs)
-    parts = {LOOP: loop, VALIDATION: validation}
-    inner = loop + validation
+    total = total_s(runs)
+    parts = {LOOP: training_loop_s(runs), VALIDATION: validation_s(runs)}
+    inner = parts[LOOP] + parts[VALIDATION]
     for column, name in NESTED:
         if column in runs and runs[column].notna().any():
             outer = runs[column].astype(float)
@@ -63,9 +62,9 @@ def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_train(configurations: pd.DataFrame, train_work: float | None, unit: Unit) -> tuple[pd.Series, pd.Series, str]:
-    """The time to train the same work (``train_work``, else the most any configuration measured) on each of a
-    sweep's ``configurations`` (with :func:`run_times`): over the training loop (work / rate) and in all (the
-    time outside the loop taken as fixed: NaN without a total), s, and how the work was chosen."""
+    """The time to train the same work (``train_work``, else the most any measured) on each of a sweep's
+    ``configurations`` (with :func:`run_times`), s: over the training loop (work / rate) and in all (the time
+    outside the loop taken as fixed: NaN without a total); and how the work was chosen."""
     work = configurations["work"]
     if train_work is not None:
         if not train_work > 0:

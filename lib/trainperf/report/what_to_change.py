@@ -1,6 +1,5 @@
-"""What to change: the few changes a page's runs support, each with its expected gain and confidence; the
-rules several pages share (each page's ``RULES`` live beside its result), the compare page's, and the section
-(docs/reports.md, "What to change")."""
+"""What to change: the few changes a page's runs support, each with its expected gain and confidence; the rules
+several pages share, the compare page's, and the section (docs/reports.md, "What to change")."""
 
 from __future__ import annotations
 
@@ -31,8 +30,8 @@ MOST = 6
 
 @dataclass(frozen=True)
 class Measured:
-    """What the shared rules read of a page: the ``runs`` it shows and their ``steps`` (None: none); the
-    oversubscription rule reads its ``intervals`` too (per run, the index of ``runs``)."""
+    """What the shared rules read of a page: its ``runs`` and their ``steps`` (None: none); the oversubscription
+    rule reads its ``intervals`` too (per run, the index of ``runs``)."""
 
     runs: pd.DataFrame
     steps: Summaries | None
@@ -60,7 +59,7 @@ class Rule:
 
 
 def rule(what: str) -> Callable[[Callable[[Any], Found]], Rule]:
-    """The decorated function (a page → what it found there) as a :class:`Rule` that looks at ``what``."""
+    """The decorated function (a page → what it found there) as a :class:`Rule` looking at ``what``."""
     return partial(Rule, what)
 
 
@@ -100,8 +99,8 @@ def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: d
 
 def _phase_rows(page: Measured, column: str, change: str, what: str, *, devices: int = 1) -> Found:
     """Per experiment, the configuration whose ``column`` (s) takes the largest share of a typical rank's window,
-    on ``devices`` or more devices: a change worth that share of the step (an upper bound: it may hide only part
-    of the phase). For ``comm_s``, its exposed part where an experiment's runs record it."""
+    on ``devices`` or more devices: a change worth that share of the step (for ``comm_s``, of its exposed part where
+    recorded; else an upper bound: a change may hide only part of it)."""
     runs = clean(page.runs)
     have = runs[(runs["gpus"] >= devices).fillna(False).to_numpy(bool)] if len(runs) else runs
     frames, out = job_frames(page.steps), Found()
@@ -146,8 +145,8 @@ def exposed_communication(page: Measured) -> Found:
 
 @rule("waits for another rank's work outside the steps")
 def waits_for_outside_work(page: Measured) -> Found:
-    """The other ranks' wait, in their next collective, for one rank's work outside the steps
-    (``wait_outside_s``: an evaluation or a checkpoint on rank 0 alone): spread that work or run it less often."""
+    """The other ranks' wait, in their next collective, for one rank's work outside the steps (``wait_outside_s``:
+    an evaluation or a checkpoint on rank 0 alone): spread that work or run it less often."""
     found = _phase_rows(page, "wait_outside_s", "Spread the evaluation or checkpoint over every rank, run it "
                                                 "less often, or run it off the training's critical path: the "
                                                 "other ranks wait for it in their next all-reduce",
@@ -227,8 +226,8 @@ COMPARISON_RULES = (verdict,)
 
 
 def candidates(rules: Iterable[Rule], page: Measured) -> tuple[pd.DataFrame, list[str]]:
-    """Every candidate change the ``rules`` found on ``page`` (:data:`COLUMNS` and ``listed``), by expected gain,
-    and a sentence per rule that could not look, then one naming the runs no rule concludes from (:func:`clean`)."""
+    """Every candidate change the ``rules`` found on ``page`` (:data:`COLUMNS` and ``listed``), by expected gain;
+    a sentence per rule that could not look, then one naming the runs no rule concludes from (:func:`clean`)."""
     rows, lacking = [], []
     for each in rules:
         found = each.find(page)

@@ -25,10 +25,9 @@ from trainperf.report.what_to_change import (Found, Measured, clean, data_loadin
 
 @dataclass(frozen=True)
 class ScalingPage(Measured):
-    """Every frame and sentence of the scaling page, in the page's order, from its ``runs``
-    (:func:`~trainperf.report.scaling.multipliers.studies`) and their per-rank ``steps`` (None: none given); the
-    function that makes each attribute: docs/reports.md, "The scaling page, figure by figure". ``intervals``: per
-    run, the :func:`~trainperf.estimates.run_intervals` of its experiment, which its table and "What to change" share."""
+    """Every frame and sentence of the scaling page, in its order (the function that makes each: docs/reports.md,
+    "The scaling page, figure by figure"). ``intervals``: per run, the :func:`~trainperf.estimates.run_intervals`
+    of its experiment, which its table and "What to change" share."""
 
     intervals: pd.DataFrame
     headline: Html
@@ -152,9 +151,8 @@ def headline(table: pd.DataFrame, found: list[Projection]) -> Html:
 
 @rule("a rank's work outside the synchronised steps")
 def outside_steps(page: Measured) -> Found:
-    """A rank that takes longer than the others (:func:`~trainperf.report.scaling.ranks.slow_ranks` of the runs a
-    change may be concluded from), per experiment: the job ends when it does, so its extra time is the gain, of
-    the run's measured window."""
+    """Per experiment, a rank that takes longer than the others (:func:`~trainperf.report.scaling.ranks.slow_ranks`
+    of the :func:`clean` runs): the job ends when it does, so its extra time is the gain, of the measured window."""
     if page.steps is None or page.steps.per_rank.empty:
         return Found(lacking="no per-rank steps are given, so no rank's own time can be told")
     runs, out = clean(page.runs), Found()
@@ -204,8 +202,8 @@ def cost(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def cost_notes(runs: pd.DataFrame) -> list[str]:
-    """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work;
-    said to be the source's projection where a run of the two is one (``measured`` false)."""
+    """Per experiment with prices: how much faster its largest run is and how much dearer each unit of work
+    (no conclusion where either run is doubtful)."""
     out = []
     for name, group in by_experiment(_priced(runs)):
         top, base = group.loc[group["gpus"].idxmax()], group.loc[group["gpus"].idxmin()]

@@ -1,6 +1,5 @@
-"""The scaling studies of a page's runs, named with their kind, what else changes between their runs and which
-laws judge them; their table of multipliers (per configuration, with 95 % intervals), the chart each of its figures
-is drawn in, and how the efficiency moves from one device count to the next."""
+"""The scaling studies of a page's runs (their kind, what else changes between their runs, which laws judge
+them), their table of multipliers with 95 % intervals, its chart, and how the efficiency moves."""
 
 from __future__ import annotations
 
@@ -116,10 +115,10 @@ def table(study: Study) -> pd.DataFrame:
     ``experiment, configuration, gpus, runs``, the speeds any run has (tokens/s, samples/s, elapsed s) with
     ``interval`` (the throughput's 95 % interval, text), ``ideal`` (devices / the baseline configuration's),
     ``scaling_multiplier`` (×) and ``scaling_efficiency`` with their 95 % intervals (``multiplier_low``/``_high``,
-    ``efficiency_low``/``_high``; as text ``multiplier_interval``, ``efficiency_interval``: with their source, or why
-    there is none), ``serial_fraction`` with ``serial_low``/``_high`` and ``serial_emptied``, ``scaling_basis``,
-    ``only_devices_change``, ``scaling_kind``, ``marks``, ``known_error`` (``""``: none) and ``concluded`` (none of
-    its runs, nor the baseline configuration's, is projected, oversubscribed or incomplete)."""
+    ``efficiency_low``/``_high``; as text, with their source or why none: ``multiplier_interval``,
+    ``efficiency_interval``), ``serial_fraction`` (``serial_low``/``_high``, ``serial_emptied``), ``scaling_basis``,
+    ``only_devices_change``, ``scaling_kind``, ``marks``, ``known_error`` and ``concluded`` (no run of it or of the
+    baseline configuration is doubtful)."""
     found = pd.concat([rows for rows, _ in study.values()], ignore_index=True)
     speed = [c for c in SPEED if found[c].notna().any()]
     return found[["experiment", "configuration", "gpus", "runs", *speed, "interval", "ideal",
@@ -130,8 +129,8 @@ def table(study: Study) -> pd.DataFrame:
 
 
 def shown_columns(group: pd.DataFrame) -> list[str]:
-    """The columns of one experiment's :func:`table` rows a report shows: the speed it is compared by, its interval
-    and the efficiency's as text (the multiplier's is that times the ideal), the figures, the marks; none empty."""
+    """The columns of one experiment's :func:`table` rows a report shows (none empty): the speed it is compared
+    by, the figures, the efficiency's interval as text (the multiplier's is that times the ideal), the marks."""
     speed = "elapsed_s" if str(group["scaling_basis"].iloc[0]).startswith("elapsed") else next(
         (c for c in SPEED if c in group and group[c].notna().any()), "elapsed_s")
     columns = ["configuration", "gpus", "runs", speed, "interval", "scaling_multiplier", "scaling_efficiency",
@@ -146,9 +145,8 @@ INTERVALS = {"scaling_multiplier": ("multiplier_low", "multiplier_high"),
 
 
 def against_ideal(frame: pd.DataFrame, value: str, colors: dict[str, str]) -> Axes:
-    """The chart of each figure of :data:`INTERVALS`: ``value`` of :func:`table` rows per experiment (``colors``)
-    against the relative devices (log scale), with its 95 % interval, rows not ``concluded`` crossed; the cell adds
-    the ideal, the title, the y axis and the legend."""
+    """The chart of a figure of :data:`INTERVALS`: ``value`` of :func:`table` rows per experiment (``colors``)
+    against the relative devices (log scale) with its 95 % interval, rows not ``concluded`` crossed."""
     ax = sns.lineplot(frame, x="ideal", y=value, hue="experiment", palette=colors, marker="o")
     error_bars(ax, frame, "ideal", value, *INTERVALS[value], color=frame["experiment"].map(colors))
     marked = frame[~frame["concluded"]]  # projected, oversubscribed or incomplete
@@ -166,8 +164,7 @@ SOURCES = {"steps of one run": "steps", "steps, repeats": "steps of repeats", "r
 
 
 def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One experiment's :func:`table` rows and their :func:`trainperf.estimates.run_intervals` rows (same order),
-    from its runs and their run_intervals ``every`` (per run, same order)."""
+    """One experiment's :func:`table` rows and their run intervals, from its runs and their run intervals ``every``."""
     group, every = runs.reset_index(drop=True), every.reset_index(drop=True)
     weak = kind_of(group) == "weak"  # Karp–Flatt assumes the same total work: none for weak scaling
     key = configuration_of(every)
@@ -187,8 +184,8 @@ def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFra
     known = group["known_error"] if "known_error" in group else pd.Series(pd.NA, index=group.index)
     shown = group.assign(marks=marks(group), doubtful=doubtful(group), known_error=known.astype(object)
                          ).groupby(key.to_numpy(), sort=False)
-    row_marks = shown["marks"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m if x)))
-    row_errors = shown["known_error"].agg(lambda m: "; ".join(dict.fromkeys(x for x in m.dropna() if x)))
+    row_marks, row_errors = (shown[c].agg(lambda m: "; ".join(dict.fromkeys(x for x in m.dropna() if x)))
+                             for c in ("marks", "known_error"))
     doubt = configuration.map(shown["doubtful"].any()).to_numpy(bool)
     concluded = ~doubt & (base is not None and not doubt[base])
     rate = [rows[f"{unit}_per_s"].iat[i] if f"{unit}_per_s" in rows else throughput  # around the rate shown
@@ -208,8 +205,8 @@ def experiment_rows(runs: pd.DataFrame, every: pd.DataFrame) -> tuple[pd.DataFra
 
 def _multiplier_interval(found: pd.DataFrame, i: int, base: int | None, multiplier: float, ideal: float
                          ) -> tuple[float, float, str, str]:
-    """The 95 % interval of configuration ``i``'s multiplier against configuration ``base`` (rows of ``found``),
-    around the ``multiplier`` shown: low, high, and as text the multiplier's and the efficiency's (or why none)."""
+    """The 95 % interval of row ``i``'s multiplier against row ``base`` of ``found``, around the ``multiplier``
+    shown: low, high, and as text the multiplier's and the efficiency's (or why none)."""
     if i == base:
         return np.nan, np.nan, BASELINE, BASELINE
     if base is None or pd.isna(found.at[i, "throughput"]) or pd.isna(found.at[base, "throughput"]):

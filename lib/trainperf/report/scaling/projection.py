@@ -105,8 +105,7 @@ class Projection:
     base_gpus: float
 
     def naive(self, p: np.ndarray | float) -> np.ndarray:
-        """The straight-line projection from the largest measured point: ``S(p_max) · p / p_max`` (as a report that
-        multiplies one node's throughput by the number of nodes)."""
+        """The straight-line projection from the largest measured point: ``S(p_max) · p / p_max``."""
         last = int(np.argmax(self.p))
         return self.multiplier[last] * np.asarray(p, dtype=float) / self.p[last]
 
@@ -117,8 +116,7 @@ class Projection:
 
 
 def best_fit(fits: Iterable[ScalingFit]) -> ScalingFit:
-    """The law that fits its measured points best (lowest RMSE) among ``fits`` whose error is known
-    (:attr:`~trainperf.scaling.ScalingFit.has_band`); among all when none is."""
+    """The lowest-RMSE of ``fits`` with a known error (:attr:`~trainperf.scaling.ScalingFit.has_band`), else of all."""
     fits = list(fits)
     return min([f for f in fits if f.has_band] or fits, key=lambda f: f.rmse)
 

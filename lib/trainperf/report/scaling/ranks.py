@@ -1,5 +1,5 @@
-"""The scaling page's "Where the time goes" and "Ranks and stragglers" (docs/reports.md, "The scaling page, figure
-by figure"), from the one definition of a slow rank and its thresholds in ``trainperf.ranks``."""
+"""The scaling page's "Where the time goes" and "Ranks and stragglers" (docs/reports.md), from the one definition
+of a slow rank and its thresholds in ``trainperf.ranks``."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s",
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run with phase times: ``elapsed_s`` and :data:`OVERHEAD` (s, and the ratios of
-    :func:`trainperf.derive.derive`; ``slowest_wait_s``: :func:`trainperf.report.phases.slowest_wait`); columns no
-    run has are left out."""
+    """Per run with phase times: ``elapsed_s`` and the :data:`OVERHEAD` columns some run has (s, and the ratios of
+    :func:`trainperf.derive.derive`; ``slowest_wait_s``: :func:`trainperf.report.phases.slowest_wait`)."""
     have = runs[runs[[c for c in PHASE_LABELS if c in runs]].notna().any(axis=1)]
     have = have.assign(configuration=labels(have), slowest_wait_s=slowest_wait(have))
     present = [c for c in OVERHEAD if c in have and have[c].notna().any()]
@@ -154,12 +153,12 @@ SLOW_RANK_COLUMNS = ["experiment", "run_id", "rank", "fastest_rank", "elapsed_s"
 
 
 def slow_ranks(table: pd.DataFrame) -> pd.DataFrame:
-    """Per run of :func:`rank_phases` ``table``, in its order: its slowest ``rank`` and ``fastest_rank``, their
-    ``elapsed_s`` and ``fastest_s``, the ``extra_s`` between them, the ``phase`` (label) holding most of it and how
-    much (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
+    """Per run of :func:`rank_phases` ``table`` (s over the measured window): its slowest ``rank`` and
+    ``fastest_rank``, their ``elapsed_s`` and ``fastest_s``, the ``extra_s`` between them, the ``phase`` holding
+    most of it (``phase_extra_s``), the communication timed (``comm``: its label; ``comm_s`` the slowest rank's,
     ``others_comm_s`` the median of the others'), ``waited_s`` = ``others_comm_s − comm_s`` and ``inside``: whether
     the others wait for it in the synchronised steps (``waited_s`` ≥ :data:`~trainperf.ranks.OUTSIDE_SHARE` ·
-    ``extra_s``; NA where no communication was timed). Seconds over the measured window."""
+    ``extra_s``; NA where no communication was timed)."""
     rows = []
     phase_names = [c for c in table if c not in ("experiment", "run_id", "rank", "elapsed_s", "beyond_fastest_s")]
     comm = next((c for c in (PHASE_LABELS["comm_exposed_s"], PHASE_LABELS["comm_s"]) if c in table), None)
@@ -210,9 +209,8 @@ def rank_time_notes(slow: pd.DataFrame) -> list[str]:
 
 
 def named_ranks(waits: pd.DataFrame, limit: int = 8) -> tuple[pd.DataFrame, str]:
-    """The rows of :func:`stragglers`' frame a page names, by run and rank: every rank of a run with at most
-    ``limit``; of a larger run, the ``limit // 2`` that wait least, as many that wait most and its straggler. And a
-    sentence naming the runs that show only some ranks ("" when none does)."""
+    """The rows of :func:`stragglers`' frame a page names: every rank of a run of at most ``limit``; of a larger
+    run, the ``limit // 2`` that wait least, as many that wait most and its straggler; a sentence naming those."""
     parts, partial = [], []
     for run_id, rows in waits.groupby("run_id", sort=False):
         if len(rows) > limit:
