@@ -78,17 +78,29 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out = runs.copy()
     for name, column in INPUT_COLUMNS.items():
         if name not in out:
-            out[name] = _empty(len(out), column.kind, out.index)
+            text = column.kind in ("str", "bool")
+            out[name] = pd.Series(pd.NA if text else np.nan, index=out.index,
+                                  dtype={"str": "string", "bool": "boolean"}.get(column.kind, float))
     notes: list[list[str]] = [[] for _ in range(len(out))]
     _note_step_times(out, notes)
     _add_parallelism(out, notes)
     _fill_work(out, notes)
     _add_rates(out, notes)
     _add_flops(out, notes)
-    _add_phases(out)
+    parts = out[[f"{p}_s" for p in COMPUTE_PHASES]]
+    summed = parts.sum(axis=1, min_count=1).where(out["forward_s"].notna() & out["backward_s"].notna())
+    out["compute_s"] = out["compute_s"].fillna(summed)
+    comm = out["comm_exposed_s"].fillna(out["comm_s"])
+    out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
+    out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
     out["gpu_hours"] = out["gpus"] * out["elapsed_s"] / 3600.0
     out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
-    _add_energy(out)
+    energy = out["energy_j"]
+    out["energy_j_per_token"] = energy / out["tokens"]
+    out["power_w_per_gpu"] = energy / (out["gpus"] * out["elapsed_s"])
+    out["energy_kwh"] = energy / JOULES_PER_KWH
+    out["energy_cost_usd"] = out["energy_kwh"] * out["price_per_kwh"]
+    out["energy_cost_usd_per_million_tokens"] = out["energy_cost_usd"] / out["tokens"] * 1e6
     _add_memory(out, notes)
     if APPROXIMATE_INPUTS in out:  # inputs a source printed rounded
         for i in np.flatnonzero(out[APPROXIMATE_INPUTS].notna().to_numpy(bool)):
@@ -102,7 +114,8 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     _note_empty(out, notes)
     out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
     out.attrs = dict(runs.attrs)
-    return out[_column_order(out)]
+    known = list(dict.fromkeys([*INPUT_COLUMNS, *DERIVED_COLUMNS]))  # inputs, derived, then reported_* / extra_*
+    return out[[c for c in known if c in out] + [c for c in out if c not in known]]
 
 
 def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -155,11 +168,6 @@ def _lack(column: str, lacking: tuple[str, ...]) -> str:
         return "its inputs give no value"
     names = lacking[0] if len(lacking) == 1 else f"{', '.join(lacking[:-1])} or {lacking[-1]}"
     return f"not given, and no {names}" if column in INPUT_COLUMNS else f"no {names}"
-
-
-def _empty(n: int, kind: str, index: pd.Index) -> pd.Series:
-    dtype = {"str": "string", "bool": "boolean"}.get(kind, float)
-    return pd.Series([pd.NA if kind in ("str", "bool") else np.nan] * n, index=index, dtype=dtype)
 
 
 def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -281,24 +289,6 @@ def _peak(row: dict) -> tuple[float, object, str]:
     return peak.tflops, f"{peak.device} {peak.precision} dense: {peak.source}", ""
 
 
-def _add_phases(out: pd.DataFrame) -> None:
-    parts = out[[f"{p}_s" for p in COMPUTE_PHASES]]
-    summed = parts.sum(axis=1, min_count=1).where(out["forward_s"].notna() & out["backward_s"].notna())
-    out["compute_s"] = out["compute_s"].fillna(summed)
-    comm = out["comm_exposed_s"].fillna(out["comm_s"])
-    out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
-    out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
-
-
-def _add_energy(out: pd.DataFrame) -> None:
-    energy = out["energy_j"]
-    out["energy_j_per_token"] = energy / out["tokens"]
-    out["power_w_per_gpu"] = energy / (out["gpus"] * out["elapsed_s"])
-    out["energy_kwh"] = energy / JOULES_PER_KWH
-    out["energy_cost_usd"] = out["energy_kwh"] * out["price_per_kwh"]
-    out["energy_cost_usd_per_million_tokens"] = out["energy_cost_usd"] / out["tokens"] * 1e6
-
-
 def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
     given = out["device_memory_gb"].astype(float)
     datasheet = [math.nan if not isinstance(p, str) or (found := device_memory(p)) is None else found[0]
@@ -316,8 +306,3 @@ def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
                         (f" ({where})" if isinstance(where, str) else "") +
                         ("" if pd.notna(out["elapsed_s"].iat[i]) else "; no step was measured"))
 
-
-def _column_order(out: pd.DataFrame) -> list[str]:
-    """Inputs in schema order, then derived ones, then ``reported_*`` / ``extra_*``."""
-    known = list(dict.fromkeys([*INPUT_COLUMNS, *DERIVED_COLUMNS]))
-    return [c for c in known if c in out] + [c for c in out if c not in known]

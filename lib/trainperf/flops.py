@@ -23,8 +23,7 @@ FORMS: dict[str, tuple[str, ...]] = {
     "megatron": ("megatron", "megatron-2024", "megatron-2023"),
     "torchtitan": ("torchtitan", "torchtitan-2024"),
 }
-"""A tool's conventions, one a form of its formula, newest first: the figures
-a log printed are compared under the form that reproduces them."""
+"""A tool's conventions, newest first: a log's printed figures are compared under the form that reproduces them."""
 
 FORMULAS: dict[str, str] = {
     "6n": "6·N — 6 FLOPs per parameter per token, forward + backward (Kaplan et al. 2020); attention ignored",
@@ -73,31 +72,27 @@ def llmc(n_params: float, n_layers: int, d_model: int, seq_len: int) -> float:
 
 def torchtitan(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab_size: int, *,
                n_heads: float = math.nan, head_dim: float = math.nan, tied_embeddings: bool = False) -> float:
-    """FLOPs per token, torchtitan since v0.2.1: ``6·(N − V·d) + 12·L·H·head_dim·T``
-    (the token embedding left out unless ``tied_embeddings``; ``12·L·d·T`` where
-    ``n_heads`` or ``head_dim`` is unknown)."""
+    """FLOPs per token, torchtitan since v0.2.1: ``6·(N − V·d) + 12·L·H·head_dim·T`` (the token embedding left out
+    unless ``tied_embeddings``; ``12·L·d·T`` where ``n_heads`` or ``head_dim`` is unknown)."""
     weights = n_params if tied_embeddings else n_params - vocab_size * d_model
     return 6.0 * weights + 12.0 * n_layers * query_width(d_model, n_heads, head_dim) * seq_len
 
 
 def torchtitan_2024(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab_size: int, *,
                     n_heads: float = math.nan, tied_embeddings: bool = False) -> float:
-    """FLOPs per token, torchtitan v0.1.0 to v0.2.0: ``6·(N − V·d) + 12·L·H·⌊d/H⌋·T``
-    (``12·L·d·T`` where ``n_heads`` is unknown)."""
+    """FLOPs per token, torchtitan v0.1.0 to v0.2.0: ``6·(N − V·d) + 12·L·H·⌊d/H⌋·T`` (``12·L·d·T`` without H)."""
     head_dim = d_model // n_heads if _known(n_heads) else math.nan
     return torchtitan(n_params, n_layers, d_model, seq_len, vocab_size, n_heads=n_heads, head_dim=head_dim,
                       tied_embeddings=tied_embeddings)
 
 
 def query_width(d_model: int, n_heads: float = math.nan, head_dim: float = math.nan) -> float:
-    """Width of all query heads together, ``n_heads · head_dim``; ``d_model``
-    where either is unknown (the usual ``head_dim = d_model / n_heads``)."""
+    """Width of all query heads, ``n_heads · head_dim``; ``d_model`` where either is unknown (the usual width)."""
     return float(n_heads * head_dim) if _known(n_heads) and _known(head_dim) else float(d_model)
 
 
 def megatron_deepspeed(n_layers: int, d_model: int, seq_len: int, vocab_size: int) -> float:
-    """FLOPs per token, Megatron-DeepSpeed's form of Megatron-LM eq. 3 with
-    three passes: ``72·L·h²·(1 + T/(6h) + V/(16·L·h))``."""
+    """FLOPs per token, Megatron-DeepSpeed's form of Megatron-LM eq. 3: ``72·L·h²·(1 + T/(6h) + V/(16·L·h))``."""
     h = float(d_model)
     return 72.0 * n_layers * h * h * (1.0 + seq_len / (6.0 * h) + vocab_size / (16.0 * n_layers * h))
 
@@ -155,20 +150,17 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "llmc": ("n_params", "n_layers", "d_model", "seq_len"),
     "counted": ("flops_per_sample",),
 }
-"""Run columns each convention needs (``n_active_params`` stands in for
-``n_params`` where given)."""
+"""Run columns each convention needs (``n_active_params`` stands in for ``n_params``)."""
 
 
 def forms(convention: str) -> tuple[str, ...]:
-    """The forms of the tool whose convention ``convention`` is (see
-    :data:`FORMS`), newest first; ``(convention,)`` for a tool with one form."""
+    """The forms of ``convention``'s tool (:data:`FORMS`), newest first; ``(convention,)`` for a tool with one."""
     return next((family for family in FORMS.values() if convention in family), (convention,))
 
 
 def default_convention(row: Mapping[str, Any]) -> str:
-    """The convention used when a run names none: PaLM when layers, width and
-    sequence length are known, else ``counted`` when the FLOPs of a step were
-    counted (a model no formula describes), else ``6n``."""
+    """The convention of a run that names none: ``palm`` with layers, width and sequence length, else ``counted``
+    where a step's FLOPs were counted (a model no formula describes), else ``6n``."""
     if all(_known(row.get(c)) for c in REQUIRES["palm"][1:]):
         return "palm"
     return "counted" if _known(row.get("flops_per_sample")) else "6n"
@@ -200,20 +192,14 @@ def _shape(row: Mapping[str, Any]) -> tuple[Any, ...]:
     return row["n_layers"], row["d_model"], row["seq_len"]
 
 
-def _options(row: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """The optional shape columns ``names`` of ``row``: numbers (NaN where
-    absent), and the booleans ``swiglu`` / ``tied_embeddings`` (false where absent)."""
-    flags = ("swiglu", "tied_embeddings")
-    return {key: (_known(row.get(key)) and bool(row[key])) if key in flags else _number(row.get(key))
-            for key in names}
-
-
 def _shaped(function: Callable[..., float], options: tuple[str, ...],
             with_n: bool = False) -> Callable[[Mapping[str, Any]], float]:
     """A convention built from the shape: ``function`` of the row's ``N`` (with ``with_n``), layers, width,
-    sequence length, vocabulary and ``options``."""
-    return lambda row: function(*([_n(row)] if with_n else []), *_shape(row), row["vocab_size"],
-                                **_options(row, options))
+    sequence length, vocabulary and the optional columns ``options`` (NaN where absent; the flags ``swiglu`` and
+    ``tied_embeddings`` false)."""
+    return lambda row: function(*([_n(row)] if with_n else []), *_shape(row), row["vocab_size"], **{
+        key: (_known(row.get(key)) and bool(row[key])) if key in ("swiglu", "tied_embeddings")
+        else _number(row.get(key)) for key in options})
 
 
 _BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
@@ -232,8 +218,7 @@ _BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
 
 
 def _tokens_per_sample(row: Mapping[str, Any]) -> float:
-    """``T`` of the ``counted`` convention: ``seq_len``, else the run's tokens
-    over its samples (NaN where neither is known)."""
+    """``T`` of the ``counted`` convention: ``seq_len``, else tokens / samples (NaN where neither is known)."""
     if _known(row.get("seq_len")):
         return float(row["seq_len"])
     samples = _number(row.get("samples"))

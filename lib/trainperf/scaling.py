@@ -402,14 +402,10 @@ def _setting_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     if not varies:
         return np.zeros(len(group), dtype=int), [""]
     series, _ = pd.factorize(pd.MultiIndex.from_frame(settings[varies].fillna("")))
-    members = [np.flatnonzero(series == number) for number in range(series.max() + 1)]
-    return series, [", ".join(_setting_label(group.iloc[at[0]], c) for c in varies) for at in members]
-
-
-def _setting_label(run: pd.Series, column: str) -> str:
-    """``precision bf16``: one setting of a run, in words."""
-    value = run[column]
-    return f"{SERIES_SETTINGS[column]} {'unknown' if pd.isna(value) else format(value, 'g') if isinstance(value, float) else value}"
+    words = group[varies].astype(object).map(lambda v: "unknown" if pd.isna(v) else format(v, "g")
+                                             if isinstance(v, float) else v)
+    firsts = words.iloc[np.unique(series, return_index=True)[1]]  # factorize numbers the series by their first run
+    return series, [", ".join(f"{SERIES_SETTINGS[c]} {v}" for c, v in run.items()) for _, run in firsts.iterrows()]
 
 
 def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
