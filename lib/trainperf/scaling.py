@@ -33,9 +33,8 @@ LAWS = {
     "amdahl": (amdahl, ("s",), ([0.0], [1.0]), [0.05]),
     "usl": (usl, ("sigma", "kappa"), ([0.0, 0.0], [1.0, 1.0]), [0.01, 1e-4]),
 }
-"""name -> (multiplier function, its parameter names, bounds, initial guess).
-The fitted model is ``X(N) = gamma · law(N)``: ``gamma`` (throughput of one
-device, the units of the data) is fitted too, bounded below by 0."""
+"""name -> (multiplier function, its parameter names, bounds, initial guess). ``gamma`` of ``X(N) = gamma · law(N)``
+(throughput of one device, the units of the data) is fitted too, bounded below by 0."""
 NAMES = {"amdahl": "Amdahl", "usl": "USL"}
 """The laws as people write them."""
 AT_BOUND = 1e-9
@@ -76,8 +75,7 @@ class ScalingFit:
 
     @property
     def has_band(self) -> bool:
-        """Whether the fit had more distinct device counts than parameters (else its standard errors and
-        :meth:`band` are NaN)."""
+        """Whether the fit had more distinct device counts than parameters (else ``stderr`` and :meth:`band`: NaN)."""
         return bool(np.all(np.isfinite(self.covariance)))
 
     @property

@@ -39,12 +39,7 @@ def block_length(series: np.ndarray) -> int:
     b_max = max(1, math.ceil(min(3 * math.sqrt(n), n / 3)))
     threshold = 2.0 * math.sqrt(math.log10(n) / n)
     insignificant = np.abs(rho[1:]) < threshold  # lag k at index k - 1
-    m_hat = None
-    for m in range(0, min(m_max, n - 1)):
-        window = insignificant[m: m + kn]
-        if len(window) and window.all():
-            m_hat = m
-            break
+    m_hat = next((m for m in range(min(m_max, n - 1)) if insignificant[m: m + kn].all()), None)
     if m_hat is None:
         significant = np.flatnonzero(~insignificant[: m_max])
         m_hat = int(significant[-1]) + 1 if len(significant) else 0
@@ -127,8 +122,8 @@ def log_interval(estimate: float, se_log: float, dof: float) -> tuple[float, flo
 
 
 def welch_dof(se_a: float, dof_a: float, se_b: float, dof_b: float) -> float:
-    """Welch–Satterthwaite degrees of freedom of a sum or difference of two independent
-    estimates; a known term has infinite ``dof``. NaN when a term has no ``dof`` or both are 0."""
+    """Welch–Satterthwaite degrees of freedom of a sum or difference of two independent estimates (a known term:
+    infinite ``dof``); NaN when a term has no ``dof`` or both are 0."""
     terms = [(se, dof) for se, dof in ((se_a, dof_a), (se_b, dof_b)) if se != 0]
     if not terms or any(math.isnan(se) or not dof > 0 for se, dof in terms):
         return math.nan
