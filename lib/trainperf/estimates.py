@@ -131,9 +131,8 @@ def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Seque
 
 
 def run_spread(est: list[Estimate]) -> float:
-    """The standard deviation of one run's log throughput (fraction), pooled over both sides:
-    ``√((σ₁² + σ₂²)/2)``, ``σ = se_log · √runs`` (after :func:`sides_difference`: run-to-run and step noise
-    together)."""
+    """The standard deviation of one run's log throughput (fraction) pooled over both sides, ``√((σ₁² + σ₂²)/2)``
+    with ``σ = se_log · √runs`` (after :func:`sides_difference`: run-to-run and step noise together)."""
     return math.sqrt(sum((e.se_log * math.sqrt(e.runs)) ** 2 for e in est) / 2)
 
 
@@ -157,12 +156,10 @@ def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, 
                             frames: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
     """One row per configuration of a derived runs table: ``throughput`` (mean over its repeats, ``unit`` per
     second: tokens, else samples) with its 95 % interval ``low``–``high`` (NaN for one run without steps),
-    ``se_log`` and ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers), ``runs``,
-    ``steps`` (measured steps used) and ``run_ids``. A configuration uses ``steps``
-    (``trainperf.load_summaries``) only where each of its runs has 2 complete measured steps there
-    (:func:`job_frames`, or ``frames`` where already made: a run it leaves out has none); one run with steps
-    adds ``run_cv`` (a fraction, as ``trainperf compare`` does; 0 for its steps alone). Deterministic
-    (:data:`trainperf.stats.DRAWS` replicates, seed 0)."""
+    ``se_log`` and ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers), ``runs``, ``steps``
+    (measured steps used) and ``run_ids``. A configuration uses ``steps`` (``trainperf.load_summaries``) where each
+    of its runs has 2 complete measured steps (:func:`job_frames`, or ``frames`` where already made); one run with
+    steps adds ``run_cv`` (a fraction, as ``trainperf compare`` does; 0: its steps alone). Deterministic (seed 0)."""
     frames = job_frames(steps) if frames is None else frames
     used = [c for c in ("run_id", "experiment", "extra_configuration", *RATES.values()) if c in runs]
     rows = []
@@ -206,10 +203,9 @@ NO_INTERVAL = "no interval (one run without steps)"
 
 def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None,
                   frames: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
-    """Per run of ``runs`` (same order): the interval of its configuration (:func:`configuration_intervals`):
-    ``run_id, configuration``, ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
-    ``dof`` and ``basis`` (what the interval covers, or that there is none). ``frames``: the
-    :func:`job_frames` of ``steps``, where already made."""
+    """Per run of ``runs`` (same order), its configuration's interval (:func:`configuration_intervals`): ``run_id,
+    configuration, unit, throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``, ``dof`` and ``basis``
+    (what the interval covers, or that there is none); ``frames``: :func:`job_frames` of ``steps``, where made."""
     found = configuration_intervals(runs, steps, frames=frames)
     row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
     ids = runs["run_id"].astype(str).tolist()
@@ -225,9 +221,8 @@ def has_interval(row: pd.Series) -> bool:
 
 
 def distinguish(table: pd.DataFrame, a: str, b: str) -> Verdict:
-    """Whether configuration ``b`` of a :func:`configuration_intervals` or :func:`run_intervals` table is
-    faster or slower than ``a``, or indistinguishable from it (within the noise, or below
-    :data:`trainperf.stats.MIN_EFFECT`)."""
+    """Whether configuration ``b`` of a :func:`configuration_intervals` or :func:`run_intervals` table is faster or
+    slower than ``a``, or indistinguishable (within the noise, or below :data:`trainperf.stats.MIN_EFFECT`)."""
     rows = table.drop_duplicates("configuration").set_index("configuration")
     x, y = rows.loc[a], rows.loc[b]
     if x["unit"] != y["unit"]:

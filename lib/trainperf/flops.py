@@ -168,9 +168,8 @@ def default_convention(row: Mapping[str, Any]) -> str:
 
 def flops_per_token(row: Mapping[str, Any], convention: str | None = None) -> tuple[float, str]:
     """Model FLOPs per token of one run (canonical run columns) and the convention that produced them: a given
-    ``flops_per_token`` (convention ``given``) unless ``convention`` is named; else ``convention``, the row's
-    ``flops_convention`` or :func:`default_convention`. NaN where the convention lacks inputs (:func:`missing_inputs`).
-    """
+    ``flops_per_token`` (``given``) unless ``convention`` is named; else ``convention``, the row's
+    ``flops_convention`` or :func:`default_convention`. NaN where it lacks inputs (:func:`missing_inputs`)."""
     given = row.get("flops_per_token")
     if _known(given) and convention is None:
         return float(given), "given"

@@ -234,9 +234,8 @@ def cpu_rows(platforms: Iterable[object]) -> np.ndarray:
 
 
 def find_device(platform: str) -> Device | None:
-    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU): case, separators, vendor
-    words and memory type ignored; form and memory size pick the variant, else the family's default
-    (docs/hardware.md)."""
+    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU): case, separators, vendor words
+    and memory type ignored; form and memory size pick the variant, else the family's default (docs/hardware.md)."""
     parsed = _parse(platform)
     if parsed is None:
         return None
@@ -253,9 +252,8 @@ def find_device(platform: str) -> Device | None:
 
 
 def platform_name(platform: str) -> str:
-    """One name per device whatever its spelling: the peak table's name of the device ``platform`` names
-    (:func:`find_device`: ``"NVIDIA H100 SXM 80GB"`` and ``"H100"`` are ``"NVIDIA H100 SXM"``), else
-    ``platform`` as given, stripped."""
+    """One name per device whatever its spelling: the table's name of the device ``platform`` names (``"H100"`` is
+    ``"NVIDIA H100 SXM"``: :func:`find_device`), else ``platform`` stripped."""
     device = find_device(platform)
     return device.name if device is not None else platform.strip()
 

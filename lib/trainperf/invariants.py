@@ -35,11 +35,9 @@ MFU_CAUSES = ("the FLOPs per token may not fit the model (n_params counting the 
 
 
 def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: pd.Series) -> None:
-    """Empty, in place, every figure of the derived runs table ``out`` that
-    breaks an invariant (README.md, "Figures that cannot be true") and append why to
-    ``notes[position]``; note an MFU above :data:`PLAUSIBLE_MFU` of a datasheet
-    peak (``datasheet_peak``: per row, whether its peak is a datasheet's rather
-    than one measured on the machine)."""
+    """Empty, in place, every figure of the derived runs table ``out`` that breaks an invariant (README.md, "Figures
+    that cannot be true"), appending why to ``notes[position]``; note an MFU above :data:`PLAUSIBLE_MFU` of a
+    datasheet peak (``datasheet_peak``: per row, whether its peak is a datasheet's, not one measured)."""
     _check_mfu(out, notes, datasheet_peak.to_numpy(bool))
     check_scaling(out, notes)
     _check_phases(out, notes)

@@ -232,9 +232,8 @@ class Study:
 
 def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
     """A new frame of ``runs`` (with ``run_id``, ``experiment``, ``gpus`` and the derived throughputs) with
-    ``scaling_study``, ``second_scaling_study`` and :data:`SCALING_COLUMNS` per scaling study
-    (:func:`scaling_studies`; a run in two has its primary one's figures); why a row's scaling stays empty is
-    appended to ``notes[position]``."""
+    ``scaling_study``, ``second_scaling_study`` and :data:`SCALING_COLUMNS` per study (:func:`scaling_studies`; a
+    run in two has its primary one's figures); why a row's scaling stays empty goes to ``notes[position]``."""
     out = runs.copy()
     cols = _empty_columns(len(out))
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
@@ -336,9 +335,7 @@ def _constant_work(rows: pd.DataFrame) -> list[Study]:
         per_replica = per_step / replicas
         found = [Study(m, f"global batch {_amount(per_step.iloc[m])}{unit}", "strong", np.ones(len(m), bool), note)
                  for m in _clusters(per_step) if len(np.unique(devices[m])) > 1]
-        strong = np.zeros(len(rows), bool)
-        for study in found:
-            strong[study.members] = True
+        strong = np.isin(np.arange(len(rows)), [m for study in found for m in study.members])
         found += [Study(m, f"{_amount(per_replica.iloc[m])}{unit} {per}", "weak", ~strong[m], note)
                   for m in _clusters(per_replica) if len(np.unique(devices[m])) > 1]
         if not found:

@@ -42,10 +42,9 @@ DELTA_COLUMNS = ("baseline_s", "candidate_s", "delta_s", "low_s", "high_s", "del
 
 
 def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cache: bool = False) -> Side:
-    """Read one side. Steps are used where the inputs hold them (run folders,
-    steps tables), after each run's warm-up and ``warmup`` more steps.
-    DataError when the runs are not repeats of one configuration. With
-    ``cache``, runs come from :mod:`trainperf.reading.input_cache` (``load_runs``)."""
+    """One side, with steps where the inputs hold them (run folders, steps tables), after each run's warm-up and
+    ``warmup`` more steps; ``cache``: runs from :mod:`trainperf.reading.input_cache`. DataError when the runs are
+    not repeats of one configuration."""
     if not paths:
         raise DataError("no input given for a side of the comparison")
     paths = tuple(Path(p) for p in paths)
@@ -345,7 +344,7 @@ def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Compari
         notes.append(note or "Intervals: t intervals on the log scale from the spread of the repeats.")
         basis = spread_basis(est, 0.0)
     else:
-        diff = Difference(est[1].throughput / est[0].throughput - 1.0, math.nan, math.nan, math.nan)
+        diff = Difference(est[1].throughput / est[0].throughput - 1.0)
         notes.append("Each side has a single runs-table row and no steps: no interval can be computed.")
         qualifier, basis = " (no repeats or steps)", "one runs-table row a side: no interval"
     unit = rate.removesuffix("_per_s")
