@@ -109,8 +109,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    """Note what a log's step times needed (:data:`~trainperf.schema.STEP_TIME_ANOMALIES`) and how many steps the
-    throughput leaves out."""
+    """Note what a log's step times needed (:data:`STEP_TIME_ANOMALIES`) and how many steps its throughput left out."""
     if STEP_TIME_ANOMALIES not in out:
         return
     set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)

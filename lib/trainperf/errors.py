@@ -1,5 +1,4 @@
-"""Errors and warnings that trainperf raises about its users' data, and the record a frame keeps of what it was
-read from (:func:`provenance`)."""
+"""Errors and warnings about users' data, and the record a frame keeps of what it was read from (:func:`provenance`)."""
 
 from __future__ import annotations
 
@@ -53,6 +52,5 @@ class Record(tuple):
 
 
 def provenance(**items: Iterable) -> dict[str, Record]:
-    """``attrs`` for a frame: each of ``items`` (inputs read, inputs skipped and why, warnings, …) as a
-    :class:`Record`."""
+    """``attrs`` for a frame: each of ``items`` (inputs read, skipped and why, warnings, …) as a :class:`Record`."""
     return {key: Record(values) for key, values in items.items()}

@@ -41,8 +41,7 @@ class Side:
 
 @dataclass
 class Estimate:
-    """A side's throughput with the uncertainty of its log (``se_log``, ``dof``) and, with steps, per-quantity
-    means and standard errors (phases, ranks)."""
+    """A side's throughput, its log's uncertainty (``se_log``, ``dof``) and, with steps, means and errors (s/step)."""
 
     throughput: float
     se_log: float
@@ -87,8 +86,7 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
 
 
 def estimate_runs(side: Side, rate: str) -> Estimate:
-    """Throughput from runs-table rows only: the mean of the repeats' ``rate``, ``se_log = sd / (√R · mean)`` on
-    ``R − 1`` degrees of freedom."""
+    """Throughput from runs rows only: the repeats' mean ``rate``, ``se_log = sd / (√R · mean)`` on ``R − 1`` dof."""
     values = side.runs[rate].to_numpy(float)
     if np.isnan(values).any():
         row = int(np.flatnonzero(np.isnan(values))[0])
@@ -234,8 +232,7 @@ def distinguish(table: pd.DataFrame, a: str, b: str) -> Verdict:
 
 
 def versus_fastest(table: pd.DataFrame) -> list[Verdict]:
-    """Per row of a :func:`configuration_intervals` or :func:`run_intervals` table of one experiment: its
-    configuration against the fastest one."""
+    """Per row of one experiment's :func:`configuration_intervals` or :func:`run_intervals`: it against the fastest."""
     fastest = table.loc[table["throughput"].idxmax(), "configuration"]
     return [distinguish(table, fastest, name) for name in table["configuration"]]
 

@@ -209,7 +209,7 @@ _BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
     "torchtitan-2024": _shaped(torchtitan_2024, ("n_heads", "tied_embeddings"), with_n=True),
     "megatron-deepspeed": _shaped(megatron_deepspeed, ()),
     "megatron": _shaped(megatron, MEGATRON_SHAPE),
-    "megatron-2024": _shaped(megatron_2024, tuple(c for c in MEGATRON_SHAPE if c != "moe_ffn_hidden_size")),
+    "megatron-2024": _shaped(megatron_2024, MEGATRON_SHAPE),  # it reads no moe_ffn_hidden_size
     "megatron-2023": _shaped(megatron_2023, ("n_heads", "num_query_groups")),
     "counted": lambda row: float(row["flops_per_sample"]) / _tokens_per_sample(row),
 }
@@ -225,8 +225,7 @@ def _tokens_per_sample(row: Mapping[str, Any]) -> float:
 
 
 def missing_inputs(row: Mapping[str, Any], convention: str) -> list[str]:
-    """Run columns that ``convention`` needs and ``row`` lacks (``counted`` per token: ``seq_len or tokens``
-    besides its FLOPs per sample)."""
+    """Run columns ``convention`` needs that ``row`` lacks (``counted`` per token: ``seq_len or tokens`` too)."""
     missing = [c for c in REQUIRES[convention]
                if not _known(row.get(c)) and not (c == "n_params" and _known(row.get("n_active_params")))]
     if convention == "counted" and not missing and math.isnan(_tokens_per_sample(row)):

@@ -43,8 +43,7 @@ STEP_COMBINE: dict[str, str] = {"ranks": "sum", "step_s_max": "max", "n_steps": 
 """How :func:`step_partials` of several partitions add up (a rank lies in one partition: ranks add up too)."""
 
 VALUE_QUANTITIES = ("micro_steps", "micro_batch")
-"""Quantities whose run-wide median ``trainperf.aggregate.measure`` needs: micro-steps per optimizer step, and
-samples per micro-step of one rank."""
+"""The run-wide medians ``aggregate.measure`` needs: micro-steps per optimizer step, a rank's samples per micro-step."""
 
 
 def measured(intervals: Any) -> Any:

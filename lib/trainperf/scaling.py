@@ -122,8 +122,7 @@ class ScalingFit:
 
 
 def parameter_text(value: float, stderr: float) -> str:
-    """``0.0312 ± 0.004``, or ``0 (at its bound)`` where the fit pushed it to 0 (its standard error then means
-    nothing)."""
+    """``0.0312 ± 0.004``, or ``0 (at its bound)`` where the fit pushed it to 0 (its standard error then moot)."""
     if abs(value) < AT_BOUND:
         return "0 (at its bound)"
     return f"{value:.4g}" + ("" if math.isnan(stderr) else f" ± {stderr:.2g}")

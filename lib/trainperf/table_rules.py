@@ -107,8 +107,7 @@ def _convert(values: pd.Series, column: Column, where: Callable[[int], dict]) ->
 
 
 def raise_first(bad: pd.Series | np.ndarray, problem: Callable[[int], str], where: Callable[[int], dict]) -> None:
-    """DataError ``problem(i)`` at ``where(i)`` (``path``, ``row``, ``line``, ``column``) for the first row ``i`` where
-    ``bad`` holds."""
+    """DataError ``problem(i)`` at ``where(i)`` (``path``, ``row``, ``line``, ``column``) at the first ``bad``."""
     rows = np.flatnonzero(np.asarray(bad, dtype=bool))
     if len(rows):
         raise DataError(problem(int(rows[0])), **where(int(rows[0])))
@@ -145,8 +144,7 @@ def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def json_ready(value: object) -> object:
-    """``value`` (a cell, or a dict or list of them) for JSON: NaN and pandas' missing values as None, numpy
-    scalars as Python numbers."""
+    """``value`` (a cell, or a dict or list of them) for JSON: NaN and missing values as None, numpy scalars unboxed."""
     if isinstance(value, dict):
         return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str):
@@ -159,6 +157,5 @@ def json_ready(value: object) -> object:
 
 
 def figure_text(x: float) -> str:
-    """A number in a Markdown table: 4 significant digits below 1,000, else a whole number, with thousands
-    separators."""
+    """A number in a Markdown table: 4 significant digits below 1,000, else whole; thousands separated."""
     return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"

@@ -24,7 +24,6 @@ from trainperf.stats import DRAWS, INCONCLUSIVE, MIN_EFFECT, RUN_CV, Difference,
 STEPS_BASIS = ("Throughput here is the work of a step over the job's step time: the steps' own time, without the "
                "work between steps (evaluation, checkpoints). trainperf summarize's tokens_per_s divides by the elapsed "
                "time with that work inside: it is given as elapsed_throughput.")
-"""The note of a comparison from steps: which throughput it judges, and where the other one is."""
 SHOWN_ONLY = "shown, not judged"
 """The end of the ``basis`` of a ``metrics`` row given for information: the exit code does not look at it."""
 PLOTTED_STEPS = 1_000

@@ -101,8 +101,7 @@ def load_lines(load: pd.DataFrame) -> list[str]:
 
 
 def markdown(result: Comparison) -> str:
-    """A pull-request comment: the outcome, one table row per judged metric, the
-    warnings, and the phases and notes folded away."""
+    """A pull-request comment: the outcome, a table row per judged metric, warnings; phases and notes folded away."""
     outcome = "regression (exit 1)" if result.exit_code else "no regression (exit 0)"
     lines = [f"### trainperf compare: {outcome}", "",
              f"Baseline {_code(result.baseline)} · candidate {_code(result.candidate)}", "",

@@ -64,8 +64,7 @@ it is a significant regression, for an inconclusive one the runs per side that w
 
 def metric_row(metric: Metric, est: list[Estimate], difference: Difference, min_effect: float, basis: str,
                unit: str | None = None) -> dict:
-    """The ``metrics`` row of ``metric`` from the two sides' estimates (after
-    :func:`trainperf.estimates.sides_difference`) and their difference."""
+    """The ``metrics`` row of ``metric`` from both sides' estimates and difference (:func:`sides_difference`'s)."""
     call = verdict(difference, min_effect, metric.words)
     intervals = [e.interval() for e in est]
     return {"metric": metric.name, "label": metric.label, "unit": unit or metric.unit,
