@@ -4,8 +4,7 @@ Each convention is named after the tool whose printed figures it reproduces, one
 changed between releases (:data:`FORMS`). The formulas, their citations and what ``N`` counts for each are in
 README.md, "Metrics" (FLOPs per token). Symbols: ``N`` parameters (``n_active_params`` where given, else
 ``n_params``), ``L`` layers, ``d`` (``h``) width, ``T`` sequence length (tokens), ``V`` vocabulary, ``H`` attention
-heads, ``q`` the width of all query heads (``H · head_dim``, else ``d``). Hardware FLOPs (HFU) with activation
-recomputation are 4/3 of the model FLOPs (:data:`RECOMPUTE_FACTOR`).
+heads, ``q`` the width of all query heads (``H · head_dim``, else ``d``).
 """
 
 from __future__ import annotations
@@ -193,9 +192,8 @@ def _shape(row: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def _shaped(function: Callable[..., float], options: tuple[str, ...],
             with_n: bool = False) -> Callable[[Mapping[str, Any]], float]:
-    """A convention built from the shape: ``function`` of the row's ``N`` (with ``with_n``), layers, width,
-    sequence length, vocabulary and the optional columns ``options`` (NaN where absent; the flags ``swiglu`` and
-    ``tied_embeddings`` false)."""
+    """A convention of the shape: ``function`` of the row's ``N`` (with ``with_n``), layers, width, sequence length,
+    vocabulary and optional columns ``options`` (NaN where absent; ``swiglu`` and ``tied_embeddings`` false)."""
     return lambda row: function(*([_n(row)] if with_n else []), *_shape(row), row["vocab_size"], **{
         key: (_known(row.get(key)) and bool(row[key])) if key in ("swiglu", "tied_embeddings")
         else _number(row.get(key)) for key in options})

@@ -186,9 +186,8 @@ _PRECISION_ALIASES: dict[str, str] = {
 
 
 def normalize_precision(name: object) -> str:
-    """The canonical precision (:data:`trainperf.schema.PRECISIONS`) of a spelling, case and spaces ignored:
-    ``amp_bf16``, ``torch.bfloat16`` (a torch dtype), ``bf16-mixed`` (Lightning), ``half``, ``float8_e4m3fn`` ...
-    :class:`DataError` for anything else."""
+    """The canonical precision (:data:`PRECISIONS`) of a spelling, case and spaces ignored (``amp_bf16``, a torch
+    dtype ``torch.bfloat16``, Lightning's ``bf16-mixed``, ``half``, ``float8_e4m3fn`` ...); DataError for others."""
     key = str(name).strip().lower().removeprefix("torch.")
     for prefix in ("amp_", "amp-", "amp "):
         key = key.removeprefix(prefix)

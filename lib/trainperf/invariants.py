@@ -1,7 +1,6 @@
 """What a derived figure must satisfy to be shown: the rules, their tolerances and the note an emptied figure gets
-(``<columns>: impossible, emptied: <why>``, :data:`EMPTIED`) are in README.md, "Figures that cannot be true".
-Checked where ``derive`` makes the columns, where a scaling page recomputes a serial fraction and where a CPU peak
-is measured.
+(``<columns>: impossible, emptied: <why>``, :data:`EMPTIED`) are in README.md, "Figures that cannot be true";
+checked where ``derive`` makes the columns, a scaling page recomputes a serial fraction and a CPU peak is measured.
 """
 
 from __future__ import annotations

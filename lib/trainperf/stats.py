@@ -186,10 +186,9 @@ DETECT = 0.05
 
 def verdict(difference: Difference, min_effect: float = MIN_EFFECT, words: tuple[str, str] = (FASTER, SLOWER)
             ) -> str:
-    """``faster`` / ``slower`` (``words``: what an increase and a decrease are called) when the interval
-    excludes 0 **and** the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable
-    difference`` when the whole interval lies within ``±min_effect``; otherwise, and always without an
-    interval, ``inconclusive`` (docs/statistics.md, "The verdict")."""
+    """``faster`` / ``slower`` (``words``: an increase's and a decrease's names) when the interval excludes 0 **and**
+    the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable difference`` when the interval lies
+    within ``±min_effect``; else, and always without one, ``inconclusive`` (docs/statistics.md, "The verdict")."""
     d = difference
     if not d.tested:
         return INCONCLUSIVE
