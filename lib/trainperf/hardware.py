@@ -1,9 +1,8 @@
 """Peak FLOP/s of accelerators, per precision: TFLOP/s per device (10¹² FLOP/s, a multiply-add counted as 2).
 
-The table holds each device's **dense** peak at each precision, as MFU needs it (sparse figures are kept for
-reference, never returned), and its memory capacity. The table, how names are matched, the variants a bare name
-stands for and the memory figures: docs/hardware.md, "Peak FLOP/s". CPUs have no entry: their peak is measured
-(``trainperf.profiler.peak_flops.measure_peak_flops``).
+The table holds each device's **dense** peak at each precision, as MFU needs it (sparse figures kept for reference,
+never returned), and its memory capacity; how names are matched, the variants a bare name stands for and the memory
+figures: docs/hardware.md, "Peak FLOP/s". A CPU's is measured (``trainperf.profiler.peak_flops.measure_peak_flops``).
 """
 
 from __future__ import annotations

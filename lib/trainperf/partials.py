@@ -1,7 +1,6 @@
-"""What one partition of step intervals (whole ranks, each in the order recorded) contributes to the aggregator
-(``trainperf.aggregate``), on a pandas frame or a Dask partition alike: its :func:`partials` and the warm-up
-(:func:`step_times`, :func:`find_warmup`, :func:`settle`). The measured window is the intervals that are neither
-warm-up nor include an evaluation.
+"""What one partition of step intervals (whole ranks, each in the order recorded) contributes to the aggregator,
+pandas frame or Dask partition alike: its :func:`partials` and the warm-up (:func:`step_times`, :func:`find_warmup`,
+:func:`settle`). The measured window: the intervals neither warm-up nor with an evaluation.
 """
 
 from __future__ import annotations

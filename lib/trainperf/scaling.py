@@ -81,9 +81,9 @@ class ScalingFit:
     @property
     def why_no_band(self) -> str:
         """Why the fit has no band: ``no band (3 device counts, 3 parameters: measure a 4th device count)``."""
-        counts, params = len(np.unique(self.devices)), len(self.params)
-        return (f"no band ({counts} device counts, {params} parameters: measure {_ordinal(params + 1)} device count"
-                + ("" if counts == params else " and more") + ")")
+        counts, params = len(np.unique(self.devices)), len(self.params)  # 2 (Amdahl) or 3 (USL) parameters
+        return (f"no band ({counts} device counts, {params} parameters: measure a {params + 1}"
+                f"{'rd' if params == 2 else 'th'} device count" + ("" if counts == params else " and more") + ")")
 
     @property
     def peak(self) -> float:
@@ -126,12 +126,6 @@ def parameter_text(value: float, stderr: float) -> str:
     if abs(value) < AT_BOUND:
         return "0 (at its bound)"
     return f"{value:.4g}" + ("" if math.isnan(stderr) else f" ± {stderr:.2g}")
-
-
-def _ordinal(n: int) -> str:
-    """``a 4th``, ``a 3rd``, ``an 11th``."""
-    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return ("an " if n in (8, 11, 18) or str(n).startswith("8") else "a ") + f"{n}{suffix}"
 
 
 def _curve(law: str, devices: np.ndarray, theta: Sequence[float] | np.ndarray) -> np.ndarray:

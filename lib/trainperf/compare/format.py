@@ -104,7 +104,7 @@ def markdown(result: Comparison) -> str:
     """A pull-request comment: the outcome, a table row per judged metric, warnings; phases and notes folded away."""
     outcome = "regression (exit 1)" if result.exit_code else "no regression (exit 0)"
     lines = [f"### trainperf compare: {outcome}", "",
-             f"Baseline {_code(result.baseline)} · candidate {_code(result.candidate)}", "",
+             f"Baseline `{result.baseline.replace('`', '')}` · candidate `{result.candidate.replace('`', '')}`", "",
              "| metric | baseline | candidate | change | 95 % interval | minimum effect | verdict |",
              "|---|---:|---:|---:|---|---:|---|"]
     for _, row in result.metrics.iterrows():
@@ -156,10 +156,6 @@ def as_json(result: Comparison) -> str:
 def render(result: Comparison, form: str = "text") -> str:
     """``result`` in one of :data:`FORMATS`."""
     return {"text": text, "json": as_json, "markdown": markdown}[form](result)
-
-
-def _code(text: str) -> str:
-    return f"`{text.replace('`', '')}`"
 
 
 def _cell(text: str) -> str:

@@ -1,7 +1,6 @@
-"""The figures a comparison judges, each in its own direction (more memory, more energy per token and less
-goodput are worse), with its own minimum effect and assumed run-to-run variation (:data:`METRICS`), from
-the runs rows of each side; throughput from the steps, by :mod:`trainperf.compare`. A figure a run of
-either side lacks is ``not measured``: named, never judged. docs/statistics.md, "The gate".
+"""The figures a comparison judges from each side's runs rows (throughput: from the steps, :mod:`trainperf.compare`),
+each in its direction (more memory, more energy per token and less goodput are worse), with its own minimum effect
+and assumed run-to-run variation (:data:`METRICS`); one a run lacks is ``not measured``: named, never judged.
 """
 
 from __future__ import annotations
