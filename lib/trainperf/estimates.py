@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
-from trainperf.errors import DataError
 from trainperf.ranks import slowest_shares
 from trainperf.stats import (DETECT, DRAWS, MIN_EFFECT, RUN_CV, TIED, Difference, Verdict, detectable_effect,
                              log_interval, relative_difference, repeats_to_detect, resample_runs, welch_dof,
                              with_run_to_run)
+from trainperf.table_rules import raise_first
 
 CONFIG_KEY = ("platform", "model", "n_params", "n_active_params", "n_layers", "d_model", "n_heads", "vocab_size",
               "precision", "strategy", "gpus", "nodes", "tensor_parallel", "pipeline_parallel", "context_parallel",
@@ -68,13 +68,12 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
     resampled = resample_runs(matrices, draws=draws, seed=seed)
     rep = resampled.replicates  # (draws, slots, 2 + len(columns))
     names = ["step_time_s", "work", *columns]
-    rep_throughput = (rep[..., 1] / rep[..., 0]).mean(axis=1)
     scale = resampled.bias_correction
     ranks = [c for c in columns if c.startswith("rank_")]
     shares = slowest_shares(pd.concat([f[ranks] for f in frames])) if len(ranks) > 1 else {}
     return Estimate(
         throughput=float((point[:, 1] / point[:, 0]).mean()),
-        se_log=float(np.std(np.log(rep_throughput), ddof=1)) * scale,
+        se_log=float(np.std(np.log((rep[..., 1] / rep[..., 0]).mean(axis=1)), ddof=1)) * scale,
         dof=resampled.dof,
         runs=len(frames),
         steps=sum(len(f) for f in frames),
@@ -88,9 +87,8 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
 def estimate_runs(side: Side, rate: str) -> Estimate:
     """Throughput from runs rows only: the repeats' mean ``rate``, ``se_log = sd / (√R · mean)`` on ``R − 1`` dof."""
     values = side.runs[rate].to_numpy(float)
-    if np.isnan(values).any():
-        row = int(np.flatnonzero(np.isnan(values))[0])
-        raise DataError(f"run {side.runs['run_id'].iloc[row]!r} has no {rate}", path=side.label)
+    raise_first(np.isnan(values), lambda i: f"run {side.runs['run_id'].iloc[i]!r} has no {rate}",
+                lambda i: {"path": side.label})
     mean = float(values.mean())
     r = len(values)
     se_log = float(values.std(ddof=1) / (math.sqrt(r) * mean)) if r > 1 else math.nan

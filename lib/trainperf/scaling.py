@@ -159,11 +159,10 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
         warnings.simplefilter("ignore", OptimizeWarning)  # no covariance: handled below
         params, cov = curve_fit(lambda n, *theta: _curve(law, n, theta), p, x, p0=[*guess, float(np.max(x / p))],
                                 bounds=_bounds(law), x_scale="jac", maxfev=20000)
-    dof = len(p) - len(names)
     if len(np.unique(p)) <= len(names):  # repeats measure noise, not whether the law's shape fits: no band
         cov = np.full((len(names), len(names)), np.nan)
     stderr = {n: float(math.sqrt(v)) if v >= 0 else math.nan for n, v in zip(names, np.diag(cov))}
-    t = t_quantile(dof)
+    t = t_quantile(len(p) - len(names))  # degrees of freedom: points less parameters
     lo, hi = _bounds(law)
     intervals = {n: (max(lo[i], float(params[i]) - t * stderr[n]), min(hi[i], float(params[i]) + t * stderr[n]))
                  for i, n in enumerate(names)}
@@ -248,9 +247,7 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
                 notes[idx[j]] += [found.note, *said[j]] if found.note else said[j]
                 for c, values in here.items():
                     cols[c][idx[j]] = values[j]
-    out["scaling_study"] = pd.Series(study, index=out.index, dtype="string")
-    out["second_scaling_study"] = pd.Series(second, index=out.index, dtype="string")
-    for c, values in cols.items():
+    for c, values in {"scaling_study": study, "second_scaling_study": second, **cols}.items():
         out[c] = pd.Series(values, index=out.index, dtype="string" if values.dtype == object else float)
     return out
 
@@ -431,7 +428,7 @@ def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
     rel = gpus / gpus[b]
     mult = speed / base_speed
     eff = mult / rel
-    price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(group), np.nan)
+    price = _column(group, "price_per_gpu_hour").to_numpy()
     weak = kind == "weak"
     cols.update(baseline_run_id=np.full(len(group), group["run_id"].iloc[b], dtype=object),
                 scaling_basis=np.full(len(group), basis, dtype=object), scaling_multiplier=mult,

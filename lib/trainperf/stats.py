@@ -65,12 +65,11 @@ def block_means(matrix: np.ndarray, block: int, draws: int, rng: np.random.Gener
     n = len(m)
     block = max(1, min(block, n))
     blocks = math.ceil(n / block)
-    last = n - (blocks - 1) * block
     wrapped = np.concatenate([m, m[:block]])
     cum = np.vstack([np.zeros((1, m.shape[1])), np.cumsum(wrapped, axis=0)])
     starts = rng.integers(0, n, size=(draws, blocks))
     lengths = np.full(blocks, block)
-    lengths[-1] = last
+    lengths[-1] = n - (blocks - 1) * block  # the last block is cut to n steps
     sums = cum[starts + lengths] - cum[starts]  # (draws, blocks, quantities)
     return sums.sum(axis=1) / n
 
@@ -156,9 +155,8 @@ def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_lo
     """``b / a − 1`` with the interval ``exp(log(b/a) ± t(ν) · √(se_a² + se_b²)) − 1`` (independent sides; ν
     Welch's unless ``dof`` is given)."""
     ratio = b / a
-    se = math.hypot(se_log_a, se_log_b)
     dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b) if dof is None else dof
-    low, high = log_interval(ratio, se, dof)
+    low, high = log_interval(ratio, math.hypot(se_log_a, se_log_b), dof)
     return Difference(ratio - 1.0, low - 1.0, high - 1.0, dof)
 
 
