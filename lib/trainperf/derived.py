@@ -262,13 +262,13 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
 def _peak(row: dict) -> tuple[float, object, str]:
     """Dense peak TFLOP/s of the row's device, its source, and why it is missing."""
     given = row.get("peak_tflops_per_gpu")
-    if given is not None and not pd.isna(given):
+    if not pd.isna(given):  # pd.isna: None too
         method = row.get("peak_method")
-        return float(given), GIVEN_PEAK if method is None or pd.isna(method) else f"{GIVEN_PEAK}: {method}", ""
+        return float(given), GIVEN_PEAK if pd.isna(method) else f"{GIVEN_PEAK}: {method}", ""
     platform, precision = row.get("platform"), row.get("precision")
-    if platform is None or pd.isna(platform):
+    if pd.isna(platform):
         return math.nan, pd.NA, "no platform"
-    if precision is None or pd.isna(precision):
+    if pd.isna(precision):
         return math.nan, pd.NA, "no precision"
     peak = dense_peak_tflops(str(platform), str(precision))
     if peak is None:

@@ -13,9 +13,8 @@ import pandas as pd
 PLAUSIBLE_MFU = 0.75
 """MFU above this fraction of a datasheet's dense peak is possible but rare in training: noted, kept."""
 EFFICIENCY_TOLERANCE = 0.10
-"""How far above 1 a scaling efficiency may lie and still be shown outside strong scaling: repeats of one
-configuration on a shared machine differ by a few per cent, and logs print their rates rounded; 10 % above ideal
-is beyond both."""
+"""How far above 1 a scaling efficiency may lie and still be shown outside strong scaling: repeats on a shared machine
+differ by a few per cent and logs print rates rounded; 10 % above ideal is beyond both."""
 PHASE_TOLERANCE = 0.01
 """How far the non-overlapping phases of a step may add up beyond the elapsed time: timers are read at
 different instants and files round times to 1 µs (a relative allowance)."""
@@ -119,8 +118,7 @@ def peaks_consistent(peaks: Mapping[int, float]) -> bool:
 
 
 def violations(runs: pd.DataFrame) -> pd.DataFrame:
-    """The emptied figures of a derived runs table: rows ``run_id, figures, why``, one per note of
-    :data:`EMPTIED`."""
+    """The emptied figures of a derived runs table: a row ``run_id, figures, why`` per :data:`EMPTIED` note."""
     rows = []
     for run_id, text in zip(runs["run_id"], runs.get("notes", pd.Series(pd.NA, index=runs.index))):
         for note in ([] if pd.isna(text) else str(text).split("; ")):

@@ -161,10 +161,9 @@ def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_lo
 
 
 RUN_CV = 0.08
-"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a second run of
-the same configuration differs beyond its own step noise, used when a side has one run and the inputs hold
-no repeats; from two sweeps of ``trainperf bench`` (``benchmarks/run_cv.py``; docs/statistics.md, "How 8 %
-was derived")."""
+"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a second run of the same
+configuration differs beyond its own step noise, assumed where a side has one run and no repeats; from two sweeps
+of ``trainperf bench`` (``benchmarks/run_cv.py``; docs/statistics.md, "How 8 % was derived")."""
 
 
 def with_run_to_run(se_log: float, dof: float, run_cv: float = RUN_CV) -> tuple[float, float]:
@@ -265,10 +264,9 @@ def detectable_effect(se_log: float, dof: float) -> float:
 
 
 def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT) -> int | None:
-    """Runs per side that would detect a change of ``min_effect`` (a fraction) with :data:`POWER`: the smallest
-    whole ``n ≥ 2`` whose :func:`t_test_power` at ``log(1 + min_effect) / sd_log`` reaches it (``sd_log``: the
-    standard deviation of one run's log throughput, fraction). None when ``sd_log`` is unknown or the minimum
-    effect is 0."""
+    """Runs per side that would detect a change of ``min_effect`` (a fraction) with :data:`POWER`: the smallest whole
+    ``n ≥ 2`` whose :func:`t_test_power` at ``log(1 + min_effect) / sd_log`` reaches it (``sd_log``: the standard
+    deviation of one run's log throughput, fraction); None without ``sd_log`` or with a minimum effect of 0."""
     if not (math.isfinite(sd_log) and sd_log > 0 and min_effect > 0):
         return None
     effect = math.log1p(min_effect) / sd_log
