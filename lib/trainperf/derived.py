@@ -16,7 +16,7 @@ from trainperf import flops as flops_mod
 from trainperf.errors import DataWarning
 from trainperf.hardware import cpu_rows, dense_peak_tflops, device_memory, is_cpu
 from trainperf.invariants import check_runs
-from trainperf.scaling import add_scaling
+from trainperf.scaling import SCALING_COLUMNS, add_scaling
 from trainperf.schema import (APPROXIMATE_INPUTS, COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES,
                               STEPS_SET_ASIDE)
 
@@ -68,8 +68,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {
 followed). :func:`_note_empty` reads from it why a row leaves a column empty."""
 NOTE_KEYS = {"scaling": ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency")}
 """Notes whose key (the text before ``: ``) is no column, and the columns their reasons cover."""
-SCALING_NOTES = frozenset(("scaling", "scaling_type", "baseline_run_id", "scaling_basis", "scaling_multiplier",
-                           "scaling_efficiency", "serial_fraction", "cost_efficiency"))
+SCALING_NOTES = frozenset(("scaling", *SCALING_COLUMNS))
 """Keys of the notes about scaling (a report that shows none leaves them out)."""
 
 

@@ -43,11 +43,10 @@ AT_BOUND = 1e-9
 
 @dataclass
 class ScalingFit:
-    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)`` (docs/statistics.md, "Scaling
-    fits"). ``devices``: as given (counts, or relative to a baseline); ``throughput`` in any unit (tokens/s, or
-    multipliers: γ ≈ 1). ``params``: the law's, then ``gamma``; ``stderr`` (NaN with no more device counts than
-    parameters); ``intervals``: 95 %, clipped to the bounds; ``rmse`` (units of ``throughput``) and
-    ``relative_rmse`` (fraction of the measured throughput)."""
+    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)`` (docs/statistics.md, "Scaling fits").
+    ``devices``: as given (counts, or relative to a baseline); ``throughput`` in any unit (tokens/s, or multipliers:
+    γ ≈ 1). ``params``: the law's, then ``gamma``; ``stderr`` (NaN unless :attr:`has_band`); ``intervals``: 95 %,
+    clipped to the bounds; ``rmse`` (units of ``throughput``) and ``relative_rmse`` (fraction of the throughput)."""
 
     law: str
     params: dict[str, float]

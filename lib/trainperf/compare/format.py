@@ -1,5 +1,4 @@
-"""A :class:`~trainperf.compare.analysis.Comparison` as text for a terminal, Markdown for
-a pull-request comment, or JSON for a program: ``trainperf compare --format``."""
+"""A :class:`Comparison` as text (a terminal), Markdown (a pull-request comment) or JSON (a program): ``--format``."""
 
 from __future__ import annotations
 
