@@ -97,11 +97,10 @@ def estimate_runs(side: Side, rate: str) -> Estimate:
 
 def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Sequence[str] = ()) -> tuple[Difference, str]:
     """Candidate / baseline − 1 of the two estimates ``est`` with its interval, and a note on what covers the
-    run-to-run variance of a side with a single run, whose estimate is widened in place (``se_log`` and, with
-    steps, the errors of ``step_time_s`` and ``columns``): with repeats on both sides, their own spread
-    (Welch); on one, the single run varies as much as one of them (SE × √runs, on their degrees of freedom);
-    one run a side, each gets ``run_cv`` on top of its steps' noise (:func:`trainperf.stats.with_run_to_run`;
-    a runs-table row, ``run_cv`` alone). docs/statistics.md, "Intervals"."""
+    run-to-run variance of a side with a single run, whose estimate is widened in place (``se_log`` and, with steps,
+    the errors of ``step_time_s`` and ``columns``): repeats on both sides: their own spread (Welch); on one: the
+    single run varies as much as one of them (SE × √runs, on their dof); one run a side: each gets ``run_cv`` on top
+    of its steps' noise (:func:`with_run_to_run`; a runs row, ``run_cv`` alone). docs/statistics.md, "Intervals"."""
     if est[0].runs > 1 and est[1].runs > 1:
         return _relative(est), ""
     if est[0].runs == 1 and est[1].runs == 1:
@@ -242,10 +241,9 @@ def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Resolution:
-    """What the data of two configurations could tell apart: ``detectable``, the smallest relative difference
-    of throughput they detect with 80 % power at 95 % confidence (:func:`trainperf.stats.detectable_effect`;
-    NaN without an interval), and ``repeats``, the runs of each that would detect ``effect`` (at their runs'
-    spread, or at :data:`trainperf.stats.RUN_CV` where neither has an interval: ``assumed``)."""
+    """What two configurations' data could tell apart: ``detectable``, the smallest relative throughput difference
+    they detect with 80 % power at 95 % confidence (:func:`detectable_effect`; NaN without interval), and ``repeats``,
+    the runs of each that would detect ``effect`` (at their runs' spread, else at :data:`RUN_CV`: ``assumed``)."""
 
     detectable: float
     repeats: int | None

@@ -130,9 +130,8 @@ def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, dra
             seed: int = 0, run_cv: float = RUN_CV, metrics: Sequence[str] = ("throughput",),
             min_effects: Mapping[str, float] | None = None, run_cvs: Mapping[str, float] | None = None) -> Comparison:
     """Compare two sides (docs/statistics.md), the same for a ``seed``. ``metrics``: those judged (the exit code looks
-    at these), ``min_effects`` and ``run_cvs`` their minimum effects and the run-to-run coefficients of variation
-    given to a side of one run when neither side has repeats, where not their defaults
-    (:data:`trainperf.compare.metrics.METRICS`; throughput's are ``min_effect`` and ``run_cv``), fractions."""
+    at these); ``min_effects``, ``run_cvs``: their minimum effects and the run-to-run CVs a lone run gets when neither
+    side has repeats, where not :data:`METRICS`' defaults (throughput's: ``min_effect``, ``run_cv``; fractions)."""
     min_effects, run_cvs = dict(min_effects or {}), dict(run_cvs or {})
     unknown = [m for m in (*metrics, *min_effects, *run_cvs) if m not in METRICS]
     if unknown:

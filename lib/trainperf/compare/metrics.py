@@ -19,9 +19,8 @@ PEAK_MEMORY_RUN_CV = 0.01
 
 @dataclass(frozen=True)
 class Metric:
-    """A judged figure: its runs ``column`` (None for throughput, measured from steps), its ``unit``, whether
-    ``higher_is_better``, its default ``min_effect`` and assumed ``run_cv`` (fractions), and the verdicts that say it
-    got ``better`` or ``worse``."""
+    """A judged figure: its runs ``column`` (None: throughput, from steps), ``unit``, whether ``higher_is_better``,
+    default ``min_effect`` and assumed ``run_cv`` (fractions), and the verdicts ``better`` and ``worse``."""
 
     name: str
     label: str
