@@ -1,7 +1,6 @@
 """The one aggregator: step intervals into :class:`Summaries` and each run's measurements (:func:`measure`; both
-in docs/data.md, "The shapes"). Each partition's partials (``trainperf.partials``) are added up by the same
-functions on a pandas frame, a Dask DataFrame of any size and, part by part, in the store, so the figures are the
-same. :func:`job_steps` gives the per-step frames ``trainperf.stats`` resamples.
+in docs/data.md, "The shapes"). Each partition's partials (``trainperf.partials``) are added up by the same functions
+on a pandas frame, a Dask DataFrame of any size and, part by part, in the store, so the figures are the same.
 """
 
 from __future__ import annotations
@@ -106,8 +105,7 @@ def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
 
 def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.DataFrame,
            settled: tuple[pd.DataFrame, pd.DataFrame]) -> Summaries:
-    """:class:`Summaries` of what :func:`combine` computed, each frame in the order of its keys, with
-    :func:`settled_times`."""
+    """:class:`Summaries` of what :func:`combine` computed and :func:`settled_times`, each frame sorted by its keys."""
     per_step = _with_keys(per_step)
     for column in STEP_SUMS:  # a sum of partials that had no value is no value, not 0
         per_step[f"{column}_sum"] = per_step[f"{column}_sum"].where(per_step[f"{column}_count"] > 0)
@@ -191,9 +189,8 @@ def median_of_counts(values: pd.DataFrame, quantity: str) -> float:
 def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] | None = None,
             closed_ranks: Sequence[int] | None = None, batch_facts: bool = False,
             model_parallel: float = 1.0) -> dict[str, Any]:
-    """The measurements of one run as runs columns, each as docs/data.md, "Runs rows", says (the slowest rank and
-    the imbalance: :func:`trainperf.ranks.spread`). ``complete`` (:func:`stopped_early`) checks the
-    ``expected_ranks`` (default: the ranks present, when there are several) and, where given, that the
+    """The measurements of one run as runs columns (docs/data.md, "Runs rows"). ``complete`` (:func:`stopped_early`)
+    checks the ``expected_ranks`` (default: the ranks present, when there are several) and, where given, that the
     ``closed_ranks`` closed their profiler. With ``batch_facts`` (every rank recorded its own work), the batch
     sizes measured, the global batch divided by ``model_parallel`` (the ranks that share their samples)."""
     run = summaries.select([run_id])
@@ -289,10 +286,9 @@ def job_steps(summaries: Summaries, warmup: int = 0, *, usable_only: bool = Fals
     """Per run, the job's measured steps, and how many steps were left out because some rank did not record them.
     A run's frame has per step ``step``, ``step_time_s`` (the slowest rank's, s), ``mean_rank_step_s`` (s),
     ``tokens`` and ``samples`` (all ranks), the phase columns (mean over ranks, s; each where every interval has
-    it) and, for the runs in ``rank_steps`` (``run_id, rank, step, step_s``), each rank's ``rank_<r>_s`` (s:
-    :func:`trainperf.ranks.step_times_by_rank`).
-    ``warmup``: steps left out at the start on top of the warm-up. A run with a step without ``step_s``, or fewer
-    than 2 complete steps, is a DataError, or with ``usable_only`` left out."""
+    it) and, for the runs in ``rank_steps`` (``run_id, rank, step, step_s``), each rank's ``rank_<r>_s`` (s).
+    ``warmup``: steps left out after the warm-up. A run with a step without ``step_s``, or fewer than 2 complete
+    steps, is a DataError, or with ``usable_only`` left out."""
     out: dict[str, pd.DataFrame] = {}
     dropped = 0
     measured = summaries.per_rank[summaries.per_rank["measured_intervals"].gt(0)]

@@ -16,7 +16,7 @@ from trainperf import flops as flops_mod
 from trainperf.errors import DataWarning
 from trainperf.hardware import cpu_rows, dense_peak_tflops, device_memory, is_cpu
 from trainperf.invariants import check_runs
-from trainperf.scaling import add_scaling
+from trainperf.scaling import SCALING_COLUMNS, add_scaling
 from trainperf.schema import (APPROXIMATE_INPUTS, COMPUTE_PHASES, DERIVED_COLUMNS, INPUT_COLUMNS, STEP_TIME_ANOMALIES,
                               STEPS_SET_ASIDE)
 
@@ -68,8 +68,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], ...]] = {
 followed). :func:`_note_empty` reads from it why a row leaves a column empty."""
 NOTE_KEYS = {"scaling": ("baseline_run_id", "scaling_basis", "scaling_multiplier", "scaling_efficiency")}
 """Notes whose key (the text before ``: ``) is no column, and the columns their reasons cover."""
-SCALING_NOTES = frozenset(("scaling", "scaling_type", "baseline_run_id", "scaling_basis", "scaling_multiplier",
-                           "scaling_efficiency", "serial_fraction", "cost_efficiency"))
+SCALING_NOTES = frozenset(("scaling", *SCALING_COLUMNS))
 """Keys of the notes about scaling (a report that shows none leaves them out)."""
 
 
@@ -78,7 +77,9 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out = runs.copy()
     for name, column in INPUT_COLUMNS.items():
         if name not in out:
-            out[name] = _empty(len(out), column.kind, out.index)
+            text = column.kind in ("str", "bool")
+            out[name] = pd.Series(pd.NA if text else np.nan, index=out.index,
+                                  dtype={"str": "string", "bool": "boolean"}.get(column.kind, float))
     notes: list[list[str]] = [[] for _ in range(len(out))]
     _note_step_times(out, notes)
     _add_parallelism(out, notes)
@@ -102,12 +103,12 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     _note_empty(out, notes)
     out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
     out.attrs = dict(runs.attrs)
-    return out[_column_order(out)]
+    known = list(dict.fromkeys([*INPUT_COLUMNS, *DERIVED_COLUMNS]))  # inputs, derived, then reported_* / extra_*
+    return out[[c for c in known if c in out] + [c for c in out if c not in known]]
 
 
 def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    """Note what a log's step times needed (:data:`~trainperf.schema.STEP_TIME_ANOMALIES`) and how many steps the
-    throughput leaves out."""
+    """Note what a log's step times needed (:data:`STEP_TIME_ANOMALIES`) and how many steps its throughput left out."""
     if STEP_TIME_ANOMALIES not in out:
         return
     set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)
@@ -155,11 +156,6 @@ def _lack(column: str, lacking: tuple[str, ...]) -> str:
         return "its inputs give no value"
     names = lacking[0] if len(lacking) == 1 else f"{', '.join(lacking[:-1])} or {lacking[-1]}"
     return f"not given, and no {names}" if column in INPUT_COLUMNS else f"no {names}"
-
-
-def _empty(n: int, kind: str, index: pd.Index) -> pd.Series:
-    dtype = {"str": "string", "bool": "boolean"}.get(kind, float)
-    return pd.Series([pd.NA if kind in ("str", "bool") else np.nan] * n, index=index, dtype=dtype)
 
 
 def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -265,13 +261,13 @@ def _add_flops(out: pd.DataFrame, notes: list[list[str]]) -> None:
 def _peak(row: dict) -> tuple[float, object, str]:
     """Dense peak TFLOP/s of the row's device, its source, and why it is missing."""
     given = row.get("peak_tflops_per_gpu")
-    if given is not None and not pd.isna(given):
+    if not pd.isna(given):  # pd.isna: None too
         method = row.get("peak_method")
-        return float(given), GIVEN_PEAK if method is None or pd.isna(method) else f"{GIVEN_PEAK}: {method}", ""
+        return float(given), GIVEN_PEAK if pd.isna(method) else f"{GIVEN_PEAK}: {method}", ""
     platform, precision = row.get("platform"), row.get("precision")
-    if platform is None or pd.isna(platform):
+    if pd.isna(platform):
         return math.nan, pd.NA, "no platform"
-    if precision is None or pd.isna(precision):
+    if pd.isna(precision):
         return math.nan, pd.NA, "no precision"
     peak = dense_peak_tflops(str(platform), str(precision))
     if peak is None:
@@ -316,8 +312,3 @@ def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
                         (f" ({where})" if isinstance(where, str) else "") +
                         ("" if pd.notna(out["elapsed_s"].iat[i]) else "; no step was measured"))
 
-
-def _column_order(out: pd.DataFrame) -> list[str]:
-    """Inputs in schema order, then derived ones, then ``reported_*`` / ``extra_*``."""
-    known = list(dict.fromkeys([*INPUT_COLUMNS, *DERIVED_COLUMNS]))
-    return [c for c in known if c in out] + [c for c in out if c not in known]

@@ -1,5 +1,4 @@
-"""Errors and warnings that trainperf raises about its users' data, and the record a frame keeps of what it was
-read from (:func:`provenance`)."""
+"""Errors and warnings about users' data, and the record a frame keeps of what it was read from (:func:`provenance`)."""
 
 from __future__ import annotations
 
@@ -8,11 +7,8 @@ from collections.abc import Iterable
 
 
 class DataError(ValueError):
-    """Input data that trainperf cannot use.
-
-    The message names where the problem is: the file, and where it applies
-    the line or the row and column, so a user can fix the input.
-    """
+    """Input data that trainperf cannot use. The message names where, for the user to fix it: the file and, where
+    they apply, the line or the row and column."""
 
     def __init__(self, message: str, *, path: object = None, row: object = None,
                  column: str | None = None, line: int | None = None) -> None:
@@ -23,26 +19,22 @@ class DataError(ValueError):
 
 
 class UnknownFormat(DataError):
-    """An input that no reader recognises for what it holds (TensorBoard event
-    files without the tags of a known stack or a mapping): where it was found
-    in a folder it is listed as skipped, not read."""
+    """An input no reader recognises (TensorBoard event files without a known stack's tags or a mapping): one found
+    in a folder is listed as skipped."""
 
 
 class NoMeasuredSteps(DataError):
-    """A run folder in which no rank recorded a step after the warm-up (yet):
-    a run still being written, or one stopped during its warm-up."""
+    """A run folder with no step after the warm-up (yet): a run still being written, or stopped in its warm-up."""
 
 
 class DataWarning(UserWarning):
-    """Data trainperf can use, but with a gap the user should know about
-    (an unknown platform leaves MFU empty, a rank stopped early, ...)."""
+    """Data trainperf can use, with a gap the user should know of (an unknown platform leaves MFU empty, ...)."""
 
 
 def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                    line: str | None = None) -> str:
-    """``DataWarning: message`` for a :class:`DataWarning` (a user's data, not
-    trainperf's source, is what it is about: no file name, line number or source
-    line); other warnings as Python formats them."""
+    """``DataWarning: message`` for a :class:`DataWarning` (about a user's data, not trainperf's source: no file, line
+    number or source line); other warnings as Python formats them."""
     if issubclass(category, DataWarning):
         return f"{category.__name__}: {message}\n"
     return _python_format_warning(message, category, filename, lineno, line)
@@ -52,16 +44,13 @@ _python_format_warning = warnings.formatwarning
 
 
 class Record(tuple):
-    """A tuple that :func:`copy.deepcopy` returns as it is. pandas deep-copies a
-    frame's ``attrs`` into every frame an operation makes; a record of what was
-    read is never changed, so the copies can share it (copying lists of paths
-    and reasons took a quarter of the scaling report's analysis)."""
+    """A tuple that :func:`copy.deepcopy` returns as it is: pandas deep-copies ``attrs`` into every frame an operation
+    makes, and a record of what was read never changes (copying it took a quarter of the scaling report's analysis)."""
 
     def __deepcopy__(self, memo: dict) -> Record:
         return self
 
 
 def provenance(**items: Iterable) -> dict[str, Record]:
-    """``attrs`` for a frame: each of ``items`` (inputs read, inputs skipped and why, warnings, …) as a
-    :class:`Record`."""
+    """``attrs`` for a frame: each of ``items`` (inputs read, skipped and why, warnings, …) as a :class:`Record`."""
     return {key: Record(values) for key, values in items.items()}

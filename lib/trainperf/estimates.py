@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries, job_steps
-from trainperf.errors import DataError
 from trainperf.ranks import slowest_shares
 from trainperf.stats import (DETECT, DRAWS, MIN_EFFECT, RUN_CV, TIED, Difference, Verdict, detectable_effect,
                              log_interval, relative_difference, repeats_to_detect, resample_runs, welch_dof,
                              with_run_to_run)
+from trainperf.table_rules import raise_first
 
 CONFIG_KEY = ("platform", "model", "n_params", "n_active_params", "n_layers", "d_model", "n_heads", "vocab_size",
               "precision", "strategy", "gpus", "nodes", "tensor_parallel", "pipeline_parallel", "context_parallel",
@@ -41,8 +41,7 @@ class Side:
 
 @dataclass
 class Estimate:
-    """A side's throughput with the uncertainty of its log (``se_log``, ``dof``) and, with steps, per-quantity
-    means and standard errors (phases, ranks)."""
+    """A side's throughput, its log's uncertainty (``se_log``, ``dof``) and, with steps, means and errors (s/step)."""
 
     throughput: float
     se_log: float
@@ -69,13 +68,12 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
     resampled = resample_runs(matrices, draws=draws, seed=seed)
     rep = resampled.replicates  # (draws, slots, 2 + len(columns))
     names = ["step_time_s", "work", *columns]
-    rep_throughput = (rep[..., 1] / rep[..., 0]).mean(axis=1)
     scale = resampled.bias_correction
     ranks = [c for c in columns if c.startswith("rank_")]
     shares = slowest_shares(pd.concat([f[ranks] for f in frames])) if len(ranks) > 1 else {}
     return Estimate(
         throughput=float((point[:, 1] / point[:, 0]).mean()),
-        se_log=float(np.std(np.log(rep_throughput), ddof=1)) * scale,
+        se_log=float(np.std(np.log((rep[..., 1] / rep[..., 0]).mean(axis=1)), ddof=1)) * scale,
         dof=resampled.dof,
         runs=len(frames),
         steps=sum(len(f) for f in frames),
@@ -87,12 +85,10 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
 
 
 def estimate_runs(side: Side, rate: str) -> Estimate:
-    """Throughput from runs-table rows only: the mean of the repeats' ``rate``, ``se_log = sd / (√R · mean)`` on
-    ``R − 1`` degrees of freedom."""
+    """Throughput from runs rows only: the repeats' mean ``rate``, ``se_log = sd / (√R · mean)`` on ``R − 1`` dof."""
     values = side.runs[rate].to_numpy(float)
-    if np.isnan(values).any():
-        row = int(np.flatnonzero(np.isnan(values))[0])
-        raise DataError(f"run {side.runs['run_id'].iloc[row]!r} has no {rate}", path=side.label)
+    raise_first(np.isnan(values), lambda i: f"run {side.runs['run_id'].iloc[i]!r} has no {rate}",
+                lambda i: {"path": side.label})
     mean = float(values.mean())
     r = len(values)
     se_log = float(values.std(ddof=1) / (math.sqrt(r) * mean)) if r > 1 else math.nan
@@ -101,11 +97,10 @@ def estimate_runs(side: Side, rate: str) -> Estimate:
 
 def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Sequence[str] = ()) -> tuple[Difference, str]:
     """Candidate / baseline − 1 of the two estimates ``est`` with its interval, and a note on what covers the
-    run-to-run variance of a side with a single run, whose estimate is widened in place (``se_log`` and, with
-    steps, the errors of ``step_time_s`` and ``columns``): with repeats on both sides, their own spread
-    (Welch); on one, the single run varies as much as one of them (SE × √runs, on their degrees of freedom);
-    one run a side, each gets ``run_cv`` on top of its steps' noise (:func:`trainperf.stats.with_run_to_run`;
-    a runs-table row, ``run_cv`` alone). docs/statistics.md, "Intervals"."""
+    run-to-run variance of a side with a single run, whose estimate is widened in place (``se_log`` and, with steps,
+    the errors of ``step_time_s`` and ``columns``): repeats on both sides: their own spread (Welch); on one: the
+    single run varies as much as one of them (SE × √runs, on their dof); one run a side: each gets ``run_cv`` on top
+    of its steps' noise (:func:`with_run_to_run`; a runs row, ``run_cv`` alone). docs/statistics.md, "Intervals"."""
     if est[0].runs > 1 and est[1].runs > 1:
         return _relative(est), ""
     if est[0].runs == 1 and est[1].runs == 1:
@@ -131,9 +126,8 @@ def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Seque
 
 
 def run_spread(est: list[Estimate]) -> float:
-    """The standard deviation of one run's log throughput (fraction), pooled over both sides:
-    ``√((σ₁² + σ₂²)/2)``, ``σ = se_log · √runs`` (after :func:`sides_difference`: run-to-run and step noise
-    together)."""
+    """The standard deviation of one run's log throughput (fraction) pooled over both sides, ``√((σ₁² + σ₂²)/2)``
+    with ``σ = se_log · √runs`` (after :func:`sides_difference`: run-to-run and step noise together)."""
     return math.sqrt(sum((e.se_log * math.sqrt(e.runs)) ** 2 for e in est) / 2)
 
 
@@ -157,12 +151,10 @@ def configuration_intervals(runs: pd.DataFrame, steps: Summaries | None = None, 
                             frames: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
     """One row per configuration of a derived runs table: ``throughput`` (mean over its repeats, ``unit`` per
     second: tokens, else samples) with its 95 % interval ``low``–``high`` (NaN for one run without steps),
-    ``se_log`` and ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers), ``runs``,
-    ``steps`` (measured steps used) and ``run_ids``. A configuration uses ``steps``
-    (``trainperf.load_summaries``) only where each of its runs has 2 complete measured steps there
-    (:func:`job_frames`, or ``frames`` where already made: a run it leaves out has none); one run with steps
-    adds ``run_cv`` (a fraction, as ``trainperf compare`` does; 0 for its steps alone). Deterministic
-    (:data:`trainperf.stats.DRAWS` replicates, seed 0)."""
+    ``se_log`` and ``dof`` (for :func:`distinguish`), ``basis`` (what the interval covers), ``runs``, ``steps``
+    (measured steps used) and ``run_ids``. A configuration uses ``steps`` (``trainperf.load_summaries``) where each
+    of its runs has 2 complete measured steps (:func:`job_frames`, or ``frames`` where already made); one run with
+    steps adds ``run_cv`` (a fraction, as ``trainperf compare`` does; 0: its steps alone). Deterministic (seed 0)."""
     frames = job_frames(steps) if frames is None else frames
     used = [c for c in ("run_id", "experiment", "extra_configuration", *RATES.values()) if c in runs]
     rows = []
@@ -206,10 +198,9 @@ NO_INTERVAL = "no interval (one run without steps)"
 
 def run_intervals(runs: pd.DataFrame, steps: Summaries | None = None,
                   frames: dict[str, pd.DataFrame] | None = None) -> pd.DataFrame:
-    """Per run of ``runs`` (same order): the interval of its configuration (:func:`configuration_intervals`):
-    ``run_id, configuration``, ``unit``, ``throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``,
-    ``dof`` and ``basis`` (what the interval covers, or that there is none). ``frames``: the
-    :func:`job_frames` of ``steps``, where already made."""
+    """Per run of ``runs`` (same order), its configuration's interval (:func:`configuration_intervals`): ``run_id,
+    configuration, unit, throughput`` (``unit`` per second), ``low``, ``high``, ``se_log``, ``dof`` and ``basis``
+    (what the interval covers, or that there is none); ``frames``: :func:`job_frames` of ``steps``, where made."""
     found = configuration_intervals(runs, steps, frames=frames)
     row = {run_id: i for i, ids in enumerate(found["run_ids"]) for run_id in ids.split(", ")}
     ids = runs["run_id"].astype(str).tolist()
@@ -225,9 +216,8 @@ def has_interval(row: pd.Series) -> bool:
 
 
 def distinguish(table: pd.DataFrame, a: str, b: str) -> Verdict:
-    """Whether configuration ``b`` of a :func:`configuration_intervals` or :func:`run_intervals` table is
-    faster or slower than ``a``, or indistinguishable from it (within the noise, or below
-    :data:`trainperf.stats.MIN_EFFECT`)."""
+    """Whether configuration ``b`` of a :func:`configuration_intervals` or :func:`run_intervals` table is faster or
+    slower than ``a``, or indistinguishable (within the noise, or below :data:`trainperf.stats.MIN_EFFECT`)."""
     rows = table.drop_duplicates("configuration").set_index("configuration")
     x, y = rows.loc[a], rows.loc[b]
     if x["unit"] != y["unit"]:
@@ -239,8 +229,7 @@ def distinguish(table: pd.DataFrame, a: str, b: str) -> Verdict:
 
 
 def versus_fastest(table: pd.DataFrame) -> list[Verdict]:
-    """Per row of a :func:`configuration_intervals` or :func:`run_intervals` table of one experiment: its
-    configuration against the fastest one."""
+    """Per row of one experiment's :func:`configuration_intervals` or :func:`run_intervals`: it against the fastest."""
     fastest = table.loc[table["throughput"].idxmax(), "configuration"]
     return [distinguish(table, fastest, name) for name in table["configuration"]]
 
@@ -252,10 +241,9 @@ def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Resolution:
-    """What the data of two configurations could tell apart: ``detectable``, the smallest relative difference
-    of throughput they detect with 80 % power at 95 % confidence (:func:`trainperf.stats.detectable_effect`;
-    NaN without an interval), and ``repeats``, the runs of each that would detect ``effect`` (at their runs'
-    spread, or at :data:`trainperf.stats.RUN_CV` where neither has an interval: ``assumed``)."""
+    """What two configurations' data could tell apart: ``detectable``, the smallest relative throughput difference
+    they detect with 80 % power at 95 % confidence (:func:`detectable_effect`; NaN without interval), and ``repeats``,
+    the runs of each that would detect ``effect`` (at their runs' spread, else at :data:`RUN_CV`: ``assumed``)."""
 
     detectable: float
     repeats: int | None

@@ -4,8 +4,7 @@ Each convention is named after the tool whose printed figures it reproduces, one
 changed between releases (:data:`FORMS`). The formulas, their citations and what ``N`` counts for each are in
 README.md, "Metrics" (FLOPs per token). Symbols: ``N`` parameters (``n_active_params`` where given, else
 ``n_params``), ``L`` layers, ``d`` (``h``) width, ``T`` sequence length (tokens), ``V`` vocabulary, ``H`` attention
-heads, ``q`` the width of all query heads (``H · head_dim``, else ``d``). Hardware FLOPs (HFU) with activation
-recomputation are 4/3 of the model FLOPs (:data:`RECOMPUTE_FACTOR`).
+heads, ``q`` the width of all query heads (``H · head_dim``, else ``d``).
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ FORMS: dict[str, tuple[str, ...]] = {
     "megatron": ("megatron", "megatron-2024", "megatron-2023"),
     "torchtitan": ("torchtitan", "torchtitan-2024"),
 }
-"""A tool's conventions, one a form of its formula, newest first: the figures
-a log printed are compared under the form that reproduces them."""
+"""A tool's conventions, newest first: a log's printed figures are compared under the form that reproduces them."""
 
 FORMULAS: dict[str, str] = {
     "6n": "6·N — 6 FLOPs per parameter per token, forward + backward (Kaplan et al. 2020); attention ignored",
@@ -73,31 +71,27 @@ def llmc(n_params: float, n_layers: int, d_model: int, seq_len: int) -> float:
 
 def torchtitan(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab_size: int, *,
                n_heads: float = math.nan, head_dim: float = math.nan, tied_embeddings: bool = False) -> float:
-    """FLOPs per token, torchtitan since v0.2.1: ``6·(N − V·d) + 12·L·H·head_dim·T``
-    (the token embedding left out unless ``tied_embeddings``; ``12·L·d·T`` where
-    ``n_heads`` or ``head_dim`` is unknown)."""
+    """FLOPs per token, torchtitan since v0.2.1: ``6·(N − V·d) + 12·L·H·head_dim·T`` (the token embedding left out
+    unless ``tied_embeddings``; ``12·L·d·T`` where ``n_heads`` or ``head_dim`` is unknown)."""
     weights = n_params if tied_embeddings else n_params - vocab_size * d_model
     return 6.0 * weights + 12.0 * n_layers * query_width(d_model, n_heads, head_dim) * seq_len
 
 
 def torchtitan_2024(n_params: float, n_layers: int, d_model: int, seq_len: int, vocab_size: int, *,
                     n_heads: float = math.nan, tied_embeddings: bool = False) -> float:
-    """FLOPs per token, torchtitan v0.1.0 to v0.2.0: ``6·(N − V·d) + 12·L·H·⌊d/H⌋·T``
-    (``12·L·d·T`` where ``n_heads`` is unknown)."""
+    """FLOPs per token, torchtitan v0.1.0 to v0.2.0: ``6·(N − V·d) + 12·L·H·⌊d/H⌋·T`` (``12·L·d·T`` without H)."""
     head_dim = d_model // n_heads if _known(n_heads) else math.nan
     return torchtitan(n_params, n_layers, d_model, seq_len, vocab_size, n_heads=n_heads, head_dim=head_dim,
                       tied_embeddings=tied_embeddings)
 
 
 def query_width(d_model: int, n_heads: float = math.nan, head_dim: float = math.nan) -> float:
-    """Width of all query heads together, ``n_heads · head_dim``; ``d_model``
-    where either is unknown (the usual ``head_dim = d_model / n_heads``)."""
+    """Width of all query heads, ``n_heads · head_dim``; ``d_model`` where either is unknown (the usual width)."""
     return float(n_heads * head_dim) if _known(n_heads) and _known(head_dim) else float(d_model)
 
 
 def megatron_deepspeed(n_layers: int, d_model: int, seq_len: int, vocab_size: int) -> float:
-    """FLOPs per token, Megatron-DeepSpeed's form of Megatron-LM eq. 3 with
-    three passes: ``72·L·h²·(1 + T/(6h) + V/(16·L·h))``."""
+    """FLOPs per token, Megatron-DeepSpeed's form of Megatron-LM eq. 3: ``72·L·h²·(1 + T/(6h) + V/(16·L·h))``."""
     h = float(d_model)
     return 72.0 * n_layers * h * h * (1.0 + seq_len / (6.0 * h) + vocab_size / (16.0 * n_layers * h))
 
@@ -155,20 +149,17 @@ REQUIRES: dict[str, tuple[str, ...]] = {
     "llmc": ("n_params", "n_layers", "d_model", "seq_len"),
     "counted": ("flops_per_sample",),
 }
-"""Run columns each convention needs (``n_active_params`` stands in for
-``n_params`` where given)."""
+"""Run columns each convention needs (``n_active_params`` stands in for ``n_params``)."""
 
 
 def forms(convention: str) -> tuple[str, ...]:
-    """The forms of the tool whose convention ``convention`` is (see
-    :data:`FORMS`), newest first; ``(convention,)`` for a tool with one form."""
+    """The forms of ``convention``'s tool (:data:`FORMS`), newest first; ``(convention,)`` for a tool with one."""
     return next((family for family in FORMS.values() if convention in family), (convention,))
 
 
 def default_convention(row: Mapping[str, Any]) -> str:
-    """The convention used when a run names none: PaLM when layers, width and
-    sequence length are known, else ``counted`` when the FLOPs of a step were
-    counted (a model no formula describes), else ``6n``."""
+    """The convention of a run that names none: ``palm`` with layers, width and sequence length, else ``counted``
+    where a step's FLOPs were counted (a model no formula describes), else ``6n``."""
     if all(_known(row.get(c)) for c in REQUIRES["palm"][1:]):
         return "palm"
     return "counted" if _known(row.get("flops_per_sample")) else "6n"
@@ -176,9 +167,8 @@ def default_convention(row: Mapping[str, Any]) -> str:
 
 def flops_per_token(row: Mapping[str, Any], convention: str | None = None) -> tuple[float, str]:
     """Model FLOPs per token of one run (canonical run columns) and the convention that produced them: a given
-    ``flops_per_token`` (convention ``given``) unless ``convention`` is named; else ``convention``, the row's
-    ``flops_convention`` or :func:`default_convention`. NaN where the convention lacks inputs (:func:`missing_inputs`).
-    """
+    ``flops_per_token`` (``given``) unless ``convention`` is named; else ``convention``, the row's
+    ``flops_convention`` or :func:`default_convention`. NaN where it lacks inputs (:func:`missing_inputs`)."""
     given = row.get("flops_per_token")
     if _known(given) and convention is None:
         return float(given), "given"
@@ -200,20 +190,13 @@ def _shape(row: Mapping[str, Any]) -> tuple[Any, ...]:
     return row["n_layers"], row["d_model"], row["seq_len"]
 
 
-def _options(row: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
-    """The optional shape columns ``names`` of ``row``: numbers (NaN where
-    absent), and the booleans ``swiglu`` / ``tied_embeddings`` (false where absent)."""
-    flags = ("swiglu", "tied_embeddings")
-    return {key: (_known(row.get(key)) and bool(row[key])) if key in flags else _number(row.get(key))
-            for key in names}
-
-
 def _shaped(function: Callable[..., float], options: tuple[str, ...],
             with_n: bool = False) -> Callable[[Mapping[str, Any]], float]:
-    """A convention built from the shape: ``function`` of the row's ``N`` (with ``with_n``), layers, width,
-    sequence length, vocabulary and ``options``."""
-    return lambda row: function(*([_n(row)] if with_n else []), *_shape(row), row["vocab_size"],
-                                **_options(row, options))
+    """A convention of the shape: ``function`` of the row's ``N`` (with ``with_n``), layers, width, sequence length,
+    vocabulary and optional columns ``options`` (NaN where absent; ``swiglu`` and ``tied_embeddings`` false)."""
+    return lambda row: function(*([_n(row)] if with_n else []), *_shape(row), row["vocab_size"], **{
+        key: (_known(row.get(key)) and bool(row[key])) if key in ("swiglu", "tied_embeddings")
+        else _number(row.get(key)) for key in options})
 
 
 _BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
@@ -224,7 +207,7 @@ _BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
     "torchtitan-2024": _shaped(torchtitan_2024, ("n_heads", "tied_embeddings"), with_n=True),
     "megatron-deepspeed": _shaped(megatron_deepspeed, ()),
     "megatron": _shaped(megatron, MEGATRON_SHAPE),
-    "megatron-2024": _shaped(megatron_2024, tuple(c for c in MEGATRON_SHAPE if c != "moe_ffn_hidden_size")),
+    "megatron-2024": _shaped(megatron_2024, MEGATRON_SHAPE),  # it reads no moe_ffn_hidden_size
     "megatron-2023": _shaped(megatron_2023, ("n_heads", "num_query_groups")),
     "counted": lambda row: float(row["flops_per_sample"]) / _tokens_per_sample(row),
 }
@@ -232,8 +215,7 @@ _BY_NAME: dict[str, Callable[[Mapping[str, Any]], float]] = {
 
 
 def _tokens_per_sample(row: Mapping[str, Any]) -> float:
-    """``T`` of the ``counted`` convention: ``seq_len``, else the run's tokens
-    over its samples (NaN where neither is known)."""
+    """``T`` of the ``counted`` convention: ``seq_len``, else tokens / samples (NaN where neither is known)."""
     if _known(row.get("seq_len")):
         return float(row["seq_len"])
     samples = _number(row.get("samples"))
@@ -241,8 +223,7 @@ def _tokens_per_sample(row: Mapping[str, Any]) -> float:
 
 
 def missing_inputs(row: Mapping[str, Any], convention: str) -> list[str]:
-    """Run columns that ``convention`` needs and ``row`` lacks (``counted`` per token: ``seq_len or tokens``
-    besides its FLOPs per sample)."""
+    """Run columns ``convention`` needs that ``row`` lacks (``counted`` per token: ``seq_len or tokens`` too)."""
     missing = [c for c in REQUIRES[convention]
                if not _known(row.get(c)) and not (c == "n_params" and _known(row.get("n_active_params")))]
     if convention == "counted" and not missing and math.isnan(_tokens_per_sample(row)):

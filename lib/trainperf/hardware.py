@@ -1,9 +1,8 @@
 """Peak FLOP/s of accelerators, per precision: TFLOP/s per device (10¹² FLOP/s, a multiply-add counted as 2).
 
-The table holds each device's **dense** peak at each precision, as MFU needs it (sparse figures are kept for
-reference, never returned), and its memory capacity. The table, how names are matched, the variants a bare name
-stands for and the memory figures: docs/hardware.md, "Peak FLOP/s". CPUs have no entry: their peak is measured
-(``trainperf.profiler.peak_flops.measure_peak_flops``).
+The table holds each device's **dense** peak at each precision, as MFU needs it (sparse figures kept for reference,
+never returned), and its memory capacity; how names are matched, the variants a bare name stands for and the memory
+figures: docs/hardware.md, "Peak FLOP/s". A CPU's is measured (``trainperf.profiler.peak_flops.measure_peak_flops``).
 """
 
 from __future__ import annotations
@@ -186,9 +185,8 @@ _PRECISION_ALIASES: dict[str, str] = {
 
 
 def normalize_precision(name: object) -> str:
-    """The canonical precision (:data:`trainperf.schema.PRECISIONS`) of a spelling, case and spaces ignored:
-    ``amp_bf16``, ``torch.bfloat16`` (a torch dtype), ``bf16-mixed`` (Lightning), ``half``, ``float8_e4m3fn`` ...
-    :class:`DataError` for anything else."""
+    """The canonical precision (:data:`PRECISIONS`) of a spelling, case and spaces ignored (``amp_bf16``, a torch
+    dtype ``torch.bfloat16``, Lightning's ``bf16-mixed``, ``half``, ``float8_e4m3fn`` ...); DataError for others."""
     key = str(name).strip().lower().removeprefix("torch.")
     for prefix in ("amp_", "amp-", "amp "):
         key = key.removeprefix(prefix)
@@ -234,9 +232,8 @@ def cpu_rows(platforms: Iterable[object]) -> np.ndarray:
 
 
 def find_device(platform: str) -> Device | None:
-    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU): case, separators, vendor
-    words and memory type ignored; form and memory size pick the variant, else the family's default
-    (docs/hardware.md)."""
+    """The table entry ``platform`` names, or ``None`` (unknown, ambiguous, or a CPU): case, separators, vendor words
+    and memory type ignored; form and memory size pick the variant, else the family's default (docs/hardware.md)."""
     parsed = _parse(platform)
     if parsed is None:
         return None
@@ -253,9 +250,8 @@ def find_device(platform: str) -> Device | None:
 
 
 def platform_name(platform: str) -> str:
-    """One name per device whatever its spelling: the peak table's name of the device ``platform`` names
-    (:func:`find_device`: ``"NVIDIA H100 SXM 80GB"`` and ``"H100"`` are ``"NVIDIA H100 SXM"``), else
-    ``platform`` as given, stripped."""
+    """One name per device whatever its spelling: the table's name of the device ``platform`` names (``"H100"`` is
+    ``"NVIDIA H100 SXM"``: :func:`find_device`), else ``platform`` stripped."""
     device = find_device(platform)
     return device.name if device is not None else platform.strip()
 

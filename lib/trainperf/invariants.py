@@ -1,7 +1,6 @@
 """What a derived figure must satisfy to be shown: the rules, their tolerances and the note an emptied figure gets
-(``<columns>: impossible, emptied: <why>``, :data:`EMPTIED`) are in README.md, "Figures that cannot be true".
-Checked where ``derive`` makes the columns, where a scaling page recomputes a serial fraction and where a CPU peak
-is measured.
+(``<columns>: impossible, emptied: <why>``, :data:`EMPTIED`) are in README.md, "Figures that cannot be true";
+checked where ``derive`` makes the columns, a scaling page recomputes a serial fraction and a CPU peak is measured.
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ import pandas as pd
 PLAUSIBLE_MFU = 0.75
 """MFU above this fraction of a datasheet's dense peak is possible but rare in training: noted, kept."""
 EFFICIENCY_TOLERANCE = 0.10
-"""How far above 1 a scaling efficiency may lie and still be shown outside strong scaling: repeats of one
-configuration on a shared machine differ by a few per cent, and logs print their rates rounded; 10 % above ideal
-is beyond both."""
+"""How far above 1 a scaling efficiency may lie and still be shown outside strong scaling: repeats on a shared machine
+differ by a few per cent and logs print rates rounded; 10 % above ideal is beyond both."""
 PHASE_TOLERANCE = 0.01
 """How far the non-overlapping phases of a step may add up beyond the elapsed time: timers are read at
 different instants and files round times to 1 µs (a relative allowance)."""
@@ -35,11 +33,9 @@ MFU_CAUSES = ("the FLOPs per token may not fit the model (n_params counting the 
 
 
 def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: pd.Series) -> None:
-    """Empty, in place, every figure of the derived runs table ``out`` that
-    breaks an invariant (README.md, "Figures that cannot be true") and append why to
-    ``notes[position]``; note an MFU above :data:`PLAUSIBLE_MFU` of a datasheet
-    peak (``datasheet_peak``: per row, whether its peak is a datasheet's rather
-    than one measured on the machine)."""
+    """Empty, in place, every figure of the derived runs table ``out`` that breaks an invariant (README.md, "Figures
+    that cannot be true"), appending why to ``notes[position]``; note an MFU above :data:`PLAUSIBLE_MFU` of a
+    datasheet peak (``datasheet_peak``: per row, whether its peak is a datasheet's, not one measured)."""
     _check_mfu(out, notes, datasheet_peak.to_numpy(bool))
     check_scaling(out, notes)
     _check_phases(out, notes)
@@ -122,8 +118,7 @@ def peaks_consistent(peaks: Mapping[int, float]) -> bool:
 
 
 def violations(runs: pd.DataFrame) -> pd.DataFrame:
-    """The emptied figures of a derived runs table: rows ``run_id, figures, why``, one per note of
-    :data:`EMPTIED`."""
+    """The emptied figures of a derived runs table: a row ``run_id, figures, why`` per :data:`EMPTIED` note."""
     rows = []
     for run_id, text in zip(runs["run_id"], runs.get("notes", pd.Series(pd.NA, index=runs.index))):
         for note in ([] if pd.isna(text) else str(text).split("; ")):

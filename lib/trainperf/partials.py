@@ -1,7 +1,6 @@
-"""What one partition of step intervals (whole ranks, each in the order recorded) contributes to the aggregator
-(``trainperf.aggregate``), on a pandas frame or a Dask partition alike: its :func:`partials` and the warm-up
-(:func:`step_times`, :func:`find_warmup`, :func:`settle`). The measured window is the intervals that are neither
-warm-up nor include an evaluation.
+"""What one partition of step intervals (whole ranks, each in the order recorded) contributes to the aggregator,
+pandas frame or Dask partition alike: its :func:`partials` and the warm-up (:func:`step_times`, :func:`find_warmup`,
+:func:`settle`). The measured window: the intervals neither warm-up nor with an evaluation.
 """
 
 from __future__ import annotations
@@ -43,8 +42,7 @@ STEP_COMBINE: dict[str, str] = {"ranks": "sum", "step_s_max": "max", "n_steps": 
 """How :func:`step_partials` of several partitions add up (a rank lies in one partition: ranks add up too)."""
 
 VALUE_QUANTITIES = ("micro_steps", "micro_batch")
-"""Quantities whose run-wide median ``trainperf.aggregate.measure`` needs: micro-steps per optimizer step, and
-samples per micro-step of one rank."""
+"""The run-wide medians ``aggregate.measure`` needs: micro-steps per optimizer step, a rank's samples per micro-step."""
 
 
 def measured(intervals: Any) -> Any:
@@ -71,16 +69,15 @@ def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, n
 
 
 def _per_group(values: pd.Series, n: int) -> np.ndarray:
-    """A per-group result of a groupby on group codes as an array over all ``n`` groups (NaN where a group has no
-    row)."""
+    """A groupby on group codes as an array over all ``n`` groups (NaN where a group has no row)."""
     out = np.full(n, np.nan)
     out[values.index.to_numpy()] = values.to_numpy(float)
     return out
 
 
 def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Each rank's counts, times, work, memory and energy: one row per run and rank of ``intervals``
-    (:data:`RANK_COLUMNS`, by run and rank), which holds all the rows of each of its ranks, in the order recorded."""
+    """One row per run and rank (:data:`RANK_COLUMNS`, in that order) of ``intervals``, which holds all the rows of
+    each of its ranks, in the order recorded."""
     if intervals.empty:
         return pd.DataFrame({c: pd.Series(dtype="string" if c in ("run_id", "node") else
                                           "int64" if c == "rank" else "float64") for c in RANK_COLUMNS})
@@ -152,9 +149,8 @@ def step_partials(intervals: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
-    """Per run and step of the intervals that include no evaluation, warm-up ones too: ``step_s_max`` (the job's
-    time: its slowest rank's, s), ``n_steps`` (as :func:`step_partials`) and ``warmup`` (1.0 where a rank flagged
-    it, else 0.0)."""
+    """Per run and step of the intervals without evaluation, warm-up included: ``step_s_max`` (the job's time: its
+    slowest rank's, s), ``n_steps`` (as :func:`step_partials`) and ``warmup`` (1.0 where a rank flagged it, else 0)."""
     rows = intervals[~intervals["includes_evaluation"].astype(bool).to_numpy()]
     codes, run_ids, steps = _groups(rows, "step")
     values = pd.DataFrame({"step_s_max": rows["step_s"].to_numpy(float), "n_steps": rows["n_steps"].to_numpy(float),

@@ -1,7 +1,6 @@
-"""Which rank holds a job back, defined once, with one set of thresholds, for the aggregator, the straggler finder,
-the scaling and compare pages and the live view: docs/reports.md, "Which rank holds a job back". Over the measured
-window a rank is judged by its elapsed time; under DDP, where every rank's step lasts as long as the slowest's, the
-slow rank is the one that waits least for communication (:func:`name_straggler`)."""
+"""Which rank holds a job back, defined once with one set of thresholds (docs/reports.md, "Which rank holds a job
+back"). Over the measured window a rank is judged by its elapsed time; under DDP, where every rank's step lasts as
+long as the slowest's, the slow rank is the one that waits least for communication (:func:`name_straggler`)."""
 
 from __future__ import annotations
 

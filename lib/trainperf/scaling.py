@@ -33,9 +33,8 @@ LAWS = {
     "amdahl": (amdahl, ("s",), ([0.0], [1.0]), [0.05]),
     "usl": (usl, ("sigma", "kappa"), ([0.0, 0.0], [1.0, 1.0]), [0.01, 1e-4]),
 }
-"""name -> (multiplier function, its parameter names, bounds, initial guess).
-The fitted model is ``X(N) = gamma · law(N)``: ``gamma`` (throughput of one
-device, the units of the data) is fitted too, bounded below by 0."""
+"""name -> (multiplier function, its parameter names, bounds, initial guess). ``gamma`` of ``X(N) = gamma · law(N)``
+(throughput of one device, the units of the data) is fitted too, bounded below by 0."""
 NAMES = {"amdahl": "Amdahl", "usl": "USL"}
 """The laws as people write them."""
 AT_BOUND = 1e-9
@@ -44,11 +43,10 @@ AT_BOUND = 1e-9
 
 @dataclass
 class ScalingFit:
-    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)`` (docs/statistics.md, "Scaling
-    fits"). ``devices``: as given (counts, or relative to a baseline); ``throughput`` in any unit (tokens/s, or
-    multipliers: γ ≈ 1). ``params``: the law's, then ``gamma``; ``stderr`` (NaN with no more device counts than
-    parameters); ``intervals``: 95 %, clipped to the bounds; ``rmse`` (units of ``throughput``) and
-    ``relative_rmse`` (fraction of the measured throughput)."""
+    """A scaling law fitted by least squares on throughput, ``X(N) = γ · S(N)`` (docs/statistics.md, "Scaling fits").
+    ``devices``: as given (counts, or relative to a baseline); ``throughput`` in any unit (tokens/s, or multipliers:
+    γ ≈ 1). ``params``: the law's, then ``gamma``; ``stderr`` (NaN unless :attr:`has_band`); ``intervals``: 95 %,
+    clipped to the bounds; ``rmse`` (units of ``throughput``) and ``relative_rmse`` (fraction of the throughput)."""
 
     law: str
     params: dict[str, float]
@@ -76,16 +74,15 @@ class ScalingFit:
 
     @property
     def has_band(self) -> bool:
-        """Whether the fit had more distinct device counts than parameters (else its standard errors and
-        :meth:`band` are NaN)."""
+        """Whether the fit had more distinct device counts than parameters (else ``stderr`` and :meth:`band`: NaN)."""
         return bool(np.all(np.isfinite(self.covariance)))
 
     @property
     def why_no_band(self) -> str:
         """Why the fit has no band: ``no band (3 device counts, 3 parameters: measure a 4th device count)``."""
-        counts, params = len(np.unique(self.devices)), len(self.params)
-        return (f"no band ({counts} device counts, {params} parameters: measure {_ordinal(params + 1)} device count"
-                + ("" if counts == params else " and more") + ")")
+        counts, params = len(np.unique(self.devices)), len(self.params)  # 2 (Amdahl) or 3 (USL) parameters
+        return (f"no band ({counts} device counts, {params} parameters: measure a {params + 1}"
+                f"{'rd' if params == 2 else 'th'} device count" + ("" if counts == params else " and more") + ")")
 
     @property
     def peak(self) -> float:
@@ -124,17 +121,10 @@ class ScalingFit:
 
 
 def parameter_text(value: float, stderr: float) -> str:
-    """``0.0312 ± 0.004``, or ``0 (at its bound)`` where the fit pushed it to 0 (its standard error then means
-    nothing)."""
+    """``0.0312 ± 0.004``, or ``0 (at its bound)`` where the fit pushed it to 0 (its standard error then moot)."""
     if abs(value) < AT_BOUND:
         return "0 (at its bound)"
     return f"{value:.4g}" + ("" if math.isnan(stderr) else f" ± {stderr:.2g}")
-
-
-def _ordinal(n: int) -> str:
-    """``a 4th``, ``a 3rd``, ``an 11th``."""
-    suffix = "th" if 11 <= n % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return ("an " if n in (8, 11, 18) or str(n).startswith("8") else "a ") + f"{n}{suffix}"
 
 
 def _curve(law: str, devices: np.ndarray, theta: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -168,11 +158,10 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
         warnings.simplefilter("ignore", OptimizeWarning)  # no covariance: handled below
         params, cov = curve_fit(lambda n, *theta: _curve(law, n, theta), p, x, p0=[*guess, float(np.max(x / p))],
                                 bounds=_bounds(law), x_scale="jac", maxfev=20000)
-    dof = len(p) - len(names)
     if len(np.unique(p)) <= len(names):  # repeats measure noise, not whether the law's shape fits: no band
         cov = np.full((len(names), len(names)), np.nan)
     stderr = {n: float(math.sqrt(v)) if v >= 0 else math.nan for n, v in zip(names, np.diag(cov))}
-    t = t_quantile(dof)
+    t = t_quantile(len(p) - len(names))  # degrees of freedom: points less parameters
     lo, hi = _bounds(law)
     intervals = {n: (max(lo[i], float(params[i]) - t * stderr[n]), min(hi[i], float(params[i]) + t * stderr[n]))
                  for i, n in enumerate(names)}
@@ -234,9 +223,8 @@ class Study:
 
 def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
     """A new frame of ``runs`` (with ``run_id``, ``experiment``, ``gpus`` and the derived throughputs) with
-    ``scaling_study``, ``second_scaling_study`` and :data:`SCALING_COLUMNS` per scaling study
-    (:func:`scaling_studies`; a run in two has its primary one's figures); why a row's scaling stays empty is
-    appended to ``notes[position]``."""
+    ``scaling_study``, ``second_scaling_study`` and :data:`SCALING_COLUMNS` per study (:func:`scaling_studies`; a
+    run in two has its primary one's figures); why a row's scaling stays empty goes to ``notes[position]``."""
     out = runs.copy()
     cols = _empty_columns(len(out))
     experiments = out["experiment"].fillna("").astype(str).to_numpy()
@@ -258,9 +246,7 @@ def add_scaling(runs: pd.DataFrame, notes: list[list[str]]) -> pd.DataFrame:
                 notes[idx[j]] += [found.note, *said[j]] if found.note else said[j]
                 for c, values in here.items():
                     cols[c][idx[j]] = values[j]
-    out["scaling_study"] = pd.Series(study, index=out.index, dtype="string")
-    out["second_scaling_study"] = pd.Series(second, index=out.index, dtype="string")
-    for c, values in cols.items():
+    for c, values in {"scaling_study": study, "second_scaling_study": second, **cols}.items():
         out[c] = pd.Series(values, index=out.index, dtype="string" if values.dtype == object else float)
     return out
 
@@ -338,9 +324,7 @@ def _constant_work(rows: pd.DataFrame) -> list[Study]:
         per_replica = per_step / replicas
         found = [Study(m, f"global batch {_amount(per_step.iloc[m])}{unit}", "strong", np.ones(len(m), bool), note)
                  for m in _clusters(per_step) if len(np.unique(devices[m])) > 1]
-        strong = np.zeros(len(rows), bool)
-        for study in found:
-            strong[study.members] = True
+        strong = np.isin(np.arange(len(rows)), [m for study in found for m in study.members])
         found += [Study(m, f"{_amount(per_replica.iloc[m])}{unit} {per}", "weak", ~strong[m], note)
                   for m in _clusters(per_replica) if len(np.unique(devices[m])) > 1]
         if not found:
@@ -402,14 +386,10 @@ def _setting_series(group: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     if not varies:
         return np.zeros(len(group), dtype=int), [""]
     series, _ = pd.factorize(pd.MultiIndex.from_frame(settings[varies].fillna("")))
-    members = [np.flatnonzero(series == number) for number in range(series.max() + 1)]
-    return series, [", ".join(_setting_label(group.iloc[at[0]], c) for c in varies) for at in members]
-
-
-def _setting_label(run: pd.Series, column: str) -> str:
-    """``precision bf16``: one setting of a run, in words."""
-    value = run[column]
-    return f"{SERIES_SETTINGS[column]} {'unknown' if pd.isna(value) else format(value, 'g') if isinstance(value, float) else value}"
+    words = group[varies].astype(object).map(lambda v: "unknown" if pd.isna(v) else format(v, "g")
+                                             if isinstance(v, float) else v)
+    firsts = words.iloc[np.unique(series, return_index=True)[1]]  # factorize numbers the series by their first run
+    return series, [", ".join(f"{SERIES_SETTINGS[c]} {v}" for c, v in run.items()) for _, run in firsts.iterrows()]
 
 
 def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
@@ -447,7 +427,7 @@ def _series_scaling(group: pd.DataFrame, experiment: set[str], found: str | None
     rel = gpus / gpus[b]
     mult = speed / base_speed
     eff = mult / rel
-    price = group["price_per_gpu_hour"].to_numpy(float) if "price_per_gpu_hour" in group else np.full(len(group), np.nan)
+    price = _column(group, "price_per_gpu_hour").to_numpy()
     weak = kind == "weak"
     cols.update(baseline_run_id=np.full(len(group), group["run_id"].iloc[b], dtype=object),
                 scaling_basis=np.full(len(group), basis, dtype=object), scaling_multiplier=mult,

@@ -30,10 +30,9 @@ LONGEST_RUN_S = 366 * 86400.0
 
 @dataclass(frozen=True)
 class Column:
-    """A canonical column: name, value kind, meaning (with unit) and bounds:
-    ``check`` (the least a value may be) and ``most`` (the largest that can be
-    true, in the column's unit). A number must also be finite, and an ``int``
-    column's whole. Every reader checks values with :func:`out_of_bounds`."""
+    """A canonical column: name, value kind, meaning (with unit) and bounds: ``check`` (the least a value may be),
+    ``most`` (the largest that can be true, in its unit), a finite number, a whole one for ``int`` (every reader
+    checks them: :func:`out_of_bounds`)."""
 
     name: str
     kind: Kind
@@ -67,15 +66,13 @@ def _bounds(column: Column, x: np.ndarray) -> list[tuple[np.ndarray, str]]:
 
 
 def out_of_bounds(column: Column, values: np.ndarray) -> np.ndarray:
-    """Which of ``values`` (numbers, NaN where missing: missing values are
-    never out of bounds) break ``column``'s bounds (:func:`bound_problem`)."""
+    """Which of ``values`` (numbers; NaN, missing, never does) break ``column``'s bounds (:func:`bound_problem`)."""
     x = np.asarray(values, dtype=float)
     return ~np.isnan(x) & reduce(np.logical_or, (bad for bad, _ in _bounds(column, x)))
 
 
 def bound_problem(column: Column, value: float) -> str:
-    """Why ``value`` (a present number) breaks ``column``'s bounds: e.g. ``must
-    be greater than 0``; '' where it keeps them."""
+    """Why ``value`` (a present number) breaks ``column``'s bounds (``must be greater than 0``); else ''."""
     return next((text for bad, text in _bounds(column, np.array([value], dtype=float)) if bad[0]), "")
 
 
@@ -321,11 +318,9 @@ STEP_INTERVALS: list[Column] = [
     Column("energy_j", "float", "energy the rank's device used in the interval (J): its GPU's NVML counter, or "
                                 "the CPU packages of its host (RAPL, on the host's first rank only)", "nonnegative"),
 ]
-"""The step-intervals table: one row per interval of training time that one rank
-recorded, the one shape every per-step input is read into (profiler run folders,
-per-rank steps tables, logs). A profiler step is an interval of one optimizer
-step; a log line that reports every N steps, one of N; a per-rank table of
-epoch totals, one of an epoch."""
+"""The step-intervals table, the one shape every per-step input is read into: a row per interval of training one rank
+recorded (a profiler step: one optimizer step; a log line that reports every N steps: N; a per-rank table of epoch
+totals: an epoch)."""
 
 STEP_INTERVAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in STEP_INTERVALS)
 """Columns of the step-intervals table, in order."""
@@ -338,10 +333,9 @@ INPUT_COLUMNS: dict[str, Column] = {c.name: c for c in IDENTITY + MEASUREMENTS}
 DERIVED_COLUMNS: dict[str, Column] = {c.name: c for c in DERIVED}
 
 REQUIRED: tuple[str, ...] = ("run_id", "gpus")
-"""Columns every runs table must have. A row also needs one measure of speed (unless ``fits`` is false):
-elapsed_s with tokens or samples (or steps and global_batch_size), or a
-published tokens_per_s / samples_per_s / step_time_s, or elapsed_s alone
-(then runs of one experiment are compared as doing equal work)."""
+"""Columns every runs table must have. A row also needs a measure of speed unless ``fits`` is false: elapsed_s with
+tokens or samples (or steps and global_batch_size), a published tokens_per_s, samples_per_s or step_time_s, or
+elapsed_s alone (the runs of its experiment then compared as doing equal work)."""
 
 PHASES: tuple[str, ...] = ("data", "h2d", "forward", "loss", "backward", "optimizer", "comm", "validation")
 """Phases of a training step, in order; the column of phase P is ``P_s``."""
@@ -353,24 +347,21 @@ SCALING_TYPES = ("strong", "weak")
 global batch) as devices are added; weak scaling keeps the work per device."""
 
 SIDECAR_SUFFIX = ".trainperf.yaml"
-"""The sidecar of ``train.log`` (or ``runs.csv``) is ``train.log.trainperf.yaml``:
-what the file does not say, or how its columns map to runs columns."""
+"""``train.log``'s sidecar is ``train.log.trainperf.yaml``: what the file does not say, or its columns' mapping."""
 OUTSIDE_PREFIX = "outside_"
 """``outside_<name>_s``: seconds of the phase ``name`` timed outside the steps (a checkpoint, a validation run),
 mean over ranks; part of a run's goodput breakdown (trainperf.goodput)."""
 PREFIXES: tuple[str, ...] = ("reported_", "extra_", OUTSIDE_PREFIX)
 
 STEP_TIME_ANOMALIES = "extra_step_time_anomalies"
-"""Column of the sentences on a log's step times that were joined, set aside
-or far out (``trainperf.importers.records``), ``; `` between them; ``derive``
-notes each one."""
+"""Column of the sentences (``; ``-separated) on a log's step times joined, set aside or far out
+(``trainperf.importers.records``); ``derive`` notes each."""
 APPROXIMATE_INPUTS = "extra_approximate"
 """Column of what a source gave only rounded, in words (``n_params from the printed 0.12M, rounded: up to
 4.2 % off``, ``trainperf.importers``); ``derive`` notes it as approximate."""
 STEPS_SET_ASIDE = "extra_steps_set_aside"
-"""Column of the number of a log's steps whose times could not be used (a
-negative or zero time with nothing to join it with), left out of its
-throughput; set with :data:`STEP_TIME_ANOMALIES`."""
+"""Column of how many of a log's steps had a time that could not be used (negative or zero, with nothing to join it
+with), left out of its throughput; set with :data:`STEP_TIME_ANOMALIES`."""
 
 UNITS: dict[str, str] = {"_per_s": "", "_s": "s", "_gb": "GiB"}
 """The unit each column-name suffix declares, longest suffix first (a rate, ``_per_s``, names its unit in words)."""
@@ -386,6 +377,5 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 CLAIMS_COLUMNS: tuple[str, ...] = ("report", "claim", "source", "kind", "run_id", "reference_run_id", "metric",
                                    "printed")
-"""Columns of a claims file (what a hand-written report concluded, checked by the
-reports' "Claims checked" section: :mod:`trainperf.report.claims`). A data folder
-may hold one beside its runs tables: it is not read as runs."""
+"""Columns of a claims file (what a hand-written report concluded, checked by :mod:`trainperf.report.claims`), which
+a data folder may hold beside its runs tables: it is not read as runs."""

@@ -39,12 +39,7 @@ def block_length(series: np.ndarray) -> int:
     b_max = max(1, math.ceil(min(3 * math.sqrt(n), n / 3)))
     threshold = 2.0 * math.sqrt(math.log10(n) / n)
     insignificant = np.abs(rho[1:]) < threshold  # lag k at index k - 1
-    m_hat = None
-    for m in range(0, min(m_max, n - 1)):
-        window = insignificant[m: m + kn]
-        if len(window) and window.all():
-            m_hat = m
-            break
+    m_hat = next((m for m in range(min(m_max, n - 1)) if insignificant[m: m + kn].all()), None)
     if m_hat is None:
         significant = np.flatnonzero(~insignificant[: m_max])
         m_hat = int(significant[-1]) + 1 if len(significant) else 0
@@ -70,12 +65,11 @@ def block_means(matrix: np.ndarray, block: int, draws: int, rng: np.random.Gener
     n = len(m)
     block = max(1, min(block, n))
     blocks = math.ceil(n / block)
-    last = n - (blocks - 1) * block
     wrapped = np.concatenate([m, m[:block]])
     cum = np.vstack([np.zeros((1, m.shape[1])), np.cumsum(wrapped, axis=0)])
     starts = rng.integers(0, n, size=(draws, blocks))
     lengths = np.full(blocks, block)
-    lengths[-1] = last
+    lengths[-1] = n - (blocks - 1) * block  # the last block is cut to n steps
     sums = cum[starts + lengths] - cum[starts]  # (draws, blocks, quantities)
     return sums.sum(axis=1) / n
 
@@ -127,8 +121,8 @@ def log_interval(estimate: float, se_log: float, dof: float) -> tuple[float, flo
 
 
 def welch_dof(se_a: float, dof_a: float, se_b: float, dof_b: float) -> float:
-    """Welch–Satterthwaite degrees of freedom of a sum or difference of two independent
-    estimates; a known term has infinite ``dof``. NaN when a term has no ``dof`` or both are 0."""
+    """Welch–Satterthwaite degrees of freedom of a sum or difference of two independent estimates (a known term:
+    infinite ``dof``); NaN when a term has no ``dof`` or both are 0."""
     terms = [(se, dof) for se, dof in ((se_a, dof_a), (se_b, dof_b)) if se != 0]
     if not terms or any(math.isnan(se) or not dof > 0 for se, dof in terms):
         return math.nan
@@ -161,17 +155,15 @@ def relative_difference(a: float, se_log_a: float, dof_a: float, b: float, se_lo
     """``b / a − 1`` with the interval ``exp(log(b/a) ± t(ν) · √(se_a² + se_b²)) − 1`` (independent sides; ν
     Welch's unless ``dof`` is given)."""
     ratio = b / a
-    se = math.hypot(se_log_a, se_log_b)
     dof = welch_dof(se_log_a, dof_a, se_log_b, dof_b) if dof is None else dof
-    low, high = log_interval(ratio, se, dof)
+    low, high = log_interval(ratio, math.hypot(se_log_a, se_log_b), dof)
     return Difference(ratio - 1.0, low - 1.0, high - 1.0, dof)
 
 
 RUN_CV = 0.08
-"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a second run of
-the same configuration differs beyond its own step noise, used when a side has one run and the inputs hold
-no repeats; from two sweeps of ``trainperf bench`` (``benchmarks/run_cv.py``; docs/statistics.md, "How 8 %
-was derived")."""
+"""Default run-to-run coefficient of variation of a run's throughput (fraction): how much a second run of the same
+configuration differs beyond its own step noise, assumed where a side has one run and no repeats; from two sweeps
+of ``trainperf bench`` (``benchmarks/run_cv.py``; docs/statistics.md, "How 8 % was derived")."""
 
 
 def with_run_to_run(se_log: float, dof: float, run_cv: float = RUN_CV) -> tuple[float, float]:
@@ -191,10 +183,9 @@ DETECT = 0.05
 
 def verdict(difference: Difference, min_effect: float = MIN_EFFECT, words: tuple[str, str] = (FASTER, SLOWER)
             ) -> str:
-    """``faster`` / ``slower`` (``words``: what an increase and a decrease are called) when the interval
-    excludes 0 **and** the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable
-    difference`` when the whole interval lies within ``±min_effect``; otherwise, and always without an
-    interval, ``inconclusive`` (docs/statistics.md, "The verdict")."""
+    """``faster`` / ``slower`` (``words``: an increase's and a decrease's names) when the interval excludes 0 **and**
+    the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable difference`` when the interval lies
+    within ``±min_effect``; else, and always without one, ``inconclusive`` (docs/statistics.md, "The verdict")."""
     d = difference
     if not d.tested:
         return INCONCLUSIVE
@@ -273,10 +264,9 @@ def detectable_effect(se_log: float, dof: float) -> float:
 
 
 def repeats_to_detect(sd_log: float, min_effect: float = MIN_EFFECT) -> int | None:
-    """Runs per side that would detect a change of ``min_effect`` (a fraction) with :data:`POWER`: the smallest
-    whole ``n ≥ 2`` whose :func:`t_test_power` at ``log(1 + min_effect) / sd_log`` reaches it (``sd_log``: the
-    standard deviation of one run's log throughput, fraction). None when ``sd_log`` is unknown or the minimum
-    effect is 0."""
+    """Runs per side that would detect a change of ``min_effect`` (a fraction) with :data:`POWER`: the smallest whole
+    ``n ≥ 2`` whose :func:`t_test_power` at ``log(1 + min_effect) / sd_log`` reaches it (``sd_log``: the standard
+    deviation of one run's log throughput, fraction); None without ``sd_log`` or with a minimum effect of 0."""
     if not (math.isfinite(sd_log) and sd_log > 0 and min_effect > 0):
         return None
     effect = math.log1p(min_effect) / sd_log

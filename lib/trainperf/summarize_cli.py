@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 import pandas as pd
@@ -14,7 +13,7 @@ from trainperf.derived import derive
 from trainperf.errors import DataError
 from trainperf.invariants import violations
 from trainperf.reading.loading import load_runs
-from trainperf.table_rules import figure_text, json_ready, spreadsheet_safe
+from trainperf.table_rules import figure_text, is_missing, json_ready, spreadsheet_safe
 
 KEY_COLUMNS: tuple[str, ...] = (
     "run_id", "experiment", "platform", "model", "precision", "gpus", "elapsed_s",
@@ -52,7 +51,7 @@ def to_markdown(table: pd.DataFrame) -> str:
 
 
 def _cell(value: object) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+    if is_missing(value):
         return ""
     if isinstance(value, float):
         return figure_text(value)
@@ -60,8 +59,7 @@ def _cell(value: object) -> str:
 
 
 def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:
-    """``table`` as ``csv`` (text cells a spreadsheet would run escaped: :func:`spreadsheet_safe`),
-    ``json`` (records) or ``markdown`` text."""
+    """``table`` as ``csv`` (cells a spreadsheet would run escaped: :func:`spreadsheet_safe`), json or markdown."""
     if fmt == "csv":
         return spreadsheet_safe(table).to_csv(index=False)
     if fmt == "json":

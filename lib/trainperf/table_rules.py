@@ -1,8 +1,6 @@
-"""Rules for the values of a table, shared by every reader: what counts as
-missing, how a bool is spelled, the range a column's values must lie in, and
-the check of a runs table against the schema (``check_runs``), which types its
-columns and names the file, row (and line) and column of the first bad value;
-and how a cell is written out (CSV a spreadsheet reads safely, JSON, a figure in Markdown).
+"""Rules for the values of a table, shared by every reader: what counts as missing, how a bool is spelled, the check
+of a runs table against the schema (:func:`check_runs`); and how a cell is written out (CSV a spreadsheet reads
+safely, JSON, a figure in Markdown).
 """
 
 from __future__ import annotations
@@ -29,17 +27,12 @@ SPEED_INPUTS = ("elapsed_s", "tokens_per_s", "samples_per_s", "step_time_s")
 """Columns of which a runs row needs one: its measure of speed (unless it does not fit: ``fits`` false)."""
 TRUE = {"true", "1", "1.0", "yes", "y", "t"}
 FALSE = {"false", "0", "0.0", "no", "n", "f"}
-"""Spellings of a bool cell (case ignored); ``1.0`` / ``0.0`` are what a JSON
-column of 1 / 0 with a null in it becomes."""
+"""Spellings of a bool cell (case ignored); ``1.0`` / ``0.0``: a JSON column of 1 / 0 with a null in it."""
 
 
 def check_runs(raw: pd.DataFrame, path: object = None, lines: list[int] | None = None) -> pd.DataFrame:
-    """Check a runs table against the schema and return it with typed columns.
-
-    ``raw`` may hold strings (as read from CSV) or typed values. ``lines``
-    holds the file line of each data row, for error messages (CSV).
-    Raises ``DataError`` naming ``path``, row and column of the first problem.
-    """
+    """``raw`` (strings as read from CSV, or typed values) checked against the schema, with typed columns. DataError
+    naming ``path``, the row (its file line: ``lines``) and column of the first problem."""
     if len(raw) == 0:
         raise DataError("empty table: a header but no rows", path=path)
     _check_columns(list(raw.columns), path)
@@ -114,8 +107,7 @@ def _convert(values: pd.Series, column: Column, where: Callable[[int], dict]) ->
 
 
 def raise_first(bad: pd.Series | np.ndarray, problem: Callable[[int], str], where: Callable[[int], dict]) -> None:
-    """DataError ``problem(i)`` at ``where(i)`` (``path``, ``row``, ``line``,
-    ``column``) for the first row ``i`` where ``bad`` holds; nothing where it holds nowhere."""
+    """DataError ``problem(i)`` at ``where(i)`` (``path``, ``row``, ``line``, ``column``) at the first ``bad``."""
     rows = np.flatnonzero(np.asarray(bad, dtype=bool))
     if len(rows):
         raise DataError(problem(int(rows[0])), **where(int(rows[0])))
@@ -141,10 +133,8 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` for writing as CSV: every text cell and column name that
-    starts with one of :data:`FORMULA_STARTS` gets a ``'`` in front, so a
-    spreadsheet shows it as text instead of running it (``=cmd|...``). Numeric
-    columns are left as they are: ``-1.5`` stays a number."""
+    """``table`` for writing as CSV: a ``'`` before every text cell and column name that starts with one of
+    :data:`FORMULA_STARTS`, so a spreadsheet shows it instead of running it (``=cmd|...``); ``-1.5`` stays a number."""
     def safe(value: object) -> object:
         return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
 
@@ -154,8 +144,7 @@ def spreadsheet_safe(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def json_ready(value: object) -> object:
-    """``value`` (a cell, or a dict or list of them) for JSON: NaN and pandas' missing values as None, numpy
-    scalars as Python numbers."""
+    """``value`` (a cell, or a dict or list of them) for JSON: NaN and missing values as None, numpy scalars unboxed."""
     if isinstance(value, dict):
         return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str):
@@ -168,6 +157,5 @@ def json_ready(value: object) -> object:
 
 
 def figure_text(x: float) -> str:
-    """A number in a Markdown table: 4 significant digits below 1,000, else a whole number, with thousands
-    separators."""
+    """A number in a Markdown table: 4 significant digits below 1,000, else whole; thousands separated."""
     return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"

@@ -1,5 +1,4 @@
-"""Did a change make training faster, or use more memory or energy (docs/statistics.md)? Its modules, from the
-top layer down: ``cli`` (``trainperf compare``); ``format``, ``history``; ``analysis``; ``metrics``."""
+"""Did a change make training faster, or use more memory or energy (``trainperf compare``; docs/statistics.md)?"""
 
 from trainperf.compare.analysis import (PLOTTED_STEPS, STEPS_BASIS, Comparison, Side, compare, exposed_within_phases,
                                         plotted_steps, read_side)

@@ -24,7 +24,6 @@ from trainperf.stats import DRAWS, INCONCLUSIVE, MIN_EFFECT, RUN_CV, Difference,
 STEPS_BASIS = ("Throughput here is the work of a step over the job's step time: the steps' own time, without the "
                "work between steps (evaluation, checkpoints). trainperf summarize's tokens_per_s divides by the elapsed "
                "time with that work inside: it is given as elapsed_throughput.")
-"""The note of a comparison from steps: which throughput it judges, and where the other one is."""
 SHOWN_ONLY = "shown, not judged"
 """The end of the ``basis`` of a ``metrics`` row given for information: the exit code does not look at it."""
 PLOTTED_STEPS = 1_000
@@ -42,10 +41,9 @@ DELTA_COLUMNS = ("baseline_s", "candidate_s", "delta_s", "low_s", "high_s", "del
 
 
 def read_side(*paths: str | Path, label: str | None = None, warmup: int = 0, cache: bool = False) -> Side:
-    """Read one side. Steps are used where the inputs hold them (run folders,
-    steps tables), after each run's warm-up and ``warmup`` more steps.
-    DataError when the runs are not repeats of one configuration. With
-    ``cache``, runs come from :mod:`trainperf.reading.input_cache` (``load_runs``)."""
+    """One side, with steps where the inputs hold them (run folders, steps tables), after each run's warm-up and
+    ``warmup`` more steps; ``cache``: runs from :mod:`trainperf.reading.input_cache`. DataError when the runs are
+    not repeats of one configuration."""
     if not paths:
         raise DataError("no input given for a side of the comparison")
     paths = tuple(Path(p) for p in paths)
@@ -132,9 +130,8 @@ def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, dra
             seed: int = 0, run_cv: float = RUN_CV, metrics: Sequence[str] = ("throughput",),
             min_effects: Mapping[str, float] | None = None, run_cvs: Mapping[str, float] | None = None) -> Comparison:
     """Compare two sides (docs/statistics.md), the same for a ``seed``. ``metrics``: those judged (the exit code looks
-    at these), ``min_effects`` and ``run_cvs`` their minimum effects and the run-to-run coefficients of variation
-    given to a side of one run when neither side has repeats, where not their defaults
-    (:data:`trainperf.compare.metrics.METRICS`; throughput's are ``min_effect`` and ``run_cv``), fractions."""
+    at these); ``min_effects``, ``run_cvs``: their minimum effects and the run-to-run CVs a lone run gets when neither
+    side has repeats, where not :data:`METRICS`' defaults (throughput's: ``min_effect``, ``run_cv``; fractions)."""
     min_effects, run_cvs = dict(min_effects or {}), dict(run_cvs or {})
     unknown = [m for m in (*metrics, *min_effects, *run_cvs) if m not in METRICS]
     if unknown:
@@ -345,7 +342,7 @@ def _compare_runs(baseline: Side, candidate: Side, min_effect: float) -> Compari
         notes.append(note or "Intervals: t intervals on the log scale from the spread of the repeats.")
         basis = spread_basis(est, 0.0)
     else:
-        diff = Difference(est[1].throughput / est[0].throughput - 1.0, math.nan, math.nan, math.nan)
+        diff = Difference(est[1].throughput / est[0].throughput - 1.0)
         notes.append("Each side has a single runs-table row and no steps: no interval can be computed.")
         qualifier, basis = " (no repeats or steps)", "one runs-table row a side: no interval"
     unit = rate.removesuffix("_per_s")

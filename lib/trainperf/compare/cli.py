@@ -1,5 +1,4 @@
-"""``trainperf compare BASELINE CANDIDATE`` (or ``--history DIR CANDIDATE``): did a change make training
-faster, or use more memory or energy?"""
+"""``trainperf compare BASELINE CANDIDATE`` (or ``--history DIR CANDIDATE``): :mod:`trainperf.compare`'s command."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A :class:`~trainperf.compare.analysis.Comparison` as text for a terminal, Markdown for
-a pull-request comment, or JSON for a program: ``trainperf compare --format``."""
+"""A :class:`Comparison` as text (a terminal), Markdown (a pull-request comment) or JSON (a program): ``--format``."""
 
 from __future__ import annotations
 
@@ -101,11 +100,10 @@ def load_lines(load: pd.DataFrame) -> list[str]:
 
 
 def markdown(result: Comparison) -> str:
-    """A pull-request comment: the outcome, one table row per judged metric, the
-    warnings, and the phases and notes folded away."""
+    """A pull-request comment: the outcome, a table row per judged metric, warnings; phases and notes folded away."""
     outcome = "regression (exit 1)" if result.exit_code else "no regression (exit 0)"
     lines = [f"### trainperf compare: {outcome}", "",
-             f"Baseline {_code(result.baseline)} · candidate {_code(result.candidate)}", "",
+             f"Baseline `{result.baseline.replace('`', '')}` · candidate `{result.candidate.replace('`', '')}`", "",
              "| metric | baseline | candidate | change | 95 % interval | minimum effect | verdict |",
              "|---|---:|---:|---:|---|---:|---|"]
     for _, row in result.metrics.iterrows():
@@ -157,10 +155,6 @@ def as_json(result: Comparison) -> str:
 def render(result: Comparison, form: str = "text") -> str:
     """``result`` in one of :data:`FORMATS`."""
     return {"text": text, "json": as_json, "markdown": markdown}[form](result)
-
-
-def _code(text: str) -> str:
-    return f"`{text.replace('`', '')}`"
 
 
 def _cell(text: str) -> str:

@@ -1,7 +1,6 @@
-"""The figures a comparison judges, each in its own direction (more memory, more energy per token and less
-goodput are worse), with its own minimum effect and assumed run-to-run variation (:data:`METRICS`), from
-the runs rows of each side; throughput from the steps, by :mod:`trainperf.compare`. A figure a run of
-either side lacks is ``not measured``: named, never judged. docs/statistics.md, "The gate".
+"""The figures a comparison judges from each side's runs rows (throughput: from the steps, :mod:`trainperf.compare`),
+each in its direction (more memory, more energy per token and less goodput are worse), with its own minimum effect
+and assumed run-to-run variation (:data:`METRICS`); one a run lacks is ``not measured``: named, never judged.
 """
 
 from __future__ import annotations
@@ -20,9 +19,8 @@ PEAK_MEMORY_RUN_CV = 0.01
 
 @dataclass(frozen=True)
 class Metric:
-    """A judged figure: its runs ``column`` (None for throughput, measured from steps), its ``unit``, whether
-    ``higher_is_better``, its default ``min_effect`` and assumed ``run_cv`` (fractions), and the verdicts that say it
-    got ``better`` or ``worse``."""
+    """A judged figure: its runs ``column`` (None: throughput, from steps), ``unit``, whether ``higher_is_better``,
+    default ``min_effect`` and assumed ``run_cv`` (fractions), and the verdicts ``better`` and ``worse``."""
 
     name: str
     label: str
@@ -64,8 +62,7 @@ it is a significant regression, for an inconclusive one the runs per side that w
 
 def metric_row(metric: Metric, est: list[Estimate], difference: Difference, min_effect: float, basis: str,
                unit: str | None = None) -> dict:
-    """The ``metrics`` row of ``metric`` from the two sides' estimates (after
-    :func:`trainperf.estimates.sides_difference`) and their difference."""
+    """The ``metrics`` row of ``metric`` from both sides' estimates and difference (:func:`sides_difference`'s)."""
     call = verdict(difference, min_effect, metric.words)
     intervals = [e.interval() for e in est]
     return {"metric": metric.name, "label": metric.label, "unit": unit or metric.unit,
