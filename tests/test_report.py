@@ -378,6 +378,41 @@ def test_strings_from_data_are_escaped_in_the_charts(tiny):
 
 
 @pytest.mark.slow
+def test_the_charts_carry_no_build_time(embedded):
+    """The same chart is the same SVG in every build: matplotlib writes no date into it (theme.apply)."""
+    charts = [base64.b64decode(data).decode() for name in REPORTS for data in
+              re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', _page(embedded, name))]
+    assert len(charts) == 22 and not any("<dc:date>" in chart for chart in charts)
+
+
+def test_a_strip_plot_is_drawn_alike_in_every_build():
+    """theme.apply seeds the generator seaborn draws a strip plot's jitter from and salts the SVG's ids: the
+    points land in the same places, and the image is the same text."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import seaborn as sns
+
+    from trainperf.report import theme
+
+    drawn = []
+    for _ in range(2):
+        np.random.seed(None)  # each kernel starts from a fresh state
+        theme.apply()
+        figure, ax = plt.subplots()
+        sns.stripplot(x=[1.0] * 30 + [2.0] * 30, y=["a"] * 30 + ["b"] * 30, ax=ax)
+        svg = io.StringIO()
+        figure.savefig(svg, format="svg", metadata={"Date": None})
+        plt.close(figure)
+        drawn.append(svg.getvalue())
+    assert drawn[0] == drawn[1]
+
+
+@pytest.mark.slow
 def test_only_the_reports_that_show_scaling_state_its_conventions_and_notes(embedded):
     """The batch-size and platforms data hold runs that share the fewest devices (derive notes "scaling:
     several runs share the fewest devices: set baseline_run_id"): their pages show neither that note nor the

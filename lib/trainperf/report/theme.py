@@ -60,14 +60,18 @@ def color_tick_labels(ax: Axes, colors: Mapping[str, str], axis: str = "y") -> N
 
 RC = {"figure.figsize": (8.0, 4.0), "figure.dpi": 110, "axes.titleweight": "bold", "axes.titlelocation": "left",
       "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False, "svg.fonttype": "none",
-      "axes.titley": 1.0, "axes.formatter.useoffset": False, "axes.formatter.limits": (-9, 12)}
+      "axes.titley": 1.0, "axes.formatter.useoffset": False, "axes.formatter.limits": (-9, 12),
+      "svg.hashsalt": "trainperf"}
 """Matplotlib settings on top of seaborn's ``whitegrid`` theme. Titles sit just above their axes (``axes.titley``:
 left to find its place, a title measures every y tick label at each layout); no tick label is written with an
-offset or a power of ten over the axis, where it would cover them (``axes.formatter.*``)."""
+offset or a power of ten over the axis, where it would cover them (``axes.formatter.*``). An SVG's ids are salted
+alike in every build (``svg.hashsalt``), so that the same chart is the same text."""
 
 
 def apply() -> None:
-    """Set the reports' seaborn theme and palette for every chart that follows."""
+    """Set the reports' seaborn theme and palette for every chart that follows, and seed NumPy's global generator:
+    the points a strip plot jitters (seaborn draws their offsets from it) land in the same places in every build."""
+    np.random.seed(0)
     sns.set_theme(style="whitegrid", context="notebook", palette=list(SERIES), font_scale=0.9, rc=RC)
     backend = plt.get_backend()
     if backend.endswith("backend_inline"):
@@ -78,7 +82,7 @@ def apply() -> None:
         # Imported here: loaded before the kernel's shell exists, the backend would not hook into it.
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
-        set_matplotlib_formats("svg")
+        set_matplotlib_formats("svg", metadata={"Date": None})  # no time written in: the same chart, the same SVG
 
 
 Format = Callable[[object], str]
