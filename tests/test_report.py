@@ -382,7 +382,7 @@ def test_the_charts_carry_no_build_time(embedded):
     """The same chart is the same SVG in every build: matplotlib writes no date into it (theme.apply)."""
     charts = [base64.b64decode(data).decode() for name in REPORTS for data in
               re.findall(r'src="data:image/svg\+xml;base64,([^"]+)"', _page(embedded, name))]
-    assert len(charts) == 22 and not any("<dc:date>" in chart for chart in charts)
+    assert charts and not any("<dc:date>" in chart for chart in charts)
 
 
 def test_a_strip_plot_is_drawn_alike_in_every_build():

@@ -116,13 +116,14 @@ def open_run_folder(path: str | Path) -> RunFolder:
 def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = None,
                upto: int | None = None) -> tuple[pd.DataFrame, dict[str, list]]:
     """The step intervals of ``files`` (default: every rank of the run), rank by rank, each in the order written, up
-    to step ``upto`` where given (:meth:`RunFolder.written_by_all`), and the facts read besides them (lists, joined over a run's parts): ``closed``, the ranks whose file ends with
-    the end line; ``bad_lines``, ``[file, line, reason]`` of each line skipped (malformed, truncated or repeated);
-    ``out_of_memory``, ``[rank, step, ooms]`` of each step that ran out of memory (no intervals); ``memory_checked``,
-    the ranks whose file can record them; ``ahead``, ``[rank, lines, last step]`` of each rank whose lines beyond
-    ``upto`` were left out, as it had written them; ``wall_s``, ``[rank, seconds]`` of each closed rank's wall clock;
-    ``outside``, what each rank did outside its steps (:func:`outside_seconds`); ``waited_for``, the ``[rank,
-    phase]`` pairs others waited for (:func:`outside_waits`)."""
+    to step ``upto`` where given (:meth:`RunFolder.written_by_all`), and the facts read besides them (lists, joined
+    over a run's parts): ``closed``, the ranks whose file ends with the end line; ``bad_lines``, ``[file, line,
+    reason]`` of each line skipped (malformed, truncated or repeated); ``out_of_memory``, ``[rank, step, ooms]`` of
+    each step that ran out of memory (no intervals); ``memory_checked``, the ranks whose file can record them;
+    ``ahead``, ``[rank, lines, last step]`` of each rank whose lines beyond ``upto`` were left out, as it had written
+    them; ``wall_s``, ``[rank, seconds]`` of each closed rank's wall clock; ``outside``, what each rank did outside its
+    steps (:func:`outside_seconds`); ``waited_for``, the ``[rank, phase]`` pairs others waited for
+    (:func:`outside_waits`)."""
     read = [_read_rank_file(path) for _, path in (folder.rank_files if files is None else files)]
     out_of_memory = [[f.rank, int(step), int(np.nan_to_num(ooms, nan=1.0))] for f in read
                      for step, ooms in zip(*(f.columns[c][f.columns["out_of_memory"]] for c in ("step", "ooms")))]
