@@ -128,6 +128,23 @@ def test_an_mlperf_log_timed_between_its_train_loss_events_says_so():
     assert "block_stop" not in note
 
 
+def test_an_interval_time_that_is_a_running_total_times_each_line_by_its_increase(tmp_path):
+    """fairseq before 0.9 prints ``train_wall`` as the training clock since the start: each line's time is its
+    increase over the line before (facebookresearch/fairseq#940: 1094 − 756 s for 4 × 50 updates, 62,040 tokens/s,
+    tests/data/zoo/generic/README.md). A series that grows but is no running total stays the intervals' own times:
+    the same lines with each interval a second slower than the one before (84, 85, 86, 87 s)."""
+    result, run, _ = read(ZOO / "fairseq_2019_issue940_train_wall.log")
+    assert run["elapsed_s"] == 338 and run["tokens_per_s"] == pytest.approx(20_969_400 / 338)
+    assert "'train wall' a running total" in run["extra_time_source"]
+    text = (ZOO / "fairseq_2019_issue940_train_wall.log").read_text(encoding="utf-8")
+    for total, own in (("756", "83"), ("840", "84"), ("925", "85"), ("1010", "86"), ("1094", "87")):
+        text = text.replace(f"train_wall={total}", f"train_wall={own}")
+    slower = tmp_path / "fairseq_intervals.log"
+    slower.write_text(text, encoding="utf-8")
+    _, run, _ = read(slower)
+    assert run["elapsed_s"] == 84 + 85 + 86 + 87 and "running total" not in run["extra_time_source"]
+
+
 def test_a_counter_that_restarts_each_epoch_is_one_run():
     result, run, _ = read(ZOO / "fairseq_2018_issue301_progress.log")
     assert result.format == "generic" and len(result.runs) == 1

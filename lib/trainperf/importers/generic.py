@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from trainperf.importers import records
@@ -30,6 +31,9 @@ TIMES = ("step_time_s", "cumulative_time_s", "interval_time_s", "interval_mean_s
 _START_WORDS = re.compile(r"\\[bsd][+*]?|[(\[].*")
 """What a record start's regular expression is not in words: escapes, groups, classes."""
 _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_len"}
+RUNNING_TOTAL_PACE = 1.5
+"""How far (a factor) the time per step since the line before may be from the time per step since step 0 in an
+interval time read as a running total (:meth:`GenericParser.running_totals`)."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,8 @@ class GenericParser(records.IntervalParser[records.Run]):
         self.checkpoints: list[tuple[float, float, bool]] = []
         """MLPerf ``train_loss`` events: ``(time_ms, samples_count, whether a block ended since the one before)``."""
         self.block_ended = False
+        self.interval_times: dict[int, list[tuple[int, float]]] = {}
+        """Per run (``id``), each record timed by an interval time: its row and the time printed (s)."""
 
     def starts_record(self, text: str) -> bool:
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
@@ -269,6 +275,8 @@ class GenericParser(records.IntervalParser[records.Run]):
                 self.evaluated = None
         run.records.add(records.record(values, rank, step, seconds[1] if seconds is not None else n,
                                        excluded=1.0 if evaluated else 0.0))
+        if self.stack is None and "interval_time_s" in values:
+            self.interval_times.setdefault(id(run), []).append((len(run.records) - 1, values["interval_time_s"]))
         if len(parsed) > 2:
             for name in values:
                 if name in parsed[2]:
@@ -347,17 +355,43 @@ class GenericParser(records.IntervalParser[records.Run]):
         return super().notes() + said
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        if self.timed_between_checkpoints(run):
-            run.records = self.between_checkpoints(config)
         if self.stack is None:
-            return records.measure_figures(run, config, None if self.blocks else 0,
-                                           "the log's own times, read generically")
+            source = "the log's own times, read generically"
+            if self.timed_between_checkpoints(run):
+                run.records = self.between_checkpoints(config)
+            elif self.running_totals(run):
+                source += (f"; {self.used['interval_time_s']!r} a running total (as fairseq's train_wall before 0.9): "
+                           "each line's time is its increase")
+            return records.measure_figures(run, config, None if self.blocks else 0, source)
         measured, steps = records.measure_figures(run, config, self.stack.origin, self.stack.time_source,
                                           self.stack.convention, self.stack.warmup, self.stack.rate_measures)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps
 
+    def running_totals(self, run: records.Run) -> bool:
+        """Time ``run``'s records by the increases of their interval times where those are a running total (then
+        True): on every rank three or more, each above the one before, and the time per step since the line before
+        within :data:`RUNNING_TOTAL_PACE` of the total's time per step since step 0 (read as an interval's own, each
+        would make its interval as long as all the run before it). A rank's first record stays untimed."""
+        rows, totals = np.array(self.interval_times.pop(id(run), []), dtype=float).reshape(-1, 2).T
+        table = run.records.table()
+        rows = rows.astype(int)
+        ranks, steps, counts = (table[rows, records.COLUMN[c]] for c in ("rank", "step", "n_steps"))
+        timed = []
+        for rank in np.unique(ranks):
+            mine = np.flatnonzero(ranks == rank)
+            gained, step = np.diff(totals[mine]), steps[mine][1:]
+            if len(mine) < 3 or not ((gained > 0) & (step > 0) & (totals[mine][1:] > 0)).all():
+                return False
+            pace = (gained / counts[mine][1:]) / (totals[mine][1:] / step)
+            if not (abs(np.log(pace)) <= np.log(RUNNING_TOTAL_PACE)).all():
+                return False
+            timed.append((rows[mine][1:], gained))
+        for at, seconds in timed:
+            table[at, records.COLUMN["seconds"]] = seconds
+            table[at, records.COLUMN["weight"]] = seconds
+        return bool(timed)
 
     def timed_between_checkpoints(self, run: records.Run) -> bool:
         """Whether an MLPerf log's ``run`` is timed between its ``train_loss`` events, not its blocks: it has more of
