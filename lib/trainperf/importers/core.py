@@ -263,7 +263,10 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                         + (f" ({skipped_total} problem(s); first: {shown})" if shown else " (no record lines found)"),
                         path=path)
     runs = check_runs(pd.DataFrame(rows), path)
-    return ImportResult(path=path, format=fmt.name, runs=runs, steps=_steps_table(steps), skipped=skipped,
+    table = None  # the steps table, None where the log prints no steps; every format's intervals have every column
+    if steps:
+        table = pd.concat(steps, ignore_index=True).astype({"run_id": "string"})[list(STEP_INTERVAL_COLUMNS)]
+    return ImportResult(path=path, format=fmt.name, runs=runs, steps=table, skipped=skipped,
                         missing=_missing_list(runs), lines=parsed.lines, skipped_total=skipped_total, warnings=notes)
 
 
@@ -276,16 +279,6 @@ def log_stem(path: Path) -> str:
         return path.resolve().parent.name
     name = path.name.removesuffix(".gz")
     return Path(name).stem or name
-
-
-def _steps_table(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
-    """The step intervals of a log's runs as one steps table (its columns in :data:`STEP_INTERVAL_COLUMNS` order);
-    None where the log prints no steps."""
-    if not frames:
-        return None
-    table = pd.concat(frames, ignore_index=True)  # every format's intervals have every column
-    table["run_id"] = table["run_id"].astype("string")
-    return table[list(STEP_INTERVAL_COLUMNS)]
 
 
 def _missing_list(runs: pd.DataFrame) -> list[Missing]:

@@ -1,7 +1,6 @@
 """Step-interval records of a training log (one line of one rank: ``n_steps`` steps ending at ``step`` in
-``seconds``), their parsers' base (:class:`IntervalParser`), records of named figures (:data:`GROUPS`: a pattern's
-line, a TensorBoard step; docs/importers.md, "A log of any stack") and the measurement of their window by the one
-aggregator (:func:`measure_window`; docs/importers.md, "The measured window").
+``seconds``), their parsers' base (:class:`IntervalParser`), records of named figures (:data:`GROUPS`) and the
+measurement of their window by the one aggregator (:func:`measure_window`).
 """
 
 from __future__ import annotations
@@ -191,27 +190,28 @@ class IntervalParser(RunParser, Generic[RunT]):
     def break_chain(self, rank: int | None) -> None:
         """After an unreadable record line of ``rank`` (None: every rank), its next record has an unknown length."""
         if self.run is not None:
-            previous = self.run.previous
-            for r in ([rank] if rank is not None else list(previous)):
-                previous[r] = BROKEN
+            self.run.previous.update(dict.fromkeys(self.run.previous if rank is None else [rank], BROKEN))
 
-    def timed(self, line: int, label: int | None, step: int, when: float,
-              first: int = -1) -> tuple[RunT, int, float, float, str]:
-        """``(run, rank, steps, seconds, problem)`` of a record line stamped ``when`` (s) of launcher prefix ``label``:
-        its run and rank (:meth:`run_at`, :meth:`rank_of`) and its steps and time since its rank's previous line (NaN
-        after none, steps 1 at step ``first``, or an unreadable one), or why not (the time does not advance)."""
+    def timed(self, line: int, label: int | None, step: int, when: float, loss: float, memory_gb: float,
+              reported: tuple[float, ...], first: int = -1) -> tuple[RunT, str]:
+        """Add the record of a line stamped ``when`` (s) of launcher prefix ``label`` to its run (:meth:`run_at`,
+        :meth:`rank_of`): its steps and time since its rank's previous line (NaN after none, steps 1 at step
+        ``first``, or an unreadable one), weighted by that time, else by its steps (1 where unknown) over its rate
+        (``reported[0]``). The run, and why the record is left out where it is (the time does not advance)."""
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)
         if previous is None or previous is BROKEN:
-            run.previous[rank] = (step, when)
-            return run, rank, (1.0 if step == first and previous is None else NAN), NAN, ""
-        seconds = when - previous[1]
-        if seconds <= 0:
-            run.previous[rank] = BROKEN
-            return run, rank, NAN, NAN, f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
+            n, seconds = (1.0 if step == first and previous is None else NAN), NAN
+        else:
+            n, seconds = float(step - previous[0]), when - previous[1]
+            if seconds <= 0:
+                run.previous[rank] = BROKEN
+                return run, f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
-        return run, rank, float(step - previous[0]), seconds, ""
+        weight = seconds if math.isfinite(seconds) else (n if math.isfinite(n) else 1.0) / reported[0]
+        run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory_gb, 0.0, NAN, *reported))
+        return run, ""
 
     def run_at(self, line: int, rank: int, step: int) -> RunT:
         """The run of a record of ``rank`` at ``step``: the current one, or a new one if the step does not advance."""
@@ -367,16 +367,14 @@ def _intervals(col: dict[str, np.ndarray], in_window: np.ndarray, config: Mappin
     _, printed, printers = np.unique(step, return_inverse=True, return_counts=True)
     micro = config.get("grad_accum_steps")
     frame = pd.DataFrame({
-        "run_id": pd.Series("", index=range(len(keep)), dtype="string"),
-        "rank": rank.astype(np.int64), "step": step.astype(np.int64), "n_steps": n_steps,
-        "node": pd.Series("", index=range(len(keep)), dtype="string"),
+        "run_id": "", "rank": rank.astype(np.int64), "step": step.astype(np.int64), "n_steps": n_steps, "node": "",
         "warmup": ~in_window[keep], "includes_evaluation": evaluated, "start_s": start, "step_s": seconds,
         "tokens": col["tokens"][keep] / printers[printed], "samples": col["samples"][keep] / printers[printed],
         "micro_steps": np.full(len(keep), np.nan if is_missing(micro) else float(micro)),
         "loss": col["loss"][keep], "peak_memory_gb": col["memory_gb"][keep],
         "energy_j": col["energy_j"][keep] / printers[printed],
     })
-    return frame.reindex(columns=list(STEP_INTERVAL_COLUMNS))
+    return frame.astype({"run_id": "string", "node": "string"}).reindex(columns=list(STEP_INTERVAL_COLUMNS))
 
 
 def _starts(rank: np.ndarray, step: np.ndarray, seconds: np.ndarray) -> np.ndarray:
