@@ -1,8 +1,4 @@
-"""Log importers: training logs into canonical runs (and steps) tables (docs/importers.md).
-
-``import_path(path, overrides)`` recognises a file's format (:data:`FORMATS`) by its content and reads it;
-``compare_reported`` sets the figures a log printed itself against ``trainperf.derive``'s recomputation.
-"""
+"""Log importers: training logs into canonical runs (and steps) tables (docs/importers.md)."""
 
 from __future__ import annotations
 

@@ -149,8 +149,7 @@ def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> N
 
 
 APPROXIMATE = 0.001
-"""Relative rounding (half the last printed digit over the value) beyond which a printed input is marked
-approximate."""
+"""Relative rounding (half the last printed digit over the value) beyond which a printed input is approximate."""
 REPORTED_CONVENTION = "extra_reported_flops_convention"
 """Column naming the FLOPs convention (``trainperf.flops``) of the figures a log printed itself: its ``reported_*``
 FLOP/s and MFU are compared with trainperf's under that convention."""
@@ -170,10 +169,8 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
     found: dict[str, tuple[list[str], str]] = {}
 
     def lack(name: str, blocks: tuple[str, ...], note: str = "") -> None:
-        blocked, old = found.setdefault(name, ([], note))
-        blocked.extend(b for b in blocks if b not in blocked)
-        if note and not old:
-            found[name] = (blocked, note)
+        blocked, old = found.get(name, ([], ""))
+        found[name] = (list(dict.fromkeys([*blocked, *blocks])), old or note)
 
     if not known("gpus"):
         lack("gpus", PER_GPU)

@@ -78,9 +78,8 @@ class Stack:
 
     @functools.cached_property
     def fields(self) -> dict[str, tuple[str, Field, str, str | None, float | None]]:
-        """Each key's canonical field name, field, the unit of its value printed as a bare number (the unit it
-        must end in, else the one the key names or is), that unit and the factor to the field's unit
-        (``vocabulary.scale``)."""
+        """Each key's canonical name, field, unit of a bare value (the one its values must end in, else the one the
+        key names or is), the unit they must end in and the factor to the field's unit (``vocabulary.scale``)."""
         out = {}
         for key, name in {**self.keys, **self.after}.items():
             ends = self.units.get(key)
@@ -269,10 +268,8 @@ class GenericParser(records.IntervalParser[records.Run]):
                 self.evaluated = None
         run.records.add(records.record(values, rank, step, seconds[1] if seconds is not None else n,
                                        excluded=1.0 if evaluated else 0.0))
-        if len(parsed) > 2:
-            for name in values:
-                if name in parsed[2]:
-                    self.used.setdefault(name, parsed[2][name])
+        said = parsed[2] if len(parsed) > 2 else {}
+        self.used.update({name: said[name] for name in values if name in said and name not in self.used})
         return ""
 
     def seconds(self, values: dict[str, float], last: dict[str, float], n: float) -> tuple[float, float] | None:
@@ -360,8 +357,7 @@ class GenericParser(records.IntervalParser[records.Run]):
 
 
     def timed_between_checkpoints(self, run: records.Run) -> bool:
-        """Whether an MLPerf log's ``run`` is timed between its ``train_loss`` events, not its blocks: it has more of
-        them."""
+        """Whether an MLPerf log's ``run`` is timed between its ``train_loss`` events (more of them than blocks)."""
         return self.stack is None and self.blocks and len(self.checkpoints) > len(run.records) + 1
 
     def between_checkpoints(self, config: Mapping[str, Any]) -> records.Intervals:

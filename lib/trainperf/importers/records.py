@@ -142,9 +142,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         return offset + step
 
     def rank_of(self, rank: int | None, step: int) -> int:
-        """The rank a record of ``step`` belongs to, given the rank its line's launcher prefix names (None:
-        no prefix): the k-th line of one step in a row is rank k, or ``label + k·COPY_STRIDE`` under one
-        label (docs/importers.md, "Tolerance")."""
+        """The rank of a record of ``step`` whose launcher prefix names ``rank`` (None: none): the k-th line of one
+        step in a row is rank k, or ``rank + k·COPY_STRIDE`` (docs/importers.md, "Tolerance")."""
         last, copies = self.copies.get(rank, (-1, 0))
         copies = copies + 1 if step == last else 0
         self.copies[rank] = (step, copies)
@@ -169,8 +168,7 @@ class IntervalParser(RunParser, Generic[RunT]):
     def read_record(self, lines: list[str], i: int, number: int, parse: Callable[[str], tuple[Any, ...]],
                     what: str) -> int:
         """Read the record line ``lines[i]`` (line ``number``; ``text.parse_wrapped``) with ``parse`` and :meth:`add`
-        it; the lines used. One that cannot be read or used is skipped (``what`` in the reason); an unreadable one
-        breaks its rank's chain (:meth:`break_chain`). A line the same as the one before it is parsed as that was."""
+        it; the lines used. One that cannot be read or used is skipped (``what`` in the reason)."""
         try:
             if self.echo and self.parsed is not None and self.parsed[0] == lines[i]:
                 parsed, used = self.parsed[1], 1
@@ -194,10 +192,9 @@ class IntervalParser(RunParser, Generic[RunT]):
 
     def timed(self, line: int, label: int | None, step: int, when: float, loss: float, memory_gb: float,
               reported: tuple[float, ...], first: int = -1) -> tuple[RunT, str]:
-        """Add the record of a line stamped ``when`` (s) of launcher prefix ``label`` to its run (:meth:`run_at`,
-        :meth:`rank_of`): its steps and time since its rank's previous line (NaN after none, steps 1 at step
-        ``first``, or an unreadable one), weighted by that time, else by its steps (1 where unknown) over its rate
-        (``reported[0]``). The run, and why the record is left out where it is (the time does not advance)."""
+        """Add the record of a line stamped ``when`` (s) of launcher prefix ``label``: its steps and time since its
+        rank's previous line (NaN after none, steps 1 at step ``first``, or an unreadable one), weighted by that time,
+        else by its steps (1 where unknown) over its rate ``reported[0]``; its run, and why it is left out if it is."""
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)

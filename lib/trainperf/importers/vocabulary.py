@@ -1,6 +1,5 @@
-"""One vocabulary of the fields training logs print (docs/importers.md, "The vocabulary"): the front end that
-splits a cleaned line into its fields (:func:`fields_of`: normalised key -> printed value) and reads a printed value
-with its unit (:func:`value`), and each canonical field once, with its names and unit (:func:`lookup`).
+"""One vocabulary of the fields training logs print (docs/importers.md, "The vocabulary"): a cleaned line's fields
+(:func:`fields_of`), a printed value with its unit (:func:`value`) and each field once, with its names (:func:`lookup`).
 """
 
 from __future__ import annotations
@@ -123,10 +122,9 @@ RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "samples_per_s
 
 @dataclass(frozen=True)
 class Field:
-    """A canonical field: its ``name`` (a figure of ``records.GROUPS`` where one exists), how a
-    record uses it (``kind``), the unit its value has where the log prints none (``s``, ``ms``, ``%``,
-    ``gib``; '' for counts and rates) and the names logs print it under; what each means: docs/importers.md,
-    "The vocabulary"."""
+    """A canonical field: its ``name`` (a figure of ``records.GROUPS`` where one exists), how a record uses it
+    (``kind``), the unit its value has where the log prints none (``s``, ``ms``, ``%``, ``gib``; '' for counts and
+    rates) and the names logs print it under."""
 
     name: str
     kind: str
@@ -208,9 +206,8 @@ def lookup(key: str) -> Field | None:
 
 
 def scale(unit: str, field: Field) -> float | None:
-    """The factor that takes a value printed in ``unit`` ('' : the field's own) to the field's base unit:
-    seconds for times, GiB for memory, 1 for counts and rates; None for MFU, whose unit depends on the value
-    (:func:`in_unit`)."""
+    """The factor from ``unit`` ('' : the field's own) to the field's base unit (:func:`in_unit`); None for MFU,
+    whose unit depends on the value."""
     unit = unit or field.unit
     if field.kind in TIME_KINDS:
         return SECONDS.get(unit, 1.0)
