@@ -364,14 +364,16 @@ def _intervals(col: dict[str, np.ndarray], in_window: np.ndarray, config: Mappin
     _, printed, printers = np.unique(step, return_inverse=True, return_counts=True)
     micro = config.get("grad_accum_steps")
     frame = pd.DataFrame({
-        "run_id": "", "rank": rank.astype(np.int64), "step": step.astype(np.int64), "n_steps": n_steps, "node": "",
+        "run_id": pd.Series("", index=range(len(keep)), dtype="string"),
+        "rank": rank.astype(np.int64), "step": step.astype(np.int64), "n_steps": n_steps,
+        "node": pd.Series("", index=range(len(keep)), dtype="string"),
         "warmup": ~in_window[keep], "includes_evaluation": evaluated, "start_s": start, "step_s": seconds,
         "tokens": col["tokens"][keep] / printers[printed], "samples": col["samples"][keep] / printers[printed],
         "micro_steps": np.full(len(keep), np.nan if is_missing(micro) else float(micro)),
         "loss": col["loss"][keep], "peak_memory_gb": col["memory_gb"][keep],
         "energy_j": col["energy_j"][keep] / printers[printed],
     })
-    return frame.astype({"run_id": "string", "node": "string"}).reindex(columns=list(STEP_INTERVAL_COLUMNS))
+    return frame.reindex(columns=list(STEP_INTERVAL_COLUMNS))
 
 
 def _starts(rank: np.ndarray, step: np.ndarray, seconds: np.ndarray) -> np.ndarray:
