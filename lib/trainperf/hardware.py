@@ -64,7 +64,6 @@ def _sparse(sparse_tflops: float, label: str, as_printed: str | None = None) -> 
 
 
 def _dense(tflops: float, label: str, sparse: float | None = None, printed: str | None = None) -> Figure:
-    """A figure printed as a dense peak (with its sparse one where printed)."""
     text = printed or (f"{label} {tflops:,g} TFLOPS" + (f" | {sparse:,g} TFLOPS with sparsity" if sparse else ""))
     return Figure(dense=tflops, sparse=sparse, printed=text)
 
@@ -94,7 +93,6 @@ _V100 = "NVIDIA Tesla V100 GPU Accelerator datasheet"
 
 
 def _volta(fp32: float, fp16: float) -> dict[str, Figure]:
-    """A V100 sheet: FP32 and FP16 tensor-core figures only."""
     return {"fp32": _dense(fp32, "Single-Precision"),
             "fp16": _dense(fp16, "Tensor Performance (FP16 in, FP32 accumulate)")}
 

@@ -134,12 +134,11 @@ def _read_mapped(path: Path, settings: Settings) -> ParsedLog:
         try:
             if len(row) != len(header):
                 raise LineError(f"{len(row)} cells, the header has {len(header)}")
-            values = {target: cell_value(target, row[i], columns[target][1], path)
-                      for target, i in index.items()}
+            values = {target: value for target, i in index.items()
+                      if (value := cell_value(target, row[i], columns[target][1], path)) is not None}
         except LineError as exc:
             skipped.append((str(path), line, f"row {k}: {exc}"))
             continue
-        values = {key: value for key, value in values.items() if value is not None}
         name = str(values.pop("run_id", f"{stem}-{k}"))
         runs.append(ParsedRun(name, line, values, lambda config: ({}, None)))  # each row is all it measures
     return ParsedLog(runs, skipped, len(skipped), len(lines))

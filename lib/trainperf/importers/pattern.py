@@ -23,8 +23,7 @@ EXAMPLE = r"step (?P<step>\d+) .* (?P<tokens_per_s>[\d,.]+) tok/s"
 
 
 def compile_pattern(text: str, where: object) -> regex.Pattern[str]:
-    """The pattern ``text`` compiled, with named groups only from ``records.GROUPS``
-    and one of ``records.TIMING``; DataError naming ``where`` otherwise."""
+    """The pattern ``text`` compiled, its groups checked (``records.check_names``); DataError naming ``where``."""
     try:
         pattern = regex.compile(text)
     except regex.error as exc:

@@ -86,9 +86,8 @@ RunT = TypeVar("RunT", bound=Run)
 
 
 class IntervalParser(RunParser, Generic[RunT]):
-    """Base of the parsers of step-interval logs. A record line starts where :attr:`start` matches; a record whose
-    step does not advance past its rank's last one starts a new run (:meth:`run_at`) with the configuration read so
-    far (``config``); each run is measured by :meth:`finish`."""
+    """Base of the parsers of step-interval logs: a record line starts where :attr:`start` matches; each run
+    (:meth:`run_at`: with the configuration read so far, ``config``) is measured by :meth:`finish`."""
 
     start: re.Pattern[str]
     reported: tuple[str, ...] = ()

@@ -130,7 +130,6 @@ class EpochTimingParser(RunParser):
 
 
 def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """The measurements of ``run`` (its blocks', the ``Average metrics``' and its losses) and its step intervals."""
     out, intervals = _per_rank(run) if run.blocks else ({}, None)
     averages = run.averages
     for name, column in (("elapsed_s", "reported_mean_rank_elapsed_s"), *((p, f"reported_{p}") for p in PHASES)):
@@ -207,17 +206,16 @@ class TimingSummaryParser(RunParser):
         return 1
 
     def _field(self, line: int, key: str, text: str) -> None:
-        value = _SUMMARY_VALUE.match(text)
+        value, name = _SUMMARY_VALUE.match(text), SUMMARY_FIELDS[key]
+        section = self.sections[-1] if self.sections else None
         if value is None:
             self.skip(line, f"{key}: expected seconds, e.g. '12.3s (mean=0.01s)', not {text.strip()[:40]!r}")
-            return
-        if not self.sections:
+        elif section is None:
             self.skip(line, f"{key}: before any 'Batch Size = B, Accumulation Steps = A' section")
-            return
-        section, name, seconds = self.sections[-1], SUMMARY_FIELDS[key], number(value.group(1))
-        if name in section.values:
+        elif name in section.values:
             self.skip(line, f"{key}: repeats a field of the section at line {section.line}")
-        elif not (math.isfinite(seconds) and (seconds > 0 if name == "elapsed_s" else seconds >= 0)):
+        elif not (math.isfinite(seconds := number(value.group(1)))
+                  and (seconds > 0 if name == "elapsed_s" else seconds >= 0)):
             self.skip(line, f"{key}: {seconds:g} s is not a duration")
         else:
             section.values[name] = seconds

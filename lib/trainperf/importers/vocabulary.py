@@ -49,6 +49,7 @@ def fields_of(line: str) -> tuple[int | None, dict[str, str]]:
         return rank, {}
     if envelope := _ENVELOPE.match(body):
         body = body[envelope.end():]
+    out: dict[str, str] = {}
     brace = body.find("{")
     if brace >= 0 and '":' in body:
         try:
@@ -56,10 +57,8 @@ def fields_of(line: str) -> tuple[int | None, dict[str, str]]:
         except (ValueError, RecursionError):  # not JSON, or nested beyond Python's stack
             found = None
         if isinstance(found, dict):
-            out: dict[str, str] = {}
             _flatten(found, "", out)
             return rank, out
-    out = {}
     for match in _PAIR.finditer(body):
         out.setdefault(normal(match.group("key")), match.group("value"))
     if (progress := _PROGRESS.search(body)) and "/" not in "".join(out.values()):
