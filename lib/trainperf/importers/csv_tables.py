@@ -171,9 +171,8 @@ def _read_lightning(path: Path, settings: Settings) -> ParsedLog:
     bad = table[time].notna() & numbers[time].isna()
     skipped = [(str(path), int(i) + 2, f"{time}: {table.at[i, time]!r} is not a number")
                for i in table.index[bad.to_numpy()]]
-    lines = text.count("\n") + 1
     return ParsedLog([ParsedRun(None, 2, {}, lambda config: (_measure(numbers, rows, sep, config), None))],
-                     skipped, len(skipped), lines)
+                     skipped, len(skipped), text.count("\n") + 1)
 
 
 def _measure(numbers: pd.DataFrame, rows: pd.DataFrame, sep: str, config: Mapping[str, Any]) -> dict[str, Any]:

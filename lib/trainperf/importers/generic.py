@@ -275,20 +275,18 @@ class GenericParser(records.IntervalParser[records.Run]):
     def seconds(self, values: dict[str, float], last: dict[str, float], n: float) -> tuple[float, float] | None:
         """``(seconds, steps)`` the line's time gives (None: none; timed by its rate), by the first kind of
         :data:`~trainperf.importers.vocabulary.TIME_KINDS` it prints."""
-        for name in TIMES:
-            if name not in values:
-                continue
-            own = values[name]
-            for other in TIMES:
-                if other != name and other in values:
-                    del values[other]
-            if name == "step_time_s":
-                return own, 1.0
-            if name == "cumulative_time_s":
-                before, last["clock"] = last.get("clock", NAN), own
-                return (own - before if own >= before else NAN), n
-            return (own if name == "interval_time_s" else own * n), n
-        return None
+        name = next((name for name in TIMES if name in values), None)
+        if name is None:
+            return None
+        own = values[name]
+        for other in TIMES[TIMES.index(name) + 1:]:  # the line's later kinds are not used
+            values.pop(other, None)
+        if name == "step_time_s":
+            return own, 1.0
+        if name == "cumulative_time_s":
+            before, last["clock"] = last.get("clock", NAN), own
+            return (own - before if own >= before else NAN), n
+        return (own if name == "interval_time_s" else own * n), n
 
     def mllog(self, line: int, label: int | None, found: Mapping[str, str]) -> None:
         """An MLPerf ``:::MLLOG`` event: configuration, or a block's start or stop."""

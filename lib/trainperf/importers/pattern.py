@@ -58,8 +58,7 @@ class PatternParser(records.IntervalParser[records.Run]):
             self.skip(number_, f"line matched by the pattern: {exc}")
             return 1
         step = values["step"] if "step" in values else self.count_step(label)
-        if "epoch" in values:
-            step = self.across_epochs(label, values["epoch"], step)
+        step = self.across_epochs(label, values["epoch"], step) if "epoch" in values else step
         rank = self.rank_of(label, step)
         self.run_at(number_, rank, step).records.add(records.record(values, rank, step))
         return 1

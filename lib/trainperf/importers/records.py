@@ -63,8 +63,6 @@ class Intervals:
 
     def table(self) -> np.ndarray:
         """The records as a (records x fields) array sharing their memory."""
-        if not self.data:
-            return np.empty((0, self.width))
         return np.frombuffer(self.data, dtype=float).reshape(-1, self.width)
 
 

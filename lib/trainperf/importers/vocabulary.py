@@ -86,10 +86,9 @@ def unit_of_key(key: str) -> str:
 
 
 def value(text: str, key: str = "") -> tuple[float, str]:
-    """The number printed as ``text`` and its unit ('' if none): ``1,234.5`` -> (1234.5, ''), ``12.3ms`` ->
-    (12.3, 'ms'), ``45%`` -> (45.0, '%'), ``1.2K`` -> (1200.0, ''), ``13100.0/13240.9`` -> (13100.0, '')
-    (a current/average pair: the current; a step ``N/M``: N of M); without a unit in the text, the unit
-    of ``key`` (:func:`unit_of_key`). :class:`~trainperf.importers.text.LineError` if it is no number."""
+    """The number printed as ``text`` and its unit: ``1,234.5`` -> (1234.5, ''), ``12.3ms`` -> (12.3, 'ms'), ``45%``
+    -> (45.0, '%'), ``1.2K`` -> (1200.0, ''), ``13100.0/13240.9`` -> (13100.0, ''); a unit not printed is ``key``'s
+    (:func:`unit_of_key`; '' if none). :class:`~trainperf.importers.text.LineError` if it is no number."""
     text = text.strip()
     try:
         return float(text), unit_of_key(key)
@@ -212,9 +211,7 @@ def scale(unit: str, field: Field) -> float | None:
         return SECONDS.get(unit, 1.0)
     if field.name == "mfu":
         return None
-    if field.kind == "memory":
-        return 1.0 / 1024.0 if unit in ("mb", "mib") else 1.0
-    return 1.0
+    return 1.0 / 1024.0 if field.kind == "memory" and unit in ("mb", "mib") else 1.0
 
 
 def in_unit(value: float, unit: str, field: Field) -> float:
