@@ -98,8 +98,7 @@ class Missing:
 class ImportResult:
     """A log read into canonical tables: ``runs``, one row per run; ``steps``, its step intervals (a row per rank per
     record; None where it prints none); ``skipped``, ``(file, line, reason)`` of the first ``text.MAX_SKIPPED_KEPT``
-    lines that looked like records but could not be read (and of runs with no measured window), ``skipped_total``
-    of them all; ``missing``, the fields neither the log nor its sidecar give, with the derived metrics each blocks."""
+    unreadable record lines (or runs with no measured window), ``skipped_total`` of them all; :class:`Missing`."""
 
     path: Path
     format: str
@@ -169,21 +168,19 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
     found: dict[str, tuple[list[str], str]] = {}
 
     def lack(name: str, blocks: tuple[str, ...], note: str = "") -> None:
-        blocked, old = found.get(name, ([], ""))
-        found[name] = (list(dict.fromkeys([*blocked, *blocks])), old or note)
+        if not known(name):  # each field once: the metrics it blocks merged, its first note kept
+            blocked, old = found.get(name, ([], ""))
+            found[name] = (list(dict.fromkeys([*blocked, *blocks])), old or note)
 
-    if not known("gpus"):
-        lack("gpus", PER_GPU)
+    lack("gpus", PER_GPU)
     batch = known("global_batch_size") or known("micro_batch_size", "grad_accum_steps", "gpus")
     has_samples = known("samples") or known("samples_per_s") or batch and (known("steps") or known("step_time_s"))
     if not (known("tokens") or known("tokens_per_s")):
         if has_samples:
-            if not known("seq_len"):
-                lack("seq_len", TOKEN_RATES + FLOPS[1:])
+            lack("seq_len", TOKEN_RATES + FLOPS[1:])
         elif known("steps") and not batch:
             lack("global_batch_size", SAMPLE_RATES + TOKEN_RATES + FLOPS[1:])
-            if not known("seq_len"):
-                lack("seq_len", TOKEN_RATES + FLOPS[1:])
+            lack("seq_len", TOKEN_RATES + FLOPS[1:])
         else:
             lack("tokens", TOKEN_RATES + SAMPLE_RATES + FLOPS[1:],
                  "without it runs of one experiment are compared as doing equal work")
@@ -193,19 +190,15 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
             for name in missing_inputs(row, str(convention)):
                 lack(name, FLOPS)
         else:
-            if not (known("n_params") or known("n_active_params")):
+            if not known("n_active_params"):
                 lack("n_params", FLOPS)
             for name in ("n_layers", "d_model", "seq_len"):
-                if not known(name):
-                    lack(name, (), _SIX_N)
+                lack(name, (), _SIX_N)
     if not known("peak_tflops_per_gpu"):
         for name in ("platform", "precision"):
-            if not known(name):
-                lack(name, PEAK)
-    if not known("activation_checkpointing"):
-        lack("activation_checkpointing", ("hfu",))
-    if not known("price_per_gpu_hour"):
-        lack("price_per_gpu_hour", ("cost_usd",))
+            lack(name, PEAK)
+    lack("activation_checkpointing", ("hfu",))
+    lack("price_per_gpu_hour", ("cost_usd",))
     return [(name, tuple(blocks), note) for name, (blocks, note) in found.items()]
 
 

@@ -212,9 +212,8 @@ def iter_chunks(path: Path) -> Iterator[list[str]]:
 
 
 class LineParser:
-    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`,
-    which returns the lines it consumed; counts the lines it could not read. A line the same as the one just before
-    it (launcher prefix included) is read once (:meth:`repeated_line`)."""
+    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`
+    (or, the same as the line before it, to :meth:`repeated_line`); counts the lines it could not read."""
 
     anchors: tuple[str, ...] = ()
 

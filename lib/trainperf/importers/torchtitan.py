@@ -46,8 +46,7 @@ _VALIDATE = re.compile(rf"validate step:\s*\d+\s+loss:\s*({NUMBER})")
 
 def parse_step(line: str) -> tuple[Any, ...]:
     """``(rank, step, loss, memory GiB, tps, tflops, mfu fraction, timestamp)`` of a step line (NaN where absent;
-    rank None without a launcher prefix); a line without ``mfu`` (printed last) may be cut or wrapped:
-    :class:`~trainperf.importers.text.CutLine`, with what it gives without its last field."""
+    rank None without a launcher prefix); one without ``mfu``, printed last, is cut or wrapped (``text.CutLine``)."""
     rank, body = rank_prefix(line)
     match = _STEP.search(body)
     if match is None:
