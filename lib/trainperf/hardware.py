@@ -30,8 +30,8 @@ class Figure:
 @dataclass(frozen=True)
 class Device:
     """An accelerator and its peaks: ``family``, ``form`` (``sxm``, ``pcie``, ... or ``""``) and ``memory_gb`` (only
-    where it tells variants apart) are what names are matched against; ``default`` marks the variant a name that
-    leaves them open means; ``figures`` by precision; ``capacity_gb``: the datasheet's memory (GB), one size only."""
+    where it tells variants apart) are what names are matched against; ``default``: the variant a name leaving them
+    open means; ``figures`` by precision; ``capacity_gb``: the datasheet's memory (GB) where it prints one size."""
 
     name: str
     family: str

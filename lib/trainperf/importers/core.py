@@ -98,7 +98,7 @@ class Missing:
 class ImportResult:
     """A log read into canonical tables: ``runs``, one row per run; ``steps``, its step intervals (a row per rank per
     record; None where it prints none); ``skipped``, ``(file, line, reason)`` of the first ``text.MAX_SKIPPED_KEPT``
-    unreadable record lines (or runs with no measured window), ``skipped_total`` of them all; :class:`Missing`."""
+    unreadable record lines (or runs with no measured window), ``skipped_total`` all; ``missing``: :class:`Missing`."""
 
     path: Path
     format: str

@@ -100,7 +100,7 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, rate, memory, when, older = parsed
-        run, problem = self.timed(line, label, step, when, NAN, memory, (rate,))
+        run, problem = self.add_timed(line, label, step, when, NAN, memory, (rate,))
         if not problem:
             run.older_counter = run.older_counter or older
         return problem

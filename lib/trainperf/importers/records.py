@@ -187,11 +187,11 @@ class IntervalParser(RunParser, Generic[RunT]):
         if self.run is not None:
             self.run.previous.update(dict.fromkeys(self.run.previous if rank is None else [rank], BROKEN))
 
-    def timed(self, line: int, label: int | None, step: int, when: float, loss: float, memory_gb: float,
-              reported: tuple[float, ...], first: int = -1) -> tuple[RunT, str]:
+    def add_timed(self, line: int, label: int | None, step: int, when: float, loss: float, memory_gb: float,
+                  reported: tuple[float, ...], first: int = -1) -> tuple[RunT, str]:
         """Add the record of a line stamped ``when`` (s) of launcher prefix ``label``: its steps and time since its
         rank's previous line (NaN after none, steps 1 at step ``first``, or an unreadable one), weighted by that time,
-        else by its steps (1 where unknown) over its rate ``reported[0]``; its run, and why it is left out if it is."""
+        else by its steps (1 where unknown) over its rate ``reported[0]``. Its run, and why it is not added ('')."""
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)

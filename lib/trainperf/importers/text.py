@@ -212,8 +212,8 @@ def iter_chunks(path: Path) -> Iterator[list[str]]:
 
 
 class LineParser:
-    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`
-    (or, the same as the line before it, to :meth:`repeated_line`); counts the lines it could not read."""
+    """Base of the line-oriented parsers: feeds each line holding one of :attr:`anchors` to :meth:`handle` (the same
+    as the line before it: :meth:`repeated_line`), which returns the lines it used; counts the unreadable lines."""
 
     anchors: tuple[str, ...] = ()
 
@@ -264,10 +264,8 @@ class LineParser:
 
     def notes(self) -> list[str]:
         """Notes on the lines read: those printed twice, read once."""
-        if not self.repeated:
-            return []
-        return [f"{self.path}: {self.repeated} line(s) the same as the line just before them (printed twice, "
-                "as some wrappers and collectors do, or by several ranks without a prefix) read once"]
+        return [f"{self.path}: {self.repeated} line(s) the same as the line just before them (printed twice, as some "
+                "wrappers and collectors do, or by several ranks without a prefix) read once"] if self.repeated else []
 
     def read(self) -> None:
         carry: list[str] = []

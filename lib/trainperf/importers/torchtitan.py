@@ -150,7 +150,7 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, loss, memory, tps, tflops, mfu, when = parsed
-        return self.timed(line, label, step, when, loss, memory, (tps, tflops, mfu), first=1)[1]
+        return self.add_timed(line, label, step, when, loss, memory, (tps, tflops, mfu), first=1)[1]
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         measured, steps = records.measure_window(run.records, config, None if run.restarted else 1)
