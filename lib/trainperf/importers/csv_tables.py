@@ -203,10 +203,9 @@ def _measure(numbers: pd.DataFrame, rows: pd.DataFrame, sep: str, config: Mappin
         value = last.get(f"train{sep}{column.format(sep)}", math.nan)
         if math.isfinite(value):
             out[name] = float(value)
-    for column in _LOSS:
-        if column in numbers and numbers[column].notna().any():
-            out["train_loss"] = float(numbers[column].dropna().iloc[-1])
-            break
+    loss = next((numbers[c].dropna() for c in _LOSS if c in numbers and numbers[c].notna().any()), None)
+    if loss is not None:  # the last value of the first loss column that has one
+        out["train_loss"] = float(loss.iloc[-1])
     return out
 
 

@@ -185,7 +185,6 @@ _UNIT = re.compile(r"\s*\((?:ms|s|sec|min|h|%|gb|gib|mb|mib)\)|\s+in (?:ms|s|sec
 NAMES = {synonym: f for f in VOCABULARY for synonym in f.synonyms}
 """Every name (normalised) of :data:`VOCABULARY` and its field."""
 FIELD = {f.name: f for f in VOCABULARY}
-"""Each canonical field by its name."""
 TIMED_BY = {f.name for f in VOCABULARY if f.kind in TIME_KINDS or f.kind == "rate"}
 """The fields that time a record: times and rates."""
 
