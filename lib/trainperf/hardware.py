@@ -29,10 +29,9 @@ class Figure:
 
 @dataclass(frozen=True)
 class Device:
-    """An accelerator and its peaks: ``family``, ``form`` (``sxm``, ``pcie``, ``nvl``, ``oam``, ``gcd`` or ``""``)
-    and ``memory_gb`` (only where it tells variants apart) are what names are matched against; ``default`` marks the
-    variant a name that leaves them open means; ``figures`` by precision; ``capacity_gb``: the datasheet's memory
-    (GB), where it prints one size."""
+    """An accelerator and its peaks: ``family``, ``form`` (``sxm``, ``pcie``, ... or ``""``) and ``memory_gb`` (only
+    where it tells variants apart) are what names are matched against; ``default``: the variant a name leaving them
+    open means; ``figures`` by precision; ``capacity_gb``: the datasheet's memory (GB) where it prints one size."""
 
     name: str
     family: str
@@ -64,7 +63,6 @@ def _sparse(sparse_tflops: float, label: str, as_printed: str | None = None) -> 
 
 
 def _dense(tflops: float, label: str, sparse: float | None = None, printed: str | None = None) -> Figure:
-    """A figure printed as a dense peak (with its sparse one where printed)."""
     text = printed or (f"{label} {tflops:,g} TFLOPS" + (f" | {sparse:,g} TFLOPS with sparsity" if sparse else ""))
     return Figure(dense=tflops, sparse=sparse, printed=text)
 
@@ -94,7 +92,6 @@ _V100 = "NVIDIA Tesla V100 GPU Accelerator datasheet"
 
 
 def _volta(fp32: float, fp16: float) -> dict[str, Figure]:
-    """A V100 sheet: FP32 and FP16 tensor-core figures only."""
     return {"fp32": _dense(fp32, "Single-Precision"),
             "fp16": _dense(fp16, "Tensor Performance (FP16 in, FP32 accumulate)")}
 
@@ -123,8 +120,7 @@ DEVICES: tuple[Device, ...] = (
     Device("NVIDIA A100 SXM 40GB", "a100", "sxm", f"{_A100} (A100 40GB SXM)", memory_gb=40, capacity_gb=40,
            figures=_A100_FIGURES, note="no FP8"),
     Device("NVIDIA A100 SXM 80GB", "a100", "sxm", f"{_A100} (A100 80GB SXM)", memory_gb=80, default=True,
-           capacity_gb=80,
-           figures=_A100_FIGURES, note="no FP8"),
+           capacity_gb=80, figures=_A100_FIGURES, note="no FP8"),
     Device("NVIDIA A100 PCIe", "a100", "pcie", f"{_A100} (A100 40GB and 80GB PCIe)",
            figures=_A100_FIGURES, note="no FP8; same peaks as SXM"),
     Device("NVIDIA H100 SXM", "h100", "sxm", f"{_H100} (H100 SXM)", default=True, capacity_gb=80,

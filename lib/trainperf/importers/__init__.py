@@ -1,8 +1,4 @@
-"""Log importers: training logs into canonical runs (and steps) tables (docs/importers.md).
-
-``import_path(path, overrides)`` recognises a file's format (:data:`FORMATS`) by its content and reads it;
-``compare_reported`` sets the figures a log printed itself against ``trainperf.derive``'s recomputation.
-"""
+"""Log importers: training logs into canonical runs (and steps) tables (docs/importers.md)."""
 
 from __future__ import annotations
 
@@ -104,10 +100,8 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
     head = clean(head_bytes.decode("utf-8", errors="replace"))
     fmt = _best(head, settings)
     if fmt is None and len(head_bytes) == SNIFF_BYTES:
-        for lines in iter_chunks(path):
-            fmt = _best("\n".join(lines), settings, csv=False)
-            if fmt is not None:
-                break
+        found = (_best("\n".join(lines), settings, csv=False) for lines in iter_chunks(path))
+        fmt = next((chosen for chosen in found if chosen is not None), None)
     if fmt is None:
         if csv_header(head) is not None and settings.columns is None:
             how = (f"it parses as a CSV table: map its columns in {sidecar_path(path).name} "

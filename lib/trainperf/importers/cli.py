@@ -97,15 +97,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _write(table: pd.DataFrame, path: str, rows: str) -> None:
-    """Write ``table`` as a spreadsheet-safe CSV at ``path`` and say how many ``rows`` it holds."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     spreadsheet_safe(table).to_csv(path, index=False)
     print(f"wrote {len(table)} {rows} to {path}")
 
 
 def _describe(result: ImportResult) -> None:
-    """Print what was read from one log: its format, runs, step rows and unreadable lines, the first lines skipped,
-    its warnings and the fields it still needs."""
+    """Print what was read from one log, and the fields it still needs."""
     steps = 0 if result.steps is None else len(result.steps)
     print(f"{result.path}: {result.format}, {len(result.runs)} run(s), {steps} step row(s), "
           f"{result.skipped_total} unreadable line(s) of {result.lines}")

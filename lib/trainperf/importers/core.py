@@ -98,8 +98,7 @@ class Missing:
 class ImportResult:
     """A log read into canonical tables: ``runs``, one row per run; ``steps``, its step intervals (a row per rank per
     record; None where it prints none); ``skipped``, ``(file, line, reason)`` of the first ``text.MAX_SKIPPED_KEPT``
-    lines that looked like records but could not be read (and of runs with no measured window), ``skipped_total``
-    of them all; ``missing``, the fields neither the log nor its sidecar give, with the derived metrics each blocks."""
+    unreadable record lines (or runs with no measured window), ``skipped_total`` all; ``missing``: :class:`Missing`."""
 
     path: Path
     format: str
@@ -149,8 +148,7 @@ def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> N
 
 
 APPROXIMATE = 0.001
-"""Relative rounding (half the last printed digit over the value) beyond which a printed input is marked
-approximate."""
+"""Relative rounding (half the last printed digit over the value) beyond which a printed input is approximate."""
 REPORTED_CONVENTION = "extra_reported_flops_convention"
 """Column naming the FLOPs convention (``trainperf.flops``) of the figures a log printed itself: its ``reported_*``
 FLOP/s and MFU are compared with trainperf's under that convention."""
@@ -170,23 +168,19 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
     found: dict[str, tuple[list[str], str]] = {}
 
     def lack(name: str, blocks: tuple[str, ...], note: str = "") -> None:
-        blocked, old = found.setdefault(name, ([], note))
-        blocked.extend(b for b in blocks if b not in blocked)
-        if note and not old:
-            found[name] = (blocked, note)
+        if not known(name):  # each field once: the metrics it blocks merged, its first note kept
+            blocked, old = found.get(name, ([], ""))
+            found[name] = (list(dict.fromkeys([*blocked, *blocks])), old or note)
 
-    if not known("gpus"):
-        lack("gpus", PER_GPU)
+    lack("gpus", PER_GPU)
     batch = known("global_batch_size") or known("micro_batch_size", "grad_accum_steps", "gpus")
     has_samples = known("samples") or known("samples_per_s") or batch and (known("steps") or known("step_time_s"))
     if not (known("tokens") or known("tokens_per_s")):
         if has_samples:
-            if not known("seq_len"):
-                lack("seq_len", TOKEN_RATES + FLOPS[1:])
+            lack("seq_len", TOKEN_RATES + FLOPS[1:])
         elif known("steps") and not batch:
             lack("global_batch_size", SAMPLE_RATES + TOKEN_RATES + FLOPS[1:])
-            if not known("seq_len"):
-                lack("seq_len", TOKEN_RATES + FLOPS[1:])
+            lack("seq_len", TOKEN_RATES + FLOPS[1:])
         else:
             lack("tokens", TOKEN_RATES + SAMPLE_RATES + FLOPS[1:],
                  "without it runs of one experiment are compared as doing equal work")
@@ -196,19 +190,15 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
             for name in missing_inputs(row, str(convention)):
                 lack(name, FLOPS)
         else:
-            if not (known("n_params") or known("n_active_params")):
+            if not known("n_active_params"):
                 lack("n_params", FLOPS)
             for name in ("n_layers", "d_model", "seq_len"):
-                if not known(name):
-                    lack(name, (), _SIX_N)
+                lack(name, (), _SIX_N)
     if not known("peak_tflops_per_gpu"):
         for name in ("platform", "precision"):
-            if not known(name):
-                lack(name, PEAK)
-    if not known("activation_checkpointing"):
-        lack("activation_checkpointing", ("hfu",))
-    if not known("price_per_gpu_hour"):
-        lack("price_per_gpu_hour", ("cost_usd",))
+            lack(name, PEAK)
+    lack("activation_checkpointing", ("hfu",))
+    lack("price_per_gpu_hour", ("cost_usd",))
     return [(name, tuple(blocks), note) for name, (blocks, note) in found.items()]
 
 
@@ -263,7 +253,10 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                         + (f" ({skipped_total} problem(s); first: {shown})" if shown else " (no record lines found)"),
                         path=path)
     runs = check_runs(pd.DataFrame(rows), path)
-    return ImportResult(path=path, format=fmt.name, runs=runs, steps=_steps_table(steps), skipped=skipped,
+    table = None  # the steps table, None where the log prints no steps; every format's intervals have every column
+    if steps:
+        table = pd.concat(steps, ignore_index=True).astype({"run_id": "string"})[list(STEP_INTERVAL_COLUMNS)]
+    return ImportResult(path=path, format=fmt.name, runs=runs, steps=table, skipped=skipped,
                         missing=_missing_list(runs), lines=parsed.lines, skipped_total=skipped_total, warnings=notes)
 
 
@@ -276,16 +269,6 @@ def log_stem(path: Path) -> str:
         return path.resolve().parent.name
     name = path.name.removesuffix(".gz")
     return Path(name).stem or name
-
-
-def _steps_table(frames: list[pd.DataFrame]) -> pd.DataFrame | None:
-    """The step intervals of a log's runs as one steps table (its columns in :data:`STEP_INTERVAL_COLUMNS` order);
-    None where the log prints no steps."""
-    if not frames:
-        return None
-    table = pd.concat(frames, ignore_index=True)  # every format's intervals have every column
-    table["run_id"] = table["run_id"].astype("string")
-    return table[list(STEP_INTERVAL_COLUMNS)]
 
 
 def _missing_list(runs: pd.DataFrame) -> list[Missing]:

@@ -134,12 +134,11 @@ def _read_mapped(path: Path, settings: Settings) -> ParsedLog:
         try:
             if len(row) != len(header):
                 raise LineError(f"{len(row)} cells, the header has {len(header)}")
-            values = {target: cell_value(target, row[i], columns[target][1], path)
-                      for target, i in index.items()}
+            values = {target: value for target, i in index.items()
+                      if (value := cell_value(target, row[i], columns[target][1], path)) is not None}
         except LineError as exc:
             skipped.append((str(path), line, f"row {k}: {exc}"))
             continue
-        values = {key: value for key, value in values.items() if value is not None}
         name = str(values.pop("run_id", f"{stem}-{k}"))
         runs.append(ParsedRun(name, line, values, lambda config: ({}, None)))  # each row is all it measures
     return ParsedLog(runs, skipped, len(skipped), len(lines))
@@ -172,9 +171,8 @@ def _read_lightning(path: Path, settings: Settings) -> ParsedLog:
     bad = table[time].notna() & numbers[time].isna()
     skipped = [(str(path), int(i) + 2, f"{time}: {table.at[i, time]!r} is not a number")
                for i in table.index[bad.to_numpy()]]
-    lines = text.count("\n") + 1
     return ParsedLog([ParsedRun(None, 2, {}, lambda config: (_measure(numbers, rows, sep, config), None))],
-                     skipped, len(skipped), lines)
+                     skipped, len(skipped), text.count("\n") + 1)
 
 
 def _measure(numbers: pd.DataFrame, rows: pd.DataFrame, sep: str, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,10 +203,9 @@ def _measure(numbers: pd.DataFrame, rows: pd.DataFrame, sep: str, config: Mappin
         value = last.get(f"train{sep}{column.format(sep)}", math.nan)
         if math.isfinite(value):
             out[name] = float(value)
-    for column in _LOSS:
-        if column in numbers and numbers[column].notna().any():
-            out["train_loss"] = float(numbers[column].dropna().iloc[-1])
-            break
+    loss = next((numbers[c].dropna() for c in _LOSS if c in numbers and numbers[c].notna().any()), None)
+    if loss is not None:  # the last value of the first loss column that has one
+        out["train_loss"] = float(loss.iloc[-1])
     return out
 
 

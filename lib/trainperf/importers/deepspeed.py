@@ -100,13 +100,10 @@ class DeepSpeedParser(records.IntervalParser[_Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, rate, memory, when, older = parsed
-        run, rank, n, seconds, problem = self.timed(line, label, step, when)
-        if problem:
-            return problem
-        run.older_counter = run.older_counter or older
-        weight = seconds if math.isfinite(seconds) else 1.0 / rate
-        run.records.add((rank, step, n, seconds, weight, NAN, NAN, NAN, memory, 0.0, NAN, rate))
-        return ""
+        run, problem = self.add_timed(line, label, step, when, NAN, memory, (rate,))
+        if not problem:
+            run.older_counter = run.older_counter or older
+        return problem
 
     def finish(self, run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         measured, steps = records.measure_window(run.records, config)

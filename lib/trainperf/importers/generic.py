@@ -82,9 +82,8 @@ class Stack:
 
     @functools.cached_property
     def fields(self) -> dict[str, tuple[str, Field, str, str | None, float | None]]:
-        """Each key's canonical field name, field, the unit of its value printed as a bare number (the unit it
-        must end in, else the one the key names or is), that unit and the factor to the field's unit
-        (``vocabulary.scale``)."""
+        """Each key's canonical name, field, unit of a bare value (the one its values must end in, else the one the
+        key names or is), the unit they must end in and the factor to the field's unit (``vocabulary.scale``)."""
         out = {}
         for key, name in {**self.keys, **self.after}.items():
             ends = self.units.get(key)
@@ -277,29 +276,25 @@ class GenericParser(records.IntervalParser[records.Run]):
                                        excluded=1.0 if evaluated else 0.0))
         if self.stack is None and "interval_time_s" in values:
             self.interval_times.setdefault(id(run), []).append((len(run.records) - 1, values["interval_time_s"]))
-        if len(parsed) > 2:
-            for name in values:
-                if name in parsed[2]:
-                    self.used.setdefault(name, parsed[2][name])
+        said = parsed[2] if len(parsed) > 2 else {}
+        self.used.update({name: said[name] for name in values if name in said and name not in self.used})
         return ""
 
     def seconds(self, values: dict[str, float], last: dict[str, float], n: float) -> tuple[float, float] | None:
         """``(seconds, steps)`` the line's time gives (None: none; timed by its rate), by the first kind of
         :data:`~trainperf.importers.vocabulary.TIME_KINDS` it prints."""
-        for name in TIMES:
-            if name not in values:
-                continue
-            own = values[name]
-            for other in TIMES:
-                if other != name and other in values:
-                    del values[other]
-            if name == "step_time_s":
-                return own, 1.0
-            if name == "cumulative_time_s":
-                before, last["clock"] = last.get("clock", NAN), own
-                return (own - before if own >= before else NAN), n
-            return (own if name == "interval_time_s" else own * n), n
-        return None
+        name = next((name for name in TIMES if name in values), None)
+        if name is None:
+            return None
+        own = values[name]
+        for other in TIMES[TIMES.index(name) + 1:]:  # the line's later kinds are not used
+            values.pop(other, None)
+        if name == "step_time_s":
+            return own, 1.0
+        if name == "cumulative_time_s":
+            before, last["clock"] = last.get("clock", NAN), own
+            return (own - before if own >= before else NAN), n
+        return (own if name == "interval_time_s" else own * n), n
 
     def mllog(self, line: int, label: int | None, found: Mapping[str, str]) -> None:
         """An MLPerf ``:::MLLOG`` event: configuration, or a block's start or stop."""
@@ -394,8 +389,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         return bool(timed)
 
     def timed_between_checkpoints(self, run: records.Run) -> bool:
-        """Whether an MLPerf log's ``run`` is timed between its ``train_loss`` events, not its blocks: it has more of
-        them."""
+        """Whether an MLPerf log's ``run`` is timed between its ``train_loss`` events (more of them than blocks)."""
         return self.stack is None and self.blocks and len(self.checkpoints) > len(run.records) + 1
 
     def between_checkpoints(self, config: Mapping[str, Any]) -> records.Intervals:

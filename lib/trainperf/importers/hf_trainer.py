@@ -134,7 +134,6 @@ def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.D
 
 
 def _whole_call(run: _Run, config: Mapping[str, Any]) -> dict[str, Any]:
-    """The measurements of the whole ``train()`` call (its final metrics)."""
     final = run.final
     runtime = final.get("train_runtime", NAN)
     if not (runtime > 0 and math.isfinite(runtime)):

@@ -78,17 +78,15 @@ class MegatronParser(GenericParser):
 
     def configure(self, line: str, number_: int) -> None:
         run = self.run
-        if "Total training energy" in line:
-            if (match := _TOTAL_ENERGY.search(line)) and isinstance(run, _Run):
-                run.total_energy_j = records.finite(number(match.group(1)) * 1e6)
+        if "Total training energy" in line and (match := _TOTAL_ENERGY.search(line)) and isinstance(run, _Run):
+            run.total_energy_j = records.finite(number(match.group(1)) * 1e6)
         elif "memory (MB)" in line:
             match = _MEMORY.search(line)
             megabytes = number(match.group(1)) if match else NAN
             if 0 <= megabytes < math.inf and isinstance(run, _Run):
                 run.memory_gb = max(0.0 if math.isnan(run.memory_gb) else run.memory_gb, megabytes / 1024.0)
-        elif "padded vocab" in line:
-            if match := _VOCAB.search(line):
-                self.vocab = int(match.group(1))
+        elif "padded vocab" in line and (match := _VOCAB.search(line)):
+            self.vocab = int(match.group(1))
         else:
             match = _ARG.match(rank_prefix(line)[1])
             if match and (match.group(1) in _INT_ARGS or match.group(1) in _OTHER_ARGS):

@@ -23,8 +23,7 @@ EXAMPLE = r"step (?P<step>\d+) .* (?P<tokens_per_s>[\d,.]+) tok/s"
 
 
 def compile_pattern(text: str, where: object) -> regex.Pattern[str]:
-    """The pattern ``text`` compiled, with named groups only from ``records.GROUPS``
-    and one of ``records.TIMING``; DataError naming ``where`` otherwise."""
+    """The pattern ``text`` compiled, its groups checked (``records.check_names``); DataError naming ``where``."""
     try:
         pattern = regex.compile(text)
     except regex.error as exc:
@@ -59,8 +58,7 @@ class PatternParser(records.IntervalParser[records.Run]):
             self.skip(number_, f"line matched by the pattern: {exc}")
             return 1
         step = values["step"] if "step" in values else self.count_step(label)
-        if "epoch" in values:
-            step = self.across_epochs(label, values["epoch"], step)
+        step = self.across_epochs(label, values["epoch"], step) if "epoch" in values else step
         rank = self.rank_of(label, step)
         self.run_at(number_, rank, step).records.add(records.record(values, rank, step))
         return 1

@@ -1,7 +1,6 @@
 """Step-interval records of a training log (one line of one rank: ``n_steps`` steps ending at ``step`` in
-``seconds``), their parsers' base (:class:`IntervalParser`), records of named figures (:data:`GROUPS`: a pattern's
-line, a TensorBoard step; docs/importers.md, "A log of any stack") and the measurement of their window by the one
-aggregator (:func:`measure_window`; docs/importers.md, "The measured window").
+``seconds``), their parsers' base (:class:`IntervalParser`), records of named figures (:data:`GROUPS`) and the
+measurement of their window by the one aggregator (:func:`measure_window`).
 """
 
 from __future__ import annotations
@@ -64,8 +63,6 @@ class Intervals:
 
     def table(self) -> np.ndarray:
         """The records as a (records x fields) array sharing their memory."""
-        if not self.data:
-            return np.empty((0, self.width))
         return np.frombuffer(self.data, dtype=float).reshape(-1, self.width)
 
 
@@ -87,9 +84,8 @@ RunT = TypeVar("RunT", bound=Run)
 
 
 class IntervalParser(RunParser, Generic[RunT]):
-    """Base of the parsers of step-interval logs. A record line starts where :attr:`start` matches; a record whose
-    step does not advance past its rank's last one starts a new run (:meth:`run_at`) with the configuration read so
-    far (``config``); each run is measured by :meth:`finish`."""
+    """Base of the parsers of step-interval logs: a record line starts where :attr:`start` matches; each run
+    (:meth:`run_at`: with the configuration read so far, ``config``) is measured by :meth:`finish`."""
 
     start: re.Pattern[str]
     reported: tuple[str, ...] = ()
@@ -143,9 +139,8 @@ class IntervalParser(RunParser, Generic[RunT]):
         return offset + step
 
     def rank_of(self, rank: int | None, step: int) -> int:
-        """The rank a record of ``step`` belongs to, given the rank its line's launcher prefix names (None:
-        no prefix): the k-th line of one step in a row is rank k, or ``label + k·COPY_STRIDE`` under one
-        label (docs/importers.md, "Tolerance")."""
+        """The rank of a record of ``step`` whose launcher prefix names ``rank`` (None: none): the k-th line of one
+        step in a row is rank k, or ``rank + k·COPY_STRIDE`` (docs/importers.md, "Tolerance")."""
         last, copies = self.copies.get(rank, (-1, 0))
         copies = copies + 1 if step == last else 0
         self.copies[rank] = (step, copies)
@@ -170,8 +165,7 @@ class IntervalParser(RunParser, Generic[RunT]):
     def read_record(self, lines: list[str], i: int, number: int, parse: Callable[[str], tuple[Any, ...]],
                     what: str) -> int:
         """Read the record line ``lines[i]`` (line ``number``; ``text.parse_wrapped``) with ``parse`` and :meth:`add`
-        it; the lines used. One that cannot be read or used is skipped (``what`` in the reason); an unreadable one
-        breaks its rank's chain (:meth:`break_chain`). A line the same as the one before it is parsed as that was."""
+        it; the lines used. One that cannot be read or used is skipped (``what`` in the reason)."""
         try:
             if self.echo and self.parsed is not None and self.parsed[0] == lines[i]:
                 parsed, used = self.parsed[1], 1
@@ -191,27 +185,27 @@ class IntervalParser(RunParser, Generic[RunT]):
     def break_chain(self, rank: int | None) -> None:
         """After an unreadable record line of ``rank`` (None: every rank), its next record has an unknown length."""
         if self.run is not None:
-            previous = self.run.previous
-            for r in ([rank] if rank is not None else list(previous)):
-                previous[r] = BROKEN
+            self.run.previous.update(dict.fromkeys(self.run.previous if rank is None else [rank], BROKEN))
 
-    def timed(self, line: int, label: int | None, step: int, when: float,
-              first: int = -1) -> tuple[RunT, int, float, float, str]:
-        """``(run, rank, steps, seconds, problem)`` of a record line stamped ``when`` (s) of launcher prefix ``label``:
-        its run and rank (:meth:`run_at`, :meth:`rank_of`) and its steps and time since its rank's previous line (NaN
-        after none, steps 1 at step ``first``, or an unreadable one), or why not (the time does not advance)."""
+    def add_timed(self, line: int, label: int | None, step: int, when: float, loss: float, memory_gb: float,
+                  reported: tuple[float, ...], first: int = -1) -> tuple[RunT, str]:
+        """Add the record of a line stamped ``when`` (s) of launcher prefix ``label``: its steps and time since its
+        rank's previous line (NaN after none, steps 1 at step ``first``, or an unreadable one), weighted by that time,
+        else by its steps (1 where unknown) over its rate ``reported[0]``. Its run, and why it is not added ('')."""
         rank = self.rank_of(label, step)
         run = self.run_at(line, rank, step)
         previous = run.previous.get(rank)
         if previous is None or previous is BROKEN:
-            run.previous[rank] = (step, when)
-            return run, rank, (1.0 if step == first and previous is None else NAN), NAN, ""
-        seconds = when - previous[1]
-        if seconds <= 0:
-            run.previous[rank] = BROKEN
-            return run, rank, NAN, NAN, f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
+            n, seconds = (1.0 if step == first and previous is None else NAN), NAN
+        else:
+            n, seconds = float(step - previous[0]), when - previous[1]
+            if seconds <= 0:
+                run.previous[rank] = BROKEN
+                return run, f"timestamp not after the previous line of rank {rank} ({seconds:+.3f} s)"
         run.previous[rank] = (step, when)
-        return run, rank, float(step - previous[0]), seconds, ""
+        weight = seconds if math.isfinite(seconds) else (n if math.isfinite(n) else 1.0) / reported[0]
+        run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory_gb, 0.0, NAN, *reported))
+        return run, ""
 
     def run_at(self, line: int, rank: int, step: int) -> RunT:
         """The run of a record of ``rank`` at ``step``: the current one, or a new one if the step does not advance."""

@@ -28,8 +28,7 @@ MAPPING_KEY = "mapping"
 
 @dataclass
 class Settings:
-    """Values for every run, per-run values (with where each came from, for messages), and a CSV column mapping, a
-    pattern and a TensorBoard tag mapping, each with where it comes from."""
+    """Values for every run and per run, a CSV column mapping, a pattern and a tag mapping, each with its source."""
 
     values: dict[str, Any] = field(default_factory=dict)
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -12,7 +12,8 @@ from trainperf.errors import DataError
 from trainperf.hardware import normalize_precision
 from trainperf.importers.core import APPROXIMATE
 from trainperf.importers.generic import GenericParser, Stack
-from trainperf.importers.text import NUMBER, LineError, number, rank_prefix
+from trainperf.importers.settings import as_number
+from trainperf.importers.text import NUMBER, number, rank_prefix
 from trainperf.schema import APPROXIMATE_INPUTS
 
 NEMO = Stack(
@@ -66,13 +67,8 @@ def llmc_configure(parser: GenericParser, line: str, number_: int) -> None:
             parser.step_tokens = float(value)
         elif key == "device" and value:
             config["platform"] = value
-        elif key == "peak TFlops":
-            try:
-                peak = number(value)
-            except LineError:
-                return
-            if 0 < peak < math.inf:
-                config["reported_peak_tflops_per_gpu"] = peak
+        elif key == "peak TFlops" and 0 < (peak := as_number(value) or 0.0) < math.inf:
+            config["reported_peak_tflops_per_gpu"] = peak
         elif key == "precision":
             precision(parser, value.lower(), number_, f"precision {value!r}")
     elif match := _LLMC_PARAMS.search(body):

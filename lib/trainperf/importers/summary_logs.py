@@ -35,8 +35,10 @@ INTERVAL_FIELDS = {"step_s": "elapsed_s", **{p: p for p in PHASES}, "loss": "los
 
 
 class _Block:
-    def __init__(self, line: int, rank: int | None, epoch: int | None) -> None:
-        self.line, self.rank, self.epoch = line, rank, epoch
+    """A timing block (``key``: rank and epoch; None: ``Average metrics``) or a section (batch size, accumulation)."""
+
+    def __init__(self, line: int, key: tuple[int, int] | None) -> None:
+        self.line, self.key = line, key
         self.values: dict[str, float] = {}
 
 
@@ -71,12 +73,12 @@ class EpochTimingParser(RunParser):
             if (rank, epoch) in self.run.blocks:
                 self.repeat += 1
                 self._start_run(f"{self.section}-{self.repeat}" if self.section else None, number_)
-            self.block = _Block(number_, rank, epoch)
+            self.block = _Block(number_, (rank, epoch))
         elif key := _EPOCH_KEY.search(line):
             self._field(number_, key.group(1), key.group(2))
         elif "Average metrics" in line:
             self._close()
-            self.block = _Block(number_, None, None)
+            self.block = _Block(number_, None)
         elif "train loss" in line and (loss := _EPOCH_LOSS.search(line)):
             self.run.losses[int(loss.group(1))] = (finite(number(loss.group(2))), finite(number(loss.group(3))))
         elif "#" in line and (heading := HEADING.match(line)):
@@ -109,12 +111,12 @@ class EpochTimingParser(RunParser):
         block, self.block = self.block, None
         if block is None:
             return
-        if block.rank is None:
+        if block.key is None:
             self.run.averages.append(block)
         elif not math.isfinite(block.values.get("elapsed_s", math.nan)) or block.values["elapsed_s"] <= 0:
             self.skip(block.line, "timing block without a positive 'Total epoch time'")
         else:
-            self.run.blocks[(block.rank, block.epoch)] = block
+            self.run.blocks[block.key] = block
 
     def result(self) -> list[ParsedRun]:
         self._close()
@@ -128,7 +130,6 @@ class EpochTimingParser(RunParser):
 
 
 def _measure(run: _Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame | None]:
-    """The measurements of ``run`` (its blocks', the ``Average metrics``' and its losses) and its step intervals."""
     out, intervals = _per_rank(run) if run.blocks else ({}, None)
     averages = run.averages
     for name, column in (("elapsed_s", "reported_mean_rank_elapsed_s"), *((p, f"reported_{p}") for p in PHASES)):
@@ -180,18 +181,12 @@ _SUMMARY_KEY = re.compile(
     rf"^\s*[-*]?\s*({'|'.join(map(re.escape, sorted(SUMMARY_FIELDS, key=len, reverse=True)))})\s*:(.*)$")
 
 
-class _Section:
-    def __init__(self, line: int, batch: int, accum: int) -> None:
-        self.line, self.batch, self.accum = line, batch, accum
-        self.values: dict[str, float] = {}
-
-
 class TimingSummaryParser(RunParser):
     anchors = ("Batch Size", "Train worker", "execution time", "pass:", "computation:", "GPU", "|")
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)
-        self.sections: list[_Section] = []
+        self.sections: list[_Block] = []
         self.gpus: int | None = None
         self.columns: dict[str, int] | None = None
         self.rates: dict[tuple[int, int], tuple[int, float]] = {}
@@ -205,23 +200,22 @@ class TimingSummaryParser(RunParser):
         if match := _GPUS.match(line):
             self.gpus = int(match.group(1))
         if match := _SECTION.search(line):
-            self.sections.append(_Section(number_, int(match.group(1)), int(match.group(2))))
+            self.sections.append(_Block(number_, (int(match.group(1)), int(match.group(2)))))
         elif match := _SUMMARY_KEY.match(line):
             self._field(number_, match.group(1), match.group(2))
         return 1
 
     def _field(self, line: int, key: str, text: str) -> None:
-        value = _SUMMARY_VALUE.match(text)
+        value, name = _SUMMARY_VALUE.match(text), SUMMARY_FIELDS[key]
+        section = self.sections[-1] if self.sections else None
         if value is None:
             self.skip(line, f"{key}: expected seconds, e.g. '12.3s (mean=0.01s)', not {text.strip()[:40]!r}")
-            return
-        if not self.sections:
+        elif section is None:
             self.skip(line, f"{key}: before any 'Batch Size = B, Accumulation Steps = A' section")
-            return
-        section, name, seconds = self.sections[-1], SUMMARY_FIELDS[key], number(value.group(1))
-        if name in section.values:
+        elif name in section.values:
             self.skip(line, f"{key}: repeats a field of the section at line {section.line}")
-        elif not (math.isfinite(seconds) and (seconds > 0 if name == "elapsed_s" else seconds >= 0)):
+        elif not (math.isfinite(seconds := number(value.group(1)))
+                  and (seconds > 0 if name == "elapsed_s" else seconds >= 0)):
             self.skip(line, f"{key}: {seconds:g} s is not a duration")
         else:
             section.values[name] = seconds
@@ -251,10 +245,10 @@ class TimingSummaryParser(RunParser):
         runs = []
         seen: dict[tuple[int, int], int] = {}
         for section in self.sections:
-            key = (section.batch, section.accum)
+            batch, accum = key = section.key
             seen[key] = seen.get(key, 0) + 1
-            name = f"bs{section.batch}-accum{section.accum}" + (f"-{seen[key]}" if seen[key] > 1 else "")
-            config: dict[str, Any] = {"micro_batch_size": section.batch, "grad_accum_steps": section.accum}
+            name = f"bs{batch}-accum{accum}" + (f"-{seen[key]}" if seen[key] > 1 else "")
+            config: dict[str, Any] = {"micro_batch_size": batch, "grad_accum_steps": accum}
             if self.gpus:
                 config["gpus"] = self.gpus
             measured = dict(section.values)

@@ -75,8 +75,7 @@ HINTS = {"megatron": "Megatron-LM writes iteration-time only with --log-timers-t
 
 
 def user_mapping(tags: Mapping[str, Any], where: object) -> TagMapping:
-    """The mapping ``{figure: tag}`` a user gave (figures of :data:`MAPPABLE`, one of ``records.TIMING`` among them);
-    DataError naming ``where`` otherwise."""
+    """The mapping ``{figure: tag}`` a user gave, checked (``records.check_names``; each tag a string)."""
     records.check_names(tags, MAPPABLE, "figure", "a mapping", where, "tensorboard_tags",
                         " (a point's step is the event's own)")
     bad = sorted(str(k) for k, v in tags.items() if not isinstance(v, str) or not v.strip())

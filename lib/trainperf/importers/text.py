@@ -51,9 +51,8 @@ class LineError(Exception):
 
 
 class CutLine(LineError):
-    """A record line without the field its format prints last: it was cut, or it wraps onto the next lines.
-    ``value`` is what the line gives from the fields it has (its last field, which may have been cut, left out),
-    used where no continuation completes it (see :func:`parse_wrapped`)."""
+    """A record line without the field its format prints last: cut, or wrapped onto the next lines. ``value``: what
+    its other fields give, used where no continuation completes it (:func:`parse_wrapped`)."""
 
     def __init__(self, message: str, value: object) -> None:
         super().__init__(message)
@@ -73,9 +72,8 @@ def number(text: str) -> float:
 
 
 def field_number(key: str, text: str | None) -> float:
-    """The value of field ``key`` printed as ``text`` (see :func:`number`); NaN where the field is absent (None);
-    :class:`LineError` naming ``key`` if it is not a number. A ``current/average`` pair (``13100.0/13240.9``, as
-    AMD's Primus prints Megatron's times and rates) is its current value."""
+    """The value of field ``key`` printed as ``text`` (:func:`number`; of a pair, :func:`current`); NaN where the
+    field is absent (None); :class:`LineError` naming ``key`` if it is not a number."""
     if text is None:
         return math.nan
     try:
@@ -85,8 +83,8 @@ def field_number(key: str, text: str | None) -> float:
 
 
 def current(text: str) -> str:
-    """The first number of a printed pair ``X/Y``: of a ``current/average`` pair (``13100.0/13240.9``) the current,
-    of a counter ``N/M`` the N; ``text`` itself where it is no such pair."""
+    """The first number of a printed pair ``X/Y``: of a ``current/average`` pair (``13100.0/13240.9``, as AMD's
+    Primus prints Megatron's times and rates) the current, of a counter ``N/M`` the N; else ``text`` itself."""
     if "/" not in text:  # most figures: no pair, and no need for the pattern
         return text
     pair = _PAIR.fullmatch(text.strip())
@@ -214,9 +212,8 @@ def iter_chunks(path: Path) -> Iterator[list[str]]:
 
 
 class LineParser:
-    """Base of the line-oriented parsers: feeds each line that contains one of :attr:`anchors` to :meth:`handle`,
-    which returns the lines it consumed; counts the lines it could not read. A line the same as the one just before
-    it (launcher prefix included) is read once (:meth:`repeated_line`)."""
+    """Base of the line-oriented parsers: feeds each line holding one of :attr:`anchors` to :meth:`handle` (the same
+    as the line before it: :meth:`repeated_line`), which returns the lines it used; counts the unreadable lines."""
 
     anchors: tuple[str, ...] = ()
 
@@ -267,10 +264,8 @@ class LineParser:
 
     def notes(self) -> list[str]:
         """Notes on the lines read: those printed twice, read once."""
-        if not self.repeated:
-            return []
-        return [f"{self.path}: {self.repeated} line(s) the same as the line just before them (printed twice, "
-                "as some wrappers and collectors do, or by several ranks without a prefix) read once"]
+        return [f"{self.path}: {self.repeated} line(s) the same as the line just before them (printed twice, as some "
+                "wrappers and collectors do, or by several ranks without a prefix) read once"] if self.repeated else []
 
     def read(self) -> None:
         carry: list[str] = []
@@ -293,10 +288,9 @@ T = TypeVar("T")
 def parse_wrapped(lines: list[str], i: int, parse: Callable[[str], T],
                   starts_record: Callable[[str], bool]) -> tuple[T, int]:
     """``parse(lines[i])``, or, when that fails, ``parse`` of the line joined with up to :data:`WRAP_LINES`
-    continuation lines (a continuation does not start a record of its own; a launcher's rank prefix on it is
-    dropped; the pieces are joined as they are, then with a space; a line the same as the one before it is an echo,
-    passed over). Returns the value and the number of lines used. Where no join reads, a :class:`CutLine` gives what
-    the line itself has; any other first :class:`LineError` is raised again."""
+    continuation lines (none starts a record; a launcher's rank prefix on one is dropped; an echo of the line before
+    it is passed over), and the lines used. Where no join reads, a :class:`CutLine` gives what the line itself has;
+    any other first :class:`LineError` is raised again."""
     try:
         return parse(lines[i]), 1
     except LineError as error:

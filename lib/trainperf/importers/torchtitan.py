@@ -16,7 +16,6 @@ from trainperf.importers.core import REPORTED_CONVENTION, line_format, rate_from
 from trainperf.importers.text import (NUMBER, CutLine, LineError, field_number, number, one_record, rank_prefix,
                                       timestamp)
 
-NAN = math.nan
 REPORTED = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu")
 _STEP = re.compile(r"step:\s*(\d+)\s+loss:")
 _USUAL = re.compile(r"step:\s*(\d+)\s+loss:\s*(\S+)\s+(?:grad_norm:\s*\S+\s+)?memory:\s*([-+\d.eE]+)GiB\S*\s+"
@@ -47,8 +46,7 @@ _VALIDATE = re.compile(rf"validate step:\s*\d+\s+loss:\s*({NUMBER})")
 
 def parse_step(line: str) -> tuple[Any, ...]:
     """``(rank, step, loss, memory GiB, tps, tflops, mfu fraction, timestamp)`` of a step line (NaN where absent;
-    rank None without a launcher prefix); a line without ``mfu`` (printed last) may be cut or wrapped:
-    :class:`~trainperf.importers.text.CutLine`, with what it gives without its last field."""
+    rank None without a launcher prefix); one without ``mfu``, printed last, is cut or wrapped (``text.CutLine``)."""
     rank, body = rank_prefix(line)
     match = _STEP.search(body)
     if match is None:
@@ -152,12 +150,7 @@ class TorchtitanParser(records.IntervalParser[records.Run]):
 
     def add(self, line: int, parsed: tuple[Any, ...]) -> str:
         label, step, loss, memory, tps, tflops, mfu, when = parsed
-        run, rank, n, seconds, problem = self.timed(line, label, step, when, first=1)
-        if problem:
-            return problem
-        weight = seconds if math.isfinite(seconds) else (n if math.isfinite(n) else 1.0) / tps  # unknown: one step
-        run.records.add((rank, step, n, seconds, weight, NAN, NAN, loss, memory, 0.0, NAN, tps, tflops, mfu))
-        return ""
+        return self.add_timed(line, label, step, when, loss, memory, (tps, tflops, mfu), first=1)[1]
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
         measured, steps = records.measure_window(run.records, config, None if run.restarted else 1)

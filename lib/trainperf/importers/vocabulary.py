@@ -1,6 +1,5 @@
-"""One vocabulary of the fields training logs print (docs/importers.md, "The vocabulary"): the front end that
-splits a cleaned line into its fields (:func:`fields_of`: normalised key -> printed value) and reads a printed value
-with its unit (:func:`value`), and each canonical field once, with its names and unit (:func:`lookup`).
+"""One vocabulary of the fields training logs print (docs/importers.md, "The vocabulary"): a cleaned line's fields
+(:func:`fields_of`), a printed value with its unit (:func:`value`) and each field once, with its names (:func:`lookup`).
 """
 
 from __future__ import annotations
@@ -50,6 +49,7 @@ def fields_of(line: str) -> tuple[int | None, dict[str, str]]:
         return rank, {}
     if envelope := _ENVELOPE.match(body):
         body = body[envelope.end():]
+    out: dict[str, str] = {}
     brace = body.find("{")
     if brace >= 0 and '":' in body:
         try:
@@ -57,10 +57,8 @@ def fields_of(line: str) -> tuple[int | None, dict[str, str]]:
         except (ValueError, RecursionError):  # not JSON, or nested beyond Python's stack
             found = None
         if isinstance(found, dict):
-            out: dict[str, str] = {}
             _flatten(found, "", out)
             return rank, out
-    out = {}
     for match in _PAIR.finditer(body):
         out.setdefault(normal(match.group("key")), match.group("value"))
     if (progress := _PROGRESS.search(body)) and "/" not in "".join(out.values()):
@@ -88,10 +86,9 @@ def unit_of_key(key: str) -> str:
 
 
 def value(text: str, key: str = "") -> tuple[float, str]:
-    """The number printed as ``text`` and its unit ('' if none): ``1,234.5`` -> (1234.5, ''), ``12.3ms`` ->
-    (12.3, 'ms'), ``45%`` -> (45.0, '%'), ``1.2K`` -> (1200.0, ''), ``13100.0/13240.9`` -> (13100.0, '')
-    (a current/average pair: the current; a step ``N/M``: N of M); without a unit in the text, the unit
-    of ``key`` (:func:`unit_of_key`). :class:`~trainperf.importers.text.LineError` if it is no number."""
+    """The number printed as ``text`` and its unit: ``1,234.5`` -> (1234.5, ''), ``12.3ms`` -> (12.3, 'ms'), ``45%``
+    -> (45.0, '%'), ``1.2K`` -> (1200.0, ''), ``13100.0/13240.9`` -> (13100.0, ''); a unit not printed is ``key``'s
+    (:func:`unit_of_key`; '' if none). :class:`~trainperf.importers.text.LineError` if it is no number."""
     text = text.strip()
     try:
         return float(text), unit_of_key(key)
@@ -123,10 +120,9 @@ RATES = ("tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s", "samples_per_s
 
 @dataclass(frozen=True)
 class Field:
-    """A canonical field: its ``name`` (a figure of ``records.GROUPS`` where one exists), how a
-    record uses it (``kind``), the unit its value has where the log prints none (``s``, ``ms``, ``%``,
-    ``gib``; '' for counts and rates) and the names logs print it under; what each means: docs/importers.md,
-    "The vocabulary"."""
+    """A canonical field: its ``name`` (a figure of ``records.GROUPS`` where one exists), how a record uses it
+    (``kind``), the unit its value has where the log prints none (``s``, ``ms``, ``%``, ``gib``; '' for counts and
+    rates) and the names logs print it under."""
 
     name: str
     kind: str
@@ -189,7 +185,6 @@ _UNIT = re.compile(r"\s*\((?:ms|s|sec|min|h|%|gb|gib|mb|mib)\)|\s+in (?:ms|s|sec
 NAMES = {synonym: f for f in VOCABULARY for synonym in f.synonyms}
 """Every name (normalised) of :data:`VOCABULARY` and its field."""
 FIELD = {f.name: f for f in VOCABULARY}
-"""Each canonical field by its name."""
 TIMED_BY = {f.name for f in VOCABULARY if f.kind in TIME_KINDS or f.kind == "rate"}
 """The fields that time a record: times and rates."""
 
@@ -208,17 +203,14 @@ def lookup(key: str) -> Field | None:
 
 
 def scale(unit: str, field: Field) -> float | None:
-    """The factor that takes a value printed in ``unit`` ('' : the field's own) to the field's base unit:
-    seconds for times, GiB for memory, 1 for counts and rates; None for MFU, whose unit depends on the value
-    (:func:`in_unit`)."""
+    """The factor from ``unit`` ('' : the field's own) to the field's base unit (:func:`in_unit`); None for MFU,
+    whose unit depends on the value."""
     unit = unit or field.unit
     if field.kind in TIME_KINDS:
         return SECONDS.get(unit, 1.0)
     if field.name == "mfu":
         return None
-    if field.kind == "memory":
-        return 1.0 / 1024.0 if unit in ("mb", "mib") else 1.0
-    return 1.0
+    return 1.0 / 1024.0 if field.kind == "memory" and unit in ("mb", "mib") else 1.0
 
 
 def in_unit(value: float, unit: str, field: Field) -> float:
