@@ -108,6 +108,7 @@ def test_a_cumulative_clock_times_the_steps_since_the_previous_line():
     assert run["tokens_per_s"] == pytest.approx(3_125 * 524_288 / 481.926, rel=0.01)
     note = next(s for s in said if "read generically" in s)
     assert "step from 'step'" in note and "'train time (s)'" in note
+    assert run["val_loss"] == 3.27722  # the last validation the log prints (its final line)
 
 
 def test_mlperf_blocks_are_timed_from_block_start_to_block_stop():

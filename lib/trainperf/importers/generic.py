@@ -357,9 +357,10 @@ class GenericParser(records.IntervalParser[records.Run]):
             elif self.running_totals(run):
                 source += (f"; {self.used['interval_time_s']!r} a running total (as fairseq's train_wall before 0.9): "
                            "each line's time is its increase")
-            return records.measure_figures(run, config, None if self.blocks else 0, source)
-        measured, steps = records.measure_figures(run, config, self.stack.origin, self.stack.time_source,
-                                          self.stack.convention, self.stack.warmup, self.stack.rate_measures)
+            measured, steps = records.measure_figures(run, config, None if self.blocks else 0, source)
+        else:
+            measured, steps = records.measure_figures(run, config, self.stack.origin, self.stack.time_source,
+                                                      self.stack.convention, self.stack.warmup, self.stack.rate_measures)
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps
