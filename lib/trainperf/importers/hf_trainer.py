@@ -29,7 +29,7 @@ _SETTINGS = {
 }
 _SETTING = re.compile(r"\s(" + "|".join(re.escape(k) for k in _SETTINGS) + r") = ([\d,]+)\s*$")
 METRICS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_tokens_per_second",
-           "num_input_tokens_seen", "train_loss", "loss")
+           "num_input_tokens_seen", "num_tokens", "train_loss", "loss")
 _METRIC = re.compile(r"(?:(?<=[{\s,])|^)'?(" + "|".join(METRICS) + r")'?\s*[:=]\s*'?([-+\w.:]+)")
 _CLOCK = re.compile(r"(\d+):(\d\d):(\d\d(?:\.\d*)?)\Z")
 
@@ -92,6 +92,8 @@ class HFTrainerParser(RunParser):
             except LineError as exc:
                 self.skip(number_, f"{key}: {exc}")
         final = any(key in values for key in ("train_samples_per_second", "train_steps_per_second", "train_loss"))
+        if "num_tokens" in values:  # TRL's count of the tokens trained on since the start, every process's
+            values.setdefault("num_input_tokens_seen", values.pop("num_tokens"))
         if "num_input_tokens_seen" in values:
             run.tokens_seen = values["num_input_tokens_seen"]
             if not final:  # a per-step dict: its rate and runtime are cumulative, the job's
