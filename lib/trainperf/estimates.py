@@ -228,15 +228,10 @@ def distinguish(table: pd.DataFrame, a: str, b: str) -> Verdict:
     return Verdict(d, tested, MIN_EFFECT, a, b)
 
 
-def versus_fastest(table: pd.DataFrame) -> list[Verdict]:
-    """Per row of one experiment's :func:`configuration_intervals` or :func:`run_intervals`: it against the fastest."""
-    fastest = table.loc[table["throughput"].idxmax(), "configuration"]
-    return [distinguish(table, fastest, name) for name in table["configuration"]]
-
-
 def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
     """Per row of a :func:`run_intervals` frame of one experiment: whether it ties with the fastest."""
-    return np.array([found.verdict == TIED for found in versus_fastest(intervals)])
+    fastest = intervals.loc[intervals["throughput"].idxmax(), "configuration"]
+    return np.array([distinguish(intervals, fastest, name).verdict == TIED for name in intervals["configuration"]])
 
 
 @dataclass(frozen=True)

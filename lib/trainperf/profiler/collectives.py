@@ -8,7 +8,7 @@ from __future__ import annotations
 from time import perf_counter, thread_time
 from typing import Any
 
-from trainperf.profiler.comm import merged, overlap, union_length
+from trainperf.profiler.comm import merged, overlap
 
 DEFAULT_EVERY = 100
 """Fewest steps between the starts of two sampled windows."""
@@ -31,12 +31,6 @@ def is_collective(name: str, on_device: bool) -> bool:
     return ("nccl" in name.lower()) if on_device else name.startswith("gloo:")
 
 
-def exposed_length(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
-    """Length of the union of ``comm`` not covered by the union of ``compute``."""
-    comm = merged(comm)
-    return sum(end - start for start, end in comm) - overlap(comm, merged(compute))
-
-
 def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tuple[float, float] | None,
                    thread: int | None) -> tuple[float, float]:
     """``(comm_s, comm_exposed_s)`` of a window from records ``(name, on_device, thread, start_us, end_us)``.
@@ -55,7 +49,9 @@ def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tupl
             comm.append((start, end))
         elif device or (tid == thread and name.startswith("aten::")):
             compute.append((start, end))
-    return union_length(comm) / 1e6, exposed_length(comm, compute) / 1e6
+    comm = merged(comm)
+    total = sum(end - start for start, end in comm)
+    return total / 1e6, (total - overlap(comm, merged(compute))) / 1e6
 
 
 STEP_RANGE = "trainperf/step"

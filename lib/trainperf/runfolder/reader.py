@@ -254,8 +254,7 @@ def _read_once(rank_file: RankFile) -> None:
     rank_file.bad_lines += [BadLine(rank_file.path, int(lines[i]), f"step {step[i]} again, the same as line "
                                     f"{lines[first]}: read once") for i, first in found.copies]
     rank_file.bad_lines.sort(key=lambda b: b.line)
-    rank_file.columns = {name: values[found.keep] for name, values in rank_file.columns.items()}
-    rank_file.lines = lines[found.keep]
+    _keep(rank_file, found.keep)
 
 
 def _read_rank_file(path: Path) -> RankFile:
