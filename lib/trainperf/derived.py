@@ -86,10 +86,18 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     _fill_work(out, notes)
     _add_rates(out, notes)
     _add_flops(out, notes)
-    _add_phases(out)
+    summed = out[[f"{p}_s" for p in COMPUTE_PHASES]].sum(axis=1, min_count=1)
+    out["compute_s"] = out["compute_s"].fillna(summed.where(out["forward_s"].notna() & out["backward_s"].notna()))
+    comm = out["comm_exposed_s"].fillna(out["comm_s"])
+    out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
+    out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
     out["gpu_hours"] = out["gpus"] * out["elapsed_s"] / 3600.0
     out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
-    _add_energy(out)
+    out["energy_j_per_token"] = out["energy_j"] / out["tokens"]
+    out["power_w_per_gpu"] = out["energy_j"] / (out["gpus"] * out["elapsed_s"])
+    out["energy_kwh"] = out["energy_j"] / JOULES_PER_KWH
+    out["energy_cost_usd"] = out["energy_kwh"] * out["price_per_kwh"]
+    out["energy_cost_usd_per_million_tokens"] = out["energy_cost_usd"] / out["tokens"] * 1e6
     _add_memory(out, notes)
     if APPROXIMATE_INPUTS in out:  # inputs a source printed rounded
         for i in np.flatnonzero(out[APPROXIMATE_INPUTS].notna().to_numpy(bool)):
@@ -275,24 +283,6 @@ def _peak(row: dict) -> tuple[float, object, str]:
             return math.nan, pd.NA, "cpu runs need a measured peak_tflops_per_gpu (trainperf.profiler.peak_flops.measure_peak_flops)"
         return math.nan, pd.NA, f"platform {platform!r} at {precision} is not in the peak table"
     return peak.tflops, f"{peak.device} {peak.precision} dense: {peak.source}", ""
-
-
-def _add_phases(out: pd.DataFrame) -> None:
-    parts = out[[f"{p}_s" for p in COMPUTE_PHASES]]
-    summed = parts.sum(axis=1, min_count=1).where(out["forward_s"].notna() & out["backward_s"].notna())
-    out["compute_s"] = out["compute_s"].fillna(summed)
-    comm = out["comm_exposed_s"].fillna(out["comm_s"])
-    out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
-    out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
-
-
-def _add_energy(out: pd.DataFrame) -> None:
-    energy = out["energy_j"]
-    out["energy_j_per_token"] = energy / out["tokens"]
-    out["power_w_per_gpu"] = energy / (out["gpus"] * out["elapsed_s"])
-    out["energy_kwh"] = energy / JOULES_PER_KWH
-    out["energy_cost_usd"] = out["energy_kwh"] * out["price_per_kwh"]
-    out["energy_cost_usd_per_million_tokens"] = out["energy_cost_usd"] / out["tokens"] * 1e6
 
 
 def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:

@@ -36,7 +36,6 @@ LAWS = {
 """name -> (multiplier function, its parameter names, bounds, initial guess). ``gamma`` of ``X(N) = gamma · law(N)``
 (throughput of one device, the units of the data) is fitted too, bounded below by 0."""
 NAMES = {"amdahl": "Amdahl", "usl": "USL"}
-"""The laws as people write them."""
 AT_BOUND = 1e-9
 """A fitted parameter closer than this to 0 sits at its lower bound."""
 
@@ -274,7 +273,6 @@ def second_study_rows(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _empty_columns(length: int) -> dict[str, np.ndarray]:
-    """:data:`SCALING_COLUMNS` as empty arrays (objects for :data:`TEXT`, else floats)."""
     return {c: np.full(length, np.nan, dtype=object if c in TEXT else float) for c in SCALING_COLUMNS}
 
 
@@ -371,7 +369,6 @@ def scaling_type(group: pd.DataFrame, basis: str | None) -> tuple[str | None, st
 
 
 def _column(group: pd.DataFrame, name: str) -> pd.Series:
-    """``group[name]`` as floats; all NaN where the column is missing."""
     return group[name].astype(float) if name in group else pd.Series(np.nan, index=group.index)
 
 

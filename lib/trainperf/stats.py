@@ -241,8 +241,7 @@ class Verdict:
 
 def t_test_power(n: float, effect: float) -> float:
     """Power of a two-sided two-sample t test at :data:`LEVEL` with ``n`` observations per group and a
-    standardized ``effect`` (difference of means / standard deviation of one observation): :func:`t_power` at
-    ``effect · √(n/2)`` on ``2n − 2`` dof."""
+    standardized ``effect`` (difference of means / standard deviation of one observation)."""
     return t_power(effect * math.sqrt(n / 2), 2 * n - 2)
 
 

@@ -149,19 +149,17 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         key = _key(item, pinned=cache)  # one hash for both caches
         try:
             frames.append(_runs(item, chosen, key, on=cache))
+            read.append(str(item.path))
         except NoMeasuredSteps as exc:
             if item.named:  # named explicitly: the caller asked for this run
                 raise
             skipped.append((str(item.path), f"still running or no measured step ({exc})"))
             warnings.warn(f"{item.path}: run skipped, still running or no measured step "
                           f"({str(exc).removeprefix(f'{item.path}: ')})", DataWarning, stacklevel=2)
-            continue
         except UnknownFormat as exc:
             if item.named:
                 raise
             skipped.append((str(item.path), f"not a log trainperf can read ({exc})"))
-            continue
-        read.append(str(item.path))
     if not frames:
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
     runs = pd.concat(frames, ignore_index=True)
