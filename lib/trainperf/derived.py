@@ -77,8 +77,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out = runs.copy()
     for name, column in INPUT_COLUMNS.items():
         if name not in out:
-            text = column.kind in ("str", "bool")
-            out[name] = pd.Series(pd.NA if text else np.nan, index=out.index,
+            out[name] = pd.Series(pd.NA if column.kind in ("str", "bool") else np.nan, index=out.index,
                                   dtype={"str": "string", "bool": "boolean"}.get(column.kind, float))
     notes: list[list[str]] = [[] for _ in range(len(out))]
     _note_step_times(out, notes)

@@ -105,8 +105,7 @@ def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Seque
         return _relative(est), ""
     if est[0].runs == 1 and est[1].runs == 1:
         for e in est:
-            steps_se = e.se_log if math.isfinite(e.se_log) else 0.0
-            e.se_log, e.dof = with_run_to_run(steps_se, e.dof, run_cv)
+            e.se_log, e.dof = with_run_to_run(e.se_log if math.isfinite(e.se_log) else 0.0, e.dof, run_cv)
             for c in (("step_time_s", *columns) if e.errors else ()):
                 e.errors[c] = math.hypot(e.errors[c], run_cv * e.means[c])
         if run_cv == 0:

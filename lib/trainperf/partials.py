@@ -70,9 +70,7 @@ def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, n
 
 def _per_group(values: pd.Series, n: int) -> np.ndarray:
     """A groupby on group codes as an array over all ``n`` groups (NaN where a group has no row)."""
-    out = np.full(n, np.nan)
-    out[values.index.to_numpy()] = values.to_numpy(float)
-    return out
+    return values.reindex(range(n)).to_numpy(float)
 
 
 def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:

@@ -63,8 +63,7 @@ class ScalingFit:
 
     def multiplier(self, devices: np.ndarray | float) -> np.ndarray:
         """Fitted multiplier ``S(N) = X(N) / γ``: throughput relative to one device (``N = 1``)."""
-        fn = LAWS[self.law][0]
-        return fn(np.asarray(devices, dtype=float), *list(self.params.values())[:-1])
+        return LAWS[self.law][0](np.asarray(devices, dtype=float), *list(self.params.values())[:-1])
 
     @property
     def name(self) -> str:

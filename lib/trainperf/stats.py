@@ -65,13 +65,11 @@ def block_means(matrix: np.ndarray, block: int, draws: int, rng: np.random.Gener
     n = len(m)
     block = max(1, min(block, n))
     blocks = math.ceil(n / block)
-    wrapped = np.concatenate([m, m[:block]])
-    cum = np.vstack([np.zeros((1, m.shape[1])), np.cumsum(wrapped, axis=0)])
+    cum = np.vstack([np.zeros((1, m.shape[1])), np.cumsum(np.concatenate([m, m[:block]]), axis=0)])
     starts = rng.integers(0, n, size=(draws, blocks))
     lengths = np.full(blocks, block)
     lengths[-1] = n - (blocks - 1) * block  # the last block is cut to n steps
-    sums = cum[starts + lengths] - cum[starts]  # (draws, blocks, quantities)
-    return sums.sum(axis=1) / n
+    return (cum[starts + lengths] - cum[starts]).sum(axis=1) / n  # (draws, blocks, quantities), over the blocks
 
 
 @dataclass

@@ -159,8 +159,7 @@ class CollectiveSampler:
             raise RuntimeError("torch.profiler recorded no work on the GPU (is CUPTI available to this process?)")
         steps = [r for r in records if r[0] == STEP_RANGE and not r[1]]
         span = (min(s[3] for s in steps), max(s[4] for s in steps)) if steps else None
-        thread = steps[0][2] if steps else None
-        comm, exposed = window_seconds(records, span, thread)
+        comm, exposed = window_seconds(records, span, steps[0][2] if steps else None)  # the training thread
         count = max(len(steps), 1)
         self.estimate = (comm / count, exposed / count)
         del profile, records, steps  # freeing thousands of records is part of the window's cost

@@ -187,9 +187,8 @@ def render(frames: list[dict[str, Any]]) -> Group:
     parts: list[Any] = []
     for f in frames:
         state = "closed" if f["closed"] else "running"
-        world = f["world_size"] or "?"
         parts.append(Text.from_markup(
-            f"[bold]{f['run']}[/bold] {f['model'] or ''}  {state}  ranks {f['ranks_seen']}/{world} "
+            f"[bold]{f['run']}[/bold] {f['model'] or ''}  {state}  ranks {f['ranks_seen']}/{f['world_size'] or '?'} "
             f"({f['closed_ranks']} closed)  last step {_shown(f['last_step'])}"
             + (f"  [red]{f['bad_lines']} unreadable line(s)[/red]" if f["bad_lines"] else "")))
         if not f["ranks"]:

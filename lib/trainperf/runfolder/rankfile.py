@@ -174,8 +174,7 @@ def read_rank_file(path: Path) -> RankFile:
     else:
         lines = np.arange(2, 2 + len(columns["step"]))  # the fast path read every line after the header
     columns, lines = _within_bounds(_complete(columns), lines, path, bad)
-    node = header.get("node") if header else None
-    return RankFile(path, rank, node, columns, closed, bad, written, wall_s, lines)
+    return RankFile(path, rank, header.get("node") if header else None, columns, closed, bad, written, wall_s, lines)
 
 
 def _within_bounds(columns: dict[str, np.ndarray], lines: np.ndarray, path: Path,

@@ -148,8 +148,7 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
     data.update({name: np.concatenate([c[name] for c in columns]) for name in LINE_COLUMNS})
     data["micro_steps"] = data["micro_steps"].astype(np.float64)
     waits, waited_for = outside_waits(folder, read)
-    data["wait_outside_s"] = (np.concatenate([waits[f.rank] for f in read]) if waits and read
-                              else np.full(total, np.nan))
+    data["wait_outside_s"] = np.concatenate([waits[f.rank] for f in read]) if waits else np.full(total, np.nan)
     if waits:
         for name in ("comm_s", "comm_exposed_s"):  # the wait is booked as what it waits for, not communication
             data[name] = data[name] - np.nan_to_num(data["wait_outside_s"])
