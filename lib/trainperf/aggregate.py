@@ -82,8 +82,7 @@ def _added_up(parts: Sequence[Any], meta: pd.DataFrame, keys: list[str], how: Ma
 
 def settled_times(times: pd.DataFrame, rules: str | Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`find_warmup` of the step times :func:`combine_step_times` computed (by run and step)."""
-    times = _with_keys(times).sort_values(["run_id", "step"], kind="stable").reset_index(drop=True)
-    return find_warmup(times, rules)
+    return find_warmup(_with_keys(times).sort_values(["run_id", "step"], kind="stable").reset_index(drop=True), rules)
 
 
 def _with_keys(frame: pd.DataFrame) -> pd.DataFrame:

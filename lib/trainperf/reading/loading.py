@@ -79,7 +79,6 @@ KINDS = {"run": Kind(lambda path, _: run_folders.is_run_folder(path), run_folder
          "table": Kind(lambda path, _: is_runs_table(path), read_runs_table)}
 """The kinds of input, in the order they are sniffed."""
 STEP_KINDS = tuple(name for name, kind in KINDS.items() if kind.entry)
-"""The kinds of input that hold step intervals."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +162,12 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
     if not frames:
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
     runs = pd.concat(frames, ignore_index=True)
-    _check_unique(runs)
+    duplicated = runs["run_id"].duplicated(keep="first")
+    if duplicated.any():
+        rid = runs["run_id"][duplicated].iloc[0]
+        sources = runs.loc[runs["run_id"] == rid, "source"].astype(str).tolist() if "source" in runs else []
+        raise DataError(f"run_id {rid!r} appears more than once" +
+                        (f" (in {' and '.join(dict.fromkeys(sources))})" if sources else ""), column="run_id")
     runs.attrs = provenance(inputs=read, skipped=skipped, snapshots=snapshots(found) if cache else ())
     return runs
 
@@ -303,12 +307,3 @@ def holds_inputs(path: str | Path) -> bool:
 def holds_steps(path: str | Path) -> bool:
     """Whether ``path`` is a steps table, a run folder, or a folder holding them (what :func:`load_steps` reads)."""
     return Path(path).exists() and any(item.kind in STEP_KINDS for item in _walk(Path(path), []))
-
-
-def _check_unique(runs: pd.DataFrame) -> None:
-    duplicated = runs["run_id"].duplicated(keep="first")
-    if duplicated.any():
-        rid = runs["run_id"][duplicated].iloc[0]
-        sources = runs.loc[runs["run_id"] == rid, "source"].astype(str).tolist() if "source" in runs else []
-        raise DataError(f"run_id {rid!r} appears more than once" +
-                        (f" (in {' and '.join(dict.fromkeys(sources))})" if sources else ""), column="run_id")
