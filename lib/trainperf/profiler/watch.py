@@ -80,10 +80,8 @@ class RunWatch:
         for rank, tail in self.tails.items():
             rows = tail.read()
             if rows:
-                kept = self.recent[rank]
                 position = [tail.columns.index(c) if c in tail.columns else None for c in LINE_COLUMNS]
-                for row in rows:
-                    kept.append([row[i] if i is not None else None for i in position])
+                self.recent[rank].extend([row[i] if i is not None else None for i in position] for row in rows)
                 self.last_step[rank] = int(rows[-1][0])
 
     def frame(self) -> dict[str, Any]:

@@ -53,10 +53,9 @@ def read_runs_table(path: Path) -> pd.DataFrame:
     """The checked runs of a table file; ``experiment`` defaults to the file's stem and ``source`` to its path."""
     raw, lines = read_csv(path) if path.suffix.lower() == ".csv" else (read_raw(path), None)
     table = check_runs(raw, path, lines=lines)
-    if "experiment" not in raw.columns:
-        table["experiment"] = pd.Series(path.stem, index=table.index, dtype="string")
-    if "source" not in raw.columns:
-        table["source"] = pd.Series(str(path), index=table.index, dtype="string")
+    for column, value in (("experiment", path.stem), ("source", str(path))):
+        if column not in raw.columns:
+            table[column] = pd.Series(value, index=table.index, dtype="string")
     return table
 
 
