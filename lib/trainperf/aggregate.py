@@ -47,7 +47,6 @@ def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeat
     if not (same & (step[1:] <= step[:-1])).any():
         return None
     frame = pd.DataFrame({name: np.asarray(values) for name, values in records.items()})
-    keys = pd.DataFrame({"run_id": run, "rank": rank, "step": step})
     group = frame.groupby(list(frame.columns), sort=False, dropna=False).ngroup().to_numpy()
     first_of = pd.Series(np.arange(len(frame))).groupby(group).transform("min").to_numpy()
     keep = first_of == np.arange(len(frame))
@@ -55,7 +54,7 @@ def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeat
     back = np.concatenate([[False], same & (step[1:] < step[:-1])])
     went_back = np.cumsum(back) - np.cumsum(back)[np.maximum.accumulate(
         np.where(np.concatenate([[True], ~same]), np.arange(len(step)), 0))] > 0
-    rest = keys[keep]
+    rest = pd.DataFrame({"run_id": run, "rank": rank, "step": step})[keep]
     for _, rows in rest[rest.duplicated(keep=False)].groupby(["run_id", "rank", "step"], sort=False):
         at = rows.index.to_numpy()
         for earlier, later in zip(at[:-1], at[1:]):
@@ -96,10 +95,9 @@ def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
     import dask.dataframe as dd
 
     empty = partials(empty_intervals())
-    ranks = dd.from_delayed([p[0] for p in parts], meta=empty[0], verify_meta=False)
-    steps = _added_up([p[1] for p in parts], empty[1], ["run_id", "step"], STEP_COMBINE)
-    values = _added_up([p[2] for p in parts], empty[2], ["run_id", "quantity", "value"], {"count": "sum"})
-    return ranks, steps, values
+    return (dd.from_delayed([p[0] for p in parts], meta=empty[0], verify_meta=False),
+            _added_up([p[1] for p in parts], empty[1], ["run_id", "step"], STEP_COMBINE),
+            _added_up([p[2] for p in parts], empty[2], ["run_id", "quantity", "value"], {"count": "sum"}))
 
 
 def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.DataFrame,

@@ -116,9 +116,8 @@ def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     out["loss"] = last_loss
     for name, largest in grouped[list(MEMORY)].max().items():
         out[name] = _per_group(largest, n)
-    energy = grouped["energy_j"].sum(min_count=1)
-    complete = grouped["energy_j"].count() == grouped["step_s"].size()
-    out["energy_j"] = _per_group(energy.where(complete), n)
+    complete = grouped["energy_j"].count() == grouped["step_s"].size()  # every measured interval has one
+    out["energy_j"] = _per_group(grouped["energy_j"].sum(min_count=1).where(complete), n)
     for name, total in intervals.groupby(codes)[list(ALLOCATOR_COUNTS)].sum(min_count=1).items():
         out[name] = _per_group(total, n)
     out["step_s_median"] = _per_group(grouped["step_s"].median(), n)

@@ -289,8 +289,7 @@ def scaling_studies(group: pd.DataFrame) -> list[Study]:
     for number, label in enumerate(labels):
         at = np.flatnonzero(series == number)
         rows = group.iloc[at]
-        given = "scaling_type" in rows and rows["scaling_type"].notna().any()
-        found = [] if given else _constant_work(rows)
+        found = [] if "scaling_type" in rows and rows["scaling_type"].notna().any() else _constant_work(rows)
         if len(found) == 1 and len(found[0].members) == len(at):  # the whole series: no label
             found[0].label = ""
         for study in found or [Study(np.arange(len(at)), "", None, np.ones(len(at), bool))]:

@@ -5,6 +5,7 @@ sampled ``torch.profiler`` windows: gloo's ranges on CPU, NCCL's kernels on GPU 
 
 from __future__ import annotations
 
+from contextlib import suppress
 from time import perf_counter, thread_time
 from typing import Any
 
@@ -170,8 +171,6 @@ class CollectiveSampler:
     def cancel(self) -> None:
         """Stop a window without reading it (sampling or profiling stopped); never raises."""
         profile, self._profile = self._profile, None
-        try:
+        with suppress(Exception):
             if profile is not None:
                 profile.stop()
-        except Exception:
-            pass

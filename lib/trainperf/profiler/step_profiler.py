@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from time import perf_counter
@@ -411,10 +412,8 @@ class StepProfiler:
         way (a signal interrupted it) or profiling stopped. Never raises."""
         if self._off or self._writing:
             return
-        try:
+        with suppress(Exception):
             self._flush(wait=False)
-        except Exception:
-            pass
 
     def _flush(self, wait: bool) -> None:
         self._writing = True
