@@ -82,8 +82,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     notes: list[list[str]] = [[] for _ in range(len(out))]
     _note_step_times(out, notes)
     _add_parallelism(out, notes)
-    _fill_work(out, notes)
-    _add_rates(out, notes)
+    _add_work_and_rates(out, notes)
     _add_flops(out, notes)
     summed = out[[f"{p}_s" for p in COMPUTE_PHASES]].sum(axis=1, min_count=1)
     out["compute_s"] = out["compute_s"].fillna(summed.where(out["forward_s"].notna() & out["backward_s"].notna()))
@@ -186,7 +185,7 @@ def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
     out["grad_accum_steps"] = out["grad_accum_steps"].fillna(accum.where(whole))
 
 
-def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
+def _add_work_and_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
     from_steps = out["steps"] * out["global_batch_size"]
     out["tokens"] = _first_estimate("tokens", notes, [
         ("the given count", out["tokens"]),
@@ -199,9 +198,6 @@ def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
         ("tokens / seq_len", out["tokens"] / out["seq_len"]),
     ])
     out["elapsed_s"] = out["elapsed_s"].fillna(out["steps"] * out["step_time_s"])
-
-
-def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
     out["tokens_per_s"] = _first_estimate("tokens_per_s", notes, [
         ("tokens / elapsed_s", out["tokens"] / out["elapsed_s"]),
         ("the given rate", out["tokens_per_s"]),

@@ -184,14 +184,13 @@ def verdict(difference: Difference, min_effect: float = MIN_EFFECT, words: tuple
     """``faster`` / ``slower`` (``words``: an increase's and a decrease's names) when the interval excludes 0 **and**
     the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable difference`` when the interval lies
     within ``±min_effect``; else, and always without one, ``inconclusive`` (docs/statistics.md, "The verdict")."""
-    d = difference
-    if not d.tested:
+    if not difference.tested:
         return INCONCLUSIVE
-    if d.low > 0 and d.estimate >= min_effect:
+    if difference.low > 0 and difference.estimate >= min_effect:
         return words[0]
-    if d.high < 0 and d.estimate <= -min_effect:
+    if difference.high < 0 and difference.estimate <= -min_effect:
         return words[1]
-    if -min_effect <= d.low and d.high <= min_effect:
+    if -min_effect <= difference.low and difference.high <= min_effect:
         return SAME
     return INCONCLUSIVE
 
