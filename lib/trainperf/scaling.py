@@ -98,9 +98,8 @@ class ScalingFit:
         if not self.has_band:
             nan = np.full(p.shape, np.nan)
             return nan, nan.copy()
-        lo, hi = _bounds(self.law)
         theta = np.random.default_rng(0).multivariate_normal(list(self.params.values()), self.covariance, size=4000)
-        theta = np.clip(theta, lo, hi)
+        theta = np.clip(theta, *_bounds(self.law))
         curves = _curve(self.law, p, theta.T[..., np.newaxis])  # (draws, points): every draw at once
         tail = (1.0 - level) / 2.0
         low, high = np.quantile(curves, [tail, 1.0 - tail], axis=0)

@@ -186,6 +186,4 @@ def strategy_of(model: Any) -> str | None:
         from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel
     except ImportError:
         return None
-    if isinstance(model, (FSDPModule, FullyShardedDataParallel)):
-        return "fsdp"
-    return None
+    return "fsdp" if isinstance(model, (FSDPModule, FullyShardedDataParallel)) else None

@@ -1,8 +1,7 @@
 """Reading inputs, the one dispatcher: ``load_runs``, ``load_steps`` and ``load_summaries`` (docs/data.md, "Readers
-and the dispatcher"). Each input is classified once (:func:`inputs`) as the first kind of :data:`KINDS` whose sniff
-recognises it, and read by that kind's reader alone. The first bad value raises ``DataError`` naming the file, the
-row (1-based; for CSV also the line) and the column. The result's ``attrs`` hold ``inputs`` and ``skipped``
-(``(path, reason)`` pairs), as tuples (``trainperf.errors.provenance``).
+and the dispatcher"). Each input is classified once (:func:`inputs`) and read by its kind's reader alone. The first
+bad value raises ``DataError`` naming the file, the row (1-based; for CSV also the line) and the column. The result's
+``attrs`` hold ``inputs`` and ``skipped`` (``(path, reason)`` pairs), as tuples (``trainperf.errors.provenance``).
 """
 
 from __future__ import annotations

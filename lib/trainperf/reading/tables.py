@@ -95,9 +95,7 @@ def read_raw(path: Path) -> pd.DataFrame:
     """Read a JSON or Parquet table file without interpreting values (Parquet keeps its own types)."""
     suffix = path.suffix.lower()
     try:
-        if suffix == ".parquet":
-            return pd.read_parquet(path)
-        return pd.DataFrame(json_records(path))
+        return pd.read_parquet(path) if suffix == ".parquet" else pd.DataFrame(json_records(path))
     except DataError:
         raise
     except (ValueError, OSError, UnicodeDecodeError) as exc:

@@ -228,9 +228,7 @@ def _split_end(body: bytes) -> tuple[bytes, bytes | None]:
     """Split off the last line when it is a JSON object (the end marker)."""
     stripped = body.rstrip(b"\n")
     start = stripped.rfind(b"\n") + 1
-    if stripped[start:start + 1] == b"{":
-        return body[:start], body[start:]
-    return body, None
+    return (body[:start], body[start:]) if stripped[start:start + 1] == b"{" else (body, None)
 
 
 def json_object(line: bytes) -> dict[str, Any] | None:

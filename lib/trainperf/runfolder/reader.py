@@ -294,9 +294,7 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
     """The run's runs row: its ``config`` keys as columns (non-canonical keys as ``extra_<key>``), its ``measured``
     columns (``trainperf.aggregate.measure``), ``gpus`` (the world size, else the ranks that recorded steps) and
     ``nodes`` (the manifest's, else those of ``nodes_seen``), with a DataWarning where the config says otherwise; and,
-    where the config has none, what the profiler found (platform, strategy, a CPU's measured peak and how it was
-    measured, :func:`oversubscribed`, energy counter, device memory, the host's load as ``trainperf bench`` names
-    it) and the batch facts."""
+    where the config has none, what the profiler found (the manifest's environment) and the batch facts."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
     for key, value in config.items():
