@@ -290,8 +290,7 @@ def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
         notes[i].append(f"device_memory_gb: no memory size for {out['platform'].iat[i]} in the hardware table "
                         "(name the part with its memory, e.g. 'NVIDIA A100 80GB', or give device_memory_gb)")
     out["memory_headroom_gb"] = out["device_memory_gb"] - out["peak_memory_gb"]
-    did_not_fit = out["fits"].eq(False).fillna(False).to_numpy(bool)
-    for i in np.flatnonzero(did_not_fit):
+    for i in np.flatnonzero(out["fits"].eq(False).fillna(False).to_numpy(bool)):  # the runs that did not fit
         where = out["extra_out_of_memory"].iat[i] if "extra_out_of_memory" in out else None
         notes[i].append("out of memory: the configuration does not fit the device" +
                         (f" ({where})" if isinstance(where, str) else "") +

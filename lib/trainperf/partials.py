@@ -150,9 +150,8 @@ def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
     slowest rank's, s), ``n_steps`` (as :func:`step_partials`) and ``warmup`` (1.0 where a rank flagged it, else 0)."""
     rows = intervals[~intervals["includes_evaluation"].astype(bool).to_numpy()]
     codes, run_ids, steps = _groups(rows, "step")
-    values = pd.DataFrame({"step_s_max": rows["step_s"].to_numpy(float), "n_steps": rows["n_steps"].to_numpy(float),
-                           "warmup": rows["warmup"].to_numpy(bool).astype(float)})
-    found = values.groupby(codes).max()
+    found = pd.DataFrame({"step_s_max": rows["step_s"].to_numpy(float), "n_steps": rows["n_steps"].to_numpy(float),
+                          "warmup": rows["warmup"].to_numpy(bool).astype(float)}).groupby(codes).max()
     return pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "step": steps,
                          **{c: found[c].to_numpy(float) for c in STEP_TIMES_COMBINE}})
 

@@ -103,8 +103,7 @@ def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0) -> 
     else:
         chosen = rng.integers(0, slots, size=(draws, slots))
         dof = float(slots - 1)
-    replicates = per_run[chosen, np.arange(draws)[:, None], np.arange(slots)[None, :]]
-    return Resampled(replicates=replicates, dof=dof, blocks=blocks)
+    return Resampled(per_run[chosen, np.arange(draws)[:, None], np.arange(slots)[None, :]], dof, blocks)
 
 
 def t_quantile(dof: float) -> float:
