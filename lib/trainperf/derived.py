@@ -80,9 +80,16 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
             out[name] = pd.Series(pd.NA if column.kind in ("str", "bool") else np.nan, index=out.index,
                                   dtype={"str": "string", "bool": "boolean"}.get(column.kind, float))
     notes: list[list[str]] = [[] for _ in range(len(out))]
-    _note_step_times(out, notes)
-    _add_parallelism(out, notes)
-    _add_work_and_rates(out, notes)
+    if STEP_TIME_ANOMALIES in out:  # what a log's step times needed, and how many steps its throughput left out
+        set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)
+        for i, (text, count) in enumerate(zip(out[STEP_TIME_ANOMALIES], set_aside)):
+            if pd.isna(text):
+                continue
+            if count > 0:
+                notes[i].append(f"throughput: measured without {count:g} step(s) whose times could not be used "
+                                f"({STEPS_SET_ASIDE})")
+            notes[i].extend(f"step times: {sentence}" for sentence in str(text).split("; "))
+    _add_batch_work_and_rates(out, notes)
     _add_flops(out, notes)
     summed = out[[f"{p}_s" for p in COMPUTE_PHASES]].sum(axis=1, min_count=1)
     out["compute_s"] = out["compute_s"].fillna(summed.where(out["forward_s"].notna() & out["backward_s"].notna()))
@@ -111,20 +118,6 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out.attrs = dict(runs.attrs)
     known = list(dict.fromkeys([*INPUT_COLUMNS, *DERIVED_COLUMNS]))  # inputs, derived, then reported_* / extra_*
     return out[[c for c in known if c in out] + [c for c in out if c not in known]]
-
-
-def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    """Note what a log's step times needed (:data:`STEP_TIME_ANOMALIES`) and how many steps its throughput left out."""
-    if STEP_TIME_ANOMALIES not in out:
-        return
-    set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)
-    for i, (text, count) in enumerate(zip(out[STEP_TIME_ANOMALIES], set_aside)):
-        if pd.isna(text):
-            continue
-        if count > 0:
-            notes[i].append(f"throughput: measured without {count:g} step(s) whose times could not be used "
-                            f"({STEPS_SET_ASIDE})")
-        notes[i].extend(f"step times: {sentence}" for sentence in str(text).split("; "))
 
 
 def _note_empty(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -164,7 +157,7 @@ def _lack(column: str, lacking: tuple[str, ...]) -> str:
     return f"not given, and no {names}" if column in INPUT_COLUMNS else f"no {names}"
 
 
-def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
+def _add_batch_work_and_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
     model_parallel = out[list(PARALLEL_DEGREES)].astype(float).fillna(1.0).prod(axis=1)
     out["data_parallel"] = out["gpus"] / model_parallel
     uneven = out["data_parallel"].notna() & (out["data_parallel"] % 1 != 0)
@@ -183,9 +176,6 @@ def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
         notes[i].append(f"grad_accum_steps: global_batch_size / (micro_batch_size · data_parallel) is "
                         f"{accum.iat[i]:g}, not a whole number: check the batch sizes and the parallel degrees")
     out["grad_accum_steps"] = out["grad_accum_steps"].fillna(accum.where(whole))
-
-
-def _add_work_and_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
     from_steps = out["steps"] * out["global_batch_size"]
     out["tokens"] = _first_estimate("tokens", notes, [
         ("the given count", out["tokens"]),
