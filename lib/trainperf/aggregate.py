@@ -215,8 +215,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
         out["warmup_rule"] = str(run.warmup["warmup_rule"].iloc[0])
     if len(per_rank):
         out["ranks"] = int(len(per_rank))
-    excluded = int(per_rank["excluded_intervals"].sum())
-    if excluded:
+    if excluded := int(per_rank["excluded_intervals"].sum()):
         out["extra_excluded_records"] = excluded
     for name in MEMORY:
         if window[name].notna().any():
@@ -235,11 +234,9 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     if stopped:
         out["extra_stopped_early_ranks"] = f"[{', '.join(map(str, stopped))}]"  # a list, never read as a number
     if batch_facts:
-        micro = median_of_counts(run.values, "micro_steps")
-        if math.isfinite(micro):
+        if math.isfinite(micro := median_of_counts(run.values, "micro_steps")):
             out["grad_accum_steps"] = int(micro)
-        batch = median_of_counts(run.values, "micro_batch")
-        if math.isfinite(batch):
+        if math.isfinite(batch := median_of_counts(run.values, "micro_batch")):
             out["micro_batch_size"] = batch
             samples = run.per_step["samples_sum"].where(run.per_step["samples_count"] > 0)
             out["global_batch_size"] = float(samples.median()) / model_parallel

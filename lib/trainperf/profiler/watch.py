@@ -78,8 +78,7 @@ class RunWatch:
                 if (match := STEPS_FILE_PATTERN.match(path.name)) and (rank := int(match.group(1))) not in self.tails:
                     self.tails[rank], self.recent[rank] = StepsTail(path), deque(maxlen=RECENT_STEPS)
         for rank, tail in self.tails.items():
-            rows = tail.read()
-            if rows:
+            if rows := tail.read():
                 position = [tail.columns.index(c) if c in tail.columns else None for c in LINE_COLUMNS]
                 self.recent[rank].extend([row[i] if i is not None else None for i in position] for row in rows)
                 self.last_step[rank] = int(rows[-1][0])
@@ -195,8 +194,7 @@ def render(frames: list[dict[str, Any]]) -> Group:
         parts.append(Text(f"  step {_ms(f['step_s'])}   tokens/s {_shown(f['tokens_per_s'], ',.0f')} total, "
                           f"{_shown(f['tokens_per_s_per_device'], ',.0f')} per device   "
                           f"MFU {_shown(f['mfu'] * 100, '.2g', '%')}"))
-        slow = f.get("slowest")
-        if slow:
+        if slow := f.get("slowest"):
             where = (f", +{_ms(slow['phase_excess_s'])} in {slow['phase']} beyond the others' median"
                      if slow["phase"] and slow["phase_excess_s"] > 0 else "")
             parts.append(Text(f"  slowest: rank {slow['rank']}, {_ms(slow['work_s'])} of work a step against "

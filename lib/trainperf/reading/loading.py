@@ -282,8 +282,7 @@ def rank_step_times(*paths: str | Path) -> pd.DataFrame:
     frames = []
     for found in _entries(paths, None):
         ranks = found.summaries.per_rank.groupby("run_id", observed=True)["rank"].nunique()
-        small = [str(r) for r, n in ranks.items() if n <= RANK_STEPS_MAX]
-        if small:
+        if small := [str(r) for r, n in ranks.items() if n <= RANK_STEPS_MAX]:
             steps = found.intervals(["run_id", "rank", "step", "step_s", "warmup", "includes_evaluation"], runs=small)
             frames.append(steps[measured(steps)])
     columns = ["run_id", "rank", "step", "step_s"]

@@ -96,8 +96,7 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
     written = run.per_rank.set_index("rank")
     for rank, lines, last in facts.get("ahead", []):
         written.loc[rank, ["intervals", "last_step"]] = [lines, last]
-    stopped = stopped_early(written.reset_index(), expected, closed)
-    if stopped:
+    if stopped := stopped_early(written.reset_index(), expected, closed):
         warnings.warn(incomplete(folder.run_id, stopped), DataWarning, stacklevel=4)
     measured = measure(summaries, folder.run_id, expected_ranks=expected, closed_ranks=closed, batch_facts=True,
                        model_parallel=model_parallel(folder.config))

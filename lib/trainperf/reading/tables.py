@@ -85,8 +85,7 @@ def read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
         raise DataError(f"cannot read as a csv table: {exc}", path=path) from exc
     if header is None:
         raise DataError("empty file: no header and no rows", path=path)
-    twice = sorted({name for name in header if header.count(name) > 1})
-    if twice:
+    if twice := sorted({name for name in header if header.count(name) > 1}):
         raise DataError("column named more than once", path=path, column=twice[0])
     return pd.DataFrame(rows, columns=header, dtype="string"), lines
 
@@ -184,8 +183,7 @@ def _held(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list]]:
 def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
     """A steps table (read from ``path``, or given as a frame) as step intervals, typed, rows by run (in the order they
     first appear) and rank (each rank's in the table's order)."""
-    missing = [c for c in REQUIRED if c not in raw.columns]
-    if missing:
+    if missing := [c for c in REQUIRED if c not in raw.columns]:
         raise DataError(f"not a steps table: missing column(s) {', '.join(missing)}", path=path)
     out = pd.DataFrame(index=raw.index)
     for name in STEP_INTERVAL_COLUMNS:

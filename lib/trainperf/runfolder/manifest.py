@@ -104,8 +104,7 @@ def _check_values(values: Mapping[str, Any], expected: Mapping[str, Any], prefix
             continue
         if not is_number(value):
             raise DataError(f"{_shown(value)} is not a number", path=path, column=prefix + key)
-        problem = bound_problem(want, float(value))
-        if problem:
+        if problem := bound_problem(want, float(value)):
             raise DataError(f"{float(value):g} {problem}", path=path, column=prefix + key)
 
 
