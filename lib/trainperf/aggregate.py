@@ -47,7 +47,6 @@ def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeat
     if not (same & (step[1:] <= step[:-1])).any():
         return None
     frame = pd.DataFrame({name: np.asarray(values) for name, values in records.items()})
-    keys = pd.DataFrame({"run_id": run, "rank": rank, "step": step})
     group = frame.groupby(list(frame.columns), sort=False, dropna=False).ngroup().to_numpy()
     first_of = pd.Series(np.arange(len(frame))).groupby(group).transform("min").to_numpy()
     keep = first_of == np.arange(len(frame))
@@ -55,7 +54,7 @@ def repeated_steps(records: Mapping[str, Any], restarts: bool = False) -> Repeat
     back = np.concatenate([[False], same & (step[1:] < step[:-1])])
     went_back = np.cumsum(back) - np.cumsum(back)[np.maximum.accumulate(
         np.where(np.concatenate([[True], ~same]), np.arange(len(step)), 0))] > 0
-    rest = keys[keep]
+    rest = pd.DataFrame({"run_id": run, "rank": rank, "step": step})[keep]
     for _, rows in rest[rest.duplicated(keep=False)].groupby(["run_id", "rank", "step"], sort=False):
         at = rows.index.to_numpy()
         for earlier, later in zip(at[:-1], at[1:]):
@@ -82,8 +81,7 @@ def _added_up(parts: Sequence[Any], meta: pd.DataFrame, keys: list[str], how: Ma
 
 def settled_times(times: pd.DataFrame, rules: str | Mapping[str, str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`find_warmup` of the step times :func:`combine_step_times` computed (by run and step)."""
-    times = _with_keys(times).sort_values(["run_id", "step"], kind="stable").reset_index(drop=True)
-    return find_warmup(times, rules)
+    return find_warmup(_with_keys(times).sort_values(["run_id", "step"], kind="stable").reset_index(drop=True), rules)
 
 
 def _with_keys(frame: pd.DataFrame) -> pd.DataFrame:
@@ -97,10 +95,9 @@ def combine(parts: Sequence[Any]) -> tuple[Any, Any, Any]:
     import dask.dataframe as dd
 
     empty = partials(empty_intervals())
-    ranks = dd.from_delayed([p[0] for p in parts], meta=empty[0], verify_meta=False)
-    steps = _added_up([p[1] for p in parts], empty[1], ["run_id", "step"], STEP_COMBINE)
-    values = _added_up([p[2] for p in parts], empty[2], ["run_id", "quantity", "value"], {"count": "sum"})
-    return ranks, steps, values
+    return (dd.from_delayed([p[0] for p in parts], meta=empty[0], verify_meta=False),
+            _added_up([p[1] for p in parts], empty[1], ["run_id", "step"], STEP_COMBINE),
+            _added_up([p[2] for p in parts], empty[2], ["run_id", "quantity", "value"], {"count": "sum"}))
 
 
 def finish(per_rank: pd.DataFrame, per_step: pd.DataFrame, values: pd.DataFrame,
@@ -218,8 +215,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
         out["warmup_rule"] = str(run.warmup["warmup_rule"].iloc[0])
     if len(per_rank):
         out["ranks"] = int(len(per_rank))
-    excluded = int(per_rank["excluded_intervals"].sum())
-    if excluded:
+    if excluded := int(per_rank["excluded_intervals"].sum()):
         out["extra_excluded_records"] = excluded
     for name in MEMORY:
         if window[name].notna().any():
@@ -238,11 +234,9 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     if stopped:
         out["extra_stopped_early_ranks"] = f"[{', '.join(map(str, stopped))}]"  # a list, never read as a number
     if batch_facts:
-        micro = median_of_counts(run.values, "micro_steps")
-        if math.isfinite(micro):
+        if math.isfinite(micro := median_of_counts(run.values, "micro_steps")):
             out["grad_accum_steps"] = int(micro)
-        batch = median_of_counts(run.values, "micro_batch")
-        if math.isfinite(batch):
+        if math.isfinite(batch := median_of_counts(run.values, "micro_batch")):
             out["micro_batch_size"] = batch
             samples = run.per_step["samples_sum"].where(run.per_step["samples_count"] > 0)
             out["global_batch_size"] = float(samples.median()) / model_parallel

@@ -77,19 +77,32 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out = runs.copy()
     for name, column in INPUT_COLUMNS.items():
         if name not in out:
-            text = column.kind in ("str", "bool")
-            out[name] = pd.Series(pd.NA if text else np.nan, index=out.index,
+            out[name] = pd.Series(pd.NA if column.kind in ("str", "bool") else np.nan, index=out.index,
                                   dtype={"str": "string", "bool": "boolean"}.get(column.kind, float))
     notes: list[list[str]] = [[] for _ in range(len(out))]
-    _note_step_times(out, notes)
-    _add_parallelism(out, notes)
-    _fill_work(out, notes)
-    _add_rates(out, notes)
+    if STEP_TIME_ANOMALIES in out:  # what a log's step times needed, and how many steps its throughput left out
+        set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)
+        for i, (text, count) in enumerate(zip(out[STEP_TIME_ANOMALIES], set_aside)):
+            if pd.isna(text):
+                continue
+            if count > 0:
+                notes[i].append(f"throughput: measured without {count:g} step(s) whose times could not be used "
+                                f"({STEPS_SET_ASIDE})")
+            notes[i].extend(f"step times: {sentence}" for sentence in str(text).split("; "))
+    _add_batch_work_and_rates(out, notes)
     _add_flops(out, notes)
-    _add_phases(out)
+    summed = out[[f"{p}_s" for p in COMPUTE_PHASES]].sum(axis=1, min_count=1)
+    out["compute_s"] = out["compute_s"].fillna(summed.where(out["forward_s"].notna() & out["backward_s"].notna()))
+    comm = out["comm_exposed_s"].fillna(out["comm_s"])
+    out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
+    out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
     out["gpu_hours"] = out["gpus"] * out["elapsed_s"] / 3600.0
     out["cost_usd"] = out["gpu_hours"] * out["price_per_gpu_hour"]
-    _add_energy(out)
+    out["energy_j_per_token"] = out["energy_j"] / out["tokens"]
+    out["power_w_per_gpu"] = out["energy_j"] / (out["gpus"] * out["elapsed_s"])
+    out["energy_kwh"] = out["energy_j"] / JOULES_PER_KWH
+    out["energy_cost_usd"] = out["energy_kwh"] * out["price_per_kwh"]
+    out["energy_cost_usd_per_million_tokens"] = out["energy_cost_usd"] / out["tokens"] * 1e6
     _add_memory(out, notes)
     if APPROXIMATE_INPUTS in out:  # inputs a source printed rounded
         for i in np.flatnonzero(out[APPROXIMATE_INPUTS].notna().to_numpy(bool)):
@@ -105,20 +118,6 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     out.attrs = dict(runs.attrs)
     known = list(dict.fromkeys([*INPUT_COLUMNS, *DERIVED_COLUMNS]))  # inputs, derived, then reported_* / extra_*
     return out[[c for c in known if c in out] + [c for c in out if c not in known]]
-
-
-def _note_step_times(out: pd.DataFrame, notes: list[list[str]]) -> None:
-    """Note what a log's step times needed (:data:`STEP_TIME_ANOMALIES`) and how many steps its throughput left out."""
-    if STEP_TIME_ANOMALIES not in out:
-        return
-    set_aside = out[STEPS_SET_ASIDE] if STEPS_SET_ASIDE in out else pd.Series(np.nan, index=out.index)
-    for i, (text, count) in enumerate(zip(out[STEP_TIME_ANOMALIES], set_aside)):
-        if pd.isna(text):
-            continue
-        if count > 0:
-            notes[i].append(f"throughput: measured without {count:g} step(s) whose times could not be used "
-                            f"({STEPS_SET_ASIDE})")
-        notes[i].extend(f"step times: {sentence}" for sentence in str(text).split("; "))
 
 
 def _note_empty(out: pd.DataFrame, notes: list[list[str]]) -> None:
@@ -158,7 +157,7 @@ def _lack(column: str, lacking: tuple[str, ...]) -> str:
     return f"not given, and no {names}" if column in INPUT_COLUMNS else f"no {names}"
 
 
-def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
+def _add_batch_work_and_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
     model_parallel = out[list(PARALLEL_DEGREES)].astype(float).fillna(1.0).prod(axis=1)
     out["data_parallel"] = out["gpus"] / model_parallel
     uneven = out["data_parallel"].notna() & (out["data_parallel"] % 1 != 0)
@@ -177,9 +176,6 @@ def _add_parallelism(out: pd.DataFrame, notes: list[list[str]]) -> None:
         notes[i].append(f"grad_accum_steps: global_batch_size / (micro_batch_size · data_parallel) is "
                         f"{accum.iat[i]:g}, not a whole number: check the batch sizes and the parallel degrees")
     out["grad_accum_steps"] = out["grad_accum_steps"].fillna(accum.where(whole))
-
-
-def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
     from_steps = out["steps"] * out["global_batch_size"]
     out["tokens"] = _first_estimate("tokens", notes, [
         ("the given count", out["tokens"]),
@@ -192,9 +188,6 @@ def _fill_work(out: pd.DataFrame, notes: list[list[str]]) -> None:
         ("tokens / seq_len", out["tokens"] / out["seq_len"]),
     ])
     out["elapsed_s"] = out["elapsed_s"].fillna(out["steps"] * out["step_time_s"])
-
-
-def _add_rates(out: pd.DataFrame, notes: list[list[str]]) -> None:
     out["tokens_per_s"] = _first_estimate("tokens_per_s", notes, [
         ("tokens / elapsed_s", out["tokens"] / out["elapsed_s"]),
         ("the given rate", out["tokens_per_s"]),
@@ -277,24 +270,6 @@ def _peak(row: dict) -> tuple[float, object, str]:
     return peak.tflops, f"{peak.device} {peak.precision} dense: {peak.source}", ""
 
 
-def _add_phases(out: pd.DataFrame) -> None:
-    parts = out[[f"{p}_s" for p in COMPUTE_PHASES]]
-    summed = parts.sum(axis=1, min_count=1).where(out["forward_s"].notna() & out["backward_s"].notna())
-    out["compute_s"] = out["compute_s"].fillna(summed)
-    comm = out["comm_exposed_s"].fillna(out["comm_s"])
-    out["comm_overhead"] = comm / out["mean_rank_elapsed_s"].fillna(out["elapsed_s"])
-    out["compute_comm_ratio"] = (out["compute_s"] / out["comm_s"]).replace(np.inf, np.nan)
-
-
-def _add_energy(out: pd.DataFrame) -> None:
-    energy = out["energy_j"]
-    out["energy_j_per_token"] = energy / out["tokens"]
-    out["power_w_per_gpu"] = energy / (out["gpus"] * out["elapsed_s"])
-    out["energy_kwh"] = energy / JOULES_PER_KWH
-    out["energy_cost_usd"] = out["energy_kwh"] * out["price_per_kwh"]
-    out["energy_cost_usd_per_million_tokens"] = out["energy_cost_usd"] / out["tokens"] * 1e6
-
-
 def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
     given = out["device_memory_gb"].astype(float)
     datasheet = [math.nan if not isinstance(p, str) or (found := device_memory(p)) is None else found[0]
@@ -305,8 +280,7 @@ def _add_memory(out: pd.DataFrame, notes: list[list[str]]) -> None:
         notes[i].append(f"device_memory_gb: no memory size for {out['platform'].iat[i]} in the hardware table "
                         "(name the part with its memory, e.g. 'NVIDIA A100 80GB', or give device_memory_gb)")
     out["memory_headroom_gb"] = out["device_memory_gb"] - out["peak_memory_gb"]
-    did_not_fit = out["fits"].eq(False).fillna(False).to_numpy(bool)
-    for i in np.flatnonzero(did_not_fit):
+    for i in np.flatnonzero(out["fits"].eq(False).fillna(False).to_numpy(bool)):  # the runs that did not fit
         where = out["extra_out_of_memory"].iat[i] if "extra_out_of_memory" in out else None
         notes[i].append("out of memory: the configuration does not fit the device" +
                         (f" ({where})" if isinstance(where, str) else "") +

@@ -105,8 +105,7 @@ def sides_difference(est: list[Estimate], run_cv: float = RUN_CV, columns: Seque
         return _relative(est), ""
     if est[0].runs == 1 and est[1].runs == 1:
         for e in est:
-            steps_se = e.se_log if math.isfinite(e.se_log) else 0.0
-            e.se_log, e.dof = with_run_to_run(steps_se, e.dof, run_cv)
+            e.se_log, e.dof = with_run_to_run(e.se_log if math.isfinite(e.se_log) else 0.0, e.dof, run_cv)
             for c in (("step_time_s", *columns) if e.errors else ()):
                 e.errors[c] = math.hypot(e.errors[c], run_cv * e.means[c])
         if run_cv == 0:
@@ -228,15 +227,10 @@ def distinguish(table: pd.DataFrame, a: str, b: str) -> Verdict:
     return Verdict(d, tested, MIN_EFFECT, a, b)
 
 
-def versus_fastest(table: pd.DataFrame) -> list[Verdict]:
-    """Per row of one experiment's :func:`configuration_intervals` or :func:`run_intervals`: it against the fastest."""
-    fastest = table.loc[table["throughput"].idxmax(), "configuration"]
-    return [distinguish(table, fastest, name) for name in table["configuration"]]
-
-
 def ties_with_fastest(intervals: pd.DataFrame) -> np.ndarray:
     """Per row of a :func:`run_intervals` frame of one experiment: whether it ties with the fastest."""
-    return np.array([found.verdict == TIED for found in versus_fastest(intervals)])
+    fastest = intervals.loc[intervals["throughput"].idxmax(), "configuration"]
+    return np.array([distinguish(intervals, fastest, name).verdict == TIED for name in intervals["configuration"]])
 
 
 @dataclass(frozen=True)

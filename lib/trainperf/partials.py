@@ -70,9 +70,7 @@ def _groups(intervals: pd.DataFrame, by: str) -> tuple[np.ndarray, np.ndarray, n
 
 def _per_group(values: pd.Series, n: int) -> np.ndarray:
     """A groupby on group codes as an array over all ``n`` groups (NaN where a group has no row)."""
-    out = np.full(n, np.nan)
-    out[values.index.to_numpy()] = values.to_numpy(float)
-    return out
+    return values.reindex(range(n)).to_numpy(float)
 
 
 def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
@@ -118,9 +116,8 @@ def rank_partials(intervals: pd.DataFrame) -> pd.DataFrame:
     out["loss"] = last_loss
     for name, largest in grouped[list(MEMORY)].max().items():
         out[name] = _per_group(largest, n)
-    energy = grouped["energy_j"].sum(min_count=1)
-    complete = grouped["energy_j"].count() == grouped["step_s"].size()
-    out["energy_j"] = _per_group(energy.where(complete), n)
+    complete = grouped["energy_j"].count() == grouped["step_s"].size()  # every measured interval has one
+    out["energy_j"] = _per_group(grouped["energy_j"].sum(min_count=1).where(complete), n)
     for name, total in intervals.groupby(codes)[list(ALLOCATOR_COUNTS)].sum(min_count=1).items():
         out[name] = _per_group(total, n)
     out["step_s_median"] = _per_group(grouped["step_s"].median(), n)
@@ -153,9 +150,8 @@ def step_times(intervals: pd.DataFrame) -> pd.DataFrame:
     slowest rank's, s), ``n_steps`` (as :func:`step_partials`) and ``warmup`` (1.0 where a rank flagged it, else 0)."""
     rows = intervals[~intervals["includes_evaluation"].astype(bool).to_numpy()]
     codes, run_ids, steps = _groups(rows, "step")
-    values = pd.DataFrame({"step_s_max": rows["step_s"].to_numpy(float), "n_steps": rows["n_steps"].to_numpy(float),
-                           "warmup": rows["warmup"].to_numpy(bool).astype(float)})
-    found = values.groupby(codes).max()
+    found = pd.DataFrame({"step_s_max": rows["step_s"].to_numpy(float), "n_steps": rows["n_steps"].to_numpy(float),
+                          "warmup": rows["warmup"].to_numpy(bool).astype(float)}).groupby(codes).max()
     return pd.DataFrame({"run_id": pd.array(run_ids, dtype="string"), "step": steps,
                          **{c: found[c].to_numpy(float) for c in STEP_TIMES_COMBINE}})
 

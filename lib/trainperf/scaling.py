@@ -36,7 +36,6 @@ LAWS = {
 """name -> (multiplier function, its parameter names, bounds, initial guess). ``gamma`` of ``X(N) = gamma · law(N)``
 (throughput of one device, the units of the data) is fitted too, bounded below by 0."""
 NAMES = {"amdahl": "Amdahl", "usl": "USL"}
-"""The laws as people write them."""
 AT_BOUND = 1e-9
 """A fitted parameter closer than this to 0 sits at its lower bound."""
 
@@ -64,8 +63,7 @@ class ScalingFit:
 
     def multiplier(self, devices: np.ndarray | float) -> np.ndarray:
         """Fitted multiplier ``S(N) = X(N) / γ``: throughput relative to one device (``N = 1``)."""
-        fn = LAWS[self.law][0]
-        return fn(np.asarray(devices, dtype=float), *list(self.params.values())[:-1])
+        return LAWS[self.law][0](np.asarray(devices, dtype=float), *list(self.params.values())[:-1])
 
     @property
     def name(self) -> str:
@@ -100,9 +98,8 @@ class ScalingFit:
         if not self.has_band:
             nan = np.full(p.shape, np.nan)
             return nan, nan.copy()
-        lo, hi = _bounds(self.law)
         theta = np.random.default_rng(0).multivariate_normal(list(self.params.values()), self.covariance, size=4000)
-        theta = np.clip(theta, lo, hi)
+        theta = np.clip(theta, *_bounds(self.law))
         curves = _curve(self.law, p, theta.T[..., np.newaxis])  # (draws, points): every draw at once
         tail = (1.0 - level) / 2.0
         low, high = np.quantile(curves, [tail, 1.0 - tail], axis=0)
@@ -274,7 +271,6 @@ def second_study_rows(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _empty_columns(length: int) -> dict[str, np.ndarray]:
-    """:data:`SCALING_COLUMNS` as empty arrays (objects for :data:`TEXT`, else floats)."""
     return {c: np.full(length, np.nan, dtype=object if c in TEXT else float) for c in SCALING_COLUMNS}
 
 
@@ -292,8 +288,7 @@ def scaling_studies(group: pd.DataFrame) -> list[Study]:
     for number, label in enumerate(labels):
         at = np.flatnonzero(series == number)
         rows = group.iloc[at]
-        given = "scaling_type" in rows and rows["scaling_type"].notna().any()
-        found = [] if given else _constant_work(rows)
+        found = [] if "scaling_type" in rows and rows["scaling_type"].notna().any() else _constant_work(rows)
         if len(found) == 1 and len(found[0].members) == len(at):  # the whole series: no label
             found[0].label = ""
         for study in found or [Study(np.arange(len(at)), "", None, np.ones(len(at), bool))]:
@@ -371,7 +366,6 @@ def scaling_type(group: pd.DataFrame, basis: str | None) -> tuple[str | None, st
 
 
 def _column(group: pd.DataFrame, name: str) -> pd.Series:
-    """``group[name]`` as floats; all NaN where the column is missing."""
     return group[name].astype(float) if name in group else pd.Series(np.nan, index=group.index)
 
 

@@ -323,7 +323,6 @@ recorded (a profiler step: one optimizer step; a log line that reports every N s
 totals: an epoch)."""
 
 STEP_INTERVAL_COLUMNS: tuple[str, ...] = tuple(c.name for c in STEP_INTERVALS)
-"""Columns of the step-intervals table, in order."""
 
 STEP_PHASE_COLUMNS: tuple[str, ...] = tuple(c.name for c in STEP_INTERVALS
                                             if c.name.endswith("_s") and c.name not in ("start_s", "step_s"))
@@ -343,8 +342,6 @@ PHASES: tuple[str, ...] = ("data", "h2d", "forward", "loss", "backward", "optimi
 COMPUTE_PHASES: tuple[str, ...] = ("forward", "loss", "backward", "optimizer")
 
 SCALING_TYPES = ("strong", "weak")
-"""``scaling_type``: strong scaling keeps the total work of an optimizer step (the
-global batch) as devices are added; weak scaling keeps the work per device."""
 
 SIDECAR_SUFFIX = ".trainperf.yaml"
 """``train.log``'s sidecar is ``train.log.trainperf.yaml``: what the file does not say, or its columns' mapping."""

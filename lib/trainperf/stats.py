@@ -65,13 +65,11 @@ def block_means(matrix: np.ndarray, block: int, draws: int, rng: np.random.Gener
     n = len(m)
     block = max(1, min(block, n))
     blocks = math.ceil(n / block)
-    wrapped = np.concatenate([m, m[:block]])
-    cum = np.vstack([np.zeros((1, m.shape[1])), np.cumsum(wrapped, axis=0)])
+    cum = np.vstack([np.zeros((1, m.shape[1])), np.cumsum(np.concatenate([m, m[:block]]), axis=0)])
     starts = rng.integers(0, n, size=(draws, blocks))
     lengths = np.full(blocks, block)
     lengths[-1] = n - (blocks - 1) * block  # the last block is cut to n steps
-    sums = cum[starts + lengths] - cum[starts]  # (draws, blocks, quantities)
-    return sums.sum(axis=1) / n
+    return (cum[starts + lengths] - cum[starts]).sum(axis=1) / n  # (draws, blocks, quantities), over the blocks
 
 
 @dataclass
@@ -105,8 +103,7 @@ def resample_runs(runs: list[np.ndarray], draws: int = DRAWS, seed: int = 0) -> 
     else:
         chosen = rng.integers(0, slots, size=(draws, slots))
         dof = float(slots - 1)
-    replicates = per_run[chosen, np.arange(draws)[:, None], np.arange(slots)[None, :]]
-    return Resampled(replicates=replicates, dof=dof, blocks=blocks)
+    return Resampled(per_run[chosen, np.arange(draws)[:, None], np.arange(slots)[None, :]], dof, blocks)
 
 
 def t_quantile(dof: float) -> float:
@@ -186,14 +183,13 @@ def verdict(difference: Difference, min_effect: float = MIN_EFFECT, words: tuple
     """``faster`` / ``slower`` (``words``: an increase's and a decrease's names) when the interval excludes 0 **and**
     the estimate is at least ``min_effect`` (a fraction) from 0; ``no detectable difference`` when the interval lies
     within ``±min_effect``; else, and always without one, ``inconclusive`` (docs/statistics.md, "The verdict")."""
-    d = difference
-    if not d.tested:
+    if not difference.tested:
         return INCONCLUSIVE
-    if d.low > 0 and d.estimate >= min_effect:
+    if difference.low > 0 and difference.estimate >= min_effect:
         return words[0]
-    if d.high < 0 and d.estimate <= -min_effect:
+    if difference.high < 0 and difference.estimate <= -min_effect:
         return words[1]
-    if -min_effect <= d.low and d.high <= min_effect:
+    if -min_effect <= difference.low and difference.high <= min_effect:
         return SAME
     return INCONCLUSIVE
 
@@ -241,8 +237,7 @@ class Verdict:
 
 def t_test_power(n: float, effect: float) -> float:
     """Power of a two-sided two-sample t test at :data:`LEVEL` with ``n`` observations per group and a
-    standardized ``effect`` (difference of means / standard deviation of one observation): :func:`t_power` at
-    ``effect · √(n/2)`` on ``2n − 2`` dof."""
+    standardized ``effect`` (difference of means / standard deviation of one observation)."""
     return t_power(effect * math.sqrt(n / 2), 2 * n - 2)
 
 

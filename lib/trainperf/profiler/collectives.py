@@ -5,10 +5,11 @@ sampled ``torch.profiler`` windows: gloo's ranges on CPU, NCCL's kernels on GPU 
 
 from __future__ import annotations
 
+from contextlib import suppress
 from time import perf_counter, thread_time
 from typing import Any
 
-from trainperf.profiler.comm import merged, overlap, union_length
+from trainperf.profiler.comm import merged, overlap
 
 DEFAULT_EVERY = 100
 """Fewest steps between the starts of two sampled windows."""
@@ -31,12 +32,6 @@ def is_collective(name: str, on_device: bool) -> bool:
     return ("nccl" in name.lower()) if on_device else name.startswith("gloo:")
 
 
-def exposed_length(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
-    """Length of the union of ``comm`` not covered by the union of ``compute``."""
-    comm = merged(comm)
-    return sum(end - start for start, end in comm) - overlap(comm, merged(compute))
-
-
 def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tuple[float, float] | None,
                    thread: int | None) -> tuple[float, float]:
     """``(comm_s, comm_exposed_s)`` of a window from records ``(name, on_device, thread, start_us, end_us)``.
@@ -55,7 +50,9 @@ def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tupl
             comm.append((start, end))
         elif device or (tid == thread and name.startswith("aten::")):
             compute.append((start, end))
-    return union_length(comm) / 1e6, exposed_length(comm, compute) / 1e6
+    comm = merged(comm)
+    total = sum(end - start for start, end in comm)
+    return total / 1e6, (total - overlap(comm, merged(compute))) / 1e6
 
 
 STEP_RANGE = "trainperf/step"
@@ -163,8 +160,7 @@ class CollectiveSampler:
             raise RuntimeError("torch.profiler recorded no work on the GPU (is CUPTI available to this process?)")
         steps = [r for r in records if r[0] == STEP_RANGE and not r[1]]
         span = (min(s[3] for s in steps), max(s[4] for s in steps)) if steps else None
-        thread = steps[0][2] if steps else None
-        comm, exposed = window_seconds(records, span, thread)
+        comm, exposed = window_seconds(records, span, steps[0][2] if steps else None)  # the training thread
         count = max(len(steps), 1)
         self.estimate = (comm / count, exposed / count)
         del profile, records, steps  # freeing thousands of records is part of the window's cost
@@ -175,8 +171,6 @@ class CollectiveSampler:
     def cancel(self) -> None:
         """Stop a window without reading it (sampling or profiling stopped); never raises."""
         profile, self._profile = self._profile, None
-        try:
+        with suppress(Exception):
             if profile is not None:
                 profile.stop()
-        except Exception:
-            pass

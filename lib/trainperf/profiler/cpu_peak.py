@@ -9,6 +9,7 @@ import json
 import os
 import platform
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,10 @@ Measure = Callable[[str, int], float]
 
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, else the platform's)."""
-    try:
+    with suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()
 
 
@@ -77,11 +76,9 @@ def cpu_peak(precision: str | None, *, threads: int | None = None, measure: Meas
         used = {**one, "cached": False, "source": f"the 1-thread peak ({one['source']}): the {n}-thread one "
                                                   f"measured {used['tflops']:.4g} TFLOP/s, below it, which cannot be"}
     if kept:
-        try:
+        with suppress(OSError):  # an unwritable cache costs a measurement per run, nothing else
             private_dir(path.parent)
             write_json(path, {**cache, **kept})
-        except OSError:
-            pass  # an unwritable cache costs a measurement per run, nothing else
     return {**facts, **used, "threads": n}
 
 

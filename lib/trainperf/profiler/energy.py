@@ -90,6 +90,5 @@ def energy_meter(torch: Any, device: Any, first_on_host: bool) -> tuple[EnergyMe
     zones = rapl_zones()
     if not zones:
         return None, f"none: no readable RAPL package counter in {RAPL_ROOT} (reading may need root)"
-    names = ", ".join(z.name for z in zones)
     return (RaplEnergy(zones) if first_on_host else None,
-            f"rapl: CPU package counters ({names}) of each host, read by its first rank")
+            f"rapl: CPU package counters ({', '.join(z.name for z in zones)}) of each host, read by its first rank")

@@ -77,8 +77,7 @@ def git_commit(cwd: Path) -> str | None:
                              text=True, timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    commit = out.stdout.strip()
-    return commit if out.returncode == 0 and commit else None
+    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def host_load(threads_per_process: int) -> dict[str, Any]:

@@ -90,10 +90,8 @@ class StepFlopCounter:
 
     def _failed(self, exc: Exception) -> None:
         self.error = f"{type(exc).__name__}: {exc}"
-        try:
+        with contextlib.suppress(Exception):
             self._stack.close()
-        except Exception:
-            pass
 
     @property
     def total(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, NamedTuple
 
 GIB = float(2**30)
@@ -93,13 +94,11 @@ def out_of_memory(error: BaseException) -> bool:
 def device_memory_gb(torch: Any, device: Any) -> float | None:
     """The memory of ``device`` (GiB): what a GPU's driver lets PyTorch use, the host's on CPU; None where
     unknown."""
-    try:
+    with suppress(Exception):
         if device.type == "cuda":
             return torch.cuda.get_device_properties(device).total_memory / GIB
         if device.type == "cpu":
             import psutil
 
             return psutil.virtual_memory().total / GIB
-    except Exception:
-        return None
     return None

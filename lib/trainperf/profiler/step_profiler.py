@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from time import perf_counter
@@ -117,10 +118,15 @@ class StepProfiler:
         claim(self.run_dir, overwrite, dist, place.rank, place.world_size)
         self._config = config
         self._strategy: str | None = None if place.world_size > 1 else "single"
+        peak = None  # this machine's CPU peak, unless the config gives one
+        if not self._cuda and self.rank == 0 and "peak_tflops_per_gpu" not in config:
+            try:
+                peak = cpu_peak(config.get("precision"))
+            except Exception as exc:
+                self._warn_once("peak", f"CPU peak not measured, MFU stays empty: {type(exc).__name__}: {exc}")
         self._manifest = partial(  # all but the configuration and the strategy, which change
             environment.manifest, places=places, device_name=device_name, backend=backend,
-            warmup_steps=self.warmup_steps, warmup_rule=self.warmup, torch_version=torch.__version__,
-            cpu_peak=self._measure_cpu_peak() if not self._cuda and self.rank == 0 else None,
+            warmup_steps=self.warmup_steps, warmup_rule=self.warmup, torch_version=torch.__version__, cpu_peak=peak,
             host=environment.host_load(torch.get_num_threads()), energy=energy, device_memory_gb=memory_gb)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
@@ -144,16 +150,6 @@ class StepProfiler:
             self._sampler = CollectiveSampler(self._torch, self._cuda, self.warmup_steps, *self._sampling)
             self._config["comm_measurement"] = self._sampler.describe()
             self._write_manifest()
-
-    def _measure_cpu_peak(self) -> dict[str, Any] | None:
-        """This machine's CPU peak, unless the config gives one."""
-        if "peak_tflops_per_gpu" in self._config:
-            return None
-        try:
-            return cpu_peak(self._config.get("precision"))
-        except Exception as exc:
-            self._warn_once("peak", f"CPU peak not measured, MFU stays empty: {type(exc).__name__}: {exc}")
-            return None
 
     def watch(self, model: Any, comm_hook: Any = None, comm_state: Any = None) -> Any:
         """Return ``model`` unchanged, its communication timed from the first backward on: under DDP a
@@ -411,10 +407,8 @@ class StepProfiler:
         way (a signal interrupted it) or profiling stopped. Never raises."""
         if self._off or self._writing:
             return
-        try:
+        with suppress(Exception):
             self._flush(wait=False)
-        except Exception:
-            pass
 
     def _flush(self, wait: bool) -> None:
         self._writing = True

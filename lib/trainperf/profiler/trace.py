@@ -56,12 +56,11 @@ def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, 
     origins = {rank: origin_unix_ns(run_dir / STEPS_FILE.format(rank=rank)) for rank, _ in sources}
     kineto = [_read_kineto(Path(p)) for p in torch_traces]
     unknown = sorted(rank for rank, origin in origins.items() if origin is None)
-    if unknown and kineto:
-        raise DataError(f"the steps files of rank(s) {unknown} record no clock origin (origin_unix_ns): "
-                        "the run cannot be aligned with a torch.profiler trace", path=run_dir)
     if unknown:
-        warnings.warn(f"{run_dir}: the steps files of rank(s) {unknown} record no clock origin (origin_unix_ns): "
-                      "every rank is shown on its own clock, from 0", DataWarning, stacklevel=2)
+        said = f"the steps files of rank(s) {unknown} record no clock origin (origin_unix_ns)"
+        if kineto:
+            raise DataError(f"{said}: the run cannot be aligned with a torch.profiler trace", path=run_dir)
+        warnings.warn(f"{run_dir}: {said}: every rank is shown on its own clock, from 0", DataWarning, stacklevel=2)
         origins = dict.fromkeys(origins, 0)
     base = min(origins.values())
     events: list[dict[str, Any]] = []

@@ -78,12 +78,9 @@ class RunWatch:
                 if (match := STEPS_FILE_PATTERN.match(path.name)) and (rank := int(match.group(1))) not in self.tails:
                     self.tails[rank], self.recent[rank] = StepsTail(path), deque(maxlen=RECENT_STEPS)
         for rank, tail in self.tails.items():
-            rows = tail.read()
-            if rows:
-                kept = self.recent[rank]
+            if rows := tail.read():
                 position = [tail.columns.index(c) if c in tail.columns else None for c in LINE_COLUMNS]
-                for row in rows:
-                    kept.append([row[i] if i is not None else None for i in position])
+                self.recent[rank].extend([row[i] if i is not None else None for i in position] for row in rows)
                 self.last_step[rank] = int(rows[-1][0])
 
     def frame(self) -> dict[str, Any]:
@@ -187,9 +184,8 @@ def render(frames: list[dict[str, Any]]) -> Group:
     parts: list[Any] = []
     for f in frames:
         state = "closed" if f["closed"] else "running"
-        world = f["world_size"] or "?"
         parts.append(Text.from_markup(
-            f"[bold]{f['run']}[/bold] {f['model'] or ''}  {state}  ranks {f['ranks_seen']}/{world} "
+            f"[bold]{f['run']}[/bold] {f['model'] or ''}  {state}  ranks {f['ranks_seen']}/{f['world_size'] or '?'} "
             f"({f['closed_ranks']} closed)  last step {_shown(f['last_step'])}"
             + (f"  [red]{f['bad_lines']} unreadable line(s)[/red]" if f["bad_lines"] else "")))
         if not f["ranks"]:
@@ -198,8 +194,7 @@ def render(frames: list[dict[str, Any]]) -> Group:
         parts.append(Text(f"  step {_ms(f['step_s'])}   tokens/s {_shown(f['tokens_per_s'], ',.0f')} total, "
                           f"{_shown(f['tokens_per_s_per_device'], ',.0f')} per device   "
                           f"MFU {_shown(f['mfu'] * 100, '.2g', '%')}"))
-        slow = f.get("slowest")
-        if slow:
+        if slow := f.get("slowest"):
             where = (f", +{_ms(slow['phase_excess_s'])} in {slow['phase']} beyond the others' median"
                      if slow["phase"] and slow["phase_excess_s"] > 0 else "")
             parts.append(Text(f"  slowest: rank {slow['rank']}, {_ms(slow['work_s'])} of work a step against "

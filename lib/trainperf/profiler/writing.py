@@ -10,6 +10,7 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -106,10 +107,8 @@ class RankFiles:
         """Close every file, ignoring errors (profiling has stopped)."""
         for file in (self.steps, self._trace, self._events):
             if file is not None:
-                try:
+                with suppress(OSError):
                     file.close()
-                except OSError:
-                    pass
 
 
 class ExitFlush:

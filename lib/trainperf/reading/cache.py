@@ -64,8 +64,7 @@ def cache_dir() -> Path:
     """``$TRAINPERF_CACHE_DIR``, else ``$XDG_CACHE_HOME/trainperf``, else ``~/.cache/trainperf``."""
     if os.environ.get("TRAINPERF_CACHE_DIR"):
         return Path(os.environ["TRAINPERF_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "trainperf"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainperf"
 
 
 def entries_dir(name: str) -> Path | None:

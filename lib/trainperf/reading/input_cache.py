@@ -12,6 +12,7 @@ import hashlib
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from collections.abc import Callable
 from pathlib import Path
 
@@ -96,12 +97,10 @@ def source_digest() -> str:
 
 
 def _store(entry: Path, frame: pd.DataFrame, raised: list[tuple[type[Warning], str]]) -> None:
-    """Write the entry (:func:`trainperf.reading.cache.building`: two notebooks may store the same one at once)."""
-    try:
-        with building(entry, KEEP) as folder:
-            write_frame(folder / FRAME_FILE, frame)
-            nearest = [next(c.__name__ for c in category.__mro__ if WARNINGS.get(c.__name__) is c)  # itself or a base
-                       for category, _ in raised]
-            seal(folder, {"warnings": [[name, message] for name, (_, message) in zip(nearest, raised)]})
-    except (OSError, ValueError, TypeError, pa.ArrowException):
-        pass  # a cache that cannot be written, or a frame Parquet cannot hold, only costs time
+    """Write the entry (:func:`trainperf.reading.cache.building`: two notebooks may store the same one at once); a
+    cache that cannot be written, or a frame Parquet cannot hold, only costs time."""
+    with suppress(OSError, ValueError, TypeError, pa.ArrowException), building(entry, KEEP) as folder:
+        write_frame(folder / FRAME_FILE, frame)
+        nearest = [next(c.__name__ for c in category.__mro__ if WARNINGS.get(c.__name__) is c)  # itself or a base
+                   for category, _ in raised]
+        seal(folder, {"warnings": [[name, message] for name, (_, message) in zip(nearest, raised)]})

@@ -1,8 +1,7 @@
 """Reading inputs, the one dispatcher: ``load_runs``, ``load_steps`` and ``load_summaries`` (docs/data.md, "Readers
-and the dispatcher"). Each input is classified once (:func:`inputs`) as the first kind of :data:`KINDS` whose sniff
-recognises it, and read by that kind's reader alone. The first bad value raises ``DataError`` naming the file, the
-row (1-based; for CSV also the line) and the column. The result's ``attrs`` hold ``inputs`` and ``skipped``
-(``(path, reason)`` pairs), as tuples (``trainperf.errors.provenance``).
+and the dispatcher"). Each input is classified once (:func:`inputs`) and read by its kind's reader alone. The first
+bad value raises ``DataError`` naming the file, the row (1-based; for CSV also the line) and the column. The result's
+``attrs`` hold ``inputs`` and ``skipped`` (``(path, reason)`` pairs), as tuples (``trainperf.errors.provenance``).
 """
 
 from __future__ import annotations
@@ -79,7 +78,6 @@ KINDS = {"run": Kind(lambda path, _: run_folders.is_run_folder(path), run_folder
          "table": Kind(lambda path, _: is_runs_table(path), read_runs_table)}
 """The kinds of input, in the order they are sniffed."""
 STEP_KINDS = tuple(name for name, kind in KINDS.items() if kind.entry)
-"""The kinds of input that hold step intervals."""
 
 
 @dataclass(frozen=True)
@@ -149,23 +147,26 @@ def load_runs(*paths: str | Path, cache: bool = True, scheduler: Any = None) -> 
         key = _key(item, pinned=cache)  # one hash for both caches
         try:
             frames.append(_runs(item, chosen, key, on=cache))
+            read.append(str(item.path))
         except NoMeasuredSteps as exc:
             if item.named:  # named explicitly: the caller asked for this run
                 raise
             skipped.append((str(item.path), f"still running or no measured step ({exc})"))
             warnings.warn(f"{item.path}: run skipped, still running or no measured step "
                           f"({str(exc).removeprefix(f'{item.path}: ')})", DataWarning, stacklevel=2)
-            continue
         except UnknownFormat as exc:
             if item.named:
                 raise
             skipped.append((str(item.path), f"not a log trainperf can read ({exc})"))
-            continue
-        read.append(str(item.path))
     if not frames:
         raise DataError("no runs tables, run folders or logs found", path=", ".join(map(str, paths)))
     runs = pd.concat(frames, ignore_index=True)
-    _check_unique(runs)
+    duplicated = runs["run_id"].duplicated(keep="first")
+    if duplicated.any():
+        rid = runs["run_id"][duplicated].iloc[0]
+        sources = runs.loc[runs["run_id"] == rid, "source"].astype(str).tolist() if "source" in runs else []
+        raise DataError(f"run_id {rid!r} appears more than once" +
+                        (f" (in {' and '.join(dict.fromkeys(sources))})" if sources else ""), column="run_id")
     runs.attrs = provenance(inputs=read, skipped=skipped, snapshots=snapshots(found) if cache else ())
     return runs
 
@@ -281,8 +282,7 @@ def rank_step_times(*paths: str | Path) -> pd.DataFrame:
     frames = []
     for found in _entries(paths, None):
         ranks = found.summaries.per_rank.groupby("run_id", observed=True)["rank"].nunique()
-        small = [str(r) for r, n in ranks.items() if n <= RANK_STEPS_MAX]
-        if small:
+        if small := [str(r) for r, n in ranks.items() if n <= RANK_STEPS_MAX]:
             steps = found.intervals(["run_id", "rank", "step", "step_s", "warmup", "includes_evaluation"], runs=small)
             frames.append(steps[measured(steps)])
     columns = ["run_id", "rank", "step", "step_s"]
@@ -305,12 +305,3 @@ def holds_inputs(path: str | Path) -> bool:
 def holds_steps(path: str | Path) -> bool:
     """Whether ``path`` is a steps table, a run folder, or a folder holding them (what :func:`load_steps` reads)."""
     return Path(path).exists() and any(item.kind in STEP_KINDS for item in _walk(Path(path), []))
-
-
-def _check_unique(runs: pd.DataFrame) -> None:
-    duplicated = runs["run_id"].duplicated(keep="first")
-    if duplicated.any():
-        rid = runs["run_id"][duplicated].iloc[0]
-        sources = runs.loc[runs["run_id"] == rid, "source"].astype(str).tolist() if "source" in runs else []
-        raise DataError(f"run_id {rid!r} appears more than once" +
-                        (f" (in {' and '.join(dict.fromkeys(sources))})" if sources else ""), column="run_id")

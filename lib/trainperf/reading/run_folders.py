@@ -5,7 +5,7 @@ without a folder (:func:`summarized_runs`)."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -84,44 +84,29 @@ def _runs_row(folder: RunFolder, summaries: Summaries, facts: Mapping[str, list]
     step, unless a step ran out of memory (then the row says that it does not fit)."""
     run = summaries.select([folder.run_id])
     closed = None if facts is None else facts.get("closed", [])
-    out_of_memory = (facts or {}).get("out_of_memory", [])
-    if facts is not None and not out_of_memory and not run.per_rank["measured_intervals"].gt(0).any():
+    read, facts = facts is not None, facts or {}
+    out_of_memory = facts.get("out_of_memory", [])  # [rank, step, ooms] of each step that ran out of memory
+    if read and not out_of_memory and not run.per_rank["measured_intervals"].gt(0).any():
         lines = int(run.per_rank["intervals"].sum())
         raise NoMeasuredSteps(f"no measured steps: {lines} step line(s){', all warm-up' if lines else ''} "
                               f"(warmup_steps = {folder.manifest.get('warmup_steps')})", path=folder.path)
     world = folder.world_size
     expected = range(world) if world else sorted(run.per_rank["rank"].astype(int))
-    stopped = stopped_early(_as_written(run.per_rank, (facts or {}).get("ahead", [])), expected, closed)
-    if stopped:
+    # a rank whose lines beyond those every rank had written were left out (a run still being written): as written
+    written = run.per_rank.set_index("rank")
+    for rank, lines, last in facts.get("ahead", []):
+        written.loc[rank, ["intervals", "last_step"]] = [lines, last]
+    if stopped := stopped_early(written.reset_index(), expected, closed):
         warnings.warn(incomplete(folder.run_id, stopped), DataWarning, stacklevel=4)
     measured = measure(summaries, folder.run_id, expected_ranks=expected, closed_ranks=closed, batch_facts=True,
                        model_parallel=model_parallel(folder.config))
-    facts = facts or {}
-    measured.update(memory_verdict(out_of_memory, facts.get("memory_checked", []), expected, measured.get("ooms")))
+    if out_of_memory:  # the run does not fit its devices; ooms counts their errors too
+        measured.update(fits=False, ooms=int(measured.get("ooms") or 0) + sum(int(n) for *_, n in out_of_memory),
+                        extra_out_of_memory="; ".join(f"rank {rank} step {step}" for rank, step, _ in out_of_memory))
+    elif set(expected) <= set(facts.get("memory_checked", [])):  # every rank could record one, and none did
+        measured["fits"] = True
     measured.update(goodput(run.per_rank, {int(r): w for r, w in facts.get("wall_s", [])}, facts.get("outside", [])))
     waited = sorted({(int(rank), str(name)) for rank, name in facts.get("waited_for", [])})
     if waited and measured.get("wait_outside_s", 0.0) > 0:
         measured["wait_outside_for"] = ", ".join(f"rank {rank}'s {name}" for rank, name in waited)
     return runs_row(folder, measured, run.per_rank["node"].astype(str).tolist())
-
-
-def _as_written(per_rank: pd.DataFrame, ahead: Sequence[Sequence[int]]) -> pd.DataFrame:
-    """One run's per-rank summaries with, for each rank whose lines beyond the steps every rank had written were left
-    out (the reader's ``ahead``, ``[rank, lines, last step]`` each: a run still being written), the lines and the last
-    step it had written, so that a rank that fell behind is still named for it."""
-    rows = per_rank.set_index("rank")
-    for rank, lines, last in ahead:
-        rows.loc[rank, ["intervals", "last_step"]] = [lines, last]
-    return rows.reset_index()
-
-
-def memory_verdict(out_of_memory: Sequence[Sequence[int]], checked: Sequence[int], expected: Sequence[int],
-                   ooms: int | None) -> dict[str, Any]:
-    """Whether a run fits its devices, from the steps that ran out of memory (``[rank, step, ooms]`` each) and the
-    ranks whose steps files can record them: ``fits`` false where a step did (``ooms`` counts their errors too,
-    ``extra_out_of_memory`` names them), true where every expected rank could record one and none did."""
-    if out_of_memory:
-        where = "; ".join(f"rank {rank} step {step}" for rank, step, _ in out_of_memory)
-        return {"fits": False, "ooms": int(ooms or 0) + sum(int(n) for *_, n in out_of_memory),
-                "extra_out_of_memory": where}
-    return {"fits": True} if set(expected) <= set(checked) else {}

@@ -53,10 +53,9 @@ def read_runs_table(path: Path) -> pd.DataFrame:
     """The checked runs of a table file; ``experiment`` defaults to the file's stem and ``source`` to its path."""
     raw, lines = read_csv(path) if path.suffix.lower() == ".csv" else (read_raw(path), None)
     table = check_runs(raw, path, lines=lines)
-    if "experiment" not in raw.columns:
-        table["experiment"] = pd.Series(path.stem, index=table.index, dtype="string")
-    if "source" not in raw.columns:
-        table["source"] = pd.Series(str(path), index=table.index, dtype="string")
+    for column, value in (("experiment", path.stem), ("source", str(path))):
+        if column not in raw.columns:
+            table[column] = pd.Series(value, index=table.index, dtype="string")
     return table
 
 
@@ -86,8 +85,7 @@ def read_csv(path: Path) -> tuple[pd.DataFrame, list[int]]:
         raise DataError(f"cannot read as a csv table: {exc}", path=path) from exc
     if header is None:
         raise DataError("empty file: no header and no rows", path=path)
-    twice = sorted({name for name in header if header.count(name) > 1})
-    if twice:
+    if twice := sorted({name for name in header if header.count(name) > 1}):
         raise DataError("column named more than once", path=path, column=twice[0])
     return pd.DataFrame(rows, columns=header, dtype="string"), lines
 
@@ -96,9 +94,7 @@ def read_raw(path: Path) -> pd.DataFrame:
     """Read a JSON or Parquet table file without interpreting values (Parquet keeps its own types)."""
     suffix = path.suffix.lower()
     try:
-        if suffix == ".parquet":
-            return pd.read_parquet(path)
-        return pd.DataFrame(json_records(path))
+        return pd.read_parquet(path) if suffix == ".parquet" else pd.DataFrame(json_records(path))
     except DataError:
         raise
     except (ValueError, OSError, UnicodeDecodeError) as exc:
@@ -187,8 +183,7 @@ def _held(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list]]:
 def as_intervals(raw: pd.DataFrame, path: Path | None = None) -> pd.DataFrame:
     """A steps table (read from ``path``, or given as a frame) as step intervals, typed, rows by run (in the order they
     first appear) and rank (each rank's in the table's order)."""
-    missing = [c for c in REQUIRED if c not in raw.columns]
-    if missing:
+    if missing := [c for c in REQUIRED if c not in raw.columns]:
         raise DataError(f"not a steps table: missing column(s) {', '.join(missing)}", path=path)
     out = pd.DataFrame(index=raw.index)
     for name in STEP_INTERVAL_COLUMNS:

@@ -69,22 +69,12 @@ def read_events(path: Path) -> tuple[list[OutsidePhase], list[BadLine]]:
                 raise DataError(f"written by rank {entry['rank']}, not by rank {named[1]} as the file's name says "
                                 "(renamed, or copied over another rank's file)", path=path, line=1)
             continue
-        phase = _phase(entry)
-        if phase is None:
+        fields = entry if isinstance(entry, dict) else {}
+        name, start, seconds = fields.get("phase"), fields.get("start_s"), fields.get("seconds")
+        times = all(is_number(v) and math.isfinite(v) and v >= 0 for v in (start, seconds))
+        if isinstance(name, str) and NAME.fullmatch(name) and times:
+            phases.append(OutsidePhase(name, float(start), float(seconds)))  # type: ignore[arg-type]
+        else:
             bad.append(BadLine(path, number, 'not {"phase": name, "start_s": s, "seconds": d} with a name as '
                                              "the profiler writes it and finite, non-negative times"))
-        else:
-            phases.append(phase)
     return phases, bad
-
-
-def _phase(entry: object) -> OutsidePhase | None:
-    """The phase an events line's ``entry`` records: a :data:`NAME`, its start and its seconds (finite, not
-    negative); None for anything else."""
-    if not isinstance(entry, dict):
-        return None
-    name, start, seconds = entry.get("phase"), entry.get("start_s"), entry.get("seconds")
-    numbers = all(is_number(v) and math.isfinite(v) and v >= 0 for v in (start, seconds))
-    if not isinstance(name, str) or not NAME.fullmatch(name) or not numbers:
-        return None
-    return OutsidePhase(name, float(start), float(seconds))  # type: ignore[arg-type]

@@ -87,12 +87,10 @@ def check_manifest(manifest: Mapping[str, Any], path: object) -> None:
 
 def _as_number(value: Any) -> Any:
     """A config value as a number where it is text that reads as one (else as it is)."""
-    if isinstance(value, str):
-        try:
-            return float(value.replace(",", "").replace("_", ""))
-        except ValueError:
-            return value
-    return value
+    try:
+        return float(value.replace(",", "").replace("_", "")) if isinstance(value, str) else value
+    except ValueError:
+        return value
 
 
 def _check_values(values: Mapping[str, Any], expected: Mapping[str, Any], prefix: str, path: object) -> None:
@@ -106,8 +104,7 @@ def _check_values(values: Mapping[str, Any], expected: Mapping[str, Any], prefix
             continue
         if not is_number(value):
             raise DataError(f"{_shown(value)} is not a number", path=path, column=prefix + key)
-        problem = bound_problem(want, float(value))
-        if problem:
+        if problem := bound_problem(want, float(value)):
             raise DataError(f"{float(value):g} {problem}", path=path, column=prefix + key)
 
 

@@ -1,8 +1,6 @@
 """The per-rank steps file of a run folder, ``steps-rank{R}.jsonl``: its line format (a header, one JSON array per
 optimizer step in :data:`LINE_COLUMNS` order, the end line; docs/profiler.md, "The run folder"), a fast reader, and
-the warning that reports the lines a reader skipped (docs/data.md, "Bounds, types and repeated steps"). The fast path
-parses a whole file with Arrow's CSV parser after removing the brackets; a file that fails it is read line by line,
-which names each malformed line.
+the warning that reports the lines a reader skipped (docs/data.md, "Bounds, types and repeated steps").
 """
 
 from __future__ import annotations
@@ -173,9 +171,11 @@ def read_rank_file(path: Path) -> RankFile:
         columns, lines = _line_by_line(body, path, bad, written)
     else:
         lines = np.arange(2, 2 + len(columns["step"]))  # the fast path read every line after the header
-    columns, lines = _within_bounds(_complete(columns), lines, path, bad)
-    node = header.get("node") if header else None
-    return RankFile(path, rank, node, columns, closed, bad, written, wall_s, lines)
+    n = len(columns["step"])  # every LINE_COLUMNS: those the file did not write empty (NaN, or false)
+    columns = {c: columns[c] if c in columns else np.zeros(n, dtype=bool) if c in BOOL_COLUMNS else np.full(n, np.nan)
+               for c in LINE_COLUMNS}
+    columns, lines = _within_bounds(columns, lines, path, bad)
+    return RankFile(path, rank, header.get("node") if header else None, columns, closed, bad, written, wall_s, lines)
 
 
 def _within_bounds(columns: dict[str, np.ndarray], lines: np.ndarray, path: Path,
@@ -224,20 +224,11 @@ def _header(line: bytes, path: Path, bad: list[BadLine]) -> dict[str, Any] | Non
     return header
 
 
-def _complete(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every :data:`LINE_COLUMNS`, those a file did not write empty (NaN, or false)."""
-    n = len(columns["step"])
-    return {c: columns[c] if c in columns else np.zeros(n, dtype=bool) if c in BOOL_COLUMNS else np.full(n, np.nan)
-            for c in LINE_COLUMNS}
-
-
 def _split_end(body: bytes) -> tuple[bytes, bytes | None]:
     """Split off the last line when it is a JSON object (the end marker)."""
     stripped = body.rstrip(b"\n")
     start = stripped.rfind(b"\n") + 1
-    if stripped[start:start + 1] == b"{":
-        return body[:start], body[start:]
-    return body, None
+    return (body[:start], body[start:]) if stripped[start:start + 1] == b"{" else (body, None)
 
 
 def json_object(line: bytes) -> dict[str, Any] | None:
@@ -255,8 +246,9 @@ def is_end(line: bytes) -> bool:
 
 
 def _fast_columns(body: bytes, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
-    """Every step line parsed at once, or None if any line is not ``[...]`` of the right number of values of the
-    right types, with no other bracket and no quote (then the caller reads line by line to say which)."""
+    """Every step line parsed at once by Arrow's CSV parser, the brackets removed; None if any line is not ``[...]``
+    of the right number of values of the right types, with no other bracket and no quote (then the caller reads line
+    by line, naming each malformed line)."""
     if not body.endswith(b"\n"):
         return None
     raw = np.frombuffer(body, dtype=np.uint8)

@@ -148,8 +148,7 @@ def read_ranks(folder: RunFolder, files: Sequence[tuple[int, Path]] | None = Non
     data.update({name: np.concatenate([c[name] for c in columns]) for name in LINE_COLUMNS})
     data["micro_steps"] = data["micro_steps"].astype(np.float64)
     waits, waited_for = outside_waits(folder, read)
-    data["wait_outside_s"] = (np.concatenate([waits[f.rank] for f in read]) if waits and read
-                              else np.full(total, np.nan))
+    data["wait_outside_s"] = np.concatenate([waits[f.rank] for f in read]) if waits else np.full(total, np.nan)
     if waits:
         for name in ("comm_s", "comm_exposed_s"):  # the wait is booked as what it waits for, not communication
             data[name] = data[name] - np.nan_to_num(data["wait_outside_s"])
@@ -254,8 +253,7 @@ def _read_once(rank_file: RankFile) -> None:
     rank_file.bad_lines += [BadLine(rank_file.path, int(lines[i]), f"step {step[i]} again, the same as line "
                                     f"{lines[first]}: read once") for i, first in found.copies]
     rank_file.bad_lines.sort(key=lambda b: b.line)
-    rank_file.columns = {name: values[found.keep] for name, values in rank_file.columns.items()}
-    rank_file.lines = lines[found.keep]
+    _keep(rank_file, found.keep)
 
 
 def _read_rank_file(path: Path) -> RankFile:
@@ -296,9 +294,7 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
     """The run's runs row: its ``config`` keys as columns (non-canonical keys as ``extra_<key>``), its ``measured``
     columns (``trainperf.aggregate.measure``), ``gpus`` (the world size, else the ranks that recorded steps) and
     ``nodes`` (the manifest's, else those of ``nodes_seen``), with a DataWarning where the config says otherwise; and,
-    where the config has none, what the profiler found (platform, strategy, a CPU's measured peak and how it was
-    measured, :func:`oversubscribed`, energy counter, device memory, the host's load as ``trainperf bench`` names
-    it) and the batch facts."""
+    where the config has none, what the profiler found (the manifest's environment) and the batch facts."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
     for key, value in config.items():

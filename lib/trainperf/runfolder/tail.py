@@ -64,8 +64,7 @@ class StepsTail:
         self._offset = len(line)
         if size - self._offset > FIRST_READ_BYTES:
             file.seek(size - FIRST_READ_BYTES)
-            skipped = file.readline()  # the rest of a line cut by the seek
-            self._offset = size - FIRST_READ_BYTES + len(skipped)
+            self._offset = size - FIRST_READ_BYTES + len(file.readline())  # past the rest of a line cut by the seek
         return True
 
     def _rows(self, lines: list[bytes]) -> list[list[Any]]:
@@ -85,8 +84,7 @@ class StepsTail:
                     rows.append(json.loads(line))
                 except ValueError:
                     self.bad_lines += 1
-        width = len(self.columns)
-        good = [row for row in rows if isinstance(row, list) and len(row) == width]
+        good = [row for row in rows if isinstance(row, list) and len(row) == len(self.columns)]
         self.bad_lines += len(rows) - len(good)
         return good
 
