@@ -371,8 +371,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         within :data:`RUNNING_TOTAL_PACE` of the total's time per step since step 0 (read as an interval's own, each
         would make its interval as long as all the run before it). A rank's first record stays untimed."""
         rows, totals = np.array(self.interval_times.pop(id(run), []), dtype=float).reshape(-1, 2).T
-        table = run.records.table()
-        rows = rows.astype(int)
+        table, rows = run.records.table(), rows.astype(int)
         ranks, steps, counts = (table[rows, records.COLUMN[c]] for c in ("rank", "step", "n_steps"))
         timed = []
         for rank in np.unique(ranks):
@@ -384,9 +383,8 @@ class GenericParser(records.IntervalParser[records.Run]):
             if not (abs(np.log(pace)) <= np.log(RUNNING_TOTAL_PACE)).all():
                 return False
             timed.append((rows[mine][1:], gained))
-        for at, seconds in timed:
-            table[at, records.COLUMN["seconds"]] = seconds
-            table[at, records.COLUMN["weight"]] = seconds
+        for at, seconds in timed:  # a record's weight is its duration
+            table[np.ix_(at, [records.COLUMN["seconds"], records.COLUMN["weight"]])] = seconds[:, None]
         return bool(timed)
 
     def timed_between_checkpoints(self, run: records.Run) -> bool:

@@ -102,6 +102,8 @@ def read_raw(path: Path) -> pd.DataFrame:
 
 
 def json_records(path: Path) -> list[dict]:
+    """The run records of a JSON file (a list of objects, ``{"runs": [...]}`` or one object) or a JSON-lines file
+    (an object a line); DataError for an empty file or anything else."""
     text = path.read_text()
     if not text.strip():
         raise DataError("empty file: no records", path=path)

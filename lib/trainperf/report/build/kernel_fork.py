@@ -1,20 +1,16 @@
 """Start report kernels by forking one process that has already imported what the notebooks import.
 
-A kernel spends seconds importing pandas, matplotlib, seaborn, scipy and trainperf, and a build starts one per
-report. ``serve`` imports them once, then waits on a Unix socket; each kernel is forked from it (a copy of the
-imported modules, no notebook state, no open figures) and runs ipykernel as ``python -m ipykernel_launcher`` would.
-``launch`` is the command Jupyter starts, watches and signals as the kernel: it sends the server the kernel command,
-folder and environment, forwards its signals to the kernel and exits with the kernel's status; with no server to
-answer, it runs the kernel command itself. The server kills a kernel whose ``launch`` is gone, and exits with its
-kernels when its standard input closes, on SIGTERM (even while it imports) or when the build ends, even by SIGKILL
-(:func:`die_with_parent`).
-
-The server also runs one function for the build (``--call MODULE:FUNCTION``, :func:`call`): the build reads its
-inputs there once, and every kernel forked after finds them in memory (``trainperf.report.page.read_ahead``).
-It runs commands for whoever connects, so its socket lies in a folder only its user can enter
-(:func:`trainperf.report.build.kernels.forked_kernels`) and it refuses other users (:func:`_same_user`).
-
-This file runs as a script and imports nothing from trainperf at the top, so that ``launch`` starts at once::
+``serve`` imports pandas, matplotlib, seaborn, SciPy and trainperf once (seconds a kernel would spend each time),
+then waits on a Unix socket and forks a kernel per request: a copy of the imported modules, no notebook state, running
+ipykernel as ``python -m ipykernel_launcher`` would. ``launch``, the command Jupyter starts, watches and signals as
+the kernel, sends the server the kernel command, folder and environment, forwards its signals and exits with the
+kernel's status; with no server to answer, it runs the kernel command itself. The server kills a kernel whose
+``launch`` is gone and exits with its kernels when its standard input closes, on SIGTERM (even while it imports) or
+when the build ends, even by SIGKILL (:func:`die_with_parent`). It also runs one function for the build
+(``--call MODULE:FUNCTION``, :func:`call`: ``trainperf.report.page.read_ahead`` reads the inputs there once, and
+every kernel forked after finds them in memory). It runs commands for whoever connects, so its socket lies in a
+folder only its user can enter (:func:`trainperf.report.build.kernels.forked_kernels`) and it refuses other users
+(:func:`_same_user`). It runs as a script importing nothing from trainperf at the top, so ``launch`` starts at once::
 
     python kernel_fork.py serve SOCKET [--call MODULE:FUNCTION] MODULE...  # prints "listening", then imports
     python kernel_fork.py launch SOCKET -- COMMAND...  # COMMAND: python ... -m ipykernel_launcher -f conn.json
