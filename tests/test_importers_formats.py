@@ -2,6 +2,7 @@
 Lightning's CSVLogger. Each is read from a real public log (tests/data/importers/README.md gives its source and
 what is known about its run) and the figures that tool printed are reproduced; synthetic variants cover the rest."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,21 @@ def test_hf_trainer_loss_dicts_alone_are_refused_for_giving_no_time(tmp_path):
     with pytest.raises(DataError, match="no record gives a time: no step time, timestamp, runtime or throughput"):
         import_path(log)
 
+
+
+def test_a_torchtitan_log_without_timestamps_is_measured_by_its_rate_or_says_what_it_lacks(tmp_path):
+    """pytorch/torchtitan#1349 (tests/data/zoo/readers) with its timestamps cut: no record gives a time, so its
+    printed per-device tps times the 8 devices of its mesh line is the throughput, the time-weighted (harmonic) mean
+    of steps 2 and 3 (step 1: warm-up): 2 / (1/168,877 + 1/175,100) × 8 = 1,375,457 tokens/s. Without the mesh line
+    the device count is unknown: refused, saying what to give."""
+    log = DATA.parent / "zoo" / "readers" / "torchtitan_pr1349_autoparallel_dp8_2025_06.log"
+    text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - root - INFO - ", "", log.read_text(encoding="utf-8"))
+    cut = tmp_path / "no_timestamps.log"
+    cut.write_text(text, encoding="utf-8")
+    assert derive(import_path(cut).runs)["tokens_per_s"].iloc[0] == pytest.approx(1_375_457, rel=1e-5)
+    cut.write_text("\n".join(line for line in text.splitlines() if "device mesh" not in line), encoding="utf-8")
+    with pytest.raises(DataError, match="its tokens rate is per device: give gpus"):
+        import_path(cut)
 
 # --- MaxText -----------------------------------------------------------------------------------------------
 
