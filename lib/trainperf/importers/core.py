@@ -234,11 +234,11 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                 notes.append(f"{path}: run {row['run_id']}: {measured[noted]}")
         if not any(not is_missing(row.get(c)) for c in SPEED_INPUTS):
             timed = run_steps is not None and run_steps["step_s"].notna().any()
-            per_device = [u for u in ("tokens", "samples") if measured.get(f"reported_{u}_per_s_per_gpu", 0) > 0]
+            rated = [u for u in ("tokens", "samples") if measured.get(f"reported_{u}_per_s_per_gpu", 0) > 0]
+            needs = (f"; its {rated[0]} rate is per device: give gpus (in the sidecar, docs/importers.md) to take it "
+                     "as the job's" if rated and is_missing(row.get("gpus")) else "")
             why = ("only warm-up or incomplete records" if timed else
-                   "no record gives a time: no step time, timestamp, runtime or throughput" + (
-                       f"; its {per_device[0]} rate is per device: give gpus (in the sidecar, docs/importers.md) to "
-                       "take it as the job's" if per_device and is_missing(row.get("gpus")) else ""))
+                   f"no record gives a time: no step time, timestamp, runtime or throughput{needs}")
             skipped.append((str(path), run.line, f"run {row['run_id']}: no measured window ({why})"))
             continue
         rows.append(row)

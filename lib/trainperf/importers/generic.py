@@ -31,9 +31,6 @@ TIMES = ("step_time_s", "cumulative_time_s", "interval_time_s", "interval_mean_s
 _START_WORDS = re.compile(r"\\[bsd][+*]?|[(\[].*")
 """What a record start's regular expression is not in words: escapes, groups, classes."""
 _MLLOG_CONFIG = {"global_batch_size": "global_batch_size", "max_sequence_length": "seq_len"}
-RUNNING_TOTAL_PACE = 1.5
-"""How far (a factor) the time per step since the line before may be from the time per step since step 0 in an
-interval time read as a running total (:meth:`GenericParser.running_totals`)."""
 
 
 @dataclass(frozen=True)
@@ -350,26 +347,23 @@ class GenericParser(records.IntervalParser[records.Run]):
         return super().notes() + said
 
     def finish(self, run: records.Run, config: Mapping[str, Any]) -> tuple[dict[str, Any], pd.DataFrame]:
-        if self.stack is None:
-            source = "the log's own times, read generically"
-            if self.timed_between_checkpoints(run):
-                run.records = self.between_checkpoints(config)
-            elif self.running_totals(run):
-                source += (f"; {self.used['interval_time_s']!r} a running total (as fairseq's train_wall before 0.9): "
-                           "each line's time is its increase")
-            measured, steps = records.measure_figures(run, config, None if self.blocks else 0, source)
-        else:
-            measured, steps = records.measure_figures(run, config, self.stack.origin, self.stack.time_source,
-                                                      self.stack.convention, self.stack.warmup, self.stack.rate_measures)
+        stack, source = self.stack, "the log's own times, read generically"
+        if stack is None and self.timed_between_checkpoints(run):
+            run.records = self.between_checkpoints(config)
+        elif stack is None and self.running_totals(run):
+            source += (f"; {self.used['interval_time_s']!r} a running total (as fairseq's train_wall before 0.9): "
+                       "each line's time is its increase")
+        measured, steps = (records.measure_figures(run, config, None if self.blocks else 0, source) if stack is None
+                           else records.measure_figures(run, config, stack.origin, stack.time_source,
+                                                        stack.convention, stack.warmup, stack.rate_measures))
         if math.isfinite(run.val_loss):
             measured["val_loss"] = run.val_loss
         return measured, steps
 
     def running_totals(self, run: records.Run) -> bool:
         """Time ``run``'s records by the increases of their interval times where those are a running total (then
-        True): on every rank three or more, each above the one before, and the time per step since the line before
-        within :data:`RUNNING_TOTAL_PACE` of the total's time per step since step 0 (read as an interval's own, each
-        would make its interval as long as all the run before it). A rank's first record stays untimed."""
+        True): on every rank three or more, each above the one before, at a time per step since the line before
+        within 1.5 × of the total's since step 0 (as intervals, each would last all the run before it)."""
         rows, totals = np.array(self.interval_times.pop(id(run), []), dtype=float).reshape(-1, 2).T
         table, rows = run.records.table(), rows.astype(int)
         ranks, steps, counts = (table[rows, records.COLUMN[c]] for c in ("rank", "step", "n_steps"))
@@ -380,7 +374,7 @@ class GenericParser(records.IntervalParser[records.Run]):
             if len(mine) < 3 or not ((gained > 0) & (step > 0) & (totals[mine][1:] > 0)).all():
                 return False
             pace = (gained / counts[mine][1:]) / (totals[mine][1:] / step)
-            if not (abs(np.log(pace)) <= np.log(RUNNING_TOTAL_PACE)).all():
+            if not (abs(np.log(pace)) <= np.log(1.5)).all():
                 return False
             timed.append((rows[mine][1:], gained))
         for at, seconds in timed:  # a record's weight is its duration
