@@ -12,10 +12,12 @@ own per-report times), from papermill's cell timings; then, with
     python benchmarks/report_time.py --repeat 5 --server both   # with and without the kernel server, alternating
     python benchmarks/report_time.py --repeat 4 --against /tmp/old   # this checkout and another, alternating
 
+Each kind of build (kernel server on or off; with ``--against``, each checkout) has a cache folder of its own,
+empty at the start and removed at the end: its first build reads every input (cold), the later ones are warm.
 With ``--against DIR`` (another checkout, e.g. ``git worktree add /tmp/old REV``), each round builds with
-that checkout's ``lib`` first on the path (run from its folder, its own cache folder) and with this one's,
-alternating which goes first, and prints the medians of all but the first round (warm builds) and their ratio:
-both versions on the same machine under the same load.
+that checkout's ``lib`` first on the path (run from its folder) and with this one's, alternating which goes
+first, and prints the medians of all but the first round (warm builds) and their ratio: both versions on the
+same machine under the same load.
 
 A cell counts as data loading when it opens the inputs (``page.open_*``,
 ``page.data_steps``), as charts when it draws with seaborn (``sns.``), as
@@ -28,6 +30,7 @@ papermill's start to the first cell; what remains of a report's seconds
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -138,6 +141,8 @@ def main() -> None:
     parser.add_argument("--against", type=Path, metavar="DIR",
                         help="another checkout to build with, alternating with this one (kernel server on)")
     args = parser.parse_args()
+    if args.against is not None and args.server != "on":
+        parser.error("--against builds both checkouts with the kernel server: leave --server out")
     if args.out is not None:
         print_table(args.out, {})
         if args.cells:
@@ -149,14 +154,32 @@ def main() -> None:
     else:
         modes = {"on": (here, ["-m", "trainperf"]), "off": (here, ["-c", WITHOUT_SERVER])}
         modes = modes if args.server == "both" else {args.server: modes[args.server]}
-    caches = {mode: tempfile.mkdtemp(prefix=f"trainperf-report-time-cache-{mode}-") for mode in modes}
+    with contextlib.ExitStack() as stack:
+        caches = {mode: stack.enter_context(tempfile.TemporaryDirectory(prefix=f"trainperf-report-time-{mode}-"))
+                  for mode in modes}
+        walls = build_rounds(args, modes, caches)
+    if len(modes) > 1 and all(walls.values()):
+        medians = {mode: [statistics.median(v) for v in zip(*found)] for mode, found in walls.items()}
+        for mode, (wall, cpu) in medians.items():
+            print(f"{mode}: median {wall:.1f} s wall clock, {cpu:.1f} CPU seconds, of {len(walls[mode])} builds")
+        first, second = medians.values()
+        print(f"{list(modes)[1]} / {list(modes)[0]}: {second[0] / first[0]:.2f} of the wall clock, "
+              f"{second[1] / first[1]:.2f} of the CPU seconds")
+
+
+def build_rounds(args: argparse.Namespace, modes: dict[str, tuple[Path, list[str]]], caches: dict[str, str]
+                 ) -> dict[str, list[tuple[float, float]]]:
+    """Build ``args.repeat`` rounds of every mode (its checkout and how it starts ``trainperf``), alternating which
+    goes first, printing each build; the (wall, CPU) seconds of each mode's builds, all but the first round's where
+    several modes alternate."""
     walls: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
     for attempt in range(1, args.repeat + 1):
         for mode in list(modes) if attempt % 2 else list(modes)[::-1]:
             root, trainperf = modes[mode]
             out = Path(tempfile.mkdtemp(prefix="trainperf-report-time-"))
             command = [sys.executable, *trainperf, "report", "--out", str(out), "--jobs", str(args.jobs)]
-            environment = {**os.environ, "PYTHONPATH": str(root / "lib"), "TRAINPERF_CACHE_DIR": caches[mode]}
+            path = os.pathsep.join(filter(None, [str(root / "lib"), os.environ.get("PYTHONPATH")]))
+            environment = {**os.environ, "PYTHONPATH": path, "TRAINPERF_CACHE_DIR": caches[mode]}
             load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
             start, cpu = time.perf_counter(), cpu_seconds()
             printed = subprocess.run(command, capture_output=True, text=True, check=True, cwd=root,
@@ -170,13 +193,7 @@ def main() -> None:
             print_table(out, seconds)
             if args.cells:
                 print_cells(out, args.min)
-    if len(modes) > 1 and all(walls.values()):
-        medians = {mode: [statistics.median(v) for v in zip(*found)] for mode, found in walls.items()}
-        for mode, (wall, cpu) in medians.items():
-            print(f"{mode}: median {wall:.1f} s wall clock, {cpu:.1f} CPU seconds, of {len(walls[mode])} builds")
-        first, second = medians.values()
-        print(f"{list(modes)[1]} / {list(modes)[0]}: {second[0] / first[0]:.2f} of the wall clock, "
-              f"{second[1] / first[1]:.2f} of the CPU seconds")
+    return walls
 
 
 if __name__ == "__main__":

@@ -133,7 +133,8 @@ def test_an_interval_time_that_is_a_running_total_times_each_line_by_its_increas
     """fairseq before 0.9 prints ``train_wall`` as the training clock since the start: each line's time is its
     increase over the line before (facebookresearch/fairseq#940: 1094 − 756 s for 4 × 50 updates, 62,040 tokens/s,
     tests/data/zoo/generic/README.md). A series that grows but is no running total stays the intervals' own times:
-    the same lines with each interval a second slower than the one before (84, 85, 86, 87 s)."""
+    the same lines with each interval a second slower than the one before (84, 85, 86, 87 s). Two lines are one
+    increase, enough to tell."""
     result, run, _ = read(ZOO / "fairseq_2019_issue940_train_wall.log")
     assert run["elapsed_s"] == 338 and run["tokens_per_s"] == pytest.approx(20_969_400 / 338)
     assert "'train wall' a running total" in run["extra_time_source"]
@@ -144,6 +145,10 @@ def test_an_interval_time_that_is_a_running_total_times_each_line_by_its_increas
     slower.write_text(text, encoding="utf-8")
     _, run, _ = read(slower)
     assert run["elapsed_s"] == 84 + 85 + 86 + 87 and "running total" not in run["extra_time_source"]
+    lines = (ZOO / "fairseq_2019_issue940_train_wall.log").read_text(encoding="utf-8").splitlines(keepends=True)
+    slower.write_text("".join(lines[:2]), encoding="utf-8")  # one increase: 840 − 756 s for 50 × 104,872 tokens
+    _, run, _ = read(slower)
+    assert run["elapsed_s"] == 84 and run["tokens_per_s"] == pytest.approx(50 * 104_872 / 84)
 
 
 def test_a_counter_that_restarts_each_epoch_is_one_run():

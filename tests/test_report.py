@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import base64
 import fcntl
+import io
 import json
 import os
 import re
@@ -20,9 +21,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import pytest
+import seaborn as sns
 
+from trainperf.report import theme
 from trainperf.report.build.export import table_of_contents
 from trainperf.report.build.parameters import ParameterError, declared_parameters
 from trainperf.report.build.pipeline import NOTEBOOKS, REPORTS, build, plan
@@ -388,17 +393,6 @@ def test_the_charts_carry_no_build_time(embedded):
 def test_a_strip_plot_is_drawn_alike_in_every_build():
     """theme.apply seeds the generator seaborn draws a strip plot's jitter from and salts the SVG's ids: the
     points land in the same places, and the image is the same text."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-    import seaborn as sns
-
-    from trainperf.report import theme
-
     drawn = []
     for _ in range(2):
         np.random.seed(None)  # each kernel starts from a fresh state

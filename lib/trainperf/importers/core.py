@@ -127,15 +127,20 @@ def _known(row: Mapping[str, Any], *names: str) -> bool:
     return all(not is_missing(row.get(name)) for name in names)
 
 
-def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> None:
-    """Where a run's window gives no token (or sample) counts and its configuration cannot give them (samples ·
-    ``seq_len``; steps · ``global_batch_size``, or micro-batch · accumulation · devices), the log's own rate is its
-    throughput: ``reported_tokens_per_s`` (global), else ``reported_tokens_per_s_per_gpu`` × ``gpus`` (likewise for
-    samples); ``extra_time_source`` then says so (and rates are not compared)."""
+def counted_work(measured: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, bool]:
+    """Per unit (``tokens``, ``samples``), whether a run's window counts its work or its configuration can (samples ·
+    ``seq_len``; steps · ``global_batch_size``, or micro-batch · accumulation · devices)."""
     known = partial(_known, config)
     batch = known("global_batch_size") or known("micro_batch_size", "grad_accum_steps", "gpus")
     samples = "samples" in measured or batch and "steps" in measured
-    counted = {"samples": samples, "tokens": "tokens" in measured or samples and known("seq_len")}
+    return {"tokens": "tokens" in measured or samples and known("seq_len"), "samples": samples}
+
+
+def rate_from_reported(measured: dict[str, Any], config: Mapping[str, Any]) -> None:
+    """Where a run's work is not counted (:func:`counted_work`), the log's own rate is its throughput:
+    ``reported_tokens_per_s`` (global), else ``reported_tokens_per_s_per_gpu`` × ``gpus`` (likewise for samples);
+    ``extra_time_source`` then says so (and rates are not compared)."""
+    known, counted = partial(_known, config), counted_work(measured, config)
     for unit in ("tokens", "samples"):
         if counted[unit]:
             continue
@@ -234,7 +239,8 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
                 notes.append(f"{path}: run {row['run_id']}: {measured[noted]}")
         if not any(not is_missing(row.get(c)) for c in SPEED_INPUTS):
             timed = run_steps is not None and run_steps["step_s"].notna().any()
-            rated = [u for u in ("tokens", "samples") if measured.get(f"reported_{u}_per_s_per_gpu", 0) > 0]
+            counted = counted_work(measured, config)  # a rate stands for the work nothing counts
+            rated = [u for u in counted if not counted[u] and measured.get(f"reported_{u}_per_s_per_gpu", 0) > 0]
             needs = (f"; its {rated[0]} rate is per device: give gpus (in the sidecar, docs/importers.md) to take it "
                      "as the job's" if rated and is_missing(row.get("gpus")) else "")
             why = ("only warm-up or incomplete records" if timed else

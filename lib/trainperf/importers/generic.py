@@ -173,7 +173,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         """MLPerf ``train_loss`` events: ``(time_ms, samples_count, whether a block ended since the one before)``."""
         self.block_ended = False
         self.interval_times: dict[int, list[tuple[int, float]]] = {}
-        """Per run (``id``), each record timed by an interval time: its row and the time printed (s)."""
+        """Per run (``id``), each interval-timed record's row (never moved: repeated lines add none), its time (s)."""
 
     def starts_record(self, text: str) -> bool:
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
@@ -362,7 +362,7 @@ class GenericParser(records.IntervalParser[records.Run]):
 
     def running_totals(self, run: records.Run) -> bool:
         """Time ``run``'s records by the increases of their interval times where those are a running total (then
-        True): on every rank three or more, each above the one before, at a time per step since the line before
+        True): on every rank two or more, each above the one before, at a time per step since the line before
         within 1.5 × of the total's since step 0 (as intervals, each would last all the run before it)."""
         rows, totals = np.array(self.interval_times.pop(id(run), []), dtype=float).reshape(-1, 2).T
         table, rows = run.records.table(), rows.astype(int)
@@ -371,7 +371,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         for rank in np.unique(ranks):
             mine = np.flatnonzero(ranks == rank)
             gained, step = np.diff(totals[mine]), steps[mine][1:]
-            if len(mine) < 3 or not ((gained > 0) & (step > 0) & (totals[mine][1:] > 0)).all():
+            if len(mine) < 2 or not ((gained > 0) & (step > 0) & (totals[mine][1:] > 0)).all():
                 return False
             pace = (gained / counts[mine][1:]) / (totals[mine][1:] / step)
             if not (abs(np.log(pace)) <= np.log(1.5)).all():

@@ -92,7 +92,7 @@ class HFTrainerParser(RunParser):
             except LineError as exc:
                 self.skip(number_, f"{key}: {exc}")
         final = any(key in values for key in ("train_samples_per_second", "train_steps_per_second", "train_loss"))
-        if "num_tokens" in values:  # TRL's count of the tokens trained on since the start, every process's
+        if "num_tokens" in values:  # TRL's tokens since the start, every process's: its attention masks' (no padding)
             values.setdefault("num_input_tokens_seen", values.pop("num_tokens"))
         if "num_input_tokens_seen" in values:
             run.tokens_seen = values["num_input_tokens_seen"]

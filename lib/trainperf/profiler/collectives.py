@@ -9,7 +9,7 @@ from contextlib import suppress
 from time import perf_counter, thread_time
 from typing import Any
 
-from trainperf.profiler.comm import merged, overlap
+from trainperf.profiler.comm import merged, overlap, union_length
 
 DEFAULT_EVERY = 100
 """Fewest steps between the starts of two sampled windows."""
@@ -32,6 +32,11 @@ def is_collective(name: str, on_device: bool) -> bool:
     return ("nccl" in name.lower()) if on_device else name.startswith("gloo:")
 
 
+def exposed_length(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float:
+    """Length of the union of ``comm`` not covered by the union of ``compute``."""
+    return union_length(comm) - overlap(merged(comm), merged(compute))
+
+
 def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tuple[float, float] | None,
                    thread: int | None) -> tuple[float, float]:
     """``(comm_s, comm_exposed_s)`` of a window from records ``(name, on_device, thread, start_us, end_us)``.
@@ -50,9 +55,7 @@ def window_seconds(events: list[tuple[str, bool, int, float, float]], span: tupl
             comm.append((start, end))
         elif device or (tid == thread and name.startswith("aten::")):
             compute.append((start, end))
-    comm = merged(comm)
-    total = sum(end - start for start, end in comm)
-    return total / 1e6, (total - overlap(comm, merged(compute))) / 1e6
+    return union_length(comm) / 1e6, exposed_length(comm, compute) / 1e6
 
 
 STEP_RANGE = "trainperf/step"

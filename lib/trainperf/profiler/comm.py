@@ -107,7 +107,7 @@ class DdpCommTimer:
 
 def comm_seconds(intervals: list[tuple[float, float, bool]]) -> tuple[float, float]:
     """``(comm_s, comm_exposed_s)`` from ``(start_s, end_s, last_bucket)`` in the order the buckets became ready."""
-    total = sum(end - start for start, end in merged([(s, e) for s, e, _ in intervals]))
+    total = union_length([(s, e) for s, e, _ in intervals])
     return total, sum(end - start for start, end in exposed_intervals(intervals))
 
 
@@ -120,6 +120,11 @@ def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
         else:
             out.append((start, end))
     return out
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of ``(start, end)`` intervals."""
+    return sum(end - start for start, end in merged(intervals))
 
 
 def overlap(spans: list[tuple[float, float]], others: list[tuple[float, float]]) -> float:
