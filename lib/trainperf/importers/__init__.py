@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pandas as pd
 from trainperf.errors import DataError
 from trainperf.importers.reported import TOLERANCE, compare_reported
 from trainperf.importers.composer import COMPOSER
-from trainperf.importers.core import Format, ImportResult, Missing, build_result
+from trainperf.importers.core import Format, ImportResult, Missing, Unmeasured, build_result
 from trainperf.importers.csv_tables import CSV_MAPPING, LIGHTNING_CSV, csv_header
 from trainperf.importers.deepspeed import DEEPSPEED
 from trainperf.importers.generic import GENERIC, stack_format
@@ -49,7 +50,16 @@ def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         raise DataError("no such file", path=path)
     settings = load_settings(path, overrides)
     fmt = detect(path, settings)
-    return build_result(path, fmt, fmt.parse(path, settings), settings)
+    try:
+        return build_result(path, fmt, fmt.parse(path, settings), settings)
+    except Unmeasured as unmeasured:  # e.g. DeepSpeed timer lines in a log whose Hugging Face dicts give no runtime
+        head = clean(read_head(path, SNIFF_BYTES).decode("utf-8", errors="replace"))
+        other = None if fmt in (PATTERN, TENSORBOARD) else _best(head, settings, but=fmt)
+        if other in (None, GENERIC):
+            raise
+        with suppress(Unmeasured):
+            return build_result(path, other, other.parse(path, settings), settings)
+        raise unmeasured from None  # what the format that fits best says
 
 
 def import_runs(path: Path) -> pd.DataFrame:
@@ -117,9 +127,9 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
     return fmt
 
 
-def _best(text: str, settings: Settings, csv: bool = True) -> Format | None:
+def _best(text: str, settings: Settings, csv: bool = True, but: Format | None = None) -> Format | None:
     scores = [(f.sniff(text, settings), -i, f) for i, f in enumerate(FORMATS[:-1])
-              if csv or f is not CSV_MAPPING]
+              if (csv or f is not CSV_MAPPING) and f is not but]
     score, _, fmt = max(scores, key=lambda s: s[:2])
     if score > 0:
         return fmt

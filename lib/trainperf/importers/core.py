@@ -207,6 +207,10 @@ def missing_fields(row: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...], s
     return [(name, tuple(blocks), note) for name, (blocks, note) in found.items()]
 
 
+class Unmeasured(DataError):
+    """A log read by one format in which no run has a measured window (another format may time it)."""
+
+
 def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings) -> ImportResult:
     """Canonical runs (and steps) of a parsed log, with the settings merged."""
     stem = log_stem(path)
@@ -258,7 +262,7 @@ def build_result(path: Path, fmt: Format, parsed: ParsedLog, settings: Settings)
     skipped_total = parsed.skipped_total + len(skipped) - len(parsed.skipped)
     if not rows:
         shown = "; ".join(f"line {line}: {reason}" for _, line, reason in skipped[:3])
-        raise DataError(f"read as {fmt.title} but no run has a measured window"
+        raise Unmeasured(f"read as {fmt.title} but no run has a measured window"
                         + (f" ({skipped_total} problem(s); first: {shown})" if shown else " (no record lines found)"),
                         path=path)
     runs = check_runs(pd.DataFrame(rows), path)
