@@ -146,3 +146,17 @@ def test_a_real_log_of_ranks_without_a_prefix_reads_each_line_as_its_rank(tmp_pa
     assert steps.loc[steps["step"] == 5, ["rank", "step_s"]].values.tolist() == [[0, pytest.approx(1.637)]]
     run = result.runs.iloc[0]
     assert run["ranks"] == 7 and run["elapsed_s"] == pytest.approx(1.637) and not run["complete"]
+
+
+REDRAWN = UNPREFIXED.with_name("nemo1_skypilot_bar_redrawn_unprefixed_2024_07.log")
+
+
+def test_a_progress_bar_drawn_again_without_its_prefix_is_no_other_rank():
+    # SkyPilot's NeMo 1.x log (README beside it): the bar of global step 9 is drawn twice, once without the
+    # "(task, pid=6678)" prefix at [33:46] and once with it at [35:00], the same figures. One rank, five steps timed
+    # by train_step_timing: 10.40 + 10.90 + 8.440 + 8.710 + 8.610 = 47.06 s, 9.412 s a step.
+    with pytest.warns(DataWarning, match="1 line.s. the same as the line just before them"):
+        result = import_path(REDRAWN)
+    run = derive(result.runs).iloc[0]
+    assert run["ranks"] == 1 and run["steps"] == 5 and run["rank_imbalance"] == 1.0
+    assert run["elapsed_s"] == pytest.approx(47.06) and run["step_time_s"] == pytest.approx(9.412)

@@ -169,6 +169,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         self.counted_samples = 0.0
         self.step_tokens = NAN
         self.evaluated: tuple[float, float] | None = None
+        self.drawn: tuple[object, ...] = ()  # a stack's last record: its launcher's rank and its figures
         self.checkpoints: list[tuple[float, float, bool]] = []
         """MLPerf ``train_loss`` events: ``(time_ms, samples_count, whether a block ended since the one before)``."""
         self.block_ended = False
@@ -224,6 +225,11 @@ class GenericParser(records.IntervalParser[records.Run]):
         """Add a record line's figures (``parsed``: its launcher's rank, the figures and, read generically,
         the keys they were printed under); a reason where the line cannot be a record."""
         label, values = parsed[:2]
+        if self.stack is not None:
+            drawn, self.drawn = self.drawn, (label, *values.items())
+            if "step" in values and not self.echo and drawn == self.drawn:
+                self.repeated += 1
+                return ""  # a progress bar drawn again (its bar's clock moved on, its figures did not): read once
         batch = values.get("global_batch_size", NAN)
         if batch > 0:
             self.config["global_batch_size"] = int(batch)
