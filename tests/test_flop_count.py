@@ -203,3 +203,27 @@ def test_a_counter_that_fails_warns_and_the_step_goes_on(tmp_path, monkeypatch):
     prof.close()
     run = derive(trainperf.load_runs(tmp_path / "broken")).iloc[0]
     assert run["steps"] >= 1 and run["flops_convention_used"] == "counted" and pd.isna(run["mfu"])
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_a_transformer_with_learned_positions_and_an_untied_head_gets_palm_flops_that_match_the_counter(tmp_path, tied):
+    """GPT-2 shaped (2 layers, d 64, 4 heads, T 256, vocabulary 8,192; untied: GPT-NeoX, Llama): its 6·N counts what
+    a matmul multiplies, so PaLM's formula lands on PyTorch's FLOP counter (4,128,768 FLOPs a token, fwd + bwd);
+    with every parameter as N (the position table and an untied token embedding too) it was 7,383,552: 1.79 ×."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=8192, n_positions=256,
+                                     tie_word_embeddings=tied)
+    torch.manual_seed(0)
+    net = transformers.GPT2LMHeadModel(config)
+    ids = torch.randint(0, 8192, (2, 256))
+    with StepFlopCounter() as counter:
+        net(ids, labels=ids).loss.backward()
+    prof = trainperf.StepProfiler(tmp_path / "gpt", config={"n_layers": 2, "d_model": 64, "seq_len": 256})
+    model = prof.watch(net)
+    for _ in range(3):
+        with prof.step(tokens=ids.numel(), samples=2):
+            model(ids, labels=ids).loss.backward()
+    prof.close()
+    run = derive(trainperf.load_runs(tmp_path / "gpt")).iloc[0]
+    assert run["flops_convention_used"] == "palm" and run["n_params"] < sum(p.numel() for p in net.parameters())
+    assert run["flops_per_token"] == pytest.approx(counter.total / ids.numel(), rel=0.005)

@@ -167,7 +167,9 @@ def test_model_facts_and_config_precedence(tmp_path):
     facts = model_facts(model)
     assert (facts["n_layers"], facts["d_model"], facts["n_heads"], facts["vocab_size"]) == (3, 16, 4, 64)
     assert "seq_len" not in facts  # n_positions (max_position_embeddings) is not the trained length
-    assert facts["n_params"] == sum(p.numel() for p in model.parameters())
+    # PaLM's N, as nanoGPT counts it: the token embedding once (tied to the output layer), the 1,024 × 16 learned
+    # positions left out (no matmul multiplies them)
+    assert facts["n_params"] == sum(p.numel() for p in model.parameters()) - 1024 * 16
     # values given when the profiler was created win over those learnt later from the batches
     prof = StepProfiler(tmp_path, config={"seq_len": 99})
     prof.update_config({"seq_len": 12, "micro_batch_size": 2})

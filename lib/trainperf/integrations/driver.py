@@ -17,6 +17,7 @@ from torch.distributed.fsdp import FullyShardedDataParallel
 from torch.nn.parallel import DistributedDataParallel
 
 from trainperf.profiler import ProfilerWarning, StepProfiler
+from trainperf.profiler.flop_count import parameter_counts
 
 TokenCounter = Callable[[Any], Any]
 Hook = TypeVar("Hook", bound=Callable[..., Any])
@@ -155,12 +156,12 @@ wins (never ``max_position_embeddings``: docs/profiler.md, "Framework integratio
 
 
 def model_facts(model: Any) -> dict[str, Any]:
-    """``n_params`` (tied weights once, at full size under FSDP2), ``model`` and what a transformers-style
-    ``config`` of the model or its first submodule with one gives (:data:`CONFIG_NAMES`)."""
+    """``n_params`` (:func:`~trainperf.profiler.flop_count.parameter_counts`), ``model`` and what a
+    transformers-style ``config`` of the model or its first submodule with one gives (:data:`CONFIG_NAMES`)."""
     facts: dict[str, Any] = {}
-    parameters = getattr(model, "parameters", None)
-    if parameters is not None:
-        facts["n_params"] = sum(p.numel() for p in parameters())
+    counts = parameter_counts(model) if hasattr(model, "parameters") else None
+    if counts is not None:
+        facts["n_params"] = counts["n_params"]
     modules = model.modules() if hasattr(model, "modules") else [model]
     config = next((c for c in (getattr(m, "config", None) for m in modules)
                    if c is not None and any(hasattr(c, n) for names in CONFIG_NAMES.values() for n in names)), None)

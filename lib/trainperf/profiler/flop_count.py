@@ -50,14 +50,22 @@ def decoder_only_transformer(model: Any) -> bool:
 
 
 def parameter_counts(model: Any) -> dict[str, float] | None:
-    """``{"n_params": all parameters, "extra_trainable_params": those that require gradients}`` (under FSDP2
-    at their full size); None under FSDP1, whose flattened shards do not add up to the model."""
+    """``{"n_params": each parameter once, "extra_trainable_params": those that require gradients}`` (under FSDP2
+    at their full size); None under FSDP1, whose flattened shards do not add up to the model. Of a decoder-only
+    transformer, whose FLOPs PaLM's 6·N gives, ``n_params`` counts what a matmul multiplies, as nanoGPT's
+    ``get_num_params()`` does: not the embedding tables only looked up (learned positions, a token embedding not
+    tied to the output layer)."""
+    from torch import nn
     from torch.distributed.fsdp import FullyShardedDataParallel
 
     if isinstance(model, FullyShardedDataParallel):
         return None
     parameters = list(model.parameters())
-    return {"n_params": float(sum(p.numel() for p in parameters)),
+    looked_up: set[int] = set()
+    if decoder_only_transformer(getattr(model, "module", model)):
+        held = [(isinstance(m, nn.Embedding), id(p)) for m in model.modules() for p in m.parameters(recurse=False)]
+        looked_up = {i for lookup, i in held if lookup} - {i for lookup, i in held if not lookup}
+    return {"n_params": float(sum(p.numel() for p in parameters if id(p) not in looked_up)),
             "extra_trainable_params": float(sum(p.numel() for p in parameters if p.requires_grad))}
 
 
