@@ -21,10 +21,11 @@ STEP = {"step_s": 0.050, "forward_s": 0.010, "backward_s": 0.030, "optimizer_s":
 communication (0.020 s) overlaps the backward pass but for the exposed 0.005 s."""
 
 
-def _run(folder: Path, evaluations: dict[int, float], steps: int = 8) -> Path:
+def _run(folder: Path, evaluations: dict[int, float], steps: int = 8, wall: bool = False) -> Path:
     """Two DDP ranks of ``steps`` steps (the first warm-up, fixed rule); rank R in ``evaluations`` validates
     for that many seconds between its steps 3 and 4. The other rank's step 4 then waits in its all-reduce
-    for the difference: its step and its exposed and total communication are that much longer."""
+    for the difference: its step and its exposed and total communication are that much longer. With ``wall``,
+    each rank's wall clock runs from its first step's start to its last one's end."""
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps({
         "config": {"experiment": "eval", "seq_len": 16, "global_batch_size": 16}, "warmup_steps": 1,
@@ -46,7 +47,7 @@ def _run(folder: Path, evaluations: dict[int, float], steps: int = 8) -> Path:
                 (folder / f"events-rank{rank}.jsonl").write_bytes(
                     eventfile.header_line(rank) + eventfile.phase_line("validation", start, own))
                 start += own
-        lines.append(rankfile.end_line(steps, {}))
+        lines.append(rankfile.end_line(steps, {}, start if wall else None))
         (folder / f"steps-rank{rank}.jsonl").write_bytes(b"".join(lines))
     return folder
 
@@ -67,6 +68,18 @@ def test_the_wait_for_rank_0s_evaluation_is_not_communication(tmp_path):
     assert row["wait_outside_for"] == "rank 0's validation"
     assert row["mean_rank_elapsed_s"] == pytest.approx(0.39)
     assert row["comm_overhead"] == pytest.approx(0.035 / 0.39)
+
+
+def test_the_wait_for_rank_0s_evaluation_is_no_productive_time_in_the_goodput(tmp_path):
+    # rank 0: 8 steps of 0.050 s and its 0.040 s validation, wall 0.440 s; rank 1: 7 steps of 0.050 s and step 4 of
+    # 0.090 s, 0.040 s of it waiting for rank 0, wall 0.440 s. Productive: 0.400 s on each rank (no warm-up excess:
+    # step 0 is no slower than the window's mean), so goodput 0.800 / 0.880 = 0.909 (with rank 1's wait counted
+    # productive, 0.840 / 0.880 = 0.955); means over ranks: validation 0.020 s, the wait 0.020 s, adding up to 0.440.
+    row = load_runs(str(_run(tmp_path / "runs" / "eval0", {0: 0.040}, wall=True))).iloc[0]
+    assert row["goodput"] == pytest.approx(0.800 / 0.880) and row["productive_s"] == pytest.approx(0.400)
+    assert row["wait_outside_s"] == pytest.approx(0.020) and row["outside_validation_s"] == pytest.approx(0.020)
+    table, parts = throughput.goodput(pd.DataFrame([row]))
+    assert "wait_outside_s" in table and parts["seconds"].sum() == pytest.approx(row["wall_s"])
 
 
 def test_ranks_that_both_evaluate_wait_only_for_the_difference(tmp_path):

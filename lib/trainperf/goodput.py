@@ -14,8 +14,10 @@ import pandas as pd
 
 from trainperf.schema import OUTSIDE_PREFIX
 
-PARTS: tuple[str, ...] = ("productive_s", "warmup_excess_s", "startup_s", "unaccounted_s", "after_steps_s")
-"""The parts of the wall clock that are no phase outside the steps, in the order they are shown."""
+PARTS: tuple[str, ...] = ("productive_s", "warmup_excess_s", "startup_s", "wait_outside_s", "unaccounted_s",
+                          "after_steps_s")
+"""The parts of the wall clock that are no phase outside the steps, in the order they are shown (``wait_outside_s``
+only where some rank's steps waited for another's phase outside the steps)."""
 
 
 def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
@@ -38,9 +40,14 @@ def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
     steady = rows["step_s_sum"].to_numpy(float) / rows["measured_steps"].fillna(rows["measured_intervals"]).to_numpy(float)
     warming = rows["warmup_step_s_sum"].to_numpy(float) - rows["warmup_steps"].fillna(0).to_numpy(float) * steady
     excess = np.clip(np.nan_to_num(warming), 0.0, None)
-    found = {"productive_s": steps - excess, "warmup_excess_s": excess, "startup_s": first - before,
-             "unaccounted_s": last - first - steps - between, "after_steps_s": wall - last - after,
+    # in the measured window's steps (a warm-up step's is in its excess); NaN where no rank timed such a wait
+    waited = rows.get("wait_outside_s", pd.Series(np.nan, index=rows.index)).to_numpy(float)
+    found = {"productive_s": steps - excess - np.nan_to_num(waited), "warmup_excess_s": excess,
+             "startup_s": first - before, "unaccounted_s": last - first - steps - between,
+             "after_steps_s": wall - last - after,
              **{f"{OUTSIDE_PREFIX}{name}_s": s.sum(axis=1) for name, s in spent.items()}}
+    if np.isfinite(waited).any():
+        found["wait_outside_s"] = np.nan_to_num(waited)
     # times are written to 1 µs: a part that is zero may come out a few µs below
     out = {"wall_s": float(wall.mean()), "goodput": float(found["productive_s"].sum() / wall.sum())}
     out.update({name: float(max(np.mean(values), 0.0)) for name, values in found.items()})

@@ -19,6 +19,7 @@ from trainperf.report.run_labels import (Unit, configuration_of, configuration_t
                                          unit_of)
 from trainperf.report.html import Html, count, fmt_int, fmt_pct, fmt_seconds, headline as banner
 from trainperf.report.page import require
+from trainperf.report.phases import PHASE_LABELS
 from trainperf.report.scaling.analysis import outside_steps
 from trainperf.report.time_to_train import LOOP, VALIDATION, total_parts, total_s
 from trainperf.report.what_to_change import (Found, Measured, clean, data_loading, exposed_communication,
@@ -26,7 +27,8 @@ from trainperf.report.what_to_change import (Found, Measured, clean, data_loadin
 from trainperf.schema import OUTSIDE_PREFIX
 
 PART_LABELS = {"productive_s": "productive steps", "warmup_excess_s": "warm-up beyond steady steps",
-               "startup_s": "start-up", "unaccounted_s": "in no step", "after_steps_s": "after the last step"}
+               "startup_s": "start-up", "wait_outside_s": PHASE_LABELS["wait_outside_s"],
+               "unaccounted_s": "in no step", "after_steps_s": "after the last step"}
 """How each part of the wall clock (``trainperf.goodput.PARTS``) is named on the chart."""
 
 MEANS = ("tokens", "samples", "elapsed_s", "tokens_per_s", "tokens_per_s_per_gpu", "samples_per_s",
@@ -197,7 +199,7 @@ def goodput(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     each part) and the same parts long for a stacked bar (``run_id``, ``part``, ``seconds``, ``fraction``)."""
     have = runs[runs["wall_s"].notna()] if "wall_s" in runs else runs.iloc[:0]
     outside = sorted(c for c in have.columns if c.startswith(OUTSIDE_PREFIX) and have[c].notna().any())
-    columns = [*PARTS[:3], *outside, *PARTS[3:]]
+    columns = [c for c in [*PARTS[:3], *outside, *PARTS[3:]] if c != "wait_outside_s" or have[c].notna().any()]
     table = have[["run_id", "wall_s", "goodput", *columns]].reset_index(drop=True)
     names = {**PART_LABELS, **{c: c[len(OUTSIDE_PREFIX):-len("_s")] for c in outside}}
     parts = table.melt(id_vars=["run_id", "wall_s"], value_vars=columns, var_name="part", value_name="seconds")
@@ -299,7 +301,8 @@ def _wall_clock_parts(runs: pd.DataFrame) -> pd.DataFrame:
     parts = []
     wall = runs[profiled.to_numpy(bool)]
     if len(wall):
-        names = [c for c in (*PARTS[1:], *(c for c in wall if c.startswith(OUTSIDE_PREFIX))) if c in wall]
+        names = [c for c in (*PARTS[1:], *(c for c in wall if c.startswith(OUTSIDE_PREFIX)))
+                 if c in wall and (c != "wait_outside_s" or wall[c].notna().any())]
         labels = {**PART_LABELS, **{c: c[len(OUTSIDE_PREFIX):-2] for c in names if c.startswith(OUTSIDE_PREFIX)}}
         long = wall.melt(id_vars=["run_id", "experiment", "wall_s"], value_vars=names, var_name="part",
                          value_name="seconds")
