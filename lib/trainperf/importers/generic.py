@@ -359,7 +359,7 @@ class GenericParser(records.IntervalParser[records.Run]):
         elif stack is None and self.running_totals(run):
             source += (f"; {self.used['interval_time_s']!r} a running total (as fairseq's train_wall before 0.9): "
                        "each line's time is its increase")
-        measured, steps = (records.measure_figures(run, config, None if self.blocks else 0, source) if stack is None
+        measured, steps = (records.measure_figures(run, config, None if self.blocks else 1, source) if stack is None
                            else records.measure_figures(run, config, stack.origin, stack.time_source,
                                                         stack.convention, stack.warmup, stack.rate_measures))
         if math.isfinite(run.val_loss):
