@@ -212,14 +212,17 @@ def test_unknown_gpus_leaves_per_device_figures_empty_with_a_reason():
 
 def test_an_impossible_mfu_is_emptied_with_its_reason():
     # 1.6e9 tokens / 3600 s = 444,444 tokens/s; 6 * 6.7e9 + 12 * 32 * 4096 * 2048 = 4.3421e10 FLOPs per token;
-    # / 8 GPUs = 2,412 TFLOP/s per H100 against a dense 989.5: 2.44, more than the device can do
-    d = derive(runs({"run_id": "a", "gpus": 8, "tokens": 1.6e9, "elapsed_s": 3600.0, "n_params": 6.7e9,
-                     "n_layers": 32, "d_model": 4096, "seq_len": 2048, "platform": "H100", "precision": "bf16",
-                     "activation_checkpointing": False}))
-    assert d["tflops_per_gpu"].iloc[0] / 989.5 == pytest.approx(1.6e9 / 3600 * 4.3421e10 / 8 / 1e12 / 989.5, rel=1e-4)
-    assert d["mfu"].isna().all() and d["hfu"].isna().all()
-    assert ("mfu, hfu: impossible, emptied: mfu above 1, more FLOP/s than the device's peak: likely causes: "
-            in d["notes"].iloc[0])
+    # / 8 GPUs = 2,412 TFLOP/s per H100 against a dense 989.5 (its datasheet's): 2.44, more than the device can do,
+    # so the TFLOP/s cannot be true either; on a peak given or measured (which may be the figure too low),
+    # they are kept
+    row = {"run_id": "a", "gpus": 8, "tokens": 1.6e9, "elapsed_s": 3600.0, "n_params": 6.7e9, "n_layers": 32,
+           "d_model": 4096, "seq_len": 2048, "platform": "H100", "precision": "bf16", "activation_checkpointing": False}
+    d = derive(runs(row, {**row, "run_id": "b", "peak_tflops_per_gpu": 989.5}))  # given: a peak not from a datasheet
+    assert d["tflops_per_gpu"].iloc[1] / 989.5 == pytest.approx(1.6e9 / 3600 * 4.3421e10 / 8 / 1e12 / 989.5, rel=1e-4)
+    assert d["mfu"].isna().all() and d["hfu"].isna().all() and d["tflops_per_gpu"].isna().iloc[0]
+    assert ("mfu, hfu, tflops_per_gpu, tflops_total: impossible, emptied: mfu above 1, more FLOP/s than the device's "
+            "peak: likely causes: " in d["notes"].iloc[0])
+    assert "mfu, hfu: impossible, emptied: mfu above 1" in d["notes"].iloc[1]
 
 
 

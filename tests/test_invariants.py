@@ -84,14 +84,15 @@ def test_the_data_quality_section_and_summarize_list_what_was_emptied(tmp_path):
     derived = open_runs(str(table))
     assert derived["mfu"].isna().all()
     found = violations(derived)
-    assert found[["run_id", "figures"]].values.tolist() == [["a", "mfu, hfu"]]
+    # above the H100's datasheet peak: its TFLOP/s cannot be true either
+    assert found[["run_id", "figures"]].values.tolist() == [["a", "mfu, hfu, tflops_per_gpu, tflops_total"]]
     counted = page.impossible(derived)
-    assert counted[["figures", "runs"]].values.tolist() == [["mfu, hfu", 1]]
+    assert counted[["figures", "runs"]].values.tolist() == [["mfu, hfu, tflops_per_gpu, tflops_total", 1]]
     assert "Impossible figures, emptied" in page.quality(derived).text
     done = subprocess.run([sys.executable, "-m", "trainperf", "summarize", str(table)], capture_output=True,
                           text=True, check=True)
     assert "1 figure(s) emptied as impossible" in done.stderr
-    assert "a: mfu, hfu: mfu above 1, more FLOP/s than the device's peak" in done.stderr
+    assert "a: mfu, hfu, tflops_per_gpu, tflops_total: mfu above 1, more FLOP/s than the device's peak" in done.stderr
 
 
 def test_the_scaling_page_plots_no_karp_flatt_outside_zero_one_and_says_why(tmp_path):

@@ -91,3 +91,16 @@ def test_a_count_since_the_start_that_goes_down_is_refused_not_counted(tmp_path,
     assert [line for _, line, _ in result.skipped] == [damaged + 1]
     assert "went down" in result.skipped[0][2]
     assert run["tokens_per_s"] == pytest.approx(float(row["tokens_per_s"]), rel=float(row["tokens_band"] or 0.03))
+
+
+def test_torchtitans_zero_tflops_and_mfu_for_a_model_it_counts_no_flops_of_are_no_reported_figures():
+    # FLUX.1-schnell (README beside the log): "tflops: 0.00  mfu: 0.00%" on every line; with a 12e9 n_params a user
+    # might give, 6N over Flux's own tokens is 112,841 TFLOP/s a device, 114 × an H100's dense peak: emptied as such
+    path = ZOO / "readers" / "torchtitan_flux_16gpu_tflops_zero_2025_06.log"
+    runs = import_path(path, {"n_params": 12e9, "platform": "H100 SXM", "precision": "bf16"}).runs
+    assert runs.reindex(columns=["reported_tflops_per_gpu", "reported_mfu"]).isna().all(axis=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        run = derive(runs).iloc[0]
+    assert math.isnan(run["tflops_per_gpu"]) and math.isnan(run["mfu"])
+    assert "tflops_per_gpu, tflops_total: impossible, emptied: mfu above 1" in run["notes"]

@@ -55,8 +55,11 @@ def _check_mfu(out: pd.DataFrame, notes: list[list[str]], datasheet: np.ndarray)
     moe = out["n_active_params"].isna().to_numpy(bool) if "n_active_params" in out else np.ones(len(out), bool)
     above = mfu > 1
     for unknown in (True, False):
-        _empty(out, notes, above & (moe == unknown), ("mfu", "hfu"),
-               "mfu above 1, more FLOP/s than the device's peak: likely causes: " + _causes(unknown))
+        # above a datasheet's peak the FLOP/s themselves cannot be true (a measured peak may be the one too low)
+        for sheet in (True, False):
+            _empty(out, notes, above & (moe == unknown) & (datasheet == sheet),
+                   ("mfu", "hfu", *(("tflops_per_gpu", "tflops_total") if sheet else ())),
+                   "mfu above 1, more FLOP/s than the device's peak: likely causes: " + _causes(unknown))
     _empty(out, notes, mfu <= 0, ("mfu", "hfu"), "mfu not above 0: no work measured")
     _empty(out, notes, out["hfu"].to_numpy(float) > 1, ("hfu",),
            "hfu above 1: activation recomputation counted on a run that already uses the peak")
