@@ -309,3 +309,19 @@ def test_seed_003_validation_beside_its_training_loop_is_said_to_be_unsplit():
     (note,) = run_labels.evaluation_notes(runs, None)
     assert note.startswith("seed003-bs16-acc64, seed003-bs32-acc32, seed003-bs64-acc16, seed003-bs128-acc8, …: "
                            "validation_s given beside elapsed_s")
+
+
+SWEEP = Path(__file__).resolve().parent / "data" / "clients" / "mingpt_ddp_sweep"
+
+
+def test_a_run_in_two_studies_is_one_run_in_the_rank_and_quality_sections():
+    # pytorch/examples' minGPT DDP (README beside the runs): ddp2-bs8 (2 ranks × 8) is in the strong study with bs16
+    # (global batch 16) and in the weak one with bs8 (8 per device); its ranks, its straggler sentence and the
+    # data-quality rows name it once, as they name bs8 and bs16
+    runs = scaling.studies(open_runs([str(SWEEP)]))
+    assert runs["run_id"].value_counts()["ddp2-bs8"] == 2
+    result = scaling.analyse(runs, open_steps([str(SWEEP)], runs))
+    assert sorted(result.ranks["rank"][result.ranks["run_id"] == "ddp2-bs8"]) == [0, 1]
+    assert [note.count("ddp2-bs8") for note in result.straggler_notes] == [1]
+    quality = page.quality(runs).text
+    assert "ddp2-bs8, ddp2-bs8" not in quality and "bs16, ddp2-bs8, bs8" in quality

@@ -362,7 +362,8 @@ SOURCE_FIGURES = ("Figures the sources printed themselves (reported_* columns) t
 def quality(runs: pd.DataFrame, steps: Summaries | None = None, *, scaling: bool = True, mfu: bool = True) -> Html:
     """The data-quality section every report ends with (under its ``## Data quality`` heading) for a page showing
     ``runs`` (and ``steps``, where it reads them), its parts under ``h3`` headings; ``scaling``, ``mfu``: see
-    :func:`note_counts`."""
+    :func:`note_counts`; a run shown twice, in two scaling studies, once."""
+    runs = runs.drop_duplicates("run_id")
     differences = reported_differences(runs)
     parts = [
         ("Inputs read", [bullets(inputs_read(runs, steps))]),

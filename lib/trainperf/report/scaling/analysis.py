@@ -72,18 +72,19 @@ def analyse(runs: pd.DataFrame, steps: Summaries | None = None, project_to_gpus:
     table = multipliers.table(study)
     found = projection.projections(runs, project_to_gpus)
     curves = projection.curves(found)
-    per_rank = ranks.ranks(runs, steps)
-    summary = ranks.rank_spread(runs, per_rank)
-    rank_phases = ranks.rank_phases(runs, steps)
-    waits, straggler_notes = ranks.stragglers(runs, steps)
+    once = runs.drop_duplicates("run_id")  # a run in two studies: its ranks and evaluation said once
+    per_rank = ranks.ranks(once, steps)
+    summary = ranks.rank_spread(once, per_rank)
+    rank_phases = ranks.rank_phases(once, steps)
+    waits, straggler_notes = ranks.stragglers(once, steps)
     named, named_note = ranks.named_ranks(waits)
     return ScalingPage(
         runs=runs, steps=steps, intervals=intervals, headline=headline(table, found),
         confounded=multipliers.confounded(runs),
         laws=multipliers.laws(runs), table=table, efficiency_notes=multipliers.efficiency_notes(study),
-        evaluation_notes=evaluation_notes(runs, steps), evaluation_rates=evaluation_rates(runs, steps),
+        evaluation_notes=evaluation_notes(once, steps), evaluation_rates=evaluation_rates(once, steps),
         phases=per_experiment(runs, lambda group: labels(group, compact=True)), without_phases=without_phases(runs), overhead=ranks.overhead(runs),
-        single_device_comm=ranks.single_device_comm(runs), ranks=per_rank, rank_spread=summary,
+        single_device_comm=ranks.single_device_comm(once), ranks=per_rank, rank_spread=summary,
         straggler=ranks.straggler(summary), rank_note=ranks.rank_note(steps, per_rank, summary),
         rank_phases=rank_phases, rank_time_notes=ranks.rank_time_notes(ranks.slow_ranks(rank_phases)), waits=waits,
         straggler_notes=straggler_notes, named_ranks=named, named_note=named_note,
