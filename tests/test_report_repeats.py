@@ -104,8 +104,8 @@ def test_platform_peaks_are_configuration_means_with_their_interval(tmp_path):
     assert peaks.loc["AMD MI300X", "relative"] == pytest.approx(10_000 / 10_500)
     notes = result.capacity_notes
     # the mean's capacity: 10,500 tokens/s x 86,400 s
-    assert notes[0].startswith("The largest measured job (NVIDIA H100 SXM, m, 8 devices) trains 907.20 million "
-                               "tokens per day")
+    assert notes[0].startswith("The measured job with the most throughput (NVIDIA H100 SXM, m, 8 devices) trains "
+                               "907.20 million tokens per day")
 
 
 def test_a_baseline_that_is_not_the_first_repeat_still_anchors_its_configuration(tmp_path):

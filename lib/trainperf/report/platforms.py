@@ -320,11 +320,13 @@ def capacity_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def capacity_notes(runs: pd.DataFrame, configs: pd.DataFrame, capacity_frame: pd.DataFrame) -> list[str]:
-    """The daily capacity of the largest measured job (a size, not a ranking), and what :func:`capacity` bounds."""
+    """The daily capacity of the measured job with the most throughput (a size, not a ranking), and what
+    :func:`capacity` bounds."""
     clean = configs[configs["doubt"] == ""] if (configs["doubt"] == "").any() else configs
     top = clean.loc[clean["tokens_per_s"].idxmax()]
     samples = "" if pd.isna(top["samples_per_day"]) else f" and {fmt_big(top['samples_per_day'])} samples"
-    out = [f"The largest measured job ({top['platform_key']}, {top['model']}, {fmt_int(top['gpus'])} devices) trains "
+    out = [f"The measured job with the most throughput ({top['platform_key']}, {top['model']}, "
+           f"{count(top['gpus'], 'device')}) trains "
            f"{fmt_big(top['tokens_per_day'])} tokens{samples} per day: the size of that job, not a ranking — "
            "platforms are ranked per device above."]
     if (capacity_frame["basis"] == "upper bound").any():
