@@ -325,3 +325,13 @@ def test_a_run_in_two_studies_is_one_run_in_the_rank_and_quality_sections():
     assert [note.count("ddp2-bs8") for note in result.straggler_notes] == [1]
     quality = page.quality(runs).text
     assert "ddp2-bs8, ddp2-bs8" not in quality and "bs16, ddp2-bs8, bs8" in quality
+
+
+def test_a_ddp_run_whose_rank_0_evaluates_gets_its_training_rate_from_the_wait_of_the_other_rank():
+    # the same sweep by the script's own clock (README beside it): ddp2-bs8's rank 1 spent its 5.853 s of steps
+    # 1.118 s waiting for rank 0's evaluations: 372,352 tokens / 4.735 s = 78,637 tokens/s of training; bs8 and
+    # bs16: 373,184 / 6.263 s = 59,585 and 372,160 / 5.755 s = 64,666. The slowest rank, rank 1, evaluated nothing:
+    # read from its window alone, ddp2-bs8 had no evaluation and no row
+    runs = open_runs([str(SWEEP)])
+    rates = run_labels.evaluation_rates(runs, open_steps([str(SWEEP)], runs)).set_index("run_id")["training_rate"]
+    assert rates.to_dict() == pytest.approx({"bs8": 59_585, "bs16": 64_666, "ddp2-bs8": 78_637}, rel=0.005)

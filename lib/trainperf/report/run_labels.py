@@ -236,15 +236,17 @@ def evaluation_rates(runs: pd.DataFrame, steps: Summaries | None) -> pd.DataFram
     """Per run whose measured window holds evaluation (a ``validation`` phase inside its steps, or time between
     them: evaluation loops, checkpoints): the rate over the window (``window_rate``, which the page's other figures
     use) and without the evaluation (``training_rate``), in ``unit`` per second (tokens, else samples);
-    ``evaluation_s`` (the slowest rank's window less its steps, plus the validation inside them) and its
-    ``evaluation_share`` of the elapsed time, at least :data:`EVALUATION_SHARE`."""
+    ``evaluation_s`` (the slowest rank's window less its steps, plus the validation inside them and its wait there
+    for another rank's evaluation) and its ``evaluation_share`` of the elapsed time, at least
+    :data:`EVALUATION_SHARE`."""
     columns = ["experiment", "configuration", "run_id", "unit", "window_rate", "training_rate", "evaluation_s",
                "evaluation_share"]
     if steps is None or steps.per_rank.empty:
         return pd.DataFrame(columns=columns)
     totals = rank_totals(steps.per_rank)
     stepped = steps.per_rank.set_index(["run_id", "rank"])["step_s_sum"].reindex(totals.index)
-    within = (totals["elapsed_s"] - stepped).clip(lower=0.0) + totals["validation_s"].fillna(0.0)
+    within = ((totals["elapsed_s"] - stepped).clip(lower=0.0) + totals["validation_s"].fillna(0.0)
+              + totals["wait_outside_s"].fillna(0.0))
     totals = totals.assign(evaluation_s=within).reset_index()
     slowest = totals.loc[totals.groupby(totals["run_id"].astype(str))["elapsed_s"].idxmax()]
     evaluation = dict(zip(slowest["run_id"].astype(str), slowest["evaluation_s"]))
