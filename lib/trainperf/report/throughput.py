@@ -301,8 +301,9 @@ def _wall_clock_parts(runs: pd.DataFrame) -> pd.DataFrame:
     parts = []
     wall = runs[profiled.to_numpy(bool)]
     if len(wall):
+        # the wait for another rank lies in the steps (the training loop): waits_for_outside_work is its rule
         names = [c for c in (*PARTS[1:], *(c for c in wall if c.startswith(OUTSIDE_PREFIX)))
-                 if c in wall and (c != "wait_outside_s" or wall[c].notna().any())]
+                 if c in wall and c != "wait_outside_s"]
         labels = {**PART_LABELS, **{c: c[len(OUTSIDE_PREFIX):-2] for c in names if c.startswith(OUTSIDE_PREFIX)}}
         long = wall.melt(id_vars=["run_id", "experiment", "wall_s"], value_vars=names, var_name="part",
                          value_name="seconds")
