@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from queue import Empty
 
@@ -60,10 +60,9 @@ class ReadyClient(AsyncKernelClient):
         deadline = time.monotonic() + (math.inf if timeout is None else timeout)
         while True:
             self.kernel_info()
-            try:
+            reply = None
+            with suppress(Empty):
                 reply = await self.shell_channel.get_msg(timeout=1)
-            except Empty:
-                reply = None
             if reply is not None and reply["msg_type"] == "kernel_info_reply":
                 try:
                     await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is connected: a status message came
