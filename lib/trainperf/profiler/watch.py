@@ -98,8 +98,7 @@ class RunWatch:
         column = {name: values[:, :, i] for name, i in _INDEX.items()}
         step_s = column["step_s"]
         total_s = np.nansum(step_s, axis=1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a rank with no value in a column: NaN
+        with warnings.catch_warnings(action="ignore", category=RuntimeWarning):  # a rank without a value: NaN
             median_s = np.nanmedian(step_s, axis=1)
             tokens_per_s = _per_second(column["tokens"], total_s)
             samples_per_s = _per_second(column["samples"], total_s)
@@ -171,8 +170,7 @@ def run_mfu(config: dict[str, Any], environment: dict[str, Any], tokens_per_s: f
     if peak is not None:
         row.setdefault("peak_tflops_per_gpu", peak)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"):
             mfu = float(derive(pd.DataFrame([row]))["mfu"].iloc[0])
     except (ValueError, TypeError, KeyError):
         return math.nan

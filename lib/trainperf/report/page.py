@@ -67,8 +67,7 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
 @contextmanager
 def _reading() -> Iterator[list[warnings.WarningMessage]]:
     """Record every warning raised inside (the yielded list); a :class:`DataError` becomes an :class:`InputError`."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True, action="always") as caught:
         try:
             yield caught
         except InputError:
