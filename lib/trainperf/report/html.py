@@ -41,10 +41,7 @@ class NotApplicable(_OneLine):
 def shown_path(path: str | Path) -> str:
     """``path`` relative to the project root when it lies below it, else absolute."""
     resolved = Path(path).resolve()
-    try:
-        return resolved.relative_to(PROJECT_ROOT).as_posix()
-    except ValueError:
-        return str(resolved)
+    return resolved.relative_to(PROJECT_ROOT).as_posix() if resolved.is_relative_to(PROJECT_ROOT) else str(resolved)
 
 
 def esc(value: object) -> str:
