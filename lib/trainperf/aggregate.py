@@ -193,8 +193,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     run = summaries.select([run_id])
     per_rank = run.per_rank.set_index("rank")
     out: dict[str, Any] = {}
-    ranks = spread(rank_totals(run.per_rank)["elapsed_s"].droplevel("run_id"))
-    if ranks:
+    if ranks := spread(rank_totals(run.per_rank)["elapsed_s"].droplevel("run_id")):
         out.update(elapsed_s=ranks["slowest_s"], slowest_rank=int(ranks["slowest_rank"]),
                    mean_rank_elapsed_s=ranks["mean_s"])
         if math.isfinite(ranks["imbalance"]):

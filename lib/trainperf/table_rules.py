@@ -71,8 +71,7 @@ def _check_columns(columns: list[str], path: object) -> None:
                          f"{Path(str(path)).name}{SIDECAR_SUFFIX} (columns: {{run_id: <your column>, gpus: ..., "
                          "tokens: ..., elapsed_s: ...}; docs/importers.md)")
         raise DataError(f"unknown column: {hint}", path=path, column=name)
-    missing = [c for c in REQUIRED if c not in columns]
-    if missing:
+    if missing := [c for c in REQUIRED if c not in columns]:
         raise DataError(f"missing required column(s): {', '.join(missing)}", path=path)
 
 

@@ -157,8 +157,7 @@ def model_facts(model: Any) -> dict[str, Any]:
     """``n_params`` (tied weights once, at full size under FSDP2), ``model`` and what a transformers-style
     ``config`` of the model or its first submodule with one gives (:data:`CONFIG_NAMES`)."""
     facts: dict[str, Any] = {}
-    parameters = getattr(model, "parameters", None)
-    if parameters is not None:
+    if (parameters := getattr(model, "parameters", None)) is not None:
         facts["n_params"] = sum(p.numel() for p in parameters())
     modules = model.modules() if hasattr(model, "modules") else [model]
     config = next((c for c in (getattr(m, "config", None) for m in modules)

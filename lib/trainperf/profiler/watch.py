@@ -166,8 +166,7 @@ def run_mfu(config: dict[str, Any], environment: dict[str, Any], tokens_per_s: f
            "tokens_per_s": tokens_per_s if math.isfinite(tokens_per_s) else None,
            "samples_per_s": samples_per_s if math.isfinite(samples_per_s) else None}
     row.setdefault("platform", environment.get("device"))
-    peak = (environment.get("cpu_peak") or {}).get("tflops")
-    if peak is not None:
+    if (peak := (environment.get("cpu_peak") or {}).get("tflops")) is not None:
         row.setdefault("peak_tflops_per_gpu", peak)
     try:
         with warnings.catch_warnings(action="ignore"):

@@ -29,8 +29,7 @@ def read_claims(paths: str | Path | Sequence[str | Path] | None) -> pd.DataFrame
         if not path.is_file():
             raise DataError("no such claims file", path=path)
         table = pd.read_csv(path, dtype="string", keep_default_na=False)
-        missing = [c for c in COLUMNS if c not in table.columns]
-        if missing:
+        if missing := [c for c in COLUMNS if c not in table.columns]:
             raise DataError(f"a claims file needs the columns {', '.join(COLUMNS)}; missing {', '.join(missing)}",
                             path=path)
         for line, claim in enumerate(table.to_dict("records"), start=2):

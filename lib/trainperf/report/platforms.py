@@ -246,8 +246,7 @@ def mfu_notes(runs: pd.DataFrame, sparse: pd.DataFrame) -> list[str]:
     if len(sparse):
         out.append("MFU: trainperf's, against the dense peak; the sources of "
                    f"{', '.join(sparse['run_id'].astype(str))} printed one against the sparse peak.")
-    own = own_peak_platforms(runs)
-    if own:
+    if own := own_peak_platforms(runs):
         out.append(f"{', '.join(own)}: MFU against the peak given in the run (for a CPU, a measured matmul rate), "
                    "not a datasheet figure — marked “own peak” in the charts and not comparable with the others.")
     return out

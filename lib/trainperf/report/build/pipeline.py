@@ -105,8 +105,7 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
     found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
     known = [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))  # the known ones first, in order
     names = list(names or known)
-    unknown = [n for n in names if n not in known]
-    if unknown:
+    if unknown := [n for n in names if n not in known]:
         raise ParameterError(f"no report named {', '.join(map(repr, unknown))}; reports: {', '.join(known)}")
     declared = {n: declared_parameters(notebooks_dir / f"{n}.ipynb") for n in names}
     for pname, _ in parameters:

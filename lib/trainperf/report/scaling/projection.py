@@ -29,8 +29,7 @@ def serial_trend(e: np.ndarray, low: np.ndarray | None = None, high: np.ndarray 
     steps = [_serial_move(e, low, high, i, i + 1) for i in range(len(e) - 1)]
     if 1 in steps and -1 in steps:
         return "moves both ways"
-    end = _serial_move(e, low, high, 0, len(e) - 1)
-    if end:
+    if end := _serial_move(e, low, high, 0, len(e) - 1):
         return "grows" if end > 0 else "falls"
     untested = [_serial_move(e, e, e, i, j) for i, j in [*zip(range(len(e) - 1), range(1, len(e))), (0, len(e) - 1)]]
     return "is within the noise" if any(untested) else "stays about constant"
