@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
+from trainperf.derived import SECONDS_PER_DAY, datasheet_peak
 from trainperf.estimates import distinguish, has_interval, run_intervals
 from trainperf.hardware import cpu_rows, find_device, normalize_precision, platform_name
 from trainperf.report.run_labels import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates,
@@ -165,13 +165,6 @@ def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
         if figure is not None and figure.sparse is not None and abs(peak / figure.sparse - 1) <= SPARSE_MATCH:
             rows.append({**r, "dense_peak": figure.dense})
     return pd.DataFrame(rows, columns=["run_id", "platform", "source_peak", "dense_peak", "reported_mfu", "mfu"])
-
-
-def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
-    """Whether each run's MFU divides by its device's datasheet dense peak, not one given in the run (measured on
-    a CPU): MFUs of the two kinds do not compare."""
-    return (runs["peak_source"].notna() & ~runs["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
-            ).fillna(False).to_numpy(bool)
 
 
 def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Html:
