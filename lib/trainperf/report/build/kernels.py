@@ -3,10 +3,9 @@ notebooks' modules once.
 
 Over TCP a client picks five free ports (bind to port 0, read the number, close) for the kernel to bind a moment
 later, so kernels started at once (notebooks built in parallel, test workers) can get the same port and die with
-``ZMQError: Address already in use``. :class:`IPCKernelManager` uses ZeroMQ's IPC transport instead: Unix socket
-files in a folder of the kernel's own (:func:`tempfile.mkdtemp`: only its user can enter it, to connect or to read
-the connection file there), removed when the kernel shuts down. Inside :func:`forked_kernels`, a kernel is forked
-from a server that has imported :data:`PRELOAD` (:mod:`trainperf.report.build.kernel_fork`).
+``ZMQError: Address already in use``: :class:`IPCKernelManager` uses ZeroMQ's IPC transport instead, its sockets in
+a folder only its user can enter (to connect or to read the connection file there), and :func:`forked_kernels` forks
+each kernel from a server (:mod:`trainperf.report.build.kernel_fork`).
 """
 
 from __future__ import annotations
