@@ -301,8 +301,7 @@ class StepProfiler:
         return self._record_function(f"trainperf/{name}") if recording else None
 
     def _add_data(self, start: float, end: float) -> None:
-        target = self._open.data if self._open is not None else self._carry_data
-        target.append((start, end))
+        (self._open.data if self._open is not None else self._carry_data).append((start, end))
 
     def _end_outside(self, name: str, start: Any) -> None:
         """A phase outside the steps ends now; the next step's window starts at its end."""

@@ -57,8 +57,7 @@ def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
             parts[name] = runs[column].astype(float)
     out = pd.DataFrame(parts, index=runs.index).where(total.notna())
     out[OUTSIDE] = total - out.sum(axis=1, min_count=1)
-    keep = [c for c in out if c == LOOP or out[c].abs().gt(0.0005 * total).any()]
-    return out[keep]
+    return out[[c for c in out if c == LOOP or out[c].abs().gt(0.0005 * total).any()]]
 
 
 def to_train(configurations: pd.DataFrame, train_work: float | None, unit: Unit) -> tuple[pd.Series, pd.Series, str]:
