@@ -126,8 +126,7 @@ class RunWatch:
                               "median_work_s": median_of_others(work, slow),
                               "phase": phase, "phase_excess_s": excess.get(phase, math.nan) if phase else math.nan,
                               "others_wait_s": median_of_others(waits, slow)}
-        order = np.argsort(-np.nan_to_num(work, nan=-np.inf), kind="stable")
-        for i in order:
+        for i in np.argsort(-np.nan_to_num(work, nan=-np.inf), kind="stable"):
             out["ranks"].append({"rank": ranks[i], "step": self.last_step.get(ranks[i]), "step_s": float(median_s[i]),
                                  "tokens_per_s": float(tokens_per_s[i]),
                                  "mfu": mfu * float(per_rank_rate[i]) / mean_rate if mean_rate else math.nan,

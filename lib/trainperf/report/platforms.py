@@ -37,9 +37,8 @@ def comparable(runs: pd.DataFrame) -> pd.DataFrame:
                    "(prof.step(tokens=...))")
     given = have["platform"].astype(str)
     have = have.assign(platform=given.map(platform_name))
-    spellings = given.groupby(have["platform"].to_numpy()).unique()
     merged = [f"{and_list([repr(s) for s in sorted(names)])} are one device, {name}: counted as one platform."
-              for name, names in spellings.items() if len(names) > 1]
+              for name, names in given.groupby(have["platform"].to_numpy()).unique().items() if len(names) > 1]
     several = have.groupby("platform")["precision"].transform("nunique").gt(1).to_numpy(bool)
     key = have["platform"].astype(str).where(~several, have["platform"].astype(str) + " · "
                                              + have["precision"].astype(str))

@@ -178,8 +178,7 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     with forked_kernels(kernel, NOTEBOOKS), pinned(data_paths(jobs), meanwhile), ProcessPoolExecutor(
             max_workers=max(1, min(workers, len(jobs))), initializer=die_with_parent if direct else None,
             initargs=(signal.SIGKILL, os.getpid()) if direct else ()) as pool:
-        futures = [pool.submit(run_job, job) for job in jobs]
-        for future in as_completed(futures):
+        for future in as_completed([pool.submit(run_job, job) for job in jobs]):
             result = future.result()
             results[result.name] = result
             if on_done:

@@ -63,8 +63,7 @@ def serial_notes(every_row: pd.DataFrame) -> list[str]:
            f"({EMPTIED}: below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
            "share of the work explains either); not plotted."
            for name, group in every_row.groupby("experiment", sort=False) if group["serial_emptied"].any()]
-    frame = every_row.dropna(subset=["serial_fraction"])
-    for name, every in frame.groupby("experiment", sort=False):
+    for name, every in every_row.dropna(subset=["serial_fraction"]).groupby("experiment", sort=False):
         group = every[every["concluded"]]
         left = left_out(every)
         e = group["serial_fraction"].to_numpy(float)
