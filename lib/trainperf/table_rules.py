@@ -116,9 +116,7 @@ def _convert_extra(values: pd.Series) -> pd.Series:
     """``reported_*`` / ``extra_*`` / ``outside_*`` columns: numbers where every cell is one, else text."""
     blank = values.isna() | values.astype("string").str.strip().eq("")
     numbers = pd.to_numeric(values.mask(blank), errors="coerce")
-    if (numbers.notna() | blank).all():
-        return numbers.astype(float)
-    return values.astype("string").mask(blank)
+    return numbers.astype(float) if (numbers.notna() | blank).all() else values.astype("string").mask(blank)
 
 
 def is_missing(value: object) -> bool:

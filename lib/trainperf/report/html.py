@@ -77,9 +77,7 @@ def headline(text: str, figures: Sequence[tuple[str, str]] = ()) -> Html:
 
 def callout(text: str, kind: str = "info") -> Html:
     """A highlighted box (``info``, ``warn`` or ``good``) holding ``text``; nothing for empty text."""
-    if not text:
-        return Html("", "")
-    return Html(f'<div class="tp-callout tp-{esc(kind)}">{esc(text)}</div>', text)
+    return Html(f'<div class="tp-callout tp-{esc(kind)}">{esc(text)}</div>', text) if text else Html("", "")
 
 
 def paragraph(text: str) -> Html:
@@ -142,9 +140,7 @@ def fmt_pct(x: object, digits: int = 1, *, signed: bool = False) -> str:
     if is_missing(x):
         return "–"
     percent = 100 * float(x)
-    if round(percent, digits) == 0:
-        return f"{0:.{digits}f} %"
-    return f"{percent:{'+' if signed else ''}.{digits}f} %"
+    return f"{0:.{digits}f} %" if round(percent, digits) == 0 else f"{percent:{'+' if signed else ''}.{digits}f} %"
 
 
 def fmt_times(x: object, digits: int = 2) -> str:
@@ -158,9 +154,7 @@ def fmt_seconds(x: object) -> str:
         return "–"
     x = float(x)
     text = f"{x:,.2f} s" if x < 10_000 else f"{x:,.0f} s"
-    if x >= 7200:
-        return f"{text} ({x / 3600:,.1f} h)"
-    return f"{text} ({x / 60:,.1f} min)" if x >= 120 else text
+    return f"{text} ({x / 3600:,.1f} h)" if x >= 7200 else f"{text} ({x / 60:,.1f} min)" if x >= 120 else text
 
 
 def fmt_big(x: object) -> str:
