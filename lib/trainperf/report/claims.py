@@ -81,9 +81,8 @@ def _judge(claim: dict[str, str], runs: pd.DataFrame) -> tuple[str, str, str]:
     other = claim["reference_run_id"]
     if metric not in runs.columns:
         return "–", UNCHECKED, f"the data has no {metric}"
-    involved = runs.loc[[run, *([other] if other else [])]]
-    if kind in ("lowest", "highest"):
-        involved = runs[runs["experiment"].astype(str) == str(runs.at[run, "experiment"])]
+    involved = (runs[runs["experiment"].astype(str) == str(runs.at[run, "experiment"])] if kind in ("lowest", "highest")
+                else runs.loc[[run, *([other] if other else [])]])
     if "measured" in involved and not involved["measured"].fillna(True).astype(bool).all():
         return "–", UNCHECKED, "it rests on rows the source projected or estimated, not measured"
     values = pd.to_numeric(involved[metric], errors="coerce")
