@@ -280,9 +280,8 @@ def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.
 def describe_failure(source: Path, executed: Path, error: str) -> str:
     """``notebooks/x.ipynb, cell N (`first line of code`): Error: message`` for the first cell of the executed
     notebook that holds an error output; N counts the source notebook's cells as JupyterLab does (from 1)."""
-    nb = nbformat.read(str(executed), as_version=4)
     ids = [c.get("id") for c in nbformat.read(str(source), as_version=4).cells]
-    for cell in nb.cells:
+    for cell in nbformat.read(str(executed), as_version=4).cells:
         if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
             first = next((line for line in cell.source.splitlines() if line.strip()), "")
             where = f"cell {ids.index(cell.get('id')) + 1}" if cell.get("id") in ids else "injected parameters cell"

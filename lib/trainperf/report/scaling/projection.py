@@ -72,11 +72,10 @@ def serial_notes(every_row: pd.DataFrame) -> list[str]:
                 out.append(f"{name}: no trend of e is read: fewer than two of its values come from runs a "
                            f"conclusion may be drawn from.{left}")
             continue
-        tested = group["serial_low"].notna().all()
         trend = serial_trend(e, group["serial_low"].to_numpy(float), group["serial_high"].to_numpy(float))
         caveat = " Two values only: a weak indication." if len(e) == 2 and trend not in (
             "moves both ways", "is within the noise") else ""
-        if not tested and trend != "stays about constant":
+        if not group["serial_low"].notna().all() and trend != "stays about constant":
             caveat += " No intervals (runs measured once without steps): the noise is not tested."
         values = " → ".join(fmt_sig(v) if pd.isna(lo) else f"{fmt_sig(v)} (95 % interval {fmt_sig(lo)} to "
                             f"{fmt_sig(hi)})"
