@@ -199,9 +199,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
         if math.isfinite(ranks["imbalance"]):
             out["rank_imbalance"] = ranks["imbalance"]
     window = per_rank[per_rank["measured_intervals"].gt(0)]
-    for name in STEP_PHASE_COLUMNS:
-        if window[name].notna().any():
-            out[name] = float(window[name].mean())
+    out.update({name: float(window[name].mean()) for name in STEP_PHASE_COLUMNS if window[name].notna().any()})
     for name in WORK:
         if window[name].notna().any() and window[f"{name}_missing"].sum() == 0:
             out[name] = float(window[name].sum())
@@ -222,9 +220,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
             out[name.replace("_gb", "_mean_gb")] = float(window[name].mean())
     if window["energy_j"].notna().any():
         out["energy_j"] = float(window["energy_j"].sum())
-    for name in ALLOCATOR_COUNTS:
-        if per_rank[name].notna().any():
-            out[name] = int(per_rank[name].sum())
+    out.update({name: int(per_rank[name].sum()) for name in ALLOCATOR_COUNTS if per_rank[name].notna().any()})
     if window["loss"].notna().any():
         out["train_loss"] = float(window["loss"].mean())
     stopped = stopped_early(run.per_rank, expected_ranks, closed_ranks)

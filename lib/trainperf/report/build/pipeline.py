@@ -122,9 +122,8 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
                 values["steps"] = [str(p) for p in data_paths if holds_steps(p)]
             for other in (p for p in PATH_PARAMETERS if p in declared[name] and p not in values):
                 values[other] = []  # none of the embedded data: the notebook says what it needs
-        for pname, text in parameters:
-            if pname in declared[name]:
-                values[pname] = resolve_paths(pname, declared[name][pname].convert(text))
+        values.update({p: resolve_paths(p, declared[name][p].convert(text)) for p, text in parameters
+                       if p in declared[name]})
         jobs.append(Job(name, notebooks_dir / f"{name}.ipynb", values, Path(out_dir).resolve(), generated))
     return jobs
 
