@@ -200,9 +200,8 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
             out["rank_imbalance"] = ranks["imbalance"]
     window = per_rank[per_rank["measured_intervals"].gt(0)]
     out.update({name: float(window[name].mean()) for name in STEP_PHASE_COLUMNS if window[name].notna().any()})
-    for name in WORK:
-        if window[name].notna().any() and window[f"{name}_missing"].sum() == 0:
-            out[name] = float(window[name].sum())
+    out.update({name: float(window[name].sum()) for name in WORK
+                if window[name].notna().any() and window[f"{name}_missing"].sum() == 0})
     if len(window) and window["measured_steps"].notna().all():
         out["steps"] = int(window["measured_steps"].max())
     reference = out.get("slowest_rank", window.index[0] if len(window) else None)
