@@ -207,11 +207,10 @@ def _host() -> str:
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        with suppress(PermissionError):  # another user's process
+            os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process
-        return True
     return True
 
 

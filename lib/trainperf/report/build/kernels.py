@@ -183,10 +183,7 @@ def read_ahead(paths: list[str]) -> dict | None:
     """The pins of the inputs at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`) as the
     kernel server of :func:`forked_kernels` read them, keeping what it read for the kernels it forks after;
     ``None`` where no server runs or it could not read them."""
-    server = json.loads(os.environ.get(SERVER_ENV) or "null")
-    if not server:
-        return None
-    try:
-        return kernel_fork.call(server["socket"], paths)
-    except (OSError, ValueError):
-        return None
+    if server := json.loads(os.environ.get(SERVER_ENV) or "null"):
+        with suppress(OSError, ValueError):
+            return kernel_fork.call(server["socket"], paths)
+    return None
