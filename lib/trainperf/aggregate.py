@@ -193,19 +193,15 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
     run = summaries.select([run_id])
     per_rank = run.per_rank.set_index("rank")
     out: dict[str, Any] = {}
-    ranks = spread(rank_totals(run.per_rank)["elapsed_s"].droplevel("run_id"))
-    if ranks:
+    if ranks := spread(rank_totals(run.per_rank)["elapsed_s"].droplevel("run_id")):
         out.update(elapsed_s=ranks["slowest_s"], slowest_rank=int(ranks["slowest_rank"]),
                    mean_rank_elapsed_s=ranks["mean_s"])
         if math.isfinite(ranks["imbalance"]):
             out["rank_imbalance"] = ranks["imbalance"]
     window = per_rank[per_rank["measured_intervals"].gt(0)]
-    for name in STEP_PHASE_COLUMNS:
-        if window[name].notna().any():
-            out[name] = float(window[name].mean())
-    for name in WORK:
-        if window[name].notna().any() and window[f"{name}_missing"].sum() == 0:
-            out[name] = float(window[name].sum())
+    out.update({name: float(window[name].mean()) for name in STEP_PHASE_COLUMNS if window[name].notna().any()})
+    out.update({name: float(window[name].sum()) for name in WORK
+                if window[name].notna().any() and window[f"{name}_missing"].sum() == 0})
     if len(window) and window["measured_steps"].notna().all():
         out["steps"] = int(window["measured_steps"].max())
     reference = out.get("slowest_rank", window.index[0] if len(window) else None)
@@ -223,9 +219,7 @@ def measure(summaries: Summaries, run_id: str, *, expected_ranks: Sequence[int] 
             out[name.replace("_gb", "_mean_gb")] = float(window[name].mean())
     if window["energy_j"].notna().any():
         out["energy_j"] = float(window["energy_j"].sum())
-    for name in ALLOCATOR_COUNTS:
-        if per_rank[name].notna().any():
-            out[name] = int(per_rank[name].sum())
+    out.update({name: int(per_rank[name].sum()) for name in ALLOCATOR_COUNTS if per_rank[name].notna().any()})
     if window["loss"].notna().any():
         out["train_loss"] = float(window["loss"].mean())
     stopped = stopped_early(run.per_rank, expected_ranks, closed_ranks)

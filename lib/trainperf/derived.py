@@ -111,13 +111,19 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
         notes[i].append("oversubscribed: more busy threads than cores, or a loaded host, at the start: the run "
                         "measures contention for the CPU, not the training")
     out = add_scaling(out, notes)
-    given = out["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
-    check_runs(out, notes, datasheet_peak=(out["peak_source"].notna() & ~given).fillna(False))
+    check_runs(out, notes, datasheet_peak=datasheet_peak(out))
     _note_empty(out, notes)
     out["notes"] = pd.Series(["; ".join(n) for n in notes], index=out.index, dtype="string").replace("", pd.NA)
     out.attrs = dict(runs.attrs)
     known = list(dict.fromkeys([*INPUT_COLUMNS, *DERIVED_COLUMNS]))  # inputs, derived, then reported_* / extra_*
     return out[[c for c in known if c in out] + [c for c in out if c not in known]]
+
+
+def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
+    """Whether each run's MFU divides by its device's datasheet dense peak, not one given in the run (measured on
+    a CPU): MFUs of the two kinds do not compare."""
+    return (runs["peak_source"].notna() & ~runs["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
+            ).fillna(False).to_numpy(bool)
 
 
 def _note_empty(out: pd.DataFrame, notes: list[list[str]]) -> None:

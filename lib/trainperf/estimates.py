@@ -61,16 +61,14 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
     """Throughput (``unit`` per second; steps per second when None) and the means of ``columns`` (s per step) of
     a side, by :func:`trainperf.stats.resample_runs` (standard errors with its small-sample correction)."""
     frames = list(side.steps.values())
-    work = [f[unit].to_numpy(float) if unit else np.ones(len(f)) for f in frames]
-    matrices = [np.column_stack([f["step_time_s"].to_numpy(float), w, *(f[c].to_numpy(float) for c in columns)])
-                for f, w in zip(frames, work)]
+    matrices = [np.column_stack([f["step_time_s"].to_numpy(float), f[unit].to_numpy(float) if unit else np.ones(len(f)),
+                                 *(f[c].to_numpy(float) for c in columns)]) for f in frames]
     point = np.array([m.mean(axis=0) for m in matrices])
     resampled = resample_runs(matrices, draws=draws, seed=seed)
     rep = resampled.replicates  # (draws, slots, 2 + len(columns))
     names = ["step_time_s", "work", *columns]
     scale = resampled.bias_correction
     ranks = [c for c in columns if c.startswith("rank_")]
-    shares = slowest_shares(pd.concat([f[ranks] for f in frames])) if len(ranks) > 1 else {}
     return Estimate(
         throughput=float((point[:, 1] / point[:, 0]).mean()),
         se_log=float(np.std(np.log((rep[..., 1] / rep[..., 0]).mean(axis=1)), ddof=1)) * scale,
@@ -80,7 +78,7 @@ def estimate_steps(side: Side, unit: str | None, columns: list[str], draws: int 
         means={c: float(point[:, i].mean()) for i, c in enumerate(names) if c != "work"},
         errors={c: float(np.std(rep[..., i].mean(axis=1), ddof=1)) * scale for i, c in enumerate(names)
                 if c != "work"},
-        slowest_share=shares,
+        slowest_share=slowest_shares(pd.concat([f[ranks] for f in frames])) if len(ranks) > 1 else {},
     )
 
 

@@ -176,9 +176,7 @@ def flops_per_token(row: Mapping[str, Any], convention: str | None = None) -> tu
     name = str(name).lower() if _known(name) else default_convention(row)
     if name not in CONVENTIONS:
         raise ValueError(f"unknown FLOPs convention {name!r}; known: {', '.join(CONVENTIONS)}")
-    if missing_inputs(row, name):
-        return math.nan, name
-    return _BY_NAME[name](row), name
+    return (math.nan if missing_inputs(row, name) else _BY_NAME[name](row)), name
 
 
 def _n(row: Mapping[str, Any]) -> float:

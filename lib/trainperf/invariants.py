@@ -32,11 +32,11 @@ MFU_CAUSES = ("the FLOPs per token may not fit the model (n_params counting the 
 """Why an MFU is doubtful, for every run alike."""
 
 
-def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: pd.Series) -> None:
+def check_runs(out: pd.DataFrame, notes: list[list[str]], *, datasheet_peak: np.ndarray) -> None:
     """Empty, in place, every figure of the derived runs table ``out`` that breaks an invariant (README.md, "Figures
     that cannot be true"), appending why to ``notes[position]``; note an MFU above :data:`PLAUSIBLE_MFU` of a
     datasheet peak (``datasheet_peak``: per row, whether its peak is a datasheet's, not one measured)."""
-    _check_mfu(out, notes, datasheet_peak.to_numpy(bool))
+    _check_mfu(out, notes, datasheet_peak)
     check_scaling(out, notes)
     _check_phases(out, notes)
 

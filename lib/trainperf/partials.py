@@ -197,9 +197,7 @@ def settle(intervals: pd.DataFrame, warmup: pd.DataFrame) -> pd.DataFrame:
     runs, names = pd.factorize(intervals["run_id"].astype(str))
     bound = first.reindex(list(names)).to_numpy(float)[runs]
     earlier = intervals["step"].to_numpy(float) < bound  # NaN (no bound): False
-    if not earlier.any():
-        return intervals
-    return intervals.assign(warmup=intervals["warmup"].to_numpy(bool) | earlier)
+    return intervals.assign(warmup=intervals["warmup"].to_numpy(bool) | earlier) if earlier.any() else intervals
 
 
 def value_partials(intervals: pd.DataFrame) -> pd.DataFrame:

@@ -151,8 +151,7 @@ def fit(devices: np.ndarray, throughput: np.ndarray, law: str = "usl") -> Scalin
 
     from scipy.optimize import OptimizeWarning, curve_fit  # imported here: a second to load, fits only
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", OptimizeWarning)  # no covariance: handled below
+    with warnings.catch_warnings(action="ignore", category=OptimizeWarning):  # no covariance: handled below
         params, cov = curve_fit(lambda n, *theta: _curve(law, n, theta), p, x, p0=[*guess, float(np.max(x / p))],
                                 bounds=_bounds(law), x_scale="jac", maxfev=20000)
     if len(np.unique(p)) <= len(names):  # repeats measure noise, not whether the law's shape fits: no band

@@ -189,9 +189,7 @@ def verdict(difference: Difference, min_effect: float = MIN_EFFECT, words: tuple
         return words[0]
     if difference.high < 0 and difference.estimate <= -min_effect:
         return words[1]
-    if -min_effect <= difference.low and difference.high <= min_effect:
-        return SAME
-    return INCONCLUSIVE
+    return SAME if -min_effect <= difference.low and difference.high <= min_effect else INCONCLUSIVE
 
 
 TIED = "indistinguishable"

@@ -53,9 +53,7 @@ def to_markdown(table: pd.DataFrame) -> str:
 def _cell(value: object) -> str:
     if is_missing(value):
         return ""
-    if isinstance(value, float):
-        return figure_text(value)
-    return str(value).replace("|", "\\|")
+    return figure_text(value) if isinstance(value, float) else str(value).replace("|", "\\|")
 
 
 def render(table: pd.DataFrame, fmt: str, columns: str = "key") -> str:

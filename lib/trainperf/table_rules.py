@@ -71,8 +71,7 @@ def _check_columns(columns: list[str], path: object) -> None:
                          f"{Path(str(path)).name}{SIDECAR_SUFFIX} (columns: {{run_id: <your column>, gpus: ..., "
                          "tokens: ..., elapsed_s: ...}; docs/importers.md)")
         raise DataError(f"unknown column: {hint}", path=path, column=name)
-    missing = [c for c in REQUIRED if c not in columns]
-    if missing:
+    if missing := [c for c in REQUIRED if c not in columns]:
         raise DataError(f"missing required column(s): {', '.join(missing)}", path=path)
 
 
@@ -117,9 +116,7 @@ def _convert_extra(values: pd.Series) -> pd.Series:
     """``reported_*`` / ``extra_*`` / ``outside_*`` columns: numbers where every cell is one, else text."""
     blank = values.isna() | values.astype("string").str.strip().eq("")
     numbers = pd.to_numeric(values.mask(blank), errors="coerce")
-    if (numbers.notna() | blank).all():
-        return numbers.astype(float)
-    return values.astype("string").mask(blank)
+    return numbers.astype(float) if (numbers.notna() | blank).all() else values.astype("string").mask(blank)
 
 
 def is_missing(value: object) -> bool:

@@ -62,11 +62,10 @@ def _run(args: argparse.Namespace) -> int:
     from trainperf.bench.runner import describe, run_sweeps
     from trainperf.bench.sweeps import default_settings, detect_machine, plan
 
-    sweeps = tuple(dict.fromkeys(args.sweeps or SWEEPS))
     try:
         machine = detect_machine(args.device)
         settings = settings_from(args, default_settings(machine))
-        sweep_plan = plan(settings, machine, sweeps, args.out)
+        sweep_plan = plan(settings, machine, tuple(dict.fromkeys(args.sweeps or SWEEPS)), args.out)
     except ValueError as exc:
         print(f"trainperf bench: error: {exc}", file=sys.stderr)
         return 2

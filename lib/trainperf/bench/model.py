@@ -113,8 +113,7 @@ class GPT(nn.Module):
         seq = idx.shape[1]
         if seq > self.config.seq_len:
             raise ValueError(f"sequence of {seq} tokens exceeds the model's context of {self.config.seq_len}")
-        positions = torch.arange(seq, device=idx.device)
-        x = self.tok_emb(idx) + self.pos_emb(positions)
+        x = self.tok_emb(idx) + self.pos_emb(torch.arange(seq, device=idx.device))
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln_out(x))
@@ -173,6 +172,5 @@ class RandomWindows:
 
     def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
         starts = torch.randint(len(self.tokens) - self.seq_len, (self.batch_size,), generator=self.generator)
-        offsets = torch.arange(self.seq_len + 1)
-        windows = self.tokens[starts[:, None] + offsets].long()
+        windows = self.tokens[starts[:, None] + torch.arange(self.seq_len + 1)].long()
         return windows[:, :-1], windows[:, 1:]

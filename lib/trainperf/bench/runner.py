@@ -117,8 +117,7 @@ def describe(settings: Settings, machine: Machine, sweep_plan: Plan) -> list[str
         f"{settings.warmup_steps} warm-up + {settings.steps} measured steps per run",
         f"{len(sweep_plan.runs)} runs in {len({r.experiment for r in sweep_plan.runs})} experiments",
     ]
-    crowded = sorted({r.nprocs for r in sweep_plan.runs if machine.oversubscribed(r.nprocs)})
-    if crowded:
+    if crowded := sorted({r.nprocs for r in sweep_plan.runs if machine.oversubscribed(r.nprocs)}):
         counts = ", ".join(map(str, crowded))
         lines.append(
             f"WARNING: runs with {counts} processes outnumber the {machine.cores} CPU cores; the processes "
@@ -154,8 +153,7 @@ def run_sweeps(sweep_plan: Plan, settings: Settings, machine: Machine, *, progre
                 launch(spec, on_step=lambda: bar.update(1), timeout_s=timeout_s)
                 outcome.finished.append(spec)
             except RunFailed as exc:
-                where = out_of_memory(spec)
-                if where:
+                if where := out_of_memory(spec):
                     outcome.too_big.append((spec, where))
                     bar.write(f"does not fit: {spec.run_id} ran out of memory at {where}")
                 else:

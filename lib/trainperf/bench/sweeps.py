@@ -92,8 +92,7 @@ class Plan:
 def plan(settings: Settings, machine: Machine, sweeps: tuple[str, ...], out_dir: str) -> Plan:
     """Every run of ``sweeps``, in order, without a peak yet (see :func:`with_cpu_peaks`); a run needing more
     processes than GPUs is skipped, on CPU it runs oversubscribed; baselines: docs/bench.md, "The sweeps"."""
-    unknown = [s for s in sweeps if s not in SWEEPS]
-    if unknown:
+    if unknown := [s for s in sweeps if s not in SWEEPS]:
         raise ValueError(f"unknown sweep {', '.join(unknown)}; known: {', '.join(SWEEPS)}")
     prefix = f"bench-{slug(machine.platform)}-{settings.model}-{settings.precision}"
     runs: list[RunSpec] = []

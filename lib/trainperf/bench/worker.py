@@ -41,8 +41,7 @@ def wrap_model(model: nn.Module, strategy: str, device: torch.device) -> nn.Modu
     """``model`` moved to ``device`` and wrapped for ``strategy``."""
     model = model.to(device)
     if strategy == "ddp":
-        device_ids = [device.index] if device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=device_ids)
+        return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     if strategy == "fsdp":
         for block in model.blocks:
             fully_shard(block)

@@ -133,8 +133,7 @@ def compare(baseline: Side, candidate: Side, min_effect: float = MIN_EFFECT, dra
     at these); ``min_effects``, ``run_cvs``: their minimum effects and the run-to-run CVs a lone run gets when neither
     side has repeats, where not :data:`METRICS`' defaults (throughput's: ``min_effect``, ``run_cv``; fractions)."""
     min_effects, run_cvs = dict(min_effects or {}), dict(run_cvs or {})
-    unknown = [m for m in (*metrics, *min_effects, *run_cvs) if m not in METRICS]
-    if unknown:
+    if unknown := [m for m in (*metrics, *min_effects, *run_cvs) if m not in METRICS]:
         raise DataError(f"unknown metric {unknown[0]!r}: one of {', '.join(METRICS)}")
     min_effect, run_cv = min_effects.pop("throughput", min_effect), run_cvs.pop("throughput", run_cv)
     for name, value in (("min_effect", min_effect), *((f"min_effect of {m}", v) for m, v in min_effects.items())):
@@ -245,8 +244,7 @@ def _compare_steps(baseline: Side, candidate: Side, min_effect: float, draws: in
     notes += [f"{s.label}: {s.dropped_steps} step(s) left out because not every rank recorded them."
               for s in sides if s.dropped_steps]
     shares = [[e.slowest_share.get(c, math.nan) for c in ranks] for e in est]
-    top = often_slowest(np.array(shares[1]))
-    if top is not None:
+    if (top := often_slowest(np.array(shares[1]))) is not None:
         notes.append(f"Rank {ranks[top].removeprefix('rank_').removesuffix('_s')} is the slowest in "
                      f"{shares[1][top]:.0%} of the candidate's steps (baseline: {shares[0][top]:.0%}).")
     rank_table = pd.DataFrame() if not ranks else _deltas(est, ranks, min_effect, "rank").assign(

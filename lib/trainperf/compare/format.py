@@ -107,7 +107,6 @@ def markdown(result: Comparison) -> str:
              "| metric | baseline | candidate | change | 95 % interval | minimum effect | verdict |",
              "|---|---:|---:|---:|---|---:|---|"]
     for _, row in result.metrics.iterrows():
-        measured = row["verdict"] != NOT_MEASURED
         unit = f"{result.unit}/s" if row["metric"] == "throughput" else row["unit"]
         call = row["verdict"]
         if call == INCONCLUSIVE and pd.notna(row["repeats_needed"]):
@@ -117,7 +116,7 @@ def markdown(result: Comparison) -> str:
         elif row["regressed"]:
             call = f"**{call}**"
         figures = ([figure_text(row["baseline"]), figure_text(row["candidate"]), f"{row['change']:+.1%}"]
-                   if measured else ["–"] * 3)
+                   if row["verdict"] != NOT_MEASURED else ["–"] * 3)
         cells = [f"{row['label']} ({unit})", *figures, _interval(row) or "–", f"{row['min_effect'] * 100:g} %", call]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     for warning in result.warnings:

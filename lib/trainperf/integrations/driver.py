@@ -9,6 +9,7 @@ import functools
 import gc
 import warnings
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,10 +35,8 @@ def guarded(hook: Hook) -> Hook:
         except Exception as exc:
             warnings.warn(f"trainperf {type(self).__name__}: {hook.__name__} failed: {type(exc).__name__}: {exc}; "
                           "profiling stopped, training goes on", ProfilerWarning, stacklevel=2)
-            try:
+            with suppress(Exception):
                 self.stop()
-            except Exception:
-                pass
 
     return run  # type: ignore[return-value]
 

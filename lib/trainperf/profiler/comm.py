@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,10 +57,8 @@ class DdpCommTimer:
         def done(fut: Any) -> Any:
             # runs when the all-reduce completed; on CUDA with the stream that
             # waits for it current, so the mark lands after it on the device
-            try:
+            with suppress(Exception):  # a timing failure must not fail the all-reduce
                 interval.end = self._clock.mark()
-            except Exception:  # a timing failure must not fail the all-reduce
-                pass
             value = fut.value()  # the all-reduce's own future (average) holds a list of the one bucket tensor
             return value[0] if isinstance(value, list) else value
 

@@ -59,10 +59,9 @@ def cpu_peak(precision: str | None, *, threads: int | None = None, measure: Meas
     facts = {"dtype": dtype, "threads": threads or torch.get_num_threads(), "cpu": cpu_model(),
              "cores": cores or os.cpu_count() or 1, "torch": torch.__version__}
     path = cache_dir() / CACHE_FILE
-    try:
+    cache = {}
+    with suppress(OSError, ValueError):
         cache = json.loads(path.read_text())
-    except (OSError, ValueError):
-        cache = {}
     cache = cache if isinstance(cache, dict) else {}
     n, kept = facts["threads"], {}
     peak = partial(_peak, facts=facts, measure=measure or _torch_measure,

@@ -37,10 +37,8 @@ def grouped(dist: Any) -> bool:
 def gather_places(dist: Any) -> tuple[Place, list[Place]]:
     """This rank's place (from the process group, else torchrun's environment variables, else a single
     process) and every rank's in rank order: a collective in a process group, else this rank's only."""
-    if grouped(dist):
-        rank, world = dist.get_rank(), dist.get_world_size()
-    else:
-        rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    rank, world = ((dist.get_rank(), dist.get_world_size()) if grouped(dist) else
+                   (int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))))
     place = Place(rank, world, socket.gethostname(), _env_int("GROUP_RANK"), _env_int("LOCAL_RANK"))
     if not grouped(dist) or world == 1:
         return place, [place]

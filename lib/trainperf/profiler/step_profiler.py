@@ -158,8 +158,7 @@ class StepProfiler:
         if self._off:
             return model
         try:
-            counts = parameter_counts(model)
-            if counts is not None:
+            if (counts := parameter_counts(model)) is not None:
                 self.update_config(counts)  # the configuration's own n_params wins
             if self._count_flops is None and needs_counting(model, self._config):
                 self._count_flops = True
@@ -184,8 +183,7 @@ class StepProfiler:
         if self._off:
             return
         try:
-            added = {k: v for k, v in values.items() if k not in self._config}
-            if added:
+            if added := {k: v for k, v in values.items() if k not in self._config}:
                 self._config.update(added)
                 self._write_manifest()
         except Exception as exc:
@@ -303,8 +301,7 @@ class StepProfiler:
         return self._record_function(f"trainperf/{name}") if recording else None
 
     def _add_data(self, start: float, end: float) -> None:
-        target = self._open.data if self._open is not None else self._carry_data
-        target.append((start, end))
+        (self._open.data if self._open is not None else self._carry_data).append((start, end))
 
     def _end_outside(self, name: str, start: Any) -> None:
         """A phase outside the steps ends now; the next step's window starts at its end."""

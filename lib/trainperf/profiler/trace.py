@@ -55,8 +55,7 @@ def export_chrome_trace(run_dir: str | Path, out_dir: str | Path | None = None, 
                                                           " (the run was profiled with trace=False?)"), path=run_dir)
     origins = {rank: origin_unix_ns(run_dir / STEPS_FILE.format(rank=rank)) for rank, _ in sources}
     kineto = [_read_kineto(Path(p)) for p in torch_traces]
-    unknown = sorted(rank for rank, origin in origins.items() if origin is None)
-    if unknown:
+    if unknown := sorted(rank for rank, origin in origins.items() if origin is None):
         said = f"the steps files of rank(s) {unknown} record no clock origin (origin_unix_ns)"
         if kineto:
             raise DataError(f"{said}: the run cannot be aligned with a torch.profiler trace", path=run_dir)

@@ -98,8 +98,7 @@ class RunWatch:
         column = {name: values[:, :, i] for name, i in _INDEX.items()}
         step_s = column["step_s"]
         total_s = np.nansum(step_s, axis=1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a rank with no value in a column: NaN
+        with warnings.catch_warnings(action="ignore", category=RuntimeWarning):  # a rank without a value: NaN
             median_s = np.nanmedian(step_s, axis=1)
             tokens_per_s = _per_second(column["tokens"], total_s)
             samples_per_s = _per_second(column["samples"], total_s)
@@ -127,8 +126,7 @@ class RunWatch:
                               "median_work_s": median_of_others(work, slow),
                               "phase": phase, "phase_excess_s": excess.get(phase, math.nan) if phase else math.nan,
                               "others_wait_s": median_of_others(waits, slow)}
-        order = np.argsort(-np.nan_to_num(work, nan=-np.inf), kind="stable")
-        for i in order:
+        for i in np.argsort(-np.nan_to_num(work, nan=-np.inf), kind="stable"):
             out["ranks"].append({"rank": ranks[i], "step": self.last_step.get(ranks[i]), "step_s": float(median_s[i]),
                                  "tokens_per_s": float(tokens_per_s[i]),
                                  "mfu": mfu * float(per_rank_rate[i]) / mean_rate if mean_rate else math.nan,
@@ -167,12 +165,10 @@ def run_mfu(config: dict[str, Any], environment: dict[str, Any], tokens_per_s: f
            "tokens_per_s": tokens_per_s if math.isfinite(tokens_per_s) else None,
            "samples_per_s": samples_per_s if math.isfinite(samples_per_s) else None}
     row.setdefault("platform", environment.get("device"))
-    peak = (environment.get("cpu_peak") or {}).get("tflops")
-    if peak is not None:
+    if (peak := (environment.get("cpu_peak") or {}).get("tflops")) is not None:
         row.setdefault("peak_tflops_per_gpu", peak)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"):
             mfu = float(derive(pd.DataFrame([row]))["mfu"].iloc[0])
     except (ValueError, TypeError, KeyError):
         return math.nan

@@ -18,7 +18,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timezone
 from functools import cache
 from importlib.metadata import version
@@ -207,11 +207,10 @@ def _host() -> str:
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
+        with suppress(PermissionError):  # another user's process
+            os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # another user's process
-        return True
     return True
 
 
@@ -281,10 +280,9 @@ def _holder(lock: Path) -> tuple[dict[str, Any], float]:
         idle = time.time() - lock.stat().st_mtime
     except OSError:  # released meanwhile, or its folder is gone: nothing to wait for
         return {}, float("inf")
-    try:
+    holder = {}
+    with suppress(OSError, ValueError):
         holder = json.loads(lock.read_bytes())
-    except (OSError, ValueError):
-        holder = {}
     return (holder if isinstance(holder, dict) else {}), idle
 
 
@@ -295,11 +293,9 @@ def _named(holder: dict[str, Any]) -> str:
 
 
 def _heartbeat(fd: int, done: threading.Event) -> None:
-    while not done.wait(HEARTBEAT_S):
-        try:
+    with suppress(OSError):  # the first failure ends the signs of life
+        while not done.wait(HEARTBEAT_S):
             os.utime(fd)
-        except OSError:
-            return
 
 
 def prune(root: Path, keep: int) -> None:
@@ -316,14 +312,12 @@ def prune(root: Path, keep: int) -> None:
         shutil.rmtree(old, ignore_errors=True)
     for old in found:
         name = _TEMP.match(old.name)
-        try:
+        with suppress(OSError):
             if name and (not _alive(int(name["pid"])) if name["host"] == _host() else
                          time.time() - old.stat().st_mtime > TEMP_AGE_S):
                 shutil.rmtree(old, ignore_errors=True)
             elif old.suffix in (".pkl", ".tmp") and old.is_file():
                 old.unlink(missing_ok=True)
-        except OSError:
-            continue
 
 
 _warned: set[str] = set()

@@ -54,8 +54,7 @@ def cached(path: Path, kind: str, key: str | None, read: Callable[[], pd.DataFra
             damaged("input cache entry", entry, exc, f"{path} is read again")
         frame = None
     if frame is None:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True, action="always") as caught:
             frame = read()
         raised = [(w.category, str(w.message)) for w in caught]
         _store(entry, frame, raised)

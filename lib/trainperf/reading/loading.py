@@ -187,8 +187,7 @@ def pin_inputs(*paths: str | Path) -> dict[str, dict[str, Any]]:
         return {}
     chosen = schedule()
     pins: dict[str, dict[str, Any]] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"):
         for path in paths:
             try:
                 found = inputs(path)
@@ -295,8 +294,7 @@ def holds_inputs(path: str | Path) -> bool:
     cache, for the reports that read it next: DataError if one cannot be (a column that needs a mapping, a bad
     value), as for a run folder without its manifest. The warnings of those reads are raised when they are loaded."""
     found = list(_walk(Path(path), [])) if Path(path).exists() else []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(action="ignore"):
         for table in (item for item in found if item.kind == "table"):
             _runs(table, None, None)
     return any(item.kind != "steps" for item in found)

@@ -23,14 +23,12 @@ HOLDS, FAILS, UNCHECKED = "holds", "does not hold", "cannot be checked"
 
 def read_claims(paths: str | Path | Sequence[str | Path] | None) -> pd.DataFrame:
     """The claims of the CSV files ``paths``; DataError naming the file, row and column of one not checkable."""
-    given = [paths] if isinstance(paths, (str, Path)) else list(paths or [])
     frames = []
-    for path in map(Path, given):
+    for path in map(Path, [paths] if isinstance(paths, (str, Path)) else list(paths or [])):
         if not path.is_file():
             raise DataError("no such claims file", path=path)
         table = pd.read_csv(path, dtype="string", keep_default_na=False)
-        missing = [c for c in COLUMNS if c not in table.columns]
-        if missing:
+        if missing := [c for c in COLUMNS if c not in table.columns]:
             raise DataError(f"a claims file needs the columns {', '.join(COLUMNS)}; missing {', '.join(missing)}",
                             path=path)
         for line, claim in enumerate(table.to_dict("records"), start=2):
@@ -60,10 +58,9 @@ def _check_row(claim: dict[str, str], path: Path, line: int) -> None:
 def checked(runs: pd.DataFrame, claims: pd.DataFrame, report: str) -> tuple[pd.DataFrame, str]:
     """The claims of ``report`` about ``runs`` with trainperf's figure and a verdict (rows ``claim, source,
     printed, trainperf_figure, verdict, why``, text), and a sentence counting those about runs not shown."""
-    mine = claims[claims["report"] == report]
     indexed = runs.set_index(runs["run_id"].astype(str))
     rows, left_out = [], 0
-    for claim in mine.to_dict("records"):
+    for claim in claims[claims["report"] == report].to_dict("records"):
         ids = [claim["run_id"]] + ([claim["reference_run_id"]] if claim["reference_run_id"] else [])
         if not all(i in indexed.index for i in ids):
             left_out += 1
@@ -82,9 +79,8 @@ def _judge(claim: dict[str, str], runs: pd.DataFrame) -> tuple[str, str, str]:
     other = claim["reference_run_id"]
     if metric not in runs.columns:
         return "–", UNCHECKED, f"the data has no {metric}"
-    involved = runs.loc[[run, *([other] if other else [])]]
-    if kind in ("lowest", "highest"):
-        involved = runs[runs["experiment"].astype(str) == str(runs.at[run, "experiment"])]
+    involved = (runs[runs["experiment"].astype(str) == str(runs.at[run, "experiment"])] if kind in ("lowest", "highest")
+                else runs.loc[[run, *([other] if other else [])]])
     if "measured" in involved and not involved["measured"].fillna(True).astype(bool).all():
         return "–", UNCHECKED, "it rests on rows the source projected or estimated, not measured"
     values = pd.to_numeric(involved[metric], errors="coerce")

@@ -41,10 +41,7 @@ class NotApplicable(_OneLine):
 def shown_path(path: str | Path) -> str:
     """``path`` relative to the project root when it lies below it, else absolute."""
     resolved = Path(path).resolve()
-    try:
-        return resolved.relative_to(PROJECT_ROOT).as_posix()
-    except ValueError:
-        return str(resolved)
+    return resolved.relative_to(PROJECT_ROOT).as_posix() if resolved.is_relative_to(PROJECT_ROOT) else str(resolved)
 
 
 def esc(value: object) -> str:
@@ -80,9 +77,7 @@ def headline(text: str, figures: Sequence[tuple[str, str]] = ()) -> Html:
 
 def callout(text: str, kind: str = "info") -> Html:
     """A highlighted box (``info``, ``warn`` or ``good``) holding ``text``; nothing for empty text."""
-    if not text:
-        return Html("", "")
-    return Html(f'<div class="tp-callout tp-{esc(kind)}">{esc(text)}</div>', text)
+    return Html(f'<div class="tp-callout tp-{esc(kind)}">{esc(text)}</div>', text) if text else Html("", "")
 
 
 def paragraph(text: str) -> Html:
@@ -103,8 +98,7 @@ def count(n: object, noun: str) -> str:
 
 def first_of(names: Sequence[str], most: int, *, total: bool = False) -> str:
     """The first ``most`` of ``names`` joined with commas, then ``…`` (``… (12 in all)`` with ``total``)."""
-    rest = "" if len(names) <= most else f", … ({len(names)} in all)" if total else ", …"
-    return ", ".join(names[:most]) + rest
+    return ", ".join(names[:most]) + ("" if len(names) <= most else f", … ({len(names)} in all)" if total else ", …")
 
 
 def and_list(names: list[str]) -> str:
@@ -117,8 +111,7 @@ def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, l
     ``rate`` (their relative width kept): low, high, and as text (``1,258–1,465``; ``None``: no interval)."""
     k = np.asarray(rate, float) / found["throughput"].to_numpy(float)
     low, high = found["low"].to_numpy(float) * k, found["high"].to_numpy(float) * k
-    text = [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}" for x, a, b in zip(found["low"], low, high)]
-    return low, high, text
+    return low, high, [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}" for x, a, b in zip(found["low"], low, high)]
 
 
 def fmt_int(x: object) -> str:
@@ -147,9 +140,7 @@ def fmt_pct(x: object, digits: int = 1, *, signed: bool = False) -> str:
     if is_missing(x):
         return "–"
     percent = 100 * float(x)
-    if round(percent, digits) == 0:
-        return f"{0:.{digits}f} %"
-    return f"{percent:{'+' if signed else ''}.{digits}f} %"
+    return f"{0:.{digits}f} %" if round(percent, digits) == 0 else f"{percent:{'+' if signed else ''}.{digits}f} %"
 
 
 def fmt_times(x: object, digits: int = 2) -> str:
@@ -163,9 +154,7 @@ def fmt_seconds(x: object) -> str:
         return "–"
     x = float(x)
     text = f"{x:,.2f} s" if x < 10_000 else f"{x:,.0f} s"
-    if x >= 7200:
-        return f"{text} ({x / 3600:,.1f} h)"
-    return f"{text} ({x / 60:,.1f} min)" if x >= 120 else text
+    return f"{text} ({x / 3600:,.1f} h)" if x >= 7200 else f"{text} ({x / 60:,.1f} min)" if x >= 120 else text
 
 
 def fmt_big(x: object) -> str:

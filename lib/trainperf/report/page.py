@@ -67,8 +67,7 @@ def open_runs(data: str | Sequence[str], *, experiments: Sequence[str] | str | N
 @contextmanager
 def _reading() -> Iterator[list[warnings.WarningMessage]]:
     """Record every warning raised inside (the yielded list); a :class:`DataError` becomes an :class:`InputError`."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True, action="always") as caught:
         try:
             yield caught
         except InputError:
@@ -265,8 +264,7 @@ def note_counts(runs: pd.DataFrame, *, scaling: bool = True, mfu: bool = True) -
     ``mfu``, not those about HFU only (for a report that shows none of those figures)."""
     notes = runs.get("notes", pd.Series(index=runs.index)).astype("string").str.split("; ")
     notes = runs[["run_id"]].assign(note=notes).explode("note").dropna(subset=["note"])
-    hidden = (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"})
-    if hidden:
+    if hidden := (set() if scaling else set(SCALING_NOTES)) | (set() if mfu else {"hfu"}):
         keys = notes["note"].str.split(": ", n=1).str[0].str.split(", ")
         notes = notes[~keys.map(lambda names: set(names) <= hidden).to_numpy(bool)]
     return notes.groupby("note", sort=False)["run_id"].agg(

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from trainperf.aggregate import Summaries
-from trainperf.derived import GIVEN_PEAK, SECONDS_PER_DAY
+from trainperf.derived import SECONDS_PER_DAY, datasheet_peak
 from trainperf.estimates import distinguish, has_interval, run_intervals
 from trainperf.hardware import cpu_rows, find_device, normalize_precision, platform_name
 from trainperf.report.run_labels import (batch, configuration_table, doubtful, evaluation_notes, evaluation_rates,
@@ -37,9 +37,8 @@ def comparable(runs: pd.DataFrame) -> pd.DataFrame:
                    "(prof.step(tokens=...))")
     given = have["platform"].astype(str)
     have = have.assign(platform=given.map(platform_name))
-    spellings = given.groupby(have["platform"].to_numpy()).unique()
     merged = [f"{and_list([repr(s) for s in sorted(names)])} are one device, {name}: counted as one platform."
-              for name, names in spellings.items() if len(names) > 1]
+              for name, names in given.groupby(have["platform"].to_numpy()).unique().items() if len(names) > 1]
     several = have.groupby("platform")["precision"].transform("nunique").gt(1).to_numpy(bool)
     key = have["platform"].astype(str).where(~several, have["platform"].astype(str) + " · "
                                              + have["precision"].astype(str))
@@ -167,13 +166,6 @@ def sparse_peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_id", "platform", "source_peak", "dense_peak", "reported_mfu", "mfu"])
 
 
-def datasheet_peak(runs: pd.DataFrame) -> np.ndarray:
-    """Whether each run's MFU divides by its device's datasheet dense peak, not one given in the run (measured on
-    a CPU): MFUs of the two kinds do not compare."""
-    return (runs["peak_source"].notna() & ~runs["peak_source"].astype("string").str.startswith(GIVEN_PEAK)
-            ).fillna(False).to_numpy(bool)
-
-
 def headline(runs: pd.DataFrame, found: pd.DataFrame, best: pd.DataFrame) -> Html:
     """The first contest's winner and margin per device (without a contest, the first pair's rate), the platform
     that wins the most, and the best MFU against a datasheet peak (a run's own only when no run has one)."""
@@ -246,8 +238,7 @@ def mfu_notes(runs: pd.DataFrame, sparse: pd.DataFrame) -> list[str]:
     if len(sparse):
         out.append("MFU: trainperf's, against the dense peak; the sources of "
                    f"{', '.join(sparse['run_id'].astype(str))} printed one against the sparse peak.")
-    own = own_peak_platforms(runs)
-    if own:
+    if own := own_peak_platforms(runs):
         out.append(f"{', '.join(own)}: MFU against the peak given in the run (for a CPU, a measured matmul rate), "
                    "not a datasheet figure — marked “own peak” in the charts and not comparable with the others.")
     return out

@@ -126,9 +126,7 @@ def label(run: pd.Series | dict, *, compact: bool = False, skip: tuple[str, ...]
     if pd.notna(run.get("micro_batch_size")) and ("micro_batch_size" not in skip or accumulation_varies):
         parts.append(batch(run, short=True) if accumulation_varies
                      else f"micro-batch {fmt_int(run['micro_batch_size'])}")
-    for column in ("strategy", "model", "platform"):
-        if pd.notna(run.get(column)) and column not in skip:
-            parts.append(str(run[column]))
+    parts += [str(run[c]) for c in ("strategy", "model", "platform") if pd.notna(run.get(c)) and c not in skip]
     for column in settings:
         value = run.get(column)
         yes, no = SETTINGS[column]

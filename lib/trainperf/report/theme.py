@@ -310,8 +310,7 @@ def finish_panels(axes: Mapping[str, Axes], xlabel: str | None, ylabel: str | No
             ax.set_xlabel(xlabel if i + columns >= len(shown) else "")
         if ylabel is not None:
             ax.set_ylabel(ylabel if i % columns == 0 else "")
-        own = ax.get_legend()
-        if own is not None:
+        if (own := ax.get_legend()) is not None:
             title = own.get_title().get_text() if title is None else title
             for text, handle in zip(own.get_texts(), own.legend_handles):
                 entries.setdefault(text.get_text(), handle)

@@ -57,12 +57,11 @@ def table(runs: pd.DataFrame, steps: Summaries | None = None, found: pd.DataFram
     ``interval``, ``experiment_scaling`` (``sweep (weak scaling)``), scaling efficiency (NaN at one device count),
     :func:`step_times`, ``doubt``, ``remark``, ``best`` (the highest throughput without a doubt, else of all) and
     ``chart_label``."""
-    unit = unit_of(runs)
     frames = job_frames(steps)
     found = run_intervals(runs.reset_index(drop=True), frames=frames) if found is None else found
     configs = configuration_table(runs, MEANS, found)
     clean = configs["doubt"] == ""
-    best = (configs[clean] if clean.any() else configs)[unit.rate].idxmax()
+    best = (configs[clean] if clean.any() else configs)[unit_of(runs).rate].idxmax()
     kind = configs["scaling_type"] if "scaling_type" in configs else pd.Series(pd.NA, index=configs.index)
     view = configs.assign(configuration=labels(configs), chart_label=labels(configs, compact=True),
                           experiment_scaling=[f"{e} ({k} scaling)" if pd.notna(k) else str(e)
@@ -108,9 +107,8 @@ def node_boundaries(frame: pd.DataFrame) -> pd.DataFrame:
     columns = ["study", "from_gpus", "from_nodes", "to_gpus", "to_nodes", "per_node", "efficiency_before",
                "efficiency_after", "drop", "largest_from", "largest_to", "largest_drop", "most"]
     usable = frame[(frame["doubt"] == "") & frame["scaling_efficiency"].notna()]
-    study = study_of(usable)
     rows = []
-    for name, group in usable.groupby(study, sort=False):
+    for name, group in usable.groupby(study_of(usable), sort=False):
         counts = group.groupby("gpus").agg(nodes=("nodes", "max"), efficiency=("scaling_efficiency", "mean"))
         if len(counts) < 2 or counts["nodes"].isna().any():
             continue

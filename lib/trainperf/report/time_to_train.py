@@ -52,13 +52,11 @@ def total_parts(runs: pd.DataFrame) -> pd.DataFrame:
             outer = runs[column].astype(float)
             parts[name] = outer - inner
             inner = outer.fillna(inner)
-    for column, name in PROFILED:
-        if column in runs and runs[column].notna().any():
-            parts[name] = runs[column].astype(float)
+    parts.update({name: runs[column].astype(float) for column, name in PROFILED
+                  if column in runs and runs[column].notna().any()})
     out = pd.DataFrame(parts, index=runs.index).where(total.notna())
     out[OUTSIDE] = total - out.sum(axis=1, min_count=1)
-    keep = [c for c in out if c == LOOP or out[c].abs().gt(0.0005 * total).any()]
-    return out[keep]
+    return out[[c for c in out if c == LOOP or out[c].abs().gt(0.0005 * total).any()]]
 
 
 def to_train(configurations: pd.DataFrame, train_work: float | None, unit: Unit) -> tuple[pd.Series, pd.Series, str]:

@@ -287,8 +287,7 @@ def _line_by_line(body: bytes, path: Path, bad: list[BadLine],
     for number, line in enumerate(body.split(b"\n"), start=2):
         if not line:
             continue
-        reason = _row_problem(line, names)
-        if reason:
+        if reason := _row_problem(line, names):
             bad.append(BadLine(path, number, reason))
         else:
             rows.append(json.loads(line))

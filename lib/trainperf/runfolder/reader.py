@@ -297,9 +297,8 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
     where the config has none, what the profiler found (the manifest's environment) and the batch facts."""
     config, environment = folder.config, folder.environment
     row: dict[str, Any] = {"run_id": folder.run_id}
-    for key, value in config.items():
-        if key != "run_id":
-            row[key if key in INPUT_COLUMNS or key.startswith(PREFIXES) else f"extra_{key}"] = value
+    row.update({(k if k in INPUT_COLUMNS or k.startswith(PREFIXES) else f"extra_{k}"): v for k, v in config.items()
+                if k != "run_id"})
     row.update({k: v for k, v in measured.items() if k not in BATCH_FACTS})
     ranks = environment.get("ranks") or []
     found = {"gpus": folder.world_size or measured.get("ranks") or None,
@@ -319,7 +318,4 @@ def runs_row(folder: RunFolder, measured: Mapping[str, Any], nodes_seen: Sequenc
                 "device_memory_gb": environment.get("device_memory_gb"),
                 "extra_load_average_1min": host.get("load_average"), "extra_cpu_cores": host.get("cores"),
                 **{k: measured[k] for k in BATCH_FACTS if k in measured}}
-    for key, value in defaults.items():
-        if key not in config and value is not None:
-            row[key] = value
-    return row
+    return row | {k: v for k, v in defaults.items() if k not in config and v is not None}

@@ -37,9 +37,8 @@ def notebook_to_html(nb: nbformat.NotebookNode, title: str, version: str, genera
     resources = {"trainperf": {"title": title, "version": version, "generated": generated, "css": stylesheet()}}
     body, _ = _exporter().from_notebook_node(nb, resources=resources)
     toc = table_of_contents(body)
-    if "<li>" not in toc:  # a page without sections (a report that stopped early): no contents box
-        return _TOC_NAV.sub("", body, count=1)
-    return body.replace(TOC_MARK, toc, 1)
+    # a page without sections (a report that stopped early): no contents box
+    return _TOC_NAV.sub("", body, count=1) if "<li>" not in toc else body.replace(TOC_MARK, toc, 1)
 
 
 def warm_up() -> None:

@@ -3,10 +3,9 @@ notebooks' modules once.
 
 Over TCP a client picks five free ports (bind to port 0, read the number, close) for the kernel to bind a moment
 later, so kernels started at once (notebooks built in parallel, test workers) can get the same port and die with
-``ZMQError: Address already in use``. :class:`IPCKernelManager` uses ZeroMQ's IPC transport instead: Unix socket
-files in a folder of the kernel's own (:func:`tempfile.mkdtemp`: only its user can enter it, to connect or to read
-the connection file there), removed when the kernel shuts down. Inside :func:`forked_kernels`, a kernel is forked
-from a server that has imported :data:`PRELOAD` (:mod:`trainperf.report.build.kernel_fork`).
+``ZMQError: Address already in use``: :class:`IPCKernelManager` uses ZeroMQ's IPC transport instead, its sockets in
+a folder only its user can enter (to connect or to read the connection file there), and :func:`forked_kernels` forks
+each kernel from a server (:mod:`trainperf.report.build.kernel_fork`).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from queue import Empty
 
@@ -60,10 +59,9 @@ class ReadyClient(AsyncKernelClient):
         deadline = time.monotonic() + (math.inf if timeout is None else timeout)
         while True:
             self.kernel_info()
-            try:
+            reply = None
+            with suppress(Empty):
                 reply = await self.shell_channel.get_msg(timeout=1)
-            except Empty:
-                reply = None
             if reply is not None and reply["msg_type"] == "kernel_info_reply":
                 try:
                     await self.iopub_channel.get_msg(timeout=0.2)  # IOPub is connected: a status message came
@@ -185,10 +183,7 @@ def read_ahead(paths: list[str]) -> dict | None:
     """The pins of the inputs at or below ``paths`` (:func:`trainperf.reading.loading.pin_inputs`) as the
     kernel server of :func:`forked_kernels` read them, keeping what it read for the kernels it forks after;
     ``None`` where no server runs or it could not read them."""
-    server = json.loads(os.environ.get(SERVER_ENV) or "null")
-    if not server:
-        return None
-    try:
-        return kernel_fork.call(server["socket"], paths)
-    except (OSError, ValueError):
-        return None
+    if server := json.loads(os.environ.get(SERVER_ENV) or "null"):
+        with suppress(OSError, ValueError):
+            return kernel_fork.call(server["socket"], paths)
+    return None

@@ -57,10 +57,8 @@ def declared_parameters(path: str | Path) -> dict[str, Declared]:
         except (ValueError, SyntaxError) as exc:
             raise ParameterError(f"{path}: parameter {name} must be a literal, "
                                  f"not {parameter['default']!r}") from exc
-        annotated = parameter["inferred_type_name"].strip()  # `x: "Optional[float]" = None`: float or None
-        annotated = annotated.removeprefix("Optional[").removesuffix("]") if annotated.startswith("Optional[") \
-            else annotated
-        annotated = annotated.partition("[")[0].strip()
+        annotated = parameter["inferred_type_name"].strip().removeprefix("Optional[")  # "Optional[float]": float
+        annotated = annotated.partition("[")[0].removesuffix("]").strip()
         kind = annotated if annotated in _CONVERTERS and annotated != "None" else None
         if default is None:  # `x = None  # float: ...`: None or the type the help names
             kind = kind or parameter["help"].partition(":")[0].strip()

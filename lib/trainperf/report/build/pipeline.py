@@ -105,8 +105,7 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
     found = {p.stem for p in notebooks_dir.glob("*.ipynb")}
     known = [n for n in REPORTS if n in found] + sorted(found - set(REPORTS))  # the known ones first, in order
     names = list(names or known)
-    unknown = [n for n in names if n not in known]
-    if unknown:
+    if unknown := [n for n in names if n not in known]:
         raise ParameterError(f"no report named {', '.join(map(repr, unknown))}; reports: {', '.join(known)}")
     declared = {n: declared_parameters(notebooks_dir / f"{n}.ipynb") for n in names}
     for pname, _ in parameters:
@@ -123,9 +122,8 @@ def plan(names: Sequence[str] | None = None, *, data: Sequence[str | Path] | Non
                 values["steps"] = [str(p) for p in data_paths if holds_steps(p)]
             for other in (p for p in PATH_PARAMETERS if p in declared[name] and p not in values):
                 values[other] = []  # none of the embedded data: the notebook says what it needs
-        for pname, text in parameters:
-            if pname in declared[name]:
-                values[pname] = resolve_paths(pname, declared[name][pname].convert(text))
+        values.update({p: resolve_paths(p, declared[name][p].convert(text)) for p, text in parameters
+                       if p in declared[name]})
         jobs.append(Job(name, notebooks_dir / f"{name}.ipynb", values, Path(out_dir).resolve(), generated))
     return jobs
 
@@ -179,8 +177,7 @@ def build(jobs: Sequence[Job], *, workers: int = 2,
     with forked_kernels(kernel, NOTEBOOKS), pinned(data_paths(jobs), meanwhile), ProcessPoolExecutor(
             max_workers=max(1, min(workers, len(jobs))), initializer=die_with_parent if direct else None,
             initargs=(signal.SIGKILL, os.getpid()) if direct else ()) as pool:
-        futures = [pool.submit(run_job, job) for job in jobs]
-        for future in as_completed(futures):
+        for future in as_completed([pool.submit(run_job, job) for job in jobs]):
             result = future.result()
             results[result.name] = result
             if on_done:
@@ -282,10 +279,8 @@ def cut_at_error(nb: nbformat.NotebookNode, notice: str, kind: str) -> nbformat.
 def describe_failure(source: Path, executed: Path, error: str) -> str:
     """``notebooks/x.ipynb, cell N (`first line of code`): Error: message`` for the first cell of the executed
     notebook that holds an error output; N counts the source notebook's cells as JupyterLab does (from 1)."""
-    nb = nbformat.read(str(executed), as_version=4)
-    original = nbformat.read(str(source), as_version=4)
-    ids = [c.get("id") for c in original.cells]
-    for cell in nb.cells:
+    ids = [c.get("id") for c in nbformat.read(str(source), as_version=4).cells]
+    for cell in nbformat.read(str(executed), as_version=4).cells:
         if any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
             first = next((line for line in cell.source.splitlines() if line.strip()), "")
             where = f"cell {ids.index(cell.get('id')) + 1}" if cell.get("id") in ids else "injected parameters cell"

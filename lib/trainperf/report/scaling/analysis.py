@@ -157,8 +157,7 @@ def outside_steps(page: Measured) -> Found:
     if page.steps is None or page.steps.per_rank.empty:
         return Found(lacking="no per-rank steps are given, so no rank's own time can be told")
     runs, out = clean(page.runs), Found()
-    slow = ranks.slow_ranks(ranks.rank_phases(runs, page.steps))
-    for name, group in slow.groupby("experiment", sort=False):
+    for name, group in ranks.slow_ranks(ranks.rank_phases(runs, page.steps)).groupby("experiment", sort=False):
         alone = group["inside"].eq(False).fillna(False)
         waited = group["inside"].eq(True).fillna(False)
         if alone.any():

@@ -29,8 +29,7 @@ def serial_trend(e: np.ndarray, low: np.ndarray | None = None, high: np.ndarray 
     steps = [_serial_move(e, low, high, i, i + 1) for i in range(len(e) - 1)]
     if 1 in steps and -1 in steps:
         return "moves both ways"
-    end = _serial_move(e, low, high, 0, len(e) - 1)
-    if end:
+    if end := _serial_move(e, low, high, 0, len(e) - 1):
         return "grows" if end > 0 else "falls"
     untested = [_serial_move(e, e, e, i, j) for i, j in [*zip(range(len(e) - 1), range(1, len(e))), (0, len(e) - 1)]]
     return "is within the noise" if any(untested) else "stays about constant"
@@ -64,8 +63,7 @@ def serial_notes(every_row: pd.DataFrame) -> list[str]:
            f"({EMPTIED}: below 0 the speedup is super-linear, above 1 more devices were slower than fewer: no serial "
            "share of the work explains either); not plotted."
            for name, group in every_row.groupby("experiment", sort=False) if group["serial_emptied"].any()]
-    frame = every_row.dropna(subset=["serial_fraction"])
-    for name, every in frame.groupby("experiment", sort=False):
+    for name, every in every_row.dropna(subset=["serial_fraction"]).groupby("experiment", sort=False):
         group = every[every["concluded"]]
         left = left_out(every)
         e = group["serial_fraction"].to_numpy(float)
@@ -74,11 +72,10 @@ def serial_notes(every_row: pd.DataFrame) -> list[str]:
                 out.append(f"{name}: no trend of e is read: fewer than two of its values come from runs a "
                            f"conclusion may be drawn from.{left}")
             continue
-        tested = group["serial_low"].notna().all()
         trend = serial_trend(e, group["serial_low"].to_numpy(float), group["serial_high"].to_numpy(float))
         caveat = " Two values only: a weak indication." if len(e) == 2 and trend not in (
             "moves both ways", "is within the noise") else ""
-        if not tested and trend != "stays about constant":
+        if not group["serial_low"].notna().all() and trend != "stays about constant":
             caveat += " No intervals (runs measured once without steps): the noise is not tested."
         values = " → ".join(fmt_sig(v) if pd.isna(lo) else f"{fmt_sig(v)} (95 % interval {fmt_sig(lo)} to "
                             f"{fmt_sig(hi)})"
