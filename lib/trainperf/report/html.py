@@ -98,7 +98,8 @@ def count(n: object, noun: str) -> str:
 
 def first_of(names: Sequence[str], most: int, *, total: bool = False) -> str:
     """The first ``most`` of ``names`` joined with commas, then ``…`` (``… (12 in all)`` with ``total``)."""
-    return ", ".join(names[:most]) + ("" if len(names) <= most else f", … ({len(names)} in all)" if total else ", …")
+    more = f", … ({len(names)} in all)" if total else ", …"
+    return ", ".join(names[:most]) + ("" if len(names) <= most else more)
 
 
 def and_list(names: list[str]) -> str:
@@ -111,7 +112,8 @@ def around(found: pd.DataFrame, rate: object) -> tuple[np.ndarray, np.ndarray, l
     ``rate`` (their relative width kept): low, high, and as text (``1,258–1,465``; ``None``: no interval)."""
     k = np.asarray(rate, float) / found["throughput"].to_numpy(float)
     low, high = found["low"].to_numpy(float) * k, found["high"].to_numpy(float) * k
-    return low, high, [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}" for x, a, b in zip(found["low"], low, high)]
+    return low, high, [None if pd.isna(x) else f"{fmt_int(a)}–{fmt_int(b)}"
+                       for x, a, b in zip(found["low"], low, high)]
 
 
 def fmt_int(x: object) -> str:
