@@ -5,6 +5,7 @@ wait (``wait_outside_s``), not as communication: in the runs row, the summary, t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -146,3 +147,19 @@ def test_a_public_ddp_scripts_wait_for_rank_0s_snapshot_and_evaluation_is_booked
                for line in map(json.loads, lines) if isinstance(line, list)}
     assert written[34]["forward_s"] < 0.1 < 0.256180 < written[34]["comm_exposed_s"]
     assert written[34]["forward_s"] < 2 * written[35]["forward_s"]
+
+
+def test_a_gain_of_a_run_whose_window_holds_an_evaluation_lies_inside_its_own_interval():
+    # the minGPT DDP sweep (tests/data/clients/mingpt_ddp_sweep): ddp2-bs8's window holds rank 0's evaluations, so
+    # its exposed communication is 18.5 % of the window; the interval from its steps alone was 19.0 % to 21.9 %
+    sweep = Path(__file__).resolve().parent / "data" / "clients" / "mingpt_ddp_sweep"
+    runs = throughput.measured(page.open_runs([str(sweep)]))
+    result = throughput.analyse(runs, page.data_steps([str(sweep)], runs))
+    found, _ = what_to_change.candidates(throughput.RULES, result)
+    bounded = 0
+    for gain, evidence in zip(found["expected_gain"], found["evidence"]):
+        if interval := re.search(r"95 % interval of the gain (-?[\d.]+) % to (-?[\d.]+) %", evidence):
+            low, high = (float(x) / 100 for x in interval.groups())
+            assert low - 0.0005 <= gain <= high + 0.0005, evidence
+            bounded += 1
+    assert bounded >= 2

@@ -90,7 +90,9 @@ def _share_interval(rows: pd.DataFrame, share: pd.Series, column: str, frames: d
         found = estimate_steps(Side("", rows, {r: frames[r] for r in ids}), None, [column, "mean_rank_step_s"])
         step = found.means["mean_rank_step_s"]
         centre, half = found.means[column] / step, t_quantile(found.dof) * found.errors[column] / step
-        return centre - half, centre + half
+        # around the share shown, of the measured window (which may hold more than the steps: an evaluation)
+        scale = float(share.mean()) / centre if centre > 0 else 1.0
+        return (centre - half) * scale, (centre + half) * scale
     if len(share) >= 2:
         half = t_quantile(len(share) - 1) * float(share.std(ddof=1)) / math.sqrt(len(share))
         return float(share.mean()) - half, float(share.mean()) + half
