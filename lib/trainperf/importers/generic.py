@@ -19,7 +19,7 @@ import pandas as pd
 from trainperf.importers import records
 from trainperf.importers.core import Format, line_format, read_log
 from trainperf.importers.settings import Settings
-from trainperf.importers.text import CutLine, LineError, number, one_record, rank_prefix
+from trainperf.importers.text import CutLine, LineError, number, one_record, rank_prefix, timestamp
 from trainperf.importers.vocabulary import (FIELD, RATES, SECONDS, Field, fields_of, in_unit, is_record, lookup,
                                             scale, unit_of_key, value)
 
@@ -175,6 +175,9 @@ class GenericParser(records.IntervalParser[records.Run]):
         self.block_ended = False
         self.interval_times: dict[int, list[tuple[int, float]]] = {}
         """Per run (``id``), each interval-timed record's row (never moved: repeated lines add none), its time (s)."""
+        self.stamp = NAN  # the timestamp of the line being read generically (s since 1970; NaN: none)
+        self.clocks: dict[int, list[tuple[int, float]]] = {}
+        """Per run (``id``), each timed record's row and its line's timestamp (s since 1970)."""
 
     def starts_record(self, text: str) -> bool:
         return self.stack is not None and self.stack.patterns[0].search(text) is not None
@@ -199,6 +202,7 @@ class GenericParser(records.IntervalParser[records.Run]):
             self.mllog(number_, *fields_of(line))
             return 1
         line, used = joined_object(lines, i)
+        self.stamp = timestamp(line)
         label, found = fields_of(line)
         values, said = read_fields(found) if found else ({}, {})
         if "val_loss" in values and self.run is not None:
@@ -279,6 +283,8 @@ class GenericParser(records.IntervalParser[records.Run]):
                                        excluded=1.0 if evaluated else 0.0))
         if self.stack is None and "interval_time_s" in values:
             self.interval_times.setdefault(id(run), []).append((len(run.records) - 1, values["interval_time_s"]))
+        if self.stack is None and seconds is not None and math.isfinite(self.stamp):
+            self.clocks.setdefault(id(run), []).append((len(run.records) - 1, self.stamp))
         said = parsed[2] if len(parsed) > 2 else {}
         self.used.update({name: said[name] for name in values if name in said and name not in self.used})
         return ""
@@ -359,6 +365,8 @@ class GenericParser(records.IntervalParser[records.Run]):
         elif stack is None and self.running_totals(run):
             source += (f"; {self.used['interval_time_s']!r} a running total (as fairseq's train_wall before 0.9): "
                        "each line's time is its increase")
+        elif stack is None and (clock := self.in_milliseconds(run)):
+            source += f"; its step times read as milliseconds: {clock}"
         measured, steps = (records.measure_figures(run, config, None if self.blocks else 1, source) if stack is None
                            else records.measure_figures(run, config, stack.origin, stack.time_source,
                                                         stack.convention, stack.warmup, stack.rate_measures))
@@ -386,6 +394,26 @@ class GenericParser(records.IntervalParser[records.Run]):
         for at, seconds in timed:  # a record's weight is its duration
             table[np.ix_(at, [records.COLUMN["seconds"], records.COLUMN["weight"]])] = seconds[:, None]
         return bool(timed)
+
+    def in_milliseconds(self, run: records.Run) -> str:
+        """Divide ``run``'s step times by 1,000 where, read as seconds, they last over 100 × what its lines'
+        timestamps span (2 s added a rank: stamps to the second) and, as milliseconds, under 10 ×: a time printed
+        without a unit in milliseconds (wordplay's ``dt``); what the clock said (empty: the times fit it)."""
+        rows, stamps = np.array(self.clocks.pop(id(run), []), dtype=float).reshape(-1, 2).T
+        if "step_time_s" not in self.used or len(rows) < 3:
+            return ""
+        table, rows = run.records.table(), rows.astype(int)
+        ranks, seconds = table[rows, records.COLUMN["rank"]], table[rows, records.COLUMN["seconds"]]
+        clocks = [stamps[ranks == r] for r in np.unique(ranks)]
+        if not all(np.ptp(clock) > 0 and (np.diff(clock) >= 0).all() for clock in clocks):
+            return ""  # no clock that moves on (a date in a name, or none)
+        claimed = sum(np.nansum(seconds[ranks == r][1:]) for r in np.unique(ranks))
+        span = sum(np.ptp(clock) + 2.0 for clock in clocks)
+        if not 100 * span < claimed < 10_000 * span:
+            return ""
+        timed = np.isfinite(table[:, records.COLUMN["seconds"]])
+        table[np.ix_(timed, [records.COLUMN["seconds"], records.COLUMN["weight"]])] /= 1000.0
+        return f"as seconds, its lines would last {claimed:,.0f} s where its timestamps span {span:,.0f} s"
 
     def timed_between_checkpoints(self, run: records.Run) -> bool:
         """Whether an MLPerf log's ``run`` is timed between its ``train_loss`` events (more of them than blocks)."""
