@@ -12,7 +12,8 @@ from trainperf.report.html import and_list, fmt_int, fmt_num, fmt_pct, fmt_times
 from trainperf.report.phases import PHASE_LABELS, breakdown, slowest_wait
 from trainperf.report.run_labels import labels
 
-OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "data_s", "slowest_wait_s", "comm_overhead", "compute_comm_ratio"]
+OVERHEAD = ["compute_s", "comm_s", "comm_exposed_s", "wait_outside_s", "data_s", "slowest_wait_s", "comm_overhead",
+            "compute_comm_ratio"]
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
