@@ -191,3 +191,13 @@ def test_a_log_numbering_its_steps_from_1_sets_its_first_step_aside_as_one_numbe
         runs = [import_path(path).runs.iloc[0] for path in (original, shifted)]
     assert (runs[1]["steps"], runs[1]["elapsed_s"]) == (runs[0]["steps"], pytest.approx(runs[0]["elapsed_s"]))
     assert runs[1]["elapsed_s"] < 1416.242 - 74.0  # without step 1 (its expected throughput: the zoo's table)
+
+
+def test_a_start_up_or_evaluation_time_is_no_step_time():
+    # wordplay (the zoo's): "  0%| | 0/100 [00:00<?, ?it/s][...] - Startup time: 18.3313", glued behind the bar's 0/100,
+    # was a record of step 0 lasting 18.3 s; DLLogger nests its step time under "data" (the zoo's NeMo recipe log)
+    assert lookup(normal("Startup time")) is None and lookup(normal("eval_time")) is None
+    assert lookup(normal("data.train_step_timing in s")).name == "step_time_s"
+    with warnings.catch_warnings(action="ignore", category=DataWarning):
+        steps = import_path(ZOO / "wordplay_2024_ezpz_ddp8_dt_in_ms.log").steps
+    assert steps["step"].tolist() == list(range(5, 101, 5))

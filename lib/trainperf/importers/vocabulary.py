@@ -194,12 +194,23 @@ def is_record(values: Mapping[str, object]) -> bool:
     return "step" in values and not TIMED_BY.isdisjoint(values)
 
 
+OTHER_WORK = frozenset({"startup", "eval", "evaluation", "val", "valid", "validation", "test", "checkpoint", "save",
+                        "dataloader", "loading"})
+"""Leading words naming work that is not a training step: ``startup time``, ``eval time`` name no step time (their
+key without them would). Not ``data``: DLLogger nests every figure under it (``data.train_step_timing in s``)."""
+
+
 @functools.lru_cache(maxsize=4096)
 def lookup(key: str) -> Field | None:
-    """The field a normalised ``key`` names: the key without its unit, then without its leading words."""
+    """The field a normalised ``key`` names: the key without its unit, then without its leading words (none once
+    a word of :data:`OTHER_WORK` is dropped)."""
     words = _UNIT.sub("", key).split(" ")
-    tails = (" ".join(words[k:]) for k in range(len(words)))
-    return next((NAMES[tail] for tail in tails if tail in NAMES), None)
+    for k, word in enumerate(words):
+        if (tail := " ".join(words[k:])) in NAMES:
+            return NAMES[tail]
+        if word in OTHER_WORK:
+            return None
+    return None
 
 
 def scale(unit: str, field: Field) -> float | None:
