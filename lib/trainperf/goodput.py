@@ -42,12 +42,13 @@ def goodput(per_rank: pd.DataFrame, wall_s: Mapping[int, float],
     excess = np.clip(np.nan_to_num(warming), 0.0, None)
     # in the measured window's steps (a warm-up step's is in its excess); NaN where no rank timed such a wait
     waited = rows.get("wait_outside_s", pd.Series(np.nan, index=rows.index)).to_numpy(float)
-    found = {"productive_s": steps - excess - np.nan_to_num(waited), "warmup_excess_s": excess,
+    wait = np.nan_to_num(waited)
+    found = {"productive_s": steps - excess - wait, "warmup_excess_s": excess,
              "startup_s": first - before, "unaccounted_s": last - first - steps - between,
              "after_steps_s": wall - last - after,
              **{f"{OUTSIDE_PREFIX}{name}_s": s.sum(axis=1) for name, s in spent.items()}}
     if np.isfinite(waited).any():
-        found["wait_outside_s"] = np.nan_to_num(waited)
+        found["wait_outside_s"] = wait
     # times are written to 1 µs: a part that is zero may come out a few µs below
     out = {"wall_s": float(wall.mean()), "goodput": float(found["productive_s"].sum() / wall.sum())}
     out.update({name: float(max(np.mean(values), 0.0)) for name, values in found.items()})

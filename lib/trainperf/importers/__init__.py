@@ -53,8 +53,7 @@ def import_path(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
     try:
         return build_result(path, fmt, fmt.parse(path, settings), settings)
     except Unmeasured as unmeasured:  # e.g. DeepSpeed timer lines in a log whose Hugging Face dicts give no runtime
-        head = clean(read_head(path, SNIFF_BYTES).decode("utf-8", errors="replace"))
-        other = None if fmt in (PATTERN, TENSORBOARD) else _best(head, settings, but=fmt)
+        other = None if fmt in (PATTERN, TENSORBOARD) else _best(_text(read_head(path, SNIFF_BYTES)), settings, but=fmt)
         if other in (None, GENERIC):
             raise
         with suppress(Unmeasured):
@@ -82,7 +81,7 @@ def reads_as_log(path: str | Path) -> bool:
         return True
     if path.suffix.lower() != ".csv":
         return False
-    head = clean(read_head(path, 1 << 16).decode("utf-8", errors="replace"))
+    head = _text(read_head(path, 1 << 16))
     return LIGHTNING_CSV.sniff(head, Settings()) > 0
 
 
@@ -107,7 +106,7 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
         raise DataError(what, path=path)
     if settings.pattern is not None:
         return PATTERN
-    head = clean(head_bytes.decode("utf-8", errors="replace"))
+    head = _text(head_bytes)
     fmt = _best(head, settings)
     if fmt is None and len(head_bytes) == SNIFF_BYTES:
         found = (_best("\n".join(lines), settings, csv=False) for lines in iter_chunks(path))
@@ -125,6 +124,11 @@ def detect(path: Path, settings: Settings | None = None) -> Format:
         raise DataError("not a log trainperf can read; it reads runs tables (CSV, JSON, JSON lines or Parquet with "
                         f"the runs columns), profiler run folders and logs; formats tried: {logs}; {how}", path=path)
     return fmt
+
+
+def _text(head: bytes) -> str:
+    """The first bytes of a file as cleaned text (undecodable bytes replaced)."""
+    return clean(head.decode("utf-8", errors="replace"))
 
 
 def _best(text: str, settings: Settings, csv: bool = True, but: Format | None = None) -> Format | None:

@@ -404,11 +404,11 @@ class GenericParser(records.IntervalParser[records.Run]):
             return ""
         table, rows = run.records.table(), rows.astype(int)
         ranks, seconds = table[rows, records.COLUMN["rank"]], table[rows, records.COLUMN["seconds"]]
-        clocks = [stamps[ranks == r] for r in np.unique(ranks)]
-        if not all(np.ptp(clock) > 0 and (np.diff(clock) >= 0).all() for clock in clocks):
+        per_rank = [(stamps[ranks == r], seconds[ranks == r]) for r in np.unique(ranks)]
+        if not all(np.ptp(clock) > 0 and (np.diff(clock) >= 0).all() for clock, _ in per_rank):
             return ""  # no clock that moves on (a date in a name, or none)
-        claimed = sum(np.nansum(seconds[ranks == r][1:]) for r in np.unique(ranks))
-        span = sum(np.ptp(clock) + 2.0 for clock in clocks)
+        claimed = sum(np.nansum(times[1:]) for _, times in per_rank)  # each line's time since the one before it
+        span = sum(np.ptp(clock) + 2.0 for clock, _ in per_rank)
         if not 100 * span < claimed < 10_000 * span:
             return ""
         timed = np.isfinite(table[:, records.COLUMN["seconds"]])

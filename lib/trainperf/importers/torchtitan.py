@@ -85,8 +85,8 @@ def _step_record(rank: int | None, when: float, step: str, loss: str | None, mem
     if gib < 0 or gib == math.inf:
         raise LineError(f"memory: {gib:g} GiB is not a size")
     # torchtitan prints "tflops: 0.00  mfu: 0.00%" for a model it counts no FLOPs of (Flux): none reported
-    tflops_, mfu_ = field_number("tflops", tflops), field_number("mfu", mfu) / 100.0
-    return (rank, int(step), field_number("loss", loss), gib, rate, tflops_ or math.nan, mfu_ or math.nan, when)
+    return (rank, int(step), field_number("loss", loss), gib, rate, field_number("tflops", tflops) or math.nan,
+            field_number("mfu", mfu) / 100.0 or math.nan, when)
 
 
 def _before(text: str | None, unit: str) -> str | None:
